@@ -1,0 +1,44 @@
+# iwarpd — small Makefile; every target is documented in README.md.
+GO       ?= go
+BIN      ?= bin
+FUZZTIME ?= 10s
+BENCHTIME ?= 200ms
+TESTFLAGS ?=
+
+.PHONY: build run test race fuzz lint bench clean deps
+
+build:
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+# Runs the daemon on its embedded defaults (foreground; Ctrl-C stops it).
+run: build
+	./$(BIN)/iwarpd
+
+deps:
+	./scripts/install-test-deps.sh
+
+# The whole test suite, as CI runs it (.ci/run): installs tshark/iproute2 when
+# missing, checks formatting and vet, then every test with the race detector.
+test: deps lint
+	$(GO) test -race -count=1 -timeout 12m $(TESTFLAGS) ./...
+
+# The suite without the test dependencies step, race detector on.
+race:
+	$(GO) test -race -count=1 -timeout 12m $(TESTFLAGS) ./...
+
+# Every native fuzz target for FUZZTIME each.
+fuzz:
+	./scripts/fuzz.sh $(FUZZTIME)
+
+lint:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+
+# Go benchmarks of the wire layers; each prints beside its baseline
+# (raw CRC32c) measured in the same run.
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./internal/crc32c/ ./mpa/ ./ddp/ ./llp/...
+
+clean:
+	rm -rf $(BIN)

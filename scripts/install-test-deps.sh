@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs from Debian's packages: tshark (Wireshark's
+# iWARP dissectors are the conformance reference) and iproute2 (network
+# namespaces). Idempotent: does nothing when everything is present. Tests that
+# need a missing tool skip with a message naming this script.
+set -euo pipefail
+
+need=()
+command -v tshark >/dev/null 2>&1 || need+=(tshark)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
+command -v tc >/dev/null 2>&1 || need+=(iproute2)
+
+if [ ${#need[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-test-deps: missing ${need[*]}; run as root to install them (tests needing them will skip)" >&2
+  exit 0
+fi
+export DEBIAN_FRONTEND=noninteractive
+# tshark asks whether non-root users may capture; answer no without a prompt.
+echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections 2>/dev/null || true
+if ! apt-get update -qq; then
+  echo "install-test-deps: apt-get update failed; tests needing ${need[*]} will skip" >&2
+  exit 0
+fi
+if ! apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null; then
+  echo "install-test-deps: could not install ${need[*]}; tests needing them will skip" >&2
+fi
+exit 0
