@@ -43,6 +43,8 @@ var importRules = map[string]importRule{
 		thirdParty: []string{"github.com/google/gopacket"},
 	},
 	"internal/pcapgen": {thirdParty: []string{"github.com/google/gopacket"}},
+	"internal/shm":     {project: []string{"proto"}, thirdParty: []string{"golang.org/x/sys"}},
+	"internal/eventfd": {thirdParty: []string{"golang.org/x/sys"}},
 	"cmd/...": {
 		project:    []string{"..."},
 		thirdParty: []string{"github.com/google/gopacket", "github.com/sirupsen/logrus", "golang.org/x/sys", "golang.org/x/net"},

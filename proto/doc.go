@@ -1,6 +1,23 @@
-// Package proto is the contract between ofverbs (client) and verbsd
-// (daemon): versioned control messages over the Unix socket, and the
-// shared-memory ABI (queue entries, ring headers, doorbell words).
+// Package proto is the contract between ofverbs (the client library) and
+// verbsd (the daemon): the control protocol spoken over the daemon's Unix
+// socket, and the shared-memory ABI of the work and completion queues. The
+// two sides are different processes and meet only here.
+//
+// Control plane (control.go, messages.go): SOCK_SEQPACKET messages, each a
+// 16-octet little-endian header (magic, ABI version, op, sequence number,
+// status) and a JSON body; file descriptors (memfd regions, eventfds) travel
+// beside a message as SCM_RIGHTS. The first exchange is Hello; a client and a
+// daemon of different ABI versions get a clear error on both sides.
+//
+// Data plane (queue.go): fixed-size little-endian queue entries (SQE, RQE,
+// CQE) in single-producer single-consumer rings inside sealed memfd regions,
+// with free-running 32-bit producer/consumer indices on their own cache
+// lines, a CQ arming word for completion events, and the daemon's status page
+// whose "asleep" word tells a client when to ring the doorbell (eventfd).
+// Size assertions and golden-bytes tests pin the layout.
+//
+// Everything a daemon reads from shared memory is untrusted: proto only
+// defines layouts; validation is the reader's job.
 //
 // Imports: the standard library and golang.org/x/sys only.
 package proto

@@ -1,0 +1,28 @@
+package proto
+
+import "fmt"
+
+// ABIVersion is the version of both the control protocol and the
+// shared-memory layout. Any change to either bumps it; a client and a daemon
+// must agree exactly.
+const ABIVersion = 1
+
+// Magic opens every control message header ("IWRP" little-endian).
+const Magic uint32 = 0x50525749
+
+// MaxMessage is the largest control message, header and body.
+const MaxMessage = 64 << 10
+
+// MaxFDs is the most file descriptors one control message may carry.
+const MaxFDs = 4
+
+// VersionError reports an ABI version mismatch, on whichever side sees it.
+type VersionError struct {
+	Local, Peer uint16
+	Side        string // "client" or "daemon": who detected it
+}
+
+func (e *VersionError) Error() string {
+	return fmt.Sprintf("proto: ABI version mismatch: this %s speaks version %d, the peer speaks %d; run a client and a daemon from the same release",
+		e.Side, e.Local, e.Peer)
+}

@@ -1,0 +1,201 @@
+package proto
+
+// Control message bodies. Handles are per-session numbers chosen by the
+// daemon; a handle of one session means nothing in another. Every request
+// that needs descriptors says which ones, in order.
+
+// HelloRequest opens a session. The daemon answers with HelloReply and two
+// descriptors: its doorbell eventfd (write 8 bytes to wake the engine) and
+// its status page memfd (map read-only: StatusPage layout).
+type HelloRequest struct {
+	ABI    uint16 `json:"abi"`
+	Client string `json:"client,omitempty"` // program name, for iwarpctl
+	// Inspect opens a read-only session for iwarpctl: only OpInspect and
+	// OpQueryDevice are served, and no descriptors are returned.
+	Inspect bool `json:"inspect,omitempty"`
+}
+
+type HelloReply struct {
+	ABI       uint16 `json:"abi"`
+	Daemon    string `json:"daemon"` // daemon version string
+	SessionID uint64 `json:"session"`
+	Device    string `json:"device"`
+}
+
+// DeviceAttr is what QueryDevice reports: every limit the daemon enforces.
+type DeviceAttr struct {
+	Name           string `json:"name"`
+	MaxQP          int    `json:"max_qp"`
+	MaxQPWR        int    `json:"max_qp_wr"`
+	MaxSGE         int    `json:"max_sge"`
+	MaxCQ          int    `json:"max_cq"`
+	MaxCQE         int    `json:"max_cqe"`
+	MaxMR          int    `json:"max_mr"`
+	MaxMRSize      uint64 `json:"max_mr_size"`
+	MaxRegistered  uint64 `json:"max_registered_bytes"` // per session
+	MaxPD          int    `json:"max_pd"`
+	MaxAH          int    `json:"max_ah"`
+	MaxSRQ         int    `json:"max_srq"`
+	MaxSRQWR       int    `json:"max_srq_wr"`
+	MaxInline      int    `json:"max_inline"`
+	MaxMsgUD       int    `json:"max_msg_ud"` // largest UD message (segmented by DDP)
+	DatagramSize   int    `json:"datagram_size"`
+	MaxCompChannel int    `json:"max_comp_channel"`
+}
+
+// PortAttr is what QueryPort reports.
+type PortAttr struct {
+	State        string `json:"state"` // "active"
+	Addr         string `json:"addr"`  // IP address the device serves
+	DatagramSize int    `json:"datagram_size"`
+	UDPorts      string `json:"ud_ports"` // "first-last"
+}
+
+type Handle struct {
+	Handle uint32 `json:"handle"`
+}
+
+// RegMRRequest registers [Offset, Offset+Length) of a sealed memfd region
+// (descriptor 0) that the client has mapped at Addr. The region must be
+// sealed against shrinking (F_SEAL_SHRINK) so that the daemon can never be
+// made to fault on it.
+type RegMRRequest struct {
+	PD     uint32 `json:"pd"`
+	Offset uint64 `json:"offset"`
+	Length uint64 `json:"length"`
+	Addr   uint64 `json:"addr"`
+	Access Access `json:"access"`
+}
+
+type RegMRReply struct {
+	Handle uint32 `json:"handle"`
+	LKey   uint32 `json:"lkey"`
+	RKey   uint32 `json:"rkey"`
+}
+
+// CreateCompChannelRequest passes descriptor 0: an eventfd the daemon writes
+// to when an armed CQ bound to the channel gets a completion.
+type CreateCompChannelRequest struct{}
+
+// CreateCQRequest passes descriptor 0: a sealed memfd holding the CQ ring
+// (RingBytes(Depth, CQESize) bytes, RingHeader at offset 0).
+type CreateCQRequest struct {
+	Depth   uint32 `json:"depth"` // power of two
+	Channel uint32 `json:"channel,omitempty"`
+}
+
+// QPCaps are a QP's queue sizes.
+type QPCaps struct {
+	MaxSendWR  uint32 `json:"max_send_wr"` // SQ depth, power of two
+	MaxRecvWR  uint32 `json:"max_recv_wr"` // RQ depth, power of two (0 with an SRQ)
+	MaxSendSGE uint32 `json:"max_send_sge"`
+	MaxRecvSGE uint32 `json:"max_recv_sge"`
+	MaxInline  uint32 `json:"max_inline"`
+}
+
+// CreateQPRequest passes descriptor 0: a sealed memfd holding the SQ ring
+// followed (at RingBytes(SQ)) by the RQ ring when no SRQ is used. Strides are
+// SQEStride(MaxSendSGE, MaxInline) and RQEStride(MaxRecvSGE).
+type CreateQPRequest struct {
+	PD     uint32 `json:"pd"`
+	Type   QPType `json:"type"`
+	SendCQ uint32 `json:"send_cq"`
+	RecvCQ uint32 `json:"recv_cq"`
+	SRQ    uint32 `json:"srq,omitempty"`
+	Caps   QPCaps `json:"caps"`
+	SigAll bool   `json:"sig_all,omitempty"`
+	// Port asks for a UDP port for a datagram QP (0: any in the daemon's range).
+	Port uint16 `json:"port,omitempty"`
+	// NoCRC turns datagram CRC checking off (agreed out of band with peers).
+	NoCRC bool `json:"no_crc,omitempty"`
+}
+
+type CreateQPReply struct {
+	Handle uint32 `json:"handle"`
+	QPN    uint32 `json:"qpn"`
+	Addr   string `json:"addr"` // ip:port of a datagram QP
+}
+
+// ModifyQPRequest moves a QP to State (RESET→INIT→RTR→RTS, any→ERROR).
+type ModifyQPRequest struct {
+	QP    uint32  `json:"qp"`
+	State QPState `json:"state"`
+}
+
+type QueryQPReply struct {
+	Type  QPType  `json:"type"`
+	State QPState `json:"state"`
+	QPN   uint32  `json:"qpn"`
+	Addr  string  `json:"addr"`
+	Caps  QPCaps  `json:"caps"`
+}
+
+// CreateAHRequest names a remote datagram QP by its UDP address.
+type CreateAHRequest struct {
+	PD   uint32 `json:"pd"`
+	Addr string `json:"addr"` // ip:port
+}
+
+// CreateSRQRequest passes descriptor 0: a sealed memfd holding the SRQ ring
+// (stride RQEStride(MaxSGE)).
+type CreateSRQRequest struct {
+	PD     uint32 `json:"pd"`
+	MaxWR  uint32 `json:"max_wr"` // power of two
+	MaxSGE uint32 `json:"max_sge"`
+	Limit  uint32 `json:"limit,omitempty"`
+}
+
+// Event is an asynchronous event (OpEvent).
+type Event struct {
+	Type   EventType `json:"type"`
+	Handle uint32    `json:"handle"` // the QP, CQ or SRQ concerned
+	Detail string    `json:"detail,omitempty"`
+}
+
+// Inspect is the daemon's state for iwarpctl.
+type Inspect struct {
+	Daemon   string           `json:"daemon"`
+	PID      int              `json:"pid"`
+	Device   DeviceAttr       `json:"device"`
+	Port     PortAttr         `json:"port"`
+	Sessions []SessionInfo    `json:"sessions"`
+	Counters map[string]int64 `json:"counters"`
+}
+
+type SessionInfo struct {
+	ID       uint64   `json:"id"`
+	PID      int32    `json:"pid"`
+	UID      uint32   `json:"uid"`
+	GID      uint32   `json:"gid"`
+	Client   string   `json:"client,omitempty"`
+	PDs      int      `json:"pds"`
+	MRs      []MRInfo `json:"mrs"`
+	CQs      []CQInfo `json:"cqs"`
+	QPs      []QPInfo `json:"qps"`
+	AHs      int      `json:"ahs"`
+	SRQs     int      `json:"srqs"`
+	RegBytes uint64   `json:"registered_bytes"`
+}
+
+type MRInfo struct {
+	Handle uint32 `json:"handle"`
+	LKey   uint32 `json:"lkey"`
+	RKey   uint32 `json:"rkey"`
+	Length uint64 `json:"length"`
+	Access Access `json:"access"`
+}
+
+type CQInfo struct {
+	Handle uint32 `json:"handle"`
+	Depth  uint32 `json:"depth"`
+	Armed  bool   `json:"armed"`
+}
+
+type QPInfo struct {
+	Handle   uint32           `json:"handle"`
+	QPN      uint32           `json:"qpn"`
+	Type     string           `json:"type"`
+	State    string           `json:"state"`
+	Addr     string           `json:"addr"`
+	Counters map[string]int64 `json:"counters"`
+}
