@@ -10,5 +10,9 @@
 // bits mean (that is rdmap's), and it does not own memory: placement targets
 // are resolved by the caller.
 //
-// Imports: the standard library, iwerr.
+// Files: header.go (the two header codecs), segment.go (Segmenter,
+// MSNCounter), validate.go (Receiver.Check: the RFC 5041 §7.2 error for each
+// receive-side violation).
+//
+// Imports: the standard library, iwerr, llp (for llp.Transport's MaxSegment).
 package ddp

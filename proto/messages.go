@@ -199,3 +199,9 @@ type QPInfo struct {
 	Addr     string           `json:"addr"`
 	Counters map[string]int64 `json:"counters"`
 }
+
+// ErrorBody is the body of an error reply: what went wrong, for people.
+// The errno is in the header's Status.
+type ErrorBody struct {
+	Error string `json:"error"`
+}

@@ -28,12 +28,20 @@ const (
 	controlReservedMask        = 0x30
 )
 
-// Untagged queue numbers (RFC 5040 §5.1; RFC 7306 §8 adds 3).
+// Untagged queue numbers (RFC 5040 §5.1; RFC 7306 adds QN 3, IANA "RDMAP DDP
+// Untagged Queue Numbers").
+//
+// RFC 7306 puts the Atomic Request on QN 1, beside the RDMA Read Request (both
+// are answered by the responder in order and use its IRD), and gives the
+// Atomic Response — an untagged message the requester must have a buffer
+// for — the new QN 3. QNAtomic is that QN 3.
 const (
 	QNSend        = 0 // Send variants (and RFC 7306 Immediate Data)
-	QNReadRequest = 1 // RDMA Read Request
+	QNReadRequest = 1 // RDMA Read Request (and RFC 7306 Atomic Request)
 	QNTerminate   = 2 // Terminate, and the datagram profile's error messages
-	QNAtomic      = 3 // RFC 7306 Atomic Request
+	QNAtomic      = 3 // RFC 7306 Atomic Response
+
+	QNAtomicResponse = QNAtomic // the same queue, by its RFC 7306 role
 )
 
 // QPTypes is a set of queue pair types, used by the opcode table to say who
@@ -84,8 +92,8 @@ var opcodes = [maxOpcode + 1]OpcodeInfo{
 	OpTerminate:        {Name: "Terminate", QN: QNTerminate, HeaderLen: TerminateFixedLen, QPTypes: allTypes},
 	OpImmediateData:    {Name: "Immediate Data", QN: QNSend, HeaderLen: ImmediateDataLen, QPTypes: unsupportedQPTypes, Fixed: true},
 	OpImmediateDataSE:  {Name: "Immediate Data with Solicited Event", QN: QNSend, HeaderLen: ImmediateDataLen, QPTypes: unsupportedQPTypes, Fixed: true},
-	OpAtomicRequest:    {Name: "Atomic Request", QN: QNAtomic, HeaderLen: AtomicRequestLen, QPTypes: unsupportedQPTypes, Fixed: true},
-	OpAtomicResponse:   {Name: "Atomic Response", Tagged: false, QN: QNReadRequest, HeaderLen: AtomicResponseLen, QPTypes: unsupportedQPTypes, Fixed: true},
+	OpAtomicRequest:    {Name: "Atomic Request", QN: QNReadRequest, HeaderLen: AtomicRequestLen, QPTypes: unsupportedQPTypes, Fixed: true},
+	OpAtomicResponse:   {Name: "Atomic Response", QN: QNAtomicResponse, HeaderLen: AtomicResponseLen, QPTypes: unsupportedQPTypes, Fixed: true},
 	OpWriteRecord:      {Name: "RDMA Write-Record", Tagged: true, HeaderLen: WriteRecordLen, QPTypes: datagramTypes, Fixed: true},
 }
 
