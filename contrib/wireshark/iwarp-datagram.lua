@@ -1,0 +1,295 @@
+-- iwarp-datagram.lua: Wireshark dissector for the iwarpd datagram-iWARP profile
+-- (docs/wire-format.md in the iwarpd repository). Wireshark 4.0 API, Lua 5.2.
+--
+--   UD datagram (UDP payload):  DDP segment | CRC32c (4, little-endian)
+--   RD datagram (UDP payload):  RD header (24) | DDP segment | CRC32c (4, LE)
+--   RD ACK datagram:            RD header (24) | CRC32c (4, LE)
+--
+-- The DDP segment (RFC 5041 header, RDMAP header, payload) is handed to
+-- Wireshark's own "iwarp_ddp_rdmap" dissector. This file decodes the RD
+-- header, checks the CRC32c trailer, and decodes the Write-Record header
+-- (RDMAP opcode 0xC), which Wireshark does not know.
+--
+-- Usage: tshark -X lua_script:iwarp-datagram.lua -r capture.pcap
+--        (or copy into the personal Lua plugins folder; see README.md).
+
+local ddp_rdmap = Dissector.get("iwarp_ddp_rdmap")
+
+local proto = Proto("iwarp_dgram", "iWARP Datagram Profile (iwarpd)")
+
+-- Preferences -----------------------------------------------------------------
+
+local DEFAULT_UD_PORTS = "17000-17499"
+local DEFAULT_RD_PORTS = "17500-17999"
+
+proto.prefs.ud_ports = Pref.range("UD UDP ports", DEFAULT_UD_PORTS,
+  "UDP ports of unreliable-datagram (UD) queue pairs", 65535)
+proto.prefs.rd_ports = Pref.range("RD UDP ports", DEFAULT_RD_PORTS,
+  "UDP ports of reliable-datagram (RD) queue pairs; a datagram with either port in this range is decoded as RD", 65535)
+proto.prefs.zero_crc_unused = Pref.bool("Zero CRC means CRC off", true,
+  "A trailer of 0 is written by senders whose QP has CRC off: do not check it")
+
+-- Fields ------------------------------------------------------------------------
+
+local rd_types = { [1] = "DATA", [2] = "ACK" }
+local crc_status_names = { [0] = "Bad", [1] = "Good", [2] = "Not checked (CRC off)" }
+local framing_names = { [0] = "UD", [1] = "RD" }
+
+local f = {
+  framing      = ProtoField.uint8("iwarp_dgram.framing", "Framing", base.DEC, framing_names),
+  rd           = ProtoField.none("iwarp_dgram.rd", "RD header"),
+  rd_version   = ProtoField.uint8("iwarp_dgram.rd.version", "Version", base.DEC, nil, 0xF0),
+  rd_type      = ProtoField.uint8("iwarp_dgram.rd.type", "Type", base.DEC, rd_types, 0x0F),
+  rd_flags     = ProtoField.uint8("iwarp_dgram.rd.flags", "Flags", base.HEX),
+  rd_f_ack     = ProtoField.bool("iwarp_dgram.rd.flags.ack", "ACK (ack fields valid)", 8, nil, 0x80),
+  rd_f_ackreq  = ProtoField.bool("iwarp_dgram.rd.flags.ackreq", "ACKREQ (acknowledge now)", 8, nil, 0x40),
+  rd_f_notrdy  = ProtoField.bool("iwarp_dgram.rd.flags.notready", "NOTREADY (no posted receive)", 8, nil, 0x20),
+  rd_f_reset   = ProtoField.bool("iwarp_dgram.rd.flags.reset", "RESET (state for this pair dropped)", 8, nil, 0x10),
+  rd_f_rsvd    = ProtoField.uint8("iwarp_dgram.rd.flags.reserved", "Reserved", base.HEX, nil, 0x0F),
+  rd_window    = ProtoField.uint16("iwarp_dgram.rd.window", "Window", base.DEC),
+  rd_inc       = ProtoField.uint32("iwarp_dgram.rd.incarnation", "Sender incarnation", base.HEX),
+  rd_echo      = ProtoField.uint32("iwarp_dgram.rd.echoed_incarnation", "Echoed incarnation", base.HEX),
+  rd_seq       = ProtoField.uint32("iwarp_dgram.rd.seq", "Sequence number", base.DEC),
+  rd_cumack    = ProtoField.uint32("iwarp_dgram.rd.cumack", "Cumulative ack", base.DEC),
+  rd_sack      = ProtoField.uint32("iwarp_dgram.rd.sack", "Selective-ack bitmap", base.HEX),
+  rd_sacked    = ProtoField.uint32("iwarp_dgram.rd.sacked", "Selectively acked", base.DEC),
+  wr           = ProtoField.none("iwarp_dgram.wr", "Write-Record header"),
+  wr_id        = ProtoField.uint32("iwarp_dgram.wr.record_id", "Record ID", base.DEC),
+  wr_len       = ProtoField.uint32("iwarp_dgram.wr.msg_len", "Message length", base.DEC),
+  wr_off       = ProtoField.uint32("iwarp_dgram.wr.msg_offset", "Message offset", base.DEC),
+  wr_base      = ProtoField.uint64("iwarp_dgram.wr.base_to", "Message base TO (TO - offset)", base.HEX),
+  crc          = ProtoField.uint32("iwarp_dgram.crc", "CRC32c (little-endian on the wire)", base.HEX),
+  crc_computed = ProtoField.uint32("iwarp_dgram.crc.computed", "CRC32c computed", base.HEX),
+  crc_status   = ProtoField.uint8("iwarp_dgram.crc.status", "CRC status", base.DEC, crc_status_names),
+}
+proto.fields = {
+  f.framing, f.rd, f.rd_version, f.rd_type, f.rd_flags, f.rd_f_ack, f.rd_f_ackreq,
+  f.rd_f_notrdy, f.rd_f_reset, f.rd_f_rsvd, f.rd_window, f.rd_inc, f.rd_echo, f.rd_seq,
+  f.rd_cumack, f.rd_sack, f.rd_sacked, f.wr, f.wr_id, f.wr_len, f.wr_off, f.wr_base,
+  f.crc, f.crc_computed, f.crc_status,
+}
+
+local e = {
+  bad_crc   = ProtoExpert.new("iwarp_dgram.crc.bad", "Bad CRC32c",
+                expert.group.CHECKSUM, expert.severity.ERROR),
+  short     = ProtoExpert.new("iwarp_dgram.short", "Datagram shorter than its framing",
+                expert.group.MALFORMED, expert.severity.ERROR),
+  version   = ProtoExpert.new("iwarp_dgram.rd.bad_version", "Unknown RD header version",
+                expert.group.MALFORMED, expert.severity.ERROR),
+  bad_type  = ProtoExpert.new("iwarp_dgram.rd.bad_type", "Unknown RD datagram type",
+                expert.group.MALFORMED, expert.severity.ERROR),
+  ack_data  = ProtoExpert.new("iwarp_dgram.rd.ack_payload", "RD ACK datagram carries octets after its header",
+                expert.group.MALFORMED, expert.severity.ERROR),
+  rsvd      = ProtoExpert.new("iwarp_dgram.rd.reserved", "Reserved RD flag bits set",
+                expert.group.PROTOCOL, expert.severity.WARN),
+  wr_bounds = ProtoExpert.new("iwarp_dgram.wr.bounds", "Write-Record segment lies outside its message",
+                expert.group.PROTOCOL, expert.severity.WARN),
+}
+proto.experts = { e.bad_crc, e.short, e.version, e.bad_type, e.ack_data, e.rsvd, e.wr_bounds }
+
+-- CRC32c (Castagnoli, reflected 0x82F63B78, init/xorout 0xFFFFFFFF) -----------
+
+local crc_table = {}
+for i = 0, 255 do
+  local c = i
+  for _ = 1, 8 do
+    if bit32.band(c, 1) ~= 0 then
+      c = bit32.bxor(bit32.rshift(c, 1), 0x82F63B78)
+    else
+      c = bit32.rshift(c, 1)
+    end
+  end
+  crc_table[i] = c
+end
+
+local function crc32c(s)
+  local c = 0xFFFFFFFF
+  for i = 1, #s do
+    c = bit32.bxor(bit32.rshift(c, 8), crc_table[bit32.band(bit32.bxor(c, s:byte(i)), 0xFF)])
+  end
+  return bit32.bnot(c)
+end
+
+-- Port ranges ---------------------------------------------------------------------
+
+local function in_range(r, port)
+  for part in string.gmatch(tostring(r), "[^,%s]+") do
+    local lo, hi = string.match(part, "^(%d+)%-(%d+)$")
+    if lo then
+      if port >= tonumber(lo) and port <= tonumber(hi) then return true end
+    elseif tonumber(part) == port then
+      return true
+    end
+  end
+  return false
+end
+
+-- Dissection ------------------------------------------------------------------------
+
+local DDP_TAGGED_LEN, DDP_UNTAGGED_LEN = 14, 18
+local RD_LEN, CRC_LEN, WR_LEN = 24, 4, 12
+local OP_WRITE_RECORD = 0xC
+
+local function ddp_header_len(tvb, off)
+  if bit32.band(tvb(off, 1):uint(), 0x80) ~= 0 then return DDP_TAGGED_LEN end
+  return DDP_UNTAGGED_LEN
+end
+
+-- Adds the Write-Record subtree for an opcode 0xC segment at [off, off+len).
+local function dissect_write_record(tvb, off, len, tree)
+  if len < DDP_TAGGED_LEN + WR_LEN then
+    tree:add_proto_expert_info(e.short, "Write-Record segment shorter than 26 octets")
+    return ""
+  end
+  local r = tvb(off + DDP_TAGGED_LEN, WR_LEN)
+  local st = tree:add(f.wr, r)
+  local id = r(0, 4):uint()
+  local mlen = r(4, 4):uint()
+  local moff = r(8, 4):uint()
+  st:add(f.wr_id, r(0, 4))
+  st:add(f.wr_len, r(4, 4))
+  st:add(f.wr_off, r(8, 4))
+  local to = tvb(off + 6, 8):uint64()
+  st:add(f.wr_base, tvb(off + 6, 8), to - UInt64(moff)):set_generated()
+  local payload = len - DDP_TAGGED_LEN - WR_LEN
+  if moff + payload > mlen then
+    st:add_proto_expert_info(e.wr_bounds)
+  end
+  return string.format(" Write-Record id=%d off=%d/%d", id, moff, mlen)
+end
+
+function proto.dissector(tvb, pinfo, tree)
+  local n = tvb:len()
+  local rd = in_range(proto.prefs.rd_ports, pinfo.src_port) or in_range(proto.prefs.rd_ports, pinfo.dst_port)
+  local root = tree:add(proto, tvb())
+  root:add(f.framing, rd and 1 or 0):set_generated()
+
+  local min = rd and (RD_LEN + CRC_LEN) or (DDP_TAGGED_LEN + CRC_LEN)
+  if n < min then
+    root:add_proto_expert_info(e.short)
+    pinfo.cols.protocol = "iWARP-DG"
+    return n
+  end
+
+  -- CRC trailer: covers every octet before it (the RD header included).
+  local body = n - CRC_LEN
+  local crc = tvb(body, CRC_LEN):le_uint()
+  local ci = root:add_le(f.crc, tvb(body, CRC_LEN))
+  local crc_info = ""
+  if crc == 0 and proto.prefs.zero_crc_unused then
+    root:add(f.crc_status, 2):set_generated()
+  else
+    local computed = crc32c(tvb:raw(0, body))
+    root:add(f.crc_computed, computed):set_generated()
+    if computed == crc then
+      root:add(f.crc_status, 1):set_generated()
+    else
+      root:add(f.crc_status, 0):set_generated()
+      ci:add_proto_expert_info(e.bad_crc, string.format("Bad CRC32c: trailer 0x%08x, computed 0x%08x", crc, computed))
+      crc_info = " [BAD CRC]"
+    end
+  end
+
+  local off = 0
+  local info = ""
+  if rd then
+    local r = tvb(0, RD_LEN)
+    local rt = root:add(f.rd, r)
+    local version = bit32.rshift(r(0, 1):uint(), 4)
+    local typ = bit32.band(r(0, 1):uint(), 0x0F)
+    local flags = r(1, 1):uint()
+    rt:add(f.rd_version, r(0, 1))
+    rt:add(f.rd_type, r(0, 1))
+    local ft = rt:add(f.rd_flags, r(1, 1))
+    ft:add(f.rd_f_ack, r(1, 1))
+    ft:add(f.rd_f_ackreq, r(1, 1))
+    ft:add(f.rd_f_notrdy, r(1, 1))
+    ft:add(f.rd_f_reset, r(1, 1))
+    ft:add(f.rd_f_rsvd, r(1, 1))
+    if bit32.band(flags, 0x0F) ~= 0 then ft:add_proto_expert_info(e.rsvd) end
+    rt:add(f.rd_window, r(2, 2))
+    rt:add(f.rd_inc, r(4, 4))
+    rt:add(f.rd_echo, r(8, 4))
+    rt:add(f.rd_seq, r(12, 4))
+    rt:add(f.rd_cumack, r(16, 4))
+    local st = rt:add(f.rd_sack, r(20, 4))
+    local cumack, sack = r(16, 4):uint(), r(20, 4):uint()
+    for i = 0, 31 do
+      if bit32.band(sack, bit32.lshift(1, i)) ~= 0 then
+        st:add(f.rd_sacked, bit32.band(cumack + 1 + i, 0xFFFFFFFF)):set_generated()
+      end
+    end
+    if version ~= 1 then
+      rt:add_proto_expert_info(e.version)
+      pinfo.cols.protocol = "iWARP-RD"
+      return n
+    end
+    local names = {}
+    if bit32.band(flags, 0x80) ~= 0 then names[#names + 1] = "ACK" end
+    if bit32.band(flags, 0x40) ~= 0 then names[#names + 1] = "ACKREQ" end
+    if bit32.band(flags, 0x20) ~= 0 then names[#names + 1] = "NOTREADY" end
+    if bit32.band(flags, 0x10) ~= 0 then names[#names + 1] = "RESET" end
+    local fl = table.concat(names, ",")
+    if typ == 1 then
+      info = string.format("RD DATA seq=%d", r(12, 4):uint())
+    elseif typ == 2 then
+      info = "RD ACK"
+    else
+      rt:add_proto_expert_info(e.bad_type)
+      pinfo.cols.protocol = "iWARP-RD"
+      return n
+    end
+    if bit32.band(flags, 0x80) ~= 0 then
+      info = info .. string.format(" cumack=%d sack=0x%x win=%d", cumack, sack, r(2, 2):uint())
+    end
+    if fl ~= "" then info = info .. " [" .. fl .. "]" end
+    off = RD_LEN
+    if typ == 2 then
+      if body > off then root:add_proto_expert_info(e.ack_data) end
+      pinfo.cols.protocol = "iWARP-RD"
+      pinfo.cols.info = info .. crc_info
+      return n
+    end
+  end
+
+  -- One DDP segment in [off, body).
+  local seglen = body - off
+  if seglen < 1 or seglen < ddp_header_len(tvb, off) then
+    root:add_proto_expert_info(e.short, "DDP segment shorter than its header")
+    pinfo.cols.protocol = rd and "iWARP-RD" or "iWARP-UD"
+    return n
+  end
+  local opcode = bit32.band(tvb(off + 1, 1):uint(), 0x0F)
+  local tagged = bit32.band(tvb(off, 1):uint(), 0x80) ~= 0
+  if tagged and opcode == OP_WRITE_RECORD then
+    info = info .. dissect_write_record(tvb, off, seglen, root)
+  end
+  ddp_rdmap:call(tvb(off, seglen):tvb(), pinfo, tree)
+  local prefix = (rd and "" or "UD") .. info
+  prefix = string.gsub(prefix, "^%s+", "")
+  pinfo.cols.info:prepend(prefix .. " ")
+  if crc_info ~= "" then pinfo.cols.info:append(crc_info) end
+  return n
+end
+
+-- Registration ------------------------------------------------------------------------
+
+local udp_table = DissectorTable.get("udp.port")
+local registered = {}
+
+local function register_ports()
+  for _, r in ipairs(registered) do udp_table:remove(r, proto) end
+  registered = {}
+  for _, r in ipairs({ tostring(proto.prefs.ud_ports), tostring(proto.prefs.rd_ports) }) do
+    if r ~= "" then
+      udp_table:add(r, proto)
+      registered[#registered + 1] = r
+    end
+  end
+end
+
+function proto.prefs_changed()
+  register_ports()
+end
+
+register_ports()
