@@ -5,5 +5,13 @@
 // and marker settings per direction, and the conformance checks behind
 // iwarpdump -strict. It decodes with the same parsers the protocol runs.
 //
-// Imports: gopacket, iwerr, internal/crc32c, mpa, ddp, rdmap, llp/dgram.
+// Layer types (registered once, in layers.go, numbers 1400–1405):
+// LayerTypeMPAFrame, LayerTypeMPAFPDU, LayerTypeDDP, LayerTypeRDMAP,
+// LayerTypeDatagramUD, LayerTypeDatagramRD. FPDUDecoder and DatagramDecoder
+// decode with non-default MPA or CRC settings. Decoder / Decode / DecodeFile
+// turn whole captures into Events; the checks are listed in
+// docs/iwarpdump.md. dissect never parses a wire format itself: every codec
+// call goes to mpa, ddp, rdmap or llp/dgram (codecs.go adapts them).
+//
+// Imports: gopacket (layers, pcapgo), mpa, ddp, rdmap, llp/dgram.
 package dissect

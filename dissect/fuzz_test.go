@@ -1,0 +1,55 @@
+package dissect
+
+import (
+	"encoding/hex"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+
+	"github.com/iwarpd/iwarpd/llp/dgram"
+	"github.com/iwarpd/iwarpd/rdmap"
+)
+
+// FuzzDecodePacket drives arbitrary bytes through every entry point: as a
+// link-layer frame, as UD and RD datagram payloads, as MPA frames at the
+// start of a TCP stream and as FPDU bytes after a negotiation, split and
+// reordered through the reassembler. It must never panic.
+func FuzzDecodePacket(f *testing.F) {
+	hello, _ := hex.DecodeString(strings.ReplaceAll(helloFPDU, " ", ""))
+	f.Add(hello)
+	f.Add(udDatagram(untagged(rdmap.OpSend, 1, 0, true, []byte("x"))))
+	h := dgram.RDHeader{Version: dgram.RDVersion, Type: dgram.RDData, Seq: 1}
+	f.Add(dgram.AppendRD(nil, &h, true, tagged(rdmap.OpWriteRecord, 1, 0, true, make([]byte, 12))))
+	req := rev2(false, true, enh)
+	f.Add(req.Append(nil))
+	tm := rdmap.TerminateFor(rdmap.Terminate{}.Err, untagged(rdmap.OpSend, 1, 0, true, nil), nil)
+	f.Add(untagged(rdmap.OpTerminate, 1, 0, true, tm.Append(nil)))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d := NewDecoder(DefaultConfig(), func(*Event) {})
+		ci := gopacket.CaptureInfo{Timestamp: time.Unix(1, 0), CaptureLength: len(data), Length: len(data)}
+		d.Packet(1, ci, data, layers.LinkTypeEthernet)
+		d.Packet(2, ci, data, layers.LinkTypeRaw)
+		d.Close()
+
+		s := newSynth(t)
+		s.udp(17000, 17001, data)
+		s.udp(17500, 17501, data)
+		c := s.conn(1460)
+		c.bytes(1, data) // the reverse direction starts with arbitrary bytes
+		c.negotiate(req, rev2(true, false, enh))
+		split := uint32(len(data) / 2)
+		c.raw(0, c.seq[0]+split, data[split:], nil)
+		c.raw(0, c.seq[0], data[:split], nil)
+		c.seq[0] += uint32(len(data))
+		if len(data) <= 0xffff {
+			c.bytes(0, c.fpdu(0, data)) // arbitrary bytes as a well-framed ULPDU
+		}
+		s.d.Close()
+		for _, e := range s.events {
+			_ = FormatText(e, false)
+		}
+	})
+}
