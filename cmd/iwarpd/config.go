@@ -1,23 +1,33 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
+	"os/user"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/iwarpd/iwarpd/llp/dgram"
+	"github.com/iwarpd/iwarpd/verbsd"
 	"github.com/sirupsen/logrus"
 )
 
 // config is everything iwarpd can be told; it is passed down, never global.
 type config struct {
-	Socket     string // control socket path
-	SocketMode os.FileMode
-	LogLevel   logrus.Level
-	LogFormat  string // "text" or "json"
+	Socket      string // control socket path
+	SocketMode  os.FileMode
+	SocketGroup int // gid given to the socket, -1 = leave as created
+	LogLevel    logrus.Level
+	LogFormat   string // "text" or "json"
+	Verbs       verbsd.Config
 }
 
 // defaultSocket is /run/iwarpd/iwarpd.sock for root, else under
@@ -32,28 +42,68 @@ func defaultSocket() string {
 	return filepath.Join(os.TempDir(), fmt.Sprintf("iwarpd-%d", os.Geteuid()), "iwarpd.sock")
 }
 
-// envOverrides maps flags to the environment variables that set them.
-var envOverrides = map[string]string{
-	"socket":      "IWARPD_SOCKET",
-	"socket-mode": "IWARPD_SOCKET_MODE",
-	"log-level":   "IWARPD_LOG_LEVEL",
-	"log-format":  "IWARPD_LOG_FORMAT",
+// envName is the environment variable of a flag: IWARPD_ and the flag name
+// in capitals with dashes as underscores (-max-qp: IWARPD_MAX_QP).
+func envName(flagName string) string {
+	return "IWARPD_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// parseConfig reads flags, then applies environment variables to every flag
-// not given on the command line (flags win over the environment).
+// parseConfig reads flags, then fills every flag not given on the command
+// line from its environment variable, else from the config file (-config /
+// IWARPD_CONFIG, a JSON object keyed by flag names), else the default.
 func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) (config, error) {
+	def := verbsd.DefaultConfig()
 	fs := flag.NewFlagSet("iwarpd", flag.ContinueOnError)
 	fs.SetOutput(usageOut)
-	socket := fs.String("socket", defaultSocket(), "control socket `path` (env IWARPD_SOCKET)")
-	mode := fs.String("socket-mode", "0660", "permission bits of the control socket, octal (env IWARPD_SOCKET_MODE)")
-	level := fs.String("log-level", "info", "log level: panic, fatal, error, warn, info, debug, trace (env IWARPD_LOG_LEVEL)")
-	format := fs.String("log-format", "text", "log format: text or json (env IWARPD_LOG_FORMAT)")
+	str := func(name, value, usage string) *string {
+		return fs.String(name, value, usage+" (env "+envName(name)+")")
+	}
+	configFile := str("config", "", "JSON configuration `file`: an object whose keys are flag names")
+	socket := str("socket", defaultSocket(), "control socket `path`")
+	mode := str("socket-mode", "0660", "permission bits of the control socket, octal")
+	group := str("socket-group", "", "group (`name or gid`) given to the control socket; its members may use the daemon")
+	level := str("log-level", "info", "log level: panic, fatal, error, warn, info, debug, trace")
+	format := str("log-format", "text", "log format: text or json")
+	addr := str("addr", def.Addr.String(), "IP `address` the device serves (datagram QPs bind to it); the default suits a single host")
+	udPorts := str("ud-ports", portRange(def.UDPorts), "UDP port `range` FIRST-LAST of UD queue pairs")
+	rdPorts := str("rd-ports", portRange(def.RDPorts), "UDP port `range` of RD queue pairs (reserved)")
+	dgramSize := str("datagram-size", strconv.Itoa(def.DatagramSize), "largest UDP payload sent, `octets` (up to 65507; 1472 fits an MTU of 1500)")
+	maxMsg := str("max-msg-ud", strconv.Itoa(def.MaxMsgUD), "largest UD message, `octets` (sent as several datagrams)")
+	reasm := str("reassembly-timeout", def.ReassemblyTimeout.String(), "drop a partly received UD message after this `duration`")
+	partial := str("max-partial", strconv.Itoa(def.MaxPartial), "partly reassembled messages kept per QP")
+	pollWindow := str("poll-window", "50us", "keep polling this `duration` after the last work before sleeping")
+	pollBatch := str("poll-batch", strconv.Itoa(def.PollBatch), "work requests (and datagrams) served per QP per engine pass")
+	sockBuf := str("socket-buffer", strconv.Itoa(def.SocketBuffer), "SO_SNDBUF/SO_RCVBUF of datagram sockets, `octets` (0: kernel default)")
+	l := def.Limits
+	intLimits := []struct {
+		name, usage string
+		def         int
+	}{
+		{"max-qp", "queue pairs per session", l.MaxQP},
+		{"max-cq", "completion queues per session", l.MaxCQ},
+		{"max-mr", "memory regions per session", l.MaxMR},
+		{"max-pd", "protection domains per session", l.MaxPD},
+		{"max-ah", "address handles per session", l.MaxAH},
+		{"max-srq", "shared receive queues per session", l.MaxSRQ},
+		{"max-comp-channel", "completion channels per session", l.MaxCompChannel},
+		{"max-qp-wr", "send/receive queue depth", l.MaxQPWR},
+		{"max-srq-wr", "shared receive queue depth", l.MaxSRQWR},
+		{"max-cqe", "completion queue depth", l.MaxCQE},
+		{"max-sge", "scatter/gather elements per work request", l.MaxSGE},
+		{"max-inline", "inline octets per send", l.MaxInline},
+	}
+	intVals := make([]*string, len(intLimits))
+	for i, v := range intLimits {
+		intVals[i] = str(v.name, strconv.Itoa(v.def), v.usage)
+	}
+	maxReg := str("max-registered-bytes", strconv.FormatUint(l.MaxRegistered, 10), "registered `octets` per session (suffixes K, M, G)")
+	maxMRSize := str("max-mr-size", strconv.FormatUint(l.MaxMRSize, 10), "largest memory region, `octets` (suffixes K, M, G)")
 	fs.Usage = func() {
 		fmt.Fprintf(usageOut, "usage: iwarpd [flags]\n\n"+
 			"iwarpd is the iWARP software RNIC daemon: run one per node.\n"+
-			"Every flag can also be set from the environment variable named beside it;\n"+
-			"a flag on the command line wins. See docs/iwarpd.md.\n\nflags:\n")
+			"Every flag can also be set from the environment variable named beside it,\n"+
+			"or in the -config file; a flag on the command line wins over the environment,\n"+
+			"which wins over the file. See docs/iwarpd.md.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -64,40 +114,187 @@ func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) 
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	// origin names where each setting came from, for error messages.
-	fromEnv := map[string]string{}
-	for name, env := range envOverrides {
-		if v := getenv(env); v != "" && !given[name] {
-			if err := fs.Set(name, v); err != nil {
-				return config{}, fmt.Errorf("%s=%q: %w", env, v, err)
+	origin := map[string]string{}
+	// The environment first (it may name the config file).
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		env := envName(f.Name)
+		if v := getenv(env); v != "" && !given[f.Name] && envErr == nil {
+			if err := fs.Set(f.Name, v); err != nil {
+				envErr = fmt.Errorf("%s=%q: %w", env, v, err)
 			}
-			fromEnv[name] = env
+			origin[f.Name] = env
+		}
+	})
+	if envErr != nil {
+		return config{}, envErr
+	}
+	if *configFile != "" {
+		if err := applyFile(fs, *configFile, given, origin); err != nil {
+			return config{}, err
 		}
 	}
-	origin := func(name string) string {
-		if env, ok := fromEnv[name]; ok {
-			return env
+	from := func(name string) string {
+		if o, ok := origin[name]; ok {
+			return o
 		}
 		return "-" + name
 	}
 
-	var cfg config
+	cfg := config{SocketGroup: -1, Verbs: def}
 	cfg.Socket = *socket
 	if cfg.Socket == "" {
-		return config{}, fmt.Errorf("%s must not be empty", origin("socket"))
+		return config{}, fmt.Errorf("%s must not be empty", from("socket"))
 	}
 	m, err := strconv.ParseUint(*mode, 8, 32)
 	if err != nil || m > 0o777 {
-		return config{}, fmt.Errorf("%s %q: want octal permission bits such as 0660", origin("socket-mode"), *mode)
+		return config{}, fmt.Errorf("%s %q: want octal permission bits such as 0660", from("socket-mode"), *mode)
 	}
 	cfg.SocketMode = os.FileMode(m)
-	cfg.LogLevel, err = logrus.ParseLevel(*level)
-	if err != nil {
-		return config{}, fmt.Errorf("%s: %w", origin("log-level"), err)
+	if *group != "" {
+		if cfg.SocketGroup, err = lookupGroup(*group); err != nil {
+			return config{}, fmt.Errorf("%s: %w", from("socket-group"), err)
+		}
+	}
+	if cfg.LogLevel, err = logrus.ParseLevel(*level); err != nil {
+		return config{}, fmt.Errorf("%s: %w", from("log-level"), err)
 	}
 	cfg.LogFormat = strings.ToLower(*format)
 	if cfg.LogFormat != "text" && cfg.LogFormat != "json" {
-		return config{}, fmt.Errorf("%s %q: want text or json", origin("log-format"), *format)
+		return config{}, fmt.Errorf("%s %q: want text or json", from("log-format"), *format)
+	}
+	v := &cfg.Verbs
+	if v.Addr, err = netip.ParseAddr(*addr); err != nil {
+		return config{}, fmt.Errorf("%s: %w", from("addr"), err)
+	}
+	v.Addr = v.Addr.Unmap()
+	if v.UDPorts, err = parsePortRange(*udPorts); err != nil {
+		return config{}, fmt.Errorf("%s: %w", from("ud-ports"), err)
+	}
+	if v.RDPorts, err = parsePortRange(*rdPorts); err != nil {
+		return config{}, fmt.Errorf("%s: %w", from("rd-ports"), err)
+	}
+	ints := []struct {
+		name string
+		s    *string
+		dst  *int
+	}{{"datagram-size", dgramSize, &v.DatagramSize}, {"max-msg-ud", maxMsg, &v.MaxMsgUD},
+		{"max-partial", partial, &v.MaxPartial}, {"poll-batch", pollBatch, &v.PollBatch}, {"socket-buffer", sockBuf, &v.SocketBuffer}}
+	dsts := []*int{&v.Limits.MaxQP, &v.Limits.MaxCQ, &v.Limits.MaxMR, &v.Limits.MaxPD, &v.Limits.MaxAH, &v.Limits.MaxSRQ,
+		&v.Limits.MaxCompChannel, &v.Limits.MaxQPWR, &v.Limits.MaxSRQWR, &v.Limits.MaxCQE, &v.Limits.MaxSGE, &v.Limits.MaxInline}
+	for i, il := range intLimits {
+		ints = append(ints, struct {
+			name string
+			s    *string
+			dst  *int
+		}{il.name, intVals[i], dsts[i]})
+	}
+	for _, it := range ints {
+		n, err := strconv.Atoi(*it.s)
+		if err != nil {
+			return config{}, fmt.Errorf("%s %q: want an integer", from(it.name), *it.s)
+		}
+		*it.dst = n
+	}
+	if v.Limits.MaxRegistered, err = parseSize(*maxReg); err != nil {
+		return config{}, fmt.Errorf("%s: %w", from("max-registered-bytes"), err)
+	}
+	if v.Limits.MaxMRSize, err = parseSize(*maxMRSize); err != nil {
+		return config{}, fmt.Errorf("%s: %w", from("max-mr-size"), err)
+	}
+	for _, d := range []struct {
+		name string
+		s    *string
+		dst  *time.Duration
+	}{{"poll-window", pollWindow, &v.PollWindow}, {"reassembly-timeout", reasm, &v.ReassemblyTimeout}} {
+		if *d.dst, err = time.ParseDuration(*d.s); err != nil {
+			return config{}, fmt.Errorf("%s: %w", from(d.name), err)
+		}
+	}
+	if err := v.Validate(); err != nil {
+		return config{}, err
 	}
 	return cfg, nil
+}
+
+// applyFile sets every flag named in the JSON config file that neither the
+// command line nor the environment set.
+func applyFile(fs *flag.FlagSet, path string, given map[string]bool, origin map[string]string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config file: %w", err)
+	}
+	var kv map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&kv); err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	keys := make([]string, 0, len(kv))
+	for k := range kv {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if k == "config" || fs.Lookup(k) == nil {
+			return fmt.Errorf("config file %s: unknown key %q (keys are flag names; see iwarpd -h)", path, k)
+		}
+		if given[k] || origin[k] != "" {
+			continue
+		}
+		var s string
+		if err := json.Unmarshal(kv[k], &s); err != nil {
+			var n json.Number
+			d := json.NewDecoder(bytes.NewReader(kv[k]))
+			d.UseNumber()
+			if err := d.Decode(&n); err != nil {
+				return fmt.Errorf("config file %s: %q: want a string or a number", path, k)
+			}
+			s = n.String()
+		}
+		if err := fs.Set(k, s); err != nil {
+			return fmt.Errorf("config file %s: %q: %w", path, k, err)
+		}
+		origin[k] = fmt.Sprintf("%s key %q", path, k)
+	}
+	return nil
+}
+
+func portRange(r dgram.PortRange) string { return fmt.Sprintf("%d-%d", r.First, r.Last) }
+
+func parsePortRange(s string) (dgram.PortRange, error) {
+	a, b, ok := strings.Cut(s, "-")
+	first, err1 := strconv.ParseUint(a, 10, 16)
+	last, err2 := strconv.ParseUint(b, 10, 16)
+	if !ok || err1 != nil || err2 != nil || first > last {
+		return dgram.PortRange{}, fmt.Errorf("port range %q: want FIRST-LAST, e.g. 17000-17499", s)
+	}
+	return dgram.PortRange{First: uint16(first), Last: uint16(last)}, nil
+}
+
+func parseSize(s string) (uint64, error) {
+	mult := uint64(1)
+	switch {
+	case strings.HasSuffix(s, "K"):
+		mult, s = 1<<10, s[:len(s)-1]
+	case strings.HasSuffix(s, "M"):
+		mult, s = 1<<20, s[:len(s)-1]
+	case strings.HasSuffix(s, "G"):
+		mult, s = 1<<30, s[:len(s)-1]
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || n > (1<<63)/mult {
+		return 0, fmt.Errorf("size %q: want octets, optionally with K, M or G", s)
+	}
+	return n * mult, nil
+}
+
+func lookupGroup(s string) (int, error) {
+	if n, err := strconv.Atoi(s); err == nil && n >= 0 {
+		return n, nil
+	}
+	g, err := user.LookupGroup(s)
+	if err != nil {
+		return -1, err
+	}
+	return strconv.Atoi(g.Gid)
 }

@@ -1,23 +1,24 @@
 // Command iwarpd is the iWARP software RNIC daemon, one per node. It owns
-// the control socket that ofverbs clients connect to.
-//
-// This build lays down the daemon's life cycle (configuration, control
-// socket, signals, logging); the verbs service behind the socket comes with
-// package verbsd. Flags and environment variables: iwarpd -h and
-// docs/iwarpd.md.
+// the control socket that ofverbs clients connect to and runs the verbs
+// service (package verbsd): sessions, shared-memory queues and the polling
+// engine that carries UD queue pairs over UDP. Flags, environment variables
+// and the config file: iwarpd -h and docs/iwarpd.md.
 package main
 
 import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/iwarpd/iwarpd/verbsd"
 	"github.com/sirupsen/logrus"
 )
+
+// version is set at link time (-ldflags "-X main.version=...").
+var version = "dev"
 
 func main() {
 	os.Exit(run(os.Args[1:]))
@@ -33,46 +34,46 @@ func run(args []string) int {
 		return 2
 	}
 	log := newLogger(cfg)
+	cfg.Verbs.Version = version
+	cfg.Verbs.Log = log
 
-	l, err := listenControl(cfg.Socket, cfg.SocketMode)
+	srv, err := verbsd.NewServer(cfg.Verbs)
 	if err != nil {
 		log.WithError(err).Error("cannot start")
 		return 1
 	}
-	log.WithFields(logrus.Fields{"socket": cfg.Socket, "mode": fmt.Sprintf("%#o", cfg.SocketMode)}).Info("iwarpd started")
+	l, err := listenControl(cfg.Socket, cfg.SocketMode, cfg.SocketGroup)
+	if err != nil {
+		srv.Close()
+		log.WithError(err).Error("cannot start")
+		return 1
+	}
+	v := cfg.Verbs
+	log.WithFields(logrus.Fields{
+		"socket": cfg.Socket, "mode": fmt.Sprintf("%#o", cfg.SocketMode), "addr": v.Addr.String(),
+		"ud_ports": portRange(v.UDPorts), "datagram_size": v.DatagramSize, "poll_window": v.PollWindow.String(),
+	}).Info("iwarpd started")
 
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
 	done := make(chan struct{})
-	go acceptLoop(l, log, done)
+	go func() {
+		defer close(done)
+		if err := srv.Serve(l); err != nil {
+			log.WithError(err).Warn("control socket")
+		}
+	}()
 
 	sig := <-signals
 	log.WithField("signal", sig.String()).Info("shutting down")
 	l.Close()
 	<-done
+	srv.Close() // every client gets EventDeviceFatal, then its connection closes
 	if err := removeIfSocket(cfg.Socket); err != nil {
 		log.WithError(err).Warn("could not remove the control socket; the next start replaces it")
 	}
 	log.Info("iwarpd stopped")
 	return 0
-}
-
-// acceptLoop serves control connections until l is closed. Until the verbs
-// service exists, a client is told so and disconnected.
-func acceptLoop(l *net.UnixListener, log *logrus.Logger, done chan<- struct{}) {
-	defer close(done)
-	for {
-		conn, err := l.AcceptUnix()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			log.WithError(err).Warn("accepting a control connection failed")
-			continue
-		}
-		log.Debug("control connection refused: verbs service not built into this iwarpd")
-		conn.Close()
-	}
 }
 
 func removeIfSocket(path string) error {

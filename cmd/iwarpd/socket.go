@@ -13,12 +13,13 @@ import (
 // errDaemonRunning means another daemon answers on the control socket.
 var errDaemonRunning = errors.New("another iwarpd is already serving this socket")
 
-// listenControl creates the control socket at path: it refuses to start when a
+// listenControl creates the control socket (SOCK_SEQPACKET) at path, owned
+// by group gid when gid >= 0: it refuses to start when a
 // live daemon answers there, replaces a stale socket file left by a daemon
 // that died, and creates the socket under umask 077 before setting mode, so
 // that no client can connect before the permissions are final (the habit of
 // wireguard-go's ipc).
-func listenControl(path string, mode os.FileMode) (*net.UnixListener, error) {
+func listenControl(path string, mode os.FileMode, gid int) (*net.UnixListener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("control socket directory: %w", err)
 	}
@@ -26,7 +27,7 @@ func listenControl(path string, mode os.FileMode) (*net.UnixListener, error) {
 		if fi.Mode()&os.ModeSocket == 0 {
 			return nil, fmt.Errorf("control socket %s: exists and is not a socket; remove it or choose another -socket", path)
 		}
-		conn, err := net.DialTimeout("unix", path, time.Second)
+		conn, err := net.DialTimeout("unixpacket", path, time.Second)
 		if err == nil {
 			conn.Close()
 			return nil, fmt.Errorf("control socket %s: %w (stop it first, or choose another -socket)", path, errDaemonRunning)
@@ -36,7 +37,7 @@ func listenControl(path string, mode os.FileMode) (*net.UnixListener, error) {
 		}
 	}
 	old := syscall.Umask(0o077)
-	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
 	syscall.Umask(old)
 	if err != nil {
 		return nil, fmt.Errorf("control socket %s: %w", path, err)
@@ -44,6 +45,13 @@ func listenControl(path string, mode os.FileMode) (*net.UnixListener, error) {
 	// Close must not unlink: shutdown removes the file itself, only if it is
 	// still ours.
 	l.SetUnlinkOnClose(false)
+	if gid >= 0 {
+		if err := os.Chown(path, -1, gid); err != nil {
+			l.Close()
+			os.Remove(path)
+			return nil, fmt.Errorf("control socket %s: chown to group %d: %w", path, gid, err)
+		}
+	}
 	if err := os.Chmod(path, mode); err != nil {
 		l.Close()
 		os.Remove(path)

@@ -1,0 +1,194 @@
+package verbsd
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/iwarpd/iwarpd/llp/dgram"
+	"github.com/iwarpd/iwarpd/proto"
+)
+
+// Limits are the per-session limits the daemon enforces, reported to
+// clients by QueryDevice (proto.DeviceAttr). One client cannot exhaust the
+// daemon for the others: every object count, queue depth and the total of
+// registered bytes is bounded per session.
+type Limits struct {
+	MaxQP          int    // queue pairs per session
+	MaxCQ          int    // completion queues per session
+	MaxMR          int    // memory regions per session
+	MaxPD          int    // protection domains per session
+	MaxAH          int    // address handles per session
+	MaxSRQ         int    // shared receive queues per session
+	MaxCompChannel int    // completion channels per session
+	MaxRegistered  uint64 // registered bytes per session
+	MaxMRSize      uint64 // largest single memory region
+	MaxQPWR        int    // SQ/RQ depth
+	MaxSRQWR       int    // SRQ depth
+	MaxCQE         int    // CQ depth
+	MaxSGE         int    // SGEs per work request
+	MaxInline      int    // inline octets per send
+}
+
+// Config is everything the engine and the sessions are told. It is passed to
+// NewServer and never changes afterwards.
+type Config struct {
+	// Device is the device name clients see ("iwarpd0").
+	Device string
+	// Version is the daemon's version string (Hello reply, Inspect).
+	Version string
+	// Addr is the IP address datagram QPs bind to.
+	Addr netip.Addr
+	// UDPorts is the UDP port range of UD QPs; RDPorts is reserved for RD.
+	UDPorts, RDPorts dgram.PortRange
+	// DatagramSize is the largest UDP payload the daemon sends (segments
+	// larger messages with DDP); up to dgram.MaxDatagramSize.
+	DatagramSize int
+	// MaxMsgUD is the largest UD message (several datagrams).
+	MaxMsgUD int
+	// ReassemblyTimeout drops a partly received multi-datagram message.
+	ReassemblyTimeout time.Duration
+	// MaxPartial bounds partly reassembled messages per QP.
+	MaxPartial int
+	// PollWindow is how long the engine keeps polling (yielding the CPU
+	// between empty passes) before it sleeps on epoll.
+	PollWindow time.Duration
+	// PollBatch is the most work requests (and datagrams) served per QP per
+	// engine pass, so that no QP starves another.
+	PollBatch int
+	// SocketBuffer is SO_SNDBUF/SO_RCVBUF of datagram sockets (0: kernel
+	// default).
+	SocketBuffer int
+	Limits       Limits
+	// Log receives the daemon's few log lines (session open/close, errors
+	// of control requests). Nil: discard. Never called per packet.
+	Log Logger
+}
+
+// Logger is the logging adapter cmd/iwarpd passes in (logrus there).
+type Logger interface {
+	Infof(format string, args ...any)
+	Warnf(format string, args ...any)
+	Debugf(format string, args ...any)
+}
+
+type nopLogger struct{}
+
+func (nopLogger) Infof(string, ...any)  {}
+func (nopLogger) Warnf(string, ...any)  {}
+func (nopLogger) Debugf(string, ...any) {}
+
+// DefaultLimits are generous where that is cheap (60 SGEs, as ARMCI-style
+// noncontiguous transfers need).
+var DefaultLimits = Limits{
+	MaxQP:          256,
+	MaxCQ:          256,
+	MaxMR:          4096,
+	MaxPD:          64,
+	MaxAH:          65536,
+	MaxSRQ:         64,
+	MaxCompChannel: 64,
+	MaxRegistered:  4 << 30,
+	MaxMRSize:      4 << 30,
+	MaxQPWR:        16384,
+	MaxSRQWR:       16384,
+	MaxCQE:         65536,
+	MaxSGE:         60,
+	MaxInline:      256,
+}
+
+// DefaultConfig returns the defaults of a single-host device on 127.0.0.1.
+func DefaultConfig() Config {
+	return Config{
+		Device:            "iwarpd0",
+		Version:           "dev",
+		Addr:              netip.AddrFrom4([4]byte{127, 0, 0, 1}),
+		UDPorts:           dgram.DefaultUDPorts,
+		RDPorts:           dgram.DefaultRDPorts,
+		DatagramSize:      dgram.DefaultDatagramSize,
+		MaxMsgUD:          1 << 20,
+		ReassemblyTimeout: 100 * time.Millisecond,
+		MaxPartial:        16,
+		PollWindow:        50 * time.Microsecond,
+		PollBatch:         64,
+		SocketBuffer:      4 << 20,
+		Limits:            DefaultLimits,
+	}
+}
+
+// minDatagramSize leaves room for a DDP untagged header, the CRC and some
+// payload.
+const minDatagramSize = 64
+
+// Validate reports the first unusable setting.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if !c.Addr.IsValid() {
+		bad("address is not set")
+	}
+	if c.UDPorts.Len() == 0 || c.UDPorts.First == 0 {
+		bad("UD port range %d-%d is empty", c.UDPorts.First, c.UDPorts.Last)
+	}
+	if c.RDPorts.Len() > 0 && c.UDPorts.Len() > 0 && c.RDPorts.First <= c.UDPorts.Last && c.UDPorts.First <= c.RDPorts.Last {
+		bad("UD ports %d-%d and RD ports %d-%d overlap", c.UDPorts.First, c.UDPorts.Last, c.RDPorts.First, c.RDPorts.Last)
+	}
+	if c.DatagramSize < minDatagramSize || c.DatagramSize > dgram.MaxDatagramSize {
+		bad("datagram size %d: want %d..%d", c.DatagramSize, minDatagramSize, dgram.MaxDatagramSize)
+	}
+	if c.MaxMsgUD < 0 || c.MaxMsgUD > 1<<30 {
+		bad("max UD message %d: want 0..1GiB", c.MaxMsgUD)
+	}
+	if c.PollWindow < 0 {
+		bad("poll window %v is negative", c.PollWindow)
+	}
+	if c.PollBatch < 1 || c.PollBatch > 1<<16 {
+		bad("poll batch %d: want 1..65536", c.PollBatch)
+	}
+	if c.MaxPartial < 1 || c.ReassemblyTimeout <= 0 {
+		bad("reassembly: %d partial messages, timeout %v: both must be positive", c.MaxPartial, c.ReassemblyTimeout)
+	}
+	l := c.Limits
+	for _, v := range []struct {
+		name string
+		n    int
+	}{{"max-qp", l.MaxQP}, {"max-cq", l.MaxCQ}, {"max-mr", l.MaxMR}, {"max-pd", l.MaxPD}, {"max-ah", l.MaxAH},
+		{"max-srq", l.MaxSRQ}, {"max-comp-channel", l.MaxCompChannel}} {
+		if v.n < 0 {
+			bad("%s %d is negative", v.name, v.n)
+		}
+	}
+	for _, v := range []struct {
+		name string
+		n    int
+	}{{"max-qp-wr", l.MaxQPWR}, {"max-srq-wr", l.MaxSRQWR}, {"max-cqe", l.MaxCQE}} {
+		if v.n < 1 || v.n > proto.MaxDepth {
+			bad("%s %d: want 1..%d", v.name, v.n, proto.MaxDepth)
+		}
+	}
+	if l.MaxSGE < 1 || l.MaxSGE > 1024 {
+		bad("max-sge %d: want 1..1024", l.MaxSGE)
+	}
+	if l.MaxInline < 0 || l.MaxInline > 65536 {
+		bad("max-inline %d: want 0..65536", l.MaxInline)
+	}
+	return errors.Join(errs...)
+}
+
+// DeviceAttr returns what QueryDevice reports.
+func (c *Config) DeviceAttr() proto.DeviceAttr {
+	l := c.Limits
+	return proto.DeviceAttr{
+		Name: c.Device, MaxQP: l.MaxQP, MaxQPWR: l.MaxQPWR, MaxSGE: l.MaxSGE, MaxCQ: l.MaxCQ, MaxCQE: l.MaxCQE,
+		MaxMR: l.MaxMR, MaxMRSize: l.MaxMRSize, MaxRegistered: l.MaxRegistered, MaxPD: l.MaxPD, MaxAH: l.MaxAH,
+		MaxSRQ: l.MaxSRQ, MaxSRQWR: l.MaxSRQWR, MaxInline: l.MaxInline, MaxMsgUD: c.MaxMsgUD,
+		DatagramSize: c.DatagramSize, MaxCompChannel: l.MaxCompChannel,
+	}
+}
+
+// PortAttr returns what QueryPort reports.
+func (c *Config) PortAttr() proto.PortAttr {
+	return proto.PortAttr{State: "active", Addr: c.Addr.String(), DatagramSize: c.DatagramSize,
+		UDPorts: fmt.Sprintf("%d-%d", c.UDPorts.First, c.UDPorts.Last)}
+}

@@ -1,0 +1,420 @@
+package verbsd
+
+import (
+	"crypto/rand"
+	"math"
+	"net/netip"
+
+	"github.com/iwarpd/iwarpd/internal/shm"
+	"github.com/iwarpd/iwarpd/proto"
+	"golang.org/x/sys/unix"
+)
+
+type handlerFunc func(s *session, body []byte, fds []int) (any, error)
+
+var handlers map[proto.Op]handlerFunc
+
+func init() {
+	handlers = map[proto.Op]handlerFunc{
+		proto.OpQueryDevice:        (*session).queryDevice,
+		proto.OpQueryPort:          (*session).queryPort,
+		proto.OpAllocPD:            (*session).allocPD,
+		proto.OpDeallocPD:          (*session).deallocPD,
+		proto.OpRegMR:              (*session).regMR,
+		proto.OpDeregMR:            (*session).deregMR,
+		proto.OpCreateCompChannel:  (*session).createCompChannel,
+		proto.OpDestroyCompChannel: (*session).destroyCompChannel,
+		proto.OpCreateCQ:           (*session).createCQ,
+		proto.OpDestroyCQ:          (*session).destroyCQ,
+		proto.OpCreateQP:           (*session).createQP,
+		proto.OpModifyQP:           (*session).modifyQP,
+		proto.OpQueryQP:            (*session).queryQP,
+		proto.OpDestroyQP:          (*session).destroyQP,
+		proto.OpCreateAH:           (*session).createAH,
+		proto.OpDestroyAH:          (*session).destroyAH,
+		proto.OpCreateSRQ:          (*session).createSRQ,
+		proto.OpDestroySRQ:         (*session).destroySRQ,
+		proto.OpInspect:            (*session).inspectOp,
+	}
+}
+
+func decode(body []byte, v any) error {
+	if err := proto.Unmarshal(body, v); err != nil {
+		return errf(unix.EINVAL, "%v", err)
+	}
+	return nil
+}
+
+// takeFD hands the request's descriptor i to the caller (who then owns it).
+func takeFD(fds []int, i int, what string) (int, error) {
+	if i >= len(fds) || fds[i] < 0 {
+		return -1, errf(unix.EINVAL, "%s: the request carries no descriptor %d", what, i)
+	}
+	fd := fds[i]
+	fds[i] = -1
+	return fd, nil
+}
+
+func (s *session) queryDevice([]byte, []int) (any, error) { return s.srv.cfg.DeviceAttr(), nil }
+func (s *session) queryPort([]byte, []int) (any, error)   { return s.srv.cfg.PortAttr(), nil }
+
+func (s *session) inspectOp([]byte, []int) (any, error) {
+	in, err := s.srv.Inspect()
+	return in, err
+}
+
+func (s *session) allocPD([]byte, []int) (any, error) {
+	var reply proto.Handle
+	return &reply, s.eng.Do(func() error {
+		if len(s.pds) >= s.srv.cfg.Limits.MaxPD {
+			return errf(unix.ENOMEM, "session limit of %d protection domains reached", s.srv.cfg.Limits.MaxPD)
+		}
+		h, err := s.nextHandleID()
+		if err != nil {
+			return err
+		}
+		s.pds[h] = &pd{handle: h}
+		reply.Handle = h
+		return nil
+	})
+}
+
+func (s *session) deallocPD(body []byte, _ []int) (any, error) {
+	var req proto.Handle
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	return nil, s.eng.Do(func() error {
+		p := s.pds[req.Handle]
+		if p == nil {
+			return errf(unix.EINVAL, "no protection domain %d", req.Handle)
+		}
+		if p.refs > 0 {
+			return errf(unix.EBUSY, "protection domain %d is in use by %d objects", req.Handle, p.refs)
+		}
+		delete(s.pds, req.Handle)
+		return nil
+	})
+}
+
+func randomKey() uint32 {
+	var b [1]byte
+	rand.Read(b[:])
+	return uint32(b[0])
+}
+
+func (s *session) regMR(body []byte, fds []int) (any, error) {
+	var req proto.RegMRRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	lim := s.srv.cfg.Limits
+	switch {
+	case req.Length == 0:
+		return nil, errf(unix.EINVAL, "reg-mr: zero length")
+	case !req.Access.Valid():
+		return nil, errf(unix.EINVAL, "reg-mr: invalid access flags %#x", uint32(req.Access))
+	case req.Length > lim.MaxMRSize:
+		return nil, errf(unix.EINVAL, "reg-mr: %d octets exceed the device's largest region (%d)", req.Length, lim.MaxMRSize)
+	case req.Addr > math.MaxUint64-req.Length:
+		return nil, errf(unix.EINVAL, "reg-mr: address range wraps")
+	}
+	fd, err := takeFD(fds, 0, "reg-mr")
+	if err != nil {
+		return nil, err
+	}
+	m, err := mapRegion(fd, req.Offset, req.Length)
+	if err != nil {
+		return nil, err
+	}
+	var reply proto.RegMRReply
+	err = s.eng.Do(func() error {
+		p := s.pds[req.PD]
+		if p == nil {
+			return errf(unix.EINVAL, "reg-mr: no protection domain %d", req.PD)
+		}
+		if len(s.mrs) >= lim.MaxMR {
+			return errf(unix.ENOMEM, "reg-mr: session limit of %d memory regions reached", lim.MaxMR)
+		}
+		if s.regBytes+req.Length > lim.MaxRegistered {
+			return errf(unix.ENOMEM, "reg-mr: session limit of %d registered octets reached", lim.MaxRegistered)
+		}
+		h, err := s.nextHandleID()
+		if err != nil {
+			return err
+		}
+		key := h<<8 | randomKey()
+		s.mrs[h] = &mr{handle: h, lkey: key, pd: p, region: m, mem: m.mem, addr: req.Addr, access: req.Access}
+		p.refs++
+		s.regBytes += req.Length
+		reply = proto.RegMRReply{Handle: h, LKey: key, RKey: key}
+		return nil
+	})
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	return &reply, nil
+}
+
+func (s *session) deregMR(body []byte, _ []int) (any, error) {
+	var req proto.Handle
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	return nil, s.eng.Do(func() error {
+		m := s.mrs[req.Handle]
+		if m == nil {
+			return errf(unix.EINVAL, "no memory region %d", req.Handle)
+		}
+		delete(s.mrs, req.Handle)
+		m.pd.refs--
+		s.regBytes -= uint64(len(m.mem))
+		m.region.Close() // no engine state refers to it between passes
+		return nil
+	})
+}
+
+func (s *session) createCompChannel(body []byte, fds []int) (any, error) {
+	var req proto.CreateCompChannelRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	fd, err := takeFD(fds, 0, "create-comp-channel")
+	if err != nil {
+		return nil, err
+	}
+	if err := checkEventFD(fd); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	var reply proto.Handle
+	err = s.eng.Do(func() error {
+		if len(s.channels) >= s.srv.cfg.Limits.MaxCompChannel {
+			return errf(unix.ENOMEM, "session limit of %d completion channels reached", s.srv.cfg.Limits.MaxCompChannel)
+		}
+		h, err := s.nextHandleID()
+		if err != nil {
+			return err
+		}
+		s.channels[h] = &compChannel{handle: h, fd: fd}
+		reply.Handle = h
+		return nil
+	})
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return &reply, nil
+}
+
+func (s *session) destroyCompChannel(body []byte, _ []int) (any, error) {
+	var req proto.Handle
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	return nil, s.eng.Do(func() error {
+		ch := s.channels[req.Handle]
+		if ch == nil {
+			return errf(unix.EINVAL, "no completion channel %d", req.Handle)
+		}
+		if ch.refs > 0 {
+			return errf(unix.EBUSY, "completion channel %d serves %d CQs", req.Handle, ch.refs)
+		}
+		delete(s.channels, req.Handle)
+		unix.Close(ch.fd)
+		return nil
+	})
+}
+
+// mapRing maps descriptor fd and checks the ring header the client wrote.
+func mapRing(fds []int, what string, kind proto.RingKind, depth, stride uint32) (*mapping, *shm.Ring, error) {
+	fd, err := takeFD(fds, 0, what)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := mapRegion(fd, 0, uint64(proto.RingBytes(depth, stride)))
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := shm.NewRing(m.mem, kind, depth, stride, false)
+	if err != nil {
+		m.Close()
+		return nil, nil, errf(unix.EINVAL, "%s: %v", what, err)
+	}
+	return m, r, nil
+}
+
+func (s *session) createCQ(body []byte, fds []int) (any, error) {
+	var req proto.CreateCQRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	if !proto.ValidDepth(req.Depth) || int(req.Depth) > s.srv.cfg.Limits.MaxCQE {
+		return nil, errf(unix.EINVAL, "create-cq: depth %d: want a power of two up to %d", req.Depth, s.srv.cfg.Limits.MaxCQE)
+	}
+	m, ring, err := mapRing(fds, "create-cq", proto.RingCQ, req.Depth, proto.CQESize)
+	if err != nil {
+		return nil, err
+	}
+	var reply proto.Handle
+	err = s.eng.Do(func() error {
+		var ch *compChannel
+		if req.Channel != 0 {
+			if ch = s.channels[req.Channel]; ch == nil {
+				return errf(unix.EINVAL, "create-cq: no completion channel %d", req.Channel)
+			}
+		}
+		if len(s.cqs) >= s.srv.cfg.Limits.MaxCQ {
+			return errf(unix.ENOMEM, "create-cq: session limit of %d CQs reached", s.srv.cfg.Limits.MaxCQ)
+		}
+		h, err := s.nextHandleID()
+		if err != nil {
+			return err
+		}
+		if ch != nil {
+			ch.refs++
+		}
+		s.cqs[h] = &cq{handle: h, depth: req.Depth, region: m, ring: ring, prod: shm.NewProducer(ring), ch: ch}
+		reply.Handle = h
+		return nil
+	})
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	return &reply, nil
+}
+
+func (s *session) destroyCQ(body []byte, _ []int) (any, error) {
+	var req proto.Handle
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	return nil, s.eng.Do(func() error {
+		c := s.cqs[req.Handle]
+		if c == nil {
+			return errf(unix.EINVAL, "no CQ %d", req.Handle)
+		}
+		if c.refs > 0 {
+			return errf(unix.EBUSY, "CQ %d is used by %d QPs", req.Handle, c.refs)
+		}
+		delete(s.cqs, req.Handle)
+		if c.ch != nil {
+			c.ch.refs--
+		}
+		c.region.Close()
+		return nil
+	})
+}
+
+func (s *session) createAH(body []byte, _ []int) (any, error) {
+	var req proto.CreateAHRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	ap, err := netip.ParseAddrPort(req.Addr)
+	if err != nil || ap.Port() == 0 {
+		return nil, errf(unix.EINVAL, "create-ah: address %q: want ip:port", req.Addr)
+	}
+	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	if ap.Addr().Is4() != s.srv.cfg.Addr.Is4() {
+		return nil, errf(unix.EINVAL, "create-ah: %s is not of the device's address family (%s)", ap, s.srv.cfg.Addr)
+	}
+	var reply proto.Handle
+	return &reply, s.eng.Do(func() error {
+		p := s.pds[req.PD]
+		if p == nil {
+			return errf(unix.EINVAL, "create-ah: no protection domain %d", req.PD)
+		}
+		if len(s.ahs) >= s.srv.cfg.Limits.MaxAH {
+			return errf(unix.ENOMEM, "create-ah: session limit of %d address handles reached", s.srv.cfg.Limits.MaxAH)
+		}
+		h, err := s.nextHandleID()
+		if err != nil {
+			return err
+		}
+		s.ahs[h] = &ah{handle: h, pd: p, addr: ap, sa: addrToSockaddr(ap)}
+		p.refs++
+		reply.Handle = h
+		return nil
+	})
+}
+
+func (s *session) destroyAH(body []byte, _ []int) (any, error) {
+	var req proto.Handle
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	return nil, s.eng.Do(func() error {
+		a := s.ahs[req.Handle]
+		if a == nil {
+			return errf(unix.EINVAL, "no address handle %d", req.Handle)
+		}
+		delete(s.ahs, req.Handle)
+		a.pd.refs--
+		return nil
+	})
+}
+
+func (s *session) createSRQ(body []byte, fds []int) (any, error) {
+	var req proto.CreateSRQRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	lim := s.srv.cfg.Limits
+	if !proto.ValidDepth(req.MaxWR) || int(req.MaxWR) > lim.MaxSRQWR {
+		return nil, errf(unix.EINVAL, "create-srq: max_wr %d: want a power of two up to %d", req.MaxWR, lim.MaxSRQWR)
+	}
+	if req.MaxSGE == 0 || int(req.MaxSGE) > lim.MaxSGE {
+		return nil, errf(unix.EINVAL, "create-srq: max_sge %d: want 1..%d", req.MaxSGE, lim.MaxSGE)
+	}
+	m, ring, err := mapRing(fds, "create-srq", proto.RingSRQ, req.MaxWR, proto.RQEStride(req.MaxSGE))
+	if err != nil {
+		return nil, err
+	}
+	var reply proto.Handle
+	err = s.eng.Do(func() error {
+		p := s.pds[req.PD]
+		if p == nil {
+			return errf(unix.EINVAL, "create-srq: no protection domain %d", req.PD)
+		}
+		if len(s.srqs) >= lim.MaxSRQ {
+			return errf(unix.ENOMEM, "create-srq: session limit of %d SRQs reached", lim.MaxSRQ)
+		}
+		h, err := s.nextHandleID()
+		if err != nil {
+			return err
+		}
+		s.srqs[h] = &srq{handle: h, pd: p, region: m, ring: ring, cons: shm.NewConsumer(ring), maxWR: req.MaxWR,
+			maxSGE: req.MaxSGE, limit: req.Limit}
+		p.refs++
+		reply.Handle = h
+		return nil
+	})
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	return &reply, nil
+}
+
+func (s *session) destroySRQ(body []byte, _ []int) (any, error) {
+	var req proto.Handle
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	return nil, s.eng.Do(func() error {
+		x := s.srqs[req.Handle]
+		if x == nil {
+			return errf(unix.EINVAL, "no SRQ %d", req.Handle)
+		}
+		if x.refs > 0 {
+			return errf(unix.EBUSY, "SRQ %d is used by %d QPs", req.Handle, x.refs)
+		}
+		delete(s.srqs, req.Handle)
+		x.pd.refs--
+		x.region.Close()
+		return nil
+	})
+}

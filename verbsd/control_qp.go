@@ -1,0 +1,244 @@
+package verbsd
+
+import (
+	"errors"
+	"net/netip"
+
+	"github.com/iwarpd/iwarpd/internal/shm"
+	"github.com/iwarpd/iwarpd/proto"
+	"golang.org/x/sys/unix"
+)
+
+func (s *session) createQP(body []byte, fds []int) (any, error) {
+	var req proto.CreateQPRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	switch req.Type {
+	case proto.QPTypeUD:
+	case proto.QPTypeRC, proto.QPTypeRD:
+		return nil, errf(unix.EOPNOTSUPP, "create-qp: %v queue pairs are not supported yet (UD only)", req.Type)
+	default:
+		return nil, errf(unix.EINVAL, "create-qp: unknown QP type %d", req.Type)
+	}
+	lim := s.srv.cfg.Limits
+	c := req.Caps
+	if !proto.ValidDepth(c.MaxSendWR) || int(c.MaxSendWR) > lim.MaxQPWR {
+		return nil, errf(unix.EINVAL, "create-qp: max_send_wr %d: want a power of two up to %d", c.MaxSendWR, lim.MaxQPWR)
+	}
+	if req.SRQ != 0 && c.MaxRecvWR != 0 {
+		return nil, errf(unix.EINVAL, "create-qp: max_recv_wr must be 0 with an SRQ")
+	}
+	if req.SRQ == 0 && (!proto.ValidDepth(c.MaxRecvWR) || int(c.MaxRecvWR) > lim.MaxQPWR) {
+		return nil, errf(unix.EINVAL, "create-qp: max_recv_wr %d: want a power of two up to %d", c.MaxRecvWR, lim.MaxQPWR)
+	}
+	if int(c.MaxSendSGE) > lim.MaxSGE || int(c.MaxRecvSGE) > lim.MaxSGE {
+		return nil, errf(unix.EINVAL, "create-qp: %d send / %d receive SGEs: the device allows %d", c.MaxSendSGE, c.MaxRecvSGE, lim.MaxSGE)
+	}
+	if int(c.MaxInline) > lim.MaxInline {
+		return nil, errf(unix.EINVAL, "create-qp: max_inline %d: the device allows %d", c.MaxInline, lim.MaxInline)
+	}
+	if req.Port != 0 && !s.srv.cfg.UDPorts.Contains(req.Port) {
+		return nil, errf(unix.EINVAL, "create-qp: port %d is outside the UD range %d-%d", req.Port, s.srv.cfg.UDPorts.First, s.srv.cfg.UDPorts.Last)
+	}
+	sqStride := proto.SQEStride(c.MaxSendSGE, c.MaxInline)
+	rqStride := proto.RQEStride(c.MaxRecvSGE)
+	sqBytes := proto.RingBytes(c.MaxSendWR, sqStride)
+	size := sqBytes
+	if req.SRQ == 0 {
+		size += proto.RingBytes(c.MaxRecvWR, rqStride)
+	}
+	fd, err := takeFD(fds, 0, "create-qp")
+	if err != nil {
+		return nil, err
+	}
+	m, err := mapRegion(fd, 0, uint64(size))
+	if err != nil {
+		return nil, err
+	}
+	q := &qp{s: s, caps: c, sigAll: req.SigAll, noCRC: req.NoCRC, state: proto.QPStateReset, region: m, fd: -1,
+		tail: make([]byte, tailLen), maxRecvS: c.MaxRecvSGE}
+	fail := func(err error) (any, error) {
+		closeQP(q)
+		return nil, err
+	}
+	sqRing, err := shm.NewRing(m.mem[:sqBytes], proto.RingSQ, c.MaxSendWR, sqStride, false)
+	if err != nil {
+		return fail(errf(unix.EINVAL, "create-qp: send queue: %v", err))
+	}
+	q.sq = shm.NewConsumer(sqRing)
+	if req.SRQ == 0 {
+		rqRing, err := shm.NewRing(m.mem[sqBytes:], proto.RingRQ, c.MaxRecvWR, rqStride, false)
+		if err != nil {
+			return fail(errf(unix.EINVAL, "create-qp: receive queue: %v", err))
+		}
+		q.rq = shm.NewConsumer(rqRing)
+	}
+	if q.fd, q.local, err = s.srv.bindUD(req.Port); err != nil {
+		return fail(err)
+	}
+	var reply proto.CreateQPReply
+	err = s.eng.Do(func() error {
+		p := s.pds[req.PD]
+		if p == nil {
+			return errf(unix.EINVAL, "create-qp: no protection domain %d", req.PD)
+		}
+		scq, rcq := s.cqs[req.SendCQ], s.cqs[req.RecvCQ]
+		if scq == nil || rcq == nil {
+			return errf(unix.EINVAL, "create-qp: no CQ %d / %d", req.SendCQ, req.RecvCQ)
+		}
+		var x *srq
+		if req.SRQ != 0 {
+			if x = s.srqs[req.SRQ]; x == nil {
+				return errf(unix.EINVAL, "create-qp: no SRQ %d", req.SRQ)
+			}
+			q.maxRecvS = x.maxSGE
+		}
+		if len(s.qps) >= lim.MaxQP {
+			return errf(unix.ENOMEM, "create-qp: session limit of %d QPs reached", lim.MaxQP)
+		}
+		h, err := s.nextHandleID()
+		if err != nil {
+			return err
+		}
+		q.handle, q.pd, q.sendCQ, q.recvCQ, q.srq = h, p, scq, rcq, x
+		if err := s.eng.addQP(q); err != nil {
+			return err
+		}
+		p.refs++
+		scq.refs++
+		rcq.refs++
+		if x != nil {
+			x.refs++
+		}
+		s.qps[h] = q
+		reply = proto.CreateQPReply{Handle: h, QPN: q.qpn, Addr: q.local.String()}
+		return nil
+	})
+	if err != nil {
+		return fail(err)
+	}
+	return &reply, nil
+}
+
+// bindUD opens a non-blocking UDP socket bound to the device address and
+// port (0: the next free port of the UD range).
+func (srv *Server) bindUD(port uint16) (int, netip.AddrPort, error) {
+	addr := srv.cfg.Addr
+	family := unix.AF_INET
+	if !addr.Is4() {
+		family = unix.AF_INET6
+	}
+	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+	if err != nil {
+		return -1, netip.AddrPort{}, errf(unix.ENOMEM, "create-qp: socket: %v", err)
+	}
+	if n := srv.cfg.SocketBuffer; n > 0 {
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, n)
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, n)
+	}
+	try := func(p uint16) error {
+		return unix.Bind(fd, addrToSockaddr(netip.AddrPortFrom(addr, p)))
+	}
+	if port != 0 {
+		if err := try(port); err != nil {
+			unix.Close(fd)
+			if errors.Is(err, unix.EADDRINUSE) {
+				return -1, netip.AddrPort{}, errf(unix.EADDRINUSE, "create-qp: port %d is in use", port)
+			}
+			return -1, netip.AddrPort{}, errf(unix.EINVAL, "create-qp: bind %s:%d: %v", addr, port, err)
+		}
+		return fd, netip.AddrPortFrom(addr, port), nil
+	}
+	r := srv.cfg.UDPorts
+	n := r.Len()
+	start := int(srv.port.Add(1))
+	for i := range n {
+		p := r.First + uint16((start+i)%n)
+		err := try(p)
+		if err == nil {
+			return fd, netip.AddrPortFrom(addr, p), nil
+		}
+		if !errors.Is(err, unix.EADDRINUSE) {
+			unix.Close(fd)
+			return -1, netip.AddrPort{}, errf(unix.EINVAL, "create-qp: bind %s:%d: %v", addr, p, err)
+		}
+	}
+	unix.Close(fd)
+	return -1, netip.AddrPort{}, errf(unix.EADDRINUSE, "create-qp: every port of %d-%d is in use", r.First, r.Last)
+}
+
+func (s *session) modifyQP(body []byte, _ []int) (any, error) {
+	var req proto.ModifyQPRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	return nil, s.eng.Do(func() error {
+		q := s.qps[req.QP]
+		if q == nil {
+			return errf(unix.EINVAL, "modify-qp: no QP %d", req.QP)
+		}
+		from, to := q.state, req.State
+		ok := false
+		switch to {
+		case proto.QPStateReset, proto.QPStateError:
+			ok = true
+		case proto.QPStateInit:
+			ok = from == proto.QPStateReset || from == proto.QPStateInit
+		case proto.QPStateRTR:
+			ok = from == proto.QPStateInit
+		case proto.QPStateRTS:
+			ok = from == proto.QPStateRTR || from == proto.QPStateRTS
+		}
+		if !ok {
+			return errf(unix.EINVAL, "modify-qp: %v → %v is not a valid transition", from, to)
+		}
+		if to == proto.QPStateReset {
+			discardPosted(q.sq)
+			discardPosted(q.rq)
+			q.sendSeg, q.blocked = 0, false
+			q.reasm.reset()
+		}
+		q.state = to
+		return nil
+	})
+}
+
+func (s *session) queryQP(body []byte, _ []int) (any, error) {
+	var req proto.Handle
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	var reply proto.QueryQPReply
+	return &reply, s.eng.Do(func() error {
+		q := s.qps[req.Handle]
+		if q == nil {
+			return errf(unix.EINVAL, "query-qp: no QP %d", req.Handle)
+		}
+		reply = proto.QueryQPReply{Type: proto.QPTypeUD, State: q.state, QPN: q.qpn, Addr: q.local.String(), Caps: q.caps}
+		return nil
+	})
+}
+
+func (s *session) destroyQP(body []byte, _ []int) (any, error) {
+	var req proto.Handle
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	return nil, s.eng.Do(func() error {
+		q := s.qps[req.Handle]
+		if q == nil {
+			return errf(unix.EINVAL, "destroy-qp: no QP %d", req.Handle)
+		}
+		delete(s.qps, req.Handle)
+		s.eng.removeQP(q)
+		closeQP(q)
+		q.pd.refs--
+		q.sendCQ.refs--
+		q.recvCQ.refs--
+		if q.srq != nil {
+			q.srq.refs--
+		}
+		return nil
+	})
+}

@@ -1,0 +1,85 @@
+package verbsd
+
+import (
+	"fmt"
+
+	"github.com/iwarpd/iwarpd/proto"
+	"golang.org/x/sys/unix"
+)
+
+// postCQE writes one completion into c and publishes it, then signals the
+// completion channel if the CQ is armed for it (ArmNext, or ArmSolicited
+// and the completion is a solicited receive or an error). A full CQ is an
+// overrun: the CQ is marked (Overrun word, EventCQError), every QP of the
+// session using it goes to ERROR, and its completions are dropped from then
+// on. It never blocks.
+func (e *engine) postCQE(s *session, c *cq, cqe *proto.CQE) {
+	if c.overrun {
+		return
+	}
+	slot, err := c.prod.Next()
+	if err != nil || slot == nil {
+		e.overrunCQ(s, c, err)
+		return
+	}
+	cqe.Put(slot)
+	c.prod.Publish()
+	arm := c.ring.Arm()
+	v := arm.Load()
+	solicited := cqe.Flags&proto.WCFlagSolicited != 0 || cqe.Status != proto.WCSuccess
+	if (v == proto.ArmNext || (v == proto.ArmSolicited && solicited)) && arm.CompareAndSwap(v, proto.ArmNone) && c.ch != nil {
+		notifyChannel(c.ch.fd)
+	}
+}
+
+// notifyChannel adds 1 to a client's completion-channel eventfd without ever
+// blocking the engine: the descriptor is the client's (blocking), so the
+// engine writes only when poll says the write cannot block.
+func notifyChannel(fd int) {
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+	if n, err := unix.Poll(pfd, 0); err != nil || n != 1 || pfd[0].Revents&unix.POLLOUT == 0 {
+		return
+	}
+	var one = [8]byte{1} // little-endian 1 (eventfd counters are host-endian; amd64/arm64 are little-endian)
+	unix.Write(fd, one[:])
+}
+
+func (e *engine) overrunCQ(s *session, c *cq, why error) {
+	c.overrun = true
+	c.ring.Overrun().Store(1)
+	e.count(nil, cCQOverruns, 1)
+	detail := "completion queue overrun"
+	if why != nil {
+		detail = fmt.Sprintf("completion queue corrupt: %v", why)
+	}
+	s.sendEvent(e, proto.Event{Type: proto.EventCQError, Handle: c.handle, Detail: detail})
+	for _, q := range s.qps {
+		if q.sendCQ == c || q.recvCQ == c {
+			e.errorQP(q, "its completion queue overran")
+		}
+	}
+	if c.ch != nil {
+		notifyChannel(c.ch.fd)
+	}
+}
+
+// errorQP moves q to ERROR because of a local error (a bad work request, a
+// corrupt ring, an overrun CQ) and tells the client (EventQPFatal). Posted
+// work requests are flushed by the engine's passes.
+func (e *engine) errorQP(q *qp, why string) {
+	if q.state == proto.QPStateError {
+		return
+	}
+	q.state = proto.QPStateError
+	q.s.sendEvent(e, proto.Event{Type: proto.EventQPFatal, Handle: q.handle, Detail: why})
+}
+
+// sendEvent queues an asynchronous event for the session's writer; a full
+// queue drops it (counted) rather than block the engine.
+func (s *session) sendEvent(e *engine, ev proto.Event) {
+	select {
+	case s.events <- ev:
+	default:
+		e.count(nil, cEventsDropped, 1)
+	}
+}

@@ -1,0 +1,311 @@
+package verbsd
+
+import (
+	"encoding/binary"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/iwarpd/iwarpd/internal/eventfd"
+	"github.com/iwarpd/iwarpd/proto"
+	"golang.org/x/sys/unix"
+)
+
+// engine is the RNIC: one goroutine, locked to an OS thread, that owns
+// every data-path object (sessions' tables, QPs, CQs, sockets). Control
+// goroutines hand it work with Do; it serves QPs round-robin with bounded
+// work per QP per pass, polls (yielding the CPU between empty passes) for
+// Config.PollWindow, then sleeps in epoll_wait on the doorbell eventfd, its
+// wake eventfd and every datagram socket.
+type engine struct {
+	cfg *Config
+
+	cmds    chan command
+	wake    *eventfd.EventFD // control goroutines -> engine
+	bell    *eventfd.EventFD // clients -> engine (shared by all)
+	epfd    int
+	stopped chan struct{}
+
+	status   []byte // the status page, mapped read-write here
+	statusFD int
+	asleep   *atomic.Uint32
+	epoch    *atomic.Uint32
+
+	// Engine-owned below.
+	quit     bool
+	qps      []*qp
+	byFD     map[int32]*qp
+	rr       int
+	sessions map[uint64]*session
+	nextQPN  uint32
+	stats    counters
+	events   [64]unix.EpollEvent
+	iov      [][]byte // scratch for sendmsg/recvmsg vectors
+}
+
+type command struct {
+	f    func() error
+	done chan error
+}
+
+func newEngine(cfg *Config) (e *engine, err error) {
+	e = &engine{cfg: cfg, cmds: make(chan command, 128), stopped: make(chan struct{}), epfd: -1, statusFD: -1,
+		byFD: map[int32]*qp{}, sessions: map[uint64]*session{}}
+	defer func() {
+		if err != nil {
+			e.closeResources()
+		}
+	}()
+	if e.wake, err = eventfd.New(true); err != nil {
+		return nil, err
+	}
+	if e.bell, err = eventfd.New(true); err != nil {
+		return nil, err
+	}
+	if e.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
+		return nil, fmt.Errorf("verbsd: epoll_create: %w", err)
+	}
+	for _, fd := range []int{e.wake.FD(), e.bell.FD()} {
+		if err = unix.EpollCtl(e.epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}); err != nil {
+			return nil, fmt.Errorf("verbsd: epoll_ctl: %w", err)
+		}
+	}
+	if err = e.makeStatusPage(); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// makeStatusPage creates the status page memfd. Besides the seals
+// shm.Map checks (no shrink, no grow), it is sealed against future writable
+// mappings (F_SEAL_FUTURE_WRITE), so a client can map it read-only only and
+// cannot lie to the other clients about the engine being awake.
+func (e *engine) makeStatusPage() error {
+	fd, err := unix.MemfdCreate("iwarpd:status", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return fmt.Errorf("verbsd: status page: %w", err)
+	}
+	e.statusFD = fd
+	if err := unix.Ftruncate(fd, proto.StatusPageLen); err != nil {
+		return fmt.Errorf("verbsd: status page: %w", err)
+	}
+	mem, err := unix.Mmap(fd, 0, proto.StatusPageLen, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("verbsd: status page: %w", err)
+	}
+	e.status = mem
+	binary.LittleEndian.PutUint32(mem[proto.OffStatusMagic:], proto.StatusMagic)
+	binary.LittleEndian.PutUint16(mem[proto.OffStatusVer:], proto.ABIVersion)
+	e.asleep = (*atomic.Uint32)(unsafe.Pointer(&mem[proto.OffStatusAsleep]))
+	e.epoch = (*atomic.Uint32)(unsafe.Pointer(&mem[proto.OffStatusEpoch]))
+	seals := unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_FUTURE_WRITE | unix.F_SEAL_SEAL
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
+		return fmt.Errorf("verbsd: sealing the status page: %w", err)
+	}
+	return nil
+}
+
+func (e *engine) closeResources() {
+	if e.status != nil {
+		unix.Munmap(e.status)
+		e.status = nil
+	}
+	if e.statusFD >= 0 {
+		unix.Close(e.statusFD)
+		e.statusFD = -1
+	}
+	if e.epfd >= 0 {
+		unix.Close(e.epfd)
+		e.epfd = -1
+	}
+	e.wake.Close()
+	e.bell.Close()
+}
+
+// Do runs f on the engine goroutine and returns its error. It returns
+// errEngineStopped, without running f, once the engine has stopped.
+func (e *engine) Do(f func() error) error {
+	c := command{f: f, done: make(chan error, 1)}
+	select {
+	case e.cmds <- c:
+	case <-e.stopped:
+		return errEngineStopped
+	}
+	e.wake.Signal()
+	select {
+	case err := <-c.done:
+		return err
+	case <-e.stopped:
+		select {
+		case err := <-c.done:
+			return err
+		default:
+			return errEngineStopped
+		}
+	}
+}
+
+// stop ends the engine loop and waits for it. Objects still installed are
+// released by the loop on its way out.
+func (e *engine) stop() {
+	e.Do(func() error { e.quit = true; return nil })
+	<-e.stopped
+}
+
+func (e *engine) runCommands() bool {
+	ran := false
+	for {
+		select {
+		case c := <-e.cmds:
+			c.done <- c.f()
+			ran = true
+		default:
+			return ran
+		}
+	}
+}
+
+func schedYield() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
+
+// run is the engine goroutine.
+func (e *engine) run() {
+	runtime.LockOSThread()
+	defer func() {
+		for _, s := range e.sessions {
+			e.teardownSession(s)
+		}
+		e.asleep.Store(0)
+		close(e.stopped)
+		runtime.UnlockOSThread()
+	}()
+	lastWork := time.Now()
+	for !e.quit {
+		work := e.runCommands()
+		if e.quit {
+			return
+		}
+		e.pollFDs(0)
+		now := time.Now()
+		work = e.pass(now) || work
+		if work {
+			lastWork = now
+			continue
+		}
+		if now.Sub(lastWork) < e.cfg.PollWindow {
+			schedYield()
+			continue
+		}
+		// Sleep: announce it, then look once more at everything a client
+		// could have published before reading Asleep (Dekker with the
+		// client's producer store).
+		e.asleep.Store(1)
+		if len(e.cmds) > 0 || e.pending() {
+			e.asleep.Store(0)
+			continue
+		}
+		e.pollFDs(e.sleepTimeout(now))
+		e.asleep.Store(0)
+		e.epoch.Add(1)
+		lastWork = time.Now()
+	}
+}
+
+// pollFDs runs epoll_wait with timeout (ms, -1 = forever) and marks the
+// ready QP sockets readable; it drains the eventfds.
+func (e *engine) pollFDs(timeout int) {
+	n, err := unix.EpollWait(e.epfd, e.events[:], timeout)
+	if err != nil {
+		return // EINTR: the loop comes round again
+	}
+	for _, ev := range e.events[:n] {
+		switch ev.Fd {
+		case int32(e.wake.FD()):
+			e.wake.Drain()
+		case int32(e.bell.FD()):
+			e.bell.Drain()
+		default:
+			if q := e.byFD[ev.Fd]; q != nil {
+				q.readable = true
+			}
+		}
+	}
+}
+
+// sleepTimeout is how long the engine may sleep: forever unless a send is
+// blocked on a full socket buffer or a partial message will expire.
+func (e *engine) sleepTimeout(now time.Time) int {
+	timeout := -1
+	for _, q := range e.qps {
+		if q.blocked {
+			return 1
+		}
+		if d, ok := q.reasm.nextDeadline(); ok {
+			ms := int(d.Sub(now)/time.Millisecond) + 1
+			if timeout < 0 || ms < timeout {
+				timeout = max(ms, 1)
+			}
+		}
+	}
+	return timeout
+}
+
+// pending reports whether some QP has work a client published (the
+// re-scan before sleeping).
+func (e *engine) pending() bool {
+	for _, q := range e.qps {
+		if q.hasWork() {
+			return true
+		}
+	}
+	return false
+}
+
+// pass serves every QP once, round-robin, starting one further each pass.
+func (e *engine) pass(now time.Time) bool {
+	work := false
+	n := len(e.qps)
+	if n == 0 {
+		return false
+	}
+	e.rr = (e.rr + 1) % n
+	for i := range n {
+		q := e.qps[(e.rr+i)%n]
+		if e.serviceQP(q, now) {
+			work = true
+		}
+	}
+	return work
+}
+
+func (e *engine) count(q *qp, c counter, n int64) {
+	e.stats[c] += n
+	if q != nil {
+		q.stats[c] += n
+	}
+}
+
+// addQP installs a QP in the engine's polling set.
+func (e *engine) addQP(q *qp) error {
+	if err := unix.EpollCtl(e.epfd, unix.EPOLL_CTL_ADD, q.fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(q.fd)}); err != nil {
+		return fmt.Errorf("verbsd: epoll_ctl: %w", err)
+	}
+	e.nextQPN++
+	q.qpn = e.nextQPN
+	e.qps = append(e.qps, q)
+	e.byFD[int32(q.fd)] = q
+	return nil
+}
+
+// removeQP takes a QP out of the polling set (the caller releases it).
+func (e *engine) removeQP(q *qp) {
+	unix.EpollCtl(e.epfd, unix.EPOLL_CTL_DEL, q.fd, nil)
+	delete(e.byFD, int32(q.fd))
+	for i, x := range e.qps {
+		if x == q {
+			e.qps = append(e.qps[:i], e.qps[i+1:]...)
+			break
+		}
+	}
+}

@@ -1,0 +1,117 @@
+package verbsd
+
+import (
+	"math"
+	"net/netip"
+
+	"github.com/iwarpd/iwarpd/internal/shm"
+	"github.com/iwarpd/iwarpd/proto"
+	"golang.org/x/sys/unix"
+)
+
+// The verbs objects of a session. They are owned by the engine goroutine:
+// control goroutines create and destroy them only inside engine.Do.
+
+type pd struct {
+	handle uint32
+	refs   int // MRs, QPs, AHs, SRQs using it
+}
+
+type mr struct {
+	handle uint32
+	lkey   uint32
+	pd     *pd
+	region *mapping
+	mem    []byte // the registered octets, inside region.Mem
+	addr   uint64 // where the client has mem[0]
+	access proto.Access
+}
+
+type compChannel struct {
+	handle uint32
+	fd     int // the client's eventfd
+	refs   int // CQs bound to it
+}
+
+type cq struct {
+	handle  uint32
+	depth   uint32
+	region  *mapping
+	ring    *shm.Ring
+	prod    *shm.Producer
+	ch      *compChannel
+	refs    int  // QPs using it
+	overrun bool // overflowed: unusable, its completions are dropped
+}
+
+type ah struct {
+	handle uint32
+	pd     *pd
+	addr   netip.AddrPort
+	sa     unix.Sockaddr
+}
+
+type srq struct {
+	handle uint32
+	pd     *pd
+	region *mapping
+	ring   *shm.Ring
+	cons   *shm.Consumer
+	maxWR  uint32
+	maxSGE uint32
+	limit  uint32 // SRQ limit event armed when > 0
+	refs   int    // QPs using it
+}
+
+// translate turns (lkey, addr, length) of a work request into the daemon's
+// view of those octets, checking that the key belongs to this session and
+// pd, that [addr, addr+length) lies inside the region (overflow-safe) and
+// that the region grants write access if write is set. It returns a status
+// other than WCSuccess on any failure.
+func (s *session) translate(sge proto.SGE, p *pd, write bool) ([]byte, proto.WCStatus) {
+	m := s.mrs[sge.LKey>>8]
+	if m == nil || m.lkey != sge.LKey || m.pd != p {
+		return nil, proto.WCLocProtErr
+	}
+	if write && m.access&proto.AccessLocalWrite == 0 {
+		return nil, proto.WCLocProtErr
+	}
+	if sge.Addr < m.addr {
+		return nil, proto.WCLocProtErr
+	}
+	off := sge.Addr - m.addr
+	if off > uint64(len(m.mem)) || uint64(sge.Length) > uint64(len(m.mem))-off {
+		return nil, proto.WCLocProtErr
+	}
+	return m.mem[off : off+uint64(sge.Length) : off+uint64(sge.Length)], proto.WCSuccess
+}
+
+// addrToSockaddr converts an address for sendmsg.
+func addrToSockaddr(a netip.AddrPort) unix.Sockaddr {
+	ip := a.Addr()
+	if ip.Is4() || ip.Is4In6() {
+		return &unix.SockaddrInet4{Port: int(a.Port()), Addr: ip.Unmap().As4()}
+	}
+	return &unix.SockaddrInet6{Port: int(a.Port()), Addr: ip.As16()}
+}
+
+// sockaddrToAddr converts a recvmsg source address.
+func sockaddrToAddr(sa unix.Sockaddr) netip.AddrPort {
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))
+	case *unix.SockaddrInet6:
+		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr).Unmap(), uint16(a.Port))
+	}
+	return netip.AddrPort{}
+}
+
+// nextHandle allocates a session handle: from 1 upward, never reused. MR
+// handles must fit in the 24 bits of an LKey.
+func (s *session) nextHandleID() (uint32, error) {
+	if s.lastHandle >= math.MaxUint32>>8 {
+		return 0, errf(unix.ENOMEM, "session handle space exhausted")
+	}
+	s.lastHandle++
+	return s.lastHandle, nil
+}

@@ -1,0 +1,174 @@
+package verbsd
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/iwarpd/iwarpd/internal/shm"
+	"github.com/iwarpd/iwarpd/proto"
+	"golang.org/x/sys/unix"
+)
+
+// qp is a UD queue pair: its rings in the client's region, its UDP socket,
+// and the engine's state for it (engine-owned).
+type qp struct {
+	s      *session
+	handle uint32
+	qpn    uint32
+	pd     *pd
+	sendCQ *cq
+	recvCQ *cq
+	srq    *srq
+	caps   proto.QPCaps
+	sigAll bool
+	noCRC  bool
+	state  proto.QPState
+
+	region *mapping
+	sq     *shm.Consumer
+	rq     *shm.Consumer // nil with an SRQ
+
+	fd       int
+	local    netip.AddrPort
+	readable bool // epoll said the socket has datagrams
+
+	// Send side.
+	lastMSN  uint32 // MSN of the last message sent (first message: 1)
+	sendMSN  uint32 // MSN of the message in progress
+	sendSeg  uint32 // next segment of the head SQE (0: not started)
+	blocked  bool   // the socket buffer was full (EAGAIN)
+	inline   []byte // copy of the head SQE's inline data
+	ddpHdr   [32]byte
+	crcBuf   [4]byte
+	payloads [][]byte // the head SQE's translated SGEs
+
+	// Receive side.
+	hdr      [32]byte // DDP header scratch of recvmsg
+	tail     []byte   // overflow scratch: the rest of any datagram
+	rwr      recvWR
+	reasm    reassembler
+	maxRecvS uint32 // SGEs per RQE (QP's or SRQ's)
+
+	stats counters
+}
+
+// recvWR is a copied, validated receive work request.
+type recvWR struct {
+	valid bool
+	wrid  uint64
+	bufs  [][]byte // translated SGEs
+	total int
+}
+
+// recvRing returns the consumer receives come from (the SRQ's or the QP's).
+func (q *qp) recvRing() *shm.Consumer {
+	if q.srq != nil {
+		return q.srq.cons
+	}
+	return q.rq
+}
+
+// hasWork reports whether the client published work the engine must act on
+// now: sends in RTS, or anything to flush in ERROR.
+func (q *qp) hasWork() bool {
+	switch q.state {
+	case proto.QPStateRTS:
+		n, err := q.sq.Available()
+		return n > 0 || err != nil || q.sendSeg != 0
+	case proto.QPStateError:
+		// A corrupt ring (err) is not work: nothing in it can be flushed.
+		if n, _ := q.sq.Available(); n > 0 {
+			return true
+		}
+		if q.rq != nil {
+			if n, _ := q.rq.Available(); n > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// serviceQP does at most PollBatch units of work on q and reports whether
+// it did any.
+func (e *engine) serviceQP(q *qp, now time.Time) bool {
+	work := false
+	if q.readable {
+		work = e.receive(q, now)
+	}
+	switch q.state {
+	case proto.QPStateRTS:
+		if e.send(q) {
+			work = true
+		}
+	case proto.QPStateError:
+		if e.flush(q) {
+			work = true
+		}
+	}
+	if n := q.reasm.expire(now); n > 0 {
+		e.count(q, cReassemblyTimeout, int64(n))
+	}
+	return work
+}
+
+// flush completes posted work requests of an ERROR QP with WCWRFlushErr,
+// at most PollBatch per queue per pass.
+func (e *engine) flush(q *qp) bool {
+	work := false
+	for range e.cfg.PollBatch {
+		slot, err := q.sq.Peek()
+		if err != nil || slot == nil {
+			break
+		}
+		wrid := proto.GetSQE(slot).WRID
+		q.sq.Advance()
+		q.sq.Release()
+		q.sendSeg = 0
+		e.count(q, cFlushed, 1)
+		e.postCQE(q.s, q.sendCQ, &proto.CQE{WRID: wrid, Status: proto.WCWRFlushErr, Opcode: proto.WCSend, QPN: q.qpn})
+		work = true
+	}
+	if q.rq == nil {
+		return work
+	}
+	for range e.cfg.PollBatch {
+		slot, err := q.rq.Peek()
+		if err != nil || slot == nil {
+			break
+		}
+		wrid := proto.GetRQE(slot).WRID
+		q.rq.Advance()
+		q.rq.Release()
+		e.count(q, cFlushed, 1)
+		e.postCQE(q.s, q.recvCQ, &proto.CQE{WRID: wrid, Status: proto.WCWRFlushErr, Opcode: proto.WCRecv, QPN: q.qpn})
+		work = true
+	}
+	return work
+}
+
+// discardPosted drops every posted work request without completions (the
+// move to RESET).
+func discardPosted(c *shm.Consumer) {
+	if c == nil {
+		return
+	}
+	for {
+		slot, err := c.Peek()
+		if err != nil || slot == nil {
+			break
+		}
+		c.Advance()
+	}
+	c.Release()
+}
+
+// closeQP releases q's socket and region (after removeQP).
+func closeQP(q *qp) {
+	if q.fd >= 0 {
+		unix.Close(q.fd)
+		q.fd = -1
+	}
+	q.region.Close()
+	q.reasm.reset()
+}

@@ -1,0 +1,184 @@
+package verbsd
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/iwarpd/iwarpd/proto"
+)
+
+// Server is the verbs service: it accepts control connections (one session
+// each) and runs the engine. Start one with NewServer, hand it listeners
+// with Serve, stop it with Close.
+type Server struct {
+	cfg    Config
+	log    Logger
+	eng    *engine
+	nextID atomic.Uint64
+	port   atomic.Uint32 // port scan cursor
+
+	mu        sync.Mutex
+	closed    bool
+	listeners map[*net.UnixListener]struct{}
+	sessions  map[*session]struct{}
+	wg        sync.WaitGroup
+}
+
+// NewServer validates cfg and starts the engine.
+func NewServer(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("verbsd: configuration: %w", err)
+	}
+	s := &Server{cfg: cfg, log: cfg.Log, listeners: map[*net.UnixListener]struct{}{}, sessions: map[*session]struct{}{}}
+	if s.log == nil {
+		s.log = nopLogger{}
+	}
+	eng, err := newEngine(&s.cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.eng = eng
+	go eng.run()
+	return s, nil
+}
+
+// Config returns the server's configuration.
+func (s *Server) Config() Config { return s.cfg }
+
+// Listen creates a SOCK_SEQPACKET control socket at path (which must not
+// exist); cmd/iwarpd makes its own with permissions and stale-socket
+// handling.
+func Listen(path string) (*net.UnixListener, error) {
+	return net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
+}
+
+// Serve accepts control connections on l until l is closed or the server
+// is closed. It returns nil then.
+func (s *Server) Serve(l *net.UnixListener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return errors.New("verbsd: server closed")
+	}
+	s.listeners[l] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, l)
+		s.mu.Unlock()
+	}()
+	for {
+		uc, err := l.AcceptUnix()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			s.log.Warnf("accepting a control connection: %v", err)
+			continue
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			uc.Close()
+			return nil
+		}
+		sess := newSession(s, uc)
+		s.sessions[sess] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			sess.serve()
+			s.mu.Lock()
+			delete(s.sessions, sess)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// Close stops the service: listeners are closed, every session gets
+// EventDeviceFatal and is closed (its resources reclaimed), then the engine
+// stops.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	for l := range s.listeners {
+		l.Close()
+	}
+	for sess := range s.sessions {
+		sess.shutdown()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	s.eng.stop()
+	s.eng.closeResources()
+	return nil
+}
+
+// Inspect returns the daemon's state (what OpInspect serves).
+func (s *Server) Inspect() (proto.Inspect, error) {
+	var in proto.Inspect
+	err := s.eng.Do(func() error {
+		in = s.eng.inspect()
+		return nil
+	})
+	in.Daemon = s.cfg.Version
+	in.PID = os.Getpid()
+	in.Device = s.cfg.DeviceAttr()
+	in.Port = s.cfg.PortAttr()
+	return in, err
+}
+
+// inspect runs on the engine.
+func (e *engine) inspect() proto.Inspect {
+	in := proto.Inspect{Counters: e.stats.snapshot(), Sessions: []proto.SessionInfo{}}
+	in.Counters["sessions"] = int64(len(e.sessions))
+	in.Counters["qps"] = int64(len(e.qps))
+	in.Counters["engine_epoch"] = int64(e.epoch.Load())
+	for _, s := range e.sessions {
+		in.Sessions = append(in.Sessions, s.info())
+	}
+	sort.Slice(in.Sessions, func(i, j int) bool { return in.Sessions[i].ID < in.Sessions[j].ID })
+	return in
+}
+
+func sortedKeys[V any](m map[uint32]V) []uint32 {
+	keys := make([]uint32, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	return keys
+}
+
+// info runs on the engine.
+func (s *session) info() proto.SessionInfo {
+	si := proto.SessionInfo{ID: s.id, PID: s.cred.Pid, UID: s.cred.Uid, GID: s.cred.Gid, Client: s.client,
+		PDs: len(s.pds), AHs: len(s.ahs), SRQs: len(s.srqs), RegBytes: s.regBytes,
+		MRs: []proto.MRInfo{}, CQs: []proto.CQInfo{}, QPs: []proto.QPInfo{}}
+	for _, h := range sortedKeys(s.mrs) {
+		m := s.mrs[h]
+		si.MRs = append(si.MRs, proto.MRInfo{Handle: h, LKey: m.lkey, RKey: m.lkey, Length: uint64(len(m.mem)), Access: m.access})
+	}
+	for _, h := range sortedKeys(s.cqs) {
+		c := s.cqs[h]
+		si.CQs = append(si.CQs, proto.CQInfo{Handle: h, Depth: c.depth, Armed: c.ring.Arm().Load() != proto.ArmNone})
+	}
+	for _, h := range sortedKeys(s.qps) {
+		q := s.qps[h]
+		qi := proto.QPInfo{Handle: h, QPN: q.qpn, Type: proto.QPTypeUD.String(), State: q.state.String(),
+			Addr: q.local.String(), Counters: q.stats.snapshot()}
+		qi.Counters["partial_messages"] = int64(q.reasm.partials())
+		si.QPs = append(si.QPs, qi)
+	}
+	return si
+}

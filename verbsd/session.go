@@ -1,0 +1,230 @@
+package verbsd
+
+import (
+	"errors"
+	"net"
+	"sync"
+
+	"github.com/iwarpd/iwarpd/proto"
+	"golang.org/x/sys/unix"
+)
+
+// session is one client connection and its verbs objects. The connection
+// side (serve, replies, events) runs on the session's goroutines; the
+// object tables are the engine's and are touched only inside engine.Do.
+type session struct {
+	srv    *Server
+	eng    *engine
+	id     uint64
+	conn   *proto.Conn // nil in the fuzz harness
+	cred   unix.Ucred
+	client string
+
+	hello   bool
+	inspect bool
+
+	writeMu sync.Mutex
+	events  chan proto.Event
+	done    chan struct{}
+
+	// Engine-owned.
+	installed  bool
+	lastHandle uint32
+	pds        map[uint32]*pd
+	mrs        map[uint32]*mr
+	channels   map[uint32]*compChannel
+	cqs        map[uint32]*cq
+	qps        map[uint32]*qp
+	ahs        map[uint32]*ah
+	srqs       map[uint32]*srq
+	regBytes   uint64
+}
+
+func newSession(srv *Server, uc *net.UnixConn) *session {
+	s := &session{srv: srv, eng: srv.eng, id: srv.nextID.Add(1), events: make(chan proto.Event, 64), done: make(chan struct{}),
+		pds: map[uint32]*pd{}, mrs: map[uint32]*mr{}, channels: map[uint32]*compChannel{}, cqs: map[uint32]*cq{},
+		qps: map[uint32]*qp{}, ahs: map[uint32]*ah{}, srqs: map[uint32]*srq{}}
+	if uc != nil {
+		s.conn = proto.NewConn(uc)
+		if raw, err := uc.SyscallConn(); err == nil {
+			raw.Control(func(fd uintptr) {
+				if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
+					s.cred = *cred
+				}
+			})
+		}
+	}
+	return s
+}
+
+// serve reads requests until the client goes away (or the server closes
+// the connection), then reclaims everything the session owned.
+func (s *session) serve() {
+	go s.pumpEvents()
+	defer func() {
+		close(s.done)
+		s.conn.Close()
+		s.eng.Do(func() error { s.eng.teardownSession(s); return nil })
+		s.srv.log.Debugf("session %d (pid %d, uid %d): closed, resources reclaimed", s.id, s.cred.Pid, s.cred.Uid)
+	}()
+	for {
+		h, body, fds, err := s.conn.Receive()
+		if err != nil {
+			closeFDs(fds)
+			if errors.Is(err, proto.ErrTooLarge) || errors.Is(err, proto.ErrShortMessage) || errors.Is(err, proto.ErrBadMagic) {
+				s.reply(proto.Header{Version: proto.ABIVersion, Op: proto.OpReply}, nil, nil, errf(unix.EINVAL, "malformed control message: %v", err))
+				continue
+			}
+			return
+		}
+		reply, rfds, err, quit := s.dispatch(h, body, fds)
+		s.reply(proto.Header{Version: proto.ABIVersion, Op: h.Op | proto.OpReply, Seq: h.Seq}, reply, rfds, err)
+		if quit {
+			return
+		}
+	}
+}
+
+// reply sends a reply: body and fds on success, ErrorBody and the errno on
+// failure.
+func (s *session) reply(h proto.Header, body any, fds []int, err error) {
+	if s.conn == nil {
+		return
+	}
+	if err != nil {
+		h.Status = errnoOf(err)
+		msg := err.Error()
+		var oe *opError
+		if errors.As(err, &oe) {
+			msg = oe.msg
+		}
+		body, fds = proto.ErrorBody{Error: msg}, nil
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if serr := s.conn.Send(h, body, fds...); serr != nil {
+		s.srv.log.Debugf("session %d: %v", s.id, serr)
+	}
+}
+
+func (s *session) pumpEvents() {
+	for {
+		select {
+		case ev := <-s.events:
+			s.writeMu.Lock()
+			s.conn.Send(proto.Header{Version: proto.ABIVersion, Op: proto.OpEvent}, ev)
+			s.writeMu.Unlock()
+		case <-s.done:
+			return
+		}
+	}
+}
+
+// shutdown tells the client the device is going away and closes the
+// connection; serve then reclaims the session.
+func (s *session) shutdown() {
+	s.writeMu.Lock()
+	s.conn.Send(proto.Header{Version: proto.ABIVersion, Op: proto.OpEvent},
+		proto.Event{Type: proto.EventDeviceFatal, Detail: "iwarpd is shutting down"})
+	s.writeMu.Unlock()
+	s.conn.UnixConn().CloseRead() // wakes serve's Receive
+	s.conn.Close()
+}
+
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+}
+
+// dispatch serves one request. It takes ownership of fds (the handlers
+// consume what they need; the rest is closed here). quit asks serve to
+// close the connection after the reply.
+func (s *session) dispatch(h proto.Header, body []byte, fds []int) (reply any, rfds []int, err error, quit bool) {
+	defer func() { closeFDs(fds) }()
+	if h.Op&(proto.OpReply|proto.OpEvent) != 0 || !h.Op.Valid() {
+		return nil, nil, errf(unix.EINVAL, "unknown request %v", h.Op), false
+	}
+	if !s.hello {
+		if h.Op != proto.OpHello {
+			return nil, nil, errf(unix.EINVAL, "the first request must be hello, not %v", h.Op), false
+		}
+		return s.doHello(h, body)
+	}
+	if h.Version != proto.ABIVersion {
+		return nil, nil, errf(unix.EPROTO, "%v", (&proto.VersionError{Local: proto.ABIVersion, Peer: h.Version, Side: "daemon"}).Error()), false
+	}
+	if s.inspect && h.Op != proto.OpInspect && h.Op != proto.OpQueryDevice && h.Op != proto.OpQueryPort {
+		return nil, nil, errf(unix.EPERM, "an inspect session may not %v", h.Op), false
+	}
+	handler := handlers[h.Op]
+	if handler == nil {
+		return nil, nil, errf(unix.EINVAL, "%v is not a request after hello", h.Op), false
+	}
+	reply, err = handler(s, body, fds)
+	return reply, nil, err, false
+}
+
+func (s *session) doHello(h proto.Header, body []byte) (any, []int, error, bool) {
+	var req proto.HelloRequest
+	if h.Version != proto.ABIVersion {
+		return nil, nil, errf(unix.EPROTO, "%s", (&proto.VersionError{Local: proto.ABIVersion, Peer: h.Version, Side: "daemon"}).Error()), true
+	}
+	if err := proto.Unmarshal(body, &req); err != nil {
+		return nil, nil, errf(unix.EINVAL, "hello: %v", err), false
+	}
+	if req.ABI != proto.ABIVersion {
+		return nil, nil, errf(unix.EPROTO, "%s", (&proto.VersionError{Local: proto.ABIVersion, Peer: req.ABI, Side: "daemon"}).Error()), true
+	}
+	s.client = req.Client
+	s.inspect = req.Inspect
+	// Inspect sessions own nothing and are not listed by Inspect.
+	if err := s.eng.Do(func() error {
+		if s.inspect {
+			return nil
+		}
+		s.eng.sessions[s.id] = s
+		s.installed = true
+		return nil
+	}); err != nil {
+		return nil, nil, err, true
+	}
+	s.hello = true
+	s.srv.log.Debugf("session %d: hello from %q (pid %d, uid %d, inspect %v)", s.id, req.Client, s.cred.Pid, s.cred.Uid, req.Inspect)
+	reply := proto.HelloReply{ABI: proto.ABIVersion, Daemon: s.srv.cfg.Version, SessionID: s.id, Device: s.srv.cfg.Device}
+	if s.inspect {
+		return reply, nil, nil, false
+	}
+	return reply, []int{s.eng.bell.FD(), s.eng.statusFD}, nil, false
+}
+
+// teardownSession destroys every object of s (engine side): the client went
+// away or the daemon is stopping.
+func (e *engine) teardownSession(s *session) {
+	if !s.installed {
+		return
+	}
+	for _, q := range s.qps {
+		e.removeQP(q)
+		closeQP(q)
+	}
+	for _, x := range s.srqs {
+		x.region.Close()
+	}
+	for _, c := range s.cqs {
+		c.region.Close()
+	}
+	for _, ch := range s.channels {
+		unix.Close(ch.fd)
+	}
+	for _, m := range s.mrs {
+		m.region.Close()
+	}
+	s.qps, s.srqs, s.cqs, s.channels, s.mrs, s.ahs, s.pds = map[uint32]*qp{}, map[uint32]*srq{}, map[uint32]*cq{},
+		map[uint32]*compChannel{}, map[uint32]*mr{}, map[uint32]*ah{}, map[uint32]*pd{}
+	s.regBytes = 0
+	s.installed = false
+	delete(e.sessions, s.id)
+}

@@ -1,0 +1,138 @@
+package verbsd_test
+
+import (
+	"testing"
+
+	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
+)
+
+func TestSendRecvSizes(t *testing.T) {
+	_, path := startServer(t, nil)
+	const buf = 2 << 20
+	a := newNode(t, path, buf, verbsdtest.QPOptions{})
+	b := newNode(t, path, buf, verbsdtest.QPOptions{})
+	ahB := a.ah(t, b)
+	maxSingle := 1472 - 4 - 18
+	sizes := []int{0, 1, 100, maxSingle, maxSingle + 1, 3 * maxSingle, 100000, 1 << 20}
+	for i, size := range sizes {
+		src := a.mr.Buf[:size]
+		fill(src, i)
+		clear(b.mr.Buf[:size+8])
+		b.postRecv(t, uint64(1000+i), 0, 1<<20+4)
+		flags := proto.SendSignaled
+		if i%2 == 1 {
+			flags |= proto.SendSolicited
+		}
+		a.send(t, ahB, uint64(i), flags, 0, size)
+		sc := waitCQEs(t, a.scq, 1, "send")[0]
+		if sc.Status != proto.WCSuccess || sc.WRID != uint64(i) || sc.Opcode != proto.WCSend || int(sc.ByteLen) != size {
+			t.Fatalf("size %d: send completion %+v", size, sc)
+		}
+		rc := waitCQEs(t, b.rcq, 1, "recv")[0]
+		if rc.Status != proto.WCSuccess || rc.WRID != uint64(1000+i) || rc.Opcode != proto.WCRecv || int(rc.ByteLen) != size {
+			t.Fatalf("size %d: receive completion %+v", size, rc)
+		}
+		if rc.Src != addrOf(t, a.qp.Addr) || rc.QPN != b.qp.QPN || rc.Flags&proto.WCFlagSrcValid == 0 {
+			t.Fatalf("size %d: receive completion source %v qpn %d flags %#x, want %v %d", size, rc.Src, rc.QPN, rc.Flags, a.qp.Addr, b.qp.QPN)
+		}
+		if got := rc.Flags&proto.WCFlagSolicited != 0; got != (i%2 == 1) {
+			t.Fatalf("size %d: solicited flag %v", size, got)
+		}
+		checkBytes(t, "received", b.mr.Buf[:size], src)
+	}
+}
+
+func TestManyMessagesAndInline(t *testing.T) {
+	_, path := startServer(t, nil)
+	a := newNode(t, path, 1<<20, verbsdtest.QPOptions{SigAll: true})
+	b := newNode(t, path, 1<<20, verbsdtest.QPOptions{})
+	ahB := a.ah(t, b)
+	const count, slot, window = 2000, 256, 128
+	posted, received := 0, 0
+	for posted < window {
+		b.postRecv(t, uint64(posted), (posted%window)*slot, slot)
+		posted++
+	}
+	for i := range count {
+		off := (i % window) * slot
+		msg := a.mr.Buf[off : off+64]
+		fill(msg, i)
+		if i%3 == 0 { // inline
+			e := proto.SQE{WRID: uint64(i), Opcode: proto.WRSend, Flags: proto.SendInline, AH: ahB}
+			for a.qp.PostSend(e, nil, msg) != nil {
+				a.scq.Poll()
+			}
+		} else {
+			a.send(t, ahB, uint64(i), 0, off, 64)
+		}
+		// Keep at most half a window in flight so no datagram finds the
+		// receive queue empty.
+		for i+1-received > window/2 {
+			for _, rc := range b.rcq.Wait(1, wait()) {
+				if rc.Status != proto.WCSuccess || rc.ByteLen != 64 || rc.WRID != uint64(received) {
+					t.Fatalf("message %d: completion %+v", received, rc)
+				}
+				roff := (received % window) * slot
+				want := make([]byte, 64)
+				fill(want, received)
+				checkBytes(t, "message", b.mr.Buf[roff:roff+64], want)
+				b.postRecv(t, uint64(posted), (posted%window)*slot, slot)
+				posted++
+				received++
+			}
+			a.scq.Poll()
+		}
+	}
+	for received < count {
+		got := b.rcq.Wait(1, wait())
+		if len(got) == 0 {
+			t.Fatalf("received %d of %d messages", received, count)
+		}
+		for _, rc := range got {
+			if rc.Status != proto.WCSuccess || rc.WRID != uint64(received) {
+				t.Fatalf("message %d: completion %+v", received, rc)
+			}
+			received++
+		}
+	}
+	c := qpCounters(t, path, b.qp.QPN)
+	if c["messages_in"] != count || c["drop_no_recv"] != 0 {
+		t.Errorf("receiver counters %v", c)
+	}
+}
+
+// TestSharedReceiveQueue delivers to two QPs from one SRQ.
+func TestSharedReceiveQueue(t *testing.T) {
+	_, path := startServer(t, nil)
+	a := newNode(t, path, 1<<16, verbsdtest.QPOptions{})
+	b := &node{c: dial(t, path)}
+	b.pd = must(b.c.AllocPD())(t)
+	b.mr = must(b.c.RegMR(b.pd, 1<<16, proto.AccessLocalWrite))(t)
+	b.scq = must(b.c.CreateCQ(64, 0))(t)
+	b.rcq = must(b.c.CreateCQ(64, 0))(t)
+	srq, prod := createSRQ(t, b.c, b.pd, 16, 2)
+	caps := defaultCaps
+	caps.MaxRecvWR = 0
+	b.qp = must(b.c.CreateQP(b.pd, b.scq, b.rcq, caps, verbsdtest.QPOptions{SRQ: srq}))(t)
+	if err := b.qp.ToRTS(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		if err := b.c.PostRecv(prod, uint64(i), []proto.SGE{b.mr.SGE(i*1024, 1024)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ah := a.ah(t, b)
+	fill(a.mr.Buf[:3000], 5)
+	a.send(t, ah, 1, 0, 0, 100)
+	a.send(t, ah, 2, 0, 100, 2900) // two segments, into 1024-octet buffers: too long
+	got := waitCQEs(t, b.rcq, 2, "srq receives")
+	if got[0].Status != proto.WCSuccess || got[0].ByteLen != 100 || got[0].WRID != 0 {
+		t.Fatalf("first: %+v", got[0])
+	}
+	checkBytes(t, "srq", b.mr.Buf[:100], a.mr.Buf[:100])
+	if got[1].Status != proto.WCLocLenErr || got[1].WRID != 1 {
+		t.Fatalf("too long: %+v", got[1])
+	}
+}

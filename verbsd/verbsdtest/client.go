@@ -1,0 +1,383 @@
+package verbsdtest
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/iwarpd/iwarpd/internal/shm"
+	"github.com/iwarpd/iwarpd/proto"
+	"golang.org/x/sys/unix"
+)
+
+// Client is one session.
+type Client struct {
+	Conn   *proto.Conn
+	Hello  proto.HelloReply
+	Bell   int         // the daemon's doorbell eventfd (-1 for inspect sessions)
+	Status *shm.Region // the status page, read-only
+	Events []proto.Event
+	seq    uint32
+}
+
+// CallError is an error reply.
+type CallError struct {
+	Op    proto.Op
+	Errno unix.Errno
+	Msg   string
+}
+
+func (e *CallError) Error() string { return fmt.Sprintf("%v: %v: %s", e.Op, e.Errno, e.Msg) }
+func (e *CallError) Unwrap() error { return e.Errno }
+
+// Dial connects and says hello (inspect: a read-only session).
+func Dial(path string, inspect bool) (*Client, error) {
+	conn, err := proto.Dial(path)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{Conn: conn, Bell: -1}
+	fds, err := c.Call(proto.OpHello, proto.HelloRequest{ABI: proto.ABIVersion, Client: "verbsdtest", Inspect: inspect}, &c.Hello)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if !inspect {
+		if len(fds) != 2 {
+			conn.Close()
+			return nil, fmt.Errorf("hello: got %d descriptors, want 2", len(fds))
+		}
+		c.Bell = fds[0]
+		if c.Status, err = shm.Map(fds[1], proto.StatusPageLen, unix.PROT_READ); err != nil {
+			conn.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Close closes the connection (no teardown: the daemon reclaims).
+func (c *Client) Close() {
+	c.Conn.Close()
+	if c.Bell >= 0 {
+		unix.Close(c.Bell)
+	}
+	c.Status.Close()
+}
+
+// Raw sends one request with an explicit header and returns the reply
+// header and a copy of its body.
+func (c *Client) Raw(h proto.Header, body any, fds ...int) (proto.Header, []byte, []int, error) {
+	if err := c.Conn.Send(h, body, fds...); err != nil {
+		return proto.Header{}, nil, nil, err
+	}
+	return c.receiveReply()
+}
+
+// RawBytes sends arbitrary bytes as one message and returns the reply.
+func (c *Client) RawBytes(b []byte) (proto.Header, []byte, []int, error) {
+	if _, _, err := c.Conn.UnixConn().WriteMsgUnix(b, nil, nil); err != nil {
+		return proto.Header{}, nil, nil, err
+	}
+	return c.receiveReply()
+}
+
+func (c *Client) receiveReply() (proto.Header, []byte, []int, error) {
+	c.Conn.UnixConn().SetReadDeadline(time.Now().Add(20 * time.Second))
+	defer c.Conn.UnixConn().SetReadDeadline(time.Time{})
+	for {
+		h, body, fds, err := c.Conn.Receive()
+		if err != nil {
+			return h, nil, fds, err
+		}
+		if h.Op == proto.OpEvent {
+			var ev proto.Event
+			if proto.Unmarshal(body, &ev) == nil {
+				c.Events = append(c.Events, ev)
+			}
+			continue
+		}
+		return h, append([]byte(nil), body...), fds, nil
+	}
+}
+
+// Call sends a request and decodes the reply into reply (may be nil); an
+// error reply is a *CallError. It returns the reply's descriptors.
+func (c *Client) Call(op proto.Op, req, reply any, fds ...int) ([]int, error) {
+	c.seq++
+	h, body, rfds, err := c.Raw(proto.Header{Version: proto.ABIVersion, Op: op, Seq: c.seq}, req, fds...)
+	if err != nil {
+		return rfds, err
+	}
+	if h.Op != op|proto.OpReply || h.Seq != c.seq {
+		return rfds, fmt.Errorf("reply %v seq %d to %v seq %d", h.Op, h.Seq, op, c.seq)
+	}
+	if h.Status != 0 {
+		var eb proto.ErrorBody
+		proto.Unmarshal(body, &eb)
+		return rfds, &CallError{Op: op, Errno: h.Status, Msg: eb.Error}
+	}
+	if reply != nil {
+		if err := proto.Unmarshal(body, reply); err != nil {
+			return rfds, err
+		}
+	}
+	return rfds, nil
+}
+
+// Asleep reads the status page's Asleep word.
+func (c *Client) Asleep() uint32 {
+	return (*atomic.Uint32)(unsafe.Pointer(&c.Status.Mem[proto.OffStatusAsleep])).Load()
+}
+
+// Doorbell wakes the engine if it said it sleeps (call after publishing).
+func (c *Client) Doorbell() {
+	if c.Asleep() == 1 {
+		var one [8]byte
+		binary.NativeEndian.PutUint64(one[:], 1)
+		unix.Write(c.Bell, one[:])
+	}
+}
+
+// AllocPD allocates a protection domain.
+func (c *Client) AllocPD() (uint32, error) {
+	var h proto.Handle
+	_, err := c.Call(proto.OpAllocPD, nil, &h)
+	return h.Handle, err
+}
+
+// MR is a registered buffer.
+type MR struct {
+	Region *shm.Region
+	Buf    []byte
+	Handle uint32
+	LKey   uint32
+}
+
+// Addr returns the client address of Buf[off].
+func (m *MR) Addr(off int) uint64 { return uint64(uintptr(unsafe.Pointer(&m.Buf[0]))) + uint64(off) }
+
+// SGE returns an SGE for Buf[off:off+n].
+func (m *MR) SGE(off, n int) proto.SGE {
+	return proto.SGE{Addr: m.Addr(off), Length: uint32(n), LKey: m.LKey}
+}
+
+// RegMR creates a region of size octets and registers all of it.
+func (c *Client) RegMR(pd uint32, size int, access proto.Access) (*MR, error) {
+	reg, err := shm.Create("mr", size)
+	if err != nil {
+		return nil, err
+	}
+	m := &MR{Region: reg, Buf: reg.Mem[:size]}
+	var r proto.RegMRReply
+	if _, err := c.Call(proto.OpRegMR, proto.RegMRRequest{PD: pd, Length: uint64(size), Addr: m.Addr(0), Access: access}, &r, reg.FD()); err != nil {
+		reg.Close()
+		return nil, err
+	}
+	m.Handle, m.LKey = r.Handle, r.LKey
+	return m, nil
+}
+
+// CQ is a completion queue.
+type CQ struct {
+	Handle uint32
+	Region *shm.Region
+	Ring   *shm.Ring
+	cons   *shm.Consumer
+}
+
+// CreateCQ creates a CQ of depth entries (bound to channel if not 0).
+func (c *Client) CreateCQ(depth, channel uint32) (*CQ, error) {
+	reg, err := shm.Create("cq", proto.RingBytes(depth, proto.CQESize))
+	if err != nil {
+		return nil, err
+	}
+	ring, err := shm.NewRing(reg.Mem, proto.RingCQ, depth, proto.CQESize, true)
+	if err != nil {
+		reg.Close()
+		return nil, err
+	}
+	var h proto.Handle
+	if _, err := c.Call(proto.OpCreateCQ, proto.CreateCQRequest{Depth: depth, Channel: channel}, &h, reg.FD()); err != nil {
+		reg.Close()
+		return nil, err
+	}
+	return &CQ{Handle: h.Handle, Region: reg, Ring: ring, cons: shm.NewConsumer(ring)}, nil
+}
+
+// Poll returns the completions available now.
+func (q *CQ) Poll() []proto.CQE {
+	var out []proto.CQE
+	for {
+		slot, err := q.cons.Peek()
+		if err != nil || slot == nil {
+			break
+		}
+		var e proto.CQE
+		proto.GetCQE(slot, &e)
+		out = append(out, e)
+		q.cons.Advance()
+	}
+	q.cons.Release()
+	return out
+}
+
+// Wait polls until n completions arrived or timeout passed.
+func (q *CQ) Wait(n int, timeout time.Duration) []proto.CQE {
+	var out []proto.CQE
+	deadline := time.Now().Add(timeout)
+	for len(out) < n && time.Now().Before(deadline) {
+		got := q.Poll()
+		out = append(out, got...)
+		if len(got) == 0 {
+			time.Sleep(20 * time.Microsecond)
+		}
+	}
+	return out
+}
+
+// QP is a queue pair with its rings.
+type QP struct {
+	Handle uint32
+	QPN    uint32
+	Addr   string
+	Caps   proto.QPCaps
+	Region *shm.Region
+	SQ     *shm.Producer
+	RQ     *shm.Producer
+	c      *Client
+}
+
+// QPOptions are the optional parts of CreateQPRequest.
+type QPOptions struct {
+	SRQ    uint32
+	Port   uint16
+	NoCRC  bool
+	SigAll bool
+}
+
+// CreateQP creates a UD QP (rings initialized here).
+func (c *Client) CreateQP(pd uint32, scq, rcq *CQ, caps proto.QPCaps, o QPOptions) (*QP, error) {
+	sqStride := proto.SQEStride(caps.MaxSendSGE, caps.MaxInline)
+	rqStride := proto.RQEStride(caps.MaxRecvSGE)
+	sqBytes := proto.RingBytes(caps.MaxSendWR, sqStride)
+	size := sqBytes
+	if o.SRQ == 0 {
+		size += proto.RingBytes(caps.MaxRecvWR, rqStride)
+	}
+	reg, err := shm.Create("qp", size)
+	if err != nil {
+		return nil, err
+	}
+	q := &QP{Region: reg, Caps: caps, c: c}
+	sq, err := shm.NewRing(reg.Mem[:sqBytes], proto.RingSQ, caps.MaxSendWR, sqStride, true)
+	if err != nil {
+		reg.Close()
+		return nil, err
+	}
+	q.SQ = shm.NewProducer(sq)
+	if o.SRQ == 0 {
+		rq, err := shm.NewRing(reg.Mem[sqBytes:], proto.RingRQ, caps.MaxRecvWR, rqStride, true)
+		if err != nil {
+			reg.Close()
+			return nil, err
+		}
+		q.RQ = shm.NewProducer(rq)
+	}
+	var r proto.CreateQPReply
+	req := proto.CreateQPRequest{PD: pd, Type: proto.QPTypeUD, SendCQ: scq.Handle, RecvCQ: rcq.Handle, SRQ: o.SRQ, Caps: caps,
+		SigAll: o.SigAll, Port: o.Port, NoCRC: o.NoCRC}
+	if _, err := c.Call(proto.OpCreateQP, req, &r, reg.FD()); err != nil {
+		reg.Close()
+		return nil, err
+	}
+	q.Handle, q.QPN, q.Addr = r.Handle, r.QPN, r.Addr
+	return q, nil
+}
+
+// Modify moves the QP to state.
+func (q *QP) Modify(state proto.QPState) error {
+	_, err := q.c.Call(proto.OpModifyQP, proto.ModifyQPRequest{QP: q.Handle, State: state}, nil)
+	return err
+}
+
+// ToRTS moves a new QP RESET→INIT→RTR→RTS.
+func (q *QP) ToRTS() error {
+	for _, s := range []proto.QPState{proto.QPStateInit, proto.QPStateRTR, proto.QPStateRTS} {
+		if err := q.Modify(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ErrFull means the ring has no free slot.
+var ErrFull = errors.New("verbsdtest: ring full")
+
+// PostSend writes an SQE with its SGEs (or inline data) and publishes it.
+func (q *QP) PostSend(e proto.SQE, sges []proto.SGE, inline []byte) error {
+	slot, err := q.SQ.Next()
+	if err != nil {
+		return err
+	}
+	if slot == nil {
+		return ErrFull
+	}
+	if inline != nil {
+		e.InlineLen = uint32(len(inline))
+		copy(slot[proto.SQEHeaderLen:], inline)
+	} else if e.NumSGE == 0 {
+		e.NumSGE = uint16(len(sges))
+	}
+	e.Put(slot)
+	for i, s := range sges {
+		off := proto.SQEHeaderLen + i*proto.SGELen
+		if off+proto.SGELen > len(slot) {
+			break
+		}
+		s.Put(slot[off:])
+	}
+	q.SQ.Publish()
+	q.c.Doorbell()
+	return nil
+}
+
+// PostRecv writes an RQE into p (a QP's RQ or an SRQ) and publishes it.
+func (c *Client) PostRecv(p *shm.Producer, wrid uint64, sges []proto.SGE) error {
+	slot, err := p.Next()
+	if err != nil {
+		return err
+	}
+	if slot == nil {
+		return ErrFull
+	}
+	e := proto.RQE{WRID: wrid, NumSGE: uint16(len(sges))}
+	e.Put(slot)
+	for i, s := range sges {
+		off := proto.RQEHeaderLen + i*proto.SGELen
+		if off+proto.SGELen > len(slot) {
+			break
+		}
+		s.Put(slot[off:])
+	}
+	p.Publish()
+	c.Doorbell()
+	return nil
+}
+
+// CreateAH creates an address handle for addr (ip:port).
+func (c *Client) CreateAH(pd uint32, addr string) (uint32, error) {
+	var h proto.Handle
+	_, err := c.Call(proto.OpCreateAH, proto.CreateAHRequest{PD: pd, Addr: addr}, &h)
+	return h.Handle, err
+}
+
+// Inspect fetches the daemon's state.
+func (c *Client) Inspect() (proto.Inspect, error) {
+	var in proto.Inspect
+	_, err := c.Call(proto.OpInspect, nil, &in)
+	return in, err
+}
