@@ -1,0 +1,382 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// These tests run the real binaries as separate processes: an iwarp-perf
+// server and client on 127.0.0.1, and for the ud tests a real iwarpd.
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found")
+		}
+		dir = parent
+	}
+}
+
+// binaries builds iwarp-perf and iwarpd once per test binary.
+func binaries(t *testing.T) (perf, daemon string) {
+	t.Helper()
+	root := moduleRoot(t)
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "iwarp-perf-test-")
+		if buildErr != nil {
+			return
+		}
+		for _, pkg := range []string{"./cmd/iwarp-perf", "./cmd/iwarpd"} {
+			cmd := exec.Command("go", "build", "-o", binDir+"/", pkg)
+			cmd.Dir = root
+			if out, err := cmd.CombinedOutput(); err != nil {
+				buildErr = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+				return
+			}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(binDir, "iwarp-perf"), filepath.Join(binDir, "iwarpd")
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// freePort returns a TCP port that was free a moment ago.
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
+}
+
+type outcome struct {
+	stdout, stderr string
+	code           int
+}
+
+func wait(t *testing.T, cmd *exec.Cmd, o, e *bytes.Buffer) outcome {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(90 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("%v did not finish; stderr:\n%s", cmd.Args, e.String())
+	}
+	res := outcome{stdout: o.String(), stderr: e.String()}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		res.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// pair runs a server with serverArgs and a client with clientArgs (both
+// given -p PORT) and returns both outcomes.
+func pair(t *testing.T, bin string, serverArgs, clientArgs []string) (server, client outcome) {
+	t.Helper()
+	port := freePort(t)
+	var so, se, co, ce bytes.Buffer
+	srv := exec.Command(bin, append([]string{"-p", port}, serverArgs...)...)
+	srv.Stdout, srv.Stderr = &so, &se
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	cli := exec.Command(bin, append(append([]string{"-p", port}, clientArgs...), "127.0.0.1")...)
+	cli.Stdout, cli.Stderr = &co, &ce
+	if err := cli.Start(); err != nil {
+		srv.Process.Kill()
+		srv.Wait()
+		t.Fatal(err)
+	}
+	client = wait(t, cli, &co, &ce)
+	server = wait(t, srv, &so, &se)
+	return server, client
+}
+
+func mustSucceed(t *testing.T, who string, o outcome) {
+	t.Helper()
+	if o.code != 0 {
+		t.Fatalf("%s: exit status %d\nstdout:\n%s\nstderr:\n%s", who, o.code, o.stdout, o.stderr)
+	}
+}
+
+func decodeReport(t *testing.T, who, s string) report {
+	t.Helper()
+	var r report
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		t.Fatalf("%s: %v\n%s", who, err, s)
+	}
+	return r
+}
+
+// checkLatReport checks a latency report of one size.
+func checkLatReport(t *testing.T, r report, role, transport string, size, iters int) {
+	t.Helper()
+	if r.Role != role || r.Test != "lat" || r.Op != "send" || r.Transport != transport || r.Iterations != iters || !r.OK {
+		t.Errorf("%s report header: %+v", role, r)
+	}
+	if len(r.Results) != 1 {
+		t.Fatalf("%s: %d results", role, len(r.Results))
+	}
+	res := r.Results[0]
+	if res.Bytes != size || res.Iterations != iters || res.Verified != int64(2*iters) || res.Mismatches != 0 || res.Latency == nil {
+		t.Fatalf("%s result: %+v", role, res)
+	}
+	l := res.Latency
+	if !(l.MinUS > 0 && l.MinUS <= l.MedianUS && l.MedianUS <= l.P99US && l.P99US <= l.MaxUS && l.AvgUS >= l.MinUS && l.AvgUS <= l.MaxUS) {
+		t.Errorf("%s latency not ordered: %+v", role, *l)
+	}
+}
+
+func checkBWReport(t *testing.T, r report, role, transport string, size, iters int) {
+	t.Helper()
+	if r.Role != role || r.Test != "bw" || r.Transport != transport || r.Window != 64 || !r.OK {
+		t.Errorf("%s report header: %+v", role, r)
+	}
+	if len(r.Results) != 1 {
+		t.Fatalf("%s: %d results", role, len(r.Results))
+	}
+	res := r.Results[0]
+	if res.Bytes != size || res.Verified != int64(iters) || res.Mismatches != 0 || res.Bandwidth == nil {
+		t.Fatalf("%s result: %+v", role, res)
+	}
+	b := res.Bandwidth
+	if !(b.AvgGbps > 0 && b.PeakGbps >= b.AvgGbps && b.MsgRateMpps > 0 && b.Seconds > 0) {
+		t.Errorf("%s bandwidth: %+v", role, *b)
+	}
+	// The figures must agree with each other.
+	if got := float64(size) * float64(iters) * 8 / b.Seconds / 1e9; got < b.AvgGbps*0.99 || got > b.AvgGbps*1.01 {
+		t.Errorf("avg %v Gb/s, but %d x %d bytes in %v s is %v", b.AvgGbps, iters, size, b.Seconds, got)
+	}
+}
+
+func TestRawUDPLatency(t *testing.T) {
+	bin, _ := binaries(t)
+	args := []string{"-raw", "udp", "-m", "lat", "-s", "64", "-n", "200"}
+	srv, cli := pair(t, bin, args, args)
+	mustSucceed(t, "server", srv)
+	mustSucceed(t, "client", cli)
+	for who, out := range map[string]string{"client": cli.stdout, "server": srv.stdout} {
+		for _, want := range []string{"Send Latency Test (" + who + ")", "raw UDP socket", "#bytes", "t_min[us]", "t_median[us]", "t_p99[us]", "data verified: 400 messages intact"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s table lacks %q:\n%s", who, want, out)
+			}
+		}
+		if !regexpRow(out, 64, 200) {
+			t.Errorf("%s table has no row for 64 bytes x 200:\n%s", who, out)
+		}
+	}
+
+	jargs := append(args, "-json")
+	srv, cli = pair(t, bin, jargs, jargs)
+	mustSucceed(t, "server", srv)
+	mustSucceed(t, "client", cli)
+	checkLatReport(t, decodeReport(t, "client", cli.stdout), "client", "raw-udp", 64, 200)
+	checkLatReport(t, decodeReport(t, "server", srv.stdout), "server", "raw-udp", 64, 200)
+}
+
+// regexpRow reports whether out has a table row starting "size iters".
+func regexpRow(out string, size, iters int) bool {
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == fmt.Sprint(size) && f[1] == fmt.Sprint(iters) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestRawTCPBandwidth(t *testing.T) {
+	bin, _ := binaries(t)
+	args := []string{"-raw", "tcp", "-m", "bw", "-s", "65536", "-n", "200"}
+	srv, cli := pair(t, bin, args, args)
+	mustSucceed(t, "server", srv)
+	mustSucceed(t, "client", cli)
+	for _, want := range []string{"Send Bandwidth Test (client)", "raw TCP socket", "BW peak[Gb/s]", "BW average[Gb/s]", "MsgRate[Mpps]", "data verified: 200 messages intact"} {
+		if !strings.Contains(cli.stdout, want) {
+			t.Errorf("client table lacks %q:\n%s", want, cli.stdout)
+		}
+	}
+	if !regexpRow(cli.stdout, 65536, 200) || !regexpRow(srv.stdout, 65536, 200) {
+		t.Errorf("no 65536 x 200 row:\n%s\n%s", cli.stdout, srv.stdout)
+	}
+
+	jargs := append(args, "-json")
+	srv, cli = pair(t, bin, jargs, jargs)
+	mustSucceed(t, "server", srv)
+	mustSucceed(t, "client", cli)
+	checkBWReport(t, decodeReport(t, "client", cli.stdout), "client", "raw-tcp", 65536, 200)
+	checkBWReport(t, decodeReport(t, "server", srv.stdout), "server", "raw-tcp", 65536, 200)
+}
+
+// TestRawAllSizes runs -a over both raw transports (few iterations): every
+// size must come back verified, in order.
+func TestRawAllSizes(t *testing.T) {
+	bin, _ := binaries(t)
+	for _, tt := range []struct {
+		raw, test string
+		largest   int
+	}{{"udp", "bw", 32768}, {"tcp", "lat", 1 << 20}} {
+		args := []string{"-raw", tt.raw, "-m", tt.test, "-a", "-n", "20", "-json"}
+		srv, cli := pair(t, bin, args, args)
+		mustSucceed(t, "server", srv)
+		mustSucceed(t, "client", cli)
+		r := decodeReport(t, "client", cli.stdout)
+		if !r.OK || len(r.Results) == 0 {
+			t.Fatalf("%s %s -a: %+v", tt.raw, tt.test, r)
+		}
+		for i, res := range r.Results {
+			if res.Bytes != 1<<i || res.Mismatches != 0 || res.Verified == 0 {
+				t.Errorf("%s %s -a result %d: %+v", tt.raw, tt.test, i, res)
+			}
+		}
+		if last := r.Results[len(r.Results)-1].Bytes; last != tt.largest {
+			t.Errorf("%s -a stops at %d, want %d", tt.raw, last, tt.largest)
+		}
+	}
+}
+
+func TestDisagreement(t *testing.T) {
+	bin, _ := binaries(t)
+	srv, cli := pair(t, bin, []string{"-raw", "udp", "-m", "lat", "-n", "10"}, []string{"-raw", "udp", "-m", "bw", "-n", "10"})
+	for who, o := range map[string]outcome{"server": srv, "client": cli} {
+		if o.code != exitFailed || !strings.Contains(o.stderr, "client and server disagree") || !strings.Contains(o.stderr, "-m: client bw, server lat") {
+			t.Errorf("%s: exit %d, stderr %q", who, o.code, o.stderr)
+		}
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	bin, _ := binaries(t)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-t", "rc", "127.0.0.1"}, "-t rc: not supported yet"},
+		{[]string{"-o", "read", "127.0.0.1"}, "-o read: not supported yet"},
+		{[]string{"-raw", "udp", "-s", "70000", "127.0.0.1"}, "-s 70000: larger than the largest raw-udp message, 65507 bytes"},
+		{[]string{"-bogus"}, "flag provided but not defined: -bogus"},
+	} {
+		var e bytes.Buffer
+		cmd := exec.Command(bin, tt.args...)
+		cmd.Stderr = &e
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitUsage || !strings.Contains(e.String(), tt.want) {
+			t.Errorf("%v: %v, stderr %q; want exit %d and %q", tt.args, err, e.String(), exitUsage, tt.want)
+		}
+	}
+}
+
+// startDaemon runs the real iwarpd on a temporary socket with UD ports of
+// its own and waits until it answers.
+func startDaemon(t *testing.T, bin, ports string) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "iwarpd.sock")
+	var stderr bytes.Buffer
+	cmd := exec.Command(bin, "-socket", sock, "-addr", "127.0.0.1", "-ud-ports", ports)
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("iwarpd stderr:\n%s", stderr.String())
+		}
+	})
+	for range 500 {
+		select {
+		case <-exited:
+			t.Fatalf("iwarpd exited at start (%v)", cmd.ProcessState)
+		default:
+		}
+		if c, err := net.Dial("unixpacket", sock); err == nil {
+			c.Close()
+			return sock
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("iwarpd did not answer on %s", sock)
+	return ""
+}
+
+// TestUD runs ud send lat and bw between two iwarpd daemons (one per node,
+// as on two hosts), each iwarp-perf talking to its own.
+func TestUD(t *testing.T) {
+	bin, daemon := binaries(t)
+	sockA := startDaemon(t, daemon, "27400-27419")
+	sockB := startDaemon(t, daemon, "27420-27439")
+	t.Run("lat", func(t *testing.T) {
+		args := []string{"-t", "ud", "-o", "send", "-m", "lat", "-s", "64", "-n", "200", "-json"}
+		srv, cli := pair(t, bin, append([]string{"-socket", sockA}, args...), append([]string{"-socket", sockB}, args...))
+		mustSucceed(t, "server", srv)
+		mustSucceed(t, "client", cli)
+		checkLatReport(t, decodeReport(t, "client", cli.stdout), "client", "ud", 64, 200)
+		checkLatReport(t, decodeReport(t, "server", srv.stdout), "server", "ud", 64, 200)
+	})
+	t.Run("lat-multi-datagram", func(t *testing.T) {
+		args := []string{"-m", "lat", "-s", "10000", "-n", "50"}
+		srv, cli := pair(t, bin, append([]string{"-socket", sockA}, args...), append([]string{"-socket", sockB}, args...))
+		mustSucceed(t, "server", srv)
+		mustSucceed(t, "client", cli)
+		if !strings.Contains(cli.stdout, "iWARP UD (iwarpd)") || !regexpRow(cli.stdout, 10000, 50) {
+			t.Errorf("client table:\n%s", cli.stdout)
+		}
+	})
+	t.Run("bw", func(t *testing.T) {
+		args := []string{"-t", "ud", "-m", "bw", "-s", "1024", "-n", "2000", "-json"}
+		srv, cli := pair(t, bin, append([]string{"-socket", sockA}, args...), append([]string{"-socket", sockB}, args...))
+		mustSucceed(t, "server", srv)
+		mustSucceed(t, "client", cli)
+		checkBWReport(t, decodeReport(t, "client", cli.stdout), "client", "ud", 1024, 2000)
+		checkBWReport(t, decodeReport(t, "server", srv.stdout), "server", "ud", 1024, 2000)
+	})
+}

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPatternVerify(t *testing.T) {
+	p := newPattern(1000)
+	good := bytes.Clone(p.message(7, 300))
+	if good[0] != 7 || good[243] != 250 || good[244] != 0 || good[299] != 55 {
+		t.Fatalf("pattern of iteration 7: % x ...", good[:8])
+	}
+	fill := make([]byte, 300)
+	fillPattern(fill, 7)
+	if !bytes.Equal(fill, good) {
+		t.Fatal("fillPattern differs from the pattern buffer")
+	}
+	if err := p.verify(good, 7, 300); err != nil {
+		t.Fatalf("intact message rejected: %v", err)
+	}
+	if err := p.verify(good, 7+patternPeriod, 300); err != nil {
+		t.Errorf("the pattern repeats every %d iterations: %v", patternPeriod, err)
+	}
+
+	bad := bytes.Clone(good)
+	bad[123] ^= 0x40
+	tests := []struct {
+		name string
+		got  []byte
+		iter uint64
+		want string
+	}{
+		{"flipped bit", bad, 7, "byte 123 of 300"},
+		{"other iteration", good, 8, "byte 0 of 300"},
+		{"short", good[:299], 7, "received 299 bytes, want 300"},
+		{"long", append(bytes.Clone(good), 0), 7, "received 301 bytes"},
+		{"zeroed", make([]byte, 300), 7, "byte 0 of 300 is 0x00, want 0x07"},
+		{"last byte", append(bytes.Clone(good[:299]), good[299]+1), 7, "byte 299"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := p.verify(tt.got, tt.iter, 300)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("verify = %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+	var r sideResult
+	r.check(p, good, 7, 300)
+	r.check(p, bad, 7, 300)
+	r.check(p, bad, 7, 300)
+	if r.verified != 1 || r.mismatches != 2 || !strings.Contains(r.firstError, "byte 123") {
+		t.Errorf("sideResult = %+v", r)
+	}
+}
+
+func TestComputeLat(t *testing.T) {
+	rtt := make([]time.Duration, 100)
+	for i := range rtt {
+		rtt[i] = time.Duration(100-i) * 2 * time.Microsecond // one-way 100..1 µs
+	}
+	got := computeLat(rtt)
+	want := latStats{MinUS: 1, MedianUS: 50, AvgUS: 50.5, P99US: 99, MaxUS: 100}
+	if got != want {
+		t.Errorf("computeLat = %+v, want %+v", got, want)
+	}
+	if rtt[0] != 200*time.Microsecond {
+		t.Error("computeLat reordered its input")
+	}
+	if one := computeLat([]time.Duration{10 * time.Microsecond}); one.MinUS != 5 || one.P99US != 5 || one.MaxUS != 5 {
+		t.Errorf("one sample: %+v", one)
+	}
+}
+
+func TestComputeBW(t *testing.T) {
+	// 1000 messages of 125000 bytes in 1 s: 1 Gbit/s, 125 MB/s, 0.001 Mpps.
+	b := computeBW(125000, 1000, time.Second, 0)
+	if b.AvgGbps != 1 || b.PeakGbps != 1 || b.AvgMBps != 125 || b.MsgRateMpps != 0.001 || b.Seconds != 1 {
+		t.Errorf("computeBW = %+v", b)
+	}
+	if b := computeBW(125000, 1000, time.Second, 250e6); b.PeakGbps != 2 {
+		t.Errorf("peak = %v, want 2", b.PeakGbps)
+	}
+}
+
+func TestPeakRate(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	marks := []mark{{at(0), 0}, {at(10), 100}, {at(11), 200}, {at(30), 300}, {at(31), 400}}
+	// Spans of at least 200 messages: best is 100→300 (200 msgs in 20 ms)
+	// or 0→200 (200 in 11 ms): 200*1000 B / 0.011 s.
+	if got, want := peakRate(marks, 200, 1000), 200*1000/0.011; got < want*0.999 || got > want*1.001 {
+		t.Errorf("peakRate = %v, want %v", got, want)
+	}
+	if got := peakRate(marks, 1000, 1000); got != 0 {
+		t.Errorf("no span long enough: %v", got)
+	}
+}
+
+func TestAgree(t *testing.T) {
+	base := hello{Version: 1, Test: "lat", Op: "send", Transport: "ud", Sizes: []int{64}, Iterations: 10, Window: 64, Addr: "a"}
+	other := base
+	other.Addr = "b"
+	if err := agree(base, other); err != nil {
+		t.Errorf("addresses may differ: %v", err)
+	}
+	other.Test, other.Sizes, other.Iterations = "bw", []int{65536}, 5
+	err := agree(base, other)
+	for _, want := range []string{"-m: client lat, server bw", "-s/-a sizes: client [64], server [65536]", "-n: client 10, server 5"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("agree = %v, want it to contain %q", err, want)
+		}
+	}
+}
+
+func TestParseConfig(t *testing.T) {
+	c, err := parseConfig([]string{"-raw", "udp", "10.0.0.1", "-m", "bw", "-n", "5"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.server != "10.0.0.1" || c.test != "bw" || c.iters != 5 || c.raw != "udp" || c.transportName() != "raw-udp" {
+		t.Errorf("flags after the server name: %+v", c)
+	}
+	if s, err := c.sizes(maxUDPPayload); err != nil || len(s) != 1 || s[0] != 65507 {
+		t.Errorf("raw udp bw default size = %v, %v", s, err)
+	}
+	c.all = true
+	if s, _ := c.sizes(1 << 20); len(s) != 21 || s[0] != 1 || s[20] != 1<<20 {
+		t.Errorf("-a sizes = %v", s)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-t", "rc"}, "-t rc: not supported yet"},
+		{[]string{"-t", "rd"}, "-t rd: not supported yet"},
+		{[]string{"-o", "write"}, "-o write: not supported yet"},
+		{[]string{"-o", "write-record"}, "-o write-record: not supported yet"},
+		{[]string{"-m", "x"}, "-m \"x\""},
+		{[]string{"-raw", "sctp"}, "-raw \"sctp\""},
+		{[]string{"-s", "64", "-a"}, "not together with -a"},
+		{[]string{"-n", "0"}, "-n 0"},
+		{[]string{"-window", "0"}, "-window 0"},
+		{[]string{"a", "b"}, "one server at most"},
+	} {
+		_, err := parseConfig(tt.args, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: %v, want an error containing %q", tt.args, err, tt.want)
+		}
+	}
+	if _, err := parseConfig([]string{"-s", "70000", "-raw", "udp"}, io.Discard); err == nil {
+		t.Error("-s 70000 over raw UDP accepted")
+	}
+	c, _ = parseConfig([]string{"-s", "70000"}, io.Discard)
+	if _, err := c.sizes(65536); err == nil || !strings.Contains(err.Error(), "larger than the largest ud message") {
+		t.Errorf("-s above the largest message: %v", err)
+	}
+}
+
+func TestWriteTable(t *testing.T) {
+	rep := &report{Role: "client", Test: "lat", Op: "send", Transport: "raw-udp", Iterations: 10, PollWindowUS: 50, OK: true,
+		Results: []result{{Bytes: 64, Iterations: 10, Verified: 20, Latency: &latStats{1.5, 2.25, 3, 4, 5}}}}
+	var b bytes.Buffer
+	if err := writeTable(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Send Latency Test (client)", "raw UDP socket", "t_median[us]", "64", "2.25", "data verified: 20 messages intact"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+	rep.Results[0].Mismatches, rep.Results[0].FirstError = 1, "server: iteration 3: byte 0"
+	b.Reset()
+	writeTable(&b, rep)
+	if !strings.Contains(b.String(), "DATA MISMATCH at 64 bytes: 1 messages wrong; first: server: iteration 3") {
+		t.Errorf("mismatch not shown:\n%s", b.String())
+	}
+}
+
+// FuzzPatternVerify: verify accepts exactly the message fillPattern makes,
+// whatever the input, and never panics.
+func FuzzPatternVerify(f *testing.F) {
+	good := make([]byte, 64)
+	fillPattern(good, 3)
+	f.Add(good, uint64(3), 64)
+	f.Add(good, uint64(4), 64)
+	f.Add([]byte{}, uint64(0), 0)
+	f.Add([]byte{1, 2}, uint64(1<<63), 3)
+	p := newPattern(4096)
+	f.Fuzz(func(t *testing.T, got []byte, iter uint64, size int) {
+		if size < 0 || size > 4096 {
+			return
+		}
+		want := make([]byte, size)
+		fillPattern(want, iter)
+		err := p.verify(got, iter, size)
+		if (err == nil) != bytes.Equal(got, want) {
+			t.Fatalf("verify(%x, %d, %d) = %v, but equal = %v", got, iter, size, err, bytes.Equal(got, want))
+		}
+	})
+}

@@ -1,0 +1,385 @@
+package main
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/iwarpd/iwarpd/ofverbs"
+	"golang.org/x/sys/unix"
+)
+
+// verbsTransport runs the test on an iwarpd UD queue pair through ofverbs:
+// one QP with its own send and receive CQs sharing a completion channel;
+// data sent straight from a registered pattern buffer; receives into
+// registered slots of the largest message, re-posted as soon as a message
+// is checked; completions waited for with the poll-then-block discipline
+// (poll the CQ, sched_yield, then ReqNotify and block on the channel).
+type verbsTransport struct {
+	ctx            *ofverbs.Context
+	pd             *ofverbs.PD
+	ch             *ofverbs.CompChannel
+	sendCQ, recvCQ *ofverbs.CQ
+	qp             *ofverbs.QP
+	ah             *ofverbs.AH
+	w              waiter
+
+	pat   pattern // the pattern buffer's bytes
+	patMR *ofverbs.MR
+
+	slots    int // receive slots, each slotSize bytes
+	slotSize int
+	slotBuf  []byte
+	slotMR   *ofverbs.MR
+	posted   bool
+
+	sqDepth     int // most signaled sends outstanding
+	outstanding int
+
+	// scratch, so that the data path does not allocate
+	swr      []ofverbs.SendWR
+	sges     []ofverbs.SGE
+	rwr      [1]ofverbs.RecvWR
+	rsge     [1]ofverbs.SGE
+	swcs     [32]ofverbs.WC
+	rwcs     [32]ofverbs.WC
+	rpos, rn int // rwcs[rpos:rn] are receive completions not yet consumed
+	held     int // slot returned by recv, -1 if none
+	cbuf     [8]byte
+}
+
+// creditSlots is how many 64-byte receive slots a bw sender posts for
+// credit messages (at most a few are ever in flight).
+const creditSlots = 16
+
+func nextPow2(n int) int {
+	p := 1
+	for p < n {
+		p *= 2
+	}
+	return p
+}
+
+// openVerbsTransport opens the local iwarpd (-socket) and sets up the QP
+// and memory for the test cfg describes. It returns the largest UD message.
+func openVerbsTransport(cfg *config, server bool) (tr transport, maxMsg int, err error) {
+	opts := []ofverbs.Option{ofverbs.WithClientName("iwarp-perf")}
+	if cfg.socket != "" {
+		opts = append(opts, ofverbs.WithSocket(cfg.socket))
+	}
+	ctx, err := ofverbs.Open(opts...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("ud: %w", err)
+	}
+	t := &verbsTransport{ctx: ctx, w: cfg.waiter(), held: -1}
+	defer func() {
+		if err != nil {
+			ctx.Close()
+		}
+	}()
+	attr, err := ctx.QueryDevice()
+	if err != nil {
+		return nil, 0, fmt.Errorf("ud: %w", err)
+	}
+	maxMsg = attr.MaxMsgUD
+	largest := cfg.size
+	if cfg.all {
+		largest = 1
+		for largest*2 <= maxMsg {
+			largest *= 2
+		}
+	} else if largest == 0 {
+		largest = 64
+		if cfg.test == "bw" {
+			largest = min(65536, maxMsg)
+		}
+	}
+	if largest > maxMsg {
+		return nil, 0, usagef("-s %d: larger than the daemon's largest UD message, %d bytes", largest, maxMsg)
+	}
+
+	// Receive slots: lat ping-pongs need a few; the bw receiver a window's
+	// worth; the bw sender only receives credits.
+	t.slots, t.slotSize = 4, largest
+	switch {
+	case cfg.test == "bw" && server:
+		t.slots = cfg.window
+	case cfg.test == "bw":
+		t.slots, t.slotSize = creditSlots, 64
+	}
+	batch := cfg.batch()
+	t.sqDepth = nextPow2(max(2*batch, 8))
+	rqDepth := nextPow2(t.slots)
+	if rqDepth > attr.MaxQPWR || t.sqDepth > attr.MaxQPWR || max(rqDepth, t.sqDepth) > attr.MaxCQE {
+		return nil, 0, usagef("-window %d: needs queues of %d entries, the daemon allows %d", cfg.window, max(rqDepth, t.sqDepth), min(attr.MaxQPWR, attr.MaxCQE))
+	}
+	need := uint64(patternPeriod+largest) + uint64(t.slots)*uint64(t.slotSize)
+	if attr.MaxRegistered > 0 && need > attr.MaxRegistered {
+		return nil, 0, usagef("-window %d with %d-byte messages needs %d bytes of registered memory, the daemon allows %d per session",
+			cfg.window, largest, need, attr.MaxRegistered)
+	}
+
+	if t.pd, err = ctx.AllocPD(); err != nil {
+		return nil, 0, fmt.Errorf("ud: %w", err)
+	}
+	patBuf, err := ctx.AllocBuffer(patternPeriod + largest)
+	if err != nil {
+		return nil, 0, fmt.Errorf("ud: pattern buffer: %w", err)
+	}
+	t.pat = pattern(patBuf.Bytes())
+	copy(t.pat, newPattern(largest))
+	if t.patMR, err = t.pd.RegMR(t.pat, 0); err != nil {
+		return nil, 0, fmt.Errorf("ud: registering the pattern: %w", err)
+	}
+	slotBuf, err := ctx.AllocBuffer(t.slots * t.slotSize)
+	if err != nil {
+		return nil, 0, fmt.Errorf("ud: receive buffers: %w", err)
+	}
+	t.slotBuf = slotBuf.Bytes()
+	if t.slotMR, err = t.pd.RegMR(t.slotBuf, ofverbs.AccessLocalWrite); err != nil {
+		return nil, 0, fmt.Errorf("ud: registering receive buffers: %w", err)
+	}
+	if t.ch, err = ctx.CreateCompChannel(); err != nil {
+		return nil, 0, fmt.Errorf("ud: %w", err)
+	}
+	if t.sendCQ, err = ctx.CreateCQ(t.sqDepth, t.ch); err != nil {
+		return nil, 0, fmt.Errorf("ud: send CQ: %w", err)
+	}
+	if t.recvCQ, err = ctx.CreateCQ(rqDepth, t.ch); err != nil {
+		return nil, 0, fmt.Errorf("ud: receive CQ: %w", err)
+	}
+	t.qp, err = t.pd.CreateQP(ofverbs.QPInitAttr{
+		Type: ofverbs.QPTypeUD, SendCQ: t.sendCQ, RecvCQ: t.recvCQ,
+		Cap: ofverbs.QPCap{MaxSendWR: uint32(t.sqDepth), MaxRecvWR: uint32(rqDepth), MaxSendSGE: 1, MaxRecvSGE: 1,
+			MaxInline: uint32(len(t.cbuf))},
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("ud: create QP: %w", err)
+	}
+	if err := t.qp.ModifyState(ofverbs.QPStateInit, ofverbs.QPStateRTR, ofverbs.QPStateRTS); err != nil {
+		return nil, 0, fmt.Errorf("ud: bringing the QP to RTS: %w", err)
+	}
+	t.swr = make([]ofverbs.SendWR, batch)
+	t.sges = make([]ofverbs.SGE, batch)
+	for i := range t.swr {
+		t.swr[i] = ofverbs.SendWR{Opcode: ofverbs.WRSend, SGL: t.sges[i : i+1], Signaled: true}
+	}
+	t.rwr[0].SGL = t.rsge[:]
+	return t, maxMsg, nil
+}
+
+func (t *verbsTransport) name() string      { return "ud" }
+func (t *verbsTransport) localAddr() string { return t.qp.Addr().String() }
+func (t *verbsTransport) close() error      { return t.ctx.Close() }
+
+func (t *verbsTransport) connect(peer string, _ bool) error {
+	ap, err := netip.ParseAddrPort(peer)
+	if err != nil {
+		return fmt.Errorf("ud: peer QP address %q: %w", peer, err)
+	}
+	if t.ah, err = t.pd.CreateAH(ap); err != nil {
+		return fmt.Errorf("ud: address handle for %v: %w", ap, err)
+	}
+	for i := range t.swr {
+		t.swr[i].AH = t.ah
+	}
+	return nil
+}
+
+func (t *verbsTransport) slot(i int) []byte { return t.slotBuf[i*t.slotSize : (i+1)*t.slotSize] }
+
+func (t *verbsTransport) postSlot(i int) error {
+	t.rwr[0].ID = uint64(i)
+	t.rsge[0] = t.slotMR.SGE(t.slot(i))
+	if _, err := t.qp.PostRecv(t.rwr[:]); err != nil {
+		return fmt.Errorf("ud: post receive: %w", err)
+	}
+	return nil
+}
+
+// prepare posts every receive slot once; slots are re-posted as they are
+// released, so later sizes find them posted.
+func (t *verbsTransport) prepare(int) error {
+	if t.posted {
+		return nil
+	}
+	for i := range t.slots {
+		if err := t.postSlot(i); err != nil {
+			return err
+		}
+	}
+	t.posted = true
+	return nil
+}
+
+// block arms cq, gives a completion that slipped in before the arming one
+// more chance (check), then sleeps on the completion channel for at most d.
+func (t *verbsTransport) block(cq *ofverbs.CQ, check func() (bool, error), d time.Duration) error {
+	if err := cq.ReqNotify(false); err != nil {
+		return err
+	}
+	if ok, err := check(); ok || err != nil {
+		return err
+	}
+	got, err := t.ch.GetEventTimeout(d)
+	if errors.Is(err, unix.ETIMEDOUT) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("ud: waiting for a completion: %w", err)
+	}
+	got.AckEvents(1)
+	return nil
+}
+
+// reapSends polls the send CQ and counts finished sends; a failed send is
+// an error.
+func (t *verbsTransport) reapSends() (int, error) {
+	n, err := t.sendCQ.Poll(t.swcs[:])
+	if err != nil {
+		return 0, fmt.Errorf("ud: poll send CQ: %w", err)
+	}
+	for i := range n {
+		if err := t.swcs[i].Err(); err != nil {
+			return n, fmt.Errorf("ud: send: %w", err)
+		}
+	}
+	t.outstanding -= n
+	return n, nil
+}
+
+// waitSendRoom waits until n more signaled sends fit in the send CQ.
+func (t *verbsTransport) waitSendRoom(n int) error {
+	if _, err := t.reapSends(); err != nil || t.outstanding+n <= t.sqDepth {
+		return err
+	}
+	try := func() (bool, error) {
+		_, err := t.reapSends()
+		return t.outstanding+n <= t.sqDepth, err
+	}
+	return t.w.wait(try, func(d time.Duration) error { return t.block(t.sendCQ, try, d) })
+}
+
+func (t *verbsTransport) post(wrs []ofverbs.SendWR) error {
+	for len(wrs) > 0 {
+		if err := t.waitSendRoom(len(wrs)); err != nil {
+			return err
+		}
+		k, err := t.qp.PostSend(wrs)
+		t.outstanding += k
+		wrs = wrs[k:]
+		if err != nil && !errors.Is(err, unix.ENOMEM) {
+			return fmt.Errorf("ud: post send: %w", err)
+		}
+		if err != nil { // send queue full: let the daemon catch up
+			schedYield()
+		}
+	}
+	return nil
+}
+
+func (t *verbsTransport) send(first uint64, n, size int) error {
+	wrs := t.swr[:n]
+	for i := range wrs {
+		iter := first + uint64(i)
+		wrs[i].ID = iter
+		wrs[i].Inline = false
+		wrs[i].InlineData = nil
+		wrs[i].SGL = t.sges[i : i+1]
+		t.sges[i] = t.patMR.SGE(t.pat.message(iter, size))
+	}
+	return t.post(wrs)
+}
+
+// pollRecv refills the pending receive completions when they are used up.
+func (t *verbsTransport) pollRecv() (bool, error) {
+	if t.rpos < t.rn {
+		return true, nil
+	}
+	n, err := t.recvCQ.Poll(t.rwcs[:])
+	if err != nil {
+		return false, fmt.Errorf("ud: poll receive CQ: %w", err)
+	}
+	t.rpos, t.rn = 0, n
+	return n > 0, nil
+}
+
+// nextRecv waits for the next receive completion and returns its slot's
+// payload; the slot stays held until release.
+func (t *verbsTransport) nextRecv() ([]byte, error) {
+	if t.held >= 0 {
+		return nil, errors.New("ud: internal error: receive slot still held")
+	}
+	if ok, err := t.pollRecv(); !ok || err != nil {
+		if err == nil {
+			err = t.w.wait(t.pollRecv, func(d time.Duration) error { return t.block(t.recvCQ, t.pollRecv, d) })
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	wc := t.rwcs[t.rpos]
+	t.rpos++
+	if err := wc.Err(); err != nil {
+		return nil, fmt.Errorf("ud: receive: %w", err)
+	}
+	if wc.ID >= uint64(t.slots) {
+		return nil, fmt.Errorf("ud: receive completion for unknown slot %d", wc.ID)
+	}
+	t.held = int(wc.ID)
+	return t.slot(t.held)[:min(int(wc.ByteLen), t.slotSize)], nil
+}
+
+func (t *verbsTransport) recv(int) ([]byte, error) {
+	b, err := t.nextRecv()
+	if err != nil {
+		return nil, err
+	}
+	// Keep the send CQ drained on the way (lat sends one message per receive).
+	if _, err := t.reapSends(); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (t *verbsTransport) release() error {
+	if t.held < 0 {
+		return nil
+	}
+	i := t.held
+	t.held = -1
+	return t.postSlot(i)
+}
+
+func (t *verbsTransport) sendCredit(count uint64) error {
+	binary.LittleEndian.PutUint64(t.cbuf[:], count)
+	wr := &t.swr[0]
+	wr.ID, wr.Inline, wr.InlineData, wr.SGL = count, true, t.cbuf[:], nil
+	return t.post(t.swr[:1])
+}
+
+// recvCredit waits for a credit, then takes every credit already completed
+// and returns the highest (credits are cumulative).
+func (t *verbsTransport) recvCredit() (uint64, error) {
+	var c uint64
+	for first := true; ; first = false {
+		if !first {
+			if ok, err := t.pollRecv(); err != nil || !ok {
+				return c, err
+			}
+		}
+		b, err := t.nextRecv()
+		if err != nil {
+			return 0, err
+		}
+		if len(b) != len(t.cbuf) {
+			return 0, fmt.Errorf("ud: credit message of %d bytes, want %d", len(b), len(t.cbuf))
+		}
+		c = max(c, binary.LittleEndian.Uint64(b))
+		if err := t.release(); err != nil {
+			return 0, err
+		}
+	}
+}

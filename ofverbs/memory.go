@@ -1,0 +1,315 @@
+package ofverbs
+
+import (
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/iwarpd/iwarpd/internal/shm"
+	"github.com/iwarpd/iwarpd/proto"
+	"golang.org/x/sys/unix"
+)
+
+// Buffer is shared memory for data: only memory of a Buffer can be
+// registered (RegMR), because the daemon must be able to map it.
+type Buffer struct {
+	ctx    *Context
+	mu     sync.Mutex
+	region *shm.Region
+	mem    []byte
+	base   uint64
+	size   int
+}
+
+// AllocBuffer allocates a zeroed Buffer of size bytes (a sealed memfd mapped
+// into this process; the region is rounded up to whole pages, Bytes is
+// exactly size long).
+func (c *Context) AllocBuffer(size int) (*Buffer, error) {
+	if size <= 0 {
+		return nil, newError("alloc-buffer", unix.EINVAL, "size %d", size)
+	}
+	if err := c.sessionErr("alloc-buffer"); err != nil {
+		return nil, err
+	}
+	reg, err := shm.Create("buffer", size)
+	if err != nil {
+		return nil, &Error{Op: "alloc-buffer", Errno: errnoOf(err, unix.ENOMEM), Msg: err.Error()}
+	}
+	b := &Buffer{ctx: c, region: reg, mem: reg.Mem[:size:size], base: addrOf(reg.Mem), size: size}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		reg.Close()
+		return nil, closedError("alloc-buffer", "context")
+	}
+	c.buffers[b] = struct{}{}
+	c.mu.Unlock()
+	return b, nil
+}
+
+// Bytes returns the buffer's memory (nil once closed).
+func (b *Buffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.mem
+}
+
+// Len returns the buffer's size.
+func (b *Buffer) Len() int { return b.size }
+
+// Close unmaps the buffer. Memory regions registered on it stay valid in the
+// daemon until deregistered, but this process must not touch the slices any
+// more. Idempotent.
+func (b *Buffer) Close() error {
+	b.ctx.mu.Lock()
+	delete(b.ctx.buffers, b)
+	b.ctx.mu.Unlock()
+	return b.release()
+}
+
+func (b *Buffer) release() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.region == nil {
+		return nil
+	}
+	err := b.region.Close()
+	b.region, b.mem = nil, nil
+	if err != nil {
+		return &Error{Op: "free-buffer", Errno: errnoOf(err, unix.EINVAL), Msg: err.Error()}
+	}
+	return nil
+}
+
+func addrOf(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b)))) }
+
+// within reports whether [addr, addr+n) lies inside [base, base+size) and
+// returns its offset there.
+func within(addr, n, base, size uint64) (uint64, bool) {
+	if addr < base {
+		return 0, false
+	}
+	off := addr - base
+	if off > size || n > size-off {
+		return 0, false
+	}
+	return off, true
+}
+
+// findBuffer returns the buffer holding [addr, addr+n) and its region, with
+// the offset of addr in it.
+func (c *Context) findBuffer(addr, n uint64) (*Buffer, uint64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for b := range c.buffers {
+		if off, ok := within(addr, n, b.base, uint64(b.size)); ok {
+			return b, off, true
+		}
+	}
+	return nil, 0, false
+}
+
+// PD is a protection domain.
+type PD struct {
+	ctx     *Context
+	handle  uint32
+	closeMu sync.Mutex
+	closed  atomic.Bool
+}
+
+// AllocPD allocates a protection domain.
+func (c *Context) AllocPD() (*PD, error) {
+	var h proto.Handle
+	if err := c.call(proto.OpAllocPD, nil, &h); err != nil {
+		return nil, err
+	}
+	pd := &PD{ctx: c, handle: h.Handle}
+	c.mu.Lock()
+	c.pds[pd] = struct{}{}
+	c.mu.Unlock()
+	return pd, nil
+}
+
+// Handle returns the daemon's handle of the PD.
+func (pd *PD) Handle() uint32 { return pd.handle }
+
+// Close deallocates the PD. It fails with EBUSY while MRs, QPs, AHs or SRQs
+// use it. Idempotent.
+func (pd *PD) Close() error {
+	pd.closeMu.Lock()
+	defer pd.closeMu.Unlock()
+	if pd.closed.Load() {
+		return nil
+	}
+	if err := pd.ctx.destroy(proto.OpDeallocPD, pd.handle); err != nil {
+		return err
+	}
+	pd.closed.Store(true)
+	pd.ctx.mu.Lock()
+	delete(pd.ctx.pds, pd)
+	pd.ctx.mu.Unlock()
+	return nil
+}
+
+func (pd *PD) check(op string) error {
+	if pd == nil || pd.closed.Load() {
+		return closedError(op, "protection domain")
+	}
+	return nil
+}
+
+// MR is a registered memory region.
+type MR struct {
+	ctx     *Context
+	pd      *PD
+	handle  uint32
+	lkey    uint32
+	rkey    uint32
+	access  Access
+	mem     []byte
+	addr    uint64
+	closeMu sync.Mutex
+	closed  atomic.Bool
+}
+
+// RegMR registers b, which must lie within one Buffer of this Context (else
+// an error wrapping unix.EINVAL), with the given access rights.
+func (pd *PD) RegMR(b []byte, access Access) (*MR, error) {
+	const op = "reg-mr"
+	if err := pd.check(op); err != nil {
+		return nil, err
+	}
+	if len(b) == 0 {
+		return nil, newError(op, unix.EINVAL, "empty memory region")
+	}
+	addr := addrOf(b)
+	buf, off, ok := pd.ctx.findBuffer(addr, uint64(len(b)))
+	if !ok {
+		return nil, newError(op, unix.EINVAL, "%d bytes at %#x are not inside one Buffer of this context (use AllocBuffer)", len(b), addr)
+	}
+	// A duplicate of the region's descriptor travels, so that the buffer
+	// need not stay locked during the round trip.
+	buf.mu.Lock()
+	fd := -1
+	var err error
+	if buf.region != nil {
+		fd, err = unix.FcntlInt(uintptr(buf.region.FD()), unix.F_DUPFD_CLOEXEC, 0)
+	}
+	buf.mu.Unlock()
+	if fd < 0 {
+		if err != nil {
+			return nil, &Error{Op: op, Errno: errnoOf(err, unix.EMFILE), Msg: err.Error()}
+		}
+		return nil, closedError(op, "buffer")
+	}
+	defer unix.Close(fd)
+	req := proto.RegMRRequest{PD: pd.handle, Offset: off, Length: uint64(len(b)), Addr: addr, Access: access}
+	var rep proto.RegMRReply
+	if err := pd.ctx.call(proto.OpRegMR, req, &rep, fd); err != nil {
+		return nil, err
+	}
+	mr := &MR{ctx: pd.ctx, pd: pd, handle: rep.Handle, lkey: rep.LKey, rkey: rep.RKey, access: access,
+		mem: b[:len(b):len(b)], addr: addr}
+	pd.ctx.mu.Lock()
+	pd.ctx.mrs[mr] = struct{}{}
+	pd.ctx.mu.Unlock()
+	return mr, nil
+}
+
+// LKey returns the local key (for SGEs).
+func (mr *MR) LKey() uint32 { return mr.lkey }
+
+// RKey returns the remote key (STag) to give peers.
+func (mr *MR) RKey() uint32 { return mr.rkey }
+
+// Addr returns the registered address (remote peers use it with RKey).
+func (mr *MR) Addr() uint64 { return mr.addr }
+
+// Bytes returns the registered memory.
+func (mr *MR) Bytes() []byte { return mr.mem }
+
+// Access returns the access rights it was registered with.
+func (mr *MR) Access() Access { return mr.access }
+
+// Contains reports whether b lies inside the region.
+func (mr *MR) Contains(b []byte) bool {
+	_, ok := within(addrOf(b), uint64(len(b)), mr.addr, uint64(len(mr.mem)))
+	return ok
+}
+
+// SGE returns the scatter/gather element naming b, which should lie inside
+// the region (Contains). A b outside it is not checked here: the daemon
+// fails the work request with a protection error, as verbs do.
+func (mr *MR) SGE(b []byte) SGE {
+	return SGE{Addr: addrOf(b), Length: uint32(len(b)), LKey: mr.lkey}
+}
+
+// Close deregisters the region (DeregMR). Idempotent.
+func (mr *MR) Close() error {
+	mr.closeMu.Lock()
+	defer mr.closeMu.Unlock()
+	if mr.closed.Load() {
+		return nil
+	}
+	if err := mr.ctx.destroy(proto.OpDeregMR, mr.handle); err != nil {
+		return err
+	}
+	mr.closed.Store(true)
+	mr.ctx.mu.Lock()
+	delete(mr.ctx.mrs, mr)
+	mr.ctx.mu.Unlock()
+	return nil
+}
+
+// AH is an address handle: the destination of a datagram QP's Send.
+type AH struct {
+	ctx     *Context
+	handle  uint32
+	addr    netip.AddrPort
+	closeMu sync.Mutex
+	closed  atomic.Bool
+}
+
+// CreateAH creates an address handle for the datagram QP at addr (see
+// QP.Addr on the remote side).
+func (pd *PD) CreateAH(addr netip.AddrPort) (*AH, error) {
+	if err := pd.check("create-ah"); err != nil {
+		return nil, err
+	}
+	if !addr.IsValid() {
+		return nil, newError("create-ah", unix.EINVAL, "invalid address %v", addr)
+	}
+	var h proto.Handle
+	if err := pd.ctx.call(proto.OpCreateAH, proto.CreateAHRequest{PD: pd.handle, Addr: addr.String()}, &h); err != nil {
+		return nil, err
+	}
+	ah := &AH{ctx: pd.ctx, handle: h.Handle, addr: addr}
+	pd.ctx.mu.Lock()
+	pd.ctx.ahs[ah] = struct{}{}
+	pd.ctx.mu.Unlock()
+	return ah, nil
+}
+
+// Addr returns the destination.
+func (ah *AH) Addr() netip.AddrPort { return ah.addr }
+
+func (ah *AH) String() string { return fmt.Sprintf("ah(%d → %v)", ah.handle, ah.addr) }
+
+// Close destroys the address handle. Idempotent.
+func (ah *AH) Close() error {
+	ah.closeMu.Lock()
+	defer ah.closeMu.Unlock()
+	if ah.closed.Load() {
+		return nil
+	}
+	if err := ah.ctx.destroy(proto.OpDestroyAH, ah.handle); err != nil {
+		return err
+	}
+	ah.closed.Store(true)
+	ah.ctx.mu.Lock()
+	delete(ah.ctx.ahs, ah)
+	ah.ctx.mu.Unlock()
+	return nil
+}
