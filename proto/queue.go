@@ -138,12 +138,13 @@ func GetSGE(b []byte) SGE {
 type SendOpcode uint8
 
 const (
-	WRSend           SendOpcode = 0
-	WRSendInvalidate SendOpcode = 1
-	WRRDMAWrite      SendOpcode = 2
-	WRRDMARead       SendOpcode = 3
-	WRWriteRecord    SendOpcode = 4
-	wrOpcodeCount               = 5
+	WRSend            SendOpcode = 0
+	WRSendInvalidate  SendOpcode = 1
+	WRRDMAWrite       SendOpcode = 2
+	WRRDMARead        SendOpcode = 3
+	WRWriteRecord     SendOpcode = 4
+	WRLocalInvalidate SendOpcode = 5 // invalidate the STag in InvStag locally (RC)
+	wrOpcodeCount                = 6
 )
 
 func (op SendOpcode) String() string {
@@ -158,6 +159,8 @@ func (op SendOpcode) String() string {
 		return "rdma-read"
 	case WRWriteRecord:
 		return "write-record"
+	case WRLocalInvalidate:
+		return "local-invalidate"
 	}
 	return fmt.Sprintf("opcode(%d)", uint8(op))
 }
@@ -321,6 +324,7 @@ const (
 	WCRDMAWrite       WCOpcode = 1
 	WCRDMARead        WCOpcode = 2
 	WCWriteRecord     WCOpcode = 3
+	WCLocalInvalidate WCOpcode = 4
 	WCRecv            WCOpcode = 128
 	WCRecvWriteRecord WCOpcode = 129
 )
@@ -335,6 +339,8 @@ func (op WCOpcode) String() string {
 		return "rdma-read"
 	case WCWriteRecord:
 		return "write-record"
+	case WCLocalInvalidate:
+		return "local-invalidate"
 	case WCRecv:
 		return "recv"
 	case WCRecvWriteRecord:
