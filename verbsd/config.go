@@ -60,7 +60,14 @@ type Config struct {
 	// SocketBuffer is SO_SNDBUF/SO_RCVBUF of datagram sockets (0: kernel
 	// default).
 	SocketBuffer int
-	Limits       Limits
+	// GSO lets one sendmmsg message carry several datagrams of one
+	// destination, cut apart by the kernel (UDP_SEGMENT); a socket whose
+	// kernel or route refuses falls back to one datagram per message.
+	GSO bool
+	// GRO asks the kernel to hand over datagrams of one flow coalesced
+	// (UDP_GRO); the engine takes them apart.
+	GRO    bool
+	Limits Limits
 	// Log receives the daemon's few log lines (session open/close, errors
 	// of control requests). Nil: discard. Never called per packet.
 	Log Logger
@@ -113,6 +120,8 @@ func DefaultConfig() Config {
 		PollWindow:        50 * time.Microsecond,
 		PollBatch:         64,
 		SocketBuffer:      4 << 20,
+		GSO:               true,
+		GRO:               true,
 		Limits:            DefaultLimits,
 	}
 }

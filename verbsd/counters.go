@@ -29,6 +29,13 @@ const (
 	cFlushed
 	cCQOverruns
 	cEventsDropped
+	cSendCalls      // sendmmsg calls
+	cRecvCalls      // recvmmsg calls that returned datagrams
+	cGSOSends       // messages of a sendmmsg carrying several datagrams (UDP_SEGMENT)
+	cGSOFallback    // UDP GSO refused by the kernel: disabled on that socket
+	cGROUnavailable // UDP_GRO could not be enabled on a socket
+	cGROCoalesced   // received buffers holding several datagrams (UDP_GRO)
+	cRecvCopied     // single-datagram messages copied into place (not received in place)
 	counterCount
 )
 
@@ -57,6 +64,13 @@ var counterNames = [counterCount]string{
 	cFlushed:           "wr_flushed",
 	cCQOverruns:        "cq_overruns",
 	cEventsDropped:     "events_dropped",
+	cSendCalls:         "send_calls",
+	cRecvCalls:         "recv_calls",
+	cGSOSends:          "gso_sends",
+	cGSOFallback:       "gso_fallback",
+	cGROUnavailable:    "gro_unavailable",
+	cGROCoalesced:      "gro_coalesced",
+	cRecvCopied:        "recv_copied",
 }
 
 // counters is a set of statistics; engine-owned, copied out by Inspect.

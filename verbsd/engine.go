@@ -42,7 +42,15 @@ type engine struct {
 	nextQPN  uint32
 	stats    counters
 	events   [64]unix.EpollEvent
-	iov      [][]byte // scratch for sendmsg/recvmsg vectors
+
+	// Data-path scratch, reused by every QP (one is served at a time).
+	sb      *sendBatch
+	sendWRs []sendWR
+	pieces  [][]byte
+	rb      *recvBatch
+	// sendmmsg is sysSendmmsg (tests wrap it to simulate short sends and
+	// kernels without GSO).
+	sendmmsg func(fd int, msgs []unix.Mmsghdr) (int, error)
 }
 
 type command struct {
@@ -52,7 +60,8 @@ type command struct {
 
 func newEngine(cfg *Config) (e *engine, err error) {
 	e = &engine{cfg: cfg, cmds: make(chan command, 128), stopped: make(chan struct{}), epfd: -1, statusFD: -1,
-		byFD: map[int32]*qp{}, sessions: map[uint64]*session{}}
+		byFD: map[int32]*qp{}, sessions: map[uint64]*session{},
+		sb: newSendBatch(), sendWRs: make([]sendWR, maxSendWRs), rb: newRecvBatch(), sendmmsg: sysSendmmsg}
 	defer func() {
 		if err != nil {
 			e.closeResources()
@@ -191,6 +200,10 @@ func (e *engine) run() {
 		work = e.pass(now) || work
 		if work {
 			lastWork = now
+			// Let a client sharing this CPU run (post receives, send
+			// credits): a busy engine would otherwise hold it off for a
+			// whole time slice.
+			schedYield()
 			continue
 		}
 		if now.Sub(lastWork) < e.cfg.PollWindow {
@@ -291,6 +304,7 @@ func (e *engine) addQP(q *qp) error {
 	if err := unix.EpollCtl(e.epfd, unix.EPOLL_CTL_ADD, q.fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(q.fd)}); err != nil {
 		return fmt.Errorf("verbsd: epoll_ctl: %w", err)
 	}
+	e.initSocket(q)
 	e.nextQPN++
 	q.qpn = e.nextQPN
 	e.qps = append(e.qps, q)

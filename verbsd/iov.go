@@ -78,3 +78,31 @@ func trailerAt(pieces [][]byte, off int) uint32 {
 	copyRange(b[:], pieces, off)
 	return binary.LittleEndian.Uint32(b[:])
 }
+
+// copyBetween copies n octets at offset off of the concatenation of src
+// into the concatenation of dst (from its start) and returns how many it
+// copied (fewer when either runs out).
+func copyBetween(dst, src [][]byte, off, n int) int {
+	done, di, dOff := 0, 0, 0
+	for _, p := range src {
+		if done == n || di == len(dst) {
+			break
+		}
+		if off >= len(p) {
+			off -= len(p)
+			continue
+		}
+		p = p[off:min(len(p), off+n-done)]
+		off = 0
+		for len(p) > 0 && di < len(dst) {
+			k := copy(dst[di][dOff:], p)
+			p = p[k:]
+			done += k
+			dOff += k
+			if dOff == len(dst[di]) {
+				di, dOff = di+1, 0
+			}
+		}
+	}
+	return done
+}

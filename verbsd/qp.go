@@ -32,19 +32,16 @@ type qp struct {
 	local    netip.AddrPort
 	readable bool // epoll said the socket has datagrams
 
+	views qpViews // where its rings' entries are (look-ahead)
+
 	// Send side.
-	lastMSN  uint32 // MSN of the last message sent (first message: 1)
-	sendMSN  uint32 // MSN of the message in progress
-	sendSeg  uint32 // next segment of the head SQE (0: not started)
-	blocked  bool   // the socket buffer was full (EAGAIN)
-	inline   []byte // copy of the head SQE's inline data
-	ddpHdr   [32]byte
-	crcBuf   [4]byte
-	payloads [][]byte // the head SQE's translated SGEs
+	lastMSN uint32 // MSN of the last message sent or failed (first message: 1)
+	sendSeg uint32 // next segment of the head SQE (0: not started)
+	blocked bool   // the socket buffer was full (EAGAIN)
+	gso     bool   // UDP GSO allowed on its socket (off after the kernel refused)
 
 	// Receive side.
-	hdr      [32]byte // DDP header scratch of recvmsg
-	tail     []byte   // overflow scratch: the rest of any datagram
+	tail     []byte // unused since receives are batched (engine-wide scratch)
 	rwr      recvWR
 	reasm    reassembler
 	maxRecvS uint32 // SGEs per RQE (QP's or SRQ's)

@@ -10,26 +10,38 @@ import (
 // copied to their MO in a buffer; a message is complete when its last
 // segment has arrived and every octet before it. A partial message expires
 // after Config.ReassemblyTimeout; at most Config.MaxPartial are kept per QP
-// (the oldest is evicted for a new one). Duplicates are ignored. The
-// reassembler takes deadlines from its caller and has no clock.
+// (the oldest is evicted for a new one). A segment that repeats octets
+// already received is ignored; one that overlaps them only in part, or lies
+// past the end the last segment set, spoils its message. The reassembler
+// takes deadlines from its caller and has no clock.
+//
+// The hot path does not allocate: the partials (and their buffers, which
+// grow to the largest message seen, up to the caller's maximum) are
+// recycled, the received octets are kept as a short sorted list of ranges
+// (one range when segments arrive in order), and partials are found by a
+// linear scan (there are at most MaxPartial).
 
 type partialKey struct {
 	src netip.AddrPort
 	msn uint32
 }
 
+// span is a range [start, end) of received octets.
+type span struct{ start, end uint32 }
+
 type partial struct {
 	key       partialKey
 	buf       []byte
-	seen      map[uint32]struct{} // MOs received
-	got       int                 // octets received
-	total     int                 // message length, -1 until the last segment
+	spans     []span // received ranges, sorted, disjoint, not adjacent
+	got       int    // octets received
+	total     int    // message length, -1 until the last segment
 	solicited bool
 	deadline  time.Time
 }
 
 type reassembler struct {
-	m map[partialKey]*partial
+	live []*partial
+	free []*partial
 }
 
 type addResult int
@@ -43,49 +55,56 @@ const (
 // maxSegmentsPerMessage bounds the bookkeeping of one partial message.
 const maxSegmentsPerMessage = 1 << 16
 
+// maxFreePartials bounds the recycled partials (and buffers) kept per QP.
+const maxFreePartials = 2
+
 // add records n payload octets found at offset off of pieces as the segment
 // at mo of message key. It returns the message when it is complete (the
 // caller hands it back with release).
 func (r *reassembler) add(key partialKey, mo uint32, last bool, pieces [][]byte, off, n int, solicited bool,
 	deadline time.Time, maxPartial, maxMsg int) (*partial, addResult) {
 	res := addOK
-	if r.m == nil {
-		r.m = map[partialKey]*partial{}
-	}
-	p := r.m[key]
-	if p == nil {
-		if len(r.m) >= maxPartial {
-			var oldest *partial
-			for _, x := range r.m {
-				if oldest == nil || x.deadline.Before(oldest.deadline) {
-					oldest = x
+	i := r.find(key)
+	if i < 0 {
+		if len(r.live) >= maxPartial && len(r.live) > 0 {
+			oldest := 0
+			for j, x := range r.live {
+				if x.deadline.Before(r.live[oldest].deadline) {
+					oldest = j
 				}
 			}
-			delete(r.m, oldest.key)
+			r.drop(oldest)
 			res = addEvicted
 		}
-		p = &partial{key: key, seen: map[uint32]struct{}{}, total: -1, deadline: deadline}
-		r.m[key] = p
+		p := r.get()
+		p.key, p.total, p.deadline = key, -1, deadline
+		r.live = append(r.live, p)
+		i = len(r.live) - 1
 	}
-	if _, dup := p.seen[mo]; dup {
-		return nil, res
+	p := r.live[i]
+	end := uint64(mo) + uint64(n)
+	if end > uint64(maxMsg) {
+		r.drop(i)
+		return nil, addBad
 	}
-	end := int(mo) + n
-	if (p.total >= 0 && (end > p.total || last)) || len(p.seen) >= maxSegmentsPerMessage || end > maxMsg {
-		delete(r.m, key)
+	if p.covers(mo, uint32(end), last) {
+		return nil, res // a duplicate
+	}
+	if (p.total >= 0 && (int(end) > p.total || last)) || len(p.spans) >= maxSegmentsPerMessage || !p.insert(mo, uint32(end)) {
+		r.drop(i)
 		return nil, addBad
 	}
 	if last {
-		if len(p.buf) > end {
-			delete(r.m, key)
+		if len(p.buf) > int(end) {
+			r.drop(i)
 			return nil, addBad
 		}
-		p.total = end
+		p.total = int(end)
 		p.solicited = solicited
 	}
-	if len(p.buf) < end {
-		if cap(p.buf) < end {
-			nb := make([]byte, end, min(max(end, 2*cap(p.buf)), maxMsg))
+	if len(p.buf) < int(end) {
+		if cap(p.buf) < int(end) {
+			nb := make([]byte, end, min(max(int(end), 2*cap(p.buf)), maxMsg))
 			copy(nb, p.buf)
 			p.buf = nb
 		} else {
@@ -93,30 +112,110 @@ func (r *reassembler) add(key partialKey, mo uint32, last bool, pieces [][]byte,
 		}
 	}
 	copyRange(p.buf[mo:end], pieces, off)
-	p.seen[mo] = struct{}{}
 	p.got += n
-	if p.total >= 0 && p.got >= p.total {
-		delete(r.m, key)
-		if p.got != p.total {
-			return nil, addBad
-		}
+	if p.total >= 0 && p.got == p.total {
+		r.live[i] = r.live[len(r.live)-1]
+		r.live = r.live[:len(r.live)-1]
 		return p, res
 	}
 	return nil, res
 }
 
-// release forgets a completed message.
-func (r *reassembler) release(p *partial) { p.buf, p.seen = nil, nil }
+// covers reports whether [start, end) was received already (for an empty
+// last segment: whether the end is known and is start).
+func (p *partial) covers(start, end uint32, last bool) bool {
+	if start == end {
+		return last && p.total == int(start)
+	}
+	for _, s := range p.spans {
+		if s.start <= start && end <= s.end {
+			return true
+		}
+	}
+	return false
+}
+
+// insert adds [start, end) to the received ranges, merging neighbours; it
+// reports false when the range overlaps one received (in part).
+func (p *partial) insert(start, end uint32) bool {
+	if start == end {
+		return true
+	}
+	j := len(p.spans)
+	for j > 0 && p.spans[j-1].start >= end { // spans after the new one
+		j--
+	}
+	if j > 0 && p.spans[j-1].end > start {
+		return false
+	}
+	if j < len(p.spans) && p.spans[j].start < end {
+		return false
+	}
+	joinPrev := j > 0 && p.spans[j-1].end == start
+	joinNext := j < len(p.spans) && p.spans[j].start == end
+	switch {
+	case joinPrev && joinNext:
+		p.spans[j-1].end = p.spans[j].end
+		p.spans = append(p.spans[:j], p.spans[j+1:]...)
+	case joinPrev:
+		p.spans[j-1].end = end
+	case joinNext:
+		p.spans[j].start = start
+	default:
+		p.spans = append(p.spans, span{})
+		copy(p.spans[j+1:], p.spans[j:])
+		p.spans[j] = span{start, end}
+	}
+	return true
+}
+
+func (r *reassembler) find(key partialKey) int {
+	for i, p := range r.live {
+		if p.key == key {
+			return i
+		}
+	}
+	return -1
+}
+
+// get returns a recycled partial (or a new one).
+func (r *reassembler) get() *partial {
+	if n := len(r.free); n > 0 {
+		p := r.free[n-1]
+		r.free = r.free[:n-1]
+		return p
+	}
+	return &partial{}
+}
+
+// drop forgets live partial i.
+func (r *reassembler) drop(i int) {
+	p := r.live[i]
+	r.live[i] = r.live[len(r.live)-1]
+	r.live = r.live[:len(r.live)-1]
+	r.release(p)
+}
+
+// release recycles a partial (a completed message once delivered, or a
+// dropped one).
+func (r *reassembler) release(p *partial) {
+	p.buf, p.spans, p.got, p.total, p.solicited = p.buf[:0], p.spans[:0], 0, -1, false
+	if len(r.free) < maxFreePartials {
+		r.free = append(r.free, p)
+	}
+}
 
 // expire drops partial messages whose deadline is before now and returns
 // how many.
 func (r *reassembler) expire(now time.Time) int {
 	n := 0
-	for k, p := range r.m {
-		if p.deadline.Before(now) {
-			delete(r.m, k)
+	for i := 0; i < len(r.live); {
+		if r.live[i].deadline.Before(now) {
+			r.drop(i)
 			n++
+			continue
 		}
+		i++
 	}
 	return n
 }
@@ -125,7 +224,7 @@ func (r *reassembler) expire(now time.Time) int {
 func (r *reassembler) nextDeadline() (time.Time, bool) {
 	var d time.Time
 	ok := false
-	for _, p := range r.m {
+	for _, p := range r.live {
 		if !ok || p.deadline.Before(d) {
 			d, ok = p.deadline, true
 		}
@@ -133,7 +232,8 @@ func (r *reassembler) nextDeadline() (time.Time, bool) {
 	return d, ok
 }
 
-func (r *reassembler) reset() { r.m = nil }
+// reset forgets everything (the QP was reset or closed).
+func (r *reassembler) reset() { r.live, r.free = nil, nil }
 
 // partials returns how many messages are partly reassembled.
-func (r *reassembler) partials() int { return len(r.m) }
+func (r *reassembler) partials() int { return len(r.live) }

@@ -15,28 +15,34 @@ import (
 // tailLen is the overflow scratch of recvmsg: any UDP payload fits.
 const tailLen = 64 << 10
 
-// receive reads at most PollBatch datagrams from q's socket. When a receive
-// is posted, the vector is [DDP header scratch][the RQE's buffers...][tail
-// scratch], so a single-datagram message lands straight in registered
-// memory (up to 4 octets past its end in the posted buffer may hold the CRC
-// trailer). Segments of larger messages are copied into a reassembly buffer
-// and, once complete, into the next posted receive.
+// receive reads q's socket with recvmmsg, at most PollBatch buffers per
+// pass, up to recvSlots per call. Slot i's vector is [DDP header
+// scratch][the buffers of the i-th posted receive][tail scratch] (the
+// receives are looked at ahead of the head, not consumed), so that
+// single-datagram messages land straight in registered memory (up to 4
+// octets past the message in the posted buffer may hold its CRC trailer).
+// Receives are consumed in order: when a datagram before it was dropped or
+// was a segment of a larger message, a message is copied from where it
+// landed into the receive it completes. Segments of larger messages are
+// copied into a reassembly buffer and, once complete, into the next posted
+// receive. With UDP_GRO a buffer may hold several datagrams of one flow
+// (all of the segment size the kernel reports, but the last): they are
+// taken apart and judged one by one, and the messages among them copied
+// into place.
 func (e *engine) receive(q *qp, now time.Time) bool {
 	work := false
 	q.rwr.valid = false // translations are good for one pass only
-	for range e.cfg.PollBatch {
+	budget := e.cfg.PollBatch
+	rb := e.rb
+	for budget > 0 {
 		deliver := q.state == proto.QPStateRTR || q.state == proto.QPStateRTS
+		rb.nrqe, rb.used = 0, 0
 		if deliver {
-			e.peekRecv(q)
+			e.lookaheadRecv(q, min(budget, recvSlots))
 			deliver = q.state != proto.QPStateError
 		}
-		iov := append(e.iov[:0], q.hdr[:ddp.UntaggedHeaderLen])
-		if deliver && q.rwr.valid {
-			iov = append(iov, q.rwr.bufs...)
-		}
-		iov = append(iov, q.tail)
-		n, _, flags, from, err := unix.RecvmsgBuffers(q.fd, iov, nil, unix.MSG_DONTWAIT)
-		e.iov = iov[:0]
+		want := min(budget, recvSlots)
+		got, err := sysRecvmmsg(q.fd, rb.prepare(want))
 		if err != nil {
 			if errors.Is(err, unix.EAGAIN) {
 				q.readable = false
@@ -44,33 +50,87 @@ func (e *engine) receive(q *qp, now time.Time) bool {
 			break
 		}
 		work = true
-		e.count(q, cDatagramsIn, 1)
-		switch {
-		case !deliver:
-			e.count(q, cDropNotReady, 1)
-		case flags&unix.MSG_TRUNC != 0:
-			e.count(q, cDropTruncated, 1)
-		default:
-			e.datagram(q, iov, n, sockaddrToAddr(from), now)
+		budget -= got
+		e.count(q, cRecvCalls, 1)
+		rb.received(got)
+		for i := range got {
+			e.slot(q, i, deliver, now)
+		}
+		q.rwr.valid = false
+		if got < want {
+			q.readable = false // drained; epoll says when more comes
+			break
 		}
 	}
 	return work
 }
 
-// datagram judges one received datagram (n octets laid over iov) and
-// delivers it. Whatever is wrong with it, it is dropped and counted by
+// lookaheadRecv validates up to n posted receives from the head into
+// e.rb.rqes (without consuming them). A bad head completes with an error
+// and moves q to ERROR; a bad receive further on ends the look-ahead (it
+// fails when it is the head).
+func (e *engine) lookaheadRecv(q *qp, n int) {
+	rb := e.rb
+	c := q.recvRing()
+	v := q.recvView()
+	head, idx, avail, err := v.lookahead(c)
+	if err != nil {
+		e.count(q, cWRErrors, 1)
+		e.errorQP(q, "receive queue producer index is corrupt")
+		return
+	}
+	for k := range min(int(avail), n) {
+		w := &rb.rqes[k]
+		if st := e.loadRecv(q, w, v.at(head, idx, uint32(k))); st != proto.WCSuccess {
+			if k == 0 {
+				e.failWR(q, q.recvCQ, w.wrid, proto.WCRecv, st)
+			}
+			return
+		}
+		rb.nrqe = k + 1
+	}
+}
+
+// slot judges the datagram(s) in receive slot i.
+func (e *engine) slot(q *qp, i int, deliver bool, now time.Time) {
+	s := &e.rb.slots[i]
+	switch {
+	case !deliver || (q.state != proto.QPStateRTR && q.state != proto.QPStateRTS):
+		e.count(q, cDatagramsIn, 1)
+		e.count(q, cDropNotReady, 1)
+	case s.trunc:
+		e.count(q, cDatagramsIn, 1)
+		e.count(q, cDropTruncated, 1)
+	case s.gso > 0 && s.n > s.gso:
+		e.count(q, cGROCoalesced, 1)
+		for off := 0; off < s.n; off += s.gso {
+			e.count(q, cDatagramsIn, 1)
+			e.datagram(q, i, off, min(s.gso, s.n-off), now)
+		}
+	default:
+		e.count(q, cDatagramsIn, 1)
+		e.datagram(q, i, 0, s.n, now)
+	}
+}
+
+// datagram judges one received datagram (n octets at off of slot i's view)
+// and delivers it. Whatever is wrong with it, it is dropped and counted by
 // reason; a datagram never errors the QP, which many peers share.
-func (e *engine) datagram(q *qp, iov [][]byte, n int, src netip.AddrPort, now time.Time) {
+func (e *engine) datagram(q *qp, i, off, n int, now time.Time) {
+	s := &e.rb.slots[i]
+	view := s.view
 	if n < ddp.TaggedHeaderLen+crc32c.Size {
 		e.count(q, cDropTruncated, 1)
 		return
 	}
 	body := n - crc32c.Size
-	if !q.noCRC && checksumRange(iov, body) != trailerAt(iov, body) {
+	if !q.noCRC && checksumAt(view, off, body) != trailerAt(view, off+body) {
 		e.count(q, cDropCRC, 1)
 		return
 	}
-	if q.hdr[0]&0x80 != 0 {
+	var hb [ddp.UntaggedHeaderLen]byte
+	copyRange(hb[:], view, off)
+	if hb[0]&0x80 != 0 {
 		e.count(q, cDropTagged, 1)
 		return
 	}
@@ -78,7 +138,7 @@ func (e *engine) datagram(q *qp, iov [][]byte, n int, src netip.AddrPort, now ti
 		e.count(q, cDropTruncated, 1)
 		return
 	}
-	h, _, _ := ddp.Parse(q.hdr[:ddp.UntaggedHeaderLen])
+	h, _, _ := ddp.Parse(hb[:])
 	ctl := rdmap.Control(h.ULPControl)
 	if h.Version != ddp.Version || ctl.Version() != rdmap.Version {
 		e.count(q, cDropBadVersion, 1)
@@ -96,24 +156,29 @@ func (e *engine) datagram(q *qp, iov [][]byte, n int, src netip.AddrPort, now ti
 	payload := body - ddp.UntaggedHeaderLen
 	solicited := op == rdmap.OpSendSE
 	if h.MO == 0 && h.Last {
-		if !q.rwr.valid {
+		w, inPlace := e.recvFor(q, i, off, off+n)
+		if w == nil {
 			e.count(q, cDropNoRecv, 1)
 			return
 		}
-		if payload > q.rwr.total {
+		if payload > w.total {
 			e.count(q, cRecvTooLong, 1)
-			e.completeRecv(q, proto.WCLocLenErr, payload, src, solicited)
+			e.completeRecv(q, w, proto.WCLocLenErr, payload, s.src, solicited)
 			return
 		}
-		e.completeRecv(q, proto.WCSuccess, payload, src, solicited)
+		if !inPlace {
+			e.count(q, cRecvCopied, 1)
+			copyBetween(w.bufs, s.view, off+ddp.UntaggedHeaderLen, payload)
+		}
+		e.completeRecv(q, w, proto.WCSuccess, payload, s.src, solicited)
 		return
 	}
 	if uint64(h.MO)+uint64(payload) > uint64(e.cfg.MaxMsgUD) || (payload == 0 && !h.Last) {
 		e.count(q, cDropBadSegment, 1)
 		return
 	}
-	msg, res := q.reasm.add(partialKey{src: src, msn: h.MSN}, h.MO, h.Last, iov, ddp.UntaggedHeaderLen, payload, solicited,
-		now.Add(e.cfg.ReassemblyTimeout), e.cfg.MaxPartial, e.cfg.MaxMsgUD)
+	msg, res := q.reasm.add(partialKey{src: s.src, msn: h.MSN}, h.MO, h.Last, view, off+ddp.UntaggedHeaderLen, payload,
+		solicited, now.Add(e.cfg.ReassemblyTimeout), e.cfg.MaxPartial, e.cfg.MaxMsgUD)
 	switch res {
 	case addEvicted:
 		e.count(q, cReassemblyEvicted, 1)
@@ -124,73 +189,103 @@ func (e *engine) datagram(q *qp, iov [][]byte, n int, src netip.AddrPort, now ti
 		return
 	}
 	defer q.reasm.release(msg)
-	if !q.rwr.valid {
+	w, _ := e.recvFor(q, i, -1, off+n)
+	if w == nil {
 		e.count(q, cDropNoRecv, 1)
 		return
 	}
-	if len(msg.buf) > q.rwr.total {
+	if len(msg.buf) > w.total {
 		e.count(q, cRecvTooLong, 1)
-		e.completeRecv(q, proto.WCLocLenErr, len(msg.buf), src, msg.solicited)
+		e.completeRecv(q, w, proto.WCLocLenErr, len(msg.buf), s.src, msg.solicited)
 		return
 	}
-	scatter(q.rwr.bufs, msg.buf)
-	e.completeRecv(q, proto.WCSuccess, len(msg.buf), src, msg.solicited)
+	scatter(w.bufs, msg.buf)
+	e.completeRecv(q, w, proto.WCSuccess, len(msg.buf), s.src, msg.solicited)
 }
 
-// peekRecv copies and validates the next posted receive into q.rwr (if
-// there is one and q.rwr is not already valid). A bad receive work request
-// completes with an error and moves q to ERROR.
-func (e *engine) peekRecv(q *qp) {
-	if q.rwr.valid {
-		return
+// recvFor returns the receive the next message completes (the head of the
+// receive ring), or nil when none is posted (or the head is bad: it
+// completes with an error and q goes to ERROR). The datagram being judged
+// ends at octet end of slot i's view; inPlace reports that its payload
+// already lies at the start of the receive's buffers (off == 0 of the
+// slot matched with that receive). Octets not judged yet that lie in those
+// buffers are moved away first (into their slot's tail scratch): those of
+// a later slot, and those after the datagram in slot i itself (GRO): the
+// buffers belong to the client again once the completion is posted.
+func (e *engine) recvFor(q *qp, i, off, end int) (w *recvWR, inPlace bool) {
+	rb := e.rb
+	c := rb.used
+	if c < rb.nrqe {
+		if c > i {
+			rb.slots[c].evict(rb.rqes[c].bufs)
+		}
+		s := &rb.slots[i]
+		if c == s.rqe && end < s.n {
+			s.evict(rb.rqes[c].bufs)
+		}
+		return &rb.rqes[c], off == 0 && s.rqe == c && !s.evicted
 	}
-	c := q.recvRing()
-	slot, err := c.Peek()
+	if q.state == proto.QPStateError {
+		return nil, false
+	}
+	slot, err := q.recvRing().Peek()
 	if err != nil {
 		e.count(q, cWRErrors, 1)
 		e.errorQP(q, "receive queue producer index is corrupt")
-		return
+		return nil, false
 	}
 	if slot == nil {
-		return
+		return nil, false
 	}
+	w = &rb.extra
+	if st := e.loadRecv(q, w, slot); st != proto.WCSuccess {
+		e.failWR(q, q.recvCQ, w.wrid, proto.WCRecv, st)
+		return nil, false
+	}
+	return w, false
+}
+
+// loadRecv copies the RQE in slot into w, validates it and translates its
+// buffers (for this pass only).
+func (e *engine) loadRecv(q *qp, w *recvWR, slot []byte) proto.WCStatus {
 	var raw [proto.RQEHeaderLen]byte
 	copy(raw[:], slot)
 	rqe := proto.GetRQE(raw[:])
+	w.wrid = rqe.WRID
+	w.valid = false
 	if uint32(rqe.NumSGE) > q.maxRecvS {
-		e.failWR(q, q.recvCQ, rqe.WRID, proto.WCRecv, proto.WCLocLenErr)
-		return
+		return proto.WCLocLenErr
 	}
 	p := q.pd
 	if q.srq != nil {
 		p = q.srq.pd
 	}
-	q.rwr.bufs = q.rwr.bufs[:0]
-	q.rwr.total = 0
+	w.bufs = w.bufs[:0]
+	w.total = 0
 	var sraw [proto.SGELen]byte
 	for i := range int(rqe.NumSGE) {
 		off := proto.RQEHeaderLen + i*proto.SGELen
 		copy(sraw[:], slot[off:off+proto.SGELen])
 		b, st := q.s.translate(proto.GetSGE(sraw[:]), p, true)
 		if st != proto.WCSuccess {
-			e.failWR(q, q.recvCQ, rqe.WRID, proto.WCRecv, st)
-			return
+			return st
 		}
 		if len(b) > 0 {
-			q.rwr.bufs = append(q.rwr.bufs, b)
+			w.bufs = append(w.bufs, b)
 		}
-		q.rwr.total += len(b)
+		w.total += len(b)
 	}
-	q.rwr.wrid = rqe.WRID
-	q.rwr.valid = true
+	w.valid = true
+	return proto.WCSuccess
 }
 
-// completeRecv consumes the receive in q.rwr and posts its completion.
-func (e *engine) completeRecv(q *qp, status proto.WCStatus, n int, src netip.AddrPort, solicited bool) {
+// completeRecv consumes the head receive w and posts its completion.
+func (e *engine) completeRecv(q *qp, w *recvWR, status proto.WCStatus, n int, src netip.AddrPort, solicited bool) {
 	c := q.recvRing()
 	c.Advance()
 	c.Release()
-	q.rwr.valid = false
+	e.rb.used++
+	w.valid = false
 	flags := proto.WCFlagSrcValid
 	if solicited {
 		flags |= proto.WCFlagSolicited
@@ -199,7 +294,7 @@ func (e *engine) completeRecv(q *qp, status proto.WCStatus, n int, src netip.Add
 		e.count(q, cMessagesIn, 1)
 		e.count(q, cBytesIn, int64(n))
 	}
-	e.postCQE(q.s, q.recvCQ, &proto.CQE{WRID: q.rwr.wrid, Status: status, Opcode: proto.WCRecv, Flags: flags,
+	e.postCQE(q.s, q.recvCQ, &proto.CQE{WRID: w.wrid, Status: status, Opcode: proto.WCRecv, Flags: flags,
 		ByteLen: uint32(n), QPN: q.qpn, Src: src})
 	if s := q.srq; s != nil && s.limit > 0 {
 		if avail, err := s.cons.Available(); err == nil && avail < s.limit {

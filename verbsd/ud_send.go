@@ -2,106 +2,174 @@ package verbsd
 
 import (
 	"encoding/binary"
-	"errors"
 
 	"github.com/iwarpd/iwarpd/ddp"
+	"github.com/iwarpd/iwarpd/internal/crc32c"
 	"github.com/iwarpd/iwarpd/llp/dgram"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
 	"golang.org/x/sys/unix"
 )
 
-// send serves q's send queue: at most PollBatch datagrams per pass. Each
-// message is one DDP untagged message on QN 0 (RDMAP Send or Send with SE),
-// MSN per QP from 1, cut into datagrams of at most Config.DatagramSize
-// octets. Every datagram is one sendmsg whose vector is [DDP header][the
-// registered octets it carries...][CRC trailer]: no staging copy (inline
-// data is copied once, out of the SQE, as the SQE itself is).
+// sendWR is a send work request of the batch being built: its SQE copied
+// out of the ring and validated, its payload translated for this pass only
+// (a region may be deregistered between passes).
+type sendWR struct {
+	wrid     uint64
+	signaled bool
+	ah       *ah
+	msn      uint32
+	total    int
+	segs     ddp.Segmenter
+	payloads [][]byte
+	inline   []byte
+}
+
+// send serves q's send queue. Each message is one DDP untagged message on
+// QN 0 (RDMAP Send or Send with SE), MSN per QP from 1, cut into datagrams
+// of at most Config.DatagramSize octets, each [DDP header][the registered
+// octets it carries...][CRC trailer] gathered by iovecs: no staging copy
+// (inline data is copied once, out of the SQE, as the SQE itself is).
+//
+// Datagrams of the posted work requests, looked at ahead of the head
+// without consuming them, go out together with sendmmsg; with GSO (the
+// default) consecutive datagrams of equal size for one destination share
+// one msghdr with a UDP_SEGMENT control message, so a 64 KiB message is one
+// msghdr however small the datagrams. Work requests are consumed and
+// complete in order as their last datagram is handed to the kernel; a short
+// send (socket buffer full) resumes at the first datagram not sent. At most
+// PollBatch msghdrs are sent per QP per pass.
 func (e *engine) send(q *qp) bool {
 	q.blocked = false
 	work := false
 	budget := e.cfg.PollBatch
 	for budget > 0 {
-		slot, err := q.sq.Peek()
-		if err != nil {
-			e.count(q, cWRErrors, 1)
-			e.errorQP(q, "send queue producer index is corrupt")
+		msgs, stop := e.buildSend(q, budget)
+		if stop {
 			return true
 		}
-		if slot == nil {
+		if len(msgs) == 0 {
 			break
 		}
 		work = true
-		var raw [proto.SQEHeaderLen]byte
-		copy(raw[:], slot)
-		sqe := proto.GetSQE(raw[:])
-		a, total, status := e.prepareSend(q, &sqe, slot)
-		if status != proto.WCSuccess {
-			e.failWR(q, q.sendCQ, sqe.WRID, proto.WCSend, status)
-			return true
-		}
-		if q.sendSeg == 0 {
-			q.sendMSN = q.lastMSN + 1
-		}
-		op := rdmap.OpSend
-		if sqe.Flags&proto.SendSolicited != 0 {
-			op = rdmap.OpSendSE
-		}
-		segs, err := ddp.UntaggedSegments(uint8(rdmap.MakeControl(op)), 0, rdmap.QNSend, q.sendMSN, uint32(total), e.maxPayload())
-		if err != nil { // cannot happen with a validated configuration
-			e.failWR(q, q.sendCQ, sqe.WRID, proto.WCSend, proto.WCGeneralErr)
-			return true
-		}
-		for q.sendSeg < segs.Count() {
-			if budget == 0 {
-				return true
-			}
-			budget--
-			seg := segs.Segment(q.sendSeg)
-			iov := append(e.iov[:0], seg.Header.Append(q.ddpHdr[:0]))
-			iov = appendRange(iov, q.payloads, int(seg.Offset), seg.Len)
-			var c uint32
-			if !q.noCRC {
-				c = dgram.Checksum(iov...)
-			}
-			binary.LittleEndian.PutUint32(q.crcBuf[:], c)
-			iov = append(iov, q.crcBuf[:])
-			n, err := unix.SendmsgBuffers(q.fd, iov, nil, a.sa, unix.MSG_DONTWAIT)
-			e.iov = iov[:0]
-			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.ENOBUFS) || errors.Is(err, unix.EINTR) {
-				q.blocked = true
-				e.count(q, cSendBlocked, 1)
-				return true
-			}
-			if err != nil {
-				// The kernel refused the datagram (unreachable, too big):
-				// that work request fails; the QP, shared by many peers,
-				// goes on.
-				e.count(q, cSendErrors, 1)
-				q.sendSeg = 0
-				q.sq.Advance()
-				q.sq.Release()
-				e.postCQE(q.s, q.sendCQ, &proto.CQE{WRID: sqe.WRID, Status: proto.WCGeneralErr, Opcode: proto.WCSend, QPN: q.qpn})
-				break
-			}
-			e.count(q, cDatagramsOut, 1)
-			_ = n
-			q.sendSeg++
-		}
-		if q.sendSeg == 0 { // failed above
+		sent, err := e.sendmmsg(q.fd, msgs)
+		e.count(q, cSendCalls, 1)
+		e.sendDone(q, sent)
+		budget -= sent
+		if sent == len(msgs) {
 			continue
 		}
+		if err == nil || transientSendError(err) {
+			q.blocked = true
+			e.count(q, cSendBlocked, 1)
+			return true
+		}
+		refs := e.sb.msgDgrams(sent)
+		if len(refs) > 1 && gsoRefused(err) {
+			// The kernel or the route cannot segment: send datagrams one
+			// by one on this socket from now on.
+			q.gso = false
+			e.count(q, cGSOFallback, 1)
+			continue
+		}
+		// The kernel refused the datagram (unreachable, too big): that
+		// work request (now the head) fails; the QP, shared by many
+		// peers, goes on.
+		wr := &e.sendWRs[refs[0].wr]
+		e.count(q, cSendErrors, 1)
 		q.sendSeg = 0
-		q.lastMSN = q.sendMSN
+		q.lastMSN = wr.msn
 		q.sq.Advance()
 		q.sq.Release()
-		e.count(q, cMessagesOut, 1)
-		e.count(q, cBytesOut, int64(total))
-		if q.sigAll || sqe.Flags&proto.SendSignaled != 0 {
-			e.postCQE(q.s, q.sendCQ, &proto.CQE{WRID: sqe.WRID, Opcode: proto.WCSend, ByteLen: uint32(total), QPN: q.qpn})
-		}
+		e.postCQE(q.s, q.sendCQ, &proto.CQE{WRID: wr.wrid, Status: proto.WCGeneralErr, Opcode: proto.WCSend, QPN: q.qpn})
+		budget--
 	}
 	return work
+}
+
+// buildSend fills e.sb with the datagrams of the posted work requests, from
+// the head's next segment on, with at most maxMsgs msghdrs. stop reports
+// that the head could not be sent and q went to ERROR (a bad work request,
+// a corrupt ring).
+func (e *engine) buildSend(q *qp, maxMsgs int) (msgs []unix.Mmsghdr, stop bool) {
+	v := q.sqView()
+	head, idx, avail, err := v.lookahead(q.sq)
+	if err != nil {
+		e.count(q, cWRErrors, 1)
+		e.errorQP(q, "send queue producer index is corrupt")
+		return nil, true
+	}
+	b := e.sb
+	b.reset(q.gso)
+	if avail == 0 {
+		return b.finish(), false
+	}
+	pay := e.maxPayload()
+	for k := range min(avail, maxSendWRs) {
+		wr := &e.sendWRs[k]
+		if st := e.prepareSend(q, wr, v.at(head, idx, k), q.lastMSN+1+k, pay); st != proto.WCSuccess {
+			if k == 0 {
+				e.failWR(q, q.sendCQ, wr.wrid, proto.WCSend, st)
+				return nil, true
+			}
+			break // sent (or failed) once the ones before it are done
+		}
+		seg := uint32(0)
+		if k == 0 {
+			seg = q.sendSeg
+		}
+		for ; seg < wr.segs.Count(); seg++ {
+			s := wr.segs.Segment(seg)
+			pieces := appendRange(e.pieces[:0], wr.payloads, int(s.Offset), s.Len)
+			e.pieces = pieces[:0]
+			dlen := ddp.UntaggedHeaderLen + s.Len + crc32c.Size
+			if !b.fits(wr.ah.addr, dlen, 2+len(pieces), maxMsgs) {
+				return b.finish(), false
+			}
+			sc := b.nextScratch()
+			hdr := s.Header.Append(sc[:0])
+			var c uint32
+			if !q.noCRC {
+				c = crc32c.Update(0, hdr)
+				for _, p := range pieces {
+					c = crc32c.Update(c, p)
+				}
+			}
+			trailer := sc[len(hdr) : len(hdr)+crc32c.Size]
+			binary.LittleEndian.PutUint32(trailer, c)
+			b.push(wr.ah.addr, hdr, pieces, trailer, dgramRef{wr: int32(k), seg: seg})
+		}
+	}
+	return b.finish(), false
+}
+
+// sendDone accounts for the first sent msghdrs of e.sb: their datagrams
+// left, and every work request whose last datagram left is consumed and
+// completes (in order).
+func (e *engine) sendDone(q *qp, sent int) {
+	for m := range sent {
+		refs := e.sb.msgDgrams(m)
+		if len(refs) > 1 {
+			e.count(q, cGSOSends, 1)
+		}
+		e.count(q, cDatagramsOut, int64(len(refs)))
+		for _, d := range refs {
+			wr := &e.sendWRs[d.wr]
+			if d.seg+1 < wr.segs.Count() {
+				q.sendSeg = d.seg + 1
+				continue
+			}
+			q.sendSeg = 0
+			q.lastMSN = wr.msn
+			q.sq.Advance()
+			e.count(q, cMessagesOut, 1)
+			e.count(q, cBytesOut, int64(wr.total))
+			if q.sigAll || wr.signaled {
+				e.postCQE(q.s, q.sendCQ, &proto.CQE{WRID: wr.wrid, Opcode: proto.WCSend, ByteLen: uint32(wr.total), QPN: q.qpn})
+			}
+		}
+	}
+	q.sq.Release()
 }
 
 // maxPayload is the payload octets of one UD datagram's DDP segment.
@@ -109,46 +177,61 @@ func (e *engine) maxPayload() int {
 	return ddp.MaxPayload(dgram.MaxSegment(e.cfg.DatagramSize, false), false, 0)
 }
 
-// prepareSend validates the copied SQE header and translates its payload
-// into q.payloads (inline data is copied out of slot into q.inline).
-func (e *engine) prepareSend(q *qp, sqe *proto.SQE, slot []byte) (*ah, int, proto.WCStatus) {
+// prepareSend copies the SQE in slot into wr, validates it and translates
+// its payload into wr.payloads (inline data is copied out of slot into
+// wr.inline); the message gets MSN msn.
+func (e *engine) prepareSend(q *qp, wr *sendWR, slot []byte, msn uint32, maxPayload int) proto.WCStatus {
+	var raw [proto.SQEHeaderLen]byte
+	copy(raw[:], slot)
+	sqe := proto.GetSQE(raw[:])
+	wr.wrid = sqe.WRID
 	if sqe.Opcode != proto.WRSend || !sqe.KnownFlags() || sqe.Flags&proto.SendFence != 0 {
-		return nil, 0, proto.WCLocQPOpErr
+		return proto.WCLocQPOpErr
 	}
 	a := q.s.ahs[sqe.AH]
 	if a == nil || a.pd != q.pd {
-		return nil, 0, proto.WCLocQPOpErr
+		return proto.WCLocQPOpErr
 	}
-	q.payloads = q.payloads[:0]
+	wr.payloads = wr.payloads[:0]
 	total := 0
 	if sqe.Flags&proto.SendInline != 0 {
 		if sqe.InlineLen > q.caps.MaxInline {
-			return nil, 0, proto.WCLocLenErr
+			return proto.WCLocLenErr
 		}
 		n := int(sqe.InlineLen)
-		q.inline = append(q.inline[:0], slot[proto.SQEHeaderLen:proto.SQEHeaderLen+n]...)
-		q.payloads = append(q.payloads, q.inline)
+		wr.inline = append(wr.inline[:0], slot[proto.SQEHeaderLen:proto.SQEHeaderLen+n]...)
+		wr.payloads = append(wr.payloads, wr.inline)
 		total = n
 	} else {
 		if uint32(sqe.NumSGE) > q.caps.MaxSendSGE {
-			return nil, 0, proto.WCLocLenErr
+			return proto.WCLocLenErr
 		}
-		var raw [proto.SGELen]byte
+		var sraw [proto.SGELen]byte
 		for i := range int(sqe.NumSGE) {
 			off := proto.SQEHeaderLen + i*proto.SGELen
-			copy(raw[:], slot[off:off+proto.SGELen])
-			b, st := q.s.translate(proto.GetSGE(raw[:]), q.pd, false)
+			copy(sraw[:], slot[off:off+proto.SGELen])
+			b, st := q.s.translate(proto.GetSGE(sraw[:]), q.pd, false)
 			if st != proto.WCSuccess {
-				return nil, 0, st
+				return st
 			}
-			q.payloads = append(q.payloads, b)
+			wr.payloads = append(wr.payloads, b)
 			total += len(b)
 		}
 	}
 	if total > e.cfg.MaxMsgUD {
-		return nil, 0, proto.WCLocLenErr
+		return proto.WCLocLenErr
 	}
-	return a, total, proto.WCSuccess
+	op := rdmap.OpSend
+	if sqe.Flags&proto.SendSolicited != 0 {
+		op = rdmap.OpSendSE
+	}
+	segs, err := ddp.UntaggedSegments(uint8(rdmap.MakeControl(op)), 0, rdmap.QNSend, msn, uint32(total), maxPayload)
+	if err != nil { // cannot happen with a validated configuration
+		return proto.WCGeneralErr
+	}
+	wr.ah, wr.msn, wr.total, wr.segs = a, msn, total, segs
+	wr.signaled = sqe.Flags&proto.SendSignaled != 0
+	return proto.WCSuccess
 }
 
 // failWR completes the head work request of a queue with an error status and

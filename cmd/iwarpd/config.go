@@ -20,6 +20,13 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
+// loopbackDatagramSize is the datagram size -datagram-size auto picks on a
+// loopback address: the loopback MTU (65536) has room for it, one datagram
+// carries a 64000-octet message straight into the posted buffer, and big
+// datagrams cost fewer headers, iovecs and CRC calls than 1472-octet ones
+// even with GSO/GRO (measured: ~1.4x the bandwidth at 64 KiB messages).
+const loopbackDatagramSize = 65000
+
 // config is everything iwarpd can be told; it is passed down, never global.
 type config struct {
 	Socket      string // control socket path
@@ -67,7 +74,10 @@ func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) 
 	addr := str("addr", def.Addr.String(), "IP `address` the device serves (datagram QPs bind to it); the default suits a single host")
 	udPorts := str("ud-ports", portRange(def.UDPorts), "UDP port `range` FIRST-LAST of UD queue pairs")
 	rdPorts := str("rd-ports", portRange(def.RDPorts), "UDP port `range` of RD queue pairs (reserved)")
-	dgramSize := str("datagram-size", strconv.Itoa(def.DatagramSize), "largest UDP payload sent, `octets` (up to 65507; 1472 fits an MTU of 1500)")
+	dgramSize := str("datagram-size", "auto", "largest UDP payload sent, `octets` (up to 65507; 1472 fits an MTU of 1500); auto: "+
+		strconv.Itoa(loopbackDatagramSize)+" when -addr is a loopback address, else "+strconv.Itoa(def.DatagramSize))
+	gso := str("gso", strconv.FormatBool(def.GSO), "send several datagrams per sendmsg with UDP GSO (UDP_SEGMENT): true or false")
+	gro := str("gro", strconv.FormatBool(def.GRO), "receive coalesced datagrams with UDP GRO (UDP_GRO): true or false")
 	maxMsg := str("max-msg-ud", strconv.Itoa(def.MaxMsgUD), "largest UD message, `octets` (sent as several datagrams)")
 	reasm := str("reassembly-timeout", def.ReassemblyTimeout.String(), "drop a partly received UD message after this `duration`")
 	partial := str("max-partial", strconv.Itoa(def.MaxPartial), "partly reassembled messages kept per QP")
@@ -178,7 +188,7 @@ func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) 
 		name string
 		s    *string
 		dst  *int
-	}{{"datagram-size", dgramSize, &v.DatagramSize}, {"max-msg-ud", maxMsg, &v.MaxMsgUD},
+	}{{"max-msg-ud", maxMsg, &v.MaxMsgUD},
 		{"max-partial", partial, &v.MaxPartial}, {"poll-batch", pollBatch, &v.PollBatch}, {"socket-buffer", sockBuf, &v.SocketBuffer}}
 	dsts := []*int{&v.Limits.MaxQP, &v.Limits.MaxCQ, &v.Limits.MaxMR, &v.Limits.MaxPD, &v.Limits.MaxAH, &v.Limits.MaxSRQ,
 		&v.Limits.MaxCompChannel, &v.Limits.MaxQPWR, &v.Limits.MaxSRQWR, &v.Limits.MaxCQE, &v.Limits.MaxSGE, &v.Limits.MaxInline}
@@ -195,6 +205,25 @@ func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) 
 			return config{}, fmt.Errorf("%s %q: want an integer", from(it.name), *it.s)
 		}
 		*it.dst = n
+	}
+	switch {
+	case *dgramSize == "auto" && v.Addr.IsLoopback():
+		v.DatagramSize = loopbackDatagramSize
+	case *dgramSize == "auto":
+		v.DatagramSize = def.DatagramSize
+	default:
+		if v.DatagramSize, err = strconv.Atoi(*dgramSize); err != nil {
+			return config{}, fmt.Errorf("%s %q: want an integer or auto", from("datagram-size"), *dgramSize)
+		}
+	}
+	for _, b := range []struct {
+		name string
+		s    *string
+		dst  *bool
+	}{{"gso", gso, &v.GSO}, {"gro", gro, &v.GRO}} {
+		if *b.dst, err = strconv.ParseBool(*b.s); err != nil {
+			return config{}, fmt.Errorf("%s %q: want true or false", from(b.name), *b.s)
+		}
 	}
 	if v.Limits.MaxRegistered, err = parseSize(*maxReg); err != nil {
 		return config{}, fmt.Errorf("%s: %w", from("max-registered-bytes"), err)

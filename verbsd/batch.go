@@ -1,0 +1,304 @@
+package verbsd
+
+import (
+	"net/netip"
+	"unsafe"
+
+	"github.com/iwarpd/iwarpd/ddp"
+	"github.com/iwarpd/iwarpd/internal/crc32c"
+	"golang.org/x/sys/unix"
+)
+
+// Bounds of one sendmmsg batch (engine-wide scratch, allocated once).
+const (
+	maxSendMsgs   = 64      // msghdrs per sendmmsg
+	maxSendDgrams = 1024    // datagrams per batch
+	maxSendIOVs   = 4096    // iovecs per batch
+	maxSendBytes  = 1 << 20 // UDP payload octets per batch (one may exceed it alone)
+	maxSendWRs    = 256     // work requests looked at per batch
+	// dgramScratch is the per-datagram scratch: the DDP untagged header,
+	// then the CRC trailer (8-aligned stride).
+	dgramScratch = 24
+)
+
+// dgramRef names the work request (index in the batch) and segment a
+// datagram of the batch carries.
+type dgramRef struct {
+	wr  int32
+	seg uint32
+}
+
+// sendBatch is the vector of one sendmmsg under construction. Each message
+// is one UDP datagram or, with GSO, several datagrams for one destination,
+// all of the same length but maybe the last, which the kernel cuts apart
+// (UDP_SEGMENT); its payload is the concatenation
+// [hdr1|payload1|crc1|hdr2|payload2|crc2|...] expressed by iovecs over the
+// header/CRC scratch and slices of registered memory: no staging copy.
+type sendBatch struct {
+	msgs    []unix.Mmsghdr
+	names   []unix.RawSockaddrInet6
+	cmsgs   []uint64 // cmsgUDPLen/8 words per message (8-aligned)
+	iovs    []unix.Iovec
+	scratch []byte
+	dgrams  []dgramRef
+	first   []int // index in dgrams of each message's first datagram
+
+	nmsg, niov, ndg, bytes int
+	gso                    bool
+
+	// The open (last) message.
+	open    bool
+	dest    netip.AddrPort
+	segSize int // length of its first datagram: the GSO segment size
+	count   int // its datagrams
+	mbytes  int // its octets
+	iov0    int // its first iovec
+	short   bool
+}
+
+func newSendBatch() *sendBatch {
+	return &sendBatch{
+		msgs:    make([]unix.Mmsghdr, maxSendMsgs),
+		names:   make([]unix.RawSockaddrInet6, maxSendMsgs),
+		cmsgs:   make([]uint64, maxSendMsgs*cmsgUDPLen/8),
+		iovs:    make([]unix.Iovec, maxSendIOVs),
+		scratch: make([]byte, maxSendDgrams*dgramScratch),
+		dgrams:  make([]dgramRef, maxSendDgrams),
+		first:   make([]int, maxSendMsgs+1),
+	}
+}
+
+// reset empties the batch; gso allows several datagrams per message.
+func (b *sendBatch) reset(gso bool) {
+	b.nmsg, b.niov, b.ndg, b.bytes = 0, 0, 0, 0
+	b.gso, b.open = gso, false
+}
+
+// joins reports whether a datagram of dlen octets and nio iovecs to dest
+// can go into the open message.
+func (b *sendBatch) joins(dest netip.AddrPort, dlen, nio int) bool {
+	return b.open && b.gso && !b.short && dest == b.dest && dlen <= b.segSize && b.count < maxGSOSegments &&
+		b.mbytes+dlen <= maxGSOBytes && b.niov-b.iov0+nio <= maxIOVPerMsg
+}
+
+// fits reports whether a datagram of dlen octets made of nio iovecs to dest
+// can be added, with at most maxMsgs messages in the batch.
+func (b *sendBatch) fits(dest netip.AddrPort, dlen, nio, maxMsgs int) bool {
+	if b.ndg == len(b.dgrams) || b.niov+nio > len(b.iovs) || (b.ndg > 0 && b.bytes+dlen > maxSendBytes) {
+		return false
+	}
+	return b.joins(dest, dlen, nio) || (b.nmsg < min(maxMsgs, len(b.msgs)) && nio <= maxIOVPerMsg)
+}
+
+// nextScratch returns the header/CRC scratch of the next datagram.
+func (b *sendBatch) nextScratch() []byte {
+	off := b.ndg * dgramScratch
+	return b.scratch[off : off+dgramScratch : off+dgramScratch]
+}
+
+// push adds a datagram made of hdr (in nextScratch), pieces and crc (also in
+// nextScratch); the caller checked fits.
+func (b *sendBatch) push(dest netip.AddrPort, hdr []byte, pieces [][]byte, crc []byte, ref dgramRef) {
+	dlen := len(hdr) + len(crc)
+	for _, p := range pieces {
+		dlen += len(p)
+	}
+	if !b.joins(dest, dlen, 2+len(pieces)) {
+		b.close()
+		b.first[b.nmsg] = b.ndg
+		b.nmsg++
+		b.open, b.dest, b.segSize, b.count, b.mbytes, b.iov0, b.short = true, dest, dlen, 0, 0, b.niov, false
+	}
+	setIov(&b.iovs[b.niov], hdr)
+	b.niov++
+	for _, p := range pieces {
+		if len(p) > 0 {
+			setIov(&b.iovs[b.niov], p)
+			b.niov++
+		}
+	}
+	setIov(&b.iovs[b.niov], crc)
+	b.niov++
+	b.dgrams[b.ndg] = ref
+	b.ndg++
+	b.count++
+	b.mbytes += dlen
+	b.bytes += dlen
+	if dlen < b.segSize {
+		b.short = true
+	}
+}
+
+// close fills in the msghdr of the open message.
+func (b *sendBatch) close() {
+	if !b.open {
+		return
+	}
+	b.open = false
+	i := b.nmsg - 1
+	h := &b.msgs[i].Hdr
+	*h = unix.Msghdr{}
+	b.msgs[i].Len = 0
+	h.Namelen = putSockaddr(&b.names[i], b.dest)
+	h.Name = (*byte)(unsafe.Pointer(&b.names[i]))
+	h.Iov = &b.iovs[b.iov0]
+	h.SetIovlen(b.niov - b.iov0)
+	if b.count > 1 {
+		cm := b.cmsgBytes(i)
+		h.Control = &cm[0]
+		h.SetControllen(putSegmentCmsg(cm, uint16(b.segSize)))
+	}
+}
+
+func (b *sendBatch) cmsgBytes(i int) []byte {
+	w := b.cmsgs[i*cmsgUDPLen/8 : (i+1)*cmsgUDPLen/8]
+	return unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), cmsgUDPLen)
+}
+
+// finish closes the batch and returns its messages.
+func (b *sendBatch) finish() []unix.Mmsghdr {
+	b.close()
+	b.first[b.nmsg] = b.ndg
+	return b.msgs[:b.nmsg]
+}
+
+// msgDgrams returns the datagrams of message i.
+func (b *sendBatch) msgDgrams(i int) []dgramRef { return b.dgrams[b.first[i]:b.first[i+1]] }
+
+// recvSlots is the most datagram buffers of one recvmmsg.
+const recvSlots = 32
+
+// slotTailLen is the overflow scratch of a receive slot: any UDP payload,
+// also a GRO-coalesced one, fits behind the header scratch.
+const slotTailLen = 64 << 10
+
+// recvSlot is one msghdr of a recvmmsg: [DDP header scratch][the buffers of
+// the receive it is matched with, if any][tail scratch], and what the kernel
+// wrote back.
+type recvSlot struct {
+	hdr  [ddp.UntaggedHeaderLen]byte
+	tail []byte
+	name unix.RawSockaddrInet6
+	cmsg [cmsgUDPLen / 8]uint64
+	view [][]byte // the pieces its iovecs cover
+	rqe  int      // index of the receive whose buffers are in view, -1: none
+
+	n       int // octets received
+	trunc   bool
+	gso     int // UDP_GRO segment size (0: one datagram)
+	src     netip.AddrPort
+	evicted bool // its data was moved off the receive's buffers
+}
+
+// recvBatch is the engine's recvmmsg vector and the receives matched with
+// its slots (looked ahead in the receive ring, consumed in order).
+type recvBatch struct {
+	slots []recvSlot
+	msgs  []unix.Mmsghdr
+	iovs  []unix.Iovec
+	rqes  []recvWR // rqes[k]: the k-th posted receive after the head at the batch's start
+	nrqe  int      // valid entries of rqes
+	used  int      // receives consumed in this batch
+	extra recvWR   // a receive looked at beyond rqes
+}
+
+func newRecvBatch() *recvBatch {
+	b := &recvBatch{slots: make([]recvSlot, recvSlots), msgs: make([]unix.Mmsghdr, recvSlots),
+		rqes: make([]recvWR, recvSlots)}
+	tails := make([]byte, recvSlots*slotTailLen)
+	for i := range b.slots {
+		b.slots[i].tail = tails[i*slotTailLen : (i+1)*slotTailLen : (i+1)*slotTailLen]
+	}
+	return b
+}
+
+// prepare sets up n slots: slot i is matched with b.rqes[i] when i < b.nrqe.
+func (b *recvBatch) prepare(n int) []unix.Mmsghdr {
+	need := 0
+	for i := range n {
+		need += 2
+		if i < b.nrqe {
+			need += len(b.rqes[i].bufs)
+		}
+	}
+	if len(b.iovs) < need {
+		b.iovs = make([]unix.Iovec, need+need/2)
+	}
+	k := 0
+	for i := range n {
+		s := &b.slots[i]
+		s.view = append(s.view[:0], s.hdr[:])
+		s.rqe = -1
+		if i < b.nrqe {
+			s.view = append(s.view, b.rqes[i].bufs...)
+			s.rqe = i
+		}
+		s.view = append(s.view, s.tail)
+		s.evicted, s.n, s.trunc, s.gso = false, 0, false, 0
+		h := &b.msgs[i].Hdr
+		*h = unix.Msghdr{}
+		b.msgs[i].Len = 0
+		h.Name = (*byte)(unsafe.Pointer(&s.name))
+		h.Namelen = unix.SizeofSockaddrInet6
+		h.Control = (*byte)(unsafe.Pointer(&s.cmsg[0]))
+		h.SetControllen(cmsgUDPLen)
+		h.Iov = &b.iovs[k]
+		for _, p := range s.view {
+			setIov(&b.iovs[k], p)
+			k++
+		}
+		h.SetIovlen(len(s.view))
+	}
+	return b.msgs[:n]
+}
+
+// received records what the kernel wrote for the first n slots.
+func (b *recvBatch) received(n int) {
+	for i := range n {
+		s, h := &b.slots[i], &b.msgs[i].Hdr
+		s.n = int(b.msgs[i].Len)
+		s.trunc = h.Flags&unix.MSG_TRUNC != 0
+		s.src = getSockaddr(&s.name, h.Namelen)
+		cm := unsafe.Slice((*byte)(unsafe.Pointer(&s.cmsg[0])), cmsgUDPLen)
+		s.gso = groSegmentSize(cm, int(h.Controllen))
+	}
+}
+
+// evict moves the octets slot s received in its receive's buffers into its
+// tail scratch (the receive is needed for another message), so that its
+// view becomes [header][tail].
+func (s *recvSlot) evict(rqeBufs [][]byte) {
+	if s.evicted || s.rqe < 0 {
+		return
+	}
+	s.evicted = true
+	body := max(s.n-len(s.hdr), 0)
+	inBufs := 0
+	for _, p := range rqeBufs {
+		inBufs += len(p)
+	}
+	inBufs = min(inBufs, body)
+	inTail := min(body-inBufs, len(s.tail)-inBufs)
+	copy(s.tail[inBufs:inBufs+inTail], s.tail[:inTail])
+	copyRange(s.tail[:inBufs], rqeBufs, 0)
+	s.view = append(s.view[:0], s.hdr[:], s.tail)
+}
+
+// checksumAt returns the CRC32c of octets [off, off+n) of pieces.
+func checksumAt(pieces [][]byte, off, n int) uint32 {
+	var c uint32
+	for _, p := range pieces {
+		if n <= 0 {
+			break
+		}
+		if off >= len(p) {
+			off -= len(p)
+			continue
+		}
+		k := min(len(p)-off, n)
+		c = crc32c.Update(c, p[off:off+k])
+		n -= k
+		off = 0
+	}
+	return c
+}

@@ -1,0 +1,421 @@
+package verbsd
+
+import (
+	"bytes"
+	"errors"
+	"net/netip"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/iwarpd/iwarpd/internal/shm"
+	"github.com/iwarpd/iwarpd/proto"
+	"golang.org/x/sys/unix"
+)
+
+// udpPair opens two non-blocking UDP sockets on 127.0.0.1 (the second with
+// UDP_GRO when gro) and returns them with the second one's address.
+func udpPair(t testing.TB, gro bool) (int, int, netip.AddrPort) {
+	t.Helper()
+	var fds [2]int
+	for i := range fds {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Close(fd) })
+		if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+			t.Fatal(err)
+		}
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 4<<20)
+		fds[i] = fd
+	}
+	if gro {
+		if err := unix.SetsockoptInt(fds[1], unix.SOL_UDP, unix.UDP_GRO, 1); err != nil {
+			t.Skipf("UDP_GRO: %v", err)
+		}
+	}
+	sa, err := unix.Getsockname(fds[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := sa.(*unix.SockaddrInet4)
+	return fds[0], fds[1], netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))
+}
+
+// pushDatagram adds a datagram [hdr][payload][crc] to b (hdr and crc are
+// recognisable filler, not DDP).
+func pushDatagram(b *sendBatch, dest netip.AddrPort, payload []byte, ref dgramRef) bool {
+	dlen := 18 + len(payload) + 4
+	pieces := [][]byte{payload}
+	if len(payload) == 0 {
+		pieces = nil
+	}
+	if !b.fits(dest, dlen, 2+len(pieces), maxSendMsgs) {
+		return false
+	}
+	sc := b.nextScratch()
+	for i := range 22 {
+		sc[i] = byte(0xa0 + ref.seg)
+	}
+	b.push(dest, sc[:18], pieces, sc[18:22], ref)
+	return true
+}
+
+func TestSendBatchGrouping(t *testing.T) {
+	d1 := netip.MustParseAddrPort("127.0.0.1:1000")
+	d2 := netip.MustParseAddrPort("127.0.0.1:2000")
+	full := make([]byte, 100)
+	short := make([]byte, 40)
+	b := newSendBatch()
+	b.reset(true)
+	pushDatagram(b, d1, full, dgramRef{0, 0})
+	pushDatagram(b, d1, full, dgramRef{0, 1})
+	pushDatagram(b, d1, short, dgramRef{0, 2}) // shorter: ends the GSO message
+	pushDatagram(b, d1, full, dgramRef{1, 0})  // new message
+	pushDatagram(b, d2, full, dgramRef{2, 0})  // other destination: new message
+	pushDatagram(b, d2, make([]byte, 120), dgramRef{3, 0})
+	msgs := b.finish()
+	if len(msgs) != 4 {
+		t.Fatalf("%d messages, want 4", len(msgs))
+	}
+	want := [][]dgramRef{{{0, 0}, {0, 1}, {0, 2}}, {{1, 0}}, {{2, 0}}, {{3, 0}}}
+	for i, w := range want {
+		got := b.msgDgrams(i)
+		if len(got) != len(w) {
+			t.Fatalf("message %d: datagrams %v, want %v", i, got, w)
+		}
+		for j := range w {
+			if got[j] != w[j] {
+				t.Fatalf("message %d: datagrams %v, want %v", i, got, w)
+			}
+		}
+	}
+	if h := msgs[0].Hdr; h.Iovlen != 9 || h.Controllen != uint64(unix.CmsgSpace(2)) {
+		t.Fatalf("GSO message: %d iovecs, control %d", h.Iovlen, h.Controllen)
+	}
+	cm := b.cmsgBytes(0)
+	if hdr := (*unix.Cmsghdr)(unsafe.Pointer(&cm[0])); hdr.Level != unix.SOL_UDP || hdr.Type != unix.UDP_SEGMENT ||
+		cm[unix.SizeofCmsghdr] != 122 || cm[unix.SizeofCmsghdr+1] != 0 {
+		t.Fatalf("UDP_SEGMENT cmsg %+v % x", hdr, cm)
+	}
+	for i := 1; i < 4; i++ {
+		if h := msgs[i].Hdr; h.Control != nil || h.Controllen != 0 || h.Iovlen != 3 {
+			t.Fatalf("message %d: control %d, %d iovecs", i, h.Controllen, h.Iovlen)
+		}
+	}
+	if getSockaddr(&b.names[2], msgs[2].Hdr.Namelen) != d2 {
+		t.Fatalf("destination %v", getSockaddr(&b.names[2], msgs[2].Hdr.Namelen))
+	}
+
+	// Without GSO: one datagram per message.
+	b.reset(false)
+	for i := range 3 {
+		pushDatagram(b, d1, full, dgramRef{0, uint32(i)})
+	}
+	if msgs := b.finish(); len(msgs) != 3 {
+		t.Fatalf("no GSO: %d messages", len(msgs))
+	}
+
+	// Bounds: segments per GSO message, octets per GSO message.
+	b.reset(true)
+	for i := range maxGSOSegments + 1 {
+		if !pushDatagram(b, d1, make([]byte, 10), dgramRef{0, uint32(i)}) {
+			t.Fatal("batch full")
+		}
+	}
+	if msgs := b.finish(); len(msgs) != 2 || len(b.msgDgrams(0)) != maxGSOSegments {
+		t.Fatalf("segment bound: %d messages, %d in the first", len(msgs), len(b.msgDgrams(0)))
+	}
+	b.reset(true)
+	big := make([]byte, 30000)
+	for i := range 3 {
+		pushDatagram(b, d1, big, dgramRef{0, uint32(i)})
+	}
+	if msgs := b.finish(); len(msgs) != 2 || len(b.msgDgrams(0)) != 2 {
+		t.Fatalf("octet bound: %d messages", len(msgs))
+	}
+}
+
+// TestSendmmsgGSOAndGRO sends a batch over loopback: a GSO message of
+// several datagrams and single ones, then receives with recvmmsg, without
+// and with UDP_GRO, and checks every datagram.
+func TestSendmmsgGSOAndGRO(t *testing.T) {
+	for _, gro := range []bool{false, true} {
+		tx, rx, dest := udpPair(t, gro)
+		b := newSendBatch()
+		b.reset(true)
+		payloads := [][]byte{bytes.Repeat([]byte{1}, 1000), bytes.Repeat([]byte{2}, 1000), bytes.Repeat([]byte{3}, 500)}
+		for i, p := range payloads {
+			pushDatagram(b, dest, p, dgramRef{0, uint32(i)})
+		}
+		msgs := b.finish()
+		n, err := sysSendmmsg(tx, msgs)
+		if err != nil && gsoRefused(err) {
+			t.Skipf("kernel refuses UDP GSO: %v", err)
+		}
+		if err != nil || n != 1 {
+			t.Fatalf("sendmmsg = %d, %v", n, err)
+		}
+		var got [][]byte
+		rb := newRecvBatch()
+		deadline := time.Now().Add(5 * time.Second)
+		for len(got) < 3 && time.Now().Before(deadline) {
+			k, err := sysRecvmmsg(rx, rb.prepare(recvSlots))
+			if errors.Is(err, unix.EAGAIN) {
+				time.Sleep(time.Millisecond)
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			rb.received(k)
+			for i := range k {
+				s := &rb.slots[i]
+				seg := s.n
+				if s.gso > 0 {
+					seg = s.gso
+				}
+				for off := 0; off < s.n; off += seg {
+					d := make([]byte, min(seg, s.n-off))
+					copyRange(d, s.view, off)
+					got = append(got, d)
+				}
+				if gro && s.gso != 1022 {
+					t.Errorf("GRO segment size %d, want 1022", s.gso)
+				}
+				if s.src.Addr() != dest.Addr() {
+					t.Errorf("source %v", s.src)
+				}
+			}
+		}
+		if len(got) != 3 {
+			t.Fatalf("gro %v: received %d datagrams, want 3", gro, len(got))
+		}
+		for i, d := range got {
+			if len(d) != 22+len(payloads[i]) || d[0] != byte(0xa0+i) || !bytes.Equal(d[18:18+len(payloads[i])], payloads[i]) ||
+				d[len(d)-1] != byte(0xa0+i) {
+				t.Fatalf("gro %v: datagram %d wrong (%d octets)", gro, i, len(d))
+			}
+		}
+	}
+}
+
+// TestBatchIOAllocs: building and sending a batch, and receiving one, does
+// not allocate.
+func TestBatchIOAllocs(t *testing.T) {
+	tx, rx, dest := udpPair(t, true)
+	b := newSendBatch()
+	rb := newRecvBatch()
+	payload := make([]byte, 1400)
+	pieces := [][]byte{payload[:700], payload[700:]}
+	allocs := testing.AllocsPerRun(200, func() {
+		b.reset(true)
+		for i := range 8 {
+			sc := b.nextScratch()
+			b.push(dest, sc[:18], pieces, sc[18:22], dgramRef{int32(i), 0})
+		}
+		if _, err := sysSendmmsg(tx, b.finish()); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			n, err := sysRecvmmsg(rx, rb.prepare(recvSlots))
+			if err != nil {
+				break
+			}
+			rb.received(n)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per batch, want 0", allocs)
+	}
+}
+
+func TestSlotEvict(t *testing.T) {
+	buf := make([]byte, 10)
+	s := recvSlot{tail: make([]byte, 64), rqe: 0}
+	for i := range s.hdr {
+		s.hdr[i] = 'h'
+	}
+	copy(buf, "0123456789")
+	copy(s.tail, "abcdef")
+	s.n = len(s.hdr) + 10 + 6
+	s.view = [][]byte{s.hdr[:], buf, s.tail}
+	s.evict([][]byte{buf})
+	if !s.evicted || len(s.view) != 2 || string(s.tail[:16]) != "0123456789abcdef" {
+		t.Fatalf("evicted: %v %d %q", s.evicted, len(s.view), s.tail[:16])
+	}
+	s.evict([][]byte{buf}) // idempotent
+	if string(s.tail[:16]) != "0123456789abcdef" {
+		t.Fatalf("second evict moved data: %q", s.tail[:16])
+	}
+}
+
+func TestCopyBetweenAndChecksumAt(t *testing.T) {
+	src := [][]byte{[]byte("hdr"), []byte("abc"), []byte(""), []byte("defgh")}
+	dst := [][]byte{make([]byte, 2), make([]byte, 3), make([]byte, 10)}
+	if n := copyBetween(dst, src, 4, 6); n != 6 || string(dst[0]) != "bc" || string(dst[1]) != "def" || string(dst[2][:1]) != "g" {
+		t.Fatalf("copyBetween = %d %q", n, dst)
+	}
+	small := [][]byte{make([]byte, 3)}
+	if n := copyBetween(small, src, 0, 11); n != 3 || string(small[0]) != "hdr" {
+		t.Fatalf("copyBetween into a short destination = %d %q", n, small[0])
+	}
+	flat := []byte("hdrabcdefgh")
+	if checksumAt(src, 2, 7) != checksumRange([][]byte{flat[2:9]}, 7) {
+		t.Fatal("checksumAt differs from the CRC of the flat range")
+	}
+}
+
+func TestSockaddrAndCmsg(t *testing.T) {
+	for _, s := range []string{"127.0.0.1:17000", "[::1]:9", "[fe80::1]:65535"} {
+		a := netip.MustParseAddrPort(s)
+		var raw unix.RawSockaddrInet6
+		n := putSockaddr(&raw, a)
+		if got := getSockaddr(&raw, n); got != a {
+			t.Errorf("%v: round trip %v", a, got)
+		}
+	}
+	var raw unix.RawSockaddrInet6
+	if got := getSockaddr(&raw, 2); got.IsValid() {
+		t.Errorf("short sockaddr: %v", got)
+	}
+	var w [4]uint64
+	cm := unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), 32)
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&cm[0]))
+	h.Level, h.Type = unix.SOL_UDP, unix.UDP_GRO
+	h.SetLen(unix.CmsgLen(4))
+	cm[unix.SizeofCmsghdr] = 0xc8
+	cm[unix.SizeofCmsghdr+1] = 0x05
+	if got := groSegmentSize(cm, unix.CmsgSpace(4)); got != 1480 {
+		t.Fatalf("GRO size %d", got)
+	}
+	if got := groSegmentSize(cm, 8); got != 0 {
+		t.Fatalf("truncated control: %d", got)
+	}
+	h.SetLen(1000)
+	if got := groSegmentSize(cm, 32); got != 0 {
+		t.Fatalf("bad length: %d", got)
+	}
+}
+
+// TestRingViewLookahead looks at posted entries beyond the head, across the
+// ring's wrap-around, without consuming them.
+func TestRingViewLookahead(t *testing.T) {
+	const depth, stride = 8, 16
+	mem := make([]byte, proto.RingBytes(depth, stride))
+	ring, err := shm.NewRing(mem, proto.RingRQ, depth, stride, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod, cons := shm.NewProducer(ring), shm.NewConsumer(ring)
+	v := newRingView(mem, depth, stride)
+	post := func(tag byte) {
+		slot, err := prod.Next()
+		if err != nil || slot == nil {
+			t.Fatalf("ring full: %v", err)
+		}
+		slot[0] = tag
+		prod.Publish()
+	}
+	next := byte(0)
+	for round := range 3 {
+		for range 6 {
+			post(next)
+			next++
+		}
+		head, idx, n, err := v.lookahead(cons)
+		if err != nil || n != 6 {
+			t.Fatalf("round %d: lookahead n=%d err=%v", round, n, err)
+		}
+		for k := range n {
+			if got := v.at(head, idx, k)[0]; got != next-6+byte(k) {
+				t.Fatalf("round %d: entry %d = %d, want %d", round, k, got, next-6+byte(k))
+			}
+		}
+		for range 6 {
+			cons.Advance()
+		}
+		cons.Release()
+	}
+	// A view that does not match the ring sees the head only.
+	bad := newRingView(mem, depth, 32)
+	post(99)
+	if head, _, n, _ := bad.lookahead(cons); n != 1 || head[0] != 99 {
+		t.Fatalf("mismatched view: n=%d", n)
+	}
+}
+
+// TestReassemblerRanges: out of order, duplicates, partial overlaps, and
+// no allocation once warm.
+func TestReassemblerRanges(t *testing.T) {
+	var r reassembler
+	now := time.Unix(1000, 0)
+	key := partialKey{netip.MustParseAddrPort("10.0.0.1:1"), 7}
+	msg := []byte("abcdefghijkl")
+	add := func(mo int, last bool, n int) (*partial, addResult) {
+		return r.add(key, uint32(mo), last, [][]byte{msg[mo : mo+n]}, 0, n, false, now, 4, 1<<20)
+	}
+	if p, res := add(8, true, 4); p != nil || res != addOK {
+		t.Fatal("last alone completed")
+	}
+	add(0, false, 4)
+	if p, _ := add(0, false, 4); p != nil || r.partials() != 1 {
+		t.Fatal("duplicate changed the message")
+	}
+	if _, res := add(2, false, 4); res != addBad || r.partials() != 0 {
+		t.Fatalf("partial overlap: %v, %d partials", res, r.partials())
+	}
+	order := []int{4, 0, 8}
+	for _, mo := range order {
+		p, res := add(mo, mo == 8, 4)
+		if mo == 8 {
+			if p == nil || res != addOK || string(p.buf) != string(msg) {
+				t.Fatalf("reassembled %v %v", p, res)
+			}
+			r.release(p)
+		} else if p != nil {
+			t.Fatal("completed early")
+		}
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		for _, mo := range order {
+			if p, _ := add(mo, mo == 8, 4); p != nil {
+				r.release(p)
+			}
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per message, want 0", allocs)
+	}
+}
+
+// FuzzReceivedMetadata: whatever the kernel (or a bug) leaves in a slot's
+// control and name buffers, parsing it never panics.
+func FuzzReceivedMetadata(f *testing.F) {
+	var w [4]uint64
+	cm := unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), 32)
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&cm[0]))
+	h.Level, h.Type = unix.SOL_UDP, unix.UDP_GRO
+	h.SetLen(unix.CmsgLen(4))
+	cm[unix.SizeofCmsghdr] = 0xc8
+	f.Add(append([]byte(nil), cm...), 24, []byte{2, 0, 0x42, 0x68, 127, 0, 0, 1}, uint32(16))
+	f.Add([]byte{}, 0, []byte{10, 0}, uint32(28))
+	f.Fuzz(func(t *testing.T, control []byte, n int, name []byte, namelen uint32) {
+		var cw [8]uint64
+		c := unsafe.Slice((*byte)(unsafe.Pointer(&cw[0])), 64)
+		copy(c, control)
+		if n < 0 {
+			n = -n
+		}
+		groSegmentSize(c[:min(len(control), 64)], n)
+		var raw unix.RawSockaddrInet6
+		copy((*[unix.SizeofSockaddrInet6]byte)(unsafe.Pointer(&raw))[:], name)
+		if a := getSockaddr(&raw, namelen); a.IsValid() {
+			var back unix.RawSockaddrInet6
+			if got := getSockaddr(&back, putSockaddr(&back, a)); got != a {
+				t.Fatalf("round trip %v -> %v", a, got)
+			}
+		}
+	})
+}

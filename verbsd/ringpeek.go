@@ -1,0 +1,108 @@
+package verbsd
+
+import (
+	"unsafe"
+
+	"github.com/iwarpd/iwarpd/internal/shm"
+	"github.com/iwarpd/iwarpd/proto"
+)
+
+// ringView lets the engine look at posted entries beyond the head of a
+// ring without consuming them (shm.Consumer only shows the head), so that it
+// can put several work requests into one sendmmsg/recvmmsg and still
+// consume them one by one, in order, as they complete. It locates the
+// entries from the ring's geometry and the address of the head slot;
+// whenever that does not add up it sees the head only.
+type ringView struct {
+	entries []byte
+	stride  uint32
+	mask    uint32
+}
+
+// newRingView describes the entries of a ring laid over mem (its header
+// first) with depth entries of stride octets.
+func newRingView(mem []byte, depth, stride uint32) ringView {
+	need := proto.RingHeaderLen + int(depth)*int(stride)
+	if !proto.ValidDepth(depth) || stride == 0 || len(mem) < need {
+		return ringView{}
+	}
+	return ringView{entries: mem[proto.RingHeaderLen:need:need], stride: stride, mask: depth - 1}
+}
+
+// lookahead returns the entries available to c: the head slot, its index
+// in the ring, and how many entries (the head included) can be seen with
+// at. n is 0 when nothing is posted; err is the consumer's (a corrupt
+// producer index).
+func (v *ringView) lookahead(c *shm.Consumer) (head []byte, idx uint32, n uint32, err error) {
+	head, err = c.Peek()
+	if err != nil || head == nil {
+		return nil, 0, 0, err
+	}
+	avail, err := c.Available()
+	if err != nil || avail == 0 {
+		return nil, 0, 0, err
+	}
+	if len(v.entries) == 0 || len(head) != int(v.stride) {
+		return head, 0, 1, nil
+	}
+	off := uintptr(unsafe.Pointer(&head[0])) - uintptr(unsafe.Pointer(&v.entries[0]))
+	if off >= uintptr(len(v.entries)) || off%uintptr(v.stride) != 0 {
+		return head, 0, 1, nil
+	}
+	return head, uint32(off / uintptr(v.stride)), avail, nil
+}
+
+// at returns entry k after the head at index idx (k < n of lookahead).
+func (v *ringView) at(head []byte, idx, k uint32) []byte {
+	if k == 0 {
+		return head
+	}
+	off := ((idx + k) & v.mask) * v.stride
+	return v.entries[off : off+v.stride : off+v.stride]
+}
+
+// sqView and rqView describe q's own rings (laid out by createQP: the SQ at
+// the start of the region, the RQ after it); recvView is the RQ's or the
+// SRQ's.
+func (q *qp) sqView() *ringView {
+	if !q.views.done {
+		q.initViews()
+	}
+	return &q.views.sq
+}
+
+func (q *qp) recvView() *ringView {
+	if !q.views.done {
+		q.initViews()
+	}
+	if q.srq != nil {
+		return &q.views.srq
+	}
+	return &q.views.rq
+}
+
+func (q *qp) initViews() {
+	q.views.done = true
+	if q.region == nil {
+		return
+	}
+	c := q.caps
+	sqStride := proto.SQEStride(c.MaxSendSGE, c.MaxInline)
+	q.views.sq = newRingView(q.region.mem, c.MaxSendWR, sqStride)
+	if q.rq != nil {
+		sqBytes := proto.RingBytes(c.MaxSendWR, sqStride)
+		if sqBytes <= len(q.region.mem) {
+			q.views.rq = newRingView(q.region.mem[sqBytes:], c.MaxRecvWR, proto.RQEStride(c.MaxRecvSGE))
+		}
+	}
+	if q.srq != nil && q.srq.ring != nil {
+		r := q.srq.ring
+		q.views.srq = newRingView(r.Bytes(), r.Depth(), r.Stride())
+	}
+}
+
+// qpViews caches a QP's ring views (engine-owned).
+type qpViews struct {
+	done        bool
+	sq, rq, srq ringView
+}
