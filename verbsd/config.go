@@ -117,7 +117,7 @@ func DefaultConfig() Config {
 		MaxMsgUD:          1 << 20,
 		ReassemblyTimeout: 100 * time.Millisecond,
 		MaxPartial:        16,
-		PollWindow:        50 * time.Microsecond,
+		PollWindow:        200 * time.Microsecond,
 		PollBatch:         64,
 		SocketBuffer:      4 << 20,
 		GSO:               true,

@@ -81,7 +81,7 @@ func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) 
 	maxMsg := str("max-msg-ud", strconv.Itoa(def.MaxMsgUD), "largest UD message, `octets` (sent as several datagrams)")
 	reasm := str("reassembly-timeout", def.ReassemblyTimeout.String(), "drop a partly received UD message after this `duration`")
 	partial := str("max-partial", strconv.Itoa(def.MaxPartial), "partly reassembled messages kept per QP")
-	pollWindow := str("poll-window", "50us", "keep polling this `duration` after the last work before sleeping")
+	pollWindow := str("poll-window", "200us", "keep polling this `duration` after the last work before sleeping")
 	pollBatch := str("poll-batch", strconv.Itoa(def.PollBatch), "work requests (and datagrams) served per QP per engine pass")
 	sockBuf := str("socket-buffer", strconv.Itoa(def.SocketBuffer), "SO_SNDBUF/SO_RCVBUF of datagram sockets, `octets` (0: kernel default)")
 	l := def.Limits
