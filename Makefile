@@ -5,7 +5,7 @@ FUZZTIME ?= 10s
 BENCHTIME ?= 200ms
 TESTFLAGS ?=
 
-.PHONY: build run test race fuzz lint bench clean deps
+.PHONY: build run test race fuzz lint bench bench-deps clean deps
 
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
@@ -36,9 +36,20 @@ lint:
 	$(GO) vet ./...
 
 # Go benchmarks of the wire layers; each prints beside its baseline
-# (raw CRC32c) measured in the same run.
-bench:
+# (raw CRC32c) measured in the same run. Then the UD benchmark program
+# (docs/benchmarks.md): latency and bandwidth through two daemons, as ratios
+# to raw sockets measured in the same run; BENCHFLAGS passes it flags
+# (e.g. BENCHFLAGS=-quick).
+BENCHFLAGS ?=
+bench: build bench-deps
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./internal/crc32c/ ./mpa/ ./ddp/ ./llp/...
+	./$(BIN)/iwarp-bench -bin $(BIN) $(BENCHFLAGS)
+
+# What iwarp-bench can use beyond the project: fi_pingpong (libfabric-bin)
+# and iproute2; never fails (the benchmark skips what is missing).
+bench-deps:
+	./scripts/install-bench-deps.sh
 
 clean:
 	rm -rf $(BIN)
+

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// fakeBin builds testdata/fake and makes a directory whose iwarpd and
+// iwarp-perf are that program.
+func fakeBin(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "fake")
+	if out, err := exec.Command("go", "build", "-o", fake, "./testdata/fake").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./testdata/fake: %v\n%s", err, out)
+	}
+	for _, name := range []string{"iwarpd", "iwarp-perf"} {
+		if err := os.Symlink(fake, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestPipeline runs the benchmark over the fakes: known figures must come
+// out as the right medians, ratios and verdicts, in the table and in JSON.
+func TestPipeline(t *testing.T) {
+	bin := fakeBin(t)
+	var stdout, stderr bytes.Buffer
+	args := []string{"-bin", bin, "-scenario", "loopback", "-rounds", "3", "-n", "10", "-bw-n", "10", "-fi=false"}
+	if code := run(args, &stdout, &stderr); code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	out := stdout.String()
+	for name, want := range map[string]string{
+		"UD lat 64 B, median one way":    "7.50 [7.50 – 7.50] µs",
+		"UD lat 64 B, mean one way":      "15.0 [15.0 – 15.0] µs",
+		"raw UDP bw 65507 B (sendmmsg)":  "40.0 [40.0 – 40.0] Gb/s",
+		"UD lat / raw UDP lat (medians)": "1.50× [1.50× – 1.50×] ≤ 1.5× PASS",
+		"UD bw / raw UDP bw":             "0.75× [0.75× – 0.75×] ≥ 0.7× PASS",
+		"UD bw / raw TCP bw":             "1.50× [1.50× – 1.50×] — n/a",
+	} {
+		if got := row(out, name); got != want {
+			t.Errorf("row %q: %q, want %q\n%s", name, got, want, out)
+		}
+	}
+	if n := strings.Count(stderr.String(), "[loopback "); n != 15 {
+		t.Errorf("%d progress lines, want 15 (5 runs × 3 rounds):\n%s", n, stderr.String())
+	}
+
+	stdout.Reset()
+	if code := run(append(args, "-json"), &stdout, &stderr); code != exitOK {
+		t.Fatalf("-json: exit %d", code)
+	}
+	var doc document
+	if err := json.Unmarshal(stdout.Bytes(), &doc); err != nil {
+		t.Fatalf("-json: %v\n%s", err, stdout.String())
+	}
+	if !doc.OK || len(doc.Scenarios) != 1 || doc.Scenarios[0].Ratios[0].Summary.Median != 1.5 || doc.Scenarios[0].Ratios[0].Verdict != "PASS" {
+		t.Errorf("-json document: %s", stdout.String())
+	}
+}
+
+// TestPipelineDataWrong: a run whose data is wrong makes the benchmark fail
+// (exit 1) and say so; the other runs still count.
+func TestPipelineDataWrong(t *testing.T) {
+	bin := fakeBin(t)
+	if err := os.WriteFile(filepath.Join(bin, "MISMATCH"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"-bin", bin, "-scenario", "loopback", "-rounds", "1", "-n", "10", "-bw-n", "10", "-fi=false"}, &stdout, &stderr)
+	if code != exitFailed {
+		t.Errorf("exit %d, want %d", code, exitFailed)
+	}
+	out := stdout.String()
+	if !strings.Contains(out, "FAILED: round 1: UD lat 64 B") || !strings.Contains(out, "SOME RUNS FAILED") ||
+		!strings.Contains(out, "byte 17 of 64") {
+		t.Errorf("output:\n%s", out)
+	}
+}
+
+func TestUsage(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"-bin", t.TempDir()}, &stdout, &stderr); code != exitUsage ||
+		!strings.Contains(stderr.String(), "run make build, or give -bin DIR") {
+		t.Errorf("missing binaries: exit %d, %q", code, stderr.String())
+	}
+	if code := run([]string{"-h"}, &stdout, &stderr); code != exitOK {
+		t.Errorf("-h: exit %d", code)
+	}
+}
+
+// row returns the fields after name on the table line that starts with
+// name, joined by single spaces.
+func row(out, name string) string {
+	for _, line := range strings.Split(out, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
+			return strings.Join(strings.Fields(rest), " ")
+		}
+	}
+	return ""
+}

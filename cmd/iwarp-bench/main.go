@@ -1,0 +1,267 @@
+// Command iwarp-bench is the UD benchmark of iwarpd: 64 B ping-pong latency
+// (half round trip) and 64 KiB streaming bandwidth through ofverbs, two
+// daemons with their clients, each node (daemon + client) bound to its own
+// CPU, every number printed as a ratio to raw sockets measured in the same
+// run between the same endpoints with the same wait discipline (poll, then
+// block). It drives the binaries of `make build` (bin/iwarpd,
+// bin/iwarp-perf) and, when installed, libfabric's fi_pingpong as a
+// reference.
+//
+// Scenarios: "loopback" (two daemons on 127.0.0.1) and "veth" (two network
+// namespaces joined by a veth pair at MTU 1500; needs root and iproute2).
+// Runs are interleaved over -rounds rounds; each metric is reported as its
+// median and [min–max] over the rounds, each ratio round by round.
+//
+// Targets are informational: the exit status is 0 when every run completed
+// with every message intact, 1 when a run failed or data was wrong, 2 for a
+// usage error — never for a missed target. See docs/benchmarks.md.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const (
+	exitOK     = 0
+	exitFailed = 1
+	exitUsage  = 2
+)
+
+// Message sizes. Raw UDP cannot carry 65536 octets in one datagram: its
+// bandwidth baseline uses the largest datagram, 65507; bandwidths are
+// compared in bits per second, so the 0.04 % difference in size is noise.
+const (
+	latSize    = 64
+	bwSize     = 65536
+	rawUDPSize = 65507
+)
+
+// benchConfig is what the flags say.
+type benchConfig struct {
+	Bin         string        `json:"bin"`
+	Scenario    string        `json:"scenario"`
+	Rounds      int           `json:"rounds"`
+	LatIters    int           `json:"lat_iterations"`
+	BWIters     int           `json:"bw_iterations"`
+	Window      int           `json:"window"`
+	PollWindow  time.Duration `json:"poll_window_ns"`
+	DaemonArgs  []string      `json:"daemon_args"`
+	CPUA        int           `json:"cpu_a"`
+	CPUB        int           `json:"cpu_b"`
+	FI          bool          `json:"fi"`
+	FIPingpong  string        `json:"fi_pingpong,omitempty"` // path, when found
+	PerfTimeout time.Duration `json:"perf_timeout_ns"`
+	RunTimeout  time.Duration `json:"run_timeout_ns"`
+	Quick       bool          `json:"quick"`
+	Only        []string      `json:"only,omitempty"` // metric keys of the runs to make (all when empty)
+	JSON        bool          `json:"-"`
+}
+
+// knownRuns are the keys -only accepts.
+var knownRuns = map[string]bool{kRawUDPLat: true, kUDLat: true, kFIRxdLat: true, kFIUDPLat: true, kRawUDPBW: true, kUDBW: true, kRawTCPBW: true}
+
+// only returns the runs to make (nil: all).
+func (c *benchConfig) only() map[string]bool {
+	if len(c.Only) == 0 {
+		return nil
+	}
+	m := map[string]bool{}
+	for _, k := range c.Only {
+		m[k] = true
+	}
+	return m
+}
+
+func (c *benchConfig) perfBin() string   { return filepath.Join(c.Bin, "iwarp-perf") }
+func (c *benchConfig) daemonBin() string { return filepath.Join(c.Bin, "iwarpd") }
+
+// ctlBin is iwarpctl when built beside the others ("" if not).
+func (c *benchConfig) ctlBin() string {
+	p := filepath.Join(c.Bin, "iwarpctl")
+	if _, err := os.Stat(p); err != nil {
+		return ""
+	}
+	return p
+}
+
+func (c *benchConfig) describe() string {
+	fi := "fi_pingpong: not found (scripts/install-bench-deps.sh installs libfabric-bin)"
+	switch {
+	case !c.FI:
+		fi = "fi_pingpong: off"
+	case c.FIPingpong != "":
+		fi = "fi_pingpong: " + c.FIPingpong
+	}
+	daemon := "defaults"
+	if len(c.DaemonArgs) > 0 {
+		daemon = strings.Join(c.DaemonArgs, " ")
+	}
+	only := ""
+	if len(c.Only) > 0 {
+		only = "; only " + strings.Join(c.Only, ",")
+	}
+	return fmt.Sprintf("rounds %d%s; lat %d × %d B, bw %d × %d B (raw UDP %d B), window %d; clients poll %v then block; "+
+		"iwarpd %s; node A cpu %d, node B cpu %d; %s",
+		c.Rounds, only, c.LatIters, latSize, c.BWIters, bwSize, rawUDPSize, c.Window, c.PollWindow, daemon, c.CPUA, c.CPUB, fi)
+}
+
+// defaultBin is the directory of the iwarp-bench executable when iwarpd is
+// beside it (as after make build), else ./bin.
+func defaultBin() string {
+	if exe, err := os.Executable(); err == nil {
+		dir := filepath.Dir(exe)
+		if _, err := os.Stat(filepath.Join(dir, "iwarpd")); err == nil {
+			return dir
+		}
+	}
+	return "bin"
+}
+
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func parseConfig(args []string, stderr io.Writer) (benchConfig, error) {
+	c := benchConfig{}
+	fs := flag.NewFlagSet("iwarp-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.Bin, "bin", defaultBin(), "`directory` holding iwarpd and iwarp-perf (make build)")
+	fs.StringVar(&c.Scenario, "scenario", "all", "`which`: loopback, veth or all")
+	fs.IntVar(&c.Rounds, "rounds", 5, "interleaved rounds of every run")
+	fs.IntVar(&c.LatIters, "n", 10000, "latency `iterations` (round trips) per run")
+	fs.IntVar(&c.BWIters, "bw-n", 5000, "bandwidth `messages` per run")
+	fs.IntVar(&c.Window, "window", 64, "bandwidth: most messages in flight (iwarp-perf -window)")
+	fs.DurationVar(&c.PollWindow, "poll-window", 50*time.Microsecond, "clients (raw and UD alike) poll this long, then block (iwarp-perf -poll-window)")
+	daemonArgs := fs.String("daemon-args", "", "extra iwarpd `flags` for both daemons (space separated; \"\" for the daemon's defaults)")
+	fs.IntVar(&c.CPUA, "cpu-a", 0, "CPU of node A (daemon A and the servers); -1: unbound")
+	fs.IntVar(&c.CPUB, "cpu-b", 1, "CPU of node B (daemon B and the clients); -1: unbound")
+	fs.BoolVar(&c.FI, "fi", true, "loopback: also run fi_pingpong (rdm udp;ofi_rxd and dgram udp) when installed")
+	fs.DurationVar(&c.PerfTimeout, "perf-timeout", 10*time.Second, "iwarp-perf -timeout: longest wait for one message")
+	fs.DurationVar(&c.RunTimeout, "run-timeout", 120*time.Second, "longest time one run (server + client) may take before it is killed")
+	fs.BoolVar(&c.Quick, "quick", false, "smoke mode: 1 round, 200 latency iterations, 100 bandwidth messages (unless -n/-bw-n/-rounds are given)")
+	only := fs.String("only", "", "comma-separated `runs` to make (for profiling): raw_udp_lat, ud_lat, fi_rxd_lat, fi_udp_lat, raw_udp_bw, ud_bw, raw_tcp_bw")
+	fs.BoolVar(&c.JSON, "json", false, "print one JSON document instead of the tables")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: iwarp-bench [flags]\n\n"+
+			"UD latency and bandwidth through two iwarpd daemons, as ratios to raw sockets measured in the same run.\n"+
+			"Exit status: 0 every run completed with intact data (targets met or not), 1 a run failed or data was wrong, 2 usage.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, &usageError{fmt.Sprintf("unexpected arguments %q", fs.Args())}
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if c.Quick {
+		if !set["rounds"] {
+			c.Rounds = 1
+		}
+		if !set["n"] {
+			c.LatIters = 200
+		}
+		if !set["bw-n"] {
+			c.BWIters = 100
+		}
+	}
+	c.DaemonArgs = strings.Fields(*daemonArgs)
+	for _, k := range strings.FieldsFunc(*only, func(r rune) bool { return r == ',' || r == ' ' }) {
+		if !knownRuns[k] {
+			return c, &usageError{fmt.Sprintf("-only %q: unknown run (want raw_udp_lat, ud_lat, fi_rxd_lat, fi_udp_lat, raw_udp_bw, ud_bw, raw_tcp_bw)", k)}
+		}
+		c.Only = append(c.Only, k)
+	}
+	switch {
+	case c.Scenario != "loopback" && c.Scenario != "veth" && c.Scenario != "all":
+		return c, &usageError{fmt.Sprintf("-scenario %q: want loopback, veth or all", c.Scenario)}
+	case c.Rounds < 1 || c.LatIters < 1 || c.BWIters < 1:
+		return c, &usageError{"-rounds, -n and -bw-n must be at least 1"}
+	case c.Window < 1 || c.Window > 4096:
+		return c, &usageError{fmt.Sprintf("-window %d: want 1..4096", c.Window)}
+	case c.PollWindow < 0 || c.PerfTimeout <= 0 || c.RunTimeout <= 0:
+		return c, &usageError{"-poll-window must be >= 0, -perf-timeout and -run-timeout > 0"}
+	case c.CPUA >= runtime.NumCPU() || c.CPUB >= runtime.NumCPU():
+		return c, &usageError{fmt.Sprintf("-cpu-a %d / -cpu-b %d: this machine has %d CPUs", c.CPUA, c.CPUB, runtime.NumCPU())}
+	}
+	for _, b := range []string{c.daemonBin(), c.perfBin()} {
+		if st, err := os.Stat(b); err != nil || st.IsDir() {
+			return c, &usageError{fmt.Sprintf("%s not found: run make build, or give -bin DIR", b)}
+		}
+	}
+	if c.FI {
+		if p, err := exec.LookPath("fi_pingpong"); err == nil {
+			c.FIPingpong = p
+		}
+	}
+	return c, nil
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseConfig(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		var ue *usageError
+		if errors.As(err, &ue) {
+			fmt.Fprintf(stderr, "iwarp-bench: %v\n", err)
+		}
+		return exitUsage
+	}
+	s := newSession()
+	defer s.close()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer func() { signal.Stop(sig); close(sig) }()
+	go func() {
+		if _, ok := <-sig; ok {
+			fmt.Fprintln(stderr, "iwarp-bench: interrupted; cleaning up")
+			s.close()
+			os.Exit(exitFailed)
+		}
+	}()
+
+	doc := &document{Machine: machineLine(), Tree: treeCommit(), Config: cfg, OK: true}
+	fmt.Fprintf(stderr, "iwarp-bench: machine: %s\n", doc.Machine)
+	if cfg.Scenario == "loopback" || cfg.Scenario == "all" {
+		doc.Scenarios = append(doc.Scenarios, runLoopback(s, &cfg, stderr))
+	}
+	if cfg.Scenario == "veth" || cfg.Scenario == "all" {
+		doc.Scenarios = append(doc.Scenarios, runVeth(s, &cfg, stderr))
+	}
+	for _, sc := range doc.Scenarios {
+		if len(sc.Failures) > 0 {
+			doc.OK = false
+		}
+	}
+	if cfg.JSON {
+		err = writeJSON(stdout, doc)
+	} else {
+		err = writeTables(stdout, doc)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "iwarp-bench: %v\n", err)
+		return exitFailed
+	}
+	if !doc.OK {
+		return exitFailed
+	}
+	return exitOK
+}

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// step is one run of a round: it measures and records its metrics for round
+// r, or fails.
+type step struct {
+	key       string // the metric it records (first of them)
+	label     string
+	reference bool // a failure is a warning (another project's program)
+	run       func(r int) (string, error)
+}
+
+// Metric keys.
+const (
+	kRawUDPLat = "raw_udp_lat"
+	kUDLat     = "ud_lat"
+	kUDLatMean = "ud_lat_mean"
+	kFIRxdLat  = "fi_rxd_lat"
+	kFIUDPLat  = "fi_udp_lat"
+	kRawUDPBW  = "raw_udp_bw"
+	kUDBW      = "ud_bw"
+	kRawTCPBW  = "raw_tcp_bw"
+)
+
+// runRounds runs every step in order, round after round (interleaved), with
+// a progress line per run on progress.
+// Only the steps whose key is in only run when only is not empty.
+func runRounds(sc *scenario, steps []step, only map[string]bool, progress io.Writer) {
+	for r := range sc.Rounds {
+		for _, st := range steps {
+			if len(only) > 0 && !only[st.key] {
+				continue
+			}
+			start := time.Now()
+			what, err := st.run(r)
+			took := time.Since(start).Round(time.Millisecond)
+			switch {
+			case err == nil:
+				fmt.Fprintf(progress, "[%s %d/%d] %s: %s (%v)\n", sc.Name, r+1, sc.Rounds, st.label, what, took)
+			case st.reference:
+				msg := fmt.Sprintf("round %d: %s: %v", r+1, st.label, err)
+				sc.Warnings = append(sc.Warnings, msg)
+				fmt.Fprintf(progress, "[%s %d/%d] %s: reference run failed (%v): %v\n", sc.Name, r+1, sc.Rounds, st.label, took, err)
+			default:
+				msg := fmt.Sprintf("round %d: %s: %v", r+1, st.label, err)
+				sc.Failures = append(sc.Failures, msg)
+				fmt.Fprintf(progress, "[%s %d/%d] %s: FAILED (%v): %v\n", sc.Name, r+1, sc.Rounds, st.label, took, err)
+			}
+		}
+	}
+	sc.finish()
+}
+
+// perfSteps returns the iwarp-perf runs of a scenario between nodes a
+// (servers) and b (clients).
+func perfSteps(s *session, cfg *benchConfig, sc *scenario, a, b *node) []step {
+	lat := func(key, label, transport string, meanKey string) step {
+		t := perfTest{label: label, transport: transport, test: "lat", size: latSize, iters: cfg.LatIters}
+		return step{key: key, label: label, run: func(r int) (string, error) {
+			rep, err := s.runPerf(cfg, a, b, t)
+			if err != nil {
+				return "", udContext(cfg, err, transport, a, b)
+			}
+			l := rep.Results[0].Latency
+			sc.record(key, r, l.MedianUS)
+			if meanKey != "" {
+				sc.record(meanKey, r, l.AvgUS)
+			}
+			return fmt.Sprintf("median %.2f µs, mean %.2f µs, p99 %.2f µs one way", l.MedianUS, l.AvgUS, l.P99US), nil
+		}}
+	}
+	bw := func(key, label, transport string, size int) step {
+		t := perfTest{label: label, transport: transport, test: "bw", size: size, iters: cfg.BWIters}
+		return step{key: key, label: label, run: func(r int) (string, error) {
+			rep, err := s.runPerf(cfg, a, b, t)
+			if err != nil {
+				return "", udContext(cfg, err, transport, a, b)
+			}
+			w := rep.Results[0].Bandwidth
+			sc.record(key, r, w.AvgGbps)
+			return fmt.Sprintf("%.2f Gb/s average, %.2f Gb/s peak, %.0f msg/s", w.AvgGbps, w.PeakGbps, w.MsgRateMpps*1e6), nil
+		}}
+	}
+	return []step{
+		lat(kRawUDPLat, "raw UDP lat 64 B", "raw-udp", ""),
+		lat(kUDLat, "UD lat 64 B", "ud", kUDLatMean),
+		bw(kRawUDPBW, "raw UDP bw 65507 B", "raw-udp", rawUDPSize),
+		bw(kUDBW, "UD bw 64 KiB", "ud", bwSize),
+		bw(kRawTCPBW, "raw TCP bw 64 KiB", "raw-tcp", bwSize),
+	}
+}
+
+// udContext adds the daemons' drop counters to the error of a failed UD run.
+func udContext(cfg *benchConfig, err error, transport string, a, b *node) error {
+	if transport != "ud" {
+		return err
+	}
+	ca, cb := daemonCounters(cfg.ctlBin(), a.socket), daemonCounters(cfg.ctlBin(), b.socket)
+	if ca == "" && cb == "" {
+		return err
+	}
+	return fmt.Errorf("%w [iwarpd A: %s; iwarpd B: %s]", err, ca, cb)
+}
+
+func latencyMetrics(sc *scenario) {
+	sc.addMetric(kRawUDPLat, "raw UDP lat 64 B, median one way", "us", false)
+	sc.addMetric(kUDLat, "UD lat 64 B, median one way", "us", false)
+	sc.addMetric(kUDLatMean, "UD lat 64 B, mean one way", "us", false)
+}
+
+func bandwidthMetrics(sc *scenario) {
+	sc.addMetric(kRawUDPBW, "raw UDP bw 65507 B (sendmmsg)", "Gb/s", false)
+	sc.addMetric(kUDBW, "UD bw 64 KiB", "Gb/s", false)
+	sc.addMetric(kRawTCPBW, "raw TCP bw 64 KiB (writev)", "Gb/s", false)
+}
+
+// startNodes starts one daemon per node.
+func startNodes(s *session, cfg *benchConfig, a, b *node) error {
+	dir, err := os.MkdirTemp("", "iwarp-bench-")
+	if err != nil {
+		return err
+	}
+	s.onClose(func() { os.RemoveAll(dir) })
+	a.socket, b.socket = filepath.Join(dir, "a.sock"), filepath.Join(dir, "b.sock")
+	if err := s.startDaemon(cfg.daemonBin(), a, "30000-30049", cfg.DaemonArgs); err != nil {
+		return err
+	}
+	return s.startDaemon(cfg.daemonBin(), b, "30050-30099", cfg.DaemonArgs)
+}
+
+// runLoopback measures two daemons on 127.0.0.1, one per CPU.
+func runLoopback(s *session, cfg *benchConfig, progress io.Writer) *scenario {
+	sc := newScenario("loopback",
+		fmt.Sprintf("two iwarpd on 127.0.0.1; node A (daemon A + servers) on cpu %d, node B (daemon B + clients) on cpu %d",
+			cfg.CPUA, cfg.CPUB), cfg.Rounds)
+	latencyMetrics(sc)
+	fi := cfg.FIPingpong != ""
+	if fi {
+		sc.addMetric(kFIRxdLat, "fi_pingpong rdm udp;ofi_rxd 64 B, mean one way", "us", true)
+		sc.addMetric(kFIUDPLat, "fi_pingpong dgram udp 64 B, mean one way", "us", true)
+	}
+	bandwidthMetrics(sc)
+	sc.addRatio("UD lat / raw UDP lat (medians)", kUDLat, kRawUDPLat, "<=", 1.5)
+	if fi {
+		sc.addRatio("UD lat / fi rxd lat (means)", kUDLatMean, kFIRxdLat, "<=", 1.0)
+	}
+	sc.addRatio("UD bw / raw UDP bw", kUDBW, kRawUDPBW, ">=", 0.7)
+	sc.addRatio("UD bw / raw TCP bw", kUDBW, kRawTCPBW, "", 0)
+
+	a := &node{name: "A", cpu: cfg.CPUA, addr: "127.0.0.1"}
+	b := &node{name: "B", cpu: cfg.CPUB, addr: "127.0.0.1"}
+	if err := startNodes(s, cfg, a, b); err != nil {
+		sc.Failures = append(sc.Failures, err.Error())
+		fmt.Fprintf(progress, "[loopback] FAILED: %v\n", err)
+		sc.finish()
+		return sc
+	}
+	steps := perfSteps(s, cfg, sc, a, b)
+	if fi {
+		fiStep := func(key, label, endpoint, provider string) step {
+			return step{key: key, label: label, reference: true, run: func(r int) (string, error) {
+				v, err := s.runFI(cfg, a, b, endpoint, provider, cfg.LatIters)
+				if err != nil {
+					return "", err
+				}
+				sc.record(key, r, v)
+				return fmt.Sprintf("mean %.2f µs one way", v), nil
+			}}
+		}
+		// Right after the UD latency run, so that the two meet the same noise.
+		steps = append(steps[:2:2], append([]step{
+			fiStep(kFIRxdLat, "fi_pingpong rdm udp;ofi_rxd 64 B", "rdm", "udp;ofi_rxd"),
+			fiStep(kFIUDPLat, "fi_pingpong dgram udp 64 B", "dgram", "udp"),
+		}, steps[2:]...)...)
+	}
+	runRounds(sc, steps, cfg.only(), progress)
+	return sc
+}
+
+// runVeth measures two daemons in two network namespaces joined by a veth
+// pair at MTU 1500.
+func runVeth(s *session, cfg *benchConfig, progress io.Writer) *scenario {
+	sc := newScenario("veth",
+		fmt.Sprintf("two network namespaces, veth pair MTU %d (%s, %s), one iwarpd each; node A on cpu %d, node B on cpu %d",
+			vethMTU, vethAddrA, vethAddrB, cfg.CPUA, cfg.CPUB), cfg.Rounds)
+	if why := vethUnavailable(); why != "" {
+		sc.Skipped = why
+		fmt.Fprintf(progress, "[veth] skipped: %s\n", why)
+		return sc
+	}
+	latencyMetrics(sc)
+	bandwidthMetrics(sc)
+	sc.addRatio("UD lat / raw UDP lat (medians)", kUDLat, kRawUDPLat, "<=", 1.5)
+	sc.addRatio("UD bw / raw TCP bw", kUDBW, kRawTCPBW, ">=", 0.8)
+	sc.addRatio("UD bw / raw UDP bw (fragmented)", kUDBW, kRawUDPBW, "", 0)
+	nsA, nsB, err := s.setupVeth()
+	if err != nil {
+		sc.Failures = append(sc.Failures, err.Error())
+		fmt.Fprintf(progress, "[veth] FAILED: %v\n", err)
+		sc.finish()
+		return sc
+	}
+	a := &node{name: "A", cpu: cfg.CPUA, netns: nsA, addr: vethAddrA}
+	b := &node{name: "B", cpu: cfg.CPUB, netns: nsB, addr: vethAddrB}
+	if err := startNodes(s, cfg, a, b); err != nil {
+		sc.Failures = append(sc.Failures, err.Error())
+		fmt.Fprintf(progress, "[veth] FAILED: %v\n", err)
+		sc.finish()
+		return sc
+	}
+	runRounds(sc, perfSteps(s, cfg, sc, a, b), cfg.only(), progress)
+	return sc
+}
