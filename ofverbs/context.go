@@ -109,6 +109,8 @@ type Context struct {
 	cqs      map[uint32]*CQ
 	qps      map[uint32]*QP
 	srqs     map[uint32]*SRQ
+
+	cm cmState // connection manager (cm.go)
 }
 
 type reply struct {
@@ -271,6 +273,10 @@ func (c *Context) readLoop() {
 		}
 		if h.Op == proto.OpEvent {
 			c.dispatchEvent(body)
+			continue
+		}
+		if h.Op == proto.OpCMEvent {
+			c.dispatchCMEvent(body)
 			continue
 		}
 		r := reply{h: h, body: bytes.Clone(body)}

@@ -53,10 +53,17 @@ const (
 	OpCreateSRQ
 	OpDestroySRQ
 	OpInspect // daemon state for iwarpctl
+	OpListen
+	OpCloseListener
+	OpAccept
+	OpReject
+	OpConnect
+	OpDisconnect
 	opCount
 
-	OpEvent Op = 0x4000 // asynchronous event, daemon to client
-	OpReply Op = 0x8000 // set in replies
+	OpEvent   Op = 0x4000 // asynchronous event, daemon to client
+	OpCMEvent Op = 0x4001 // connection manager event (CMEvent), daemon to client
+	OpReply   Op = 0x8000 // set in replies
 )
 
 var opNames = [...]string{
@@ -66,7 +73,8 @@ var opNames = [...]string{
 	OpCreateCQ: "create-cq", OpDestroyCQ: "destroy-cq",
 	OpCreateQP: "create-qp", OpModifyQP: "modify-qp", OpQueryQP: "query-qp", OpDestroyQP: "destroy-qp",
 	OpCreateAH: "create-ah", OpDestroyAH: "destroy-ah", OpCreateSRQ: "create-srq", OpDestroySRQ: "destroy-srq",
-	OpInspect: "inspect",
+	OpInspect: "inspect", OpListen: "listen", OpCloseListener: "close-listener", OpAccept: "accept",
+	OpReject: "reject", OpConnect: "connect", OpDisconnect: "disconnect",
 }
 
 func (op Op) String() string {
@@ -75,6 +83,8 @@ func (op Op) String() string {
 	switch {
 	case base == OpEvent:
 		name = "event"
+	case base == OpCMEvent:
+		name = "cm-event"
 	case base > 0 && base < opCount:
 		name = opNames[base]
 	}

@@ -68,6 +68,9 @@ type Config struct {
 	// (UDP_GRO); the engine takes them apart.
 	GRO    bool
 	Limits Limits
+	// MPA is the device's policy for RC connection establishment (cm_config.go;
+	// the zero value is the RFC-conforming default).
+	MPA MPAConfig
 	// Log receives the daemon's few log lines (session open/close, errors
 	// of control requests). Nil: discard. Never called per packet.
 	Log Logger

@@ -16,8 +16,13 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 	}
 	switch req.Type {
 	case proto.QPTypeUD:
-	case proto.QPTypeRC, proto.QPTypeRD:
-		return nil, errf(unix.EOPNOTSUPP, "create-qp: %v queue pairs are not supported yet (UD only)", req.Type)
+	case proto.QPTypeRC:
+		// Connected with Connect/Accept (cm*.go): no socket until then.
+		if req.Port != 0 || req.NoCRC {
+			return nil, errf(unix.EINVAL, "create-qp: port and no_crc are datagram options; RC QPs negotiate with MPA")
+		}
+	case proto.QPTypeRD:
+		return nil, errf(unix.EOPNOTSUPP, "create-qp: %v queue pairs are not supported yet", req.Type)
 	default:
 		return nil, errf(unix.EINVAL, "create-qp: unknown QP type %d", req.Type)
 	}
@@ -57,7 +62,7 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 		return nil, err
 	}
 	q := &qp{s: s, caps: c, sigAll: req.SigAll, noCRC: req.NoCRC, state: proto.QPStateReset, region: m, fd: -1,
-		tail: make([]byte, tailLen), maxRecvS: c.MaxRecvSGE}
+		maxRecvS: c.MaxRecvSGE, typ: req.Type}
 	fail := func(err error) (any, error) {
 		closeQP(q)
 		return nil, err
@@ -74,8 +79,10 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 		}
 		q.rq = shm.NewConsumer(rqRing)
 	}
-	if q.fd, q.local, err = s.srv.bindUD(req.Port); err != nil {
-		return fail(err)
+	if req.Type == proto.QPTypeUD {
+		if q.fd, q.local, err = s.srv.bindUD(req.Port); err != nil {
+			return fail(err)
+		}
 	}
 	var reply proto.CreateQPReply
 	err = s.eng.Do(func() error {
@@ -102,7 +109,9 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 			return err
 		}
 		q.handle, q.pd, q.sendCQ, q.recvCQ, q.srq = h, p, scq, rcq, x
-		if err := s.eng.addQP(q); err != nil {
+		if q.typ == proto.QPTypeRC {
+			s.eng.addRCQP(q)
+		} else if err := s.eng.addQP(q); err != nil {
 			return err
 		}
 		p.refs++
@@ -112,7 +121,7 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 			x.refs++
 		}
 		s.qps[h] = q
-		reply = proto.CreateQPReply{Handle: h, QPN: q.qpn, Addr: q.local.String()}
+		reply = proto.CreateQPReply{Handle: h, QPN: q.qpn, Addr: qpAddr(q)}
 		return nil
 	})
 	if err != nil {
@@ -179,6 +188,9 @@ func (s *session) modifyQP(body []byte, _ []int) (any, error) {
 			return errf(unix.EINVAL, "modify-qp: no QP %d", req.QP)
 		}
 		from, to := q.state, req.State
+		if q.typ == proto.QPTypeRC && (to == proto.QPStateRTR || to == proto.QPStateRTS) {
+			return errf(unix.EINVAL, "modify-qp: RC QPs are connected with rdma-cm style Connect/Accept, not moved to %v", to)
+		}
 		ok := false
 		switch to {
 		case proto.QPStateReset, proto.QPStateError:
@@ -215,7 +227,7 @@ func (s *session) queryQP(body []byte, _ []int) (any, error) {
 		if q == nil {
 			return errf(unix.EINVAL, "query-qp: no QP %d", req.Handle)
 		}
-		reply = proto.QueryQPReply{Type: proto.QPTypeUD, State: q.state, QPN: q.qpn, Addr: q.local.String(), Caps: q.caps}
+		reply = proto.QueryQPReply{Type: q.typ, State: q.state, QPN: q.qpn, Addr: qpAddr(q), Caps: q.caps}
 		return nil
 	})
 }

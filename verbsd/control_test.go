@@ -157,8 +157,8 @@ func TestLimitsAndObjectRules(t *testing.T) {
 	big.MaxSendSGE = 61
 	_, err = c.CreateQP(pd, cq, cq, big, verbsdtest.QPOptions{})
 	wantErrno(t, "61 SGEs", err, unix.EINVAL)
-	_, err = c.Call(proto.OpCreateQP, proto.CreateQPRequest{PD: pd, Type: proto.QPTypeRC, Caps: defaultCaps}, nil)
-	wantErrno(t, "RC QP", err, unix.EOPNOTSUPP)
+	_, err = c.Call(proto.OpCreateQP, proto.CreateQPRequest{PD: pd, Type: proto.QPTypeRD, Caps: defaultCaps}, nil)
+	wantErrno(t, "RD QP", err, unix.EOPNOTSUPP)
 	_, err = c.Call(proto.OpDeallocPD, proto.Handle{Handle: pd}, nil)
 	wantErrno(t, "dealloc busy PD", err, unix.EBUSY)
 	_, err = c.Call(proto.OpDestroyCQ, proto.Handle{Handle: cq.Handle}, nil)

@@ -260,6 +260,12 @@ func (e *engine) sleepTimeout(now time.Time) int {
 				timeout = max(ms, 1)
 			}
 		}
+		if d, ok := q.rcDeadline(); ok { // an RC connection closing (rc_conn.go)
+			ms := int(d.Sub(now)/time.Millisecond) + 1
+			if timeout < 0 || ms < timeout {
+				timeout = max(ms, 1)
+			}
+		}
 	}
 	return timeout
 }

@@ -25,6 +25,9 @@ type mr struct {
 	mem    []byte // the registered octets, inside region.Mem
 	addr   uint64 // where the client has mem[0]
 	access proto.Access
+	// invalid: the STag was invalidated (RC local invalidate or Send with
+	// Invalidate); it stays unusable, locally and remotely, until deregistered.
+	invalid bool
 }
 
 type compChannel struct {
@@ -70,7 +73,7 @@ type srq struct {
 // other than WCSuccess on any failure.
 func (s *session) translate(sge proto.SGE, p *pd, write bool) ([]byte, proto.WCStatus) {
 	m := s.mrs[sge.LKey>>8]
-	if m == nil || m.lkey != sge.LKey || m.pd != p {
+	if m == nil || m.lkey != sge.LKey || m.pd != p || m.invalid {
 		return nil, proto.WCLocProtErr
 	}
 	if write && m.access&proto.AccessLocalWrite == 0 {

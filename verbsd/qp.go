@@ -41,12 +41,19 @@ type qp struct {
 	gso     bool   // UDP GSO allowed on its socket (off after the kernel refused)
 
 	// Receive side.
-	tail     []byte // unused since receives are batched (engine-wide scratch)
 	rwr      recvWR
 	reasm    reassembler
 	maxRecvS uint32 // SGEs per RQE (QP's or SRQ's)
 
 	stats counters
+
+	// RC (nil rc on UD QPs; see rc_*.go).
+	rc         *rcConn
+	onRCClosed rcCloseFunc // set by the CM; told when the connection ends
+
+	// Connection manager (cm*.go).
+	typ proto.QPType // RC or UD
+	cm  qpCM
 }
 
 // recvWR is a copied, validated receive work request.
@@ -68,6 +75,9 @@ func (q *qp) recvRing() *shm.Consumer {
 // hasWork reports whether the client published work the engine must act on
 // now: sends in RTS, or anything to flush in ERROR.
 func (q *qp) hasWork() bool {
+	if q.typ == proto.QPTypeRC {
+		return q.rcHasWork()
+	}
 	switch q.state {
 	case proto.QPStateRTS:
 		n, err := q.sq.Available()
@@ -89,6 +99,9 @@ func (q *qp) hasWork() bool {
 // serviceQP does at most PollBatch units of work on q and reports whether
 // it did any.
 func (e *engine) serviceQP(q *qp, now time.Time) bool {
+	if q.typ == proto.QPTypeRC {
+		return e.serviceRC(q, now) // rc_conn.go
+	}
 	work := false
 	if q.readable {
 		work = e.receive(q, now)

@@ -175,8 +175,8 @@ func (s *session) info() proto.SessionInfo {
 	}
 	for _, h := range sortedKeys(s.qps) {
 		q := s.qps[h]
-		qi := proto.QPInfo{Handle: h, QPN: q.qpn, Type: proto.QPTypeUD.String(), State: q.state.String(),
-			Addr: q.local.String(), Counters: q.stats.snapshot()}
+		qi := proto.QPInfo{Handle: h, QPN: q.qpn, Type: q.typ.String(), State: q.state.String(),
+			Addr: qpAddr(q), Counters: q.stats.snapshot()}
 		qi.Counters["partial_messages"] = int64(q.reasm.partials())
 		si.QPs = append(si.QPs, qi)
 	}

@@ -38,6 +38,9 @@ type session struct {
 	ahs        map[uint32]*ah
 	srqs       map[uint32]*srq
 	regBytes   uint64
+
+	// Connection manager state (cm.go; its own lock, not engine-owned).
+	cm cmSession
 }
 
 func newSession(srv *Server, uc *net.UnixConn) *session {

@@ -12,9 +12,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// tailLen is the overflow scratch of recvmsg: any UDP payload fits.
-const tailLen = 64 << 10
-
 // receive reads q's socket with recvmmsg, at most PollBatch buffers per
 // pass, up to recvSlots per call. Slot i's vector is [DDP header
 // scratch][the buffers of the i-th posted receive][tail scratch] (the

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/iwarpd/iwarpd/llp/dgram"
+	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/verbsd"
 	"github.com/sirupsen/logrus"
 )
@@ -84,6 +85,14 @@ func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) 
 	pollWindow := str("poll-window", "200us", "keep polling this `duration` after the last work before sleeping")
 	pollBatch := str("poll-batch", strconv.Itoa(def.PollBatch), "work requests (and datagrams) served per QP per engine pass")
 	sockBuf := str("socket-buffer", strconv.Itoa(def.SocketBuffer), "SO_SNDBUF/SO_RCVBUF of datagram sockets, `octets` (0: kernel default)")
+	mpaRev := str("mpa-rev", "2", "MPA `revision` of RC connections: 2 (RFC 6581: IRD/ORD exchange, peer-to-peer) or 1 (RFC 5044)")
+	mpaCRC := str("mpa-crc", "preferred", "MPA CRC `policy`: preferred (ask, accept a peer without), required, off (do not ask; still used when the peer asks)")
+	mpaMarkers := str("mpa-markers", "false", "ask RC peers to insert MPA markers (true or false)")
+	mpaP2P := str("mpa-p2p", "false", "initiators ask for RFC 6581 peer-to-peer mode (true or false)")
+	mpaRTR := str("mpa-rtr", "write,read", "RTR `types` offered and accepted in peer-to-peer mode: a list of write, read, send")
+	mpaTimeout := str("mpa-timeout", verbsd.DefaultMPATimeout.String(), "bound on TCP connect, the MPA Request/Reply wait and an unanswered connection request (`duration`)")
+	rcIRD := str("rc-ird", strconv.Itoa(verbsd.DefaultIRDORD), "default inbound RDMA Read depth of RC QPs (1..128)")
+	rcORD := str("rc-ord", strconv.Itoa(verbsd.DefaultIRDORD), "default outbound RDMA Read depth of RC QPs (1..128)")
 	l := def.Limits
 	intLimits := []struct {
 		name, usage string
@@ -240,10 +249,63 @@ func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) 
 			return config{}, fmt.Errorf("%s: %w", from(d.name), err)
 		}
 	}
+	if v.MPA, err = parseMPA(*mpaRev, *mpaCRC, *mpaMarkers, *mpaP2P, *mpaRTR, *mpaTimeout, *rcIRD, *rcORD, from); err != nil {
+		return config{}, err
+	}
 	if err := v.Validate(); err != nil {
 		return config{}, err
 	}
 	return cfg, nil
+}
+
+// parseMPA reads the -mpa-* and -rc-* flags into the device's MPA policy.
+func parseMPA(rev, crc, markers, p2p, rtr, timeout, ird, ord string, from func(string) string) (verbsd.MPAConfig, error) {
+	var m verbsd.MPAConfig
+	switch rev {
+	case "1", "2":
+		m.Revision = rev[0] - '0'
+	default:
+		return m, fmt.Errorf("%s %q: want 1 or 2", from("mpa-rev"), rev)
+	}
+	var err error
+	if m.CRC, err = proto.ParseMPACRC(crc); err != nil {
+		return m, fmt.Errorf("%s: %w", from("mpa-crc"), err)
+	}
+	if m.Markers, err = strconv.ParseBool(markers); err != nil {
+		return m, fmt.Errorf("%s %q: want true or false", from("mpa-markers"), markers)
+	}
+	if m.PeerToPeer, err = strconv.ParseBool(p2p); err != nil {
+		return m, fmt.Errorf("%s %q: want true or false", from("mpa-p2p"), p2p)
+	}
+	for _, t := range strings.Split(rtr, ",") {
+		switch strings.TrimSpace(t) {
+		case "write":
+			m.RTR |= proto.RTRWrite
+		case "read":
+			m.RTR |= proto.RTRRead
+		case "send":
+			m.RTR |= proto.RTRSend
+		default:
+			return m, fmt.Errorf("%s %q: want a list of write, read, send", from("mpa-rtr"), rtr)
+		}
+	}
+	if m.Timeout, err = time.ParseDuration(timeout); err != nil || m.Timeout <= 0 {
+		return m, fmt.Errorf("%s %q: want a positive duration such as 10s", from("mpa-timeout"), timeout)
+	}
+	for _, d := range []struct {
+		name, s string
+		dst     *uint16
+	}{{"rc-ird", ird, &m.IRD}, {"rc-ord", ord, &m.ORD}} {
+		n, err := strconv.Atoi(d.s)
+		if err != nil || n < 1 || n > verbsd.MaxIRDORD {
+			return m, fmt.Errorf("%s %q: want 1..%d", from(d.name), d.s, verbsd.MaxIRDORD)
+		}
+		*d.dst = uint16(n)
+	}
+	if m.PeerToPeer && m.Revision == 1 {
+		return m, fmt.Errorf("%s needs -mpa-rev 2", from("mpa-p2p"))
+	}
+	return m, m.Validate()
 }
 
 // applyFile sets every flag named in the JSON config file that neither the

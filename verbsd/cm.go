@@ -1,0 +1,292 @@
+package verbsd
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/iwarpd/iwarpd/ddp"
+	"github.com/iwarpd/iwarpd/iwerr"
+	"github.com/iwarpd/iwarpd/mpa"
+	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/rdmap"
+	"golang.org/x/sys/unix"
+)
+
+// The connection manager (rdma_cm style) of RC queue pairs. It runs on its
+// own goroutines, never on the engine: TCP listen/accept/connect and the MPA
+// Request/Reply exchange use blocking sockets with deadlines. Only a
+// negotiated connection enters the engine, through attachRC (rc_conn.go),
+// as a non-blocking descriptor. The engine reports the end of a connection
+// through qp.onRCClosed, which only queues a CM event.
+//
+// Files: cm.go (session state, events, hand-off), cm_listen.go (listeners,
+// responder), cm_connect.go (initiator), cm_config.go (device MPA policy),
+// control_cm.go (control requests).
+
+// cmSession is a session's CM state. It has its own lock; QP fields (qp.cm)
+// are engine-owned like the rest of the QP.
+type cmSession struct {
+	mu        sync.Mutex
+	started   bool
+	closed    bool
+	lastID    uint32 // listener handles and connection ids, from 1, never reused
+	listeners map[uint32]*cmListener
+	pending   map[uint32]*cmPending
+	active    map[uint32]*cmActive // connects in progress, by QP handle
+	events    chan proto.CMEvent
+}
+
+// cmEventQueue bounds CM events waiting for the session's connection; more
+// are dropped (and logged), never blocking the engine.
+const cmEventQueue = 256
+
+// qpCM is the CM's state of a QP (engine-owned).
+type qpCM struct {
+	busy      bool // a Connect or Accept owns the QP until it attaches or fails
+	connected bool // attached once (an RC QP connects at most once)
+}
+
+// start initialises the session's CM state on first use: the event pump
+// and the watcher that releases everything when the session ends. Call
+// with mu held. It fails once the session is over.
+func (cm *cmSession) start(s *session) error {
+	if cm.closed {
+		return errf(unix.ENODEV, "the session is closing")
+	}
+	if cm.started {
+		return nil
+	}
+	cm.started = true
+	cm.listeners = map[uint32]*cmListener{}
+	cm.pending = map[uint32]*cmPending{}
+	cm.active = map[uint32]*cmActive{}
+	cm.events = make(chan proto.CMEvent, cmEventQueue)
+	go cm.pump(s)
+	return nil
+}
+
+// nextID allocates a listener handle or connection id (mu held).
+func (cm *cmSession) nextID() uint32 {
+	cm.lastID++
+	return cm.lastID
+}
+
+// pump sends queued CM events to the client until the session ends, then
+// releases the session's listeners, pending requests and connects.
+func (cm *cmSession) pump(s *session) {
+	defer cm.closeAll()
+	for {
+		select {
+		case ev := <-cm.events:
+			if s.conn == nil {
+				continue
+			}
+			s.writeMu.Lock()
+			err := s.conn.Send(proto.Header{Version: proto.ABIVersion, Op: proto.OpCMEvent}, ev)
+			s.writeMu.Unlock()
+			if err != nil {
+				s.srv.log.Debugf("session %d: cm event %v: %v", s.id, ev.Type, err)
+			}
+		case <-s.done:
+			return
+		}
+	}
+}
+
+// post queues a CM event for the client. It never blocks (the engine calls
+// it through onRCClosed).
+func (cm *cmSession) post(s *session, ev proto.CMEvent) {
+	cm.mu.Lock()
+	defer cm.mu.Unlock()
+	if !cm.started || cm.closed {
+		return
+	}
+	select {
+	case cm.events <- ev:
+	default:
+		s.srv.log.Warnf("session %d: CM event queue full, %v event for QP %d dropped", s.id, ev.Type, ev.QP)
+	}
+}
+
+// closeAll ends every listener, pending request and connect of the session.
+func (cm *cmSession) closeAll() {
+	cm.mu.Lock()
+	cm.closed = true
+	ls, ps, as := cm.listeners, cm.pending, cm.active
+	cm.listeners, cm.pending, cm.active = map[uint32]*cmListener{}, map[uint32]*cmPending{}, map[uint32]*cmActive{}
+	cm.mu.Unlock()
+	for _, l := range ls {
+		l.close()
+	}
+	for _, p := range ps {
+		p.abandon()
+	}
+	for _, a := range as {
+		a.cancel()
+	}
+}
+
+// reserveRC checks that QP handle is an RC QP in INIT that no Connect or
+// Accept owns, and marks it owned.
+func (s *session) reserveRC(handle uint32, op string) error {
+	return s.eng.Do(func() error {
+		q := s.qps[handle]
+		switch {
+		case q == nil:
+			return errf(unix.EINVAL, "%s: no QP %d", op, handle)
+		case q.typ != proto.QPTypeRC:
+			return errf(unix.EINVAL, "%s: QP %d is %v; only RC QPs connect", op, handle, q.typ)
+		case q.cm.busy:
+			return errf(unix.EALREADY, "%s: QP %d is already connecting", op, handle)
+		case q.cm.connected || q.rc != nil:
+			return errf(unix.EISCONN, "%s: QP %d was already connected", op, handle)
+		case q.state != proto.QPStateInit:
+			return errf(unix.EINVAL, "%s: QP %d is in %v; Connect and Accept need INIT", op, handle, q.state)
+		}
+		q.cm.busy = true
+		return nil
+	})
+}
+
+// releaseRC gives up the ownership taken by reserveRC (the attempt failed).
+func (s *session) releaseRC(handle uint32) {
+	s.eng.Do(func() error {
+		if q := s.qps[handle]; q != nil {
+			q.cm.busy = false
+		}
+		return nil
+	})
+}
+
+// attachConn hands a negotiated connection to the engine: the QP goes to
+// RTS (attachRC) and its end will be reported as a CMDisconnected event.
+// fd is owned by the engine afterwards, or closed here on failure.
+func (s *session) attachConn(handle uint32, a rcAttach) error {
+	err := s.eng.Do(func() error {
+		q := s.qps[handle]
+		if q == nil || !q.cm.busy {
+			unix.Close(a.FD)
+			return errf(unix.ENOENT, "QP %d was destroyed while connecting", handle)
+		}
+		q.cm.busy = false
+		if q.state != proto.QPStateInit {
+			unix.Close(a.FD)
+			return errf(unix.EINVAL, "QP %d left INIT (%v) while connecting", handle, q.state)
+		}
+		q.onRCClosed = func(reason rcCloseReason, term *rdmap.Terminate) {
+			s.cm.post(s, closedEvent(handle, reason, term))
+		}
+		if err := s.eng.attachRC(q, a); err != nil {
+			if q.rc == nil {
+				unix.Close(a.FD)
+			}
+			q.onRCClosed = nil
+			return err
+		}
+		q.cm.connected = true
+		return nil
+	})
+	if errors.Is(err, errEngineStopped) {
+		unix.Close(a.FD)
+	}
+	return err
+}
+
+// closedEvent is the CM event of a connection's end.
+func closedEvent(handle uint32, reason rcCloseReason, term *rdmap.Terminate) proto.CMEvent {
+	ev := proto.CMEvent{Type: proto.CMDisconnected, QP: handle, Detail: reason.String()}
+	switch reason {
+	case rcClosedTermReceived, rcClosedTermSent:
+		ev.Status = int(unix.ECONNABORTED)
+	case rcClosedSocketError:
+		ev.Status = int(unix.ECONNRESET)
+	}
+	if term != nil {
+		ev.Detail = fmt.Sprintf("%s: %v", reason, term.Err)
+	}
+	return ev
+}
+
+// handOff turns a connected, negotiated net.TCPConn into the descriptor the
+// engine owns (non-blocking, close-on-exec) and fills the socket facts of
+// the attachment. c is closed; the socket lives on in the duplicate.
+func handOff(c *net.TCPConn, p mpa.Params, initiator bool) (rcAttach, error) {
+	a := rcAttach{FD: -1, Params: p, Initiator: initiator, Local: tcpAddr(c.LocalAddr()), Remote: tcpAddr(c.RemoteAddr())}
+	raw, err := c.SyscallConn()
+	if err != nil {
+		c.Close()
+		return a, err
+	}
+	var derr error
+	cerr := raw.Control(func(fd uintptr) {
+		a.FD, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
+	})
+	c.Close()
+	if cerr != nil || derr != nil {
+		return a, errors.Join(cerr, derr)
+	}
+	if err := unix.SetNonblock(a.FD, true); err != nil {
+		unix.Close(a.FD)
+		a.FD = -1
+		return a, err
+	}
+	if mss, err := unix.GetsockoptInt(a.FD, unix.IPPROTO_TCP, unix.TCP_MAXSEG); err == nil && mss > 0 {
+		a.MSS = mss
+	} else {
+		a.MSS = 1460
+	}
+	return a, nil
+}
+
+func tcpAddr(a net.Addr) netip.AddrPort {
+	if t, ok := a.(*net.TCPAddr); ok {
+		ap := t.AddrPort()
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	}
+	return netip.AddrPort{}
+}
+
+// terminateFPDU builds the FPDU of an LLP (MPA) TERMINATE sent after a
+// failed negotiation (RFC 5044 §8, RFC 6581 §8): an untagged DDP segment on
+// QN 2, MSN 1, L=1, RDMAP opcode Terminate, carrying the Terminate header
+// of term (no DDP/RDMAP headers: an MPA error concerns no segment). crc and
+// markers are the framing negotiated so far.
+func terminateFPDU(term iwerr.Error, crc, markers bool) []byte {
+	t := rdmap.TerminateFor(term, nil, nil)
+	h := ddp.Header{Last: true, Version: ddp.Version, ULPControl: uint8(rdmap.MakeControl(rdmap.OpTerminate)),
+		QN: rdmap.QNTerminate, MSN: 1}
+	ulpdu := t.Append(h.Append(make([]byte, 0, ddp.UntaggedHeaderLen+t.Len())))
+	return mpa.NewSender(crc, markers).AppendFPDU(nil, ulpdu)
+}
+
+// writeFull writes b before the deadline.
+func writeFull(c net.Conn, b []byte, deadline time.Time) error {
+	c.SetWriteDeadline(deadline)
+	_, err := c.Write(b)
+	return err
+}
+
+// addRCQP installs an RC QP in the engine before it is connected: it gets
+// its QP number and is served (flushes in ERROR), but has no socket to poll
+// until attachRC.
+func (e *engine) addRCQP(q *qp) {
+	e.nextQPN++
+	q.qpn = e.nextQPN
+	e.qps = append(e.qps, q)
+}
+
+// qpAddr is the address a QP reports: a UD QP's UDP address, a connected
+// RC QP's local TCP address, else "".
+func qpAddr(q *qp) string {
+	switch {
+	case q.typ == proto.QPTypeRC && q.rc != nil && q.rc.local.IsValid():
+		return q.rc.local.String()
+	case q.local.IsValid():
+		return q.local.String()
+	}
+	return ""
+}

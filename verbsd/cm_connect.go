@@ -1,0 +1,202 @@
+package verbsd
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"time"
+
+	"github.com/iwarpd/iwarpd/iwerr"
+	"github.com/iwarpd/iwarpd/mpa"
+	"github.com/iwarpd/iwarpd/proto"
+	"golang.org/x/sys/unix"
+)
+
+// cmActive is a Connect in progress (the initiator side).
+type cmActive struct {
+	qp     uint32
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// connect validates a Connect request, takes the QP and starts the
+// initiator goroutine. The outcome is a CM event.
+func (s *session) connect(req proto.ConnectRequest) error {
+	const op = "connect"
+	cfg := s.srv.cfg.MPA
+	o := req.MPA
+	switch {
+	case cfg.Validate() != nil:
+		return errf(unix.EINVAL, "%s: the device's MPA policy: %v", op, cfg.Validate())
+	case req.IRD > MaxIRDORD || req.ORD > MaxIRDORD:
+		return errf(unix.EINVAL, "%s: IRD %d / ORD %d: at most %d", op, req.IRD, req.ORD, MaxIRDORD)
+	case o.Revision > 2:
+		return errf(unix.EINVAL, "%s: MPA revision %d: want 1 or 2", op, o.Revision)
+	case o.CRC > proto.MPACRCOff || o.Markers > proto.ToggleOff || o.PeerToPeer > proto.ToggleOff:
+		return errf(unix.EINVAL, "%s: MPA options %+v out of range", op, o)
+	case o.RTR&^(proto.RTRSend|proto.RTRWrite|proto.RTRRead) != 0:
+		return errf(unix.EINVAL, "%s: RTR set %#x unknown", op, uint8(o.RTR))
+	}
+	policy := cfg.initiatorPolicy(o, req.PrivateData, req.IRD, req.ORD)
+	if err := policy.Validate(); err != nil {
+		return errf(unix.EINVAL, "%s: %v", op, err)
+	}
+	ap, err := netip.ParseAddrPort(req.Addr)
+	if err != nil || ap.Port() == 0 {
+		return errf(unix.EINVAL, "%s: address %q: want ip:port", op, req.Addr)
+	}
+	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	timeout := cfg.timeout()
+	if req.TimeoutMs > 0 {
+		timeout = time.Duration(req.TimeoutMs) * time.Millisecond
+	}
+	if err := s.reserveRC(req.QP, op); err != nil {
+		return err
+	}
+	cm := &s.cm
+	cm.mu.Lock()
+	if err := cm.start(s); err != nil {
+		cm.mu.Unlock()
+		s.releaseRC(req.QP)
+		return err
+	}
+	a := &cmActive{qp: req.QP}
+	a.ctx, a.cancel = context.WithCancel(context.Background())
+	cm.active[req.QP] = a
+	cm.mu.Unlock()
+	go s.runConnect(a, ap, policy, timeout)
+	return nil
+}
+
+// cancelConnect stops the Connect in progress on QP handle, if any.
+func (s *session) cancelConnect(handle uint32) bool {
+	s.cm.mu.Lock()
+	a := s.cm.active[handle]
+	s.cm.mu.Unlock()
+	if a != nil {
+		a.cancel()
+	}
+	return a != nil
+}
+
+// runConnect is the initiator: TCP connect, MPA Request, Reply, then the
+// hand-off to the engine. Every way out posts exactly one CM event.
+func (s *session) runConnect(a *cmActive, ap netip.AddrPort, policy mpa.Policy, timeout time.Duration) {
+	ev := s.initiate(a, ap, policy, timeout)
+	ev.QP = a.qp
+	if ev.Peer == "" {
+		ev.Peer = ap.String()
+	}
+	s.cm.mu.Lock()
+	if s.cm.active[a.qp] == a {
+		delete(s.cm.active, a.qp)
+	}
+	s.cm.mu.Unlock()
+	a.cancel()
+	if ev.Type != proto.CMEstablished {
+		s.releaseRC(a.qp)
+		s.srv.log.Debugf("session %d: connect QP %d to %s: %v: %s", s.id, a.qp, ap, ev.Type, ev.Detail)
+	}
+	s.cm.post(s, ev)
+}
+
+func (s *session) initiate(a *cmActive, ap netip.AddrPort, policy mpa.Policy, timeout time.Duration) proto.CMEvent {
+	d := net.Dialer{Timeout: timeout}
+	if dev := s.srv.cfg.Addr; dev.Is4() == ap.Addr().Is4() && dev.IsLoopback() == ap.Addr().IsLoopback() {
+		d.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(dev, 0))
+	}
+	c, err := d.DialContext(a.ctx, "tcp", ap.String())
+	if err != nil {
+		return dialEvent(a.ctx, err)
+	}
+	tc := c.(*net.TCPConn)
+	local := tcpAddr(tc.LocalAddr())
+	fail := func(t proto.CMEventType, errno unix.Errno, detail string) proto.CMEvent {
+		tc.Close()
+		return proto.CMEvent{Type: t, Status: int(errno), Detail: detail, Local: local.String()}
+	}
+	stop := context.AfterFunc(a.ctx, func() { tc.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	in := mpa.NewInitiator(policy)
+	req := in.Request()
+	tc.SetDeadline(time.Now().Add(timeout))
+	if _, err := tc.Write(req.Append(make([]byte, 0, req.Len()))); err != nil {
+		if a.ctx.Err() != nil {
+			return fail(proto.CMConnectionError, unix.ECANCELED, "connect cancelled")
+		}
+		return fail(proto.CMConnectionError, errnoOr(err, unix.ECONNRESET), "sending the MPA Request: "+err.Error())
+	}
+	buf := make([]byte, mpa.FrameHeaderLen+mpa.MaxPrivateData)
+	f, err := readFrame(tc, buf)
+	switch {
+	case err == nil:
+	case a.ctx.Err() != nil:
+		return fail(proto.CMConnectionError, unix.ECANCELED, "connect cancelled")
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return fail(proto.CMTimedOut, unix.ETIMEDOUT, "no MPA Reply within "+timeout.String())
+	case errors.Is(err, mpa.ErrBadKey), errors.Is(err, mpa.ErrPrivateDataTooLong):
+		tc.Write(terminateFPDU(iwerr.MPAInvalidReqReply, req.CRC, false))
+		return fail(proto.CMConnectionError, unix.EPROTO, "invalid MPA Reply: "+err.Error())
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return fail(proto.CMConnectionError, unix.ECONNRESET, "the responder closed the connection before its MPA Reply")
+	default:
+		return fail(proto.CMConnectionError, errnoOr(err, unix.ECONNRESET), "reading the MPA Reply: "+err.Error())
+	}
+	params, err := in.HandleReply(f)
+	if err != nil {
+		var rej *mpa.RejectedError
+		var neg *mpa.NegotiationError
+		switch {
+		case errors.As(err, &rej):
+			ev := fail(proto.CMRejected, unix.ECONNREFUSED, "rejected by the responder")
+			ev.PrivateData = clonePD(rej.PrivateData)
+			return ev
+		case errors.As(err, &neg):
+			// RFC 6581 §7/§9, RFC 5044 §8: the initiator reports a bad
+			// Reply with a TERMINATE (LLP layer, MPA error), then closes.
+			tc.Write(terminateFPDU(neg.Term, req.CRC || f.CRC, f.Markers))
+			return fail(proto.CMConnectionError, unix.EPROTO, neg.Error())
+		}
+		return fail(proto.CMConnectionError, unix.EPROTO, err.Error())
+	}
+	if a.ctx.Err() != nil {
+		return fail(proto.CMConnectionError, unix.ECANCELED, "connect cancelled")
+	}
+	tc.SetDeadline(time.Time{})
+	params.PeerPrivateData = clonePD(params.PeerPrivateData)
+	att, err := handOff(tc, params, true)
+	if err != nil {
+		return proto.CMEvent{Type: proto.CMConnectionError, Status: int(unix.EIO), Detail: err.Error(), Local: local.String()}
+	}
+	if err := s.attachConn(a.qp, att); err != nil {
+		return proto.CMEvent{Type: proto.CMConnectionError, Status: int(errnoOf(err)), Detail: err.Error(), Local: local.String()}
+	}
+	return proto.CMEvent{Type: proto.CMEstablished, Peer: att.Remote.String(), Local: att.Local.String(),
+		PrivateData: params.PeerPrivateData, IRD: params.LocalIRD, ORD: params.LocalORD, MPA: mpaParams(params)}
+}
+
+// dialEvent classifies a failed TCP connect.
+func dialEvent(ctx context.Context, err error) proto.CMEvent {
+	ev := proto.CMEvent{Detail: err.Error()}
+	var ne net.Error
+	switch {
+	case ctx.Err() != nil:
+		ev.Type, ev.Status, ev.Detail = proto.CMConnectionError, int(unix.ECANCELED), "connect cancelled"
+	case errors.Is(err, unix.ETIMEDOUT), errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		ev.Type, ev.Status = proto.CMTimedOut, int(unix.ETIMEDOUT)
+	default:
+		ev.Type, ev.Status = proto.CMUnreachable, int(errnoOr(err, unix.EHOSTUNREACH))
+	}
+	return ev
+}
+
+func errnoOr(err error, def unix.Errno) unix.Errno {
+	var en unix.Errno
+	if errors.As(err, &en) && en != 0 {
+		return en
+	}
+	return def
+}

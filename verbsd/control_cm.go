@@ -1,0 +1,93 @@
+package verbsd
+
+import (
+	"github.com/iwarpd/iwarpd/proto"
+	"golang.org/x/sys/unix"
+)
+
+// Control requests of the connection manager (cm*.go).
+
+func init() {
+	// control.go's init (which runs first: files initialise in name order)
+	// creates the table.
+	handlers[proto.OpListen] = (*session).listenOp
+	handlers[proto.OpCloseListener] = (*session).closeListenerOp
+	handlers[proto.OpAccept] = (*session).acceptOp
+	handlers[proto.OpReject] = (*session).rejectOp
+	handlers[proto.OpConnect] = (*session).connectOp
+	handlers[proto.OpDisconnect] = (*session).disconnectOp
+}
+
+func (s *session) listenOp(body []byte, _ []int) (any, error) {
+	var req proto.ListenRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	l, err := s.listen(req.Addr, req.Backlog)
+	if err != nil {
+		return nil, err
+	}
+	return &proto.ListenReply{Handle: l.handle, Addr: l.addr.String()}, nil
+}
+
+func (s *session) closeListenerOp(body []byte, _ []int) (any, error) {
+	var req proto.Handle
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	return nil, s.closeListener(req.Handle)
+}
+
+func (s *session) acceptOp(body []byte, _ []int) (any, error) {
+	var req proto.AcceptRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	ev, err := s.accept(req)
+	if err != nil {
+		return nil, err
+	}
+	return ev, nil
+}
+
+func (s *session) rejectOp(body []byte, _ []int) (any, error) {
+	var req proto.RejectRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	return nil, s.reject(req)
+}
+
+func (s *session) connectOp(body []byte, _ []int) (any, error) {
+	var req proto.ConnectRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	return nil, s.connect(req)
+}
+
+// disconnectOp cancels a Connect in progress, or asks the engine to end the
+// connection (gracefully, or abortively with a Terminate). The end is
+// reported by a CMDisconnected event.
+func (s *session) disconnectOp(body []byte, _ []int) (any, error) {
+	var req proto.DisconnectRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	if s.cancelConnect(req.QP) {
+		return nil, nil
+	}
+	return nil, s.eng.Do(func() error {
+		q := s.qps[req.QP]
+		switch {
+		case q == nil:
+			return errf(unix.EINVAL, "disconnect: no QP %d", req.QP)
+		case q.typ != proto.QPTypeRC:
+			return errf(unix.EINVAL, "disconnect: QP %d is %v, not RC", req.QP, q.typ)
+		case q.rc == nil:
+			return errf(unix.ENOTCONN, "disconnect: QP %d is not connected", req.QP)
+		}
+		s.eng.disconnectRC(q, req.Abort)
+		return nil
+	})
+}

@@ -1,0 +1,653 @@
+package verbsd
+
+import (
+	"errors"
+	"net/netip"
+	"time"
+
+	"github.com/iwarpd/iwarpd/ddp"
+	"github.com/iwarpd/iwarpd/iwerr"
+	"github.com/iwarpd/iwarpd/mpa"
+	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/rdmap"
+	"golang.org/x/sys/unix"
+)
+
+// The RC data path: RDMAP over DDP over MPA over one non-blocking TCP
+// socket per QP, served by the engine loop like the datagram sockets.
+//
+//   - rc_conn.go: the hand-off from the CM (attachRC), connection life
+//     cycle (RFC 5040 states mapped onto verbs states), flush.
+//   - rc_tx.go: the send side: SQ work requests and Read Responses cut into
+//     FPDUs ≤ MULPDU, written with writev straight from registered memory.
+//   - rc_rx.go: the receive side: FPDUs read with mpa.Receiver, checked
+//     (RFC 5041/5040 errors) and placed straight into registered memory.
+//
+// States. RFC 5040 §10's RDMAP stream states map onto proto.QPState:
+//
+//	Idle (not connected)   INIT (RESET before)
+//	Operational            RTS
+//	Closing (graceful)     SQD   (posted work finishes, then FIN, then ERROR)
+//	Terminate              SQE   (a Terminate is being sent; then ERROR)
+//	Error                  ERROR (posted and outstanding work is flushed)
+//
+// Translations of registered memory are good for one engine pass only (a
+// region may be deregistered between passes, see deregMR): every slice of
+// registered memory the data path uses is looked up again in each pass.
+
+// rcAttach is what the CM hands the engine once MPA negotiation succeeded on a
+// connected TCP socket.
+type rcAttach struct {
+	FD        int        // connected TCP socket, set non-blocking by the CM; the engine owns it from now on
+	Params    mpa.Params // negotiated (CRC, markers per direction, IRD/ORD, P2P, RTR type, revision)
+	Initiator bool       // true on the active side
+	MSS       int        // TCP_MAXSEG of the socket (EMSS), for mpa.MULPDU
+	// MarkerStartTx/Rx: TCP stream octets already sent/received after the MPA frames (normally 0).
+	Local, Remote netip.AddrPort
+}
+
+// rcCloseReason says why an RC connection ended (reported to the CM through
+// qp.onRCClosed).
+type rcCloseReason uint8
+
+const (
+	// rcClosedGraceful: the peer closed its half (FIN) or a requested
+	// graceful disconnect finished.
+	rcClosedGraceful rcCloseReason = iota + 1
+	// rcClosedTermReceived: the peer sent a Terminate (term is set).
+	rcClosedTermReceived
+	// rcClosedTermSent: this side detected an error and sent a Terminate
+	// (term is set), or an abortive disconnect was requested.
+	rcClosedTermSent
+	// rcClosedSocketError: the socket failed (reset, write error, ...).
+	rcClosedSocketError
+)
+
+// String names the reason.
+func (r rcCloseReason) String() string {
+	switch r {
+	case rcClosedGraceful:
+		return "disconnected"
+	case rcClosedTermReceived:
+		return "terminate received"
+	case rcClosedTermSent:
+		return "terminate sent"
+	case rcClosedSocketError:
+		return "connection lost"
+	}
+	return "unknown"
+}
+
+// rcCloseFunc is the type of qp.onRCClosed: called on the engine goroutine
+// when the connection of an RC QP ends; it must not block.
+type rcCloseFunc func(reason rcCloseReason, term *rdmap.Terminate)
+
+// RC limits.
+const (
+	rcDefaultDepth = 16      // IRD/ORD when the negotiation left them 0
+	rcMaxDepth     = 128     // IRD/ORD cap (siw's)
+	rcMaxMessage   = 1 << 31 // largest RC message (MO is 32 bits; the 2^31)
+	// rcCloseTimeout bounds the wait for the peer's FIN after our FIN
+	// (graceful close, or after a Terminate) and the time a Terminate may
+	// wait behind a full socket buffer.
+	rcCloseTimeout = 2 * time.Second
+	// rcMinMULPDU: below this an FPDU cannot carry a Read Request.
+	rcMinMULPDU = ddp.UntaggedHeaderLen + rdmap.ReadRequestLen + 4
+)
+
+// rcPhase is the connection's life cycle (independent of q.state, which
+// the client and errorQP may change between passes).
+type rcPhase uint8
+
+const (
+	rcIdle        rcPhase = iota // no connection yet
+	rcOpen                       // operational
+	rcClosing                    // graceful disconnect: finishing posted work
+	rcTerminating                // a Terminate waits for the FPDU in flight, then goes out
+	rcDraining                   // our FIN is sent; waiting (bounded) for the peer's
+	rcClosed                     // socket closed
+)
+
+// rcConn is the engine's state of one connected RC QP (engine-owned).
+type rcConn struct {
+	fd        int
+	phase     rcPhase
+	params    mpa.Params
+	initiator bool
+	local     netip.AddrPort
+	remote    netip.AddrPort
+
+	maxTagged, maxUntagged int // payload octets per FPDU
+	ird, ord               int
+
+	rxOn, outOn bool      // EPOLLIN / EPOLLOUT registered
+	discard     bool      // draining after a Terminate: read and drop
+	deadline    time.Time // closing/terminating/draining bound (zero: none)
+	now         time.Time // of the current pass
+	waitFirst   bool      // responder: send nothing before the initiator's first FPDU
+	closeBudget int       // graceful close: SQ entries still to execute
+	sqStalled   bool      // the SQ head waits for a Read Response (fence, ORD, completion window)
+
+	reason   rcCloseReason
+	term     *rdmap.Terminate // sent or received, for the report
+	termErr  iwerr.Error      // the Terminate to send
+	termDDP  []byte           // its copies of the offending headers
+	termRDMA []byte
+	termSeg  int // length of the offending segment (M), -1 unknown
+	termWire []byte
+	termOff  int
+
+	// Send side.
+	snd  *mpa.Sender
+	msn  ddp.MSNCounter
+	tx   rcTx
+	pend rcPending
+	orq  rcQueue[rcRead]     // outstanding RDMA Reads (requester), ≤ ord
+	irq  rcQueue[rcReadResp] // Read Requests to answer (responder), ≤ ird
+
+	// Receive side.
+	rcv    *mpa.Receiver
+	rx     rcRx
+	expMSN [3]uint32 // next expected MSN per untagged queue
+	rqe    rcRecv    // the receive WR of the Send being received
+}
+
+// rcQueue is a small FIFO (bounded by its user).
+type rcQueue[T any] struct {
+	items []T
+}
+
+func (f *rcQueue[T]) len() int    { return len(f.items) }
+func (f *rcQueue[T]) push(v T)    { f.items = append(f.items, v) }
+func (f *rcQueue[T]) head() *T    { return &f.items[0] }
+func (f *rcQueue[T]) reset()      { f.items = f.items[:0] }
+func (f *rcQueue[T]) at(i int) *T { return &f.items[i] }
+func (f *rcQueue[T]) pop() {
+	n := copy(f.items, f.items[1:])
+	var zero T
+	f.items[n] = zero
+	f.items = f.items[:n]
+}
+
+// attachRC installs a connected RC QP into the engine (engine goroutine only, via e.Do).
+// It moves the QP to RTS; on the initiator with Params.PeerToPeer it first sends the RTR FPDU
+// of Params.RTR (zero-length Write STag 1 TO 0 / zero-length Read Request / zero-length Send);
+// a responder transmits nothing until it received the initiator's first FPDU (RFC 5044 §7.1.2 / RFC 6581).
+//
+// On error q.rc is nil and the caller still owns a.FD.
+func (e *engine) attachRC(q *qp, a rcAttach) (err error) {
+	defer func() {
+		if err != nil {
+			q.rc = nil
+		}
+	}()
+	if q.typ != proto.QPTypeRC {
+		return errf(unix.EINVAL, "attach: QP %d is not an RC QP", q.handle)
+	}
+	if q.state != proto.QPStateInit {
+		return errf(unix.EINVAL, "attach: QP %d is in %v, not INIT", q.handle, q.state)
+	}
+	if a.FD < 0 {
+		return errf(unix.EINVAL, "attach: no socket")
+	}
+	mss := a.MSS
+	if mss <= 0 {
+		if v, err := unix.GetsockoptInt(a.FD, unix.IPPROTO_TCP, unix.TCP_MAXSEG); err == nil && v > 0 {
+			mss = v
+		} else {
+			mss = 1460
+		}
+	}
+	mulpdu := mpa.MULPDU(mss, a.Params.MarkersTx)
+	if mulpdu < rcMinMULPDU {
+		return errf(unix.EINVAL, "attach: MSS %d leaves %d octets per FPDU", mss, mulpdu)
+	}
+	p := a.Params
+	c := &rcConn{fd: a.FD, phase: rcOpen, params: p, initiator: a.Initiator, local: a.Local, remote: a.Remote,
+		maxTagged: ddp.MaxPayload(mulpdu, true, 0), maxUntagged: ddp.MaxPayload(mulpdu, false, 0),
+		ird: rcDepth(p.LocalIRD), ord: rcDepth(p.LocalORD), waitFirst: !a.Initiator, termSeg: -1,
+		snd: mpa.NewSender(p.CRC, p.MarkersTx), rcv: mpa.NewReceiver(p.CRC, p.MarkersRx)}
+	c.expMSN = [3]uint32{1, 1, 1}
+	c.pend.init(int(q.caps.MaxSendWR))
+	c.tx.init(q)
+	c.rqe.sges = make([]proto.SGE, 0, max(q.maxRecvS, 1))
+	unix.SetsockoptInt(a.FD, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	if err := unix.EpollCtl(e.epfd, unix.EPOLL_CTL_ADD, a.FD, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(a.FD)}); err != nil {
+		return errf(unix.ENOMEM, "attach: epoll_ctl: %v", err)
+	}
+	c.rxOn = true
+	q.rc = c
+	q.fd = a.FD
+	e.byFD[int32(a.FD)] = q
+	q.readable = true // data may have arrived with the MPA frames
+	if a.Initiator && p.PeerToPeer && p.RTR != mpa.RTRNone {
+		c.tx.startRTR(c, p.RTR)
+	}
+	q.state = proto.QPStateRTS
+	return nil
+}
+
+// rcDepth is an IRD/ORD: 0 (not negotiated) means the default; capped.
+func rcDepth(v uint16) int {
+	if v == 0 {
+		return rcDefaultDepth
+	}
+	return min(int(v), rcMaxDepth)
+}
+
+// disconnectRC ends q's connection at the client's request (engine
+// goroutine only, via e.Do): graceful finishes the work already posted,
+// shuts down the sending half and waits (bounded) for the peer's FIN;
+// abortive sends a Terminate (RDMAP, remote operation, catastrophic) and
+// closes. Either way the QP ends in ERROR with the rest flushed.
+func (e *engine) disconnectRC(q *qp, abort bool) {
+	c := q.rc
+	if c == nil {
+		return
+	}
+	switch c.phase {
+	case rcOpen, rcClosing:
+		if abort {
+			c.now = time.Now()
+			e.rcTerminate(q, iwerr.RDMAPCatastrophicStream, nil, nil, -1)
+			return
+		}
+		if c.phase == rcOpen {
+			n, _ := q.sq.Available()
+			c.phase = rcClosing
+			c.closeBudget = int(n)
+			c.deadline = time.Now().Add(rcCloseTimeout + time.Duration(n)*time.Millisecond)
+			if q.state == proto.QPStateRTS {
+				q.state = proto.QPStateSQD
+			}
+		}
+	case rcIdle:
+		// Not connected: nothing to say to anyone.
+	}
+}
+
+// rcTerminate starts the Terminate state: the FPDU in flight is finished,
+// then a Terminate carrying err (and the offending headers, copied) goes
+// out, then our FIN; the QP ends in ERROR. Nothing more is received or
+// executed.
+func (e *engine) rcTerminate(q *qp, err iwerr.Error, ddpHdr, rdmaHdr []byte, segLen int) {
+	c := q.rc
+	if c == nil || c.phase >= rcTerminating {
+		return
+	}
+	c.phase = rcTerminating
+	c.termErr = err
+	c.termDDP = append(c.termDDP[:0], ddpHdr...)
+	c.termRDMA = append(c.termRDMA[:0], rdmaHdr...)
+	c.termSeg = segLen
+	c.reason = rcClosedTermSent
+	t := c.buildTerm()
+	c.term = &t
+	c.deadline = c.now.Add(rcCloseTimeout)
+	c.setEpoll(e, false, c.outOn)
+	if q.state != proto.QPStateError {
+		q.state = proto.QPStateSQE
+		ev := proto.EventQPFatal
+		if err.Layer == iwerr.LayerDDP && err.Type == iwerr.DDPTaggedBuffer ||
+			err.Layer == iwerr.LayerRDMAP && err.Type == iwerr.RDMAPRemoteProtection {
+			ev = proto.EventQPAccessError
+		}
+		q.s.sendEvent(e, proto.Event{Type: ev, Handle: q.handle, Detail: "terminate sent: " + err.Error()})
+	}
+}
+
+// buildTerm returns the Terminate header to send (aliasing c's copies).
+func (c *rcConn) buildTerm() rdmap.Terminate {
+	t := rdmap.TerminateFor(c.termErr, c.termDDP, c.termRDMA)
+	if t.DDPHeaderIncluded && c.termSeg >= 0 && c.termSeg <= 0xffff {
+		t.SetSegmentLength(uint16(c.termSeg))
+	}
+	return t
+}
+
+// setEpoll changes what the engine waits for on the socket.
+func (c *rcConn) setEpoll(e *engine, in, out bool) {
+	if c.fd < 0 || (in == c.rxOn && out == c.outOn) {
+		return
+	}
+	c.rxOn, c.outOn = in, out
+	var ev uint32
+	if in {
+		ev |= unix.EPOLLIN | unix.EPOLLRDHUP
+	}
+	if out {
+		ev |= unix.EPOLLOUT
+	}
+	unix.EpollCtl(e.epfd, unix.EPOLL_CTL_MOD, c.fd, &unix.EpollEvent{Events: ev, Fd: int32(c.fd)})
+}
+
+// rcClose closes the socket and moves q to ERROR (flushing follows in the
+// next passes), then tells the CM. reason is used unless an earlier error
+// already decided one.
+func (e *engine) rcClose(q *qp, reason rcCloseReason, detail string) {
+	c := q.rc
+	if c == nil || c.phase == rcClosed || c.phase == rcIdle {
+		return
+	}
+	if c.reason != 0 {
+		reason = c.reason
+	}
+	c.phase = rcClosed
+	if c.fd >= 0 {
+		unix.EpollCtl(e.epfd, unix.EPOLL_CTL_DEL, c.fd, nil)
+		delete(e.byFD, int32(c.fd))
+		unix.Close(c.fd)
+	}
+	c.fd, q.fd = -1, -1
+	c.rxOn, c.outOn = false, false
+	q.readable = false
+	c.deadline = time.Time{}
+	c.tx.reset()
+	c.orq.reset()
+	c.irq.reset()
+	switch q.state {
+	case proto.QPStateError, proto.QPStateReset, proto.QPStateInit:
+	default:
+		wasTerm := q.state == proto.QPStateSQE
+		q.state = proto.QPStateError
+		if !wasTerm && reason != rcClosedGraceful {
+			q.s.sendEvent(e, proto.Event{Type: proto.EventQPFatal, Handle: q.handle, Detail: reason.String() + detail})
+		}
+	}
+	if q.onRCClosed != nil {
+		q.onRCClosed(reason, c.term)
+	}
+}
+
+// rcDeadline is when the engine must look at q again without a socket
+// event (a bounded wait of a closing connection).
+func (q *qp) rcDeadline() (time.Time, bool) {
+	if q.rc == nil || q.rc.deadline.IsZero() {
+		return time.Time{}, false
+	}
+	return q.rc.deadline, true
+}
+
+// rcHasWork reports whether serving q now can make progress without a
+// socket event (the engine's look before sleeping).
+func (q *qp) rcHasWork() bool {
+	c := q.rc
+	switch q.state {
+	case proto.QPStateError:
+		if c != nil && (c.pend.n > 0 || c.rqe.active) {
+			return true
+		}
+		if n, _ := q.sq.Available(); n > 0 {
+			return true
+		}
+		if q.rq != nil {
+			if n, _ := q.rq.Available(); n > 0 {
+				return true
+			}
+		}
+		if c == nil {
+			return false
+		}
+		switch c.phase {
+		case rcOpen, rcClosing: // the Terminate must be started
+			return true
+		case rcTerminating:
+			return !c.outOn
+		}
+		return false // draining waits for the socket or its deadline
+	case proto.QPStateSQE:
+		return c != nil && c.phase == rcTerminating && !c.outOn
+	case proto.QPStateRTS, proto.QPStateSQD:
+		if c == nil || c.phase == rcIdle || c.phase == rcClosed {
+			return false
+		}
+		if c.phase == rcClosing && c.closeDone(q) {
+			return true
+		}
+		if c.outOn || c.waitFirst {
+			return false
+		}
+		if c.tx.kind != txNone || c.irq.len() > 0 && !c.irq.head().started {
+			return true
+		}
+		if c.sqStalled || (c.phase == rcClosing && c.closeBudget == 0) {
+			return false
+		}
+		n, _ := q.sq.Available()
+		return n > 0
+	case proto.QPStateReset, proto.QPStateInit, proto.QPStateRTR:
+		return c != nil && c.phase != rcIdle && c.phase != rcClosed
+	}
+	return false
+}
+
+// closeDone reports whether a graceful close has done the work it must
+// before our FIN.
+func (c *rcConn) closeDone(q *qp) bool {
+	return c.closeBudget == 0 && c.tx.kind == txNone && c.pend.n == 0 && c.irq.len() == 0
+}
+
+// serviceRC does at most PollBatch units of work on the RC QP q in each
+// direction and reports whether it did any.
+func (e *engine) serviceRC(q *qp, now time.Time) bool {
+	c := q.rc
+	work := false
+	if c != nil && c.phase != rcIdle && c.phase != rcClosed {
+		c.now = now
+		// The client (ModifyQP) or errorQP may have moved the QP.
+		switch q.state {
+		case proto.QPStateError:
+			if c.phase < rcTerminating {
+				e.rcTerminate(q, iwerr.RDMAPCatastrophicStream, nil, nil, -1)
+			}
+		case proto.QPStateReset, proto.QPStateInit, proto.QPStateRTR:
+			e.rcClose(q, rcClosedSocketError, ": the QP was reset")
+			c.pend.reset()
+			c.rqe.active = false
+			return true
+		}
+	}
+	if c != nil && c.fd >= 0 {
+		if q.readable {
+			if e.rcReceive(q) {
+				work = true
+			}
+		}
+		if c.fd >= 0 && e.rcSend(q) {
+			work = true
+		}
+		if c.phase == rcClosing && c.closeDone(q) {
+			e.rcShutdown(q)
+			work = true
+		}
+		if c.fd >= 0 && !c.deadline.IsZero() && now.After(c.deadline) {
+			e.rcClose(q, rcClosedSocketError, ": timed out closing")
+			work = true
+		}
+	}
+	if q.state == proto.QPStateError && e.rcFlush(q) {
+		work = true
+	}
+	return work
+}
+
+// rcShutdown sends our FIN (after the last FPDU) and waits, bounded, for
+// the peer's.
+func (e *engine) rcShutdown(q *qp) {
+	c := q.rc
+	if c.reason == 0 {
+		c.reason = rcClosedGraceful
+	}
+	c.phase = rcDraining
+	c.deadline = c.now.Add(rcCloseTimeout)
+	c.setEpoll(e, true, false)
+	if err := unix.Shutdown(c.fd, unix.SHUT_WR); err != nil {
+		e.rcClose(q, rcClosedSocketError, ": shutdown: "+err.Error())
+	}
+}
+
+// rcSocketError closes q's connection after a failed read or write.
+func (e *engine) rcSocketError(q *qp, err error) {
+	if errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET) {
+		e.rcClose(q, rcClosedSocketError, ": "+err.Error())
+		return
+	}
+	e.rcClose(q, rcClosedSocketError, ": "+err.Error())
+}
+
+// rcFlush completes, with WCWRFlushErr, the work of an ERROR QP: the work
+// requests taken but not completed (in order), the receive being filled,
+// then what is still posted; at most PollBatch per queue per pass.
+func (e *engine) rcFlush(q *qp) bool {
+	c := q.rc
+	work := false
+	if c != nil {
+		for range e.cfg.PollBatch {
+			if c.pend.n == 0 {
+				break
+			}
+			p := c.pend.front()
+			st := p.status
+			if !p.done || st == proto.WCSuccess {
+				st = proto.WCWRFlushErr
+			}
+			e.postCQE(q.s, q.sendCQ, &proto.CQE{WRID: p.wrid, Status: st, Opcode: p.op, QPN: q.qpn, Term: p.term, Flags: p.flags})
+			e.count(q, cFlushed, 1)
+			c.pend.pop()
+			work = true
+		}
+		if c.rqe.active {
+			c.rqe.active = false
+			e.count(q, cFlushed, 1)
+			e.postCQE(q.s, q.recvCQ, &proto.CQE{WRID: c.rqe.wrid, Status: proto.WCWRFlushErr, Opcode: proto.WCRecv, QPN: q.qpn})
+			work = true
+		}
+		if c.pend.n > 0 {
+			return true
+		}
+	}
+	for range e.cfg.PollBatch {
+		slot, err := q.sq.Peek()
+		if err != nil || slot == nil {
+			break
+		}
+		var raw [proto.SQEHeaderLen]byte
+		copy(raw[:], slot)
+		sqe := proto.GetSQE(raw[:])
+		q.sq.Advance()
+		q.sq.Release()
+		e.count(q, cFlushed, 1)
+		e.postCQE(q.s, q.sendCQ, &proto.CQE{WRID: sqe.WRID, Status: proto.WCWRFlushErr, Opcode: wcOpcodeOf(sqe.Opcode), QPN: q.qpn})
+		work = true
+	}
+	if q.rq == nil {
+		return work
+	}
+	for range e.cfg.PollBatch {
+		slot, err := q.rq.Peek()
+		if err != nil || slot == nil {
+			break
+		}
+		wrid := proto.GetRQE(slot).WRID
+		q.rq.Advance()
+		q.rq.Release()
+		e.count(q, cFlushed, 1)
+		e.postCQE(q.s, q.recvCQ, &proto.CQE{WRID: wrid, Status: proto.WCWRFlushErr, Opcode: proto.WCRecv, QPN: q.qpn})
+		work = true
+	}
+	return work
+}
+
+// wcOpcodeOf is the completion opcode of a send work request.
+func wcOpcodeOf(op proto.SendOpcode) proto.WCOpcode {
+	switch op {
+	case proto.WRRDMAWrite:
+		return proto.WCRDMAWrite
+	case proto.WRRDMARead:
+		return proto.WCRDMARead
+	case proto.WRLocalInvalidate:
+		return proto.WCLocalInvalidate
+	case proto.WRWriteRecord:
+		return proto.WCWriteRecord
+	}
+	return proto.WCSend
+}
+
+// rcPending is the window of send work requests taken from the SQ and not
+// yet completed, in posting order: completions are posted in that order
+// (a Send after a Read completes after it). It is bounded by the SQ depth:
+// the SQ head waits while it is full.
+type rcPending struct {
+	e    []rcPend
+	head int
+	n    int
+	seq0 uint64 // sequence number of the head
+}
+
+type rcPend struct {
+	wrid     uint64
+	op       proto.WCOpcode
+	len      uint32
+	signaled bool
+	done     bool
+	status   proto.WCStatus
+	flags    uint8
+	term     uint32
+}
+
+func (p *rcPending) init(depth int) {
+	p.e = make([]rcPend, max(depth, 1))
+	p.head, p.n = 0, 0
+}
+
+func (p *rcPending) full() bool { return p.n == len(p.e) }
+
+func (p *rcPending) push(v rcPend) uint64 {
+	p.e[(p.head+p.n)%len(p.e)] = v
+	p.n++
+	return p.seq0 + uint64(p.n-1)
+}
+
+func (p *rcPending) get(seq uint64) *rcPend {
+	if seq < p.seq0 || seq >= p.seq0+uint64(p.n) {
+		return nil
+	}
+	return &p.e[(p.head+int(seq-p.seq0))%len(p.e)]
+}
+
+func (p *rcPending) front() *rcPend { return &p.e[p.head] }
+
+func (p *rcPending) pop() {
+	p.head = (p.head + 1) % len(p.e)
+	p.n--
+	p.seq0++
+}
+
+func (p *rcPending) reset() {
+	for p.n > 0 {
+		p.pop()
+	}
+}
+
+// rcComplete marks the work request seq done and posts every completion
+// that is now due, in order.
+func (e *engine) rcComplete(q *qp, seq uint64, status proto.WCStatus) {
+	c := q.rc
+	if p := c.pend.get(seq); p != nil {
+		p.done, p.status = true, status
+	}
+	for c.pend.n > 0 && c.pend.front().done {
+		p := c.pend.front()
+		if p.status != proto.WCSuccess || p.signaled || q.sigAll {
+			e.postCQE(q.s, q.sendCQ, &proto.CQE{WRID: p.wrid, Status: p.status, Opcode: p.op, ByteLen: p.len, QPN: q.qpn,
+				Flags: p.flags, Term: p.term})
+		}
+		c.pend.pop()
+	}
+	c.sqStalled = false
+}
+
+// termWord packs an iWARP error for CQE.Term.
+func termWord(err iwerr.Error) uint32 {
+	return uint32(err.Layer)<<16 | uint32(err.Type)<<8 | uint32(err.Code)
+}

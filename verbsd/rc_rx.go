@@ -1,0 +1,732 @@
+package verbsd
+
+import (
+	"errors"
+	"io"
+	"math"
+
+	"github.com/iwarpd/iwarpd/ddp"
+	"github.com/iwarpd/iwarpd/iwerr"
+	"github.com/iwarpd/iwarpd/mpa"
+	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/rdmap"
+	"golang.org/x/sys/unix"
+)
+
+// The RC receive side. FPDUs are read from the socket with mpa.Receiver in
+// steps that survive EAGAIN at any octet: the DDP header (and the RDMAP
+// header of a Read Request or Terminate) into a small header buffer, then
+// the payload straight into its destination in registered memory (the MR
+// at the tagged offset, or the SGEs of the receive WR at the MO), then PAD
+// and CRC. Every segment is checked before anything is placed, in siw's
+// order: DDP version, QN, RDMAP version, opcode, then tagged (STag, PD,
+// access, bounds) or untagged (MSN, buffer, MO, length) checks. A
+// violation sends a Terminate with the RFC 6580 code and the offending
+// headers, and nothing more is read.
+//
+// Last byte last (DESIGN.md §5): the final octet of an RDMA Write or Read
+// Response (the last octet of the segment with L set) is read into a
+// one-octet scratch and stored only after the rest is placed and the CRC
+// checked, so a process polling it never sees it before the rest of the
+// message. (A segment whose CRC fails never gets its last octet.)
+//
+// Back-pressure: the receive side never reads more than it can place: a
+// Send finds its receive WR before any payload is read (none posted: a
+// Terminate "invalid MSN, no buffer", as siw), Read Requests beyond IRD are
+// refused with "invalid MSN range" (siw), and nothing is staged.
+
+// errRCStopped stops the receive loop: the QP is terminating or closed.
+var errRCStopped = errors.New("verbsd: rc: receive stopped")
+
+type rcRxStep uint8
+
+const (
+	rxHeader rcRxStep = iota
+	rxHeaderRest
+	rxPayload
+	rxFinish
+)
+
+// rxHeaderMax: the DDP header plus the longest RDMAP header we read
+// (a Terminate: 4 + 2 + 18 + 28).
+const rxHeaderMax = ddp.UntaggedHeaderLen + 64
+
+// rcRx is the FPDU being received.
+type rcRx struct {
+	step    rcRxStep
+	hdr     [rxHeaderMax]byte
+	got     int // octets of hdr filled
+	want    int // octets of hdr to fill
+	ulen    int
+	parsed  bool
+	h       ddp.Header
+	op      rdmap.Opcode
+	rtr     bool // the zero-length Send RTR: consumed, not delivered
+	payLen  int
+	placed  int
+	hold    bool // the last payload octet goes through last
+	last    [1]byte
+	lastGot bool
+	dst     [][]byte // destination of the payload (this pass)
+	fresh   bool
+	scratch []byte // discard buffer while draining after a Terminate
+}
+
+// rcRead is an outstanding RDMA Read (requester).
+type rcRead struct {
+	seq      uint64
+	internal bool // the RTR: no work request
+	sge      proto.SGE
+	stag     uint32
+	to       uint64
+	size     uint32
+	placed   uint32
+}
+
+// rcReadResp is an accepted Read Request to answer (responder).
+type rcReadResp struct {
+	sinkStag uint32
+	sinkTO   uint64
+	size     uint32
+	srcStag  uint32
+	srcTO    uint64
+	started  bool
+	ddpHdr   [ddp.UntaggedHeaderLen]byte
+	rdmaHdr  [rdmap.ReadRequestLen]byte
+}
+
+// rcRecv is the receive WR of the Send being received.
+type rcRecv struct {
+	active bool
+	wrid   uint64
+	sges   []proto.SGE
+	total  uint64
+	placed uint32
+}
+
+// rcFD reads a non-blocking socket for mpa.Receiver.
+type rcFD int
+
+func (fd rcFD) Read(b []byte) (int, error) {
+	for {
+		n, err := unix.Read(int(fd), b)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		if n == 0 && len(b) > 0 {
+			return 0, io.EOF
+		}
+		return n, nil
+	}
+}
+
+// rcLookup resolves a remote access to q's registered memory: STag (the
+// MR's rkey, valid, in q's session), PD, access right need, TO range.
+func (q *qp) rcLookup(stag uint32, to, n uint64, need proto.Access) ([]byte, rdmap.AccessFault) {
+	m := q.s.mrs[stag>>8]
+	switch {
+	case m == nil || m.lkey != stag || m.invalid:
+		return nil, rdmap.FaultInvalidStag
+	case m.pd != q.pd:
+		return nil, rdmap.FaultPDMismatch
+	case m.access&need == 0:
+		return nil, rdmap.FaultAccessRights
+	case n > 0 && n-1 > math.MaxUint64-to:
+		return nil, rdmap.FaultTOWrap
+	case to < m.addr || to-m.addr > uint64(len(m.mem)) || n > uint64(len(m.mem))-(to-m.addr):
+		return nil, rdmap.FaultBaseBounds
+	}
+	off := to - m.addr
+	return m.mem[off : off+n : off+n], 0
+}
+
+// rcReceive reads and processes FPDUs of q until the socket is empty or
+// PollBatch FPDUs were processed.
+func (e *engine) rcReceive(q *qp) bool {
+	c := q.rc
+	if c.discard {
+		return e.rcDiscard(q)
+	}
+	if !c.rxOn {
+		q.readable = false
+		return false
+	}
+	rd := rcFD(c.fd)
+	c.rx.fresh = false
+	work := false
+	for range e.cfg.PollBatch {
+		done, err := e.rcReadFPDU(q, rd)
+		work = work || done
+		switch {
+		case err == nil:
+		case errors.Is(err, unix.EAGAIN):
+			q.readable = false
+			return work
+		case errors.Is(err, errRCStopped):
+			q.readable = false
+			return true
+		default:
+			e.rcRxError(q, err)
+			return true
+		}
+		if !c.rxOn || c.fd < 0 {
+			q.readable = false
+			return true
+		}
+	}
+	return true
+}
+
+// rcRxError handles a failed read: the peer's FIN between FPDUs is a
+// graceful end, a marker mismatch is an MPA error (Terminate), anything
+// else ends the connection.
+func (e *engine) rcRxError(q *qp, err error) {
+	switch {
+	case errors.Is(err, io.EOF):
+		e.rcClose(q, rcClosedGraceful, "")
+	case errors.Is(err, iwerr.MPAMarkerMismatch):
+		e.rcTerminate(q, iwerr.MPAMarkerMismatch, nil, nil, -1)
+	default:
+		e.rcSocketError(q, err)
+	}
+}
+
+// rcDiscard reads and drops what arrives after our Terminate, until the
+// peer's FIN.
+func (e *engine) rcDiscard(q *qp) bool {
+	c := q.rc
+	if c.rx.scratch == nil {
+		c.rx.scratch = make([]byte, 4096)
+	}
+	for range e.cfg.PollBatch {
+		n, err := rcFD(c.fd).Read(c.rx.scratch)
+		if n > 0 {
+			continue
+		}
+		if errors.Is(err, unix.EAGAIN) {
+			q.readable = false
+			return false
+		}
+		e.rcClose(q, rcClosedTermSent, "")
+		return true
+	}
+	return true
+}
+
+// rcReadFPDU advances the FPDU being received; done reports that one was
+// completely processed.
+func (e *engine) rcReadFPDU(q *qp, rd rcFD) (done bool, err error) {
+	c := q.rc
+	x := &c.rx
+	for {
+		switch x.step {
+		case rxHeader:
+			ulen, err := c.rcv.ReadHeader(rd, x.hdr[:ddp.TaggedHeaderLen])
+			if err != nil {
+				return false, err
+			}
+			x.ulen, x.parsed = ulen, false
+			x.got = min(ulen, ddp.TaggedHeaderLen)
+			x.want = ddp.HeaderLen(x.hdr[:1])
+			x.step = rxHeaderRest
+			if ulen < x.want {
+				e.rcTerminate(q, iwerr.RDMAPCatastrophicStream, nil, nil, ulen)
+				return true, errRCStopped
+			}
+		case rxHeaderRest:
+			for x.got < x.want {
+				n, err := c.rcv.ReadPayload(rd, x.hdr[x.got:x.want])
+				x.got += n
+				if err != nil {
+					return false, err
+				}
+				if n == 0 {
+					return false, io.ErrUnexpectedEOF
+				}
+			}
+			if !x.parsed {
+				x.h, _, _ = ddp.Parse(x.hdr[:x.want])
+				x.parsed = true
+				x.want += e.rcRDMAPHeaderLen(x)
+				continue
+			}
+			if !e.rcCheck(q) {
+				return true, errRCStopped
+			}
+			x.step, x.placed, x.lastGot, x.fresh = rxPayload, 0, false, false
+		case rxPayload:
+			if err := e.rcPlace(q, rd); err != nil {
+				return false, err
+			}
+			x.step = rxFinish
+		case rxFinish:
+			if err := c.rcv.Finish(rd); err != nil {
+				if errors.Is(err, iwerr.MPACRCError) {
+					e.count(q, cDropCRC, 1)
+					e.rcTerminate(q, iwerr.MPACRCError, nil, nil, -1)
+					return true, errRCStopped
+				}
+				return false, err
+			}
+			x.step = rxHeader
+			c.waitFirst = false
+			if !e.rcCommit(q) {
+				return true, errRCStopped
+			}
+			return true, nil
+		}
+	}
+}
+
+// rcRDMAPHeaderLen is how many octets of RDMAP header follow the DDP header
+// of x's segment and are read into x.hdr: a Read Request's 28, or up to 64
+// of a Terminate.
+func (e *engine) rcRDMAPHeaderLen(x *rcRx) int {
+	if x.h.Tagged {
+		return 0
+	}
+	rest := x.ulen - ddp.UntaggedHeaderLen
+	switch x.h.QN {
+	case rdmap.QNReadRequest:
+		return min(rest, rdmap.ReadRequestLen)
+	case rdmap.QNTerminate:
+		return min(rest, rxHeaderMax-ddp.UntaggedHeaderLen)
+	}
+	return 0
+}
+
+// rcCheck validates the segment whose headers are in c.rx and prepares its
+// placement. On a violation it starts the Terminate and returns false.
+func (e *engine) rcCheck(q *qp) bool {
+	c := q.rc
+	x := &c.rx
+	h := &x.h
+	ddpHdr := x.hdr[:h.Len()]
+	fail := func(err iwerr.Error, rdmaHdr []byte) bool {
+		e.rcTerminate(q, err, ddpHdr, rdmaHdr, x.ulen)
+		return false
+	}
+	if h.Version != ddp.Version {
+		if h.Tagged {
+			return fail(iwerr.DDPTaggedInvalidVersion, nil)
+		}
+		return fail(iwerr.DDPUntaggedInvalidVersion, nil)
+	}
+	if !h.Tagged && h.QN > rdmap.QNTerminate {
+		return fail(iwerr.DDPInvalidQN, nil)
+	}
+	ctl := rdmap.Control(h.ULPControl)
+	if ctl.Version() != rdmap.Version {
+		return fail(iwerr.RDMAPInvalidVersion, nil)
+	}
+	x.op = ctl.Opcode()
+	info, ok := x.op.Info()
+	if !ok || info.QPTypes&rdmap.RC == 0 || info.Tagged != h.Tagged || !h.Tagged && info.QN != h.QN {
+		return fail(iwerr.RDMAPUnexpectedOpcode, nil)
+	}
+	x.payLen = x.ulen - x.want
+	x.hold, x.rtr, x.dst = false, false, x.dst[:0]
+	if h.Tagged {
+		return e.rcCheckTagged(q, fail)
+	}
+	if h.MSN != c.expMSN[h.QN] {
+		return fail(iwerr.DDPInvalidMSNRange, nil)
+	}
+	switch h.QN {
+	case rdmap.QNSend:
+		return e.rcCheckSend(q, fail)
+	case rdmap.QNReadRequest:
+		rdmaHdr := x.hdr[ddp.UntaggedHeaderLen:x.want]
+		switch {
+		case h.MO != 0 || !h.Last:
+			return fail(iwerr.DDPInvalidMO, nil)
+		case x.ulen > ddp.UntaggedHeaderLen+rdmap.ReadRequestLen:
+			return fail(iwerr.DDPMessageTooLong, nil)
+		case x.ulen < ddp.UntaggedHeaderLen+rdmap.ReadRequestLen:
+			return fail(iwerr.RDMAPCatastrophicStream, nil)
+		case c.irq.len() >= c.ird:
+			// More Read Requests than our IRD: siw answers so.
+			return fail(iwerr.DDPInvalidMSNRange, nil)
+		}
+		rr, _, _ := rdmap.ParseReadRequest(rdmaHdr)
+		if rr.Size > 0 {
+			if _, f := q.rcLookup(rr.SourceStag, rr.SourceTO, uint64(rr.Size), proto.AccessRemoteRead); f != 0 {
+				return fail(rdmap.RDMAPError(f), rdmaHdr)
+			}
+			if uint64(rr.Size)-1 > math.MaxUint64-rr.SinkTO {
+				return fail(iwerr.RDMAPTOWrap, rdmaHdr)
+			}
+		}
+		if rr.Size > rcMaxMessage {
+			return fail(iwerr.RDMAPOperationUnspecified, rdmaHdr)
+		}
+		x.payLen = 0
+	case rdmap.QNTerminate:
+		x.payLen = 0 // Finish skips what did not fit the header buffer
+	}
+	return true
+}
+
+// rcCheckTagged checks an RDMA Write (against the MR table: STag, PD,
+// remote write, bounds) or a Read Response (against the oldest outstanding
+// Read: STag, TO in order, size).
+func (e *engine) rcCheckTagged(q *qp, fail func(iwerr.Error, []byte) bool) bool {
+	c := q.rc
+	x := &c.rx
+	h := &x.h
+	n := uint64(x.payLen)
+	switch x.op {
+	case rdmap.OpWrite:
+		if n == 0 {
+			return true // zero-length Write (the Write RTR): nothing to place, no STag to check (as siw)
+		}
+		if _, f := q.rcLookup(h.Stag, h.TO, n, proto.AccessRemoteWrite); f != 0 {
+			return fail(rdmap.TaggedError(f), nil)
+		}
+	case rdmap.OpReadResponse:
+		if c.orq.len() == 0 {
+			return fail(iwerr.RDMAPUnexpectedOpcode, nil)
+		}
+		r := c.orq.head()
+		if h.Stag != r.stag {
+			return fail(iwerr.DDPInvalidStag, nil)
+		}
+		end := uint64(r.placed) + n
+		if h.TO != r.to+uint64(r.placed) || end > uint64(r.size) || h.Last && end != uint64(r.size) {
+			return fail(iwerr.DDPBaseBounds, nil)
+		}
+	}
+	x.hold = h.Last && n > 0
+	return true
+}
+
+// rcCheckSend checks a Send segment: it takes the receive WR at the
+// message's first segment, then checks MO and length against it.
+func (e *engine) rcCheckSend(q *qp, fail func(iwerr.Error, []byte) bool) bool {
+	c := q.rc
+	x := &c.rx
+	h := &x.h
+	if c.waitFirst && c.params.PeerToPeer && c.params.RTR == mpa.RTRSend && !c.rqe.active &&
+		x.payLen == 0 && h.MO == 0 && h.Last {
+		x.rtr = true // the initiator's zero-length Send RTR (RFC 6581): not delivered
+		return true
+	}
+	if !c.rqe.active {
+		if h.MO != 0 {
+			return fail(iwerr.DDPInvalidMO, nil)
+		}
+		switch e.rcTakeRecv(q) {
+		case rqeNone:
+			e.count(q, cDropNoRecv, 1)
+			return fail(iwerr.DDPInvalidMSNNoBuffer, nil)
+		case rqeBad:
+			e.rcTerminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
+			return false
+		}
+	}
+	if h.MO != c.rqe.placed {
+		return fail(iwerr.DDPInvalidMO, nil)
+	}
+	if uint64(h.MO)+uint64(x.payLen) > c.rqe.total {
+		e.count(q, cRecvTooLong, 1)
+		return fail(iwerr.DDPMessageTooLong, nil)
+	}
+	return true
+}
+
+type rqeResult uint8
+
+const (
+	rqeTaken rqeResult = iota
+	rqeNone            // nothing posted
+	rqeBad             // a bad receive WR: completed in error, QP in ERROR
+)
+
+// rcTakeRecv takes the next receive WR (the QP's RQ or its SRQ) for the
+// Send now arriving: copied out of the ring and validated.
+func (e *engine) rcTakeRecv(q *qp) rqeResult {
+	c := q.rc
+	ring := q.recvRing()
+	if ring == nil {
+		return rqeNone
+	}
+	slot, err := ring.Peek()
+	if err != nil {
+		e.count(q, cWRErrors, 1)
+		e.errorQP(q, "receive queue producer index is corrupt")
+		return rqeBad
+	}
+	if slot == nil {
+		return rqeNone
+	}
+	var raw [proto.RQEHeaderLen]byte
+	copy(raw[:], slot)
+	rqe := proto.GetRQE(raw[:])
+	ring.Advance()
+	ring.Release()
+	p := q.pd
+	if q.srq != nil {
+		p = q.srq.pd
+	}
+	st := proto.WCSuccess
+	r := &c.rqe
+	r.wrid, r.sges, r.total, r.placed = rqe.WRID, r.sges[:0], 0, 0
+	if uint32(rqe.NumSGE) > q.maxRecvS || proto.RQEHeaderLen+int(rqe.NumSGE)*proto.SGELen > len(slot) {
+		st = proto.WCLocLenErr
+	} else {
+		var sraw [proto.SGELen]byte
+		for i := range int(rqe.NumSGE) {
+			off := proto.RQEHeaderLen + i*proto.SGELen
+			copy(sraw[:], slot[off:off+proto.SGELen])
+			s := proto.GetSGE(sraw[:])
+			if _, st = q.s.translate(s, p, true); st != proto.WCSuccess {
+				break
+			}
+			r.sges = append(r.sges, s)
+			r.total += uint64(s.Length)
+		}
+	}
+	e.srqLimitCheck(q)
+	if st != proto.WCSuccess {
+		e.count(q, cWRErrors, 1)
+		e.postCQE(q.s, q.recvCQ, &proto.CQE{WRID: r.wrid, Status: st, Opcode: proto.WCRecv, QPN: q.qpn})
+		e.errorQP(q, "receive work request "+st.String())
+		return rqeBad
+	}
+	r.active = true
+	return rqeTaken
+}
+
+// srqLimitCheck raises the SRQ limit event once the SRQ fell below it.
+func (e *engine) srqLimitCheck(q *qp) {
+	if s := q.srq; s != nil && s.limit > 0 {
+		if avail, err := s.cons.Available(); err == nil && avail < s.limit {
+			s.limit = 0
+			q.s.sendEvent(e, proto.Event{Type: proto.EventSRQLimit, Handle: s.handle})
+		}
+	}
+}
+
+// rcDest computes where the payload of the current segment goes, for this
+// pass: false if the memory went away (the QP is failing).
+func (e *engine) rcDest(q *qp) bool {
+	c := q.rc
+	x := &c.rx
+	h := &x.h
+	n := uint64(x.payLen)
+	x.dst = x.dst[:0]
+	switch {
+	case x.op == rdmap.OpWrite:
+		b, f := q.rcLookup(h.Stag, h.TO, n, proto.AccessRemoteWrite)
+		if f != 0 {
+			e.rcTerminate(q, rdmap.TaggedError(f), x.hdr[:h.Len()], nil, x.ulen)
+			return false
+		}
+		x.dst = append(x.dst, b)
+	case x.op == rdmap.OpReadResponse:
+		r := c.orq.head()
+		b, st := q.s.translate(r.sge, q.pd, true)
+		if st != proto.WCSuccess || uint64(r.placed)+n > uint64(len(b)) {
+			e.rcTerminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
+			return false
+		}
+		x.dst = append(x.dst, b[r.placed:uint64(r.placed)+n])
+	case !h.Tagged && h.QN == rdmap.QNSend:
+		p := q.pd
+		if q.srq != nil {
+			p = q.srq.pd
+		}
+		bufs := x.dst[:0]
+		for _, s := range c.rqe.sges {
+			b, st := q.s.translate(s, p, true)
+			if st != proto.WCSuccess {
+				e.rcTerminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
+				return false
+			}
+			bufs = append(bufs, b)
+		}
+		// The pieces covering [MO, MO+n) of the receive buffers.
+		k := len(bufs)
+		x.dst = appendRange(bufs, bufs[:k:k], int(h.MO), int(n))[k:]
+	}
+	x.fresh = true
+	return true
+}
+
+// pieceAt returns the part of the concatenation of pieces at [off,
+// off+n), cut at the end of the piece holding off.
+func pieceAt(pieces [][]byte, off, n int) []byte {
+	for _, p := range pieces {
+		if off >= len(p) {
+			off -= len(p)
+			continue
+		}
+		return p[off : off+min(n, len(p)-off)]
+	}
+	return nil
+}
+
+// rcPlace reads the segment's payload into its destination, all but the
+// held last octet, then that octet into the scratch.
+func (e *engine) rcPlace(q *qp, rd rcFD) error {
+	c := q.rc
+	x := &c.rx
+	if x.payLen == 0 {
+		return nil
+	}
+	if !x.fresh && !e.rcDest(q) {
+		return errRCStopped
+	}
+	end := x.payLen
+	if x.hold {
+		end--
+	}
+	for x.placed < end {
+		chunk := pieceAt(x.dst, x.placed, end-x.placed)
+		if len(chunk) == 0 {
+			return io.ErrUnexpectedEOF // cannot happen: the destination covers the payload
+		}
+		n, err := c.rcv.ReadPayload(rd, chunk)
+		x.placed += n
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return io.ErrUnexpectedEOF
+		}
+	}
+	if x.hold && !x.lastGot {
+		n, err := c.rcv.ReadPayload(rd, x.last[:])
+		if err != nil {
+			return err
+		}
+		if n != 1 {
+			return io.ErrUnexpectedEOF
+		}
+		x.lastGot = true
+	}
+	return nil
+}
+
+// rcCommit acts on a segment whose CRC was good: the held last octet is
+// stored, and completed messages complete. false: the QP is failing.
+func (e *engine) rcCommit(q *qp) bool {
+	c := q.rc
+	x := &c.rx
+	h := &x.h
+	if x.hold {
+		if !x.fresh && !e.rcDest(q) {
+			return false
+		}
+		pieceAt(x.dst, x.payLen-1, 1)[0] = x.last[0]
+	}
+	if h.Tagged {
+		e.count(q, cBytesIn, int64(x.payLen))
+		if x.op == rdmap.OpReadResponse {
+			r := c.orq.head()
+			r.placed += uint32(x.payLen)
+			if h.Last {
+				if !r.internal {
+					e.rcComplete(q, r.seq, proto.WCSuccess)
+				}
+				c.orq.pop()
+				c.sqStalled = false
+			}
+		}
+		return true
+	}
+	switch h.QN {
+	case rdmap.QNSend:
+		if x.rtr {
+			c.expMSN[0]++
+			return true
+		}
+		c.rqe.placed += uint32(x.payLen)
+		if h.Last {
+			c.expMSN[0]++
+			return e.rcCompleteRecv(q)
+		}
+	case rdmap.QNReadRequest:
+		c.expMSN[1]++
+		rr, _, _ := rdmap.ParseReadRequest(x.hdr[ddp.UntaggedHeaderLen:x.want])
+		r := rcReadResp{sinkStag: rr.SinkStag, sinkTO: rr.SinkTO, size: rr.Size, srcStag: rr.SourceStag, srcTO: rr.SourceTO}
+		copy(r.ddpHdr[:], x.hdr[:ddp.UntaggedHeaderLen])
+		copy(r.rdmaHdr[:], x.hdr[ddp.UntaggedHeaderLen:x.want])
+		c.irq.push(r)
+	case rdmap.QNTerminate:
+		c.expMSN[2]++
+		e.rcTermReceived(q, x.hdr[ddp.UntaggedHeaderLen:x.want])
+		return false
+	}
+	return true
+}
+
+// rcCompleteRecv completes the receive WR of a fully received Send,
+// after the remote invalidation a Send with Invalidate asks for.
+func (e *engine) rcCompleteRecv(q *qp) bool {
+	c := q.rc
+	x := &c.rx
+	r := &c.rqe
+	cqe := proto.CQE{WRID: r.wrid, Opcode: proto.WCRecv, ByteLen: r.placed, QPN: q.qpn}
+	if x.op == rdmap.OpSendSE || x.op == rdmap.OpSendSEInvalidate {
+		cqe.Flags |= proto.WCFlagSolicited
+	}
+	if x.op == rdmap.OpSendInvalidate || x.op == rdmap.OpSendSEInvalidate {
+		stag := x.h.ULPReserved
+		m := q.s.mrs[stag>>8]
+		if m == nil || m.lkey != stag || m.pd != q.pd {
+			e.rcTerminate(q, iwerr.RDMAPCannotInvalidate, x.hdr[:ddp.UntaggedHeaderLen], nil, x.ulen)
+			return false
+		}
+		m.invalid = true
+		cqe.Flags |= proto.WCFlagWithInv
+		cqe.InvStag = stag
+	}
+	r.active = false
+	e.count(q, cMessagesIn, 1)
+	e.count(q, cBytesIn, int64(r.placed))
+	e.postCQE(q.s, q.recvCQ, &cqe)
+	return true
+}
+
+// rcTermReceived handles the peer's Terminate: the oldest uncompleted work
+// request completes with the error it reports, the rest is flushed, the QP
+// goes to ERROR and the connection is closed.
+func (e *engine) rcTermReceived(q *qp, b []byte) {
+	c := q.rc
+	t, _, err := rdmap.ParseTerminate(b)
+	if err != nil {
+		t = rdmap.Terminate{Err: iwerr.RDMAPOperationUnspecified}
+	}
+	t.DDPHeader = append([]byte(nil), t.DDPHeader...)
+	t.RDMAPHeader = append([]byte(nil), t.RDMAPHeader...)
+	c.term = &t
+	c.reason = rcClosedTermReceived
+	if c.pend.n > 0 {
+		p := c.pend.front()
+		p.done, p.status, p.term, p.flags = true, termStatus(t.Err), termWord(t.Err), proto.WCFlagTermValid
+	}
+	if q.state != proto.QPStateError {
+		q.state = proto.QPStateError
+		q.s.sendEvent(e, proto.Event{Type: proto.EventQPFatal, Handle: q.handle, Detail: "terminate received: " + t.Err.Error()})
+	}
+	e.rcClose(q, rcClosedTermReceived, "")
+}
+
+// termStatus is the completion status of a work request the peer
+// terminated the connection for.
+func termStatus(err iwerr.Error) proto.WCStatus {
+	switch {
+	case err.Layer == iwerr.LayerRDMAP && err.Type == iwerr.RDMAPRemoteProtection,
+		err.Layer == iwerr.LayerDDP && err.Type == iwerr.DDPTaggedBuffer:
+		return proto.WCRemAccessErr
+	case err.Layer == iwerr.LayerDDP && err.Type == iwerr.DDPUntaggedBuffer:
+		return proto.WCRemInvReqErr
+	case err.Layer == iwerr.LayerRDMAP && err.Type == iwerr.RDMAPRemoteOperation:
+		return proto.WCRemOpErr
+	}
+	return proto.WCRemAbortErr
+}

@@ -1,0 +1,515 @@
+package verbsd
+
+import (
+	"errors"
+	"math"
+
+	"github.com/iwarpd/iwarpd/ddp"
+	"github.com/iwarpd/iwarpd/mpa"
+	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/rdmap"
+	"golang.org/x/sys/unix"
+)
+
+// The RC send side. One message is transmitted at a time: a Read Response
+// (first, bounded by IRD), else the SQ head. Each DDP segment is one FPDU
+// of at most MULPDU octets (by default one TCP segment), written with
+// writev from [DDP header | registered memory... | PAD+CRC] (mpa.Sender.
+// AppendVec): no payload copy, and no more than one FPDU's framing held.
+// A short write resumes at the exact octet; EAGAIN registers EPOLLOUT and
+// stops the QP's sending until the socket drains (back-pressure: nothing
+// is buffered beyond the socket).
+//
+// Send and Write work requests complete when their last octet is written
+// into the socket (as siw does): DESIGN.md's "when the LLP has delivered
+// them" is approximated by TCP having accepted them. A Read completes when
+// its whole Read Response is placed. Completions are posted in posting
+// order (rcPending).
+
+type rcTxKind uint8
+
+const (
+	txNone     rcTxKind = iota
+	txSQ                // a send work request
+	txReadResp          // the Read Response of irq's head
+	txRTR               // the peer-to-peer RTR message
+)
+
+// rcTx is the message being transmitted and its FPDU in flight.
+type rcTx struct {
+	kind     rcTxKind
+	wrOp     proto.SendOpcode
+	useIn    bool // payload is the inline copy
+	sges     []proto.SGE
+	inline   []byte
+	rreq     [rdmap.ReadRequestLen]byte
+	readSGE  proto.SGE
+	total    int
+	segs     ddp.Segmenter
+	seg      uint32 // segment being sent
+	seq      uint64 // the pending work request (txSQ)
+	payloads [][]byte
+	fresh    bool // payloads translated in this pass
+
+	inFPDU   bool
+	startPos uint64 // stream position of the FPDU in flight
+	written  int
+	wire     int
+	hdr      [ddp.UntaggedHeaderLen]byte
+	ulp      [][]byte
+	vec      [][]byte
+	scratch  []byte
+	iov      [][]byte
+}
+
+func (t *rcTx) init(q *qp) {
+	t.sges = make([]proto.SGE, 0, max(q.caps.MaxSendSGE, 1))
+	t.inline = make([]byte, q.caps.MaxInline)
+	// Framing scratch: length, PAD, CRC and one marker per 512 octets.
+	t.scratch = make([]byte, 0, 16+4*(mpa.MaxULPDU/mpa.MarkerInterval+2))
+}
+
+func (t *rcTx) reset() {
+	t.kind, t.inFPDU, t.written, t.payloads = txNone, false, 0, t.payloads[:0]
+}
+
+// startRTR queues the peer-to-peer RTR message (initiator).
+func (t *rcTx) startRTR(c *rcConn, typ mpa.RTRType) {
+	t.kind, t.seg, t.fresh, t.total = txRTR, 0, false, 0
+	switch typ {
+	case mpa.RTRWrite:
+		// STag 1, not 0: hardware peers refuse STag 0 (protocol-notes §0.4).
+		t.segs, _ = ddp.TaggedSegments(uint8(rdmap.MakeControl(rdmap.OpWrite)), 1, 0, 0, c.maxTagged)
+	case mpa.RTRRead:
+		rr := rdmap.ReadRequest{SinkStag: 1, SourceStag: 1}
+		rr.Append(t.rreq[:0])
+		msn, _ := c.msn.NextMSN(rdmap.QNReadRequest)
+		t.segs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(rdmap.OpReadRequest)), 0, rdmap.QNReadRequest, msn,
+			rdmap.ReadRequestLen, c.maxUntagged)
+		c.orq.push(rcRead{internal: true, stag: 1})
+	default: // RTRSend
+		msn, _ := c.msn.NextMSN(rdmap.QNSend)
+		t.segs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(rdmap.OpSend)), 0, rdmap.QNSend, msn, 0, c.maxUntagged)
+	}
+}
+
+// rcSend transmits FPDUs of q until the socket is full, there is nothing
+// to send, or PollBatch FPDUs went out.
+func (e *engine) rcSend(q *qp) bool {
+	c := q.rc
+	t := &c.tx
+	t.fresh = false
+	work := false
+	for range e.cfg.PollBatch {
+		if c.fd < 0 {
+			return true
+		}
+		switch c.phase {
+		case rcTerminating:
+			if !t.inFPDU || t.written == 0 {
+				t.reset()
+				return e.rcSendTerminate(q) || work
+			}
+		case rcDraining, rcClosed, rcIdle:
+			return work
+		}
+		if !t.inFPDU {
+			ready, did := e.rcNextFPDU(q)
+			work = work || did
+			if !ready {
+				return work
+			}
+		} else if !t.fresh && !e.rcBuildFPDU(q) {
+			return true
+		}
+		n, err := rcWritev(c, t.vec, t.written)
+		if n > 0 {
+			t.written += n
+			work = true
+		}
+		if t.written == t.wire {
+			t.inFPDU = false
+			c.setEpoll(e, c.rxOn, false)
+			e.rcFPDUSent(q)
+			continue
+		}
+		if err == nil || errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+			e.count(q, cSendBlocked, 1)
+			c.setEpoll(e, c.rxOn, true)
+			return work
+		}
+		e.rcSocketError(q, err)
+		return true
+	}
+	return true
+}
+
+// rcWritev writes vec, less its first skip octets, to c's socket.
+func rcWritev(c *rcConn, vec [][]byte, skip int) (int, error) {
+	iov := c.tx.iov[:0]
+	for _, p := range vec {
+		if skip >= len(p) {
+			skip -= len(p)
+			continue
+		}
+		iov = append(iov, p[skip:])
+		skip = 0
+	}
+	c.tx.iov = iov[:0]
+	if len(iov) == 0 {
+		return 0, nil
+	}
+	n, err := unix.Writev(c.fd, iov)
+	return max(n, 0), err
+}
+
+// rcNextFPDU prepares the next FPDU to write, starting a new message if
+// none is in progress. ready: an FPDU is built; did: something happened
+// (a work request was taken, completed or failed).
+func (e *engine) rcNextFPDU(q *qp) (ready, did bool) {
+	c := q.rc
+	t := &c.tx
+	if t.kind == txNone {
+		ok, d := e.rcStartMessage(q)
+		did = d
+		if !ok {
+			return false, did
+		}
+	}
+	if !e.rcBuildFPDU(q) {
+		return false, true
+	}
+	return true, true
+}
+
+// rcBuildFPDU builds the vector of the FPDU of the current segment,
+// translating the payload first if it was not in this pass. An FPDU in
+// flight is rebuilt identically (the sender's stream position is set back
+// to its start). It returns false when the payload is gone (the QP is
+// failing).
+func (e *engine) rcBuildFPDU(q *qp) bool {
+	c := q.rc
+	t := &c.tx
+	if !t.fresh {
+		if !e.rcTxPayloads(q) {
+			return false
+		}
+		t.fresh = true
+	}
+	if !t.inFPDU {
+		t.startPos = c.snd.StreamPos()
+		t.written = 0
+	}
+	s := t.segs.Segment(t.seg)
+	hdr := s.Header.Append(t.hdr[:0])
+	ulp := append(t.ulp[:0], hdr)
+	ulp = appendRange(ulp, t.payloads, int(s.Offset), s.Len)
+	t.ulp = ulp[:0]
+	c.snd.SetStreamPos(t.startPos)
+	t.vec, t.scratch = c.snd.AppendVec(t.vec[:0], t.scratch[:0], ulp...)
+	t.wire = 0
+	for _, p := range t.vec {
+		t.wire += len(p)
+	}
+	t.inFPDU = true
+	return true
+}
+
+// rcTxPayloads translates the current message's payload for this pass.
+func (e *engine) rcTxPayloads(q *qp) bool {
+	c := q.rc
+	t := &c.tx
+	t.payloads = t.payloads[:0]
+	switch t.kind {
+	case txRTR:
+		if t.segs.MessageLen() == rdmap.ReadRequestLen {
+			t.payloads = append(t.payloads, t.rreq[:])
+		}
+	case txReadResp:
+		r := c.irq.head()
+		if r.size == 0 {
+			return true
+		}
+		b, f := q.rcLookup(r.srcStag, r.srcTO, uint64(r.size), proto.AccessRemoteRead)
+		if f != 0 {
+			// Deregistered or invalidated since the request was accepted.
+			e.rcTxBroken(q)
+			e.rcTerminate(q, rdmap.RDMAPError(f), r.ddpHdr[:], r.rdmaHdr[:], ddp.UntaggedHeaderLen+rdmap.ReadRequestLen)
+			return false
+		}
+		t.payloads = append(t.payloads, b)
+	case txSQ:
+		switch {
+		case t.wrOp == proto.WRRDMARead:
+			t.payloads = append(t.payloads, t.rreq[:])
+		case t.useIn:
+			t.payloads = append(t.payloads, t.inline[:t.total])
+		default:
+			for _, s := range t.sges {
+				b, st := q.s.translate(s, q.pd, false)
+				if st != proto.WCSuccess {
+					e.rcTxBroken(q)
+					e.rcComplete(q, t.seq, st)
+					e.errorQP(q, "a send buffer was deregistered or invalidated while in use")
+					return false
+				}
+				t.payloads = append(t.payloads, b)
+			}
+		}
+	}
+	return true
+}
+
+// rcTxBroken drops the message in transmission. If part of an FPDU went
+// out, the stream cannot be framed any more: the connection is closed at
+// once (no Terminate can follow).
+func (e *engine) rcTxBroken(q *qp) {
+	c := q.rc
+	partial := c.tx.inFPDU && c.tx.written > 0
+	c.tx.reset()
+	if partial {
+		e.rcClose(q, rcClosedSocketError, ": a message could not be completed")
+	}
+}
+
+// rcStartMessage picks the next message: a Read Response if one is due,
+// else the SQ head (local invalidations complete on the way).
+func (e *engine) rcStartMessage(q *qp) (ok, did bool) {
+	c := q.rc
+	t := &c.tx
+	if c.irq.len() > 0 && !c.irq.head().started {
+		r := c.irq.head()
+		r.started = true
+		segs, err := ddp.TaggedSegments(uint8(rdmap.MakeControl(rdmap.OpReadResponse)), r.sinkStag, r.sinkTO, r.size, c.maxTagged)
+		if err != nil { // checked when the request arrived
+			e.rcTerminate(q, rdmap.RDMAPError(rdmap.FaultTOWrap), r.ddpHdr[:], r.rdmaHdr[:], -1)
+			return false, true
+		}
+		t.kind, t.segs, t.seg, t.fresh, t.total = txReadResp, segs, 0, false, int(r.size)
+		return true, true
+	}
+	if q.state != proto.QPStateRTS && q.state != proto.QPStateSQD || c.sqStalled {
+		return false, false
+	}
+	for {
+		if c.phase == rcClosing && c.closeBudget == 0 {
+			return false, did
+		}
+		slot, err := q.sq.Peek()
+		if err != nil {
+			e.count(q, cWRErrors, 1)
+			e.errorQP(q, "send queue producer index is corrupt")
+			return false, true
+		}
+		if slot == nil {
+			return false, did
+		}
+		var raw [proto.SQEHeaderLen]byte
+		copy(raw[:], slot)
+		sqe := proto.GetSQE(raw[:])
+		if c.waitFirst && sqe.Opcode != proto.WRLocalInvalidate {
+			// Responder: nothing goes out before the initiator's first FPDU.
+			return false, did
+		}
+		fence := sqe.Flags&proto.SendFence != 0 && c.orq.len() > 0
+		if fence || c.pend.full() || sqe.Opcode == proto.WRRDMARead && c.orq.len() >= c.ord {
+			c.sqStalled = true
+			return false, did
+		}
+		st := e.rcPrepareWR(q, &sqe, slot)
+		q.sq.Advance()
+		q.sq.Release()
+		if c.phase == rcClosing {
+			c.closeBudget--
+		}
+		seq := c.pend.push(rcPend{wrid: sqe.WRID, op: wcOpcodeOf(sqe.Opcode), len: uint32(t.total),
+			signaled: sqe.Flags&proto.SendSignaled != 0})
+		did = true
+		if st != proto.WCSuccess || sqe.Opcode == proto.WRLocalInvalidate {
+			t.kind = txNone // nothing to transmit
+		}
+		if st != proto.WCSuccess {
+			e.count(q, cWRErrors, 1)
+			e.rcComplete(q, seq, st)
+			e.errorQP(q, "work request "+st.String())
+			return false, true
+		}
+		if sqe.Opcode == proto.WRLocalInvalidate {
+			e.rcComplete(q, seq, proto.WCSuccess)
+			continue
+		}
+		t.seq = seq
+		if sqe.Opcode == proto.WRRDMARead {
+			c.orq.push(rcRead{seq: seq, sge: t.readSGE, stag: t.readSGE.LKey, to: t.readSGE.Addr, size: uint32(t.total)})
+		}
+		return true, true
+	}
+}
+
+// rcPrepareWR copies and validates the work request sqe (slot is its
+// ring entry, for SGEs and inline data) into c.tx, and performs a local
+// invalidation. The status is not WCSuccess for a bad work request.
+func (e *engine) rcPrepareWR(q *qp, sqe *proto.SQE, slot []byte) proto.WCStatus {
+	c := q.rc
+	t := &c.tx
+	t.kind, t.wrOp, t.useIn, t.seg, t.fresh, t.total = txSQ, sqe.Opcode, false, 0, false, 0
+	t.sges = t.sges[:0]
+	if !sqe.KnownFlags() {
+		return proto.WCLocQPOpErr
+	}
+	inline := sqe.Flags&proto.SendInline != 0
+	switch sqe.Opcode {
+	case proto.WRSend, proto.WRSendInvalidate, proto.WRRDMAWrite:
+		if st := e.rcCopyPayload(q, sqe, slot, inline); st != proto.WCSuccess {
+			return st
+		}
+	case proto.WRRDMARead:
+		// One sink buffer: the Read Response is placed at one STag/TO
+		// (siw allows one SGE for Reads too).
+		if inline || sqe.NumSGE > 1 {
+			return proto.WCLocQPOpErr
+		}
+		t.readSGE = proto.SGE{}
+		if sqe.NumSGE == 1 {
+			var sraw [proto.SGELen]byte
+			copy(sraw[:], slot[proto.SQEHeaderLen:])
+			t.readSGE = proto.GetSGE(sraw[:])
+			if _, st := q.s.translate(t.readSGE, q.pd, true); st != proto.WCSuccess {
+				return st
+			}
+			t.total = int(t.readSGE.Length)
+		}
+		if t.total > 0 && uint64(t.total)-1 > math.MaxUint64-sqe.RemoteAddr {
+			return proto.WCLocQPOpErr
+		}
+	case proto.WRLocalInvalidate:
+		m := q.s.mrs[sqe.InvStag>>8]
+		if m == nil || m.lkey != sqe.InvStag || m.pd != q.pd {
+			return proto.WCLocProtErr
+		}
+		m.invalid = true
+		return proto.WCSuccess
+	default:
+		return proto.WCLocQPOpErr
+	}
+	switch sqe.Opcode {
+	case proto.WRSend, proto.WRSendInvalidate:
+		op, inv := rdmap.OpSend, uint32(0)
+		se := sqe.Flags&proto.SendSolicited != 0
+		switch {
+		case sqe.Opcode == proto.WRSendInvalidate && se:
+			op, inv = rdmap.OpSendSEInvalidate, sqe.InvStag
+		case sqe.Opcode == proto.WRSendInvalidate:
+			op, inv = rdmap.OpSendInvalidate, sqe.InvStag
+		case se:
+			op = rdmap.OpSendSE
+		}
+		msn, _ := c.msn.NextMSN(rdmap.QNSend)
+		t.segs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(op)), inv, rdmap.QNSend, msn, uint32(t.total), c.maxUntagged)
+	case proto.WRRDMAWrite:
+		segs, err := ddp.TaggedSegments(uint8(rdmap.MakeControl(rdmap.OpWrite)), sqe.RKey, sqe.RemoteAddr, uint32(t.total), c.maxTagged)
+		if err != nil {
+			return proto.WCLocQPOpErr
+		}
+		t.segs = segs
+	case proto.WRRDMARead:
+		rr := rdmap.ReadRequest{SinkStag: t.readSGE.LKey, SinkTO: t.readSGE.Addr, Size: uint32(t.total),
+			SourceStag: sqe.RKey, SourceTO: sqe.RemoteAddr}
+		rr.Append(t.rreq[:0])
+		msn, _ := c.msn.NextMSN(rdmap.QNReadRequest)
+		t.segs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(rdmap.OpReadRequest)), 0, rdmap.QNReadRequest, msn,
+			rdmap.ReadRequestLen, c.maxUntagged)
+	}
+	return proto.WCSuccess
+}
+
+// rcCopyPayload copies the SGEs (validating them) or the inline data of a
+// Send or Write into c.tx.
+func (e *engine) rcCopyPayload(q *qp, sqe *proto.SQE, slot []byte, inline bool) proto.WCStatus {
+	t := &q.rc.tx
+	if inline {
+		if sqe.InlineLen > q.caps.MaxInline || int(sqe.InlineLen) > len(slot)-proto.SQEHeaderLen {
+			return proto.WCLocLenErr
+		}
+		n := int(sqe.InlineLen)
+		copy(t.inline[:n], slot[proto.SQEHeaderLen:proto.SQEHeaderLen+n])
+		t.useIn, t.total = true, n
+		return proto.WCSuccess
+	}
+	if uint32(sqe.NumSGE) > q.caps.MaxSendSGE || proto.SQEHeaderLen+int(sqe.NumSGE)*proto.SGELen > len(slot) {
+		return proto.WCLocLenErr
+	}
+	total := 0
+	var sraw [proto.SGELen]byte
+	for i := range int(sqe.NumSGE) {
+		off := proto.SQEHeaderLen + i*proto.SGELen
+		copy(sraw[:], slot[off:off+proto.SGELen])
+		s := proto.GetSGE(sraw[:])
+		if _, st := q.s.translate(s, q.pd, false); st != proto.WCSuccess {
+			return st
+		}
+		t.sges = append(t.sges, s)
+		total += int(s.Length)
+		if total > rcMaxMessage {
+			return proto.WCLocLenErr
+		}
+	}
+	t.total = total
+	return proto.WCSuccess
+}
+
+// rcFPDUSent accounts for a fully written FPDU; the message completes
+// with its last one.
+func (e *engine) rcFPDUSent(q *qp) {
+	c := q.rc
+	t := &c.tx
+	t.seg++
+	if t.seg < t.segs.Count() {
+		return
+	}
+	switch t.kind {
+	case txSQ:
+		e.count(q, cMessagesOut, 1)
+		e.count(q, cBytesOut, int64(t.total))
+		if t.wrOp != proto.WRRDMARead {
+			e.rcComplete(q, t.seq, proto.WCSuccess)
+		}
+	case txReadResp:
+		e.count(q, cBytesOut, int64(t.total))
+		c.irq.pop()
+	}
+	t.kind = txNone
+	t.payloads = t.payloads[:0]
+}
+
+// rcSendTerminate writes the Terminate FPDU (built once), then our FIN;
+// what the peer still sends is read and dropped until its FIN (bounded).
+func (e *engine) rcSendTerminate(q *qp) bool {
+	c := q.rc
+	if c.termWire == nil {
+		t := c.buildTerm()
+		msn, _ := c.msn.NextMSN(rdmap.QNTerminate)
+		h := ddp.Header{Last: true, Version: ddp.Version, ULPControl: uint8(rdmap.MakeControl(rdmap.OpTerminate)),
+			QN: rdmap.QNTerminate, MSN: msn}
+		ulpdu := t.Append(h.Append(make([]byte, 0, ddp.UntaggedHeaderLen+t.Len())))
+		c.termWire = c.snd.AppendFPDU(make([]byte, 0, c.snd.WireLen(len(ulpdu))), ulpdu)
+		c.termOff = 0
+	}
+	for c.termOff < len(c.termWire) {
+		n, err := unix.Write(c.fd, c.termWire[c.termOff:])
+		if n > 0 {
+			c.termOff += n
+			continue
+		}
+		if err == nil || errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+			c.setEpoll(e, false, true)
+			return false
+		}
+		e.rcSocketError(q, err)
+		return true
+	}
+	e.count(q, cMessagesOut, 1)
+	c.discard = true
+	e.rcShutdown(q)
+	return true
+}
