@@ -18,7 +18,7 @@ import (
 )
 
 // End-to-end tests against the real daemon, built from ./cmd/iwarpd and run
-// as a separate process per test. Timeouts scale with IWARPD_TEST_SCALE (a
+// as a separate process per test. Timeouts scale with IWARPD_TEST_TIMEOUT_SCALE (a
 // factor, default 1) for slow machines; IWARPD_TEST_BIN runs a prebuilt
 // daemon instead of building one.
 
@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 }
 
 func scaled(d time.Duration) time.Duration {
-	if f, err := strconv.ParseFloat(os.Getenv("IWARPD_TEST_SCALE"), 64); err == nil && f > 0 {
+	if f, err := strconv.ParseFloat(os.Getenv("IWARPD_TEST_TIMEOUT_SCALE"), 64); err == nil && f > 0 {
 		return time.Duration(float64(d) * f)
 	}
 	return d

@@ -17,9 +17,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// timeScale stretches timeouts on slow machines (IWARPD_TEST_TIMESCALE).
+// timeScale stretches timeouts on slow machines (IWARPD_TEST_TIMEOUT_SCALE).
 func timeScale() time.Duration {
-	if f, err := strconv.Atoi(os.Getenv("IWARPD_TEST_TIMESCALE")); err == nil && f > 0 {
+	if f, err := strconv.Atoi(os.Getenv("IWARPD_TEST_TIMEOUT_SCALE")); err == nil && f > 0 {
 		return time.Duration(f)
 	}
 	return 1
