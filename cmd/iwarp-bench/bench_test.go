@@ -293,14 +293,15 @@ func TestSmokeLoopback(t *testing.T) {
 	if strings.Contains(out, "(no data)") || strings.Contains(out, "FAILED") {
 		t.Errorf("a metric is missing:\n%s", out)
 	}
-	for _, ratio := range []string{"UD lat / raw UDP lat", "UD bw / raw UDP bw"} {
+	for _, ratio := range []string{"UD lat / raw UDP lat", "UD bw / raw UDP bw", "RC Send lat / raw TCP lat",
+		"RC Write lat / raw TCP lat", "RC Write bw / raw TCP bw", "RC Read bw / raw TCP bw", "UD lat / RC Send lat"} {
 		for _, line := range strings.Split(out, "\n") {
 			if strings.Contains(line, ratio) && !strings.Contains(line, "×") {
 				t.Errorf("ratio line without a ratio: %q", line)
 			}
 		}
 	}
-	if n := strings.Count(stderr.String(), "[loopback 1/1]"); n != 5 {
-		t.Errorf("%d progress lines, want 5:\n%s", n, stderr.String())
+	if n := strings.Count(stderr.String(), "[loopback 1/1]"); n != 11 {
+		t.Errorf("%d progress lines, want 11 (5 UD and raw, 6 RC and raw TCP):\n%s", n, stderr.String())
 	}
 }

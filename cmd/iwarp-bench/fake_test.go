@@ -44,13 +44,20 @@ func TestPipeline(t *testing.T) {
 		"UD lat / raw UDP lat (medians)": "1.50× [1.50× – 1.50×] ≤ 1.5× PASS",
 		"UD bw / raw UDP bw":             "0.75× [0.75× – 0.75×] ≥ 0.7× PASS",
 		"UD bw / raw TCP bw":             "1.50× [1.50× – 1.50×] — n/a",
+		// RC: fake figures raw TCP 6 µs / 20 Gb/s, RC Send 10 µs, Write 9 µs,
+		// Write 16 Gb/s, Read 18 Gb/s.
+		"RC Send lat / raw TCP lat (medians)":                 "1.67× [1.67× – 1.67×] ≤ 1.5× MISS",
+		"RC Write lat / raw TCP lat (medians)":                "1.50× [1.50× – 1.50×] ≤ 1.5× PASS",
+		"RC Write bw / raw TCP bw (1 MiB)":                    "0.80× [0.80× – 0.80×] ≥ 0.8× PASS",
+		"RC Read bw / raw TCP bw (1 MiB)":                     "0.90× [0.90× – 0.90×] ≥ 0.8× PASS",
+		"UD lat / RC Send lat (medians; about 0.75 expected)": "0.75× [0.75× – 0.75×] ≤ 0.75× PASS",
 	} {
 		if got := row(out, name); got != want {
 			t.Errorf("row %q: %q, want %q\n%s", name, got, want, out)
 		}
 	}
-	if n := strings.Count(stderr.String(), "[loopback "); n != 15 {
-		t.Errorf("%d progress lines, want 15 (5 runs × 3 rounds):\n%s", n, stderr.String())
+	if n := strings.Count(stderr.String(), "[loopback "); n != 33 {
+		t.Errorf("%d progress lines, want 33 (11 runs × 3 rounds):\n%s", n, stderr.String())
 	}
 
 	stdout.Reset()

@@ -73,7 +73,8 @@ type benchConfig struct {
 }
 
 // knownRuns are the keys -only accepts.
-var knownRuns = map[string]bool{kRawUDPLat: true, kUDLat: true, kFIRxdLat: true, kFIUDPLat: true, kRawUDPBW: true, kUDBW: true, kRawTCPBW: true}
+var knownRuns = map[string]bool{kRawUDPLat: true, kUDLat: true, kFIRxdLat: true, kFIUDPLat: true, kRawUDPBW: true, kUDBW: true, kRawTCPBW: true,
+	kRawTCPLat: true, kRCSendLat: true, kRCWriteLat: true, kRawTCPBW1M: true, kRCWriteBW1M: true, kRCReadBW1M: true}
 
 // only returns the runs to make (nil: all).
 func (c *benchConfig) only() map[string]bool {
@@ -154,7 +155,7 @@ func parseConfig(args []string, stderr io.Writer) (benchConfig, error) {
 	fs.DurationVar(&c.PerfTimeout, "perf-timeout", 10*time.Second, "iwarp-perf -timeout: longest wait for one message")
 	fs.DurationVar(&c.RunTimeout, "run-timeout", 120*time.Second, "longest time one run (server + client) may take before it is killed")
 	fs.BoolVar(&c.Quick, "quick", false, "smoke mode: 1 round, 200 latency iterations, 100 bandwidth messages (unless -n/-bw-n/-rounds are given)")
-	only := fs.String("only", "", "comma-separated `runs` to make (for profiling): raw_udp_lat, ud_lat, fi_rxd_lat, fi_udp_lat, raw_udp_bw, ud_bw, raw_tcp_bw")
+	only := fs.String("only", "", "comma-separated `runs` to make (for profiling): raw_udp_lat, ud_lat, fi_rxd_lat, fi_udp_lat, raw_udp_bw, ud_bw, raw_tcp_bw, raw_tcp_lat, rc_send_lat, rc_write_lat, raw_tcp_bw_1m, rc_write_bw_1m, rc_read_bw_1m")
 	fs.BoolVar(&c.JSON, "json", false, "print one JSON document instead of the tables")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: iwarp-bench [flags]\n\n"+
@@ -184,7 +185,7 @@ func parseConfig(args []string, stderr io.Writer) (benchConfig, error) {
 	c.DaemonArgs = strings.Fields(*daemonArgs)
 	for _, k := range strings.FieldsFunc(*only, func(r rune) bool { return r == ',' || r == ' ' }) {
 		if !knownRuns[k] {
-			return c, &usageError{fmt.Sprintf("-only %q: unknown run (want raw_udp_lat, ud_lat, fi_rxd_lat, fi_udp_lat, raw_udp_bw, ud_bw, raw_tcp_bw)", k)}
+			return c, &usageError{fmt.Sprintf("-only %q: unknown run (want raw_udp_lat, ud_lat, fi_rxd_lat, fi_udp_lat, raw_udp_bw, ud_bw, raw_tcp_bw, raw_tcp_lat, rc_send_lat, rc_write_lat, raw_tcp_bw_1m, rc_write_bw_1m, rc_read_bw_1m)", k)}
 		}
 		c.Only = append(c.Only, k)
 	}

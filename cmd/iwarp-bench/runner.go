@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -262,7 +263,8 @@ type perfReport struct {
 // perfTest is one iwarp-perf run: the test flags both sides get.
 type perfTest struct {
 	label     string // for progress and errors, e.g. "UD lat 64 B"
-	transport string // "ud", "raw-udp", "raw-tcp"
+	transport string // "ud", "rc", "raw-udp", "raw-tcp"
+	op        string // rc: "send", "write" or "read" ("": send)
 	test      string // "lat" or "bw"
 	size      int
 	iters     int
@@ -276,6 +278,8 @@ func (t perfTest) args(cfg *benchConfig) []string {
 		a = append(a, "-raw", "udp")
 	case "raw-tcp":
 		a = append(a, "-raw", "tcp")
+	case "rc":
+		a = append(a, "-t", "rc", "-o", cmp.Or(t.op, "send"))
 	default:
 		a = append(a, "-t", "ud", "-o", "send")
 	}
@@ -304,7 +308,7 @@ func decodePerfReport(out string, t perfTest) (*perfReport, error) {
 		return nil, fmt.Errorf("DATA WRONG: %d messages mismatched; first: %s", r.Mismatches, r.FirstError)
 	}
 	want := int64(t.iters)
-	if t.test == "lat" {
+	if t.test == "lat" && t.op != "read" { // a Read is checked by its requester only
 		want *= 2
 	}
 	if r.Verified != want {
@@ -440,7 +444,7 @@ func (s *session) runPerf(cfg *benchConfig, a, b *node, t perfTest) (*perfReport
 	common := append([]string{cfg.perfBin(), "-p", strconv.Itoa(port)}, t.args(cfg)...)
 	srv := append([]string(nil), common...)
 	cli := append([]string(nil), common...)
-	if t.transport == "ud" {
+	if t.transport == "ud" || t.transport == "rc" {
 		srv = append(srv, "-socket", a.socket)
 		cli = append(cli, "-socket", b.socket)
 	}

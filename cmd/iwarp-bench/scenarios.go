@@ -27,7 +27,69 @@ const (
 	kRawUDPBW  = "raw_udp_bw"
 	kUDBW      = "ud_bw"
 	kRawTCPBW  = "raw_tcp_bw"
+
+	// RC (loopback): 64 B latency against raw TCP, 1 MiB bandwidth.
+	kRawTCPLat   = "raw_tcp_lat"
+	kRCSendLat   = "rc_send_lat"
+	kRCWriteLat  = "rc_write_lat"
+	kRawTCPBW1M  = "raw_tcp_bw_1m"
+	kRCWriteBW1M = "rc_write_bw_1m"
+	kRCReadBW1M  = "rc_read_bw_1m"
 )
+
+// rcBWSize is the message of the RC bandwidth runs.
+const rcBWSize = 1 << 20
+
+// rcSteps returns the RC runs (and their raw TCP baselines) of the loopback
+// scenario. The 1 MiB runs send -bw-n/16 messages (at least 100).
+func rcSteps(s *session, cfg *benchConfig, sc *scenario, a, b *node) []step {
+	lat := func(key, label, transport, op string) step {
+		t := perfTest{label: label, transport: transport, op: op, test: "lat", size: latSize, iters: cfg.LatIters}
+		return step{key: key, label: label, run: func(r int) (string, error) {
+			rep, err := s.runPerf(cfg, a, b, t)
+			if err != nil {
+				return "", err
+			}
+			l := rep.Results[0].Latency
+			sc.record(key, r, l.MedianUS)
+			return fmt.Sprintf("median %.2f µs, mean %.2f µs, p99 %.2f µs one way", l.MedianUS, l.AvgUS, l.P99US), nil
+		}}
+	}
+	bw := func(key, label, transport, op string) step {
+		t := perfTest{label: label, transport: transport, op: op, test: "bw", size: rcBWSize, iters: max(cfg.BWIters/16, 100)}
+		return step{key: key, label: label, run: func(r int) (string, error) {
+			rep, err := s.runPerf(cfg, a, b, t)
+			if err != nil {
+				return "", err
+			}
+			w := rep.Results[0].Bandwidth
+			sc.record(key, r, w.AvgGbps)
+			return fmt.Sprintf("%.2f Gb/s average, %.2f Gb/s peak", w.AvgGbps, w.PeakGbps), nil
+		}}
+	}
+	return []step{
+		lat(kRawTCPLat, "raw TCP lat 64 B", "raw-tcp", ""),
+		lat(kRCSendLat, "RC Send lat 64 B", "rc", "send"),
+		lat(kRCWriteLat, "RC RDMA Write lat 64 B", "rc", "write"),
+		bw(kRawTCPBW1M, "raw TCP bw 1 MiB", "raw-tcp", ""),
+		bw(kRCWriteBW1M, "RC RDMA Write bw 1 MiB", "rc", "write"),
+		bw(kRCReadBW1M, "RC RDMA Read bw 1 MiB", "rc", "read"),
+	}
+}
+
+func rcMetrics(sc *scenario) {
+	sc.addMetric(kRawTCPLat, "raw TCP lat 64 B (TCP_NODELAY), median one way", "us", false)
+	sc.addMetric(kRCSendLat, "RC Send lat 64 B, median one way", "us", false)
+	sc.addMetric(kRCWriteLat, "RC RDMA Write lat 64 B (last-octet polling), median one way", "us", false)
+	sc.addMetric(kRawTCPBW1M, "raw TCP bw 1 MiB (writev)", "Gb/s", false)
+	sc.addMetric(kRCWriteBW1M, "RC RDMA Write bw 1 MiB", "Gb/s", false)
+	sc.addMetric(kRCReadBW1M, "RC RDMA Read bw 1 MiB", "Gb/s", false)
+	sc.addRatio("RC Send lat / raw TCP lat (medians)", kRCSendLat, kRawTCPLat, "<=", 1.5)
+	sc.addRatio("RC Write lat / raw TCP lat (medians)", kRCWriteLat, kRawTCPLat, "<=", 1.5)
+	sc.addRatio("RC Write bw / raw TCP bw (1 MiB)", kRCWriteBW1M, kRawTCPBW1M, ">=", 0.8)
+	sc.addRatio("RC Read bw / raw TCP bw (1 MiB)", kRCReadBW1M, kRawTCPBW1M, ">=", 0.8)
+	sc.addRatio("UD lat / RC Send lat (medians; about 0.75 expected)", kUDLat, kRCSendLat, "<=", 0.75)
+}
 
 // runRounds runs every step in order, round after round (interleaved), with
 // a progress line per run on progress.
@@ -153,6 +215,7 @@ func runLoopback(s *session, cfg *benchConfig, progress io.Writer) *scenario {
 	}
 	sc.addRatio("UD bw / raw UDP bw", kUDBW, kRawUDPBW, ">=", 0.7)
 	sc.addRatio("UD bw / raw TCP bw", kUDBW, kRawTCPBW, "", 0)
+	rcMetrics(sc)
 
 	a := &node{name: "A", cpu: cfg.CPUA, addr: "127.0.0.1"}
 	b := &node{name: "B", cpu: cfg.CPUB, addr: "127.0.0.1"}
@@ -180,6 +243,7 @@ func runLoopback(s *session, cfg *benchConfig, progress io.Writer) *scenario {
 			fiStep(kFIUDPLat, "fi_pingpong dgram udp 64 B", "dgram", "udp"),
 		}, steps[2:]...)...)
 	}
+	steps = append(steps, rcSteps(s, cfg, sc, a, b)...)
 	runRounds(sc, steps, cfg.only(), progress)
 	return sc
 }

@@ -65,8 +65,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("iwarp-perf", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.qpType, "t", "ud", "queue pair `type`: ud (rc and rd: not supported yet)")
-	fs.StringVar(&c.op, "o", "send", "`operation`: send (write, read, write-record: not supported yet)")
+	fs.StringVar(&c.qpType, "t", "ud", "queue pair `type`: ud or rc (rd: not supported yet)")
+	fs.StringVar(&c.op, "o", "send", "`operation`: send; write and read with -t rc (write-record: not supported yet)")
 	fs.StringVar(&c.test, "m", "lat", "`test`: lat (ping-pong latency) or bw (streaming bandwidth)")
 	fs.IntVar(&c.size, "s", 0, "message size in `bytes` (default 64 for lat; 65536 for bw, 65507 over raw UDP)")
 	fs.BoolVar(&c.all, "a", false, "run every size 2^0 .. 2^N up to the largest message")
@@ -103,18 +103,22 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 
 func (c *config) validate() error {
 	switch c.qpType {
-	case "ud":
-	case "rc", "rd":
-		return usagef("-t %s: not supported yet (only ud)", c.qpType)
+	case "ud", "rc":
+	case "rd":
+		return usagef("-t %s: not supported yet (ud or rc)", c.qpType)
 	default:
-		return usagef("-t %q: want ud (rc, rd: not supported yet)", c.qpType)
+		return usagef("-t %q: want ud or rc (rd: not supported yet)", c.qpType)
 	}
 	switch c.op {
 	case "send":
-	case "write", "read", "write-record":
-		return usagef("-o %s: not supported yet (only send)", c.op)
+	case "write", "read":
+		if c.raw != "" || c.qpType != "rc" {
+			return usagef("-o %s: needs -t rc (RDMA Write and Read are RC operations; the raw baselines only send)", c.op)
+		}
+	case "write-record":
+		return usagef("-o %s: not supported yet (send, write, read)", c.op)
 	default:
-		return usagef("-o %q: want send (write, read, write-record: not supported yet)", c.op)
+		return usagef("-o %q: want send, write or read (write-record: not supported yet)", c.op)
 	}
 	if c.test != "lat" && c.test != "bw" {
 		return usagef("-m %q: want lat or bw", c.test)
@@ -128,7 +132,7 @@ func (c *config) validate() error {
 	if c.raw == "udp" && c.size > maxUDPPayload {
 		return usagef("-s %d: larger than the largest raw-udp message, %d bytes", c.size, maxUDPPayload)
 	}
-	if c.raw == "tcp" && c.size > maxTCPMessage {
+	if (c.raw == "tcp" || (c.raw == "" && c.qpType == "rc")) && c.size > maxTCPMessage {
 		return usagef("-s %d: larger than the largest raw-tcp message, %d bytes", c.size, maxTCPMessage)
 	}
 	if c.iters < 1 {
@@ -203,7 +207,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		rep, err = runClient(&cfg)
 	}
 	if err != nil {
-		if errors.Is(err, errTimeout) && (cfg.raw == "udp" || cfg.raw == "") {
+		if errors.Is(err, errTimeout) && (cfg.raw == "udp" || (cfg.raw == "" && cfg.qpType == "ud")) {
 			err = fmt.Errorf("%w\n(datagrams are unreliable: one lost datagram loses its message and stalls the test; "+
 				"for ud, `iwarpctl counters` shows the daemons' drop_* counters)", err)
 		}
@@ -246,7 +250,7 @@ func openTransport(cfg *config, ip netip.Addr, server bool) (transport, int, err
 		t, err := newTCPTransport(ip, maxMsg, cfg.window, w, server)
 		return t, maxMsg, err
 	}
-	return openVerbsTransport(cfg, server)
+	return openVerbsTransport(cfg, ip, server)
 }
 
 func localIP(c net.Conn) netip.Addr {
@@ -258,9 +262,22 @@ func localIP(c net.Conn) netip.Addr {
 	return netip.IPv4Unspecified()
 }
 
-func (c *config) hello(sizes []int, addr string) hello {
-	return hello{Version: oobVersion, Test: c.test, Op: c.op, Transport: c.transportName(), Sizes: sizes,
-		Iterations: c.iters, Window: c.window, Addr: addr}
+func (c *config) hello(sizes []int, tr transport) hello {
+	h := hello{Version: oobVersion, Test: c.test, Op: c.op, Transport: c.transportName(), Sizes: sizes,
+		Iterations: c.iters, Window: c.window, Addr: tr.localAddr()}
+	if r, ok := tr.(rdmaTransport); ok {
+		h.Buffer = r.localBuffer()
+	}
+	return h
+}
+
+// connectPeer aims tr at the peer of hello h: its data address and, for
+// RDMA operations, its exposed buffer.
+func connectPeer(tr transport, h *hello, server bool) error {
+	if r, ok := tr.(rdmaTransport); ok {
+		r.setPeerBuffer(h.Buffer)
+	}
+	return tr.connect(h.Addr, server)
 }
 
 func (c *config) newReport(role string) *report {
@@ -297,7 +314,7 @@ func runClient(cfg *config) (rep *report, err error) {
 	if err != nil {
 		return nil, err
 	}
-	mine := cfg.hello(sizes, tr.localAddr())
+	mine := cfg.hello(sizes, tr)
 	if err := o.send(oobMsg{Type: "hello", Hello: &mine}); err != nil {
 		return nil, err
 	}
@@ -311,7 +328,7 @@ func runClient(cfg *config) (rep *report, err error) {
 	if err := agree(mine, *m.Hello); err != nil {
 		return nil, err
 	}
-	if err := tr.connect(m.Hello.Addr, false); err != nil {
+	if err := connectPeer(tr, m.Hello, false); err != nil {
 		return nil, err
 	}
 	p := newPattern(sizes[len(sizes)-1])
@@ -323,18 +340,18 @@ func runClient(cfg *config) (rep *report, err error) {
 		if err := tr.prepare(size); err != nil {
 			return nil, err
 		}
-		var r sideResult
-		if cfg.test == "lat" {
-			r, err = latClient(tr, p, size, cfg.iters)
-		} else {
-			r, err = bwSender(tr, size, cfg.iters, cfg.window, cfg.batch())
-		}
+		r, err := runClientSide(cfg, tr, p, size)
 		if err != nil {
 			err = fmt.Errorf("%d bytes: %w", size, err)
 			if pe := o.peerError(time.Second); pe != nil {
 				err = fmt.Errorf("%w (the server reports: %v)", err, pe)
 			}
 			return nil, err
+		}
+		if cfg.op == "read" { // the server's side is passive: tell it the size is over
+			if err := o.send(oobMsg{Type: "finished", Size: size}); err != nil {
+				return nil, err
+			}
 		}
 		d, err := o.recv("done", cfg.timeout)
 		if err != nil {
@@ -399,14 +416,14 @@ func runServer(cfg *config) (rep *report, err error) {
 	if err != nil {
 		return nil, err
 	}
-	mine := cfg.hello(sizes, tr.localAddr())
+	mine := cfg.hello(sizes, tr)
 	if err := o.send(oobMsg{Type: "hello", Hello: &mine}); err != nil {
 		return nil, err
 	}
 	if err := agree(*m.Hello, mine); err != nil {
 		return nil, err
 	}
-	if err := tr.connect(m.Hello.Addr, true); err != nil {
+	if err := connectPeer(tr, m.Hello, true); err != nil {
 		return nil, err
 	}
 	p := newPattern(sizes[len(sizes)-1])
@@ -417,14 +434,17 @@ func runServer(cfg *config) (rep *report, err error) {
 		if err := o.send(oobMsg{Type: "ready", Size: size}); err != nil {
 			return nil, err
 		}
-		var r sideResult
-		if cfg.test == "lat" {
-			r, err = latServer(tr, p, size, cfg.iters)
-		} else {
-			r, err = bwReceiver(tr, p, size, cfg.iters, cfg.window)
-		}
+		r, err := runServerSide(cfg, tr, p, size)
 		if err != nil {
 			return nil, fmt.Errorf("%d bytes: %w", size, err)
+		}
+		if cfg.op == "read" {
+			// Reads take no part of the server's process: wait for the
+			// client's end of the size (each of its Reads is bounded by
+			// -timeout; a client gone closes the connection).
+			if _, err := o.recv("finished", 0); err != nil {
+				return nil, fmt.Errorf("%d bytes: %w", size, err)
+			}
 		}
 		if err := o.send(oobMsg{Type: "done", Size: size, Verified: r.verified, Mismatches: r.mismatches, FirstError: r.firstError}); err != nil {
 			return nil, err

@@ -26,14 +26,26 @@ type hello struct {
 	Iterations int    `json:"iterations"`
 	Window     int    `json:"window"`
 	Addr       string `json:"addr"`
+	// Buffer is the memory this side exposes to the peer's RDMA Writes or
+	// Reads (-t rc -o write|read).
+	Buffer *remoteBuffer `json:"buffer,omitempty"`
+}
+
+// remoteBuffer is a registered region the peer may access with RDMA: its
+// address (the tagged offset of its first octet), STag and length.
+type remoteBuffer struct {
+	Addr uint64 `json:"addr"`
+	RKey uint32 `json:"rkey"`
+	Len  uint64 `json:"len"`
 }
 
 // oobMsg is one JSON line of the out-of-band connection.
 type oobMsg struct {
-	Type string `json:"type"` // hello, ready, done, report, error
+	Type string `json:"type"` // hello, ready, finished (read), done, report, error
 	// hello
 	Hello *hello `json:"hello,omitempty"`
-	// ready, done: the size concerned; done: the server side's verification
+	// ready, finished, done: the size concerned; done: the server side's
+	// verification
 	Size       int    `json:"size,omitempty"`
 	Verified   int64  `json:"verified,omitempty"`
 	Mismatches int64  `json:"mismatches,omitempty"`

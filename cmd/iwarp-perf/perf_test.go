@@ -156,14 +156,21 @@ func decodeReport(t *testing.T, who, s string) report {
 // checkLatReport checks a latency report of one size.
 func checkLatReport(t *testing.T, r report, role, transport string, size, iters int) {
 	t.Helper()
-	if r.Role != role || r.Test != "lat" || r.Op != "send" || r.Transport != transport || r.Iterations != iters || !r.OK {
+	checkOpLatReport(t, r, role, transport, "send", size, iters, 2*iters)
+}
+
+// checkOpLatReport checks a latency report of operation op with verified
+// messages verified.
+func checkOpLatReport(t *testing.T, r report, role, transport, op string, size, iters, verified int) {
+	t.Helper()
+	if r.Role != role || r.Test != "lat" || r.Op != op || r.Transport != transport || r.Iterations != iters || !r.OK {
 		t.Errorf("%s report header: %+v", role, r)
 	}
 	if len(r.Results) != 1 {
 		t.Fatalf("%s: %d results", role, len(r.Results))
 	}
 	res := r.Results[0]
-	if res.Bytes != size || res.Iterations != iters || res.Verified != int64(2*iters) || res.Mismatches != 0 || res.Latency == nil {
+	if res.Bytes != size || res.Iterations != iters || res.Verified != int64(verified) || res.Mismatches != 0 || res.Latency == nil {
 		t.Fatalf("%s result: %+v", role, res)
 	}
 	l := res.Latency
@@ -296,8 +303,8 @@ func TestUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-t", "rc", "127.0.0.1"}, "-t rc: not supported yet"},
-		{[]string{"-o", "read", "127.0.0.1"}, "-o read: not supported yet"},
+		{[]string{"-t", "rd", "127.0.0.1"}, "-t rd: not supported yet"},
+		{[]string{"-o", "read", "127.0.0.1"}, "-o read: needs -t rc"},
 		{[]string{"-raw", "udp", "-s", "70000", "127.0.0.1"}, "-s 70000: larger than the largest raw-udp message, 65507 bytes"},
 		{[]string{"-bogus"}, "flag provided but not defined: -bogus"},
 	} {
@@ -378,5 +385,62 @@ func TestUD(t *testing.T) {
 		mustSucceed(t, "client", cli)
 		checkBWReport(t, decodeReport(t, "client", cli.stdout), "client", "ud", 1024, 2000)
 		checkBWReport(t, decodeReport(t, "server", srv.stdout), "server", "ud", 1024, 2000)
+	})
+}
+
+// TestRC runs -t rc send, write and read, lat and bw, between two iwarpd
+// daemons (one per node), each iwarp-perf talking to its own: exit 0, the
+// table, every message checked. No timing assertions.
+func TestRC(t *testing.T) {
+	bin, daemon := binaries(t)
+	sockA := startDaemon(t, daemon, "32040-32059")
+	sockB := startDaemon(t, daemon, "32060-32079")
+	run := func(t *testing.T, args ...string) (srv, cli outcome) {
+		t.Helper()
+		srv, cli = pair(t, bin, append([]string{"-socket", sockA}, args...), append([]string{"-socket", sockB}, args...))
+		mustSucceed(t, "server", srv)
+		mustSucceed(t, "client", cli)
+		return srv, cli
+	}
+	for _, op := range []string{"send", "write", "read"} {
+		t.Run(op+"-lat", func(t *testing.T) {
+			srv, cli := run(t, "-t", "rc", "-o", op, "-m", "lat", "-s", "64", "-n", "200", "-json")
+			verified := 400
+			if op == "read" {
+				verified = 200 // checked by the requester only
+			}
+			checkOpLatReport(t, decodeReport(t, "client", cli.stdout), "client", "rc", op, 64, 200, verified)
+			checkOpLatReport(t, decodeReport(t, "server", srv.stdout), "server", "rc", op, 64, 200, verified)
+		})
+		t.Run(op+"-bw", func(t *testing.T) {
+			srv, cli := run(t, "-t", "rc", "-o", op, "-m", "bw", "-s", "65536", "-n", "300", "-json")
+			checkBWReport(t, decodeReport(t, "client", cli.stdout), "client", "rc", 65536, 300)
+			checkBWReport(t, decodeReport(t, "server", srv.stdout), "server", "rc", 65536, 300)
+		})
+	}
+	t.Run("write-lat-table-multi-segment", func(t *testing.T) {
+		_, cli := run(t, "-t", "rc", "-o", "write", "-m", "lat", "-s", "10000", "-n", "50")
+		for _, want := range []string{"Write Latency Test (client)", "iWARP RC (iwarpd", "data verified: 100 messages intact"} {
+			if !strings.Contains(cli.stdout, want) {
+				t.Errorf("client table lacks %q:\n%s", want, cli.stdout)
+			}
+		}
+		if !regexpRow(cli.stdout, 10000, 50) {
+			t.Errorf("client table:\n%s", cli.stdout)
+		}
+	})
+	t.Run("all-sizes", func(t *testing.T) {
+		for _, op := range []string{"write", "read"} {
+			_, cli := run(t, "-t", "rc", "-o", op, "-m", "bw", "-a", "-n", "20", "-json")
+			r := decodeReport(t, "client", cli.stdout)
+			if !r.OK || len(r.Results) != 21 {
+				t.Fatalf("%s -a: %d results, ok %v", op, len(r.Results), r.OK)
+			}
+			for i, res := range r.Results {
+				if res.Bytes != 1<<i || res.Mismatches != 0 || res.Verified != 20 {
+					t.Errorf("%s -a result %d: %+v", op, i, res)
+				}
+			}
+		}
 	})
 }

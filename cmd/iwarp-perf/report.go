@@ -38,6 +38,7 @@ type result struct {
 
 var transportTitle = map[string]string{
 	"ud":      "iWARP UD (iwarpd)",
+	"rc":      "iWARP RC (iwarpd: RDMAP/DDP/MPA over TCP)",
 	"raw-udp": "raw UDP socket",
 	"raw-tcp": "raw TCP socket (TCP_NODELAY)",
 }

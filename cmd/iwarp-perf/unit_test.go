@@ -136,9 +136,10 @@ func TestParseConfig(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-t", "rc"}, "-t rc: not supported yet"},
 		{[]string{"-t", "rd"}, "-t rd: not supported yet"},
-		{[]string{"-o", "write"}, "-o write: not supported yet"},
+		{[]string{"-o", "write"}, "-o write: needs -t rc"},
+		{[]string{"-t", "rc", "-o", "read", "-raw", "tcp"}, "-o read: needs -t rc"},
+		{[]string{"-t", "rc", "-s", "70000000"}, "-s 70000000: larger than the largest raw-tcp message"},
 		{[]string{"-o", "write-record"}, "-o write-record: not supported yet"},
 		{[]string{"-m", "x"}, "-m \"x\""},
 		{[]string{"-raw", "sctp"}, "-raw \"sctp\""},
@@ -158,6 +159,74 @@ func TestParseConfig(t *testing.T) {
 	c, _ = parseConfig([]string{"-s", "70000"}, io.Discard)
 	if _, err := c.sizes(65536); err == nil || !strings.Contains(err.Error(), "larger than the largest ud message") {
 		t.Errorf("-s above the largest message: %v", err)
+	}
+}
+
+// TestParseConfigRC: -t rc takes every operation.
+func TestParseConfigRC(t *testing.T) {
+	for _, op := range []string{"send", "write", "read"} {
+		c, err := parseConfig([]string{"-t", "rc", "-o", op, "-m", "bw", "127.0.0.1"}, io.Discard)
+		if err != nil || c.qpType != "rc" || c.op != op || c.transportName() != "rc" {
+			t.Errorf("-t rc -o %s: %+v, %v", op, c, err)
+		}
+	}
+}
+
+// TestRDMARegion checks the RDMA memory each side of each test gets.
+func TestRDMARegion(t *testing.T) {
+	for _, tt := range []struct {
+		op, test         string
+		server           bool
+		slots, recvSlots int
+	}{
+		{"write", "lat", false, 2, 0},
+		{"write", "lat", true, 2, 0},
+		{"write", "bw", true, 64, creditSlots},
+		{"write", "bw", false, 0, creditSlots},
+		{"read", "lat", false, 2, 0},
+		{"read", "lat", true, 0, 0},
+		{"read", "bw", false, 64, 0},
+		{"read", "bw", true, 0, 0},
+		{"send", "bw", true, 0, 0},
+	} {
+		cfg := &config{op: tt.op, test: tt.test, window: 64}
+		slots, stride := rdmaRegion(cfg, 1000, tt.server)
+		recv, _ := rdmaRecvSlots(cfg)
+		if slots != tt.slots || stride != 1024 || (tt.op != "send" && recv != tt.recvSlots) {
+			t.Errorf("%s %s server=%v: %d slots of %d, %d receive slots; want %d of 1024, %d", tt.op, tt.test, tt.server,
+				slots, stride, recv, tt.slots, tt.recvSlots)
+		}
+	}
+	if slots, _ := rdmaRegion(&config{op: "read", test: "bw", window: 4096}, 64, false); slots != rcReadDepth {
+		t.Errorf("read bw region of %d slots, want the largest read depth %d", slots, rcReadDepth)
+	}
+}
+
+// TestLoadByte reads every octet of an aligned buffer through its word.
+func TestLoadByte(t *testing.T) {
+	b := make([]byte, 64)
+	for i := range b {
+		b[i] = byte(200 + i)
+	}
+	for i := range b {
+		if got := loadByte(b, i); got != b[i] {
+			t.Fatalf("loadByte(%d) = %d, want %d", i, got, b[i])
+		}
+	}
+}
+
+// TestPeerRange: addresses inside the peer's buffer only.
+func TestPeerRange(t *testing.T) {
+	tr := &verbsTransport{kind: "rc", op: "write"}
+	if _, err := tr.peerRange(0, 1); err == nil || !strings.Contains(err.Error(), "exposed no buffer") {
+		t.Errorf("no peer buffer: %v", err)
+	}
+	tr.setPeerBuffer(&remoteBuffer{Addr: 0x10000, RKey: 7, Len: 256})
+	if a, err := tr.peerRange(128, 128); err != nil || a != 0x10080 {
+		t.Errorf("peerRange(128, 128) = %#x, %v", a, err)
+	}
+	if _, err := tr.peerRange(129, 128); err == nil {
+		t.Error("a range past the end accepted")
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// verbsTransport runs the test on an iwarpd UD queue pair through ofverbs:
+// verbsTransport runs the test on an iwarpd UD or RC queue pair through ofverbs:
 // one QP with its own send and receive CQs sharing a completion channel;
 // data sent straight from a registered pattern buffer; receives into
 // registered slots of the largest message, re-posted as soon as a message
@@ -25,6 +25,21 @@ type verbsTransport struct {
 	qp             *ofverbs.QP
 	ah             *ofverbs.AH
 	w              waiter
+	kind           string // "ud" or "rc"
+	op             string // -o
+
+	// RC only (rc.go): the server's CM listener, the RDMA region (the
+	// target of the peer's Writes, or where Reads land), the peer's
+	// exposed buffer and the outbound Read depth in force.
+	oobIP       netip.Addr
+	lst         *ofverbs.Listener
+	region      []byte
+	regionMR    *ofverbs.MR
+	regionSlots int
+	stride      int
+	peerBuf     *remoteBuffer
+	ord         int
+	outOfOrder  int // Read completions seen out of order (readBW)
 
 	pat   pattern // the pattern buffer's bytes
 	patMR *ofverbs.MR
@@ -63,17 +78,19 @@ func nextPow2(n int) int {
 }
 
 // openVerbsTransport opens the local iwarpd (-socket) and sets up the QP
-// and memory for the test cfg describes. It returns the largest UD message.
-func openVerbsTransport(cfg *config, server bool) (tr transport, maxMsg int, err error) {
+// and memory for the test cfg describes. It returns the largest message.
+// ip is the local address of the out-of-band connection (an RC server
+// announces its listener on it when the device address is unspecified).
+func openVerbsTransport(cfg *config, ip netip.Addr, server bool) (tr transport, maxMsg int, err error) {
 	opts := []ofverbs.Option{ofverbs.WithClientName("iwarp-perf")}
 	if cfg.socket != "" {
 		opts = append(opts, ofverbs.WithSocket(cfg.socket))
 	}
 	ctx, err := ofverbs.Open(opts...)
 	if err != nil {
-		return nil, 0, fmt.Errorf("ud: %w", err)
+		return nil, 0, fmt.Errorf("%s: %w", cfg.qpType, err)
 	}
-	t := &verbsTransport{ctx: ctx, w: cfg.waiter(), held: -1}
+	t := &verbsTransport{ctx: ctx, kind: cfg.qpType, op: cfg.op, w: cfg.waiter(), held: -1, oobIP: ip}
 	defer func() {
 		if err != nil {
 			ctx.Close()
@@ -81,9 +98,15 @@ func openVerbsTransport(cfg *config, server bool) (tr transport, maxMsg int, err
 	}()
 	attr, err := ctx.QueryDevice()
 	if err != nil {
-		return nil, 0, fmt.Errorf("ud: %w", err)
+		return nil, 0, t.errorf("%w", err)
 	}
 	maxMsg = attr.MaxMsgUD
+	if t.kind == "rc" {
+		maxMsg = 1 << 20 // -a stops at 1 MiB, as raw TCP does
+		if !cfg.all && cfg.size > maxMsg {
+			maxMsg = min(cfg.size, maxTCPMessage)
+		}
+	}
 	largest := cfg.size
 	if cfg.all {
 		largest = 1
@@ -97,69 +120,97 @@ func openVerbsTransport(cfg *config, server bool) (tr transport, maxMsg int, err
 		}
 	}
 	if largest > maxMsg {
-		return nil, 0, usagef("-s %d: larger than the daemon's largest UD message, %d bytes", largest, maxMsg)
+		return nil, 0, usagef("-s %d: larger than the largest %s message, %d bytes", largest, t.kind, maxMsg)
 	}
 
 	// Receive slots: lat ping-pongs need a few; the bw receiver a window's
-	// worth; the bw sender only receives credits.
+	// worth; the bw sender only receives credits. RDMA Write and Read move
+	// data through the RDMA region instead (rc.go).
 	t.slots, t.slotSize = 4, largest
 	switch {
+	case cfg.op != "send":
+		t.slots, t.slotSize = rdmaRecvSlots(cfg)
 	case cfg.test == "bw" && server:
 		t.slots = cfg.window
 	case cfg.test == "bw":
 		t.slots, t.slotSize = creditSlots, 64
 	}
+	t.regionSlots, t.stride = rdmaRegion(cfg, largest, server)
 	batch := cfg.batch()
 	t.sqDepth = nextPow2(max(2*batch, 8))
-	rqDepth := nextPow2(t.slots)
+	rqDepth := nextPow2(max(t.slots, 1))
 	if rqDepth > attr.MaxQPWR || t.sqDepth > attr.MaxQPWR || max(rqDepth, t.sqDepth) > attr.MaxCQE {
 		return nil, 0, usagef("-window %d: needs queues of %d entries, the daemon allows %d", cfg.window, max(rqDepth, t.sqDepth), min(attr.MaxQPWR, attr.MaxCQE))
 	}
-	need := uint64(patternPeriod+largest) + uint64(t.slots)*uint64(t.slotSize)
+	need := uint64(patternPeriod+largest) + uint64(t.slots)*uint64(t.slotSize) + uint64(t.regionSlots)*uint64(t.stride)
 	if attr.MaxRegistered > 0 && need > attr.MaxRegistered {
 		return nil, 0, usagef("-window %d with %d-byte messages needs %d bytes of registered memory, the daemon allows %d per session",
 			cfg.window, largest, need, attr.MaxRegistered)
 	}
 
 	if t.pd, err = ctx.AllocPD(); err != nil {
-		return nil, 0, fmt.Errorf("ud: %w", err)
+		return nil, 0, t.errorf("%w", err)
 	}
 	patBuf, err := ctx.AllocBuffer(patternPeriod + largest)
 	if err != nil {
-		return nil, 0, fmt.Errorf("ud: pattern buffer: %w", err)
+		return nil, 0, t.errorf("pattern buffer: %w", err)
 	}
 	t.pat = pattern(patBuf.Bytes())
 	copy(t.pat, newPattern(largest))
-	if t.patMR, err = t.pd.RegMR(t.pat, 0); err != nil {
-		return nil, 0, fmt.Errorf("ud: registering the pattern: %w", err)
+	var patAccess ofverbs.Access
+	if t.kind == "rc" {
+		patAccess = ofverbs.AccessRemoteRead // the source of -o read
 	}
-	slotBuf, err := ctx.AllocBuffer(t.slots * t.slotSize)
-	if err != nil {
-		return nil, 0, fmt.Errorf("ud: receive buffers: %w", err)
+	if t.patMR, err = t.pd.RegMR(t.pat, patAccess); err != nil {
+		return nil, 0, t.errorf("registering the pattern: %w", err)
 	}
-	t.slotBuf = slotBuf.Bytes()
-	if t.slotMR, err = t.pd.RegMR(t.slotBuf, ofverbs.AccessLocalWrite); err != nil {
-		return nil, 0, fmt.Errorf("ud: registering receive buffers: %w", err)
+	if t.slots > 0 {
+		slotBuf, err := ctx.AllocBuffer(t.slots * t.slotSize)
+		if err != nil {
+			return nil, 0, t.errorf("receive buffers: %w", err)
+		}
+		t.slotBuf = slotBuf.Bytes()
+		if t.slotMR, err = t.pd.RegMR(t.slotBuf, ofverbs.AccessLocalWrite); err != nil {
+			return nil, 0, t.errorf("registering receive buffers: %w", err)
+		}
+	}
+	if err := t.allocRegion(); err != nil {
+		return nil, 0, err
 	}
 	if t.ch, err = ctx.CreateCompChannel(); err != nil {
-		return nil, 0, fmt.Errorf("ud: %w", err)
+		return nil, 0, t.errorf("%w", err)
 	}
 	if t.sendCQ, err = ctx.CreateCQ(t.sqDepth, t.ch); err != nil {
-		return nil, 0, fmt.Errorf("ud: send CQ: %w", err)
+		return nil, 0, t.errorf("send CQ: %w", err)
 	}
 	if t.recvCQ, err = ctx.CreateCQ(rqDepth, t.ch); err != nil {
-		return nil, 0, fmt.Errorf("ud: receive CQ: %w", err)
+		return nil, 0, t.errorf("receive CQ: %w", err)
+	}
+	qpType := ofverbs.QPTypeUD
+	if t.kind == "rc" {
+		qpType = ofverbs.QPTypeRC
 	}
 	t.qp, err = t.pd.CreateQP(ofverbs.QPInitAttr{
-		Type: ofverbs.QPTypeUD, SendCQ: t.sendCQ, RecvCQ: t.recvCQ,
+		Type: qpType, SendCQ: t.sendCQ, RecvCQ: t.recvCQ,
 		Cap: ofverbs.QPCap{MaxSendWR: uint32(t.sqDepth), MaxRecvWR: uint32(rqDepth), MaxSendSGE: 1, MaxRecvSGE: 1,
 			MaxInline: uint32(len(t.cbuf))},
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("ud: create QP: %w", err)
+		return nil, 0, t.errorf("create QP: %w", err)
 	}
-	if err := t.qp.ModifyState(ofverbs.QPStateInit, ofverbs.QPStateRTR, ofverbs.QPStateRTS); err != nil {
-		return nil, 0, fmt.Errorf("ud: bringing the QP to RTS: %w", err)
+	if t.kind == "rc" {
+		// RTS comes with the connection (connect); a server listens now so
+		// that its hello can announce where.
+		if err := t.qp.ModifyState(ofverbs.QPStateInit); err != nil {
+			return nil, 0, t.errorf("bringing the QP to INIT: %w", err)
+		}
+		if server {
+			if err := t.listen(); err != nil {
+				return nil, 0, err
+			}
+		}
+	} else if err := t.qp.ModifyState(ofverbs.QPStateInit, ofverbs.QPStateRTR, ofverbs.QPStateRTS); err != nil {
+		return nil, 0, t.errorf("bringing the QP to RTS: %w", err)
 	}
 	t.swr = make([]ofverbs.SendWR, batch)
 	t.sges = make([]ofverbs.SGE, batch)
@@ -170,17 +221,31 @@ func openVerbsTransport(cfg *config, server bool) (tr transport, maxMsg int, err
 	return t, maxMsg, nil
 }
 
-func (t *verbsTransport) name() string      { return "ud" }
-func (t *verbsTransport) localAddr() string { return t.qp.Addr().String() }
-func (t *verbsTransport) close() error      { return t.ctx.Close() }
+func (t *verbsTransport) errorf(format string, a ...any) error {
+	return fmt.Errorf(t.kind+": "+format, a...)
+}
 
-func (t *verbsTransport) connect(peer string, _ bool) error {
+func (t *verbsTransport) name() string { return t.kind }
+
+func (t *verbsTransport) localAddr() string {
+	if t.kind == "rc" {
+		return t.rcLocalAddr()
+	}
+	return t.qp.Addr().String()
+}
+
+func (t *verbsTransport) close() error { return t.ctx.Close() }
+
+func (t *verbsTransport) connect(peer string, server bool) error {
+	if t.kind == "rc" {
+		return t.rcConnect(peer, server)
+	}
 	ap, err := netip.ParseAddrPort(peer)
 	if err != nil {
-		return fmt.Errorf("ud: peer QP address %q: %w", peer, err)
+		return t.errorf("peer QP address %q: %w", peer, err)
 	}
 	if t.ah, err = t.pd.CreateAH(ap); err != nil {
-		return fmt.Errorf("ud: address handle for %v: %w", ap, err)
+		return t.errorf("address handle for %v: %w", ap, err)
 	}
 	for i := range t.swr {
 		t.swr[i].AH = t.ah
@@ -194,14 +259,16 @@ func (t *verbsTransport) postSlot(i int) error {
 	t.rwr[0].ID = uint64(i)
 	t.rsge[0] = t.slotMR.SGE(t.slot(i))
 	if _, err := t.qp.PostRecv(t.rwr[:]); err != nil {
-		return fmt.Errorf("ud: post receive: %w", err)
+		return t.errorf("post receive: %w", err)
 	}
 	return nil
 }
 
 // prepare posts every receive slot once; slots are re-posted as they are
-// released, so later sizes find them posted.
+// released, so later sizes find them posted. It also resets the RDMA
+// region (rc.go) for the next size.
 func (t *verbsTransport) prepare(int) error {
+	t.poisonRegion()
 	if t.posted {
 		return nil
 	}
@@ -228,7 +295,7 @@ func (t *verbsTransport) block(cq *ofverbs.CQ, check func() (bool, error), d tim
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("ud: waiting for a completion: %w", err)
+		return t.errorf("waiting for a completion: %w", err)
 	}
 	got.AckEvents(1)
 	return nil
@@ -239,11 +306,11 @@ func (t *verbsTransport) block(cq *ofverbs.CQ, check func() (bool, error), d tim
 func (t *verbsTransport) reapSends() (int, error) {
 	n, err := t.sendCQ.Poll(t.swcs[:])
 	if err != nil {
-		return 0, fmt.Errorf("ud: poll send CQ: %w", err)
+		return 0, t.errorf("poll send CQ: %w", err)
 	}
 	for i := range n {
 		if err := t.swcs[i].Err(); err != nil {
-			return n, fmt.Errorf("ud: send: %w", err)
+			return n, t.errorf("send: %w", err)
 		}
 	}
 	t.outstanding -= n
@@ -271,7 +338,7 @@ func (t *verbsTransport) post(wrs []ofverbs.SendWR) error {
 		t.outstanding += k
 		wrs = wrs[k:]
 		if err != nil && !errors.Is(err, unix.ENOMEM) {
-			return fmt.Errorf("ud: post send: %w", err)
+			return t.errorf("post send: %w", err)
 		}
 		if err != nil { // send queue full: let the daemon catch up
 			schedYield()
@@ -285,6 +352,7 @@ func (t *verbsTransport) send(first uint64, n, size int) error {
 	for i := range wrs {
 		iter := first + uint64(i)
 		wrs[i].ID = iter
+		wrs[i].Opcode = ofverbs.WRSend
 		wrs[i].Inline = false
 		wrs[i].InlineData = nil
 		wrs[i].SGL = t.sges[i : i+1]
@@ -300,7 +368,7 @@ func (t *verbsTransport) pollRecv() (bool, error) {
 	}
 	n, err := t.recvCQ.Poll(t.rwcs[:])
 	if err != nil {
-		return false, fmt.Errorf("ud: poll receive CQ: %w", err)
+		return false, t.errorf("poll receive CQ: %w", err)
 	}
 	t.rpos, t.rn = 0, n
 	return n > 0, nil
@@ -310,7 +378,7 @@ func (t *verbsTransport) pollRecv() (bool, error) {
 // payload; the slot stays held until release.
 func (t *verbsTransport) nextRecv() ([]byte, error) {
 	if t.held >= 0 {
-		return nil, errors.New("ud: internal error: receive slot still held")
+		return nil, t.errorf("internal error: receive slot still held")
 	}
 	if ok, err := t.pollRecv(); !ok || err != nil {
 		if err == nil {
@@ -323,10 +391,10 @@ func (t *verbsTransport) nextRecv() ([]byte, error) {
 	wc := t.rwcs[t.rpos]
 	t.rpos++
 	if err := wc.Err(); err != nil {
-		return nil, fmt.Errorf("ud: receive: %w", err)
+		return nil, t.errorf("receive: %w", err)
 	}
 	if wc.ID >= uint64(t.slots) {
-		return nil, fmt.Errorf("ud: receive completion for unknown slot %d", wc.ID)
+		return nil, t.errorf("receive completion for unknown slot %d", wc.ID)
 	}
 	t.held = int(wc.ID)
 	return t.slot(t.held)[:min(int(wc.ByteLen), t.slotSize)], nil
@@ -356,7 +424,7 @@ func (t *verbsTransport) release() error {
 func (t *verbsTransport) sendCredit(count uint64) error {
 	binary.LittleEndian.PutUint64(t.cbuf[:], count)
 	wr := &t.swr[0]
-	wr.ID, wr.Inline, wr.InlineData, wr.SGL = count, true, t.cbuf[:], nil
+	wr.ID, wr.Opcode, wr.Inline, wr.InlineData, wr.SGL = count, ofverbs.WRSend, true, t.cbuf[:], nil
 	return t.post(t.swr[:1])
 }
 
@@ -375,7 +443,7 @@ func (t *verbsTransport) recvCredit() (uint64, error) {
 			return 0, err
 		}
 		if len(b) != len(t.cbuf) {
-			return 0, fmt.Errorf("ud: credit message of %d bytes, want %d", len(b), len(t.cbuf))
+			return 0, t.errorf("credit message of %d bytes, want %d", len(b), len(t.cbuf))
 		}
 		c = max(c, binary.LittleEndian.Uint64(b))
 		if err := t.release(); err != nil {

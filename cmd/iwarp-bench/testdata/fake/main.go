@@ -59,6 +59,8 @@ func fakeDaemon(args []string) int {
 var fakeFigures = map[string]float64{
 	"lat raw-udp": 5, "lat ud": 7.5,
 	"bw raw-udp": 40, "bw ud": 30, "bw raw-tcp": 20,
+	"lat raw-tcp": 6, "lat rc send": 10, "lat rc write": 9,
+	"bw rc write": 16, "bw rc read": 18,
 }
 
 // fakePerf prints an iwarp-perf -json report for its flags; a file named
@@ -74,17 +76,29 @@ func fakePerf(args []string) int {
 			client = true
 		}
 	}
-	transport := "ud"
+	transport, op := "ud", "send"
+	if flags["-t"] != "" {
+		transport = flags["-t"]
+	}
+	if flags["-o"] != "" {
+		op = flags["-o"]
+	}
 	if flags["-raw"] != "" {
 		transport = "raw-" + flags["-raw"]
 	}
 	size, _ := strconv.Atoi(flags["-s"])
 	iters, _ := strconv.Atoi(flags["-n"])
 	test := flags["-m"]
-	v := fakeFigures[test+" "+transport]
+	key := test + " " + transport
+	if transport == "rc" {
+		key += " " + op
+	}
+	v := fakeFigures[key]
 	res := map[string]any{"bytes": size, "iterations": iters, "verified": iters, "mismatches": 0}
 	if test == "lat" {
-		res["verified"] = 2 * iters
+		if op != "read" {
+			res["verified"] = 2 * iters
+		}
 		res["latency"] = map[string]float64{"min_us": v, "median_us": v, "avg_us": v * 2, "p99_us": v * 3, "max_us": v * 4}
 	} else {
 		res["bandwidth"] = map[string]float64{"peak_gbps": v, "avg_gbps": v, "msg_rate_mpps": 0.01, "seconds": 1}
@@ -99,7 +113,7 @@ func fakePerf(args []string) int {
 	if client {
 		role = "client"
 	}
-	rep := map[string]any{"role": role, "test": test, "op": "send", "transport": transport, "iterations": iters,
+	rep := map[string]any{"role": role, "test": test, "op": op, "transport": transport, "iterations": iters,
 		"ok": ok, "results": []any{res}}
 	json.NewEncoder(os.Stdout).Encode(rep)
 	if !ok {
