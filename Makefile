@@ -53,3 +53,17 @@ bench-deps:
 clean:
 	rm -rf $(BIN)
 
+# Linux SoftiWARP (siw) peer for interoperability tests: a qemu guest with
+# Debian's 6.1 kernel, siw.ko built from linux-source-6.1 and rdma-core's
+# rping (docs/siw-interop.md). Needs root; about 3 minutes the first time,
+# cached in /var/cache/iwarpd-siw-vm (IWARPD_SIW_VM_CACHE), seconds after.
+.PHONY: siw-vm interop
+siw-vm:
+	./scripts/siw-vm/build.sh
+
+# Interoperability tests that boot the siw guest (IWARPD_SIW_VM=1 enables
+# them; without it they skip). INTEROP_PKGS lists the packages to run; add the
+# RC interop tests there. IWARPD_SIW_VM_KEEP=dir keeps the captured pcaps.
+INTEROP_PKGS ?= ./test/siwvm/...
+interop: siw-vm
+	IWARPD_SIW_VM=1 $(GO) test -count=1 -timeout 30m $(TESTFLAGS) $(INTEROP_PKGS)

@@ -29,6 +29,8 @@ var importRules = map[string]importRule{
 	"internal/crc32c": {},
 	"llp":             {},
 	"llp/dgram":       {project: []string{"iwerr", "internal/crc32c", "llp"}},
+	"llp/rd":          {project: []string{"iwerr", "llp/dgram"}},
+	"llp/rd/rdtest":   {project: []string{"llp/rd", "llp/dgram"}},
 	"mpa":             {project: []string{"iwerr", "internal/crc32c", "llp"}},
 	"ddp":             {project: []string{"iwerr", "llp"}},
 	"rdmap":           {project: []string{"iwerr", "ddp", "llp"}},

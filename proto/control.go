@@ -59,6 +59,8 @@ const (
 	OpReject
 	OpConnect
 	OpDisconnect
+	OpAttachMcast // McastRequest: attach a UD QP to an IPv4 multicast group (mcast.go)
+	OpDetachMcast // McastRequest: detach it
 	opCount
 
 	OpEvent   Op = 0x4000 // asynchronous event, daemon to client
@@ -75,6 +77,7 @@ var opNames = [...]string{
 	OpCreateAH: "create-ah", OpDestroyAH: "destroy-ah", OpCreateSRQ: "create-srq", OpDestroySRQ: "destroy-srq",
 	OpInspect: "inspect", OpListen: "listen", OpCloseListener: "close-listener", OpAccept: "accept",
 	OpReject: "reject", OpConnect: "connect", OpDisconnect: "disconnect",
+	OpAttachMcast: "attach-mcast", OpDetachMcast: "detach-mcast",
 }
 
 func (op Op) String() string {

@@ -16,9 +16,10 @@ const (
 	maxSendIOVs   = 4096    // iovecs per batch
 	maxSendBytes  = 1 << 20 // UDP payload octets per batch (one may exceed it alone)
 	maxSendWRs    = 256     // work requests looked at per batch
-	// dgramScratch is the per-datagram scratch: the DDP untagged header,
-	// then the CRC trailer (8-aligned stride).
-	dgramScratch = 24
+	// dgramScratch is the per-datagram scratch: the DDP header (and the
+	// Write-Record header of a tagged segment: 14+12), then the CRC trailer
+	// (8-aligned stride).
+	dgramScratch = 32
 )
 
 // dgramRef names the work request (index in the batch) and segment a
@@ -200,6 +201,7 @@ type recvBatch struct {
 	nrqe  int      // valid entries of rqes
 	used  int      // receives consumed in this batch
 	extra recvWR   // a receive looked at beyond rqes
+	mcast bool     // the batch was read from a multicast group's socket
 }
 
 func newRecvBatch() *recvBatch {

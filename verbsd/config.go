@@ -71,6 +71,11 @@ type Config struct {
 	// MPA is the device's policy for RC connection establishment (cm_config.go;
 	// the zero value is the RFC-conforming default).
 	MPA MPAConfig
+	// Mcast is the UD multicast policy (mcast_config.go; the zero value:
+	// the interface of Addr, TTL 1, loopback on).
+	Mcast McastConfig
+	// RD is the reliable-datagram policy (rd_qp.go).
+	RD RDConfig
 	// Log receives the daemon's few log lines (session open/close, errors
 	// of control requests). Nil: discard. Never called per packet.
 	Log Logger
@@ -125,6 +130,7 @@ func DefaultConfig() Config {
 		SocketBuffer:      4 << 20,
 		GSO:               true,
 		GRO:               true,
+		RD:                DefaultRDConfig(),
 		Limits:            DefaultLimits,
 	}
 }
@@ -160,6 +166,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxPartial < 1 || c.ReassemblyTimeout <= 0 {
 		bad("reassembly: %d partial messages, timeout %v: both must be positive", c.MaxPartial, c.ReassemblyTimeout)
+	}
+	if err := c.Mcast.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.RD.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	l := c.Limits
 	for _, v := range []struct {

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 
 	"github.com/iwarpd/iwarpd/internal/shm"
+	"github.com/iwarpd/iwarpd/llp/dgram"
 	"github.com/iwarpd/iwarpd/proto"
 	"golang.org/x/sys/unix"
 )
@@ -22,7 +23,12 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 			return nil, errf(unix.EINVAL, "create-qp: port and no_crc are datagram options; RC QPs negotiate with MPA")
 		}
 	case proto.QPTypeRD:
-		return nil, errf(unix.EOPNOTSUPP, "create-qp: %v queue pairs are not supported yet", req.Type)
+		if s.srv.cfg.RDPorts.Len() == 0 || s.srv.cfg.RDPorts.First == 0 {
+			return nil, errf(unix.EOPNOTSUPP, "create-qp: RD queue pairs are disabled (empty RD port range)")
+		}
+		if req.Port != 0 && !s.srv.cfg.RDPorts.Contains(req.Port) {
+			return nil, errf(unix.EINVAL, "create-qp: port %d is outside the RD range %d-%d", req.Port, s.srv.cfg.RDPorts.First, s.srv.cfg.RDPorts.Last)
+		}
 	default:
 		return nil, errf(unix.EINVAL, "create-qp: unknown QP type %d", req.Type)
 	}
@@ -43,7 +49,7 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 	if int(c.MaxInline) > lim.MaxInline {
 		return nil, errf(unix.EINVAL, "create-qp: max_inline %d: the device allows %d", c.MaxInline, lim.MaxInline)
 	}
-	if req.Port != 0 && !s.srv.cfg.UDPorts.Contains(req.Port) {
+	if req.Type == proto.QPTypeUD && req.Port != 0 && !s.srv.cfg.UDPorts.Contains(req.Port) {
 		return nil, errf(unix.EINVAL, "create-qp: port %d is outside the UD range %d-%d", req.Port, s.srv.cfg.UDPorts.First, s.srv.cfg.UDPorts.Last)
 	}
 	sqStride := proto.SQEStride(c.MaxSendSGE, c.MaxInline)
@@ -83,6 +89,12 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 		if q.fd, q.local, err = s.srv.bindUD(req.Port); err != nil {
 			return fail(err)
 		}
+	}
+	if req.Type == proto.QPTypeRD { // rd_qp.go
+		if q.fd, q.local, err = s.srv.bindDgram(req.Port, s.srv.cfg.RDPorts); err != nil {
+			return fail(err)
+		}
+		q.rd = newRDQP(&s.srv.cfg.RD, s.srv.cfg.DatagramSize, s.srv.cfg.SocketBuffer)
 	}
 	var reply proto.CreateQPReply
 	err = s.eng.Do(func() error {
@@ -133,6 +145,12 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 // bindUD opens a non-blocking UDP socket bound to the device address and
 // port (0: the next free port of the UD range).
 func (srv *Server) bindUD(port uint16) (int, netip.AddrPort, error) {
+	return srv.bindDgram(port, srv.cfg.UDPorts)
+}
+
+// bindDgram opens a non-blocking UDP socket bound to the device address and
+// port (0: the next free port of r).
+func (srv *Server) bindDgram(port uint16, r dgram.PortRange) (int, netip.AddrPort, error) {
 	addr := srv.cfg.Addr
 	family := unix.AF_INET
 	if !addr.Is4() {
@@ -159,7 +177,6 @@ func (srv *Server) bindUD(port uint16) (int, netip.AddrPort, error) {
 		}
 		return fd, netip.AddrPortFrom(addr, port), nil
 	}
-	r := srv.cfg.UDPorts
 	n := r.Len()
 	start := int(srv.port.Add(1))
 	for i := range n {
@@ -210,6 +227,8 @@ func (s *session) modifyQP(body []byte, _ []int) (any, error) {
 			discardPosted(q.rq)
 			q.sendSeg, q.blocked = 0, false
 			q.reasm.reset()
+			q.wrec.reset()
+			q.rdReset() // rd_qp.go: a new life
 		}
 		q.state = to
 		return nil

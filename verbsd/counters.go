@@ -36,6 +36,16 @@ const (
 	cGROUnavailable // UDP_GRO could not be enabled on a socket
 	cGROCoalesced   // received buffers holding several datagrams (UDP_GRO)
 	cRecvCopied     // single-datagram messages copied into place (not received in place)
+	// Write-Record and error messages (wrec*.go).
+	cWrecPlaced    // Write-Record segments placed
+	cWrecComplete  // Write-Records completed with every octet placed
+	cWrecTrimmed   // Write-Records completed partly placed (reassembly timeout)
+	cWrecAccessErr // Write-Record segments refused by the access checks (nothing placed; error message sent)
+	cWrecDropped   // Write-Record segments dropped: record failed or already completed, malformed
+	cWrecNoRecv    // Write-Records whose completion found no posted receive (data stays placed)
+	cWrecEvicted   // Write-Records forgotten to make room for new ones (no completion)
+	cErrorMsgsOut  // error messages (Terminate on QN 2) sent to a source
+	cErrorMsgsIn   // error messages received from a peer (async event EventQPAccessError)
 	counterCount
 )
 
@@ -71,6 +81,15 @@ var counterNames = [counterCount]string{
 	cGROUnavailable:    "gro_unavailable",
 	cGROCoalesced:      "gro_coalesced",
 	cRecvCopied:        "recv_copied",
+	cWrecPlaced:        "wrec_segments_placed",
+	cWrecComplete:      "wrec_complete",
+	cWrecTrimmed:       "wrec_trimmed",
+	cWrecAccessErr:     "wrec_access_errors",
+	cWrecDropped:       "wrec_dropped",
+	cWrecNoRecv:        "wrec_no_recv",
+	cWrecEvicted:       "wrec_evicted",
+	cErrorMsgsOut:      "error_msgs_out",
+	cErrorMsgsIn:       "error_msgs_in",
 }
 
 // counters is a set of statistics; engine-owned, copied out by Inspect.

@@ -260,6 +260,18 @@ func (e *engine) sleepTimeout(now time.Time) int {
 				timeout = max(ms, 1)
 			}
 		}
+		if d, ok := q.wrec.nextDeadline(); ok { // a Write-Record to complete (wrec_recv.go)
+			ms := int(d.Sub(now)/time.Millisecond) + 1
+			if timeout < 0 || ms < timeout {
+				timeout = max(ms, 1)
+			}
+		}
+		if d, ok := q.rdDeadline(); ok { // an RD timer: retransmission, delayed ACK (rd_qp.go)
+			ms := int(d.Sub(now)/time.Millisecond) + 1
+			if timeout < 0 || ms < timeout {
+				timeout = max(ms, 1)
+			}
+		}
 		if d, ok := q.rcDeadline(); ok { // an RC connection closing (rc_conn.go)
 			ms := int(d.Sub(now)/time.Millisecond) + 1
 			if timeout < 0 || ms < timeout {
@@ -320,6 +332,7 @@ func (e *engine) addQP(q *qp) error {
 
 // removeQP takes a QP out of the polling set (the caller releases it).
 func (e *engine) removeQP(q *qp) {
+	e.detachAllMcast(q) // mcast.go
 	unix.EpollCtl(e.epfd, unix.EPOLL_CTL_DEL, q.fd, nil)
 	delete(e.byFD, int32(q.fd))
 	for i, x := range e.qps {

@@ -45,11 +45,19 @@ type qp struct {
 	reasm    reassembler
 	maxRecvS uint32 // SGEs per RQE (QP's or SRQ's)
 
+	// Datagram extensions: Write-Record records being received (wrec*.go)
+	// and the multicast groups the QP is attached to (mcast*.go).
+	wrec  wrecTable
+	mcast mcastState
+
 	stats counters
 
 	// RC (nil rc on UD QPs; see rc_*.go).
 	rc         *rcConn
 	onRCClosed rcCloseFunc // set by the CM; told when the connection ends
+
+	// RD (nil on UD and RC QPs; see rd_*.go).
+	rd *rdQP
 
 	// Connection manager (cm*.go).
 	typ proto.QPType // RC or UD
@@ -78,6 +86,9 @@ func (q *qp) hasWork() bool {
 	if q.typ == proto.QPTypeRC {
 		return q.rcHasWork()
 	}
+	if q.rd != nil {
+		return q.rdHasWork() // rd_qp.go
+	}
 	switch q.state {
 	case proto.QPStateRTS:
 		n, err := q.sq.Available()
@@ -102,6 +113,9 @@ func (e *engine) serviceQP(q *qp, now time.Time) bool {
 	if q.typ == proto.QPTypeRC {
 		return e.serviceRC(q, now) // rc_conn.go
 	}
+	if q.rd != nil {
+		return e.serviceRD(q, now) // rd_qp.go
+	}
 	work := false
 	if q.readable {
 		work = e.receive(q, now)
@@ -118,6 +132,9 @@ func (e *engine) serviceQP(q *qp, now time.Time) bool {
 	}
 	if n := q.reasm.expire(now); n > 0 {
 		e.count(q, cReassemblyTimeout, int64(n))
+	}
+	if e.expireRecords(q, now) { // wrec_recv.go
+		work = true
 	}
 	return work
 }

@@ -144,6 +144,7 @@ func (e *engine) inspect() proto.Inspect {
 	in.Counters["sessions"] = int64(len(e.sessions))
 	in.Counters["qps"] = int64(len(e.qps))
 	in.Counters["engine_epoch"] = int64(e.epoch.Load())
+	e.rdInspect(in.Counters) // rd_qp.go
 	for _, s := range e.sessions {
 		in.Sessions = append(in.Sessions, s.info())
 	}
@@ -178,6 +179,7 @@ func (s *session) info() proto.SessionInfo {
 		qi := proto.QPInfo{Handle: h, QPN: q.qpn, Type: q.typ.String(), State: q.state.String(),
 			Addr: qpAddr(q), Counters: q.stats.snapshot()}
 		qi.Counters["partial_messages"] = int64(q.reasm.partials())
+		q.rdInspect(qi.Counters) // rd_qp.go
 		si.QPs = append(si.QPs, qi)
 	}
 	return si

@@ -27,10 +27,22 @@ import (
 // taken apart and judged one by one, and the messages among them copied
 // into place.
 func (e *engine) receive(q *qp, now time.Time) bool {
+	work := e.receiveFrom(q, q.fd, false, now)
+	for _, m := range q.mcast.socks { // multicast groups the QP is attached to (mcast.go)
+		if e.receiveFrom(q, m.fd, true, now) {
+			work = true
+		}
+	}
+	return work
+}
+
+// receiveFrom serves one socket of q (its own, or a multicast group's).
+func (e *engine) receiveFrom(q *qp, fd int, mcast bool, now time.Time) bool {
 	work := false
 	q.rwr.valid = false // translations are good for one pass only
 	budget := e.cfg.PollBatch
 	rb := e.rb
+	rb.mcast = mcast
 	for budget > 0 {
 		deliver := q.state == proto.QPStateRTR || q.state == proto.QPStateRTS
 		rb.nrqe, rb.used = 0, 0
@@ -39,7 +51,7 @@ func (e *engine) receive(q *qp, now time.Time) bool {
 			deliver = q.state != proto.QPStateError
 		}
 		want := min(budget, recvSlots)
-		got, err := sysRecvmmsg(q.fd, rb.prepare(want))
+		got, err := sysRecvmmsg(fd, rb.prepare(want))
 		if err != nil {
 			if errors.Is(err, unix.EAGAIN) {
 				q.readable = false
@@ -128,7 +140,7 @@ func (e *engine) datagram(q *qp, i, off, n int, now time.Time) {
 	var hb [ddp.UntaggedHeaderLen]byte
 	copyRange(hb[:], view, off)
 	if hb[0]&0x80 != 0 {
-		e.count(q, cDropTagged, 1)
+		e.writeRecordSegment(q, i, off, n, now) // wrec_recv.go (drops other tagged opcodes)
 		return
 	}
 	if body < ddp.UntaggedHeaderLen {
@@ -142,6 +154,10 @@ func (e *engine) datagram(q *qp, i, off, n int, now time.Time) {
 		return
 	}
 	op := ctl.Opcode()
+	if op == rdmap.OpTerminate && h.QN == rdmap.QNTerminate {
+		e.errorMessageIn(q, i, off, body, &h) // wrec_term.go
+		return
+	}
 	if op != rdmap.OpSend && op != rdmap.OpSendSE {
 		e.count(q, cDropBadOpcode, 1)
 		return

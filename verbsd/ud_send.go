@@ -23,6 +23,9 @@ type sendWR struct {
 	segs     ddp.Segmenter
 	payloads [][]byte
 	inline   []byte
+	// Write-Record (wrec_send.go): its header, MessageOffset set per segment.
+	wrec bool
+	rec  rdmap.WriteRecord
 }
 
 // send serves q's send queue. Each message is one DDP untagged message on
@@ -122,12 +125,19 @@ func (e *engine) buildSend(q *qp, maxMsgs int) (msgs []unix.Mmsghdr, stop bool) 
 			s := wr.segs.Segment(seg)
 			pieces := appendRange(e.pieces[:0], wr.payloads, int(s.Offset), s.Len)
 			e.pieces = pieces[:0]
-			dlen := ddp.UntaggedHeaderLen + s.Len + crc32c.Size
+			dlen := s.Header.Len() + s.Len + crc32c.Size
+			if wr.wrec {
+				dlen += rdmap.WriteRecordLen
+			}
 			if !b.fits(wr.ah.addr, dlen, 2+len(pieces), maxMsgs) {
 				return b.finish(), false
 			}
 			sc := b.nextScratch()
 			hdr := s.Header.Append(sc[:0])
+			if wr.wrec {
+				wr.rec.MessageOffset = s.Offset
+				hdr = wr.rec.Append(hdr)
+			}
 			var c uint32
 			if !q.noCRC {
 				c = crc32c.Update(0, hdr)
@@ -165,7 +175,11 @@ func (e *engine) sendDone(q *qp, sent int) {
 			e.count(q, cMessagesOut, 1)
 			e.count(q, cBytesOut, int64(wr.total))
 			if q.sigAll || wr.signaled {
-				e.postCQE(q.s, q.sendCQ, &proto.CQE{WRID: wr.wrid, Opcode: proto.WCSend, ByteLen: uint32(wr.total), QPN: q.qpn})
+				op := proto.WCSend
+				if wr.wrec {
+					op = proto.WCWriteRecord
+				}
+				e.postCQE(q.s, q.sendCQ, &proto.CQE{WRID: wr.wrid, Opcode: op, ByteLen: uint32(wr.total), QPN: q.qpn})
 			}
 		}
 	}
@@ -185,12 +199,15 @@ func (e *engine) prepareSend(q *qp, wr *sendWR, slot []byte, msn uint32, maxPayl
 	copy(raw[:], slot)
 	sqe := proto.GetSQE(raw[:])
 	wr.wrid = sqe.WRID
-	if sqe.Opcode != proto.WRSend || !sqe.KnownFlags() || sqe.Flags&proto.SendFence != 0 {
+	if (sqe.Opcode != proto.WRSend && sqe.Opcode != proto.WRWriteRecord) || !sqe.KnownFlags() || sqe.Flags&proto.SendFence != 0 {
 		return proto.WCLocQPOpErr
 	}
 	a := q.s.ahs[sqe.AH]
 	if a == nil || a.pd != q.pd {
 		return proto.WCLocQPOpErr
+	}
+	if !q.mcast.txReady && a.addr.Addr().IsMulticast() {
+		e.mcastSendOptions(q) // mcast.go
 	}
 	wr.payloads = wr.payloads[:0]
 	total := 0
@@ -220,6 +237,10 @@ func (e *engine) prepareSend(q *qp, wr *sendWR, slot []byte, msn uint32, maxPayl
 	}
 	if total > e.cfg.MaxMsgUD {
 		return proto.WCLocLenErr
+	}
+	wr.wrec = sqe.Opcode == proto.WRWriteRecord
+	if wr.wrec {
+		return e.prepareWriteRecord(wr, &sqe, a, msn, total) // wrec_send.go
 	}
 	op := rdmap.OpSend
 	if sqe.Flags&proto.SendSolicited != 0 {

@@ -74,7 +74,7 @@ func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) 
 	format := str("log-format", "text", "log format: text or json")
 	addr := str("addr", def.Addr.String(), "IP `address` the device serves (datagram QPs bind to it); the default suits a single host")
 	udPorts := str("ud-ports", portRange(def.UDPorts), "UDP port `range` FIRST-LAST of UD queue pairs")
-	rdPorts := str("rd-ports", portRange(def.RDPorts), "UDP port `range` of RD queue pairs (reserved)")
+	rdPorts := str("rd-ports", portRange(def.RDPorts), "UDP port `range` of RD queue pairs")
 	dgramSize := str("datagram-size", "auto", "largest UDP payload sent, `octets` (up to 65507; 1472 fits an MTU of 1500); auto: "+
 		strconv.Itoa(loopbackDatagramSize)+" when -addr is a loopback address, else "+strconv.Itoa(def.DatagramSize))
 	gso := str("gso", strconv.FormatBool(def.GSO), "send several datagrams per sendmsg with UDP GSO (UDP_SEGMENT): true or false")
@@ -93,6 +93,10 @@ func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) 
 	mpaTimeout := str("mpa-timeout", verbsd.DefaultMPATimeout.String(), "bound on TCP connect, the MPA Request/Reply wait and an unanswered connection request (`duration`)")
 	rcIRD := str("rc-ird", strconv.Itoa(verbsd.DefaultIRDORD), "default inbound RDMA Read depth of RC QPs (1..128)")
 	rcORD := str("rc-ord", strconv.Itoa(verbsd.DefaultIRDORD), "default outbound RDMA Read depth of RC QPs (1..128)")
+	mcastIf := str("mcast-if", "", "`interface` UD multicast groups are joined on and sent by (default: the one holding -addr)")
+	mcastTTL := str("mcast-ttl", "1", "IP TTL of datagrams sent to a multicast group (1..255)")
+	rdf := addRDFlags(str, def.RD) // config_rd.go
+	mcastLoop := str("mcast-loop", "true", "deliver datagrams sent to a multicast group to members on this host too (true or false)")
 	l := def.Limits
 	intLimits := []struct {
 		name, usage string
@@ -250,6 +254,12 @@ func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) 
 		}
 	}
 	if v.MPA, err = parseMPA(*mpaRev, *mpaCRC, *mpaMarkers, *mpaP2P, *mpaRTR, *mpaTimeout, *rcIRD, *rcORD, from); err != nil {
+		return config{}, err
+	}
+	if v.Mcast, err = parseMcast(*mcastIf, *mcastTTL, *mcastLoop, from); err != nil { // config_mcast.go
+		return config{}, err
+	}
+	if v.RD, err = parseRD(rdf, def.RD, from); err != nil { // config_rd.go
 		return config{}, err
 	}
 	if err := v.Validate(); err != nil {

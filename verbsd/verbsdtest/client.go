@@ -257,6 +257,7 @@ type QPOptions struct {
 	Port   uint16
 	NoCRC  bool
 	SigAll bool
+	Type   proto.QPType // 0: UD
 }
 
 // CreateQP creates a UD QP (rings initialized here).
@@ -288,7 +289,11 @@ func (c *Client) CreateQP(pd uint32, scq, rcq *CQ, caps proto.QPCaps, o QPOption
 		q.RQ = shm.NewProducer(rq)
 	}
 	var r proto.CreateQPReply
-	req := proto.CreateQPRequest{PD: pd, Type: proto.QPTypeUD, SendCQ: scq.Handle, RecvCQ: rcq.Handle, SRQ: o.SRQ, Caps: caps,
+	typ := o.Type
+	if typ == 0 {
+		typ = proto.QPTypeUD
+	}
+	req := proto.CreateQPRequest{PD: pd, Type: typ, SendCQ: scq.Handle, RecvCQ: rcq.Handle, SRQ: o.SRQ, Caps: caps,
 		SigAll: o.SigAll, Port: o.Port, NoCRC: o.NoCRC}
 	if _, err := c.Call(proto.OpCreateQP, req, &r, reg.FD()); err != nil {
 		reg.Close()

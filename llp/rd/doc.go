@@ -1,0 +1,58 @@
+// Package rd is the reliability state machine of reliable-datagram (RD)
+// queue pairs (docs/wire-format.md §7, issue 5): exactly-once, in-order
+// delivery per (source QP, destination QP) over an unreliable datagram
+// link, with 32-bit sequence numbers, cumulative plus selective (SACK)
+// acknowledgement — piggybacked on DATA where possible, otherwise a delayed
+// standalone ACK — retransmission on an RFC 6298 timer (SRTT/RTTVAR, Karn's
+// rule, exponential backoff) and fast retransmission when a SACK shows three
+// later datagrams received, a bounded window with receiver flow control
+// (NOTREADY: the receiver had no posted receive; the sender retries after
+// its own back-off and does not count it as loss), a retry limit ending in a
+// Failed action, per-peer state created on first contact and reclaimed when
+// idle, and restart safety through incarnations (RESET).
+//
+// It is pure and clocked: no goroutines, no sockets, no time.Now, no payload
+// bytes. The engine feeds it parsed RD headers (Endpoint.Receive), asks it
+// for the header of each new DATA datagram (Endpoint.Send), and drives
+// its timers with Endpoint.Poll at Endpoint.NextDeadline; the actions Poll
+// returns tell the engine what to (re)transmit, which tokens are
+// acknowledged or failed and which held datagrams are now in order. A Token
+// is the engine's own name for one DATA datagram: it must be able to rebuild
+// the datagram from it.
+//
+// Per-peer memory: a peer costs one map entry and one peer struct (see
+// PeerStateBytes, 200 bytes on amd64, and TestIdlePeerMemory: about 390
+// heap bytes per idle peer); the retransmission ring (32 bytes per
+// outstanding datagram) and the reorder bitmap are allocated only while
+// datagrams are outstanding or held and dropped by the idle sweep.
+//
+// Engine contract, beyond the signatures:
+//   - Receive and Send queue actions (Acked, DeliverHeld, ACKs, RESETs);
+//     call Poll after a batch of them and carry out the actions in order.
+//     A datagram that arrives in order while earlier held ones are still
+//     queued for delivery gets Hold (then its own DeliverHeld), so order
+//     holds even if the engine receives a whole batch before polling.
+//   - Held datagrams are named by (Peer, Header.Seq).
+//   - Acked means delivered in order at the peer (a SACK only stops
+//     retransmission). Failed and PeerReset end the other tokens
+//     outstanding to that peer too; the next Send starts a new space at 1.
+//   - NOTREADY pauses sending to the peer (CanSend false) until the
+//     back-off expires; not-ready retries never count as retries.
+//
+// Wire decisions on top of docs/wire-format.md §7: a RESET carries in its
+// CumAck field (unused without the A flag) the incarnation of its sender
+// whose state is gone when that is not the current one (RESET answering
+// DATA meant for a previous life), so a late or duplicated RESET cannot
+// reset the newer state. A send half idle for IdleTimeout starts over at 1;
+// the receiver accepts seq 1 as a new space when its receive half has been
+// idle for IdleTimeout/2 and holds nothing; it keeps the receive half for
+// 2×IdleTimeout (then held datagrams are discarded too). DATA for the
+// peer's last previous incarnation is Stale. After a failure (retry
+// exceeded, or an ACK for numbers never sent) the endpoint takes a new
+// incarnation towards that peer only, so the peer sees a restart and can
+// never take the new space for the old one; the peer then ends its own
+// outstanding tokens to us with PeerReset (the price of safety).
+//
+// Imports: the standard library, iwerr, llp/dgram. The simulated lossy,
+// reordering, duplicating link used by the tests is package rd/rdtest.
+package rd

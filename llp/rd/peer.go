@@ -1,0 +1,147 @@
+package rd
+
+import (
+	"net/netip"
+	"unsafe"
+)
+
+// outSeg is one unacknowledged DATA datagram (32 bytes).
+type outSeg struct {
+	tok      Token
+	sentAt   int64 // first transmission, for RTT samples
+	deadline int64
+	retries  uint16
+	flags    uint8
+}
+
+const (
+	segSacked   = 1 << iota // the receiver holds it (no retransmission; not yet Acked)
+	segRetx                 // retransmitted at least once (Karn: no RTT sample)
+	segFastRetx             // fast-retransmitted since its last timeout
+	segNotReady             // receiver was not ready: retry at deadline, not counted
+)
+
+// ring is a growable FIFO of outSeg indexed from the oldest; the buffer is
+// allocated on first use and released when the peer's send half resets.
+type ring struct {
+	buf  []outSeg // len is a power of two
+	head int
+	n    int
+}
+
+func (r *ring) at(i int) *outSeg { return &r.buf[(r.head+i)&(len(r.buf)-1)] }
+
+func (r *ring) pushBack(s outSeg) {
+	if r.n == len(r.buf) {
+		nb := make([]outSeg, max(4, 2*len(r.buf)))
+		for i := 0; i < r.n; i++ {
+			nb[i] = *r.at(i)
+		}
+		r.buf, r.head = nb, 0
+	}
+	r.buf[(r.head+r.n)&(len(r.buf)-1)] = s
+	r.n++
+}
+
+func (r *ring) popFront() outSeg {
+	s := *r.at(0)
+	r.head = (r.head + 1) & (len(r.buf) - 1)
+	r.n--
+	return s
+}
+
+// peer is the state of one (this QP, peer QP address) pair: the send half
+// (our sequence space towards it) and the receive half (its space towards
+// us).
+type peer struct {
+	addr netip.AddrPort
+	inc  uint32 // the peer's incarnation, 0 = not known
+	prev uint32 // the incarnation it had before its last restart: stale
+	mine uint32 // our incarnation towards it when not the endpoint's (after a failure), else 0
+
+	// send half
+	nextSeq    uint32 // next sequence number to assign (a space starts at 1)
+	sndUna     uint32 // oldest unacknowledged; out.at(0) has it
+	ackCum     uint32 // newest CumAck received
+	limit      uint32 // first sequence number beyond the peer's window
+	spaceAcked bool   // the peer acknowledged this space: echo its incarnation
+	active     bool   // in Endpoint.active
+	out        ring
+	srtt       int64 // ns, 0 = no sample yet
+	rttvar     int64
+	nrBackoff  int64 // next NOTREADY wait, 0 = Config.NotReadyBackoff
+	lastSend   int64
+	next       int64 // earliest timer of this peer
+
+	// receive half
+	rcvNext  uint32   // next expected = CumAck sent; 0 = no receive space
+	held     []uint64 // reorder bitmap indexed by seq mod bits; nil until needed
+	heldN    uint16
+	unacked  uint16 // datagrams received since the last ACK went out
+	ackDue   bool
+	draining bool // DeliverHeld actions queued, not yet taken by Poll
+	dropping bool // DiscardHeld queued, not yet taken by Poll: hold nothing
+	nrDue    bool // the pending ACK carries NOTREADY
+	ackAt    int64
+	lastRecv int64
+}
+
+// PeerStateBytes is the size of the fixed per-peer struct; a live peer
+// costs this plus its map entry, plus 32 bytes per outstanding datagram
+// while sending and ReorderLimit/8 bytes while holding.
+const PeerStateBytes = int(unsafe.Sizeof(peer{}))
+
+// busy reports whether p has a timer running.
+func (p *peer) busy() bool { return p.out.n > 0 || p.ackDue }
+
+// resetSend starts a new send space at 1; window is the initial window
+// assumed until the peer advertises its own.
+func (p *peer) resetSend(window int) {
+	p.out = ring{}
+	p.nextSeq, p.sndUna, p.ackCum = 1, 1, 1
+	p.limit = 1 + uint32(window)
+	p.spaceAcked = false
+	p.nrBackoff = 0
+}
+
+func (p *peer) resetReceive() {
+	p.rcvNext = 0
+	p.held = nil
+	p.heldN = 0
+	p.unacked = 0
+	p.ackDue, p.nrDue = false, false
+}
+
+func (p *peer) isHeld(seq uint32) bool {
+	if p.held == nil {
+		return false
+	}
+	i := seq & uint32(len(p.held)*64-1)
+	return p.held[i/64]&(1<<(i%64)) != 0
+}
+
+func (p *peer) setHeld(seq uint32, on bool, bits int) {
+	if p.held == nil {
+		p.held = make([]uint64, bits/64)
+	}
+	i := seq & uint32(len(p.held)*64-1)
+	if on {
+		p.held[i/64] |= 1 << (i % 64)
+	} else {
+		p.held[i/64] &^= 1 << (i % 64)
+	}
+}
+
+// sackBits returns the SACK bitmap for rcvNext+1 … rcvNext+32.
+func (p *peer) sackBits() uint32 {
+	if p.heldN == 0 {
+		return 0
+	}
+	var s uint32
+	for i := uint32(0); i < 32; i++ {
+		if p.isHeld(p.rcvNext + 1 + i) {
+			s |= 1 << i
+		}
+	}
+	return s
+}

@@ -1,0 +1,357 @@
+package rdtest
+
+import (
+	"container/heap"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"time"
+
+	"github.com/iwarpd/iwarpd/llp/dgram"
+	"github.com/iwarpd/iwarpd/llp/rd"
+)
+
+// LinkConfig describes the simulated link (the same for every pair).
+type LinkConfig struct {
+	Loss         float64       // probability a datagram is lost
+	Duplicate    float64       // probability a datagram arrives twice
+	Reorder      float64       // probability a datagram takes ReorderDelay extra
+	Delay        time.Duration // one-way delay
+	Jitter       time.Duration // uniform extra delay in [0, Jitter)
+	ReorderDelay time.Duration // extra delay of reordered datagrams (0: 4×Delay + 100µs)
+	Down         bool          // drop everything
+}
+
+// Event is a completion seen by a node's engine.
+type Event struct {
+	Time  time.Time
+	Kind  rd.ActionKind // Acked, Failed or PeerReset
+	Peer  netip.AddrPort
+	Token rd.Token
+}
+
+type pairKey struct{ from, to netip.AddrPort }
+
+type heldKey struct {
+	from netip.AddrPort
+	seq  uint32
+}
+
+type datagram struct {
+	at       time.Time
+	order    uint64
+	from, to netip.AddrPort
+	wire     []byte // the RD header as sent
+	tok      rd.Token
+}
+
+type flight []*datagram
+
+func (f flight) Len() int { return len(f) }
+func (f flight) Less(i, j int) bool {
+	if !f[i].at.Equal(f[j].at) {
+		return f[i].at.Before(f[j].at)
+	}
+	return f[i].order < f[j].order
+}
+func (f flight) Swap(i, j int) { f[i], f[j] = f[j], f[i] }
+func (f *flight) Push(x any)   { *f = append(*f, x.(*datagram)) }
+func (f *flight) Pop() any {
+	old := *f
+	x := old[len(old)-1]
+	old[len(old)-1] = nil
+	*f = old[:len(old)-1]
+	return x
+}
+
+// Net is the simulated network and its virtual clock.
+type Net struct {
+	Now        time.Time
+	Link       LinkConfig
+	Violations []string
+	Sent, Lost uint64 // datagrams put on the link, datagrams lost
+
+	rng       *rand.Rand
+	nodes     map[netip.AddrPort]*Node
+	list      []*Node
+	flight    flight
+	order     uint64
+	delivered map[pairKey]map[rd.Token]bool
+	last      map[pairKey]rd.Token
+	actions   []rd.Action
+}
+
+// NewNet returns an empty network whose clock starts at a fixed time.
+func NewNet(link LinkConfig, seed uint64) *Net {
+	return &Net{
+		Now:       time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		Link:      link,
+		rng:       rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		nodes:     make(map[netip.AddrPort]*Node),
+		delivered: make(map[pairKey]map[rd.Token]bool),
+		last:      make(map[pairKey]rd.Token),
+	}
+}
+
+// Node is one RD QP on the Net with a minimal engine around its Endpoint.
+type Node struct {
+	Addr netip.AddrPort
+	EP   *rd.Endpoint
+	// Ready says whether the node could accept a DATA datagram at now
+	// (nil: always).
+	Ready func(now time.Time) bool
+	// Delivered lists, per source, the tokens delivered in order.
+	Delivered map[netip.AddrPort][]rd.Token
+	Events    []Event
+	Verdicts  map[rd.Verdict]int
+
+	net   *Net
+	cfg   rd.Config
+	queue map[netip.AddrPort][]rd.Token
+	dests []netip.AddrPort
+	held  map[heldKey]rd.Token
+}
+
+// AddNode adds a node with a new Endpoint at the next address.
+func (n *Net) AddNode(cfg rd.Config, incarnation uint32) *Node {
+	addr := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, byte(len(n.list) >> 8), byte(len(n.list) + 1)}), 4791)
+	nd := &Node{Addr: addr, net: n, cfg: cfg}
+	nd.reset(incarnation)
+	n.nodes[addr] = nd
+	n.list = append(n.list, nd)
+	return nd
+}
+
+func (nd *Node) reset(incarnation uint32) {
+	nd.EP = rd.NewEndpoint(nd.cfg, incarnation)
+	nd.queue = make(map[netip.AddrPort][]rd.Token)
+	nd.dests = nil
+	nd.held = make(map[heldKey]rd.Token)
+	nd.Delivered = make(map[netip.AddrPort][]rd.Token)
+	nd.Verdicts = make(map[rd.Verdict]int)
+}
+
+// Restart gives the node a new life: a new Endpoint with incarnation, an
+// empty send queue and no held datagrams (Events are kept).
+func (nd *Node) Restart(incarnation uint32) {
+	nd.reset(incarnation)
+	// Its new life names its tokens afresh; the tokens others send it stay
+	// unique, and its old life may still be acked for delivered ones.
+	for k := range nd.net.delivered {
+		if k.from == nd.Addr {
+			delete(nd.net.delivered, k)
+		}
+	}
+	for k := range nd.net.last {
+		if k.from == nd.Addr || k.to == nd.Addr {
+			delete(nd.net.last, k)
+		}
+	}
+}
+
+// Queue appends tokens to send to dst (increasing per destination).
+func (nd *Node) Queue(dst *Node, toks ...rd.Token) {
+	if _, ok := nd.queue[dst.Addr]; !ok {
+		nd.dests = append(nd.dests, dst.Addr)
+	}
+	nd.queue[dst.Addr] = append(nd.queue[dst.Addr], toks...)
+}
+
+// Queued returns the number of tokens not yet sent.
+func (nd *Node) Queued() int {
+	c := 0
+	for _, q := range nd.queue {
+		c += len(q)
+	}
+	return c
+}
+
+// Count returns how many events of kind the node has seen.
+func (nd *Node) Count(kind rd.ActionKind) int {
+	c := 0
+	for _, ev := range nd.Events {
+		if ev.Kind == kind {
+			c++
+		}
+	}
+	return c
+}
+
+func (n *Net) violate(format string, args ...any) {
+	if len(n.Violations) < 100 {
+		n.Violations = append(n.Violations, fmt.Sprintf("%v: ", n.Now.Format("15:04:05.000000"))+fmt.Sprintf(format, args...))
+	}
+}
+
+// transmit puts a datagram on the link.
+func (n *Net) transmit(from, to netip.AddrPort, h dgram.RDHeader, tok rd.Token) {
+	n.Sent++
+	if n.Link.Down || n.rng.Float64() < n.Link.Loss {
+		n.Lost++
+		return
+	}
+	copies := 1
+	if n.rng.Float64() < n.Link.Duplicate {
+		copies = 2
+	}
+	wire := h.Append(nil)
+	for range copies {
+		d := n.Link.Delay
+		if n.Link.Jitter > 0 {
+			d += time.Duration(n.rng.Int64N(int64(n.Link.Jitter)))
+		}
+		if n.rng.Float64() < n.Link.Reorder {
+			rd := n.Link.ReorderDelay
+			if rd == 0 {
+				rd = 4*n.Link.Delay + 100*time.Microsecond
+			}
+			d += rd
+		}
+		n.order++
+		heap.Push(&n.flight, &datagram{at: n.Now.Add(d), order: n.order, from: from, to: to, wire: wire, tok: tok})
+	}
+}
+
+// pump sends queued tokens while the windows allow, then polls.
+func (nd *Node) pump() {
+	for _, dst := range nd.dests {
+		q := nd.queue[dst]
+		for len(q) > 0 && nd.EP.CanSend(dst) {
+			h, err := nd.EP.Send(nd.net.Now, dst, q[0])
+			if err != nil {
+				nd.net.violate("%v: send: %v", nd.Addr, err)
+				break
+			}
+			nd.net.transmit(nd.Addr, dst, h, q[0])
+			q = q[1:]
+		}
+		nd.queue[dst] = q
+	}
+	nd.poll()
+}
+
+func (nd *Node) poll() {
+	n := nd.net
+	n.actions = nd.EP.Poll(n.Now, n.actions[:0])
+	for _, a := range n.actions {
+		switch a.Kind {
+		case rd.Retransmit:
+			n.transmit(nd.Addr, a.Peer, a.Header, a.Token)
+		case rd.SendAck:
+			n.transmit(nd.Addr, a.Peer, a.Header, 0)
+		case rd.Acked:
+			k := pairKey{nd.Addr, a.Peer}
+			if !n.delivered[k][a.Token] {
+				n.violate("%v→%v: token %d acked before delivery", nd.Addr, a.Peer, a.Token)
+			}
+			nd.Events = append(nd.Events, Event{n.Now, a.Kind, a.Peer, a.Token})
+		case rd.Failed, rd.PeerReset:
+			nd.Events = append(nd.Events, Event{n.Now, a.Kind, a.Peer, a.Token})
+		case rd.DeliverHeld:
+			hk := heldKey{a.Peer, a.Header.Seq}
+			tok, ok := nd.held[hk]
+			if !ok {
+				n.violate("%v: DeliverHeld %v seq %d: not held", nd.Addr, a.Peer, a.Header.Seq)
+				continue
+			}
+			delete(nd.held, hk)
+			nd.deliver(a.Peer, tok)
+		case rd.DiscardHeld:
+			for k := range nd.held {
+				if k.from == a.Peer {
+					delete(nd.held, k)
+				}
+			}
+		default:
+			n.violate("%v: unknown action %v", nd.Addr, a.Kind)
+		}
+	}
+}
+
+func (nd *Node) deliver(from netip.AddrPort, tok rd.Token) {
+	n := nd.net
+	k := pairKey{from, nd.Addr}
+	m := n.delivered[k]
+	if m == nil {
+		m = make(map[rd.Token]bool)
+		n.delivered[k] = m
+	}
+	if m[tok] {
+		n.violate("%v→%v: token %d delivered twice", from, nd.Addr, tok)
+	}
+	if last, ok := n.last[k]; ok && tok <= last {
+		n.violate("%v→%v: token %d delivered after %d", from, nd.Addr, tok, last)
+	}
+	m[tok] = true
+	n.last[k] = tok
+	nd.Delivered[from] = append(nd.Delivered[from], tok)
+}
+
+func (nd *Node) receive(d *datagram) {
+	h, _, err := dgram.ParseRDHeader(d.wire)
+	if err != nil {
+		nd.net.violate("%v: parse: %v", nd.Addr, err)
+		return
+	}
+	ready := nd.Ready == nil || nd.Ready(nd.net.Now)
+	v := nd.EP.Receive(nd.net.Now, d.from, h, ready)
+	nd.Verdicts[v]++
+	switch v {
+	case rd.Deliver:
+		nd.deliver(d.from, d.tok)
+	case rd.Hold:
+		nd.held[heldKey{d.from, h.Seq}] = d.tok
+	}
+}
+
+// Step advances the clock to the next event (arrival or timer), handles
+// it and returns true; false when nothing is left to happen.
+func (n *Net) Step() bool {
+	for _, nd := range n.list {
+		nd.pump()
+	}
+	var next time.Time
+	ok := false
+	if len(n.flight) > 0 {
+		next, ok = n.flight[0].at, true
+	}
+	for _, nd := range n.list {
+		if t, has := nd.EP.NextDeadline(); has && (!ok || t.Before(next)) {
+			next, ok = t, true
+		}
+	}
+	if !ok {
+		return false
+	}
+	if next.After(n.Now) {
+		n.Now = next
+	}
+	for len(n.flight) > 0 && !n.flight[0].at.After(n.Now) {
+		d := heap.Pop(&n.flight).(*datagram)
+		if nd := n.nodes[d.to]; nd != nil {
+			nd.receive(d)
+		}
+	}
+	for _, nd := range n.list {
+		nd.poll()
+	}
+	return true
+}
+
+// Run steps until done returns true (then true), or the clock passes
+// until, or nothing is left to happen (then false). maxSteps bounds the
+// loop.
+func (n *Net) Run(until time.Time, maxSteps int, done func() bool) bool {
+	for i := 0; i < maxSteps; i++ {
+		if done != nil && done() {
+			return true
+		}
+		if n.Now.After(until) || !n.Step() {
+			return done != nil && done()
+		}
+	}
+	return done != nil && done()
+}
+
+// Nodes returns the nodes in the order they were added.
+func (n *Net) Nodes() []*Node { return n.list }

@@ -1,0 +1,207 @@
+package rd
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/iwarpd/iwarpd/llp/dgram"
+)
+
+// Receive takes the parsed RD header h of a datagram from peer and returns
+// what to do with it. ready says whether the engine could accept this DATA
+// now (a receive is posted, placement is possible; for an out-of-order
+// datagram: whether it can store it and deliver it when its turn comes).
+// Acknowledgements, RESETs and in-order held datagrams it causes are queued
+// for the next Poll.
+func (e *Endpoint) Receive(now time.Time, peer netip.AddrPort, h dgram.RDHeader, ready bool) Verdict {
+	t := e.stamp(now)
+	if h.Version != dgram.RDVersion || h.Incarnation == 0 {
+		e.stats.Dropped++
+		return Dropped
+	}
+	switch h.Type {
+	case dgram.RDData:
+		return e.receiveData(t, peer, &h, ready)
+	case dgram.RDAck:
+		return e.receiveAck(t, peer, &h)
+	}
+	e.stats.Dropped++
+	return Dropped
+}
+
+// receiveAck handles an ACK datagram (acknowledgement, NOTREADY, RESET).
+func (e *Endpoint) receiveAck(t int64, addr netip.AddrPort, h *dgram.RDHeader) Verdict {
+	p := e.lookup(t, addr, false)
+	if h.EchoedIncarnation != e.ours(p) {
+		e.stats.Stale++
+		return Stale // for a previous life of ours (or carries nothing we can check)
+	}
+	if p == nil {
+		return AckOnly // we keep no state for it: nothing to acknowledge or reset
+	}
+	if p.prev != 0 && h.Incarnation == p.prev {
+		e.stats.Stale++
+		return Stale // from the peer's previous life
+	}
+	if h.Flags&dgram.FlagReset != 0 {
+		victim := h.CumAck
+		if victim == 0 {
+			victim = h.Incarnation
+		}
+		if p.inc != 0 && p.inc != victim {
+			e.stats.Stale++
+			return Stale // answers DATA we sent to its previous life: done already
+		}
+		e.stats.ResetsReceived++
+		e.resetPeer(p, PeerReset)
+		e.setInc(p, h.Incarnation)
+		return AckOnly
+	}
+	if p.inc != 0 && p.inc != h.Incarnation {
+		e.resetPeer(p, PeerReset) // the peer restarted
+		e.setInc(p, h.Incarnation)
+		return AckOnly
+	}
+	p.inc = h.Incarnation
+	if h.Flags&dgram.FlagAck != 0 {
+		e.processAck(t, p, h)
+	}
+	return AckOnly
+}
+
+// receiveData handles a DATA datagram.
+func (e *Endpoint) receiveData(t int64, addr netip.AddrPort, h *dgram.RDHeader, ready bool) Verdict {
+	if ours := e.ours(e.peers[addr]); h.EchoedIncarnation != 0 && h.EchoedIncarnation != ours {
+		e.stats.Stale++
+		e.queueReset(addr, ours, h.Incarnation, h.EchoedIncarnation) // meant for our previous life
+		return Stale
+	}
+	p := e.lookup(t, addr, true)
+	if p == nil {
+		e.stats.Dropped++
+		return Dropped
+	}
+	if p.prev != 0 && h.Incarnation == p.prev {
+		e.stats.Stale++
+		return Stale // late DATA of the peer's previous life: drop, no RESET
+	}
+	if p.inc != 0 && p.inc != h.Incarnation {
+		e.resetPeer(p, PeerReset) // the peer restarted: its old spaces are gone
+	}
+	e.setInc(p, h.Incarnation)
+	if p.rcvNext == 0 {
+		if h.EchoedIncarnation != 0 && h.Seq != 1 {
+			// The sender has a space towards us that we forgot: start over.
+			e.resetPeer(p, PeerReset)
+			e.queueReset(addr, e.ours(p), h.Incarnation, 0)
+			e.stats.Stale++
+			return Stale
+		}
+		p.rcvNext = 1
+	} else if h.Seq == 1 && p.rcvNext != 1 && p.heldN == 0 && t-p.lastRecv >= int64(e.cfg.IdleTimeout)/2 {
+		// The sender reset its idle send half and started a new space.
+		p.resetReceive()
+		p.rcvNext = 1
+		e.stats.NewSpaces++
+	}
+	p.lastRecv = t
+	v := e.place(t, p, h, ready)
+	if h.Flags&dgram.FlagAck != 0 && h.EchoedIncarnation == e.ours(p) {
+		e.processAck(t, p, h)
+	}
+	return v
+}
+
+// place decides about DATA h in p's receive space and schedules the ACK.
+func (e *Endpoint) place(t int64, p *peer, h *dgram.RDHeader, ready bool) Verdict {
+	seq := h.Seq
+	if dgram.SeqLess(seq, p.rcvNext) || p.isHeld(seq) {
+		e.stats.Duplicates++
+		e.scheduleAck(t, p, true)
+		return Duplicate
+	}
+	d := seq - p.rcvNext
+	if p.dropping && (d != 0 || p.draining) {
+		// The engine has yet to discard the held datagrams of the old
+		// space; anything it stored now would go with them. The sender
+		// retransmits.
+		e.stats.Dropped++
+		return Dropped
+	}
+	if d >= uint32(e.advWnd) || int(d) > e.cfg.ReorderLimit {
+		e.stats.Dropped++
+		e.scheduleAck(t, p, true)
+		return Dropped
+	}
+	if !ready {
+		if d == 0 {
+			p.nrDue = true
+			e.scheduleAck(t, p, true)
+		}
+		return NotReady
+	}
+	if d > 0 {
+		p.setHeld(seq, true, e.heldBits())
+		p.heldN++
+		e.stats.Held++
+		e.scheduleAck(t, p, true)
+		return Hold
+	}
+	v := Deliver
+	if p.draining {
+		// Held datagrams before this one are queued for delivery but the
+		// engine has not taken them yet: this one must follow them.
+		v = Hold
+		e.stats.Held++
+		e.pushDeliverHeld(p, seq)
+	}
+	p.rcvNext++
+	e.stats.Delivered++
+	for p.heldN > 0 && p.isHeld(p.rcvNext) {
+		p.setHeld(p.rcvNext, false, 0)
+		p.heldN--
+		e.stats.Delivered++
+		e.pushDeliverHeld(p, p.rcvNext)
+		p.rcvNext++
+	}
+	p.unacked++
+	e.scheduleAck(t, p, h.Flags&dgram.FlagAckReq != 0 || p.unacked >= 2 || p.heldN > 0)
+	return v
+}
+
+func (e *Endpoint) pushDeliverHeld(p *peer, seq uint32) {
+	p.draining = true
+	e.push(Action{Kind: DeliverHeld, Peer: p.addr, Token: Token(seq),
+		Header: dgram.RDHeader{Version: dgram.RDVersion, Type: dgram.RDData, Incarnation: p.inc, Seq: seq}})
+}
+
+// heldBits is the size of the reorder bitmap: a power of two above
+// ReorderLimit, at least 64.
+func (e *Endpoint) heldBits() int {
+	n := 64
+	for n <= e.cfg.ReorderLimit {
+		n *= 2
+	}
+	return n
+}
+
+// scheduleAck arms p's ACK: now, or after AckDelay.
+func (e *Endpoint) scheduleAck(t int64, p *peer, now bool) {
+	at := t + int64(e.cfg.AckDelay)
+	if now {
+		at = t
+	}
+	if !p.ackDue || at < p.ackAt {
+		p.ackAt = at
+	}
+	p.ackDue = true
+	e.armed(p, p.ackAt)
+}
+
+// setInc records the peer's incarnation, remembering the one it replaces.
+func (e *Endpoint) setInc(p *peer, inc uint32) {
+	if p.inc != 0 && p.inc != inc {
+		p.prev = p.inc
+	}
+	p.inc = inc
+}

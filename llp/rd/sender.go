@@ -1,0 +1,278 @@
+package rd
+
+import (
+	"fmt"
+	"math/bits"
+	"net/netip"
+	"time"
+
+	"github.com/iwarpd/iwarpd/llp/dgram"
+)
+
+// CanSend reports whether the window towards peer is open: fewer than
+// Window datagrams are unacknowledged and the next sequence number is
+// inside the window the peer advertised (one probe datagram is allowed
+// when the peer advertised 0 and nothing is outstanding).
+func (e *Endpoint) CanSend(peer netip.AddrPort) bool {
+	p := e.peers[peer]
+	if p == nil {
+		return len(e.peers) < e.cfg.MaxPeers
+	}
+	return e.canSend(p)
+}
+
+func (e *Endpoint) canSend(p *peer) bool {
+	if p.out.n >= e.cfg.Window {
+		return false
+	}
+	if p.out.n > 0 && p.out.at(0).flags&segNotReady != 0 {
+		return false // the receiver is not ready: wait for the back-off
+	}
+	return dgram.SeqLess(p.nextSeq, p.limit) || p.out.n == 0
+}
+
+// Send assigns the next sequence number towards peer to the DATA datagram
+// named tok, arms its retransmission timer and returns its RD header, with
+// the acknowledgement of peer's DATA piggybacked when possible (which
+// cancels the pending delayed ACK). It fails with ErrWindowClosed when
+// CanSend is false and ErrTooManyPeers when peer would be a new peer beyond
+// MaxPeers.
+func (e *Endpoint) Send(now time.Time, peer netip.AddrPort, tok Token) (dgram.RDHeader, error) {
+	t := e.stamp(now)
+	p := e.lookup(t, peer, true)
+	if p == nil {
+		return dgram.RDHeader{}, fmt.Errorf("rd: send to %v: %w", peer, ErrTooManyPeers)
+	}
+	if !e.canSend(p) {
+		return dgram.RDHeader{}, fmt.Errorf("rd: send to %v: %w", peer, ErrWindowClosed)
+	}
+	seq := p.nextSeq
+	p.nextSeq++
+	s := outSeg{tok: tok, sentAt: t, deadline: t + e.rto(p)}
+	p.out.pushBack(s)
+	p.lastSend = t
+	e.stats.Sent++
+	h := e.dataHeader(p, seq)
+	if !e.canSend(p) {
+		h.Flags |= dgram.FlagAckReq // the window is now full: ask for an ACK at once
+	}
+	e.armed(p, s.deadline)
+	return h, nil
+}
+
+// dataHeader builds the header of DATA seq to p, piggybacking p's ack
+// state when p can check it (our space was acknowledged, so the Echoed
+// Incarnation is valid) and no NOTREADY is pending.
+func (e *Endpoint) dataHeader(p *peer, seq uint32) dgram.RDHeader {
+	h := dgram.RDHeader{Version: dgram.RDVersion, Type: dgram.RDData, Incarnation: e.ours(p), Seq: seq}
+	if !p.spaceAcked {
+		return h // Echoed 0: the receiver cannot validate piggybacked acks
+	}
+	h = e.ackHeader(p, dgram.RDData)
+	h.Seq = seq
+	if h.Flags&dgram.FlagAck != 0 && !p.nrDue {
+		p.ackDue = false
+		p.unacked = 0
+	}
+	return h
+}
+
+func (e *Endpoint) armed(p *peer, deadline int64) {
+	if !p.active || deadline < p.next {
+		p.next = deadline
+	}
+	e.activate(p)
+}
+
+// rearm recomputes p's earliest timer after deadlines moved later.
+func (e *Endpoint) rearm(p *peer) {
+	next := int64(1<<63 - 1)
+	if p.ackDue {
+		next = p.ackAt
+	}
+	for off := 0; off < p.out.n; off++ {
+		if s := p.out.at(off); s.flags&segSacked == 0 {
+			next = min(next, s.deadline)
+		}
+	}
+	p.next = next
+	e.activate(p)
+}
+
+// processAck applies the ack fields of h (FlagAck set, Echoed Incarnation
+// checked) to p's send half.
+func (e *Endpoint) processAck(t int64, p *peer, h *dgram.RDHeader) {
+	cum := h.CumAck
+	if dgram.SeqLess(p.nextSeq, cum) {
+		// Acknowledges numbers never sent in this space: the peer kept the
+		// receive state of an earlier space of ours. Start both over.
+		e.stats.BadAcks++
+		e.abandon(p, PeerReset)
+		return
+	}
+	if dgram.SeqLess(cum, p.sndUna) {
+		return // older than what we know: reordered ACK
+	}
+	p.spaceAcked = true
+	var sampleAt int64 = -1
+	advanced := false
+	for dgram.SeqLess(p.sndUna, cum) && p.out.n > 0 {
+		s := p.out.popFront()
+		p.sndUna++
+		advanced = true
+		if s.flags&(segRetx|segSacked) == 0 {
+			sampleAt = max(sampleAt, s.sentAt)
+		}
+		e.stats.Acked++
+		e.push(Action{Kind: Acked, Peer: p.addr, Token: s.tok})
+	}
+	if advanced {
+		p.nrBackoff = 0
+	}
+	if dgram.SeqLessEq(p.ackCum, cum) {
+		p.ackCum = cum
+		p.limit = cum + uint32(h.Window)
+	}
+	if h.SACK != 0 {
+		for i := uint32(0); i < 32; i++ {
+			if h.SACK&(1<<i) == 0 {
+				continue
+			}
+			off := int(cum + 1 + i - p.sndUna)
+			if off >= p.out.n {
+				break
+			}
+			s := p.out.at(off)
+			if s.flags&segSacked == 0 {
+				s.flags |= segSacked
+				if s.flags&segRetx == 0 {
+					sampleAt = max(sampleAt, s.sentAt)
+				}
+			}
+		}
+	}
+	if sampleAt >= 0 {
+		p.rttSample(t - sampleAt)
+	}
+	if h.Flags&dgram.FlagNotReady != 0 && cum == p.sndUna && p.out.n > 0 {
+		// The receiver dropped cum and, not ready, everything after it that
+		// it has not SACKed: all of it waits for the not-ready back-off and
+		// is then resent without counting against MaxRetries.
+		e.stats.NotReadyReceived++
+		if p.nrBackoff == 0 {
+			p.nrBackoff = int64(e.cfg.NotReadyBackoff)
+		}
+		deadline := t + p.nrBackoff
+		p.nrBackoff = min(2*p.nrBackoff, int64(e.cfg.MaxRTO))
+		for off := 0; off < p.out.n; off++ {
+			s := p.out.at(off)
+			if s.flags&segSacked == 0 {
+				s.flags |= segNotReady
+				s.flags &^= segFastRetx
+				s.deadline = deadline
+			}
+		}
+		e.rearm(p)
+	}
+	if h.SACK != 0 {
+		e.fastRetransmit(t, p, cum, h.SACK)
+	}
+}
+
+// fastRetransmit resends, once per timeout round, each unacknowledged
+// datagram that the SACK shows three later datagrams received after.
+func (e *Endpoint) fastRetransmit(t int64, p *peer, cum, sack uint32) {
+	for off := 0; off < p.out.n; off++ {
+		seq := p.sndUna + uint32(off)
+		i := seq - cum // 0 for cum itself; bit i-1 covers seq
+		if i > 32 {
+			break
+		}
+		later := sack
+		if i > 0 {
+			later = sack >> i
+		}
+		if bits.OnesCount32(later) < 3 {
+			break
+		}
+		s := p.out.at(off)
+		if s.flags&(segSacked|segFastRetx|segNotReady) != 0 || int(s.retries) >= e.cfg.MaxRetries {
+			continue
+		}
+		s.flags |= segFastRetx
+		e.stats.FastRetransmits++
+		e.retransmit(t, p, off, true)
+	}
+}
+
+// retransmit queues the datagram at offset off for resending; counted
+// retransmissions back its timer off.
+func (e *Endpoint) retransmit(t int64, p *peer, off int, counted bool) {
+	s := p.out.at(off)
+	if counted {
+		s.retries++
+	}
+	s.flags |= segRetx
+	s.deadline = t + e.backedOff(p, s.retries)
+	h := e.dataHeader(p, p.sndUna+uint32(off))
+	h.Flags |= dgram.FlagAckReq
+	e.stats.Retransmits++
+	p.lastSend = t
+	e.push(Action{Kind: Retransmit, Peer: p.addr, Token: s.tok, Header: h})
+	e.armed(p, s.deadline)
+}
+
+// runTimers handles p's expired timers at t and appends the actions.
+func (e *Endpoint) runTimers(t int64, p *peer, out []Action) []Action {
+	if p.ackDue && p.ackAt <= t {
+		out = append(out, e.takeAck(p))
+	}
+	next := int64(1<<63 - 1)
+	if p.ackDue {
+		next = p.ackAt
+	}
+	for off := 0; off < p.out.n; off++ {
+		s := p.out.at(off)
+		if s.flags&segSacked != 0 {
+			continue
+		}
+		if s.deadline > t {
+			next = min(next, s.deadline)
+			continue
+		}
+		switch {
+		case s.flags&segNotReady != 0:
+			s.flags &^= segNotReady
+			e.retransmit(t, p, off, false)
+		case int(s.retries) >= e.cfg.MaxRetries:
+			e.abandon(p, Failed)
+			out = e.flush(out)
+			p.next = next
+			if p.ackDue {
+				p.next = min(p.next, p.ackAt)
+			}
+			return out
+		default:
+			e.stats.Timeouts++
+			s.flags &^= segFastRetx
+			e.retransmit(t, p, off, true)
+		}
+		next = min(next, s.deadline)
+	}
+	out = e.flush(out)
+	p.next = next
+	return out
+}
+
+// takeAck builds p's standalone ACK and clears the pending-ack state.
+func (e *Endpoint) takeAck(p *peer) Action {
+	h := e.ackHeader(p, dgram.RDAck)
+	if p.nrDue {
+		h.Flags |= dgram.FlagNotReady
+		e.stats.NotReadySent++
+	}
+	p.ackDue, p.nrDue = false, false
+	p.unacked = 0
+	e.stats.AcksSent++
+	return Action{Kind: SendAck, Peer: p.addr, Header: h}
+}

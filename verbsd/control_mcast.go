@@ -1,0 +1,44 @@
+package verbsd
+
+import (
+	"github.com/iwarpd/iwarpd/proto"
+	"golang.org/x/sys/unix"
+)
+
+// Control requests of UD multicast (mcast.go).
+
+func init() {
+	// control.go's init (which runs first: files initialise in name order)
+	// creates the table.
+	handlers[proto.OpAttachMcast] = (*session).attachMcastOp
+	handlers[proto.OpDetachMcast] = (*session).detachMcastOp
+}
+
+func (s *session) attachMcastOp(body []byte, _ []int) (any, error) {
+	return s.mcastOp(body, true)
+}
+
+func (s *session) detachMcastOp(body []byte, _ []int) (any, error) {
+	return s.mcastOp(body, false)
+}
+
+func (s *session) mcastOp(body []byte, attach bool) (any, error) {
+	var req proto.McastRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	g, err := parseGroup(req.Group)
+	if err != nil {
+		return nil, err
+	}
+	return nil, s.eng.Do(func() error {
+		q := s.qps[req.QP]
+		if q == nil {
+			return errf(unix.EINVAL, "multicast: no QP %d", req.QP)
+		}
+		if attach {
+			return s.eng.attachMcast(q, g)
+		}
+		return s.eng.detachMcast(q, g)
+	})
+}

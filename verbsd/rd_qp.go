@@ -1,0 +1,289 @@
+package verbsd
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"time"
+
+	"github.com/iwarpd/iwarpd/llp/rd"
+	"github.com/iwarpd/iwarpd/proto"
+)
+
+// RD queue pairs (docs/rd.md): the datagram profile with the RD header,
+// reliable by the pure state machine of llp/rd (one rd.Endpoint per QP).
+// The engine owns the bytes: a DATA datagram is rebuilt from its token
+// whenever the state machine asks for a retransmission.
+//
+// Tokens: the top two bits say what a datagram carries, the rest names it:
+//
+//	00 | WR sequence (38 bits) | segment (24 bits)   a segment of a send WR
+//	01 | response sequence (38) | segment (24)       a Read Response segment
+//	10 | error message sequence                     an error message
+
+// RDConfig is the RD policy of the device (iwarpd -rd-* flags).
+type RDConfig struct {
+	// Link is the reliability state machine's configuration.
+	Link rd.Config
+	// MaxMsg is the largest RD message (Send or RDMA Read), octets.
+	MaxMsg int
+	// IRD bounds the Read Requests a QP answers at a time (responder);
+	// ORD the RDMA Reads a QP has outstanding (requester).
+	IRD, ORD int
+	// MaxErrorMessages bounds the error messages queued per QP.
+	MaxErrorMessages int
+}
+
+// DefaultRDConfig returns the RD defaults.
+func DefaultRDConfig() RDConfig {
+	return RDConfig{Link: rd.DefaultConfig(), MaxMsg: 64 << 20, IRD: 16, ORD: 16, MaxErrorMessages: 64}
+}
+
+// validate checks the policy (part of Config.Validate).
+func (c RDConfig) validate() error {
+	l := c.Link
+	switch {
+	case c.MaxMsg < 0 || c.MaxMsg > 1<<30:
+		return fmt.Errorf("max RD message %d: want 0..1GiB", c.MaxMsg)
+	case c.IRD < 1 || c.ORD < 1 || c.IRD > 1024 || c.ORD > 1024:
+		return fmt.Errorf("RD IRD/ORD %d/%d: want 1..1024", c.IRD, c.ORD)
+	case c.MaxErrorMessages < 1:
+		return fmt.Errorf("RD error message queue %d: want at least 1", c.MaxErrorMessages)
+	case l.Window < 1 || l.Window > 65535:
+		return fmt.Errorf("rd-window %d: want 1..65535", l.Window)
+	case l.MaxRetries < 1:
+		return fmt.Errorf("rd-max-retries %d: want at least 1", l.MaxRetries)
+	case l.MinRTO <= 0 || l.MaxRTO < l.MinRTO || l.InitialRTO <= 0:
+		return fmt.Errorf("rd RTO: min %v, initial %v, max %v: want 0 < min ≤ max, initial > 0", l.MinRTO, l.InitialRTO, l.MaxRTO)
+	}
+	return nil
+}
+
+// Token kinds.
+const (
+	tokWR      = 0
+	tokResp    = 1
+	tokErrMsg  = 2
+	tokSegBits = 24
+	tokSeqMask = 1<<38 - 1
+)
+
+func makeToken(kind int, seq uint64, seg uint32) rd.Token {
+	return rd.Token(uint64(kind)<<62 | (seq&tokSeqMask)<<tokSegBits | uint64(seg))
+}
+
+func splitToken(t rd.Token) (kind int, seq uint64, seg uint32) {
+	return int(t >> 62), uint64(t>>tokSegBits) & tokSeqMask, uint32(t) & (1<<tokSegBits - 1)
+}
+
+// rdCounter names the RD statistics of a QP (Inspect: rd_*).
+type rdCounter int
+
+const (
+	rdRetryExceeded   rdCounter = iota // work requests completed with WCRetryExcErr
+	rdAcksOut                          // standalone ACK datagrams sent
+	rdAccessErrors                     // Read Requests refused (access, bounds, STag)
+	rdMsgTooLong                       // Sends longer than the receive they claimed
+	rdBadMessage                       // DATA with a bad DDP/RDMAP header, QN or opcode (error message sent)
+	rdErrMsgDropped                    // error messages not sent: queue full
+	rdErrMsgUnmatched                  // error messages received naming no known work request
+	rdReadBytesOut                     // Read Response payload octets sent (responder)
+	rdDropFraming                      // datagrams dropped: RD header, truncated
+	rdDropResponse                     // Read Response segments matching no outstanding Read
+	rdBacklogged                       // in-order DATA kept until a receive is posted
+	rdCounterCount
+)
+
+var rdCounterNames = [rdCounterCount]string{
+	rdRetryExceeded: "rd_retry_exceeded", rdAcksOut: "rd_acks_out", rdAccessErrors: "rd_access_errors",
+	rdMsgTooLong: "rd_msg_too_long", rdBadMessage: "rd_bad_message", rdErrMsgDropped: "rd_error_msgs_dropped",
+	rdErrMsgUnmatched: "rd_error_msgs_unmatched", rdReadBytesOut: "rd_read_bytes_out", rdDropFraming: "rd_drop_framing",
+	rdDropResponse: "rd_drop_response", rdBacklogged: "rd_backlogged",
+}
+
+// rdQP is the engine's RD state of a QP (engine-owned).
+type rdQP struct {
+	cfg                *RDConfig
+	dgramSize, sockBuf int
+	ep                 *rd.Endpoint
+
+	// Send queue: the work requests taken from the SQ and not completed,
+	// in posting order; wrs[0] is the SQ ring's head (entries are consumed
+	// from the ring when they complete).
+	wrs      []*rdWR
+	nextWR   uint64 // sequence number of the next WR taken
+	readsOut int    // RDMA Reads in wrs not completed (ORD)
+	msn      [3]uint32
+
+	// Responder: accepted Read Requests being answered, in order.
+	resps    []*rdResp
+	nextResp uint64
+
+	// Error messages being sent (reliably).
+	errs    []*rdErrMsg
+	nextErr uint64
+
+	// Receive side.
+	inMsgs  map[netip.AddrPort]*rdInMsg    // Send being received, per peer
+	held    map[rdHeldKey][]byte           // out-of-order DATA (reorder store)
+	backlog map[netip.AddrPort][]rdHeldKey // in-order DATA waiting for a receive
+	heldN   int
+	claimed int // receives consumed from the ring, not completed
+
+	actions []rd.Action
+	retx    []rdPending // retransmissions due
+	acks    []rdPending // standalone ACKs due
+	sgBufs  [][]byte
+	scratch []byte // RD+DDP+RDMAP headers and trailers of one batch
+	buf     []byte // one received datagram, contiguous
+
+	stats [rdCounterCount]int64
+}
+
+type rdHeldKey struct {
+	peer netip.AddrPort
+	seq  uint32
+}
+
+// rdScratchStride is the scratch of one datagram: RD header (24), DDP
+// header (18), RDMAP header (28), CRC (4), rounded up.
+const rdScratchStride = 80
+
+// rdMaxBatch bounds the datagrams of one RD sendmmsg batch.
+const rdMaxBatch = 256
+
+// newRDQP makes the RD state of a new QP (or of a QP's new life). The
+// window is clamped so that a window of datagrams fills at most half the
+// socket buffer: more would overflow the receiver's socket and turn into
+// loss.
+func newRDQP(cfg *RDConfig, datagramSize, socketBuffer int) *rdQP {
+	inc := rand.Uint32()
+	for inc == 0 {
+		inc = rand.Uint32()
+	}
+	link := cfg.Link
+	if socketBuffer > 0 && datagramSize > 0 {
+		link.Window = max(min(link.Window, socketBuffer/2/datagramSize), 8)
+	}
+	return &rdQP{cfg: cfg, dgramSize: datagramSize, sockBuf: socketBuffer, ep: rd.NewEndpoint(link, inc), inMsgs: map[netip.AddrPort]*rdInMsg{},
+		held: map[rdHeldKey][]byte{}, backlog: map[netip.AddrPort][]rdHeldKey{},
+		scratch: make([]byte, rdMaxBatch*rdScratchStride), buf: make([]byte, 64<<10)}
+}
+
+func (r *rdQP) count(c rdCounter, n int64) { r.stats[c] += n }
+
+// rdHasWork reports whether an RD QP has something to do now (before
+// sleeping): new work requests posted, or data to send with the window open.
+func (q *qp) rdHasWork() bool {
+	r := q.rd
+	switch q.state {
+	case proto.QPStateRTS:
+		if n, err := q.sq.Available(); err != nil || int(n) > len(r.wrs) {
+			return true
+		}
+		if len(r.backlog) > 0 {
+			if n, err := q.recvRing().Available(); err == nil && n > 0 {
+				return true
+			}
+		}
+		return r.sendable()
+	case proto.QPStateError:
+		if n, _ := q.sq.Available(); n > 0 {
+			return true
+		}
+		if q.rq != nil {
+			if n, _ := q.rq.Available(); n > 0 {
+				return true
+			}
+		}
+		return r.claimed > 0
+	}
+	return false
+}
+
+// rdDeadline is the earliest timer of q's state machine.
+func (q *qp) rdDeadline() (time.Time, bool) {
+	if q.rd == nil {
+		return time.Time{}, false
+	}
+	return q.rd.ep.NextDeadline()
+}
+
+// serviceRD does one pass of work on an RD QP.
+func (e *engine) serviceRD(q *qp, now time.Time) bool {
+	work := false
+	if q.readable {
+		work = e.rdReceive(q, now)
+	}
+	if q.state == proto.QPStateError {
+		if e.rdFlush(q) {
+			work = true
+		}
+		return e.flush(q) || work
+	}
+	if e.rdPoll(q, now) {
+		work = true
+	}
+	if e.rdSend(q, now) {
+		work = true
+	}
+	if e.rdComplete(q) {
+		work = true
+	}
+	return work
+}
+
+// rdFlush completes, with WCWRFlushErr, the receives an ERROR RD QP
+// claimed and forgets the send state (the SQ entries are flushed by flush).
+func (e *engine) rdFlush(q *qp) bool {
+	r := q.rd
+	work := false
+	for peer, m := range r.inMsgs {
+		delete(r.inMsgs, peer)
+		r.claimed--
+		e.count(q, cFlushed, 1)
+		e.postCQE(q.s, q.recvCQ, &proto.CQE{WRID: m.wrid, Status: proto.WCWRFlushErr, Opcode: proto.WCRecv, QPN: q.qpn})
+		work = true
+	}
+	r.claimed = 0
+	r.wrs, r.readsOut, r.resps, r.errs = nil, 0, nil, nil
+	clear(r.held)
+	clear(r.backlog)
+	r.heldN = 0
+	return work
+}
+
+// rdReset forgets everything (the move to RESET): a new life with a new
+// incarnation, so that peers never confuse it with the old one.
+func (q *qp) rdReset() {
+	if q.rd != nil {
+		q.rd = newRDQP(q.rd.cfg, q.rd.dgramSize, q.rd.sockBuf)
+	}
+}
+
+// rdInspect adds q's RD counters to m.
+func (q *qp) rdInspect(m map[string]int64) {
+	if q.rd == nil {
+		return
+	}
+	for i, v := range q.rd.stats {
+		m[rdCounterNames[i]] += v
+	}
+	st := q.rd.ep.Stats()
+	for k, v := range map[string]uint64{"rd_retransmits": st.Retransmits, "rd_fast_retransmits": st.FastRetransmits,
+		"rd_timeouts": st.Timeouts, "rd_notready": st.NotReadySent, "rd_notready_received": st.NotReadyReceived,
+		"rd_dup": st.Duplicates, "rd_held": st.Held, "rd_dropped": st.Dropped, "rd_stale": st.Stale,
+		"rd_resets": st.PeerResets, "rd_resets_sent": st.ResetsSent, "rd_resets_received": st.ResetsReceived,
+		"rd_peers_created": st.PeersCreated, "rd_peers_reclaimed": st.PeersReclaimed} {
+		m[k] += int64(v)
+	}
+	m["rd_peers"] += int64(q.rd.ep.Peers())
+	m["rd_held_now"] += int64(q.rd.heldN)
+}
+
+// rdInspect adds the RD counters of every QP to the daemon's.
+func (e *engine) rdInspect(m map[string]int64) {
+	for _, q := range e.qps {
+		q.rdInspect(m)
+	}
+}

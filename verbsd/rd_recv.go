@@ -1,0 +1,487 @@
+package verbsd
+
+import (
+	"errors"
+	"net/netip"
+	"time"
+
+	"github.com/iwarpd/iwarpd/ddp"
+	"github.com/iwarpd/iwarpd/iwerr"
+	"github.com/iwarpd/iwarpd/llp/dgram"
+	"github.com/iwarpd/iwarpd/llp/rd"
+	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/rdmap"
+	"golang.org/x/sys/unix"
+)
+
+// rdInMsg is the Send being received from one peer: the receive it claimed
+// (consumed from the ring when its first segment arrived; RD delivers a
+// peer's segments in order, so one message per peer is in progress).
+type rdInMsg struct {
+	raw     []byte // copy of the RQE
+	wrid    uint64
+	msn     uint32
+	got     uint32
+	discard bool // too long: the receive completed with an error, drop the rest
+	claimed bool // raw holds a receive not completed
+}
+
+// rdReceive reads q's socket (recvmmsg into the slots' scratch: RD
+// datagrams are copied to their destination after the state machine
+// judged them) and handles every datagram.
+func (e *engine) rdReceive(q *qp, now time.Time) bool {
+	r := q.rd
+	rb := e.rb
+	work := false
+	budget := e.cfg.PollBatch
+	for budget > 0 {
+		rb.nrqe, rb.used = 0, 0
+		want := min(budget, recvSlots)
+		got, err := sysRecvmmsg(q.fd, rb.prepare(want))
+		if err != nil {
+			if errors.Is(err, unix.EAGAIN) {
+				q.readable = false
+			}
+			break
+		}
+		work = true
+		budget -= got
+		e.count(q, cRecvCalls, 1)
+		rb.received(got)
+		for i := range got {
+			s := &rb.slots[i]
+			if s.trunc {
+				e.count(q, cDatagramsIn, 1)
+				e.count(q, cDropTruncated, 1)
+				continue
+			}
+			step := s.n
+			if s.gso > 0 && s.n > s.gso {
+				e.count(q, cGROCoalesced, 1)
+				step = s.gso
+			}
+			for off := 0; off < s.n; off += step {
+				n := min(step, s.n-off)
+				e.count(q, cDatagramsIn, 1)
+				b := r.buf[:n]
+				copyRange(b, s.view, off)
+				e.rdDatagram(q, s.src, b, now)
+			}
+		}
+		if got < want {
+			q.readable = false
+			break
+		}
+	}
+	return work
+}
+
+// rdDatagram judges one RD datagram from src.
+func (e *engine) rdDatagram(q *qp, src netip.AddrPort, b []byte, now time.Time) {
+	r := q.rd
+	if q.state != proto.QPStateRTR && q.state != proto.QPStateRTS {
+		e.count(q, cDropNotReady, 1)
+		return
+	}
+	d, err := dgram.ParseRD(b, !q.noCRC)
+	if err != nil {
+		if errors.Is(err, dgram.ErrBadCRC) {
+			e.count(q, cDropCRC, 1)
+		} else {
+			r.count(rdDropFraming, 1)
+		}
+		return
+	}
+	if d.RD.Type == dgram.RDAck {
+		r.ep.Receive(now, src, d.RD, true)
+		return
+	}
+	seg := d.Segment
+	switch r.ep.Receive(now, src, d.RD, e.rdReady(q, src, seg)) {
+	case rd.Deliver:
+		e.rdDeliver(q, src, seg, now)
+	case rd.Hold:
+		r.held[rdHeldKey{src, d.RD.Seq}] = append([]byte(nil), seg...)
+		r.heldN++
+	}
+}
+
+// rdNeedsRecv reports whether seg starts a Send (it claims a receive).
+func rdNeedsRecv(seg []byte) bool {
+	if len(seg) < ddp.UntaggedHeaderLen || seg[0]&0x80 != 0 {
+		return false
+	}
+	h, _, err := ddp.Parse(seg)
+	return err == nil && h.QN == rdmap.QNSend && h.MO == 0
+}
+
+// rdReady reports whether the datagram seg from src could be delivered
+// now: a Send's first segment needs a posted receive, a Read Request room
+// among the responses, and nothing from src may wait in the backlog.
+func (e *engine) rdReady(q *qp, src netip.AddrPort, seg []byte) bool {
+	r := q.rd
+	if len(r.backlog[src]) > 0 {
+		return false
+	}
+	if rdNeedsRecv(seg) {
+		return e.rdRecvAvailable(q, src)
+	}
+	if len(seg) >= ddp.UntaggedHeaderLen && seg[0]&0x80 == 0 {
+		if h, _, err := ddp.Parse(seg); err == nil && h.QN == rdmap.QNReadRequest {
+			return len(r.resps) < r.cfg.IRD
+		}
+	}
+	return true
+}
+
+// rdRecvAvailable reports whether a Send from src can claim a receive.
+func (e *engine) rdRecvAvailable(q *qp, src netip.AddrPort) bool {
+	if m := q.rd.inMsgs[src]; m != nil && m.claimed {
+		return true // the abandoned message's receive is reused
+	}
+	n, err := q.recvRing().Available()
+	return err == nil && n > 0
+}
+
+// rdDeliverHeld delivers a held datagram now in order (or queues it in the
+// backlog if it needs a receive and none is posted).
+func (e *engine) rdDeliverHeld(q *qp, peer netip.AddrPort, seq uint32, now time.Time) {
+	r := q.rd
+	k := rdHeldKey{peer, seq}
+	seg, ok := r.held[k]
+	if !ok {
+		return
+	}
+	if len(r.backlog[peer]) > 0 || (rdNeedsRecv(seg) && !e.rdRecvAvailable(q, peer)) {
+		r.backlog[peer] = append(r.backlog[peer], k)
+		r.count(rdBacklogged, 1)
+		return
+	}
+	delete(r.held, k)
+	r.heldN--
+	e.rdDeliver(q, peer, seg, now)
+}
+
+// rdDrainBacklog delivers backlogged datagrams whose receives are posted.
+func (e *engine) rdDrainBacklog(q *qp, now time.Time) bool {
+	r := q.rd
+	work := false
+	for peer, keys := range r.backlog {
+		n := 0
+		for n < len(keys) {
+			seg := r.held[keys[n]]
+			if rdNeedsRecv(seg) && !e.rdRecvAvailable(q, peer) {
+				break
+			}
+			delete(r.held, keys[n])
+			r.heldN--
+			e.rdDeliver(q, peer, seg, now)
+			n++
+			work = true
+		}
+		if n == len(keys) {
+			delete(r.backlog, peer)
+		} else {
+			r.backlog[peer] = keys[n:]
+		}
+	}
+	return work
+}
+
+// dropPeerRecv forgets what peer was sending us (its sequence space was
+// reset): held and backlogged datagrams.
+func (r *rdQP) dropPeerRecv(peer netip.AddrPort) {
+	for k := range r.held {
+		if k.peer == peer {
+			delete(r.held, k)
+			r.heldN--
+		}
+	}
+	delete(r.backlog, peer)
+}
+
+// rdDeliver handles one DATA segment delivered in order from src.
+func (e *engine) rdDeliver(q *qp, src netip.AddrPort, seg []byte, now time.Time) {
+	h, hl, err := ddp.Parse(seg)
+	if err != nil || h.Version != ddp.Version {
+		bad := iwerr.DDPUntaggedInvalidVersion
+		if len(seg) > 0 && seg[0]&0x80 != 0 {
+			bad = iwerr.DDPTaggedInvalidVersion
+		}
+		e.rdBadMessage(q, src, bad, seg, hl)
+		return
+	}
+	ctl := rdmap.Control(h.ULPControl)
+	if ctl.Version() != rdmap.Version {
+		e.rdBadMessage(q, src, iwerr.RDMAPInvalidVersion, seg, hl)
+		return
+	}
+	op := ctl.Opcode()
+	if h.Tagged {
+		switch op {
+		case rdmap.OpReadResponse:
+			e.rdPlaceResponse(q, src, &h, seg[hl:])
+		case rdmap.OpWriteRecord:
+			if err, ok := e.writeRecordRD(q, src, &h, seg, hl, now); !ok { // wrec_rd.go
+				e.rdSendError(q, src, err, seg[:hl], nil, len(seg))
+			}
+		default:
+			e.rdBadMessage(q, src, iwerr.RDMAPUnexpectedOpcode, seg, hl)
+		}
+		return
+	}
+	switch {
+	case h.QN == rdmap.QNSend && (op == rdmap.OpSend || op == rdmap.OpSendSE):
+		e.rdPlaceSend(q, src, &h, seg, hl, op == rdmap.OpSendSE)
+	case h.QN == rdmap.QNReadRequest && op == rdmap.OpReadRequest:
+		e.rdReadRequest(q, src, &h, seg, hl)
+	case h.QN == rdmap.QNTerminate && op == rdmap.OpTerminate:
+		e.rdErrorIn(q, src, seg[hl:])
+	case h.QN > rdmap.QNTerminate:
+		e.rdBadMessage(q, src, iwerr.DDPInvalidQN, seg, hl)
+	default:
+		e.rdBadMessage(q, src, iwerr.RDMAPUnexpectedOpcode, seg, hl)
+	}
+}
+
+// rdBadMessage drops a message in error, counts it and tells its sender.
+func (e *engine) rdBadMessage(q *qp, src netip.AddrPort, err iwerr.Error, seg []byte, hl int) {
+	q.rd.count(rdBadMessage, 1)
+	var dh []byte
+	if hl > 0 && hl <= len(seg) {
+		dh = seg[:hl]
+	}
+	e.rdSendError(q, src, err, dh, nil, len(seg))
+}
+
+// rdSendError queues an error message (untagged QN 2, opcode Terminate,
+// the RFC 5040 §4.8 Terminate header naming the offending segment) to
+// peer, sent reliably. Never about an error message itself.
+func (e *engine) rdSendError(q *qp, peer netip.AddrPort, err iwerr.Error, ddpHdr, rdmaHdr []byte, segLen int) {
+	r := q.rd
+	if len(ddpHdr) >= ddp.UntaggedHeaderLen && ddpHdr[0]&0x80 == 0 {
+		if h, _, e2 := ddp.Parse(ddpHdr); e2 == nil && h.QN == rdmap.QNTerminate {
+			return
+		}
+	}
+	if len(r.errs) >= r.cfg.MaxErrorMessages {
+		r.count(rdErrMsgDropped, 1)
+		return
+	}
+	r.msn[rdmap.QNTerminate]++
+	dh := ddp.Header{Last: true, Version: ddp.Version, ULPControl: uint8(rdmap.MakeControl(rdmap.OpTerminate)),
+		QN: rdmap.QNTerminate, MSN: r.msn[rdmap.QNTerminate]}
+	t := rdmap.TerminateFor(err, ddpHdr, rdmaHdr)
+	t.SetSegmentLength(uint16(min(segLen, 0xffff)))
+	body := dh.Append(nil)
+	body = t.Append(body)
+	r.errs = append(r.errs, &rdErrMsg{seq: r.nextErr, peer: peer, body: body})
+	r.nextErr++
+	e.count(q, cErrorMsgsOut, 1)
+}
+
+// rdClaim consumes the head receive for a Send from src into m.
+func (e *engine) rdClaim(q *qp, m *rdInMsg) bool {
+	c := q.recvRing()
+	slot, err := c.Peek()
+	if err != nil {
+		e.count(q, cWRErrors, 1)
+		e.errorQP(q, "receive queue producer index is corrupt")
+		return false
+	}
+	if slot == nil {
+		return false
+	}
+	var w recvWR
+	if st := e.loadRecv(q, &w, slot); st != proto.WCSuccess {
+		e.failWR(q, q.recvCQ, w.wrid, proto.WCRecv, st)
+		return false
+	}
+	m.raw = append(m.raw[:0], slot...)
+	m.wrid, m.claimed = w.wrid, true
+	c.Advance()
+	c.Release()
+	q.rd.claimed++
+	e.srqLimitCheck(q)
+	return true
+}
+
+// rdCompleteRecv posts the completion of m's receive.
+func (e *engine) rdCompleteRecv(q *qp, src netip.AddrPort, m *rdInMsg, st proto.WCStatus, n uint32, solicited bool) {
+	m.claimed = false
+	q.rd.claimed--
+	flags := proto.WCFlagSrcValid
+	if solicited {
+		flags |= proto.WCFlagSolicited
+	}
+	if st == proto.WCSuccess {
+		e.count(q, cMessagesIn, 1)
+		e.count(q, cBytesIn, int64(n))
+	}
+	e.postCQE(q.s, q.recvCQ, &proto.CQE{WRID: m.wrid, Status: st, Opcode: proto.WCRecv, Flags: flags, ByteLen: n,
+		QPN: q.qpn, Src: src})
+}
+
+// rdPlaceSend places a Send segment into the receive its message claimed.
+func (e *engine) rdPlaceSend(q *qp, src netip.AddrPort, h *ddp.Header, seg []byte, hl int, solicited bool) {
+	r := q.rd
+	payload := seg[hl:]
+	m := r.inMsgs[src]
+	if h.MO == 0 {
+		if m == nil {
+			m = &rdInMsg{}
+			r.inMsgs[src] = m
+		}
+		if !m.claimed && !e.rdClaim(q, m) {
+			e.count(q, cDropNoRecv, 1)
+			return
+		}
+		m.msn, m.got, m.discard = h.MSN, 0, false
+	} else if m == nil || m.msn != h.MSN || h.MO != m.got || (!m.claimed && !m.discard) {
+		e.count(q, cDropBadSegment, 1)
+		return
+	}
+	if m.discard {
+		if h.Last {
+			m.discard = false
+		}
+		return
+	}
+	var w recvWR
+	if st := e.loadRecv(q, &w, m.raw); st != proto.WCSuccess {
+		e.rdCompleteRecv(q, src, m, st, 0, solicited)
+		e.errorQP(q, "receive work request "+st.String())
+		return
+	}
+	end := uint64(m.got) + uint64(len(payload))
+	if end > uint64(w.total) {
+		r.count(rdMsgTooLong, 1)
+		e.count(q, cRecvTooLong, 1)
+		e.rdSendError(q, src, iwerr.DDPMessageTooLong, seg[:hl], nil, len(seg))
+		e.rdCompleteRecv(q, src, m, proto.WCLocLenErr, uint32(min(end, 1<<32-1)), solicited)
+		m.discard = !h.Last
+		return
+	}
+	scatterAt(w.bufs, int(m.got), payload)
+	m.got = uint32(end)
+	if h.Last {
+		e.rdCompleteRecv(q, src, m, proto.WCSuccess, m.got, solicited)
+	}
+}
+
+// scatterAt copies data into the concatenation of bufs at offset off.
+func scatterAt(bufs [][]byte, off int, data []byte) {
+	for _, b := range bufs {
+		if len(data) == 0 {
+			return
+		}
+		if off >= len(b) {
+			off -= len(b)
+			continue
+		}
+		n := copy(b[off:], data)
+		data = data[n:]
+		off = 0
+	}
+}
+
+// rdReadRequest validates an RDMA Read Request (as RC does: STag, PD,
+// RemoteRead, bounds) and queues its response, or answers with an error
+// message; the QP stays up either way.
+func (e *engine) rdReadRequest(q *qp, src netip.AddrPort, h *ddp.Header, seg []byte, hl int) {
+	r := q.rd
+	rr, _, err := rdmap.ParseReadRequest(seg[hl:])
+	if err != nil || !h.Last || h.MO != 0 || len(seg) != hl+rdmap.ReadRequestLen {
+		e.rdBadMessage(q, src, iwerr.RDMAPOperationUnspecified, seg, hl)
+		return
+	}
+	rh := seg[hl : hl+rdmap.ReadRequestLen]
+	fault := rdmap.AccessFault(0)
+	if int64(rr.Size) > int64(r.cfg.MaxMsg) {
+		fault = rdmap.FaultBaseBounds
+	} else {
+		_, fault = q.rcLookup(rr.SourceStag, rr.SourceTO, uint64(rr.Size), proto.AccessRemoteRead)
+	}
+	if fault != 0 {
+		r.count(rdAccessErrors, 1)
+		e.rdSendError(q, src, rdmap.RDMAPError(fault), seg[:hl], rh, len(seg))
+		return
+	}
+	if len(r.resps) >= r.cfg.IRD {
+		e.rdSendError(q, src, iwerr.RDMAPOperationUnspecified, seg[:hl], rh, len(seg))
+		return
+	}
+	segs, err := ddp.TaggedSegments(uint8(rdmap.MakeControl(rdmap.OpReadResponse)), rr.SinkStag, rr.SinkTO, rr.Size,
+		e.rdMaxPayload(true, 0))
+	if err != nil {
+		e.rdBadMessage(q, src, iwerr.RDMAPOperationUnspecified, seg, hl)
+		return
+	}
+	r.resps = append(r.resps, &rdResp{seq: r.nextResp, peer: src, srcStag: rr.SourceStag, srcTO: rr.SourceTO, segs: segs})
+	r.nextResp++
+}
+
+// rdPlaceResponse places a Read Response segment into the sink of the
+// oldest outstanding Read to src (responses come back in request order).
+func (e *engine) rdPlaceResponse(q *qp, src netip.AddrPort, h *ddp.Header, payload []byte) {
+	r := q.rd
+	var w *rdWR
+	for _, x := range r.wrs {
+		if x.op == proto.WRRDMARead && x.peer == src && x.sent > 0 && !x.done && !x.respFinal {
+			w = x
+			break
+		}
+	}
+	if w == nil || h.Stag != w.sink.LKey || h.TO != w.sink.Addr+uint64(w.placed) ||
+		uint64(w.placed)+uint64(len(payload)) > uint64(w.total) {
+		r.count(rdDropResponse, 1)
+		return
+	}
+	if len(payload) > 0 {
+		dst, st := q.s.translate(proto.SGE{Addr: h.TO, Length: uint32(len(payload)), LKey: h.Stag}, q.pd, true)
+		if st != proto.WCSuccess {
+			w.done, w.status, w.respFinal = true, st, true
+			return
+		}
+		copy(dst, payload)
+	}
+	w.placed += uint32(len(payload))
+	if h.Last {
+		w.respFinal = true
+		w.done, w.status = true, proto.WCSuccess
+		if int(w.placed) != w.total {
+			w.status = proto.WCRemOpErr
+		}
+	}
+}
+
+// rdErrorIn handles an error message from src: the work request it names
+// completes with the error (the QP stays up); one naming nothing known is
+// counted and raised as EventQPAccessError.
+func (e *engine) rdErrorIn(q *qp, src netip.AddrPort, body []byte) {
+	r := q.rd
+	e.count(q, cErrorMsgsIn, 1)
+	t, _, err := rdmap.ParseTerminate(body)
+	if err == nil && t.DDPHeaderIncluded {
+		if oh, _, err := ddp.Parse(t.DDPHeader); err == nil && !oh.Tagged {
+			want := proto.WRSend
+			if oh.QN == rdmap.QNReadRequest {
+				want = proto.WRRDMARead
+			}
+			for _, w := range r.wrs {
+				if w.peer == src && w.op == want && w.msn == oh.MSN && w.sent > 0 && !w.fatal {
+					if !w.done || w.status == proto.WCSuccess {
+						w.done, w.status, w.term = true, termStatus(t.Err), termWord(t.Err)
+					}
+					return
+				}
+			}
+		}
+	}
+	r.count(rdErrMsgUnmatched, 1)
+	detail := "error message from " + src.String()
+	if err == nil {
+		detail += ": " + t.Err.Error()
+	}
+	q.s.sendEvent(e, proto.Event{Type: proto.EventQPAccessError, Handle: q.handle, Detail: detail})
+}

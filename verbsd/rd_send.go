@@ -1,0 +1,605 @@
+package verbsd
+
+import (
+	"encoding/binary"
+	"math"
+	"net/netip"
+	"time"
+
+	"github.com/iwarpd/iwarpd/ddp"
+	"github.com/iwarpd/iwarpd/internal/crc32c"
+	"github.com/iwarpd/iwarpd/llp/dgram"
+	"github.com/iwarpd/iwarpd/llp/rd"
+	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/rdmap"
+	"golang.org/x/sys/unix"
+)
+
+// rdWR is a send work request of an RD QP taken from the SQ: a copy of its
+// SQE (the ring slot stays the client's to scribble on), enough to rebuild
+// any of its datagrams, and its progress.
+type rdWR struct {
+	seq       uint64
+	wrid      uint64
+	op        proto.SendOpcode // WRSend or WRRDMARead
+	signaled  bool
+	peer      netip.AddrPort
+	sges      []proto.SGE
+	inline    []byte
+	total     int
+	segs      ddp.Segmenter
+	msn       uint32
+	sent      uint32 // segments handed to the state machine
+	acked     uint32
+	resolved  uint32 // segments acked or failed
+	done      bool
+	fatal     bool // a local error: the QP goes to ERROR when it is the head
+	status    proto.WCStatus
+	term      uint32 // iWARP error of an error message (WCFlagTermValid)
+	rreq      [rdmap.ReadRequestLen]byte
+	sink      proto.SGE // Read: the one sink buffer
+	placed    uint32    // Read: response octets placed
+	respFinal bool      // Read: the last response segment arrived
+}
+
+// rdResp is an accepted RDMA Read Request being answered.
+type rdResp struct {
+	seq      uint64
+	peer     netip.AddrPort
+	srcStag  uint32
+	srcTO    uint64
+	segs     ddp.Segmenter
+	sent     uint32
+	resolved uint32
+	dead     bool // the source went away or a datagram failed: send no more
+}
+
+// rdErrMsg is an error message (untagged QN 2, opcode Terminate) being sent.
+type rdErrMsg struct {
+	seq  uint64
+	peer netip.AddrPort
+	body []byte // DDP header + Terminate header
+	sent bool
+	done bool
+}
+
+// zeroPayload stands in for octets that cannot be read any more (the
+// region was deregistered under a datagram the peer still expects).
+var zeroPayload [dgram.MaxDatagramSize]byte
+
+// rdMaxPayload is the payload of one RD datagram's DDP segment.
+func (e *engine) rdMaxPayload(tagged bool, ulpHeader int) int {
+	return ddp.MaxPayload(dgram.MaxSegment(e.cfg.DatagramSize, true), tagged, ulpHeader)
+}
+
+// rdTake copies newly posted SQEs into r.wrs (they stay in the ring until
+// they complete).
+func (e *engine) rdTake(q *qp) bool {
+	r := q.rd
+	v := q.sqView()
+	head, idx, avail, err := v.lookahead(q.sq)
+	if err != nil {
+		e.count(q, cWRErrors, 1)
+		e.errorQP(q, "send queue producer index is corrupt")
+		return true
+	}
+	work := false
+	for k := uint32(len(r.wrs)); k < avail; k++ {
+		w := &rdWR{seq: r.nextWR}
+		r.nextWR++
+		e.rdPrepare(q, w, v.at(head, idx, k))
+		r.wrs = append(r.wrs, w)
+		work = true
+	}
+	return work
+}
+
+// rdPrepare validates the SQE in slot into w; a bad one is done (fatal).
+func (e *engine) rdPrepare(q *qp, w *rdWR, slot []byte) {
+	r := q.rd
+	var raw [proto.SQEHeaderLen]byte
+	copy(raw[:], slot)
+	sqe := proto.GetSQE(raw[:])
+	w.wrid, w.op, w.signaled = sqe.WRID, sqe.Opcode, sqe.Flags&proto.SendSignaled != 0 || q.sigAll
+	fail := func(st proto.WCStatus) { w.done, w.fatal, w.status = true, true, st }
+	if !sqe.KnownFlags() || sqe.Flags&proto.SendFence != 0 || (sqe.Opcode != proto.WRSend && sqe.Opcode != proto.WRRDMARead) {
+		fail(proto.WCLocQPOpErr)
+		return
+	}
+	a := q.s.ahs[sqe.AH]
+	if a == nil || a.pd != q.pd {
+		fail(proto.WCLocQPOpErr)
+		return
+	}
+	w.peer = a.addr
+	inline := sqe.Flags&proto.SendInline != 0
+	if inline {
+		if sqe.InlineLen > q.caps.MaxInline || sqe.Opcode != proto.WRSend {
+			fail(proto.WCLocLenErr)
+			return
+		}
+		w.inline = append([]byte(nil), slot[proto.SQEHeaderLen:proto.SQEHeaderLen+int(sqe.InlineLen)]...)
+		w.total = len(w.inline)
+	} else {
+		if uint32(sqe.NumSGE) > q.caps.MaxSendSGE || (sqe.Opcode == proto.WRRDMARead && sqe.NumSGE > 1) {
+			fail(proto.WCLocLenErr)
+			return
+		}
+		var sraw [proto.SGELen]byte
+		for i := range int(sqe.NumSGE) {
+			off := proto.SQEHeaderLen + i*proto.SGELen
+			copy(sraw[:], slot[off:off+proto.SGELen])
+			sge := proto.GetSGE(sraw[:])
+			if _, st := q.s.translate(sge, q.pd, sqe.Opcode == proto.WRRDMARead); st != proto.WCSuccess {
+				fail(st)
+				return
+			}
+			w.sges = append(w.sges, sge)
+			w.total += int(sge.Length)
+		}
+	}
+	if w.total > r.cfg.MaxMsg {
+		fail(proto.WCLocLenErr)
+		return
+	}
+	switch sqe.Opcode {
+	case proto.WRSend:
+		op := rdmap.OpSend
+		if sqe.Flags&proto.SendSolicited != 0 {
+			op = rdmap.OpSendSE
+		}
+		r.msn[rdmap.QNSend]++
+		w.msn = r.msn[rdmap.QNSend]
+		w.segs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(op)), 0, rdmap.QNSend, w.msn, uint32(w.total),
+			e.rdMaxPayload(false, 0))
+	case proto.WRRDMARead:
+		if len(w.sges) == 1 {
+			w.sink = w.sges[0]
+		}
+		if w.total > 0 && uint64(w.total)-1 > math.MaxUint64-sqe.RemoteAddr {
+			fail(proto.WCLocQPOpErr)
+			return
+		}
+		rr := rdmap.ReadRequest{SinkStag: w.sink.LKey, SinkTO: w.sink.Addr, Size: uint32(w.total),
+			SourceStag: sqe.RKey, SourceTO: sqe.RemoteAddr}
+		rr.Append(w.rreq[:0])
+		r.msn[rdmap.QNReadRequest]++
+		w.msn = r.msn[rdmap.QNReadRequest]
+		w.segs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(rdmap.OpReadRequest)), 0, rdmap.QNReadRequest, w.msn,
+			rdmap.ReadRequestLen, e.rdMaxPayload(false, 0))
+	}
+}
+
+// rdPoll runs the state machine's timers and acts on what it reports.
+func (e *engine) rdPoll(q *qp, now time.Time) bool {
+	r := q.rd
+	r.actions = r.ep.Poll(now, r.actions[:0])
+	work := len(r.actions) > 0
+	for i := range r.actions {
+		e.rdAction(q, &r.actions[i], now)
+	}
+	if e.rdDrainBacklog(q, now) {
+		work = true
+	}
+	return work
+}
+
+// rdPending is what rdPoll left to send: retransmissions and ACKs.
+type rdPending struct {
+	peer netip.AddrPort
+	tok  rd.Token
+	h    dgram.RDHeader
+}
+
+func (e *engine) rdAction(q *qp, a *rd.Action, now time.Time) {
+	r := q.rd
+	switch a.Kind {
+	case rd.Retransmit:
+		r.retx = append(r.retx, rdPending{a.Peer, a.Token, a.Header})
+	case rd.SendAck:
+		r.acks = append(r.acks, rdPending{a.Peer, a.Token, a.Header})
+	case rd.Acked, rd.Failed:
+		e.rdResolve(q, a.Token, a.Kind == rd.Acked)
+	case rd.DeliverHeld:
+		e.rdDeliverHeld(q, a.Peer, a.Header.Seq, now)
+	case rd.PeerReset:
+		e.rdResolve(q, a.Token, false)
+	case rd.DiscardHeld:
+		r.dropPeerRecv(a.Peer)
+	}
+}
+
+// rdResolve records that a token was acknowledged (ok) or given up.
+func (e *engine) rdResolve(q *qp, tok rd.Token, ok bool) {
+	r := q.rd
+	kind, seq, _ := splitToken(tok)
+	switch kind {
+	case tokWR:
+		w := r.wrBySeq(seq)
+		if w == nil {
+			return
+		}
+		w.resolved++
+		if ok {
+			w.acked++
+			if w.op == proto.WRSend && w.acked == w.segs.Count() && !w.done {
+				w.done, w.status = true, proto.WCSuccess
+			}
+			return
+		}
+		if !w.done {
+			r.count(rdRetryExceeded, 1)
+			w.done, w.status = true, proto.WCRetryExcErr
+		}
+	case tokResp:
+		for _, p := range r.resps {
+			if p.seq == seq {
+				p.resolved++
+				if !ok {
+					p.dead = true
+				}
+			}
+		}
+	case tokErrMsg:
+		for _, m := range r.errs {
+			if m.seq == seq {
+				m.done = true
+			}
+		}
+	}
+}
+
+func (r *rdQP) wrBySeq(seq uint64) *rdWR {
+	if len(r.wrs) == 0 || seq < r.wrs[0].seq || seq-r.wrs[0].seq >= uint64(len(r.wrs)) {
+		return nil
+	}
+	return r.wrs[seq-r.wrs[0].seq]
+}
+
+// sendable reports whether new DATA is waiting for an open window.
+func (r *rdQP) sendable() bool {
+	if len(r.retx) > 0 || len(r.acks) > 0 {
+		return true
+	}
+	for _, m := range r.errs {
+		if !m.sent && r.ep.CanSend(m.peer) {
+			return true
+		}
+	}
+	for _, p := range r.resps {
+		if !p.dead && p.sent < p.segs.Count() && r.ep.CanSend(p.peer) {
+			return true
+		}
+	}
+	if w := r.nextToSend(); w != nil && r.ep.CanSend(w.peer) && (w.op != proto.WRRDMARead || r.readsOut < r.cfg.ORD) {
+		return true
+	}
+	return false
+}
+
+// nextToSend is the first work request with segments not sent yet (WRs
+// go out in posting order).
+func (r *rdQP) nextToSend() *rdWR {
+	for _, w := range r.wrs {
+		if !w.done && w.sent < w.segs.Count() {
+			return w
+		}
+		if w.fatal {
+			return nil // the QP fails there
+		}
+	}
+	return nil
+}
+
+// rdBatch builds one sendmmsg vector of RD datagrams in e.sb.
+type rdBatch struct {
+	e    *engine
+	q    *qp
+	n    int
+	full bool
+}
+
+// add appends one datagram: h, the DDP header dh, an optional RDMAP header,
+// payload pieces; crc per the QP.
+func (b *rdBatch) add(peer netip.AddrPort, h *dgram.RDHeader, dh *ddp.Header, ulp []byte, pieces [][]byte) bool {
+	r := b.q.rd
+	if b.n == rdMaxBatch {
+		b.full = true
+		return false
+	}
+	dlen := dgram.RDHeaderLen + crc32c.Size + len(ulp)
+	if dh != nil {
+		dlen += dh.Len()
+	}
+	for _, p := range pieces {
+		dlen += len(p)
+	}
+	if !b.e.sb.fits(peer, dlen, 2+len(pieces), b.e.cfg.PollBatch) {
+		b.full = true
+		return false
+	}
+	sc := r.scratch[b.n*rdScratchStride : (b.n+1)*rdScratchStride : (b.n+1)*rdScratchStride]
+	hdr := h.Append(sc[:0])
+	if dh != nil {
+		hdr = dh.Append(hdr)
+	}
+	hdr = append(hdr, ulp...)
+	var c uint32
+	if !b.q.noCRC {
+		c = crc32c.Update(0, hdr)
+		for _, p := range pieces {
+			c = crc32c.Update(c, p)
+		}
+	}
+	trailer := sc[len(hdr) : len(hdr)+crc32c.Size]
+	binary.LittleEndian.PutUint32(trailer, c)
+	b.e.sb.push(peer, hdr, pieces, trailer, dgramRef{})
+	b.n++
+	return true
+}
+
+// rdBuild appends the DATA datagram of token tok with RD header h.
+func (e *engine) rdBuild(b *rdBatch, peer netip.AddrPort, tok rd.Token, h *dgram.RDHeader) bool {
+	q := b.q
+	r := q.rd
+	kind, seq, seg := splitToken(tok)
+	switch kind {
+	case tokWR:
+		w := r.wrBySeq(seq)
+		if w == nil {
+			return true // resolved meanwhile
+		}
+		s := w.segs.Segment(seg)
+		if w.op == proto.WRRDMARead {
+			return b.add(peer, h, &s.Header, w.rreq[:], nil)
+		}
+		pieces := e.rdPayload(q, w, int(s.Offset), s.Len)
+		return b.add(peer, h, &s.Header, nil, pieces)
+	case tokResp:
+		for _, p := range r.resps {
+			if p.seq != seq {
+				continue
+			}
+			s := p.segs.Segment(seg)
+			mem, fault := q.rcLookup(p.srcStag, p.srcTO+uint64(s.Offset), uint64(s.Len), proto.AccessRemoteRead)
+			if fault != 0 {
+				mem = zeroPayload[:s.Len]
+				p.dead = true
+			}
+			e.pieces = append(e.pieces[:0], mem)
+			return b.add(peer, h, &s.Header, nil, e.pieces)
+		}
+	case tokErrMsg:
+		for _, m := range r.errs {
+			if m.seq == seq {
+				return b.add(peer, h, nil, nil, append(e.pieces[:0], m.body))
+			}
+		}
+	}
+	return true
+}
+
+// rdPayload translates octets [off, off+n) of w's payload (for this pass);
+// if the memory went away the datagram carries zeros and w fails.
+func (e *engine) rdPayload(q *qp, w *rdWR, off, n int) [][]byte {
+	if w.inline != nil {
+		return append(e.pieces[:0], w.inline[off:off+n])
+	}
+	r := q.rd
+	bufs := r.sgBufs[:0]
+	for _, sge := range w.sges {
+		b, st := q.s.translate(sge, q.pd, false)
+		if st != proto.WCSuccess {
+			if !w.done {
+				w.done, w.status = true, st
+			}
+			return append(e.pieces[:0], zeroPayload[:n])
+		}
+		bufs = append(bufs, b)
+	}
+	r.sgBufs = bufs[:0]
+	return appendRange(e.pieces[:0], bufs, off, n)
+}
+
+// rdSend sends what is due: retransmissions, ACKs, error messages, Read
+// Responses, then the send queue's new segments, as far as the windows
+// allow, batched into sendmmsg calls.
+func (e *engine) rdSend(q *qp, now time.Time) bool {
+	q.blocked = false
+	work := false
+	if q.state == proto.QPStateRTS && e.rdTake(q) {
+		work = true
+	}
+	for range 4 { // bounded work per pass
+		b := &rdBatch{e: e, q: q}
+		e.sb.reset(q.gso)
+		e.rdFill(b, now)
+		msgs := e.sb.finish()
+		if len(msgs) == 0 {
+			break
+		}
+		work = true
+		e.rdTransmit(q, msgs)
+		if !b.full || q.blocked {
+			break
+		}
+	}
+	return work
+}
+
+// rdFill fills one batch.
+func (e *engine) rdFill(b *rdBatch, now time.Time) {
+	q := b.q
+	r := q.rd
+	k := 0
+	for ; k < len(r.retx) && !b.full; k++ {
+		p := &r.retx[k]
+		if !e.rdBuild(b, p.peer, p.tok, &p.h) {
+			break
+		}
+	}
+	r.retx = r.retx[:copy(r.retx, r.retx[k:])]
+	k = 0
+	for ; k < len(r.errs) && !b.full; k++ {
+		m := r.errs[k]
+		if m.sent || !r.ep.CanSend(m.peer) {
+			continue
+		}
+		tok := makeToken(tokErrMsg, m.seq, 0)
+		h, err := r.ep.Send(now, m.peer, tok)
+		if err != nil {
+			continue
+		}
+		m.sent = true
+		if !b.add(m.peer, &h, nil, nil, append(e.pieces[:0], m.body)) {
+			break // lost for now: the state machine retransmits it
+		}
+	}
+	k = 0
+	for ; k < len(r.acks) && !b.full; k++ {
+		p := &r.acks[k]
+		if !b.add(p.peer, &p.h, nil, nil, nil) {
+			break
+		}
+		r.count(rdAcksOut, 1)
+	}
+	r.acks = r.acks[:copy(r.acks, r.acks[k:])]
+	for _, p := range r.resps {
+		for !b.full && !p.dead && p.sent < p.segs.Count() && r.ep.CanSend(p.peer) {
+			tok := makeToken(tokResp, p.seq, p.sent)
+			h, err := r.ep.Send(now, p.peer, tok)
+			if err != nil {
+				break
+			}
+			p.sent++
+			r.count(rdReadBytesOut, int64(p.segs.Segment(p.sent-1).Len))
+			e.rdBuild(b, p.peer, tok, &h)
+		}
+	}
+	if q.state != proto.QPStateRTS {
+		return
+	}
+	for !b.full {
+		w := r.nextToSend()
+		if w == nil || !r.ep.CanSend(w.peer) {
+			return
+		}
+		if w.op == proto.WRRDMARead {
+			if w.sent == 0 && r.readsOut >= r.cfg.ORD {
+				return
+			}
+			if w.sent == 0 {
+				r.readsOut++
+			}
+		}
+		tok := makeToken(tokWR, w.seq, w.sent)
+		h, err := r.ep.Send(now, w.peer, tok)
+		if err != nil {
+			return
+		}
+		w.sent++
+		if w.sent == w.segs.Count() && w.op == proto.WRSend {
+			e.count(q, cMessagesOut, 1)
+			e.count(q, cBytesOut, int64(w.total))
+		}
+		e.rdBuild(b, w.peer, tok, &h)
+	}
+}
+
+// rdTransmit hands a batch to the kernel. Datagrams the kernel does not
+// take are lost as far as the state machine knows: it retransmits them.
+func (e *engine) rdTransmit(q *qp, msgs []unix.Mmsghdr) {
+	off := 0
+	for off < len(msgs) {
+		sent, err := e.sendmmsg(q.fd, msgs[off:])
+		e.count(q, cSendCalls, 1)
+		for m := off; m < off+max(sent, 0); m++ {
+			refs := e.sb.msgDgrams(m)
+			if len(refs) > 1 {
+				e.count(q, cGSOSends, 1)
+			}
+			e.count(q, cDatagramsOut, int64(len(refs)))
+		}
+		off += max(sent, 0)
+		if off == len(msgs) {
+			return
+		}
+		if err == nil || transientSendError(err) {
+			q.blocked = true
+			e.count(q, cSendBlocked, 1)
+			return
+		}
+		if len(e.sb.msgDgrams(off)) > 1 && gsoRefused(err) {
+			q.gso = false
+			e.count(q, cGSOFallback, 1)
+		}
+		e.count(q, cSendErrors, 1)
+		off++ // that message is lost
+	}
+}
+
+// rdComplete completes, in posting order, the work requests at the head
+// whose datagrams are all resolved; and forgets finished responses and
+// error messages.
+func (e *engine) rdComplete(q *qp) bool {
+	r := q.rd
+	work := false
+	for len(r.wrs) > 0 {
+		w := r.wrs[0]
+		if !w.done || w.resolved < w.sent {
+			break
+		}
+		if w.fatal {
+			r.wrs = r.wrs[1:]
+			e.failWR(q, q.sendCQ, w.wrid, proto.WCSend, w.status)
+			r.wrs = nil
+			return true
+		}
+		r.wrs[0] = nil
+		r.wrs = r.wrs[1:]
+		q.sq.Advance()
+		q.sq.Release()
+		op := proto.WCSend
+		if w.op == proto.WRRDMARead {
+			op = proto.WCRDMARead
+			if w.sent > 0 {
+				r.readsOut--
+			}
+		}
+		if w.status != proto.WCSuccess {
+			e.count(q, cWRErrors, 1)
+		}
+		if w.signaled || w.status != proto.WCSuccess {
+			cqe := proto.CQE{WRID: w.wrid, Status: w.status, Opcode: op, ByteLen: uint32(w.total), QPN: q.qpn}
+			if w.term != 0 {
+				cqe.Term, cqe.Flags = w.term, proto.WCFlagTermValid
+			}
+			e.postCQE(q.s, q.sendCQ, &cqe)
+		}
+		work = true
+	}
+	if len(r.wrs) == 0 {
+		r.wrs = r.wrs[:0:0]
+	}
+	n := 0
+	for _, p := range r.resps {
+		if (p.dead || p.sent == p.segs.Count()) && p.resolved >= p.sent {
+			continue
+		}
+		r.resps[n] = p
+		n++
+	}
+	clear(r.resps[n:])
+	r.resps = r.resps[:n]
+	n = 0
+	for _, m := range r.errs {
+		if m.done {
+			continue
+		}
+		r.errs[n] = m
+		n++
+	}
+	clear(r.errs[n:])
+	r.errs = r.errs[:n]
+	return work
+}

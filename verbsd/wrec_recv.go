@@ -1,0 +1,247 @@
+package verbsd
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"time"
+
+	"github.com/iwarpd/iwarpd/ddp"
+	"github.com/iwarpd/iwarpd/internal/crc32c"
+	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/rdmap"
+)
+
+// The target side of RDMA Write-Record (docs/write-record.md).
+//
+// Every segment is checked on its own before anything of it is placed:
+// DDP/RDMAP versions, opcode 0xC, the Write-Record header's consistency
+// (Message Offset + payload ≤ Message Length, L exactly on the segment that
+// ends the message, base TO = TO − Message Offset without wrap), then the
+// access checks of an RC RDMA Write (the STag is an rkey of a valid MR of
+// the QP's PD granting RemoteWrite, [TO, TO+n) inside it). A segment that
+// fails the access checks is dropped and counted, one error message (a
+// Terminate on QN 2 with its DDP header) goes back to the source (not for
+// a datagram received on a multicast group), and its whole record fails:
+// what earlier segments placed stays placed, but the record never
+// completes and later segments of it are dropped (a peer-caused error: no
+// completion, the QP stays up). Valid segments are copied from the receive
+// slot straight into the MR.
+//
+// A record completes exactly once: when every octet is placed, or (UD)
+// when no segment of it arrived for Config.ReassemblyTimeout, then with
+// WCFlagRecordTrim. The completion consumes the next posted receive: CQE
+// WCRecvWriteRecord, Src, InvStag = STag, TO = base TO, ByteLen = Message
+// Length; the receive's buffer gets the record (u32 count, count × {u32
+// offset, u32 length}, little-endian, offsets from the base TO; as many
+// ranges as fit, WCFlagRecordTrim when some did not). A buffer shorter than
+// 4 octets completes with WCLocLenErr. No receive posted: the record is
+// dropped and counted (its data stays placed).
+
+// wrecHeaderLen is the tagged DDP header plus the Write-Record header.
+const wrecHeaderLen = ddp.TaggedHeaderLen + rdmap.WriteRecordLen
+
+// writeRecordSegment judges the tagged datagram of n octets at off of receive
+// slot i (CRC already checked) and places it.
+func (e *engine) writeRecordSegment(q *qp, i, off, n int, now time.Time) {
+	s := &e.rb.slots[i]
+	body := n - crc32c.Size // ≥ TaggedHeaderLen (datagram checked)
+	var hb [wrecHeaderLen]byte
+	copyRange(hb[:min(body, wrecHeaderLen)], s.view, off)
+	h, _, err := ddp.Parse(hb[:ddp.TaggedHeaderLen])
+	if err != nil {
+		e.count(q, cDropTruncated, 1)
+		return
+	}
+	ctl := rdmap.Control(h.ULPControl)
+	if h.Version != ddp.Version || ctl.Version() != rdmap.Version {
+		e.count(q, cDropBadVersion, 1)
+		return
+	}
+	if ctl.Opcode() != rdmap.OpWriteRecord { // the only tagged opcode on UD
+		e.count(q, cDropTagged, 1)
+		return
+	}
+	if body < wrecHeaderLen {
+		e.count(q, cDropTruncated, 1)
+		return
+	}
+	wr, _, _ := rdmap.ParseWriteRecord(hb[ddp.TaggedHeaderLen:])
+	seg := wrecSegment{src: s.src, h: h, wr: wr, ddpHdr: hb[:ddp.TaggedHeaderLen], segLen: body,
+		pieces: s.view, off: off + wrecHeaderLen, n: body - wrecHeaderLen, quiet: e.rb.mcast}
+	r, st := e.acceptWriteRecord(q, &seg, now)
+	if st != recordComplete {
+		return
+	}
+	w, _ := e.recvFor(q, i, -1, off+n)
+	e.completeRecord(q, r, w, true)
+}
+
+// wrecSegment is one received Write-Record segment: its headers and where
+// its payload lies (n octets at off of pieces).
+type wrecSegment struct {
+	src    netip.AddrPort
+	h      ddp.Header
+	wr     rdmap.WriteRecord
+	ddpHdr []byte // the 14-octet tagged header as received (for the error message)
+	segLen int    // DDP segment length (headers and payload)
+	pieces [][]byte
+	off, n int
+	quiet  bool // send no error message (received on a multicast group; RD reports it itself)
+}
+
+type recordStatus uint8
+
+const (
+	recordPending  recordStatus = iota // placed, the record is not complete yet
+	recordComplete                     // placed, the record is complete: the caller completes it
+	recordDropped                      // dropped (counted): malformed, duplicate, record failed
+	recordRefused                      // refused by the access checks (error message sent)
+)
+
+// acceptWriteRecord validates and places one segment. On recordComplete the
+// record has left the table and the caller must hand it to completeRecord.
+func (e *engine) acceptWriteRecord(q *qp, sg *wrecSegment, now time.Time) (*wrecRecord, recordStatus) {
+	h, wr := &sg.h, &sg.wr
+	n := uint64(sg.n)
+	end := uint64(wr.MessageOffset) + n
+	if end > uint64(wr.MessageLength) || h.Last != (end == uint64(wr.MessageLength)) ||
+		(n == 0 && wr.MessageLength != 0) || h.TO < uint64(wr.MessageOffset) {
+		e.count(q, cWrecDropped, 1)
+		return nil, recordDropped
+	}
+	key := wrecKey{src: sg.src, stag: h.Stag, id: wr.RecordID}
+	t := &q.wrec
+	if t.dead(key, now) {
+		e.count(q, cWrecDropped, 1)
+		return nil, recordDropped
+	}
+	tomb := now.Add(4 * e.cfg.ReassemblyTimeout)
+	dst, fault := q.rcLookup(h.Stag, h.TO, n, proto.AccessRemoteWrite)
+	if fault != 0 {
+		e.count(q, cWrecAccessErr, 1)
+		if i := t.find(key); i >= 0 {
+			t.remove(i)
+		}
+		t.bury(key, tomb)
+		if !sg.quiet {
+			e.sendErrorMessage(q, sg.src, rdmap.TaggedError(fault), sg.ddpHdr, sg.segLen)
+		}
+		return nil, recordRefused
+	}
+	base := h.TO - uint64(wr.MessageOffset)
+	i := t.find(key)
+	if i < 0 {
+		if len(t.live) >= e.cfg.MaxPartial {
+			old := t.remove(t.oldest())
+			t.bury(old.key, tomb)
+			e.count(q, cWrecEvicted, 1)
+		}
+		t.live = append(t.live, &wrecRecord{key: key, base: base, length: wr.MessageLength})
+		i = len(t.live) - 1
+	}
+	r := t.live[i]
+	if r.base != base || r.length != wr.MessageLength {
+		e.count(q, cWrecDropped, 1)
+		return nil, recordDropped
+	}
+	if _, ok := r.place(wr.MessageOffset, uint32(end)); !ok {
+		t.remove(i)
+		t.bury(key, tomb)
+		e.count(q, cWrecDropped, 1)
+		return nil, recordDropped
+	}
+	copyRange(dst, sg.pieces, sg.off)
+	e.count(q, cWrecPlaced, 1)
+	r.deadline = now.Add(e.cfg.ReassemblyTimeout)
+	if r.got < uint64(r.length) || (r.length == 0 && !h.Last) {
+		return nil, recordPending
+	}
+	t.remove(i)
+	t.bury(key, tomb)
+	return r, recordComplete
+}
+
+// headRecv loads the head of q's receive ring (outside a receive batch), or
+// returns nil when none is posted or it is bad (then it completed with an
+// error and q went to ERROR).
+func (e *engine) headRecv(q *qp) *recvWR {
+	if q.state != proto.QPStateRTR && q.state != proto.QPStateRTS {
+		return nil
+	}
+	slot, err := q.recvRing().Peek()
+	if err != nil {
+		e.count(q, cWRErrors, 1)
+		e.errorQP(q, "receive queue producer index is corrupt")
+		return nil
+	}
+	if slot == nil {
+		return nil
+	}
+	w := &q.wrec.recv
+	if st := e.loadRecv(q, w, slot); st != proto.WCSuccess {
+		e.failWR(q, q.recvCQ, w.wrid, proto.WCRecv, st)
+		return nil
+	}
+	return w
+}
+
+// expireRecords completes, partly placed, the records of q whose deadline
+// passed (UD).
+func (e *engine) expireRecords(q *qp, now time.Time) bool {
+	t := &q.wrec
+	work := false
+	for i := 0; i < len(t.live); {
+		if !t.live[i].deadline.Before(now) {
+			i++
+			continue
+		}
+		r := t.remove(i)
+		t.bury(r.key, now.Add(4*e.cfg.ReassemblyTimeout))
+		e.completeRecord(q, r, e.headRecv(q), false)
+		work = true
+	}
+	return work
+}
+
+// completeRecord consumes receive w (nil: none posted) with r's completion.
+// inBatch says w came from recvFor in the current receive batch.
+func (e *engine) completeRecord(q *qp, r *wrecRecord, w *recvWR, inBatch bool) {
+	if w == nil {
+		e.count(q, cWrecNoRecv, 1)
+		return
+	}
+	flags := proto.WCFlagSrcValid
+	status := proto.WCSuccess
+	if r.got < uint64(r.length) {
+		flags |= proto.WCFlagRecordTrim
+		e.count(q, cWrecTrimmed, 1)
+	} else {
+		e.count(q, cWrecComplete, 1)
+	}
+	if w.total < 4 {
+		status = proto.WCLocLenErr
+	} else {
+		fit := min(len(r.spans), (w.total-4)/8)
+		if fit < len(r.spans) {
+			flags |= proto.WCFlagRecordTrim
+		}
+		b := binary.LittleEndian.AppendUint32(q.wrec.scratch[:0], uint32(fit))
+		for _, s := range r.spans[:fit] {
+			b = binary.LittleEndian.AppendUint32(b, s.start)
+			b = binary.LittleEndian.AppendUint32(b, s.end-s.start)
+		}
+		q.wrec.scratch = b[:0]
+		scatter(w.bufs, b)
+	}
+	c := q.recvRing()
+	c.Advance()
+	c.Release()
+	if inBatch {
+		e.rb.used++
+	}
+	w.valid = false
+	e.count(q, cMessagesIn, 1)
+	e.count(q, cBytesIn, int64(r.got))
+	e.postCQE(q.s, q.recvCQ, &proto.CQE{WRID: w.wrid, Status: status, Opcode: proto.WCRecvWriteRecord, Flags: flags,
+		ByteLen: r.length, QPN: q.qpn, Src: r.key.src, InvStag: r.key.stag, TO: r.base})
+}

@@ -1,0 +1,82 @@
+package verbsd
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+
+	"github.com/iwarpd/iwarpd/ddp"
+	"github.com/iwarpd/iwarpd/internal/crc32c"
+	"github.com/iwarpd/iwarpd/iwerr"
+	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/rdmap"
+	"golang.org/x/sys/unix"
+)
+
+// Error messages on datagram QPs (docs/wire-format.md §9): an untagged DDP
+// message on QN 2, RDMAP opcode Terminate, whose body is the RFC 5040 §4.8
+// Terminate header naming the error and the offending segment's DDP header.
+// On UD they are sent best effort, straight from the receive path with one
+// non-blocking sendto on the QP's socket (a full socket buffer loses it,
+// counted as a send error); at most one per failed Write-Record (the record's
+// tombstone drops its later segments silently), never about a datagram of a
+// multicast group. A received error message is counted and raised as the
+// asynchronous event EventQPAccessError on the QP (its detail names the
+// source, the error and the STag/TO or QN/MSN); the QP stays up.
+
+// errMsgMax bounds an error message: DDP header, the longest Terminate
+// header (4 + 2 + 18 + 28), CRC.
+const errMsgMax = ddp.UntaggedHeaderLen + 52 + crc32c.Size
+
+// sendErrorMessage tells dst that its segment (DDP header ddpHdr, segLen
+// octets) was refused with err.
+func (e *engine) sendErrorMessage(q *qp, dst netip.AddrPort, err iwerr.Error, ddpHdr []byte, segLen int) {
+	t := rdmap.TerminateFor(err, ddpHdr, nil)
+	if t.DDPHeaderIncluded {
+		t.SetSegmentLength(uint16(min(segLen, 0xffff)))
+	}
+	q.wrec.termMSN++
+	h := ddp.Header{Last: true, Version: ddp.Version, ULPControl: uint8(rdmap.MakeControl(rdmap.OpTerminate)),
+		QN: rdmap.QNTerminate, MSN: q.wrec.termMSN}
+	var buf [errMsgMax]byte
+	b := h.Append(buf[:0])
+	b = t.Append(b)
+	var c uint32
+	if !q.noCRC {
+		c = crc32c.Checksum(b)
+	}
+	b = binary.LittleEndian.AppendUint32(b, c)
+	if err := unix.Sendto(q.fd, b, unix.MSG_DONTWAIT, addrToSockaddr(dst)); err != nil {
+		e.count(q, cSendErrors, 1)
+		return
+	}
+	e.count(q, cErrorMsgsOut, 1)
+	e.count(q, cDatagramsOut, 1)
+}
+
+// errorMessageIn handles a received error message (untagged, QN 2, opcode
+// Terminate): body octets (DDP header included, CRC excluded) at off of
+// receive slot i.
+func (e *engine) errorMessageIn(q *qp, i, off, body int, h *ddp.Header) {
+	s := &e.rb.slots[i]
+	var buf [errMsgMax]byte
+	n := min(body-ddp.UntaggedHeaderLen, len(buf))
+	copyRange(buf[:n], s.view, off+ddp.UntaggedHeaderLen)
+	t, _, err := rdmap.ParseTerminate(buf[:n])
+	if err != nil || !h.Last || h.MO != 0 {
+		e.count(q, cDropBadSegment, 1)
+		return
+	}
+	e.count(q, cErrorMsgsIn, 1)
+	detail := fmt.Sprintf("error message from %v: %v", s.src, t.Err)
+	if t.DDPHeaderIncluded {
+		if dh, _, err := ddp.Parse(t.DDPHeader); err == nil {
+			if dh.Tagged {
+				detail += fmt.Sprintf(" (STag %#x TO %#x)", dh.Stag, dh.TO)
+			} else {
+				detail += fmt.Sprintf(" (QN %d MSN %d)", dh.QN, dh.MSN)
+			}
+		}
+	}
+	q.s.sendEvent(e, proto.Event{Type: proto.EventQPAccessError, Handle: q.handle, Detail: detail})
+}
