@@ -21,7 +21,12 @@ type Config struct {
 	RDPorts     PortRange // UDP ports carrying RD datagrams
 	DatagramCRC bool      // check the datagram CRC32c trailers
 	MaxBuffered int       // out-of-order TCP bytes kept per direction; 0 = DefaultMaxBuffered
-	File        string    // copied into Event.File
+	// SkipMULPDU turns off the "FPDU fits the peer's MSS" check, for
+	// captures taken behind a middlebox that rewrites the MSS option (qemu's
+	// user-mode network, TCP proxies): there the MSS in the capture is not
+	// the one the sender's socket had.
+	SkipMULPDU bool
+	File       string // copied into Event.File
 }
 
 // DefaultConfig returns the daemon's default ports, CRC checking on.

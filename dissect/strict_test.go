@@ -168,3 +168,17 @@ func TestNoSYNNote(t *testing.T) {
 		t.Fatalf("notes %q", n)
 	}
 }
+
+// With SkipMULPDU an FPDU larger than the MSS in the capture is accepted
+// (captures behind qemu's user networking see a rewritten MSS).
+func TestSkipMULPDU(t *testing.T) {
+	s := newSynth(t)
+	cfg := DefaultConfig()
+	cfg.SkipMULPDU = true
+	s.d = NewDecoder(cfg, func(e *Event) { s.events = append(s.events, e) })
+	c := s.conn(200)
+	c.negotiate(rev2(false, false, enh), rev2(true, false, enh))
+	c.bytes(0, c.fpdu(0, untagged(rdmap.OpSend, 1, 0, true, make([]byte, 300))))
+	s.d.Close()
+	s.wantNoViolations()
+}

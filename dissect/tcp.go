@@ -343,7 +343,9 @@ func (x *tcpDir) fpdu(d *Decoder) bool {
 	if !f.PadZero {
 		fs = append(fs, violationf("MPA pad octets not zero"))
 	}
-	if o := x.conn.other(x); o != nil && o.synSeen && o.mss > 0 {
+	if d.cfg.SkipMULPDU {
+		// not checked (Config.SkipMULPDU)
+	} else if o := x.conn.other(x); o != nil && o.synSeen && o.mss > 0 {
 		if mul := mpa.MULPDU(o.mss, x.markers); f.ULPDULength > mul {
 			fs = append(fs, violationf("ULPDU_Length %d exceeds MULPDU %d (peer MSS %d)", f.ULPDULength, mul, o.mss))
 		}

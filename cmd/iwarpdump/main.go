@@ -60,6 +60,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.Var(portsFlag{&cfg.UDPorts}, "ud-ports", "UDP port range of the UD datagram profile")
 	fs.Var(portsFlag{&cfg.RDPorts}, "rd-ports", "UDP port range of the RD datagram profile")
 	fs.BoolVar(&cfg.DatagramCRC, "crc", true, "check datagram CRC32c trailers")
+	mulpdu := fs.Bool("mulpdu", true, "check that every FPDU fits the MULPDU derived from the peer's SYN MSS; -mulpdu=false for captures behind something that rewrites the MSS (qemu user networking, TCP proxies)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: iwarpdump [-strict] [-json] [-abs] [-q] [-ud-ports A-B] [-rd-ports A-B] [-crc=false] FILE...")
 		fs.PrintDefaults()
@@ -71,6 +72,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
+	cfg.SkipMULPDU = !*mulpdu
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
 	enc := json.NewEncoder(w)
