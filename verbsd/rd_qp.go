@@ -106,6 +106,8 @@ type rdQP struct {
 	cfg                *RDConfig
 	dgramSize, sockBuf int
 	ep                 *rd.Endpoint
+	curSeq             uint32 // RD sequence number of the datagram being delivered
+	curValid           bool   // curSeq is set (rdDeliverSeq)
 
 	// Send queue: the work requests taken from the SQ and not completed,
 	// in posting order; wrs[0] is the SQ ring's head (entries are consumed

@@ -99,7 +99,7 @@ func (e *engine) rdDatagram(q *qp, src netip.AddrPort, b []byte, now time.Time) 
 	seg := d.Segment
 	switch r.ep.Receive(now, src, d.RD, e.rdReady(q, src, seg)) {
 	case rd.Deliver:
-		e.rdDeliver(q, src, seg, now)
+		e.rdDeliverSeq(q, src, d.RD.Seq, seg, now)
 	case rd.Hold:
 		r.held[rdHeldKey{src, d.RD.Seq}] = append([]byte(nil), seg...)
 		r.heldN++
@@ -159,7 +159,7 @@ func (e *engine) rdDeliverHeld(q *qp, peer netip.AddrPort, seq uint32, now time.
 	}
 	delete(r.held, k)
 	r.heldN--
-	e.rdDeliver(q, peer, seg, now)
+	e.rdDeliverSeq(q, peer, seq, seg, now)
 }
 
 // rdDrainBacklog delivers backlogged datagrams whose receives are posted.
@@ -175,7 +175,7 @@ func (e *engine) rdDrainBacklog(q *qp, now time.Time) bool {
 			}
 			delete(r.held, keys[n])
 			r.heldN--
-			e.rdDeliver(q, peer, seg, now)
+			e.rdDeliverSeq(q, peer, keys[n].seq, seg, now)
 			n++
 			work = true
 		}
@@ -198,6 +198,15 @@ func (r *rdQP) dropPeerRecv(peer netip.AddrPort) {
 		}
 	}
 	delete(r.backlog, peer)
+}
+
+// rdDeliverSeq delivers the DATA datagram seq from src: an error message
+// about it holds back its acknowledgement (rdSendError).
+func (e *engine) rdDeliverSeq(q *qp, src netip.AddrPort, seq uint32, seg []byte, now time.Time) {
+	r := q.rd
+	r.curSeq, r.curValid = seq, true
+	e.rdDeliver(q, src, seg, now)
+	r.curValid = false
 }
 
 // rdDeliver handles one DATA segment delivered in order from src.
@@ -267,6 +276,11 @@ func (e *engine) rdSendError(q *qp, peer netip.AddrPort, err iwerr.Error, ddpHdr
 	if len(r.errs) >= r.cfg.MaxErrorMessages {
 		r.count(rdErrMsgDropped, 1)
 		return
+	}
+	if r.curValid {
+		// Its sender must get this error message before the acknowledgement
+		// that would complete its work request successfully.
+		r.ep.HoldAcks(peer, r.curSeq, makeToken(tokErrMsg, r.nextErr, 0))
 	}
 	r.msn[rdmap.QNTerminate]++
 	dh := ddp.Header{Last: true, Version: ddp.Version, ULPControl: uint8(rdmap.MakeControl(rdmap.OpTerminate)),

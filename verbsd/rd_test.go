@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpd/iwarpd/iwerr"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 	"golang.org/x/sys/unix"
@@ -448,20 +449,44 @@ func TestRDRead(t *testing.T) {
 }
 
 // TestRDMessageTooLong: a Send longer than the posted receive: the receive
-// completes with WCLocLenErr, the sender's WR with a remote error, both
-// QPs stay up.
+// completes with WCLocLenErr, the sender's WR with the remote error (the
+// receiver holds back the acknowledgement until its error message is
+// acknowledged, so the ACK never overtakes it), both QPs stay up. Repeated,
+// single- and multi-datagram.
 func TestRDMessageTooLong(t *testing.T) {
 	_, path := startRD(t, nil)
+	rdTooLong(t, path)
+}
+
+// The same over a link that loses every third datagram, error messages and
+// ACKs included.
+func TestRDMessageTooLongLossy(t *testing.T) {
+	srv, path := startRD(t, func(c *Config) { c.GSO = false })
+	l := &lossyLink{drop: 3}
+	l.install(srv)
+	rdTooLong(t, path)
+	if d, _ := l.counts(); d == 0 {
+		t.Error("nothing dropped")
+	}
+}
+
+func rdTooLong(t *testing.T, path string) {
 	a := newRDNode(t, path, 1<<20, 0)
 	b := newRDNode(t, path, 1<<20, 0)
 	ah := a.ah(t, b)
-	b.recv(t, 1, 0, 100)
-	a.post(t, proto.SQE{WRID: 1, Opcode: proto.WRSend, Flags: proto.SendSignaled, AH: ah}, []proto.SGE{a.mr.SGE(0, 5000)})
-	if rc := waitN(t, b.rcq, 1, "recv")[0]; rc.Status != proto.WCLocLenErr {
-		t.Fatalf("receive %+v", rc)
+	for i, n := range []int{500, 5000, 200000, 1000, 70000, 101, 3000, 150000} {
+		b.recv(t, uint64(i), 0, 100)
+		a.post(t, proto.SQE{WRID: uint64(i), Opcode: proto.WRSend, Flags: proto.SendSignaled, AH: ah}, []proto.SGE{a.mr.SGE(0, n)})
+		if rc := waitN(t, b.rcq, 1, "recv")[0]; rc.Status != proto.WCLocLenErr {
+			t.Fatalf("%d octets: receive %+v", n, rc)
+		}
+		sc := waitN(t, a.scq, 1, "send")[0]
+		if sc.Status == proto.WCSuccess || sc.Flags&proto.WCFlagTermValid == 0 || sc.Term != termWord(iwerr.DDPMessageTooLong) {
+			t.Fatalf("%d octets: send completion %+v, want the remote error %v", n, sc, iwerr.DDPMessageTooLong)
+		}
 	}
-	if sc := waitN(t, a.scq, 1, "send")[0]; sc.Status == proto.WCSuccess || sc.Flags&proto.WCFlagTermValid == 0 {
-		t.Logf("send completion %+v (the ACK can overtake the error message)", sc)
+	if ca := rdCounters(t, path, a.qp.QPN); ca["rd_error_msgs_unmatched"] != 0 {
+		t.Errorf("unmatched error messages: %v", ca)
 	}
 	rdExchange(t, a, b, []int{10, 3000})
 }

@@ -293,15 +293,22 @@ func TestSmokeLoopback(t *testing.T) {
 	if strings.Contains(out, "(no data)") || strings.Contains(out, "FAILED") {
 		t.Errorf("a metric is missing:\n%s", out)
 	}
+	for _, want := range []string{"RD / UD lat (medians) 64 B", "RD / RC bw 1 MiB", "RD Send lat 64 B, mean one way"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
 	for _, ratio := range []string{"UD lat / raw UDP lat", "UD bw / raw UDP bw", "RC Send lat / raw TCP lat",
-		"RC Write lat / raw TCP lat", "RC Write bw / raw TCP bw", "RC Read bw / raw TCP bw", "UD lat / RC Send lat"} {
+		"RC Write lat / raw TCP lat", "RC Write bw / raw TCP bw", "RC Read bw / raw TCP bw", "UD lat / RC Send lat",
+		"RD / UD lat (medians) 64 B", "RD / RC lat (medians) 1 MiB", "RD / raw UDP lat (medians) 4 KiB",
+		"RD / raw TCP bw 1 MiB", "RD / UD bw 64 KiB"} {
 		for _, line := range strings.Split(out, "\n") {
 			if strings.Contains(line, ratio) && !strings.Contains(line, "×") {
 				t.Errorf("ratio line without a ratio: %q", line)
 			}
 		}
 	}
-	if n := strings.Count(stderr.String(), "[loopback 1/1]"); n != 11 {
-		t.Errorf("%d progress lines, want 11 (5 UD and raw, 6 RC and raw TCP):\n%s", n, stderr.String())
+	if n := strings.Count(stderr.String(), "[loopback 1/1]"); n != 45 {
+		t.Errorf("%d progress lines, want 45 (5 UD and raw, 6 RC and raw TCP, 34 of the RD/UD/RC matrix):\n%s", n, stderr.String())
 	}
 }

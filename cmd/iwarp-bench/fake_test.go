@@ -51,13 +51,23 @@ func TestPipeline(t *testing.T) {
 		"RC Write bw / raw TCP bw (1 MiB)":                    "0.80× [0.80× – 0.80×] ≥ 0.8× PASS",
 		"RC Read bw / raw TCP bw (1 MiB)":                     "0.90× [0.90× – 0.90×] ≥ 0.8× PASS",
 		"UD lat / RC Send lat (medians; about 0.75 expected)": "0.75× [0.75× – 0.75×] ≤ 0.75× PASS",
+		// RD (fake: 8 µs, 25 Gb/s) against UD, RC and the raw sockets, at
+		// every size of the matrix; RC Send bw 12 Gb/s.
+		"RD / UD lat (medians) 64 B":        "1.07× [1.07× – 1.07×] — n/a",
+		"RD / RC lat (medians) 1 MiB":       "0.80× [0.80× – 0.80×] — n/a",
+		"RD / raw UDP lat (medians) 4 KiB":  "1.60× [1.60× – 1.60×] — n/a",
+		"RD / raw TCP lat (medians) 64 KiB": "1.33× [1.33× – 1.33×] — n/a",
+		"RD / UD bw 64 KiB":                 "0.83× [0.83× – 0.83×] — n/a",
+		"RD / RC bw 1 MiB":                  "2.08× [2.08× – 2.08×] — n/a",
+		"RD / raw TCP bw 1 MiB":             "1.25× [1.25× – 1.25×] — n/a",
+		"RD Send lat 64 B, mean one way":    "16.0 [16.0 – 16.0] µs",
 	} {
 		if got := row(out, name); got != want {
 			t.Errorf("row %q: %q, want %q\n%s", name, got, want, out)
 		}
 	}
-	if n := strings.Count(stderr.String(), "[loopback "); n != 33 {
-		t.Errorf("%d progress lines, want 33 (11 runs × 3 rounds):\n%s", n, stderr.String())
+	if n := strings.Count(stderr.String(), "[loopback "); n != 135 {
+		t.Errorf("%d progress lines, want 135 (11 runs + 34 of the RD/UD/RC matrix, × 3 rounds):\n%s", n, stderr.String())
 	}
 
 	stdout.Reset()

@@ -66,7 +66,7 @@ func (s *session) setupVeth() (nsA, nsB string, err error) {
 	deleteStaleNamespaces()
 	pid := strconv.Itoa(os.Getpid())
 	nsA, nsB = netnsPrefix+pid+"-a", netnsPrefix+pid+"-b"
-	devA, devB := "iwb"+pid+"a", "iwb"+pid+"b" // at most 15 octets
+	devA, devB := vethDevs()
 	for _, ns := range []string{nsA, nsB} {
 		if err := ipCmd("netns", "add", ns); err != nil {
 			return "", "", err
@@ -89,4 +89,26 @@ func (s *session) setupVeth() (nsA, nsB string, err error) {
 		}
 	}
 	return nsA, nsB, nil
+}
+
+// vethDevs names the two ends of the veth pair (at most 15 octets).
+func vethDevs() (devA, devB string) {
+	pid := strconv.Itoa(os.Getpid())
+	return "iwb" + pid + "a", "iwb" + pid + "b"
+}
+
+// setNetemLoss makes each veth end drop rate (e.g. "1%") of the packets it
+// sends, with a netem root qdisc; rate "" removes the qdiscs.
+func setNetemLoss(nsA, nsB, rate string) error {
+	devA, devB := vethDevs()
+	for _, side := range []struct{ ns, dev string }{{nsA, devA}, {nsB, devB}} {
+		args := []string{"-n", side.ns, "qdisc", "replace", "dev", side.dev, "root", "netem", "loss", rate}
+		if rate == "" {
+			args = []string{"-n", side.ns, "qdisc", "del", "dev", side.dev, "root"}
+		}
+		if out, err := exec.Command("tc", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("tc %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		}
+	}
+	return nil
 }

@@ -27,6 +27,23 @@ type session struct {
 	mu       sync.Mutex
 	procs    map[*exec.Cmd]struct{}
 	cleanups []func()
+	rdRuns   int // RD runs so far (nextRDPorts)
+}
+
+// The RD port ranges of the two daemons (startNodes). Each RD run takes the
+// next port of each: an RD QP on the port of a closed one meets the peer's
+// stale state (the peer-restart issue of docs/rd.md) and may hang.
+const (
+	rdPortsA, rdPortsB = 31000, 32000
+	rdPortsLen         = 1000
+)
+
+func (s *session) nextRDPorts() (a, b int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := s.rdRuns % rdPortsLen
+	s.rdRuns++
+	return rdPortsA + i, rdPortsB + i
 }
 
 func newSession() *session { return &session{procs: map[*exec.Cmd]struct{}{}} }
@@ -263,8 +280,8 @@ type perfReport struct {
 // perfTest is one iwarp-perf run: the test flags both sides get.
 type perfTest struct {
 	label     string // for progress and errors, e.g. "UD lat 64 B"
-	transport string // "ud", "rc", "raw-udp", "raw-tcp"
-	op        string // rc: "send", "write" or "read" ("": send)
+	transport string // "ud", "rc", "rd", "raw-udp", "raw-tcp"
+	op        string // "send", "write", "read" or "write-record" ("": send)
 	test      string // "lat" or "bw"
 	size      int
 	iters     int
@@ -278,10 +295,10 @@ func (t perfTest) args(cfg *benchConfig) []string {
 		a = append(a, "-raw", "udp")
 	case "raw-tcp":
 		a = append(a, "-raw", "tcp")
-	case "rc":
-		a = append(a, "-t", "rc", "-o", cmp.Or(t.op, "send"))
+	case "rc", "rd":
+		a = append(a, "-t", t.transport, "-o", cmp.Or(t.op, "send"))
 	default:
-		a = append(a, "-t", "ud", "-o", "send")
+		a = append(a, "-t", "ud", "-o", cmp.Or(t.op, "send"))
 	}
 	if t.test == "bw" {
 		a = append(a, "-window", strconv.Itoa(cfg.Window))
@@ -444,9 +461,14 @@ func (s *session) runPerf(cfg *benchConfig, a, b *node, t perfTest) (*perfReport
 	common := append([]string{cfg.perfBin(), "-p", strconv.Itoa(port)}, t.args(cfg)...)
 	srv := append([]string(nil), common...)
 	cli := append([]string(nil), common...)
-	if t.transport == "ud" || t.transport == "rc" {
+	if t.transport == "ud" || t.transport == "rc" || t.transport == "rd" {
 		srv = append(srv, "-socket", a.socket)
 		cli = append(cli, "-socket", b.socket)
+	}
+	if t.transport == "rd" { // a port never used before: docs/rd.md on peer restarts
+		pa, pb := s.nextRDPorts()
+		srv = append(srv, "-qp-port", strconv.Itoa(pa))
+		cli = append(cli, "-qp-port", strconv.Itoa(pb))
 	}
 	cli = append(cli, a.addr)
 	so, co, err := s.runPair(a, b, srv, cli, cfg.RunTimeout, nil)

@@ -191,10 +191,13 @@ func startNodes(s *session, cfg *benchConfig, a, b *node) error {
 	}
 	s.onClose(func() { os.RemoveAll(dir) })
 	a.socket, b.socket = filepath.Join(dir, "a.sock"), filepath.Join(dir, "b.sock")
-	if err := s.startDaemon(cfg.daemonBin(), a, "30000-30049", cfg.DaemonArgs); err != nil {
+	rd := func(first int) []string {
+		return append([]string{"-rd-ports", fmt.Sprintf("%d-%d", first, first+rdPortsLen-1)}, cfg.DaemonArgs...)
+	}
+	if err := s.startDaemon(cfg.daemonBin(), a, "30000-30049", rd(rdPortsA)); err != nil {
 		return err
 	}
-	return s.startDaemon(cfg.daemonBin(), b, "30050-30099", cfg.DaemonArgs)
+	return s.startDaemon(cfg.daemonBin(), b, "30050-30099", rd(rdPortsB))
 }
 
 // runLoopback measures two daemons on 127.0.0.1, one per CPU.
@@ -216,6 +219,7 @@ func runLoopback(s *session, cfg *benchConfig, progress io.Writer) *scenario {
 	sc.addRatio("UD bw / raw UDP bw", kUDBW, kRawUDPBW, ">=", 0.7)
 	sc.addRatio("UD bw / raw TCP bw", kUDBW, kRawTCPBW, "", 0)
 	rcMetrics(sc)
+	matrixMetrics(sc, fi)
 
 	a := &node{name: "A", cpu: cfg.CPUA, addr: "127.0.0.1"}
 	b := &node{name: "B", cpu: cfg.CPUB, addr: "127.0.0.1"}
@@ -244,6 +248,7 @@ func runLoopback(s *session, cfg *benchConfig, progress io.Writer) *scenario {
 		}, steps[2:]...)...)
 	}
 	steps = append(steps, rcSteps(s, cfg, sc, a, b)...)
+	steps = append(steps, matrixSteps(s, cfg, sc, a, b)...)
 	runRounds(sc, steps, cfg.only(), progress)
 	return sc
 }
@@ -271,6 +276,17 @@ func runVeth(s *session, cfg *benchConfig, progress io.Writer) *scenario {
 		sc.finish()
 		return sc
 	}
+	// The loss runs need tc and the netem qdisc (sch_netem): probe once.
+	netem := setNetemLoss(nsA, nsB, "0%")
+	if netem == nil {
+		netem = setNetemLoss(nsA, nsB, "")
+	}
+	if netem == nil {
+		lossMetrics(sc)
+	} else {
+		sc.Warnings = append(sc.Warnings, fmt.Sprintf("the RD loss runs are skipped: %v", netem))
+		fmt.Fprintf(progress, "[veth] RD loss runs skipped: %v\n", netem)
+	}
 	a := &node{name: "A", cpu: cfg.CPUA, netns: nsA, addr: vethAddrA}
 	b := &node{name: "B", cpu: cfg.CPUB, netns: nsB, addr: vethAddrB}
 	if err := startNodes(s, cfg, a, b); err != nil {
@@ -279,6 +295,10 @@ func runVeth(s *session, cfg *benchConfig, progress io.Writer) *scenario {
 		sc.finish()
 		return sc
 	}
-	runRounds(sc, perfSteps(s, cfg, sc, a, b), cfg.only(), progress)
+	steps := perfSteps(s, cfg, sc, a, b)
+	if netem == nil {
+		steps = append(steps, lossSteps(s, cfg, sc, a, b)...)
+	}
+	runRounds(sc, steps, cfg.only(), progress)
 	return sc
 }

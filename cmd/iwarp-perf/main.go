@@ -21,6 +21,8 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -52,6 +54,7 @@ type config struct {
 	timeout    time.Duration
 	cpu        int
 	raw        string // "", "udp", "tcp"
+	qpPort     int    // -qp-port: UDP port of a UD or RD QP (0: the daemon picks)
 }
 
 // usageError is a problem with the command line (exit status 2).
@@ -65,8 +68,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("iwarp-perf", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.qpType, "t", "ud", "queue pair `type`: ud or rc (rd: not supported yet)")
-	fs.StringVar(&c.op, "o", "send", "`operation`: send; write and read with -t rc (write-record: not supported yet)")
+	fs.StringVar(&c.qpType, "t", "ud", "queue pair `type`: ud, rc or rd")
+	fs.StringVar(&c.op, "o", "send", "`operation`: send; write with -t rc; read with -t rc or rd; write-record with -t ud or rd")
 	fs.StringVar(&c.test, "m", "lat", "`test`: lat (ping-pong latency) or bw (streaming bandwidth)")
 	fs.IntVar(&c.size, "s", 0, "message size in `bytes` (default 64 for lat; 65536 for bw, 65507 over raw UDP)")
 	fs.BoolVar(&c.all, "a", false, "run every size 2^0 .. 2^N up to the largest message")
@@ -78,6 +81,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.pollWindow, "poll-window", 50*time.Microsecond, "poll (sched_yield between empty polls) for this `duration`, then block")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "give up when one message, or the peer, takes longer than this")
 	fs.IntVar(&c.cpu, "cpu", -1, "pin the process to this `cpu` (-1: do not pin)")
+	fs.IntVar(&c.qpPort, "qp-port", 0, "UDP `port` of the UD or RD queue pair, in the daemon's range (0: the daemon picks; "+
+		"iwarp-bench gives each RD run a port of its own, see docs/rd.md on peer restarts)")
 	fs.StringVar(&c.raw, "raw", "", "run over plain `sockets` for a baseline: udp or tcp")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: iwarp-perf [flags]            (server: serves one test, then exits)\n"+
@@ -103,22 +108,12 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 
 func (c *config) validate() error {
 	switch c.qpType {
-	case "ud", "rc":
-	case "rd":
-		return usagef("-t %s: not supported yet (ud or rc)", c.qpType)
+	case "ud", "rc", "rd":
 	default:
-		return usagef("-t %q: want ud or rc (rd: not supported yet)", c.qpType)
+		return usagef("-t %q: want ud, rc or rd", c.qpType)
 	}
-	switch c.op {
-	case "send":
-	case "write", "read":
-		if c.raw != "" || c.qpType != "rc" {
-			return usagef("-o %s: needs -t rc (RDMA Write and Read are RC operations; the raw baselines only send)", c.op)
-		}
-	case "write-record":
-		return usagef("-o %s: not supported yet (send, write, read)", c.op)
-	default:
-		return usagef("-o %q: want send, write or read (write-record: not supported yet)", c.op)
+	if err := c.validateOp(); err != nil {
+		return err
 	}
 	if c.test != "lat" && c.test != "bw" {
 		return usagef("-m %q: want lat or bw", c.test)
@@ -132,7 +127,7 @@ func (c *config) validate() error {
 	if c.raw == "udp" && c.size > maxUDPPayload {
 		return usagef("-s %d: larger than the largest raw-udp message, %d bytes", c.size, maxUDPPayload)
 	}
-	if (c.raw == "tcp" || (c.raw == "" && c.qpType == "rc")) && c.size > maxTCPMessage {
+	if (c.raw == "tcp" || (c.raw == "" && c.qpType != "ud")) && c.size > maxTCPMessage {
 		return usagef("-s %d: larger than the largest raw-tcp message, %d bytes", c.size, maxTCPMessage)
 	}
 	if c.iters < 1 {
@@ -141,6 +136,9 @@ func (c *config) validate() error {
 	if c.window < 1 || c.window > 4096 {
 		return usagef("-window %d: want 1..4096", c.window)
 	}
+	if c.qpPort < 0 || c.qpPort > 65535 || (c.qpPort != 0 && (c.raw != "" || c.qpType == "rc")) {
+		return usagef("-qp-port %d: want a UDP port, for -t ud or rd", c.qpPort)
+	}
 	if c.port < 1 || c.port > 65535 {
 		return usagef("-p %d: want a TCP port", c.port)
 	}
@@ -148,6 +146,24 @@ func (c *config) validate() error {
 		return usagef("-poll-window must be >= 0 and -timeout > 0")
 	}
 	return nil
+}
+
+// validateOp checks that -o suits -t and -raw: RDMA Write is an RC
+// operation, Read an RC and RD one, Write-Record a datagram one (UD, RD);
+// the raw baselines only send.
+func (c *config) validateOp() error {
+	need := map[string][]string{"write": {"rc"}, "read": {"rc", "rd"}, "write-record": {"ud", "rd"}}
+	switch c.op {
+	case "send":
+		return nil
+	case "write", "read", "write-record":
+		types := need[c.op]
+		if c.raw != "" || !slices.Contains(types, c.qpType) {
+			return usagef("-o %s: needs -t %s (the raw baselines only send)", c.op, strings.Join(types, " or -t "))
+		}
+		return nil
+	}
+	return usagef("-o %q: want send, write, read or write-record", c.op)
 }
 
 // transportName is what both sides call the transport in hellos and reports.

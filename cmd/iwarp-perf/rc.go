@@ -34,11 +34,20 @@ type rdmaTransport interface {
 	setPeerBuffer(b *remoteBuffer)
 }
 
-// rdmaRecvSlots returns the receive slots of an RDMA Write or Read test:
-// write bw carries its markers and credits as 8-octet Sends; the others
-// receive nothing.
-func rdmaRecvSlots(cfg *config) (slots, size int) {
-	if cfg.op == "write" && cfg.test == "bw" {
+// rdmaRecvSlots returns the receive slots of an RDMA Write, Read or
+// Write-Record test: write bw carries its markers and credits as 8-octet
+// Sends; each Write-Record consumes a receive at its target for its record
+// (64 octets hold 7 ranges; a whole message has one), and write-record bw
+// credits with Sends as send bw does; read receives nothing.
+func rdmaRecvSlots(cfg *config, server bool) (slots, size int) {
+	switch {
+	case cfg.op == "write" && cfg.test == "bw":
+		return creditSlots, 64
+	case cfg.op == "write-record" && cfg.test == "lat":
+		return 4, 64
+	case cfg.op == "write-record" && server:
+		return cfg.window, 64
+	case cfg.op == "write-record":
 		return creditSlots, 64
 	}
 	return 0, 0
@@ -47,16 +56,19 @@ func rdmaRecvSlots(cfg *config) (slots, size int) {
 // rdmaRegion returns the slots of the RDMA region and their stride (the
 // largest message rounded up to 64 octets, so every slot is aligned; both
 // sides compute the same, and a writer addresses the peer's slots with it):
-//   - write lat: 2 slots on both sides, written by the peer in turn;
-//   - write bw: the server's ring of -window slots, written by the client;
+//   - write and write-record lat: 2 slots on both sides, written by the
+//     peer in turn;
+//   - write and write-record bw: the server's ring of -window slots,
+//     written by the client;
 //   - read: where the client's Reads land, 2 slots (lat) or one per Read
 //     outstanding (bw); the server exposes its pattern buffer instead.
 func rdmaRegion(cfg *config, largest int, server bool) (slots, stride int) {
 	stride = (largest + 63) &^ 63
+	write := cfg.op == "write" || cfg.op == "write-record"
 	switch {
-	case cfg.op == "write" && cfg.test == "lat":
+	case write && cfg.test == "lat":
 		return 2, stride
-	case cfg.op == "write" && server:
+	case write && server:
 		return cfg.window, stride
 	case cfg.op == "read" && !server && cfg.test == "lat":
 		return 2, stride
@@ -80,7 +92,7 @@ func (t *verbsTransport) allocRegion() error {
 		return t.errorf("RDMA region not aligned")
 	}
 	access := ofverbs.AccessLocalWrite
-	if t.op == "write" {
+	if t.op == "write" || t.op == "write-record" {
 		access |= ofverbs.AccessRemoteWrite
 	}
 	if t.regionMR, err = t.pd.RegMR(t.region, access); err != nil {
@@ -99,7 +111,7 @@ func (t *verbsTransport) poisonRegion() {
 
 func (t *verbsTransport) localBuffer() *remoteBuffer {
 	switch {
-	case t.op == "write" && t.regionMR != nil:
+	case (t.op == "write" || t.op == "write-record") && t.regionMR != nil:
 		return &remoteBuffer{Addr: t.regionMR.Addr(), RKey: t.regionMR.RKey(), Len: uint64(len(t.region))}
 	case t.op == "read" && t.regionMR == nil: // the server: Reads come from its pattern
 		return &remoteBuffer{Addr: t.patMR.Addr(), RKey: t.patMR.RKey(), Len: uint64(len(t.pat))}

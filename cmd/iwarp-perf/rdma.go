@@ -23,15 +23,15 @@ const (
 
 // runClientSide runs one size of the test on the client.
 func runClientSide(cfg *config, tr transport, p pattern, size int) (sideResult, error) {
-	if cfg.op == "send" {
+	if cfg.op == "send" || cfg.op == "write-record" { // wrec.go
 		if cfg.test == "lat" {
 			return latClient(tr, p, size, cfg.iters)
 		}
 		return bwSender(tr, size, cfg.iters, cfg.window, cfg.batch())
 	}
-	t, ok := tr.(*verbsTransport)
-	if !ok || t.kind != "rc" {
-		return sideResult{}, fmt.Errorf("-o %s needs -t rc", cfg.op)
+	t, err := rdmaVerbs(cfg, tr)
+	if err != nil {
+		return sideResult{}, err
 	}
 	switch cfg.op + " " + cfg.test {
 	case "write lat":
@@ -48,15 +48,15 @@ func runClientSide(cfg *config, tr transport, p pattern, size int) (sideResult, 
 // runServerSide runs one size of the test on the server. The server of a
 // Read test is passive: its daemon answers the Reads.
 func runServerSide(cfg *config, tr transport, p pattern, size int) (sideResult, error) {
-	if cfg.op == "send" {
+	if cfg.op == "send" || cfg.op == "write-record" {
 		if cfg.test == "lat" {
 			return latServer(tr, p, size, cfg.iters)
 		}
 		return bwReceiver(tr, p, size, cfg.iters, cfg.window)
 	}
-	t, ok := tr.(*verbsTransport)
-	if !ok || t.kind != "rc" {
-		return sideResult{}, fmt.Errorf("-o %s needs -t rc", cfg.op)
+	t, err := rdmaVerbs(cfg, tr)
+	if err != nil {
+		return sideResult{}, err
 	}
 	switch cfg.op + " " + cfg.test {
 	case "write lat":
@@ -65,6 +65,16 @@ func runServerSide(cfg *config, tr transport, p pattern, size int) (sideResult, 
 		return t.writeBWReceiver(p, size, cfg.iters, cfg.window)
 	}
 	return sideResult{}, nil
+}
+
+// rdmaVerbs returns tr as the verbs transport of an RDMA Write (RC) or
+// Read (RC, RD) test.
+func rdmaVerbs(cfg *config, tr transport) (*verbsTransport, error) {
+	t, ok := tr.(*verbsTransport)
+	if !ok || (t.kind != "rc" && !(t.kind == "rd" && cfg.op == "read")) {
+		return nil, fmt.Errorf("-o %s: not an operation of -t %s", cfg.op, cfg.transportName())
+	}
+	return t, nil
 }
 
 // setWrite makes wr an RDMA Write of iteration iter's message into peer
@@ -266,18 +276,36 @@ func (t *verbsTransport) postAll(wrs []ofverbs.SendWR) error {
 // returns them (valid until the next poll).
 func (t *verbsTransport) waitSendCompletions() ([]ofverbs.WC, error) {
 	var n int
-	try := func() (bool, error) {
+	try := latched(func() (int, error) {
 		var err error
 		n, err = t.sendCQ.Poll(t.swcs[:])
 		if err != nil {
-			return false, t.errorf("poll send CQ: %w", err)
+			return 0, t.errorf("poll send CQ: %w", err)
 		}
-		return n > 0, nil
-	}
+		return n, nil
+	})
 	if err := t.w.wait(try, func(d time.Duration) error { return t.block(t.sendCQ, try, d) }); err != nil {
 		return nil, err
 	}
 	return t.swcs[:n], nil
+}
+
+// latched turns poll, which consumes what it returns (a CQ poll), into a
+// try for waiter.wait that may be called again after it succeeded: block
+// re-checks with try after arming the CQ, then wait calls try once more.
+// Once a poll found something, try reports done without polling again;
+// a plain try would poll again there and drop what the first poll found
+// (a lost completion: a Read "timed out", or seen "out of order").
+func latched(poll func() (int, error)) func() (bool, error) {
+	found := false
+	return func() (bool, error) {
+		if found {
+			return true, nil
+		}
+		n, err := poll()
+		found = n > 0 && err == nil
+		return found, err
+	}
 }
 
 // readLat times RDMA Reads one at a time: iteration k reads the peer's

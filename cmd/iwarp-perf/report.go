@@ -39,6 +39,7 @@ type result struct {
 var transportTitle = map[string]string{
 	"ud":      "iWARP UD (iwarpd)",
 	"rc":      "iWARP RC (iwarpd: RDMAP/DDP/MPA over TCP)",
+	"rd":      "iWARP RD (iwarpd: reliable datagrams over UDP)",
 	"raw-udp": "raw UDP socket",
 	"raw-tcp": "raw TCP socket (TCP_NODELAY)",
 }
@@ -49,7 +50,7 @@ const rule = "------------------------------------------------------------------
 func writeTable(w io.Writer, rep *report) error {
 	title := map[string]string{"lat": "Latency", "bw": "Bandwidth"}[rep.Test]
 	fmt.Fprintln(w, rule)
-	fmt.Fprintf(w, "                    %s %s Test (%s)\n", capitalize(rep.Op), title, rep.Role)
+	fmt.Fprintf(w, "                    %s %s Test (%s)\n", opTitle(rep.Op), title, rep.Role)
 	fmt.Fprintf(w, " Transport       : %s\n", transportTitle[rep.Transport])
 	fmt.Fprintf(w, " Poll window     : %v (then block)\n", time.Duration(rep.PollWindowUS*float64(time.Microsecond)))
 	if rep.Test == "bw" {
@@ -103,6 +104,14 @@ func writeJSON(w io.Writer, rep *report) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(rep)
+}
+
+// opTitle names operation op in table titles.
+func opTitle(op string) string {
+	if op == "write-record" {
+		return "Write-Record"
+	}
+	return capitalize(op)
 }
 
 func capitalize(s string) string {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/iwarpd/iwarpd/ofverbs"
 )
 
 func TestPatternVerify(t *testing.T) {
@@ -136,11 +138,16 @@ func TestParseConfig(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-t", "rd"}, "-t rd: not supported yet"},
+		{[]string{"-t", "xd"}, "-t \"xd\": want ud, rc or rd"},
 		{[]string{"-o", "write"}, "-o write: needs -t rc"},
-		{[]string{"-t", "rc", "-o", "read", "-raw", "tcp"}, "-o read: needs -t rc"},
+		{[]string{"-t", "rd", "-o", "write"}, "-o write: needs -t rc"},
+		{[]string{"-t", "rc", "-o", "read", "-raw", "tcp"}, "-o read: needs -t rc or -t rd"},
+		{[]string{"-o", "read"}, "-o read: needs -t rc or -t rd"},
+		{[]string{"-t", "rc", "-o", "write-record"}, "-o write-record: needs -t ud or -t rd"},
+		{[]string{"-o", "write-record", "-raw", "udp"}, "-o write-record: needs -t ud or -t rd"},
+		{[]string{"-o", "bogus"}, "want send, write, read or write-record"},
+		{[]string{"-t", "rd", "-s", "70000000"}, "-s 70000000: larger than the largest raw-tcp message"},
 		{[]string{"-t", "rc", "-s", "70000000"}, "-s 70000000: larger than the largest raw-tcp message"},
-		{[]string{"-o", "write-record"}, "-o write-record: not supported yet"},
 		{[]string{"-m", "x"}, "-m \"x\""},
 		{[]string{"-raw", "sctp"}, "-raw \"sctp\""},
 		{[]string{"-s", "64", "-a"}, "not together with -a"},
@@ -172,6 +179,19 @@ func TestParseConfigRC(t *testing.T) {
 	}
 }
 
+// TestParseConfigDatagram: -t rd takes send, read and write-record; -t ud
+// send and write-record.
+func TestParseConfigDatagram(t *testing.T) {
+	for _, tt := range []struct{ qpType, op string }{
+		{"rd", "send"}, {"rd", "read"}, {"rd", "write-record"}, {"ud", "send"}, {"ud", "write-record"},
+	} {
+		c, err := parseConfig([]string{"-t", tt.qpType, "-o", tt.op, "-m", "lat", "127.0.0.1"}, io.Discard)
+		if err != nil || c.qpType != tt.qpType || c.op != tt.op || c.transportName() != tt.qpType {
+			t.Errorf("-t %s -o %s: %+v, %v", tt.qpType, tt.op, c, err)
+		}
+	}
+}
+
 // TestRDMARegion checks the RDMA memory each side of each test gets.
 func TestRDMARegion(t *testing.T) {
 	for _, tt := range []struct {
@@ -188,10 +208,14 @@ func TestRDMARegion(t *testing.T) {
 		{"read", "bw", false, 64, 0},
 		{"read", "bw", true, 0, 0},
 		{"send", "bw", true, 0, 0},
+		{"write-record", "lat", false, 2, 4},
+		{"write-record", "lat", true, 2, 4},
+		{"write-record", "bw", true, 64, 64},
+		{"write-record", "bw", false, 0, creditSlots},
 	} {
 		cfg := &config{op: tt.op, test: tt.test, window: 64}
 		slots, stride := rdmaRegion(cfg, 1000, tt.server)
-		recv, _ := rdmaRecvSlots(cfg)
+		recv, _ := rdmaRecvSlots(cfg, tt.server)
 		if slots != tt.slots || stride != 1024 || (tt.op != "send" && recv != tt.recvSlots) {
 			t.Errorf("%s %s server=%v: %d slots of %d, %d receive slots; want %d of 1024, %d", tt.op, tt.test, tt.server,
 				slots, stride, recv, tt.slots, tt.recvSlots)
@@ -199,6 +223,36 @@ func TestRDMARegion(t *testing.T) {
 	}
 	if slots, _ := rdmaRegion(&config{op: "read", test: "bw", window: 4096}, 64, false); slots != rcReadDepth {
 		t.Errorf("read bw region of %d slots, want the largest read depth %d", slots, rcReadDepth)
+	}
+}
+
+// TestCheckRecord: a record completion passes only for a whole message of
+// the expected size.
+func TestCheckRecord(t *testing.T) {
+	whole := ofverbs.AppendRecord(nil, []ofverbs.Range{{Offset: 0, Length: 100}})
+	ok := ofverbs.WC{Opcode: ofverbs.WCRecvWriteRecord, ByteLen: 100}
+	if err := checkRecord(ok, whole, 100); err != nil {
+		t.Errorf("whole message: %v", err)
+	}
+	trimmed := ok
+	trimmed.Flags |= ofverbs.WCFlagRecordTrim
+	for _, tt := range []struct {
+		name string
+		wc   ofverbs.WC
+		rec  []byte
+		size int
+		want string
+	}{
+		{"other size", ok, whole, 64, "record of a 100-octet message, want 64"},
+		{"send", ofverbs.WC{Opcode: ofverbs.WCRecv, ByteLen: 100}, whole, 100, "want a Write-Record"},
+		{"trimmed", trimmed, whole, 100, "not placed whole"},
+		{"hole", ok, ofverbs.AppendRecord(nil, []ofverbs.Range{{Offset: 0, Length: 40}, {Offset: 60, Length: 40}}), 100, "not placed whole"},
+		{"short range", ok, ofverbs.AppendRecord(nil, []ofverbs.Range{{Offset: 0, Length: 99}}), 100, "not placed whole"},
+		{"truncated", ok, whole[:8], 100, "truncated"},
+	} {
+		if err := checkRecord(tt.wc, tt.rec, tt.size); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want %q", tt.name, err, tt.want)
+		}
 	}
 }
 

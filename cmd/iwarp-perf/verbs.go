@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// verbsTransport runs the test on an iwarpd UD or RC queue pair through ofverbs:
+// verbsTransport runs the test on an iwarpd UD, RC or RD queue pair through ofverbs:
 // one QP with its own send and receive CQs sharing a completion channel;
 // data sent straight from a registered pattern buffer; receives into
 // registered slots of the largest message, re-posted as soon as a message
@@ -25,7 +25,7 @@ type verbsTransport struct {
 	qp             *ofverbs.QP
 	ah             *ofverbs.AH
 	w              waiter
-	kind           string // "ud" or "rc"
+	kind           string // "ud", "rc" or "rd"
 	op             string // -o
 
 	// RC only (rc.go): the server's CM listener, the RDMA region (the
@@ -60,8 +60,9 @@ type verbsTransport struct {
 	rsge     [1]ofverbs.SGE
 	swcs     [32]ofverbs.WC
 	rwcs     [32]ofverbs.WC
-	rpos, rn int // rwcs[rpos:rn] are receive completions not yet consumed
-	held     int // slot returned by recv, -1 if none
+	rpos, rn int        // rwcs[rpos:rn] are receive completions not yet consumed
+	held     int        // slot returned by recv, -1 if none
+	heldWC   ofverbs.WC // the completion of the held slot
 	cbuf     [8]byte
 }
 
@@ -101,8 +102,8 @@ func openVerbsTransport(cfg *config, ip netip.Addr, server bool) (tr transport, 
 		return nil, 0, t.errorf("%w", err)
 	}
 	maxMsg = attr.MaxMsgUD
-	if t.kind == "rc" {
-		maxMsg = 1 << 20 // -a stops at 1 MiB, as raw TCP does
+	if t.kind != "ud" { // rc, rd
+		maxMsg = 1 << 20 // -a stops at 1 MiB, as raw TCP does (RD: -max-msg-rd, 64 MiB by default)
 		if !cfg.all && cfg.size > maxMsg {
 			maxMsg = min(cfg.size, maxTCPMessage)
 		}
@@ -129,7 +130,7 @@ func openVerbsTransport(cfg *config, ip netip.Addr, server bool) (tr transport, 
 	t.slots, t.slotSize = 4, largest
 	switch {
 	case cfg.op != "send":
-		t.slots, t.slotSize = rdmaRecvSlots(cfg)
+		t.slots, t.slotSize = rdmaRecvSlots(cfg, server)
 	case cfg.test == "bw" && server:
 		t.slots = cfg.window
 	case cfg.test == "bw":
@@ -158,7 +159,7 @@ func openVerbsTransport(cfg *config, ip netip.Addr, server bool) (tr transport, 
 	t.pat = pattern(patBuf.Bytes())
 	copy(t.pat, newPattern(largest))
 	var patAccess ofverbs.Access
-	if t.kind == "rc" {
+	if t.op == "read" {
 		patAccess = ofverbs.AccessRemoteRead // the source of -o read
 	}
 	if t.patMR, err = t.pd.RegMR(t.pat, patAccess); err != nil {
@@ -186,12 +187,9 @@ func openVerbsTransport(cfg *config, ip netip.Addr, server bool) (tr transport, 
 	if t.recvCQ, err = ctx.CreateCQ(rqDepth, t.ch); err != nil {
 		return nil, 0, t.errorf("receive CQ: %w", err)
 	}
-	qpType := ofverbs.QPTypeUD
-	if t.kind == "rc" {
-		qpType = ofverbs.QPTypeRC
-	}
+	qpType := map[string]ofverbs.QPType{"ud": ofverbs.QPTypeUD, "rc": ofverbs.QPTypeRC, "rd": ofverbs.QPTypeRD}[t.kind]
 	t.qp, err = t.pd.CreateQP(ofverbs.QPInitAttr{
-		Type: qpType, SendCQ: t.sendCQ, RecvCQ: t.recvCQ,
+		Type: qpType, SendCQ: t.sendCQ, RecvCQ: t.recvCQ, Port: uint16(cfg.qpPort),
 		Cap: ofverbs.QPCap{MaxSendWR: uint32(t.sqDepth), MaxRecvWR: uint32(rqDepth), MaxSendSGE: 1, MaxRecvSGE: 1,
 			MaxInline: uint32(len(t.cbuf))},
 	})
@@ -240,6 +238,10 @@ func (t *verbsTransport) connect(peer string, server bool) error {
 	if t.kind == "rc" {
 		return t.rcConnect(peer, server)
 	}
+	// UD and RD: an address handle of the peer QP on every work request.
+	// RD has no IRD/ORD exchange: the daemons' -rd-ord (16 by default)
+	// bounds the Reads in flight, and iwarp-perf keeps that many outstanding.
+	t.ord = defaultReadDepth
 	ap, err := netip.ParseAddrPort(peer)
 	if err != nil {
 		return t.errorf("peer QP address %q: %w", peer, err)
@@ -283,6 +285,8 @@ func (t *verbsTransport) prepare(int) error {
 
 // block arms cq, gives a completion that slipped in before the arming one
 // more chance (check), then sleeps on the completion channel for at most d.
+// waiter.wait calls its try again after block returns, so check must not
+// lose what it consumed (see latched).
 func (t *verbsTransport) block(cq *ofverbs.CQ, check func() (bool, error), d time.Duration) error {
 	if err := cq.ReqNotify(false); err != nil {
 		return err
@@ -348,6 +352,9 @@ func (t *verbsTransport) post(wrs []ofverbs.SendWR) error {
 }
 
 func (t *verbsTransport) send(first uint64, n, size int) error {
+	if t.op == "write-record" {
+		return t.sendWriteRecords(first, n, size)
+	}
 	wrs := t.swr[:n]
 	for i := range wrs {
 		iter := first + uint64(i)
@@ -391,19 +398,36 @@ func (t *verbsTransport) nextRecv() ([]byte, error) {
 	wc := t.rwcs[t.rpos]
 	t.rpos++
 	if err := wc.Err(); err != nil {
+		// A failed send moves a UD or RD QP to ERROR, which flushes the
+		// receives: the send's error, which may complete just after, is
+		// the cause.
+		for range 20 {
+			if _, serr := t.reapSends(); serr != nil {
+				return nil, serr
+			}
+			if t.outstanding <= 0 {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
 		return nil, t.errorf("receive: %w", err)
 	}
 	if wc.ID >= uint64(t.slots) {
 		return nil, t.errorf("receive completion for unknown slot %d", wc.ID)
 	}
-	t.held = int(wc.ID)
+	t.held, t.heldWC = int(wc.ID), wc
 	return t.slot(t.held)[:min(int(wc.ByteLen), t.slotSize)], nil
 }
 
-func (t *verbsTransport) recv(int) ([]byte, error) {
+func (t *verbsTransport) recv(size int) ([]byte, error) {
 	b, err := t.nextRecv()
 	if err != nil {
 		return nil, err
+	}
+	if t.op == "write-record" { // the message is in the region, the slot holds its record
+		if b, err = t.recordedMessage(size); err != nil {
+			return nil, err
+		}
 	}
 	// Keep the send CQ drained on the way (lat sends one message per receive).
 	if _, err := t.reapSends(); err != nil {

@@ -35,23 +35,47 @@
 //   - Held datagrams are named by (Peer, Header.Seq).
 //   - Acked means delivered in order at the peer (a SACK only stops
 //     retransmission). Failed and PeerReset end the other tokens
-//     outstanding to that peer too; the next Send starts a new space at 1.
+//     outstanding to that peer too; the next Send starts a new space at 1
+//     under a new incarnation of ours towards that peer.
 //   - NOTREADY pauses sending to the peer (CanSend false) until the
 //     back-off expires; not-ready retries never count as retries.
+//   - HoldAcks: when the engine refuses a delivered datagram it calls
+//     HoldAcks(peer, seq, errTok) before sending the error message errTok;
+//     acks to the peer do not cover seq until errTok is Acked (or ends), so
+//     the peer always handles the error before the ack completing its WR.
+//
+// Guarantees across restarts. The two halves of a pair are independent: a
+// sequence space is named by its sender's incarnation towards the peer and
+// ends only on the sender's side (retry exceeded, RESET, an inconsistent
+// ACK); a sender whose space ends renews its incarnation towards that peer
+// (Endpoint.renew), so that no life of the peer can take the next space —
+// starting at 1 again — for the ended one (late or duplicated datagrams of
+// it included). A receiver seeing a new incarnation from an address ends
+// only its receive half (the peer restarted or renewed); its own send space
+// goes on, now echoing the new incarnation: the new life either holds
+// receive state for it (it acknowledged it: the ack is checked against the
+// space once, then taken) or answers RESET. Hence: a token is Acked only if
+// the life of the peer that sent the acknowledgement delivered it, exactly
+// once and in order; a token whose fate is unknown (outstanding when the
+// peer's life ended, or refused by the new life) ends with PeerReset (the
+// engine's WCRetryExcErr), never with Acked. A token the old life delivered
+// and never acknowledged may be delivered again to the new life (at most
+// once per life). Both sides failing on a dead link renew their own spaces
+// only: after recovery the first messages go through.
 //
 // Wire decisions on top of docs/wire-format.md §7: a RESET carries in its
 // CumAck field (unused without the A flag) the incarnation of its sender
 // whose state is gone when that is not the current one (RESET answering
 // DATA meant for a previous life), so a late or duplicated RESET cannot
-// reset the newer state. A send half idle for IdleTimeout starts over at 1;
-// the receiver accepts seq 1 as a new space when its receive half has been
-// idle for IdleTimeout/2 and holds nothing; it keeps the receive half for
+// reset the newer state. RESET means "I have no receive state for the
+// space you echo": it ends the receiver's send space only. A send half idle
+// for IdleTimeout starts over at 1 (same incarnation); the receiver accepts
+// seq 1 as a new space when its receive half has been idle for
+// IdleTimeout/2 and holds nothing; it keeps the receive half for
 // 2×IdleTimeout (then held datagrams are discarded too). DATA for the
-// peer's last previous incarnation is Stale. After a failure (retry
-// exceeded, or an ACK for numbers never sent) the endpoint takes a new
-// incarnation towards that peer only, so the peer sees a restart and can
-// never take the new space for the old one; the peer then ends its own
-// outstanding tokens to us with PeerReset (the price of safety).
+// peer's last previous incarnation is Stale; DATA echoing the endpoint's
+// incarnation or one of its last two incarnations towards the peer is for
+// this life.
 //
 // Imports: the standard library, iwerr, llp/dgram. The simulated lossy,
 // reordering, duplicating link used by the tests is package rd/rdtest.

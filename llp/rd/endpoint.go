@@ -171,7 +171,7 @@ type Stats struct {
 	Delivered, Held, Duplicates, Dropped, Stale  uint64
 	NotReadySent, NotReadyReceived               uint64
 	AcksSent, ResetsSent, ResetsReceived         uint64
-	BadAcks, NewSpaces                           uint64
+	BadAcks, NewSpaces, Renewals, AckHolds       uint64
 	PeersCreated, PeersReclaimed, PeersRefused   uint64
 }
 
@@ -373,15 +373,21 @@ func (e *Endpoint) ackHeader(p *peer, typ dgram.RDType) dgram.RDHeader {
 	if p.rcvNext != 0 && p.inc != 0 {
 		h.Flags |= dgram.FlagAck
 		h.Window = e.advWnd
-		h.CumAck = p.rcvNext
+		h.CumAck = p.cumAck()
 		h.SACK = p.sackBits()
 	}
 	return h
 }
 
-// resetPeer ends both sequence spaces of p: every outstanding token is
-// reported with kind (PeerReset or Failed), held datagrams are discarded.
-func (e *Endpoint) resetPeer(p *peer, kind ActionKind) {
+// endSend ends p's send space (our sequence space towards it): every
+// outstanding token is reported with kind (PeerReset or Failed). When the
+// space was used, our incarnation towards p is renewed, so that the next
+// space — starting at 1 again — can never be taken by any life of the peer
+// for the one that ended (it may keep receive state for it, or get late
+// datagrams of it). The receive half is not touched: the peer's space
+// towards us goes on.
+func (e *Endpoint) endSend(p *peer, kind ActionKind) {
+	used := p.nextSeq != 1 || p.out.n > 0
 	for i := 0; i < p.out.n; i++ {
 		s := p.out.at(i)
 		e.push(Action{Kind: kind, Peer: p.addr, Token: s.tok})
@@ -390,13 +396,70 @@ func (e *Endpoint) resetPeer(p *peer, kind ActionKind) {
 		} else {
 			e.stats.PeerResets++
 		}
+		if p.hold && s.tok == p.holdTok {
+			e.releaseHold(p) // the error message will not arrive: ack what was delivered
+		}
 	}
+	p.resetSend(e.cfg.Window)
+	if used {
+		e.renew(p)
+	}
+}
+
+// endReceive ends p's space towards us (the peer restarted or renewed its
+// incarnation): held datagrams are discarded.
+func (e *Endpoint) endReceive(p *peer) {
 	if p.heldN > 0 || p.draining {
 		e.push(Action{Kind: DiscardHeld, Peer: p.addr})
 		p.dropping = true
 	}
-	p.resetSend(e.cfg.Window)
 	p.resetReceive()
+}
+
+// renew takes a new incarnation of ours towards p only.
+func (e *Endpoint) renew(p *peer) {
+	old := e.ours(p)
+	next := old*0x9e3779b1 + 0x7f4a7c15
+	for next == 0 || next == old || next == e.inc || next == p.mineOld {
+		next++
+	}
+	p.mineOld, p.mine = old, next
+	e.stats.Renewals++
+}
+
+// isOurs reports whether inc names this life of the endpoint as seen by
+// the peer p: the endpoint's incarnation or one of ours towards p.
+func (e *Endpoint) isOurs(p *peer, inc uint32) bool {
+	return inc == e.inc || (p != nil && inc != 0 && (inc == p.mine || inc == p.mineOld))
+}
+
+// learn records the peer's incarnation. A change ends the peer's old space
+// towards us (its previous incarnation is remembered as stale); our space
+// towards it goes on: if the new incarnation has no receive state for it,
+// it answers our next DATA with RESET.
+func (e *Endpoint) learn(p *peer, inc uint32) {
+	if p.inc == inc {
+		return
+	}
+	if p.inc != 0 {
+		p.prev = p.inc
+		e.endReceive(p)
+		p.checkAck = p.nextSeq != 1
+		// What the old incarnation SACKed it may never have delivered:
+		// resend it to the new one now (which takes it or answers RESET).
+		sacked := false
+		for off := 0; off < p.out.n; off++ {
+			if s := p.out.at(off); s.flags&segSacked != 0 {
+				s.flags &^= segSacked
+				s.deadline = min(s.deadline, e.last)
+				sacked = true
+			}
+		}
+		if sacked {
+			e.rearm(p)
+		}
+	}
+	p.inc = inc
 }
 
 // queueReset queues a RESET to addr for the pair (ours, peerInc) whose
@@ -427,18 +490,39 @@ func (e *Endpoint) ours(p *peer) uint32 {
 	return e.inc
 }
 
-// abandon ends the pair after a failure (retry exceeded, or an ACK that
-// proves the peer kept an older space of ours): the outstanding tokens end
-// with kind, and we take a new incarnation towards the peer, so that it
-// sees a restart and can never take our next space for the old one. A
-// RESET tells it at once; if that is lost our next DATA does.
+// abandon ends our send space towards p after a failure (retry exceeded,
+// or an ACK proving the peer kept receive state of another space of ours):
+// the outstanding tokens end with kind and our incarnation towards p is
+// renewed; the peer sees the new incarnation on our next DATA and starts a
+// new receive space, its own space towards us is not disturbed.
 func (e *Endpoint) abandon(p *peer, kind ActionKind) {
-	old, peerInc := e.ours(p), p.inc
-	e.resetPeer(p, kind)
-	next := old*0x9e3779b1 + 0x7f4a7c15
-	for next == 0 || next == old || next == e.inc {
-		next++
+	e.endSend(p, kind)
+}
+
+// HoldAcks keeps acknowledgements to peer from covering DATA seq (received
+// from peer) until tok — a DATA token of ours to peer, sent or still to be
+// sent, normally the error message about seq — is acknowledged, or ends
+// (Failed, PeerReset). The engine calls it when it refuses a delivered
+// datagram, before sending the error message: the peer then always learns
+// of the error before the acknowledgement that would complete its work
+// request. Datagrams after seq are SACKed meanwhile (no retransmission).
+// A second call keeps the earliest seq and waits for the newer tok.
+func (e *Endpoint) HoldAcks(peer netip.AddrPort, seq uint32, tok Token) {
+	p := e.peers[peer]
+	if p == nil || p.rcvNext == 0 || !dgram.SeqLess(seq, p.rcvNext) {
+		return
 	}
-	p.mine = next
-	e.queueReset(p.addr, next, peerInc, old)
+	if !p.hold || dgram.SeqLess(seq, p.holdSeq) {
+		p.holdSeq = seq
+	}
+	p.hold, p.holdTok = true, tok
+	e.stats.AckHolds++
+}
+
+// releaseHold ends a HoldAcks and sends the acknowledgement now.
+func (e *Endpoint) releaseHold(p *peer) {
+	p.hold = false
+	if p.rcvNext != 0 {
+		e.scheduleAck(e.last, p, true)
+	}
 }

@@ -279,25 +279,27 @@ func TestBackoffAndFailure(t *testing.T) {
 		}
 	}
 	acts := e.Poll(now.Add(wait), nil)
-	if got := kinds(acts); len(got) != 3 || got[0] != Failed || got[1] != Failed || got[2] != SendAck {
+	if got := kinds(acts); len(got) != 2 || got[0] != Failed || got[1] != Failed {
 		t.Fatalf("failure actions %v", got)
 	}
-	if acts[0].Token != 7 || acts[1].Token != 8 || acts[2].Header.Flags != dgram.FlagReset || acts[2].Header.EchoedIncarnation != incB {
+	if acts[0].Token != 7 || acts[1].Token != 8 {
 		t.Errorf("failure actions %+v", acts)
 	}
-	// The pair starts over under a new incarnation of ours, announced by
-	// the RESET (which names the old one), so the peer cannot take the new
-	// space for the old one.
+	// Our space starts over under a new incarnation of ours towards the
+	// peer, so that no life of the peer can take the new space for the old
+	// one; no RESET: the peer's space towards us is not disturbed.
 	h, _ := e.Send(now.Add(wait), addrB, 9)
 	if h.Seq != 1 || h.EchoedIncarnation != 0 || h.Incarnation == incA || h.Incarnation == 0 {
 		t.Errorf("after failure: %+v, want a new space at 1, echo 0, a new incarnation", h)
 	}
-	if r := acts[2].Header; r.Incarnation != h.Incarnation || r.CumAck != incA {
-		t.Errorf("RESET %+v: want incarnation %#x, victim %#x", r, h.Incarnation, incA)
+	// DATA from the peer echoing our previous incarnation is still for this
+	// life: its space towards us goes on.
+	if v := e.Receive(now.Add(wait), addrB, data(2, incA), true); v != Deliver {
+		t.Errorf("DATA echoing the renewed incarnation: %v", v)
 	}
-	// Late DATA from the peer echoing our old incarnation is stale now.
-	if v := e.Receive(now.Add(wait), addrB, data(2, incA), true); v != Stale {
-		t.Errorf("DATA echoing the abandoned incarnation: %v", v)
+	// DATA echoing an incarnation we never had is for another life.
+	if v := e.Receive(now.Add(wait), addrB, data(3, incA+7), true); v != Stale {
+		t.Errorf("DATA echoing a foreign incarnation: %v", v)
 	}
 }
 
@@ -380,8 +382,10 @@ func TestResetAndRestart(t *testing.T) {
 	if v := e.Receive(t0, addrB, h, true); v != Deliver {
 		t.Fatalf("first DATA of the new life: %v", v)
 	}
+	// Only its old space towards us ends; ours towards it goes on (if the
+	// new life has no state for it, it answers RESET).
 	got := kinds(e.Poll(t0, nil))
-	if len(got) != 3 || got[0] != PeerReset || got[1] != PeerReset || got[2] != DiscardHeld {
+	if len(got) != 1 || got[0] != DiscardHeld {
 		t.Fatalf("restart actions %v", got)
 	}
 	// Late DATA of the old life: Stale, no RESET.
@@ -397,20 +401,32 @@ func TestResetAndRestart(t *testing.T) {
 	if v := e.Receive(t0, addrB, r, true); v != Stale {
 		t.Fatalf("late RESET: %v", v)
 	}
-	// A RESET for the current pair resets.
+	// A RESET for the current pair ends our space: 1, 2 and 5 are of
+	// unknown fate.
 	r.CumAck = 0
 	e.Receive(t0, addrB, r, true)
-	if got := kinds(e.Poll(t0, nil)); len(got) != 1 || got[0] != PeerReset {
+	if got := kinds(e.Poll(t0, nil)); len(got) != 3 || got[0] != PeerReset || got[2] != PeerReset {
 		t.Fatalf("RESET actions %v", got)
 	}
-	// An ACK acknowledging numbers never sent: both sides start over.
-	e.Send(t0, addrB, 6)
+	// The new space is under a new incarnation of ours.
+	h1, _ := e.Send(t0, addrB, 6)
+	if h1.Seq != 1 || h1.Incarnation == incA {
+		t.Fatalf("after RESET: %+v", h1)
+	}
+	// A late duplicate of that RESET names the old incarnation: stale.
+	if v := e.Receive(t0, addrB, r, true); v != Stale {
+		t.Fatalf("duplicated RESET: %v", v)
+	}
+	// An ACK acknowledging numbers never sent: our space starts over.
 	a := ack(50, 0, 256)
-	a.Incarnation = incB + 1
+	a.Incarnation, a.EchoedIncarnation = incB+1, h1.Incarnation
 	e.Receive(t0, addrB, a, true)
 	acts := e.Poll(t0, nil)
-	if got := kinds(acts); len(got) != 2 || got[0] != PeerReset || got[1] != SendAck || acts[1].Header.Flags != dgram.FlagReset {
+	if got := kinds(acts); len(got) != 1 || got[0] != PeerReset || acts[0].Token != 6 {
 		t.Fatalf("bad-ack actions %+v", acts)
+	}
+	if h2, _ := e.Send(t0, addrB, 7); h2.Seq != 1 || h2.Incarnation == h1.Incarnation || h2.Incarnation == incA {
+		t.Errorf("after bad ack: %+v", h2)
 	}
 }
 
@@ -430,5 +446,52 @@ func TestMaxPeers(t *testing.T) {
 	}
 	if v := e.Receive(t0, netip.MustParseAddrPort("10.9.9.9:1"), data(1, 0), true); v != Dropped {
 		t.Errorf("verdict %v", v)
+	}
+}
+
+// HoldAcks: the acknowledgement of a refused datagram (and of those after
+// it) waits until the error message about it is acknowledged, so the peer
+// learns of the error first; later datagrams are SACKed meanwhile.
+func TestHoldAcks(t *testing.T) {
+	e := NewEndpoint(DefaultConfig(), incA)
+	for s := uint32(1); s <= 3; s++ {
+		if v := e.Receive(t0, addrB, data(s, 0), true); v != Deliver {
+			t.Fatalf("seq %d: %v", s, v)
+		}
+	}
+	e.HoldAcks(addrB, 2, 99) // the engine refused seq 2; 99 is its error message
+	h, _ := e.Send(t0, addrB, 99)
+	if h.EchoedIncarnation != 0 {
+		t.Fatalf("error message header %+v", h)
+	}
+	acts := e.Poll(t0, nil)
+	a := only(t, acts, SendAck)
+	if len(a) != 1 || a[0].Header.CumAck != 2 || a[0].Header.SACK != 0b1 {
+		t.Fatalf("held ack %+v, want CumAck 2 SACK 0b1", acts)
+	}
+	// A duplicate of 2 is answered with the held-back ack again.
+	e.Receive(t0, addrB, data(2, 0), true)
+	if a := only(t, e.Poll(t0, nil), SendAck); len(a) != 1 || a[0].Header.CumAck != 2 {
+		t.Fatalf("ack of the duplicate %+v", a)
+	}
+	// The peer acknowledges the error message: the held ack goes out.
+	e.Receive(t0, addrB, ack(2, 0, 256), true)
+	acts = e.Poll(t0, nil)
+	if got := only(t, acts, Acked); len(got) != 1 || got[0].Token != 99 {
+		t.Fatalf("error message not acked: %+v", acts)
+	}
+	if a := only(t, acts, SendAck); len(a) != 1 || a[0].Header.CumAck != 4 || a[0].Header.SACK != 0 {
+		t.Fatalf("released ack %+v, want CumAck 4", acts)
+	}
+	// If the error message ends unacknowledged the hold is released too.
+	e.Receive(t0, addrB, data(4, 0), true)
+	e.HoldAcks(addrB, 4, 100)
+	e.Send(t0, addrB, 100)
+	e.Poll(t0, nil)
+	rs := dgram.RDHeader{Version: 1, Type: dgram.RDAck, Flags: dgram.FlagReset, Incarnation: incB, EchoedIncarnation: incA}
+	e.Receive(t0, addrB, rs, true)
+	acts = e.Poll(t0, nil)
+	if a := only(t, acts, SendAck); len(a) != 1 || a[0].Header.CumAck != 5 {
+		t.Fatalf("after the error message was reset: %+v", acts)
 	}
 }

@@ -3,6 +3,8 @@ package rd
 import (
 	"net/netip"
 	"unsafe"
+
+	"github.com/iwarpd/iwarpd/llp/dgram"
 )
 
 // outSeg is one unacknowledged DATA datagram (32 bytes).
@@ -57,7 +59,10 @@ type peer struct {
 	addr netip.AddrPort
 	inc  uint32 // the peer's incarnation, 0 = not known
 	prev uint32 // the incarnation it had before its last restart: stale
-	mine uint32 // our incarnation towards it when not the endpoint's (after a failure), else 0
+	mine uint32 // our incarnation towards it when not the endpoint's (after a send space ended), else 0
+	// mineOld is the incarnation of ours mine replaced: DATA echoing it is
+	// still for this life (the peer had not heard of mine yet).
+	mineOld uint32
 
 	// send half
 	nextSeq    uint32 // next sequence number to assign (a space starts at 1)
@@ -65,6 +70,7 @@ type peer struct {
 	ackCum     uint32 // newest CumAck received
 	limit      uint32 // first sequence number beyond the peer's window
 	spaceAcked bool   // the peer acknowledged this space: echo its incarnation
+	checkAck   bool   // the peer's incarnation changed: check its first ack against our space
 	active     bool   // in Endpoint.active
 	out        ring
 	srtt       int64 // ns, 0 = no sample yet
@@ -82,6 +88,9 @@ type peer struct {
 	draining bool // DeliverHeld actions queued, not yet taken by Poll
 	dropping bool // DiscardHeld queued, not yet taken by Poll: hold nothing
 	nrDue    bool // the pending ACK carries NOTREADY
+	hold     bool // acks must not cover holdSeq until holdTok is acked (HoldAcks)
+	holdSeq  uint32
+	holdTok  Token
 	ackAt    int64
 	lastRecv int64
 }
@@ -100,7 +109,7 @@ func (p *peer) resetSend(window int) {
 	p.out = ring{}
 	p.nextSeq, p.sndUna, p.ackCum = 1, 1, 1
 	p.limit = 1 + uint32(window)
-	p.spaceAcked = false
+	p.spaceAcked, p.checkAck = false, false
 	p.nrBackoff = 0
 }
 
@@ -110,6 +119,7 @@ func (p *peer) resetReceive() {
 	p.heldN = 0
 	p.unacked = 0
 	p.ackDue, p.nrDue = false, false
+	p.hold = false
 }
 
 func (p *peer) isHeld(seq uint32) bool {
@@ -132,14 +142,26 @@ func (p *peer) setHeld(seq uint32, on bool, bits int) {
 	}
 }
 
-// sackBits returns the SACK bitmap for rcvNext+1 … rcvNext+32.
+// cumAck returns the Cumulative Ack to advertise: rcvNext, or the held
+// back sequence number while HoldAcks is in force.
+func (p *peer) cumAck() uint32 {
+	if p.hold && dgram.SeqLess(p.holdSeq, p.rcvNext) {
+		return p.holdSeq
+	}
+	return p.rcvNext
+}
+
+// sackBits returns the SACK bitmap for cum+1 … cum+32 (cum = cumAck()):
+// held datagrams, and while acks are held back the delivered ones after
+// the held-back number (a SACK stops retransmission, it does not ack).
 func (p *peer) sackBits() uint32 {
-	if p.heldN == 0 {
+	cum := p.cumAck()
+	if p.heldN == 0 && cum == p.rcvNext {
 		return 0
 	}
 	var s uint32
 	for i := uint32(0); i < 32; i++ {
-		if p.isHeld(p.rcvNext + 1 + i) {
+		if x := cum + 1 + i; dgram.SeqLess(x, p.rcvNext) || p.isHeld(x) {
 			s |= 1 << i
 		}
 	}

@@ -34,46 +34,61 @@ func (e *Endpoint) receiveAck(t int64, addr netip.AddrPort, h *dgram.RDHeader) V
 	p := e.lookup(t, addr, false)
 	if h.EchoedIncarnation != e.ours(p) {
 		e.stats.Stale++
-		return Stale // for a previous life of ours (or carries nothing we can check)
+		return Stale // for a space of ours that ended (or carries nothing we can check)
 	}
 	if p == nil {
 		return AckOnly // we keep no state for it: nothing to acknowledge or reset
 	}
 	if p.prev != 0 && h.Incarnation == p.prev {
 		e.stats.Stale++
-		return Stale // from the peer's previous life
+		return Stale // from the peer's previous incarnation
 	}
 	if h.Flags&dgram.FlagReset != 0 {
+		// The peer has no receive state for our current space.
 		victim := h.CumAck
 		if victim == 0 {
 			victim = h.Incarnation
 		}
 		if p.inc != 0 && p.inc != victim {
 			e.stats.Stale++
-			return Stale // answers DATA we sent to its previous life: done already
+			return Stale // answers DATA we sent to its previous life: handled already
 		}
 		e.stats.ResetsReceived++
-		e.resetPeer(p, PeerReset)
-		e.setInc(p, h.Incarnation)
+		e.endSend(p, PeerReset)
+		e.learn(p, h.Incarnation)
 		return AckOnly
 	}
-	if p.inc != 0 && p.inc != h.Incarnation {
-		e.resetPeer(p, PeerReset) // the peer restarted
-		e.setInc(p, h.Incarnation)
-		return AckOnly
-	}
-	p.inc = h.Incarnation
+	e.learn(p, h.Incarnation)
 	if h.Flags&dgram.FlagAck != 0 {
-		e.processAck(t, p, h)
+		e.ackFrom(t, p, h)
 	}
 	return AckOnly
 }
 
+// ackFrom applies the ack fields of h, whose Echoed Incarnation names our
+// current space. After the peer's incarnation changed (a new life, or a
+// renewal of its own space) the first acknowledgement from the new one is
+// taken only if it is consistent with our space — it acknowledges what it
+// received of it: no less than the old incarnation acknowledged, nothing
+// never sent. Otherwise the new incarnation holds receive state of another
+// space of ours (or of a part of this one) and our space ends.
+func (e *Endpoint) ackFrom(t int64, p *peer, h *dgram.RDHeader) {
+	if p.checkAck {
+		if dgram.SeqLess(h.CumAck, p.sndUna) || dgram.SeqLess(p.nextSeq, h.CumAck) {
+			e.stats.BadAcks++
+			e.abandon(p, PeerReset)
+			return
+		}
+		p.checkAck = false
+	}
+	e.processAck(t, p, h)
+}
+
 // receiveData handles a DATA datagram.
 func (e *Endpoint) receiveData(t int64, addr netip.AddrPort, h *dgram.RDHeader, ready bool) Verdict {
-	if ours := e.ours(e.peers[addr]); h.EchoedIncarnation != 0 && h.EchoedIncarnation != ours {
+	if p0 := e.peers[addr]; h.EchoedIncarnation != 0 && !e.isOurs(p0, h.EchoedIncarnation) {
 		e.stats.Stale++
-		e.queueReset(addr, ours, h.Incarnation, h.EchoedIncarnation) // meant for our previous life
+		e.queueReset(addr, e.ours(p0), h.Incarnation, h.EchoedIncarnation) // meant for our previous life
 		return Stale
 	}
 	p := e.lookup(t, addr, true)
@@ -83,16 +98,13 @@ func (e *Endpoint) receiveData(t int64, addr netip.AddrPort, h *dgram.RDHeader, 
 	}
 	if p.prev != 0 && h.Incarnation == p.prev {
 		e.stats.Stale++
-		return Stale // late DATA of the peer's previous life: drop, no RESET
+		return Stale // late DATA of the peer's previous space: drop, no RESET
 	}
-	if p.inc != 0 && p.inc != h.Incarnation {
-		e.resetPeer(p, PeerReset) // the peer restarted: its old spaces are gone
-	}
-	e.setInc(p, h.Incarnation)
+	e.learn(p, h.Incarnation) // a new incarnation: its old space towards us is gone
 	if p.rcvNext == 0 {
 		if h.EchoedIncarnation != 0 && h.Seq != 1 {
-			// The sender has a space towards us that we forgot: start over.
-			e.resetPeer(p, PeerReset)
+			// The sender has a space towards us that we do not know (we
+			// restarted, or dropped it): it must start a new one.
 			e.queueReset(addr, e.ours(p), h.Incarnation, 0)
 			e.stats.Stale++
 			return Stale
@@ -107,7 +119,7 @@ func (e *Endpoint) receiveData(t int64, addr netip.AddrPort, h *dgram.RDHeader, 
 	p.lastRecv = t
 	v := e.place(t, p, h, ready)
 	if h.Flags&dgram.FlagAck != 0 && h.EchoedIncarnation == e.ours(p) {
-		e.processAck(t, p, h)
+		e.ackFrom(t, p, h)
 	}
 	return v
 }
@@ -196,12 +208,4 @@ func (e *Endpoint) scheduleAck(t int64, p *peer, now bool) {
 	}
 	p.ackDue = true
 	e.armed(p, p.ackAt)
-}
-
-// setInc records the peer's incarnation, remembering the one it replaces.
-func (e *Endpoint) setInc(p *peer, inc uint32) {
-	if p.inc != 0 && p.inc != inc {
-		p.prev = p.inc
-	}
-	p.inc = inc
 }

@@ -125,6 +125,9 @@ func (e *Endpoint) processAck(t int64, p *peer, h *dgram.RDHeader) {
 		}
 		e.stats.Acked++
 		e.push(Action{Kind: Acked, Peer: p.addr, Token: s.tok})
+		if p.hold && s.tok == p.holdTok {
+			e.releaseHold(p) // the peer has the error message: ack the refused DATA now
+		}
 	}
 	if advanced {
 		p.nrBackoff = 0

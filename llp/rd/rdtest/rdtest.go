@@ -28,6 +28,7 @@ type Event struct {
 	Kind  rd.ActionKind // Acked, Failed or PeerReset
 	Peer  netip.AddrPort
 	Token rd.Token
+	Life  int // the node's Lives when it happened
 }
 
 type pairKey struct{ from, to netip.AddrPort }
@@ -76,7 +77,8 @@ type Net struct {
 	list      []*Node
 	flight    flight
 	order     uint64
-	delivered map[pairKey]map[rd.Token]bool
+	delivered map[pairKey]map[rd.Token]bool // to the receiver's current life
+	ever      map[pairKey]map[rd.Token]bool // to any life of the receiver
 	last      map[pairKey]rd.Token
 	actions   []rd.Action
 }
@@ -89,6 +91,7 @@ func NewNet(link LinkConfig, seed uint64) *Net {
 		rng:       rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		nodes:     make(map[netip.AddrPort]*Node),
 		delivered: make(map[pairKey]map[rd.Token]bool),
+		ever:      make(map[pairKey]map[rd.Token]bool),
 		last:      make(map[pairKey]rd.Token),
 	}
 }
@@ -104,6 +107,9 @@ type Node struct {
 	Delivered map[netip.AddrPort][]rd.Token
 	Events    []Event
 	Verdicts  map[rd.Verdict]int
+	Lives     int // restarts so far
+
+	outstanding int // tokens of this life sent and not yet ended
 
 	net   *Net
 	cfg   rd.Config
@@ -127,26 +133,44 @@ func (nd *Node) reset(incarnation uint32) {
 	nd.queue = make(map[netip.AddrPort][]rd.Token)
 	nd.dests = nil
 	nd.held = make(map[heldKey]rd.Token)
+	nd.outstanding = 0
 	nd.Delivered = make(map[netip.AddrPort][]rd.Token)
 	nd.Verdicts = make(map[rd.Verdict]int)
 }
 
 // Restart gives the node a new life: a new Endpoint with incarnation, an
-// empty send queue and no held datagrams (Events are kept).
+// empty send queue and no held datagrams (Events are kept; Lives counts
+// the restarts).
+//
+// Delivery is checked per life of the receiver: a token may be delivered
+// once to each life (an old life may have taken it without acknowledging
+// it), never twice to the same life, and in order within a life. An Acked
+// token must have been delivered to some life of the receiver.
 func (nd *Node) Restart(incarnation uint32) {
 	nd.reset(incarnation)
-	// Its new life names its tokens afresh; the tokens others send it stay
-	// unique, and its old life may still be acked for delivered ones.
-	for k := range nd.net.delivered {
-		if k.from == nd.Addr {
-			delete(nd.net.delivered, k)
-		}
-	}
-	for k := range nd.net.last {
+	nd.Lives++
+	n := nd.net
+	for k := range n.delivered {
 		if k.from == nd.Addr || k.to == nd.Addr {
-			delete(nd.net.last, k)
+			delete(n.delivered, k) // its new life names its tokens afresh / receives afresh
 		}
 	}
+	for k := range n.ever {
+		if k.from == nd.Addr {
+			delete(n.ever, k)
+		}
+	}
+	for k := range n.last {
+		if k.from == nd.Addr || k.to == nd.Addr {
+			delete(n.last, k)
+		}
+	}
+}
+
+// DeliveredEver reports whether tok from src was ever delivered to dst (any
+// life of dst).
+func (n *Net) DeliveredEver(src, dst *Node, tok rd.Token) bool {
+	return n.ever[pairKey{src.Addr, dst.Addr}][tok]
 }
 
 // Queue appends tokens to send to dst (increasing per destination).
@@ -165,6 +189,10 @@ func (nd *Node) Queued() int {
 	}
 	return c
 }
+
+// Outstanding returns the number of tokens the node's current life sent
+// that have not ended yet (Acked, Failed or PeerReset).
+func (nd *Node) Outstanding() int { return nd.outstanding }
 
 // Count returns how many events of kind the node has seen.
 func (nd *Node) Count(kind rd.ActionKind) int {
@@ -223,6 +251,7 @@ func (nd *Node) pump() {
 				break
 			}
 			nd.net.transmit(nd.Addr, dst, h, q[0])
+			nd.outstanding++
 			q = q[1:]
 		}
 		nd.queue[dst] = q
@@ -241,12 +270,14 @@ func (nd *Node) poll() {
 			n.transmit(nd.Addr, a.Peer, a.Header, 0)
 		case rd.Acked:
 			k := pairKey{nd.Addr, a.Peer}
-			if !n.delivered[k][a.Token] {
-				n.violate("%v→%v: token %d acked before delivery", nd.Addr, a.Peer, a.Token)
+			if !n.ever[k][a.Token] {
+				n.violate("%v→%v: token %d acked but never delivered", nd.Addr, a.Peer, a.Token)
 			}
-			nd.Events = append(nd.Events, Event{n.Now, a.Kind, a.Peer, a.Token})
+			nd.Events = append(nd.Events, Event{n.Now, a.Kind, a.Peer, a.Token, nd.Lives})
+			nd.outstanding--
 		case rd.Failed, rd.PeerReset:
-			nd.Events = append(nd.Events, Event{n.Now, a.Kind, a.Peer, a.Token})
+			nd.Events = append(nd.Events, Event{n.Now, a.Kind, a.Peer, a.Token, nd.Lives})
+			nd.outstanding--
 		case rd.DeliverHeld:
 			hk := heldKey{a.Peer, a.Header.Seq}
 			tok, ok := nd.held[hk]
@@ -277,12 +308,16 @@ func (nd *Node) deliver(from netip.AddrPort, tok rd.Token) {
 		n.delivered[k] = m
 	}
 	if m[tok] {
-		n.violate("%v→%v: token %d delivered twice", from, nd.Addr, tok)
+		n.violate("%v→%v: token %d delivered twice to the same life", from, nd.Addr, tok)
 	}
 	if last, ok := n.last[k]; ok && tok <= last {
 		n.violate("%v→%v: token %d delivered after %d", from, nd.Addr, tok, last)
 	}
 	m[tok] = true
+	if n.ever[k] == nil {
+		n.ever[k] = make(map[rd.Token]bool)
+	}
+	n.ever[k][tok] = true
 	n.last[k] = tok
 	nd.Delivered[from] = append(nd.Delivered[from], tok)
 }

@@ -61,6 +61,7 @@ var fakeFigures = map[string]float64{
 	"bw raw-udp": 40, "bw ud": 30, "bw raw-tcp": 20,
 	"lat raw-tcp": 6, "lat rc send": 10, "lat rc write": 9,
 	"bw rc write": 16, "bw rc read": 18,
+	"bw rc send": 12, "lat rd": 8, "bw rd": 25,
 }
 
 // fakePerf prints an iwarp-perf -json report for its flags; a file named
