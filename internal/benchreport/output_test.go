@@ -1,0 +1,68 @@
+package benchreport
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/ (check them by hand)")
+
+var testMachine = Machine{Description: "2 vCPU PVM guest, Linux 6.8", Tree: "abc1234", Config: "5 rounds"}
+
+// golden compares got with testdata/name. The golden files were checked
+// by hand: see the figures in the comments of latency() and TestRatioOf.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file:\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+// TestWriteCSVGolden: ratios of the latency experiment, by hand:
+// ud@64 per round 20/10, 30/12, (missing), 22/11 = 2, 2.5, 2 → 2 [2 – 2.5];
+// ud@65536 against raw@65507: 2, 2.2, 3, 3 → 2.6 [2 – 3];
+// fi@64 (no rounds) 33/11 = 3, 24/12 = 2, 40/10 = 4; the baseline is 1.
+func TestWriteCSVGolden(t *testing.T) {
+	var b bytes.Buffer
+	if err := WriteCSV(&b, latency()); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "latency.csv", b.Bytes())
+	b.Reset()
+	if err := WriteCSV(&b, memory()); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "memory.csv", b.Bytes())
+}
+
+func TestWriteMarkdownGolden(t *testing.T) {
+	var b bytes.Buffer
+	if err := WriteMarkdown(&b, testMachine, []Experiment{latency(), memory()}); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "summary.md", b.Bytes())
+	// Absolute numbers only after the machine heading.
+	md := b.String()
+	head := bytes.Index([]byte(md), []byte("## Absolute numbers on 2 vCPU PVM guest, Linux 6.8"))
+	if head < 0 {
+		t.Fatal("no machine heading")
+	}
+	for _, abs := range []string{"23.5", "53.5", "410"} {
+		if i := bytes.Index([]byte(md), []byte(abs)); i >= 0 && i < head {
+			t.Errorf("absolute value %s printed before the machine section", abs)
+		}
+	}
+}
