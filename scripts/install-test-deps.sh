@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs from Debian's packages: tshark (Wireshark's
-# iWARP dissectors are the conformance reference) and iproute2 (network
-# namespaces). Idempotent: does nothing when everything is present. Tests that
+# iWARP dissectors are the conformance reference), iproute2 (network
+# namespaces, tc netem) and iptables (loss and duplication on kernels
+# without netem). Idempotent: does nothing when everything is present. Tests that
 # need a missing tool skip with a message naming this script.
 set -euo pipefail
 
@@ -9,6 +10,7 @@ need=()
 command -v tshark >/dev/null 2>&1 || need+=(tshark)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v tc >/dev/null 2>&1 || need+=(iproute2)
+command -v iptables >/dev/null 2>&1 || need+=(iptables)
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
