@@ -118,6 +118,7 @@ type rcConn struct {
 	remote    netip.AddrPort
 
 	maxTagged, maxUntagged int // payload octets per FPDU
+	emss                   int // TCP segment payload (FPDU alignment)
 	ird, ord               int
 
 	rxOn, outOn bool      // EPOLLIN / EPOLLOUT registered
@@ -205,7 +206,7 @@ func (e *engine) attachRC(q *qp, a rcAttach) (err error) {
 	p := a.Params
 	c := &rcConn{fd: a.FD, phase: rcOpen, params: p, initiator: a.Initiator, local: a.Local, remote: a.Remote,
 		maxTagged: ddp.MaxPayload(mulpdu, true, 0), maxUntagged: ddp.MaxPayload(mulpdu, false, 0),
-		ird: rcDepth(p.LocalIRD), ord: rcDepth(p.LocalORD), waitFirst: !a.Initiator, termSeg: -1,
+		ird: rcDepth(p.LocalIRD), ord: rcDepth(p.LocalORD), waitFirst: !a.Initiator, termSeg: -1, emss: mss,
 		snd: mpa.NewSender(p.CRC, p.MarkersTx), rcv: mpa.NewReceiver(p.CRC, p.MarkersRx)}
 	c.expMSN = [3]uint32{1, 1, 1}
 	c.pend.init(int(q.caps.MaxSendWR))
@@ -340,6 +341,7 @@ func (e *engine) rcClose(q *qp, reason rcCloseReason, detail string) {
 	}
 	c.fd, q.fd = -1, -1
 	c.rxOn, c.outOn = false, false
+	c.rx.rd.reset()
 	q.readable = false
 	c.deadline = time.Time{}
 	c.tx.reset()
@@ -404,6 +406,9 @@ func (q *qp) rcHasWork() bool {
 		if c.phase == rcClosing && c.closeDone(q) {
 			return true
 		}
+		if c.rxOn && !c.discard && c.rx.rd.pending() {
+			return true // read ahead from the socket: epoll cannot see it
+		}
 		if c.outOn || c.waitFirst {
 			return false
 		}
@@ -448,7 +453,7 @@ func (e *engine) serviceRC(q *qp, now time.Time) bool {
 		}
 	}
 	if c != nil && c.fd >= 0 {
-		if q.readable {
+		if q.readable || c.rx.rd.pending() {
 			if e.rcReceive(q) {
 				work = true
 			}

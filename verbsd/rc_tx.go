@@ -13,12 +13,14 @@ import (
 
 // The RC send side. One message is transmitted at a time: a Read Response
 // (first, bounded by IRD), else the SQ head. Each DDP segment is one FPDU
-// of at most MULPDU octets (by default one TCP segment), written with
-// writev from [DDP header | registered memory... | PAD+CRC] (mpa.Sender.
-// AppendVec): no payload copy, and no more than one FPDU's framing held.
-// A short write resumes at the exact octet; EAGAIN registers EPOLLOUT and
-// stops the QP's sending until the socket drains (back-pressure: nothing
-// is buffered beyond the socket).
+// of at most MULPDU octets (by default one TCP segment). The FPDUs of the
+// message that are ready (up to rcTxBatchBytes octets, rcTxMaxFPDUs FPDUs
+// and rcTxMaxIOV iovecs) are written with one writev from [length | DDP
+// header | registered memory... | PAD+CRC]... (mpa.Sender.AppendVec): no
+// payload copy, and no more than one batch's framing held. A short write
+// accounts for the FPDUs it finished and resumes at the exact octet of the
+// one it cut; EAGAIN registers EPOLLOUT and stops the QP's sending until
+// the socket drains (back-pressure: nothing is buffered beyond the socket).
 //
 // Send and Write work requests complete when their last octet is written
 // into the socket (as siw does): DESIGN.md's "when the LLP has delivered
@@ -51,26 +53,45 @@ type rcTx struct {
 	payloads [][]byte
 	fresh    bool // payloads translated in this pass
 
+	// The batch in flight: FPDUs of segments seg, seg+1, ... of the
+	// message, starting at stream position startPos; written octets of it
+	// are on the wire. wires[i] is the wire length of its FPDU i; done
+	// octets (ndone FPDUs) of it are accounted for (rcFPDUSent).
 	inFPDU   bool
-	startPos uint64 // stream position of the FPDU in flight
+	startPos uint64
 	written  int
 	wire     int
-	hdr      [ddp.UntaggedHeaderLen]byte
+	wires    []int
+	done     int
+	ndone    int
+	hdrs     []byte // the batch's DDP headers
 	ulp      [][]byte
 	vec      [][]byte
 	scratch  []byte
 	iov      [][]byte
 }
 
+// Batch limits of one writev.
+const (
+	rcTxBatchBytes = 128 << 10
+	rcTxMaxFPDUs   = 64
+	rcTxMaxIOV     = 1024 // UIO_MAXIOV
+)
+
 func (t *rcTx) init(q *qp) {
 	t.sges = make([]proto.SGE, 0, max(q.caps.MaxSendSGE, 1))
 	t.inline = make([]byte, q.caps.MaxInline)
-	// Framing scratch: length, PAD, CRC and one marker per 512 octets.
-	t.scratch = make([]byte, 0, 16+4*(mpa.MaxULPDU/mpa.MarkerInterval+2))
+	// Framing scratch: length, PAD, CRC of each FPDU and one marker per
+	// 512 octets (and one split per FPDU).
+	t.scratch = make([]byte, 0, rcTxMaxFPDUs*16+4*(rcTxBatchBytes/mpa.MarkerInterval+2*rcTxMaxFPDUs)+
+		4*(mpa.MaxULPDU/mpa.MarkerInterval+2))
+	t.hdrs = make([]byte, 0, rcTxMaxFPDUs*ddp.UntaggedHeaderLen)
+	t.wires = make([]int, 0, rcTxMaxFPDUs)
 }
 
 func (t *rcTx) reset() {
 	t.kind, t.inFPDU, t.written, t.payloads = txNone, false, 0, t.payloads[:0]
+	t.wires, t.done, t.ndone = t.wires[:0], 0, 0
 }
 
 // startRTR queues the peer-to-peer RTR message (initiator).
@@ -107,6 +128,9 @@ func (e *engine) rcSend(q *qp) bool {
 		switch c.phase {
 		case rcTerminating:
 			if !t.inFPDU || t.written == 0 {
+				if t.inFPDU {
+					c.snd.SetStreamPos(t.startPos) // nothing of the batch went out
+				}
 				t.reset()
 				return e.rcSendTerminate(q) || work
 			}
@@ -127,12 +151,25 @@ func (e *engine) rcSend(q *qp) bool {
 			t.written += n
 			work = true
 		}
+		// Account for the FPDUs now completely written.
+		for t.ndone < len(t.wires) && t.written-t.done >= t.wires[t.ndone] {
+			t.done += t.wires[t.ndone]
+			t.ndone++
+			e.rcFPDUSent(q)
+		}
 		if t.written == t.wire {
 			t.inFPDU = false
+			t.wires, t.done, t.ndone = t.wires[:0], 0, 0
 			c.setEpoll(e, c.rxOn, false)
-			e.rcFPDUSent(q)
 			continue
 		}
+		// Stopped inside the batch: it resumes (rebuilt in a later pass)
+		// with the FPDU it cut, at the octet it stopped at.
+		t.startPos += uint64(t.done)
+		t.written -= t.done
+		t.wire -= t.done
+		t.wires, t.done, t.ndone = t.wires[:0], 0, 0
+		t.fresh = false
 		if err == nil || errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
 			e.count(q, cSendBlocked, 1)
 			c.setEpoll(e, c.rxOn, true)
@@ -182,11 +219,11 @@ func (e *engine) rcNextFPDU(q *qp) (ready, did bool) {
 	return true, true
 }
 
-// rcBuildFPDU builds the vector of the FPDU of the current segment,
-// translating the payload first if it was not in this pass. An FPDU in
-// flight is rebuilt identically (the sender's stream position is set back
-// to its start). It returns false when the payload is gone (the QP is
-// failing).
+// rcBuildFPDU builds the vector of the batch of FPDUs starting with the
+// current segment, translating the payload first if it was not in this
+// pass. An FPDU cut by a short write is rebuilt identically, alone (the
+// sender's stream position is set back to its start). It returns false
+// when the payload is gone (the QP is failing).
 func (e *engine) rcBuildFPDU(q *qp) bool {
 	c := q.rc
 	t := &c.tx
@@ -196,20 +233,45 @@ func (e *engine) rcBuildFPDU(q *qp) bool {
 		}
 		t.fresh = true
 	}
-	if !t.inFPDU {
+	last := t.segs.Count()
+	if t.inFPDU {
+		// Resuming a cut FPDU: the socket was full, so rebuild (and
+		// checksum again) that one only; the next batch follows.
+		last = t.seg + 1
+	} else {
 		t.startPos = c.snd.StreamPos()
 		t.written = 0
 	}
-	s := t.segs.Segment(t.seg)
-	hdr := s.Header.Append(t.hdr[:0])
-	ulp := append(t.ulp[:0], hdr)
-	ulp = appendRange(ulp, t.payloads, int(s.Offset), s.Len)
-	t.ulp = ulp[:0]
 	c.snd.SetStreamPos(t.startPos)
-	t.vec, t.scratch = c.snd.AppendVec(t.vec[:0], t.scratch[:0], ulp...)
-	t.wire = 0
-	for _, p := range t.vec {
-		t.wire += len(p)
+	t.vec, t.scratch, t.hdrs = t.vec[:0], t.scratch[:0], t.hdrs[:0]
+	t.wires, t.done, t.ndone, t.wire = t.wires[:0], 0, 0, 0
+	// FPDU alignment (RFC 5044 §8; Wireshark's dissector relies on it):
+	// a batch beyond one TCP segment would be cut by TCP across FPDUs, so
+	// a batch holds whole FPDUs up to the EMSS only.
+	limit := min(rcTxBatchBytes, c.emss)
+	for i := t.seg; i < last && len(t.wires) < rcTxMaxFPDUs; i++ {
+		s := t.segs.Segment(i)
+		if len(t.wires) > 0 && t.wire+c.snd.WireLen(s.Header.Len()+s.Len) > limit {
+			break
+		}
+		nvec, nscratch, pos := len(t.vec), len(t.scratch), c.snd.StreamPos()
+		h0 := len(t.hdrs)
+		t.hdrs = s.Header.Append(t.hdrs)
+		ulp := append(t.ulp[:0], t.hdrs[h0:len(t.hdrs):len(t.hdrs)])
+		ulp = appendRange(ulp, t.payloads, int(s.Offset), s.Len)
+		t.ulp = ulp[:0]
+		t.vec, t.scratch = c.snd.AppendVec(t.vec, t.scratch, ulp...)
+		if len(t.wires) > 0 && len(t.vec) > rcTxMaxIOV {
+			t.vec, t.scratch, t.hdrs = t.vec[:nvec], t.scratch[:nscratch], t.hdrs[:h0]
+			c.snd.SetStreamPos(pos)
+			break
+		}
+		w := 0
+		for _, p := range t.vec[nvec:] {
+			w += len(p)
+		}
+		t.wires = append(t.wires, w)
+		t.wire += w
 	}
 	t.inFPDU = true
 	return true
