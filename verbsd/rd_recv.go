@@ -490,6 +490,8 @@ func (e *engine) rdErrorIn(q *qp, src netip.AddrPort, body []byte) {
 					return
 				}
 			}
+		} else if err == nil && oh.Tagged && r.rdWriteRecordError(src, &oh, t.Err) { // wrec_send.go
+			return
 		}
 	}
 	r.count(rdErrMsgUnmatched, 1)

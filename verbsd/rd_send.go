@@ -21,7 +21,7 @@ import (
 type rdWR struct {
 	seq       uint64
 	wrid      uint64
-	op        proto.SendOpcode // WRSend or WRRDMARead
+	op        proto.SendOpcode // WRSend, WRRDMARead or WRWriteRecord
 	signaled  bool
 	peer      netip.AddrPort
 	sges      []proto.SGE
@@ -37,9 +37,12 @@ type rdWR struct {
 	status    proto.WCStatus
 	term      uint32 // iWARP error of an error message (WCFlagTermValid)
 	rreq      [rdmap.ReadRequestLen]byte
-	sink      proto.SGE // Read: the one sink buffer
-	placed    uint32    // Read: response octets placed
-	respFinal bool      // Read: the last response segment arrived
+	sink      proto.SGE         // Read: the one sink buffer
+	placed    uint32            // Read: response octets placed
+	respFinal bool              // Read: the last response segment arrived
+	rec       rdmap.WriteRecord // Write-Record: its header (MessageOffset set per segment)
+	rkey      uint32            // Write-Record: the target STag
+	to        uint64            // Write-Record: the tagged offset of the first octet
 }
 
 // rdResp is an accepted RDMA Read Request being answered.
@@ -102,7 +105,8 @@ func (e *engine) rdPrepare(q *qp, w *rdWR, slot []byte) {
 	sqe := proto.GetSQE(raw[:])
 	w.wrid, w.op, w.signaled = sqe.WRID, sqe.Opcode, sqe.Flags&proto.SendSignaled != 0 || q.sigAll
 	fail := func(st proto.WCStatus) { w.done, w.fatal, w.status = true, true, st }
-	if !sqe.KnownFlags() || sqe.Flags&proto.SendFence != 0 || (sqe.Opcode != proto.WRSend && sqe.Opcode != proto.WRRDMARead) {
+	known := sqe.Opcode == proto.WRSend || sqe.Opcode == proto.WRRDMARead || sqe.Opcode == proto.WRWriteRecord
+	if !sqe.KnownFlags() || sqe.Flags&proto.SendFence != 0 || !known {
 		fail(proto.WCLocQPOpErr)
 		return
 	}
@@ -114,7 +118,7 @@ func (e *engine) rdPrepare(q *qp, w *rdWR, slot []byte) {
 	w.peer = a.addr
 	inline := sqe.Flags&proto.SendInline != 0
 	if inline {
-		if sqe.InlineLen > q.caps.MaxInline || sqe.Opcode != proto.WRSend {
+		if sqe.InlineLen > q.caps.MaxInline || sqe.Opcode == proto.WRRDMARead {
 			fail(proto.WCLocLenErr)
 			return
 		}
@@ -167,6 +171,10 @@ func (e *engine) rdPrepare(q *qp, w *rdWR, slot []byte) {
 		w.msn = r.msn[rdmap.QNReadRequest]
 		w.segs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(rdmap.OpReadRequest)), 0, rdmap.QNReadRequest, w.msn,
 			rdmap.ReadRequestLen, e.rdMaxPayload(false, 0))
+	case proto.WRWriteRecord:
+		if st := e.rdPrepareWriteRecord(q, w, &sqe); st != proto.WCSuccess { // wrec_send.go
+			fail(st)
+		}
 	}
 }
 
@@ -222,7 +230,7 @@ func (e *engine) rdResolve(q *qp, tok rd.Token, ok bool) {
 		w.resolved++
 		if ok {
 			w.acked++
-			if w.op == proto.WRSend && w.acked == w.segs.Count() && !w.done {
+			if w.op != proto.WRRDMARead && w.acked == w.segs.Count() && !w.done {
 				w.done, w.status = true, proto.WCSuccess
 			}
 			return
@@ -353,8 +361,13 @@ func (e *engine) rdBuild(b *rdBatch, peer netip.AddrPort, tok rd.Token, h *dgram
 		if w.op == proto.WRRDMARead {
 			return b.add(peer, h, &s.Header, w.rreq[:], nil)
 		}
+		var ulp []byte
+		if w.op == proto.WRWriteRecord {
+			var rh [rdmap.WriteRecordLen]byte
+			ulp = w.writeRecordHeader(rh[:0], s.Offset) // wrec_send.go
+		}
 		pieces := e.rdPayload(q, w, int(s.Offset), s.Len)
-		return b.add(peer, h, &s.Header, nil, pieces)
+		return b.add(peer, h, &s.Header, ulp, pieces)
 	case tokResp:
 		for _, p := range r.resps {
 			if p.seq != seq {
@@ -498,7 +511,7 @@ func (e *engine) rdFill(b *rdBatch, now time.Time) {
 			return
 		}
 		w.sent++
-		if w.sent == w.segs.Count() && w.op == proto.WRSend {
+		if w.sent == w.segs.Count() && w.op != proto.WRRDMARead {
 			e.count(q, cMessagesOut, 1)
 			e.count(q, cBytesOut, int64(w.total))
 		}
@@ -560,11 +573,14 @@ func (e *engine) rdComplete(q *qp) bool {
 		q.sq.Advance()
 		q.sq.Release()
 		op := proto.WCSend
-		if w.op == proto.WRRDMARead {
+		switch w.op {
+		case proto.WRRDMARead:
 			op = proto.WCRDMARead
 			if w.sent > 0 {
 				r.readsOut--
 			}
+		case proto.WRWriteRecord:
+			op = proto.WCWriteRecord
 		}
 		if w.status != proto.WCSuccess {
 			e.count(q, cWRErrors, 1)

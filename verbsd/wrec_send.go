@@ -1,20 +1,39 @@
 package verbsd
 
 import (
+	"net/netip"
+
 	"github.com/iwarpd/iwarpd/ddp"
+	"github.com/iwarpd/iwarpd/iwerr"
 	"github.com/iwarpd/iwarpd/llp/dgram"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
 )
 
-// The sending side of RDMA Write-Record on UD (docs/write-record.md): one
-// tagged DDP message, opcode 0xC, to the STag sqe.RKey at the tagged offset
+// The sending side of RDMA Write-Record (docs/write-record.md): one tagged
+// DDP message, opcode 0xC, to the STag sqe.RKey at the tagged offset
 // sqe.RemoteAddr of the peer named by the AH; every segment carries the
-// 12-octet Write-Record header after its tagged DDP header. The message
-// goes out by the same batched path as a Send (ud_send.go); its RecordID is
+// 12-octet Write-Record header after its tagged DDP header. Its RecordID is
 // the work request's MSN: the per-QP counter every message of the QP takes
-// a value of, so it is unique among the QP's outstanding messages to any
-// destination and stable across the engine passes that send the message.
+// a value of (on RD: shared with Sends), so it is unique among the QP's
+// outstanding messages to any destination and stable across the engine
+// passes (and retransmissions) that send the message.
+//
+// On UD the message goes out by the same batched path as a Send
+// (ud_send.go) and completes when its last datagram left. On RD
+// (rd_send.go) its segments are DATA tokens like a Send's: the work request
+// completes (WCWriteRecord) when every token is acknowledged, or with
+// WCRemAccessErr and Term when the target answers with an error message
+// (rdWriteRecordError).
+
+// writeRecordSegments cuts a Write-Record message of total octets (RecordID
+// msn) into tagged segments of at most maxPayload octets. The error is the
+// TO wrap of sqe.RemoteAddr + total.
+func writeRecordSegments(sqe *proto.SQE, msn uint32, total, maxPayload int) (ddp.Segmenter, rdmap.WriteRecord, error) {
+	segs, err := ddp.TaggedSegments(uint8(rdmap.MakeControl(rdmap.OpWriteRecord)), sqe.RKey, sqe.RemoteAddr,
+		uint32(total), maxPayload)
+	return segs, rdmap.WriteRecord{RecordID: msn, MessageLength: uint32(total)}, err
+}
 
 // maxPayloadWriteRecord is the payload octets of one Write-Record segment
 // in a UD datagram.
@@ -25,13 +44,56 @@ func (e *engine) maxPayloadWriteRecord() int {
 // prepareWriteRecord finishes prepareSend for a Write-Record work request
 // of total octets (already translated into wr.payloads).
 func (e *engine) prepareWriteRecord(wr *sendWR, sqe *proto.SQE, a *ah, msn uint32, total int) proto.WCStatus {
-	segs, err := ddp.TaggedSegments(uint8(rdmap.MakeControl(rdmap.OpWriteRecord)), sqe.RKey, sqe.RemoteAddr,
-		uint32(total), e.maxPayloadWriteRecord())
+	segs, rec, err := writeRecordSegments(sqe, msn, total, e.maxPayloadWriteRecord())
 	if err != nil { // TO + length wraps
 		return proto.WCLocLenErr
 	}
-	wr.ah, wr.msn, wr.total, wr.segs = a, msn, total, segs
-	wr.rec = rdmap.WriteRecord{RecordID: msn, MessageLength: uint32(total)}
+	wr.ah, wr.msn, wr.total, wr.segs, wr.rec = a, msn, total, segs, rec
 	wr.signaled = sqe.Flags&proto.SendSignaled != 0
 	return proto.WCSuccess
+}
+
+// rdPrepareWriteRecord finishes rdPrepare for a Write-Record work request
+// on an RD QP: it takes the next MSN of the QP (shared with Sends) as its
+// RecordID. A TO wrap is a local length error (fatal, as on UD).
+func (e *engine) rdPrepareWriteRecord(q *qp, w *rdWR, sqe *proto.SQE) proto.WCStatus {
+	r := q.rd
+	segs, rec, err := writeRecordSegments(sqe, r.msn[rdmap.QNSend]+1, w.total, e.rdMaxPayload(true, rdmap.WriteRecordLen))
+	if err != nil { // TO + length wraps
+		return proto.WCLocLenErr
+	}
+	r.msn[rdmap.QNSend]++
+	w.msn, w.segs, w.rec, w.rkey, w.to = rec.RecordID, segs, rec, sqe.RKey, sqe.RemoteAddr
+	return proto.WCSuccess
+}
+
+// writeRecordHeader returns the Write-Record header of w's segment
+// starting at Message Offset off, appended to b.
+func (w *rdWR) writeRecordHeader(b []byte, off uint32) []byte {
+	rec := w.rec
+	rec.MessageOffset = off
+	return rec.Append(b)
+}
+
+// rdWriteRecordError matches an error message from src naming the tagged
+// DDP header oh (the target refused a Write-Record segment: STag, bounds,
+// rights) with the oldest Write-Record to src, to that STag, whose range
+// holds oh.TO, that has no error yet and is not wholly acknowledged (the
+// target holds back the acknowledgement of a refused datagram until its
+// error message is through, so that work request is still open). It
+// completes with termStatus (WCRemAccessErr) and Term. false: no such
+// work request.
+func (r *rdQP) rdWriteRecordError(src netip.AddrPort, oh *ddp.Header, err iwerr.Error) bool {
+	for _, w := range r.wrs {
+		if w.op != proto.WRWriteRecord || w.peer != src || w.sent == 0 || w.fatal || w.term != 0 ||
+			w.acked >= w.segs.Count() || w.rkey != oh.Stag || oh.TO < w.to || oh.TO-w.to > uint64(w.total) {
+			continue
+		}
+		if !w.done || w.status == proto.WCSuccess {
+			w.done, w.status = true, termStatus(err)
+		}
+		w.term = termWord(err)
+		return true
+	}
+	return false
 }
