@@ -465,7 +465,8 @@ func (e *engine) rdFill(b *rdBatch, now time.Time) {
 		}
 		m.sent = true
 		if !b.add(m.peer, &h, nil, nil, append(e.pieces[:0], m.body)) {
-			break // lost for now: the state machine retransmits it
+			r.deferDatagram(m.peer, tok, h)
+			break
 		}
 	}
 	k = 0
@@ -486,7 +487,9 @@ func (e *engine) rdFill(b *rdBatch, now time.Time) {
 			}
 			p.sent++
 			r.count(rdReadBytesOut, int64(p.segs.Segment(p.sent-1).Len))
-			e.rdBuild(b, p.peer, tok, &h)
+			if !e.rdBuild(b, p.peer, tok, &h) {
+				r.deferDatagram(p.peer, tok, h)
+			}
 		}
 	}
 	if q.state != proto.QPStateRTS {
@@ -515,8 +518,18 @@ func (e *engine) rdFill(b *rdBatch, now time.Time) {
 			e.count(q, cMessagesOut, 1)
 			e.count(q, cBytesOut, int64(w.total))
 		}
-		e.rdBuild(b, w.peer, tok, &h)
+		if !e.rdBuild(b, w.peer, tok, &h) {
+			r.deferDatagram(w.peer, tok, h)
+		}
 	}
+}
+
+// deferDatagram queues a new DATA datagram the batch had no room for (it
+// has its sequence number already) to go first in the next batch. Left to
+// the state machine it would wait for a retransmission timeout: with 1 MiB
+// batches the last datagram of every 1 MiB message did (RTO per message).
+func (r *rdQP) deferDatagram(peer netip.AddrPort, tok rd.Token, h dgram.RDHeader) {
+	r.retx = append(r.retx, rdPending{peer, tok, h})
 }
 
 // rdTransmit hands a batch to the kernel. Datagrams the kernel does not

@@ -4,8 +4,10 @@
 // link, with 32-bit sequence numbers, cumulative plus selective (SACK)
 // acknowledgement — piggybacked on DATA where possible, otherwise a delayed
 // standalone ACK — retransmission on an RFC 6298 timer (SRTT/RTTVAR, Karn's
-// rule, exponential backoff) and fast retransmission when a SACK shows three
-// later datagrams received, a bounded window with receiver flow control
+// rule, exponential backoff; one timer, for the oldest outstanding datagram
+// only: no go-back-N) and selective fast retransmission of the holes a SACK
+// shows (three later datagrams received, and outstanding longer than
+// SRTT + 4·RTTVAR, so reordering and duplicate ACKs resend nothing), a bounded window with receiver flow control
 // (NOTREADY: the receiver had no posted receive; the sender retries after
 // its own back-off and does not count it as loss), a retry limit ending in a
 // Failed action, per-peer state created on first contact and reclaimed when

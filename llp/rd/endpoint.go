@@ -451,6 +451,7 @@ func (e *Endpoint) learn(p *peer, inc uint32) {
 		for off := 0; off < p.out.n; off++ {
 			if s := p.out.at(off); s.flags&segSacked != 0 {
 				s.flags &^= segSacked
+				s.flags |= segResend
 				s.deadline = min(s.deadline, e.last)
 				sacked = true
 			}

@@ -10,7 +10,7 @@ import (
 // outSeg is one unacknowledged DATA datagram (32 bytes).
 type outSeg struct {
 	tok      Token
-	sentAt   int64 // first transmission, for RTT samples
+	sentAt   int64 // latest transmission (the first one until segRetx: RTT samples)
 	deadline int64
 	retries  uint16
 	flags    uint8
@@ -19,8 +19,9 @@ type outSeg struct {
 const (
 	segSacked   = 1 << iota // the receiver holds it (no retransmission; not yet Acked)
 	segRetx                 // retransmitted at least once (Karn: no RTT sample)
-	segFastRetx             // fast-retransmitted since its last timeout
+	segFastRetx             // fast-retransmitted at least once (statistics only)
 	segNotReady             // receiver was not ready: retry at deadline, not counted
+	segResend               // resend at deadline although not the oldest (peer's new life)
 )
 
 // ring is a growable FIFO of outSeg indexed from the oldest; the buffer is

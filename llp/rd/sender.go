@@ -86,17 +86,33 @@ func (e *Endpoint) armed(p *peer, deadline int64) {
 
 // rearm recomputes p's earliest timer after deadlines moved later.
 func (e *Endpoint) rearm(p *peer) {
+	p.next = e.timerDeadline(p)
+	e.activate(p)
+}
+
+// timerDeadline returns p's earliest timer: the delayed ACK, the
+// retransmission timer — which only the oldest datagram neither
+// acknowledged nor SACKed has (RFC 6298 §5: one timer, restarted when an
+// ACK acknowledges new data) — and the individual timers of datagrams
+// waiting out a NOTREADY back-off or to be resent to a peer's new life.
+func (e *Endpoint) timerDeadline(p *peer) int64 {
 	next := int64(1<<63 - 1)
 	if p.ackDue {
 		next = p.ackAt
 	}
+	oldest := true
 	for off := 0; off < p.out.n; off++ {
-		if s := p.out.at(off); s.flags&segSacked == 0 {
+		s := p.out.at(off)
+		switch {
+		case s.flags&segSacked != 0:
+		case s.flags&(segNotReady|segResend) != 0:
+			next = min(next, s.deadline)
+		case oldest:
+			oldest = false
 			next = min(next, s.deadline)
 		}
 	}
-	p.next = next
-	e.activate(p)
+	return next
 }
 
 // processAck applies the ack fields of h (FlagAck set, Echoed Incarnation
@@ -115,11 +131,17 @@ func (e *Endpoint) processAck(t int64, p *peer, h *dgram.RDHeader) {
 	}
 	p.spaceAcked = true
 	var sampleAt int64 = -1
-	advanced := false
+	advanced, repaired := false, false
+	// The highest sequence number the previous ACKs could SACK: a
+	// datagram beyond it SACKed now may have arrived long ago.
+	horizon := p.ackCum + 32
 	for dgram.SeqLess(p.sndUna, cum) && p.out.n > 0 {
 		s := p.out.popFront()
 		p.sndUna++
 		advanced = true
+		if s.flags&segRetx != 0 {
+			repaired = true
+		}
 		if s.flags&(segRetx|segSacked) == 0 {
 			sampleAt = max(sampleAt, s.sentAt)
 		}
@@ -129,8 +151,15 @@ func (e *Endpoint) processAck(t int64, p *peer, h *dgram.RDHeader) {
 			e.releaseHold(p) // the peer has the error message: ack the refused DATA now
 		}
 	}
+	if repaired {
+		// A retransmission filled a hole: the datagrams after it waited
+		// for the repair at the receiver, their ACK times measure the
+		// repair, not the path (Karn's rule extended to them).
+		sampleAt = -1
+	}
 	if advanced {
 		p.nrBackoff = 0
+		defer e.restartTimer(t, p) // after the RTT sample below
 	}
 	if dgram.SeqLessEq(p.ackCum, cum) {
 		p.ackCum = cum
@@ -148,7 +177,7 @@ func (e *Endpoint) processAck(t int64, p *peer, h *dgram.RDHeader) {
 			s := p.out.at(off)
 			if s.flags&segSacked == 0 {
 				s.flags |= segSacked
-				if s.flags&segRetx == 0 {
+				if s.flags&segRetx == 0 && dgram.SeqLessEq(cum+1+i, horizon) {
 					sampleAt = max(sampleAt, s.sentAt)
 				}
 			}
@@ -182,9 +211,16 @@ func (e *Endpoint) processAck(t int64, p *peer, h *dgram.RDHeader) {
 	}
 }
 
-// fastRetransmit resends, once per timeout round, each unacknowledged
-// datagram that the SACK shows three later datagrams received after.
+// fastRetransmit resends each unacknowledged datagram that the SACK
+// shows three later datagrams received after, once it has been
+// outstanding for longer than reordering explains: SRTT plus a reordering
+// window of max(SRTT/4, 4·RTTVAR) since its latest transmission (a time
+// based rule in the spirit of RACK, RFC 8985). A reordered datagram
+// arrives meanwhile; a lost retransmission is resent again one such
+// interval later, without waiting for the timeout. Duplicate ACKs
+// (nothing new SACKed) resend nothing the interval has not expired for.
 func (e *Endpoint) fastRetransmit(t int64, p *peer, cum, sack uint32) {
+	wait := p.srtt + max(p.srtt/4, 4*p.rttvar)
 	for off := 0; off < p.out.n; off++ {
 		seq := p.sndUna + uint32(off)
 		i := seq - cum // 0 for cum itself; bit i-1 covers seq
@@ -199,13 +235,28 @@ func (e *Endpoint) fastRetransmit(t int64, p *peer, cum, sack uint32) {
 			break
 		}
 		s := p.out.at(off)
-		if s.flags&(segSacked|segFastRetx|segNotReady) != 0 || int(s.retries) >= e.cfg.MaxRetries {
+		if s.flags&(segSacked|segNotReady) != 0 || int(s.retries) >= e.cfg.MaxRetries || t-s.sentAt < wait {
 			continue
 		}
 		s.flags |= segFastRetx
 		e.stats.FastRetransmits++
 		e.retransmit(t, p, off, true)
 	}
+}
+
+// restartTimer restarts the retransmission timer after an ACK
+// acknowledged new data (RFC 6298 §5.3): the oldest outstanding datagram
+// times out one (backed-off) RTO from now at the earliest.
+func (e *Endpoint) restartTimer(t int64, p *peer) {
+	for off := 0; off < p.out.n; off++ {
+		s := p.out.at(off)
+		if s.flags&(segSacked|segNotReady|segResend) != 0 {
+			continue
+		}
+		s.deadline = max(s.deadline, t+e.backedOff(p, s.retries))
+		break
+	}
+	e.rearm(p)
 }
 
 // retransmit queues the datagram at offset off for resending; counted
@@ -216,6 +267,8 @@ func (e *Endpoint) retransmit(t int64, p *peer, off int, counted bool) {
 		s.retries++
 	}
 	s.flags |= segRetx
+	s.flags &^= segResend
+	s.sentAt = t
 	s.deadline = t + e.backedOff(p, s.retries)
 	h := e.dataHeader(p, p.sndUna+uint32(off))
 	h.Flags |= dgram.FlagAckReq
@@ -226,21 +279,28 @@ func (e *Endpoint) retransmit(t int64, p *peer, off int, counted bool) {
 }
 
 // runTimers handles p's expired timers at t and appends the actions.
+// Only the oldest outstanding datagram has a retransmission timer: the
+// ones after it are resent when a SACK shows them missing
+// (fastRetransmit) or when they become the oldest, never in a burst
+// because one timer expired (no go-back-N).
 func (e *Endpoint) runTimers(t int64, p *peer, out []Action) []Action {
 	if p.ackDue && p.ackAt <= t {
 		out = append(out, e.takeAck(p))
 	}
-	next := int64(1<<63 - 1)
-	if p.ackDue {
-		next = p.ackAt
-	}
+	oldest := true
 	for off := 0; off < p.out.n; off++ {
 		s := p.out.at(off)
 		if s.flags&segSacked != 0 {
 			continue
 		}
+		own := s.flags&(segNotReady|segResend) != 0
+		if !own && !oldest {
+			continue
+		}
+		if !own {
+			oldest = false
+		}
 		if s.deadline > t {
-			next = min(next, s.deadline)
 			continue
 		}
 		switch {
@@ -250,20 +310,17 @@ func (e *Endpoint) runTimers(t int64, p *peer, out []Action) []Action {
 		case int(s.retries) >= e.cfg.MaxRetries:
 			e.abandon(p, Failed)
 			out = e.flush(out)
-			p.next = next
-			if p.ackDue {
-				p.next = min(p.next, p.ackAt)
-			}
+			p.next = e.timerDeadline(p)
 			return out
 		default:
-			e.stats.Timeouts++
-			s.flags &^= segFastRetx
+			if s.flags&segResend == 0 {
+				e.stats.Timeouts++
+			}
 			e.retransmit(t, p, off, true)
 		}
-		next = min(next, s.deadline)
 	}
 	out = e.flush(out)
-	p.next = next
+	p.next = e.timerDeadline(p)
 	return out
 }
 

@@ -71,6 +71,7 @@ type Net struct {
 	Link       LinkConfig
 	Violations []string
 	Sent, Lost uint64 // datagrams put on the link, datagrams lost
+	LostData   uint64 // DATA datagrams lost (new or retransmitted)
 
 	rng       *rand.Rand
 	nodes     map[netip.AddrPort]*Node
@@ -216,6 +217,9 @@ func (n *Net) transmit(from, to netip.AddrPort, h dgram.RDHeader, tok rd.Token) 
 	n.Sent++
 	if n.Link.Down || n.rng.Float64() < n.Link.Loss {
 		n.Lost++
+		if h.Type == dgram.RDData {
+			n.LostData++
+		}
 		return
 	}
 	copies := 1
