@@ -36,14 +36,18 @@ lint:
 	$(GO) vet ./...
 
 # Go benchmarks of the wire layers; each prints beside its baseline
-# (raw CRC32c) measured in the same run. Then the UD benchmark program
-# (docs/benchmarks.md): latency and bandwidth through two daemons, as ratios
-# to raw sockets measured in the same run; BENCHFLAGS passes it flags
-# (e.g. BENCHFLAGS=-quick).
+# (raw CRC32c) measured in the same run. Then the benchmark suite
+# (docs/benchmarks.md): size sweeps of latency and bandwidth, bidirectional
+# bandwidth, RD under loss, idle cost and memory per peer, through two
+# daemons on loopback and in two veth-joined namespaces, as ratios to raw
+# sockets measured in the same run, written to BENCH_OUT (CSV, PNG,
+# summary.md); about 8 minutes. BENCHFLAGS passes it flags
+# (BENCHFLAGS=-quick: the CI smoke version, seconds).
 BENCHFLAGS ?=
+BENCH_OUT ?= bench-results
 bench: build bench-deps
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./internal/crc32c/ ./mpa/ ./ddp/ ./llp/...
-	./$(BIN)/iwarp-bench -bin $(BIN) $(BENCHFLAGS)
+	./$(BIN)/iwarp-bench -bin $(BIN) -out $(BENCH_OUT) $(BENCHFLAGS)
 
 # What iwarp-bench can use beyond the project: fi_pingpong (libfabric-bin)
 # and iproute2; never fails (the benchmark skips what is missing).

@@ -264,9 +264,10 @@ func TestSmokeLoopback(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	results := t.TempDir()
 	var stdout, stderr bytes.Buffer
 	cmd := exec.Command(filepath.Join(bin, "iwarp-bench"), "-bin", bin, "-quick", "-scenario", "loopback",
-		"-n", "100", "-bw-n", "50", "-fi=false", "-run-timeout", "30s")
+		"-n", "100", "-bw-n", "50", "-fi=false", "-run-timeout", "30s", "-idle", "200ms", "-out", results)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	done := make(chan error, 1)
 	if err := cmd.Start(); err != nil {
@@ -293,22 +294,30 @@ func TestSmokeLoopback(t *testing.T) {
 	if strings.Contains(out, "(no data)") || strings.Contains(out, "FAILED") {
 		t.Errorf("a metric is missing:\n%s", out)
 	}
-	for _, want := range []string{"RD / UD lat (medians) 64 B", "RD / RC bw 1 MiB", "RD Send lat 64 B, mean one way"} {
+	for _, want := range []string{"RD / UD lat (medians) 64 B", "RD / RC bw 64 KiB", "RD Send lat 64 B, mean one way",
+		"RC RDMA Write bw 64 KiB bidirectional", "== idle cost (loopback): iwarpd CPU"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
 	for _, ratio := range []string{"UD lat / raw UDP lat", "UD bw / raw UDP bw", "RC Send lat / raw TCP lat",
 		"RC Write lat / raw TCP lat", "RC Write bw / raw TCP bw", "RC Read bw / raw TCP bw", "UD lat / RC Send lat",
-		"RD / UD lat (medians) 64 B", "RD / RC lat (medians) 1 MiB", "RD / raw UDP lat (medians) 4 KiB",
-		"RD / raw TCP bw 1 MiB", "RD / UD bw 64 KiB"} {
+		"RD / UD lat (medians) 64 B", "RD / RC lat (medians) 64 B", "RD / raw UDP lat (medians) 64 B",
+		"RD / raw TCP bw 64 KiB", "RD / UD bw 64 KiB", "RD / raw TCP bidirectional bw 64 KiB"} {
 		for _, line := range strings.Split(out, "\n") {
 			if strings.Contains(line, ratio) && !strings.Contains(line, "×") {
 				t.Errorf("ratio line without a ratio: %q", line)
 			}
 		}
 	}
-	if n := strings.Count(stderr.String(), "[loopback 1/1]"); n != 45 {
-		t.Errorf("%d progress lines, want 45 (5 UD and raw, 6 RC and raw TCP, 34 of the RD/UD/RC matrix):\n%s", n, stderr.String())
+	// 11 headline runs, the sweeps at one size each (6 latency at 64 B, 6
+	// bandwidth at 64 KiB), 5 bidirectional.
+	if n := strings.Count(stderr.String(), "[loopback 1/1]"); n != 28 {
+		t.Errorf("%d progress lines, want 28:\n%s", n, stderr.String())
+	}
+	for _, f := range []string{"summary.md", "loopback-latency-datagram.png", "loopback-bandwidth.csv", "loopback-bandwidth-bidir.png", "idle-cost.csv"} {
+		if _, err := os.Stat(filepath.Join(results, f)); err != nil {
+			t.Errorf("bench results: %v", err)
+		}
 	}
 }

@@ -32,11 +32,13 @@ func fakeBin(t *testing.T) string {
 func TestPipeline(t *testing.T) {
 	bin := fakeBin(t)
 	var stdout, stderr bytes.Buffer
-	args := []string{"-bin", bin, "-scenario", "loopback", "-rounds", "3", "-n", "10", "-bw-n", "10", "-fi=false"}
+	out := t.TempDir()
+	args := []string{"-bin", bin, "-scenario", "loopback", "-rounds", "3", "-n", "10", "-bw-n", "10", "-fi=false",
+		"-idle", "0", "-mem-peers", "", "-out", out}
 	if code := run(args, &stdout, &stderr); code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
 	}
-	out := stdout.String()
+	text := stdout.String()
 	for name, want := range map[string]string{
 		"UD lat 64 B, median one way":    "7.50 [7.50 – 7.50] µs",
 		"UD lat 64 B, mean one way":      "15.0 [15.0 – 15.0] µs",
@@ -61,14 +63,23 @@ func TestPipeline(t *testing.T) {
 		"RD / RC bw 1 MiB":                  "2.08× [2.08× – 2.08×] — n/a",
 		"RD / raw TCP bw 1 MiB":             "1.25× [1.25× – 1.25×] — n/a",
 		"RD Send lat 64 B, mean one way":    "16.0 [16.0 – 16.0] µs",
+		// Sweep ends and bidirectional runs.
+		"RC RDMA Write lat 1 B, median one way":              "9.00 [9.00 – 9.00] µs",
+		"raw UDP lat 63 KiB, median one way":                 "5.00 [5.00 – 5.00] µs",
+		"RC Send bw 4 MiB":                                   "12.0 [12.0 – 12.0] Gb/s",
+		"UD Send bw 64 KiB bidirectional (sum of both ways)": "60.0 [60.0 – 60.0] Gb/s",
+		"RD / raw TCP bidirectional bw 1 MiB":                "1.25× [1.25× – 1.25×] — n/a",
 	} {
-		if got := row(out, name); got != want {
-			t.Errorf("row %q: %q, want %q\n%s", name, got, want, out)
+		if got := row(text, name); got != want {
+			t.Errorf("row %q: %q, want %q\n%s", name, got, want, text)
 		}
 	}
-	if n := strings.Count(stderr.String(), "[loopback "); n != 135 {
-		t.Errorf("%d progress lines, want 135 (11 runs + 34 of the RD/UD/RC matrix, × 3 rounds):\n%s", n, stderr.String())
+	// Per round: 11 headline runs, 64 latency and 37 bandwidth runs of the
+	// sweep (35: UD bandwidth stops at 64 KiB), 9 bidirectional (2 sizes × 5 series, no UD at 1 MiB).
+	if n := strings.Count(stderr.String(), "[loopback "); n != 3*119 {
+		t.Errorf("%d progress lines, want %d:\n%s", n, 3*119, stderr.String())
 	}
+	checkResults(t, out)
 
 	stdout.Reset()
 	if code := run(append(args, "-json"), &stdout, &stderr); code != exitOK {
@@ -91,7 +102,8 @@ func TestPipelineDataWrong(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
-	code := run([]string{"-bin", bin, "-scenario", "loopback", "-rounds", "1", "-n", "10", "-bw-n", "10", "-fi=false"}, &stdout, &stderr)
+	code := run([]string{"-bin", bin, "-scenario", "loopback", "-rounds", "1", "-n", "10", "-bw-n", "10", "-fi=false",
+		"-quick", "-idle", "0", "-mem-peers", "", "-out", ""}, &stdout, &stderr)
 	if code != exitFailed {
 		t.Errorf("exit %d, want %d", code, exitFailed)
 	}
@@ -122,4 +134,34 @@ func row(out, name string) string {
 		}
 	}
 	return ""
+}
+
+// checkResults checks the bench-results/ directory of TestPipeline: the
+// experiments' files, and ratios of the fake figures in the summary.
+func checkResults(t *testing.T, dir string) {
+	t.Helper()
+	for _, name := range []string{"loopback-latency-datagram", "loopback-latency-rc", "loopback-bandwidth", "loopback-bandwidth-bidir"} {
+		for _, ext := range []string{".csv", ".png"} {
+			if st, err := os.Stat(filepath.Join(dir, name+ext)); err != nil || st.Size() == 0 {
+				t.Errorf("%s%s: %v", name, ext, err)
+			}
+		}
+	}
+	sum, err := os.ReadFile(filepath.Join(dir, "summary.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// UD 7.5 µs / raw UDP 5 µs; RC Write 16 / raw TCP 20 Gb/s; UD 60 / raw TCP 40 Gb/s both ways.
+	for _, want := range []string{"| 64 | 1.50× [1.50× – 1.50×] | 1.60× [1.60× – 1.60×] |", "1.50× [1.50× – 1.50×]", "Ratio to **raw UDP**", "Ratio to **raw TCP**"} {
+		if !strings.Contains(string(sum), want) {
+			t.Errorf("summary.md lacks %q:\n%s", want, sum)
+		}
+	}
+	csv, err := os.ReadFile(filepath.Join(dir, "loopback-bandwidth.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(csv), "loopback-bandwidth,RC RDMA Write,4.194304e+06,16,16,16,0.8,") {
+		t.Errorf("loopback-bandwidth.csv lacks the 4 MiB point:\n%s", csv)
+	}
 }

@@ -27,9 +27,12 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/iwarpd/iwarpd/internal/benchreport"
 )
 
 func main() {
@@ -69,6 +72,15 @@ type benchConfig struct {
 	RunTimeout  time.Duration `json:"run_timeout_ns"`
 	Quick       bool          `json:"quick"`
 	Only        []string      `json:"only,omitempty"` // metric keys of the runs to make (all when empty)
+	SweepIters  int           `json:"sweep_iterations"`
+	LatSizes    []int         `json:"lat_sizes"`
+	BWSizes     []int         `json:"bw_sizes"`
+	Out         string        `json:"out"`       // bench-results directory ("" none)
+	Idle        time.Duration `json:"idle_ns"`   // idle-cost measurement, each (0: skipped)
+	Bidir       bool          `json:"bidir"`     // bidirectional bandwidth runs
+	Loss        []int         `json:"loss_pct"`  // veth: loss rates of the RD goodput runs
+	MemBin      string        `json:"mem_bin"`   // iwarp-mem, when found
+	MemPeers    []int         `json:"mem_peers"` // peers N of the memory runs
 	JSON        bool          `json:"-"`
 }
 
@@ -154,8 +166,14 @@ func parseConfig(args []string, stderr io.Writer) (benchConfig, error) {
 	fs.BoolVar(&c.FI, "fi", true, "loopback: also run fi_pingpong (rdm udp;ofi_rxd and dgram udp) when installed")
 	fs.DurationVar(&c.PerfTimeout, "perf-timeout", 10*time.Second, "iwarp-perf -timeout: longest wait for one message")
 	fs.DurationVar(&c.RunTimeout, "run-timeout", 120*time.Second, "longest time one run (server + client) may take before it is killed")
-	fs.BoolVar(&c.Quick, "quick", false, "smoke mode: 1 round, 200 latency iterations, 100 bandwidth messages (unless -n/-bw-n/-rounds are given)")
+	fs.BoolVar(&c.Quick, "quick", false, "CI smoke mode: 1 round, one size per sweep (64 B, 64 KiB), 200 latency iterations, 100 bandwidth messages, 1 s idle, loss 0,5, memory N=16 (unless given)")
 	only := fs.String("only", "", "comma-separated `runs` to make (for profiling): raw_udp_lat, ud_lat, fi_rxd_lat, fi_udp_lat, raw_udp_bw, ud_bw, raw_tcp_bw, raw_tcp_lat, rc_send_lat, rc_write_lat, raw_tcp_bw_1m, rc_write_bw_1m, rc_read_bw_1m")
+	fs.IntVar(&c.SweepIters, "sweep-n", 2000, "size sweep: latency `iterations` up to 4 KiB (fewer above, in proportion)")
+	fs.StringVar(&c.Out, "out", "bench-results", "`directory` of the CSV files, PNG plots and summary.md (\"\": write none)")
+	fs.DurationVar(&c.Idle, "idle", 10*time.Second, "idle cost: CPU of an idle daemon, then of one serving an idle client, over this `long` each (0: skip)")
+	fs.BoolVar(&c.Bidir, "bidir", true, "bidirectional bandwidth: two pairs in opposite directions at once")
+	loss := fs.String("loss", "0,1,5", "veth: RD (and raw TCP) goodput under these loss `percentages` (nftables drop on output)")
+	mem := fs.String("mem-peers", "16,64,256,1024", "memory per peer with bin/iwarp-mem for these `N` (\"\": skip)")
 	fs.BoolVar(&c.JSON, "json", false, "print one JSON document instead of the tables")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: iwarp-bench [flags]\n\n"+
@@ -181,6 +199,28 @@ func parseConfig(args []string, stderr io.Writer) (benchConfig, error) {
 		if !set["bw-n"] {
 			c.BWIters = 100
 		}
+		if !set["sweep-n"] {
+			c.SweepIters = 50
+		}
+		if !set["idle"] {
+			c.Idle = time.Second
+		}
+		if !set["loss"] {
+			*loss = "0,5"
+		}
+		if !set["mem-peers"] {
+			*mem = "16"
+		}
+		c.LatSizes, c.BWSizes = quickLatSizes, quickBWSizes
+	} else {
+		c.LatSizes, c.BWSizes = fullLatSizes, fullBWSizes
+	}
+	var err error
+	if c.Loss, err = intList(*loss, 0, 50); err != nil {
+		return c, &usageError{fmt.Sprintf("-loss: %v", err)}
+	}
+	if c.MemPeers, err = intList(*mem, 1, 20000); err != nil {
+		return c, &usageError{fmt.Sprintf("-mem-peers: %v", err)}
 	}
 	c.DaemonArgs = strings.Fields(*daemonArgs)
 	for _, k := range strings.FieldsFunc(*only, func(r rune) bool { return r == ',' || r == ' ' }) {
@@ -192,8 +232,10 @@ func parseConfig(args []string, stderr io.Writer) (benchConfig, error) {
 	switch {
 	case c.Scenario != "loopback" && c.Scenario != "veth" && c.Scenario != "all":
 		return c, &usageError{fmt.Sprintf("-scenario %q: want loopback, veth or all", c.Scenario)}
-	case c.Rounds < 1 || c.LatIters < 1 || c.BWIters < 1:
-		return c, &usageError{"-rounds, -n and -bw-n must be at least 1"}
+	case c.Rounds < 1 || c.LatIters < 1 || c.BWIters < 1 || c.SweepIters < 1:
+		return c, &usageError{"-rounds, -n, -bw-n and -sweep-n must be at least 1"}
+	case c.Idle < 0:
+		return c, &usageError{"-idle must be >= 0"}
 	case c.Window < 1 || c.Window > 4096:
 		return c, &usageError{fmt.Sprintf("-window %d: want 1..4096", c.Window)}
 	case c.PollWindow < 0 || c.PerfTimeout <= 0 || c.RunTimeout <= 0:
@@ -211,7 +253,25 @@ func parseConfig(args []string, stderr io.Writer) (benchConfig, error) {
 			c.FIPingpong = p
 		}
 	}
+	if p := filepath.Join(c.Bin, "iwarp-mem"); len(c.MemPeers) > 0 {
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			c.MemBin = p
+		}
+	}
 	return c, nil
+}
+
+// intList parses "a,b,c" into integers in [lo, hi] ("" is the empty list).
+func intList(s string, lo, hi int) ([]int, error) {
+	var out []int
+	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
+		v, err := strconv.Atoi(f)
+		if err != nil || v < lo || v > hi {
+			return nil, fmt.Errorf("%q: want integers %d..%d", f, lo, hi)
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -247,9 +307,41 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if cfg.Scenario == "veth" || cfg.Scenario == "all" {
 		doc.Scenarios = append(doc.Scenarios, runVeth(s, &cfg, stderr))
 	}
+	var exps []benchreport.Experiment
 	for _, sc := range doc.Scenarios {
 		if len(sc.Failures) > 0 {
 			doc.OK = false
+		}
+		exps = append(exps, scenarioExperiments(sc, &cfg)...)
+	}
+	if cfg.Idle > 0 && (cfg.Scenario == "loopback" || cfg.Scenario == "all") {
+		r, err := runIdle(s, &cfg, stderr)
+		if err != nil {
+			doc.Failures = append(doc.Failures, "idle cost: "+err.Error())
+			fmt.Fprintf(stderr, "[idle] FAILED: %v\n", err)
+		} else {
+			doc.Idle = &r
+			exps = append(exps, idleExperiment(r, cfg.Idle))
+		}
+	}
+	if cfg.MemBin != "" && (cfg.Scenario == "loopback" || cfg.Scenario == "all") {
+		e, failures := runMemory(&cfg, stderr)
+		doc.Failures = append(doc.Failures, failures...)
+		if e, ok := experiment(benchreport.Experiment{Name: e.Name, Title: e.Title, XLabel: e.XLabel, YLabel: e.YLabel,
+			LogX: e.LogX, LogY: e.LogY, Baseline: e.Baseline, Note: e.Note}, e.Series...); ok {
+			exps = append(exps, e)
+		}
+	}
+	if len(doc.Failures) > 0 {
+		doc.OK = false
+	}
+	if cfg.Out != "" {
+		m := benchreport.Machine{Description: doc.Machine, Tree: doc.Tree, Config: cfg.describe()}
+		if err := benchreport.WriteAll(cfg.Out, m, exps); err != nil {
+			fmt.Fprintf(stderr, "iwarp-bench: %v\n", err)
+			doc.OK = false
+		} else {
+			fmt.Fprintf(stderr, "iwarp-bench: wrote %d experiments (CSV, PNG) and %s to %s\n", len(exps), benchreport.SummaryFile, cfg.Out)
 		}
 	}
 	if cfg.JSON {

@@ -97,17 +97,39 @@ func vethDevs() (devA, devB string) {
 	return "iwb" + pid + "a", "iwb" + pid + "b"
 }
 
-// setNetemLoss makes each veth end drop rate (e.g. "1%") of the packets it
-// sends, with a netem root qdisc; rate "" removes the qdiscs.
-func setNetemLoss(nsA, nsB, rate string) error {
-	devA, devB := vethDevs()
-	for _, side := range []struct{ ns, dev string }{{nsA, devA}, {nsB, devB}} {
-		args := []string{"-n", side.ns, "qdisc", "replace", "dev", side.dev, "root", "netem", "loss", rate}
-		if rate == "" {
-			args = []string{"-n", side.ns, "qdisc", "del", "dev", side.dev, "root"}
+// The loss of the veth scenario is made with nftables, not netem (many
+// kernels, this one included, have no sch_netem: "Specified qdisc kind is
+// unknown"): a table inet iwarp_bench in each namespace whose output chain
+// drops pct % of the TCP and UDP packets it sends, chosen by numgen random.
+const nftTable = "iwarp_bench"
+
+func nft(ns string, args ...string) error {
+	all := append([]string{"netns", "exec", ns, "nft"}, args...)
+	if out, err := exec.Command("ip", all...).CombinedOutput(); err != nil {
+		return fmt.Errorf("nft %s (netns %s): %v: %s", strings.Join(args, " "), ns, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// setLoss makes each namespace drop pct % of the TCP and UDP packets it
+// sends (0: none). The first call creates the tables (and fails where
+// nftables is missing).
+func setLoss(nsA, nsB string, pct int) error {
+	for _, ns := range []string{nsA, nsB} {
+		if err := nft(ns, "add", "table", "inet", nftTable); err != nil {
+			return err
 		}
-		if out, err := exec.Command("tc", args...).CombinedOutput(); err != nil {
-			return fmt.Errorf("tc %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		if err := nft(ns, "add", "chain", "inet", nftTable, "out", "{ type filter hook output priority 0 ; }"); err != nil {
+			return err
+		}
+		if err := nft(ns, "flush", "chain", "inet", nftTable, "out"); err != nil {
+			return err
+		}
+		if pct > 0 {
+			if err := nft(ns, "add", "rule", "inet", nftTable, "out", "meta", "l4proto", "{", "tcp", ",", "udp", "}",
+				"numgen", "random", "mod", "100", "<", strconv.Itoa(pct), "drop"); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -2,138 +2,17 @@ package main
 
 import (
 	"fmt"
-	"strconv"
+
+	"github.com/iwarpd/iwarpd/internal/benchreport"
 )
 
 // RD against UD, RC and the raw sockets (loopback), RD under loss (veth with
-// netem), and RD latency against fi_pingpong's rxd (docs/benchmarks.md).
+// nftables), and RD latency against fi_pingpong's rxd (docs/benchmarks.md).
 
-// Metric keys of the RD runs outside the size matrix.
+// Metric keys of the RD runs outside the size sweep (sweep.go).
 const (
-	kRDLatMean = "rd_lat_mean"     // RD Send lat 64 B, mean (against fi rxd)
-	kRDBWClean = "rd_bw_veth"      // veth, RD Send bw 64 KiB, no loss
-	kRDBWLoss  = "rd_bw_veth_loss" // veth with netem loss 1%
-	lossRate   = "1%"
+	kRDLatMean = "rd_lat_mean" // RD Send lat 64 B, mean (against fi rxd)
 )
-
-// matrixSizes are the message sizes of the RD/UD/RC comparison.
-var matrixSizes = []int{64, 4096, 65536, 1 << 20}
-
-// matrixTransports are compared at each size: raw UDP only up to 4 KiB
-// (its largest datagram is 65507 octets), UD up to 64 KiB.
-var matrixTransports = []string{"raw-udp", "raw-tcp", "ud", "rc", "rd"}
-
-func inMatrix(transport string, size int) bool {
-	switch transport {
-	case "raw-udp":
-		return size <= 4096
-	case "ud":
-		return size <= 65536
-	}
-	return true
-}
-
-func sizeLabel(size int) string {
-	switch {
-	case size >= 1<<20:
-		return strconv.Itoa(size>>20) + " MiB"
-	case size >= 1<<10:
-		return strconv.Itoa(size>>10) + " KiB"
-	}
-	return strconv.Itoa(size) + " B"
-}
-
-func matrixKey(transport, test string, size int) string {
-	return fmt.Sprintf("m_%s_%s_%d", transport, test, size)
-}
-
-var transportLabel = map[string]string{"raw-udp": "raw UDP", "raw-tcp": "raw TCP", "ud": "UD", "rc": "RC", "rd": "RD"}
-
-// matrixIters scales the iterations down with the size: latency runs take
-// -n up to 4 KiB, -n/16 at 64 KiB, -n/256 at 1 MiB (at least 20); bandwidth
-// runs -bw-n up to 64 KiB, -bw-n/16 at 1 MiB (at least 100).
-func matrixIters(cfg *benchConfig, test string, size int) int {
-	if test == "lat" {
-		return max(cfg.LatIters*4096/max(size, 4096), 20)
-	}
-	return max(cfg.BWIters*65536/max(size, 65536), 100)
-}
-
-func init() {
-	for _, tr := range matrixTransports {
-		for _, test := range []string{"lat", "bw"} {
-			for _, size := range matrixSizes {
-				if inMatrix(tr, size) {
-					knownRuns[matrixKey(tr, test, size)] = true
-				}
-			}
-		}
-	}
-	knownRuns[kRDBWClean] = true
-	knownRuns[kRDBWLoss] = true
-}
-
-// matrixMetrics declares the matrix's metrics and ratios on sc: at each
-// size RD / UD, RD / RC and RD / the raw socket that fits (UDP up to 4 KiB,
-// TCP above), latency medians and average bandwidths. No targets: RD's
-// reliability costs, and these rows say how much.
-func matrixMetrics(sc *scenario, fi bool) {
-	for _, test := range []string{"lat", "bw"} {
-		for _, size := range matrixSizes {
-			for _, tr := range matrixTransports {
-				if !inMatrix(tr, size) {
-					continue
-				}
-				if test == "lat" {
-					sc.addMetric(matrixKey(tr, test, size), fmt.Sprintf("%s Send lat %s, median one way", transportLabel[tr], sizeLabel(size)), "us", false)
-				} else {
-					sc.addMetric(matrixKey(tr, test, size), fmt.Sprintf("%s Send bw %s", transportLabel[tr], sizeLabel(size)), "Gb/s", false)
-				}
-			}
-			rd := matrixKey("rd", test, size)
-			what := map[string]string{"lat": "lat (medians)", "bw": "bw"}[test]
-			for _, other := range []string{"ud", "rc"} {
-				if inMatrix(other, size) {
-					sc.addRatio(fmt.Sprintf("RD / %s %s %s", transportLabel[other], what, sizeLabel(size)), rd, matrixKey(other, test, size), "", 0)
-				}
-			}
-			raw := "raw-tcp"
-			if inMatrix("raw-udp", size) {
-				raw = "raw-udp"
-			}
-			sc.addRatio(fmt.Sprintf("RD / %s %s %s", transportLabel[raw], what, sizeLabel(size)), rd, matrixKey(raw, test, size), "", 0)
-		}
-	}
-	sc.addMetric(kRDLatMean, "RD Send lat 64 B, mean one way", "us", false)
-	if fi {
-		sc.addRatio("RD lat / fi rxd lat (means)", kRDLatMean, kFIRxdLat, "<=", 1.0)
-	}
-}
-
-// matrixSteps returns the runs of the matrix, latency then bandwidth, size
-// by size, every transport in turn at each size (so that they meet the same
-// noise).
-func matrixSteps(s *session, cfg *benchConfig, sc *scenario, a, b *node) []step {
-	var steps []step
-	for _, test := range []string{"lat", "bw"} {
-		for _, size := range matrixSizes {
-			for _, tr := range matrixTransports {
-				if !inMatrix(tr, size) {
-					continue
-				}
-				key := matrixKey(tr, test, size)
-				t := perfTest{label: fmt.Sprintf("%s %s %s", transportLabel[tr], test, sizeLabel(size)), transport: tr,
-					test: test, size: size, iters: matrixIters(cfg, test, size)}
-				meanKey := ""
-				if tr == "rd" && test == "lat" && size == 64 {
-					meanKey = kRDLatMean
-				}
-				steps = append(steps, perfStep(s, cfg, sc, a, b, key, meanKey, t))
-			}
-		}
-	}
-	return steps
-}
 
 // perfStep is one iwarp-perf run recording its median latency (and mean,
 // under meanKey) or its average bandwidth under key.
@@ -157,32 +36,76 @@ func perfStep(s *session, cfg *benchConfig, sc *scenario, a, b *node, key, meanK
 	}}
 }
 
-// lossMetrics declares the veth loss sub-scenario: RD Send bw 64 KiB
-// without loss, then with netem dropping lossRate of the packets leaving
-// each veth end; the ratio should stay >= 0.7.
-func lossMetrics(sc *scenario) {
-	sc.addMetric(kRDBWClean, "RD Send bw 64 KiB, no loss", "Gb/s", false)
-	sc.addMetric(kRDBWLoss, "RD Send bw 64 KiB, netem loss "+lossRate+" each way", "Gb/s", false)
-	sc.addRatio("RD bw with "+lossRate+" loss / without", kRDBWLoss, kRDBWClean, ">=", 0.7)
+// lossKey is the metric of series tr ("rd" or "raw-tcp") at loss pct %.
+func lossKey(tr string, pct int) string { return fmt.Sprintf("loss_%s_%d", tr, pct) }
+
+// lossMetrics declares the veth loss runs: RD Send bw 64 KiB and its raw
+// TCP baseline at each loss rate of -loss, and RD's goodput under loss as a
+// ratio to its own without loss (target >= 0.7 at 1 %).
+func lossMetrics(sc *scenario, cfg *benchConfig) {
+	for _, pct := range cfg.Loss {
+		sc.addMetric(lossKey("raw-tcp", pct), fmt.Sprintf("raw TCP bw 64 KiB, loss %d %% each way", pct), "Gb/s", false)
+		sc.addMetric(lossKey("rd", pct), fmt.Sprintf("RD Send bw 64 KiB, loss %d %% each way", pct), "Gb/s", false)
+	}
+	if !contains(cfg.Loss, 0) {
+		return
+	}
+	for _, pct := range cfg.Loss {
+		if pct == 0 {
+			continue
+		}
+		op, target := "", 0.0
+		if pct == 1 {
+			op, target = ">=", 0.7
+		}
+		sc.addRatio(fmt.Sprintf("RD bw with %d %% loss / without", pct), lossKey("rd", pct), lossKey("rd", 0), op, target)
+		sc.addRatio(fmt.Sprintf("RD bw / raw TCP bw, %d %% loss", pct), lossKey("rd", pct), lossKey("raw-tcp", pct), "", 0)
+	}
 }
 
-// lossSteps returns the two RD runs; the second adds a netem qdisc on both
-// veth ends for its duration.
+// lossSteps returns, for each loss rate, a raw TCP then an RD bandwidth run
+// with that loss set (nftables) for their duration.
 func lossSteps(s *session, cfg *benchConfig, sc *scenario, a, b *node) []step {
-	t := perfTest{label: "RD bw 64 KiB (veth)", transport: "rd", test: "bw", size: bwSize, iters: cfg.BWIters}
-	clean := perfStep(s, cfg, sc, a, b, kRDBWClean, "", t)
-	t.label = "RD bw 64 KiB (veth, netem loss " + lossRate + ")"
-	lossy := perfStep(s, cfg, sc, a, b, kRDBWLoss, "", t)
-	run := lossy.run
-	lossy.run = func(r int) (string, error) {
-		if err := setNetemLoss(a.netns, b.netns, lossRate); err != nil {
-			return "", err
+	var steps []step
+	for _, pct := range cfg.Loss {
+		for _, tr := range []string{"raw-tcp", "rd"} {
+			t := perfTest{label: fmt.Sprintf("%s bw 64 KiB (veth, loss %d %%)", transportLabel[tr], pct), transport: tr,
+				test: "bw", size: bwSize, iters: cfg.BWIters}
+			if tr == "rd" {
+				t.op = "send"
+			}
+			st := perfStep(s, cfg, sc, a, b, lossKey(tr, pct), "", t)
+			run := st.run
+			st.run = func(r int) (string, error) {
+				if err := setLoss(a.netns, b.netns, pct); err != nil {
+					return "", err
+				}
+				what, err := run(r)
+				if cerr := setLoss(a.netns, b.netns, 0); cerr != nil && err == nil {
+					err = cerr
+				}
+				return what, err
+			}
+			steps = append(steps, st)
 		}
-		what, err := run(r)
-		if cerr := setNetemLoss(a.netns, b.netns, ""); cerr != nil && err == nil {
-			err = cerr
-		}
-		return what, err
 	}
-	return []step{clean, lossy}
+	return steps
+}
+
+// lossExperiment is goodput against the loss rate, RD against raw TCP
+// under the same loss.
+func lossExperiment(sc *scenario, cfg *benchConfig) (benchreport.Experiment, bool) {
+	xs := make([]float64, len(cfg.Loss))
+	var rdKeys, tcpKeys []string
+	for i, pct := range cfg.Loss {
+		xs[i] = float64(pct)
+		rdKeys = append(rdKeys, lossKey("rd", pct))
+		tcpKeys = append(tcpKeys, lossKey("raw-tcp", pct))
+	}
+	return experiment(benchreport.Experiment{
+		Name: sc.Name + "-loss", Title: "Goodput under packet loss, 64 KiB messages (" + sc.Name + ")",
+		XLabel: "loss each way (%)", YLabel: "goodput, average (Gb/s)", Baseline: "raw TCP",
+		Note: "Loss made with nftables in each namespace (output hook, numgen random, TCP and UDP alike): " +
+			"the kernel has no netem. RD recovers losses itself; raw TCP is the kernel's recovery.",
+	}, seriesOf(sc, "raw TCP", xs, tcpKeys), seriesOf(sc, "RD Send", xs, rdKeys))
 }

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/iwarpd/iwarpd/internal/benchreport"
 )
 
 // summary is the median and range of one quantity over the rounds that
@@ -87,6 +89,9 @@ type scenario struct {
 
 	ratioSpecs []ratioSpec
 	byKey      map[string]*metric
+	// extras build the bench-results/ experiments beyond the size sweeps
+	// (report.go), after finish.
+	extras []func(*scenario, *benchConfig) (benchreport.Experiment, bool)
 }
 
 func newScenario(name, description string, rounds int) *scenario {
@@ -164,7 +169,9 @@ type document struct {
 	Tree      string      `json:"tree,omitempty"` // git commit of the working tree, when known
 	Config    benchConfig `json:"config"`
 	Scenarios []*scenario `json:"scenarios"`
-	OK        bool        `json:"ok"` // no run failed and every message was intact
+	Idle      *idleResult `json:"idle_cpu_percent,omitempty"`
+	Failures  []string    `json:"failures,omitempty"` // outside the scenarios (idle cost, memory)
+	OK        bool        `json:"ok"`                 // no run failed and every message was intact
 }
 
 func writeJSON(w io.Writer, doc *document) error {
@@ -248,6 +255,13 @@ func writeTables(w io.Writer, doc *document) error {
 		for _, f := range s.Warnings {
 			fmt.Fprintf(w, "   warning: %s\n", oneLine(f))
 		}
+	}
+	if doc.Idle != nil {
+		fmt.Fprintf(w, "\n== idle cost (loopback): iwarpd CPU %.2f %% alone, %.2f %% with one idle client (of one CPU, over %v each)\n",
+			doc.Idle.Alone, doc.Idle.WithClient, doc.Config.Idle)
+	}
+	for _, f := range doc.Failures {
+		fmt.Fprintf(w, "   FAILED: %s\n", oneLine(f))
 	}
 	verdictLine := "all runs completed, every message intact"
 	if !doc.OK {

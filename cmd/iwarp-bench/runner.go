@@ -27,7 +27,7 @@ type session struct {
 	mu       sync.Mutex
 	procs    map[*exec.Cmd]struct{}
 	cleanups []func()
-	rdRuns   int // RD runs so far (nextRDPorts)
+	rdRuns   int // RD runs so far (nextRDPort)
 }
 
 // The RD port ranges of the two daemons (startNodes). Each RD run takes the
@@ -38,12 +38,14 @@ const (
 	rdPortsLen         = 1000
 )
 
-func (s *session) nextRDPorts() (a, b int) {
+// nextRDPort returns the index of the next RD run's ports (each node's
+// port is its rdBase + index).
+func (s *session) nextRDPort() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i := s.rdRuns % rdPortsLen
 	s.rdRuns++
-	return rdPortsA + i, rdPortsB + i
+	return i
 }
 
 func newSession() *session { return &session{procs: map[*exec.Cmd]struct{}{}} }
@@ -171,6 +173,7 @@ type node struct {
 	netns  string // "" for the benchmark's own namespace
 	addr   string // the address its daemon serves and its clients use
 	socket string // control socket of its daemon
+	rdBase int    // first port of its daemon's RD range
 	daemon *daemon
 }
 
@@ -466,9 +469,9 @@ func (s *session) runPerf(cfg *benchConfig, a, b *node, t perfTest) (*perfReport
 		cli = append(cli, "-socket", b.socket)
 	}
 	if t.transport == "rd" { // a port never used before: docs/rd.md on peer restarts
-		pa, pb := s.nextRDPorts()
-		srv = append(srv, "-qp-port", strconv.Itoa(pa))
-		cli = append(cli, "-qp-port", strconv.Itoa(pb))
+		i := s.nextRDPort()
+		srv = append(srv, "-qp-port", strconv.Itoa(a.rdBase+i))
+		cli = append(cli, "-qp-port", strconv.Itoa(b.rdBase+i))
 	}
 	cli = append(cli, a.addr)
 	so, co, err := s.runPair(a, b, srv, cli, cfg.RunTimeout, nil)

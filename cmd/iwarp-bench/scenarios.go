@@ -191,6 +191,7 @@ func startNodes(s *session, cfg *benchConfig, a, b *node) error {
 	}
 	s.onClose(func() { os.RemoveAll(dir) })
 	a.socket, b.socket = filepath.Join(dir, "a.sock"), filepath.Join(dir, "b.sock")
+	a.rdBase, b.rdBase = rdPortsA, rdPortsB
 	rd := func(first int) []string {
 		return append([]string{"-rd-ports", fmt.Sprintf("%d-%d", first, first+rdPortsLen-1)}, cfg.DaemonArgs...)
 	}
@@ -219,7 +220,9 @@ func runLoopback(s *session, cfg *benchConfig, progress io.Writer) *scenario {
 	sc.addRatio("UD bw / raw UDP bw", kUDBW, kRawUDPBW, ">=", 0.7)
 	sc.addRatio("UD bw / raw TCP bw", kUDBW, kRawTCPBW, "", 0)
 	rcMetrics(sc)
-	matrixMetrics(sc, fi)
+	matrixMetrics(sc, cfg, fi)
+	bidirMetrics(sc, cfg)
+	sc.extras = append(sc.extras, bidirExperiment)
 
 	a := &node{name: "A", cpu: cfg.CPUA, addr: "127.0.0.1"}
 	b := &node{name: "B", cpu: cfg.CPUB, addr: "127.0.0.1"}
@@ -249,6 +252,7 @@ func runLoopback(s *session, cfg *benchConfig, progress io.Writer) *scenario {
 	}
 	steps = append(steps, rcSteps(s, cfg, sc, a, b)...)
 	steps = append(steps, matrixSteps(s, cfg, sc, a, b)...)
+	steps = append(steps, bidirSteps(s, cfg, sc, a, b)...)
 	runRounds(sc, steps, cfg.only(), progress)
 	return sc
 }
@@ -276,16 +280,17 @@ func runVeth(s *session, cfg *benchConfig, progress io.Writer) *scenario {
 		sc.finish()
 		return sc
 	}
-	// The loss runs need tc and the netem qdisc (sch_netem): probe once.
-	netem := setNetemLoss(nsA, nsB, "0%")
-	if netem == nil {
-		netem = setNetemLoss(nsA, nsB, "")
+	// The loss runs need nftables: probe once.
+	lossErr := error(nil)
+	if len(cfg.Loss) > 0 {
+		lossErr = setLoss(nsA, nsB, 0)
 	}
-	if netem == nil {
-		lossMetrics(sc)
+	if lossErr == nil {
+		lossMetrics(sc, cfg)
+		sc.extras = append(sc.extras, lossExperiment)
 	} else {
-		sc.Warnings = append(sc.Warnings, fmt.Sprintf("the RD loss runs are skipped: %v", netem))
-		fmt.Fprintf(progress, "[veth] RD loss runs skipped: %v\n", netem)
+		sc.Warnings = append(sc.Warnings, fmt.Sprintf("the loss runs are skipped: %v", lossErr))
+		fmt.Fprintf(progress, "[veth] loss runs skipped: %v\n", lossErr)
 	}
 	a := &node{name: "A", cpu: cfg.CPUA, netns: nsA, addr: vethAddrA}
 	b := &node{name: "B", cpu: cfg.CPUB, netns: nsB, addr: vethAddrB}
@@ -296,7 +301,7 @@ func runVeth(s *session, cfg *benchConfig, progress io.Writer) *scenario {
 		return sc
 	}
 	steps := perfSteps(s, cfg, sc, a, b)
-	if netem == nil {
+	if lossErr == nil {
 		steps = append(steps, lossSteps(s, cfg, sc, a, b)...)
 	}
 	runRounds(sc, steps, cfg.only(), progress)
