@@ -627,7 +627,12 @@ func TestNetemWriteRecordUD(t *testing.T) {
 			tc := l.db.qpCounters(t, tgt.qp.Addr().String())
 			t.Logf("%s (%s): %d of %d records completed, %d trimmed, %d of %d octets placed; wrec_evicted %d wrec_no_recv %d wrec_dropped %d;%s",
 				imp.name, l.applied, len(done), nmsg, trimmed, placedOctets, totalOctets, tc["wrec_evicted"], tc["wrec_no_recv"], tc["wrec_dropped"], l.ruleCounts())
-			if len(done) != nmsg {
+			// A UD message all of whose datagrams were lost never reached
+			// the target, so it cannot complete there: at 20% loss a
+			// 3-datagram message vanishes with probability 0.8%. Such a
+			// message may lack a completion only if not one octet of it
+			// was placed (checked below), and only rarely.
+			if missing := nmsg - len(done); missing > 0 && (imp.loss == 0 || missing > nmsg/8) {
 				t.Errorf("%d of %d messages completed at the target", len(done), nmsg)
 			}
 			if imp.loss >= 0.05 && trimmed == 0 {
@@ -637,6 +642,7 @@ func TestNetemWriteRecordUD(t *testing.T) {
 			for k := range nmsg {
 				if !done[k] {
 					t.Logf("message %d: no completion", k)
+					checkHole(t, k, data[k*region:(k+1)*region], 0, region)
 				}
 			}
 		})
