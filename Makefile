@@ -38,11 +38,13 @@ lint:
 # Go benchmarks of the wire layers; each prints beside its baseline
 # (raw CRC32c) measured in the same run. Then the benchmark suite
 # (docs/benchmarks.md): size sweeps of latency and bandwidth, bidirectional
-# bandwidth, RD under loss, idle cost and memory per peer, through two
-# daemons on loopback and in two veth-joined namespaces, as ratios to raw
-# sockets measured in the same run, written to BENCH_OUT (CSV, PNG,
-# summary.md); about 8 minutes. BENCHFLAGS passes it flags
-# (BENCHFLAGS=-quick: the CI smoke version, seconds).
+# bandwidth, RD under loss, multi-QP scaling (1..64 QPs), idle cost and
+# memory per peer, through two daemons on loopback and in two veth-joined
+# namespaces, as ratios to raw sockets measured in the same run, written to
+# BENCH_OUT (CSV, PNG, summary.md); at most 15 minutes here. BENCHFLAGS
+# passes it flags (BENCHFLAGS=-quick: the CI smoke version, seconds;
+# BENCHFLAGS="-only ud_lat -profile DIR": daemon CPU profiles, see
+# docs/benchmarks.md "Where the time goes").
 BENCHFLAGS ?=
 BENCH_OUT ?= bench-results
 bench: build bench-deps

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -83,6 +84,9 @@ type Context struct {
 	socket string
 	hello  proto.HelloReply
 	conn   *proto.Conn
+	// deviceAddr is the device's address (hello): address handles must be
+	// of its family. Invalid if the daemon did not say.
+	deviceAddr netip.Addr
 
 	callMu  sync.Mutex // one outstanding request
 	seq     uint32
@@ -105,7 +109,6 @@ type Context struct {
 	mrs      map[*MR]struct{}
 	buffers  map[*Buffer]struct{}
 	channels map[*CompChannel]struct{}
-	ahs      map[*AH]struct{}
 	cqs      map[uint32]*CQ
 	qps      map[uint32]*QP
 	srqs     map[uint32]*SRQ
@@ -131,20 +134,22 @@ func open(o options, inspect bool) (*Context, error) {
 		return nil, err
 	}
 	c := &Context{
-		socket:   o.socket,
-		hello:    hello,
-		conn:     conn,
-		replies:  make(chan reply, 4),
-		done:     make(chan struct{}),
-		events:   make(chan AsyncEvent, eventQueue+1),
-		pds:      map[*PD]struct{}{},
-		mrs:      map[*MR]struct{}{},
-		buffers:  map[*Buffer]struct{}{},
-		channels: map[*CompChannel]struct{}{},
-		ahs:      map[*AH]struct{}{},
-		cqs:      map[uint32]*CQ{},
-		qps:      map[uint32]*QP{},
-		srqs:     map[uint32]*SRQ{},
+		socket: o.socket,
+		hello:  hello,
+		// An unparsable address leaves deviceAddr invalid: the daemon then
+		// judges each destination alone (ud_dest.go).
+		deviceAddr: parseAddrOrZero(hello.Addr),
+		conn:       conn,
+		replies:    make(chan reply, 4),
+		done:       make(chan struct{}),
+		events:     make(chan AsyncEvent, eventQueue+1),
+		pds:        map[*PD]struct{}{},
+		mrs:        map[*MR]struct{}{},
+		buffers:    map[*Buffer]struct{}{},
+		channels:   map[*CompChannel]struct{}{},
+		cqs:        map[uint32]*CQ{},
+		qps:        map[uint32]*QP{},
+		srqs:       map[uint32]*SRQ{},
 	}
 	fail := func(err error) (*Context, error) {
 		closeFDs(fds)
@@ -508,9 +513,9 @@ func (c *Context) Close() error {
 
 	c.mu.Lock()
 	channels, cqs, qps, srqs := c.channels, c.cqs, c.qps, c.srqs
-	mrs, pds, ahs, buffers := c.mrs, c.pds, c.ahs, c.buffers
+	mrs, pds, buffers := c.mrs, c.pds, c.buffers
 	c.channels, c.cqs, c.qps, c.srqs = map[*CompChannel]struct{}{}, map[uint32]*CQ{}, map[uint32]*QP{}, map[uint32]*SRQ{}
-	c.mrs, c.pds, c.ahs, c.buffers = map[*MR]struct{}{}, map[*PD]struct{}{}, map[*AH]struct{}{}, map[*Buffer]struct{}{}
+	c.mrs, c.pds, c.buffers = map[*MR]struct{}{}, map[*PD]struct{}{}, map[*Buffer]struct{}{}
 	c.mu.Unlock()
 	for _, q := range qps {
 		q.release()
@@ -530,9 +535,7 @@ func (c *Context) Close() error {
 	for pd := range pds {
 		pd.closed.Store(true)
 	}
-	for ah := range ahs {
-		ah.closed.Store(true)
-	}
+	// AHs need nothing: one whose PD is closed is refused (AH.usable).
 	for b := range buffers {
 		b.release()
 	}
@@ -543,4 +546,13 @@ func (c *Context) Close() error {
 		return &Error{Op: "close", Errno: errnoOf(err, unix.EIO), Msg: err.Error()}
 	}
 	return nil
+}
+
+// parseAddrOrZero parses an IP address; "" or garbage give the zero Addr.
+func parseAddrOrZero(s string) netip.Addr {
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return a.Unmap()
 }

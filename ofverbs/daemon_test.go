@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -544,8 +545,13 @@ func TestDaemonErrorsKeepErrno(t *testing.T) {
 	if err := (&QP{ctx: c, handle: 9999}).Modify(QPAttr{State: QPStateInit}); !errors.Is(err, unix.EINVAL) {
 		t.Fatalf("modify unknown QP: %v", err)
 	}
-	if _, err := (&PD{ctx: c, handle: 9999}).CreateAH(e.qp.Addr()); !errors.Is(err, unix.EINVAL) {
-		t.Fatalf("AH on unknown PD: %v", err)
+	// An address handle is checked by the client (ABI 2): a bad address or
+	// one of the wrong family is EINVAL.
+	if _, err := e.pd.CreateAH(netip.AddrPort{}); !errors.Is(err, unix.EINVAL) {
+		t.Fatalf("AH to no address: %v", err)
+	}
+	if _, err := e.pd.CreateAH(netip.MustParseAddrPort("[2001:db8::1]:4791")); !errors.Is(err, unix.EINVAL) {
+		t.Fatalf("IPv6 AH on an IPv4 device: %v", err)
 	}
 	var ve *Error
 	if _, err := (&PD{ctx: c, handle: 9999}).RegMR(e.buf.Bytes(), AccessLocalWrite); !errors.As(err, &ve) || ve.Errno != unix.EINVAL || ve.Msg == "" {

@@ -154,7 +154,7 @@ func (d *fakeDaemon) serve(c *proto.Conn) {
 				c.Close()
 				return
 			}
-			rep := proto.HelloReply{ABI: proto.ABIVersion, Daemon: "fake", SessionID: 7, Device: "fake0"}
+			rep := proto.HelloReply{ABI: proto.ABIVersion, Daemon: "fake", SessionID: 7, Device: "fake0", Addr: "127.0.0.1"}
 			if req.Inspect {
 				c.Send(rh, rep)
 			} else {
@@ -202,7 +202,7 @@ func (d *fakeDaemon) answer(h proto.Header, body []byte, fds []int) (unix.Errno,
 		return 0, proto.DeviceAttr{Name: "fake0", MaxQP: 8, MaxSGE: 4, MaxInline: 64}
 	case proto.OpQueryPort:
 		return 0, proto.PortAttr{State: "active", Addr: "127.0.0.1"}
-	case proto.OpAllocPD, proto.OpCreateAH:
+	case proto.OpAllocPD:
 		return 0, proto.Handle{Handle: handle}
 	case proto.OpRegMR:
 		closeFDs(fds)
@@ -231,7 +231,7 @@ func (d *fakeDaemon) answer(h proto.Header, body []byte, fds []int) (unix.Errno,
 		return 0, proto.CreateQPReply{Handle: handle, QPN: 100 + handle, Addr: "127.0.0.1:27001"}
 	case proto.OpQueryQP:
 		return 0, proto.QueryQPReply{Type: proto.QPTypeUD, State: proto.QPStateRTS, QPN: 5, Addr: "127.0.0.1:27001"}
-	case proto.OpModifyQP, proto.OpDeallocPD, proto.OpDeregMR, proto.OpDestroyAH, proto.OpDestroyCQ,
+	case proto.OpModifyQP, proto.OpDeallocPD, proto.OpDeregMR, proto.OpDestroyCQ,
 		proto.OpDestroyQP, proto.OpDestroySRQ, proto.OpDestroyCompChannel:
 		closeFDs(fds)
 		return 0, nil

@@ -263,53 +263,61 @@ func (mr *MR) Close() error {
 	return nil
 }
 
-// AH is an address handle: the destination of a datagram QP's Send.
+// AH is an address handle: the destination of a datagram QP's Send. It is
+// the client's alone (ABI 2, as mlx5's UD address vector): CreateAH checks
+// the address and asks the daemon nothing, PostSend copies the address
+// vector into the SQE and the daemon validates it there. An AH costs a few
+// dozen octets and no daemon state, however many peers there are.
 type AH struct {
-	ctx     *Context
-	handle  uint32
-	addr    netip.AddrPort
-	closeMu sync.Mutex
-	closed  atomic.Bool
+	pd     *PD
+	av     proto.AddressVector
+	closed atomic.Bool
 }
 
 // CreateAH creates an address handle for the datagram QP at addr (see
-// QP.Addr on the remote side).
+// QP.Addr on the remote side), or for a multicast group
+// (docs/multicast.md). addr must be of the device's address family
+// (EINVAL); an IPv4-mapped IPv6 address is the IPv4 address.
 func (pd *PD) CreateAH(addr netip.AddrPort) (*AH, error) {
-	if err := pd.check("create-ah"); err != nil {
+	const op = "create-ah"
+	if err := pd.check(op); err != nil {
 		return nil, err
 	}
-	if !addr.IsValid() {
-		return nil, newError("create-ah", unix.EINVAL, "invalid address %v", addr)
-	}
-	var h proto.Handle
-	if err := pd.ctx.call(proto.OpCreateAH, proto.CreateAHRequest{PD: pd.handle, Addr: addr.String()}, &h); err != nil {
+	if err := pd.ctx.Err(); err != nil {
 		return nil, err
 	}
-	ah := &AH{ctx: pd.ctx, handle: h.Handle, addr: addr}
-	pd.ctx.mu.Lock()
-	pd.ctx.ahs[ah] = struct{}{}
-	pd.ctx.mu.Unlock()
-	return ah, nil
+	av := proto.AddressVectorOf(addr)
+	if _, err := av.AddrPort(); err != nil {
+		return nil, newError(op, unix.EINVAL, "address %v: want ip:port (%v)", addr, err)
+	}
+	if dev := pd.ctx.deviceAddr; dev.IsValid() && (av.Family == proto.AVFamilyIPv4) != dev.Is4() {
+		return nil, newError(op, unix.EINVAL, "%v is not of the device's address family (%v)", addr, dev)
+	}
+	return &AH{pd: pd, av: av}, nil
 }
 
-// Addr returns the destination.
-func (ah *AH) Addr() netip.AddrPort { return ah.addr }
+// Addr returns the destination (an IPv4-mapped address unmapped).
+func (ah *AH) Addr() netip.AddrPort {
+	a, _ := ah.av.AddrPort() // validated by CreateAH
+	return a
+}
 
-func (ah *AH) String() string { return fmt.Sprintf("ah(%d → %v)", ah.handle, ah.addr) }
+func (ah *AH) String() string { return fmt.Sprintf("ah(%v)", ah.Addr()) }
 
-// Close destroys the address handle. Idempotent.
+// Close destroys the address handle: PostSend refuses it from now on.
+// Idempotent; nothing to ask of the daemon.
 func (ah *AH) Close() error {
-	ah.closeMu.Lock()
-	defer ah.closeMu.Unlock()
-	if ah.closed.Load() {
-		return nil
-	}
-	if err := ah.ctx.destroy(proto.OpDestroyAH, ah.handle); err != nil {
-		return err
-	}
 	ah.closed.Store(true)
-	ah.ctx.mu.Lock()
-	delete(ah.ctx.ahs, ah)
-	ah.ctx.mu.Unlock()
+	return nil
+}
+
+// usable reports whether a work request of a QP of pd may name ah.
+func (ah *AH) usable(pd *PD) error {
+	switch {
+	case ah.closed.Load() || ah.pd.closed.Load():
+		return closedError("post-send", "address handle")
+	case ah.pd != pd:
+		return newError("post-send", unix.EINVAL, "%v belongs to another protection domain than the QP's", ah)
+	}
 	return nil
 }

@@ -75,10 +75,17 @@ func (q *QP) PostSend(wrs []SendWR) (int, error) {
 	return n, err
 }
 
-// checkSend checks what the SQ slot layout depends on and returns the
+// checkSend checks what the SQ slot layout depends on, and the address
+// handle of a datagram QP's work request (open, of the QP's PD; without
+// one the daemon completes the request with an error), and returns the
 // inline length.
 func (q *QP) checkSend(wr *SendWR) (uint32, error) {
 	const op = "post-send"
+	if q.typ != QPTypeRC && wr.AH != nil {
+		if err := wr.AH.usable(q.pd); err != nil {
+			return 0, err
+		}
+	}
 	if !wr.Inline {
 		if len(wr.SGL) > int(q.cap.MaxSendSGE) {
 			return 0, newError(op, unix.EINVAL, "work request %d has %d SGEs, the QP allows %d", wr.ID, len(wr.SGL), q.cap.MaxSendSGE)
@@ -114,8 +121,8 @@ func (q *QP) encodeSend(slot []byte, wr *SendWR, inlineLen uint32) {
 	if wr.Fence {
 		e.Flags |= proto.SendFence
 	}
-	if wr.AH != nil {
-		e.AH = wr.AH.handle
+	if wr.AH != nil && q.typ != QPTypeRC {
+		e.AH = wr.AH.av // the destination travels in the SQE (proto.AddressVector)
 	}
 	body := slot[proto.SQEHeaderLen:]
 	if wr.Inline {

@@ -304,7 +304,7 @@ func TestPostSendEncoding(t *testing.T) {
 	if cp := qp.Cap(); cp.MaxSendWR != 4 || cp.MaxRecvWR != 2 {
 		t.Fatalf("caps not rounded: %+v", cp)
 	}
-	pd, _ := c.AllocPD()
+	pd := qp.pd
 	ah, err := pd.CreateAH(netip.MustParseAddrPort("127.0.0.1:27002"))
 	if err != nil {
 		t.Fatal(err)
@@ -333,10 +333,10 @@ func TestPostSendEncoding(t *testing.T) {
 		inline string
 	}
 	wants := []want{
-		{e: proto.SQE{WRID: 1, Opcode: proto.WRSend, Flags: proto.SendSignaled, NumSGE: 3, AH: ah.handle},
+		{e: proto.SQE{WRID: 1, Opcode: proto.WRSend, Flags: proto.SendSignaled, NumSGE: 3, AH: ah.av},
 			sges: []proto.SGE{{Addr: addrOf(b), Length: 10, LKey: mr.LKey()}, {Addr: addrOf(b) + 100, Length: 100, LKey: mr.LKey()}, {Addr: addrOf(b) + 300, Length: 1, LKey: mr.LKey()}}},
-		{e: proto.SQE{WRID: 2, Opcode: proto.WRSend, Flags: proto.SendSolicited | proto.SendInline, InlineLen: 10, AH: ah.handle}, inline: "0123456789"},
-		{e: proto.SQE{WRID: 3, Opcode: proto.WRSend, Flags: proto.SendInline, InlineLen: 19, AH: ah.handle}, inline: "hello, inline world"},
+		{e: proto.SQE{WRID: 2, Opcode: proto.WRSend, Flags: proto.SendSolicited | proto.SendInline, InlineLen: 10, AH: ah.av}, inline: "0123456789"},
+		{e: proto.SQE{WRID: 3, Opcode: proto.WRSend, Flags: proto.SendInline, InlineLen: 19, AH: ah.av}, inline: "hello, inline world"},
 		{e: proto.SQE{WRID: 4, Opcode: proto.WRRDMAWrite, Flags: proto.SendFence, NumSGE: 1, RKey: 0xabcd, RemoteAddr: 0x1234},
 			sges: []proto.SGE{{Addr: addrOf(b), Length: 8, LKey: mr.LKey()}}},
 	}

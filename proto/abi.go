@@ -5,7 +5,11 @@ import "fmt"
 // ABIVersion is the version of both the control protocol and the
 // shared-memory layout. Any change to either bumps it; a client and a daemon
 // must agree exactly.
-const ABIVersion = 1
+//
+// Version 2: an address handle is the client's alone; its address vector
+// travels in every datagram SQE (AddressVector), and the create-ah and
+// destroy-ah requests and the max_ah limit are gone.
+const ABIVersion = 2
 
 // Magic opens every control message header ("IWRP" little-endian).
 const Magic uint32 = 0x50525749

@@ -48,8 +48,8 @@ const (
 	OpModifyQP
 	OpQueryQP
 	OpDestroyQP
-	OpCreateAH
-	OpDestroyAH
+	_ // 16: create-ah until ABI 2 (address handles are the client's)
+	_ // 17: destroy-ah until ABI 2
 	OpCreateSRQ
 	OpDestroySRQ
 	OpInspect // daemon state for iwarpctl
@@ -74,7 +74,7 @@ var opNames = [...]string{
 	OpCreateCompChannel: "create-comp-channel", OpDestroyCompChannel: "destroy-comp-channel",
 	OpCreateCQ: "create-cq", OpDestroyCQ: "destroy-cq",
 	OpCreateQP: "create-qp", OpModifyQP: "modify-qp", OpQueryQP: "query-qp", OpDestroyQP: "destroy-qp",
-	OpCreateAH: "create-ah", OpDestroyAH: "destroy-ah", OpCreateSRQ: "create-srq", OpDestroySRQ: "destroy-srq",
+	OpCreateSRQ: "create-srq", OpDestroySRQ: "destroy-srq",
 	OpInspect: "inspect", OpListen: "listen", OpCloseListener: "close-listener", OpAccept: "accept",
 	OpReject: "reject", OpConnect: "connect", OpDisconnect: "disconnect",
 	OpAttachMcast: "attach-mcast", OpDetachMcast: "detach-mcast",
@@ -88,7 +88,7 @@ func (op Op) String() string {
 		name = "event"
 	case base == OpCMEvent:
 		name = "cm-event"
-	case base > 0 && base < opCount:
+	case base > 0 && base < opCount && opNames[base] != "":
 		name = opNames[base]
 	}
 	if op&OpReply != 0 {

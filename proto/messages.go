@@ -20,6 +20,9 @@ type HelloReply struct {
 	Daemon    string `json:"daemon"` // daemon version string
 	SessionID uint64 `json:"session"`
 	Device    string `json:"device"`
+	// Addr is the device's IP address: its family is the family of every
+	// datagram QP's socket, which a client's address handles must match.
+	Addr string `json:"addr"`
 }
 
 // DeviceAttr is what QueryDevice reports: every limit the daemon enforces.
@@ -34,7 +37,6 @@ type DeviceAttr struct {
 	MaxMRSize      uint64 `json:"max_mr_size"`
 	MaxRegistered  uint64 `json:"max_registered_bytes"` // per session
 	MaxPD          int    `json:"max_pd"`
-	MaxAH          int    `json:"max_ah"`
 	MaxSRQ         int    `json:"max_srq"`
 	MaxSRQWR       int    `json:"max_srq_wr"`
 	MaxInline      int    `json:"max_inline"`
@@ -130,12 +132,6 @@ type QueryQPReply struct {
 	Caps  QPCaps  `json:"caps"`
 }
 
-// CreateAHRequest names a remote datagram QP by its UDP address.
-type CreateAHRequest struct {
-	PD   uint32 `json:"pd"`
-	Addr string `json:"addr"` // ip:port
-}
-
 // CreateSRQRequest passes descriptor 0: a sealed memfd holding the SRQ ring
 // (stride RQEStride(MaxSGE)).
 type CreateSRQRequest struct {
@@ -172,7 +168,6 @@ type SessionInfo struct {
 	MRs      []MRInfo `json:"mrs"`
 	CQs      []CQInfo `json:"cqs"`
 	QPs      []QPInfo `json:"qps"`
-	AHs      int      `json:"ahs"`
 	SRQs     int      `json:"srqs"`
 	RegBytes uint64   `json:"registered_bytes"`
 }

@@ -26,7 +26,7 @@ func mustHex(t *testing.T, s string) []byte {
 func TestHeaderGolden(t *testing.T) {
 	h := Header{Version: ABIVersion, Op: OpCreateQP | OpReply, Seq: 0x01020304, Status: unix.ENOMEM}
 	got := h.Append(nil)
-	want := mustHex(t, "49575250 0100 0c80 04030201 0c000000")
+	want := mustHex(t, "49575250 0200 0c80 04030201 0c000000")
 	if !bytes.Equal(got, want) {
 		t.Fatalf("header = % x\nwant     % x", got, want)
 	}
@@ -51,10 +51,12 @@ func TestHeaderGolden(t *testing.T) {
 
 func TestQueueEntryGolden(t *testing.T) {
 	sqe := SQE{WRID: 0x1122334455667788, Opcode: WRRDMAWrite, Flags: SendSignaled | SendFence, NumSGE: 2,
-		InlineLen: 0, AH: 7, RKey: 0xa0b0c0d0, RemoteAddr: 0x1000, InvStag: 0}
+		InlineLen: 0, RKey: 0xa0b0c0d0, RemoteAddr: 0x1000, InvStag: 0,
+		AH: AddressVectorOf(netip.MustParseAddrPort("[::ffff:10.0.0.7]:17001"))}
 	b := make([]byte, SQEHeaderLen)
 	sqe.Put(b)
-	want := mustHex(t, "8877665544332211 02 09 0200 00000000 07000000 d0c0b0a0 0010000000000000 00000000"+strings.Repeat("00", 28))
+	want := mustHex(t, "8877665544332211 02 09 0200 00000000 00000000 d0c0b0a0 0010000000000000 00000000"+
+		"04 00 6942 00000000000000000000ffff0a000007"+strings.Repeat("00", 8))
 	if !bytes.Equal(b, want) {
 		t.Fatalf("SQE = % x\nwant  % x", b, want)
 	}

@@ -185,22 +185,28 @@ const (
 //	9   Flags      u8
 //	10  NumSGE     u16
 //	12  InlineLen  u32
-//	16  AH         u32  address handle (datagram QPs)
+//	16  reserved   u32  zero (ABI 1: an address handle number)
 //	20  RKey       u32  remote STag (Write, Read, Write-Record)
 //	24  RemoteAddr u64  remote tagged offset
 //	32  InvStag    u32  STag to invalidate (Send with Invalidate)
-//	36  reserved (28 octets, zero)
+//	36  AH         [20] datagram QPs: the destination, an AddressVector
+//	                    (zero on RC QPs)
+//	56  reserved (8 octets, zero)
 //	64  SGEs or inline data
+//
+// A datagram QP's address handle lives in the client only (as mlx5's UD
+// address vector does): the client copies its address vector into every
+// SQE, and the daemon validates it per work request (AddressVector.AddrPort).
 type SQE struct {
 	WRID       uint64
 	Opcode     SendOpcode
 	Flags      uint8
 	NumSGE     uint16
 	InlineLen  uint32
-	AH         uint32
 	RKey       uint32
 	RemoteAddr uint64
 	InvStag    uint32
+	AH         AddressVector
 }
 
 // SQEHeaderLen is the size of the fixed part of an SQE.
@@ -222,11 +228,12 @@ func (e *SQE) Put(b []byte) {
 	b[9] = e.Flags
 	binary.LittleEndian.PutUint16(b[10:], e.NumSGE)
 	binary.LittleEndian.PutUint32(b[12:], e.InlineLen)
-	binary.LittleEndian.PutUint32(b[16:], e.AH)
+	clear(b[16:20])
 	binary.LittleEndian.PutUint32(b[20:], e.RKey)
 	binary.LittleEndian.PutUint64(b[24:], e.RemoteAddr)
 	binary.LittleEndian.PutUint32(b[32:], e.InvStag)
-	clear(b[36:SQEHeaderLen])
+	e.AH.put(b[OffSQEAH:])
+	clear(b[OffSQEAH+AddressVectorLen : SQEHeaderLen])
 }
 
 // GetSQE decodes the fixed part of an SQE. The caller validates every field.
@@ -238,10 +245,10 @@ func GetSQE(b []byte) SQE {
 		Flags:      b[9],
 		NumSGE:     binary.LittleEndian.Uint16(b[10:]),
 		InlineLen:  binary.LittleEndian.Uint32(b[12:]),
-		AH:         binary.LittleEndian.Uint32(b[16:]),
 		RKey:       binary.LittleEndian.Uint32(b[20:]),
 		RemoteAddr: binary.LittleEndian.Uint64(b[24:]),
 		InvStag:    binary.LittleEndian.Uint32(b[32:]),
+		AH:         getAddressVector(b[OffSQEAH:]),
 	}
 }
 

@@ -19,7 +19,6 @@ type Limits struct {
 	MaxCQ          int    // completion queues per session
 	MaxMR          int    // memory regions per session
 	MaxPD          int    // protection domains per session
-	MaxAH          int    // address handles per session
 	MaxSRQ         int    // shared receive queues per session
 	MaxCompChannel int    // completion channels per session
 	MaxRegistered  uint64 // registered bytes per session
@@ -101,7 +100,6 @@ var DefaultLimits = Limits{
 	MaxCQ:          256,
 	MaxMR:          4096,
 	MaxPD:          64,
-	MaxAH:          65536,
 	MaxSRQ:         64,
 	MaxCompChannel: 64,
 	MaxRegistered:  4 << 30,
@@ -177,7 +175,7 @@ func (c *Config) Validate() error {
 	for _, v := range []struct {
 		name string
 		n    int
-	}{{"max-qp", l.MaxQP}, {"max-cq", l.MaxCQ}, {"max-mr", l.MaxMR}, {"max-pd", l.MaxPD}, {"max-ah", l.MaxAH},
+	}{{"max-qp", l.MaxQP}, {"max-cq", l.MaxCQ}, {"max-mr", l.MaxMR}, {"max-pd", l.MaxPD},
 		{"max-srq", l.MaxSRQ}, {"max-comp-channel", l.MaxCompChannel}} {
 		if v.n < 0 {
 			bad("%s %d is negative", v.name, v.n)
@@ -205,7 +203,7 @@ func (c *Config) DeviceAttr() proto.DeviceAttr {
 	l := c.Limits
 	return proto.DeviceAttr{
 		Name: c.Device, MaxQP: l.MaxQP, MaxQPWR: l.MaxQPWR, MaxSGE: l.MaxSGE, MaxCQ: l.MaxCQ, MaxCQE: l.MaxCQE,
-		MaxMR: l.MaxMR, MaxMRSize: l.MaxMRSize, MaxRegistered: l.MaxRegistered, MaxPD: l.MaxPD, MaxAH: l.MaxAH,
+		MaxMR: l.MaxMR, MaxMRSize: l.MaxMRSize, MaxRegistered: l.MaxRegistered, MaxPD: l.MaxPD,
 		MaxSRQ: l.MaxSRQ, MaxSRQWR: l.MaxSRQWR, MaxInline: l.MaxInline, MaxMsgUD: c.MaxMsgUD,
 		DatagramSize: c.DatagramSize, MaxCompChannel: l.MaxCompChannel,
 	}

@@ -3,7 +3,6 @@ package verbsd
 import (
 	"crypto/rand"
 	"math"
-	"net/netip"
 
 	"github.com/iwarpd/iwarpd/internal/shm"
 	"github.com/iwarpd/iwarpd/proto"
@@ -30,8 +29,6 @@ func init() {
 		proto.OpModifyQP:           (*session).modifyQP,
 		proto.OpQueryQP:            (*session).queryQP,
 		proto.OpDestroyQP:          (*session).destroyQP,
-		proto.OpCreateAH:           (*session).createAH,
-		proto.OpDestroyAH:          (*session).destroyAH,
 		proto.OpCreateSRQ:          (*session).createSRQ,
 		proto.OpDestroySRQ:         (*session).destroySRQ,
 		proto.OpInspect:            (*session).inspectOp,
@@ -304,55 +301,6 @@ func (s *session) destroyCQ(body []byte, _ []int) (any, error) {
 			c.ch.refs--
 		}
 		c.region.Close()
-		return nil
-	})
-}
-
-func (s *session) createAH(body []byte, _ []int) (any, error) {
-	var req proto.CreateAHRequest
-	if err := decode(body, &req); err != nil {
-		return nil, err
-	}
-	ap, err := netip.ParseAddrPort(req.Addr)
-	if err != nil || ap.Port() == 0 {
-		return nil, errf(unix.EINVAL, "create-ah: address %q: want ip:port", req.Addr)
-	}
-	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
-	if ap.Addr().Is4() != s.srv.cfg.Addr.Is4() {
-		return nil, errf(unix.EINVAL, "create-ah: %s is not of the device's address family (%s)", ap, s.srv.cfg.Addr)
-	}
-	var reply proto.Handle
-	return &reply, s.eng.Do(func() error {
-		p := s.pds[req.PD]
-		if p == nil {
-			return errf(unix.EINVAL, "create-ah: no protection domain %d", req.PD)
-		}
-		if len(s.ahs) >= s.srv.cfg.Limits.MaxAH {
-			return errf(unix.ENOMEM, "create-ah: session limit of %d address handles reached", s.srv.cfg.Limits.MaxAH)
-		}
-		h, err := s.nextHandleID()
-		if err != nil {
-			return err
-		}
-		s.ahs[h] = &ah{handle: h, pd: p, addr: ap, sa: addrToSockaddr(ap)}
-		p.refs++
-		reply.Handle = h
-		return nil
-	})
-}
-
-func (s *session) destroyAH(body []byte, _ []int) (any, error) {
-	var req proto.Handle
-	if err := decode(body, &req); err != nil {
-		return nil, err
-	}
-	return nil, s.eng.Do(func() error {
-		a := s.ahs[req.Handle]
-		if a == nil {
-			return errf(unix.EINVAL, "no address handle %d", req.Handle)
-		}
-		delete(s.ahs, req.Handle)
-		a.pd.refs--
 		return nil
 	})
 }

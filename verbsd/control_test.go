@@ -352,3 +352,18 @@ func TestShutdownNotifiesClients(t *testing.T) {
 	}
 	_ = errors.New
 }
+
+// TestRetiredAHRequests: the create-ah and destroy-ah requests of ABI 1
+// (ops 16, 17) are gone: an address handle is the client's (ud_dest.go).
+func TestRetiredAHRequests(t *testing.T) {
+	_, path := startServer(t, nil)
+	c := dial(t, path)
+	pd := must(c.AllocPD())(t)
+	for _, op := range []proto.Op{16, 17} {
+		_, err := c.Call(op, map[string]any{"pd": pd, "addr": "127.0.0.1:17000", "handle": 1}, nil)
+		wantErrno(t, op.String(), err, unix.EINVAL)
+	}
+	if s := proto.Op(16).String(); s != "op(16)" {
+		t.Errorf("op 16 is named %q", s)
+	}
+}

@@ -1,7 +1,7 @@
 // Package verbsd is the software RNIC inside iwarpd: client sessions and
-// their verbs objects (PD, MR, completion channel, CQ, QP, AH, SRQ), and the
-// polling engine that moves data between shared-memory queues and the
-// network.
+// their verbs objects (PD, MR, completion channel, CQ, QP, SRQ; address
+// handles are the client's, ud_dest.go), and the polling engine that moves
+// data between shared-memory queues and the network.
 //
 // A Server (NewServer, Serve, Close) accepts control connections
 // (SOCK_SEQPACKET, package proto) and runs one engine goroutine, locked to

@@ -34,7 +34,6 @@ func FuzzControlRequest(f *testing.F) {
 	f.Add(msg(proto.OpCreateCQ, proto.CreateCQRequest{Depth: 8}))
 	f.Add(msg(proto.OpCreateQP, proto.CreateQPRequest{PD: 1, Type: proto.QPTypeUD, Caps: proto.QPCaps{MaxSendWR: 8, MaxRecvWR: 8}}))
 	f.Add(msg(proto.OpModifyQP, proto.ModifyQPRequest{QP: 1, State: proto.QPStateInit}))
-	f.Add(msg(proto.OpCreateAH, proto.CreateAHRequest{PD: 1, Addr: "127.0.0.1:17000"}))
 	f.Add(msg(proto.OpCreateSRQ, proto.CreateSRQRequest{PD: 1, MaxWR: 8, MaxSGE: 1}))
 	f.Add(msg(proto.OpInspect, nil))
 	f.Add(msg(proto.OpQueryQP, proto.Handle{Handle: 3}))

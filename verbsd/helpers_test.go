@@ -116,7 +116,7 @@ func (n *node) setup(t testing.TB, bufSize int, opts verbsdtest.QPOptions) {
 	}
 }
 
-func (n *node) ah(t testing.TB, peer *node) uint32 {
+func (n *node) ah(t testing.TB, peer *node) proto.AddressVector {
 	t.Helper()
 	return must(n.c.CreateAH(n.pd, peer.qp.Addr))(t)
 }
@@ -128,7 +128,7 @@ func (n *node) postRecv(t testing.TB, wrid uint64, off, length int) {
 	}
 }
 
-func (n *node) send(t testing.TB, ah uint32, wrid uint64, flags uint8, off, length int) {
+func (n *node) send(t testing.TB, ah proto.AddressVector, wrid uint64, flags uint8, off, length int) {
 	t.Helper()
 	e := proto.SQE{WRID: wrid, Opcode: proto.WRSend, Flags: flags, AH: ah}
 	for {

@@ -53,7 +53,6 @@ func TestHostileWorkRequests(t *testing.T) {
 		{"unknown opcode", proto.SQE{Opcode: 99, AH: ah}, []proto.SGE{sge}, proto.WCLocQPOpErr},
 		{"rdma write on UD", proto.SQE{Opcode: proto.WRRDMAWrite, AH: ah}, []proto.SGE{sge}, proto.WCLocQPOpErr},
 		{"unknown flags", proto.SQE{Flags: 0x80, AH: ah}, []proto.SGE{sge}, proto.WCLocQPOpErr},
-		{"bad AH", proto.SQE{AH: 4242}, []proto.SGE{sge}, proto.WCLocQPOpErr},
 		{"too many SGEs", proto.SQE{AH: ah, NumSGE: 5}, []proto.SGE{sge}, proto.WCLocLenErr},
 		{"inline too long", proto.SQE{AH: ah, Flags: proto.SendInline, InlineLen: 129}, nil, proto.WCLocLenErr},
 	}

@@ -14,7 +14,7 @@ import (
 
 type pd struct {
 	handle uint32
-	refs   int // MRs, QPs, AHs, SRQs using it
+	refs   int // MRs, QPs, SRQs using it
 }
 
 type mr struct {
@@ -45,13 +45,6 @@ type cq struct {
 	ch      *compChannel
 	refs    int  // QPs using it
 	overrun bool // overflowed: unusable, its completions are dropped
-}
-
-type ah struct {
-	handle uint32
-	pd     *pd
-	addr   netip.AddrPort
-	sa     unix.Sockaddr
 }
 
 type srq struct {

@@ -110,12 +110,12 @@ func (e *engine) rdPrepare(q *qp, w *rdWR, slot []byte) {
 		fail(proto.WCLocQPOpErr)
 		return
 	}
-	a := q.s.ahs[sqe.AH]
-	if a == nil || a.pd != q.pd {
-		fail(proto.WCLocQPOpErr)
+	dst, st := e.destination(&sqe) // ud_dest.go: a bad one fails this work request only
+	if st != proto.WCSuccess {
+		w.done, w.status = true, st
 		return
 	}
-	w.peer = a.addr
+	w.peer = dst
 	inline := sqe.Flags&proto.SendInline != 0
 	if inline {
 		if sqe.InlineLen > q.caps.MaxInline || sqe.Opcode == proto.WRRDMARead {

@@ -79,7 +79,7 @@ func newRDNode(t *testing.T, path string, size int, access proto.Access) *rdNode
 	return n
 }
 
-func (n *rdNode) ah(t *testing.T, peer *rdNode) uint32 {
+func (n *rdNode) ah(t *testing.T, peer *rdNode) proto.AddressVector {
 	t.Helper()
 	ah, err := n.c.CreateAH(n.pd, peer.qp.Addr)
 	if err != nil {

@@ -46,7 +46,7 @@ func (b *rdWrecTarget) postRecords(t *testing.T, first uint64, slot0, count int)
 	}
 }
 
-func (a *rdNode) writeRecord(t *testing.T, ah uint32, wrid uint64, rkey uint32, to uint64, off, size int) {
+func (a *rdNode) writeRecord(t *testing.T, ah proto.AddressVector, wrid uint64, rkey uint32, to uint64, off, size int) {
 	t.Helper()
 	a.post(t, proto.SQE{WRID: wrid, Opcode: proto.WRWriteRecord, Flags: proto.SendSignaled, AH: ah, RKey: rkey, RemoteAddr: to},
 		[]proto.SGE{a.mr.SGE(off, size)})

@@ -35,7 +35,6 @@ type session struct {
 	channels   map[uint32]*compChannel
 	cqs        map[uint32]*cq
 	qps        map[uint32]*qp
-	ahs        map[uint32]*ah
 	srqs       map[uint32]*srq
 	regBytes   uint64
 
@@ -46,7 +45,7 @@ type session struct {
 func newSession(srv *Server, uc *net.UnixConn) *session {
 	s := &session{srv: srv, eng: srv.eng, id: srv.nextID.Add(1), events: make(chan proto.Event, 64), done: make(chan struct{}),
 		pds: map[uint32]*pd{}, mrs: map[uint32]*mr{}, channels: map[uint32]*compChannel{}, cqs: map[uint32]*cq{},
-		qps: map[uint32]*qp{}, ahs: map[uint32]*ah{}, srqs: map[uint32]*srq{}}
+		qps: map[uint32]*qp{}, srqs: map[uint32]*srq{}}
 	if uc != nil {
 		s.conn = proto.NewConn(uc)
 		if raw, err := uc.SyscallConn(); err == nil {
@@ -196,7 +195,8 @@ func (s *session) doHello(h proto.Header, body []byte) (any, []int, error, bool)
 	}
 	s.hello = true
 	s.srv.log.Debugf("session %d: hello from %q (pid %d, uid %d, inspect %v)", s.id, req.Client, s.cred.Pid, s.cred.Uid, req.Inspect)
-	reply := proto.HelloReply{ABI: proto.ABIVersion, Daemon: s.srv.cfg.Version, SessionID: s.id, Device: s.srv.cfg.Device}
+	reply := proto.HelloReply{ABI: proto.ABIVersion, Daemon: s.srv.cfg.Version, SessionID: s.id, Device: s.srv.cfg.Device,
+		Addr: s.srv.cfg.Addr.String()}
 	if s.inspect {
 		return reply, nil, nil, false
 	}
@@ -225,8 +225,8 @@ func (e *engine) teardownSession(s *session) {
 	for _, m := range s.mrs {
 		m.region.Close()
 	}
-	s.qps, s.srqs, s.cqs, s.channels, s.mrs, s.ahs, s.pds = map[uint32]*qp{}, map[uint32]*srq{}, map[uint32]*cq{},
-		map[uint32]*compChannel{}, map[uint32]*mr{}, map[uint32]*ah{}, map[uint32]*pd{}
+	s.qps, s.srqs, s.cqs, s.channels, s.mrs, s.pds = map[uint32]*qp{}, map[uint32]*srq{}, map[uint32]*cq{},
+		map[uint32]*compChannel{}, map[uint32]*mr{}, map[uint32]*pd{}
 	s.regBytes = 0
 	s.installed = false
 	delete(e.sessions, s.id)

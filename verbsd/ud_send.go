@@ -2,6 +2,7 @@ package verbsd
 
 import (
 	"encoding/binary"
+	"net/netip"
 
 	"github.com/iwarpd/iwarpd/ddp"
 	"github.com/iwarpd/iwarpd/internal/crc32c"
@@ -17,7 +18,7 @@ import (
 type sendWR struct {
 	wrid     uint64
 	signaled bool
-	ah       *ah
+	dst      netip.AddrPort // from the SQE's address vector (ud_dest.go)
 	msn      uint32
 	total    int
 	segs     ddp.Segmenter
@@ -47,7 +48,11 @@ func (e *engine) send(q *qp) bool {
 	work := false
 	budget := e.cfg.PollBatch
 	for budget > 0 {
-		msgs, stop := e.buildSend(q, budget)
+		msgs, stop, dropped := e.buildSend(q, budget)
+		if dropped > 0 {
+			work = true
+			budget -= dropped
+		}
 		if stop {
 			return true
 		}
@@ -93,29 +98,51 @@ func (e *engine) send(q *qp) bool {
 // buildSend fills e.sb with the datagrams of the posted work requests, from
 // the head's next segment on, with at most maxMsgs msghdrs. stop reports
 // that the head could not be sent and q went to ERROR (a bad work request,
-// a corrupt ring).
-func (e *engine) buildSend(q *qp, maxMsgs int) (msgs []unix.Mmsghdr, stop bool) {
+// a corrupt ring). dropped counts the work requests at the head that named
+// a bad destination: each completed with an error, q goes on (ud_dest.go).
+func (e *engine) buildSend(q *qp, maxMsgs int) (msgs []unix.Mmsghdr, stop bool, dropped int) {
+	for {
+		msgs, stop, drop := e.buildSendOnce(q, maxMsgs-dropped)
+		if !drop {
+			return msgs, stop, dropped
+		}
+		dropped++
+		if dropped >= maxMsgs {
+			return nil, false, dropped
+		}
+	}
+}
+
+// buildSendOnce is one attempt of buildSend; drop reports that it completed
+// the head work request (a bad destination) and built nothing.
+func (e *engine) buildSendOnce(q *qp, maxMsgs int) (msgs []unix.Mmsghdr, stop, drop bool) {
 	v := q.sqView()
 	head, idx, avail, err := v.lookahead(q.sq)
 	if err != nil {
 		e.count(q, cWRErrors, 1)
 		e.errorQP(q, "send queue producer index is corrupt")
-		return nil, true
+		return nil, true, false
 	}
 	b := e.sb
 	b.reset(q.gso)
 	if avail == 0 {
-		return b.finish(), false
+		return b.finish(), false, false
 	}
 	pay := e.maxPayload()
 	for k := range min(avail, maxSendWRs) {
 		wr := &e.sendWRs[k]
-		if st := e.prepareSend(q, wr, v.at(head, idx, k), q.lastMSN+1+k, pay); st != proto.WCSuccess {
-			if k == 0 {
+		if st, fatal := e.prepareSend(q, wr, v.at(head, idx, k), q.lastMSN+1+k, pay); st != proto.WCSuccess {
+			switch {
+			case k > 0:
+				// sent (or failed) once the ones before it are done
+			case fatal || q.sendSeg > 0: // (a destination rewritten under a message half sent)
 				e.failWR(q, q.sendCQ, wr.wrid, proto.WCSend, st)
-				return nil, true
+				return nil, true, false
+			default:
+				e.dropSend(q, wr.wrid, st)
+				return nil, false, true
 			}
-			break // sent (or failed) once the ones before it are done
+			break
 		}
 		seg := uint32(0)
 		if k == 0 {
@@ -129,8 +156,8 @@ func (e *engine) buildSend(q *qp, maxMsgs int) (msgs []unix.Mmsghdr, stop bool) 
 			if wr.wrec {
 				dlen += rdmap.WriteRecordLen
 			}
-			if !b.fits(wr.ah.addr, dlen, 2+len(pieces), maxMsgs) {
-				return b.finish(), false
+			if !b.fits(wr.dst, dlen, 2+len(pieces), maxMsgs) {
+				return b.finish(), false, false
 			}
 			sc := b.nextScratch()
 			hdr := s.Header.Append(sc[:0])
@@ -147,10 +174,10 @@ func (e *engine) buildSend(q *qp, maxMsgs int) (msgs []unix.Mmsghdr, stop bool) 
 			}
 			trailer := sc[len(hdr) : len(hdr)+crc32c.Size]
 			binary.LittleEndian.PutUint32(trailer, c)
-			b.push(wr.ah.addr, hdr, pieces, trailer, dgramRef{wr: int32(k), seg: seg})
+			b.push(wr.dst, hdr, pieces, trailer, dgramRef{wr: int32(k), seg: seg})
 		}
 	}
-	return b.finish(), false
+	return b.finish(), false, false
 }
 
 // sendDone accounts for the first sent msghdrs of e.sb: their datagrams
@@ -193,22 +220,31 @@ func (e *engine) maxPayload() int {
 
 // prepareSend copies the SQE in slot into wr, validates it and translates
 // its payload into wr.payloads (inline data is copied out of slot into
-// wr.inline); the message gets MSN msn.
-func (e *engine) prepareSend(q *qp, wr *sendWR, slot []byte, msn uint32, maxPayload int) proto.WCStatus {
+// wr.inline); the message gets MSN msn. fatal says whether the failure
+// errors q (a bad work request) or fails this work request only (a bad
+// destination: ud_dest.go).
+func (e *engine) prepareSend(q *qp, wr *sendWR, slot []byte, msn uint32, maxPayload int) (st proto.WCStatus, fatal bool) {
 	var raw [proto.SQEHeaderLen]byte
 	copy(raw[:], slot)
 	sqe := proto.GetSQE(raw[:])
 	wr.wrid = sqe.WRID
 	if (sqe.Opcode != proto.WRSend && sqe.Opcode != proto.WRWriteRecord) || !sqe.KnownFlags() || sqe.Flags&proto.SendFence != 0 {
-		return proto.WCLocQPOpErr
+		return proto.WCLocQPOpErr, true
 	}
-	a := q.s.ahs[sqe.AH]
-	if a == nil || a.pd != q.pd {
-		return proto.WCLocQPOpErr
+	dst, st := e.destination(&sqe)
+	if st != proto.WCSuccess {
+		return st, false
 	}
-	if !q.mcast.txReady && a.addr.Addr().IsMulticast() {
+	wr.dst = dst
+	if !q.mcast.txReady && dst.Addr().IsMulticast() {
 		e.mcastSendOptions(q) // mcast.go
 	}
+	st = e.preparePayload(q, wr, &sqe, slot, msn, maxPayload)
+	return st, st != proto.WCSuccess
+}
+
+// preparePayload finishes prepareSend: the payload and the segments.
+func (e *engine) preparePayload(q *qp, wr *sendWR, sqe *proto.SQE, slot []byte, msn uint32, maxPayload int) proto.WCStatus {
 	wr.payloads = wr.payloads[:0]
 	total := 0
 	if sqe.Flags&proto.SendInline != 0 {
@@ -240,7 +276,7 @@ func (e *engine) prepareSend(q *qp, wr *sendWR, slot []byte, msn uint32, maxPayl
 	}
 	wr.wrec = sqe.Opcode == proto.WRWriteRecord
 	if wr.wrec {
-		return e.prepareWriteRecord(wr, &sqe, a, msn, total) // wrec_send.go
+		return e.prepareWriteRecord(wr, sqe, msn, total) // wrec_send.go
 	}
 	op := rdmap.OpSend
 	if sqe.Flags&proto.SendSolicited != 0 {
@@ -250,7 +286,7 @@ func (e *engine) prepareSend(q *qp, wr *sendWR, slot []byte, msn uint32, maxPayl
 	if err != nil { // cannot happen with a validated configuration
 		return proto.WCGeneralErr
 	}
-	wr.ah, wr.msn, wr.total, wr.segs = a, msn, total, segs
+	wr.msn, wr.total, wr.segs = msn, total, segs
 	wr.signaled = sqe.Flags&proto.SendSignaled != 0
 	return proto.WCSuccess
 }

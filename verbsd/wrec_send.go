@@ -43,12 +43,12 @@ func (e *engine) maxPayloadWriteRecord() int {
 
 // prepareWriteRecord finishes prepareSend for a Write-Record work request
 // of total octets (already translated into wr.payloads).
-func (e *engine) prepareWriteRecord(wr *sendWR, sqe *proto.SQE, a *ah, msn uint32, total int) proto.WCStatus {
+func (e *engine) prepareWriteRecord(wr *sendWR, sqe *proto.SQE, msn uint32, total int) proto.WCStatus {
 	segs, rec, err := writeRecordSegments(sqe, msn, total, e.maxPayloadWriteRecord())
 	if err != nil { // TO + length wraps
 		return proto.WCLocLenErr
 	}
-	wr.ah, wr.msn, wr.total, wr.segs, wr.rec = a, msn, total, segs, rec
+	wr.msn, wr.total, wr.segs, wr.rec = msn, total, segs, rec
 	wr.signaled = sqe.Flags&proto.SendSignaled != 0
 	return proto.WCSuccess
 }

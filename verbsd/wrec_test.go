@@ -34,7 +34,7 @@ func newWrecTarget(t *testing.T, path string, size int, access proto.Access) *wr
 	return &wrecTarget{n, tgt}
 }
 
-func postWriteRecord(t *testing.T, a *fastNode, ah uint32, wrid uint64, rkey uint32, to uint64, off, size int) {
+func postWriteRecord(t *testing.T, a *fastNode, ah proto.AddressVector, wrid uint64, rkey uint32, to uint64, off, size int) {
 	t.Helper()
 	e := proto.SQE{WRID: wrid, Opcode: proto.WRWriteRecord, Flags: proto.SendSignaled, AH: ah, RKey: rkey, RemoteAddr: to}
 	for {

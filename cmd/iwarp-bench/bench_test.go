@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strconv"
 	"strings"
@@ -195,6 +196,18 @@ func TestParseConfig(t *testing.T) {
 	if err != nil || c.LatIters != 7 || c.Rounds != 3 || c.BWIters != 100 {
 		t.Errorf("-quick with -n/-rounds: %+v, %v", c, err)
 	}
+	if !reflect.DeepEqual(c.ScalingQPs, []int{1, 4}) || c.ScalingN != 200 || c.ScalingBWN != 100 || c.ScalingRounds != 3 {
+		t.Errorf("-quick scaling: %v, n %d, bw-n %d, rounds %d", c.ScalingQPs, c.ScalingN, c.ScalingBWN, c.ScalingRounds)
+	}
+	c, err = parseConfig([]string{"-bin", dir, "-scaling", "2,8", "-only", "ud_lat,scaling"}, &stderr)
+	want := []string{"ud_lat", "scale_raw-udp_bw", "scale_raw-tcp_bw", "scale_ud_lat_2", "scale_ud_bw_2", "scale_ud_lat_8", "scale_ud_bw_8",
+		"scale_rd_lat_2", "scale_rd_bw_2", "scale_rd_lat_8", "scale_rd_bw_8", "scale_rc_lat_2", "scale_rc_bw_2", "scale_rc_lat_8", "scale_rc_bw_8"}
+	if err != nil || !reflect.DeepEqual(c.Only, want) {
+		t.Errorf("-only ud_lat,scaling: %v, %v", c.Only, err)
+	}
+	if c, err := parseConfig([]string{"-bin", dir, "-scaling", ""}, &stderr); err != nil || len(c.ScalingQPs) != 0 {
+		t.Errorf("-scaling \"\": %v, %v", c.ScalingQPs, err)
+	}
 	for _, args := range [][]string{
 		{"-bin", dir, "-scenario", "moon"},
 		{"-bin", dir, "-rounds", "0"},
@@ -202,6 +215,9 @@ func TestParseConfig(t *testing.T) {
 		{"-bin", dir, "-cpu-a", "999"},
 		{"-bin", filepath.Join(dir, "missing")},
 		{"-bin", dir, "extra"},
+		{"-bin", dir, "-scaling", "65"},
+		{"-bin", dir, "-scaling-rounds", "0"},
+		{"-bin", dir, "-only", "scale_ud_lat_3"},
 	} {
 		if _, err := parseConfig(args, &stderr); err == nil {
 			t.Errorf("%v: accepted", args)
@@ -295,7 +311,8 @@ func TestSmokeLoopback(t *testing.T) {
 		t.Errorf("a metric is missing:\n%s", out)
 	}
 	for _, want := range []string{"RD / UD lat (medians) 64 B", "RD / RC bw 64 KiB", "RD Send lat 64 B, mean one way",
-		"RC RDMA Write bw 64 KiB bidirectional", "== idle cost (loopback): iwarpd CPU"} {
+		"RC RDMA Write bw 64 KiB bidirectional", "== idle cost (loopback): iwarpd CPU", "RD lat 64 B, 4 QPs, normalized",
+		"RC normalized lat 4 QPs / 1 QP", "UD bw 4 QPs / raw UDP"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
 		}
@@ -311,11 +328,13 @@ func TestSmokeLoopback(t *testing.T) {
 		}
 	}
 	// 11 headline runs, the sweeps at one size each (6 latency at 64 B, 6
-	// bandwidth at 64 KiB), 5 bidirectional.
-	if n := strings.Count(stderr.String(), "[loopback 1/1]"); n != 28 {
-		t.Errorf("%d progress lines, want 28:\n%s", n, stderr.String())
+	// bandwidth at 64 KiB), 5 bidirectional, 14 scaling (1 and 4 QPs × UD,
+	// RD, RC × lat, bw; 2 raw baselines).
+	if n := strings.Count(stderr.String(), "[loopback 1/1]"); n != 42 {
+		t.Errorf("%d progress lines, want 42:\n%s", n, stderr.String())
 	}
-	for _, f := range []string{"summary.md", "loopback-latency-datagram.png", "loopback-bandwidth.csv", "loopback-bandwidth-bidir.png", "idle-cost.csv"} {
+	for _, f := range []string{"summary.md", "loopback-latency-datagram.png", "loopback-bandwidth.csv", "loopback-bandwidth-bidir.png", "idle-cost.csv",
+		"loopback-scaling-latency.png", "loopback-scaling-bandwidth.png"} {
 		if _, err := os.Stat(filepath.Join(results, f)); err != nil {
 			t.Errorf("bench results: %v", err)
 		}

@@ -69,15 +69,24 @@ func TestPipeline(t *testing.T) {
 		"RC Send bw 4 MiB":                                   "12.0 [12.0 – 12.0] Gb/s",
 		"UD Send bw 64 KiB bidirectional (sum of both ways)": "60.0 [60.0 – 60.0] Gb/s",
 		"RD / raw TCP bidirectional bw 1 MiB":                "1.25× [1.25× – 1.25×] — n/a",
+		// Multi-QP scaling: the fake's normalized latency at N QPs is
+		// (0.5 + 0.5/N) of one QP's; bandwidth does not change with N.
+		"UD lat 64 B, 4 QPs, normalized (round ÷ 4), median one way": "4.69 [4.69 – 4.69] µs",
+		"RC lat 64 B, 1 QP, normalized (round ÷ 1), median one way":  "10.0 [10.0 – 10.0] µs",
+		"UD normalized lat 64 QPs / 1 QP":                            "0.51× [0.51× – 0.51×] — n/a",
+		"raw UDP bw 65507 B (scaling baseline)":                      "40.0 [40.0 – 40.0] Gb/s",
+		"RC bw 4 QPs / raw TCP":                                      "0.60× [0.60× – 0.60×] — n/a",
+		"RD bw 64 QPs / raw UDP":                                     "0.62× [0.62× – 0.62×] — n/a",
 	} {
 		if got := row(text, name); got != want {
 			t.Errorf("row %q: %q, want %q\n%s", name, got, want, text)
 		}
 	}
 	// Per round: 11 headline runs, 64 latency and 37 bandwidth runs of the
-	// sweep (35: UD bandwidth stops at 64 KiB), 9 bidirectional (2 sizes × 5 series, no UD at 1 MiB).
-	if n := strings.Count(stderr.String(), "[loopback "); n != 3*119 {
-		t.Errorf("%d progress lines, want %d:\n%s", n, 3*119, stderr.String())
+	// sweep (35: UD bandwidth stops at 64 KiB), 9 bidirectional (2 sizes × 5 series, no UD at 1 MiB),
+	// 44 scaling runs (7 QP counts × 3 transports × lat and bw, 2 raw baselines).
+	if n := strings.Count(stderr.String(), "[loopback "); n != 3*(119+44) {
+		t.Errorf("%d progress lines, want %d:\n%s", n, 3*(119+44), stderr.String())
 	}
 	checkResults(t, out)
 
@@ -140,7 +149,8 @@ func row(out, name string) string {
 // experiments' files, and ratios of the fake figures in the summary.
 func checkResults(t *testing.T, dir string) {
 	t.Helper()
-	for _, name := range []string{"loopback-latency-datagram", "loopback-latency-rc", "loopback-bandwidth", "loopback-bandwidth-bidir"} {
+	for _, name := range []string{"loopback-latency-datagram", "loopback-latency-rc", "loopback-bandwidth", "loopback-bandwidth-bidir",
+		"loopback-scaling-latency", "loopback-scaling-bandwidth"} {
 		for _, ext := range []string{".csv", ".png"} {
 			if st, err := os.Stat(filepath.Join(dir, name+ext)); err != nil || st.Size() == 0 {
 				t.Errorf("%s%s: %v", name, ext, err)
@@ -161,7 +171,22 @@ func checkResults(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(csv), "loopback-bandwidth,RC RDMA Write,4.194304e+06,16,16,16,0.8,") {
+	if !strings.Contains(string(csv), "loopback-bandwidth,RC RDMA Write,4194304,16,16,16,0.8,") {
 		t.Errorf("loopback-bandwidth.csv lacks the 4 MiB point:\n%s", csv)
+	}
+	// Scaling: UD at 4 QPs 0.625 of 1 QP; RC bw 12 / raw TCP 20 Gb/s at every N.
+	csv, err = os.ReadFile(filepath.Join(dir, "loopback-scaling-latency.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(csv), "loopback-scaling-latency,UD,4,0.625,0.625,0.625,,,,3") {
+		t.Errorf("loopback-scaling-latency.csv lacks UD at 4 QPs:\n%s", csv)
+	}
+	csv, err = os.ReadFile(filepath.Join(dir, "loopback-scaling-bandwidth.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(csv), "loopback-scaling-bandwidth,RC,64,0.6,0.6,0.6,,,,3") {
+		t.Errorf("loopback-scaling-bandwidth.csv lacks RC at 64 QPs:\n%s", csv)
 	}
 }

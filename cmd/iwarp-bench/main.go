@@ -9,6 +9,9 @@
 //
 // Scenarios: "loopback" (two daemons on 127.0.0.1) and "veth" (two network
 // namespaces joined by a veth pair at MTU 1500; needs root and iproute2).
+// Loopback also runs the size sweeps, bidirectional bandwidth and multi-QP
+// scaling (1..64 QPs between two processes, scaling.go); -profile records
+// the daemons' CPU profiles (profile.go).
 // Runs are interleaved over -rounds rounds; each metric is reported as its
 // median and [min–max] over the rounds, each ratio round by round.
 //
@@ -56,32 +59,37 @@ const (
 
 // benchConfig is what the flags say.
 type benchConfig struct {
-	Bin         string        `json:"bin"`
-	Scenario    string        `json:"scenario"`
-	Rounds      int           `json:"rounds"`
-	LatIters    int           `json:"lat_iterations"`
-	BWIters     int           `json:"bw_iterations"`
-	Window      int           `json:"window"`
-	PollWindow  time.Duration `json:"poll_window_ns"`
-	DaemonArgs  []string      `json:"daemon_args"`
-	CPUA        int           `json:"cpu_a"`
-	CPUB        int           `json:"cpu_b"`
-	FI          bool          `json:"fi"`
-	FIPingpong  string        `json:"fi_pingpong,omitempty"` // path, when found
-	PerfTimeout time.Duration `json:"perf_timeout_ns"`
-	RunTimeout  time.Duration `json:"run_timeout_ns"`
-	Quick       bool          `json:"quick"`
-	Only        []string      `json:"only,omitempty"` // metric keys of the runs to make (all when empty)
-	SweepIters  int           `json:"sweep_iterations"`
-	LatSizes    []int         `json:"lat_sizes"`
-	BWSizes     []int         `json:"bw_sizes"`
-	Out         string        `json:"out"`       // bench-results directory ("" none)
-	Idle        time.Duration `json:"idle_ns"`   // idle-cost measurement, each (0: skipped)
-	Bidir       bool          `json:"bidir"`     // bidirectional bandwidth runs
-	Loss        []int         `json:"loss_pct"`  // veth: loss rates of the RD goodput runs
-	MemBin      string        `json:"mem_bin"`   // iwarp-mem, when found
-	MemPeers    []int         `json:"mem_peers"` // peers N of the memory runs
-	JSON        bool          `json:"-"`
+	Bin           string        `json:"bin"`
+	Scenario      string        `json:"scenario"`
+	Rounds        int           `json:"rounds"`
+	LatIters      int           `json:"lat_iterations"`
+	BWIters       int           `json:"bw_iterations"`
+	Window        int           `json:"window"`
+	PollWindow    time.Duration `json:"poll_window_ns"`
+	DaemonArgs    []string      `json:"daemon_args"`
+	CPUA          int           `json:"cpu_a"`
+	CPUB          int           `json:"cpu_b"`
+	FI            bool          `json:"fi"`
+	FIPingpong    string        `json:"fi_pingpong,omitempty"` // path, when found
+	PerfTimeout   time.Duration `json:"perf_timeout_ns"`
+	RunTimeout    time.Duration `json:"run_timeout_ns"`
+	Quick         bool          `json:"quick"`
+	Only          []string      `json:"only,omitempty"` // metric keys of the runs to make (all when empty)
+	SweepIters    int           `json:"sweep_iterations"`
+	LatSizes      []int         `json:"lat_sizes"`
+	BWSizes       []int         `json:"bw_sizes"`
+	Out           string        `json:"out"`            // bench-results directory ("" none)
+	Idle          time.Duration `json:"idle_ns"`        // idle-cost measurement, each (0: skipped)
+	Bidir         bool          `json:"bidir"`          // bidirectional bandwidth runs
+	Loss          []int         `json:"loss_pct"`       // veth: loss rates of the RD goodput runs
+	MemBin        string        `json:"mem_bin"`        // iwarp-mem, when found
+	MemPeers      []int         `json:"mem_peers"`      // peers N of the memory runs
+	ScalingQPs    []int         `json:"scaling_qps"`    // QP counts of the multi-QP scaling runs (scaling.go; none: skipped)
+	ScalingRounds int           `json:"scaling_rounds"` // rounds that include the scaling runs (the first ones)
+	ScalingN      int           `json:"scaling_lat_messages"`
+	ScalingBWN    int           `json:"scaling_bw_messages"`
+	Profile       string        `json:"profile,omitempty"` // directory of the daemons' CPU profiles (profile.go)
+	JSON          bool          `json:"-"`
 }
 
 // knownRuns are the keys -only accepts.
@@ -128,9 +136,18 @@ func (c *benchConfig) describe() string {
 	if len(c.Only) > 0 {
 		only = "; only " + strings.Join(c.Only, ",")
 	}
+	scaling := "scaling: off"
+	if len(c.ScalingQPs) > 0 {
+		qps := make([]string, len(c.ScalingQPs))
+		for i, n := range c.ScalingQPs {
+			qps[i] = strconv.Itoa(n)
+		}
+		scaling = fmt.Sprintf("scaling QPs %s (first %d rounds, lat %d × 64 B, bw %d × 64 KiB)", strings.Join(qps, ","),
+			min(c.ScalingRounds, c.Rounds), c.ScalingN, c.ScalingBWN)
+	}
 	return fmt.Sprintf("rounds %d%s; lat %d × %d B, bw %d × %d B (raw UDP %d B), window %d; clients poll %v then block; "+
-		"iwarpd %s; node A cpu %d, node B cpu %d; %s",
-		c.Rounds, only, c.LatIters, latSize, c.BWIters, bwSize, rawUDPSize, c.Window, c.PollWindow, daemon, c.CPUA, c.CPUB, fi)
+		"iwarpd %s; node A cpu %d, node B cpu %d; %s; %s",
+		c.Rounds, only, c.LatIters, latSize, c.BWIters, bwSize, rawUDPSize, c.Window, c.PollWindow, daemon, c.CPUA, c.CPUB, fi, scaling)
 }
 
 // defaultBin is the directory of the iwarp-bench executable when iwarpd is
@@ -167,13 +184,19 @@ func parseConfig(args []string, stderr io.Writer) (benchConfig, error) {
 	fs.DurationVar(&c.PerfTimeout, "perf-timeout", 10*time.Second, "iwarp-perf -timeout: longest wait for one message")
 	fs.DurationVar(&c.RunTimeout, "run-timeout", 120*time.Second, "longest time one run (server + client) may take before it is killed")
 	fs.BoolVar(&c.Quick, "quick", false, "CI smoke mode: 1 round, one size per sweep (64 B, 64 KiB), 200 latency iterations, 100 bandwidth messages, 1 s idle, loss 0,5, memory N=16 (unless given)")
-	only := fs.String("only", "", "comma-separated `runs` to make (for profiling): raw_udp_lat, ud_lat, fi_rxd_lat, fi_udp_lat, raw_udp_bw, ud_bw, raw_tcp_bw, raw_tcp_lat, rc_send_lat, rc_write_lat, raw_tcp_bw_1m, rc_write_bw_1m, rc_read_bw_1m")
+	only := fs.String("only", "", "comma-separated `runs` to make (for profiling): raw_udp_lat, ud_lat, fi_rxd_lat, fi_udp_lat, raw_udp_bw, ud_bw, raw_tcp_bw, raw_tcp_lat, rc_send_lat, rc_write_lat, raw_tcp_bw_1m, rc_write_bw_1m, rc_read_bw_1m; "+
+		"the sweep's m_<transport>_<lat|bw>_<size>, scale_<ud|rd|rc>_<lat|bw>_<qps>, or scaling for all the scaling runs")
 	fs.IntVar(&c.SweepIters, "sweep-n", 2000, "size sweep: latency `iterations` up to 4 KiB (fewer above, in proportion)")
 	fs.StringVar(&c.Out, "out", "bench-results", "`directory` of the CSV files, PNG plots and summary.md (\"\": write none)")
 	fs.DurationVar(&c.Idle, "idle", 10*time.Second, "idle cost: CPU of an idle daemon, then of one serving an idle client, over this `long` each (0: skip)")
 	fs.BoolVar(&c.Bidir, "bidir", true, "bidirectional bandwidth: two pairs in opposite directions at once")
-	loss := fs.String("loss", "0,1,5", "veth: RD (and raw TCP) goodput under these loss `percentages` (nftables drop on output)")
+	loss := fs.String("loss", "0,1,5", "veth: RD (and raw TCP) goodput under these loss `percentages` (nftables drop on input, per wire packet)")
 	mem := fs.String("mem-peers", "16,64,256,1024", "memory per peer with bin/iwarp-mem for these `N` (\"\": skip)")
+	scaling := fs.String("scaling", "1,2,4,8,16,32,64", "multi-QP scaling: UD, RD and RC with these numbers of queue `pairs` (iwarp-perf -qps; \"\": skip)")
+	fs.IntVar(&c.ScalingRounds, "scaling-rounds", 3, "the scaling runs take part in the first `N` rounds only")
+	fs.IntVar(&c.ScalingN, "scaling-n", 2048, "scaling latency: `messages` per run (rounded down to a multiple of the QPs)")
+	fs.IntVar(&c.ScalingBWN, "scaling-bw-n", 1000, "scaling bandwidth: 64 KiB `messages` per run")
+	fs.StringVar(&c.Profile, "profile", "", "write CPU profiles of both daemons (iwarpd -cpuprofile) and, if perf works, perf record -g of them, into `directory`; use with -only")
 	fs.BoolVar(&c.JSON, "json", false, "print one JSON document instead of the tables")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: iwarp-bench [flags]\n\n"+
@@ -211,6 +234,15 @@ func parseConfig(args []string, stderr io.Writer) (benchConfig, error) {
 		if !set["mem-peers"] {
 			*mem = "16"
 		}
+		if !set["scaling"] {
+			*scaling = "1,4"
+		}
+		if !set["scaling-n"] {
+			c.ScalingN = 200
+		}
+		if !set["scaling-bw-n"] {
+			c.ScalingBWN = 100
+		}
 		c.LatSizes, c.BWSizes = quickLatSizes, quickBWSizes
 	} else {
 		c.LatSizes, c.BWSizes = fullLatSizes, fullBWSizes
@@ -222,8 +254,18 @@ func parseConfig(args []string, stderr io.Writer) (benchConfig, error) {
 	if c.MemPeers, err = intList(*mem, 1, 20000); err != nil {
 		return c, &usageError{fmt.Sprintf("-mem-peers: %v", err)}
 	}
+	if c.ScalingQPs, err = intList(*scaling, 1, 64); err != nil {
+		return c, &usageError{fmt.Sprintf("-scaling: %v", err)}
+	}
+	if c.ScalingRounds < 1 || c.ScalingN < 1 || c.ScalingBWN < 1 {
+		return c, &usageError{"-scaling-rounds, -scaling-n and -scaling-bw-n must be at least 1"}
+	}
 	c.DaemonArgs = strings.Fields(*daemonArgs)
 	for _, k := range strings.FieldsFunc(*only, func(r rune) bool { return r == ',' || r == ' ' }) {
+		if k == "scaling" { // every run of the scaling experiment
+			c.Only = append(c.Only, scalingRunKeys(c.ScalingQPs)...)
+			continue
+		}
 		if !knownRuns[k] {
 			return c, &usageError{fmt.Sprintf("-only %q: unknown run (want raw_udp_lat, ud_lat, fi_rxd_lat, fi_udp_lat, raw_udp_bw, ud_bw, raw_tcp_bw, raw_tcp_lat, rc_send_lat, rc_write_lat, raw_tcp_bw_1m, rc_write_bw_1m, rc_read_bw_1m)", k)}
 		}
@@ -251,6 +293,14 @@ func parseConfig(args []string, stderr io.Writer) (benchConfig, error) {
 	if c.FI {
 		if p, err := exec.LookPath("fi_pingpong"); err == nil {
 			c.FIPingpong = p
+		}
+	}
+	if c.Profile != "" {
+		if err := os.MkdirAll(c.Profile, 0o755); err != nil {
+			return c, &usageError{fmt.Sprintf("-profile: %v", err)}
+		}
+		if c.Profile, err = filepath.Abs(c.Profile); err != nil {
+			return c, &usageError{fmt.Sprintf("-profile: %v", err)}
 		}
 	}
 	if p := filepath.Join(c.Bin, "iwarp-mem"); len(c.MemPeers) > 0 {

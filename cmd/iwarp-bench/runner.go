@@ -38,13 +38,17 @@ const (
 	rdPortsLen         = 1000
 )
 
-// nextRDPort returns the index of the next RD run's ports (each node's
-// port is its rdBase + index).
-func (s *session) nextRDPort() int {
+// nextRDPorts returns the index of the first of the next RD run's n
+// consecutive ports (each node's port is its rdBase + index; a run of
+// iwarp-perf -qps n takes n).
+func (s *session) nextRDPorts(n int) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.rdRuns%rdPortsLen+n > rdPortsLen {
+		s.rdRuns += rdPortsLen - s.rdRuns%rdPortsLen // wrap: start over at the first port
+	}
 	i := s.rdRuns % rdPortsLen
-	s.rdRuns++
+	s.rdRuns += n
 	return i
 }
 
@@ -175,6 +179,7 @@ type node struct {
 	socket string // control socket of its daemon
 	rdBase int    // first port of its daemon's RD range
 	daemon *daemon
+	perf   *profiler // perf record of the daemon (-profile), nil if none
 }
 
 // command builds name+args to run on n (inside its namespace, if any).
@@ -288,6 +293,7 @@ type perfTest struct {
 	test      string // "lat" or "bw"
 	size      int
 	iters     int
+	qps       int // iwarp-perf -qps (0, 1: one QP)
 }
 
 func (t perfTest) args(cfg *benchConfig) []string {
@@ -305,6 +311,9 @@ func (t perfTest) args(cfg *benchConfig) []string {
 	}
 	if t.test == "bw" {
 		a = append(a, "-window", strconv.Itoa(cfg.Window))
+	}
+	if t.qps > 1 {
+		a = append(a, "-qps", strconv.Itoa(t.qps))
 	}
 	return a
 }
@@ -469,7 +478,7 @@ func (s *session) runPerf(cfg *benchConfig, a, b *node, t perfTest) (*perfReport
 		cli = append(cli, "-socket", b.socket)
 	}
 	if t.transport == "rd" { // a port never used before: docs/rd.md on peer restarts
-		i := s.nextRDPort()
+		i := s.nextRDPorts(max(t.qps, 1))
 		srv = append(srv, "-qp-port", strconv.Itoa(a.rdBase+i))
 		cli = append(cli, "-qp-port", strconv.Itoa(b.rdBase+i))
 	}

@@ -14,6 +14,7 @@ type step struct {
 	key       string // the metric it records (first of them)
 	label     string
 	reference bool // a failure is a warning (another project's program)
+	rounds    int  // > 0: the step runs in the first rounds rounds only
 	run       func(r int) (string, error)
 }
 
@@ -97,7 +98,7 @@ func rcMetrics(sc *scenario) {
 func runRounds(sc *scenario, steps []step, only map[string]bool, progress io.Writer) {
 	for r := range sc.Rounds {
 		for _, st := range steps {
-			if len(only) > 0 && !only[st.key] {
+			if (len(only) > 0 && !only[st.key]) || (st.rounds > 0 && r >= st.rounds) {
 				continue
 			}
 			start := time.Now()
@@ -183,7 +184,8 @@ func bandwidthMetrics(sc *scenario) {
 	sc.addMetric(kRawTCPBW, "raw TCP bw 64 KiB (writev)", "Gb/s", false)
 }
 
-// startNodes starts one daemon per node.
+// startNodes starts one daemon per node, each with 100 UD ports (the
+// scaling runs open 64 UD QPs a side).
 func startNodes(s *session, cfg *benchConfig, a, b *node) error {
 	dir, err := os.MkdirTemp("", "iwarp-bench-")
 	if err != nil {
@@ -195,10 +197,10 @@ func startNodes(s *session, cfg *benchConfig, a, b *node) error {
 	rd := func(first int) []string {
 		return append([]string{"-rd-ports", fmt.Sprintf("%d-%d", first, first+rdPortsLen-1)}, cfg.DaemonArgs...)
 	}
-	if err := s.startDaemon(cfg.daemonBin(), a, "30000-30049", rd(rdPortsA)); err != nil {
+	if err := s.startDaemon(cfg.daemonBin(), a, "30000-30099", append(rd(rdPortsA), profileArgs(cfg, a)...)); err != nil {
 		return err
 	}
-	return s.startDaemon(cfg.daemonBin(), b, "30050-30099", rd(rdPortsB))
+	return s.startDaemon(cfg.daemonBin(), b, "30100-30199", append(rd(rdPortsB), profileArgs(cfg, b)...))
 }
 
 // runLoopback measures two daemons on 127.0.0.1, one per CPU.
@@ -223,6 +225,7 @@ func runLoopback(s *session, cfg *benchConfig, progress io.Writer) *scenario {
 	matrixMetrics(sc, cfg, fi)
 	bidirMetrics(sc, cfg)
 	sc.extras = append(sc.extras, bidirExperiment)
+	scalingMetrics(sc, cfg)
 
 	a := &node{name: "A", cpu: cfg.CPUA, addr: "127.0.0.1"}
 	b := &node{name: "B", cpu: cfg.CPUB, addr: "127.0.0.1"}
@@ -232,6 +235,10 @@ func runLoopback(s *session, cfg *benchConfig, progress io.Writer) *scenario {
 		sc.finish()
 		return sc
 	}
+	if err := startProfilers(s, cfg, progress, a, b); err != nil {
+		sc.Failures = append(sc.Failures, err.Error())
+	}
+	defer stopProfiling(cfg, progress, a, b)
 	steps := perfSteps(s, cfg, sc, a, b)
 	if fi {
 		fiStep := func(key, label, endpoint, provider string) step {
@@ -253,6 +260,7 @@ func runLoopback(s *session, cfg *benchConfig, progress io.Writer) *scenario {
 	steps = append(steps, rcSteps(s, cfg, sc, a, b)...)
 	steps = append(steps, matrixSteps(s, cfg, sc, a, b)...)
 	steps = append(steps, bidirSteps(s, cfg, sc, a, b)...)
+	steps = append(steps, scalingSteps(s, cfg, sc, a, b)...)
 	runRounds(sc, steps, cfg.only(), progress)
 	return sc
 }
@@ -300,6 +308,10 @@ func runVeth(s *session, cfg *benchConfig, progress io.Writer) *scenario {
 		sc.finish()
 		return sc
 	}
+	if err := startProfilers(s, cfg, progress, a, b); err != nil {
+		sc.Failures = append(sc.Failures, err.Error())
+	}
+	defer stopProfiling(cfg, progress, a, b)
 	steps := perfSteps(s, cfg, sc, a, b)
 	if lossErr == nil {
 		steps = append(steps, lossSteps(s, cfg, sc, a, b)...)

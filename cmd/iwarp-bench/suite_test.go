@@ -73,3 +73,18 @@ func TestSweepSizes(t *testing.T) {
 		}
 	}
 }
+
+// TestProfileArgs: -profile names one pprof file per scenario and node, and
+// no flag at all without it.
+func TestProfileArgs(t *testing.T) {
+	cfg := &benchConfig{Profile: "/p"}
+	if got := profileArgs(cfg, &node{name: "A"}); !reflect.DeepEqual(got, []string{"-cpuprofile", "/p/loopback-iwarpd-A.pprof"}) {
+		t.Errorf("loopback A: %v", got)
+	}
+	if got := profileFile(cfg, scenarioOf(&node{name: "B", netns: "ns"}), &node{name: "B"}, "perf.data"); got != "/p/veth-iwarpd-B.perf.data" {
+		t.Errorf("veth B perf file: %s", got)
+	}
+	if got := profileArgs(&benchConfig{}, &node{name: "A"}); got != nil {
+		t.Errorf("no -profile: %v", got)
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"time"
 
 	"github.com/iwarpd/iwarpd/ofverbs"
@@ -22,8 +24,15 @@ import (
 //	hub → parent: "done REPLIES RSS PSS" (one message sent to and received from every peer)
 //	parent → hub: "exit" (or stdin closes)
 
-// hubMain is the hub client's main.
-func hubMain(sock string, typ ofverbs.QPType, n int) error {
+// hubMain is the hub client's main. What it keeps per peer is what an
+// application would: an address handle (UD, RD) or a connected QP (RC).
+// It reads its own memory after a garbage collection that returns freed
+// pages to the kernel (settledMem), before and after the exchange, so that
+// garbage of the exchange itself is not counted as per-peer state (the
+// daemons cannot be made to collect: their figures include such garbage,
+// which the -gogc 10 run bounds).
+func hubMain(sock, typName string, n int) error {
+	typ := qpTypes[typName]
 	in := bufio.NewScanner(os.Stdin)
 	var addrs []netip.AddrPort
 	for in.Scan() && in.Text() != "end" {
@@ -81,7 +90,7 @@ func hubMain(sock string, typ ofverbs.QPType, n int) error {
 	} else if len(addrs) != 1 {
 		return fmt.Errorf("hub: %d listener addresses, want 1", len(addrs))
 	}
-	m, err := readProcMem("self")
+	m, err := settledMem()
 	if err != nil {
 		return err
 	}
@@ -95,13 +104,15 @@ func hubMain(sock string, typ ofverbs.QPType, n int) error {
 	}
 
 	deadline := time.Now().Add(time.Duration(n/10+30) * time.Second)
-	var sends []ofverbs.SendWR
+	// Per peer: its AH (UD, RD) or its QP (RC), kept until the reading.
+	var ahs []*ofverbs.AH
 	var rcQPs []*ofverbs.QP
 	if typ == ofverbs.QPTypeRC {
 		// One RC QP per peer, connected one after the other.
+		depth := rcDepth[typName]
 		for i := range n {
 			q, err := pd.CreateQP(ofverbs.QPInitAttr{Type: typ, SendCQ: scq, RecvCQ: rcq,
-				Cap: ofverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1}})
+				Cap: ofverbs.QPCap{MaxSendWR: depth[0], MaxRecvWR: depth[1], MaxSendSGE: 1, MaxRecvSGE: 1}})
 			if err != nil {
 				return fmt.Errorf("hub: QP %d: %w", i, err)
 			}
@@ -114,58 +125,71 @@ func hubMain(sock string, typ ofverbs.QPType, n int) error {
 			if err := q.Connect(addrs[0], ofverbs.ConnParam{Timeout: 20 * time.Second}); err != nil {
 				return fmt.Errorf("hub: connect %d: %w", i, err)
 			}
-			sends = append(sends, ofverbs.SendWR{ID: uint64(i), Opcode: ofverbs.WRSend, Signaled: true})
 			rcQPs = append(rcQPs, q)
 		}
 	} else {
+		ahs = make([]*ofverbs.AH, 0, n)
 		for i, a := range addrs {
 			ah, err := pd.CreateAH(a)
 			if err != nil {
 				return fmt.Errorf("hub: AH %d: %w", i, err)
 			}
-			sends = append(sends, ofverbs.SendWR{ID: uint64(i), Opcode: ofverbs.WRSend, Signaled: true, AH: ah})
+			ahs = append(ahs, ah)
 		}
 	}
-	qpFor := func(i int) *ofverbs.QP {
+	target := func(i int) (*ofverbs.QP, *ofverbs.AH) {
 		if qp != nil {
-			return qp
+			return qp, ahs[i]
 		}
-		return rcQPs[i]
+		return rcQPs[i], nil
 	}
-	replies, err := exchange(sends, qpFor, typ == ofverbs.QPTypeUD, mr.SGE(mem[:msgSize]), scq, rcq, deadline)
+	replies, err := exchange(n, target, typ == ofverbs.QPTypeUD, mr.SGE(mem[:msgSize]), scq, rcq, deadline)
 	if err != nil {
 		return err
 	}
-	if m, err = readProcMem("self"); err != nil {
+	if m, err = settledMem(); err != nil {
 		return err
 	}
 	fmt.Printf("done %d %d %d\n", replies, m.RSS, m.PSS)
 	in.Scan() // "exit", or EOF
 	io.Copy(io.Discard, os.Stdin)
+	runtime.KeepAlive(ahs)
+	runtime.KeepAlive(rcQPs)
 	return nil
 }
 
-// exchange posts every send (at most 128 outstanding) and waits until all
+// settledMem collects garbage, returns free pages to the kernel, and reads
+// this process's memory.
+func settledMem() (procMem, error) {
+	runtime.GC()
+	debug.FreeOSMemory()
+	return readProcMem("self")
+}
+
+// exchange sends one message to each of the n peers (at most 128
+// outstanding; target names the QP and AH of peer i) and waits until all
 // completed and one reply per peer came back, or the deadline (UD may lose
-// messages: the replies are counted, not required).
-func exchange(sends []ofverbs.SendWR, qpFor func(int) *ofverbs.QP, lossy bool, sge ofverbs.SGE, scq, rcq *ofverbs.CQ, deadline time.Time) (int, error) {
+// messages: the replies are counted, not required). It allocates nothing
+// per message.
+func exchange(n int, target func(int) (*ofverbs.QP, *ofverbs.AH), lossy bool, sge ofverbs.SGE, scq, rcq *ofverbs.CQ, deadline time.Time) (int, error) {
 	wcs := make([]ofverbs.WC, 256)
+	wr := []ofverbs.SendWR{{Opcode: ofverbs.WRSend, Signaled: true, SGL: []ofverbs.SGE{sge}}}
 	posted, completed, replies := 0, 0, 0
 	progress := time.Now()
-	for completed < len(sends) || replies < len(sends) {
-		if lossy && completed == len(sends) && time.Since(progress) > 2*time.Second {
+	for completed < n || replies < n {
+		if lossy && completed == n && time.Since(progress) > 2*time.Second {
 			return replies, nil // UD: the rest were lost
 		}
 		if time.Now().After(deadline) {
-			if completed == len(sends) && lossy {
+			if completed == n && lossy {
 				return replies, nil // UD: the rest were lost
 			}
-			return replies, fmt.Errorf("hub: %d of %d sends completed, %d replies", completed, len(sends), replies)
+			return replies, fmt.Errorf("hub: %d of %d sends completed, %d replies", completed, n, replies)
 		}
-		for posted < len(sends) && posted-completed < 128 {
-			wr := sends[posted]
-			wr.SGL = []ofverbs.SGE{sge}
-			if k, err := qpFor(posted).PostSend([]ofverbs.SendWR{wr}); k != 1 {
+		for posted < n && posted-completed < 128 {
+			q, ah := target(posted)
+			wr[0].ID, wr[0].AH = uint64(posted), ah
+			if k, err := q.PostSend(wr); k != 1 {
 				return replies, fmt.Errorf("hub: send %d: %w", posted, err)
 			}
 			posted++

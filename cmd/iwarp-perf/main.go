@@ -55,6 +55,7 @@ type config struct {
 	cpu        int
 	raw        string // "", "udp", "tcp"
 	qpPort     int    // -qp-port: UDP port of a UD or RD QP (0: the daemon picks)
+	qps        int    // -qps: queue pairs between the two processes (multiqp.go)
 }
 
 // usageError is a problem with the command line (exit status 2).
@@ -83,6 +84,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.cpu, "cpu", -1, "pin the process to this `cpu` (-1: do not pin)")
 	fs.IntVar(&c.qpPort, "qp-port", 0, "UDP `port` of the UD or RD queue pair, in the daemon's range (0: the daemon picks; "+
 		"iwarp-bench gives each RD run a port of its own, see docs/rd.md on peer restarts)")
+	fs.IntVar(&c.qps, "qps", 1, "queue `pairs` between the two processes (1.."+fmt.Sprint(maxQPs)+"), driven round-robin by one thread per side: "+
+		"lat reports the latency per message normalized by N, bw the aggregate over the window split across the QPs (-o send; -t rc -o write -m bw)")
 	fs.StringVar(&c.raw, "raw", "", "run over plain `sockets` for a baseline: udp or tcp")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: iwarp-perf [flags]            (server: serves one test, then exits)\n"+
@@ -138,6 +141,9 @@ func (c *config) validate() error {
 	}
 	if c.qpPort < 0 || c.qpPort > 65535 || (c.qpPort != 0 && (c.raw != "" || c.qpType == "rc")) {
 		return usagef("-qp-port %d: want a UDP port, for -t ud or rd", c.qpPort)
+	}
+	if err := c.validateQPs(); err != nil {
+		return err
 	}
 	if c.port < 1 || c.port > 65535 {
 		return usagef("-p %d: want a TCP port", c.port)
@@ -280,9 +286,12 @@ func localIP(c net.Conn) netip.Addr {
 
 func (c *config) hello(sizes []int, tr transport) hello {
 	h := hello{Version: oobVersion, Test: c.test, Op: c.op, Transport: c.transportName(), Sizes: sizes,
-		Iterations: c.iters, Window: c.window, Addr: tr.localAddr()}
+		Iterations: c.iters, Window: c.window, QPs: c.qps, Addr: tr.localAddr()}
 	if r, ok := tr.(rdmaTransport); ok {
 		h.Buffer = r.localBuffer()
+	}
+	if m, ok := tr.(*multiQP); ok {
+		h.Buffers = m.localBuffers()
 	}
 	return h
 }
@@ -293,12 +302,20 @@ func connectPeer(tr transport, h *hello, server bool) error {
 	if r, ok := tr.(rdmaTransport); ok {
 		r.setPeerBuffer(h.Buffer)
 	}
+	if m, ok := tr.(*multiQP); ok {
+		if err := m.setPeerBuffers(h.Buffers); err != nil {
+			return err
+		}
+	}
 	return tr.connect(h.Addr, server)
 }
 
 func (c *config) newReport(role string) *report {
 	r := &report{Role: role, Test: c.test, Op: c.op, Transport: c.transportName(), Iterations: c.iters,
 		PollWindowUS: float64(c.pollWindow) / float64(time.Microsecond), Results: []result{}, OK: true}
+	if c.qps > 1 {
+		r.QPs = c.qps
+	}
 	if c.test == "bw" {
 		r.Window = c.window
 	}
@@ -356,7 +373,7 @@ func runClient(cfg *config) (rep *report, err error) {
 		if err := tr.prepare(size); err != nil {
 			return nil, err
 		}
-		r, err := runClientSide(cfg, tr, p, size)
+		r, err := runClientTest(cfg, tr, p, size)
 		if err != nil {
 			err = fmt.Errorf("%d bytes: %w", size, err)
 			if pe := o.peerError(time.Second); pe != nil {
@@ -450,7 +467,7 @@ func runServer(cfg *config) (rep *report, err error) {
 		if err := o.send(oobMsg{Type: "ready", Size: size}); err != nil {
 			return nil, err
 		}
-		r, err := runServerSide(cfg, tr, p, size)
+		r, err := runServerTest(cfg, tr, p, size)
 		if err != nil {
 			return nil, fmt.Errorf("%d bytes: %w", size, err)
 		}

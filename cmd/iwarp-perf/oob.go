@@ -25,10 +25,15 @@ type hello struct {
 	Sizes      []int  `json:"sizes"`
 	Iterations int    `json:"iterations"`
 	Window     int    `json:"window"`
-	Addr       string `json:"addr"`
+	QPs        int    `json:"qps"`
+	// Addr is the data address; with -qps N, the N QPs' addresses joined
+	// by commas, in QP order.
+	Addr string `json:"addr"`
 	// Buffer is the memory this side exposes to the peer's RDMA Writes or
 	// Reads (-t rc -o write|read).
 	Buffer *remoteBuffer `json:"buffer,omitempty"`
+	// Buffers are the regions of the N QPs of -qps N -o write, in QP order.
+	Buffers []*remoteBuffer `json:"buffers,omitempty"`
 }
 
 // remoteBuffer is a registered region the peer may access with RDMA: its
@@ -144,6 +149,9 @@ func agree(client, server hello) error {
 	}
 	if client.Window != server.Window {
 		diff("-window", client.Window, server.Window)
+	}
+	if client.QPs != server.QPs {
+		diff("-qps", client.QPs, server.QPs)
 	}
 	if len(diffs) > 0 {
 		return fmt.Errorf("client and server disagree (run both with the same flags): %s", strings.Join(diffs, "; "))

@@ -524,3 +524,75 @@ func TestUDWriteRecord(t *testing.T) {
 		}
 	})
 }
+
+// TestMultiQP runs -qps 4 (four QPs between the two processes, driven
+// round-robin) for ud, rd and rc, lat and bw, between two real daemons:
+// exit 0, every message of every QP checked on its receiver, the report
+// says 4 QPs. No timing assertions. Ports 34400-34479 (ud and rd ranges of
+// both daemons); the RC listeners are ephemeral.
+//
+// Not probabilistic: UD on loopback drops a datagram only when the
+// receiving socket's buffer is full, and the credits bound what is in
+// flight per QP socket to its window share (bw: 16 × 4 KiB = 64 KiB; lat:
+// one 64 B message), far below the daemons' 4 MiB socket buffers; RD and
+// RC recover losses themselves.
+func TestMultiQP(t *testing.T) {
+	bin, daemon := binaries(t)
+	sockA := startDaemon(t, daemon, "34400-34419", "-rd-ports", "34420-34439")
+	sockB := startDaemon(t, daemon, "34440-34459", "-rd-ports", "34460-34479")
+	for _, kind := range []string{"ud", "rd", "rc"} {
+		run := func(t *testing.T, args ...string) (srv, cli outcome) {
+			t.Helper()
+			args = append([]string{"-t", kind, "-qps", "4", "-timeout", "20s"}, args...)
+			srv, cli = pair(t, bin, append([]string{"-socket", sockA}, args...), append([]string{"-socket", sockB}, args...))
+			mustSucceed(t, "server", srv)
+			mustSucceed(t, "client", cli)
+			return srv, cli
+		}
+		t.Run(kind+"-lat", func(t *testing.T) {
+			srv, cli := run(t, "-m", "lat", "-s", "64", "-n", "200", "-json")
+			for who, out := range map[string]string{"client": cli.stdout, "server": srv.stdout} {
+				r := decodeReport(t, who, out)
+				checkLatReport(t, r, who, kind, 64, 200) // 200 messages: 50 rounds of 4, each checked at both ends
+				if r.QPs != 4 {
+					t.Errorf("%s report: qps %d, want 4", who, r.QPs)
+				}
+			}
+		})
+		t.Run(kind+"-bw", func(t *testing.T) {
+			srv, cli := run(t, "-m", "bw", "-s", "4096", "-n", "1000", "-json")
+			for who, out := range map[string]string{"client": cli.stdout, "server": srv.stdout} {
+				r := decodeReport(t, who, out)
+				checkBWReport(t, r, who, kind, 4096, 1000)
+				if r.QPs != 4 {
+					t.Errorf("%s report: qps %d, want 4", who, r.QPs)
+				}
+			}
+		})
+	}
+	t.Run("rc-write-bw", func(t *testing.T) {
+		// 3 QPs, window 12: 4 slots and a marker every 2 Writes per QP;
+		// 1001 Writes leave the QPs uneven counts (last markers off the grid).
+		args := []string{"-t", "rc", "-o", "write", "-m", "bw", "-qps", "3", "-window", "12", "-s", "10000", "-n", "1001", "-json", "-timeout", "20s"}
+		srv, cli := pair(t, bin, append([]string{"-socket", sockA}, args...), append([]string{"-socket", sockB}, args...))
+		mustSucceed(t, "server", srv)
+		mustSucceed(t, "client", cli)
+		for who, out := range map[string]string{"client": cli.stdout, "server": srv.stdout} {
+			r := decodeReport(t, who, out)
+			if r.QPs != 3 || r.Op != "write" || !r.OK || len(r.Results) != 1 || r.Results[0].Verified != 1001 || r.Results[0].Mismatches != 0 {
+				t.Errorf("%s report: %+v", who, r)
+			}
+		}
+	})
+	t.Run("table", func(t *testing.T) {
+		_, cli := pair(t, bin, []string{"-socket", sockA, "-qps", "3", "-m", "bw", "-s", "1000", "-n", "90", "-window", "12"},
+			[]string{"-socket", sockB, "-qps", "3", "-m", "bw", "-s", "1000", "-n", "90", "-window", "12"})
+		mustSucceed(t, "client", cli)
+		for _, want := range []string{"Queue pairs     : 3, round-robin", "12 outstanding messages, 4 per QP, credit every 2",
+			"data verified: 90 messages intact"} {
+			if !strings.Contains(cli.stdout, want) {
+				t.Errorf("client table lacks %q:\n%s", want, cli.stdout)
+			}
+		}
+	})
+}

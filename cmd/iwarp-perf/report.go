@@ -18,6 +18,7 @@ type report struct {
 	Transport    string   `json:"transport"`
 	Iterations   int      `json:"iterations"`
 	Window       int      `json:"window,omitempty"`
+	QPs          int      `json:"qps,omitempty"` // -qps, when more than 1
 	PollWindowUS float64  `json:"poll_window_us"`
 	Results      []result `json:"results"`
 	OK           bool     `json:"ok"` // every message of every size arrived intact
@@ -53,9 +54,17 @@ func writeTable(w io.Writer, rep *report) error {
 	fmt.Fprintf(w, "                    %s %s Test (%s)\n", opTitle(rep.Op), title, rep.Role)
 	fmt.Fprintf(w, " Transport       : %s\n", transportTitle[rep.Transport])
 	fmt.Fprintf(w, " Poll window     : %v (then block)\n", time.Duration(rep.PollWindowUS*float64(time.Microsecond)))
-	if rep.Test == "bw" {
+	switch {
+	case rep.Test == "bw" && rep.QPs > 1:
+		fmt.Fprintf(w, " Queue pairs     : %d, round-robin, aggregate bandwidth\n", rep.QPs)
+		fmt.Fprintf(w, " Window          : %d outstanding messages, %d per QP, credit every %d\n", rep.Window, qpWindow(rep.Window, rep.QPs),
+			creditEvery(qpWindow(rep.Window, rep.QPs)))
+	case rep.Test == "bw":
 		fmt.Fprintf(w, " Window          : %d outstanding messages, credit every %d\n", rep.Window, creditEvery(rep.Window))
-	} else {
+	case rep.QPs > 1:
+		fmt.Fprintf(w, " Queue pairs     : %d, one message outstanding on each\n", rep.QPs)
+		fmt.Fprintf(w, " Latency         : normalized, one way = half the round on all QPs / %d\n", rep.QPs)
+	default:
 		fmt.Fprintf(w, " Latency         : one way = half the round trip\n")
 	}
 	fmt.Fprintln(w, rule)

@@ -19,6 +19,7 @@ import (
 // (poll the CQ, sched_yield, then ReqNotify and block on the channel).
 type verbsTransport struct {
 	ctx            *ofverbs.Context
+	ownsCtx        bool // close ends the session (false for one of -qps N)
 	pd             *ofverbs.PD
 	ch             *ofverbs.CompChannel
 	sendCQ, recvCQ *ofverbs.CQ
@@ -78,10 +79,23 @@ func nextPow2(n int) int {
 	return p
 }
 
+// verbsShared is what the queue pairs of one test share: the session with
+// the local iwarpd, its device attributes, one protection domain and the
+// registered pattern buffer every send reads from.
+type verbsShared struct {
+	ctx     *ofverbs.Context
+	attr    ofverbs.DeviceAttr
+	pd      *ofverbs.PD
+	pat     pattern
+	patMR   *ofverbs.MR
+	largest int // the largest message of the test
+}
+
 // openVerbsTransport opens the local iwarpd (-socket) and sets up the QP
-// and memory for the test cfg describes. It returns the largest message.
-// ip is the local address of the out-of-band connection (an RC server
-// announces its listener on it when the device address is unspecified).
+// (or, with -qps N, the N QPs: multiqp.go) and memory for the test cfg
+// describes. It returns the largest message. ip is the local address of
+// the out-of-band connection (an RC server announces its listener on it
+// when the device address is unspecified).
 func openVerbsTransport(cfg *config, ip netip.Addr, server bool) (tr transport, maxMsg int, err error) {
 	opts := []ofverbs.Option{ofverbs.WithClientName("iwarp-perf")}
 	if cfg.socket != "" {
@@ -91,18 +105,18 @@ func openVerbsTransport(cfg *config, ip netip.Addr, server bool) (tr transport, 
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: %w", cfg.qpType, err)
 	}
-	t := &verbsTransport{ctx: ctx, kind: cfg.qpType, op: cfg.op, w: cfg.waiter(), held: -1, oobIP: ip}
 	defer func() {
 		if err != nil {
 			ctx.Close()
 		}
 	}()
+	errorf := func(format string, a ...any) error { return fmt.Errorf(cfg.qpType+": "+format, a...) }
 	attr, err := ctx.QueryDevice()
 	if err != nil {
-		return nil, 0, t.errorf("%w", err)
+		return nil, 0, errorf("%w", err)
 	}
 	maxMsg = attr.MaxMsgUD
-	if t.kind != "ud" { // rc, rd
+	if cfg.qpType != "ud" { // rc, rd
 		maxMsg = 1 << 20 // -a stops at 1 MiB, as raw TCP does (RD: -max-msg-rd, 64 MiB by default)
 		if !cfg.all && cfg.size > maxMsg {
 			maxMsg = min(cfg.size, maxTCPMessage)
@@ -121,8 +135,48 @@ func openVerbsTransport(cfg *config, ip netip.Addr, server bool) (tr transport, 
 		}
 	}
 	if largest > maxMsg {
-		return nil, 0, usagef("-s %d: larger than the largest %s message, %d bytes", largest, t.kind, maxMsg)
+		return nil, 0, usagef("-s %d: larger than the largest %s message, %d bytes", largest, cfg.qpType, maxMsg)
 	}
+	sh := &verbsShared{ctx: ctx, attr: attr, largest: largest}
+	if sh.pd, err = ctx.AllocPD(); err != nil {
+		return nil, 0, errorf("%w", err)
+	}
+	patBuf, err := ctx.AllocBuffer(patternPeriod + largest)
+	if err != nil {
+		return nil, 0, errorf("pattern buffer: %w", err)
+	}
+	sh.pat = pattern(patBuf.Bytes())
+	copy(sh.pat, newPattern(largest))
+	var patAccess ofverbs.Access
+	if cfg.op == "read" {
+		patAccess = ofverbs.AccessRemoteRead // the source of -o read
+	}
+	if sh.patMR, err = sh.pd.RegMR(sh.pat, patAccess); err != nil {
+		return nil, 0, errorf("registering the pattern: %w", err)
+	}
+	if cfg.qps > 1 {
+		m, err := newMultiQP(cfg, sh, ip, server)
+		if err != nil {
+			return nil, 0, err
+		}
+		return m, maxMsg, nil
+	}
+	t, err := newVerbsQP(cfg, sh, ip, server, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	t.ownsCtx = true
+	return t, maxMsg, nil
+}
+
+// newVerbsQP creates one QP of the test, with its CQs, completion channel,
+// receive slots and RDMA region, in the session sh. With -qps N, cfg is
+// the configuration of one of the N (its -window is the QP's share) and
+// index is which (QP index takes UDP port -qp-port + index).
+func newVerbsQP(cfg *config, sh *verbsShared, ip netip.Addr, server bool, index int) (*verbsTransport, error) {
+	t := &verbsTransport{ctx: sh.ctx, pd: sh.pd, pat: sh.pat, patMR: sh.patMR, kind: cfg.qpType, op: cfg.op,
+		w: cfg.waiter(), held: -1, oobIP: ip}
+	attr, largest := sh.attr, sh.largest
 
 	// Receive slots: lat ping-pongs need a few; the bw receiver a window's
 	// worth; the bw sender only receives credits. RDMA Write and Read move
@@ -141,74 +195,65 @@ func openVerbsTransport(cfg *config, ip netip.Addr, server bool) (tr transport, 
 	t.sqDepth = nextPow2(max(2*batch, 8))
 	rqDepth := nextPow2(max(t.slots, 1))
 	if rqDepth > attr.MaxQPWR || t.sqDepth > attr.MaxQPWR || max(rqDepth, t.sqDepth) > attr.MaxCQE {
-		return nil, 0, usagef("-window %d: needs queues of %d entries, the daemon allows %d", cfg.window, max(rqDepth, t.sqDepth), min(attr.MaxQPWR, attr.MaxCQE))
+		return nil, usagef("-window %d: needs queues of %d entries, the daemon allows %d", cfg.window, max(rqDepth, t.sqDepth), min(attr.MaxQPWR, attr.MaxCQE))
 	}
-	need := uint64(patternPeriod+largest) + uint64(t.slots)*uint64(t.slotSize) + uint64(t.regionSlots)*uint64(t.stride)
+	qps := uint64(max(cfg.qps, 1))
+	need := uint64(patternPeriod+largest) + qps*(uint64(t.slots)*uint64(t.slotSize)+uint64(t.regionSlots)*uint64(t.stride))
 	if attr.MaxRegistered > 0 && need > attr.MaxRegistered {
-		return nil, 0, usagef("-window %d with %d-byte messages needs %d bytes of registered memory, the daemon allows %d per session",
-			cfg.window, largest, need, attr.MaxRegistered)
+		return nil, usagef("-window %d with %d-byte messages on %d QPs needs %d bytes of registered memory, the daemon allows %d per session",
+			cfg.window, largest, qps, need, attr.MaxRegistered)
 	}
 
-	if t.pd, err = ctx.AllocPD(); err != nil {
-		return nil, 0, t.errorf("%w", err)
-	}
-	patBuf, err := ctx.AllocBuffer(patternPeriod + largest)
-	if err != nil {
-		return nil, 0, t.errorf("pattern buffer: %w", err)
-	}
-	t.pat = pattern(patBuf.Bytes())
-	copy(t.pat, newPattern(largest))
-	var patAccess ofverbs.Access
-	if t.op == "read" {
-		patAccess = ofverbs.AccessRemoteRead // the source of -o read
-	}
-	if t.patMR, err = t.pd.RegMR(t.pat, patAccess); err != nil {
-		return nil, 0, t.errorf("registering the pattern: %w", err)
-	}
+	ctx := sh.ctx
+	var err error
 	if t.slots > 0 {
 		slotBuf, err := ctx.AllocBuffer(t.slots * t.slotSize)
 		if err != nil {
-			return nil, 0, t.errorf("receive buffers: %w", err)
+			return nil, t.errorf("receive buffers: %w", err)
 		}
 		t.slotBuf = slotBuf.Bytes()
 		if t.slotMR, err = t.pd.RegMR(t.slotBuf, ofverbs.AccessLocalWrite); err != nil {
-			return nil, 0, t.errorf("registering receive buffers: %w", err)
+			return nil, t.errorf("registering receive buffers: %w", err)
 		}
 	}
 	if err := t.allocRegion(); err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	if t.ch, err = ctx.CreateCompChannel(); err != nil {
-		return nil, 0, t.errorf("%w", err)
+		return nil, t.errorf("%w", err)
 	}
 	if t.sendCQ, err = ctx.CreateCQ(t.sqDepth, t.ch); err != nil {
-		return nil, 0, t.errorf("send CQ: %w", err)
+		return nil, t.errorf("send CQ: %w", err)
 	}
 	if t.recvCQ, err = ctx.CreateCQ(rqDepth, t.ch); err != nil {
-		return nil, 0, t.errorf("receive CQ: %w", err)
+		return nil, t.errorf("receive CQ: %w", err)
 	}
 	qpType := map[string]ofverbs.QPType{"ud": ofverbs.QPTypeUD, "rc": ofverbs.QPTypeRC, "rd": ofverbs.QPTypeRD}[t.kind]
+	port := uint16(0)
+	if cfg.qpPort != 0 {
+		port = uint16(cfg.qpPort + index)
+	}
 	t.qp, err = t.pd.CreateQP(ofverbs.QPInitAttr{
-		Type: qpType, SendCQ: t.sendCQ, RecvCQ: t.recvCQ, Port: uint16(cfg.qpPort),
+		Type: qpType, SendCQ: t.sendCQ, RecvCQ: t.recvCQ, Port: port,
 		Cap: ofverbs.QPCap{MaxSendWR: uint32(t.sqDepth), MaxRecvWR: uint32(rqDepth), MaxSendSGE: 1, MaxRecvSGE: 1,
 			MaxInline: uint32(len(t.cbuf))},
 	})
 	if err != nil {
-		return nil, 0, t.errorf("create QP: %w", err)
+		return nil, t.errorf("create QP: %w", err)
 	}
 	if t.kind == "rc" {
 		// RTS comes with the connection (connect); a server listens now so
 		// that its hello can announce where.
 		if err := t.qp.ModifyState(ofverbs.QPStateInit); err != nil {
-			return nil, 0, t.errorf("bringing the QP to INIT: %w", err)
+			return nil, t.errorf("bringing the QP to INIT: %w", err)
 		}
 		if server {
 			if err := t.listen(); err != nil {
-				return nil, 0, err
+				return nil, err
 			}
 		}
 	} else if err := t.qp.ModifyState(ofverbs.QPStateInit, ofverbs.QPStateRTR, ofverbs.QPStateRTS); err != nil {
-		return nil, 0, t.errorf("bringing the QP to RTS: %w", err)
+		return nil, t.errorf("bringing the QP to RTS: %w", err)
 	}
 	t.swr = make([]ofverbs.SendWR, batch)
 	t.sges = make([]ofverbs.SGE, batch)
@@ -216,7 +261,7 @@ func openVerbsTransport(cfg *config, ip netip.Addr, server bool) (tr transport, 
 		t.swr[i] = ofverbs.SendWR{Opcode: ofverbs.WRSend, SGL: t.sges[i : i+1], Signaled: true}
 	}
 	t.rwr[0].SGL = t.rsge[:]
-	return t, maxMsg, nil
+	return t, nil
 }
 
 func (t *verbsTransport) errorf(format string, a ...any) error {
@@ -232,7 +277,14 @@ func (t *verbsTransport) localAddr() string {
 	return t.qp.Addr().String()
 }
 
-func (t *verbsTransport) close() error { return t.ctx.Close() }
+// close ends the session (and with it every object of the test) when this
+// QP owns it; the QPs of -qps N share the session multiQP closes.
+func (t *verbsTransport) close() error {
+	if !t.ownsCtx {
+		return nil
+	}
+	return t.ctx.Close()
+}
 
 func (t *verbsTransport) connect(peer string, server bool) error {
 	if t.kind == "rc" {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -23,7 +24,7 @@ func sample() *proto.Inspect {
 		Device: proto.DeviceAttr{Name: "iwarp0", MaxQP: 64, MaxMsgUD: 1 << 20, DatagramSize: 1472},
 		Port:   proto.PortAttr{State: "active", Addr: "127.0.0.1", DatagramSize: 1472, UDPorts: "17000-17499"},
 		Sessions: []proto.SessionInfo{{
-			ID: 7, PID: 999, UID: 1000, GID: 100, Client: "perf", PDs: 1, AHs: 2, RegBytes: 3 << 20,
+			ID: 7, PID: 999, UID: 1000, GID: 100, Client: "perf", PDs: 1, RegBytes: 3 << 20,
 			MRs: []proto.MRInfo{{Handle: 3, LKey: 0x3a1, RKey: 0x3a1, Length: 4096, Access: proto.AccessLocalWrite | proto.AccessRemoteRead}},
 			CQs: []proto.CQInfo{{Handle: 2, Depth: 256, Armed: true}},
 			QPs: []proto.QPInfo{{Handle: 4, QPN: 17, Type: "UD", State: "RTS", Addr: "127.0.0.1:17003",
@@ -242,7 +243,16 @@ func startDaemon(t *testing.T, bin string) string {
 			t.Logf("iwarpd stderr:\n%s", stderr.String())
 		}
 	})
-	for range 500 {
+	// Bounded by time, not by a count of 10 ms naps: starting a process
+	// can take seconds on a loaded machine (go test runs packages in
+	// parallel), so the bound is generous and scales with
+	// IWARPD_TEST_TIMEOUT_SCALE.
+	wait := 30 * time.Second
+	if f, err := strconv.ParseFloat(os.Getenv("IWARPD_TEST_TIMEOUT_SCALE"), 64); err == nil && f > 0 {
+		wait = time.Duration(float64(wait) * f)
+	}
+	deadline := time.Now().Add(wait)
+	for i := 0; i < 100000 && time.Now().Before(deadline); i++ {
 		select {
 		case <-exited:
 			t.Fatalf("iwarpd exited at start (%v)", cmd.ProcessState)
@@ -254,7 +264,7 @@ func startDaemon(t *testing.T, bin string) string {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("iwarpd did not answer on %s", sock)
+	t.Fatalf("iwarpd did not answer on %s within %v", sock, wait)
 	return ""
 }
 

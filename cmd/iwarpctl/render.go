@@ -168,7 +168,7 @@ func writeDevice(w io.Writer, in *proto.Inspect) {
 		{"max_qp", d.MaxQP}, {"max_qp_wr", d.MaxQPWR}, {"max_sge", d.MaxSGE},
 		{"max_cq", d.MaxCQ}, {"max_cqe", d.MaxCQE},
 		{"max_mr", d.MaxMR}, {"max_mr_size", d.MaxMRSize}, {"max_registered_bytes", d.MaxRegistered},
-		{"max_pd", d.MaxPD}, {"max_ah", d.MaxAH}, {"max_srq", d.MaxSRQ}, {"max_srq_wr", d.MaxSRQWR},
+		{"max_pd", d.MaxPD}, {"max_srq", d.MaxSRQ}, {"max_srq_wr", d.MaxSRQWR},
 		{"max_inline", d.MaxInline}, {"max_msg_ud", d.MaxMsgUD}, {"datagram_size", d.DatagramSize},
 		{"max_comp_channel", d.MaxCompChannel},
 		{"port.state", p.State}, {"port.addr", p.Addr}, {"port.datagram_size", p.DatagramSize},
@@ -180,11 +180,11 @@ func writeDevice(w io.Writer, in *proto.Inspect) {
 }
 
 func writeSessions(w io.Writer, in *proto.Inspect) {
-	fmt.Fprintln(w, "SESSION\tPID\tUID\tGID\tCLIENT\tPDS\tMRS\tCQS\tQPS\tAHS\tSRQS\tREGISTERED")
+	fmt.Fprintln(w, "SESSION\tPID\tUID\tGID\tCLIENT\tPDS\tMRS\tCQS\tQPS\tSRQS\tREGISTERED")
 	for _, s := range in.Sessions {
-		fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n",
+		fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n",
 			s.ID, s.PID, s.UID, s.GID, orDash(s.Client), s.PDs, len(s.MRs), len(s.CQs), len(s.QPs),
-			s.AHs, s.SRQs, humanBytes(s.RegBytes))
+			s.SRQs, humanBytes(s.RegBytes))
 	}
 	if len(in.Sessions) == 0 {
 		fmt.Fprintln(w, "(no sessions)")

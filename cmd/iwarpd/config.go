@@ -35,6 +35,7 @@ type config struct {
 	SocketGroup int // gid given to the socket, -1 = leave as created
 	LogLevel    logrus.Level
 	LogFormat   string // "text" or "json"
+	CPUProfile  string // -cpuprofile: pprof CPU profile written on clean shutdown ("" = none)
 	Verbs       verbsd.Config
 }
 
@@ -72,6 +73,7 @@ func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) 
 	group := str("socket-group", "", "group (`name or gid`) given to the control socket; its members may use the daemon")
 	level := str("log-level", "info", "log level: panic, fatal, error, warn, info, debug, trace")
 	format := str("log-format", "text", "log format: text or json")
+	cpuProfile := str("cpuprofile", "", "write a CPU profile (go tool pprof) of the daemon to this `file`, from start to a clean shutdown (SIGTERM/SIGINT)")
 	addr := str("addr", def.Addr.String(), "IP `address` the device serves (datagram QPs bind to it); the default suits a single host")
 	udPorts := str("ud-ports", portRange(def.UDPorts), "UDP port `range` FIRST-LAST of UD queue pairs")
 	rdPorts := str("rd-ports", portRange(def.RDPorts), "UDP port `range` of RD queue pairs")
@@ -106,7 +108,6 @@ func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) 
 		{"max-cq", "completion queues per session", l.MaxCQ},
 		{"max-mr", "memory regions per session", l.MaxMR},
 		{"max-pd", "protection domains per session", l.MaxPD},
-		{"max-ah", "address handles per session", l.MaxAH},
 		{"max-srq", "shared receive queues per session", l.MaxSRQ},
 		{"max-comp-channel", "completion channels per session", l.MaxCompChannel},
 		{"max-qp-wr", "send/receive queue depth", l.MaxQPWR},
@@ -166,6 +167,7 @@ func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) 
 
 	cfg := config{SocketGroup: -1, Verbs: def}
 	cfg.Socket = *socket
+	cfg.CPUProfile = *cpuProfile
 	if cfg.Socket == "" {
 		return config{}, fmt.Errorf("%s must not be empty", from("socket"))
 	}
@@ -203,7 +205,7 @@ func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) 
 		dst  *int
 	}{{"max-msg-ud", maxMsg, &v.MaxMsgUD},
 		{"max-partial", partial, &v.MaxPartial}, {"poll-batch", pollBatch, &v.PollBatch}, {"socket-buffer", sockBuf, &v.SocketBuffer}}
-	dsts := []*int{&v.Limits.MaxQP, &v.Limits.MaxCQ, &v.Limits.MaxMR, &v.Limits.MaxPD, &v.Limits.MaxAH, &v.Limits.MaxSRQ,
+	dsts := []*int{&v.Limits.MaxQP, &v.Limits.MaxCQ, &v.Limits.MaxMR, &v.Limits.MaxPD, &v.Limits.MaxSRQ,
 		&v.Limits.MaxCompChannel, &v.Limits.MaxQPWR, &v.Limits.MaxSRQWR, &v.Limits.MaxCQE, &v.Limits.MaxSGE, &v.Limits.MaxInline}
 	for i, il := range intLimits {
 		ints = append(ints, struct {
@@ -318,6 +320,13 @@ func parseMPA(rev, crc, markers, p2p, rtr, timeout, ird, ord string, from func(s
 	return m, m.Validate()
 }
 
+// retiredKeys are flags that existed once: in a config file they get an
+// error saying so (like any unknown key, they stop the daemon: a limit
+// that silently means nothing would mislead).
+var retiredKeys = map[string]string{
+	"max-ah": "address handles are the client's since ABI 2: no daemon state, no limit",
+}
+
 // applyFile sets every flag named in the JSON config file that neither the
 // command line nor the environment set.
 func applyFile(fs *flag.FlagSet, path string, given map[string]bool, origin map[string]string) error {
@@ -336,6 +345,9 @@ func applyFile(fs *flag.FlagSet, path string, given map[string]bool, origin map[
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
+		if why, ok := retiredKeys[k]; ok {
+			return fmt.Errorf("config file %s: key %q is no longer used (%s): remove it", path, k, why)
+		}
 		if k == "config" || fs.Lookup(k) == nil {
 			return fmt.Errorf("config file %s: unknown key %q (keys are flag names; see iwarpd -h)", path, k)
 		}

@@ -34,6 +34,11 @@ func run(args []string) int {
 		return 2
 	}
 	log := newLogger(cfg)
+	stopProfile, err := startCPUProfile(cfg.CPUProfile)
+	if err != nil {
+		log.WithError(err).Error("cannot start")
+		return 1
+	}
 	cfg.Verbs.Version = version
 	cfg.Verbs.Log = log
 
@@ -42,6 +47,10 @@ func run(args []string) int {
 		log.WithError(err).Error("cannot start")
 		return 1
 	}
+	// Catch the signals before the socket exists: a client (or a test)
+	// that sees the socket may signal at once.
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
 	l, err := listenControl(cfg.Socket, cfg.SocketMode, cfg.SocketGroup)
 	if err != nil {
 		srv.Close()
@@ -54,8 +63,6 @@ func run(args []string) int {
 		"ud_ports": portRange(v.UDPorts), "datagram_size": v.DatagramSize, "poll_window": v.PollWindow.String(),
 	}).Info("iwarpd started")
 
-	signals := make(chan os.Signal, 1)
-	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -71,6 +78,9 @@ func run(args []string) int {
 	srv.Close() // every client gets EventDeviceFatal, then its connection closes
 	if err := removeIfSocket(cfg.Socket); err != nil {
 		log.WithError(err).Warn("could not remove the control socket; the next start replaces it")
+	}
+	if err := stopProfile(); err != nil {
+		log.WithError(err).Warn("CPU profile")
 	}
 	log.Info("iwarpd stopped")
 	return 0

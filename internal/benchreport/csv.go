@@ -13,8 +13,10 @@ var CSVHeader = []string{"experiment", "series", "x", "median", "min", "max",
 	"ratio_to_baseline_median", "ratio_min", "ratio_max", "n"}
 
 // WriteCSV writes e as CSV: CSVHeader, then one record per point of every
-// series, in series order. Numbers are in Go's shortest exact form
-// (strconv 'g', -1); a missing value (NaN, no ratio, no baseline) is an
+// series, in series order. Numbers are plain decimals, never exponent form
+// (1000000, not 1e+06; 0.00000015, not 1.5e-07), with the fewest digits that
+// give back the exact float64 (strconv 'f', -1), so spreadsheets and awk read
+// them as they are; a missing value (NaN, no ratio, no baseline) is an
 // empty field. The baseline series has ratio 1 wherever it has data. n is
 // the number of rounds with a value ("" when the point carries no count).
 func WriteCSV(w io.Writer, e Experiment) error {
@@ -46,10 +48,11 @@ func WriteCSV(w io.Writer, e Experiment) error {
 	return nil
 }
 
-// num formats v exactly, "" for NaN and ±Inf.
+// num formats v as a plain decimal that parses back to exactly v, "" for
+// NaN and ±Inf.
 func num(v float64) string {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return ""
 	}
-	return strconv.FormatFloat(v, 'g', -1, 64)
+	return strconv.FormatFloat(v, 'f', -1, 64)
 }

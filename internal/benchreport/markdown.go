@@ -149,9 +149,9 @@ func formatValue(v float64) string {
 	switch {
 	case !finite(v):
 		return "?"
-	case a >= 1e6 || (a < 0.01 && a != 0):
+	case a >= 1e15 || (a < 0.01 && a != 0):
 		return strconv.FormatFloat(v, 'g', 3, 64)
-	case a >= 100:
+	case a >= 100: // whole numbers, never exponent form (2500000, not 2.5e+06)
 		return strconv.FormatFloat(v, 'f', 0, 64)
 	case a >= 10:
 		return strconv.FormatFloat(v, 'f', 1, 64)

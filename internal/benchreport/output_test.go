@@ -3,8 +3,10 @@ package benchreport
 import (
 	"bytes"
 	"flag"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 )
 
@@ -63,6 +65,37 @@ func TestWriteMarkdownGolden(t *testing.T) {
 	for _, abs := range []string{"23.5", "53.5", "410"} {
 		if i := bytes.Index([]byte(md), []byte(abs)); i >= 0 && i < head {
 			t.Errorf("absolute value %s printed before the machine section", abs)
+		}
+	}
+}
+
+// TestCSVNumbersArePlainDecimals: no exponent form, and every number parses
+// back to exactly the value written.
+func TestCSVNumbersArePlainDecimals(t *testing.T) {
+	tests := []struct {
+		v    float64
+		want string
+	}{
+		{1e6, "1000000"},
+		{2.5e9, "2500000000"},
+		{1.5e-7, "0.00000015"},
+		{123456.789, "123456.789"},
+		{0.1, "0.1"},
+		{-3, "-3"},
+		{0, "0"},
+		{math.NaN(), ""},
+		{math.Inf(1), ""},
+	}
+	for _, tt := range tests {
+		got := num(tt.v)
+		if got != tt.want {
+			t.Errorf("num(%v) = %q, want %q", tt.v, got, tt.want)
+		}
+		if got == "" {
+			continue
+		}
+		if back, err := strconv.ParseFloat(got, 64); err != nil || back != tt.v {
+			t.Errorf("num(%v) = %q parses back to %v, %v", tt.v, got, back, err)
 		}
 	}
 }

@@ -40,6 +40,7 @@ func memory() Experiment {
 		Series: []Series{{Name: "iwarpd", Points: []Point{
 			NewPoint(1, []float64{100, 102}),
 			NewPoint(16, []float64{400, 420}),
+			NewPoint(1048576, []float64{1.5e6, 2.5e6, 3e7}), // plain decimals in the CSV, not 2.5e+06
 		}}},
 	}
 }

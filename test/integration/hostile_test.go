@@ -199,7 +199,6 @@ func hostileWorkRequests(t *testing.T, d *daemon) {
 		{"unknown opcode", proto.SQE{Opcode: 99, AH: ah}, []proto.SGE{sge}, []proto.WCStatus{proto.WCLocQPOpErr}},
 		{"rdma read on UD", proto.SQE{Opcode: proto.WRRDMARead, AH: ah}, []proto.SGE{sge}, []proto.WCStatus{proto.WCLocQPOpErr}},
 		{"unknown flags", proto.SQE{Flags: 0x80, AH: ah}, []proto.SGE{sge}, []proto.WCStatus{proto.WCLocQPOpErr}},
-		{"bad AH", proto.SQE{AH: 4242}, []proto.SGE{sge}, []proto.WCStatus{proto.WCLocQPOpErr}},
 		{"too many SGEs", proto.SQE{AH: ah, NumSGE: 3}, []proto.SGE{sge, sge}, []proto.WCStatus{proto.WCLocLenErr, proto.WCLocQPOpErr}},
 		{"SGE count beyond the slot", proto.SQE{AH: ah, NumSGE: 60000}, []proto.SGE{sge}, []proto.WCStatus{proto.WCLocLenErr, proto.WCLocQPOpErr}},
 		{"inline too long", proto.SQE{AH: ah, Flags: proto.SendInline, InlineLen: 65}, nil, []proto.WCStatus{proto.WCLocLenErr}},
@@ -373,7 +372,6 @@ func malformedControl(t *testing.T, d *daemon) {
 		{"QP without its region", append(hdr(proto.OpCreateQP), `{"type":2,"caps":{"max_send_wr":8,"max_recv_wr":8}}`...)},
 		{"zero-length MR", append(hdr(proto.OpRegMR), `{"pd":1,"length":0}`...)},
 		{"MR without its region", append(hdr(proto.OpRegMR), `{"pd":1,"length":4096,"access":1}`...)},
-		{"AH to garbage", append(hdr(proto.OpCreateAH), `{"pd":1,"addr":"not an address"}`...)},
 		{"modify unknown QP", append(hdr(proto.OpModifyQP), `{"qp":77,"state":2}`...)},
 	}
 	// Every truncation of valid request bodies.

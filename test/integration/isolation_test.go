@@ -90,8 +90,6 @@ func TestSessionIsolation(t *testing.T) {
 	einval("destroy SRQ", err)
 	_, err = b.Call(proto.OpDeallocPD, proto.Handle{Handle: pdA}, nil)
 	einval("dealloc PD", err)
-	_, err = b.CreateAH(pdA, a2.qp.Addr().String())
-	einval("create AH on PD", err)
 	_, err = b.RegMR(pdA, 4096, proto.AccessLocalWrite)
 	einval("register MR on PD", err)
 	_, err = b.CreateQP(pdB, &verbsdtest.CQ{Handle: cqA}, cqB, caps, verbsdtest.QPOptions{})

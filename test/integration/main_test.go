@@ -111,8 +111,11 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// UD port blocks of 50 inside 29000-29499 (other packages' tests use 27xxx
-// and 28xxx), handed out in turn.
+// UD port blocks of 50 inside 29000-29499, handed out in turn. Another
+// process may hold some of them (verbsd's tests, running in parallel, sweep
+// 20000-60000): a daemon skips a port in use. Single fixed ports, which
+// cannot be skipped, come from 19xxx (rd_test.go); TCP listening ports from
+// 29800-29899 (freeTCPPort).
 const (
 	portBase   = 29000
 	portBlock  = 50

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,7 +45,18 @@ func newMcastNet(prefix string, tag int) (*mcastNet, error) {
 		}
 		return nil, err
 	}
+	existing, err := netns.List()
+	if err != nil {
+		return nil, err
+	}
 	for _, name := range n.names {
+		// Named after our PID: one that exists is a killed earlier
+		// run's whose PID we reuse (RemoveStale keeps it, we run).
+		if slices.Contains(existing, name) {
+			if err := ipCmd("netns", "delete", name); err != nil {
+				return fail(err)
+			}
+		}
 		if err := ipCmd("netns", "add", name); err != nil {
 			return fail(err)
 		}

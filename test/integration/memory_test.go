@@ -31,7 +31,10 @@ func TestMemoryPerPeer(t *testing.T) {
 	defer cancel()
 	const n = 100
 	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, dir+"/iwarp-mem", "-n", "100", "-iwarpd", bins.iwarpd, "-port-base", "36000", "-settle", "300ms", "-json")
+	// Ports 30400-30731 (the hub takes the 100 below -port-base, the peers
+	// 2N+32 from it): below the kernel's ephemeral range (32768-60999), so
+	// no socket of a test running in parallel is handed one of them.
+	cmd := exec.CommandContext(ctx, dir+"/iwarp-mem", "-n", "100", "-iwarpd", bins.iwarpd, "-port-base", "30500", "-settle", "300ms", "-json")
 	cmd.Env = cleanEnv()
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

@@ -115,9 +115,21 @@ func rdSendOnce(t *testing.T, a, b *rdEnd, ah *ofverbs.AH, id uint64, n int) ofv
 // work again (at most one work request fails at the restart).
 // The restart part runs by default (IWARPD_RD_RESTART_TEST=0 skips it).
 func TestRDTwoDaemons(t *testing.T) {
-	rdPort := fmt.Sprintf("%d", 29600+int(nextBlock.Load()%10)*10)
-	fast := []string{"-rd-max-retries", "5", "-rd-rto-max", "50ms"}
-	da := startDaemon(t, "rd-a", daemonOpts{extra: append([]string{"-rd-ports", "29700-29709"}, fast...)})
+	// RD ports from 19600-19709: the restart part needs b's port free
+	// again after the kill, and verbsd's tests (in parallel, another
+	// process) bind UDP ports sweeping 20000-60000, the kernel's ephemeral
+	// range starts at 32768; nothing else takes ports in 19000-19999.
+	rdPort := fmt.Sprintf("%d", 19600+int(nextBlock.Load()%10)*10)
+	// A failure must come from the dead peer, never from a busy machine:
+	// a datagram fails only after MaxRetries timeouts in a row without an
+	// acknowledgement. With 40 retries capped at 50 ms that is about 1.9 s
+	// in which the live peer daemon (or the sender's receive path) got no
+	// CPU at all — on loopback, where nothing else loses datagrams; with 5
+	// retries it was about 60 ms (RTOs 2+4+8+16+32 ms from a 2 ms MinRTO),
+	// a scheduling stall a loaded 2-core machine does produce. The dead
+	// peer is still declared dead within about 2 s, inside the 20 s wait.
+	fast := []string{"-rd-max-retries", "40", "-rd-rto-max", "50ms"}
+	da := startDaemon(t, "rd-a", daemonOpts{extra: append([]string{"-rd-ports", "19700-19709"}, fast...)})
 	db := startDaemon(t, "rd-b", daemonOpts{extra: append([]string{"-rd-ports", rdPort + "-" + rdPort}, fast...)})
 	a := newRDEnd(t, "a", da.open(t, "rd-a"), 17<<20)
 	b := newRDEnd(t, "b", db.open(t, "rd-b"), 17<<20)

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -105,8 +106,9 @@ type Pair struct {
 
 // NewPair creates namespaces prefix+"a" and prefix+"b", a veth pair between
 // them with the given MTU, gives end i the address addrs[i], and brings
-// every link (and each namespace's loopback) up. On failure it removes
-// what it made. prefix must be short: interface names are limited to 15
+// every link (and each namespace's loopback) up; a namespace of either
+// name that already exists (left by a killed run) is deleted first. On
+// failure it removes what it made. prefix must be short: interface names are limited to 15
 // octets, so the veth ends are named "vw" plus a hash of the prefix.
 func NewPair(prefix string, addrs [2]netip.Prefix, mtu int) (*Pair, error) {
 	if prefix == "" {
@@ -129,6 +131,15 @@ func NewPair(prefix string, addrs [2]netip.Prefix, mtu int) (*Pair, error) {
 		return nil, err
 	}
 	for _, n := range p.Names {
+		// A namespace of this very name is stale: the caller names its
+		// pairs after its own PID, and PIDs are reused (pid_max is often
+		// 32768), so a killed earlier run may have left it. RemoveStale
+		// keeps it (its "creator" — this process — runs): delete it here.
+		if names, err := List(); err == nil && slices.Contains(names, n) {
+			if err := ip("netns", "delete", n); err != nil {
+				return fail(err)
+			}
+		}
 		if err := ip("netns", "add", n); err != nil {
 			return fail(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -373,11 +374,17 @@ func (c *Client) PostRecv(p *shm.Producer, wrid uint64, sges []proto.SGE) error 
 	return nil
 }
 
-// CreateAH creates an address handle for addr (ip:port).
-func (c *Client) CreateAH(pd uint32, addr string) (uint32, error) {
-	var h proto.Handle
-	_, err := c.Call(proto.OpCreateAH, proto.CreateAHRequest{PD: pd, Addr: addr}, &h)
-	return h.Handle, err
+// CreateAH returns the address vector of addr (ip:port) to put in a
+// datagram SQE (proto.SQE.AH). Since ABI 2 an address handle is the
+// client's alone: nothing is asked of the daemon, and pd (the protection
+// domain ofverbs checks an AH against) is not used here, so a test can
+// send any vector.
+func (c *Client) CreateAH(pd uint32, addr string) (proto.AddressVector, error) {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil || ap.Port() == 0 {
+		return proto.AddressVector{}, fmt.Errorf("verbsdtest: create-ah (pd %d): address %q: want ip:port", pd, addr)
+	}
+	return proto.AddressVectorOf(ap), nil
 }
 
 // Inspect fetches the daemon's state.

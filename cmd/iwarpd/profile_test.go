@@ -1,0 +1,47 @@
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestCPUProfile: -cpuprofile FILE writes a pprof profile (gzipped
+// protocol buffer) when the daemon stops on SIGTERM. Ports 34480-34499.
+func TestCPUProfile(t *testing.T) {
+	bin := buildDaemon(t)
+	dir := t.TempDir()
+	prof := filepath.Join(dir, "cpu.pprof")
+	d, stderr := startDaemon(t, bin, filepath.Join(dir, "iwarpd.sock"), "-ud-ports", "34480-34489", "-rd-ports", "34490-34499",
+		"-cpuprofile", prof)
+	if err := d.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Wait(); err != nil {
+		t.Fatalf("daemon exit after SIGTERM: %v\n%s", err, stderr)
+	}
+	b, err := os.ReadFile(prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("the profile is not gzipped (pprof's format): %v", err)
+	}
+	if body, err := io.ReadAll(zr); err != nil || len(body) == 0 {
+		t.Errorf("profile body: %d octets, %v", len(body), err)
+	}
+
+	// A profile that cannot be created stops the daemon at start, naming the flag.
+	out, err := exec.Command(bin, "-socket", filepath.Join(dir, "b.sock"), "-ud-ports", "34480-34489", "-rd-ports", "34490-34499",
+		"-cpuprofile", filepath.Join(dir, "no", "such", "dir", "cpu.pprof")).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "-cpuprofile") {
+		t.Errorf("unwritable -cpuprofile: %v, %s", err, out)
+	}
+}
