@@ -98,13 +98,12 @@ func appendWriteRecord(b []byte, w *rdmap.WriteRecord) []byte { return w.Append(
 // sender never sets.
 func checkRDHeader(h *dgram.RDHeader) []finding {
 	var fs []finding
-	if r := uint8(h.Flags) & rdReservedFlags; r != 0 {
+	if r := h.Flags & dgram.FlagsReserved; r != 0 {
 		fs = append(fs, violationf("RD header reserved flag bits 0x%x set", r))
 	}
-	if h.Type != dgram.RDData && h.Seq != 0 {
+	block := h.Type == dgram.RDAck && h.Flags&dgram.FlagSACKBlock != 0 // Seq is the bitmap's base
+	if h.Type != dgram.RDData && h.Seq != 0 && !block {
 		fs = append(fs, violationf("RD ACK with sequence number %d (want 0)", h.Seq))
 	}
 	return fs
 }
-
-const rdReservedFlags = 0x0f

@@ -128,6 +128,7 @@ type rdQP struct {
 	// Receive side.
 	inMsgs  map[netip.AddrPort]*rdInMsg    // Send being received, per peer
 	held    map[rdHeldKey][]byte           // out-of-order DATA (reorder store)
+	free    [][]byte                       // recycled reorder-store buffers (holdCopy)
 	backlog map[netip.AddrPort][]rdHeldKey // in-order DATA waiting for a receive
 	heldN   int
 	claimed int // receives consumed from the ring, not completed
@@ -276,7 +277,7 @@ func (q *qp) rdInspect(m map[string]int64) {
 		"rd_timeouts": st.Timeouts, "rd_notready": st.NotReadySent, "rd_notready_received": st.NotReadyReceived,
 		"rd_dup": st.Duplicates, "rd_held": st.Held, "rd_dropped": st.Dropped, "rd_stale": st.Stale,
 		"rd_resets": st.PeerResets, "rd_resets_sent": st.ResetsSent, "rd_resets_received": st.ResetsReceived,
-		"rd_peers_created": st.PeersCreated, "rd_peers_reclaimed": st.PeersReclaimed} {
+		"rd_peers_created": st.PeersCreated, "rd_peers_reclaimed": st.PeersReclaimed, "rd_reordering": st.Reordering} {
 		m[k] += int64(v)
 	}
 	m["rd_peers"] += int64(q.rd.ep.Peers())

@@ -101,30 +101,43 @@ func (e *engine) rdDatagram(q *qp, src netip.AddrPort, b []byte, now time.Time) 
 	case rd.Deliver:
 		e.rdDeliverSeq(q, src, d.RD.Seq, seg, now)
 	case rd.Hold:
-		r.held[rdHeldKey{src, d.RD.Seq}] = append([]byte(nil), seg...)
+		r.held[rdHeldKey{src, d.RD.Seq}] = r.holdCopy(seg)
 		r.heldN++
 	}
 }
 
-// rdNeedsRecv reports whether seg starts a Send (it claims a receive).
+// rdNeedsRecv reports whether seg needs a posted receive to be delivered:
+// it starts a Send (it claims a receive), or it is the last segment of a
+// Write-Record (RD delivers a record whole and in order, so that segment
+// completes it into the head receive: without one the completion would
+// be lost, wrec_no_recv). Either then gets NOTREADY flow control.
 func rdNeedsRecv(seg []byte) bool {
-	if len(seg) < ddp.UntaggedHeaderLen || seg[0]&0x80 != 0 {
+	h, _, err := ddp.Parse(seg)
+	if err != nil {
 		return false
 	}
-	h, _, err := ddp.Parse(seg)
-	return err == nil && h.QN == rdmap.QNSend && h.MO == 0
+	if h.Tagged {
+		return h.Last && rdmap.Control(h.ULPControl).Opcode() == rdmap.OpWriteRecord
+	}
+	return h.QN == rdmap.QNSend && h.MO == 0
+}
+
+// rdIsRecord reports whether seg is a Write-Record segment.
+func rdIsRecord(seg []byte) bool {
+	return len(seg) >= 2 && seg[0]&0x80 != 0 && rdmap.Control(seg[1]).Opcode() == rdmap.OpWriteRecord
 }
 
 // rdReady reports whether the datagram seg from src could be delivered
-// now: a Send's first segment needs a posted receive, a Read Request room
-// among the responses, and nothing from src may wait in the backlog.
+// now: a Send's first segment and a Write-Record's last need a posted
+// receive, a Read Request room among the responses, and nothing from src
+// may wait in the backlog.
 func (e *engine) rdReady(q *qp, src netip.AddrPort, seg []byte) bool {
 	r := q.rd
 	if len(r.backlog[src]) > 0 {
 		return false
 	}
 	if rdNeedsRecv(seg) {
-		return e.rdRecvAvailable(q, src)
+		return e.rdRecvAvailable(q, src, seg)
 	}
 	if len(seg) >= ddp.UntaggedHeaderLen && seg[0]&0x80 == 0 {
 		if h, _, err := ddp.Parse(seg); err == nil && h.QN == rdmap.QNReadRequest {
@@ -134,9 +147,11 @@ func (e *engine) rdReady(q *qp, src netip.AddrPort, seg []byte) bool {
 	return true
 }
 
-// rdRecvAvailable reports whether a Send from src can claim a receive.
-func (e *engine) rdRecvAvailable(q *qp, src netip.AddrPort) bool {
-	if m := q.rd.inMsgs[src]; m != nil && m.claimed {
+// rdRecvAvailable reports whether seg (rdNeedsRecv) from src can have a
+// receive: a Send claims one, a Write-Record completes into the ring's
+// head.
+func (e *engine) rdRecvAvailable(q *qp, src netip.AddrPort, seg []byte) bool {
+	if m := q.rd.inMsgs[src]; m != nil && m.claimed && !rdIsRecord(seg) {
 		return true // the abandoned message's receive is reused
 	}
 	n, err := q.recvRing().Available()
@@ -152,7 +167,7 @@ func (e *engine) rdDeliverHeld(q *qp, peer netip.AddrPort, seq uint32, now time.
 	if !ok {
 		return
 	}
-	if len(r.backlog[peer]) > 0 || (rdNeedsRecv(seg) && !e.rdRecvAvailable(q, peer)) {
+	if len(r.backlog[peer]) > 0 || (rdNeedsRecv(seg) && !e.rdRecvAvailable(q, peer, seg)) {
 		r.backlog[peer] = append(r.backlog[peer], k)
 		r.count(rdBacklogged, 1)
 		return
@@ -160,6 +175,7 @@ func (e *engine) rdDeliverHeld(q *qp, peer netip.AddrPort, seq uint32, now time.
 	delete(r.held, k)
 	r.heldN--
 	e.rdDeliverSeq(q, peer, seq, seg, now)
+	r.release(seg)
 }
 
 // rdDrainBacklog delivers backlogged datagrams whose receives are posted.
@@ -170,12 +186,13 @@ func (e *engine) rdDrainBacklog(q *qp, now time.Time) bool {
 		n := 0
 		for n < len(keys) {
 			seg := r.held[keys[n]]
-			if rdNeedsRecv(seg) && !e.rdRecvAvailable(q, peer) {
+			if rdNeedsRecv(seg) && !e.rdRecvAvailable(q, peer, seg) {
 				break
 			}
 			delete(r.held, keys[n])
 			r.heldN--
 			e.rdDeliverSeq(q, peer, keys[n].seq, seg, now)
+			r.release(seg)
 			n++
 			work = true
 		}
@@ -191,14 +208,41 @@ func (e *engine) rdDrainBacklog(q *qp, now time.Time) bool {
 // dropPeerRecv forgets what peer was sending us (its sequence space was
 // reset): held and backlogged datagrams.
 func (r *rdQP) dropPeerRecv(peer netip.AddrPort) {
-	for k := range r.held {
+	for k, seg := range r.held {
 		if k.peer == peer {
 			delete(r.held, k)
 			r.heldN--
+			r.release(seg)
 		}
 	}
 	delete(r.backlog, peer)
 }
+
+// holdCopy copies an out-of-order segment for the reorder store, into a
+// recycled buffer when one is free: at 1 % loss most datagrams pass
+// through the store, and a fresh allocation for each was garbage at the
+// line rate.
+func (r *rdQP) holdCopy(seg []byte) []byte {
+	if n := len(r.free); n > 0 && cap(r.free[n-1]) >= len(seg) {
+		b := r.free[n-1][:len(seg)]
+		r.free[n-1] = nil
+		r.free = r.free[:n-1]
+		copy(b, seg)
+		return b
+	}
+	return append(make([]byte, 0, max(len(seg), r.dgramSize)), seg...)
+}
+
+// release returns a reorder-store buffer for reuse (rdDeliver keeps no
+// reference to a segment). At most rdMaxFreeBytes are kept.
+func (r *rdQP) release(seg []byte) {
+	if (len(r.free)+1)*r.dgramSize <= rdMaxFreeBytes && cap(seg) >= r.dgramSize {
+		r.free = append(r.free, seg[:0])
+	}
+}
+
+// rdMaxFreeBytes bounds the recycled reorder-store buffers of a QP.
+const rdMaxFreeBytes = 1 << 20
 
 // rdDeliverSeq delivers the DATA datagram seq from src: an error message
 // about it holds back its acknowledgement (rdSendError).

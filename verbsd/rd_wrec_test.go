@@ -261,3 +261,55 @@ func TestRDWriteRecordAccessViolation(t *testing.T) {
 		t.Errorf("counters: sender %v target %v", ca, cb)
 	}
 }
+
+// TestRDWriteRecordNotReady: a Write-Record to a target with no posted
+// receive gets NOTREADY flow control like a Send (docs/rd.md): the data
+// may be placed, but the record's last segment waits, unacknowledged, so
+// neither side completes, and nothing is lost; once receives are posted
+// every record completes, at both ends, in order.
+func TestRDWriteRecordNotReady(t *testing.T) {
+	_, path := startRD(t, nil)
+	a := newRDNode(t, path, 1<<20, 0)
+	b := newRDWrecTarget(t, path, 1<<20)
+	ah := a.ah(t, b.rdNode)
+	const count, slot = 3, 64 << 10
+	for i := range count {
+		pattern(a.mr.Buf[i*slot:(i+1)*slot], i)
+		a.writeRecord(t, ah, uint64(i), b.mr.LKey, b.mr.Addr(i*slot), i*slot, slot)
+	}
+	// No receive at the target: NOTREADY goes back (bounded wait for the
+	// counter, not a timing assertion), and nothing completes meanwhile.
+	deadline := time.Now().Add(rdWait())
+	for i := 0; rdCounters(t, path, b.qp.QPN)["rd_notready"] == 0; i++ {
+		if i > 10000 || time.Now().After(deadline) {
+			t.Fatalf("no NOTREADY sent: target %v", rdCounters(t, path, b.qp.QPN))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := a.scq.Poll(); len(got) != 0 {
+		t.Fatalf("send completions before the target posted a receive: %+v", got)
+	}
+	if got := b.rcq.Poll(); len(got) != 0 {
+		t.Fatalf("record completions without a receive: %+v", got)
+	}
+	b.postRecords(t, 100, 0, count)
+	scs := waitN(t, a.scq, count, "send")
+	for i, sc := range scs {
+		if sc.Status != proto.WCSuccess || sc.WRID != uint64(i) || sc.Opcode != proto.WCWriteRecord {
+			t.Fatalf("send %d: %+v", i, sc)
+		}
+	}
+	rcs := waitN(t, b.rcq, count, "record")
+	for i, rc := range rcs {
+		checkRecord(t, fmt.Sprint("record ", i), rc, b, i, uint64(100+i), a.qp.Addr, b.mr.Addr(i*slot), slot)
+		if !bytes.Equal(b.mr.Buf[i*slot:(i+1)*slot], a.mr.Buf[i*slot:(i+1)*slot]) {
+			t.Fatalf("record %d: data differs", i)
+		}
+	}
+	if cb := rdCounters(t, path, b.qp.QPN); cb["wrec_no_recv"] != 0 || cb["wrec_complete"] != count {
+		t.Errorf("target counters %v", cb)
+	}
+	if ca := rdCounters(t, path, a.qp.QPN); ca["rd_notready_received"] == 0 || ca["rd_retry_exceeded"] != 0 {
+		t.Errorf("sender counters %v", ca)
+	}
+}

@@ -81,6 +81,8 @@ func (s *session) setupVeth() (nsA, nsB string, err error) {
 		for _, args := range [][]string{
 			{"-n", side.ns, "link", "set", "lo", "up"},
 			{"-n", side.ns, "addr", "add", side.addr + "/24", "dev", side.dev},
+			// one wire packet per buffer on the veth (see nftTable): loss per packet
+			{"-n", side.ns, "link", "set", side.dev, "gso_max_segs", "1"},
 			{"-n", side.ns, "link", "set", side.dev, "up"},
 		} {
 			if err := ipCmd(args...); err != nil {
@@ -99,8 +101,18 @@ func vethDevs() (devA, devB string) {
 
 // The loss of the veth scenario is made with nftables, not netem (many
 // kernels, this one included, have no sch_netem: "Specified qdisc kind is
-// unknown"): a table inet iwarp_bench in each namespace whose output chain
-// drops pct % of the TCP and UDP packets it sends, chosen by numgen random.
+// unknown"): a table inet iwarp_bench in each namespace whose input chain
+// drops pct % of the TCP and UDP packets it receives, chosen by numgen
+// random. The drop must hit single wire packets: a UDP GSO send (the
+// daemons' default) or a TCP TSO send is one buffer of up to 64 packets
+// until the device segments it, and veth passes such buffers through
+// unsegmented, so a drop in the output hook — or in the peer's input hook,
+// with the veth's default gso_max_segs — would lose a whole burst at once.
+// setupVeth therefore sets gso_max_segs 1 on both veth ends (the kernel
+// then segments every GSO/TSO buffer in software before the device,
+// netif_skb_features/validate_xmit_skb) and the drop sits on the receiving
+// side's input hook, where every packet is one wire packet of at most the
+// MTU (docs/benchmarks.md, "Loss without netem").
 const nftTable = "iwarp_bench"
 
 func nft(ns string, args ...string) error {
@@ -112,21 +124,21 @@ func nft(ns string, args ...string) error {
 }
 
 // setLoss makes each namespace drop pct % of the TCP and UDP packets it
-// sends (0: none). The first call creates the tables (and fails where
-// nftables is missing).
+// receives (0: none): both directions lose pct %, packet by packet. The
+// first call creates the tables (and fails where nftables is missing).
 func setLoss(nsA, nsB string, pct int) error {
 	for _, ns := range []string{nsA, nsB} {
 		if err := nft(ns, "add", "table", "inet", nftTable); err != nil {
 			return err
 		}
-		if err := nft(ns, "add", "chain", "inet", nftTable, "out", "{ type filter hook output priority 0 ; }"); err != nil {
+		if err := nft(ns, "add", "chain", "inet", nftTable, "in", "{ type filter hook input priority 0 ; }"); err != nil {
 			return err
 		}
-		if err := nft(ns, "flush", "chain", "inet", nftTable, "out"); err != nil {
+		if err := nft(ns, "flush", "chain", "inet", nftTable, "in"); err != nil {
 			return err
 		}
 		if pct > 0 {
-			if err := nft(ns, "add", "rule", "inet", nftTable, "out", "meta", "l4proto", "{", "tcp", ",", "udp", "}",
+			if err := nft(ns, "add", "rule", "inet", nftTable, "in", "meta", "l4proto", "{", "tcp", ",", "udp", "}",
 				"numgen", "random", "mod", "100", "<", strconv.Itoa(pct), "drop"); err != nil {
 				return err
 			}

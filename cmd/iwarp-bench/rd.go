@@ -105,7 +105,15 @@ func lossExperiment(sc *scenario, cfg *benchConfig) (benchreport.Experiment, boo
 	return experiment(benchreport.Experiment{
 		Name: sc.Name + "-loss", Title: "Goodput under packet loss, 64 KiB messages (" + sc.Name + ")",
 		XLabel: "loss each way (%)", YLabel: "goodput, average (Gb/s)", Baseline: "raw TCP",
-		Note: "Loss made with nftables in each namespace (output hook, numgen random, TCP and UDP alike): " +
+		Note: "Loss made with nftables in each namespace (input hook, numgen random, TCP and UDP alike; veth gso_max_segs 1, so per wire packet): " +
 			"the kernel has no netem. RD recovers losses itself; raw TCP is the kernel's recovery.",
 	}, seriesOf(sc, "raw TCP", xs, tcpKeys), seriesOf(sc, "RD Send", xs, rdKeys))
+}
+
+// The loss runs are -only keys too: loss_rd_P and loss_raw-tcp_P.
+func init() {
+	for pct := 0; pct <= 50; pct++ {
+		knownRuns[lossKey("rd", pct)] = true
+		knownRuns[lossKey("raw-tcp", pct)] = true
+	}
 }

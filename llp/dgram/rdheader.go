@@ -49,8 +49,17 @@ const (
 	// FlagReset: the sender of this header restarted or has no state for
 	// the incarnation pair; the receiver drops its state for the pair.
 	FlagReset RDFlags = 0x10
+	// FlagExtSACK (X, docs/wire-format.md §7.1): the header's sender takes
+	// SACK Block ACKs. Set on every header but RESET by iwarpd; a receiver
+	// sends SACK Blocks only to a peer that announced it (an older peer
+	// ignores the bit: it never gets them, and never sends them).
+	FlagExtSACK RDFlags = 0x08
+	// FlagSACKBlock (B), on an ACK-type datagram with FlagAck: the SACK
+	// bitmap covers Seq … Seq+31 (Seq > CumAck+32) instead of
+	// CumAck+1 … CumAck+32; CumAck and Window are as on any ACK.
+	FlagSACKBlock RDFlags = 0x04
 	// FlagsReserved are sent 0 and ignored on receive.
-	FlagsReserved RDFlags = 0x0f
+	FlagsReserved RDFlags = 0x03
 )
 
 // RDHeader is the header that precedes the DDP segment (or stands alone) in

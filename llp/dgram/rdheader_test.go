@@ -19,6 +19,9 @@ func TestRDHeaderTable(t *testing.T) {
 		{"reset, all flags", RDHeader{Version: 1, Type: RDAck, Flags: FlagAck | FlagAckReq | FlagNotReady | FlagReset,
 			Window: 0xffff, Incarnation: 0xffffffff, EchoedIncarnation: 0, CumAck: 0xfffffffe, SACK: 0x80000001},
 			"12 f0 ffff ffffffff 00000000 00000000 fffffffe 80000001"},
+		{"sack block", RDHeader{Version: 1, Type: RDAck, Flags: FlagAck | FlagExtSACK | FlagSACKBlock, Window: 1024,
+			Incarnation: 0x5e6f7081, EchoedIncarnation: 0x1a2b3c4d, Seq: 0x29, CumAck: 8, SACK: 0xfffffffe},
+			"12 8c 0400 5e6f7081 1a2b3c4d 00000029 00000008 fffffffe"},
 		{"reserved flags kept", RDHeader{Version: 1, Type: RDData, Flags: 0x0f, Seq: 0x01020304},
 			"11 0f 0000 00000000 00000000 01020304 00000000 00000000"},
 	}

@@ -112,6 +112,10 @@ func capture(t *testing.T) []frame {
 	ack := RDHeader{Version: RDVersion, Type: RDAck, Flags: FlagAck, Window: 256, Incarnation: 0xa1a1a1a1,
 		EchoedIncarnation: 0xb2b2b2b2, CumAck: 3}
 	add(rd1, rd2, AppendRD(nil, &ack, true), want{crc: "1", rdType: "2", seq: "0", cumack: "3"})
+	// A SACK Block ACK (§7.1): Seq is the base of its bitmap.
+	block := RDHeader{Version: RDVersion, Type: RDAck, Flags: FlagAck | FlagExtSACK | FlagSACKBlock, Window: 1024,
+		Incarnation: 0xa1a1a1a1, EchoedIncarnation: 0xb2b2b2b2, Seq: 40, CumAck: 3, SACK: 0x0000ffff}
+	add(rd1, rd2, AppendRD(nil, &block, true), want{crc: "1", rdType: "2", seq: "40", cumack: "3"})
 
 	// A two-segment Write-Record of 1500 octets, record 77.
 	rec := bytes.Repeat([]byte("write-record "), 116)[:1500]

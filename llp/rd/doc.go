@@ -5,9 +5,14 @@
 // acknowledgement — piggybacked on DATA where possible, otherwise a delayed
 // standalone ACK — retransmission on an RFC 6298 timer (SRTT/RTTVAR, Karn's
 // rule, exponential backoff; one timer, for the oldest outstanding datagram
-// only: no go-back-N) and selective fast retransmission of the holes a SACK
-// shows (three later datagrams received, and outstanding longer than
-// SRTT + 4·RTTVAR, so reordering and duplicate ACKs resend nothing), a bounded window with receiver flow control
+// only: no go-back-N) and selective fast retransmission of the holes the
+// SACKs show (RFC 6675 DupThresh with RACK's time rules, RFC 8985: three
+// later datagrams received, and outstanding longer than min RTT + min
+// RTT/4, or SRTT + max(SRTT/4, 4·RTTVAR) on a path seen reordering;
+// duplicate ACKs resend nothing), SACK Block ACKs reaching the whole
+// reorder window (wire-format.md §7.1, flags X and B), a window of
+// datagrams in flight (SACKed ones left it) inside the receiver's
+// advertised reorder window, with receiver flow control
 // (NOTREADY: the receiver had no posted receive; the sender retries after
 // its own back-off and does not count it as loss), a retry limit ending in a
 // Failed action, per-peer state created on first contact and reclaimed when

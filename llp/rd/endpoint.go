@@ -12,7 +12,7 @@ import (
 // Config holds the tunables of an Endpoint. Zero fields take the defaults
 // of DefaultConfig.
 type Config struct {
-	Window          int           // max unacknowledged DATA datagrams per peer (default 256)
+	Window          int           // max DATA datagrams in flight (sent, neither acknowledged nor SACKed) per peer (default 256)
 	InitialRTO      time.Duration // before any RTT sample (default 20ms)
 	MinRTO          time.Duration // default 2ms
 	MaxRTO          time.Duration // default 1s; also caps the backed-off timeout
@@ -20,7 +20,7 @@ type Config struct {
 	NotReadyBackoff time.Duration // first wait after NOTREADY (default 1ms, doubling to MaxRTO); not counted against MaxRetries
 	AckDelay        time.Duration // delayed standalone ACK (default 200µs); piggybacked when DATA goes that way first
 	IdleTimeout     time.Duration // send half reset after this idle; receive half after 2×; then the peer is freed (default 30s)
-	ReorderLimit    int           // out-of-order datagrams a receiver holds per peer (default = Window)
+	ReorderLimit    int           // out-of-order datagrams a receiver holds per peer, and the window it advertises (default 4×Window)
 	MaxPeers        int           // hard cap on peer states (default 65536); new peers beyond it are refused
 }
 
@@ -73,9 +73,10 @@ func (c Config) withDefaults() Config {
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = d.IdleTimeout
 	}
-	if c.ReorderLimit <= 0 || c.ReorderLimit > c.Window {
-		c.ReorderLimit = c.Window
+	if c.ReorderLimit <= 0 {
+		c.ReorderLimit = 4 * c.Window
 	}
+	c.ReorderLimit = min(c.ReorderLimit, 1<<15)
 	if c.MaxPeers <= 0 {
 		c.MaxPeers = d.MaxPeers
 	}
@@ -173,6 +174,7 @@ type Stats struct {
 	AcksSent, ResetsSent, ResetsReceived         uint64
 	BadAcks, NewSpaces, Renewals, AckHolds       uint64
 	PeersCreated, PeersReclaimed, PeersRefused   uint64
+	Reordering                                   uint64 // peers whose path was seen reordering (noteReordering)
 }
 
 // Errors of Send.
@@ -207,7 +209,7 @@ func NewEndpoint(cfg Config, incarnation uint32) *Endpoint {
 		incarnation = 1
 	}
 	cfg = cfg.withDefaults()
-	adv := min(cfg.Window, cfg.ReorderLimit+1, 0xffff)
+	adv := min(cfg.ReorderLimit+1, 0xffff)
 	return &Endpoint{cfg: cfg, inc: incarnation, peers: make(map[netip.AddrPort]*peer), advWnd: uint16(adv)}
 }
 
@@ -369,7 +371,7 @@ func (e *Endpoint) sweep(t int64) {
 // header returns a header from e with the ack fields for p filled in when
 // p has a receive space and p's incarnation is known.
 func (e *Endpoint) ackHeader(p *peer, typ dgram.RDType) dgram.RDHeader {
-	h := dgram.RDHeader{Version: dgram.RDVersion, Type: typ, Incarnation: e.ours(p), EchoedIncarnation: p.inc}
+	h := dgram.RDHeader{Version: dgram.RDVersion, Type: typ, Flags: dgram.FlagExtSACK, Incarnation: e.ours(p), EchoedIncarnation: p.inc}
 	if p.rcvNext != 0 && p.inc != 0 {
 		h.Flags |= dgram.FlagAck
 		h.Window = e.advWnd
@@ -451,6 +453,7 @@ func (e *Endpoint) learn(p *peer, inc uint32) {
 		for off := 0; off < p.out.n; off++ {
 			if s := p.out.at(off); s.flags&segSacked != 0 {
 				s.flags &^= segSacked
+				p.nSacked--
 				s.flags |= segResend
 				s.deadline = min(s.deadline, e.last)
 				sacked = true

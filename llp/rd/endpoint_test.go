@@ -57,9 +57,9 @@ func TestSendAssignsSequence(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := dgram.RDHeader{Version: 1, Type: dgram.RDData, Incarnation: incA, Seq: i}
+		want := dgram.RDHeader{Version: 1, Type: dgram.RDData, Flags: dgram.FlagExtSACK, Incarnation: incA, Seq: i}
 		if i == 3 {
-			want.Flags = dgram.FlagAckReq // window now full
+			want.Flags |= dgram.FlagAckReq // window now full
 		}
 		if h != want {
 			t.Errorf("send %d: header %+v, want %+v", i, h, want)
@@ -99,6 +99,7 @@ func TestSendAssignsSequence(t *testing.T) {
 func TestReceiveVerdicts(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Window = 8
+	cfg.ReorderLimit = 8
 	cases := []struct {
 		name    string
 		pre     []uint32 // in-order setup deliveries (seqs)
@@ -111,7 +112,7 @@ func TestReceiveVerdicts(t *testing.T) {
 		{"in order after 2", []uint32{1, 2}, data(3, incA), true, Deliver, false},
 		{"duplicate", []uint32{1, 2}, data(1, incA), true, Duplicate, true},
 		{"out of order", nil, data(3, 0), true, Hold, true},
-		{"beyond window", nil, data(9, 0), true, Dropped, true},
+		{"beyond window", nil, data(10, 0), true, Dropped, true},
 		{"not ready", nil, data(1, 0), false, NotReady, true},
 		{"not ready out of order", nil, data(2, 0), false, NotReady, false},
 		{"stale echo", nil, data(1, 0x1234), true, Stale, false},
@@ -203,7 +204,7 @@ func TestDelayedAck(t *testing.T) {
 		t.Errorf("deadline %v, want %v", d, t0.Add(cfg.AckDelay))
 	}
 	a := e.Poll(t0.Add(cfg.AckDelay), nil)
-	if len(a) != 1 || a[0].Kind != SendAck || a[0].Header.CumAck != 2 || a[0].Header.Window != uint16(cfg.Window) {
+	if len(a) != 1 || a[0].Kind != SendAck || a[0].Header.CumAck != 2 || a[0].Header.Window != uint16(4*cfg.Window+1) {
 		t.Fatalf("delayed ack %+v", a)
 	}
 	// Two datagrams: ack at once; ACKREQ: ack at once.
@@ -315,7 +316,7 @@ func TestFastRetransmit(t *testing.T) {
 	}
 	e.Receive(now, addrB, ack(2, 0b111, 256), true) // 3,4,5 sacked, but 2 may just be reordered
 	if r := only(t, e.Poll(now, nil), Retransmit); len(r) != 0 {
-		t.Fatalf("fast retransmit within the reordering window (SRTT+4·RTTVAR = 3ms) %+v", r)
+		t.Fatalf("fast retransmit within the reordering window (min RTT + min RTT/4 = 1.25ms) %+v", r)
 	}
 	now = t0.Add(4 * time.Millisecond)
 	e.Receive(now, addrB, ack(2, 0b111, 256), true) // 2 outstanding 4ms: lost, resend 2

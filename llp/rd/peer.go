@@ -70,30 +70,39 @@ type peer struct {
 	sndUna     uint32 // oldest unacknowledged; out.at(0) has it
 	ackCum     uint32 // newest CumAck received
 	limit      uint32 // first sequence number beyond the peer's window
+	sackHigh   uint32 // highest sequence number SACKed in this space (0 = none)
+	sackTo     uint32 // SACK bitmaps of the latest CumAck cover up to here (exclusive)
+	nSacked    uint16 // datagrams in out with segSacked
 	spaceAcked bool   // the peer acknowledged this space: echo its incarnation
 	checkAck   bool   // the peer's incarnation changed: check its first ack against our space
 	active     bool   // in Endpoint.active
+	reoPersist uint8  // > 0: the path was seen reordering, holes wait a reordering window; counts down per repaired hole
+	extSACK    bool   // the peer sets dgram.FlagExtSACK: it takes SACK Block ACKs
 	out        ring
 	srtt       int64 // ns, 0 = no sample yet
 	rttvar     int64
 	nrBackoff  int64 // next NOTREADY wait, 0 = Config.NotReadyBackoff
+	minRTT     int64 // smallest RTT sample, ns (0 = none)
+	reoAt      int64 // reorder timer: recheck the holes then (0 = off)
 	lastSend   int64
 	next       int64 // earliest timer of this peer
 
 	// receive half
-	rcvNext  uint32   // next expected = CumAck sent; 0 = no receive space
-	held     []uint64 // reorder bitmap indexed by seq mod bits; nil until needed
-	heldN    uint16
-	unacked  uint16 // datagrams received since the last ACK went out
-	ackDue   bool
-	draining bool // DeliverHeld actions queued, not yet taken by Poll
-	dropping bool // DiscardHeld queued, not yet taken by Poll: hold nothing
-	nrDue    bool // the pending ACK carries NOTREADY
-	hold     bool // acks must not cover holdSeq until holdTok is acked (HoldAcks)
-	holdSeq  uint32
-	holdTok  Token
-	ackAt    int64
-	lastRecv int64
+	rcvNext   uint32   // next expected = CumAck sent; 0 = no receive space
+	held      []uint64 // reorder bitmap indexed by seq mod bits; nil until needed
+	heldN     uint16
+	unacked   uint16 // datagrams received since the last ACK went out
+	heldNew   uint16 // datagrams held beyond CumAck+32 since the last SACK Blocks
+	ackDue    bool
+	draining  bool // DeliverHeld actions queued, not yet taken by Poll
+	dropping  bool // DiscardHeld queued, not yet taken by Poll: hold nothing
+	nrDue     bool // the pending ACK carries NOTREADY
+	hold      bool // acks must not cover holdSeq until holdTok is acked (HoldAcks)
+	blocksDue bool // the next ACK carries SACK Blocks
+	holdSeq   uint32
+	holdTok   Token
+	ackAt     int64
+	lastRecv  int64
 }
 
 // PeerStateBytes is the size of the fixed per-peer struct; a live peer
@@ -112,6 +121,7 @@ func (p *peer) resetSend(window int) {
 	p.limit = 1 + uint32(window)
 	p.spaceAcked, p.checkAck = false, false
 	p.nrBackoff = 0
+	p.reoAt, p.sackHigh, p.nSacked = 0, 0, 0
 }
 
 func (p *peer) resetReceive() {
@@ -120,7 +130,7 @@ func (p *peer) resetReceive() {
 	p.heldN = 0
 	p.unacked = 0
 	p.ackDue, p.nrDue = false, false
-	p.hold = false
+	p.hold, p.blocksDue, p.heldNew = false, false, 0
 }
 
 func (p *peer) isHeld(seq uint32) bool {
@@ -160,9 +170,28 @@ func (p *peer) sackBits() uint32 {
 	if p.heldN == 0 && cum == p.rcvNext {
 		return 0
 	}
+	return p.sackBitsFrom(cum + 1)
+}
+
+// heldFrom reports whether a datagram from base on (within the reorder
+// bitmap's reach) is held.
+func (p *peer) heldFrom(base uint32) bool {
+	if p.held == nil || p.heldN == 0 {
+		return false
+	}
+	for x := base; dgram.SeqLess(x, p.rcvNext+uint32(len(p.held)*64)); x++ {
+		if p.isHeld(x) {
+			return true
+		}
+	}
+	return false
+}
+
+// sackBitsFrom returns the SACK bitmap of base … base+31.
+func (p *peer) sackBitsFrom(base uint32) uint32 {
 	var s uint32
 	for i := uint32(0); i < 32; i++ {
-		if x := cum + 1 + i; dgram.SeqLess(x, p.rcvNext) || p.isHeld(x) {
+		if x := base + i; dgram.SeqLess(x, p.rcvNext) || p.isHeld(x) {
 			s |= 1 << i
 		}
 	}

@@ -19,6 +19,9 @@ func (e *Endpoint) Receive(now time.Time, peer netip.AddrPort, h dgram.RDHeader,
 		e.stats.Dropped++
 		return Dropped
 	}
+	if p := e.peers[peer]; p != nil && h.Flags&dgram.FlagReset == 0 {
+		p.extSACK = h.Flags&dgram.FlagExtSACK != 0
+	}
 	switch h.Type {
 	case dgram.RDData:
 		return e.receiveData(t, peer, &h, ready)
@@ -96,6 +99,7 @@ func (e *Endpoint) receiveData(t int64, addr netip.AddrPort, h *dgram.RDHeader, 
 		e.stats.Dropped++
 		return Dropped
 	}
+	p.extSACK = h.Flags&dgram.FlagExtSACK != 0
 	if p.prev != 0 && h.Incarnation == p.prev {
 		e.stats.Stale++
 		return Stale // late DATA of the peer's previous space: drop, no RESET
@@ -155,6 +159,12 @@ func (e *Endpoint) place(t int64, p *peer, h *dgram.RDHeader, ready bool) Verdic
 	if d > 0 {
 		p.setHeld(seq, true, e.heldBits())
 		p.heldN++
+		if d > 32 {
+			p.heldNew++ // beyond the main SACK bitmap: report in SACK Blocks
+		}
+		if p.heldNew >= blockEvery || (p.heldNew > 0 && h.Flags&dgram.FlagAckReq != 0) {
+			p.blocksDue = true
+		}
 		e.stats.Held++
 		e.scheduleAck(t, p, true)
 		return Hold
@@ -169,6 +179,7 @@ func (e *Endpoint) place(t int64, p *peer, h *dgram.RDHeader, ready bool) Verdic
 	}
 	p.rcvNext++
 	e.stats.Delivered++
+	filled := p.heldN > 0 // it fills (part of) a gap: acknowledge at once (RFC 5681 §4.2)
 	for p.heldN > 0 && p.isHeld(p.rcvNext) {
 		p.setHeld(p.rcvNext, false, 0)
 		p.heldN--
@@ -177,7 +188,10 @@ func (e *Endpoint) place(t int64, p *peer, h *dgram.RDHeader, ready bool) Verdic
 		p.rcvNext++
 	}
 	p.unacked++
-	e.scheduleAck(t, p, h.Flags&dgram.FlagAckReq != 0 || p.unacked >= 2 || p.heldN > 0)
+	if h.Flags&dgram.FlagAckReq != 0 && p.heldN > 0 {
+		p.blocksDue = true
+	}
+	e.scheduleAck(t, p, h.Flags&dgram.FlagAckReq != 0 || p.unacked >= 2 || p.heldN > 0 || filled)
 	return v
 }
 
@@ -186,6 +200,10 @@ func (e *Endpoint) pushDeliverHeld(p *peer, seq uint32) {
 	e.push(Action{Kind: DeliverHeld, Peer: p.addr, Token: Token(seq),
 		Header: dgram.RDHeader{Version: dgram.RDVersion, Type: dgram.RDData, Incarnation: p.inc, Seq: seq}})
 }
+
+// blockEvery is how many datagrams held beyond CumAck+32 make SACK Blocks
+// due (takeAcks).
+const blockEvery = 16
 
 // heldBits is the size of the reorder bitmap: a power of two above
 // ReorderLimit, at least 64.

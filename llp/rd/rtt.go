@@ -10,6 +10,9 @@ func (p *peer) rttSample(r int64) {
 	if r <= 0 {
 		r = 1
 	}
+	if p.minRTT == 0 || r < p.minRTT {
+		p.minRTT = r
+	}
 	if p.srtt == 0 {
 		p.srtt = r
 		p.rttvar = r / 2
