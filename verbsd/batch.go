@@ -208,6 +208,13 @@ func newRecvBatch() *recvBatch {
 	b := &recvBatch{slots: make([]recvSlot, recvSlots), msgs: make([]unix.Mmsghdr, recvSlots),
 		rqes: make([]recvWR, recvSlots)}
 	tails := make([]byte, recvSlots*slotTailLen)
+	// Touch every page now: RD and GRO traffic land in the tails, and a
+	// first burst would otherwise fault them in one page at a time on the
+	// data path (and show up as memory growth of whatever traffic came
+	// first: 2 MiB is a fixed cost of the engine, docs/memory.md).
+	for i := 0; i < len(tails); i += 4096 {
+		tails[i] = 0xff
+	}
 	for i := range b.slots {
 		b.slots[i].tail = tails[i*slotTailLen : (i+1)*slotTailLen : (i+1)*slotTailLen]
 	}

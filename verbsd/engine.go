@@ -228,7 +228,13 @@ func (e *engine) run() {
 // pollFDs runs epoll_wait with timeout (ms, -1 = forever) and marks the
 // ready QP sockets readable; it drains the eventfds.
 func (e *engine) pollFDs(timeout int) {
-	n, err := unix.EpollWait(e.epfd, e.events[:], timeout)
+	var n int
+	var err error
+	if timeout == 0 {
+		n, err = rawEpollPoll(e.epfd, e.events[:]) // iov.go: never blocks
+	} else {
+		n, err = unix.EpollWait(e.epfd, e.events[:], timeout)
+	}
 	if err != nil {
 		return // EINTR: the loop comes round again
 	}
@@ -241,6 +247,9 @@ func (e *engine) pollFDs(timeout int) {
 		default:
 			if q := e.byFD[ev.Fd]; q != nil {
 				q.readable = true
+				if q.rc != nil && ev.Events&(unix.EPOLLOUT|unix.EPOLLERR|unix.EPOLLHUP) != 0 {
+					q.rc.outReady = true // rc_tx.go: a cut batch may go on
+				}
 			}
 		}
 	}

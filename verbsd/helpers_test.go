@@ -17,15 +17,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// timeScale stretches timeouts on slow machines (IWARPD_TEST_TIMEOUT_SCALE).
-func timeScale() time.Duration {
-	if f, err := strconv.Atoi(os.Getenv("IWARPD_TEST_TIMEOUT_SCALE")); err == nil && f > 0 {
-		return time.Duration(f)
+// scaled stretches a timeout d on slow machines: d times
+// IWARPD_TEST_TIMEOUT_SCALE, a factor such as 2 or 1.5 (default 1), as the
+// other packages' tests read it.
+func scaled(d time.Duration) time.Duration {
+	if f, err := strconv.ParseFloat(os.Getenv("IWARPD_TEST_TIMEOUT_SCALE"), 64); err == nil && f > 0 {
+		return time.Duration(float64(d) * f)
 	}
-	return 1
+	return d
 }
 
-func wait() time.Duration { return 10 * time.Second * timeScale() }
+func wait() time.Duration { return scaled(10 * time.Second) }
 
 // testPorts gives each server of this test binary its own port range, so
 // that tests (and test binaries of other packages) do not collide.

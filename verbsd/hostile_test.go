@@ -199,8 +199,24 @@ func TestForgedDatagrams(t *testing.T) {
 	}
 }
 
+// TestReassemblyOutOfOrderAndTimeout: a message whose segments arrive in
+// separate datagrams, out of order and with a duplicate, is reassembled;
+// an incomplete one is dropped after Config.ReassemblyTimeout, counted, and
+// its state is gone (its other segments, sent later, do not complete it).
+//
+// The timeout is 2 s (times IWARPD_TEST_TIMEOUT_SCALE): the four writes of
+// the first part must all reach the daemon within it of the first, so the
+// test fails only if this goroutine (or the daemon) stalls for 2 s between
+// two consecutive writes, which a loaded 2-core machine does not do (its
+// scheduler stalls are tens of milliseconds; with 50 ms this test failed).
+// The expiry check is a lower bound only: the engine stamps a partial
+// message with the time of the pass that read it, taken before the read,
+// so the drop comes at least the timeout after the daemon's stamp; half
+// the timeout of slack covers an engine stalled between its clock read
+// and the receive while the datagram was sent.
 func TestReassemblyOutOfOrderAndTimeout(t *testing.T) {
-	_, path := startServer(t, func(c *verbsd.Config) { c.ReassemblyTimeout = 50 * time.Millisecond })
+	timeout := scaled(2 * time.Second)
+	_, path := startServer(t, func(c *verbsd.Config) { c.ReassemblyTimeout = timeout })
 	n := newNode(t, path, 1<<16, verbsdtest.QPOptions{})
 	conn, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(addrOf(t, n.qp.Addr)))
 	if err != nil {
@@ -216,9 +232,15 @@ func TestReassemblyOutOfOrderAndTimeout(t *testing.T) {
 		datagram(sendHeader(rdmap.OpSendSE, 7, 100, false), msg[100:200], true),
 		datagram(sendHeader(rdmap.OpSendSE, 7, 0, false), msg[:100], true),
 	}
+	write := func(b []byte) {
+		t.Helper()
+		if _, err := conn.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
 	n.postRecv(t, 1, 0, 4096)
 	for _, s := range segs {
-		conn.Write(s)
+		write(s)
 	}
 	rc := waitCQEs(t, n.rcq, 1, "reassembled")[0]
 	if rc.Status != proto.WCSuccess || rc.ByteLen != 250 || rc.Flags&proto.WCFlagSolicited == 0 {
@@ -226,13 +248,30 @@ func TestReassemblyOutOfOrderAndTimeout(t *testing.T) {
 	}
 	checkBytes(t, "reassembled", n.mr.Buf[:250], msg)
 	// An incomplete message expires and is counted.
-	conn.Write(segs[0])
-	deadline := time.Now().Add(wait())
+	sent := time.Now()
+	write(segs[0])
+	deadline := time.Now().Add(timeout + wait())
 	for qpCounters(t, path, n.qp.QPN)["drop_reassembly_timeout"] != 1 {
 		if time.Now().After(deadline) {
 			t.Fatalf("incomplete message never expired: %v", qpCounters(t, path, n.qp.QPN))
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+	if el := time.Since(sent); el < timeout/2 {
+		t.Errorf("incomplete message dropped %v after its segment, before the %v reassembly timeout", el, timeout)
+	}
+	// Its state is gone: the rest of it, now, starts a new partial message
+	// (never completed), and the next completion is a later message's.
+	n.postRecv(t, 2, 0, 4096)
+	write(segs[1])
+	write(segs[3])
+	write(datagram(sendHeader(rdmap.OpSend, 8, 0, true), msg[:30], true))
+	rc = waitCQEs(t, n.rcq, 1, "the message after the expired one")[0]
+	if rc.Status != proto.WCSuccess || rc.ByteLen != 30 {
+		t.Fatalf("completion %+v, want the 30-octet message 8", rc)
+	}
+	if c := qpCounters(t, path, n.qp.QPN); c["drop_reassembly_timeout"] > 2 || c["recv_too_long"] != 0 {
+		t.Errorf("counters after the expiry: %v", c)
 	}
 }
 

@@ -141,7 +141,7 @@ type rcReader struct {
 	fd   int
 	r, w int
 	buf  [rcReadAhead]byte
-	iov  [2][]byte
+	iov  []unix.Iovec
 }
 
 // pending reports octets read from the socket and not yet consumed.
@@ -160,13 +160,14 @@ func (x *rcReader) Read(b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
-	x.iov[0], x.iov[1] = b, x.buf[:]
+	// rawReadv: b is registered memory or the connection's header buffers.
+	x.iov = appendIovecs(x.iov[:0], b, x.buf[:])
 	for {
-		n, err := unix.Readv(x.fd, x.iov[:])
+		n, err := rawReadv(x.fd, x.iov)
 		if err == unix.EINTR {
 			continue
 		}
-		x.iov[0] = nil
+		clear(x.iov)
 		if err != nil {
 			return 0, err
 		}

@@ -68,7 +68,7 @@ type rcTx struct {
 	ulp      [][]byte
 	vec      [][]byte
 	scratch  []byte
-	iov      [][]byte
+	iov      []unix.Iovec
 }
 
 // Batch limits of one writev.
@@ -137,6 +137,11 @@ func (e *engine) rcSend(q *qp) bool {
 		case rcDraining, rcClosed, rcIdle:
 			return work
 		}
+		if t.inFPDU && c.outOn && !c.outReady {
+			// The socket was full: rebuilding (and checksumming again)
+			// the cut FPDU before epoll reports room would be wasted.
+			return work
+		}
 		if !t.inFPDU {
 			ready, did := e.rcNextFPDU(q)
 			work = work || did
@@ -172,6 +177,7 @@ func (e *engine) rcSend(q *qp) bool {
 		t.fresh = false
 		if err == nil || errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
 			e.count(q, cSendBlocked, 1)
+			c.outReady = false
 			c.setEpoll(e, c.rxOn, true)
 			return work
 		}
@@ -181,7 +187,8 @@ func (e *engine) rcSend(q *qp) bool {
 	return true
 }
 
-// rcWritev writes vec, less its first skip octets, to c's socket.
+// rcWritev writes vec, less its first skip octets, to c's socket with one
+// writev (rawWritev: vec points at registered memory and c's buffers).
 func rcWritev(c *rcConn, vec [][]byte, skip int) (int, error) {
 	iov := c.tx.iov[:0]
 	for _, p := range vec {
@@ -189,15 +196,18 @@ func rcWritev(c *rcConn, vec [][]byte, skip int) (int, error) {
 			skip -= len(p)
 			continue
 		}
-		iov = append(iov, p[skip:])
+		iov = appendIovecs(iov, p[skip:])
 		skip = 0
 	}
 	c.tx.iov = iov[:0]
-	if len(iov) == 0 {
-		return 0, nil
+	defer clear(iov) // no pointer into registered memory outlives the call
+	for {
+		n, err := rawWritev(c.fd, iov)
+		if err == unix.EINTR {
+			continue
+		}
+		return n, err
 	}
-	n, err := unix.Writev(c.fd, iov)
-	return max(n, 0), err
 }
 
 // rcNextFPDU prepares the next FPDU to write, starting a new message if

@@ -113,8 +113,9 @@ type rdQP struct {
 	// in posting order; wrs[0] is the SQ ring's head (entries are consumed
 	// from the ring when they complete).
 	wrs      []*rdWR
-	nextWR   uint64 // sequence number of the next WR taken
-	readsOut int    // RDMA Reads in wrs not completed (ORD)
+	freeWRs  []*rdWR // completed records kept for reuse (newWR)
+	nextWR   uint64  // sequence number of the next WR taken
+	readsOut int     // RDMA Reads in wrs not completed (ORD)
 	msn      [3]uint32
 
 	// Responder: accepted Read Requests being answered, in order.
@@ -126,12 +127,13 @@ type rdQP struct {
 	nextErr uint64
 
 	// Receive side.
-	inMsgs  map[netip.AddrPort]*rdInMsg    // Send being received, per peer
-	held    map[rdHeldKey][]byte           // out-of-order DATA (reorder store)
-	free    [][]byte                       // recycled reorder-store buffers (holdCopy)
-	backlog map[netip.AddrPort][]rdHeldKey // in-order DATA waiting for a receive
-	heldN   int
-	claimed int // receives consumed from the ring, not completed
+	inMsgs   map[netip.AddrPort]*rdInMsg    // Send being received, per peer
+	freeMsgs []*rdInMsg                     // finished inMsgs records kept for reuse (newInMsg)
+	held     map[rdHeldKey][]byte           // out-of-order DATA (reorder store)
+	free     [][]byte                       // recycled reorder-store buffers (holdCopy)
+	backlog  map[netip.AddrPort][]rdHeldKey // in-order DATA waiting for a receive
+	heldN    int
+	claimed  int // receives consumed from the ring, not completed
 
 	actions []rd.Action
 	retx    []rdPending // retransmissions due
@@ -243,7 +245,9 @@ func (e *engine) rdFlush(q *qp) bool {
 	work := false
 	for peer, m := range r.inMsgs {
 		delete(r.inMsgs, peer)
-		r.claimed--
+		if !m.claimed {
+			continue // a message being discarded: its receive completed
+		}
 		e.count(q, cFlushed, 1)
 		e.postCQE(q.s, q.recvCQ, &proto.CQE{WRID: m.wrid, Status: proto.WCWRFlushErr, Opcode: proto.WCRecv, QPN: q.qpn})
 		work = true

@@ -230,6 +230,9 @@ func (r *rdQP) holdCopy(seg []byte) []byte {
 		copy(b, seg)
 		return b
 	}
+	if len(seg) < r.dgramSize/2 {
+		return append([]byte(nil), seg...) // small: not worth a full-size buffer
+	}
 	return append(make([]byte, 0, max(len(seg), r.dgramSize)), seg...)
 }
 
@@ -387,7 +390,7 @@ func (e *engine) rdPlaceSend(q *qp, src netip.AddrPort, h *ddp.Header, seg []byt
 	m := r.inMsgs[src]
 	if h.MO == 0 {
 		if m == nil {
-			m = &rdInMsg{}
+			m = r.newInMsg()
 			r.inMsgs[src] = m
 		}
 		if !m.claimed && !e.rdClaim(q, m) {
@@ -401,13 +404,14 @@ func (e *engine) rdPlaceSend(q *qp, src netip.AddrPort, h *ddp.Header, seg []byt
 	}
 	if m.discard {
 		if h.Last {
-			m.discard = false
+			r.endInMsg(src, m)
 		}
 		return
 	}
 	var w recvWR
 	if st := e.loadRecv(q, &w, m.raw); st != proto.WCSuccess {
 		e.rdCompleteRecv(q, src, m, st, 0, solicited)
+		r.endInMsg(src, m)
 		e.errorQP(q, "receive work request "+st.String())
 		return
 	}
@@ -417,13 +421,41 @@ func (e *engine) rdPlaceSend(q *qp, src netip.AddrPort, h *ddp.Header, seg []byt
 		e.count(q, cRecvTooLong, 1)
 		e.rdSendError(q, src, iwerr.DDPMessageTooLong, seg[:hl], nil, len(seg))
 		e.rdCompleteRecv(q, src, m, proto.WCLocLenErr, uint32(min(end, 1<<32-1)), solicited)
-		m.discard = !h.Last
+		if m.discard = !h.Last; !m.discard {
+			r.endInMsg(src, m)
+		}
 		return
 	}
 	scatterAt(w.bufs, int(m.got), payload)
 	m.got = uint32(end)
 	if h.Last {
 		e.rdCompleteRecv(q, src, m, proto.WCSuccess, m.got, solicited)
+		r.endInMsg(src, m)
+	}
+}
+
+// maxFreeInMsgs bounds the receive-message records an RD QP keeps for
+// reuse: a record lives only while a Send is arriving, so a QP talking to
+// many peers does not keep one per peer it ever heard from (docs/memory.md).
+const maxFreeInMsgs = 16
+
+// newInMsg returns a cleared receive-message record, reused if one is free.
+func (r *rdQP) newInMsg() *rdInMsg {
+	if n := len(r.freeMsgs); n > 0 {
+		m := r.freeMsgs[n-1]
+		r.freeMsgs = r.freeMsgs[:n-1]
+		return m
+	}
+	return &rdInMsg{}
+}
+
+// endInMsg forgets src's finished message m (its receive completed and no
+// segment of it is still to be discarded).
+func (r *rdQP) endInMsg(src netip.AddrPort, m *rdInMsg) {
+	delete(r.inMsgs, src)
+	if len(r.freeMsgs) < maxFreeInMsgs {
+		*m = rdInMsg{raw: m.raw[:0]}
+		r.freeMsgs = append(r.freeMsgs, m)
 	}
 }
 

@@ -88,13 +88,37 @@ func (e *engine) rdTake(q *qp) bool {
 	}
 	work := false
 	for k := uint32(len(r.wrs)); k < avail; k++ {
-		w := &rdWR{seq: r.nextWR}
+		w := r.newWR()
+		w.seq = r.nextWR
 		r.nextWR++
 		e.rdPrepare(q, w, v.at(head, idx, k))
 		r.wrs = append(r.wrs, w)
 		work = true
 	}
 	return work
+}
+
+// maxFreeWRs bounds the finished work-request records an RD QP keeps for
+// reuse, so that a steady stream of sends allocates none.
+const maxFreeWRs = 64
+
+// newWR returns a cleared work-request record, reused if one is free.
+func (r *rdQP) newWR() *rdWR {
+	if n := len(r.freeWRs); n > 0 {
+		w := r.freeWRs[n-1]
+		r.freeWRs = r.freeWRs[:n-1]
+		return w
+	}
+	return &rdWR{}
+}
+
+// freeWR takes back w, completed and out of r.wrs (nothing else points to
+// a work request: tokens name it by sequence number, wrBySeq).
+func (r *rdQP) freeWR(w *rdWR) {
+	if len(r.freeWRs) < maxFreeWRs {
+		*w = rdWR{sges: w.sges[:0]}
+		r.freeWRs = append(r.freeWRs, w)
+	}
 }
 
 // rdPrepare validates the SQE in slot into w; a bad one is done (fatal).
@@ -605,10 +629,8 @@ func (e *engine) rdComplete(q *qp) bool {
 			}
 			e.postCQE(q.s, q.sendCQ, &cqe)
 		}
+		r.freeWR(w)
 		work = true
-	}
-	if len(r.wrs) == 0 {
-		r.wrs = r.wrs[:0:0]
 	}
 	n := 0
 	for _, p := range r.resps {

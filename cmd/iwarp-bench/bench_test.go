@@ -16,6 +16,15 @@ import (
 
 func ptr(v float64) *float64 { return &v }
 
+// scaled multiplies d by IWARPD_TEST_TIMEOUT_SCALE (a factor, default 1), as
+// the other packages' tests do, for slow or loaded machines.
+func scaled(d time.Duration) time.Duration {
+	if f, err := strconv.ParseFloat(os.Getenv("IWARPD_TEST_TIMEOUT_SCALE"), 64); err == nil && f > 0 {
+		return time.Duration(float64(d) * f)
+	}
+	return d
+}
+
 func TestSummarize(t *testing.T) {
 	tests := []struct {
 		in   []*float64
@@ -282,8 +291,15 @@ func TestSmokeLoopback(t *testing.T) {
 	}
 	results := t.TempDir()
 	var stdout, stderr bytes.Buffer
+	// The limits below only bound waits (a hung run is killed, a hung suite
+	// fails the test); none is a measurement. The quick suite took 35 s on a
+	// moderately loaded 2-core machine, so the suite gets about 8× that and
+	// each run (server + client, 100 messages) or message wait far more than
+	// it needs, all stretched by IWARPD_TEST_TIMEOUT_SCALE.
+	suiteLimit := scaled(5 * time.Minute)
 	cmd := exec.Command(filepath.Join(bin, "iwarp-bench"), "-bin", bin, "-quick", "-scenario", "loopback",
-		"-n", "100", "-bw-n", "50", "-fi=false", "-run-timeout", "30s", "-idle", "200ms", "-out", results)
+		"-n", "100", "-bw-n", "50", "-fi=false", "-idle", "200ms", "-out", results,
+		"-run-timeout", scaled(2*time.Minute).String(), "-perf-timeout", scaled(30*time.Second).String())
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	done := make(chan error, 1)
 	if err := cmd.Start(); err != nil {
@@ -292,10 +308,10 @@ func TestSmokeLoopback(t *testing.T) {
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err = <-done:
-	case <-time.After(90 * time.Second):
+	case <-time.After(suiteLimit):
 		cmd.Process.Kill()
 		<-done
-		t.Fatalf("iwarp-bench did not finish; stderr:\n%s", stderr.String())
+		t.Fatalf("iwarp-bench did not finish within %v; stdout:\n%s\nstderr:\n%s", suiteLimit, stdout.String(), stderr.String())
 	}
 	if err != nil {
 		t.Fatalf("iwarp-bench: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())

@@ -9,8 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -74,15 +76,52 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// freePort returns a TCP port that was free a moment ago.
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+// scaled multiplies d by IWARPD_TEST_TIMEOUT_SCALE (a factor, default 1),
+// for slow or loaded machines. Every limit in these tests only bounds a
+// wait; none is a measurement.
+func scaled(d time.Duration) time.Duration {
+	if f, err := strconv.ParseFloat(os.Getenv("IWARPD_TEST_TIMEOUT_SCALE"), 64); err == nil && f > 0 {
+		return time.Duration(float64(d) * f)
 	}
-	defer l.Close()
-	return fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
+	return d
+}
+
+// perfTimeout is iwarp-perf's -timeout in these tests (its longest wait for
+// one message or for the peer; 10 s by default): generous, for a loaded
+// machine.
+func perfTimeout() string { return scaled(30 * time.Second).String() }
+
+// The out-of-band TCP ports (-p) of this package's tests: 26000-26099, a
+// block no other package uses, below the kernel's ephemeral range
+// (32768-60999). A port the kernel handed out (listen on :0) and that we
+// closed again may be taken by anyone before the server listens on it:
+// other packages' tests run in parallel and connect out of the ephemeral
+// range. Nothing hands out ports of this block but oobPort; the start is
+// spread by PID so that two runs at once rarely meet, and a port in use is
+// skipped.
+const (
+	oobPortBase  = 26000
+	oobPortCount = 100
+)
+
+var nextOOBPort atomic.Int32
+
+// oobPort returns a port of the package's block that was free on every
+// address a moment ago.
+func oobPort(t *testing.T) string {
+	t.Helper()
+	start := os.Getpid() % oobPortCount
+	for range oobPortCount {
+		port := oobPortBase + (start+int(nextOOBPort.Add(1)-1))%oobPortCount
+		l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return fmt.Sprint(port)
+	}
+	t.Fatalf("no free TCP port in %d-%d", oobPortBase, oobPortBase+oobPortCount-1)
+	return ""
 }
 
 type outcome struct {
@@ -95,12 +134,13 @@ func wait(t *testing.T, cmd *exec.Cmd, o, e *bytes.Buffer) outcome {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	var err error
+	limit := scaled(3 * time.Minute)
 	select {
 	case err = <-done:
-	case <-time.After(90 * time.Second):
+	case <-time.After(limit):
 		cmd.Process.Kill()
 		<-done
-		t.Fatalf("%v did not finish; stderr:\n%s", cmd.Args, e.String())
+		t.Fatalf("%v did not finish within %v; stderr:\n%s", cmd.Args, limit, e.String())
 	}
 	res := outcome{stdout: o.String(), stderr: e.String()}
 	var ee *exec.ExitError
@@ -113,17 +153,19 @@ func wait(t *testing.T, cmd *exec.Cmd, o, e *bytes.Buffer) outcome {
 }
 
 // pair runs a server with serverArgs and a client with clientArgs (both
-// given -p PORT) and returns both outcomes.
+// given -p PORT and -timeout perfTimeout(), which the args may override)
+// and returns both outcomes.
 func pair(t *testing.T, bin string, serverArgs, clientArgs []string) (server, client outcome) {
 	t.Helper()
-	port := freePort(t)
+	port := oobPort(t)
+	common := []string{"-p", port, "-timeout", perfTimeout()}
 	var so, se, co, ce bytes.Buffer
-	srv := exec.Command(bin, append([]string{"-p", port}, serverArgs...)...)
+	srv := exec.Command(bin, append(common, serverArgs...)...)
 	srv.Stdout, srv.Stderr = &so, &se
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
-	cli := exec.Command(bin, append(append([]string{"-p", port}, clientArgs...), "127.0.0.1")...)
+	cli := exec.Command(bin, append(append(common[:len(common):len(common)], clientArgs...), "127.0.0.1")...)
 	cli.Stdout, cli.Stderr = &co, &ce
 	if err := cli.Start(); err != nil {
 		srv.Process.Kill()
@@ -339,7 +381,11 @@ func startDaemon(t *testing.T, bin, ports string, extra ...string) string {
 			t.Logf("iwarpd stderr:\n%s", stderr.String())
 		}
 	})
-	for range 500 {
+	// A bound on the wait (a daemon starting on a loaded machine may take
+	// seconds), not a measurement.
+	limit := scaled(30 * time.Second)
+	deadline := time.Now().Add(limit)
+	for {
 		select {
 		case <-exited:
 			t.Fatalf("iwarpd exited at start (%v)", cmd.ProcessState)
@@ -349,10 +395,11 @@ func startDaemon(t *testing.T, bin, ports string, extra ...string) string {
 			c.Close()
 			return sock
 		}
+		if time.Now().After(deadline) {
+			t.Fatalf("iwarpd did not answer on %s within %v", sock, limit)
+		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("iwarpd did not answer on %s", sock)
-	return ""
 }
 
 // TestUD runs ud send lat and bw between two iwarpd daemons (one per node,
@@ -471,7 +518,7 @@ func TestRD(t *testing.T) {
 		first := base
 		base += 80
 		ports := func(i int) string { return fmt.Sprintf("%d-%d", first+20*i, first+20*i+19) }
-		timeout := "20s"
+		timeout := perfTimeout()
 		t.Run(name, func(t *testing.T) {
 			sockA := startDaemon(t, daemon, ports(0), "-rd-ports", ports(1))
 			sockB := startDaemon(t, daemon, ports(2), "-rd-ports", ports(3))
@@ -543,7 +590,7 @@ func TestMultiQP(t *testing.T) {
 	for _, kind := range []string{"ud", "rd", "rc"} {
 		run := func(t *testing.T, args ...string) (srv, cli outcome) {
 			t.Helper()
-			args = append([]string{"-t", kind, "-qps", "4", "-timeout", "20s"}, args...)
+			args = append([]string{"-t", kind, "-qps", "4", "-timeout", perfTimeout()}, args...)
 			srv, cli = pair(t, bin, append([]string{"-socket", sockA}, args...), append([]string{"-socket", sockB}, args...))
 			mustSucceed(t, "server", srv)
 			mustSucceed(t, "client", cli)
@@ -573,7 +620,7 @@ func TestMultiQP(t *testing.T) {
 	t.Run("rc-write-bw", func(t *testing.T) {
 		// 3 QPs, window 12: 4 slots and a marker every 2 Writes per QP;
 		// 1001 Writes leave the QPs uneven counts (last markers off the grid).
-		args := []string{"-t", "rc", "-o", "write", "-m", "bw", "-qps", "3", "-window", "12", "-s", "10000", "-n", "1001", "-json", "-timeout", "20s"}
+		args := []string{"-t", "rc", "-o", "write", "-m", "bw", "-qps", "3", "-window", "12", "-s", "10000", "-n", "1001", "-json", "-timeout", perfTimeout()}
 		srv, cli := pair(t, bin, append([]string{"-socket", sockA}, args...), append([]string{"-socket", sockB}, args...))
 		mustSucceed(t, "server", srv)
 		mustSucceed(t, "client", cli)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -28,16 +29,32 @@ func buildDaemon(t *testing.T) string {
 	return bin
 }
 
-// waitFor polls cond every 10 ms, at most 500 times (5 s before scaling).
+// scaled multiplies d by IWARPD_TEST_TIMEOUT_SCALE (a factor, default 1),
+// for slow or loaded machines.
+func scaled(d time.Duration) time.Duration {
+	if f, err := strconv.ParseFloat(os.Getenv("IWARPD_TEST_TIMEOUT_SCALE"), 64); err == nil && f > 0 {
+		return time.Duration(float64(d) * f)
+	}
+	return d
+}
+
+// waitFor polls cond every 10 ms until it holds, for at most 30 s (scaled):
+// a bound on the wait, not a measurement (a daemon starting on a loaded
+// machine may take seconds). A count alone would not do: each poll can take
+// far longer than 10 ms there.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for range 500 {
+	limit := scaled(30 * time.Second)
+	deadline := time.Now().Add(limit)
+	for {
 		if cond() {
 			return
 		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not happen within %v", what, limit)
+		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("timed out waiting for %s", what)
 }
 
 func isSocket(path string) bool {
@@ -240,7 +257,11 @@ func TestConfigFileAndPrecedence(t *testing.T) {
 // between their clients over UDP, then stops one with SIGTERM.
 func TestTwoDaemonsExchange(t *testing.T) {
 	bin := buildDaemon(t)
-	base := 40000 + os.Getpid()%100*200
+	// UD ports 26300-26499 (UDP), this package's own block: below the
+	// kernel's ephemeral range (32768-60999), which other tests' unbound
+	// sockets draw from, and named by no other package's tests (verbsd's
+	// in-process daemons sweep 20000-60000; any daemon skips a port in use).
+	const base = 26300
 	sockA := filepath.Join(t.TempDir(), "a.sock")
 	sockB := filepath.Join(t.TempDir(), "b.sock")
 	dA, _ := startDaemon(t, bin, sockA, "-ud-ports", fmt.Sprintf("%d-%d", base, base+99), "-rd-ports", "0-0")
@@ -298,7 +319,7 @@ func TestTwoDaemonsExchange(t *testing.T) {
 				time.Sleep(10 * time.Microsecond)
 			}
 		}
-		got := b.cq.Wait(window, 20*time.Second)
+		got := b.cq.Wait(window, scaled(20*time.Second))
 		for _, e := range got {
 			if e.Status != proto.WCSuccess || e.ByteLen != 64 {
 				t.Fatalf("completion %+v", e)
@@ -321,16 +342,16 @@ func TestTwoDaemonsExchange(t *testing.T) {
 	// One large multi-datagram message.
 	b.c.PostRecv(b.qp.RQ, 999999, []proto.SGE{b.mr.SGE(0, 1<<20)})
 	a.qp.PostSend(proto.SQE{WRID: 7, AH: ah, Flags: proto.SendSolicited}, []proto.SGE{a.mr.SGE(0, 200000)}, nil)
-	big := b.cq.Wait(1, 20*time.Second)
+	big := b.cq.Wait(1, scaled(20*time.Second))
 	for len(big) == 1 && big[0].WRID != 999999 { // a late small one
-		big = b.cq.Wait(1, 20*time.Second)
+		big = b.cq.Wait(1, scaled(20*time.Second))
 	}
 	if len(big) != 1 || big[0].Status != proto.WCSuccess || big[0].ByteLen != 200000 || !bytes.Equal(b.mr.Buf[:200000], a.mr.Buf[:200000]) {
 		t.Fatalf("large message: %+v", big)
 	}
 	// SIGTERM: the client is told, then disconnected.
 	dA.Process.Signal(syscall.SIGTERM)
-	a.c.Conn.UnixConn().SetReadDeadline(time.Now().Add(20 * time.Second))
+	a.c.Conn.UnixConn().SetReadDeadline(time.Now().Add(scaled(20 * time.Second)))
 	h, body, _, err := a.c.Conn.Receive()
 	var ev proto.Event
 	if err != nil || h.Op != proto.OpEvent || proto.Unmarshal(body, &ev) != nil || ev.Type != proto.EventDeviceFatal {

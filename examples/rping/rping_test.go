@@ -8,17 +8,26 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/iwarpd/iwarpd/ofverbs"
+	"golang.org/x/sys/unix"
 )
 
-// End-to-end tests: real iwarpd processes (UD port ranges inside
-// 31000-31099, reserved for this package) and real rping processes.
+// End-to-end tests: real iwarpd processes and real rping processes.
+//
+// Ports of this package, used by no other package's tests and below the
+// kernel's ephemeral range (32768-60999, which every test's outgoing
+// connections and unbound sockets draw from): the rping servers' TCP ports
+// come from 26100-26199 (serverPort), the daemons' UD ports from 26200-26299.
+// Every limit only bounds a wait (nothing is timed) and is stretched by
+// IWARPD_TEST_TIMEOUT_SCALE.
 
 var built struct {
 	once          sync.Once
@@ -66,6 +75,19 @@ func binaries(t *testing.T) (iwarpd, rping string) {
 	}
 	return built.iwarpd, built.rping
 }
+
+// scaled multiplies d by IWARPD_TEST_TIMEOUT_SCALE (a factor, default 1),
+// for slow or loaded machines.
+func scaled(d time.Duration) time.Duration {
+	if f, err := strconv.ParseFloat(os.Getenv("IWARPD_TEST_TIMEOUT_SCALE"), 64); err == nil && f > 0 {
+		return time.Duration(float64(d) * f)
+	}
+	return d
+}
+
+// pingTimeout is rping's -timeout in these tests (its bound on the
+// connection set-up and on each step of a ping; 10 s by default).
+func pingTimeout() string { return scaled(30 * time.Second).String() }
 
 // syncBuffer collects a child's output while it runs.
 type syncBuffer struct {
@@ -117,9 +139,11 @@ func start(t *testing.T, name string, args ...string) *proc {
 	return p
 }
 
-// wait waits (bounded) for the process and returns its exit status.
+// wait waits (bounded by d, scaled) for the process and returns its exit
+// status.
 func (p *proc) wait(t *testing.T, d time.Duration) int {
 	t.Helper()
+	d = scaled(d)
 	select {
 	case <-p.done:
 	case <-time.After(d):
@@ -142,7 +166,7 @@ func startDaemon(t *testing.T, iwarpd, name, udPorts string) string {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), name+".sock")
 	d := start(t, iwarpd, "-socket", sock, "-ud-ports", udPorts, "-log-level", "warn")
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(scaled(30 * time.Second))
 	for {
 		c, err := ofverbs.Open(ofverbs.WithSocket(sock), ofverbs.WithHelloTimeout(time.Second))
 		if err == nil {
@@ -161,25 +185,67 @@ func startDaemon(t *testing.T, iwarpd, name, udPorts string) string {
 	}
 }
 
-// freePort returns a TCP port nothing listens on right now.
-func freePort(t *testing.T) string {
+// The rping servers' TCP ports: 26100-26199. A port the kernel handed out
+// (listen on :0) and that we closed again could be taken by anyone before
+// the server listens on it (other packages' tests connect out of the
+// ephemeral range); nothing hands out ports of this block but serverPort.
+// The start is spread by PID so that two runs at once rarely meet, and a
+// port in use is skipped.
+const (
+	serverPortBase  = 26100
+	serverPortCount = 100
+)
+
+var nextServerPort atomic.Int32
+
+// serverPort returns a port of the package's block that was free on every
+// address a moment ago.
+func serverPort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	start := os.Getpid() % serverPortCount
+	for range serverPortCount {
+		port := serverPortBase + (start+int(nextServerPort.Add(1)-1))%serverPortCount
+		l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return strconv.Itoa(port)
+	}
+	t.Fatalf("no free TCP port in %d-%d", serverPortBase, serverPortBase+serverPortCount-1)
+	return ""
+}
+
+// refusedPort returns a loopback TCP port where a connection is certainly
+// refused until the test ends: a socket bound to it and never listening
+// holds it (without SO_REUSEADDR or SO_REUSEPORT no other bind succeeds, and
+// the kernel never picks a bound port as a connection's source), and a SYN
+// to a port nothing listens on is answered by RST.
+func refusedPort(t *testing.T) string {
+	t.Helper()
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	return port
+	t.Cleanup(func() { unix.Close(fd) })
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strconv.Itoa(sa.(*unix.SockaddrInet4).Port)
 }
 
 // startServer runs "rping -s" (with -d, whose "listening on" line says it
 // is ready) and waits until it listens.
 func startServer(t *testing.T, rping, sock, port string, extra ...string) *proc {
 	t.Helper()
-	args := append([]string{"-s", "-d", "-socket", sock, "-p", port}, extra...)
+	args := append([]string{"-s", "-d", "-socket", sock, "-p", port, "-timeout", pingTimeout()}, extra...)
 	s := start(t, rping, args...)
-	deadline := time.Now().Add(10 * time.Second)
+	limit := scaled(30 * time.Second)
+	deadline := time.Now().Add(limit)
 	for !strings.Contains(s.stderr.String(), "listening on") {
 		select {
 		case <-s.done:
@@ -187,7 +253,7 @@ func startServer(t *testing.T, rping, sock, port string, extra ...string) *proc 
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("server not listening after 10s:\n%s", s.stderr)
+			t.Fatalf("server not listening after %v:\n%s", limit, s.stderr)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -196,8 +262,8 @@ func startServer(t *testing.T, rping, sock, port string, extra ...string) *proc 
 
 func TestRping(t *testing.T) {
 	iwarpd, rping := binaries(t)
-	sockA := startDaemon(t, iwarpd, "a", "31000-31049")
-	sockB := startDaemon(t, iwarpd, "b", "31050-31099")
+	sockA := startDaemon(t, iwarpd, "a", "26200-26249")
+	sockB := startDaemon(t, iwarpd, "b", "26250-26299")
 
 	tests := []struct {
 		name         string
@@ -212,9 +278,9 @@ func TestRping(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			port := freePort(t)
+			port := serverPort(t)
 			srv := startServer(t, rping, sockA, port, append([]string{"-v"}, tc.serv...)...)
-			args := append([]string{"-c", "-a", "127.0.0.1", "-p", port, "-socket", sockB,
+			args := append([]string{"-c", "-a", "127.0.0.1", "-p", port, "-socket", sockB, "-timeout", pingTimeout(),
 				"-C", fmt.Sprint(tc.count), "-S", fmt.Sprint(tc.size), "-vV"}, tc.client...)
 			cl := start(t, rping, args...)
 			if code := cl.wait(t, 60*time.Second); code != 0 {
@@ -249,7 +315,7 @@ func TestRping(t *testing.T) {
 	}
 
 	t.Run("no server", func(t *testing.T) {
-		cl := start(t, rping, "-c", "-a", "127.0.0.1", "-p", freePort(t), "-socket", sockB, "-C", "1", "-V")
+		cl := start(t, rping, "-c", "-a", "127.0.0.1", "-p", refusedPort(t), "-socket", sockB, "-C", "1", "-V", "-timeout", pingTimeout())
 		if code := cl.wait(t, 30*time.Second); code != exitFailed {
 			t.Fatalf("exit %d, want %d\n%s", code, exitFailed, cl.stderr)
 		}
@@ -273,16 +339,30 @@ func TestRping(t *testing.T) {
 	})
 
 	t.Run("server gone mid-run", func(t *testing.T) {
-		port := freePort(t)
+		port := serverPort(t)
 		srv := startServer(t, rping, sockA, port)
-		cl := start(t, rping, "-c", "-a", "127.0.0.1", "-p", port, "-socket", sockB, "-C", "0", "-timeout", "5s")
-		deadline := time.Now().Add(10 * time.Second)
-		for !strings.Contains(srv.stderr.String(), "accepted") && time.Now().Before(deadline) {
+		// -v: the client prints each ping it completed, which tells when it
+		// is in its ping loop. Its -timeout bounds the connection set-up
+		// and each ping step; after the kill it ends the ping in progress
+		// if the daemons' disconnect did not.
+		cl := start(t, rping, "-c", "-a", "127.0.0.1", "-p", port, "-socket", sockB, "-C", "0", "-v", "-timeout", scaled(10*time.Second).String())
+		// Precondition: the server accepted and the client completed a ping,
+		// so the failure below can only be one of the ping loop.
+		limit := scaled(30 * time.Second)
+		deadline := time.Now().Add(limit)
+		for !strings.Contains(srv.stderr.String(), "accepted") || !strings.Contains(cl.stdout.String(), "ping data: ") {
+			select {
+			case <-cl.done:
+				t.Fatalf("client exited before its first ping: %v\nstderr:\n%s\nserver stderr:\n%s", cl.err, cl.stderr, srv.stderr)
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no ping within %v\nclient stderr:\n%s\nserver stderr:\n%s", limit, cl.stderr, srv.stderr)
+			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		time.Sleep(200 * time.Millisecond) // some pings
 		srv.cmd.Process.Kill()
-		if code := cl.wait(t, 30*time.Second); code != exitFailed {
+		if code := cl.wait(t, 60*time.Second); code != exitFailed {
 			t.Fatalf("client exit %d, want %d\n%s", code, exitFailed, cl.stderr)
 		}
 		if msg := cl.stderr.String(); !strings.Contains(msg, "rping client failed: ping ") {
