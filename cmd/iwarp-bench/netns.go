@@ -81,8 +81,6 @@ func (s *session) setupVeth() (nsA, nsB string, err error) {
 		for _, args := range [][]string{
 			{"-n", side.ns, "link", "set", "lo", "up"},
 			{"-n", side.ns, "addr", "add", side.addr + "/24", "dev", side.dev},
-			// one wire packet per buffer on the veth (see nftTable): loss per packet
-			{"-n", side.ns, "link", "set", side.dev, "gso_max_segs", "1"},
 			{"-n", side.ns, "link", "set", side.dev, "up"},
 		} {
 			if err := ipCmd(args...); err != nil {
@@ -108,7 +106,7 @@ func vethDevs() (devA, devB string) {
 // until the device segments it, and veth passes such buffers through
 // unsegmented, so a drop in the output hook — or in the peer's input hook,
 // with the veth's default gso_max_segs — would lose a whole burst at once.
-// setupVeth therefore sets gso_max_segs 1 on both veth ends (the kernel
+// The loss runs therefore set gso_max_segs 1 on both veth ends (the kernel
 // then segments every GSO/TSO buffer in software before the device,
 // netif_skb_features/validate_xmit_skb) and the drop sits on the receiving
 // side's input hook, where every packet is one wire packet of at most the
@@ -119,6 +117,25 @@ func nft(ns string, args ...string) error {
 	all := append([]string{"netns", "exec", ns, "nft"}, args...)
 	if out, err := exec.Command("ip", all...).CombinedOutput(); err != nil {
 		return fmt.Errorf("nft %s (netns %s): %v: %s", strings.Join(args, " "), ns, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// setWirePackets sets gso_max_segs 1 on both veth ends (on) or back to the
+// kernel's default, 65535 (off). On for the loss runs only, the lossless
+// one included, so that the ratio compares like with like: a veth without
+// GSO/TSO moves raw TCP an order of magnitude slower, which the other veth
+// runs must not pay.
+func setWirePackets(nsA, nsB string, on bool) error {
+	segs := "65535"
+	if on {
+		segs = "1"
+	}
+	devA, devB := vethDevs()
+	for _, side := range []struct{ ns, dev string }{{nsA, devA}, {nsB, devB}} {
+		if err := ipCmd("-n", side.ns, "link", "set", side.dev, "gso_max_segs", segs); err != nil {
+			return err
+		}
 	}
 	return nil
 }
