@@ -69,6 +69,7 @@ func TestPipeline(t *testing.T) {
 		"RC Send bw 4 MiB":                                   "12.0 [12.0 – 12.0] Gb/s",
 		"UD Send bw 64 KiB bidirectional (sum of both ways)": "60.0 [60.0 – 60.0] Gb/s",
 		"RD / raw TCP bidirectional bw 1 MiB":                "1.25× [1.25× – 1.25×] — n/a",
+		"UD Send bw 2 KiB bidirectional (sum of both ways)":  "60.0 [60.0 – 60.0] Gb/s",
 		// Multi-QP scaling: the fake's normalized latency at N QPs is
 		// (0.5 + 0.5/N) of one QP's; bandwidth does not change with N.
 		"UD lat 64 B, 4 QPs, normalized (round ÷ 4), median one way": "4.69 [4.69 – 4.69] µs",
@@ -83,10 +84,10 @@ func TestPipeline(t *testing.T) {
 		}
 	}
 	// Per round: 11 headline runs, 64 latency and 37 bandwidth runs of the
-	// sweep (35: UD bandwidth stops at 64 KiB), 9 bidirectional (2 sizes × 5 series, no UD at 1 MiB),
+	// sweep (35: UD bandwidth stops at 64 KiB), 14 bidirectional (3 sizes × 5 series, no UD at 1 MiB),
 	// 44 scaling runs (7 QP counts × 3 transports × lat and bw, 2 raw baselines).
-	if n := strings.Count(stderr.String(), "[loopback "); n != 3*(119+44) {
-		t.Errorf("%d progress lines, want %d:\n%s", n, 3*(119+44), stderr.String())
+	if n := strings.Count(stderr.String(), "[loopback "); n != 3*(124+44) {
+		t.Errorf("%d progress lines, want %d:\n%s", n, 3*(124+44), stderr.String())
 	}
 	checkResults(t, out)
 
