@@ -3,6 +3,7 @@ package verbsd
 import (
 	"bytes"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -197,14 +198,29 @@ func TestRDSendSizes(t *testing.T) {
 	rdExchange(t, a, b, []int{0, 1, 1000, 1416, 1417, 5000, 65536, 1 << 20, 16 << 20})
 }
 
-// lossyLink wraps the engine's sendmmsg: every k-th msghdr (datagram, with
-// GSO off) is dropped, every d-th duplicated, and pairs swapped every r-th.
+// lossyLink wraps the engine's sendmmsg: each msghdr (datagram, with GSO
+// off) is dropped with probability 1/drop (drop 1: all), every d-th
+// duplicated, and pairs swapped every r-th. The drop is random, not
+// periodic: a period can lock onto the protocol's own rhythm (a
+// retransmission that always lands third in its batch under "every 3rd
+// dropped" is lost forever and ends in retry exceeded). With 1/3 random
+// loss a datagram fails its 16 tries with probability 3^-16 ≈ 2e-8.
 type lossyLink struct {
 	mu                  sync.Mutex
+	rng                 *rand.Rand
 	n                   int
 	drop, dup, reorder  int
 	dropped, duplicated int
 	off                 bool
+}
+
+// random returns the link's generator (fixed seed; the datagram sequence
+// it meets still depends on timing). Called with l.mu held.
+func (l *lossyLink) random() *rand.Rand {
+	if l.rng == nil {
+		l.rng = rand.New(rand.NewPCG(5, 41))
+	}
+	return l.rng
 }
 
 func (l *lossyLink) install(srv *Server) {
@@ -218,7 +234,7 @@ func (l *lossyLink) install(srv *Server) {
 			for i := 0; i < len(msgs); i++ {
 				l.n++
 				switch {
-				case l.drop > 0 && l.n%l.drop == 0:
+				case l.drop > 0 && l.random().IntN(l.drop) == 0:
 					l.dropped++
 					continue
 				case l.reorder > 0 && l.n%l.reorder == 0 && i+1 < len(msgs):

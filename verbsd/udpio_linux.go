@@ -38,7 +38,8 @@ func sysSendmmsg(fd int, msgs []unix.Mmsghdr) (int, error) {
 	if len(msgs) == 0 {
 		return 0, nil
 	}
-	n, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)),
+	// MSG_DONTWAIT: it never blocks, so it goes raw (iov.go).
+	n, _, errno := unix.RawSyscall6(unix.SYS_SENDMMSG, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)),
 		unix.MSG_DONTWAIT, 0, 0)
 	if errno != 0 {
 		return 0, errno
@@ -52,7 +53,7 @@ func sysRecvmmsg(fd int, msgs []unix.Mmsghdr) (int, error) {
 	if len(msgs) == 0 {
 		return 0, nil
 	}
-	n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)),
+	n, _, errno := unix.RawSyscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)),
 		unix.MSG_DONTWAIT, 0, 0)
 	if errno != 0 {
 		return 0, errno
