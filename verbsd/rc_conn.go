@@ -129,8 +129,10 @@ type rcConn struct {
 	local     netip.AddrPort
 	remote    netip.AddrPort
 
-	maxTagged, maxUntagged int // payload octets per FPDU
-	emss                   int // TCP segment payload (FPDU alignment)
+	maxTagged, maxUntagged int    // payload octets per FPDU
+	emss                   int    // TCP segment payload (FPDU alignment)
+	emssAuto               bool   // emss follows the socket's TCP_MAXSEG (rcRefreshEMSS)
+	emssCheck              uint32 // messages started since TCP_MAXSEG was last read
 	ird, ord               int
 
 	rxOn, outOn bool      // EPOLLIN / EPOLLOUT registered
@@ -205,10 +207,13 @@ func (e *engine) attachRC(q *qp, a rcAttach) (err error) {
 		return errf(unix.EINVAL, "attach: no socket")
 	}
 	mss := a.MSS
+	sockMSS, gerr := unix.GetsockoptInt(a.FD, unix.IPPROTO_TCP, unix.TCP_MAXSEG)
+	if gerr != nil || sockMSS <= 0 {
+		sockMSS = 0 // unknown: the EMSS given (or 1460) stays
+	}
 	if mss <= 0 {
-		if v, err := unix.GetsockoptInt(a.FD, unix.IPPROTO_TCP, unix.TCP_MAXSEG); err == nil && v > 0 {
-			mss = v
-		} else {
+		mss = sockMSS
+		if mss <= 0 {
 			mss = 1460
 		}
 	}
@@ -220,7 +225,8 @@ func (e *engine) attachRC(q *qp, a rcAttach) (err error) {
 	c := &rcConn{fd: a.FD, phase: rcOpen, params: p, initiator: a.Initiator, local: a.Local, remote: a.Remote,
 		maxTagged: ddp.MaxPayload(mulpdu, true, 0), maxUntagged: ddp.MaxPayload(mulpdu, false, 0),
 		ird: rcDepth(p.LocalIRD), ord: rcDepth(p.LocalORD), waitFirst: !a.Initiator, termSeg: -1, emss: mss,
-		snd: mpa.NewSender(p.CRC, p.MarkersTx), rcv: mpa.NewReceiver(p.CRC, p.MarkersRx)}
+		emssAuto: mss == sockMSS,
+		snd:      mpa.NewSender(p.CRC, p.MarkersTx), rcv: mpa.NewReceiver(p.CRC, p.MarkersRx)}
 	c.expMSN = [3]uint32{1, 1, 1}
 	c.pend.init(int(q.caps.MaxSendWR))
 	c.tx.init(q)
@@ -248,6 +254,38 @@ func (e *engine) attachRC(q *qp, a rcAttach) (err error) {
 func setRCBuffers(fd int) {
 	unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, rcSocketBuffer)
 	unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rcSocketBuffer)
+}
+
+// rcEMSSEvery: rcRefreshEMSS reads TCP_MAXSEG once per this many messages.
+const rcEMSSEvery = 64
+
+// rcRefreshEMSS follows the socket's MSS (RFC 5044 §5.4: MULPDU derives
+// from the current EMSS) between messages, every rcEMSSEvery messages,
+// when the EMSS came from the socket. Linux bounds the MSS by half the
+// largest window the peer advertised: right after the handshake a
+// loopback socket reports 32 KiB, and 64 KiB once the window has grown,
+// so an EMSS read once at attach would halve the FPDUs (and double the
+// system calls per octet) for the life of the connection. The FPDUs
+// stay within one segment of the MSS TCP uses now (alignment, RFC 5044
+// §8); the receiver takes FPDUs of any size up to its MULPDU bound.
+func (c *rcConn) rcRefreshEMSS() {
+	if !c.emssAuto {
+		return
+	}
+	if c.emssCheck++; c.emssCheck < rcEMSSEvery {
+		return
+	}
+	c.emssCheck = 0
+	v, err := unix.GetsockoptInt(c.fd, unix.IPPROTO_TCP, unix.TCP_MAXSEG)
+	if err != nil || v <= 0 || v == c.emss {
+		return // unchanged, or unknown: the current EMSS stays
+	}
+	mulpdu := mpa.MULPDU(v, c.params.MarkersTx)
+	if mulpdu < rcMinMULPDU {
+		return
+	}
+	c.emss = v
+	c.maxTagged, c.maxUntagged = ddp.MaxPayload(mulpdu, true, 0), ddp.MaxPayload(mulpdu, false, 0)
 }
 
 // rcDepth is an IRD/ORD: 0 (not negotiated) means the default; capped.

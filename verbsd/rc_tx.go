@@ -352,6 +352,7 @@ func (e *engine) rcStartMessage(q *qp) (ok, did bool) {
 	if c.irq.len() > 0 && !c.irq.head().started {
 		r := c.irq.head()
 		r.started = true
+		c.rcRefreshEMSS() // between messages: the FPDU size may follow the MSS
 		segs, err := ddp.TaggedSegments(uint8(rdmap.MakeControl(rdmap.OpReadResponse)), r.sinkStag, r.sinkTO, r.size, c.maxTagged)
 		if err != nil { // checked when the request arrived
 			e.rcTerminate(q, rdmap.RDMAPError(rdmap.FaultTOWrap), r.ddpHdr[:], r.rdmaHdr[:], -1)
@@ -388,6 +389,7 @@ func (e *engine) rcStartMessage(q *qp) (ok, did bool) {
 			c.sqStalled = true
 			return false, did
 		}
+		c.rcRefreshEMSS()
 		st := e.rcPrepareWR(q, &sqe, slot)
 		q.sq.Advance()
 		q.sq.Release()
