@@ -25,6 +25,7 @@ func (e *engine) postCQE(s *session, c *cq, cqe *proto.CQE) {
 	}
 	cqe.Put(slot)
 	c.prod.Publish()
+	e.completed = true
 	arm := c.ring.Arm()
 	v := arm.Load()
 	solicited := cqe.Flags&proto.WCFlagSolicited != 0 || cqe.Status != proto.WCSuccess

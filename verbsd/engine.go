@@ -22,6 +22,11 @@ import (
 type engine struct {
 	cfg *Config
 
+	// completed: a pass posted a completion, so a client may be waiting
+	// for the CPU (run yields at once; otherwise a busy engine yields
+	// only every busyYieldEvery).
+	completed bool
+
 	cmds    chan command
 	wake    *eventfd.EventFD // control goroutines -> engine
 	bell    *eventfd.EventFD // clients -> engine (shared by all)
@@ -176,6 +181,10 @@ func (e *engine) runCommands() bool {
 	}
 }
 
+// busyYieldEvery is how long a busy engine that completes nothing keeps
+// the CPU before it yields (run).
+const busyYieldEvery = time.Millisecond
+
 func schedYield() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 
 // run is the engine goroutine.
@@ -190,6 +199,7 @@ func (e *engine) run() {
 		runtime.UnlockOSThread()
 	}()
 	lastWork := time.Now()
+	lastYield := lastWork
 	for !e.quit {
 		work := e.runCommands()
 		if e.quit {
@@ -200,10 +210,20 @@ func (e *engine) run() {
 		work = e.pass(now) || work
 		if work {
 			lastWork = now
-			// Let a client sharing this CPU run (post receives, send
-			// credits): a busy engine would otherwise hold it off for a
-			// whole time slice.
-			schedYield()
+			// Let a client sharing this CPU run: at once when the pass
+			// completed work requests (a client may be polling for them,
+			// and will post receives and send credits), else at least
+			// every busyYieldEvery — a busy engine would otherwise hold it
+			// off for a whole time slice. Yielding after every pass handed
+			// the CPU to polling clients while retransmissions, ACKs and
+			// held datagrams waited: RD goodput at 1 % loss / none
+			// 0.55–0.57× → 0.82–0.84× (iwarp-bench -only loss_rd_0,loss_rd_1,
+			// paired runs), ping-pong latency unchanged.
+			if e.completed || now.Sub(lastYield) >= busyYieldEvery {
+				e.completed = false
+				lastYield = now
+				schedYield()
+			}
 			continue
 		}
 		if now.Sub(lastWork) < e.cfg.PollWindow {
