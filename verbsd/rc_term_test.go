@@ -83,12 +83,19 @@ func TestRCTerminateSent(t *testing.T) {
 			return h.Append(nil), rr
 		}},
 		{name: "ird exceeded", ird: 1, want: iwerr.DDPInvalidMSNRange, hdrs: true, run: func(e *env) ([]byte, []byte) {
-			// The first response fills the socket (we do not read), the second request waits, the third is one too many.
+			// Two Read Requests in one write, so that the engine reads
+			// the second (in the same receive loop, rcReceive) while the
+			// first is still queued: one more than IRD 1. Sent by two
+			// writes, the first response could go out (into a 16 MiB
+			// socket buffer) before the second request arrived, which
+			// is then within IRD: no Terminate (failed 1 CI run in 3).
 			var h ddp.Header
+			var both []byte
 			for range 2 {
 				h = e.r.untagged(rdmap.OpReadRequest, 0, true)
-				e.r.send(h, readReq(rdmap.ReadRequest{SinkStag: 9, Size: size, SourceStag: e.b.mr.LKey, SourceTO: e.b.mr.Addr(0)}))
+				both = append(both, e.r.fpdu(h, readReq(rdmap.ReadRequest{SinkStag: 9, Size: size, SourceStag: e.b.mr.LKey, SourceTO: e.b.mr.Addr(0)}))...)
 			}
+			e.r.write(both)
 			return h.Append(nil), nil
 		}},
 		{name: "invalid qn", want: iwerr.DDPInvalidQN, hdrs: true, run: func(e *env) ([]byte, []byte) {
