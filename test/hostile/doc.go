@@ -1,0 +1,9 @@
+// Package hostile is the hostile-client and hostile-peer suite (issue 13):
+// real daemons (test/daemontest), real hostile processes (this test binary
+// re-executed in a helper mode, or raw sockets) and real datagrams, on
+// loopback and in network namespaces the tests create. Every attack runs
+// beside a well-behaved client that is checked unaffected.
+//
+// Ports: UD port blocks 27000-27499 (blocks of 50, see main_test.go), single
+// fixed ports 27500-27599; all below Linux's ephemeral range.
+package hostile
