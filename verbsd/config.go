@@ -206,6 +206,9 @@ func (c *Config) DeviceAttr() proto.DeviceAttr {
 		MaxMR: l.MaxMR, MaxMRSize: l.MaxMRSize, MaxRegistered: l.MaxRegistered, MaxPD: l.MaxPD,
 		MaxSRQ: l.MaxSRQ, MaxSRQWR: l.MaxSRQWR, MaxInline: l.MaxInline, MaxMsgUD: c.MaxMsgUD,
 		DatagramSize: c.DatagramSize, MaxCompChannel: l.MaxCompChannel,
+		// Remote atomics use the CPU's atomic instructions on the shared
+		// memory (rc_atomic.go atomicExecute).
+		AtomicCap: proto.AtomicGlob, MaxQPRdAtom: MaxIRDORD, MaxQPInitRdAtom: MaxIRDORD,
 	}
 }
 
