@@ -183,6 +183,10 @@ func (op SendOpcode) Valid() bool { return op < wrOpcodeCount }
 // Atomic reports whether op is an RFC 7306 atomic (FetchAdd, CmpSwap).
 func (op SendOpcode) Atomic() bool { return op == WRFetchAdd || op == WRCmpSwap }
 
+// ReadOrAtomic reports whether op waits for a response from the peer and
+// counts against the ORD: an RDMA Read or an atomic.
+func (op SendOpcode) ReadOrAtomic() bool { return op == WRRDMARead || op.Atomic() }
+
 // AtomicOperands are the operands of an atomic work request, the first
 // AtomicOperandsLen octets of the SQE body (at SQEHeaderLen); the NumSGE
 // (= 1) SGE naming the 8-octet result buffer follows them:

@@ -36,10 +36,11 @@ const rcAtomicLen = 8
 func (e *engine) rcPrepareAtomic(q *qp, sqe *proto.SQE, slot []byte, inline bool) proto.WCStatus {
 	c := q.rc
 	t := &c.tx
-	req, st := e.atomicRequest(q, sqe, slot, inline)
+	req, sge, st := e.atomicRequest(q, sqe, slot, inline)
 	if st != proto.WCSuccess {
 		return st
 	}
+	t.readSGE = sge
 	c.nextReqID++
 	req.ReqID = c.nextReqID
 	t.reqID = req.ReqID
@@ -51,25 +52,22 @@ func (e *engine) rcPrepareAtomic(q *qp, sqe *proto.SQE, slot []byte, inline bool
 	return proto.WCSuccess
 }
 
-// atomicRequest reads an atomic SQE's operands and result SGE (into
-// q's tx readSGE on RC; returned for RD) and returns the unmasked RFC 7306
-// request (ReqID left to the caller).
-func (e *engine) atomicRequest(q *qp, sqe *proto.SQE, slot []byte, inline bool) (rdmap.AtomicRequest, proto.WCStatus) {
+// atomicRequest reads an atomic SQE's operands and result SGE (checked:
+// 8 octets, local write) and returns the unmasked RFC 7306 request (ReqID
+// left to the caller) and the SGE.
+func (e *engine) atomicRequest(q *qp, sqe *proto.SQE, slot []byte, inline bool) (rdmap.AtomicRequest, proto.SGE, proto.WCStatus) {
 	if inline || sqe.NumSGE != 1 || len(slot) < proto.SQEHeaderLen+proto.AtomicOperandsLen+proto.SGELen {
-		return rdmap.AtomicRequest{}, proto.WCLocQPOpErr
+		return rdmap.AtomicRequest{}, proto.SGE{}, proto.WCLocQPOpErr
 	}
 	var body [proto.AtomicOperandsLen + proto.SGELen]byte
 	copy(body[:], slot[proto.SQEHeaderLen:])
 	ops := proto.GetAtomicOperands(body[:])
 	sge := proto.GetSGE(body[proto.AtomicOperandsLen:])
 	if sge.Length != rcAtomicLen {
-		return rdmap.AtomicRequest{}, proto.WCLocLenErr
+		return rdmap.AtomicRequest{}, sge, proto.WCLocLenErr
 	}
 	if _, st := q.s.translate(sge, q.pd, true); st != proto.WCSuccess {
-		return rdmap.AtomicRequest{}, st
-	}
-	if q.rc != nil {
-		q.rc.tx.readSGE = sge
+		return rdmap.AtomicRequest{}, sge, st
 	}
 	r := rdmap.AtomicRequest{Stag: sqe.RKey, TO: sqe.RemoteAddr}
 	if sqe.Opcode == proto.WRFetchAdd {
@@ -78,7 +76,7 @@ func (e *engine) atomicRequest(q *qp, sqe *proto.SQE, slot []byte, inline bool) 
 		r.Op, r.Compare, r.AddSwap = rdmap.AtomicCmpSwap, ops.CompareAdd, ops.Swap
 		r.CompareMask, r.AddSwapMask = ^uint64(0), ^uint64(0)
 	}
-	return r, proto.WCSuccess
+	return r, sge, proto.WCSuccess
 }
 
 // atomicTarget resolves and checks the target of an Atomic Request in q's
