@@ -20,6 +20,11 @@ import (
 // Config.PollWindow, then sleeps in epoll_wait on the doorbell eventfd, its
 // wake eventfd and every datagram socket.
 type engine struct {
+	// The UD datagram being delivered is a Send with Immediate: its value
+	// (ud_recv.go datagram, completeRecv).
+	curImm    uint32
+	curHasImm bool
+
 	cfg *Config
 
 	// completed: a pass posted a completion, so a client may be waiting

@@ -346,3 +346,18 @@ func setLoss(p *netns.Pair, pct int) error {
 	}
 	return nil
 }
+
+// TestUDImmediate: Send with Immediate over UD (one datagram and, with a
+// 1400-octet datagram size, several), value in the receive completion.
+func TestUDImmediate(t *testing.T) {
+	for _, dsize := range []string{"65000", "1400"} {
+		t.Run("datagram-"+dsize, func(t *testing.T) {
+			o := daemontest.Options{Extra: []string{"-datagram-size", dsize}}
+			da := startDaemon(t, "udimm-a", o)
+			db := startDaemon(t, "udimm-b", o)
+			srv := newEP(t, da, "ud-server", ofverbs.QPTypeUD, accessAll)
+			cli := newEP(t, db, "ud-client", ofverbs.QPTypeUD, ofverbs.AccessLocalWrite)
+			rdImmediate(t, srv, cli, []int{0, 100, 1300, 9000})
+		})
+	}
+}
