@@ -29,6 +29,7 @@ type session struct {
 
 	// Engine-owned.
 	installed  bool
+	bell       int // the session's doorbell eventfd (doorbell.go); -1 if none
 	lastHandle uint32
 	pds        map[uint32]*pd
 	mrs        map[uint32]*mr
@@ -43,7 +44,7 @@ type session struct {
 }
 
 func newSession(srv *Server, uc *net.UnixConn) *session {
-	s := &session{srv: srv, eng: srv.eng, id: srv.nextID.Add(1), events: make(chan proto.Event, 64), done: make(chan struct{}),
+	s := &session{srv: srv, eng: srv.eng, id: srv.nextID.Add(1), bell: -1, events: make(chan proto.Event, 64), done: make(chan struct{}),
 		pds: map[uint32]*pd{}, mrs: map[uint32]*mr{}, channels: map[uint32]*compChannel{}, cqs: map[uint32]*cq{},
 		qps: map[uint32]*qp{}, srqs: map[uint32]*srq{}}
 	if uc != nil {
@@ -187,6 +188,11 @@ func (s *session) doHello(h proto.Header, body []byte) (any, []int, error, bool)
 		if s.inspect {
 			return nil
 		}
+		fd, err := s.eng.newDoorbell()
+		if err != nil {
+			return err
+		}
+		s.bell = fd
 		s.eng.sessions[s.id] = s
 		s.installed = true
 		return nil
@@ -200,7 +206,7 @@ func (s *session) doHello(h proto.Header, body []byte) (any, []int, error, bool)
 	if s.inspect {
 		return reply, nil, nil, false
 	}
-	return reply, []int{s.eng.bell.FD(), s.eng.statusFD}, nil, false
+	return reply, []int{s.bell, s.eng.statusFD}, nil, false
 }
 
 // teardownSession destroys every object of s (engine side): the client went
@@ -228,6 +234,8 @@ func (e *engine) teardownSession(s *session) {
 	s.qps, s.srqs, s.cqs, s.channels, s.mrs, s.pds = map[uint32]*qp{}, map[uint32]*srq{}, map[uint32]*cq{},
 		map[uint32]*compChannel{}, map[uint32]*mr{}, map[uint32]*pd{}
 	s.regBytes = 0
+	e.closeDoorbell(s.bell)
+	s.bell = -1
 	s.installed = false
 	delete(e.sessions, s.id)
 }
