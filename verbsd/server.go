@@ -164,7 +164,7 @@ func sortedKeys[V any](m map[uint32]V) []uint32 {
 // info runs on the engine.
 func (s *session) info() proto.SessionInfo {
 	si := proto.SessionInfo{ID: s.id, PID: s.cred.Pid, UID: s.cred.Uid, GID: s.cred.Gid, Client: s.client,
-		PDs: len(s.pds), SRQs: len(s.srqs), RegBytes: s.regBytes,
+		PDs: len(s.pds), SRQs: len(s.srqs), RegBytes: s.regBytes, EventsDropped: s.eventsDropped,
 		MRs: []proto.MRInfo{}, CQs: []proto.CQInfo{}, QPs: []proto.QPInfo{}}
 	for _, h := range sortedKeys(s.mrs) {
 		m := s.mrs[h]

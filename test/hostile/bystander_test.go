@@ -176,6 +176,7 @@ type hostileProc struct {
 	out    *bufio.Reader
 	stderr *daemontest.Buffer
 	exited chan struct{}
+	info   string // what the helper said after "ready"
 }
 
 // Environment of a helper process.
@@ -185,7 +186,7 @@ const (
 )
 
 // spawnHostile starts helper mode on sock and waits (bounded) for its
-// "ready" line; cleanup kills it.
+// "ready [info]" line; cleanup kills it. p.info is what follows "ready".
 func spawnHostile(t *testing.T, mode, sock, arg string, extraEnv ...string) *hostileProc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -211,10 +212,12 @@ func spawnHostile(t *testing.T, mode, sock, arg string, extraEnv ...string) *hos
 	go func() { cmd.Wait(); close(p.exited) }()
 	select {
 	case l := <-lines:
-		if strings.TrimSpace(l) != "ready" {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(l), "ready")
+		if !ok {
 			<-p.exited
 			t.Fatalf("hostile helper %s did not get ready (said %q): %s", mode, l, p.stderr)
 		}
+		p.info = strings.TrimSpace(rest)
 	case <-time.After(daemontest.Scaled(20 * time.Second)):
 		t.Fatalf("hostile helper %s: not ready within %v: %s", mode, daemontest.Scaled(20*time.Second), p.stderr)
 	}
@@ -231,8 +234,9 @@ func (p *hostileProc) kill() {
 	<-p.exited
 }
 
-// helperReady tells spawnHostile that the attack is running.
-func helperReady() { fmt.Println("ready") }
+// helperReady tells spawnHostile that the attack is running (info: what
+// the test needs to know, on the same line).
+func helperReady(info ...string) { fmt.Println(strings.Join(append([]string{"ready"}, info...), " ")) }
 
 // helperFail reports a helper's setup failure (exit status 1).
 func helperFail(format string, a ...any) int {
