@@ -20,6 +20,8 @@ type session struct {
 	conn   *proto.Conn // nil in the fuzz harness
 	cred   unix.Ucred
 	client string
+	// privBind: the client could bind privileged ports itself (bind.go).
+	privBind bool
 
 	hello   bool
 	inspect bool
@@ -59,6 +61,7 @@ func newSession(srv *Server, uc *net.UnixConn) *session {
 					s.cred = *cred
 				}
 			})
+			s.privBind = s.cred.Uid == 0 || mayBindPrivileged(s.cred) // bind.go
 		}
 	}
 	return s

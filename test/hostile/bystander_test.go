@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -187,14 +188,18 @@ const (
 
 // spawnHostile starts helper mode on sock and waits (bounded) for its
 // "ready [info]" line; cleanup kills it. p.info is what follows "ready".
-func spawnHostile(t *testing.T, mode, sock, arg string, extraEnv ...string) *hostileProc {
+func spawnHostile(t *testing.T, mode, sock, arg string) *hostileProc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	return spawnHostileCmd(t, mode, sock, arg, os.Args[0], nil)
+}
+
+func spawnHostileCmd(t *testing.T, mode, sock, arg, bin string, cred *syscall.Credential) *hostileProc {
+	t.Helper()
+	cmd := exec.Command(bin, "-test.run=^$")
 	cmd.Env = append(os.Environ(), helperEnv+"="+mode, envSock+"="+sock, envArg+"="+arg)
-	cmd.Env = append(cmd.Env, extraEnv...)
 	p := &hostileProc{cmd: cmd, stderr: &daemontest.Buffer{}, exited: make(chan struct{})}
 	cmd.Stderr = p.stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: cred}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -267,4 +272,45 @@ func ctl(t *testing.T, sock string, args ...string) (string, int) {
 		t.Fatalf("iwarpctl: %v", err)
 	}
 	return string(out), 0
+}
+
+// Unprivileged hostile clients run as this uid (no passwd entry needed).
+const otherUID = 1001
+
+// spawnHostileAs is spawnHostile as uid (the test runs as root): the test
+// binary is copied where uid may run it. sock must be reachable by uid
+// (openSocket).
+func spawnHostileAs(t *testing.T, uid int, mode, sock, arg string) *hostileProc {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run a hostile client as another user")
+	}
+	dir := t.TempDir()
+	openDirs(t, dir)
+	b, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "hostile.test")
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return spawnHostileCmd(t, mode, sock, arg, bin, &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)})
+}
+
+// openDirs makes dir and its parents up to the temporary directory 0755.
+func openDirs(t *testing.T, dir string) {
+	t.Helper()
+	for ; dir != "/" && dir != os.TempDir(); dir = filepath.Dir(dir) {
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// openSocket lets other users reach d's control socket: its directories
+// become 0755 (the socket itself is made with -socket-mode 0666).
+func openSocket(t *testing.T, d *daemontest.Daemon) {
+	t.Helper()
+	openDirs(t, filepath.Dir(d.Sock))
 }
