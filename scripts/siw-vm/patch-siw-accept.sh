@@ -6,7 +6,7 @@
 # The race: siw_accept sends the MPA Reply (siw_send_mpareqrep) and only then
 # hands the socket to the QP (siw_qp_socket_assoc installs
 # siw_qp_llp_data_ready). An initiator may send its first FPDU as soon as it
-# has the Reply (RFC 5044 §7.1.3); if that FPDU arrives in between, the CM's
+# has the Reply (RFC 5044 §7.1.2); if that FPDU arrives in between, the CM's
 # siw_cm_llp_data_ready sees state RDMA_MODE and ignores it, the bytes stay in
 # the socket, and nothing reads them until more data arrives — which never
 # happens when the initiator waits for an answer (rping: the client's first
