@@ -191,7 +191,9 @@ const (
 //	32  InvStag    u32  STag to invalidate (Send with Invalidate)
 //	36  AH         [20] datagram QPs: the destination, an AddressVector
 //	                    (zero on RC QPs)
-//	56  reserved (8 octets, zero)
+//	56  QKey       u32  datagram QPs: the destination QP's Q_Key
+//	                    (docs/wire-format.md §5.1; zero on RC QPs)
+//	60  reserved (4 octets, zero)
 //	64  SGEs or inline data
 //
 // A datagram QP's address handle lives in the client only (as mlx5's UD
@@ -207,7 +209,11 @@ type SQE struct {
 	RemoteAddr uint64
 	InvStag    uint32
 	AH         AddressVector
+	QKey       uint32
 }
+
+// OffSQEQKey is where an SQE holds the remote Q_Key.
+const OffSQEQKey = 56
 
 // SQEHeaderLen is the size of the fixed part of an SQE.
 const SQEHeaderLen = 64
@@ -233,7 +239,8 @@ func (e *SQE) Put(b []byte) {
 	binary.LittleEndian.PutUint64(b[24:], e.RemoteAddr)
 	binary.LittleEndian.PutUint32(b[32:], e.InvStag)
 	e.AH.put(b[OffSQEAH:])
-	clear(b[OffSQEAH+AddressVectorLen : SQEHeaderLen])
+	binary.LittleEndian.PutUint32(b[OffSQEQKey:], e.QKey)
+	clear(b[OffSQEQKey+4 : SQEHeaderLen])
 }
 
 // GetSQE decodes the fixed part of an SQE. The caller validates every field.
@@ -249,6 +256,7 @@ func GetSQE(b []byte) SQE {
 		RemoteAddr: binary.LittleEndian.Uint64(b[24:]),
 		InvStag:    binary.LittleEndian.Uint32(b[32:]),
 		AH:         getAddressVector(b[OffSQEAH:]),
+		QKey:       binary.LittleEndian.Uint32(b[OffSQEQKey:]),
 	}
 }
 

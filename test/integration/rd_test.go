@@ -133,7 +133,7 @@ func TestRDTwoDaemons(t *testing.T) {
 	db := startDaemon(t, "rd-b", daemonOpts{extra: append([]string{"-rd-ports", rdPort + "-" + rdPort}, fast...)})
 	a := newRDEnd(t, "a", da.open(t, "rd-a"), 17<<20)
 	b := newRDEnd(t, "b", db.open(t, "rd-b"), 17<<20)
-	ah, err := a.pd.CreateAH(b.qp.Addr())
+	ah, err := a.pd.CreateAHTo(b.qp.Endpoint())
 	if err != nil {
 		t.Fatal(err)
 	}
