@@ -25,7 +25,6 @@ type mcastNet struct {
 	closed bool
 }
 
-
 // mcastTestQKey is the Q_Key the group's members share.
 const mcastTestQKey = 0x6d63_6173
 
