@@ -35,7 +35,7 @@ const (
 	cGSOFallback    // UDP GSO refused by the kernel: disabled on that socket
 	cGROUnavailable // UDP_GRO could not be enabled on a socket
 	cGROCoalesced   // received buffers holding several datagrams (UDP_GRO)
-	cRecvCopied     // single-datagram messages copied into place (not received in place)
+	cRecvCopied     // single-datagram messages copied into their receive (every one since issue 13: judged before placed)
 	// Write-Record and error messages (wrec*.go).
 	cWrecPlaced    // Write-Record segments placed
 	cWrecComplete  // Write-Records completed with every octet placed
