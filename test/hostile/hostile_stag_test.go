@@ -87,7 +87,7 @@ func TestGuessSTagWriteRecordUD(t *testing.T) {
 	good := startWellBehaved(t, d)
 	victim := newPeer(t, d, "victim", ofverbs.QPTypeUD, 1<<16, ofverbs.AccessRemoteWrite|ofverbs.AccessRemoteRead)
 	for range 7 { // more regions: more targets for a guesser
-		if _, err := victim.pd.RegMR(victim.mem[8192:16384], ofverbs.AccessRemoteWrite|ofverbs.AccessRemoteRead); err != nil {
+		if _, err := victim.pd.RegMR(victim.mem[8192:16384], ofverbs.AccessLocalWrite|ofverbs.AccessRemoteWrite|ofverbs.AccessRemoteRead); err != nil {
 			t.Fatal(err)
 		}
 	}
