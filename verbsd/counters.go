@@ -51,6 +51,10 @@ const (
 	cRemoteAccessRefused // remote accesses refused by the STag/PD/rights/bounds checks (datagram QPs)
 	cRemoteInvalidStag   // of those, naming no valid STag (guesses)
 	cErrorMsgsLimited    // error messages not sent: per-source rate limit (UD)
+	// RFC 7306 atomics (rc_atomic.go, rd_atomic.go).
+	cAtomicsIn     // Atomic Requests executed (responder)
+	cAtomicErrors  // Atomic Requests refused by the access, alignment or operation checks (nothing modified)
+	cAtomicReplays // RD Atomic Requests answered from the replay cache (not executed again)
 	counterCount
 )
 
@@ -99,6 +103,9 @@ var counterNames = [counterCount]string{
 	cRemoteAccessRefused: "remote_access_refused",
 	cRemoteInvalidStag:   "remote_invalid_stag",
 	cErrorMsgsLimited:    "error_msgs_limited",
+	cAtomicsIn:           "atomics_in",
+	cAtomicErrors:        "atomic_errors",
+	cAtomicReplays:       "atomic_replays",
 }
 
 // counters is a set of statistics; engine-owned, copied out by Inspect.
