@@ -22,7 +22,7 @@ func FuzzDecodePacket(f *testing.F) {
 	f.Add(hello)
 	f.Add(udDatagram(untagged(rdmap.OpSend, 1, 0, true, []byte("x"))))
 	h := dgram.RDHeader{Version: dgram.RDVersion, Type: dgram.RDData, Seq: 1}
-	f.Add(dgram.AppendRD(nil, &h, true, tagged(rdmap.OpWriteRecord, 1, 0, true, make([]byte, 12))))
+	f.Add(dgram.AppendRD(nil, testKeys, &h, true, tagged(rdmap.OpWriteRecord, 1, 0, true, make([]byte, 12))))
 	req := rev2(false, true, enh)
 	f.Add(req.Append(nil))
 	tm := rdmap.TerminateFor(rdmap.Terminate{}.Err, untagged(rdmap.OpSend, 1, 0, true, nil), nil)

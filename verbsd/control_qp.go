@@ -19,8 +19,8 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 	case proto.QPTypeUD:
 	case proto.QPTypeRC:
 		// Connected with Connect/Accept (cm*.go): no socket until then.
-		if req.Port != 0 || req.NoCRC {
-			return nil, errf(unix.EINVAL, "create-qp: port and no_crc are datagram options; RC QPs negotiate with MPA")
+		if req.Port != 0 || req.NoCRC || req.QKey != 0 {
+			return nil, errf(unix.EINVAL, "create-qp: port, no_crc and qkey are datagram options; RC QPs negotiate with MPA")
 		}
 	case proto.QPTypeRD:
 		if s.srv.cfg.RDPorts.Len() == 0 || s.srv.cfg.RDPorts.First == 0 {
@@ -72,6 +72,12 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 	}
 	q := &qp{s: s, caps: c, sigAll: req.SigAll, noCRC: req.NoCRC, state: proto.QPStateReset, region: m, fd: -1,
 		maxRecvS: c.MaxRecvSGE, typ: req.Type}
+	if req.Type != proto.QPTypeRC {
+		q.qkey = req.QKey
+		if q.qkey == 0 {
+			q.qkey = randomU32() // keys.go; the client learns it from the reply
+		}
+	}
 	fail := func(err error) (any, error) {
 		closeQP(q)
 		return nil, err
@@ -136,7 +142,7 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 			x.refs++
 		}
 		s.qps[h] = q
-		reply = proto.CreateQPReply{Handle: h, QPN: q.qpn, Addr: qpAddr(q)}
+		reply = proto.CreateQPReply{Handle: h, QPN: q.qpn, Addr: qpAddr(q), QKey: q.qkey}
 		return nil
 	})
 	if err != nil {
@@ -229,6 +235,12 @@ func (s *session) modifyQP(body []byte, _ []int) (any, error) {
 		if !ok {
 			return errf(unix.EINVAL, "modify-qp: %v → %v is not a valid transition", from, to)
 		}
+		if req.QKey != 0 {
+			if q.typ == proto.QPTypeRC {
+				return errf(unix.EINVAL, "modify-qp: a Q_Key is a datagram QP attribute; RC QPs have none")
+			}
+			q.qkey = req.QKey
+		}
 		if to == proto.QPStateReset {
 			discardPosted(q.sq)
 			discardPosted(q.rq)
@@ -253,7 +265,7 @@ func (s *session) queryQP(body []byte, _ []int) (any, error) {
 		if q == nil {
 			return errf(unix.EINVAL, "query-qp: no QP %d", req.Handle)
 		}
-		reply = proto.QueryQPReply{Type: q.typ, State: q.state, QPN: q.qpn, Addr: qpAddr(q), Caps: q.caps}
+		reply = proto.QueryQPReply{Type: q.typ, State: q.state, QPN: q.qpn, Addr: qpAddr(q), Caps: q.caps, QKey: q.qkey}
 		return nil
 	})
 }

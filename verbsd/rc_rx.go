@@ -189,9 +189,9 @@ func (x *rcReader) Read(b []byte) (int, error) {
 // rcLookup resolves a remote access to q's registered memory: STag (the
 // MR's rkey, valid, in q's session), PD, access right need, TO range.
 func (q *qp) rcLookup(stag uint32, to, n uint64, need proto.Access) ([]byte, rdmap.AccessFault) {
-	m := q.s.mrs[stag>>8]
+	m := q.s.mrByRKey(stag)
 	switch {
-	case m == nil || m.lkey != stag || m.invalid:
+	case m == nil || m.invalid:
 		return nil, rdmap.FaultInvalidStag
 	case m.pd != q.pd:
 		return nil, rdmap.FaultPDMismatch
@@ -780,8 +780,8 @@ func (e *engine) rcCompleteRecv(q *qp) bool {
 	}
 	if x.op == rdmap.OpSendInvalidate || x.op == rdmap.OpSendSEInvalidate {
 		stag := x.h.ULPReserved
-		m := q.s.mrs[stag>>8]
-		if m == nil || m.lkey != stag || m.pd != q.pd {
+		m := q.s.mrByRKey(stag)
+		if m == nil || m.pd != q.pd {
 			e.rcTerminate(q, iwerr.RDMAPCannotInvalidate, x.hdr[:ddp.UntaggedHeaderLen], nil, x.ulen)
 			return false
 		}

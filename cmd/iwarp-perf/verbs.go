@@ -274,7 +274,7 @@ func (t *verbsTransport) localAddr() string {
 	if t.kind == "rc" {
 		return t.rcLocalAddr()
 	}
-	return t.qp.Addr().String()
+	return t.qp.Endpoint().String() // ip:port/qkey: the peer needs the Q_Key too
 }
 
 // close ends the session (and with it every object of the test) when this
@@ -294,12 +294,12 @@ func (t *verbsTransport) connect(peer string, server bool) error {
 	// RD has no IRD/ORD exchange: the daemons' -rd-ord (16 by default)
 	// bounds the Reads in flight, and iwarp-perf keeps that many outstanding.
 	t.ord = defaultReadDepth
-	ap, err := netip.ParseAddrPort(peer)
+	ep, err := ofverbs.ParseEndpoint(peer)
 	if err != nil {
-		return t.errorf("peer QP address %q: %w", peer, err)
+		return t.errorf("peer QP endpoint %q: %w", peer, err)
 	}
-	if t.ah, err = t.pd.CreateAH(ap); err != nil {
-		return t.errorf("address handle for %v: %w", ap, err)
+	if t.ah, err = t.pd.CreateAHTo(ep); err != nil {
+		return t.errorf("address handle for %v: %w", ep, err)
 	}
 	for i := range t.swr {
 		t.swr[i].AH = t.ah
