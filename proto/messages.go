@@ -195,6 +195,9 @@ type SessionInfo struct {
 	QPs      []QPInfo `json:"qps"`
 	SRQs     int      `json:"srqs"`
 	RegBytes uint64   `json:"registered_bytes"`
+	// EventsDropped counts asynchronous events the daemon dropped because
+	// the client did not read them (its queue was full).
+	EventsDropped int64 `json:"events_dropped,omitempty"`
 }
 
 type MRInfo struct {
