@@ -9,6 +9,7 @@ import (
 	"github.com/iwarpd/iwarpd/ddp"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
+	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 )
 
 // postAtomic posts an atomic from n to the 8 octets at off of target's MR,
@@ -150,4 +151,35 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 		time.Sleep(time.Millisecond)
 	}
 	t.Fatalf("timed out waiting for %s", what)
+}
+
+// TestRDAtomicQPDepth: a QP's max_rd_atomic (QPCaps.MaxRdAtomic) bounds
+// its outstanding atomics (1: one at a time, all still complete in order);
+// beyond the limit CreateQP fails.
+func TestRDAtomicQPDepth(t *testing.T) {
+	_, path := startRD(t, nil)
+	b := newRDNode(t, path, 1<<16, proto.AccessRemoteAtomic)
+	a := newRDNode(t, path, 1<<16, 0)
+	caps := proto.QPCaps{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1, MaxRdAtomic: 1, MaxDestRdAtomic: 1}
+	qp, err := a.c.CreateQP(a.pd, a.scq, a.rcq, caps, verbsdtest.QPOptions{Type: proto.QPTypeRD})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := qp.ToRTS(); err != nil {
+		t.Fatal(err)
+	}
+	a.qp = qp
+	ah := a.ah(t, b)
+	for i := range 20 {
+		a.postAtomic(t, uint64(i), proto.WRCmpSwap, ah, b, 0, proto.AtomicOperands{CompareAdd: uint64(i), Swap: uint64(i + 1)}, 64+8*i)
+	}
+	for i, sc := range waitN(t, a.scq, 20, "atomic") {
+		if sc.Status != proto.WCSuccess || sc.WRID != uint64(i) || binary.NativeEndian.Uint64(a.mr.Buf[64+8*i:]) != uint64(i) {
+			t.Fatalf("CmpSwap %d: %+v, fetched %d", i, sc, binary.NativeEndian.Uint64(a.mr.Buf[64+8*i:]))
+		}
+	}
+	caps.MaxRdAtomic = rdMaxDepth + 1
+	if _, err := a.c.CreateQP(a.pd, a.scq, a.rcq, caps, verbsdtest.QPOptions{Type: proto.QPTypeRD}); err == nil {
+		t.Fatal("CreateQP accepted max_rd_atomic beyond the limit")
+	}
 }
