@@ -52,6 +52,9 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 	if int(c.MaxInline) > lim.MaxInline {
 		return nil, errf(unix.EINVAL, "create-qp: max_inline %d: the device allows %d", c.MaxInline, lim.MaxInline)
 	}
+	if c.MaxRdAtomic > rdMaxDepth || c.MaxDestRdAtomic > rdMaxDepth {
+		return nil, errf(unix.EINVAL, "create-qp: max_rd_atomic %d / max_dest_rd_atomic %d: at most %d", c.MaxRdAtomic, c.MaxDestRdAtomic, rdMaxDepth)
+	}
 	if req.Type == proto.QPTypeUD && req.Port != 0 && !s.srv.cfg.UDPorts.Contains(req.Port) {
 		return nil, errf(unix.EINVAL, "create-qp: port %d is outside the UD range %d-%d", req.Port, s.srv.cfg.UDPorts.First, s.srv.cfg.UDPorts.Last)
 	}
@@ -103,7 +106,7 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 		if q.fd, q.local, err = s.srv.bindDgram(req.Port, s.srv.cfg.RDPorts, s.privBind); err != nil {
 			return fail(err)
 		}
-		q.rd = newRDQP(&s.srv.cfg.RD, s.srv.cfg.DatagramSize, s.srv.cfg.SocketBuffer)
+		q.rd = newRDQP(rdQPConfig(&s.srv.cfg.RD, c), s.srv.cfg.DatagramSize, s.srv.cfg.SocketBuffer)
 	}
 	var reply proto.CreateQPReply
 	err = s.eng.Do(func() error {

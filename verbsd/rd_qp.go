@@ -168,6 +168,26 @@ const rdScratchStride = 88
 // rdMaxBatch bounds the datagrams of one RD sendmmsg batch.
 const rdMaxBatch = 256
 
+// rdMaxDepth bounds an RD QP's ORD and IRD (RDConfig.Validate's limit).
+const rdMaxDepth = 1024
+
+// rdQPConfig is cfg with the QP's own outstanding Reads and atomics:
+// QPCaps.MaxRdAtomic as its ORD and MaxDestRdAtomic as its IRD where set
+// (max_rd_atomic, max_dest_rd_atomic; 0: the daemon's -rd-ord / -rd-ird).
+func rdQPConfig(cfg *RDConfig, c proto.QPCaps) *RDConfig {
+	if c.MaxRdAtomic == 0 && c.MaxDestRdAtomic == 0 {
+		return cfg
+	}
+	own := *cfg
+	if c.MaxRdAtomic > 0 {
+		own.ORD = int(c.MaxRdAtomic)
+	}
+	if c.MaxDestRdAtomic > 0 {
+		own.IRD = int(c.MaxDestRdAtomic)
+	}
+	return &own
+}
+
 // newRDQP makes the RD state of a new QP (or of a QP's new life). The
 // window is clamped so that a window of datagrams fills at most half the
 // socket buffer: more would overflow the receiver's socket and turn into

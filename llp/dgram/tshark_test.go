@@ -40,6 +40,7 @@ type want struct {
 	seq        string
 	cumack     string
 	recordID   string
+	imm        string // iwarp_dgram.imm.value (Send with Immediate)
 	expert     string // expected _ws.expert.message substring ("" = none)
 	frameLabel string
 }
@@ -128,6 +129,22 @@ func capture(t *testing.T) []frame {
 			want{opcode: "0x0c", stag: "0x0000abcd", to: fmt.Sprintf("0x%016x", to), crc: "1", recordID: "77"})
 	}
 
+	// RFC 7306 (docs/atomics.md): a UD Send with Immediate (its 8 octets
+	// before the payload, decoded by the Lua dissector), an RD Atomic
+	// Request and its Atomic Response (decoded by Wireshark's own
+	// iwarp_ddp_rdmap, checked by the Lua dissector).
+	imm := rdmap.MakeImmediateData(0xcafef00d)
+	add(ud1, ud2, AppendUD(nil, true, untagged(rdmap.OpImmediateData, true, 0, 5, 0), imm.Append(nil), []byte("with imm")),
+		want{opcode: "0x08", qn: "0", msn: "5", mo: "0", crc: "1", imm: "0xcafef00d"})
+	ar := rdmap.AtomicRequest{Op: rdmap.AtomicFetchAdd, ReqID: 3, Stag: 0x300, TO: 0x9000, AddSwap: 1}
+	areq := RDHeader{Version: RDVersion, Type: RDData, Window: 256, Incarnation: 0xa1a1a1a1, Seq: 2}
+	add(rd1, rd2, AppendRD(nil, &areq, true, untagged(rdmap.OpAtomicRequest, true, rdmap.QNReadRequest, 2, 0), ar.Append(nil)),
+		want{opcode: "0x0a", qn: "1", msn: "2", mo: "0", crc: "1", rdType: "1", seq: "2", cumack: "0"})
+	resp := rdmap.AtomicResponse{ReqID: 3, Original: 41}
+	aresp := RDHeader{Version: RDVersion, Type: RDData, Window: 256, Incarnation: 0xb2b2b2b2, Seq: 3}
+	add(rd2, rd1, AppendRD(nil, &aresp, true, untagged(rdmap.OpAtomicResponse, true, rdmap.QNAtomicResponse, 1, 0), resp.Append(nil)),
+		want{opcode: "0x0b", qn: "3", msn: "1", mo: "0", crc: "1", rdType: "1", seq: "3", cumack: "0"})
+
 	// A UD datagram with CRC off (trailer 0): not checked, no expert.
 	add(ud1, ud2, AppendUD(nil, goldenKeys, false, untagged(rdmap.OpSend, true, 0, 4, 0), []byte("no crc")),
 		want{opcode: "0x03", qn: "0", msn: "4", mo: "0", crc: "2"})
@@ -186,7 +203,7 @@ func writePcap(t *testing.T, path string, fs []frame) {
 var tsharkFields = []string{
 	"frame.number", "iwarp_dgram.framing", "iwarp_dgram.qkey", "iwarp_dgram.src_qkey", "iwarp_rdma.opcode", "iwarp_ddp.qn", "iwarp_ddp.msn", "iwarp_ddp.mo",
 	"iwarp_ddp.stag", "iwarp_ddp.tagged_offset", "iwarp_dgram.crc.status", "iwarp_dgram.rd.type",
-	"iwarp_dgram.rd.seq", "iwarp_dgram.rd.cumack", "iwarp_dgram.wr.record_id", "_ws.expert.message",
+	"iwarp_dgram.rd.seq", "iwarp_dgram.rd.cumack", "iwarp_dgram.wr.record_id", "iwarp_dgram.imm.value", "_ws.expert.message",
 	"_ws.malformed", "_ws.lua.error", "_ws.col.Info",
 }
 
@@ -275,6 +292,7 @@ func TestTshark(t *testing.T) {
 			{"iwarp_dgram.rd.seq", w.seq},
 			{"iwarp_dgram.rd.cumack", w.cumack},
 			{"iwarp_dgram.wr.record_id", w.recordID},
+			{"iwarp_dgram.imm.value", w.imm},
 		}
 		for _, c := range checks {
 			if got := first(r[c.field]); got != c.want {
