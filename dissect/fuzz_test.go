@@ -36,7 +36,7 @@ func FuzzDecodePacket(f *testing.F) {
 	imm := rdmap.MakeImmediateData(0xfeedface)
 	f.Add(untagged(rdmap.OpImmediateData, 1, 0, true, imm.Append(nil)))
 	f.Add(udDatagram(untagged(rdmap.OpImmediateDataSE, 2, 0, true, append(imm.Append(nil), "payload"...))))
-	f.Add(dgram.AppendRD(nil, &h, true, untagged(rdmap.OpAtomicRequest, 1, 0, true, ar.Append(nil))))
+	f.Add(dgram.AppendRD(nil, testKeys, &h, true, untagged(rdmap.OpAtomicRequest, 1, 0, true, ar.Append(nil))))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		d := NewDecoder(DefaultConfig(), func(*Event) {})
 		ci := gopacket.CaptureInfo{Timestamp: time.Unix(1, 0), CaptureLength: len(data), Length: len(data)}

@@ -134,15 +134,15 @@ func capture(t *testing.T) []frame {
 	// Request and its Atomic Response (decoded by Wireshark's own
 	// iwarp_ddp_rdmap, checked by the Lua dissector).
 	imm := rdmap.MakeImmediateData(0xcafef00d)
-	add(ud1, ud2, AppendUD(nil, true, untagged(rdmap.OpImmediateData, true, 0, 5, 0), imm.Append(nil), []byte("with imm")),
+	add(ud1, ud2, AppendUD(nil, goldenKeys, true, untagged(rdmap.OpImmediateData, true, 0, 5, 0), imm.Append(nil), []byte("with imm")),
 		want{opcode: "0x08", qn: "0", msn: "5", mo: "0", crc: "1", imm: "0xcafef00d"})
 	ar := rdmap.AtomicRequest{Op: rdmap.AtomicFetchAdd, ReqID: 3, Stag: 0x300, TO: 0x9000, AddSwap: 1}
 	areq := RDHeader{Version: RDVersion, Type: RDData, Window: 256, Incarnation: 0xa1a1a1a1, Seq: 2}
-	add(rd1, rd2, AppendRD(nil, &areq, true, untagged(rdmap.OpAtomicRequest, true, rdmap.QNReadRequest, 2, 0), ar.Append(nil)),
+	add(rd1, rd2, AppendRD(nil, goldenKeys, &areq, true, untagged(rdmap.OpAtomicRequest, true, rdmap.QNReadRequest, 2, 0), ar.Append(nil)),
 		want{opcode: "0x0a", qn: "1", msn: "2", mo: "0", crc: "1", rdType: "1", seq: "2", cumack: "0"})
 	resp := rdmap.AtomicResponse{ReqID: 3, Original: 41}
 	aresp := RDHeader{Version: RDVersion, Type: RDData, Window: 256, Incarnation: 0xb2b2b2b2, Seq: 3}
-	add(rd2, rd1, AppendRD(nil, &aresp, true, untagged(rdmap.OpAtomicResponse, true, rdmap.QNAtomicResponse, 1, 0), resp.Append(nil)),
+	add(rd2, rd1, AppendRD(nil, goldenKeys, &aresp, true, untagged(rdmap.OpAtomicResponse, true, rdmap.QNAtomicResponse, 1, 0), resp.Append(nil)),
 		want{opcode: "0x0b", qn: "3", msn: "1", mo: "0", crc: "1", rdType: "1", seq: "3", cumack: "0"})
 
 	// A UD datagram with CRC off (trailer 0): not checked, no expert.
