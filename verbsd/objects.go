@@ -21,9 +21,10 @@ type mr struct {
 	handle uint32
 	lkey   uint32
 	pd     *pd
-	region *mapping
-	mem    []byte // the registered octets, inside region.Mem
-	addr   uint64 // where the client has mem[0]
+	region *mapping    // memfd form: the daemon's mapping (nil for process memory)
+	mem    []byte      // memfd form: the registered octets, inside region.Mem
+	proc   *procRegion // process form: the octets in the client's address space (procmem.go)
+	addr   uint64      // where the client has the first registered octet
 	access proto.Access
 	// invalid: the STag was invalidated (RC local invalidate or Send with
 	// Invalidate); it stays unusable, locally and remotely, until deregistered.
@@ -76,10 +77,21 @@ func (s *session) translate(sge proto.SGE, p *pd, write bool) ([]byte, proto.WCS
 		return nil, proto.WCLocProtErr
 	}
 	off := sge.Addr - m.addr
-	if off > uint64(len(m.mem)) || uint64(sge.Length) > uint64(len(m.mem))-off {
+	if off > m.size() || uint64(sge.Length) > m.size()-off {
 		return nil, proto.WCLocProtErr
 	}
+	if m.proc != nil { // stage.go: a source is read now, a destination written back on commit
+		return s.eng.stage(s, m.proc, off, uint64(sge.Length), !write)
+	}
 	return m.mem[off : off+uint64(sge.Length) : off+uint64(sge.Length)], proto.WCSuccess
+}
+
+// size is the number of registered octets of m.
+func (m *mr) size() uint64 {
+	if m.proc != nil {
+		return m.proc.length
+	}
+	return uint64(len(m.mem))
 }
 
 // addrToSockaddr converts an address for sendmsg.

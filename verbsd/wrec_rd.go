@@ -40,6 +40,9 @@ func (e *engine) writeRecordRD(q *qp, src netip.AddrPort, h *ddp.Header, seg []b
 		e.completeRecord(q, r, e.headRecv(q), false)
 	case recordRefused:
 		_, fault := q.rcLookup(h.Stag, h.TO, uint64(len(body)), proto.AccessRemoteWrite)
+		if fault == 0 { // the target's process memory went away while placing (stage.go)
+			fault = rdmap.FaultBaseBounds
+		}
 		return rdmap.TaggedError(fault), false
 	}
 	return iwerr.Error{}, true
