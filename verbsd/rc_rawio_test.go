@@ -10,7 +10,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/iwarpd/iwarpd/internal/shm"
 	"golang.org/x/sys/unix"
 )
 
@@ -91,17 +90,24 @@ func TestRawIO(t *testing.T) {
 // the mapping's Rss in /proc/self/smaps (pages this process maps).
 func TestMapRegionPopulated(t *testing.T) {
 	const size = 256 << 10
-	r, err := shm.Create("populate", size)
+	// A sealed memfd made by hand (shm.Create populates all of it).
+	fd, err := unix.MemfdCreate("populate", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
+	if err := unix.Ftruncate(fd, size); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW); err != nil {
+		t.Fatal(err)
+	}
+	client, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(client)
 	for i := 0; i < size/2; i += unix.Getpagesize() {
-		r.Mem[i] = 1 // the client touches the first half
-	}
-	fd, err := unix.Dup(r.FD())
-	if err != nil {
-		t.Fatal(err)
+		client[i] = 1 // the client touches the first half
 	}
 	m, err := mapRegion(fd, 0, size)
 	if err != nil {
