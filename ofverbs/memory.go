@@ -245,6 +245,22 @@ func (pd *PD) regProcessMR(b []byte, addr uint64, access Access) (*MR, error) {
 	return mr, nil
 }
 
+// findProcessMR returns the octets [addr, addr+n) of a process-memory MR of
+// c that holds them, or nil.
+func (c *Context) findProcessMR(addr, n uint64) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for mr := range c.mrs {
+		if !mr.process || mr.closed.Load() {
+			continue
+		}
+		if off, ok := within(addr, n, mr.addr, uint64(len(mr.mem))); ok {
+			return mr.mem[off : off+n]
+		}
+	}
+	return nil
+}
+
 // Process reports whether the region is process memory (not in a Buffer):
 // see RegMR.
 func (mr *MR) Process() bool { return mr.process }

@@ -43,12 +43,13 @@ type stagedBuf struct {
 }
 
 // Staging pool bounds per session: size classes 4 KiB .. 16 MiB (powers of
-// two), at most stagePoolPerClass free buffers of a class and
+// two), at most stagePoolPerClass free buffers of a class (a UD look-ahead
+// translates up to 64 receives per pass) and
 // stagePoolBytes in all.
 const (
 	stageMinShift     = 12
 	stageClasses      = 13
-	stagePoolPerClass = 8
+	stagePoolPerClass = 64
 	stagePoolBytes    = 16 << 20
 )
 
