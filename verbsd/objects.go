@@ -64,26 +64,39 @@ type srq struct {
 // view of those octets, checking that the key belongs to this session and
 // pd, that [addr, addr+length) lies inside the region (overflow-safe) and
 // that the region grants write access if write is set. It returns a status
-// other than WCSuccess on any failure.
+// other than WCSuccess on any failure. The view is good for the service of
+// the current QP: the mapping of a memfd region, or a staging buffer of a
+// process region (stage.go: a source read from the process now, a
+// destination written back by commit).
 func (s *session) translate(sge proto.SGE, p *pd, write bool) ([]byte, proto.WCStatus) {
-	m := s.mrs[sge.LKey>>8]
-	if m == nil || m.lkey != sge.LKey || m.pd != p || m.invalid {
-		return nil, proto.WCLocProtErr
+	m, off, st := s.checkSGE(sge, p, write)
+	if st != proto.WCSuccess {
+		return nil, st
 	}
-	if write && m.access&proto.AccessLocalWrite == 0 {
-		return nil, proto.WCLocProtErr
-	}
-	if sge.Addr < m.addr {
-		return nil, proto.WCLocProtErr
-	}
-	off := sge.Addr - m.addr
-	if off > m.size() || uint64(sge.Length) > m.size()-off {
-		return nil, proto.WCLocProtErr
-	}
-	if m.proc != nil { // stage.go: a source is read now, a destination written back on commit
+	if m.proc != nil {
 		return s.eng.stage(s, m.proc, off, uint64(sge.Length), !write)
 	}
 	return m.mem[off : off+uint64(sge.Length) : off+uint64(sge.Length)], proto.WCSuccess
+}
+
+// checkSGE is translate's checks alone (for work requests validated before
+// their octets are used): the region and the offset of addr in it.
+func (s *session) checkSGE(sge proto.SGE, p *pd, write bool) (*mr, uint64, proto.WCStatus) {
+	m := s.mrs[sge.LKey>>8]
+	if m == nil || m.lkey != sge.LKey || m.pd != p || m.invalid {
+		return nil, 0, proto.WCLocProtErr
+	}
+	if write && m.access&proto.AccessLocalWrite == 0 {
+		return nil, 0, proto.WCLocProtErr
+	}
+	if sge.Addr < m.addr {
+		return nil, 0, proto.WCLocProtErr
+	}
+	off := sge.Addr - m.addr
+	if off > m.size() || uint64(sge.Length) > m.size()-off {
+		return nil, 0, proto.WCLocProtErr
+	}
+	return m, off, proto.WCSuccess
 }
 
 // size is the number of registered octets of m.

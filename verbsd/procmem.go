@@ -64,9 +64,18 @@ func (p *peerProcess) alive() bool {
 	if p == nil || p.pidfd < 0 {
 		return false
 	}
-	pfd := unix.PollFd{Fd: int32(p.pidfd), Events: unix.POLLIN}
-	n, _, errno := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, uintptr(unsafe.Pointer(&zeroTimespec)), 0, 0, 0)
-	return errno == 0 && n == 0
+	// A signal pending on the engine's thread (Go's preemption signal,
+	// SIGURG) makes a ppoll that finds nothing ready fail with EINTR: ask
+	// again, a bounded number of times.
+	for range 64 {
+		pfd := unix.PollFd{Fd: int32(p.pidfd), Events: unix.POLLIN}
+		n, _, errno := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, uintptr(unsafe.Pointer(&zeroTimespec)), 0, 0, 0)
+		if errno == unix.EINTR {
+			continue
+		}
+		return errno == 0 && n == 0
+	}
+	return false
 }
 
 // Close releases the pidfd (nil-safe, idempotent).

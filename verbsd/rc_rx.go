@@ -550,7 +550,7 @@ func (e *engine) rcTakeRecv(q *qp) rqeResult {
 			off := proto.RQEHeaderLen + i*proto.SGELen
 			copy(sraw[:], slot[off:off+proto.SGELen])
 			s := proto.GetSGE(sraw[:])
-			if _, st = q.s.translate(s, p, true); st != proto.WCSuccess {
+			if _, _, st = q.s.checkSGE(s, p, true); st != proto.WCSuccess {
 				break
 			}
 			r.sges = append(r.sges, s)

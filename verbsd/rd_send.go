@@ -158,7 +158,7 @@ func (e *engine) rdPrepare(q *qp, w *rdWR, slot []byte) {
 			off := proto.SQEHeaderLen + i*proto.SGELen
 			copy(sraw[:], slot[off:off+proto.SGELen])
 			sge := proto.GetSGE(sraw[:])
-			if _, st := q.s.translate(sge, q.pd, sqe.Opcode == proto.WRRDMARead); st != proto.WCSuccess {
+			if _, _, st := q.s.checkSGE(sge, q.pd, sqe.Opcode == proto.WRRDMARead); st != proto.WCSuccess {
 				fail(st)
 				return
 			}
