@@ -178,6 +178,12 @@ func (s *session) processRegion(req *proto.RegMRRequest) (*procRegion, error) {
 	if req.Offset != 0 {
 		return nil, errf(unix.EINVAL, "reg-mr: a process-memory region has no offset (got %d)", req.Offset)
 	}
+	if req.Access&proto.AccessRemoteAtomic != 0 {
+		// A remote atomic must be indivisible against the owning process's
+		// own atomics on the word (rc_atomic.go atomicExecute): only memory
+		// the daemon maps can give that, process_vm_* cannot.
+		return nil, errf(unix.EOPNOTSUPP, "reg-mr: remote atomic access needs memfd memory (an ofverbs Buffer), not process memory")
+	}
 	if s.peer == nil {
 		return nil, errf(unix.EPERM, "reg-mr: process memory: the client process could not be pinned at hello (%v)", s.peerErr)
 	}
