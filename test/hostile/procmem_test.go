@@ -2,6 +2,7 @@ package hostile
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -304,6 +305,10 @@ func TestProcessMemoryRC(t *testing.T) {
 	a := newPMEnd(t, "a", ca, ofverbs.QPTypeRC, size)
 	b := newPMEnd(t, "b", cb, ofverbs.QPTypeRC, size)
 	pmConnect(t, pmListenPort, b, a)
+	// Remote atomics need memfd memory (docs/memory-registration.md).
+	if _, err := b.pd.RegMR(make([]byte, 64), ofverbs.AccessLocalWrite|ofverbs.AccessRemoteAtomic); !errors.Is(err, unix.EOPNOTSUPP) {
+		t.Fatalf("process memory with remote atomic access: %v, want EOPNOTSUPP", err)
+	}
 	half := size / 2
 	for i, n := range pmSizes {
 		fill(a.mem[:n], i)
