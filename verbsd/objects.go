@@ -80,7 +80,8 @@ func (s *session) translate(sge proto.SGE, p *pd, write bool) ([]byte, proto.WCS
 }
 
 // checkSGE is translate's checks alone (for work requests validated before
-// their octets are used): the region and the offset of addr in it.
+// their octets are used): the region and the offset of addr in it. A
+// source in process memory is probed (its first and last octets readable).
 func (s *session) checkSGE(sge proto.SGE, p *pd, write bool) (*mr, uint64, proto.WCStatus) {
 	m := s.mrs[sge.LKey>>8]
 	if m == nil || m.lkey != sge.LKey || m.pd != p || m.invalid {
@@ -94,6 +95,11 @@ func (s *session) checkSGE(sge proto.SGE, p *pd, write bool) (*mr, uint64, proto
 	}
 	off := sge.Addr - m.addr
 	if off > m.size() || uint64(sge.Length) > m.size()-off {
+		return nil, 0, proto.WCLocProtErr
+	}
+	if m.proc != nil && !write && m.proc.probe(off, uint64(sge.Length)) != nil {
+		// A source in process memory that is gone fails at once, before
+		// anything of it is sent (procmem.go).
 		return nil, 0, proto.WCLocProtErr
 	}
 	return m, off, proto.WCSuccess

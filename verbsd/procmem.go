@@ -161,6 +161,36 @@ func (r *procRegion) WriteAt(b []byte, off uint64) error {
 	return r.peer.access(b, r.addr+off, true)
 }
 
+// probe checks that the first and last octets of [off, off+n) of the
+// region are readable (one process_vm_readv), without reading the rest.
+func (r *procRegion) probe(off, n uint64) error {
+	if n == 0 {
+		return nil
+	}
+	if off > r.length || n > r.length-off {
+		return unix.EFAULT
+	}
+	now := int64(time.Since(monoStart))
+	if now-r.peer.checkedAt.Load() >= int64(peerCheckEvery) {
+		if !r.peer.alive() {
+			return errPeerGone
+		}
+		r.peer.checkedAt.Store(now)
+	}
+	var b [2]byte
+	local := []unix.Iovec{{Base: &b[0]}}
+	local[0].SetLen(2)
+	remote := []unix.RemoteIovec{{Base: uintptr(r.addr + off), Len: 1}, {Base: uintptr(r.addr + off + n - 1), Len: 1}}
+	got, err := unix.ProcessVMReadv(r.peer.pid, local, remote, 0)
+	switch {
+	case err != nil:
+		return err
+	case got != 2:
+		return unix.EFAULT
+	}
+	return nil
+}
+
 // probeProcessRange checks at registration that the daemon may reach
 // [addr, addr+length) of the peer: its first and last octets are readable
 // (a verbs registration pins its pages; this catches an unmapped range and
