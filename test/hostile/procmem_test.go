@@ -153,11 +153,11 @@ func TestProcessMemoryRD(t *testing.T) {
 	const size = 2 << 20
 	a := newPMEnd(t, "a", da.Open(t, "pm-rd-a"), ofverbs.QPTypeRD, size)
 	b := newPMEnd(t, "b", db.Open(t, "pm-rd-b"), ofverbs.QPTypeRD, size)
-	ah, err := a.pd.CreateAH(b.qp.Addr())
+	ah, err := a.pd.CreateAHTo(b.qp.Endpoint())
 	if err != nil {
 		t.Fatal(err)
 	}
-	ahBA, err := b.pd.CreateAH(a.qp.Addr())
+	ahBA, err := b.pd.CreateAHTo(a.qp.Endpoint())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func TestProcessMemoryRD(t *testing.T) {
 	// A Read of b's unmapped memory (from a new QP of a): remote access error
 	// at a, b's QP untouched.
 	a2 := newPMEnd(t, "a2", a.ctx, ofverbs.QPTypeRD, 1<<16)
-	ah2, err := a2.pd.CreateAH(b.qp.Addr())
+	ah2, err := a2.pd.CreateAHTo(b.qp.Endpoint())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestProcessMemoryRD(t *testing.T) {
 		t.Fatalf("read of unmapped remote memory: %+v, %v; want an access error", wc, err)
 	}
 	// A Send into unmapped memory at b: b's receive fails, b goes on.
-	ahB2, err := b.pd.CreateAH(a2.qp.Addr())
+	ahB2, err := b.pd.CreateAHTo(a2.qp.Endpoint())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestProcessMemoryRD(t *testing.T) {
 	// ERROR; a fresh QP of b's session receives from a2, and b's daemon
 	// serves a Read of b's heap.
 	b2 := newPMEnd(t, "b2", b.ctx, ofverbs.QPTypeRD, 1<<16)
-	ah3, err := a2.pd.CreateAH(b2.qp.Addr())
+	ah3, err := a2.pd.CreateAHTo(b2.qp.Endpoint())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,7 +419,7 @@ func TestProcessMemoryDatagram(t *testing.T) {
 	for _, typ := range []ofverbs.QPType{ofverbs.QPTypeUD, ofverbs.QPTypeRD} {
 		a := newPMEnd(t, "a", ca, typ, size)
 		b := newPMEnd(t, "b", cb, typ, size)
-		ah, err := a.pd.CreateAH(b.qp.Addr())
+		ah, err := a.pd.CreateAHTo(b.qp.Endpoint())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -48,7 +48,7 @@ func newGoodClient(t *testing.T, d *daemontest.Daemon) *goodClient {
 		must(err)
 		must((*q).ModifyState(ofverbs.QPStateInit, ofverbs.QPStateRTR, ofverbs.QPStateRTS))
 	}
-	g.ah, err = g.pd.CreateAH(g.qb.Addr())
+	g.ah, err = g.pd.CreateAHTo(g.qb.Endpoint())
 	must(err)
 	return g
 }
