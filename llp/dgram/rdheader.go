@@ -58,8 +58,13 @@ const (
 	// bitmap covers Seq … Seq+31 (Seq > CumAck+32) instead of
 	// CumAck+1 … CumAck+32; CumAck and Window are as on any ACK.
 	FlagSACKBlock RDFlags = 0x04
+	// FlagChallenge (C, docs/wire-format.md §7.4), on an ACK-type datagram
+	// without FlagAck: the header's sender keeps no state for the peer and
+	// will take its DATA only when it carries the cookie in CumAck (DATA
+	// without FlagAck carries the sender's cookie for the peer there).
+	FlagChallenge RDFlags = 0x02
 	// FlagsReserved are sent 0 and ignored on receive.
-	FlagsReserved RDFlags = 0x03
+	FlagsReserved RDFlags = 0x01
 )
 
 // RDHeader is the header that precedes the DDP segment (or stands alone) in
