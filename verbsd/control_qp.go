@@ -94,7 +94,7 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 		if q.fd, q.local, err = s.srv.bindDgram(req.Port, s.srv.cfg.RDPorts); err != nil {
 			return fail(err)
 		}
-		q.rd = newRDQP(&s.srv.cfg.RD, s.srv.cfg.DatagramSize, s.srv.cfg.SocketBuffer)
+		q.rd = newRDQP(&s.srv.cfg.RD, s.srv.cfg.DatagramSize, s.srv.cfg.SocketBuffer, &s.eng.rdStoreBytes)
 	}
 	var reply proto.CreateQPReply
 	err = s.eng.Do(func() error {

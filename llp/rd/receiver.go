@@ -243,3 +243,14 @@ func (e *Endpoint) scheduleAck(t int64, p *peer, now bool) {
 	p.ackDue = true
 	e.armed(p, p.ackAt)
 }
+
+// InOrder reports whether DATA seq from peer would be delivered now rather
+// than held (the engine asks before it decides whether it has room to hold
+// it): peer has a receive space expecting seq, or none and seq is 1.
+func (e *Endpoint) InOrder(peer netip.AddrPort, seq uint32) bool {
+	p := e.peers[peer]
+	if p == nil || p.rcvNext == 0 {
+		return seq == 1
+	}
+	return seq == p.rcvNext
+}
