@@ -1,9 +1,11 @@
 package verbsd
 
 import (
+	"cmp"
 	"encoding/binary"
 	"math"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/iwarpd/iwarpd/ddp"
@@ -33,7 +35,7 @@ type rdWR struct {
 	acked     uint32
 	resolved  uint32 // segments acked or failed
 	done      bool
-	completed bool // its completion is posted (it leaves wrs when every one before it has)
+	completed bool // its completion is posted (rdComplete then drops it from wrs)
 	fatal     bool // a local error: the QP goes to ERROR when it is the head
 	status    proto.WCStatus
 	term      uint32 // iWARP error of an error message (WCFlagTermValid)
@@ -290,11 +292,15 @@ func (e *engine) rdResolve(q *qp, tok rd.Token, ok bool) {
 	}
 }
 
+// wrBySeq finds the work request seq among those not completed (wrs is
+// in sequence order, with gaps where work requests completed out of
+// order).
 func (r *rdQP) wrBySeq(seq uint64) *rdWR {
-	if len(r.wrs) == 0 || seq < r.wrs[0].seq || seq-r.wrs[0].seq >= uint64(len(r.wrs)) {
+	i, ok := slices.BinarySearchFunc(r.wrs, seq, func(w *rdWR, s uint64) int { return cmp.Compare(w.seq, s) })
+	if !ok {
 		return nil
 	}
-	return r.wrs[seq-r.wrs[0].seq]
+	return r.wrs[i]
 }
 
 // wrCanSend reports whether w (segments left to send) may send its next
@@ -646,9 +652,21 @@ func (e *engine) rdComplete(q *qp) bool {
 		}
 		r.blocked[w.peer] = struct{}{}
 	}
-	for len(r.wrs) > 0 {
-		w := r.wrs[0]
-		if w.fatal && w.done && w.resolved >= w.sent {
+	if work { // forget the completed ones (rdTake may take as many more)
+		n := 0
+		for _, w := range r.wrs {
+			if w.completed {
+				r.freeWR(w)
+				continue
+			}
+			r.wrs[n] = w
+			n++
+		}
+		clear(r.wrs[n:])
+		r.wrs = r.wrs[:n]
+	}
+	if len(r.wrs) > 0 {
+		if w := r.wrs[0]; w.fatal && w.done && w.resolved >= w.sent {
 			r.wrs[0] = nil
 			r.wrs = r.wrs[1:]
 			e.count(q, cWRErrors, 1)
@@ -656,12 +674,6 @@ func (e *engine) rdComplete(q *qp) bool {
 			e.errorQP(q, "work request "+w.status.String()) // rdFlush flushes the later ones
 			return true
 		}
-		if !w.completed {
-			break
-		}
-		r.wrs[0] = nil
-		r.wrs = r.wrs[1:]
-		r.freeWR(w)
 	}
 	n := 0
 	for _, p := range r.resps {
