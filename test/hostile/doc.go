@@ -5,5 +5,6 @@
 // beside a well-behaved client that is checked unaffected.
 //
 // Ports: UD port blocks 27000-27499 (blocks of 50, see main_test.go), single
-// fixed ports 27500-27599; all below Linux's ephemeral range.
+// fixed ports 27500-27599 (27580-27599: the RD tests, rd_helpers_test.go);
+// all below Linux's ephemeral range.
 package hostile
