@@ -74,7 +74,7 @@ const (
 //	 0                   1                   2                   3
 //	 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//	|Version| Type  |A|Q|N|R| Rsvd  |            Window             |
+//	|Version| Type  |A|Q|N|R|X|B|C|r|            Window             |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //	|                     Sender Incarnation                        |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
@@ -87,7 +87,8 @@ const (
 //	|                   Selective-Ack Bitmap                        |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //
-// A = ACK, Q = ACKREQ, N = NOTREADY, R = RESET (see the Flag constants).
+// A = ACK, Q = ACKREQ, N = NOTREADY, R = RESET, X = extended SACK, B = SACK
+// Block, C = Challenge, r = reserved (see the Flag constants).
 // Sequence numbers are 32-bit serial numbers (RFC 1982 arithmetic: SeqLess).
 // CumAck: every sequence number before it has been received. SACK bit i
 // (LSB = bit 0) set: sequence CumAck+1+i has been received too.
