@@ -139,6 +139,7 @@ func (e *Endpoint) receiveData(t int64, addr netip.AddrPort, h *dgram.RDHeader, 
 	p.lastRecv = t
 	v := e.place(t, p, h, ready)
 	if h.Flags&dgram.FlagAck != 0 && h.EchoedIncarnation == e.ours(p) {
+		p.cookieDue = false // it acknowledges: it holds state for us again
 		e.ackFrom(t, p, h)
 	}
 	return v
