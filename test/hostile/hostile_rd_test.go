@@ -106,13 +106,7 @@ func TestRDSpoofedFlood(t *testing.T) {
 			if s%2 == 1 {
 				echo = rng.Uint32() | 1 // "for a previous life": draws RESETs
 			}
-			b := rdData(rng.Uint32()|1, uint32(2+s), rng.Uint32(), floodPayload)
-			if echo != 0 {
-				h, _, _ := dgram.ParseRDHeader(b)
-				h.EchoedIncarnation = echo
-				seg := b[dgram.RDHeaderLen : len(b)-4]
-				b = dgram.AppendRD(nil, &h, true, seg)
-			}
+			b := rdData(victim.qp.QKey(), rng.Uint32()|1, echo, uint32(2+s), rng.Uint32(), floodPayload)
 			if err := raw.send(spoofPort(p), victim.qp.Addr(), b); err != nil {
 				t.Fatalf("raw send: %v", err)
 			}
@@ -191,7 +185,7 @@ func TestRDProvenFlood(t *testing.T) {
 		// The handshake: DATA without cookie, the Challenge back. The
 		// per-address limit allows a burst; retry after its interval.
 		for try := 0; cookies[i] == 0 && try < 50; try++ {
-			if _, err := c.Write(rdData(incs[i], 2, 0, 100)); err != nil {
+			if _, err := c.Write(rdData(victim.qp.QKey(), incs[i], 0, 2, 0, 100)); err != nil {
 				t.Fatal(err)
 			}
 			c.SetReadDeadline(time.Now().Add(daemontest.Scaled(200 * time.Millisecond)))
@@ -211,7 +205,7 @@ func TestRDProvenFlood(t *testing.T) {
 	go func() { flow <- rdFlow(sender, victim, 300, 65536) }()
 	for s := range perSock {
 		for i, c := range conns {
-			if _, err := c.Write(rdData(incs[i], uint32(2+s), cookies[i], floodPayload)); err != nil {
+			if _, err := c.Write(rdData(victim.qp.QKey(), incs[i], 0, uint32(2+s), cookies[i], floodPayload)); err != nil {
 				t.Fatalf("socket %d: %v", i, err)
 			}
 		}
@@ -244,7 +238,7 @@ func TestRDDeadPeerOthersComplete(t *testing.T) {
 	live := newRDQP(t, "live", d.Open(t, "live"), 16*65536)
 	deadCtx := d.Open(t, "dead")
 	dead := newRDQP(t, "dead", deadCtx, 65536)
-	ahDead, err := a.pd.CreateAH(dead.qp.Addr())
+	ahDead, err := a.pd.CreateAHTo(dead.qp.Endpoint())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,11 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -80,8 +78,8 @@ func newRDQP(t *testing.T, name string, ctx *ofverbs.Context, size int) *rdQP {
 	return e
 }
 
-// poll collects up to max completions of cq within timeout (scaled).
-func poll(cq *ofverbs.CQ, max int, timeout time.Duration) ([]ofverbs.WC, error) {
+// rdPoll collects up to max completions of cq within timeout (scaled).
+func rdPoll(cq *ofverbs.CQ, max int, timeout time.Duration) ([]ofverbs.WC, error) {
 	var got []ofverbs.WC
 	wcs := make([]ofverbs.WC, 64)
 	deadline := time.Now().Add(daemontest.Scaled(timeout))
@@ -103,7 +101,7 @@ func poll(cq *ofverbs.CQ, max int, timeout time.Duration) ([]ofverbs.WC, error) 
 // every completion and every octet. It returns an error instead of failing
 // so that it can run in a goroutine.
 func rdFlow(a, b *rdQP, msgs, size int) error {
-	ah, err := a.pd.CreateAH(b.qp.Addr())
+	ah, err := a.pd.CreateAHTo(b.qp.Endpoint())
 	if err != nil {
 		return err
 	}
@@ -135,7 +133,7 @@ func rdFlow(a, b *rdQP, msgs, size int) error {
 			}
 			sent++
 		}
-		rc, err := poll(b.rcq, 1, 30*time.Second)
+		rc, err := rdPoll(b.rcq, 1, 30*time.Second)
 		if err != nil || len(rc) != 1 {
 			return fmt.Errorf("message %d: no receive completion (%v)", recvd, err)
 		}
@@ -149,7 +147,7 @@ func rdFlow(a, b *rdQP, msgs, size int) error {
 		if !bytes.Equal(b.mem[slot*size:(slot+1)*size], want) {
 			return fmt.Errorf("message %d: payload differs", recvd)
 		}
-		sc, err := poll(a.scq, 1, 30*time.Second)
+		sc, err := rdPoll(a.scq, 1, 30*time.Second)
 		if err != nil || len(sc) != 1 || sc[0].Status != ofverbs.WCSuccess || sc[0].ID != uint64(recvd) {
 			return fmt.Errorf("message %d: send completion %+v (%v)", recvd, sc, err)
 		}
@@ -180,41 +178,18 @@ func vmRSS(t *testing.T, pid int) int64 {
 	return 0
 }
 
-// qpCounters returns the counters of the QP at addr, from iwarpctl -json
-// qps.
-func qpCounters(t *testing.T, d *daemontest.Daemon, addr netip.AddrPort) map[string]int64 {
-	t.Helper()
-	cmd := exec.Command(daemontest.Bins["iwarpctl"], "-socket", d.Sock, "-json", "qps")
-	cmd.Env = daemontest.CleanEnv()
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("iwarpctl qps: %v", err)
-	}
-	var qps []struct {
-		Addr     string           `json:"addr"`
-		Counters map[string]int64 `json:"counters"`
-	}
-	if err := json.Unmarshal(out, &qps); err != nil {
-		t.Fatalf("iwarpctl qps: %v\n%s", err, out)
-	}
-	for _, q := range qps {
-		if q.Addr == addr.String() {
-			return q.Counters
-		}
-	}
-	t.Fatalf("iwarpctl does not list QP %v", addr)
-	return nil
-}
-
-// rdData returns an RD DATA datagram (with CRC) from incarnation inc,
-// sequence number seq, carrying cumAck (a cookie, or junk) and payload
-// octets of a Send segment that is never the last.
-func rdData(inc, seq, cumAck uint32, payload int) []byte {
-	h := dgram.RDHeader{Version: dgram.RDVersion, Type: dgram.RDData, Flags: dgram.FlagExtSACK, Incarnation: inc, Seq: seq, CumAck: cumAck}
+// rdData returns an RD DATA datagram (with CRC) to the QP of Q_Key qkey
+// from incarnation inc, echoing echo, sequence number seq, carrying cumAck
+// (a cookie, or junk) and payload octets of a Send segment that is never
+// the last. The attacker knows the Q_Key (a peer of the victim's, or an
+// observer: it travels in clear text).
+func rdData(qkey, inc, echo, seq, cumAck uint32, payload int) []byte {
+	h := dgram.RDHeader{Version: dgram.RDVersion, Type: dgram.RDData, Flags: dgram.FlagExtSACK, Incarnation: inc,
+		EchoedIncarnation: echo, Seq: seq, CumAck: cumAck}
 	d := ddp.Header{Version: ddp.Version, ULPControl: uint8(rdmap.MakeControl(rdmap.OpSend)), QN: 0, MSN: 1, MO: (seq - 1) * uint32(payload)}
 	seg := d.Append(nil)
 	seg = append(seg, make([]byte, payload)...)
-	return dgram.AppendRD(nil, &h, true, seg)
+	return dgram.AppendRD(nil, dgram.Keys{QKey: qkey, SrcQKey: 0x5eed}, &h, true, seg)
 }
 
 // rawUDP sends UDP datagrams with any source port on 127.0.0.1 (a raw
