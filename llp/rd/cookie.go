@@ -17,7 +17,7 @@ import (
 // cookie this endpoint computes for the address: SipHash-2-4 under a
 // secret key of the address and port. Otherwise it is dropped unbuffered
 // and answered by a Challenge (an ACK-type datagram, flag C, cookie in
-// Cumulative Ack, 28 octets with the CRC: smaller than any DATA datagram,
+// Cumulative Ack, 36 octets with key header and CRC: smaller than any DATA,
 // so no reply amplifies), at most one per address per ReplyInterval
 // (bursts of replyAddrBurst) and ReplyRate per second for the endpoint (a
 // token bucket of ReplyBurst):
