@@ -29,6 +29,14 @@ const (
 )
 
 // QP types.
+//
+// Completion order on the send queue: RC and UD complete work requests in
+// posting order. RD (reliable datagram, docs/rd.md "Peers are
+// independent") completes them in posting order per destination only: a
+// work request never completes before an earlier one to the same peer,
+// but one to a live peer may complete before an earlier one to a peer that
+// is slow or dead (which is retried for up to -rd-max-retries timeouts).
+// Match RD send completions by ID, not by position.
 const (
 	QPTypeRC = proto.QPTypeRC
 	QPTypeUD = proto.QPTypeUD

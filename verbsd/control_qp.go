@@ -116,7 +116,7 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 		if q.fd, q.local, err = s.srv.bindDgram(req.Port, s.srv.cfg.RDPorts, s.privBind); err != nil {
 			return fail(err)
 		}
-		q.rd = newRDQP(rdQPConfig(&s.srv.cfg.RD, c), s.srv.cfg.DatagramSize, s.srv.cfg.SocketBuffer)
+		q.rd = newRDQP(rdQPConfig(&s.srv.cfg.RD, c), s.srv.cfg.DatagramSize, s.srv.cfg.SocketBuffer, &s.eng.rdStoreBytes)
 	}
 	var reply proto.CreateQPReply
 	err = s.eng.Do(func() error {

@@ -32,6 +32,10 @@ type engine struct {
 	// only every busyYieldEvery).
 	completed bool
 
+	// rdStoreBytes: octets held in the reorder stores of all RD QPs
+	// (rd_recv.go storeRoom, -rd-reorder-bytes).
+	rdStoreBytes int
+
 	cmds    chan command
 	wake    *eventfd.EventFD // control goroutines -> engine
 	epfd    int
@@ -365,6 +369,9 @@ func (e *engine) addQP(q *qp) error {
 // removeQP takes a QP out of the polling set (the caller releases it).
 func (e *engine) removeQP(q *qp) {
 	e.detachAllMcast(q) // mcast.go
+	if q.rd != nil {
+		q.rd.dropHeld() // rd_recv.go: out of the device's reorder store
+	}
 	unix.EpollCtl(e.epfd, unix.EPOLL_CTL_DEL, q.fd, nil)
 	delete(e.byFD, int32(q.fd))
 	for i, x := range e.qps {

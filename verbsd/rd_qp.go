@@ -1,6 +1,7 @@
 package verbsd
 
 import (
+	cryptorand "crypto/rand"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -33,11 +34,17 @@ type RDConfig struct {
 	IRD, ORD int
 	// MaxErrorMessages bounds the error messages queued per QP.
 	MaxErrorMessages int
+	// ReorderQPBytes bounds the reorder store (out-of-order DATA kept
+	// until its turn) of one QP, ReorderBytes that of all QPs of the
+	// device, in octets of buffer: a datagram beyond either is dropped
+	// (its sender resends it), never an in-order one (rd_reorder_full).
+	ReorderQPBytes, ReorderBytes int
 }
 
 // DefaultRDConfig returns the RD defaults.
 func DefaultRDConfig() RDConfig {
-	return RDConfig{Link: rd.DefaultConfig(), MaxMsg: 64 << 20, IRD: 16, ORD: 16, MaxErrorMessages: 64}
+	return RDConfig{Link: rd.DefaultConfig(), MaxMsg: 64 << 20, IRD: 16, ORD: 16, MaxErrorMessages: 64,
+		ReorderQPBytes: 32 << 20, ReorderBytes: 128 << 20}
 }
 
 // validate checks the policy (part of Config.Validate).
@@ -54,6 +61,10 @@ func (c RDConfig) validate() error {
 		return fmt.Errorf("rd-window %d: want 1..65535", l.Window)
 	case l.MaxRetries < 1:
 		return fmt.Errorf("rd-max-retries %d: want at least 1", l.MaxRetries)
+	case c.ReorderQPBytes < 0 || c.ReorderBytes < 0:
+		return fmt.Errorf("rd-reorder-qp-bytes %d, rd-reorder-bytes %d: want ≥ 0", c.ReorderQPBytes, c.ReorderBytes)
+	case l.ReplyRate < 1 || l.ReplyBurst < 1:
+		return fmt.Errorf("rd-reply-rate %d, rd-reply-burst %d: want ≥ 1", l.ReplyRate, l.ReplyBurst)
 	case l.MinRTO <= 0 || l.MaxRTO < l.MinRTO || l.InitialRTO <= 0:
 		return fmt.Errorf("rd RTO: min %v, initial %v, max %v: want 0 < min ≤ max, initial > 0", l.MinRTO, l.InitialRTO, l.MaxRTO)
 	}
@@ -92,6 +103,7 @@ const (
 	rdDropFraming                      // datagrams dropped: RD header, truncated
 	rdDropResponse                     // Read Response segments matching no outstanding Read
 	rdBacklogged                       // in-order DATA kept until a receive is posted
+	rdReorderFull                      // out-of-order DATA dropped: the reorder store was full (-rd-reorder-*bytes)
 	rdCounterCount
 )
 
@@ -99,7 +111,7 @@ var rdCounterNames = [rdCounterCount]string{
 	rdRetryExceeded: "rd_retry_exceeded", rdAcksOut: "rd_acks_out", rdAccessErrors: "rd_access_errors",
 	rdMsgTooLong: "rd_msg_too_long", rdBadMessage: "rd_bad_message", rdErrMsgDropped: "rd_error_msgs_dropped",
 	rdErrMsgUnmatched: "rd_error_msgs_unmatched", rdReadBytesOut: "rd_read_bytes_out", rdDropFraming: "rd_drop_framing",
-	rdDropResponse: "rd_drop_response", rdBacklogged: "rd_backlogged",
+	rdDropResponse: "rd_drop_response", rdBacklogged: "rd_backlogged", rdReorderFull: "rd_reorder_full",
 }
 
 // rdQP is the engine's RD state of a QP (engine-owned).
@@ -140,11 +152,16 @@ type rdQP struct {
 	// Receive side.
 	inMsgs   map[netip.AddrPort]*rdInMsg    // Send being received, per peer
 	freeMsgs []*rdInMsg                     // finished inMsgs records kept for reuse (newInMsg)
+	blocked  map[netip.AddrPort]struct{}    // scratch of rdFill, sendable, rdComplete: peers whose later WRs wait
 	held     map[rdHeldKey][]byte           // out-of-order DATA (reorder store)
 	free     [][]byte                       // recycled reorder-store buffers (holdCopy)
 	backlog  map[netip.AddrPort][]rdHeldKey // in-order DATA waiting for a receive
 	heldN    int
-	claimed  int // receives consumed from the ring, not completed
+	// heldBytes: buffer octets of held (this QP's reorder store); store:
+	// the device's total (ReorderQPBytes, ReorderBytes).
+	heldBytes int
+	store     *int
+	claimed   int // receives consumed from the ring, not completed
 
 	actions []rd.Action
 	retx    []rdPending // retransmissions due
@@ -192,7 +209,10 @@ func rdQPConfig(cfg *RDConfig, c proto.QPCaps) *RDConfig {
 // window is clamped so that a window of datagrams fills at most half the
 // socket buffer: more would overflow the receiver's socket and turn into
 // loss.
-func newRDQP(cfg *RDConfig, datagramSize, socketBuffer int) *rdQP {
+//
+// store is the device's reorder-store total (engine.rdStoreBytes), which
+// the QP's held datagrams count against (-rd-reorder-bytes).
+func newRDQP(cfg *RDConfig, datagramSize, socketBuffer int, store *int) *rdQP {
 	inc := rand.Uint32()
 	for inc == 0 {
 		inc = rand.Uint32()
@@ -201,8 +221,9 @@ func newRDQP(cfg *RDConfig, datagramSize, socketBuffer int) *rdQP {
 	if socketBuffer > 0 && datagramSize > 0 {
 		link.Window = max(min(link.Window, socketBuffer/2/datagramSize), 8)
 	}
-	return &rdQP{cfg: cfg, dgramSize: datagramSize, sockBuf: socketBuffer, ep: rd.NewEndpoint(link, inc), inMsgs: map[netip.AddrPort]*rdInMsg{},
-		keys: map[netip.AddrPort]uint32{},
+	cryptorand.Read(link.CookieKey[:]) // the cookie secret of this life (llp/rd cookie.go); never fails (Go 1.24+)
+	return &rdQP{cfg: cfg, dgramSize: datagramSize, sockBuf: socketBuffer, store: store, ep: rd.NewEndpoint(link, inc), inMsgs: map[netip.AddrPort]*rdInMsg{},
+		keys: map[netip.AddrPort]uint32{}, blocked: map[netip.AddrPort]struct{}{},
 		held: map[rdHeldKey][]byte{}, backlog: map[netip.AddrPort][]rdHeldKey{},
 		scratch: make([]byte, rdMaxBatch*rdScratchStride), buf: make([]byte, 64<<10)}
 }
@@ -215,7 +236,7 @@ func (q *qp) rdHasWork() bool {
 	r := q.rd
 	switch q.state {
 	case proto.QPStateRTS:
-		if n, err := q.sq.Available(); err != nil || int(n) > len(r.wrs) {
+		if n, err := q.sq.Available(); err != nil || (n > 0 && uint32(len(r.wrs)) < q.sqView().depth()) {
 			return true
 		}
 		if len(r.backlog) > 0 {
@@ -271,7 +292,8 @@ func (e *engine) serviceRD(q *qp, now time.Time) bool {
 }
 
 // rdFlush completes, with WCWRFlushErr, the receives an ERROR RD QP
-// claimed and forgets the send state (the SQ entries are flushed by flush).
+// claimed and the work requests taken from the SQ, and forgets the send
+// state (the entries still in the SQ ring are flushed by flush).
 func (e *engine) rdFlush(q *qp) bool {
 	r := q.rd
 	work := false
@@ -285,10 +307,18 @@ func (e *engine) rdFlush(q *qp) bool {
 		work = true
 	}
 	r.claimed = 0
+	// The work requests taken from the SQ (consumed from the ring) and not
+	// completed: flushed here, in posting order, before the ring's.
+	for _, w := range r.wrs {
+		if w.completed {
+			continue
+		}
+		e.count(q, cFlushed, 1)
+		e.postCQE(q.s, q.sendCQ, &proto.CQE{WRID: w.wrid, Status: proto.WCWRFlushErr, Opcode: rdWCOpcode(w), QPN: q.qpn})
+		work = true
+	}
 	r.wrs, r.readsOut, r.resps, r.errs = nil, 0, nil, nil
-	clear(r.held)
-	clear(r.backlog)
-	r.heldN = 0
+	r.dropHeld()
 	return work
 }
 
@@ -296,7 +326,8 @@ func (e *engine) rdFlush(q *qp) bool {
 // incarnation, so that peers never confuse it with the old one.
 func (q *qp) rdReset() {
 	if q.rd != nil {
-		q.rd = newRDQP(q.rd.cfg, q.rd.dgramSize, q.rd.sockBuf)
+		q.rd.dropHeld()
+		q.rd = newRDQP(q.rd.cfg, q.rd.dgramSize, q.rd.sockBuf, q.rd.store)
 	}
 }
 
@@ -313,11 +344,14 @@ func (q *qp) rdInspect(m map[string]int64) {
 		"rd_timeouts": st.Timeouts, "rd_notready": st.NotReadySent, "rd_notready_received": st.NotReadyReceived,
 		"rd_dup": st.Duplicates, "rd_held": st.Held, "rd_dropped": st.Dropped, "rd_stale": st.Stale,
 		"rd_resets": st.PeerResets, "rd_resets_sent": st.ResetsSent, "rd_resets_received": st.ResetsReceived,
-		"rd_peers_created": st.PeersCreated, "rd_peers_reclaimed": st.PeersReclaimed, "rd_reordering": st.Reordering} {
+		"rd_peers_created": st.PeersCreated, "rd_peers_reclaimed": st.PeersReclaimed, "rd_reordering": st.Reordering,
+		"rd_unproven": st.Unproven, "rd_challenges": st.Challenges, "rd_challenges_received": st.ChallengesReceived,
+		"rd_replies_limited": st.RepliesLimited, "rd_handshake_resends": st.HandshakeResends} {
 		m[k] += int64(v)
 	}
 	m["rd_peers"] += int64(q.rd.ep.Peers())
 	m["rd_held_now"] += int64(q.rd.heldN)
+	m["rd_held_bytes"] += int64(q.rd.heldBytes)
 }
 
 // rdInspect adds the RD counters of every QP to the daemon's.

@@ -104,7 +104,12 @@ func (e *engine) rdDatagram(q *qp, src netip.AddrPort, b []byte, now time.Time) 
 		return
 	}
 	seg := d.Segment
-	switch r.ep.Receive(now, src, d.RD, e.rdReady(q, src, seg)) {
+	ready := e.rdReady(q, src, seg)
+	if ready && !r.ep.InOrder(src, d.RD.Seq) && !r.storeRoom(len(seg)) {
+		ready = false // out of order and the reorder store is full: the sender resends it
+		r.count(rdReorderFull, 1)
+	}
+	switch r.ep.Receive(now, src, d.RD, ready) {
 	case rd.Deliver:
 		e.rdDeliverSeq(q, src, d.RD.Seq, seg, now)
 	case rd.Hold:
@@ -228,27 +233,59 @@ func (r *rdQP) dropPeerRecv(peer netip.AddrPort) {
 // holdCopy copies an out-of-order segment for the reorder store, into a
 // recycled buffer when one is free: at 1 % loss most datagrams pass
 // through the store, and a fresh allocation for each was garbage at the
-// line rate.
+// line rate. The buffer's capacity is counted against the store's bounds
+// (storeRoom).
 func (r *rdQP) holdCopy(seg []byte) []byte {
-	if n := len(r.free); n > 0 && cap(r.free[n-1]) >= len(seg) {
-		b := r.free[n-1][:len(seg)]
+	var b []byte
+	switch n := len(r.free); {
+	case n > 0 && cap(r.free[n-1]) >= len(seg):
+		b = r.free[n-1][:len(seg)]
 		r.free[n-1] = nil
 		r.free = r.free[:n-1]
 		copy(b, seg)
-		return b
+	case len(seg) < r.dgramSize/2:
+		b = append([]byte(nil), seg...) // small: not worth a full-size buffer
+	default:
+		b = append(make([]byte, 0, max(len(seg), r.dgramSize)), seg...)
 	}
-	if len(seg) < r.dgramSize/2 {
-		return append([]byte(nil), seg...) // small: not worth a full-size buffer
+	r.account(cap(b))
+	return b
+}
+
+// storeRoom reports whether an out-of-order segment of n octets fits in
+// the reorder store: this QP's (-rd-reorder-qp-bytes) and the device's
+// (-rd-reorder-bytes), counting a full datagram buffer as holdCopy may.
+func (r *rdQP) storeRoom(n int) bool {
+	cost := n
+	if n >= r.dgramSize/2 {
+		cost = max(n, r.dgramSize)
 	}
-	return append(make([]byte, 0, max(len(seg), r.dgramSize)), seg...)
+	return r.heldBytes+cost <= r.cfg.ReorderQPBytes && *r.store+cost <= r.cfg.ReorderBytes
+}
+
+// account adds n octets (negative: removes) to the reorder store of the
+// QP and of the device.
+func (r *rdQP) account(n int) {
+	r.heldBytes += n
+	*r.store += n
 }
 
 // release returns a reorder-store buffer for reuse (rdDeliver keeps no
 // reference to a segment). At most rdMaxFreeBytes are kept.
 func (r *rdQP) release(seg []byte) {
+	r.account(-cap(seg))
 	if (len(r.free)+1)*r.dgramSize <= rdMaxFreeBytes && cap(seg) >= r.dgramSize {
 		r.free = append(r.free, seg[:0])
 	}
+}
+
+// dropHeld forgets the whole reorder store (the QP fails, restarts or
+// goes away).
+func (r *rdQP) dropHeld() {
+	clear(r.held)
+	clear(r.backlog)
+	r.heldN = 0
+	r.account(-r.heldBytes)
 }
 
 // rdMaxFreeBytes bounds the recycled reorder-store buffers of a QP.
@@ -593,7 +630,7 @@ func (e *engine) rdErrorIn(q *qp, src netip.AddrPort, body []byte) {
 				if oh.QN == rdmap.QNReadRequest {
 					onQN = w.op.ReadOrAtomic() // they share QN 1's MSNs
 				}
-				if w.peer == src && onQN && w.msn == oh.MSN && w.sent > 0 && !w.fatal {
+				if w.peer == src && onQN && w.msn == oh.MSN && w.sent > 0 && !w.fatal && !w.completed {
 					if !w.done || w.status == proto.WCSuccess {
 						w.done, w.status, w.term = true, termStatus(t.Err), termWord(t.Err)
 					}

@@ -1,9 +1,11 @@
 package verbsd
 
 import (
+	"cmp"
 	"encoding/binary"
 	"math"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/iwarpd/iwarpd/ddp"
@@ -16,8 +18,8 @@ import (
 )
 
 // rdWR is a send work request of an RD QP taken from the SQ: a copy of its
-// SQE (the ring slot stays the client's to scribble on), enough to rebuild
-// any of its datagrams, and its progress.
+// SQE (consumed from the ring when taken), enough to rebuild any of its
+// datagrams, and its progress.
 type rdWR struct {
 	seq       uint64
 	wrid      uint64
@@ -33,6 +35,7 @@ type rdWR struct {
 	acked     uint32
 	resolved  uint32 // segments acked or failed
 	done      bool
+	completed bool // its completion is posted (rdComplete then drops it from wrs)
 	fatal     bool // a local error: the QP goes to ERROR when it is the head
 	status    proto.WCStatus
 	term      uint32 // iWARP error of an error message (WCFlagTermValid)
@@ -79,8 +82,13 @@ func (e *engine) rdMaxPayload(tagged bool, ulpHeader int) int {
 	return ddp.MaxPayload(dgram.MaxSegment(e.cfg.DatagramSize, true), tagged, ulpHeader)
 }
 
-// rdTake copies newly posted SQEs into r.wrs (they stay in the ring until
-// they complete).
+// rdTake copies newly posted SQEs into r.wrs and consumes them from the
+// ring at once (the copy has everything a datagram is rebuilt from), so
+// that a work request waiting for one peer — a dead one retries for
+// seconds — holds no ring slot that later work requests to other peers
+// would need. At most the ring's depth of work requests are taken and not
+// completed: with the ring, a QP has at most twice its SQ depth
+// outstanding.
 func (e *engine) rdTake(q *qp) bool {
 	r := q.rd
 	v := q.sqView()
@@ -90,16 +98,19 @@ func (e *engine) rdTake(q *qp) bool {
 		e.errorQP(q, "send queue producer index is corrupt")
 		return true
 	}
-	work := false
-	for k := uint32(len(r.wrs)); k < avail; k++ {
+	took := uint32(0)
+	for ; took < avail && uint32(len(r.wrs)) < v.depth(); took++ {
 		w := r.newWR()
 		w.seq = r.nextWR
 		r.nextWR++
-		e.rdPrepare(q, w, v.at(head, idx, k))
+		e.rdPrepare(q, w, v.at(head, idx, took))
 		r.wrs = append(r.wrs, w)
-		work = true
+		q.sq.Advance()
 	}
-	return work
+	if took > 0 {
+		q.sq.Release()
+	}
+	return took > 0
 }
 
 // maxFreeWRs bounds the finished work-request records an RD QP keeps for
@@ -303,12 +314,29 @@ func (e *engine) rdResolve(q *qp, tok rd.Token, ok bool) {
 	}
 }
 
+// wrBySeq finds the work request seq among those not completed (wrs is
+// in sequence order, with gaps where work requests completed out of
+// order).
 func (r *rdQP) wrBySeq(seq uint64) *rdWR {
-	if len(r.wrs) == 0 || seq < r.wrs[0].seq || seq-r.wrs[0].seq >= uint64(len(r.wrs)) {
+	i, ok := slices.BinarySearchFunc(r.wrs, seq, func(w *rdWR, s uint64) int { return cmp.Compare(w.seq, s) })
+	if !ok {
 		return nil
 	}
-	return r.wrs[seq-r.wrs[0].seq]
+	return r.wrs[i]
 }
+
+// wrCanSend reports whether w (segments left to send) may send its next
+// segment now: its peer's window is open and, for a Read not yet started,
+// the ORD allows one more.
+func (r *rdQP) wrCanSend(w *rdWR) bool {
+	if w.op.ReadOrAtomic() && w.sent == 0 && r.readsOut >= r.cfg.ORD {
+		return false
+	}
+	return r.ep.CanSend(w.peer)
+}
+
+// toSend reports whether w has segments to send.
+func (w *rdWR) toSend() bool { return !w.done && w.sent < w.segs.Count() }
 
 // sendable reports whether new DATA is waiting for an open window.
 func (r *rdQP) sendable() bool {
@@ -325,24 +353,23 @@ func (r *rdQP) sendable() bool {
 			return true
 		}
 	}
-	if w := r.nextToSend(); w != nil && r.ep.CanSend(w.peer) && (!w.op.ReadOrAtomic() || r.readsOut < r.cfg.ORD) {
-		return true
+	clear(r.blocked)
+	for _, w := range r.wrs {
+		if w.fatal {
+			return false // the QP fails there
+		}
+		if !w.toSend() {
+			continue
+		}
+		if _, ok := r.blocked[w.peer]; ok {
+			continue
+		}
+		if r.wrCanSend(w) {
+			return true
+		}
+		r.blocked[w.peer] = struct{}{}
 	}
 	return false
-}
-
-// nextToSend is the first work request with segments not sent yet (WRs
-// go out in posting order).
-func (r *rdQP) nextToSend() *rdWR {
-	for _, w := range r.wrs {
-		if !w.done && w.sent < w.segs.Count() {
-			return w
-		}
-		if w.fatal {
-			return nil // the QP fails there
-		}
-	}
-	return nil
 }
 
 // rdBatch builds one sendmmsg vector of RD datagrams in e.sb.
@@ -560,31 +587,43 @@ func (e *engine) rdFill(b *rdBatch, now time.Time) {
 	if q.state != proto.QPStateRTS {
 		return
 	}
-	for !b.full {
-		w := r.nextToSend()
-		if w == nil || !r.ep.CanSend(w.peer) {
+	// Work requests go out in posting order per peer; a peer whose window
+	// is closed (or a Read the ORD holds back) stops only the later work
+	// requests to that peer, not those to others (docs/rd.md).
+	clear(r.blocked)
+	for _, w := range r.wrs {
+		if b.full {
 			return
 		}
-		if w.op.ReadOrAtomic() {
-			if w.sent == 0 && r.readsOut >= r.cfg.ORD {
-				return
+		if w.fatal {
+			return // the QP fails there
+		}
+		if !w.toSend() {
+			continue
+		}
+		if _, ok := r.blocked[w.peer]; ok {
+			continue
+		}
+		for !b.full && w.sent < w.segs.Count() && r.wrCanSend(w) {
+			tok := makeToken(tokWR, w.seq, w.sent)
+			h, err := r.ep.Send(now, w.peer, tok)
+			if err != nil {
+				break
 			}
-			if w.sent == 0 {
-				r.readsOut++
+			if w.op.ReadOrAtomic() && w.sent == 0 {
+				r.readsOut++ // Reads and atomics share the ORD
+			}
+			w.sent++
+			if w.sent == w.segs.Count() && w.op != proto.WRRDMARead {
+				e.count(q, cMessagesOut, 1)
+				e.count(q, cBytesOut, int64(w.total))
+			}
+			if !e.rdBuild(b, w.peer, tok, &h) {
+				r.deferDatagram(w.peer, tok, h)
 			}
 		}
-		tok := makeToken(tokWR, w.seq, w.sent)
-		h, err := r.ep.Send(now, w.peer, tok)
-		if err != nil {
-			return
-		}
-		w.sent++
-		if w.sent == w.segs.Count() && w.op != proto.WRRDMARead {
-			e.count(q, cMessagesOut, 1)
-			e.count(q, cBytesOut, int64(w.total))
-		}
-		if !e.rdBuild(b, w.peer, tok, &h) {
-			r.deferDatagram(w.peer, tok, h)
+		if w.sent < w.segs.Count() {
+			r.blocked[w.peer] = struct{}{} // its later work requests wait for it
 		}
 	}
 }
@@ -629,49 +668,53 @@ func (e *engine) rdTransmit(q *qp, msgs []unix.Mmsghdr) {
 	}
 }
 
-// rdComplete completes, in posting order, the work requests at the head
-// whose datagrams are all resolved; and forgets finished responses and
-// error messages.
+// rdComplete completes the work requests whose datagrams are all
+// resolved, in posting order per peer (a work request waits for the
+// earlier ones to its own peer only: one unreachable peer does not hold
+// back the completions of the others, docs/rd.md); a fatal one (a local
+// error) when every one before it has completed. It forgets finished
+// responses and error messages.
 func (e *engine) rdComplete(q *qp) bool {
 	r := q.rd
 	work := false
-	for len(r.wrs) > 0 {
-		w := r.wrs[0]
-		if !w.done || w.resolved < w.sent {
-			break
+	clear(r.blocked) // peers with an earlier work request not completed
+	for _, w := range r.wrs {
+		if w.completed {
+			continue
 		}
 		if w.fatal {
+			break
+		}
+		if _, ok := r.blocked[w.peer]; !ok && w.done && w.resolved >= w.sent {
+			e.rdCompleteWR(q, w)
+			w.completed = true
+			work = true
+			continue
+		}
+		r.blocked[w.peer] = struct{}{}
+	}
+	if work { // forget the completed ones (rdTake may take as many more)
+		n := 0
+		for _, w := range r.wrs {
+			if w.completed {
+				r.freeWR(w)
+				continue
+			}
+			r.wrs[n] = w
+			n++
+		}
+		clear(r.wrs[n:])
+		r.wrs = r.wrs[:n]
+	}
+	if len(r.wrs) > 0 {
+		if w := r.wrs[0]; w.fatal && w.done && w.resolved >= w.sent {
+			r.wrs[0] = nil
 			r.wrs = r.wrs[1:]
-			e.failWR(q, q.sendCQ, w.wrid, proto.WCSend, w.status)
-			r.wrs = nil
+			e.count(q, cWRErrors, 1)
+			e.postCQE(q.s, q.sendCQ, &proto.CQE{WRID: w.wrid, Status: w.status, Opcode: proto.WCSend, QPN: q.qpn})
+			e.errorQP(q, "work request "+w.status.String()) // rdFlush flushes the later ones
 			return true
 		}
-		r.wrs[0] = nil
-		r.wrs = r.wrs[1:]
-		q.sq.Advance()
-		q.sq.Release()
-		op := proto.WCSend
-		switch w.op {
-		case proto.WRRDMARead, proto.WRFetchAdd, proto.WRCmpSwap:
-			op = wcOpcodeOf(w.op)
-			if w.sent > 0 {
-				r.readsOut--
-			}
-		case proto.WRWriteRecord:
-			op = proto.WCWriteRecord
-		}
-		if w.status != proto.WCSuccess {
-			e.count(q, cWRErrors, 1)
-		}
-		if w.signaled || w.status != proto.WCSuccess {
-			cqe := proto.CQE{WRID: w.wrid, Status: w.status, Opcode: op, ByteLen: uint32(w.total), QPN: q.qpn}
-			if w.term != 0 {
-				cqe.Term, cqe.Flags = w.term, proto.WCFlagTermValid
-			}
-			e.postCQE(q.s, q.sendCQ, &cqe)
-		}
-		r.freeWR(w)
-		work = true
 	}
 	n := 0
 	for _, p := range r.resps {
@@ -697,4 +740,25 @@ func (e *engine) rdComplete(q *qp) bool {
 	clear(r.errs[n:])
 	r.errs = r.errs[:n]
 	return work
+}
+
+// rdWCOpcode is the completion opcode of w.
+func rdWCOpcode(w *rdWR) proto.WCOpcode { return wcOpcodeOf(w.op) }
+
+// rdCompleteWR posts w's completion (if signaled or failed).
+func (e *engine) rdCompleteWR(q *qp, w *rdWR) {
+	r := q.rd
+	if w.op.ReadOrAtomic() && w.sent > 0 {
+		r.readsOut--
+	}
+	if w.status != proto.WCSuccess {
+		e.count(q, cWRErrors, 1)
+	}
+	if w.signaled || w.status != proto.WCSuccess {
+		cqe := proto.CQE{WRID: w.wrid, Status: w.status, Opcode: rdWCOpcode(w), ByteLen: uint32(w.total), QPN: q.qpn}
+		if w.term != 0 {
+			cqe.Term, cqe.Flags = w.term, proto.WCFlagTermValid
+		}
+		e.postCQE(q.s, q.sendCQ, &cqe)
+	}
 }

@@ -52,6 +52,10 @@ func (v *ringView) lookahead(c *shm.Consumer) (head []byte, idx uint32, n uint32
 	return head, uint32(off / uintptr(v.stride)), avail, nil
 }
 
+// depth is the number of entries of the ring (1 for a view that could not
+// be laid out: one entry at a time).
+func (v *ringView) depth() uint32 { return v.mask + 1 }
+
 // at returns entry k after the head at index idx (k < n of lookahead).
 func (v *ringView) at(head []byte, idx, k uint32) []byte {
 	if k == 0 {

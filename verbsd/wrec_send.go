@@ -85,7 +85,7 @@ func (w *rdWR) writeRecordHeader(b []byte, off uint32) []byte {
 // work request.
 func (r *rdQP) rdWriteRecordError(src netip.AddrPort, oh *ddp.Header, err iwerr.Error) bool {
 	for _, w := range r.wrs {
-		if w.op != proto.WRWriteRecord || w.peer != src || w.sent == 0 || w.fatal || w.term != 0 ||
+		if w.op != proto.WRWriteRecord || w.peer != src || w.sent == 0 || w.fatal || w.completed || w.term != 0 ||
 			w.acked >= w.segs.Count() || w.rkey != oh.Stag || oh.TO < w.to || oh.TO-w.to > uint64(w.total) {
 			continue
 		}

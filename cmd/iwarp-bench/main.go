@@ -82,6 +82,7 @@ type benchConfig struct {
 	Idle          time.Duration `json:"idle_ns"`        // idle-cost measurement, each (0: skipped)
 	Bidir         bool          `json:"bidir"`          // bidirectional bandwidth runs
 	Loss          []int         `json:"loss_pct"`       // veth: loss rates of the RD goodput runs
+	LossSize      int           `json:"loss_size"`      // veth: message size of the loss runs (octets)
 	MemBin        string        `json:"mem_bin"`        // iwarp-mem, when found
 	MemPeers      []int         `json:"mem_peers"`      // peers N of the memory runs
 	ScalingQPs    []int         `json:"scaling_qps"`    // QP counts of the multi-QP scaling runs (scaling.go; none: skipped)
@@ -191,6 +192,7 @@ func parseConfig(args []string, stderr io.Writer) (benchConfig, error) {
 	fs.StringVar(&c.Out, "out", "bench-results", "`directory` of the CSV files, PNG plots and summary.md (\"\": write none)")
 	fs.DurationVar(&c.Idle, "idle", 10*time.Second, "idle cost: CPU of an idle daemon, then of one serving an idle client, over this `long` each (0: skip)")
 	fs.BoolVar(&c.Bidir, "bidir", true, "bidirectional bandwidth: two pairs in opposite directions at once")
+	fs.IntVar(&c.LossSize, "loss-size", bwSize, "veth: message `size` of the loss runs (octets; a 64 KiB datagram is 45 wire packets, so at 20 % loss almost none arrives whole: use 4096 there)")
 	loss := fs.String("loss", "0,1,5", "veth: RD (and raw TCP) goodput under these loss `percentages` (nftables drop on input, per wire packet)")
 	mem := fs.String("mem-peers", "16,64,256,1024", "memory per peer with bin/iwarp-mem for these `N` (\"\": skip)")
 	scaling := fs.String("scaling", "1,2,4,8,16,32,64", "multi-QP scaling: UD, RD and RC with these numbers of queue `pairs` (iwarp-perf -qps; \"\": skip)")

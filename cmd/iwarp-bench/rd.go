@@ -69,8 +69,12 @@ func lossSteps(s *session, cfg *benchConfig, sc *scenario, a, b *node) []step {
 	var steps []step
 	for _, pct := range cfg.Loss {
 		for _, tr := range []string{"raw-tcp", "rd"} {
-			t := perfTest{label: fmt.Sprintf("%s bw 64 KiB (veth, loss %d %%)", transportLabel[tr], pct), transport: tr,
-				test: "bw", size: bwSize, iters: cfg.BWIters}
+			size := cfg.LossSize
+			if size <= 0 {
+				size = bwSize
+			}
+			t := perfTest{label: fmt.Sprintf("%s bw %d B (veth, loss %d %%)", transportLabel[tr], size, pct), transport: tr,
+				test: "bw", size: size, iters: cfg.BWIters}
 			if tr == "rd" {
 				t.op = "send"
 			} else {

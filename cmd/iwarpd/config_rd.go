@@ -11,6 +11,7 @@ import (
 // rdFlags are the -rd-* flags (docs/rd.md), as given.
 type rdFlags struct {
 	window, retries, maxMsg, ird, ord                    *string
+	reorderQP, reorderAll, replyRate, replyBurst         *string
 	rtoMin, rtoMax, rtoInitial, ackDelay, idle, notReady *string
 }
 
@@ -29,6 +30,10 @@ func addRDFlags(str func(name, value, usage string) *string, def verbsd.RDConfig
 		maxMsg:     str("max-msg-rd", strconv.Itoa(def.MaxMsg), "largest RD message (Send or RDMA Read), `octets`"),
 		ird:        str("rd-ird", strconv.Itoa(def.IRD), "RD: RDMA Read Requests a QP answers at a time (1..1024)"),
 		ord:        str("rd-ord", strconv.Itoa(def.ORD), "RD: RDMA Reads a QP has outstanding (1..1024)"),
+		reorderQP:  str("rd-reorder-qp-bytes", strconv.Itoa(def.ReorderQPBytes), "RD: out-of-order datagrams one QP keeps, at most this many `octets` (more are dropped and resent by their senders)"),
+		reorderAll: str("rd-reorder-bytes", strconv.Itoa(def.ReorderBytes), "RD: out-of-order datagrams all QPs of the daemon keep, at most this many `octets`"),
+		replyRate:  str("rd-reply-rate", strconv.Itoa(l.ReplyRate), "RD: Challenges and RESETs a QP sends per second to addresses that have not proven themselves (docs/rd.md)"),
+		replyBurst: str("rd-reply-burst", strconv.Itoa(l.ReplyBurst), "RD: burst of -rd-reply-rate"),
 	}
 }
 
@@ -40,7 +45,9 @@ func parseRD(f rdFlags, def verbsd.RDConfig, from func(string) string) (verbsd.R
 		s    *string
 		dst  *int
 	}{{"rd-window", f.window, &c.Link.Window}, {"rd-max-retries", f.retries, &c.Link.MaxRetries},
-		{"max-msg-rd", f.maxMsg, &c.MaxMsg}, {"rd-ird", f.ird, &c.IRD}, {"rd-ord", f.ord, &c.ORD}} {
+		{"max-msg-rd", f.maxMsg, &c.MaxMsg}, {"rd-ird", f.ird, &c.IRD}, {"rd-ord", f.ord, &c.ORD},
+		{"rd-reorder-qp-bytes", f.reorderQP, &c.ReorderQPBytes}, {"rd-reorder-bytes", f.reorderAll, &c.ReorderBytes},
+		{"rd-reply-rate", f.replyRate, &c.Link.ReplyRate}, {"rd-reply-burst", f.replyBurst, &c.Link.ReplyBurst}} {
 		n, err := strconv.Atoi(*it.s)
 		if err != nil {
 			return c, fmt.Errorf("%s %q: want an integer", from(it.name), *it.s)

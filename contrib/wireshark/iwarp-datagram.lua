@@ -54,7 +54,8 @@ local f = {
   rd_f_reset   = ProtoField.bool("iwarp_dgram.rd.flags.reset", "RESET (state for this pair dropped)", 8, nil, 0x10),
   rd_f_ext     = ProtoField.bool("iwarp_dgram.rd.flags.ext_sack", "X (takes SACK Block ACKs)", 8, nil, 0x08),
   rd_f_block   = ProtoField.bool("iwarp_dgram.rd.flags.sack_block", "B (SACK Block: bitmap based at Seq)", 8, nil, 0x04),
-  rd_f_rsvd    = ProtoField.uint8("iwarp_dgram.rd.flags.reserved", "Reserved", base.HEX, nil, 0x03),
+  rd_f_chal    = ProtoField.bool("iwarp_dgram.rd.flags.challenge", "C (Challenge: cookie in Cumulative ack)", 8, nil, 0x02),
+  rd_f_rsvd    = ProtoField.uint8("iwarp_dgram.rd.flags.reserved", "Reserved", base.HEX, nil, 0x01),
   rd_window    = ProtoField.uint16("iwarp_dgram.rd.window", "Window", base.DEC),
   rd_inc       = ProtoField.uint32("iwarp_dgram.rd.incarnation", "Sender incarnation", base.HEX),
   rd_echo      = ProtoField.uint32("iwarp_dgram.rd.echoed_incarnation", "Echoed incarnation", base.HEX),
@@ -75,7 +76,7 @@ local f = {
 }
 proto.fields = {
   f.framing, f.qkey, f.src_qkey, f.rd, f.rd_version, f.rd_type, f.rd_flags, f.rd_f_ack, f.rd_f_ackreq,
-  f.rd_f_notrdy, f.rd_f_reset, f.rd_f_ext, f.rd_f_block, f.rd_f_rsvd, f.rd_window, f.rd_inc, f.rd_echo, f.rd_seq,
+  f.rd_f_notrdy, f.rd_f_reset, f.rd_f_ext, f.rd_f_block, f.rd_f_chal, f.rd_f_rsvd, f.rd_window, f.rd_inc, f.rd_echo, f.rd_seq,
   f.rd_cumack, f.rd_sack, f.rd_sacked, f.wr, f.wr_id, f.wr_len, f.wr_off, f.wr_base,
   f.imm, f.imm_value, f.crc, f.crc_computed, f.crc_status,
 }
@@ -253,8 +254,9 @@ function proto.dissector(tvb, pinfo, tree)
     ft:add(f.rd_f_reset, r(1, 1))
     ft:add(f.rd_f_ext, r(1, 1))
     ft:add(f.rd_f_block, r(1, 1))
+    ft:add(f.rd_f_chal, r(1, 1))
     ft:add(f.rd_f_rsvd, r(1, 1))
-    if bit32.band(flags, 0x03) ~= 0 then ft:add_proto_expert_info(e.rsvd) end
+    if bit32.band(flags, 0x01) ~= 0 then ft:add_proto_expert_info(e.rsvd) end
     rt:add(f.rd_window, r(2, 2))
     rt:add(f.rd_inc, r(4, 4))
     rt:add(f.rd_echo, r(8, 4))

@@ -58,8 +58,13 @@ const (
 	// bitmap covers Seq … Seq+31 (Seq > CumAck+32) instead of
 	// CumAck+1 … CumAck+32; CumAck and Window are as on any ACK.
 	FlagSACKBlock RDFlags = 0x04
+	// FlagChallenge (C, docs/wire-format.md §7.4), on an ACK-type datagram
+	// without FlagAck: the header's sender keeps no state for the peer and
+	// will take its DATA only when it carries the cookie in CumAck (DATA
+	// without FlagAck carries the sender's cookie for the peer there).
+	FlagChallenge RDFlags = 0x02
 	// FlagsReserved are sent 0 and ignored on receive.
-	FlagsReserved RDFlags = 0x03
+	FlagsReserved RDFlags = 0x01
 )
 
 // RDHeader is the header that precedes the DDP segment (or stands alone) in
@@ -69,7 +74,7 @@ const (
 //	 0                   1                   2                   3
 //	 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//	|Version| Type  |A|Q|N|R| Rsvd  |            Window             |
+//	|Version| Type  |A|Q|N|R|X|B|C|r|            Window             |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //	|                     Sender Incarnation                        |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
@@ -82,7 +87,8 @@ const (
 //	|                   Selective-Ack Bitmap                        |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //
-// A = ACK, Q = ACKREQ, N = NOTREADY, R = RESET (see the Flag constants).
+// A = ACK, Q = ACKREQ, N = NOTREADY, R = RESET, X = extended SACK, B = SACK
+// Block, C = Challenge, r = reserved (see the Flag constants).
 // Sequence numbers are 32-bit serial numbers (RFC 1982 arithmetic: SeqLess).
 // CumAck: every sequence number before it has been received. SACK bit i
 // (LSB = bit 0) set: sequence CumAck+1+i has been received too.

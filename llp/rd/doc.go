@@ -16,7 +16,11 @@
 // (NOTREADY: the receiver had no posted receive; the sender retries after
 // its own back-off and does not count it as loss), a retry limit ending in a
 // Failed action, per-peer state created on first contact and reclaimed when
-// idle, and restart safety through incarnations (RESET).
+// idle, restart safety through incarnations (RESET), and an incarnation
+// handshake for new peers (cookie.go, docs/wire-format.md §7.4): DATA from
+// a source address that has not proven it receives there is dropped
+// without state or buffering and answered, within rate limits, by a
+// Challenge carrying a cookie its DATA must echo.
 //
 // It is pure and clocked: no goroutines, no sockets, no time.Now, no payload
 // bytes. The engine feeds it parsed RD headers (Endpoint.Receive), asks it
@@ -83,6 +87,10 @@
 // peer's last previous incarnation is Stale; DATA echoing the endpoint's
 // incarnation or one of its last two incarnations towards the peer is for
 // this life.
+//
+// Timeouts back off per datagram on timeouts only; an acknowledgement
+// covering datagrams sent before the latest timeout gives an RTT sample
+// measured from the timeout (sender.go processAck, peer.rtoAt).
 //
 // Imports: the standard library, iwerr, llp/dgram. The simulated lossy,
 // reordering, duplicating link used by the tests is package rd/rdtest.

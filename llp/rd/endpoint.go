@@ -1,6 +1,7 @@
 package rd
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -22,6 +23,18 @@ type Config struct {
 	IdleTimeout     time.Duration // send half reset after this idle; receive half after 2×; then the peer is freed (default 30s)
 	ReorderLimit    int           // out-of-order datagrams a receiver holds per peer, and the window it advertises (default 4×Window)
 	MaxPeers        int           // hard cap on peer states (default 65536); new peers beyond it are refused
+
+	// Replies to unproven addresses (Challenges and RESETs, cookie.go):
+	// at most ReplyRate per second (default 2000) with bursts of
+	// ReplyBurst (default 100) for the endpoint, and at most one per
+	// address per ReplyInterval (default 5ms).
+	ReplyRate     int
+	ReplyBurst    int
+	ReplyInterval time.Duration
+	// CookieKey is the secret of the cookies (SipHash-2-4 key); all zero:
+	// derived from the incarnation (deterministic, for tests only: the
+	// engine gives 16 random octets).
+	CookieKey [16]byte
 }
 
 // DefaultConfig returns the default configuration.
@@ -36,6 +49,9 @@ func DefaultConfig() Config {
 		AckDelay:        200 * time.Microsecond,
 		IdleTimeout:     30 * time.Second,
 		MaxPeers:        65536,
+		ReplyRate:       2000,
+		ReplyBurst:      100,
+		ReplyInterval:   5 * time.Millisecond,
 	}
 }
 
@@ -80,6 +96,17 @@ func (c Config) withDefaults() Config {
 	if c.MaxPeers <= 0 {
 		c.MaxPeers = d.MaxPeers
 	}
+	if c.ReplyRate <= 0 {
+		c.ReplyRate = d.ReplyRate
+	}
+	if c.ReplyBurst <= 0 {
+		c.ReplyBurst = d.ReplyBurst
+	}
+	if c.ReplyInterval < 0 {
+		c.ReplyInterval = 0
+	} else if c.ReplyInterval == 0 {
+		c.ReplyInterval = d.ReplyInterval
+	}
 	return c
 }
 
@@ -110,9 +137,13 @@ const (
 	// Dropped: malformed (incarnation 0, unknown type), beyond the window,
 	// or a new peer beyond MaxPeers; drop.
 	Dropped
+	// Unproven: DATA from an address that has not proven it receives
+	// there (no cookie, cookie.go); drop: nothing was kept, a Challenge
+	// may be queued.
+	Unproven
 )
 
-var verdictNames = [...]string{"Deliver", "Hold", "Duplicate", "NotReady", "Stale", "AckOnly", "Dropped"}
+var verdictNames = [...]string{"Deliver", "Hold", "Duplicate", "NotReady", "Stale", "AckOnly", "Dropped", "Unproven"}
 
 func (v Verdict) String() string {
 	if int(v) < len(verdictNames) {
@@ -175,6 +206,11 @@ type Stats struct {
 	BadAcks, NewSpaces, Renewals, AckHolds       uint64
 	PeersCreated, PeersReclaimed, PeersRefused   uint64
 	Reordering                                   uint64 // peers whose path was seen reordering (noteReordering)
+	// The handshake (cookie.go): DATA dropped from unproven addresses,
+	// Challenges sent and received, replies (Challenges, RESETs) to
+	// unproven addresses the limits suppressed.
+	// HandshakeResends: datagrams sent again after a Challenge.
+	Unproven, Challenges, ChallengesReceived, RepliesLimited, HandshakeResends uint64
 }
 
 // Errors of Send.
@@ -200,6 +236,11 @@ type Endpoint struct {
 	sweepAt int64
 	stats   Stats
 	advWnd  uint16
+
+	key      [2]uint64 // cookie key (SipHash-2-4)
+	replyAt  []int64   // latest reply per address hash (replySlots), allocated on first use
+	tokens   float64   // reply token bucket
+	refillAt int64
 }
 
 // NewEndpoint returns an Endpoint for one life of an RD QP. incarnation is
@@ -210,7 +251,13 @@ func NewEndpoint(cfg Config, incarnation uint32) *Endpoint {
 	}
 	cfg = cfg.withDefaults()
 	adv := min(cfg.ReorderLimit+1, 0xffff)
-	return &Endpoint{cfg: cfg, inc: incarnation, peers: make(map[netip.AddrPort]*peer), advWnd: uint16(adv)}
+	e := &Endpoint{cfg: cfg, inc: incarnation, peers: make(map[netip.AddrPort]*peer), advWnd: uint16(adv)}
+	if cfg.CookieKey == ([16]byte{}) {
+		e.key = keyFrom(uint64(incarnation))
+	} else {
+		e.key = [2]uint64{binary.LittleEndian.Uint64(cfg.CookieKey[:8]), binary.LittleEndian.Uint64(cfg.CookieKey[8:])}
+	}
+	return e
 }
 
 // Incarnation returns the endpoint's incarnation.
@@ -474,6 +521,9 @@ func (e *Endpoint) learn(p *peer, inc uint32) {
 func (e *Endpoint) queueReset(addr netip.AddrPort, ours, peerInc, victim uint32) {
 	if len(e.pending) >= maxPending || peerInc == 0 {
 		return
+	}
+	if p := e.peers[addr]; (p == nil || !p.proven) && !e.mayReply(e.last, addr) {
+		return // an unproven address: limited (cookie.go)
 	}
 	if victim == ours {
 		victim = 0

@@ -17,8 +17,14 @@ var (
 
 const incA, incB = 0xAAAA, 0xBBBB
 
+// cookieB is the cookie of addrB at an endpoint of incarnation incA (no
+// CookieKey: the key derives from the incarnation).
+var cookieB = NewEndpoint(Config{}, incA).Cookie(addrB)
+
+// data is DATA from addrB (incarnation incB) carrying its cookie, so that
+// it is taken from a new address (cookie.go).
 func data(seq uint32, echo uint32) dgram.RDHeader {
-	return dgram.RDHeader{Version: dgram.RDVersion, Type: dgram.RDData, Incarnation: incB, EchoedIncarnation: echo, Seq: seq}
+	return dgram.RDHeader{Version: dgram.RDVersion, Type: dgram.RDData, Incarnation: incB, EchoedIncarnation: echo, Seq: seq, CumAck: cookieB}
 }
 
 func ack(cum, sack uint32, window uint16) dgram.RDHeader {
@@ -450,7 +456,10 @@ func TestMaxPeers(t *testing.T) {
 			t.Errorf("err %v", err)
 		}
 	}
-	if v := e.Receive(t0, netip.MustParseAddrPort("10.9.9.9:1"), data(1, 0), true); v != Dropped {
+	third := netip.MustParseAddrPort("10.9.9.9:1")
+	d := data(1, 0)
+	d.CumAck = e.Cookie(third)
+	if v := e.Receive(t0, third, d, true); v != Dropped {
 		t.Errorf("verdict %v", v)
 	}
 }

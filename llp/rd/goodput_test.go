@@ -21,6 +21,13 @@ import (
 // (27 timeouts) and 0.02 at 5 % (503 timeouts) then, 0.98 and 0.91 (no
 // timeout) now. The bound is checked on the total time over five fixed seeds, so
 // the test is deterministic (no probability of a spurious failure).
+//
+// Issue 13: at 20 % the goodput collapsed (0.11 of lossless here; 7.98 s
+// for 10000 datagrams with seed 1 and a window of 32): an ACK that came
+// after a timeout gave an RTT sample measuring the timeout, SRTT grew to
+// 35 ms on a 200 µs path, every later timeout waited MaxRTO. With samples
+// after a timeout taken from the timeout, and backoff on timeouts only:
+// 0.45 (10 %: 0.79, as before).
 func TestSimGoodputUnderLoss(t *testing.T) {
 	const total = 10000
 	run := func(loss float64, seed uint64) (time.Duration, rd.Stats) {
@@ -47,7 +54,7 @@ func TestSimGoodputUnderLoss(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		loss, min float64
-	}{{0.01, 0.7}, {0.05, 0.6}} {
+	}{{0.01, 0.7}, {0.05, 0.6}, {0.10, 0.6}, {0.20, 0.3}} {
 		var lossy time.Duration
 		var timeouts, fast uint64
 		for seed := uint64(1); seed <= 5; seed++ {

@@ -32,7 +32,7 @@ func TestIdlePeerMemory(t *testing.T) {
 	before := measure()
 	now := t0
 	for _, a := range addrs {
-		d := dgram.RDHeader{Version: 1, Type: dgram.RDData, Incarnation: incB, Seq: 1}
+		d := dgram.RDHeader{Version: 1, Type: dgram.RDData, Incarnation: incB, Seq: 1, CumAck: e.Cookie(a)}
 		if v := e.Receive(now, a, d, true); v != Deliver {
 			t.Fatal(v)
 		}

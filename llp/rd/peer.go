@@ -12,16 +12,18 @@ type outSeg struct {
 	tok      Token
 	sentAt   int64 // latest transmission (the first one until segRetx: RTT samples)
 	deadline int64
-	retries  uint16
+	retries  uint16 // retransmissions (MaxRetries)
 	flags    uint8
+	timeouts uint8 // retransmission timeouts: the backoff exponent
 }
 
 const (
-	segSacked   = 1 << iota // the receiver holds it (no retransmission; not yet Acked)
-	segRetx                 // retransmitted at least once (Karn: no RTT sample)
-	segFastRetx             // fast-retransmitted at least once (statistics only)
-	segNotReady             // receiver was not ready: retry at deadline, not counted
-	segResend               // resend at deadline although not the oldest (peer's new life)
+	segSacked    = 1 << iota // the receiver holds it (no retransmission; not yet Acked)
+	segRetx                  // retransmitted at least once (Karn: no RTT sample)
+	segFastRetx              // fast-retransmitted at least once (statistics only)
+	segNotReady              // receiver was not ready: retry at deadline, not counted
+	segResend                // resend at deadline although not the oldest (peer's new life)
+	segHandshake             // with segResend: the peer challenged us (cookie.go); not a retransmission
 )
 
 // ring is a growable FIFO of outSeg indexed from the oldest; the buffer is
@@ -78,17 +80,34 @@ type peer struct {
 	active     bool   // in Endpoint.active
 	reoPersist uint8  // > 0: the path was seen reordering, holes wait a reordering window; counts down per repaired hole
 	extSACK    bool   // the peer sets dgram.FlagExtSACK: it takes SACK Block ACKs
-	out        ring
-	srtt       int64 // ns, 0 = no sample yet
-	rttvar     int64
-	nrBackoff  int64 // next NOTREADY wait, 0 = Config.NotReadyBackoff
-	minRTT     int64 // smallest RTT sample, ns (0 = none)
-	reoAt      int64 // reorder timer: recheck the holes then (0 = off)
-	lastSend   int64
-	next       int64 // earliest timer of this peer
+	nrBackoff  uint8  // NOTREADY back-offs in a row: the next waits Config.NotReadyBackoff·2^nrBackoff
+	// proven: the address proved it receives there (its DATA carried our
+	// cookie, or it acknowledged our DATA): DATA from its incarnation is
+	// taken without a cookie (cookie.go).
+	proven bool
+	// cookieDue: the peer challenged us and has not acknowledged since:
+	// DATA carries cookie (the peer's cookie for us, from its Challenge),
+	// no piggybacked ack.
+	cookieDue bool
+	out       ring
+	srtt      int64 // ns, 0 = no sample yet
+	rttvar    int64
+	minRTT    int64 // smallest RTT sample, ns (0 = none)
+	reoAt     int64 // reorder timer: recheck the holes then (0 = off)
+	lastSend  int64
+	// rtoAt is the latest retransmission timeout. An ACK covering only
+	// datagrams sent before it most likely answers the retransmission
+	// (a timeout means the ACKs of the first transmissions were lost): its
+	// RTT sample is taken from the timeout, not from their transmission
+	// (Karn's problem, RFC 6298 §3). Measured from their transmission the
+	// sample contained the timeout itself: at 20 % loss SRTT grew to 35 ms
+	// on a 200 µs path, and every later timeout waited MaxRTO.
+	rtoAt int64
+	next  int64 // earliest timer of this peer
 
 	// receive half
 	rcvNext   uint32   // next expected = CumAck sent; 0 = no receive space
+	cookie    uint32   // (send half) the peer's cookie for us; see cookieDue
 	held      []uint64 // reorder bitmap indexed by seq mod bits; nil until needed
 	heldN     uint16
 	unacked   uint16 // datagrams received since the last ACK went out

@@ -46,6 +46,14 @@ func (e *Endpoint) receiveAck(t int64, addr netip.AddrPort, h *dgram.RDHeader) V
 		e.stats.Stale++
 		return Stale // from the peer's previous incarnation
 	}
+	if h.Flags&dgram.FlagChallenge != 0 {
+		if h.Flags&(dgram.FlagAck|dgram.FlagReset) != 0 {
+			e.stats.Dropped++
+			return Dropped
+		}
+		e.takeChallenge(p, h)
+		return AckOnly
+	}
 	if h.Flags&dgram.FlagReset != 0 {
 		// The peer has no receive state for our current space.
 		victim := h.CumAck
@@ -63,6 +71,8 @@ func (e *Endpoint) receiveAck(t int64, addr netip.AddrPort, h *dgram.RDHeader) V
 	}
 	e.learn(p, h.Incarnation)
 	if h.Flags&dgram.FlagAck != 0 {
+		// It acknowledges our DATA: it receives at this address.
+		p.proven, p.cookieDue = true, false
 		e.ackFrom(t, p, h)
 	}
 	return AckOnly
@@ -89,21 +99,27 @@ func (e *Endpoint) ackFrom(t int64, p *peer, h *dgram.RDHeader) {
 
 // receiveData handles a DATA datagram.
 func (e *Endpoint) receiveData(t int64, addr netip.AddrPort, h *dgram.RDHeader, ready bool) Verdict {
-	if p0 := e.peers[addr]; h.EchoedIncarnation != 0 && !e.isOurs(p0, h.EchoedIncarnation) {
+	p0 := e.peers[addr]
+	if h.EchoedIncarnation != 0 && !e.isOurs(p0, h.EchoedIncarnation) {
 		e.stats.Stale++
-		e.queueReset(addr, e.ours(p0), h.Incarnation, h.EchoedIncarnation) // meant for our previous life
+		e.queueReset(addr, e.ours(p0), h.Incarnation, h.EchoedIncarnation) // meant for our previous life (limited when unproven)
 		return Stale
+	}
+	if p0 != nil && p0.prev != 0 && h.Incarnation == p0.prev {
+		e.stats.Stale++
+		return Stale // late DATA of the peer's previous space: drop, no RESET
+	}
+	if !e.proven(p0, addr, h) {
+		e.challenge(t, addr, p0, h) // no state, nothing buffered (cookie.go)
+		return Unproven
 	}
 	p := e.lookup(t, addr, true)
 	if p == nil {
 		e.stats.Dropped++
 		return Dropped
 	}
+	p.proven = true
 	p.extSACK = h.Flags&dgram.FlagExtSACK != 0
-	if p.prev != 0 && h.Incarnation == p.prev {
-		e.stats.Stale++
-		return Stale // late DATA of the peer's previous space: drop, no RESET
-	}
 	e.learn(p, h.Incarnation) // a new incarnation: its old space towards us is gone
 	if p.rcvNext == 0 {
 		if h.EchoedIncarnation != 0 && h.Seq != 1 {
@@ -123,6 +139,7 @@ func (e *Endpoint) receiveData(t int64, addr netip.AddrPort, h *dgram.RDHeader, 
 	p.lastRecv = t
 	v := e.place(t, p, h, ready)
 	if h.Flags&dgram.FlagAck != 0 && h.EchoedIncarnation == e.ours(p) {
+		p.cookieDue = false // it acknowledges: it holds state for us again
 		e.ackFrom(t, p, h)
 	}
 	return v
@@ -226,4 +243,15 @@ func (e *Endpoint) scheduleAck(t int64, p *peer, now bool) {
 	}
 	p.ackDue = true
 	e.armed(p, p.ackAt)
+}
+
+// InOrder reports whether DATA seq from peer would be delivered now rather
+// than held (the engine asks before it decides whether it has room to hold
+// it): peer has a receive space expecting seq, or none and seq is 1.
+func (e *Endpoint) InOrder(peer netip.AddrPort, seq uint32) bool {
+	p := e.peers[peer]
+	if p == nil || p.rcvNext == 0 {
+		return seq == 1
+	}
+	return seq == p.rcvNext
 }

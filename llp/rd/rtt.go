@@ -38,12 +38,12 @@ func (e *Endpoint) rto(p *peer) int64 {
 	return min(max(r, int64(e.cfg.MinRTO)), int64(e.cfg.MaxRTO))
 }
 
-// backedOff returns the timeout of a datagram retransmitted retries times:
-// RTO·2^retries, capped at MaxRTO.
-func (e *Endpoint) backedOff(p *peer, retries uint16) int64 {
+// backedOff returns the timeout of a datagram that timed out retries
+// times: RTO·2^retries, capped at MaxRTO.
+func (e *Endpoint) backedOff(p *peer, retries uint8) int64 {
 	r := e.rto(p)
 	maxRTO := int64(e.cfg.MaxRTO)
-	for i := uint16(0); i < retries && r < maxRTO; i++ {
+	for i := uint8(0); i < retries && r < maxRTO; i++ {
 		r *= 2
 	}
 	return min(r, maxRTO)

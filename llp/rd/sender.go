@@ -65,7 +65,14 @@ func (e *Endpoint) Send(now time.Time, peer netip.AddrPort, tok Token) (dgram.RD
 func (e *Endpoint) dataHeader(p *peer, seq uint32) dgram.RDHeader {
 	h := dgram.RDHeader{Version: dgram.RDVersion, Type: dgram.RDData, Flags: dgram.FlagExtSACK, Incarnation: e.ours(p), Seq: seq}
 	if !p.spaceAcked {
-		return h // Echoed 0: the receiver cannot validate piggybacked acks
+		h.CumAck = p.cookie // without FlagAck: our cookie for the peer (cookie.go)
+		return h            // Echoed 0: the receiver cannot validate piggybacked acks
+	}
+	if p.cookieDue {
+		// The peer challenged us (it dropped its state for us): the cookie,
+		// no piggybacked ack, until it acknowledges again.
+		h.EchoedIncarnation, h.CumAck = p.inc, p.cookie
+		return h
 	}
 	h = e.ackHeader(p, dgram.RDData)
 	h.Seq = seq
@@ -152,7 +159,7 @@ func (e *Endpoint) processAck(t int64, p *peer, h *dgram.RDHeader) {
 			repaired = true
 		}
 		if s.flags&(segRetx|segSacked) == 0 {
-			sampleAt = max(sampleAt, s.sentAt)
+			sampleAt = max(sampleAt, s.sentAt, p.rtoAt)
 		}
 		e.stats.Acked++
 		e.push(Action{Kind: Acked, Peer: p.addr, Token: s.tok})
@@ -206,7 +213,7 @@ func (e *Endpoint) processAck(t int64, p *peer, h *dgram.RDHeader) {
 					p.sackHigh = base + i
 				}
 				if s.flags&segRetx == 0 && dgram.SeqLessEq(base+i, horizon) {
-					sampleAt = max(sampleAt, s.sentAt)
+					sampleAt = max(sampleAt, s.sentAt, p.rtoAt)
 				}
 			}
 		}
@@ -219,11 +226,14 @@ func (e *Endpoint) processAck(t int64, p *peer, h *dgram.RDHeader) {
 		// it has not SACKed: all of it waits for the not-ready back-off and
 		// is then resent without counting against MaxRetries.
 		e.stats.NotReadyReceived++
-		if p.nrBackoff == 0 {
-			p.nrBackoff = int64(e.cfg.NotReadyBackoff)
+		wait := int64(e.cfg.NotReadyBackoff)
+		for i := uint8(0); i < p.nrBackoff && wait < int64(e.cfg.MaxRTO); i++ {
+			wait *= 2
 		}
-		deadline := t + p.nrBackoff
-		p.nrBackoff = min(2*p.nrBackoff, int64(e.cfg.MaxRTO))
+		deadline := t + min(wait, int64(e.cfg.MaxRTO))
+		if wait < int64(e.cfg.MaxRTO) {
+			p.nrBackoff++
+		}
 		for off := 0; off < p.out.n; off++ {
 			s := p.out.at(off)
 			if s.flags&segSacked == 0 {
@@ -335,7 +345,7 @@ func (e *Endpoint) fastRetransmit(t int64, p *peer) {
 		if p.reoPersist > 0 {
 			p.reoPersist-- // RFC 8985 §6.2 step 4: the reordering window lapses after 16 recoveries without reordering
 		}
-		e.retransmit(t, p, off, true)
+		e.retransmit(t, p, off, true, false)
 	}
 	if p.reoAt != 0 {
 		e.armed(p, p.reoAt)
@@ -362,26 +372,38 @@ func (e *Endpoint) restartTimer(t int64, p *peer) {
 		if s.flags&(segSacked|segNotReady|segResend) != 0 {
 			continue
 		}
-		s.deadline = max(s.deadline, t+e.backedOff(p, s.retries))
+		s.deadline = max(s.deadline, t+e.backedOff(p, s.timeouts))
 		break
 	}
 	e.rearm(p)
 }
 
 // retransmit queues the datagram at offset off for resending; counted
-// retransmissions back its timer off.
-func (e *Endpoint) retransmit(t int64, p *peer, off int, counted bool) {
+// retransmissions count against MaxRetries, timeouts also back its timer
+// off (a fast retransmission is a loss the SACKs showed on a path that
+// delivers: it does not double the timer, RFC 6298 §5.5 backs off on
+// timeouts).
+func (e *Endpoint) retransmit(t int64, p *peer, off int, counted, timeout bool) {
 	s := p.out.at(off)
 	if counted {
 		s.retries++
 	}
-	s.flags |= segRetx
-	s.flags &^= segResend
+	if timeout && s.timeouts < 255 {
+		s.timeouts++
+	}
+	if s.flags&segHandshake != 0 {
+		// Sent again because the peer dropped it unbuffered and
+		// challenged us: as a first transmission (RTT samples count).
+		e.stats.HandshakeResends++
+	} else {
+		s.flags |= segRetx
+		e.stats.Retransmits++
+	}
+	s.flags &^= segResend | segHandshake
 	s.sentAt = t
-	s.deadline = t + e.backedOff(p, s.retries)
+	s.deadline = t + e.backedOff(p, s.timeouts)
 	h := e.dataHeader(p, p.sndUna+uint32(off))
 	h.Flags |= dgram.FlagAckReq
-	e.stats.Retransmits++
 	p.lastSend = t
 	e.push(Action{Kind: Retransmit, Peer: p.addr, Token: s.tok, Header: h})
 	e.armed(p, s.deadline)
@@ -418,7 +440,9 @@ func (e *Endpoint) runTimers(t int64, p *peer, out []Action) []Action {
 		switch {
 		case s.flags&segNotReady != 0:
 			s.flags &^= segNotReady
-			e.retransmit(t, p, off, false)
+			e.retransmit(t, p, off, false, false)
+		case s.flags&segHandshake != 0:
+			e.retransmit(t, p, off, false, false)
 		case int(s.retries) >= e.cfg.MaxRetries:
 			e.abandon(p, Failed)
 			out = e.flush(out)
@@ -427,8 +451,9 @@ func (e *Endpoint) runTimers(t int64, p *peer, out []Action) []Action {
 		default:
 			if s.flags&segResend == 0 {
 				e.stats.Timeouts++
+				p.rtoAt = t
 			}
-			e.retransmit(t, p, off, true)
+			e.retransmit(t, p, off, true, s.flags&segResend == 0)
 		}
 	}
 	out = e.flush(out)

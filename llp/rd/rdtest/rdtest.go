@@ -72,6 +72,9 @@ type Net struct {
 	Violations []string
 	Sent, Lost uint64 // datagrams put on the link, datagrams lost
 	LostData   uint64 // DATA datagrams lost (new or retransmitted)
+	// Trace, when set, sees every datagram received (with its verdict) or
+	// lost (verdict 255): for debugging a failing seed.
+	Trace func(from, to netip.AddrPort, h dgram.RDHeader, v rd.Verdict)
 
 	rng       *rand.Rand
 	nodes     map[netip.AddrPort]*Node
@@ -216,6 +219,9 @@ func (n *Net) violate(format string, args ...any) {
 func (n *Net) transmit(from, to netip.AddrPort, h dgram.RDHeader, tok rd.Token) {
 	n.Sent++
 	if n.Link.Down || n.rng.Float64() < n.Link.Loss {
+		if n.Trace != nil {
+			n.Trace(from, to, h, rd.Verdict(255))
+		}
 		n.Lost++
 		if h.Type == dgram.RDData {
 			n.LostData++
@@ -334,6 +340,9 @@ func (nd *Node) receive(d *datagram) {
 	}
 	ready := nd.Ready == nil || nd.Ready(nd.net.Now)
 	v := nd.EP.Receive(nd.net.Now, d.from, h, ready)
+	if nd.net.Trace != nil {
+		nd.net.Trace(d.from, nd.Addr, h, v)
+	}
 	nd.Verdicts[v]++
 	switch v {
 	case rd.Deliver:
