@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpd/iwarpd/iwerr"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
@@ -229,6 +230,9 @@ func TestRDWriteRecordAccessViolation(t *testing.T) {
 	for i, tc := range cases {
 		sc := scs[i]
 		want := termWord(rdmap.TaggedError(tc.want))
+		if tc.want == rdmap.FaultAccessRights { // RFC 5040 §4.8: not "invalid STag" (issue 13)
+			want = termWord(iwerr.RDMAPAccessRights)
+		}
 		if sc.WRID != uint64(i) || sc.Status != proto.WCRemAccessErr || sc.Opcode != proto.WCWriteRecord ||
 			sc.Flags&proto.WCFlagTermValid == 0 || sc.Term != want {
 			t.Fatalf("%s: completion %+v, want WCRemAccessErr term %#x", tc.name, sc, want)
