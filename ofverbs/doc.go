@@ -7,10 +7,22 @@
 //
 // Open (or ListDevices) finds the daemon at DefaultSocket (IWARPD_SOCKET,
 // else the daemon's default path) and returns a Context. From it: AllocPD,
-// AllocBuffer (shared memory: only Buffer memory can be registered),
-// CreateCompChannel, CreateCQ; from a PD: RegMR, CreateQP, CreateAH,
-// CreateSRQ. Every object has an idempotent Close; closing the Context
+// AllocBuffer (shared memory the daemon maps: registered Buffer memory is
+// the zero-copy path), CreateCompChannel, CreateCQ; from a PD: RegMR (of a
+// Buffer's memory, or of any other memory of the process, which the daemon
+// then reaches with process_vm_readv/writev: docs/memory-registration.md),
+// CreateQP, CreateAH, CreateSRQ. Every object has an idempotent Close; closing the Context
 // closes everything it owns. Capabilities come from QueryDevice.
+//
+// # Datagram peers
+//
+// A UD or RD QP has an address and a Q_Key (random unless QPInitAttr.QKey
+// chooses one); the daemon drops every datagram that does not name the
+// key. QP.Endpoint gives both, as text with Endpoint.String
+// ("ip:port/qkey"): hand it to peers out of band as InfiniBand programs
+// hand out QPNs, and they call PD.CreateAHTo(endpoint). A memory region's
+// RKey (its STag, random) is for peers, its LKey for local work requests;
+// neither works as the other.
 //
 // # Data path
 //

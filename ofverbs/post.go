@@ -85,6 +85,16 @@ func (q *QP) checkSend(wr *SendWR) (uint32, error) {
 		if err := wr.AH.usable(q.pd); err != nil {
 			return 0, err
 		}
+		if wr.RemoteQKey == 0 && wr.AH.qkey == 0 {
+			return 0, newError(op, unix.EINVAL, "work request %d names no Q_Key for %v: create the AH with CreateAHTo(the peer QP's Endpoint) or set SendWR.RemoteQKey", wr.ID, wr.AH)
+		}
+	}
+	if wr.Opcode.Atomic() {
+		// One 8-byte result SGE after the operands (proto.SQEStride leaves room).
+		if wr.Inline || len(wr.SGL) != 1 || wr.SGL[0].Length != 8 {
+			return 0, newError(op, unix.EINVAL, "work request %d: an atomic takes one 8-byte result SGE and no inline data", wr.ID)
+		}
+		return 0, nil
 	}
 	if !wr.Inline {
 		if len(wr.SGL) > int(q.cap.MaxSendSGE) {
@@ -98,8 +108,8 @@ func (q *QP) checkSend(wr *SendWR) (uint32, error) {
 	} else {
 		for _, s := range wr.SGL {
 			total += uint64(s.Length)
-			if _, _, ok := q.ctx.findBuffer(s.Addr, uint64(s.Length)); !ok && s.Length > 0 {
-				return 0, newError(op, unix.EINVAL, "work request %d: inline SGE at %#x (%d bytes) is not inside a Buffer of this context", wr.ID, s.Addr, s.Length)
+			if _, _, ok := q.ctx.findBuffer(s.Addr, uint64(s.Length)); !ok && s.Length > 0 && q.ctx.findProcessMR(s.Addr, uint64(s.Length)) == nil {
+				return 0, newError(op, unix.EINVAL, "work request %d: inline SGE at %#x (%d bytes) is neither inside a Buffer nor a process-memory MR of this context", wr.ID, s.Addr, s.Length)
 			}
 		}
 	}
@@ -111,7 +121,7 @@ func (q *QP) checkSend(wr *SendWR) (uint32, error) {
 
 // encodeSend writes wr into slot (stride checked by checkSend).
 func (q *QP) encodeSend(slot []byte, wr *SendWR, inlineLen uint32) {
-	e := proto.SQE{WRID: wr.ID, Opcode: wr.Opcode, RKey: wr.RKey, RemoteAddr: wr.RemoteAddr, InvStag: wr.InvStag}
+	e := proto.SQE{WRID: wr.ID, Opcode: wr.Opcode, RKey: wr.RKey, RemoteAddr: wr.RemoteAddr, InvStag: wr.InvStag, Imm: wr.Imm}
 	if wr.Signaled {
 		e.Flags |= proto.SendSignaled
 	}
@@ -123,6 +133,10 @@ func (q *QP) encodeSend(slot []byte, wr *SendWR, inlineLen uint32) {
 	}
 	if wr.AH != nil && q.typ != QPTypeRC {
 		e.AH = wr.AH.av // the destination travels in the SQE (proto.AddressVector)
+		e.QKey = wr.RemoteQKey
+		if e.QKey == 0 {
+			e.QKey = wr.AH.qkey
+		}
 	}
 	body := slot[proto.SQEHeaderLen:]
 	if wr.Inline {
@@ -135,6 +149,13 @@ func (q *QP) encodeSend(slot []byte, wr *SendWR, inlineLen uint32) {
 			for _, s := range wr.SGL {
 				off += q.ctx.copyFromBuffer(body[off:off+int(s.Length)], s.Addr)
 			}
+		}
+	} else if wr.Opcode.Atomic() {
+		// Operands first, then the result SGE (proto.AtomicOperands).
+		proto.AtomicOperands{CompareAdd: wr.CompareAdd, Swap: wr.Swap}.Put(body)
+		e.NumSGE = uint16(len(wr.SGL))
+		for i, s := range wr.SGL {
+			proto.SGE(s).Put(body[proto.AtomicOperandsLen+i*proto.SGELen:])
 		}
 	} else {
 		e.NumSGE = uint16(len(wr.SGL))
@@ -153,7 +174,11 @@ func (c *Context) copyFromBuffer(dst []byte, addr uint64) int {
 	}
 	b, off, ok := c.findBuffer(addr, uint64(len(dst)))
 	if !ok {
-		clear(dst)
+		if src := c.findProcessMR(addr, uint64(len(dst))); src != nil {
+			copy(dst, src) // this process's own memory, registered (RegMR keeps it reachable)
+		} else {
+			clear(dst)
+		}
 		return len(dst)
 	}
 	b.mu.Lock()

@@ -57,6 +57,17 @@ const (
 	WRRDMAWrite      = proto.WRRDMAWrite
 	WRRDMARead       = proto.WRRDMARead
 	WRWriteRecord    = proto.WRWriteRecord
+	WRSendWithImm    = proto.WRSendWithImm  // Send carrying SendWR.Imm (RC, UD, RD)
+	WRWriteWithImm   = proto.WRWriteWithImm // RDMA Write + Immediate Data SendWR.Imm (RC)
+	WRFetchAdd       = proto.WRFetchAdd     // RFC 7306 FetchAdd: adds CompareAdd (RC, RD)
+	WRCmpSwap        = proto.WRCmpSwap      // RFC 7306 CmpSwap: CompareAdd, Swap (RC, RD)
+)
+
+// Device atomic capabilities (DeviceAttr.AtomicCap, as enum ibv_atomic_cap).
+const (
+	AtomicNone = proto.AtomicNone
+	AtomicHCA  = proto.AtomicHCA
+	AtomicGlob = proto.AtomicGlob
 )
 
 // Work completion statuses (numbered as ibv_wc_status).
@@ -85,8 +96,11 @@ const (
 	WCRDMAWrite       = proto.WCRDMAWrite
 	WCRDMARead        = proto.WCRDMARead
 	WCWriteRecord     = proto.WCWriteRecord
+	WCFetchAdd        = proto.WCFetchAdd
+	WCCmpSwap         = proto.WCCmpSwap
 	WCRecv            = proto.WCRecv
 	WCRecvWriteRecord = proto.WCRecvWriteRecord
+	WCRecvRDMAWithImm = proto.WCRecvRDMAWithImm // RDMA Write with immediate data (RC): WC.Imm
 )
 
 // Work completion flags (WC.Flags).
@@ -96,6 +110,7 @@ const (
 	WCFlagSrcValid   = proto.WCFlagSrcValid   // Src is valid (datagram receives)
 	WCFlagTermValid  = proto.WCFlagTermValid  // Term holds the iWARP error behind Status
 	WCFlagRecordTrim = proto.WCFlagRecordTrim // Write-Record: not every byte was placed
+	WCFlagImm        = proto.WCFlagImm        // WC.Imm holds immediate data
 )
 
 // Asynchronous event types.
@@ -105,10 +120,16 @@ const (
 	EventCQError       = proto.EventCQError
 	EventSRQLimit      = proto.EventSRQLimit
 	EventDeviceFatal   = proto.EventDeviceFatal
+	// EventRemoteAccessRefused: a remote peer was refused access to this
+	// context's memory through a datagram QP (an invalid STag — a guess —,
+	// bounds, rights). Rate-limited; Detail names the source and how many
+	// refusals the event stands for.
+	EventRemoteAccessRefused = proto.EventRemoteAccessRefused
 )
 
 // SGE is a scatter/gather element: Length bytes at Addr (an address in this
-// process, inside a registered Buffer) of the memory region named by LKey.
+// process, inside a registered region: a Buffer's or process memory) of the
+// memory region named by LKey.
 // MR.SGE builds one from a slice.
 type SGE struct {
 	Addr   uint64
@@ -125,16 +146,27 @@ type SendWR struct {
 	// buffers may be reused as soon as PostSend returns, and need not be
 	// registered (but the payload must fit QPCap.MaxInline). The bytes come
 	// from InlineData when it is non-nil, else from the SGL, whose addresses
-	// must then lie in a Buffer of this Context.
+	// must then lie in a Buffer or a process-memory MR of this Context.
 	Inline     bool
 	InlineData []byte
 	Signaled   bool // ask for a completion on success (errors always complete)
 	Solicited  bool // Send with Solicited Event
 	Fence      bool // wait for prior RDMA Reads
 	AH         *AH  // destination of a datagram QP's Send
+	// RemoteQKey is the destination QP's Q_Key (datagram QPs); 0 takes
+	// the AH's (CreateAHTo). A work request with neither is refused.
+	RemoteQKey uint32
 	RemoteAddr uint64
-	RKey       uint32 // remote STag of RDMA Write/Read, Write-Record
+	RKey       uint32 // remote STag of RDMA Write/Read, Write-Record, atomics
 	InvStag    uint32 // Send with Invalidate
+	Imm        uint32 // immediate data of WRSendWithImm / WRWriteWithImm
+	// Atomics (WRFetchAdd, WRCmpSwap; as ibv_send_wr.wr.atomic): the 8
+	// octets at RemoteAddr (8-aligned, in an MR with AccessRemoteAtomic)
+	// get CompareAdd added (FetchAdd), or Swap stored if they equal
+	// CompareAdd (CmpSwap); the original value lands in SGL[0], one SGE
+	// of exactly 8 bytes, in host byte order.
+	CompareAdd uint64
+	Swap       uint64
 }
 
 // RecvWR is a receive work request: buffers a message may be scattered into.
@@ -155,6 +187,7 @@ type WC struct {
 	Src     netip.AddrPort // datagram receives (Flags&WCFlagSrcValid)
 	Term    uint32         // iWARP error (Flags&WCFlagTermValid)
 	TO      uint64         // Write-Record tagged offset
+	Imm     uint32         // immediate data (Flags&WCFlagImm)
 }
 
 // Err returns nil for a successful completion, else a *WCError.

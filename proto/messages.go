@@ -43,7 +43,25 @@ type DeviceAttr struct {
 	MaxMsgUD       int    `json:"max_msg_ud"` // largest UD message (segmented by DDP)
 	DatagramSize   int    `json:"datagram_size"`
 	MaxCompChannel int    `json:"max_comp_channel"`
+	// AtomicCap says how remote atomics (RFC 7306 FetchAdd, CmpSwap) are
+	// atomic, as ibv_device_attr.atomic_cap: AtomicGlob (against every
+	// other atomic and the owning process's CPU atomics on the same 8
+	// octets). MaxQPRdAtom / MaxQPInitRdAtom bound the Reads and atomics a
+	// QP answers (IRD) / has outstanding (ORD), as max_qp_rd_atom and
+	// max_qp_init_rd_atom.
+	AtomicCap       AtomicCap `json:"atomic_cap"`
+	MaxQPRdAtom     int       `json:"max_qp_rd_atom,omitempty"`
+	MaxQPInitRdAtom int       `json:"max_qp_init_rd_atom,omitempty"`
 }
+
+// AtomicCap is a device's atomicity guarantee (enum ibv_atomic_cap).
+type AtomicCap uint8
+
+const (
+	AtomicNone AtomicCap = 0 // no remote atomics
+	AtomicHCA  AtomicCap = 1 // atomic against other remote atomics only
+	AtomicGlob AtomicCap = 2 // atomic against remote atomics and CPU atomics
+)
 
 // PortAttr is what QueryPort reports.
 type PortAttr struct {
@@ -57,16 +75,27 @@ type Handle struct {
 	Handle uint32 `json:"handle"`
 }
 
-// RegMRRequest registers [Offset, Offset+Length) of a sealed memfd region
-// (descriptor 0) that the client has mapped at Addr. The region must be
-// sealed against shrinking (F_SEAL_SHRINK) so that the daemon can never be
-// made to fault on it.
+// RegMRRequest registers memory of the client for PD, in one of two forms:
+//
+//   - memfd (Process false): [Offset, Offset+Length) of a sealed memfd
+//     region (descriptor 0) that the client has mapped at Addr. The region
+//     must be a plain (not hugetlb) memfd sealed against shrinking and
+//     growing (F_SEAL_SHRINK|F_SEAL_GROW), so that the daemon can never be
+//     made to fault on it. The daemon maps it: the zero-copy fast path.
+//   - process memory (Process true): no descriptor; [Addr, Addr+Length)
+//     lies in the address space of the client process that opened the
+//     session (SO_PEERCRED at Hello), Offset must be 0. The daemon reaches
+//     it with process_vm_readv/process_vm_writev(2) (copies through its own
+//     staging), so any heap, stack or static range can be registered. Memory
+//     unmapped while registered fails the operations touching it with an
+//     access error. See docs/memory-registration.md.
 type RegMRRequest struct {
-	PD     uint32 `json:"pd"`
-	Offset uint64 `json:"offset"`
-	Length uint64 `json:"length"`
-	Addr   uint64 `json:"addr"`
-	Access Access `json:"access"`
+	PD      uint32 `json:"pd"`
+	Offset  uint64 `json:"offset"`
+	Length  uint64 `json:"length"`
+	Addr    uint64 `json:"addr"`
+	Access  Access `json:"access"`
+	Process bool   `json:"process,omitempty"`
 }
 
 type RegMRReply struct {
@@ -93,6 +122,13 @@ type QPCaps struct {
 	MaxSendSGE uint32 `json:"max_send_sge"`
 	MaxRecvSGE uint32 `json:"max_recv_sge"`
 	MaxInline  uint32 `json:"max_inline"`
+	// MaxRdAtomic / MaxDestRdAtomic: RDMA Reads and atomics outstanding
+	// as requester (ORD) / answered at a time as responder (IRD) on an RD
+	// QP (0: the daemon's -rd-ord / -rd-ird); an RC QP takes them from
+	// the connection's IRD/ORD (Connect/Accept), as max_rd_atomic and
+	// max_dest_rd_atomic.
+	MaxRdAtomic     uint32 `json:"max_rd_atomic,omitempty"`
+	MaxDestRdAtomic uint32 `json:"max_dest_rd_atomic,omitempty"`
 }
 
 // CreateQPRequest passes descriptor 0: a sealed memfd holding the SQ ring
@@ -110,18 +146,27 @@ type CreateQPRequest struct {
 	Port uint16 `json:"port,omitempty"`
 	// NoCRC turns datagram CRC checking off (agreed out of band with peers).
 	NoCRC bool `json:"no_crc,omitempty"`
+	// QKey is a datagram QP's Q_Key (docs/wire-format.md §5.1): every
+	// datagram it accepts must name it. 0: the daemon draws a random
+	// non-zero one (returned in the reply), which peers learn with the
+	// QP's address.
+	QKey uint32 `json:"qkey,omitempty"`
 }
 
 type CreateQPReply struct {
 	Handle uint32 `json:"handle"`
 	QPN    uint32 `json:"qpn"`
-	Addr   string `json:"addr"` // ip:port of a datagram QP
+	Addr   string `json:"addr"`           // ip:port of a datagram QP
+	QKey   uint32 `json:"qkey,omitempty"` // a datagram QP's Q_Key
 }
 
 // ModifyQPRequest moves a QP to State (RESET→INIT→RTR→RTS, any→ERROR).
+// A non-zero QKey also sets a datagram QP's Q_Key (as IBV_QP_QKEY), in any
+// transition.
 type ModifyQPRequest struct {
 	QP    uint32  `json:"qp"`
 	State QPState `json:"state"`
+	QKey  uint32  `json:"qkey,omitempty"`
 }
 
 type QueryQPReply struct {
@@ -130,6 +175,7 @@ type QueryQPReply struct {
 	QPN   uint32  `json:"qpn"`
 	Addr  string  `json:"addr"`
 	Caps  QPCaps  `json:"caps"`
+	QKey  uint32  `json:"qkey,omitempty"`
 }
 
 // CreateSRQRequest passes descriptor 0: a sealed memfd holding the SRQ ring

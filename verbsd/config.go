@@ -73,6 +73,8 @@ type Config struct {
 	// (UDP_GRO); the engine takes them apart.
 	GRO    bool
 	Limits Limits
+	// UserLimits bound each Unix user's sessions together (userlimits.go).
+	UserLimits UserLimits
 	// MPA is the device's policy for RC connection establishment (cm_config.go;
 	// the zero value is the RFC-conforming default).
 	MPA MPAConfig
@@ -142,6 +144,7 @@ func DefaultConfig() Config {
 		GRO:               true,
 		RD:                DefaultRDConfig(),
 		Limits:            DefaultLimits,
+		UserLimits:        DefaultUserLimits,
 	}
 }
 
@@ -183,6 +186,9 @@ func (c *Config) Validate() error {
 	if err := c.RD.validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.UserLimits.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	l := c.Limits
 	for _, v := range []struct {
 		name string
@@ -218,6 +224,9 @@ func (c *Config) DeviceAttr() proto.DeviceAttr {
 		MaxMR: l.MaxMR, MaxMRSize: l.MaxMRSize, MaxRegistered: l.MaxRegistered, MaxPD: l.MaxPD,
 		MaxSRQ: l.MaxSRQ, MaxSRQWR: l.MaxSRQWR, MaxInline: l.MaxInline, MaxMsgUD: c.MaxMsgUD,
 		DatagramSize: c.DatagramSize, MaxCompChannel: l.MaxCompChannel,
+		// Remote atomics use the CPU's atomic instructions on the shared
+		// memory (rc_atomic.go atomicExecute).
+		AtomicCap: proto.AtomicGlob, MaxQPRdAtom: MaxIRDORD, MaxQPInitRdAtom: MaxIRDORD,
 	}
 }
 

@@ -76,7 +76,9 @@ type rcRx struct {
 // rcRead is an outstanding RDMA Read (requester).
 type rcRead struct {
 	seq      uint64
-	internal bool // the RTR: no work request
+	internal bool   // the RTR: no work request
+	atomic   bool   // an RFC 7306 atomic (rc_atomic.go): answered by an Atomic Response
+	reqID    uint32 // its Request Identifier
 	sge      proto.SGE
 	stag     uint32
 	to       uint64
@@ -94,6 +96,8 @@ type rcReadResp struct {
 	started  bool
 	ddpHdr   [ddp.UntaggedHeaderLen]byte
 	rdmaHdr  [rdmap.ReadRequestLen]byte
+	atomic   bool                          // an executed Atomic Request: send resp (rc_atomic.go)
+	resp     [rdmap.AtomicResponseLen]byte // its Atomic Response
 }
 
 // rcRecv is the receive WR of the Send being received.
@@ -185,9 +189,9 @@ func (x *rcReader) Read(b []byte) (int, error) {
 // rcLookup resolves a remote access to q's registered memory: STag (the
 // MR's rkey, valid, in q's session), PD, access right need, TO range.
 func (q *qp) rcLookup(stag uint32, to, n uint64, need proto.Access) ([]byte, rdmap.AccessFault) {
-	m := q.s.mrs[stag>>8]
+	m := q.s.mrByRKey(stag)
 	switch {
-	case m == nil || m.lkey != stag || m.invalid:
+	case m == nil || m.invalid:
 		return nil, rdmap.FaultInvalidStag
 	case m.pd != q.pd:
 		return nil, rdmap.FaultPDMismatch
@@ -195,10 +199,17 @@ func (q *qp) rcLookup(stag uint32, to, n uint64, need proto.Access) ([]byte, rdm
 		return nil, rdmap.FaultAccessRights
 	case n > 0 && n-1 > math.MaxUint64-to:
 		return nil, rdmap.FaultTOWrap
-	case to < m.addr || to-m.addr > uint64(len(m.mem)) || n > uint64(len(m.mem))-(to-m.addr):
+	case to < m.addr || to-m.addr > m.size() || n > m.size()-(to-m.addr):
 		return nil, rdmap.FaultBaseBounds
 	}
 	off := to - m.addr
+	if m.proc != nil { // stage.go: a Read's source is read now; a Write's target is written back on commit
+		b, st := q.s.eng.stage(q.s, m.proc, off, n, need == proto.AccessRemoteRead)
+		if st != proto.WCSuccess {
+			return nil, rdmap.FaultBaseBounds
+		}
+		return b, 0
+	}
 	return m.mem[off : off+n : off+n], 0
 }
 
@@ -350,9 +361,19 @@ func (e *engine) rcRDMAPHeaderLen(x *rcRx) int {
 		return 0
 	}
 	rest := x.ulen - ddp.UntaggedHeaderLen
+	op := rdmap.Control(x.h.ULPControl).Opcode()
 	switch x.h.QN {
+	case rdmap.QNSend:
+		if op == rdmap.OpImmediateData || op == rdmap.OpImmediateDataSE {
+			return min(rest, rdmap.ImmediateDataLen)
+		}
 	case rdmap.QNReadRequest:
+		if op == rdmap.OpAtomicRequest {
+			return min(rest, rdmap.AtomicRequestLen)
+		}
 		return min(rest, rdmap.ReadRequestLen)
+	case rdmap.QNAtomicResponse:
+		return min(rest, rdmap.AtomicResponseLen)
 	case rdmap.QNTerminate:
 		return min(rest, rxHeaderMax-ddp.UntaggedHeaderLen)
 	}
@@ -376,7 +397,7 @@ func (e *engine) rcCheck(q *qp) bool {
 		}
 		return fail(iwerr.DDPUntaggedInvalidVersion, nil)
 	}
-	if !h.Tagged && h.QN > rdmap.QNTerminate {
+	if !h.Tagged && h.QN > rdmap.QNAtomicResponse {
 		return fail(iwerr.DDPInvalidQN, nil)
 	}
 	ctl := rdmap.Control(h.ULPControl)
@@ -398,8 +419,18 @@ func (e *engine) rcCheck(q *qp) bool {
 	}
 	switch h.QN {
 	case rdmap.QNSend:
+		if x.op == rdmap.OpImmediateData || x.op == rdmap.OpImmediateDataSE {
+			if !e.rcCheckImmediate(q, fail) { // rc_atomic.go
+				return false
+			}
+		}
 		return e.rcCheckSend(q, fail)
+	case rdmap.QNAtomicResponse:
+		return e.rcCheckAtomicResponse(q, fail) // rc_atomic.go
 	case rdmap.QNReadRequest:
+		if x.op == rdmap.OpAtomicRequest {
+			return e.rcCheckAtomicRequest(q, fail) // rc_atomic.go
+		}
 		rdmaHdr := x.hdr[ddp.UntaggedHeaderLen:x.want]
 		switch {
 		case h.MO != 0 || !h.Last:
@@ -448,7 +479,7 @@ func (e *engine) rcCheckTagged(q *qp, fail func(iwerr.Error, []byte) bool) bool 
 			return fail(rdmap.TaggedError(f), nil)
 		}
 	case rdmap.OpReadResponse:
-		if c.orq.len() == 0 {
+		if c.orq.len() == 0 || c.orq.head().atomic {
 			return fail(iwerr.RDMAPUnexpectedOpcode, nil)
 		}
 		r := c.orq.head()
@@ -543,7 +574,7 @@ func (e *engine) rcTakeRecv(q *qp) rqeResult {
 			off := proto.RQEHeaderLen + i*proto.SGELen
 			copy(sraw[:], slot[off:off+proto.SGELen])
 			s := proto.GetSGE(sraw[:])
-			if _, st = q.s.translate(s, p, true); st != proto.WCSuccess {
+			if _, _, st = q.s.checkSGE(s, p, true); st != proto.WCSuccess {
 				break
 			}
 			r.sges = append(r.sges, s)
@@ -617,6 +648,19 @@ func (e *engine) rcDest(q *qp) bool {
 	return true
 }
 
+// rcPlaceFault terminates q when the process memory a segment was being
+// placed in went away (stage.go): a remote access error for an RDMA Write
+// (its target is the peer's to know), a local catastrophic error for a
+// Send's receive buffer or a Read's sink.
+func (e *engine) rcPlaceFault(q *qp) {
+	x := &q.rc.rx
+	if x.op == rdmap.OpWrite {
+		e.rcTerminate(q, rdmap.TaggedError(rdmap.FaultBaseBounds), x.hdr[:x.h.Len()], nil, x.ulen)
+		return
+	}
+	e.rcTerminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
+}
+
 // pieceAt returns the part of the concatenation of pieces at [off,
 // off+n), cut at the end of the piece holding off.
 func pieceAt(pieces [][]byte, off, n int) []byte {
@@ -651,6 +695,10 @@ func (e *engine) rcPlace(q *qp, rd *rcReader) error {
 			return io.ErrUnexpectedEOF // cannot happen: the destination covers the payload
 		}
 		n, err := c.rcv.ReadPayload(rd, chunk)
+		if cerr := e.commitOne(chunk[:n]); cerr != nil { // stage.go: process memory
+			e.rcPlaceFault(q)
+			return errRCStopped
+		}
 		x.placed += n
 		if err != nil {
 			return err
@@ -682,10 +730,18 @@ func (e *engine) rcCommit(q *qp) bool {
 		if !x.fresh && !e.rcDest(q) {
 			return false
 		}
-		pieceAt(x.dst, x.payLen-1, 1)[0] = x.last[0]
+		last := pieceAt(x.dst, x.payLen-1, 1)
+		last[0] = x.last[0]
+		if e.commitOne(last) != nil { // stage.go: process memory
+			e.rcPlaceFault(q)
+			return false
+		}
 	}
 	if h.Tagged {
 		e.count(q, cBytesIn, int64(x.payLen))
+		if x.op == rdmap.OpWrite && h.Last {
+			c.afterWrite = true
+		}
 		if x.op == rdmap.OpReadResponse {
 			r := c.orq.head()
 			r.placed += uint32(x.payLen)
@@ -708,10 +764,18 @@ func (e *engine) rcCommit(q *qp) bool {
 		c.rqe.placed += uint32(x.payLen)
 		if h.Last {
 			c.expMSN[0]++
-			return e.rcCompleteRecv(q)
+			ok := e.rcCompleteRecv(q)
+			c.afterWrite = false
+			return ok
 		}
+	case rdmap.QNAtomicResponse:
+		c.expMSN[rdmap.QNAtomicResponse]++
+		return e.rcCommitAtomicResponse(q) // rc_atomic.go
 	case rdmap.QNReadRequest:
 		c.expMSN[1]++
+		if x.op == rdmap.OpAtomicRequest {
+			return e.rcCommitAtomicRequest(q) // rc_atomic.go
+		}
 		rr, _, _ := rdmap.ParseReadRequest(x.hdr[ddp.UntaggedHeaderLen:x.want])
 		r := rcReadResp{sinkStag: rr.SinkStag, sinkTO: rr.SinkTO, size: rr.Size, srcStag: rr.SourceStag, srcTO: rr.SourceTO}
 		copy(r.ddpHdr[:], x.hdr[:ddp.UntaggedHeaderLen])
@@ -732,13 +796,21 @@ func (e *engine) rcCompleteRecv(q *qp) bool {
 	x := &c.rx
 	r := &c.rqe
 	cqe := proto.CQE{WRID: r.wrid, Opcode: proto.WCRecv, ByteLen: r.placed, QPN: q.qpn}
-	if x.op == rdmap.OpSendSE || x.op == rdmap.OpSendSEInvalidate {
+	if x.op == rdmap.OpSendSE || x.op == rdmap.OpSendSEInvalidate || x.op == rdmap.OpImmediateDataSE {
 		cqe.Flags |= proto.WCFlagSolicited
+	}
+	if x.op == rdmap.OpImmediateData || x.op == rdmap.OpImmediateDataSE {
+		d, _, _ := rdmap.ParseImmediateData(x.hdr[ddp.UntaggedHeaderLen:x.want])
+		cqe.Flags |= proto.WCFlagImm
+		cqe.Imm = d.Value()
+		if c.afterWrite {
+			cqe.Opcode = proto.WCRecvRDMAWithImm
+		}
 	}
 	if x.op == rdmap.OpSendInvalidate || x.op == rdmap.OpSendSEInvalidate {
 		stag := x.h.ULPReserved
-		m := q.s.mrs[stag>>8]
-		if m == nil || m.lkey != stag || m.pd != q.pd {
+		m := q.s.mrByRKey(stag)
+		if m == nil || m.pd != q.pd {
 			e.rcTerminate(q, iwerr.RDMAPCannotInvalidate, x.hdr[:ddp.UntaggedHeaderLen], nil, x.ulen)
 			return false
 		}
@@ -751,43 +823,4 @@ func (e *engine) rcCompleteRecv(q *qp) bool {
 	e.count(q, cBytesIn, int64(r.placed))
 	e.postCQE(q.s, q.recvCQ, &cqe)
 	return true
-}
-
-// rcTermReceived handles the peer's Terminate: the oldest uncompleted work
-// request completes with the error it reports, the rest is flushed, the QP
-// goes to ERROR and the connection is closed.
-func (e *engine) rcTermReceived(q *qp, b []byte) {
-	c := q.rc
-	t, _, err := rdmap.ParseTerminate(b)
-	if err != nil {
-		t = rdmap.Terminate{Err: iwerr.RDMAPOperationUnspecified}
-	}
-	t.DDPHeader = append([]byte(nil), t.DDPHeader...)
-	t.RDMAPHeader = append([]byte(nil), t.RDMAPHeader...)
-	c.term = &t
-	c.reason = rcClosedTermReceived
-	if c.pend.n > 0 {
-		p := c.pend.front()
-		p.done, p.status, p.term, p.flags = true, termStatus(t.Err), termWord(t.Err), proto.WCFlagTermValid
-	}
-	if q.state != proto.QPStateError {
-		q.state = proto.QPStateError
-		q.s.sendEvent(e, proto.Event{Type: proto.EventQPFatal, Handle: q.handle, Detail: "terminate received: " + t.Err.Error()})
-	}
-	e.rcClose(q, rcClosedTermReceived, "")
-}
-
-// termStatus is the completion status of a work request the peer
-// terminated the connection for.
-func termStatus(err iwerr.Error) proto.WCStatus {
-	switch {
-	case err.Layer == iwerr.LayerRDMAP && err.Type == iwerr.RDMAPRemoteProtection,
-		err.Layer == iwerr.LayerDDP && err.Type == iwerr.DDPTaggedBuffer:
-		return proto.WCRemAccessErr
-	case err.Layer == iwerr.LayerDDP && err.Type == iwerr.DDPUntaggedBuffer:
-		return proto.WCRemInvReqErr
-	case err.Layer == iwerr.LayerRDMAP && err.Type == iwerr.RDMAPRemoteOperation:
-		return proto.WCRemOpErr
-	}
-	return proto.WCRemAbortErr
 }

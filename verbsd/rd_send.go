@@ -37,12 +37,15 @@ type rdWR struct {
 	status    proto.WCStatus
 	term      uint32 // iWARP error of an error message (WCFlagTermValid)
 	rreq      [rdmap.ReadRequestLen]byte
-	sink      proto.SGE         // Read: the one sink buffer
-	placed    uint32            // Read: response octets placed
-	respFinal bool              // Read: the last response segment arrived
-	rec       rdmap.WriteRecord // Write-Record: its header (MessageOffset set per segment)
-	rkey      uint32            // Write-Record: the target STag
-	to        uint64            // Write-Record: the tagged offset of the first octet
+	sink      proto.SGE                    // Read: the one sink buffer
+	placed    uint32                       // Read: response octets placed
+	respFinal bool                         // Read: the last response segment arrived
+	rec       rdmap.WriteRecord            // Write-Record: its header (MessageOffset set per segment)
+	rkey      uint32                       // Write-Record: the target STag
+	to        uint64                       // Write-Record: the tagged offset of the first octet
+	areq      [rdmap.AtomicRequestLen]byte // atomic: its Atomic Request (rd_atomic.go)
+	reqID     uint32                       // atomic: its Request Identifier
+	imm       [rdmap.ImmediateDataLen]byte // Send with Imm: the header of every segment
 }
 
 // rdResp is an accepted RDMA Read Request being answered.
@@ -59,11 +62,12 @@ type rdResp struct {
 
 // rdErrMsg is an error message (untagged QN 2, opcode Terminate) being sent.
 type rdErrMsg struct {
-	seq  uint64
-	peer netip.AddrPort
-	body []byte // DDP header + Terminate header
-	sent bool
-	done bool
+	seq    uint64
+	peer   netip.AddrPort
+	body   []byte // DDP header + Terminate header (or Atomic Response)
+	sent   bool
+	done   bool
+	atomic bool // an Atomic Response (rd_atomic.go), not an error message
 }
 
 // zeroPayload stands in for octets that cannot be read any more (the
@@ -129,7 +133,8 @@ func (e *engine) rdPrepare(q *qp, w *rdWR, slot []byte) {
 	sqe := proto.GetSQE(raw[:])
 	w.wrid, w.op, w.signaled = sqe.WRID, sqe.Opcode, sqe.Flags&proto.SendSignaled != 0 || q.sigAll
 	fail := func(st proto.WCStatus) { w.done, w.fatal, w.status = true, true, st }
-	known := sqe.Opcode == proto.WRSend || sqe.Opcode == proto.WRRDMARead || sqe.Opcode == proto.WRWriteRecord
+	known := sqe.Opcode == proto.WRSend || sqe.Opcode == proto.WRRDMARead || sqe.Opcode == proto.WRWriteRecord ||
+		sqe.Opcode == proto.WRSendWithImm || sqe.Opcode.Atomic()
 	if !sqe.KnownFlags() || sqe.Flags&proto.SendFence != 0 || !known {
 		fail(proto.WCLocQPOpErr)
 		return
@@ -140,7 +145,14 @@ func (e *engine) rdPrepare(q *qp, w *rdWR, slot []byte) {
 		return
 	}
 	w.peer = dst
+	r.setPeerKey(dst, sqe.QKey) // rd_keys.go
 	inline := sqe.Flags&proto.SendInline != 0
+	if sqe.Opcode.Atomic() {
+		if st := e.rdPrepareAtomic(q, w, &sqe, slot, inline); st != proto.WCSuccess { // rd_atomic.go
+			fail(st)
+		}
+		return
+	}
 	if inline {
 		if sqe.InlineLen > q.caps.MaxInline || sqe.Opcode == proto.WRRDMARead {
 			fail(proto.WCLocLenErr)
@@ -158,7 +170,7 @@ func (e *engine) rdPrepare(q *qp, w *rdWR, slot []byte) {
 			off := proto.SQEHeaderLen + i*proto.SGELen
 			copy(sraw[:], slot[off:off+proto.SGELen])
 			sge := proto.GetSGE(sraw[:])
-			if _, st := q.s.translate(sge, q.pd, sqe.Opcode == proto.WRRDMARead); st != proto.WCSuccess {
+			if _, _, st := q.s.checkSGE(sge, q.pd, sqe.Opcode == proto.WRRDMARead); st != proto.WCSuccess {
 				fail(st)
 				return
 			}
@@ -171,15 +183,25 @@ func (e *engine) rdPrepare(q *qp, w *rdWR, slot []byte) {
 		return
 	}
 	switch sqe.Opcode {
-	case proto.WRSend:
-		op := rdmap.OpSend
+	case proto.WRSend, proto.WRSendWithImm:
+		op, hdr := rdmap.OpSend, 0
 		if sqe.Flags&proto.SendSolicited != 0 {
 			op = rdmap.OpSendSE
+		}
+		if sqe.Opcode == proto.WRSendWithImm {
+			// The datagram profile's Send with Immediate: opcode Immediate
+			// Data, its 8 octets before the payload of every segment
+			// (docs/atomics.md).
+			op, hdr = rdmap.OpImmediateData, rdmap.ImmediateDataLen
+			if sqe.Flags&proto.SendSolicited != 0 {
+				op = rdmap.OpImmediateDataSE
+			}
+			w.imm = rdmap.MakeImmediateData(sqe.Imm).Raw
 		}
 		r.msn[rdmap.QNSend]++
 		w.msn = r.msn[rdmap.QNSend]
 		w.segs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(op)), 0, rdmap.QNSend, w.msn, uint32(w.total),
-			e.rdMaxPayload(false, 0))
+			e.rdMaxPayload(false, hdr))
 	case proto.WRRDMARead:
 		if len(w.sges) == 1 {
 			w.sink = w.sges[0]
@@ -254,7 +276,7 @@ func (e *engine) rdResolve(q *qp, tok rd.Token, ok bool) {
 		w.resolved++
 		if ok {
 			w.acked++
-			if w.op != proto.WRRDMARead && w.acked == w.segs.Count() && !w.done {
+			if w.op != proto.WRRDMARead && !w.op.Atomic() && w.acked == w.segs.Count() && !w.done {
 				w.done, w.status = true, proto.WCSuccess
 			}
 			return
@@ -303,7 +325,7 @@ func (r *rdQP) sendable() bool {
 			return true
 		}
 	}
-	if w := r.nextToSend(); w != nil && r.ep.CanSend(w.peer) && (w.op != proto.WRRDMARead || r.readsOut < r.cfg.ORD) {
+	if w := r.nextToSend(); w != nil && r.ep.CanSend(w.peer) && (!w.op.ReadOrAtomic() || r.readsOut < r.cfg.ORD) {
 		return true
 	}
 	return false
@@ -331,15 +353,16 @@ type rdBatch struct {
 	full bool
 }
 
-// add appends one datagram: h, the DDP header dh, an optional RDMAP header,
-// payload pieces; crc per the QP.
+// add appends one datagram: the key header (the peer's Q_Key as q knows
+// it, q's own), h, the DDP header dh, an optional RDMAP header, payload
+// pieces; crc per the QP.
 func (b *rdBatch) add(peer netip.AddrPort, h *dgram.RDHeader, dh *ddp.Header, ulp []byte, pieces [][]byte) bool {
 	r := b.q.rd
 	if b.n == rdMaxBatch {
 		b.full = true
 		return false
 	}
-	dlen := dgram.RDHeaderLen + crc32c.Size + len(ulp)
+	dlen := dgram.KeyHeaderLen + dgram.RDHeaderLen + crc32c.Size + len(ulp)
 	if dh != nil {
 		dlen += dh.Len()
 	}
@@ -351,7 +374,8 @@ func (b *rdBatch) add(peer netip.AddrPort, h *dgram.RDHeader, dh *ddp.Header, ul
 		return false
 	}
 	sc := r.scratch[b.n*rdScratchStride : (b.n+1)*rdScratchStride : (b.n+1)*rdScratchStride]
-	hdr := h.Append(sc[:0])
+	hdr := dgram.Keys{QKey: r.peerKey(peer), SrcQKey: b.q.qkey}.Append(sc[:0])
+	hdr = h.Append(hdr)
 	if dh != nil {
 		hdr = dh.Append(hdr)
 	}
@@ -385,7 +409,14 @@ func (e *engine) rdBuild(b *rdBatch, peer netip.AddrPort, tok rd.Token, h *dgram
 		if w.op == proto.WRRDMARead {
 			return b.add(peer, h, &s.Header, w.rreq[:], nil)
 		}
+		if w.op.Atomic() {
+			// Longer than the scratch's room for an RDMAP header: a piece.
+			return b.add(peer, h, &s.Header, nil, append(e.pieces[:0], w.areq[:]))
+		}
 		var ulp []byte
+		if w.op == proto.WRSendWithImm {
+			ulp = w.imm[:]
+		}
 		if w.op == proto.WRWriteRecord {
 			var rh [rdmap.WriteRecordLen]byte
 			ulp = w.writeRecordHeader(rh[:0], s.Offset) // wrec_send.go
@@ -424,8 +455,18 @@ func (e *engine) rdPayload(q *qp, w *rdWR, off, n int) [][]byte {
 	}
 	r := q.rd
 	bufs := r.sgBufs[:0]
+	// Only the part of each SGE inside [off, off+n): a process MR's source
+	// is read from the process (stage.go), octets this datagram does not
+	// carry are not.
+	pos := 0
 	for _, sge := range w.sges {
-		b, st := q.s.translate(sge, q.pd, false)
+		lo, hi := max(off, pos), min(off+n, pos+int(sge.Length))
+		pos += int(sge.Length)
+		if lo >= hi {
+			continue
+		}
+		part := proto.SGE{Addr: sge.Addr + uint64(lo-(pos-int(sge.Length))), Length: uint32(hi - lo), LKey: sge.LKey}
+		b, st := q.s.translate(part, q.pd, false)
 		if st != proto.WCSuccess {
 			if !w.done {
 				w.done, w.status = true, st
@@ -435,7 +476,7 @@ func (e *engine) rdPayload(q *qp, w *rdWR, off, n int) [][]byte {
 		bufs = append(bufs, b)
 	}
 	r.sgBufs = bufs[:0]
-	return appendRange(e.pieces[:0], bufs, off, n)
+	return append(e.pieces[:0], bufs...)
 }
 
 // rdSend sends what is due: retransmissions, ACKs, error messages, Read
@@ -524,7 +565,7 @@ func (e *engine) rdFill(b *rdBatch, now time.Time) {
 		if w == nil || !r.ep.CanSend(w.peer) {
 			return
 		}
-		if w.op == proto.WRRDMARead {
+		if w.op.ReadOrAtomic() {
 			if w.sent == 0 && r.readsOut >= r.cfg.ORD {
 				return
 			}
@@ -611,8 +652,8 @@ func (e *engine) rdComplete(q *qp) bool {
 		q.sq.Release()
 		op := proto.WCSend
 		switch w.op {
-		case proto.WRRDMARead:
-			op = proto.WCRDMARead
+		case proto.WRRDMARead, proto.WRFetchAdd, proto.WRCmpSwap:
+			op = wcOpcodeOf(w.op)
 			if w.sent > 0 {
 				r.readsOut--
 			}
@@ -645,6 +686,9 @@ func (e *engine) rdComplete(q *qp) bool {
 	n = 0
 	for _, m := range r.errs {
 		if m.done {
+			if m.atomic {
+				r.atomicOut--
+			}
 			continue
 		}
 		r.errs[n] = m

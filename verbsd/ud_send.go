@@ -19,6 +19,7 @@ type sendWR struct {
 	wrid     uint64
 	signaled bool
 	dst      netip.AddrPort // from the SQE's address vector (ud_dest.go)
+	qkey     uint32         // the destination's Q_Key (SQE.QKey)
 	msn      uint32
 	total    int
 	segs     ddp.Segmenter
@@ -27,12 +28,17 @@ type sendWR struct {
 	// Write-Record (wrec_send.go): its header, MessageOffset set per segment.
 	wrec bool
 	rec  rdmap.WriteRecord
+	// Send with Immediate (docs/atomics.md): the Immediate Data before
+	// every segment's payload.
+	hasImm bool
+	imm    [rdmap.ImmediateDataLen]byte
 }
 
 // send serves q's send queue. Each message is one DDP untagged message on
 // QN 0 (RDMAP Send or Send with SE), MSN per QP from 1, cut into datagrams
-// of at most Config.DatagramSize octets, each [DDP header][the registered
-// octets it carries...][CRC trailer] gathered by iovecs: no staging copy
+// of at most Config.DatagramSize octets, each [key header][DDP header][the
+// registered octets it carries...][CRC trailer] gathered by iovecs (the key
+// header names the SQE's remote Q_Key and q's own): no staging copy
 // (inline data is copied once, out of the SQE, as the SQE itself is).
 //
 // Datagrams of the posted work requests, looked at ahead of the head
@@ -152,18 +158,25 @@ func (e *engine) buildSendOnce(q *qp, maxMsgs int) (msgs []unix.Mmsghdr, stop, d
 			s := wr.segs.Segment(seg)
 			pieces := appendRange(e.pieces[:0], wr.payloads, int(s.Offset), s.Len)
 			e.pieces = pieces[:0]
-			dlen := s.Header.Len() + s.Len + crc32c.Size
+			dlen := dgram.KeyHeaderLen + s.Header.Len() + s.Len + crc32c.Size
 			if wr.wrec {
 				dlen += rdmap.WriteRecordLen
+			}
+			if wr.hasImm {
+				dlen += rdmap.ImmediateDataLen
 			}
 			if !b.fits(wr.dst, dlen, 2+len(pieces), maxMsgs) {
 				return b.finish(), false, false
 			}
 			sc := b.nextScratch()
-			hdr := s.Header.Append(sc[:0])
+			hdr := dgram.Keys{QKey: wr.qkey, SrcQKey: q.qkey}.Append(sc[:0])
+			hdr = s.Header.Append(hdr)
 			if wr.wrec {
 				wr.rec.MessageOffset = s.Offset
 				hdr = wr.rec.Append(hdr)
+			}
+			if wr.hasImm {
+				hdr = append(hdr, wr.imm[:]...)
 			}
 			var c uint32
 			if !q.noCRC {
@@ -228,14 +241,15 @@ func (e *engine) prepareSend(q *qp, wr *sendWR, slot []byte, msn uint32, maxPayl
 	copy(raw[:], slot)
 	sqe := proto.GetSQE(raw[:])
 	wr.wrid = sqe.WRID
-	if (sqe.Opcode != proto.WRSend && sqe.Opcode != proto.WRWriteRecord) || !sqe.KnownFlags() || sqe.Flags&proto.SendFence != 0 {
+	if (sqe.Opcode != proto.WRSend && sqe.Opcode != proto.WRWriteRecord && sqe.Opcode != proto.WRSendWithImm) ||
+		!sqe.KnownFlags() || sqe.Flags&proto.SendFence != 0 {
 		return proto.WCLocQPOpErr, true
 	}
 	dst, st := e.destination(&sqe)
 	if st != proto.WCSuccess {
 		return st, false
 	}
-	wr.dst = dst
+	wr.dst, wr.qkey = dst, sqe.QKey
 	if !q.mcast.txReady && dst.Addr().IsMulticast() {
 		e.mcastSendOptions(q) // mcast.go
 	}
@@ -281,6 +295,15 @@ func (e *engine) preparePayload(q *qp, wr *sendWR, sqe *proto.SQE, slot []byte, 
 	op := rdmap.OpSend
 	if sqe.Flags&proto.SendSolicited != 0 {
 		op = rdmap.OpSendSE
+	}
+	wr.hasImm = sqe.Opcode == proto.WRSendWithImm
+	if wr.hasImm {
+		op = rdmap.OpImmediateData
+		if sqe.Flags&proto.SendSolicited != 0 {
+			op = rdmap.OpImmediateDataSE
+		}
+		wr.imm = rdmap.MakeImmediateData(sqe.Imm).Raw
+		maxPayload -= rdmap.ImmediateDataLen
 	}
 	segs, err := ddp.UntaggedSegments(uint8(rdmap.MakeControl(op)), 0, rdmap.QNSend, msn, uint32(total), maxPayload)
 	if err != nil { // cannot happen with a validated configuration

@@ -56,6 +56,7 @@ type config struct {
 	raw        string // "", "udp", "tcp"
 	qpPort     int    // -qp-port: UDP port of a UD or RD QP (0: the daemon picks)
 	qps        int    // -qps: queue pairs between the two processes (multiqp.go)
+	mem        string // -mem: memfd (ofverbs Buffers) or user (Go heap: process-memory MRs)
 }
 
 // usageError is a problem with the command line (exit status 2).
@@ -70,7 +71,9 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("iwarp-perf", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.qpType, "t", "ud", "queue pair `type`: ud, rc or rd")
-	fs.StringVar(&c.op, "o", "send", "`operation`: send; write with -t rc; read with -t rc or rd; write-record with -t ud or rd")
+	fs.StringVar(&c.op, "o", "send", "`operation`: send; write with -t rc; read with -t rc or rd; write-record with -t ud or rd; "+
+		"fetchadd, cmpswap (RFC 7306 atomics, -t rc or rd); send-fetchadd (Send/Recv with the fetch-add in the server process); "+
+		"write-imm (-t rc, lat); send-imm")
 	fs.StringVar(&c.test, "m", "lat", "`test`: lat (ping-pong latency) or bw (streaming bandwidth)")
 	fs.IntVar(&c.size, "s", 0, "message size in `bytes` (default 64 for lat; 65536 for bw, 65507 over raw UDP)")
 	fs.BoolVar(&c.all, "a", false, "run every size 2^0 .. 2^N up to the largest message")
@@ -87,6 +90,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.qps, "qps", 1, "queue `pairs` between the two processes (1.."+fmt.Sprint(maxQPs)+"), driven round-robin by one thread per side: "+
 		"lat reports the latency per message normalized by N, bw the aggregate over the window split across the QPs (-o send; -t rc -o write -m bw)")
 	fs.StringVar(&c.raw, "raw", "", "run over plain `sockets` for a baseline: udp or tcp")
+	fs.StringVar(&c.mem, "mem", "memfd", "`memory` of the data buffers: memfd (ofverbs Buffers, mapped by the daemon: zero copy) or "+
+		"user (the Go heap, registered as process memory: the daemon copies with process_vm_readv/writev; docs/memory-registration.md)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: iwarp-perf [flags]            (server: serves one test, then exits)\n"+
 			"       iwarp-perf [flags] SERVER     (client)\n\n"+
@@ -124,6 +129,9 @@ func (c *config) validate() error {
 	if c.raw != "" && c.raw != "udp" && c.raw != "tcp" {
 		return usagef("-raw %q: want udp or tcp", c.raw)
 	}
+	if c.mem != "memfd" && c.mem != "user" {
+		return usagef("-mem %q: want memfd or user", c.mem)
+	}
 	if c.size < 0 || (c.size > 0 && c.all) {
 		return usagef("-s %d: want a positive size, and not together with -a", c.size)
 	}
@@ -158,18 +166,25 @@ func (c *config) validate() error {
 // operation, Read an RC and RD one, Write-Record a datagram one (UD, RD);
 // the raw baselines only send.
 func (c *config) validateOp() error {
-	need := map[string][]string{"write": {"rc"}, "read": {"rc", "rd"}, "write-record": {"ud", "rd"}}
+	need := map[string][]string{"write": {"rc"}, "read": {"rc", "rd"}, "write-record": {"ud", "rd"},
+		"fetchadd": {"rc", "rd"}, "cmpswap": {"rc", "rd"}, "write-imm": {"rc"}, "send-fetchadd": {"rc", "rd", "ud"}, "send-imm": {"ud", "rd", "rc"}}
+	if (c.op == "write-imm" || c.op == "send-fetchadd") && c.test != "lat" {
+		return usagef("-o %s: -m lat only", c.op)
+	}
+	if c.qps > 1 && (atomicOp(c.op) || c.op == "write-imm" || c.op == "send-fetchadd" || c.op == "send-imm") {
+		return usagef("-o %s: one QP only", c.op)
+	}
 	switch c.op {
 	case "send":
 		return nil
-	case "write", "read", "write-record":
+	case "write", "read", "write-record", "fetchadd", "cmpswap", "write-imm", "send-fetchadd", "send-imm":
 		types := need[c.op]
 		if c.raw != "" || !slices.Contains(types, c.qpType) {
 			return usagef("-o %s: needs -t %s (the raw baselines only send)", c.op, strings.Join(types, " or -t "))
 		}
 		return nil
 	}
-	return usagef("-o %q: want send, write, read or write-record", c.op)
+	return usagef("-o %q: want send, write, read, write-record, fetchadd, cmpswap, send-fetchadd, write-imm or send-imm", c.op)
 }
 
 // transportName is what both sides call the transport in hellos and reports.
@@ -182,6 +197,9 @@ func (c *config) transportName() string {
 
 // sizes lists the message sizes to run, given the transport's largest.
 func (c *config) sizes(maxMsg int) ([]int, error) {
+	if atomicOp(c.op) || c.op == "send-fetchadd" {
+		return []int{atomicSize}, nil // the 8-octet word, whatever -s or -a say
+	}
 	if c.all {
 		var s []int
 		for n := 1; n <= maxMsg; n *= 2 {

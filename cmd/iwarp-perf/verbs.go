@@ -18,6 +18,7 @@ import (
 // is checked; completions waited for with the poll-then-block discipline
 // (poll the CQ, sched_yield, then ReqNotify and block on the channel).
 type verbsTransport struct {
+	mem            string // -mem: where data buffers live (allocData)
 	ctx            *ofverbs.Context
 	ownsCtx        bool // close ends the session (false for one of -qps N)
 	pd             *ofverbs.PD
@@ -141,11 +142,11 @@ func openVerbsTransport(cfg *config, ip netip.Addr, server bool) (tr transport, 
 	if sh.pd, err = ctx.AllocPD(); err != nil {
 		return nil, 0, errorf("%w", err)
 	}
-	patBuf, err := ctx.AllocBuffer(patternPeriod + largest)
+	patBuf, err := allocData(cfg.mem, ctx, patternPeriod+largest)
 	if err != nil {
 		return nil, 0, errorf("pattern buffer: %w", err)
 	}
-	sh.pat = pattern(patBuf.Bytes())
+	sh.pat = pattern(patBuf)
 	copy(sh.pat, newPattern(largest))
 	var patAccess ofverbs.Access
 	if cfg.op == "read" {
@@ -175,7 +176,7 @@ func openVerbsTransport(cfg *config, ip netip.Addr, server bool) (tr transport, 
 // index is which (QP index takes UDP port -qp-port + index).
 func newVerbsQP(cfg *config, sh *verbsShared, ip netip.Addr, server bool, index int) (*verbsTransport, error) {
 	t := &verbsTransport{ctx: sh.ctx, pd: sh.pd, pat: sh.pat, patMR: sh.patMR, kind: cfg.qpType, op: cfg.op,
-		w: cfg.waiter(), held: -1, oobIP: ip}
+		w: cfg.waiter(), held: -1, oobIP: ip, mem: cfg.mem}
 	attr, largest := sh.attr, sh.largest
 
 	// Receive slots: lat ping-pongs need a few; the bw receiver a window's
@@ -183,6 +184,15 @@ func newVerbsQP(cfg *config, sh *verbsShared, ip netip.Addr, server bool, index 
 	// data through the RDMA region instead (rc.go).
 	t.slots, t.slotSize = 4, largest
 	switch {
+	case cfg.op == "send-imm" && cfg.test == "bw" && server && cfg.qpType == "rc":
+		t.slots = 2 * cfg.window // the Send and its Immediate Data each take a receive
+	case cfg.op == "send-imm" && cfg.test == "bw" && server:
+		t.slots = cfg.window
+	case cfg.op == "send-imm" && cfg.test == "bw":
+		t.slots, t.slotSize = creditSlots, 64
+	case cfg.op == "send-imm" && cfg.qpType == "rc":
+		t.slots = 8
+	case cfg.op == "send-imm":
 	case cfg.op != "send":
 		t.slots, t.slotSize = rdmaRecvSlots(cfg, server)
 	case cfg.test == "bw" && server:
@@ -207,11 +217,11 @@ func newVerbsQP(cfg *config, sh *verbsShared, ip netip.Addr, server bool, index 
 	ctx := sh.ctx
 	var err error
 	if t.slots > 0 {
-		slotBuf, err := ctx.AllocBuffer(t.slots * t.slotSize)
+		slotBuf, err := allocData(cfg.mem, ctx, t.slots*t.slotSize)
 		if err != nil {
 			return nil, t.errorf("receive buffers: %w", err)
 		}
-		t.slotBuf = slotBuf.Bytes()
+		t.slotBuf = slotBuf
 		if t.slotMR, err = t.pd.RegMR(t.slotBuf, ofverbs.AccessLocalWrite); err != nil {
 			return nil, t.errorf("registering receive buffers: %w", err)
 		}
@@ -274,7 +284,7 @@ func (t *verbsTransport) localAddr() string {
 	if t.kind == "rc" {
 		return t.rcLocalAddr()
 	}
-	return t.qp.Addr().String()
+	return t.qp.Endpoint().String() // ip:port/qkey: the peer needs the Q_Key too
 }
 
 // close ends the session (and with it every object of the test) when this
@@ -294,12 +304,12 @@ func (t *verbsTransport) connect(peer string, server bool) error {
 	// RD has no IRD/ORD exchange: the daemons' -rd-ord (16 by default)
 	// bounds the Reads in flight, and iwarp-perf keeps that many outstanding.
 	t.ord = defaultReadDepth
-	ap, err := netip.ParseAddrPort(peer)
+	ep, err := ofverbs.ParseEndpoint(peer)
 	if err != nil {
-		return t.errorf("peer QP address %q: %w", peer, err)
+		return t.errorf("peer QP endpoint %q: %w", peer, err)
 	}
-	if t.ah, err = t.pd.CreateAH(ap); err != nil {
-		return t.errorf("address handle for %v: %w", ap, err)
+	if t.ah, err = t.pd.CreateAHTo(ep); err != nil {
+		return t.errorf("address handle for %v: %w", ep, err)
 	}
 	for i := range t.swr {
 		t.swr[i].AH = t.ah
@@ -416,6 +426,9 @@ func (t *verbsTransport) send(first uint64, n, size int) error {
 		wrs[i].InlineData = nil
 		wrs[i].SGL = t.sges[i : i+1]
 		t.sges[i] = t.patMR.SGE(t.pat.message(iter, size))
+		if t.op == "send-imm" { // atomic.go
+			wrs[i].Opcode, wrs[i].Imm = ofverbs.WRSendWithImm, immOf(t.pat.message(iter, size))
+		}
 	}
 	return t.post(wrs)
 }
@@ -481,6 +494,11 @@ func (t *verbsTransport) recv(size int) ([]byte, error) {
 			return nil, err
 		}
 	}
+	if t.op == "send-imm" { // atomic.go
+		if err := t.checkImm(b); err != nil {
+			return nil, err
+		}
+	}
 	// Keep the send CQ drained on the way (lat sends one message per receive).
 	if _, err := t.reapSends(); err != nil {
 		return nil, err
@@ -526,4 +544,19 @@ func (t *verbsTransport) recvCredit() (uint64, error) {
 			return 0, err
 		}
 	}
+}
+
+// allocData allocates n octets for data buffers: an ofverbs Buffer (-mem
+// memfd: the daemon maps it) or Go heap memory (-mem user: registered as
+// process memory, reached with process_vm_readv/writev). Go's collector
+// does not move heap objects; the MR keeps the slice reachable.
+func allocData(mem string, ctx *ofverbs.Context, n int) ([]byte, error) {
+	if mem == "user" {
+		return make([]byte, n), nil
+	}
+	b, err := ctx.AllocBuffer(n)
+	if err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
