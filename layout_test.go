@@ -47,6 +47,7 @@ var importRules = map[string]importRule{
 	"internal/pcapgen": {thirdParty: []string{"github.com/google/gopacket"}},
 	"internal/shm":     {project: []string{"proto"}, thirdParty: []string{"golang.org/x/sys"}},
 	"internal/eventfd": {thirdParty: []string{"golang.org/x/sys"}},
+	"internal/sockdir": {thirdParty: []string{"golang.org/x/sys"}},
 	// The only importer of gonum.org/v1/plot: the benchmark report's PNGs.
 	"internal/benchreport": {thirdParty: []string{"gonum.org/v1/plot"}},
 	"cmd/...": {

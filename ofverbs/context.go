@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/iwarpd/iwarpd/internal/eventfd"
 	"github.com/iwarpd/iwarpd/internal/shm"
+	"github.com/iwarpd/iwarpd/internal/sockdir"
 	"github.com/iwarpd/iwarpd/proto"
 	"golang.org/x/sys/unix"
 )
@@ -46,10 +48,20 @@ func DefaultSocket() string {
 type Option func(*options)
 
 type options struct {
-	socket  string
-	client  string
-	timeout time.Duration
+	socket    string
+	client    string
+	timeout   time.Duration
+	daemonUID int // also trusted besides root and ourselves; -1: none
 }
+
+// EnvDaemonUID names the environment variable that makes a client trust a
+// daemon running as that uid (besides root and the client's own uid), for
+// a daemon run under a service account.
+const EnvDaemonUID = "IWARPD_DAEMON_UID"
+
+// WithDaemonUID trusts a daemon (and a socket directory) owned by uid,
+// besides root and the client's own uid (see Open).
+func WithDaemonUID(uid int) Option { return func(o *options) { o.daemonUID = uid } }
 
 // WithSocket connects to the daemon at path instead of DefaultSocket().
 func WithSocket(path string) Option { return func(o *options) { o.socket = path } }
@@ -63,7 +75,10 @@ func WithClientName(name string) Option { return func(o *options) { o.client = n
 func WithHelloTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
 func buildOptions(opts []Option) options {
-	o := options{socket: DefaultSocket(), client: filepath.Base(os.Args[0]), timeout: 10 * time.Second}
+	o := options{socket: DefaultSocket(), client: filepath.Base(os.Args[0]), timeout: 10 * time.Second, daemonUID: -1}
+	if v, err := strconv.Atoi(os.Getenv(EnvDaemonUID)); err == nil && v >= 0 {
+		o.daemonUID = v
+	}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -187,13 +202,33 @@ func open(o options, inspect bool) (*Context, error) {
 	return c, nil
 }
 
-// handshake dials the daemon and exchanges Hello, synchronously.
+// handshake dials the daemon and exchanges Hello, synchronously. Before it
+// sends anything it checks whom it talks to (internal/sockdir): the socket's
+// directory must belong to the user, root or WithDaemonUID's uid and be
+// writable by no one else, and the daemon's SO_PEERCRED uid must be one of
+// those too — an impostor daemon (a squatted $TMPDIR/iwarpd-UID) would
+// otherwise receive the client's memory.
 func handshake(o options, inspect bool) (*proto.Conn, proto.HelloReply, []int, error) {
 	var hr proto.HelloReply
+	if err := sockdir.Check(filepath.Dir(o.socket), os.Geteuid(), o.daemonUID); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, hr, nil, &Error{Op: "open", Errno: unix.ENODEV,
+				Msg: fmt.Sprintf("no iwarpd answers at %s (%v); start iwarpd or set %s", o.socket, err, EnvSocket)}
+		}
+		return nil, hr, nil, &Error{Op: "open", Errno: unix.EACCES, Msg: err.Error()}
+	}
 	conn, err := proto.Dial(o.socket)
 	if err != nil {
 		return nil, hr, nil, &Error{Op: "open", Errno: errnoOf(err, unix.ENODEV),
 			Msg: fmt.Sprintf("no iwarpd answers at %s (%v); start iwarpd or set %s", o.socket, err, EnvSocket)}
+	}
+	if uid, err := sockdir.PeerUID(conn.UnixConn()); err != nil || !sockdir.TrustedPeer(uid, o.daemonUID) {
+		conn.Close()
+		if err != nil {
+			return nil, hr, nil, &Error{Op: "open", Errno: unix.EACCES, Msg: fmt.Sprintf("%s: %v", o.socket, err)}
+		}
+		return nil, hr, nil, newError("open", unix.EACCES, "the process serving %s runs as uid %d, not as root or uid %d: not an iwarpd to trust with memory (if it is, set %s=%d)",
+			o.socket, uid, os.Geteuid(), EnvDaemonUID, uid)
 	}
 	fail := func(fds []int, err error) (*proto.Conn, proto.HelloReply, []int, error) {
 		closeFDs(fds)

@@ -36,11 +36,17 @@ func (f AccessFault) String() string {
 
 // TaggedError is the DDP tagged-buffer error (Layer 1, EType 1) for a fault
 // found while placing an inbound tagged segment: RDMA Write, RDMA Read
-// Response, and the datagram profile's Write-Record. RFC 5041 has no code
-// for access rights, so that maps to "invalid STag" (as siw does); an
-// unknown fault also maps to "invalid STag".
+// Response, and the datagram profile's Write-Record. RFC 5041 has no DDP
+// code for access rights; an STag that is valid but whose region lacks the
+// right (a Write or Write-Record to memory registered without remote write)
+// is reported as what it is, the RDMAP Remote Protection Error "access
+// rights violation" (RFC 5040 §4.8, code 0x02; the error handling of
+// §7.4.1), not as "invalid STag" (siw's choice, which told the peer the
+// wrong thing; issue 13). An unknown fault maps to "invalid STag".
 func TaggedError(f AccessFault) iwerr.Error {
 	switch f {
+	case FaultAccessRights:
+		return iwerr.RDMAPAccessRights
 	case FaultBaseBounds:
 		return iwerr.DDPBaseBounds
 	case FaultPDMismatch:
@@ -48,7 +54,7 @@ func TaggedError(f AccessFault) iwerr.Error {
 	case FaultTOWrap:
 		return iwerr.DDPTOWrap
 	}
-	return iwerr.DDPInvalidStag // FaultInvalidStag, FaultAccessRights, unknown
+	return iwerr.DDPInvalidStag // FaultInvalidStag, unknown
 }
 
 // RDMAPError is the RDMAP remote-protection error (Layer 0, EType 1) for a

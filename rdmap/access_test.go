@@ -16,7 +16,7 @@ func TestAccessErrors(t *testing.T) {
 	}{
 		{FaultInvalidStag, iwerr.DDPInvalidStag, iwerr.RDMAPInvalidStag, "invalid STag"},
 		{FaultBaseBounds, iwerr.DDPBaseBounds, iwerr.RDMAPBaseBounds, "base or bounds violation"},
-		{FaultAccessRights, iwerr.DDPInvalidStag, iwerr.RDMAPAccessRights, "access rights violation"},
+		{FaultAccessRights, iwerr.RDMAPAccessRights, iwerr.RDMAPAccessRights, "access rights violation"},
 		{FaultPDMismatch, iwerr.DDPStagNotAssociated, iwerr.RDMAPStagNotAssociated, "STag not associated"},
 		{FaultTOWrap, iwerr.DDPTOWrap, iwerr.RDMAPTOWrap, "TO wrap"},
 		{0, iwerr.DDPInvalidStag, iwerr.RDMAPProtectionUnspecified, "unknown access fault"},

@@ -47,7 +47,7 @@ func TestRCTerminateSent(t *testing.T) {
 			e.r.send(h, make([]byte, 10))
 			return h.Append(nil), nil
 		}},
-		{name: "write access rights", want: iwerr.DDPInvalidStag, hdrs: true, run: func(e *env) ([]byte, []byte) {
+		{name: "write access rights", want: iwerr.RDMAPAccessRights, hdrs: true, run: func(e *env) ([]byte, []byte) {
 			h := tagged(rdmap.OpWrite, e.noRights, 0, true)
 			h.TO = e.noWrite.mr.Addr(0)
 			e.r.send(h, make([]byte, 10))

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/iwarpd/iwarpd/proto"
+	"golang.org/x/sys/unix"
 )
 
 // defaultSocket mirrors iwarpd's default: IWARPD_SOCKET when set, else
@@ -37,6 +39,19 @@ func (e *errNotRunning) Error() string {
 
 func (e *errNotRunning) Unwrap() error { return e.err }
 
+// errPermission is a refusal to connect (EACCES/EPERM on the socket): the
+// daemon runs, but this user may not talk to it (exit status 4).
+type errPermission struct {
+	path string
+	err  error
+}
+
+func (e *errPermission) Error() string {
+	return fmt.Sprintf("permission denied connecting to iwarpd at %s (%v): use an account in the socket's group (iwarpd -socket-group) or run as root", e.path, e.err)
+}
+
+func (e *errPermission) Unwrap() error { return e.err }
+
 // replyTimeout bounds every wait for the daemon, so iwarpctl never hangs on
 // a stuck daemon.
 const replyTimeout = 5 * time.Second
@@ -46,6 +61,9 @@ const replyTimeout = 5 * time.Second
 func inspect(path string) (*proto.Inspect, error) {
 	conn, err := proto.Dial(path)
 	if err != nil {
+		if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+			return nil, &errPermission{path: path, err: err}
+		}
 		return nil, &errNotRunning{path: path, err: err}
 	}
 	defer conn.Close()
@@ -56,14 +74,14 @@ func inspect(path string) (*proto.Inspect, error) {
 	if err := call(conn, proto.OpHello, 1, proto.HelloRequest{ABI: proto.ABIVersion, Client: "iwarpctl", Inspect: true}, &hello); err != nil {
 		return nil, err
 	}
-	var in proto.Inspect
-	if err := call(conn, proto.OpInspect, 2, nil, &in); err != nil {
+	in := &proto.Inspect{}
+	if err := call(conn, proto.OpInspect, 2, nil, in); err != nil {
 		return nil, err
 	}
 	if in.Daemon == "" {
 		in.Daemon = hello.Daemon
 	}
-	return &in, nil
+	return in, nil
 }
 
 // daemonError is an error reply of the daemon.

@@ -7,7 +7,8 @@
 // (HelloRequest{Inspect: true}, then OpInspect) and prints the answer as
 // text for people or, with -json, as JSON for scripts. Exit status: 0 on
 // success, 1 when the daemon answered with an error or the exchange failed,
-// 2 on a usage error, 3 when no daemon answers at the socket. See
+// 2 on a usage error, 3 when no daemon answers at the socket, 4 when the
+// socket refuses this user (permission denied). See
 // docs/iwarpctl.md.
 package main
 
@@ -28,6 +29,7 @@ const (
 	exitFailed     = 1
 	exitUsage      = 2
 	exitNotRunning = 3
+	exitPermission = 4
 )
 
 var subcommands = []string{"status", "device", "sessions", "qps", "cqs", "mrs", "counters"}
@@ -51,7 +53,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 			"  cqs       completion queues\n"+
 			"  mrs       memory regions\n"+
 			"  counters  global counters (datagrams, bytes, CRC errors, drops)\n\n"+
-			"Exit status: 0 ok, 1 daemon error, 2 usage, 3 daemon not running.\n\nflags:\n")
+			"Exit status: 0 ok, 1 daemon error, 2 usage, 3 daemon not running, 4 permission denied.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -80,6 +82,10 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		var nr *errNotRunning
 		if errors.As(err, &nr) {
 			return exitNotRunning
+		}
+		var pe *errPermission
+		if errors.As(err, &pe) {
+			return exitPermission
 		}
 		return exitFailed
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -183,7 +184,7 @@ func writeSessions(w io.Writer, in *proto.Inspect) {
 	fmt.Fprintln(w, "SESSION\tPID\tUID\tGID\tCLIENT\tPDS\tMRS\tCQS\tQPS\tSRQS\tREGISTERED")
 	for _, s := range in.Sessions {
 		fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n",
-			s.ID, s.PID, s.UID, s.GID, orDash(s.Client), s.PDs, len(s.MRs), len(s.CQs), len(s.QPs),
+			s.ID, s.PID, s.UID, s.GID, orDash(clientName(s.Client)), s.PDs, len(s.MRs), len(s.CQs), len(s.QPs),
 			s.SRQs, humanBytes(s.RegBytes))
 	}
 	if len(in.Sessions) == 0 {
@@ -295,6 +296,22 @@ func humanBytes(n uint64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
+}
+
+// maxClientName bounds a client name in text output (runes).
+const maxClientName = 48
+
+// clientName makes a client-chosen name safe to print: every rune that is
+// not graphic (terminal escapes, newlines, tabs that would forge rows or
+// columns) is escaped as in a Go string literal, and a long name is cut.
+// The name is whatever the client said in its hello: untrusted.
+func clientName(s string) string {
+	q := strconv.QuoteToGraphic(s)
+	q = q[1 : len(q)-1] // drop the quotes, keep the escapes
+	if r := []rune(q); len(r) > maxClientName {
+		q = string(r[:maxClientName-1]) + "…"
+	}
+	return q
 }
 
 func orDash(s string) string {

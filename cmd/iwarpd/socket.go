@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/iwarpd/iwarpd/internal/sockdir"
 )
 
 // errDaemonRunning means another daemon answers on the control socket.
@@ -20,8 +22,17 @@ var errDaemonRunning = errors.New("another iwarpd is already serving this socket
 // that no client can connect before the permissions are final (the habit of
 // wireguard-go's ipc).
 func listenControl(path string, mode os.FileMode, gid int) (*net.UnixListener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	// A directory we create is 0755 (group members of -socket-group must
+	// reach the socket; its own mode says who may connect). An existing
+	// directory must be ours or root's and writable by no one else
+	// (internal/sockdir): MkdirAll succeeds on a directory another user
+	// created to receive our clients' memory.
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("control socket directory: %w", err)
+	}
+	if err := sockdir.Check(dir, os.Geteuid()); err != nil {
+		return nil, fmt.Errorf("control socket: %w", err)
 	}
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode()&os.ModeSocket == 0 {

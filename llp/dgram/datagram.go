@@ -137,15 +137,29 @@ func checkTrailer(d *Datagram, b []byte, checkCRC bool) ([]byte, error) {
 }
 
 // MinSegment is the smallest DDP segment a DATA datagram may carry: the
-// tagged DDP header (RFC 5041 §4.2), the shorter of the two. The framing
-// layer sits below DDP and judges nothing else of it: whether the header
-// its T bit announces is complete, and its version, QN and opcode, are the
-// receive path's to check (and to answer with an error message).
+// tagged DDP header (RFC 5041 §4.2), the shorter of the two.
 const MinSegment = 14
 
-func segment(seg []byte) error {
-	if len(seg) < MinSegment {
-		return fmt.Errorf("%w: DDP segment of %d octets, need at least %d", ErrTruncated, len(seg), MinSegment)
+// untaggedHeaderLen is the untagged DDP header (RFC 5041 §4.3, with the
+// RDMAP control octet: 18 octets); ddp.UntaggedHeaderLen, which this layer
+// may not import.
+const untaggedHeaderLen = 18
+
+// segment checks that seg holds at least MinSegment octets and, if whole,
+// the whole DDP header its T bit (the top bit of octet 0, RFC 5041 §4.2)
+// announces: 14 octets tagged, 18 untagged. RD asks for whole: a shorter
+// segment is a framing error there, dropped before the RD layer sequences
+// and acknowledges it (FuzzParseRD found 14-17-octet untagged DATA
+// segments accepted). UD leaves an incomplete untagged header to the
+// receive path, which answers it with an error message. Version, QN and
+// opcode are always the receive path's to judge.
+func segment(seg []byte, whole bool) error {
+	need := MinSegment
+	if whole && len(seg) > 0 && seg[0]&0x80 == 0 {
+		need = untaggedHeaderLen
+	}
+	if len(seg) < need {
+		return fmt.Errorf("%w: DDP segment of %d octets, need at least %d", ErrTruncated, len(seg), need)
 	}
 	return nil
 }
@@ -174,7 +188,7 @@ func ParseUD(b []byte, checkCRC bool) (Datagram, error) {
 		return d, fmt.Errorf("ud: %w", err)
 	}
 	body = body[KeyHeaderLen:]
-	if err := segment(body); err != nil {
+	if err := segment(body, false); err != nil {
 		return d, fmt.Errorf("ud: %w", err)
 	}
 	d.Segment = body
@@ -209,7 +223,7 @@ func ParseRD(b []byte, checkCRC bool) (Datagram, error) {
 			return d, fmt.Errorf("rd: %w: ACK datagram carries %d octets after its header", ErrBadType, len(seg))
 		}
 	case RDData:
-		if err := segment(seg); err != nil {
+		if err := segment(seg, true); err != nil {
 			return d, fmt.Errorf("rd: %w", err)
 		}
 		d.Segment = seg

@@ -193,10 +193,16 @@ func spawnHostile(t *testing.T, mode, sock, arg string) *hostileProc {
 	return spawnHostileCmd(t, mode, sock, arg, os.Args[0], nil)
 }
 
-func spawnHostileCmd(t *testing.T, mode, sock, arg, bin string, cred *syscall.Credential) *hostileProc {
+func spawnHostileCmd(t *testing.T, mode, sock, arg, bin string, cred *syscall.Credential, env ...string) *hostileProc {
 	t.Helper()
 	cmd := exec.Command(bin, "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"="+mode, envSock+"="+sock, envArg+"="+arg)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "XDG_RUNTIME_DIR=") && !strings.HasPrefix(kv, "IWARPD_SOCKET=") && !strings.HasPrefix(kv, "TMPDIR=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, helperEnv+"="+mode, envSock+"="+sock, envArg+"="+arg)
+	cmd.Env = append(cmd.Env, env...)
 	p := &hostileProc{cmd: cmd, stderr: &daemontest.Buffer{}, exited: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: cred}
@@ -282,6 +288,14 @@ const otherUID = 1001
 // (openSocket).
 func spawnHostileAs(t *testing.T, uid int, mode, sock, arg string) *hostileProc {
 	t.Helper()
+	return spawnHostileAsEnv(t, uid, mode, sock, arg)
+}
+
+// spawnHostileAsEnv is spawnHostileAs with more environment; it drops
+// XDG_RUNTIME_DIR and IWARPD_SOCKET, so a helper sees the default socket
+// that env (TMPDIR) implies.
+func spawnHostileAsEnv(t *testing.T, uid int, mode, sock, arg string, env ...string) *hostileProc {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run a hostile client as another user")
 	}
@@ -295,7 +309,7 @@ func spawnHostileAs(t *testing.T, uid int, mode, sock, arg string) *hostileProc 
 	if err := os.WriteFile(bin, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return spawnHostileCmd(t, mode, sock, arg, bin, &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)})
+	return spawnHostileCmd(t, mode, sock, arg, bin, &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}, env...)
 }
 
 // openDirs makes dir and its parents up to the temporary directory 0755.

@@ -44,6 +44,11 @@ func TestRCAccessViolations(t *testing.T) {
 				return ofverbs.SendWR{Opcode: ofverbs.WRRDMARead, SGL: []ofverbs.SGE{cli.mr.SGE(cli.dst()[:256])},
 					RKey: srv.mr.RKey(), RemoteAddr: srv.mr.Addr()}
 			}},
+		{"write-without-remote-write", ofverbs.AccessLocalWrite | ofverbs.AccessRemoteRead, iwerr.RDMAPAccessRights,
+			func(srv, cli *rcEP, _ uint32) ofverbs.SendWR {
+				return ofverbs.SendWR{Opcode: ofverbs.WRRDMAWrite, SGL: []ofverbs.SGE{cli.mr.SGE(cli.src()[:100])},
+					RKey: srv.mr.RKey(), RemoteAddr: srv.mr.Addr()}
+			}},
 		{"write-invalidated-stag", rcAccessAll, iwerr.DDPInvalidStag, func(srv, cli *rcEP, dead uint32) ofverbs.SendWR {
 			return ofverbs.SendWR{Opcode: ofverbs.WRRDMAWrite, SGL: []ofverbs.SGE{cli.mr.SGE(cli.src()[:64])},
 				RKey: dead, RemoteAddr: srv.mr.SGE(srv.scratch()[2048:]).Addr}
