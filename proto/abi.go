@@ -9,7 +9,13 @@ import "fmt"
 // Version 2: an address handle is the client's alone; its address vector
 // travels in every datagram SQE (AddressVector), and the create-ah and
 // destroy-ah requests and the max_ah limit are gone.
-const ABIVersion = 2
+//
+// Version 3: RFC 7306 (SQE Imm at 16..19, atomic opcodes with their operands
+// in the SQE body, CQE Imm and WCFlagImm, atomic device and QP attributes);
+// the datagram Q_Key (SQE QKey at 56..59, qkey in create/modify/query-qp);
+// memory regions in the client's own address space (RegMRRequest.Process);
+// one doorbell eventfd per session.
+const ABIVersion = 3
 
 // Magic opens every control message header ("IWRP" little-endian).
 const Magic uint32 = 0x50525749
