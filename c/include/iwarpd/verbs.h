@@ -495,6 +495,7 @@ struct iwv_cm_event {
 	int mpa_valid;
 	struct iwv_mpa_params mpa;
 	char detail[IWV_DETAIL_LEN];
+	uint32_t listener_handle; /* IWV_CM_CONNECT_REQUEST */
 };
 
 /* Listens on addr ("ip:port", ":port" for the device address, port 0 for
