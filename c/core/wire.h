@@ -61,7 +61,12 @@ enum w_op {
 #define W_OFF_RING_ARM 192
 #define W_OFF_RING_OVERRUN 196
 
-enum w_ring_kind { W_RING_SQ = 1, W_RING_RQ = 2, W_RING_CQ = 3, W_RING_SRQ = 4 };
+enum w_ring_kind {
+	W_RING_SQ = 1,
+	W_RING_RQ = 2,
+	W_RING_CQ = 3,
+	W_RING_SRQ = 4,
+};
 
 #define W_ARM_NONE 0u
 #define W_ARM_NEXT 1u

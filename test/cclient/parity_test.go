@@ -1,0 +1,233 @@
+package cclient
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iwarpd/iwarpd/ofverbs"
+	"github.com/iwarpd/iwarpd/test/daemontest"
+)
+
+// TestParity runs the scenarios of c/tests/t_parity.c through ofverbs and
+// through the C core against the same two daemons and compares the
+// completion sequences line by line: the two clients of proto must agree on
+// every opcode, status, length, wr_id and flag. Keep goParity and
+// t_parity.c in step.
+func TestParity(t *testing.T) {
+	needC(t)
+	a, b := pair(t)
+	var got []string
+	p := &parity{t: t, a: a, b: b, out: &got}
+	p.datagram("ud", ofverbs.QPTypeUD)
+	p.datagram("rd", ofverbs.QPTypeRD)
+	p.rc()
+	cOut := strings.Split(strings.TrimSpace(runC(t, "t_parity", a, b)), "\n")
+	if len(got) != len(cOut) {
+		t.Errorf("ofverbs gave %d completions, the C core %d", len(got), len(cOut))
+	}
+	for i := 0; i < max(len(got), len(cOut)); i++ {
+		var g, c string
+		if i < len(got) {
+			g = got[i]
+		}
+		if i < len(cOut) {
+			c = cOut[i]
+		}
+		if g != c {
+			t.Errorf("completion %d: ofverbs %q, C core %q", i, g, c)
+		}
+	}
+	if !t.Failed() {
+		t.Logf("%d completions agree, e.g. %q", len(got), got[0])
+	}
+}
+
+const badKey = 0x7fffff00
+
+type parity struct {
+	t    *testing.T
+	a, b *daemontest.Daemon
+	out  *[]string
+}
+
+// gEP is one side of a scenario: the Go twin of testlib.c's struct ep.
+type gEP struct {
+	ctx      *ofverbs.Context
+	pd       *ofverbs.PD
+	scq, rcq *ofverbs.CQ
+	qp       *ofverbs.QP
+	mem      []byte
+	mr       *ofverbs.MR
+}
+
+func (p *parity) open(d *daemontest.Daemon, typ ofverbs.QPType) *gEP {
+	t := p.t
+	t.Helper()
+	e := &gEP{ctx: d.Open(t, "parity-go")}
+	var err error
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.pd, err = e.ctx.AllocPD()
+	must(err)
+	e.scq, err = e.ctx.CreateCQ(64, nil)
+	must(err)
+	e.rcq, err = e.ctx.CreateCQ(64, nil)
+	must(err)
+	buf, err := e.ctx.AllocBuffer(1 << 16)
+	must(err)
+	e.mem = buf.Bytes()
+	e.mr, err = e.pd.RegMR(e.mem, ofverbs.AccessLocalWrite|ofverbs.AccessRemoteWrite|ofverbs.AccessRemoteRead)
+	must(err)
+	e.qp, err = e.pd.CreateQP(ofverbs.QPInitAttr{Type: typ, SendCQ: e.scq, RecvCQ: e.rcq,
+		Cap: ofverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInline: 256}})
+	must(err)
+	if typ != ofverbs.QPTypeRC {
+		must(e.qp.ModifyState(ofverbs.QPStateInit, ofverbs.QPStateRTR, ofverbs.QPStateRTS))
+	} else {
+		must(e.qp.ModifyState(ofverbs.QPStateInit))
+	}
+	return e
+}
+
+func (e *gEP) sge(off, n int) ofverbs.SGE { return e.mr.SGE(e.mem[off : off+n]) }
+
+func (p *parity) recv1(e *gEP, id uint64, off, n int) {
+	if _, err := e.qp.PostRecv([]ofverbs.RecvWR{{ID: id, SGL: []ofverbs.SGE{e.sge(off, n)}}}); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+func (p *parity) send1(e *gEP, wr ofverbs.SendWR) {
+	if _, err := e.qp.PostSend([]ofverbs.SendWR{wr}); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// drain waits for nsend and nrecv completions and records them as
+// t_parity.c prints them.
+func (p *parity) drain(scen string, e *gEP, nsend, nrecv int) {
+	p.t.Helper()
+	wait := func(cq *ofverbs.CQ, q string) {
+		wcs := make([]ofverbs.WC, 1)
+		deadline := time.Now().Add(daemontest.Scaled(10 * time.Second))
+		for i := 0; ; i++ {
+			n, err := cq.Poll(wcs)
+			if err != nil {
+				p.t.Fatal(err)
+			}
+			if n == 1 {
+				wc := wcs[0]
+				*p.out = append(*p.out, fmt.Sprintf("%s %s wr=%d op=%d status=%d len=%d flags=%#x", scen, q, wc.ID,
+					uint8(wc.Opcode), uint8(wc.Status), wc.ByteLen, wc.Flags))
+				return
+			}
+			if time.Now().After(deadline) || i > 10000000 {
+				p.t.Fatalf("%s: no %s completion within %v", scen, q, daemontest.Scaled(10*time.Second))
+			}
+			if i > 1000 {
+				time.Sleep(100 * time.Microsecond)
+			}
+		}
+	}
+	for range nsend {
+		wait(e.scq, "send")
+	}
+	for range nrecv {
+		wait(e.rcq, "recv")
+	}
+}
+
+func (p *parity) datagram(scen string, typ ofverbs.QPType) {
+	t := p.t
+	a, b := p.open(p.a, typ), p.open(p.b, typ)
+	ah, err := a.pd.CreateAH(b.qp.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.recv1(b, 100, 0, 4096)
+	p.send1(a, ofverbs.SendWR{ID: 1, Signaled: true, SGL: []ofverbs.SGE{a.sge(0, 1000)}, AH: ah})
+	p.drain(scen, a, 1, 0)
+	p.drain(scen, b, 0, 1)
+
+	p.recv1(b, 101, 0, 4096)
+	msg := make([]byte, 200)
+	msg[0], msg[1], msg[2] = 1, 2, 3
+	p.send1(a, ofverbs.SendWR{ID: 2, Signaled: true, Inline: true, Solicited: true, InlineData: msg, AH: ah})
+	p.drain(scen, a, 1, 0)
+	p.drain(scen, b, 0, 1)
+
+	p.recv1(b, 102, 0, 4096)
+	p.recv1(b, 103, 0, 4096)
+	p.send1(a, ofverbs.SendWR{ID: 3, SGL: []ofverbs.SGE{a.sge(0, 64)}, AH: ah})
+	p.send1(a, ofverbs.SendWR{ID: 4, Signaled: true, AH: ah})
+	p.drain(scen, a, 1, 0)
+	p.drain(scen, b, 0, 2)
+
+	bad := a.sge(0, 100)
+	bad.LKey = badKey
+	p.send1(a, ofverbs.SendWR{ID: 5, Signaled: true, SGL: []ofverbs.SGE{bad}, AH: ah})
+	p.drain(scen, a, 1, 0)
+
+	p.recv1(b, 104, 0, 4096)
+	p.recv1(b, 105, 0, 4096)
+	if err := b.qp.ModifyState(ofverbs.QPStateError); err != nil {
+		t.Fatal(err)
+	}
+	p.drain(scen, b, 0, 2)
+	a.ctx.Close()
+	b.ctx.Close()
+}
+
+func (p *parity) rc() {
+	t := p.t
+	const scen = "rc"
+	a, b := p.open(p.a, ofverbs.QPTypeRC), p.open(p.b, ofverbs.QPTypeRC)
+	l, err := b.ctx.Listen(":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.qp.Connect(netip.MustParseAddrPort(l.Addr().String()), ofverbs.ConnParam{}) }()
+	req, err := l.GetRequest(daemontest.Scaled(20 * time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := req.Accept(b.qp, ofverbs.ConnParam{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	remote := func(off int) uint64 { return b.mr.Addr() + uint64(off) }
+
+	p.recv1(b, 100, 0, 8192)
+	p.send1(a, ofverbs.SendWR{ID: 1, Signaled: true, SGL: []ofverbs.SGE{a.sge(0, 5000)}})
+	p.drain(scen, a, 1, 0)
+	p.drain(scen, b, 0, 1)
+
+	p.send1(a, ofverbs.SendWR{ID: 2, Opcode: ofverbs.WRRDMAWrite, Signaled: true, SGL: []ofverbs.SGE{a.sge(0, 20000)},
+		RemoteAddr: remote(8192), RKey: b.mr.RKey()})
+	p.send1(a, ofverbs.SendWR{ID: 3, Opcode: ofverbs.WRRDMARead, Signaled: true, SGL: []ofverbs.SGE{a.sge(30000, 10000)},
+		RemoteAddr: remote(40000), RKey: b.mr.RKey()})
+	p.drain(scen, a, 2, 0)
+
+	p.recv1(b, 101, 0, 8192)
+	p.send1(a, ofverbs.SendWR{ID: 4, Signaled: true, Inline: true, Solicited: true, InlineData: []byte("0123456789")})
+	p.drain(scen, a, 1, 0)
+	p.drain(scen, b, 0, 1)
+
+	bad := a.sge(0, 100)
+	bad.LKey = badKey
+	p.send1(a, ofverbs.SendWR{ID: 5, Signaled: true, SGL: []ofverbs.SGE{bad}})
+	p.drain(scen, a, 1, 0)
+	l.Close()
+	a.ctx.Close()
+	b.ctx.Close()
+}
