@@ -124,8 +124,12 @@ func (p *parity) drain(scen string, e *gEP, nsend, nrecv int) {
 			}
 			if n == 1 {
 				wc := wcs[0]
-				*p.out = append(*p.out, fmt.Sprintf("%s %s wr=%d op=%d status=%d len=%d flags=%#x", scen, q, wc.ID,
-					uint8(wc.Opcode), uint8(wc.Status), wc.ByteLen, wc.Flags))
+				flags := "0" // C's %#x of 0
+				if wc.Flags != 0 {
+					flags = fmt.Sprintf("%#x", wc.Flags)
+				}
+				*p.out = append(*p.out, fmt.Sprintf("%s %s wr=%d op=%d status=%d len=%d flags=%s", scen, q, wc.ID,
+					uint8(wc.Opcode), uint8(wc.Status), wc.ByteLen, flags))
 				return
 			}
 			if time.Now().After(deadline) || i > 10000000 {
