@@ -113,6 +113,13 @@ static void bad_rkey(void)
 	cm_wait(a.s, &ev, IWV_CM_DISCONNECTED);
 	cm_wait(b.s, &ev, IWV_CM_DISCONNECTED);
 	printf("bad rkey: status %d term %#x (flags %#x)\n", wc.status, wc.term, wc.flags);
+	/* The Terminate received moves a's QP to Error: an asynchronous event
+	 * names it (the event descriptor is readable first). */
+	struct iwv_async_event ae;
+	OK(a.s, iwv_get_async_event(a.s, &ae, scaled_ms(10000)));
+	CHECK(ae.type == IWV_EVENT_QP_FATAL || ae.type == IWV_EVENT_QP_ACCESS_ERR);
+	CHECK(ae.qp == a.qp && ae.handle == iwv_qp_handle(a.qp));
+	printf("async event %d on the QP: %s\n", ae.type, ae.detail);
 	OK(b.s, iwv_listener_close(l));
 	ep_close(&a);
 	ep_close(&b);
