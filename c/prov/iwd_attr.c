@@ -121,6 +121,13 @@ static int sockaddr_in_of(const void *addr, size_t len, struct sockaddr_in *sin)
 	return 0;
 }
 
+/* Explains (at FI_LOG_LEVEL=info) why hints exclude an endpoint type. */
+static int reject(enum fi_ep_type type, int line)
+{
+	IWD_INFO(FI_LOG_CORE, "iwarpd: hints exclude %s (iwd_attr.c:%d)\n", fi_tostr(&type, FI_TYPE_EP_TYPE), line);
+	return -FI_ENODATA;
+}
+
 /* Fills one fi_info for type, or returns -FI_ENODATA when the hints exclude it. */
 static int fill_info(uint32_t version, enum fi_ep_type type, const struct iwd_dev *dev, const struct fi_info *hints,
 		     const struct sockaddr_in *src, const struct sockaddr_in *dst, struct fi_info **out)
@@ -132,22 +139,22 @@ static int fill_info(uint32_t version, enum fi_ep_type type, const struct iwd_de
 	caps = offered;
 	if (hints && hints->caps) {
 		if ((hints->caps & ~offered) & ~(uint64_t)(FI_RMA_EVENT | FI_TRIGGER | FI_FENCE | FI_HMEM))
-			return -FI_ENODATA;
+			return reject(type, __LINE__);
 		if (hints->caps & (FI_RMA_EVENT | FI_TRIGGER | FI_HMEM | FI_FENCE))
-			return -FI_ENODATA;
+			return reject(type, __LINE__);
 		caps = hints->caps & offered;
 		/* FI_MSG alone means both directions; keep secondary caps asked for. */
 	}
 	required = iwd_mr_mode_required(version, type, caps);
 	if (FI_VERSION_GE(version ? version : IWD_FI_VERSION, FI_VERSION(1, 5)) && (required & ~app_mr_modes(version, hints))) {
 		if (hints && (hints->caps & (FI_RMA | FI_ATOMIC)))
-			return -FI_ENODATA;
+			return reject(type, __LINE__);
 		caps &= ~(uint64_t)IWD_RMA_CAPS;
 		required = iwd_mr_mode_required(version, type, caps);
 	} else if (version && FI_VERSION_LT(version, FI_VERSION(1, 5)) && !app_mr_modes(version, hints) &&
 		   (caps & FI_RMA)) {
 		if (hints && (hints->caps & FI_RMA))
-			return -FI_ENODATA;
+			return reject(type, __LINE__);
 		caps &= ~(uint64_t)IWD_RMA_CAPS;
 	}
 	if (type == FI_EP_RDM) {
@@ -162,64 +169,64 @@ static int fill_info(uint32_t version, enum fi_ep_type type, const struct iwd_de
 
 	if (hints) {
 		if (hints->mode && (hints->mode & 0) != 0)
-			return -FI_ENODATA;
+			return reject(type, __LINE__);
 		if (hints->ep_attr) {
 			if (hints->ep_attr->type != FI_EP_UNSPEC && hints->ep_attr->type != type)
-				return -FI_ENODATA;
+				return reject(type, __LINE__);
 			if (hints->ep_attr->max_msg_size > max_msg)
-				return -FI_ENODATA;
+				return reject(type, __LINE__);
 			if (hints->ep_attr->protocol != FI_PROTO_UNSPEC) {
 				uint32_t p = hints->ep_attr->protocol;
 				if (!((type == FI_EP_RDM && p == FI_PROTO_IWARP_RDM) ||
 				      (type == FI_EP_MSG && p == FI_PROTO_IWARP) || (type == FI_EP_DGRAM && p == FI_PROTO_UDP)))
-					return -FI_ENODATA;
+					return reject(type, __LINE__);
 			}
 			if (hints->ep_attr->tx_ctx_cnt > 1 || (hints->ep_attr->rx_ctx_cnt > 1 &&
 							       hints->ep_attr->rx_ctx_cnt != FI_SHARED_CONTEXT))
-				return -FI_ENODATA;
+				return reject(type, __LINE__);
 			if (hints->ep_attr->rx_ctx_cnt == FI_SHARED_CONTEXT)
-				return -FI_ENODATA;
+				return reject(type, __LINE__);
 		}
 		if (hints->tx_attr) {
 			if (hints->tx_attr->iov_limit > IWD_IOV_LIMIT || hints->tx_attr->size > 65536 ||
 			    hints->tx_attr->rma_iov_limit > IWD_RMA_IOV_LIMIT)
-				return -FI_ENODATA;
+				return reject(type, __LINE__);
 			if (hints->tx_attr->inject_size > (type == FI_EP_DGRAM ? max_msg : iwd_env.eager_max))
-				return -FI_ENODATA;
+				return reject(type, __LINE__);
 			if (hints->tx_attr->comp_order & ~(uint64_t)FI_ORDER_NONE)
-				return -FI_ENODATA;
+				return reject(type, __LINE__);
 			if (hints->tx_attr->msg_order & ~(uint64_t)(FI_ORDER_SAS | FI_ORDER_NONE))
 				if (type != FI_EP_MSG)
-					return -FI_ENODATA;
+					return reject(type, __LINE__);
 		}
 		if (hints->rx_attr) {
 			if (hints->rx_attr->iov_limit > IWD_IOV_LIMIT || hints->rx_attr->size > 65536)
-				return -FI_ENODATA;
+				return reject(type, __LINE__);
 			if (hints->rx_attr->total_buffered_recv > 0 && type == FI_EP_MSG)
-				return -FI_ENODATA;
+				return reject(type, __LINE__);
 			if (hints->rx_attr->msg_order & ~(uint64_t)(FI_ORDER_SAS | FI_ORDER_NONE))
 				if (type != FI_EP_MSG)
-					return -FI_ENODATA;
+					return reject(type, __LINE__);
 		}
 		if (hints->domain_attr) {
 			const struct fi_domain_attr *d = hints->domain_attr;
 			if (d->name && strcmp(d->name, dev->name))
-				return -FI_ENODATA;
+				return reject(type, __LINE__);
 			if (d->cq_data_size > (type == FI_EP_RDM ? IWD_CQ_DATA_SIZE : 0))
-				return -FI_ENODATA;
+				return reject(type, __LINE__);
 			if (d->mr_key_size > IWD_MR_KEY_SIZE)
-				return -FI_ENODATA;
+				return reject(type, __LINE__);
 			if (d->data_progress == FI_PROGRESS_AUTO && !iwd_env.progress_thread)
-				return -FI_ENODATA;
+				return reject(type, __LINE__);
 			if (d->av_type != FI_AV_UNSPEC && d->av_type != FI_AV_MAP && d->av_type != FI_AV_TABLE)
-				return -FI_ENODATA;
+				return reject(type, __LINE__);
 			if (d->caps & ~(uint64_t)IWD_COMM_CAPS)
-				return -FI_ENODATA;
+				return reject(type, __LINE__);
 		}
 		if (hints->fabric_attr && hints->fabric_attr->name && strcmp(hints->fabric_attr->name, IWD_FABRIC_NAME))
-			return -FI_ENODATA;
+			return reject(type, __LINE__);
 		if (!addr_ok(hints->addr_format))
-			return -FI_ENODATA;
+			return reject(type, __LINE__);
 	}
 
 	fi = fi_allocinfo();
@@ -326,7 +333,7 @@ int iwd_getinfo(uint32_t version, const char *node, const char *service, uint64_
 	static const enum fi_ep_type types[] = {FI_EP_RDM, FI_EP_DGRAM, FI_EP_MSG};
 	struct iwd_dev dev;
 	struct sockaddr_in src, dst, *dstp = NULL;
-	struct fi_info *head = NULL, *tail = NULL, *fi;
+	struct fi_info *head = NULL, *tail = NULL, *fi = NULL;
 	size_t i;
 	int ret;
 

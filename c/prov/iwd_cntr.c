@@ -3,6 +3,7 @@
  * endpoint operations bound to them, read after domain progress; wait with
  * FI_WAIT_FD / FI_WAIT_UNSPEC like CQs.
  */
+#include <sched.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -34,6 +35,7 @@ static uint64_t cntr_read(struct fid_cntr *fid)
 	iwd_domain_progress(c->dom);
 	v = c->value;
 	iwd_unlock(c->dom);
+	sched_yield(); /* see cq_readfrom */
 	return v;
 }
 

@@ -6,6 +6,7 @@
  * counters share (iwd_wait_*).
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -106,6 +107,8 @@ void iwd_cq_push_err(struct iwd_cq *cq, void *context, uint64_t flags, size_t le
 		     uint64_t tag, size_t olen, int err, int prov_errno, fi_addr_t src)
 {
 	struct iwd_cq_err *e = calloc(1, sizeof(*e));
+	IWD_INFO(FI_LOG_CQ, "iwarpd: error completion: %s (verbs status %d), flags %#llx, %zu octets, %zu truncated\n",
+		 fi_strerror(err), prov_errno, (unsigned long long)flags, len, olen);
 	if (!e) {
 		IWD_WARN(FI_LOG_CQ, "iwarpd: no memory for an error completion: it is lost\n");
 		return;
@@ -188,6 +191,11 @@ static ssize_t cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count, fi_ad
 		iwd_domain_progress(cq->dom);
 	ret = cq_readfrom_locked(cq, buf, count, src);
 	iwd_unlock(cq->dom);
+	/* The daemon is the RNIC and shares the CPUs with us: an empty poll
+	 * gives it the processor rather than spinning through its timeslice
+	 * (on 2 cores with two daemons, spinning readers cost milliseconds). */
+	if (ret == -FI_EAGAIN)
+		sched_yield();
 	return ret;
 }
 

@@ -210,6 +210,8 @@ int iwd_ep_post_send(struct iwd_ep *ep, struct iwv_send_wr *wr)
 		return -FI_EAGAIN;
 	if (ret == -ENODEV)
 		ep->dom->dead = 1;
+	else
+		IWD_WARN(FI_LOG_EP_DATA, "iwarpd: posting a send: %s\n", iwv_last_error(ep->dom->fab->s));
 	return iwd_errno(ret < 0 ? ret : -EIO);
 }
 

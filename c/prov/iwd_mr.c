@@ -89,14 +89,20 @@ int iwd_mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t access, ui
 		vacc |= IWV_ACCESS_REMOTE_WRITE;
 	ret = len ? iwv_reg_mr(dom->pd, (void *)buf, len, vacc, &mr->vmr) : 0;
 	if (ret) {
-		if (access & (FI_REMOTE_READ | FI_REMOTE_WRITE)) {
-			IWD_WARN(FI_LOG_MR, "iwarpd: registering %p+%zu for remote access: %s\n", buf, len,
-				 iwv_last_error(dom->fab->s));
+		/* A daemon without application-memory registration (proto
+		 * RegMRRequest.Process) answers EINVAL: keep the MR local-only,
+		 * so that sends and receives through it are staged; remote
+		 * access to it is refused by the peer's daemon (no key). */
+		if (ret != -EINVAL || iwd_domain_check(dom)) {
+			IWD_WARN(FI_LOG_MR, "iwarpd: registering %p+%zu: %s\n", buf, len, iwv_last_error(dom->fab->s));
 			free(mr);
 			return iwd_errno(ret);
 		}
-		IWD_INFO(FI_LOG_MR, "iwarpd: %p+%zu stays local-only (%s): transfers are staged\n", buf, len,
-			 iwv_last_error(dom->fab->s));
+		if (access & (FI_REMOTE_READ | FI_REMOTE_WRITE))
+			IWD_WARN(FI_LOG_MR,
+				 "iwarpd: %p+%zu cannot be registered for remote access (%s): this daemon cannot reach "
+				 "application memory; RMA into it will fail, sends and receives are staged\n",
+				 buf, len, iwv_last_error(dom->fab->s));
 		mr->vmr = NULL;
 	}
 	mr->mr_fid.fid.fclass = FI_CLASS_MR;
