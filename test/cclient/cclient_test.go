@@ -109,3 +109,11 @@ func TestProcessMR(t *testing.T) {
 	a, b := pair(t)
 	mustPass(t, "t_procmr", runC(t, "t_procmr", a, b))
 }
+
+// TestThreads: control calls from several threads at once, beside blocked
+// event waiters and a data-path thread (t_threads.c).
+func TestThreads(t *testing.T) {
+	needC(t)
+	a, _ := pair(t)
+	mustPass(t, "t_threads", runC(t, "t_threads", a, nil))
+}
