@@ -12,6 +12,9 @@ command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v tc >/dev/null 2>&1 || need+=(iproute2)
 command -v iptables >/dev/null 2>&1 || need+=(iptables)
 
+# Open MPI, mpicc and fi_info for test/mpi and the MPI benchmark (never fails).
+"$(dirname "$0")/install-mpi-deps.sh" || true
+
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi
