@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "iwd.h"
 
@@ -524,11 +525,35 @@ static int ep_control(struct fid *fid, int command, void *arg)
 	}
 }
 
+/* Before an RD QP goes away: let our sends be acknowledged (bounded) and
+ * give the daemon time to send the acknowledgements it owes our peers
+ * (RD delays a standalone ACK by 200 us): a peer whose last message we
+ * received must not retry into a destroyed QP until its retry count runs
+ * out (fi_pingpong's final exchange did exactly that). */
+static void rdm_linger(struct iwd_ep *ep)
+{
+	struct timespec ts = {0, 2 * 1000 * 1000};
+	int i;
+	for (i = 0; i < 1000; i++) {
+		iwd_lock(ep->dom);
+		iwd_domain_progress(ep->dom);
+		i = ep->sq_used == 0 || ep->dom->dead ? 1000 : i;
+		iwd_unlock(ep->dom);
+		if (i < 1000) {
+			struct timespec ms = {0, 1000 * 1000};
+			nanosleep(&ms, NULL);
+		}
+	}
+	nanosleep(&ts, NULL);
+}
+
 static int ep_close(struct fid *fid)
 {
 	struct iwd_ep *ep = iwd_container_of(fid, struct iwd_ep, ep_fid.fid);
 	struct iwd_domain *dom = ep->dom;
 
+	if (ep->type == FI_EP_RDM && ep->qp && !dom->dead)
+		rdm_linger(ep);
 	iwd_lock(dom);
 	iwd_list_remove(&ep->link);
 	iwd_unlock(dom);
