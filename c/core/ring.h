@@ -7,10 +7,16 @@
  * (a release store, made sequentially consistent so that the following load
  * of the status page's Asleep word cannot be ordered before it — the
  * engine stores Asleep, then rescans the rings: Dekker's pattern, no lost
- * wake-up). The consumer loads the producer index with acquire, copies the
+ * wake-up). The consumer loads the producer index (acquire), copies the
  * entries out, then stores the consumer index with release. Indices are
  * free-running; the other side's index is untrusted and checked on every
  * load (a lie is -EIO, never an out-of-bounds access).
+ *
+ * The index loads are sequentially consistent too (plain loads on x86 and
+ * ldar on arm64, so no cost where it matters): a consumer that arms a CQ
+ * (a sequentially consistent store of the Arm word) and then re-reads the
+ * producer index must not have that load ordered before the store — the
+ * daemon publishes a CQE, then reads Arm, the mirror image.
  */
 #ifndef IWV_RING_H
 #define IWV_RING_H
@@ -68,7 +74,7 @@ static inline uint8_t *ring_slot(const struct ring *r, uint32_t i)
  * -EIO when the consumer index is impossible. */
 static inline uint8_t *ring_next(struct ring *r, int *err)
 {
-	uint32_t cons = __atomic_load_n(r->consumer, __ATOMIC_ACQUIRE);
+	uint32_t cons = __atomic_load_n(r->consumer, __ATOMIC_SEQ_CST);
 	uint32_t used = r->head - cons;
 	*err = 0;
 	if (used > r->depth) {
@@ -91,7 +97,7 @@ static inline void ring_publish(struct ring *r)
 /* ring_available returns how many published entries wait, or -EIO. */
 static inline int64_t ring_available(struct ring *r)
 {
-	uint32_t prod = __atomic_load_n(r->producer, __ATOMIC_ACQUIRE);
+	uint32_t prod = __atomic_load_n(r->producer, __ATOMIC_SEQ_CST);
 	uint32_t n = prod - r->tail;
 	if (n > r->depth)
 		return -EIO;
