@@ -90,6 +90,7 @@ type benchConfig struct {
 	ScalingBWN    int           `json:"scaling_bw_messages"`
 	Profile       string        `json:"profile,omitempty"` // directory of the daemons' CPU profiles (profile.go)
 	JSON          bool          `json:"-"`
+	MPI           mpiConfig     `json:"mpi"` // the MPI section (mpi.go)
 }
 
 // knownRuns are the keys -only accepts.
@@ -198,6 +199,7 @@ func parseConfig(args []string, stderr io.Writer) (benchConfig, error) {
 	fs.IntVar(&c.ScalingBWN, "scaling-bw-n", 1000, "scaling bandwidth: 64 KiB `messages` per run")
 	fs.StringVar(&c.Profile, "profile", "", "write CPU profiles of both daemons (iwarpd -cpuprofile) and, if perf works, perf record -g of them, into `directory`; use with -only")
 	fs.BoolVar(&c.JSON, "json", false, "print one JSON document instead of the tables")
+	mpiTransports, mpiMem := registerMPIFlags(fs, &c.MPI)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: iwarp-bench [flags]\n\n"+
 			"UD latency and bandwidth through two iwarpd daemons, as ratios to raw sockets measured in the same run.\n"+
@@ -308,6 +310,9 @@ func parseConfig(args []string, stderr io.Writer) (benchConfig, error) {
 			c.MemBin = p
 		}
 	}
+	if err := finishMPIFlags(&c, *mpiTransports, *mpiMem, set); err != nil {
+		return c, err
+	}
 	return c, nil
 }
 
@@ -356,6 +361,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if cfg.Scenario == "veth" || cfg.Scenario == "all" {
 		doc.Scenarios = append(doc.Scenarios, runVeth(s, &cfg, stderr))
+	}
+	if cfg.MPI.Enabled {
+		doc.Scenarios = append(doc.Scenarios, runMPI(s, &cfg, stderr))
 	}
 	var exps []benchreport.Experiment
 	for _, sc := range doc.Scenarios {

@@ -34,7 +34,7 @@ var (
 )
 
 // progs are the test programs in progs/ (check.h is their shared header).
-var progs = []string{"p2p", "anysrc", "trunc", "unexpected", "coll", "rma"}
+var progs = []string{"wildunexp", "p2p", "anysrc", "trunc", "unexpected", "coll", "rma"}
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "iwarpd-mpi-")
