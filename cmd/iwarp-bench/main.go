@@ -172,7 +172,7 @@ func parseConfig(args []string, stderr io.Writer) (benchConfig, error) {
 	fs := flag.NewFlagSet("iwarp-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.Bin, "bin", defaultBin(), "`directory` holding iwarpd and iwarp-perf (make build)")
-	fs.StringVar(&c.Scenario, "scenario", "all", "`which`: loopback, veth or all")
+	fs.StringVar(&c.Scenario, "scenario", "all", "`which`: loopback, veth, mpi (the MPI section alone, mpi.go) or all")
 	fs.IntVar(&c.Rounds, "rounds", 5, "interleaved rounds of every run")
 	fs.IntVar(&c.LatIters, "n", 10000, "latency `iterations` (round trips) per run")
 	fs.IntVar(&c.BWIters, "bw-n", 5000, "bandwidth `messages` per run")
@@ -274,8 +274,8 @@ func parseConfig(args []string, stderr io.Writer) (benchConfig, error) {
 		c.Only = append(c.Only, k)
 	}
 	switch {
-	case c.Scenario != "loopback" && c.Scenario != "veth" && c.Scenario != "all":
-		return c, &usageError{fmt.Sprintf("-scenario %q: want loopback, veth or all", c.Scenario)}
+	case c.Scenario != "loopback" && c.Scenario != "veth" && c.Scenario != "mpi" && c.Scenario != "all":
+		return c, &usageError{fmt.Sprintf("-scenario %q: want loopback, veth, mpi or all", c.Scenario)}
 	case c.Rounds < 1 || c.LatIters < 1 || c.BWIters < 1 || c.SweepIters < 1:
 		return c, &usageError{"-rounds, -n, -bw-n and -sweep-n must be at least 1"}
 	case c.Idle < 0:
@@ -362,7 +362,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if cfg.Scenario == "veth" || cfg.Scenario == "all" {
 		doc.Scenarios = append(doc.Scenarios, runVeth(s, &cfg, stderr))
 	}
-	if cfg.MPI.Enabled {
+	if cfg.MPI.Enabled && (cfg.Scenario == "mpi" || cfg.Scenario == "all") {
 		doc.Scenarios = append(doc.Scenarios, runMPI(s, &cfg, stderr))
 	}
 	var exps []benchreport.Experiment
