@@ -5,6 +5,7 @@
 #include "testlib.h"
 
 #include <stdint.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static void default_socket(void)
@@ -166,11 +167,40 @@ static void objects(void)
 	printf("objects ok\n");
 }
 
+/* fork_child: a child forked after iwv_open that does not touch the
+ * parent's session can open its own; the parent's goes on. */
+static void fork_child(void)
+{
+	struct iwv_session *s = open_session(sock_a(), "t_session-parent");
+	struct iwv_device_attr da;
+	OK(s, iwv_query_device(s, &da));
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		struct iwv_session *c;
+		struct iwv_open_attr a = {.socket = sock_a(), .client_name = "t_session-child"};
+		if (iwv_open(&a, &c) < 0 || iwv_query_device(c, &da) < 0 || iwv_session_id(c) == iwv_session_id(s))
+			_exit(3);
+		iwv_close(c);
+		_exit(0);
+	}
+	int st;
+	CHECK(waitpid(pid, &st, 0) == pid);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	OK(s, iwv_query_device(s, &da));
+	struct iwv_pd *pd;
+	OK(s, iwv_alloc_pd(s, &pd));
+	OK(s, iwv_dealloc_pd(pd));
+	iwv_close(s);
+	printf("fork ok\n");
+}
+
 int main(void)
 {
 	default_socket();
 	hello();
 	objects();
+	fork_child();
 	printf("PASS\n");
 	return 0;
 }
