@@ -80,9 +80,9 @@ func buildProvider(dir string) {
 		buildErr = err.Error()
 		return
 	}
-	cmd := exec.Command("make", "-C", filepath.Join(root, "c", "prov"), "-s", "BUILD="+dir)
+	cmd := exec.Command("make", "-C", filepath.Join(root, "c"), "-s", "BUILD="+dir, "prov")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		buildErr = fmt.Sprintf("make -C c/prov: %v\n%s", err, out)
+		buildErr = fmt.Sprintf("make -C c prov: %v\n%s", err, out)
 		return
 	}
 	provDir = dir
