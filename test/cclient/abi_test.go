@@ -2,9 +2,11 @@ package cclient
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/iwarpd/iwarpd/proto"
@@ -130,4 +132,43 @@ func TestABIVersion(t *testing.T) {
 		"W_OFF_STATUS_MAGIC": proto.OffStatusMagic, "W_OFF_STATUS_ASLEEP": proto.OffStatusAsleep,
 		"W_AV_IPV4": int64(proto.AVFamilyIPv4), "W_AV_IPV6": int64(proto.AVFamilyIPv6),
 	})
+}
+
+// TestExports: libiwverbs.so exports only iwv_* (everything else is built
+// -fvisibility=hidden), and every global symbol of libiwverbs.a is iwv_* or
+// iwvi_*, so the static library links into another shared object (the
+// libfabric provider) without clashing with its symbols.
+func TestExports(t *testing.T) {
+	needC(t)
+	if _, err := exec.LookPath("nm"); err != nil {
+		t.Skip("nm not found; run scripts/install-build-deps.sh")
+	}
+	check := func(args []string, allowed ...string) int {
+		out, err := exec.Command("nm", args...).Output()
+		if err != nil {
+			t.Fatalf("nm %v: %v", args, err)
+		}
+		n := 0
+		for _, line := range strings.Split(string(out), "\n") {
+			f := strings.Fields(line)
+			if len(f) != 3 || !strings.ContainsAny(f[1], "TDBR") {
+				continue // undefined, local, or a file header
+			}
+			n++
+			ok := false
+			for _, p := range allowed {
+				ok = ok || strings.HasPrefix(f[2], p)
+			}
+			if !ok {
+				t.Errorf("nm %v: %s is global and not %v", args, f[2], allowed)
+			}
+		}
+		return n
+	}
+	dyn := check([]string{"-D", "--defined-only", filepath.Join(cBuild, "libiwverbs.so")}, "iwv_")
+	st := check([]string{filepath.Join(cBuild, "libiwverbs.a")}, "iwv_", "iwvi_")
+	if dyn == 0 || st == 0 {
+		t.Fatalf("no symbols found (%d dynamic, %d static)", dyn, st)
+	}
+	t.Logf("%d exported symbols, %d global in the archive", dyn, st)
 }
