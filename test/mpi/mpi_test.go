@@ -143,8 +143,8 @@ func runProg(t *testing.T, top topology, tr mpilaunch.Transport, prog string, np
 		if r.Err != nil {
 			why = r.Err.Error()
 		}
-		t.Errorf("%s with %d ranks over %s (%s): %s\ncommand: %s\noutput (last 80 lines):\n%s",
-			prog, np, tr.Name, top.name, why, r.CommandLine, lastLines(r.Output, 80))
+		t.Errorf("%s with %d ranks over %s (%s): %s\ncommand: %s\noutput (last 150 lines):\n%s",
+			prog, np, tr.Name, top.name, why, r.CommandLine, lastLines(r.Output, 150))
 	}
 	top.check(t)
 }

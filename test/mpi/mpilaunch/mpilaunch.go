@@ -29,6 +29,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -201,10 +202,13 @@ func (j *Job) Command(ctx context.Context) (*exec.Cmd, error) {
 	cmd := exec.CommandContext(ctx, all[0], all[1:]...)
 	cmd.Env = env
 	cmd.Dir = j.Dir
-	// Its own process group: a timeout kills mpirun, its orteds and ranks.
+	// Cancel: SIGTERM makes mpirun kill its ranks and orteds (each rank
+	// has a process group of its own, so killing mpirun's group is not
+	// enough); SIGKILL 10 s later if it has not exited. Run then kills
+	// what is left (killProg).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 10 * time.Second
 	return cmd, nil
 }
 
@@ -216,10 +220,11 @@ type Result struct {
 	TimedOut    bool
 }
 
-// Run runs j to completion or until timeout (then it kills the job's
-// process group: mpirun, the orteds and the ranks).
+// Run runs j to completion or until timeout; then it records where each
+// rank is stuck (Stacks) and kills the job's process group (mpirun, the
+// orteds and the ranks).
 func Run(j *Job, timeout time.Duration) Result {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cmd, err := j.Command(ctx)
 	if err != nil {
@@ -228,17 +233,110 @@ func Run(j *Job, timeout time.Duration) Result {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	r := Result{CommandLine: CommandLine(cmd)}
-	r.Err = cmd.Run()
-	if ctx.Err() != nil {
-		r.TimedOut = true
-		r.Err = fmt.Errorf("mpirun did not finish within %v (killed): %v", timeout, r.Err)
+	if err := cmd.Start(); err != nil {
+		r.Err = err
+		return r
 	}
-	// A killed mpirun leaves no orphans: its group goes too.
-	if cmd.Process != nil {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var stacks string
+	select {
+	case r.Err = <-done:
+	case <-time.After(timeout):
+		r.TimedOut = true
+		stacks = Stacks(j.Prog)
+		cancel() // kills the process group (Command's Cancel)
+		err := <-done
+		r.Err = fmt.Errorf("mpirun did not finish within %v (killed): %v", timeout, err)
+	}
+	// A killed mpirun leaves no orphans: its group goes too, and any rank
+	// still running.
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	if r.TimedOut {
+		killProg(j.Prog)
 	}
 	r.Output = out.String()
+	if stacks != "" {
+		r.Output += "\n--- stacks of the ranks before the job was killed (gdb) ---\n" + stacks
+	}
 	return r
+}
+
+// progPIDs returns the PIDs of the running processes whose executable is
+// prog (at most 64).
+func progPIDs(prog string) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || len(pids) >= 64 {
+			continue
+		}
+		if exe, err := os.Readlink("/proc/" + e.Name() + "/exe"); err == nil && exe == prog {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// killProg kills the ranks of a killed job: the processes running prog, a
+// program the caller built in its own directory (bounded: 50 tries).
+func killProg(prog string) {
+	for i := 0; i < 50; i++ {
+		pids := progPIDs(prog)
+		if len(pids) == 0 {
+			return
+		}
+		for _, pid := range pids {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Stacks returns the stack of every thread of every running process whose
+// executable is prog (the ranks of a job), with gdb when installed ("" when
+// none runs). Each gdb is bounded to 30 s; at most 16 processes.
+func Stacks(prog string) string {
+	gdb, err := exec.LookPath("gdb")
+	if err != nil {
+		return "(gdb not installed: no stacks)"
+	}
+	var b strings.Builder
+	pids := progPIDs(prog)
+	if len(pids) > 16 {
+		pids = pids[:16]
+	}
+	for _, p := range pids {
+		pid := strconv.Itoa(p)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		out, _ := exec.CommandContext(ctx, gdb, "-p", pid, "-batch", "-ex", "thread apply all bt 20").CombinedOutput()
+		cancel()
+		fmt.Fprintf(&b, "== pid %s (%s)\n", pid, prog)
+		// One block per thread; Open MPI's libevent threads (always in
+		// event_base_loop) say nothing about a hang and are left out.
+		var block []string
+		flush := func() {
+			if len(block) > 0 && !strings.Contains(strings.Join(block, "\n"), "event_base_loop") {
+				b.WriteString(strings.Join(block, "\n") + "\n")
+			}
+			block = block[:0]
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			switch {
+			case strings.HasPrefix(line, "Thread "):
+				flush()
+				block = append(block, line)
+			case strings.HasPrefix(line, "#"):
+				block = append(block, line)
+			}
+		}
+		flush()
+	}
+	return b.String()
 }
 
 // CommandLine renders cmd as a shell line with the environment it sets

@@ -3,10 +3,13 @@ package mpilaunch
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestNewTransport(t *testing.T) {
@@ -79,5 +82,34 @@ func TestCommandLoopback(t *testing.T) {
 	// Ranks alternate between the nodes: one application context each.
 	if !strings.HasSuffix(line, "-np 1 env S=a /p : -np 1 env S=b /p : -np 1 env S=a /p") || cmd.Args[0] != "mpirun" {
 		t.Errorf("command %q", line)
+	}
+}
+
+// TestRunTimeout: a job that deadlocks is killed at its timeout, with the
+// ranks' stacks (where they hang) in its output, and leaves no process.
+func TestRunTimeout(t *testing.T) {
+	if why := Available(); why != "" {
+		t.Skip(why)
+	}
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "deadlock")
+	if out, err := exec.Command("mpicc", "-o", prog, "testdata/deadlock.c").CombinedOutput(); err != nil {
+		t.Fatalf("mpicc: %v\n%s", err, out)
+	}
+	tr, _ := NewTransport(OB1TCP, "", "lo")
+	j := &Job{Ranks: 2, Transport: tr, Prog: prog, Dir: dir, Nodes: []Node{{Addr: "127.0.0.1"}, {Addr: "127.0.0.1"}}}
+	timeout := 20 * time.Second
+	if f, err := strconv.ParseFloat(os.Getenv("IWARPD_TEST_TIMEOUT_SCALE"), 64); err == nil && f > 0 {
+		timeout = time.Duration(float64(timeout) * f)
+	}
+	r := Run(j, timeout)
+	if !r.TimedOut || r.Err == nil {
+		t.Fatalf("deadlocked job: timed out %v, err %v\n%s", r.TimedOut, r.Err, r.Output)
+	}
+	if _, err := exec.LookPath("gdb"); err == nil && !strings.Contains(r.Output, "MPI_Recv") {
+		t.Errorf("no MPI_Recv in the stacks:\n%s", r.Output)
+	}
+	if s := Stacks(prog); s != "" && !strings.HasPrefix(s, "(gdb") {
+		t.Errorf("ranks still running after Run returned:\n%s", s)
 	}
 }
