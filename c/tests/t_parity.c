@@ -145,10 +145,74 @@ static void rc(void)
 	ep_close(&b);
 }
 
+static struct iwv_cm_event *cm_next(struct iwv_session *s, struct iwv_cm_event *ev)
+{
+	OK(s, iwv_cm_get_event(s, ev, scaled_ms(20000)));
+	return ev;
+}
+
+static void print_pdata(const char *what, const struct iwv_cm_event *ev)
+{
+	printf("cm %s pdata=%.*s\n", what, (int)ev->private_data_len, (const char *)ev->private_data);
+}
+
+/* cm: the connection manager's observable outcomes (private data both
+ * ways, reject with a reason, connecting to nothing, disconnect). */
+static void cm(void)
+{
+	struct ep a, b;
+	struct iwv_cm_event ev;
+	struct iwv_listener *l;
+	ep_open(&a, sock_a(), "parity-a", IWV_QPT_RC, 4096);
+	ep_open(&b, sock_b(), "parity-b", IWV_QPT_RC, 4096);
+	OK(b.s, iwv_listen(b.s, ":0", 0, &l));
+	struct iwv_conn_param cp = {.private_data = "p-hello", .private_data_len = 7};
+	OK(a.s, iwv_connect(a.qp, iwv_listener_addr(l), &cp));
+	CHECK(cm_next(b.s, &ev)->type == IWV_CM_CONNECT_REQUEST);
+	print_pdata("request", &ev);
+	struct iwv_conn_param ap = {.private_data = "p-welcome", .private_data_len = 9};
+	OK(b.s, iwv_accept(b.s, ev.conn_id, b.qp, &ap, NULL));
+	CHECK(cm_next(b.s, &ev)->type == IWV_CM_ESTABLISHED); /* the passive QP's */
+	CHECK(cm_next(a.s, &ev)->type == IWV_CM_ESTABLISHED);
+	print_pdata("established", &ev);
+
+	struct iwv_qp *q2;
+	struct iwv_qp_init_attr qa = {.qp_type = IWV_QPT_RC, .send_cq = a.scq, .recv_cq = a.rcq,
+				      .cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1}};
+	OK(a.s, iwv_create_qp(a.pd, &qa, &q2));
+	OK(a.s, iwv_modify_qp(q2, IWV_QPS_INIT));
+	OK(a.s, iwv_connect(q2, iwv_listener_addr(l), NULL));
+	CHECK(cm_next(b.s, &ev)->type == IWV_CM_CONNECT_REQUEST);
+	print_pdata("request", &ev);
+	OK(b.s, iwv_reject(b.s, ev.conn_id, "p-no", 4));
+	CHECK(cm_next(a.s, &ev)->type == IWV_CM_REJECTED);
+	print_pdata("rejected", &ev);
+	OK(a.s, iwv_destroy_qp(q2));
+
+	char addr[IWV_ADDR_STRLEN];
+	snprintf(addr, sizeof addr, "%s", iwv_listener_addr(l));
+	OK(b.s, iwv_listener_close(l));
+	OK(a.s, iwv_create_qp(a.pd, &qa, &q2));
+	OK(a.s, iwv_modify_qp(q2, IWV_QPS_INIT));
+	OK(a.s, iwv_connect(q2, addr, NULL));
+	cm_next(a.s, &ev);
+	printf("cm connect-failed errno=%d\n", ev.status);
+	OK(a.s, iwv_destroy_qp(q2));
+
+	OK(a.s, iwv_disconnect(a.qp, 0));
+	CHECK(cm_next(a.s, &ev)->type == IWV_CM_DISCONNECTED);
+	printf("cm disconnected-active errno=%d\n", ev.status);
+	CHECK(cm_next(b.s, &ev)->type == IWV_CM_DISCONNECTED);
+	printf("cm disconnected-passive errno=%d\n", ev.status);
+	ep_close(&a);
+	ep_close(&b);
+}
+
 int main(void)
 {
 	datagram("ud", IWV_QPT_UD);
 	datagram("rd", IWV_QPT_RD);
 	rc();
+	cm();
 	return 0;
 }

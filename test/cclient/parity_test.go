@@ -1,6 +1,7 @@
 package cclient
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -12,9 +13,11 @@ import (
 )
 
 // TestParity runs the scenarios of c/tests/t_parity.c through ofverbs and
-// through the C core against the same two daemons and compares the
-// completion sequences line by line: the two clients of proto must agree on
-// every opcode, status, length, wr_id and flag. Keep goParity and
+// through the C core against the same two daemons and compares what they
+// observe line by line: the completion sequences (wr_id, opcode, status,
+// byte_len, flags) of UD, RD and RC work, and the connection manager's
+// outcomes (private data both ways, a reject's reason, the errno of
+// connecting to nothing, disconnect statuses). Keep this file and
 // t_parity.c in step.
 func TestParity(t *testing.T) {
 	needC(t)
@@ -24,6 +27,7 @@ func TestParity(t *testing.T) {
 	p.datagram("ud", ofverbs.QPTypeUD)
 	p.datagram("rd", ofverbs.QPTypeRD)
 	p.rc()
+	p.cm()
 	cOut := strings.Split(strings.TrimSpace(runC(t, "t_parity", a, b)), "\n")
 	if len(got) != len(cOut) {
 		t.Errorf("ofverbs gave %d completions, the C core %d", len(got), len(cOut))
@@ -232,6 +236,93 @@ func (p *parity) rc() {
 	p.send1(a, ofverbs.SendWR{ID: 5, Signaled: true, SGL: []ofverbs.SGE{bad}})
 	p.drain(scen, a, 1, 0)
 	l.Close()
+	a.ctx.Close()
+	b.ctx.Close()
+}
+
+// cm: the connection manager's observable outcomes, as t_parity.c's cm().
+func (p *parity) cm() {
+	t := p.t
+	a, b := p.open(p.a, ofverbs.QPTypeRC), p.open(p.b, ofverbs.QPTypeRC)
+	l, err := b.ctx.Listen(":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := netip.MustParseAddrPort(l.Addr().String())
+	say := func(format string, args ...any) { *p.out = append(*p.out, fmt.Sprintf(format, args...)) }
+	timeout := daemontest.Scaled(20 * time.Second)
+	done := make(chan error, 1)
+	go func() { done <- a.qp.Connect(addr, ofverbs.ConnParam{PrivateData: []byte("p-hello")}) }()
+	req, err := l.GetRequest(timeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	say("cm request pdata=%s", req.PrivateData())
+	if err := req.Accept(b.qp, ofverbs.ConnParam{PrivateData: []byte("p-welcome")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	say("cm established pdata=%s", a.qp.ConnInfo().PrivateData)
+
+	newQP := func() *ofverbs.QP {
+		q, err := a.pd.CreateQP(ofverbs.QPInitAttr{Type: ofverbs.QPTypeRC, SendCQ: a.scq, RecvCQ: a.rcq,
+			Cap: ofverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := q.ModifyState(ofverbs.QPStateInit); err != nil {
+			t.Fatal(err)
+		}
+		return q
+	}
+	q2 := newQP()
+	go func() { done <- q2.Connect(addr, ofverbs.ConnParam{}) }()
+	if req, err = l.GetRequest(timeout); err != nil {
+		t.Fatal(err)
+	}
+	say("cm request pdata=%s", req.PrivateData())
+	if err := req.Reject([]byte("p-no")); err != nil {
+		t.Fatal(err)
+	}
+	var rej *ofverbs.RejectedError
+	if err := <-done; !errors.As(err, &rej) {
+		t.Fatalf("connect after reject: %v", err)
+	}
+	say("cm rejected pdata=%s", rej.PrivateData)
+	q2.Close()
+
+	l.Close()
+	q3 := newQP()
+	err = q3.Connect(addr, ofverbs.ConnParam{})
+	var verr *ofverbs.Error
+	if !errors.As(err, &verr) {
+		t.Fatalf("connect to nothing: %v", err)
+	}
+	say("cm connect-failed errno=%d", int(verr.Errno))
+	q3.Close()
+
+	if err := a.qp.Disconnect(); err != nil {
+		t.Fatal(err)
+	}
+	for _, side := range []struct {
+		name string
+		qp   *ofverbs.QP
+	}{{"active", a.qp}, {"passive", b.qp}} {
+		select {
+		case ev := <-side.qp.CMEvents():
+			if ev.Type == ofverbs.CMEstablished { // the passive QP's own, after Accept
+				ev = <-side.qp.CMEvents()
+			}
+			if ev.Type != ofverbs.CMDisconnected {
+				t.Fatalf("%s: CM event %v, want disconnected", side.name, ev.Type)
+			}
+			say("cm disconnected-%s errno=%d", side.name, int(ev.Errno))
+		case <-time.After(timeout):
+			t.Fatalf("%s: no disconnected event within %v", side.name, timeout)
+		}
+	}
 	a.ctx.Close()
 	b.ctx.Close()
 }
