@@ -88,7 +88,7 @@ clean:
 # Debian's 6.1 kernel, siw.ko built from linux-source-6.1 and rdma-core's
 # rping (docs/siw-interop.md). Needs root; about 3 minutes the first time,
 # cached in /var/cache/iwarpd-siw-vm (IWARPD_SIW_VM_CACHE), seconds after.
-.PHONY: siw-vm interop
+.PHONY: siw-vm interop interop-soak
 siw-vm:
 	./scripts/siw-vm/build.sh
 
@@ -98,3 +98,15 @@ siw-vm:
 INTEROP_PKGS ?= ./test/siwvm/...
 interop: siw-vm
 	IWARPD_SIW_VM=1 $(GO) test -count=1 -timeout 30m $(TESTFLAGS) $(INTEROP_PKGS)
+
+# Soak mode of the interop tests (docs/siw-interop.md "Soak"): every
+# configuration SOAK times, rping sizes 64 B..64 KiB, both roles, with
+# SOAK_LOAD busy processes loading the host; failures keep their captures in
+# SOAK_KEEP (default bench-results/siw-soak).
+SOAK ?= 5
+SOAK_LOAD ?= 2
+SOAK_KEEP ?= $(CURDIR)/bench-results/siw-soak
+interop-soak: siw-vm
+	mkdir -p $(SOAK_KEEP)
+	IWARPD_SIW_VM=1 IWARPD_SIW_SOAK=$(SOAK) IWARPD_SIW_SOAK_LOAD=$(SOAK_LOAD) IWARPD_SIW_VM_KEEP=$(SOAK_KEEP) \
+	$(GO) test -count=1 -v -timeout 240m -run TestIwarpdSiwSoak $(TESTFLAGS) ./test/siwvm/

@@ -111,6 +111,30 @@ type RDMAPInfo struct {
 	ReadRequest *ReadRequestInfo `json:"read_request,omitempty"`
 	Terminate   *TerminateInfo   `json:"terminate,omitempty"`
 	WriteRecord *WriteRecordInfo `json:"write_record,omitempty"`
+	Atomic      *AtomicInfo      `json:"atomic,omitempty"`
+	Immediate   *ImmediateInfo   `json:"immediate,omitempty"`
+}
+
+// AtomicInfo is an RFC 7306 Atomic Request (Request true) or Atomic
+// Response header.
+type AtomicInfo struct {
+	Request     bool   `json:"request"`
+	Op          string `json:"op,omitempty"`
+	ReqID       uint32 `json:"req_id"`
+	Stag        uint32 `json:"stag,omitempty"`
+	TO          uint64 `json:"to,omitempty"`
+	AddSwap     uint64 `json:"add_swap,omitempty"`
+	AddSwapMask uint64 `json:"add_swap_mask,omitempty"`
+	Compare     uint64 `json:"compare,omitempty"`
+	CompareMask uint64 `json:"compare_mask,omitempty"`
+	Original    uint64 `json:"original,omitempty"`
+}
+
+// ImmediateInfo is RFC 7306 Immediate Data: the 8 octets and the 32-bit
+// verbs value in the first four.
+type ImmediateInfo struct {
+	Raw   string `json:"raw"`
+	Value uint32 `json:"value"`
 }
 
 // ReadRequestInfo is an RDMA Read Request header.
@@ -238,6 +262,15 @@ func FormatText(e *Event, abs bool) string {
 		}
 		if w := r.WriteRecord; w != nil {
 			fmt.Fprintf(&b, " record=%d msg_len=%d msg_off=%d", w.RecordID, w.MessageLength, w.MessageOffset)
+		}
+		if a := r.Atomic; a != nil && a.Request {
+			fmt.Fprintf(&b, " %s req=%d target=0x%08x/0x%x add_swap=0x%x/0x%x compare=0x%x/0x%x", a.Op, a.ReqID, a.Stag, a.TO,
+				a.AddSwap, a.AddSwapMask, a.Compare, a.CompareMask)
+		} else if a != nil {
+			fmt.Fprintf(&b, " req=%d original=0x%x", a.ReqID, a.Original)
+		}
+		if m := r.Immediate; m != nil {
+			fmt.Fprintf(&b, " imm=0x%08x (%s)", m.Value, m.Raw)
 		}
 	}
 	fmt.Fprintf(&b, " crc=%s", e.CRC)

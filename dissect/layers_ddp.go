@@ -64,7 +64,8 @@ func decodeDDP(data []byte, p gopacket.PacketBuilder) error {
 // RDMAP is the RDMAP part of a DDP segment (RFC 5040 §4): the control octet,
 // which travels in DDP's RsvdULP[0:7] (see rdmap.Control), and the
 // opcode's header, if it has one — Read Request (§4.4, 28 octets),
-// Terminate (§4.8) or the datagram profile's Write-Record (12 octets).
+// Terminate (§4.8), RFC 7306's Atomic Request (52), Atomic Response (12)
+// and Immediate Data (8), or the datagram profile's Write-Record (12 octets).
 // Contents is that header; Payload is the ULP payload.
 //
 // RDMAP cannot be decoded without its DDP header: set Control and Tagged
@@ -80,6 +81,13 @@ type RDMAP struct {
 	Terminate      rdmap.Terminate
 	HasWriteRecord bool
 	WriteRecord    rdmap.WriteRecord
+
+	HasAtomicRequest  bool
+	AtomicRequest     rdmap.AtomicRequest
+	HasAtomicResponse bool
+	AtomicResponse    rdmap.AtomicResponse
+	HasImmediate      bool
+	Immediate         rdmap.ImmediateData
 }
 
 // Opcode returns the opcode from the control octet.
@@ -115,6 +123,15 @@ func (r *RDMAP) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) error {
 	case rdmap.OpWriteRecord:
 		r.WriteRecord, n, err = rdmap.ParseWriteRecord(data)
 		r.HasWriteRecord = err == nil
+	case rdmap.OpAtomicRequest:
+		r.AtomicRequest, n, err = rdmap.ParseAtomicRequest(data)
+		r.HasAtomicRequest = err == nil
+	case rdmap.OpAtomicResponse:
+		r.AtomicResponse, n, err = rdmap.ParseAtomicResponse(data)
+		r.HasAtomicResponse = err == nil
+	case rdmap.OpImmediateData, rdmap.OpImmediateDataSE:
+		r.Immediate, n, err = rdmap.ParseImmediateData(data)
+		r.HasImmediate = err == nil
 	}
 	if err != nil {
 		return fmt.Errorf("dissect: %v: %w", r.Control.Opcode(), err)
@@ -134,6 +151,12 @@ func (r *RDMAP) SerializeTo(b gopacket.SerializeBuffer, opts gopacket.SerializeO
 		hdr = appendTerminate(nil, &r.Terminate)
 	case r.HasWriteRecord:
 		hdr = appendWriteRecord(nil, &r.WriteRecord)
+	case r.HasAtomicRequest:
+		hdr = r.AtomicRequest.Append(nil)
+	case r.HasAtomicResponse:
+		hdr = r.AtomicResponse.Append(nil)
+	case r.HasImmediate:
+		hdr = r.Immediate.Append(nil)
 	}
 	buf, err := b.PrependBytes(len(hdr))
 	if err != nil {

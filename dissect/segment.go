@@ -53,6 +53,17 @@ func decodeSegment(e *Event, b []byte, llp string) segment {
 			M: t.SegLenValid, D: t.DDPHeaderIncluded, R: t.RDMAPHeaderIncluded, SiwLayout: t.SiwLayout,
 			DDPSegLen: t.DDPSegmentLength, DDPHeader: hex.EncodeToString(t.DDPHeader), RDMAHeader: hex.EncodeToString(t.RDMAPHeader)}
 	}
+	if r.HasAtomicRequest {
+		a := &r.AtomicRequest
+		e.RDMAP.Atomic = &AtomicInfo{Request: true, Op: a.Op.String(), ReqID: a.ReqID, Stag: a.Stag, TO: a.TO,
+			AddSwap: a.AddSwap, AddSwapMask: a.AddSwapMask, Compare: a.Compare, CompareMask: a.CompareMask}
+	}
+	if r.HasAtomicResponse {
+		e.RDMAP.Atomic = &AtomicInfo{ReqID: r.AtomicResponse.ReqID, Original: r.AtomicResponse.Original}
+	}
+	if r.HasImmediate {
+		e.RDMAP.Immediate = &ImmediateInfo{Raw: hex.EncodeToString(r.Immediate.Raw[:]), Value: r.Immediate.Value()}
+	}
 	if r.HasWriteRecord {
 		w := &r.WriteRecord
 		e.RDMAP.WriteRecord = &WriteRecordInfo{RecordID: w.RecordID, MessageLength: w.MessageLength, MessageOffset: w.MessageOffset}

@@ -162,7 +162,7 @@ func checkSegment(s *segment) []finding {
 		if info.QPTypes&rdmap.RC == 0 && op == rdmap.OpWriteRecord {
 			fs = append(fs, violationf("%v is a datagram-profile opcode, reserved on RFC 5040 streams", op))
 		} else if info.QPTypes&rdmap.RC == 0 {
-			fs = append(fs, notef("%v (RFC 7306) is not checked further", op))
+			fs = append(fs, violationf("%v is not allowed on RC", op))
 		}
 	case LLPUD:
 		if info.QPTypes&rdmap.UD == 0 {
@@ -175,14 +175,21 @@ func checkSegment(s *segment) []finding {
 	}
 	r := &s.rdmap
 	switch op {
-	case rdmap.OpReadRequest, rdmap.OpTerminate:
+	case rdmap.OpReadRequest, rdmap.OpTerminate, rdmap.OpAtomicRequest, rdmap.OpAtomicResponse:
 		if !h.Last || h.MO != 0 {
 			fs = append(fs, violationf("%v must be a single segment (L=1, MO=0)", op))
 		}
 		if len(r.Payload) != 0 {
 			fs = append(fs, violationf("%v carries %d octets after its header", op, len(r.Payload)))
 		}
+	case rdmap.OpImmediateData, rdmap.OpImmediateDataSE:
+		// RFC 7306: exactly 8 octets, one segment. The datagram profile's
+		// Send with Immediate carries them before every segment's payload.
+		if s.llp == LLPMPA && (!h.Last || h.MO != 0 || len(r.Payload) != 0) {
+			fs = append(fs, violationf("%v must be its 8 octets in one segment (L=1, MO=0), has %d more", op, len(r.Payload)))
+		}
 	}
+	fs = append(fs, checkAtomic(r)...)
 	if r.HasTerminate {
 		t := &r.Terminate
 		if t.SiwLayout {
@@ -193,6 +200,28 @@ func checkSegment(s *segment) []finding {
 		if !t.Err.Known() {
 			fs = append(fs, violationf("Terminate with unregistered error %v", t.Err))
 		}
+	}
+	return fs
+}
+
+// checkAtomic checks the fields of an RFC 7306 Atomic Request that a
+// conforming sender sets: a defined operation, zero reserved bits. A
+// misaligned target is legal on the wire (the responder refuses it): a
+// note.
+func checkAtomic(r *RDMAP) []finding {
+	if !r.HasAtomicRequest {
+		return nil
+	}
+	var fs []finding
+	a := &r.AtomicRequest
+	if !a.Op.Valid() {
+		fs = append(fs, violationf("Atomic Request with reserved operation 0x%x", uint8(a.Op)))
+	}
+	if a.Reserved != 0 {
+		fs = append(fs, violationf("Atomic Request reserved bits 0x%07x set", a.Reserved))
+	}
+	if a.TO%8 != 0 {
+		fs = append(fs, notef("Atomic Request target TO 0x%x is not 8-octet aligned (the responder must refuse it)", a.TO))
 	}
 	return fs
 }
@@ -209,6 +238,7 @@ type checker struct {
 	untagged   [numUntaggedQNs]untaggedState
 	tagged     map[rdmap.Opcode]*taggedState
 	reads      []rdmap.ReadRequest // Read Requests sent in this direction, not yet answered
+	atomics    map[uint32]bool     // Request Identifiers of Atomic Requests sent in this direction, not yet answered
 	terminated bool
 }
 
@@ -274,6 +304,20 @@ func (c *checker) segment(s *segment) []finding {
 		st.active, st.msn, st.nextMO = !h.Last, h.MSN, h.MO+uint32(segLen)
 		if op == rdmap.OpReadRequest && s.rdmap.HasReadRequest {
 			c.reads = append(c.reads, s.rdmap.ReadRequest)
+		}
+		if op == rdmap.OpAtomicRequest && s.rdmap.HasAtomicRequest {
+			if c.atomics == nil {
+				c.atomics = map[uint32]bool{}
+			}
+			c.atomics[s.rdmap.AtomicRequest.ReqID] = true
+		}
+		if op == rdmap.OpAtomicResponse && s.rdmap.HasAtomicResponse {
+			id := s.rdmap.AtomicResponse.ReqID
+			if c.peer == nil || !c.peer.atomics[id] {
+				fs = append(fs, c.problem("Atomic Response to Request Identifier %d, which no outstanding Atomic Request has", id))
+			} else {
+				delete(c.peer.atomics, id)
+			}
 		}
 		return fs
 	}

@@ -296,7 +296,7 @@ func (cq *CQ) Poll(wcs []WC) (int, error) {
 		proto.GetCQE(slot, &e)
 		cq.cons.Advance()
 		wcs[n] = WC{ID: e.WRID, Status: e.Status, Opcode: e.Opcode, Flags: e.Flags, ByteLen: e.ByteLen,
-			QPN: e.QPN, InvStag: e.InvStag, Src: e.Src, Term: e.Term, TO: e.TO}
+			QPN: e.QPN, InvStag: e.InvStag, Src: e.Src, Term: e.Term, TO: e.TO, Imm: e.Imm}
 		n++
 	}
 	cq.cons.Release()

@@ -86,6 +86,13 @@ func (q *QP) checkSend(wr *SendWR) (uint32, error) {
 			return 0, err
 		}
 	}
+	if wr.Opcode.Atomic() {
+		// One 8-byte result SGE after the operands (proto.SQEStride leaves room).
+		if wr.Inline || len(wr.SGL) != 1 || wr.SGL[0].Length != 8 {
+			return 0, newError(op, unix.EINVAL, "work request %d: an atomic takes one 8-byte result SGE and no inline data", wr.ID)
+		}
+		return 0, nil
+	}
 	if !wr.Inline {
 		if len(wr.SGL) > int(q.cap.MaxSendSGE) {
 			return 0, newError(op, unix.EINVAL, "work request %d has %d SGEs, the QP allows %d", wr.ID, len(wr.SGL), q.cap.MaxSendSGE)
@@ -111,7 +118,7 @@ func (q *QP) checkSend(wr *SendWR) (uint32, error) {
 
 // encodeSend writes wr into slot (stride checked by checkSend).
 func (q *QP) encodeSend(slot []byte, wr *SendWR, inlineLen uint32) {
-	e := proto.SQE{WRID: wr.ID, Opcode: wr.Opcode, RKey: wr.RKey, RemoteAddr: wr.RemoteAddr, InvStag: wr.InvStag}
+	e := proto.SQE{WRID: wr.ID, Opcode: wr.Opcode, RKey: wr.RKey, RemoteAddr: wr.RemoteAddr, InvStag: wr.InvStag, Imm: wr.Imm}
 	if wr.Signaled {
 		e.Flags |= proto.SendSignaled
 	}
@@ -135,6 +142,13 @@ func (q *QP) encodeSend(slot []byte, wr *SendWR, inlineLen uint32) {
 			for _, s := range wr.SGL {
 				off += q.ctx.copyFromBuffer(body[off:off+int(s.Length)], s.Addr)
 			}
+		}
+	} else if wr.Opcode.Atomic() {
+		// Operands first, then the result SGE (proto.AtomicOperands).
+		proto.AtomicOperands{CompareAdd: wr.CompareAdd, Swap: wr.Swap}.Put(body)
+		e.NumSGE = uint16(len(wr.SGL))
+		for i, s := range wr.SGL {
+			proto.SGE(s).Put(body[proto.AtomicOperandsLen+i*proto.SGELen:])
 		}
 	} else {
 		e.NumSGE = uint16(len(wr.SGL))

@@ -57,6 +57,17 @@ const (
 	WRRDMAWrite      = proto.WRRDMAWrite
 	WRRDMARead       = proto.WRRDMARead
 	WRWriteRecord    = proto.WRWriteRecord
+	WRSendWithImm    = proto.WRSendWithImm  // Send carrying SendWR.Imm (RC, UD, RD)
+	WRWriteWithImm   = proto.WRWriteWithImm // RDMA Write + Immediate Data SendWR.Imm (RC)
+	WRFetchAdd       = proto.WRFetchAdd     // RFC 7306 FetchAdd: adds CompareAdd (RC, RD)
+	WRCmpSwap        = proto.WRCmpSwap      // RFC 7306 CmpSwap: CompareAdd, Swap (RC, RD)
+)
+
+// Device atomic capabilities (DeviceAttr.AtomicCap, as enum ibv_atomic_cap).
+const (
+	AtomicNone = proto.AtomicNone
+	AtomicHCA  = proto.AtomicHCA
+	AtomicGlob = proto.AtomicGlob
 )
 
 // Work completion statuses (numbered as ibv_wc_status).
@@ -85,8 +96,11 @@ const (
 	WCRDMAWrite       = proto.WCRDMAWrite
 	WCRDMARead        = proto.WCRDMARead
 	WCWriteRecord     = proto.WCWriteRecord
+	WCFetchAdd        = proto.WCFetchAdd
+	WCCmpSwap         = proto.WCCmpSwap
 	WCRecv            = proto.WCRecv
 	WCRecvWriteRecord = proto.WCRecvWriteRecord
+	WCRecvRDMAWithImm = proto.WCRecvRDMAWithImm // RDMA Write with immediate data (RC): WC.Imm
 )
 
 // Work completion flags (WC.Flags).
@@ -96,6 +110,7 @@ const (
 	WCFlagSrcValid   = proto.WCFlagSrcValid   // Src is valid (datagram receives)
 	WCFlagTermValid  = proto.WCFlagTermValid  // Term holds the iWARP error behind Status
 	WCFlagRecordTrim = proto.WCFlagRecordTrim // Write-Record: not every byte was placed
+	WCFlagImm        = proto.WCFlagImm        // WC.Imm holds immediate data
 )
 
 // Asynchronous event types.
@@ -133,8 +148,16 @@ type SendWR struct {
 	Fence      bool // wait for prior RDMA Reads
 	AH         *AH  // destination of a datagram QP's Send
 	RemoteAddr uint64
-	RKey       uint32 // remote STag of RDMA Write/Read, Write-Record
+	RKey       uint32 // remote STag of RDMA Write/Read, Write-Record, atomics
 	InvStag    uint32 // Send with Invalidate
+	Imm        uint32 // immediate data of WRSendWithImm / WRWriteWithImm
+	// Atomics (WRFetchAdd, WRCmpSwap; as ibv_send_wr.wr.atomic): the 8
+	// octets at RemoteAddr (8-aligned, in an MR with AccessRemoteAtomic)
+	// get CompareAdd added (FetchAdd), or Swap stored if they equal
+	// CompareAdd (CmpSwap); the original value lands in SGL[0], one SGE
+	// of exactly 8 bytes, in host byte order.
+	CompareAdd uint64
+	Swap       uint64
 }
 
 // RecvWR is a receive work request: buffers a message may be scattered into.
@@ -155,6 +178,7 @@ type WC struct {
 	Src     netip.AddrPort // datagram receives (Flags&WCFlagSrcValid)
 	Term    uint32         // iWARP error (Flags&WCFlagTermValid)
 	TO      uint64         // Write-Record tagged offset
+	Imm     uint32         // immediate data (Flags&WCFlagImm)
 }
 
 // Err returns nil for a successful completion, else a *WCError.

@@ -220,6 +220,43 @@ func (c *Conn) Send(h Header, body any, fds ...int) error {
 	return nil
 }
 
+// TrySend writes one message like Send but never waits for room in the
+// socket buffer (sendmsg(2) with MSG_DONTWAIT): when the peer does not read,
+// it fails at once with an error wrapping unix.EAGAIN. The daemon sends
+// events with it, so that a stopped client never holds a daemon goroutine.
+func (c *Conn) TrySend(h Header, body any, fds ...int) error {
+	if len(fds) > MaxFDs {
+		return ErrTooManyFDs
+	}
+	msg, err := Marshal(h, body)
+	if err != nil {
+		return err
+	}
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	raw, err := c.uc.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("proto: sending %v: %w", h.Op, err)
+	}
+	var serr error
+	if err := raw.Write(func(fd uintptr) bool {
+		for {
+			serr = unix.Sendmsg(int(fd), msg, oob, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
+			if serr != unix.EINTR {
+				return true // done either way: never wait for writability
+			}
+		}
+	}); err != nil {
+		return fmt.Errorf("proto: sending %v: %w", h.Op, err)
+	}
+	if serr != nil {
+		return fmt.Errorf("proto: sending %v: %w", h.Op, serr)
+	}
+	return nil
+}
+
 // Receive reads one message. The returned body aliases an internal buffer
 // valid until the next Receive. Received descriptors belong to the caller,
 // who must close them, including when an error is returned with them.

@@ -43,7 +43,25 @@ type DeviceAttr struct {
 	MaxMsgUD       int    `json:"max_msg_ud"` // largest UD message (segmented by DDP)
 	DatagramSize   int    `json:"datagram_size"`
 	MaxCompChannel int    `json:"max_comp_channel"`
+	// AtomicCap says how remote atomics (RFC 7306 FetchAdd, CmpSwap) are
+	// atomic, as ibv_device_attr.atomic_cap: AtomicGlob (against every
+	// other atomic and the owning process's CPU atomics on the same 8
+	// octets). MaxQPRdAtom / MaxQPInitRdAtom bound the Reads and atomics a
+	// QP answers (IRD) / has outstanding (ORD), as max_qp_rd_atom and
+	// max_qp_init_rd_atom.
+	AtomicCap       AtomicCap `json:"atomic_cap"`
+	MaxQPRdAtom     int       `json:"max_qp_rd_atom,omitempty"`
+	MaxQPInitRdAtom int       `json:"max_qp_init_rd_atom,omitempty"`
 }
+
+// AtomicCap is a device's atomicity guarantee (enum ibv_atomic_cap).
+type AtomicCap uint8
+
+const (
+	AtomicNone AtomicCap = 0 // no remote atomics
+	AtomicHCA  AtomicCap = 1 // atomic against other remote atomics only
+	AtomicGlob AtomicCap = 2 // atomic against remote atomics and CPU atomics
+)
 
 // PortAttr is what QueryPort reports.
 type PortAttr struct {
@@ -93,6 +111,13 @@ type QPCaps struct {
 	MaxSendSGE uint32 `json:"max_send_sge"`
 	MaxRecvSGE uint32 `json:"max_recv_sge"`
 	MaxInline  uint32 `json:"max_inline"`
+	// MaxRdAtomic / MaxDestRdAtomic: RDMA Reads and atomics outstanding
+	// as requester (ORD) / answered at a time as responder (IRD) on an RD
+	// QP (0: the daemon's -rd-ord / -rd-ird); an RC QP takes them from
+	// the connection's IRD/ORD (Connect/Accept), as max_rd_atomic and
+	// max_dest_rd_atomic.
+	MaxRdAtomic     uint32 `json:"max_rd_atomic,omitempty"`
+	MaxDestRdAtomic uint32 `json:"max_dest_rd_atomic,omitempty"`
 }
 
 // CreateQPRequest passes descriptor 0: a sealed memfd holding the SQ ring
@@ -170,6 +195,9 @@ type SessionInfo struct {
 	QPs      []QPInfo `json:"qps"`
 	SRQs     int      `json:"srqs"`
 	RegBytes uint64   `json:"registered_bytes"`
+	// EventsDropped counts asynchronous events the daemon dropped because
+	// the client did not read them (its queue was full).
+	EventsDropped int64 `json:"events_dropped,omitempty"`
 }
 
 type MRInfo struct {

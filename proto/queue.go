@@ -144,7 +144,11 @@ const (
 	WRRDMARead        SendOpcode = 3
 	WRWriteRecord     SendOpcode = 4
 	WRLocalInvalidate SendOpcode = 5 // invalidate the STag in InvStag locally (RC)
-	wrOpcodeCount                = 6
+	WRSendWithImm     SendOpcode = 6 // Send carrying Imm (RC: Send + RFC 7306 Immediate Data; UD/RD: docs/atomics.md)
+	WRWriteWithImm    SendOpcode = 7 // RDMA Write + RFC 7306 Immediate Data (RC)
+	WRFetchAdd        SendOpcode = 8 // RFC 7306 FetchAdd; operands in the SQE body (AtomicOperands)
+	WRCmpSwap         SendOpcode = 9 // RFC 7306 CmpSwap; operands in the SQE body (AtomicOperands)
+	wrOpcodeCount                = 10
 )
 
 func (op SendOpcode) String() string {
@@ -161,12 +165,61 @@ func (op SendOpcode) String() string {
 		return "write-record"
 	case WRLocalInvalidate:
 		return "local-invalidate"
+	case WRSendWithImm:
+		return "send-with-imm"
+	case WRWriteWithImm:
+		return "rdma-write-with-imm"
+	case WRFetchAdd:
+		return "atomic-fetch-add"
+	case WRCmpSwap:
+		return "atomic-cmp-swap"
 	}
 	return fmt.Sprintf("opcode(%d)", uint8(op))
 }
 
 // Valid reports whether op is a defined opcode.
 func (op SendOpcode) Valid() bool { return op < wrOpcodeCount }
+
+// Atomic reports whether op is an RFC 7306 atomic (FetchAdd, CmpSwap).
+func (op SendOpcode) Atomic() bool { return op == WRFetchAdd || op == WRCmpSwap }
+
+// ReadOrAtomic reports whether op waits for a response from the peer and
+// counts against the ORD: an RDMA Read or an atomic.
+func (op SendOpcode) ReadOrAtomic() bool { return op == WRRDMARead || op.Atomic() }
+
+// AtomicOperands are the operands of an atomic work request, the first
+// AtomicOperandsLen octets of the SQE body (at SQEHeaderLen); the NumSGE
+// (= 1) SGE naming the 8-octet result buffer follows them:
+//
+//	64  CompareAdd u64  FetchAdd: the addend; CmpSwap: the compare value
+//	72  Swap       u64  CmpSwap: the swap value (FetchAdd: zero)
+//	80  SGE            the result buffer (8 octets, local write)
+//
+// (ibv_send_wr.wr.atomic's compare_add and swap.)
+type AtomicOperands struct {
+	CompareAdd uint64
+	Swap       uint64
+}
+
+// AtomicOperandsLen is the encoded size of AtomicOperands.
+const AtomicOperandsLen = 16
+
+// Put encodes a into b (at least AtomicOperandsLen octets).
+func (a AtomicOperands) Put(b []byte) {
+	_ = b[AtomicOperandsLen-1]
+	binary.LittleEndian.PutUint64(b, a.CompareAdd)
+	binary.LittleEndian.PutUint64(b[8:], a.Swap)
+}
+
+// GetAtomicOperands decodes the operands at the start of b.
+func GetAtomicOperands(b []byte) AtomicOperands {
+	_ = b[AtomicOperandsLen-1]
+	return AtomicOperands{CompareAdd: binary.LittleEndian.Uint64(b), Swap: binary.LittleEndian.Uint64(b[8:])}
+}
+
+// atomicBodyMin is the smallest SQE body: an atomic's operands and its
+// result SGE.
+const atomicBodyMin = AtomicOperandsLen + SGELen
 
 // Send work request flags.
 const (
@@ -185,14 +238,14 @@ const (
 //	9   Flags      u8
 //	10  NumSGE     u16
 //	12  InlineLen  u32
-//	16  reserved   u32  zero (ABI 1: an address handle number)
+//	16  Imm        u32  immediate data (WRSendWithImm, WRWriteWithImm; else zero)
 //	20  RKey       u32  remote STag (Write, Read, Write-Record)
 //	24  RemoteAddr u64  remote tagged offset
 //	32  InvStag    u32  STag to invalidate (Send with Invalidate)
 //	36  AH         [20] datagram QPs: the destination, an AddressVector
 //	                    (zero on RC QPs)
 //	56  reserved (8 octets, zero)
-//	64  SGEs or inline data
+//	64  SGEs or inline data (atomics: AtomicOperands, then the result SGE)
 //
 // A datagram QP's address handle lives in the client only (as mlx5's UD
 // address vector does): the client copies its address vector into every
@@ -207,6 +260,7 @@ type SQE struct {
 	RemoteAddr uint64
 	InvStag    uint32
 	AH         AddressVector
+	Imm        uint32 // immediate data (WRSendWithImm, WRWriteWithImm)
 }
 
 // SQEHeaderLen is the size of the fixed part of an SQE.
@@ -214,9 +268,10 @@ const SQEHeaderLen = 64
 
 // SQEStride returns the slot size for a SQ allowing maxSGE SGEs and
 // maxInline octets of inline data: header plus the larger of the two,
-// rounded up to 64 octets.
+// rounded up to 64 octets. The body always has room for an atomic's
+// operands and result SGE (atomicBodyMin).
 func SQEStride(maxSGE, maxInline uint32) uint32 {
-	body := max(maxSGE*SGELen, maxInline)
+	body := max(maxSGE*SGELen, maxInline, atomicBodyMin)
 	return (SQEHeaderLen + body + 63) &^ 63
 }
 
@@ -228,7 +283,7 @@ func (e *SQE) Put(b []byte) {
 	b[9] = e.Flags
 	binary.LittleEndian.PutUint16(b[10:], e.NumSGE)
 	binary.LittleEndian.PutUint32(b[12:], e.InlineLen)
-	clear(b[16:20])
+	binary.LittleEndian.PutUint32(b[16:], e.Imm)
 	binary.LittleEndian.PutUint32(b[20:], e.RKey)
 	binary.LittleEndian.PutUint64(b[24:], e.RemoteAddr)
 	binary.LittleEndian.PutUint32(b[32:], e.InvStag)
@@ -249,6 +304,7 @@ func GetSQE(b []byte) SQE {
 		RemoteAddr: binary.LittleEndian.Uint64(b[24:]),
 		InvStag:    binary.LittleEndian.Uint32(b[32:]),
 		AH:         getAddressVector(b[OffSQEAH:]),
+		Imm:        binary.LittleEndian.Uint32(b[16:]),
 	}
 }
 
@@ -332,8 +388,11 @@ const (
 	WCRDMARead        WCOpcode = 2
 	WCWriteRecord     WCOpcode = 3
 	WCLocalInvalidate WCOpcode = 4
+	WCFetchAdd        WCOpcode = 5
+	WCCmpSwap         WCOpcode = 6
 	WCRecv            WCOpcode = 128
 	WCRecvWriteRecord WCOpcode = 129
+	WCRecvRDMAWithImm WCOpcode = 130 // an RDMA Write with immediate data (RC): Imm valid, ByteLen 0
 )
 
 func (op WCOpcode) String() string {
@@ -348,6 +407,12 @@ func (op WCOpcode) String() string {
 		return "write-record"
 	case WCLocalInvalidate:
 		return "local-invalidate"
+	case WCFetchAdd:
+		return "atomic-fetch-add"
+	case WCCmpSwap:
+		return "atomic-cmp-swap"
+	case WCRecvRDMAWithImm:
+		return "recv-rdma-with-imm"
 	case WCRecv:
 		return "recv"
 	case WCRecvWriteRecord:
@@ -363,6 +428,7 @@ const (
 	WCFlagSrcValid   uint8 = 1 << 2 // SrcIP/SrcPort are valid (datagram receives)
 	WCFlagTermValid  uint8 = 1 << 3 // Term holds the iWARP error behind Status
 	WCFlagRecordTrim uint8 = 1 << 4 // Write-Record: not every byte was placed
+	WCFlagImm        uint8 = 1 << 5 // Imm holds immediate data
 )
 
 // CQE is a completion queue entry, CQESize octets:
@@ -380,7 +446,8 @@ const (
 //	42  reserved u16
 //	44  Term     u32  iWARP error: layer<<16 | etype<<8 | ecode
 //	48  TO       u64  Write-Record: tagged offset of the message
-//	56  reserved (8 octets)
+//	56  Imm      u32  immediate data (with WCFlagImm)
+//	60  reserved (4 octets)
 type CQE struct {
 	WRID    uint64
 	Status  WCStatus
@@ -392,6 +459,7 @@ type CQE struct {
 	Src     netip.AddrPort
 	Term    uint32
 	TO      uint64
+	Imm     uint32
 }
 
 // CQESize is the size of a CQE.
@@ -413,7 +481,8 @@ func (e *CQE) Put(b []byte) {
 	b[42], b[43] = 0, 0
 	binary.LittleEndian.PutUint32(b[44:], e.Term)
 	binary.LittleEndian.PutUint64(b[48:], e.TO)
-	clear(b[56:CQESize])
+	binary.LittleEndian.PutUint32(b[56:], e.Imm)
+	clear(b[60:CQESize])
 }
 
 // GetCQE decodes a CQE into e (no allocation).
@@ -429,6 +498,7 @@ func GetCQE(b []byte, e *CQE) {
 	e.Src = netip.AddrPortFrom(netip.AddrFrom16([16]byte(b[24:40])).Unmap(), binary.LittleEndian.Uint16(b[40:]))
 	e.Term = binary.LittleEndian.Uint32(b[44:])
 	e.TO = binary.LittleEndian.Uint64(b[48:])
+	e.Imm = binary.LittleEndian.Uint32(b[56:])
 }
 
 // Status page: one read-only page the daemon shares with every client.

@@ -69,16 +69,15 @@ type OpcodeInfo struct {
 
 // Header lengths of the RDMAP headers that follow DDP.
 const (
-	ReadRequestLen     = 28 // RFC 5040 §4.4
-	TerminateFixedLen  = 4  // Terminate Control word (RFC 5040 §4.8)
-	WriteRecordLen     = 12 // docs/wire-format.md
-	AtomicRequestLen   = 52 // RFC 7306 §5.1 (not supported)
-	AtomicResponseLen  = 12 // RFC 7306 §5.2 (not supported)
-	ImmediateDataLen   = 8  // RFC 7306 §4 (not supported)
-	datagramTypes      = UD | RD
-	allTypes           = RC | UD | RD
-	reliableTypes      = RC | RD
-	unsupportedQPTypes = 0
+	ReadRequestLen    = 28 // RFC 5040 §4.4
+	TerminateFixedLen = 4  // Terminate Control word (RFC 5040 §4.8)
+	WriteRecordLen    = 12 // docs/wire-format.md
+	AtomicRequestLen  = 52 // RFC 7306 Atomic Request header (atomic.go)
+	AtomicResponseLen = 12 // RFC 7306 Atomic Response header
+	ImmediateDataLen  = 8  // RFC 7306 Immediate Data
+	datagramTypes     = UD | RD
+	allTypes          = RC | UD | RD
+	reliableTypes     = RC | RD
 )
 
 var opcodes = [maxOpcode + 1]OpcodeInfo{
@@ -90,10 +89,10 @@ var opcodes = [maxOpcode + 1]OpcodeInfo{
 	OpSendSE:           {Name: "Send with Solicited Event", QN: QNSend, QPTypes: allTypes, Fixed: true},
 	OpSendSEInvalidate: {Name: "Send with Solicited Event and Invalidate", QN: QNSend, QPTypes: RC, Fixed: true},
 	OpTerminate:        {Name: "Terminate", QN: QNTerminate, HeaderLen: TerminateFixedLen, QPTypes: allTypes},
-	OpImmediateData:    {Name: "Immediate Data", QN: QNSend, HeaderLen: ImmediateDataLen, QPTypes: unsupportedQPTypes, Fixed: true},
-	OpImmediateDataSE:  {Name: "Immediate Data with Solicited Event", QN: QNSend, HeaderLen: ImmediateDataLen, QPTypes: unsupportedQPTypes, Fixed: true},
-	OpAtomicRequest:    {Name: "Atomic Request", QN: QNReadRequest, HeaderLen: AtomicRequestLen, QPTypes: unsupportedQPTypes, Fixed: true},
-	OpAtomicResponse:   {Name: "Atomic Response", QN: QNAtomicResponse, HeaderLen: AtomicResponseLen, QPTypes: unsupportedQPTypes, Fixed: true},
+	OpImmediateData:    {Name: "Immediate Data", QN: QNSend, HeaderLen: ImmediateDataLen, QPTypes: allTypes, Fixed: true},
+	OpImmediateDataSE:  {Name: "Immediate Data with Solicited Event", QN: QNSend, HeaderLen: ImmediateDataLen, QPTypes: allTypes, Fixed: true},
+	OpAtomicRequest:    {Name: "Atomic Request", QN: QNReadRequest, HeaderLen: AtomicRequestLen, QPTypes: reliableTypes, Fixed: true},
+	OpAtomicResponse:   {Name: "Atomic Response", QN: QNAtomicResponse, HeaderLen: AtomicResponseLen, QPTypes: reliableTypes, Fixed: true},
 	OpWriteRecord:      {Name: "RDMA Write-Record", Tagged: true, HeaderLen: WriteRecordLen, QPTypes: datagramTypes, Fixed: true},
 }
 

@@ -70,8 +70,10 @@ func TestOpcodeQPTypes(t *testing.T) {
 		{OpSendInvalidate, RC},
 		{OpSendSE, RC | UD | RD},
 		{OpTerminate, RC | UD | RD},
-		{OpAtomicRequest, 0},
-		{OpImmediateData, 0},
+		{OpAtomicRequest, RC | RD},
+		{OpAtomicResponse, RC | RD},
+		{OpImmediateData, RC | UD | RD},
+		{OpImmediateDataSE, RC | UD | RD},
 		{OpWriteRecord, UD | RD},
 	}
 	for _, c := range cases {

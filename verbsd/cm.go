@@ -85,10 +85,8 @@ func (cm *cmSession) pump(s *session) {
 			if s.conn == nil {
 				continue
 			}
-			s.writeMu.Lock()
-			err := s.conn.Send(proto.Header{Version: proto.ABIVersion, Op: proto.OpCMEvent}, ev)
-			s.writeMu.Unlock()
-			if err != nil {
+			// Never blocks on a client that does not read (session.go).
+			if err := s.sendAsync(proto.Header{Version: proto.ABIVersion, Op: proto.OpCMEvent}, ev); err != nil {
 				s.srv.log.Debugf("session %d: cm event %v: %v", s.id, ev.Type, err)
 			}
 		case <-s.done:

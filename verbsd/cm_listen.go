@@ -52,6 +52,9 @@ func (s *session) listen(addr string, backlog int) (*cmListener, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := s.checkListenAddr(ap); err != nil { // bind.go
+		return nil, err
+	}
 	if backlog <= 0 {
 		backlog = defaultBacklog
 	}
@@ -75,6 +78,11 @@ func (s *session) listen(addr string, backlog int) (*cmListener, error) {
 		cm.mu.Unlock()
 		ln.Close()
 		return nil, err
+	}
+	if max := s.srv.cfg.Limits.MaxListeners; len(cm.listeners) >= max {
+		cm.mu.Unlock()
+		ln.Close()
+		return nil, errf(unix.EMFILE, "listen: session limit of %d listeners reached (-max-listeners); close one first", max)
 	}
 	l.handle = cm.nextID()
 	cm.listeners[l.handle] = l

@@ -21,6 +21,7 @@ type Limits struct {
 	MaxPD          int    // protection domains per session
 	MaxSRQ         int    // shared receive queues per session
 	MaxCompChannel int    // completion channels per session
+	MaxListeners   int    // RC listeners (TCP listening sockets) per session
 	MaxRegistered  uint64 // registered bytes per session
 	MaxMRSize      uint64 // largest single memory region
 	MaxQPWR        int    // SQ/RQ depth
@@ -41,6 +42,11 @@ type Config struct {
 	Addr netip.Addr
 	// UDPorts is the UDP port range of UD QPs; RDPorts is reserved for RD.
 	UDPorts, RDPorts dgram.PortRange
+	// ListenPorts is the TCP port range RC listeners may ask for (port 0,
+	// an ephemeral port, is always allowed). Ports below the kernel's
+	// ip_unprivileged_port_start are granted only to clients that could
+	// bind them themselves (bind.go).
+	ListenPorts dgram.PortRange
 	// DatagramSize is the largest UDP payload the daemon sends (segments
 	// larger messages with DDP); up to dgram.MaxDatagramSize.
 	DatagramSize int
@@ -102,6 +108,7 @@ var DefaultLimits = Limits{
 	MaxPD:          64,
 	MaxSRQ:         64,
 	MaxCompChannel: 64,
+	MaxListeners:   64,
 	MaxRegistered:  4 << 30,
 	MaxMRSize:      4 << 30,
 	MaxQPWR:        16384,
@@ -111,6 +118,10 @@ var DefaultLimits = Limits{
 	MaxInline:      256,
 }
 
+// DefaultListenPorts are the TCP ports RC listeners may use by default: the
+// unprivileged ones.
+var DefaultListenPorts = dgram.PortRange{First: 1024, Last: 65535}
+
 // DefaultConfig returns the defaults of a single-host device on 127.0.0.1.
 func DefaultConfig() Config {
 	return Config{
@@ -119,6 +130,7 @@ func DefaultConfig() Config {
 		Addr:              netip.AddrFrom4([4]byte{127, 0, 0, 1}),
 		UDPorts:           dgram.DefaultUDPorts,
 		RDPorts:           dgram.DefaultRDPorts,
+		ListenPorts:       DefaultListenPorts,
 		DatagramSize:      dgram.DefaultDatagramSize,
 		MaxMsgUD:          1 << 20,
 		ReassemblyTimeout: 100 * time.Millisecond,
@@ -176,7 +188,7 @@ func (c *Config) Validate() error {
 		name string
 		n    int
 	}{{"max-qp", l.MaxQP}, {"max-cq", l.MaxCQ}, {"max-mr", l.MaxMR}, {"max-pd", l.MaxPD},
-		{"max-srq", l.MaxSRQ}, {"max-comp-channel", l.MaxCompChannel}} {
+		{"max-srq", l.MaxSRQ}, {"max-comp-channel", l.MaxCompChannel}, {"max-listeners", l.MaxListeners}} {
 		if v.n < 0 {
 			bad("%s %d is negative", v.name, v.n)
 		}
@@ -206,6 +218,9 @@ func (c *Config) DeviceAttr() proto.DeviceAttr {
 		MaxMR: l.MaxMR, MaxMRSize: l.MaxMRSize, MaxRegistered: l.MaxRegistered, MaxPD: l.MaxPD,
 		MaxSRQ: l.MaxSRQ, MaxSRQWR: l.MaxSRQWR, MaxInline: l.MaxInline, MaxMsgUD: c.MaxMsgUD,
 		DatagramSize: c.DatagramSize, MaxCompChannel: l.MaxCompChannel,
+		// Remote atomics use the CPU's atomic instructions on the shared
+		// memory (rc_atomic.go atomicExecute).
+		AtomicCap: proto.AtomicGlob, MaxQPRdAtom: MaxIRDORD, MaxQPInitRdAtom: MaxIRDORD,
 	}
 }
 

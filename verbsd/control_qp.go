@@ -32,6 +32,9 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 	default:
 		return nil, errf(unix.EINVAL, "create-qp: unknown QP type %d", req.Type)
 	}
+	if err := s.checkClientPort("create-qp", req.Port); err != nil {
+		return nil, err
+	}
 	lim := s.srv.cfg.Limits
 	c := req.Caps
 	if !proto.ValidDepth(c.MaxSendWR) || int(c.MaxSendWR) > lim.MaxQPWR {
@@ -86,12 +89,12 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 		q.rq = shm.NewConsumer(rqRing)
 	}
 	if req.Type == proto.QPTypeUD {
-		if q.fd, q.local, err = s.srv.bindUD(req.Port); err != nil {
+		if q.fd, q.local, err = s.srv.bindUD(req.Port, s.privBind); err != nil {
 			return fail(err)
 		}
 	}
 	if req.Type == proto.QPTypeRD { // rd_qp.go
-		if q.fd, q.local, err = s.srv.bindDgram(req.Port, s.srv.cfg.RDPorts); err != nil {
+		if q.fd, q.local, err = s.srv.bindDgram(req.Port, s.srv.cfg.RDPorts, s.privBind); err != nil {
 			return fail(err)
 		}
 		q.rd = newRDQP(&s.srv.cfg.RD, s.srv.cfg.DatagramSize, s.srv.cfg.SocketBuffer)
@@ -144,13 +147,14 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 
 // bindUD opens a non-blocking UDP socket bound to the device address and
 // port (0: the next free port of the UD range).
-func (srv *Server) bindUD(port uint16) (int, netip.AddrPort, error) {
-	return srv.bindDgram(port, srv.cfg.UDPorts)
+func (srv *Server) bindUD(port uint16, priv bool) (int, netip.AddrPort, error) {
+	return srv.bindDgram(port, srv.cfg.UDPorts, priv)
 }
 
 // bindDgram opens a non-blocking UDP socket bound to the device address and
-// port (0: the next free port of r).
-func (srv *Server) bindDgram(port uint16, r dgram.PortRange) (int, netip.AddrPort, error) {
+// port (0: the next free port of r; privileged ports only if priv, see
+// bind.go).
+func (srv *Server) bindDgram(port uint16, r dgram.PortRange, priv bool) (int, netip.AddrPort, error) {
 	addr := srv.cfg.Addr
 	family := unix.AF_INET
 	if !addr.Is4() {
@@ -181,6 +185,9 @@ func (srv *Server) bindDgram(port uint16, r dgram.PortRange) (int, netip.AddrPor
 	start := int(srv.port.Add(1))
 	for i := range n {
 		p := r.First + uint16((start+i)%n)
+		if srv.privileged(p) && !priv {
+			continue
+		}
 		err := try(p)
 		if err == nil {
 			return fd, netip.AddrPortFrom(addr, p), nil

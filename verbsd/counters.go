@@ -46,6 +46,10 @@ const (
 	cWrecEvicted   // Write-Records forgotten to make room for new ones (no completion)
 	cErrorMsgsOut  // error messages (Terminate on QN 2) sent to a source
 	cErrorMsgsIn   // error messages received from a peer (async event EventQPAccessError)
+	// RFC 7306 atomics (rc_atomic.go, rd_atomic.go).
+	cAtomicsIn     // Atomic Requests executed (responder)
+	cAtomicErrors  // Atomic Requests refused by the access, alignment or operation checks (nothing modified)
+	cAtomicReplays // RD Atomic Requests answered from the replay cache (not executed again)
 	counterCount
 )
 
@@ -85,6 +89,9 @@ var counterNames = [counterCount]string{
 	cWrecComplete:      "wrec_complete",
 	cWrecTrimmed:       "wrec_trimmed",
 	cWrecAccessErr:     "wrec_access_errors",
+	cAtomicsIn:         "atomics_in",
+	cAtomicErrors:      "atomic_errors",
+	cAtomicReplays:     "atomic_replays",
 	cWrecDropped:       "wrec_dropped",
 	cWrecNoRecv:        "wrec_no_recv",
 	cWrecEvicted:       "wrec_evicted",

@@ -91,5 +91,6 @@ func (s *session) sendEvent(e *engine, ev proto.Event) {
 	case s.events <- ev:
 	default:
 		e.count(nil, cEventsDropped, 1)
+		s.eventsDropped++
 	}
 }

@@ -17,9 +17,14 @@ import (
 // every data-path object (sessions' tables, QPs, CQs, sockets). Control
 // goroutines hand it work with Do; it serves QPs round-robin with bounded
 // work per QP per pass, polls (yielding the CPU between empty passes) for
-// Config.PollWindow, then sleeps in epoll_wait on the doorbell eventfd, its
-// wake eventfd and every datagram socket.
+// Config.PollWindow, then sleeps in epoll_wait on every session's doorbell
+// eventfd, its wake eventfd and every datagram socket.
 type engine struct {
+	// The UD datagram being delivered is a Send with Immediate: its value
+	// (ud_recv.go datagram, completeRecv).
+	curImm    uint32
+	curHasImm bool
+
 	cfg *Config
 
 	// completed: a pass posted a completion, so a client may be waiting
@@ -29,7 +34,6 @@ type engine struct {
 
 	cmds    chan command
 	wake    *eventfd.EventFD // control goroutines -> engine
-	bell    *eventfd.EventFD // clients -> engine (shared by all)
 	epfd    int
 	stopped chan struct{}
 
@@ -75,16 +79,11 @@ func newEngine(cfg *Config) (e *engine, err error) {
 	if e.wake, err = eventfd.New(true); err != nil {
 		return nil, err
 	}
-	if e.bell, err = eventfd.New(true); err != nil {
-		return nil, err
-	}
 	if e.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
 		return nil, fmt.Errorf("verbsd: epoll_create: %w", err)
 	}
-	for _, fd := range []int{e.wake.FD(), e.bell.FD()} {
-		if err = unix.EpollCtl(e.epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}); err != nil {
-			return nil, fmt.Errorf("verbsd: epoll_ctl: %w", err)
-		}
+	if err = unix.EpollCtl(e.epfd, unix.EPOLL_CTL_ADD, e.wake.FD(), &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(e.wake.FD())}); err != nil {
+		return nil, fmt.Errorf("verbsd: epoll_ctl: %w", err)
 	}
 	if err = e.makeStatusPage(); err != nil {
 		return nil, err
@@ -135,7 +134,6 @@ func (e *engine) closeResources() {
 		e.epfd = -1
 	}
 	e.wake.Close()
-	e.bell.Close()
 }
 
 // Do runs f on the engine goroutine and returns its error. It returns
@@ -246,7 +244,9 @@ func (e *engine) run() {
 }
 
 // pollFDs runs epoll_wait with timeout (ms, -1 = forever) and marks the
-// ready QP sockets readable; it drains the eventfds.
+// ready QP sockets readable; it drains the wake eventfd. Doorbells
+// (doorbell.go) are edge-triggered and never read: their event is the
+// wake-up, and the default case ignores a descriptor that is no QP's.
 func (e *engine) pollFDs(timeout int) {
 	var n int
 	var err error
@@ -262,8 +262,6 @@ func (e *engine) pollFDs(timeout int) {
 		switch ev.Fd {
 		case int32(e.wake.FD()):
 			e.wake.Drain()
-		case int32(e.bell.FD()):
-			e.bell.Drain()
 		default:
 			if q := e.byFD[ev.Fd]; q != nil {
 				q.readable = true

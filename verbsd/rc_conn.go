@@ -91,8 +91,8 @@ const (
 	// (graceful close, or after a Terminate) and the time a Terminate may
 	// wait behind a full socket buffer.
 	rcCloseTimeout = 2 * time.Second
-	// rcMinMULPDU: below this an FPDU cannot carry a Read Request.
-	rcMinMULPDU = ddp.UntaggedHeaderLen + rdmap.ReadRequestLen + 4
+	// rcMinMULPDU: below this an FPDU cannot carry an Atomic Request (the longest one-segment request).
+	rcMinMULPDU = ddp.UntaggedHeaderLen + rdmap.AtomicRequestLen + 4
 	// rcSocketBuffer is the send and receive buffer of an RC socket when
 	// the daemon may force it (CAP_NET_ADMIN: SO_SNDBUFFORCE and
 	// SO_RCVBUFFORCE); otherwise the kernel's autotuning is left alone
@@ -162,10 +162,12 @@ type rcConn struct {
 	irq  rcQueue[rcReadResp] // Read Requests to answer (responder), ≤ ird
 
 	// Receive side.
-	rcv    *mpa.Receiver
-	rx     rcRx
-	expMSN [3]uint32 // next expected MSN per untagged queue
-	rqe    rcRecv    // the receive WR of the Send being received
+	rcv        *mpa.Receiver
+	rx         rcRx
+	expMSN     [ddp.QueueCount]uint32 // next expected MSN per untagged queue (QN 3: RFC 7306 Atomic Responses)
+	nextReqID  uint32                 // last RFC 7306 Request Identifier sent
+	afterWrite bool                   // the last message received was an RDMA Write (an Immediate Data after it completes as WCRecvRDMAWithImm)
+	rqe        rcRecv                 // the receive WR of the Send being received
 }
 
 // rcQueue is a small FIFO (bounded by its user).
@@ -227,7 +229,7 @@ func (e *engine) attachRC(q *qp, a rcAttach) (err error) {
 		ird: rcDepth(p.LocalIRD), ord: rcDepth(p.LocalORD), waitFirst: !a.Initiator, termSeg: -1, emss: mss,
 		emssAuto: mss == sockMSS,
 		snd:      mpa.NewSender(p.CRC, p.MarkersTx), rcv: mpa.NewReceiver(p.CRC, p.MarkersRx)}
-	c.expMSN = [3]uint32{1, 1, 1}
+	c.expMSN = [ddp.QueueCount]uint32{1, 1, 1, 1}
 	c.pend.init(int(q.caps.MaxSendWR))
 	c.tx.init(q)
 	c.rqe.sges = make([]proto.SGE, 0, max(q.maxRecvS, 1))
@@ -634,6 +636,12 @@ func wcOpcodeOf(op proto.SendOpcode) proto.WCOpcode {
 		return proto.WCLocalInvalidate
 	case proto.WRWriteRecord:
 		return proto.WCWriteRecord
+	case proto.WRWriteWithImm:
+		return proto.WCRDMAWrite
+	case proto.WRFetchAdd:
+		return proto.WCFetchAdd
+	case proto.WRCmpSwap:
+		return proto.WCCmpSwap
 	}
 	return proto.WCSend
 }

@@ -76,7 +76,9 @@ type rcRx struct {
 // rcRead is an outstanding RDMA Read (requester).
 type rcRead struct {
 	seq      uint64
-	internal bool // the RTR: no work request
+	internal bool   // the RTR: no work request
+	atomic   bool   // an RFC 7306 atomic (rc_atomic.go): answered by an Atomic Response
+	reqID    uint32 // its Request Identifier
 	sge      proto.SGE
 	stag     uint32
 	to       uint64
@@ -94,6 +96,8 @@ type rcReadResp struct {
 	started  bool
 	ddpHdr   [ddp.UntaggedHeaderLen]byte
 	rdmaHdr  [rdmap.ReadRequestLen]byte
+	atomic   bool                          // an executed Atomic Request: send resp (rc_atomic.go)
+	resp     [rdmap.AtomicResponseLen]byte // its Atomic Response
 }
 
 // rcRecv is the receive WR of the Send being received.
@@ -350,9 +354,19 @@ func (e *engine) rcRDMAPHeaderLen(x *rcRx) int {
 		return 0
 	}
 	rest := x.ulen - ddp.UntaggedHeaderLen
+	op := rdmap.Control(x.h.ULPControl).Opcode()
 	switch x.h.QN {
+	case rdmap.QNSend:
+		if op == rdmap.OpImmediateData || op == rdmap.OpImmediateDataSE {
+			return min(rest, rdmap.ImmediateDataLen)
+		}
 	case rdmap.QNReadRequest:
+		if op == rdmap.OpAtomicRequest {
+			return min(rest, rdmap.AtomicRequestLen)
+		}
 		return min(rest, rdmap.ReadRequestLen)
+	case rdmap.QNAtomicResponse:
+		return min(rest, rdmap.AtomicResponseLen)
 	case rdmap.QNTerminate:
 		return min(rest, rxHeaderMax-ddp.UntaggedHeaderLen)
 	}
@@ -376,7 +390,7 @@ func (e *engine) rcCheck(q *qp) bool {
 		}
 		return fail(iwerr.DDPUntaggedInvalidVersion, nil)
 	}
-	if !h.Tagged && h.QN > rdmap.QNTerminate {
+	if !h.Tagged && h.QN > rdmap.QNAtomicResponse {
 		return fail(iwerr.DDPInvalidQN, nil)
 	}
 	ctl := rdmap.Control(h.ULPControl)
@@ -398,8 +412,18 @@ func (e *engine) rcCheck(q *qp) bool {
 	}
 	switch h.QN {
 	case rdmap.QNSend:
+		if x.op == rdmap.OpImmediateData || x.op == rdmap.OpImmediateDataSE {
+			if !e.rcCheckImmediate(q, fail) { // rc_atomic.go
+				return false
+			}
+		}
 		return e.rcCheckSend(q, fail)
+	case rdmap.QNAtomicResponse:
+		return e.rcCheckAtomicResponse(q, fail) // rc_atomic.go
 	case rdmap.QNReadRequest:
+		if x.op == rdmap.OpAtomicRequest {
+			return e.rcCheckAtomicRequest(q, fail) // rc_atomic.go
+		}
 		rdmaHdr := x.hdr[ddp.UntaggedHeaderLen:x.want]
 		switch {
 		case h.MO != 0 || !h.Last:
@@ -448,7 +472,7 @@ func (e *engine) rcCheckTagged(q *qp, fail func(iwerr.Error, []byte) bool) bool 
 			return fail(rdmap.TaggedError(f), nil)
 		}
 	case rdmap.OpReadResponse:
-		if c.orq.len() == 0 {
+		if c.orq.len() == 0 || c.orq.head().atomic {
 			return fail(iwerr.RDMAPUnexpectedOpcode, nil)
 		}
 		r := c.orq.head()
@@ -686,6 +710,9 @@ func (e *engine) rcCommit(q *qp) bool {
 	}
 	if h.Tagged {
 		e.count(q, cBytesIn, int64(x.payLen))
+		if x.op == rdmap.OpWrite && h.Last {
+			c.afterWrite = true
+		}
 		if x.op == rdmap.OpReadResponse {
 			r := c.orq.head()
 			r.placed += uint32(x.payLen)
@@ -708,10 +735,18 @@ func (e *engine) rcCommit(q *qp) bool {
 		c.rqe.placed += uint32(x.payLen)
 		if h.Last {
 			c.expMSN[0]++
-			return e.rcCompleteRecv(q)
+			ok := e.rcCompleteRecv(q)
+			c.afterWrite = false
+			return ok
 		}
+	case rdmap.QNAtomicResponse:
+		c.expMSN[rdmap.QNAtomicResponse]++
+		return e.rcCommitAtomicResponse(q) // rc_atomic.go
 	case rdmap.QNReadRequest:
 		c.expMSN[1]++
+		if x.op == rdmap.OpAtomicRequest {
+			return e.rcCommitAtomicRequest(q) // rc_atomic.go
+		}
 		rr, _, _ := rdmap.ParseReadRequest(x.hdr[ddp.UntaggedHeaderLen:x.want])
 		r := rcReadResp{sinkStag: rr.SinkStag, sinkTO: rr.SinkTO, size: rr.Size, srcStag: rr.SourceStag, srcTO: rr.SourceTO}
 		copy(r.ddpHdr[:], x.hdr[:ddp.UntaggedHeaderLen])
@@ -732,8 +767,16 @@ func (e *engine) rcCompleteRecv(q *qp) bool {
 	x := &c.rx
 	r := &c.rqe
 	cqe := proto.CQE{WRID: r.wrid, Opcode: proto.WCRecv, ByteLen: r.placed, QPN: q.qpn}
-	if x.op == rdmap.OpSendSE || x.op == rdmap.OpSendSEInvalidate {
+	if x.op == rdmap.OpSendSE || x.op == rdmap.OpSendSEInvalidate || x.op == rdmap.OpImmediateDataSE {
 		cqe.Flags |= proto.WCFlagSolicited
+	}
+	if x.op == rdmap.OpImmediateData || x.op == rdmap.OpImmediateDataSE {
+		d, _, _ := rdmap.ParseImmediateData(x.hdr[ddp.UntaggedHeaderLen:x.want])
+		cqe.Flags |= proto.WCFlagImm
+		cqe.Imm = d.Value()
+		if c.afterWrite {
+			cqe.Opcode = proto.WCRecvRDMAWithImm
+		}
 	}
 	if x.op == rdmap.OpSendInvalidate || x.op == rdmap.OpSendSEInvalidate {
 		stag := x.h.ULPReserved

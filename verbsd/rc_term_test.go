@@ -141,7 +141,7 @@ func TestRCTerminateSent(t *testing.T) {
 		}},
 		{name: "unsupported opcode", want: iwerr.RDMAPUnexpectedOpcode, hdrs: true, run: func(e *env) ([]byte, []byte) {
 			h := e.r.untagged(rdmap.OpSend, 0, true)
-			h.ULPControl = uint8(rdmap.MakeControl(rdmap.OpImmediateData))
+			h.ULPControl = uint8(rdmap.MakeControl(rdmap.Opcode(0xd))) // undefined (RFC 7306 took 0x8-0xb)
 			e.r.send(h, make([]byte, 8))
 			return h.Append(nil), nil
 		}},

@@ -46,6 +46,11 @@ type rcTx struct {
 	inline   []byte
 	rreq     [rdmap.ReadRequestLen]byte
 	readSGE  proto.SGE
+	areq     [rdmap.AtomicRequestLen]byte // an atomic's request (rc_atomic.go)
+	reqID    uint32
+	imm      [rdmap.ImmediateDataLen]byte // Send/Write with Imm: the Immediate Data message that follows
+	immOp    rdmap.Opcode                 // its opcode (0: none)
+	immPhase bool                         // sending the Immediate Data message
 	total    int
 	segs     ddp.Segmenter
 	seg      uint32 // segment being sent
@@ -299,6 +304,10 @@ func (e *engine) rcTxPayloads(q *qp) bool {
 		}
 	case txReadResp:
 		r := c.irq.head()
+		if r.atomic {
+			t.payloads = append(t.payloads, r.resp[:])
+			return true
+		}
 		if r.size == 0 {
 			return true
 		}
@@ -312,6 +321,10 @@ func (e *engine) rcTxPayloads(q *qp) bool {
 		t.payloads = append(t.payloads, b)
 	case txSQ:
 		switch {
+		case t.immPhase:
+			t.payloads = append(t.payloads, t.imm[:])
+		case t.wrOp.Atomic():
+			t.payloads = append(t.payloads, t.areq[:])
 		case t.wrOp == proto.WRRDMARead:
 			t.payloads = append(t.payloads, t.rreq[:])
 		case t.useIn:
@@ -353,6 +366,13 @@ func (e *engine) rcStartMessage(q *qp) (ok, did bool) {
 		r := c.irq.head()
 		r.started = true
 		c.rcRefreshEMSS() // between messages: the FPDU size may follow the MSS
+		if r.atomic {
+			msn, _ := c.msn.NextMSN(rdmap.QNAtomicResponse)
+			t.segs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(rdmap.OpAtomicResponse)), 0, rdmap.QNAtomicResponse, msn,
+				rdmap.AtomicResponseLen, c.maxUntagged)
+			t.kind, t.seg, t.fresh, t.total = txReadResp, 0, false, 0
+			return true, true
+		}
 		segs, err := ddp.TaggedSegments(uint8(rdmap.MakeControl(rdmap.OpReadResponse)), r.sinkStag, r.sinkTO, r.size, c.maxTagged)
 		if err != nil { // checked when the request arrived
 			e.rcTerminate(q, rdmap.RDMAPError(rdmap.FaultTOWrap), r.ddpHdr[:], r.rdmaHdr[:], -1)
@@ -385,7 +405,9 @@ func (e *engine) rcStartMessage(q *qp) (ok, did bool) {
 			return false, did
 		}
 		fence := sqe.Flags&proto.SendFence != 0 && c.orq.len() > 0
-		if fence || c.pend.full() || sqe.Opcode == proto.WRRDMARead && c.orq.len() >= c.ord {
+		// Reads and atomics share the ORD (RFC 7306 §6: Atomic Requests
+		// count against IRD/ORD as Read Requests do).
+		if fence || c.pend.full() || (sqe.Opcode == proto.WRRDMARead || sqe.Opcode.Atomic()) && c.orq.len() >= c.ord {
 			c.sqStalled = true
 			return false, did
 		}
@@ -416,6 +438,9 @@ func (e *engine) rcStartMessage(q *qp) (ok, did bool) {
 		if sqe.Opcode == proto.WRRDMARead {
 			c.orq.push(rcRead{seq: seq, sge: t.readSGE, stag: t.readSGE.LKey, to: t.readSGE.Addr, size: uint32(t.total)})
 		}
+		if sqe.Opcode.Atomic() {
+			c.orq.push(rcRead{seq: seq, atomic: true, reqID: t.reqID, sge: t.readSGE, size: rcAtomicLen})
+		}
 		return true, true
 	}
 }
@@ -427,16 +452,19 @@ func (e *engine) rcPrepareWR(q *qp, sqe *proto.SQE, slot []byte) proto.WCStatus 
 	c := q.rc
 	t := &c.tx
 	t.kind, t.wrOp, t.useIn, t.seg, t.fresh, t.total = txSQ, sqe.Opcode, false, 0, false, 0
+	t.immOp, t.immPhase = 0, false
 	t.sges = t.sges[:0]
 	if !sqe.KnownFlags() {
 		return proto.WCLocQPOpErr
 	}
 	inline := sqe.Flags&proto.SendInline != 0
 	switch sqe.Opcode {
-	case proto.WRSend, proto.WRSendInvalidate, proto.WRRDMAWrite:
+	case proto.WRSend, proto.WRSendInvalidate, proto.WRRDMAWrite, proto.WRSendWithImm, proto.WRWriteWithImm:
 		if st := e.rcCopyPayload(q, sqe, slot, inline); st != proto.WCSuccess {
 			return st
 		}
+	case proto.WRFetchAdd, proto.WRCmpSwap:
+		return e.rcPrepareAtomic(q, sqe, slot, inline) // rc_atomic.go
 	case proto.WRRDMARead:
 		// One sink buffer: the Read Response is placed at one STag/TO
 		// (siw allows one SGE for Reads too).
@@ -466,10 +494,20 @@ func (e *engine) rcPrepareWR(q *qp, sqe *proto.SQE, slot []byte) proto.WCStatus 
 	default:
 		return proto.WCLocQPOpErr
 	}
+	if sqe.Opcode == proto.WRSendWithImm || sqe.Opcode == proto.WRWriteWithImm {
+		// RFC 7306: the Send or Write, then an Immediate Data message (with
+		// Solicited Event when asked) that consumes a receive at the peer.
+		t.immOp = rdmap.OpImmediateData
+		if sqe.Flags&proto.SendSolicited != 0 {
+			t.immOp = rdmap.OpImmediateDataSE
+		}
+		d := rdmap.MakeImmediateData(sqe.Imm)
+		t.imm = d.Raw
+	}
 	switch sqe.Opcode {
-	case proto.WRSend, proto.WRSendInvalidate:
+	case proto.WRSend, proto.WRSendInvalidate, proto.WRSendWithImm:
 		op, inv := rdmap.OpSend, uint32(0)
-		se := sqe.Flags&proto.SendSolicited != 0
+		se := sqe.Flags&proto.SendSolicited != 0 && sqe.Opcode != proto.WRSendWithImm
 		switch {
 		case sqe.Opcode == proto.WRSendInvalidate && se:
 			op, inv = rdmap.OpSendSEInvalidate, sqe.InvStag
@@ -480,7 +518,7 @@ func (e *engine) rcPrepareWR(q *qp, sqe *proto.SQE, slot []byte) proto.WCStatus 
 		}
 		msn, _ := c.msn.NextMSN(rdmap.QNSend)
 		t.segs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(op)), inv, rdmap.QNSend, msn, uint32(t.total), c.maxUntagged)
-	case proto.WRRDMAWrite:
+	case proto.WRRDMAWrite, proto.WRWriteWithImm:
 		segs, err := ddp.TaggedSegments(uint8(rdmap.MakeControl(rdmap.OpWrite)), sqe.RKey, sqe.RemoteAddr, uint32(t.total), c.maxTagged)
 		if err != nil {
 			return proto.WCLocQPOpErr
@@ -544,8 +582,20 @@ func (e *engine) rcFPDUSent(q *qp) {
 	switch t.kind {
 	case txSQ:
 		e.count(q, cMessagesOut, 1)
-		e.count(q, cBytesOut, int64(t.total))
-		if t.wrOp != proto.WRRDMARead {
+		if t.immOp != 0 && !t.immPhase {
+			// The Send or Write is out: its Immediate Data follows.
+			e.count(q, cBytesOut, int64(t.total))
+			msn, _ := c.msn.NextMSN(rdmap.QNSend)
+			t.segs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(t.immOp)), 0, rdmap.QNSend, msn,
+				rdmap.ImmediateDataLen, c.maxUntagged)
+			t.seg, t.fresh, t.immPhase = 0, false, true
+			t.payloads = t.payloads[:0]
+			return
+		}
+		if !t.immPhase {
+			e.count(q, cBytesOut, int64(t.total))
+		}
+		if t.wrOp != proto.WRRDMARead && !t.wrOp.Atomic() {
 			e.rcComplete(q, t.seq, proto.WCSuccess)
 		}
 	case txReadResp:

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/iwarpd/iwarpd/ddp"
 	"github.com/iwarpd/iwarpd/llp/rd"
 	"github.com/iwarpd/iwarpd/proto"
 )
@@ -115,8 +116,17 @@ type rdQP struct {
 	wrs      []*rdWR
 	freeWRs  []*rdWR // completed records kept for reuse (newWR)
 	nextWR   uint64  // sequence number of the next WR taken
-	readsOut int     // RDMA Reads in wrs not completed (ORD)
-	msn      [3]uint32
+	readsOut int     // RDMA Reads and atomics in wrs not completed (ORD)
+	msn      [ddp.QueueCount]uint32
+
+	// RFC 7306 atomics (rd_atomic.go): the next Request Identifier (from
+	// a random start per QP), Atomic Responses being sent (in errs), and
+	// the responder's replay cache.
+	nextReqID  uint32
+	atomicOut  int
+	atomicSeen rdAtomicCache
+	curImm     uint32 // Immediate Data of the Send being delivered (curHasImm)
+	curHasImm  bool
 
 	// Responder: accepted Read Requests being answered, in order.
 	resps    []*rdResp

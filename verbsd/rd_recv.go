@@ -22,6 +22,8 @@ type rdInMsg struct {
 	wrid    uint64
 	msn     uint32
 	got     uint32
+	imm     uint32 // Send with Immediate (hasImm): the value
+	hasImm  bool
 	discard bool // too long: the receive completed with an error, drop the rest
 	claimed bool // raw holds a receive not completed
 }
@@ -141,7 +143,7 @@ func (e *engine) rdReady(q *qp, src netip.AddrPort, seg []byte) bool {
 	}
 	if len(seg) >= ddp.UntaggedHeaderLen && seg[0]&0x80 == 0 {
 		if h, _, err := ddp.Parse(seg); err == nil && h.QN == rdmap.QNReadRequest {
-			return len(r.resps) < r.cfg.IRD
+			return len(r.resps)+r.atomicOut < r.cfg.IRD // Reads and atomics share the IRD
 		}
 	}
 	return true
@@ -288,12 +290,18 @@ func (e *engine) rdDeliver(q *qp, src netip.AddrPort, seg []byte, now time.Time)
 	}
 	switch {
 	case h.QN == rdmap.QNSend && (op == rdmap.OpSend || op == rdmap.OpSendSE):
-		e.rdPlaceSend(q, src, &h, seg, hl, op == rdmap.OpSendSE)
+		e.rdPlaceSend(q, src, &h, seg, hl, 0, op == rdmap.OpSendSE)
+	case h.QN == rdmap.QNSend && (op == rdmap.OpImmediateData || op == rdmap.OpImmediateDataSE):
+		e.rdPlaceSendImm(q, src, &h, seg, hl, op == rdmap.OpImmediateDataSE) // rd_atomic.go
+	case h.QN == rdmap.QNReadRequest && op == rdmap.OpAtomicRequest:
+		e.rdAtomicRequest(q, src, &h, seg, hl) // rd_atomic.go
+	case h.QN == rdmap.QNAtomicResponse && op == rdmap.OpAtomicResponse:
+		e.rdAtomicResponse(q, src, &h, seg, hl) // rd_atomic.go
 	case h.QN == rdmap.QNReadRequest && op == rdmap.OpReadRequest:
 		e.rdReadRequest(q, src, &h, seg, hl)
 	case h.QN == rdmap.QNTerminate && op == rdmap.OpTerminate:
 		e.rdErrorIn(q, src, seg[hl:])
-	case h.QN > rdmap.QNTerminate:
+	case h.QN > rdmap.QNAtomicResponse:
 		e.rdBadMessage(q, src, iwerr.DDPInvalidQN, seg, hl)
 	default:
 		e.rdBadMessage(q, src, iwerr.RDMAPUnexpectedOpcode, seg, hl)
@@ -375,18 +383,25 @@ func (e *engine) rdCompleteRecv(q *qp, src netip.AddrPort, m *rdInMsg, st proto.
 	if solicited {
 		flags |= proto.WCFlagSolicited
 	}
+	var imm uint32
+	if m.hasImm {
+		flags |= proto.WCFlagImm
+		imm = m.imm
+	}
 	if st == proto.WCSuccess {
 		e.count(q, cMessagesIn, 1)
 		e.count(q, cBytesIn, int64(n))
 	}
 	e.postCQE(q.s, q.recvCQ, &proto.CQE{WRID: m.wrid, Status: st, Opcode: proto.WCRecv, Flags: flags, ByteLen: n,
-		QPN: q.qpn, Src: src})
+		QPN: q.qpn, Src: src, Imm: imm})
 }
 
-// rdPlaceSend places a Send segment into the receive its message claimed.
-func (e *engine) rdPlaceSend(q *qp, src netip.AddrPort, h *ddp.Header, seg []byte, hl int, solicited bool) {
+// rdPlaceSend places a Send segment into the receive its message claimed;
+// ulp octets of RDMAP header (a Send with Immediate's) follow the DDP
+// header of hl octets.
+func (e *engine) rdPlaceSend(q *qp, src netip.AddrPort, h *ddp.Header, seg []byte, hl, ulp int, solicited bool) {
 	r := q.rd
-	payload := seg[hl:]
+	payload := seg[hl+ulp:]
 	m := r.inMsgs[src]
 	if h.MO == 0 {
 		if m == nil {
@@ -398,6 +413,7 @@ func (e *engine) rdPlaceSend(q *qp, src netip.AddrPort, h *ddp.Header, seg []byt
 			return
 		}
 		m.msn, m.got, m.discard = h.MSN, 0, false
+		m.imm, m.hasImm = r.curImm, r.curHasImm
 	} else if m == nil || m.msn != h.MSN || h.MO != m.got || (!m.claimed && !m.discard) {
 		e.count(q, cDropBadSegment, 1)
 		return
@@ -554,12 +570,12 @@ func (e *engine) rdErrorIn(q *qp, src netip.AddrPort, body []byte) {
 	t, _, err := rdmap.ParseTerminate(body)
 	if err == nil && t.DDPHeaderIncluded {
 		if oh, _, err := ddp.Parse(t.DDPHeader); err == nil && !oh.Tagged {
-			want := proto.WRSend
-			if oh.QN == rdmap.QNReadRequest {
-				want = proto.WRRDMARead
-			}
 			for _, w := range r.wrs {
-				if w.peer == src && w.op == want && w.msn == oh.MSN && w.sent > 0 && !w.fatal {
+				onQN := w.op == proto.WRSend || w.op == proto.WRSendWithImm
+				if oh.QN == rdmap.QNReadRequest {
+					onQN = w.op.ReadOrAtomic() // they share QN 1's MSNs
+				}
+				if w.peer == src && onQN && w.msn == oh.MSN && w.sent > 0 && !w.fatal {
 					if !w.done || w.status == proto.WCSuccess {
 						w.done, w.status, w.term = true, termStatus(t.Err), termWord(t.Err)
 					}

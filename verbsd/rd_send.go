@@ -37,12 +37,15 @@ type rdWR struct {
 	status    proto.WCStatus
 	term      uint32 // iWARP error of an error message (WCFlagTermValid)
 	rreq      [rdmap.ReadRequestLen]byte
-	sink      proto.SGE         // Read: the one sink buffer
-	placed    uint32            // Read: response octets placed
-	respFinal bool              // Read: the last response segment arrived
-	rec       rdmap.WriteRecord // Write-Record: its header (MessageOffset set per segment)
-	rkey      uint32            // Write-Record: the target STag
-	to        uint64            // Write-Record: the tagged offset of the first octet
+	sink      proto.SGE                    // Read: the one sink buffer
+	placed    uint32                       // Read: response octets placed
+	respFinal bool                         // Read: the last response segment arrived
+	rec       rdmap.WriteRecord            // Write-Record: its header (MessageOffset set per segment)
+	rkey      uint32                       // Write-Record: the target STag
+	to        uint64                       // Write-Record: the tagged offset of the first octet
+	areq      [rdmap.AtomicRequestLen]byte // atomic: its Atomic Request (rd_atomic.go)
+	reqID     uint32                       // atomic: its Request Identifier
+	imm       [rdmap.ImmediateDataLen]byte // Send with Imm: the header of every segment
 }
 
 // rdResp is an accepted RDMA Read Request being answered.
@@ -59,11 +62,12 @@ type rdResp struct {
 
 // rdErrMsg is an error message (untagged QN 2, opcode Terminate) being sent.
 type rdErrMsg struct {
-	seq  uint64
-	peer netip.AddrPort
-	body []byte // DDP header + Terminate header
-	sent bool
-	done bool
+	seq    uint64
+	peer   netip.AddrPort
+	body   []byte // DDP header + Terminate header (or Atomic Response)
+	sent   bool
+	done   bool
+	atomic bool // an Atomic Response (rd_atomic.go), not an error message
 }
 
 // zeroPayload stands in for octets that cannot be read any more (the
@@ -129,7 +133,8 @@ func (e *engine) rdPrepare(q *qp, w *rdWR, slot []byte) {
 	sqe := proto.GetSQE(raw[:])
 	w.wrid, w.op, w.signaled = sqe.WRID, sqe.Opcode, sqe.Flags&proto.SendSignaled != 0 || q.sigAll
 	fail := func(st proto.WCStatus) { w.done, w.fatal, w.status = true, true, st }
-	known := sqe.Opcode == proto.WRSend || sqe.Opcode == proto.WRRDMARead || sqe.Opcode == proto.WRWriteRecord
+	known := sqe.Opcode == proto.WRSend || sqe.Opcode == proto.WRRDMARead || sqe.Opcode == proto.WRWriteRecord ||
+		sqe.Opcode == proto.WRSendWithImm || sqe.Opcode.Atomic()
 	if !sqe.KnownFlags() || sqe.Flags&proto.SendFence != 0 || !known {
 		fail(proto.WCLocQPOpErr)
 		return
@@ -141,6 +146,12 @@ func (e *engine) rdPrepare(q *qp, w *rdWR, slot []byte) {
 	}
 	w.peer = dst
 	inline := sqe.Flags&proto.SendInline != 0
+	if sqe.Opcode.Atomic() {
+		if st := e.rdPrepareAtomic(q, w, &sqe, slot, inline); st != proto.WCSuccess { // rd_atomic.go
+			fail(st)
+		}
+		return
+	}
 	if inline {
 		if sqe.InlineLen > q.caps.MaxInline || sqe.Opcode == proto.WRRDMARead {
 			fail(proto.WCLocLenErr)
@@ -171,15 +182,25 @@ func (e *engine) rdPrepare(q *qp, w *rdWR, slot []byte) {
 		return
 	}
 	switch sqe.Opcode {
-	case proto.WRSend:
-		op := rdmap.OpSend
+	case proto.WRSend, proto.WRSendWithImm:
+		op, hdr := rdmap.OpSend, 0
 		if sqe.Flags&proto.SendSolicited != 0 {
 			op = rdmap.OpSendSE
+		}
+		if sqe.Opcode == proto.WRSendWithImm {
+			// The datagram profile's Send with Immediate: opcode Immediate
+			// Data, its 8 octets before the payload of every segment
+			// (docs/atomics.md).
+			op, hdr = rdmap.OpImmediateData, rdmap.ImmediateDataLen
+			if sqe.Flags&proto.SendSolicited != 0 {
+				op = rdmap.OpImmediateDataSE
+			}
+			w.imm = rdmap.MakeImmediateData(sqe.Imm).Raw
 		}
 		r.msn[rdmap.QNSend]++
 		w.msn = r.msn[rdmap.QNSend]
 		w.segs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(op)), 0, rdmap.QNSend, w.msn, uint32(w.total),
-			e.rdMaxPayload(false, 0))
+			e.rdMaxPayload(false, hdr))
 	case proto.WRRDMARead:
 		if len(w.sges) == 1 {
 			w.sink = w.sges[0]
@@ -254,7 +275,7 @@ func (e *engine) rdResolve(q *qp, tok rd.Token, ok bool) {
 		w.resolved++
 		if ok {
 			w.acked++
-			if w.op != proto.WRRDMARead && w.acked == w.segs.Count() && !w.done {
+			if w.op != proto.WRRDMARead && !w.op.Atomic() && w.acked == w.segs.Count() && !w.done {
 				w.done, w.status = true, proto.WCSuccess
 			}
 			return
@@ -303,7 +324,7 @@ func (r *rdQP) sendable() bool {
 			return true
 		}
 	}
-	if w := r.nextToSend(); w != nil && r.ep.CanSend(w.peer) && (w.op != proto.WRRDMARead || r.readsOut < r.cfg.ORD) {
+	if w := r.nextToSend(); w != nil && r.ep.CanSend(w.peer) && (!w.op.ReadOrAtomic() || r.readsOut < r.cfg.ORD) {
 		return true
 	}
 	return false
@@ -385,7 +406,14 @@ func (e *engine) rdBuild(b *rdBatch, peer netip.AddrPort, tok rd.Token, h *dgram
 		if w.op == proto.WRRDMARead {
 			return b.add(peer, h, &s.Header, w.rreq[:], nil)
 		}
+		if w.op.Atomic() {
+			// Longer than the scratch's room for an RDMAP header: a piece.
+			return b.add(peer, h, &s.Header, nil, append(e.pieces[:0], w.areq[:]))
+		}
 		var ulp []byte
+		if w.op == proto.WRSendWithImm {
+			ulp = w.imm[:]
+		}
 		if w.op == proto.WRWriteRecord {
 			var rh [rdmap.WriteRecordLen]byte
 			ulp = w.writeRecordHeader(rh[:0], s.Offset) // wrec_send.go
@@ -524,7 +552,7 @@ func (e *engine) rdFill(b *rdBatch, now time.Time) {
 		if w == nil || !r.ep.CanSend(w.peer) {
 			return
 		}
-		if w.op == proto.WRRDMARead {
+		if w.op.ReadOrAtomic() {
 			if w.sent == 0 && r.readsOut >= r.cfg.ORD {
 				return
 			}
@@ -611,8 +639,8 @@ func (e *engine) rdComplete(q *qp) bool {
 		q.sq.Release()
 		op := proto.WCSend
 		switch w.op {
-		case proto.WRRDMARead:
-			op = proto.WCRDMARead
+		case proto.WRRDMARead, proto.WRFetchAdd, proto.WRCmpSwap:
+			op = wcOpcodeOf(w.op)
 			if w.sent > 0 {
 				r.readsOut--
 			}
@@ -645,6 +673,9 @@ func (e *engine) rdComplete(q *qp) bool {
 	n = 0
 	for _, m := range r.errs {
 		if m.done {
+			if m.atomic {
+				r.atomicOut--
+			}
 			continue
 		}
 		r.errs[n] = m

@@ -21,6 +21,9 @@ type Server struct {
 	eng    *engine
 	nextID atomic.Uint64
 	port   atomic.Uint32 // port scan cursor
+	// unprivStart is ip_unprivileged_port_start at start (bind.go).
+	unprivStart uint16
+	reserve     fdReserve // accept.go
 
 	mu        sync.Mutex
 	closed    bool
@@ -34,7 +37,9 @@ func NewServer(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("verbsd: configuration: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Log, listeners: map[*net.UnixListener]struct{}{}, sessions: map[*session]struct{}{}}
+	s := &Server{cfg: cfg, log: cfg.Log, listeners: map[*net.UnixListener]struct{}{}, sessions: map[*session]struct{}{},
+		unprivStart: unprivilegedPortStart(), reserve: fdReserve{fd: -1}}
+	s.reserve.take()
 	if s.log == nil {
 		s.log = nopLogger{}
 	}
@@ -72,15 +77,17 @@ func (s *Server) Serve(l *net.UnixListener) error {
 		delete(s.listeners, l)
 		s.mu.Unlock()
 	}()
+	var th acceptThrottle
 	for {
 		uc, err := l.AcceptUnix()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return nil
 			}
-			s.log.Warnf("accepting a control connection: %v", err)
+			s.acceptFailed(l, &th, err) // accept.go: reserve, backoff, rate-limited log
 			continue
 		}
+		th.delay = 0
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
@@ -121,6 +128,7 @@ func (s *Server) Close() error {
 	s.wg.Wait()
 	s.eng.stop()
 	s.eng.closeResources()
+	s.reserve.release()
 	return nil
 }
 
@@ -164,7 +172,7 @@ func sortedKeys[V any](m map[uint32]V) []uint32 {
 // info runs on the engine.
 func (s *session) info() proto.SessionInfo {
 	si := proto.SessionInfo{ID: s.id, PID: s.cred.Pid, UID: s.cred.Uid, GID: s.cred.Gid, Client: s.client,
-		PDs: len(s.pds), SRQs: len(s.srqs), RegBytes: s.regBytes,
+		PDs: len(s.pds), SRQs: len(s.srqs), RegBytes: s.regBytes, EventsDropped: s.eventsDropped,
 		MRs: []proto.MRInfo{}, CQs: []proto.CQInfo{}, QPs: []proto.QPInfo{}}
 	for _, h := range sortedKeys(s.mrs) {
 		m := s.mrs[h]

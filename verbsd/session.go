@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/iwarpd/iwarpd/proto"
 	"golang.org/x/sys/unix"
@@ -19,6 +20,8 @@ type session struct {
 	conn   *proto.Conn // nil in the fuzz harness
 	cred   unix.Ucred
 	client string
+	// privBind: the client could bind privileged ports itself (bind.go).
+	privBind bool
 
 	hello   bool
 	inspect bool
@@ -29,6 +32,7 @@ type session struct {
 
 	// Engine-owned.
 	installed  bool
+	bell       int // the session's doorbell eventfd (doorbell.go); -1 if none
 	lastHandle uint32
 	pds        map[uint32]*pd
 	mrs        map[uint32]*mr
@@ -37,13 +41,16 @@ type session struct {
 	qps        map[uint32]*qp
 	srqs       map[uint32]*srq
 	regBytes   uint64
+	// eventsDropped counts asynchronous events lost to a full queue (the
+	// client does not read its control socket; cq.go sendEvent).
+	eventsDropped int64
 
 	// Connection manager state (cm.go; its own lock, not engine-owned).
 	cm cmSession
 }
 
 func newSession(srv *Server, uc *net.UnixConn) *session {
-	s := &session{srv: srv, eng: srv.eng, id: srv.nextID.Add(1), events: make(chan proto.Event, 64), done: make(chan struct{}),
+	s := &session{srv: srv, eng: srv.eng, id: srv.nextID.Add(1), bell: -1, events: make(chan proto.Event, 64), done: make(chan struct{}),
 		pds: map[uint32]*pd{}, mrs: map[uint32]*mr{}, channels: map[uint32]*compChannel{}, cqs: map[uint32]*cq{},
 		qps: map[uint32]*qp{}, srqs: map[uint32]*srq{}}
 	if uc != nil {
@@ -54,6 +61,7 @@ func newSession(srv *Server, uc *net.UnixConn) *session {
 					s.cred = *cred
 				}
 			})
+			s.privBind = s.cred.Uid == 0 || mayBindPrivileged(s.cred) // bind.go
 		}
 	}
 	return s
@@ -109,26 +117,64 @@ func (s *session) reply(h proto.Header, body any, fds []int, err error) {
 	}
 }
 
+// pumpEvents sends queued asynchronous events to the client. It never
+// blocks the daemon on a client that does not read (issue 13, point 8): a
+// send that finds the socket buffer full keeps the event and retries with a
+// growing pause until the session ends, while sendEvent drops and counts
+// what no longer fits the queue (events_dropped in iwarpctl).
 func (s *session) pumpEvents() {
 	for {
 		select {
 		case ev := <-s.events:
-			s.writeMu.Lock()
-			s.conn.Send(proto.Header{Version: proto.ABIVersion, Op: proto.OpEvent}, ev)
-			s.writeMu.Unlock()
+			s.sendAsync(proto.Header{Version: proto.ABIVersion, Op: proto.OpEvent}, ev)
 		case <-s.done:
 			return
 		}
 	}
 }
 
+// Bounds of sendAsync's pause while a client's socket buffer is full.
+const (
+	asyncRetryFirst = time.Millisecond
+	asyncRetryMax   = 100 * time.Millisecond
+)
+
+// sendAsync sends an unsolicited message (event, CM event) with
+// non-blocking sends, never holding writeMu while it waits: it returns nil
+// once sent, or an error when the send failed for another reason than a
+// full buffer or the session ended first.
+func (s *session) sendAsync(h proto.Header, body any) error {
+	if s.conn == nil {
+		return nil
+	}
+	pause := asyncRetryFirst
+	for {
+		s.writeMu.Lock()
+		err := s.conn.TrySend(h, body)
+		s.writeMu.Unlock()
+		if !errors.Is(err, unix.EAGAIN) {
+			return err
+		}
+		select {
+		case <-s.done:
+			return err
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, asyncRetryMax)
+	}
+}
+
 // shutdown tells the client the device is going away and closes the
-// connection; serve then reclaims the session.
+// connection; serve then reclaims the session. It never waits for the
+// client: the device-fatal event is sent only if no other send is in
+// progress and the socket has room, and closing the connection ends any
+// send blocked on a client that does not read.
 func (s *session) shutdown() {
-	s.writeMu.Lock()
-	s.conn.Send(proto.Header{Version: proto.ABIVersion, Op: proto.OpEvent},
-		proto.Event{Type: proto.EventDeviceFatal, Detail: "iwarpd is shutting down"})
-	s.writeMu.Unlock()
+	if s.writeMu.TryLock() {
+		s.conn.TrySend(proto.Header{Version: proto.ABIVersion, Op: proto.OpEvent},
+			proto.Event{Type: proto.EventDeviceFatal, Detail: "iwarpd is shutting down"})
+		s.writeMu.Unlock()
+	}
 	s.conn.UnixConn().CloseRead() // wakes serve's Receive
 	s.conn.Close()
 }
@@ -187,6 +233,11 @@ func (s *session) doHello(h proto.Header, body []byte) (any, []int, error, bool)
 		if s.inspect {
 			return nil
 		}
+		fd, err := s.eng.newDoorbell()
+		if err != nil {
+			return err
+		}
+		s.bell = fd
 		s.eng.sessions[s.id] = s
 		s.installed = true
 		return nil
@@ -200,7 +251,7 @@ func (s *session) doHello(h proto.Header, body []byte) (any, []int, error, bool)
 	if s.inspect {
 		return reply, nil, nil, false
 	}
-	return reply, []int{s.eng.bell.FD(), s.eng.statusFD}, nil, false
+	return reply, []int{s.bell, s.eng.statusFD}, nil, false
 }
 
 // teardownSession destroys every object of s (engine side): the client went
@@ -228,6 +279,8 @@ func (e *engine) teardownSession(s *session) {
 	s.qps, s.srqs, s.cqs, s.channels, s.mrs, s.pds = map[uint32]*qp{}, map[uint32]*srq{}, map[uint32]*cq{},
 		map[uint32]*compChannel{}, map[uint32]*mr{}, map[uint32]*pd{}
 	s.regBytes = 0
+	e.closeDoorbell(s.bell)
+	s.bell = -1
 	s.installed = false
 	delete(e.sessions, s.id)
 }

@@ -158,7 +158,8 @@ func (e *engine) datagram(q *qp, i, off, n int, now time.Time) {
 		e.errorMessageIn(q, i, off, body, &h) // wrec_term.go
 		return
 	}
-	if op != rdmap.OpSend && op != rdmap.OpSendSE {
+	imm := op == rdmap.OpImmediateData || op == rdmap.OpImmediateDataSE
+	if op != rdmap.OpSend && op != rdmap.OpSendSE && !imm {
 		e.count(q, cDropBadOpcode, 1)
 		return
 	}
@@ -167,8 +168,25 @@ func (e *engine) datagram(q *qp, i, off, n int, now time.Time) {
 		return
 	}
 	payload := body - ddp.UntaggedHeaderLen
-	solicited := op == rdmap.OpSendSE
-	if h.MO == 0 && h.Last {
+	solicited := op == rdmap.OpSendSE || op == rdmap.OpImmediateDataSE
+	hdrLen := ddp.UntaggedHeaderLen
+	if imm {
+		// Send with Immediate: the 8 octets before the payload of every
+		// segment. Always through the reassembler (a copy): the in-place
+		// receive places the payload right after the DDP header.
+		if payload < rdmap.ImmediateDataLen {
+			e.count(q, cDropTruncated, 1)
+			return
+		}
+		var raw [rdmap.ImmediateDataLen]byte
+		copyRange(raw[:], view, off+ddp.UntaggedHeaderLen)
+		d, _, _ := rdmap.ParseImmediateData(raw[:])
+		e.curImm, e.curHasImm = d.Value(), true
+		defer func() { e.curImm, e.curHasImm = 0, false }()
+		payload -= rdmap.ImmediateDataLen
+		hdrLen += rdmap.ImmediateDataLen
+	}
+	if h.MO == 0 && h.Last && !imm {
 		w, inPlace := e.recvFor(q, i, off, off+n)
 		if w == nil {
 			e.count(q, cDropNoRecv, 1)
@@ -190,7 +208,7 @@ func (e *engine) datagram(q *qp, i, off, n int, now time.Time) {
 		e.count(q, cDropBadSegment, 1)
 		return
 	}
-	msg, res := q.reasm.add(partialKey{src: s.src, msn: h.MSN}, h.MO, h.Last, view, off+ddp.UntaggedHeaderLen, payload,
+	msg, res := q.reasm.add(partialKey{src: s.src, msn: h.MSN}, h.MO, h.Last, view, off+hdrLen, payload,
 		solicited, now.Add(e.cfg.ReassemblyTimeout), e.cfg.MaxPartial, e.cfg.MaxMsgUD)
 	switch res {
 	case addEvicted:
@@ -303,12 +321,15 @@ func (e *engine) completeRecv(q *qp, w *recvWR, status proto.WCStatus, n int, sr
 	if solicited {
 		flags |= proto.WCFlagSolicited
 	}
+	if e.curHasImm {
+		flags |= proto.WCFlagImm
+	}
 	if status == proto.WCSuccess {
 		e.count(q, cMessagesIn, 1)
 		e.count(q, cBytesIn, int64(n))
 	}
 	e.postCQE(q.s, q.recvCQ, &proto.CQE{WRID: w.wrid, Status: status, Opcode: proto.WCRecv, Flags: flags,
-		ByteLen: uint32(n), QPN: q.qpn, Src: src})
+		ByteLen: uint32(n), QPN: q.qpn, Src: src, Imm: e.curImm})
 	if s := q.srq; s != nil && s.limit > 0 {
 		if avail, err := s.cons.Available(); err == nil && avail < s.limit {
 			s.limit = 0

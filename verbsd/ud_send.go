@@ -27,6 +27,10 @@ type sendWR struct {
 	// Write-Record (wrec_send.go): its header, MessageOffset set per segment.
 	wrec bool
 	rec  rdmap.WriteRecord
+	// Send with Immediate (docs/atomics.md): the Immediate Data before
+	// every segment's payload.
+	hasImm bool
+	imm    [rdmap.ImmediateDataLen]byte
 }
 
 // send serves q's send queue. Each message is one DDP untagged message on
@@ -156,6 +160,9 @@ func (e *engine) buildSendOnce(q *qp, maxMsgs int) (msgs []unix.Mmsghdr, stop, d
 			if wr.wrec {
 				dlen += rdmap.WriteRecordLen
 			}
+			if wr.hasImm {
+				dlen += rdmap.ImmediateDataLen
+			}
 			if !b.fits(wr.dst, dlen, 2+len(pieces), maxMsgs) {
 				return b.finish(), false, false
 			}
@@ -164,6 +171,9 @@ func (e *engine) buildSendOnce(q *qp, maxMsgs int) (msgs []unix.Mmsghdr, stop, d
 			if wr.wrec {
 				wr.rec.MessageOffset = s.Offset
 				hdr = wr.rec.Append(hdr)
+			}
+			if wr.hasImm {
+				hdr = append(hdr, wr.imm[:]...)
 			}
 			var c uint32
 			if !q.noCRC {
@@ -228,7 +238,8 @@ func (e *engine) prepareSend(q *qp, wr *sendWR, slot []byte, msn uint32, maxPayl
 	copy(raw[:], slot)
 	sqe := proto.GetSQE(raw[:])
 	wr.wrid = sqe.WRID
-	if (sqe.Opcode != proto.WRSend && sqe.Opcode != proto.WRWriteRecord) || !sqe.KnownFlags() || sqe.Flags&proto.SendFence != 0 {
+	if (sqe.Opcode != proto.WRSend && sqe.Opcode != proto.WRWriteRecord && sqe.Opcode != proto.WRSendWithImm) ||
+		!sqe.KnownFlags() || sqe.Flags&proto.SendFence != 0 {
 		return proto.WCLocQPOpErr, true
 	}
 	dst, st := e.destination(&sqe)
@@ -281,6 +292,15 @@ func (e *engine) preparePayload(q *qp, wr *sendWR, sqe *proto.SQE, slot []byte, 
 	op := rdmap.OpSend
 	if sqe.Flags&proto.SendSolicited != 0 {
 		op = rdmap.OpSendSE
+	}
+	wr.hasImm = sqe.Opcode == proto.WRSendWithImm
+	if wr.hasImm {
+		op = rdmap.OpImmediateData
+		if sqe.Flags&proto.SendSolicited != 0 {
+			op = rdmap.OpImmediateDataSE
+		}
+		wr.imm = rdmap.MakeImmediateData(sqe.Imm).Raw
+		maxPayload -= rdmap.ImmediateDataLen
 	}
 	segs, err := ddp.UntaggedSegments(uint8(rdmap.MakeControl(op)), 0, rdmap.QNSend, msn, uint32(total), maxPayload)
 	if err != nil { // cannot happen with a validated configuration

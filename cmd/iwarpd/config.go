@@ -77,6 +77,7 @@ func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) 
 	addr := str("addr", def.Addr.String(), "IP `address` the device serves (datagram QPs bind to it); the default suits a single host")
 	udPorts := str("ud-ports", portRange(def.UDPorts), "UDP port `range` FIRST-LAST of UD queue pairs")
 	rdPorts := str("rd-ports", portRange(def.RDPorts), "UDP port `range` of RD queue pairs")
+	listenPorts := str("listen-ports", portRange(def.ListenPorts), "TCP port `range` RC listeners may ask for (port 0 always works); ports below 1024 only for clients allowed to bind them")
 	dgramSize := str("datagram-size", "auto", "largest UDP payload sent, `octets` (up to 65507; 1472 fits an MTU of 1500); auto: "+
 		strconv.Itoa(loopbackDatagramSize)+" when -addr is a loopback address, else "+strconv.Itoa(def.DatagramSize))
 	gso := str("gso", strconv.FormatBool(def.GSO), "send several datagrams per sendmsg with UDP GSO (UDP_SEGMENT): true or false")
@@ -110,6 +111,7 @@ func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) 
 		{"max-pd", "protection domains per session", l.MaxPD},
 		{"max-srq", "shared receive queues per session", l.MaxSRQ},
 		{"max-comp-channel", "completion channels per session", l.MaxCompChannel},
+		{"max-listeners", "RC listeners (TCP listening sockets) per session", l.MaxListeners},
 		{"max-qp-wr", "send/receive queue depth", l.MaxQPWR},
 		{"max-srq-wr", "shared receive queue depth", l.MaxSRQWR},
 		{"max-cqe", "completion queue depth", l.MaxCQE},
@@ -199,6 +201,9 @@ func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) 
 	if v.RDPorts, err = parsePortRange(*rdPorts); err != nil {
 		return config{}, fmt.Errorf("%s: %w", from("rd-ports"), err)
 	}
+	if v.ListenPorts, err = parsePortRange(*listenPorts); err != nil {
+		return config{}, fmt.Errorf("%s: %w", from("listen-ports"), err)
+	}
 	ints := []struct {
 		name string
 		s    *string
@@ -206,7 +211,7 @@ func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) 
 	}{{"max-msg-ud", maxMsg, &v.MaxMsgUD},
 		{"max-partial", partial, &v.MaxPartial}, {"poll-batch", pollBatch, &v.PollBatch}, {"socket-buffer", sockBuf, &v.SocketBuffer}}
 	dsts := []*int{&v.Limits.MaxQP, &v.Limits.MaxCQ, &v.Limits.MaxMR, &v.Limits.MaxPD, &v.Limits.MaxSRQ,
-		&v.Limits.MaxCompChannel, &v.Limits.MaxQPWR, &v.Limits.MaxSRQWR, &v.Limits.MaxCQE, &v.Limits.MaxSGE, &v.Limits.MaxInline}
+		&v.Limits.MaxCompChannel, &v.Limits.MaxListeners, &v.Limits.MaxQPWR, &v.Limits.MaxSRQWR, &v.Limits.MaxCQE, &v.Limits.MaxSGE, &v.Limits.MaxInline}
 	for i, il := range intLimits {
 		ints = append(ints, struct {
 			name string

@@ -8,7 +8,11 @@
 -- The DDP segment (RFC 5041 header, RDMAP header, payload) is handed to
 -- Wireshark's own "iwarp_ddp_rdmap" dissector. This file decodes the RD
 -- header, checks the CRC32c trailer, and decodes the Write-Record header
--- (RDMAP opcode 0xC), which Wireshark does not know.
+-- (RDMAP opcode 0xC) and the Send with Immediate's RFC 7306 Immediate Data
+-- (opcodes 0x8/0x9: 8 octets before every segment's payload), which
+-- Wireshark 4.0 does not know. Atomic Requests/Responses (0xA/0xB) are
+-- decoded by Wireshark's own dissector (its iwarp_rdma.atomic.* fields);
+-- this file checks that they are single segments of the RFC 7306 length.
 --
 -- Usage: tshark -X lua_script:iwarp-datagram.lua -r capture.pcap
 --        (or copy into the personal Lua plugins folder; see README.md).
@@ -60,6 +64,8 @@ local f = {
   wr_len       = ProtoField.uint32("iwarp_dgram.wr.msg_len", "Message length", base.DEC),
   wr_off       = ProtoField.uint32("iwarp_dgram.wr.msg_offset", "Message offset", base.DEC),
   wr_base      = ProtoField.uint64("iwarp_dgram.wr.base_to", "Message base TO (TO - offset)", base.HEX),
+  imm          = ProtoField.bytes("iwarp_dgram.imm", "Immediate Data (RFC 7306)"),
+  imm_value    = ProtoField.uint32("iwarp_dgram.imm.value", "Immediate value (verbs imm_data, octets 0-3)", base.HEX),
   crc          = ProtoField.uint32("iwarp_dgram.crc", "CRC32c (little-endian on the wire)", base.HEX),
   crc_computed = ProtoField.uint32("iwarp_dgram.crc.computed", "CRC32c computed", base.HEX),
   crc_status   = ProtoField.uint8("iwarp_dgram.crc.status", "CRC status", base.DEC, crc_status_names),
@@ -68,7 +74,7 @@ proto.fields = {
   f.framing, f.rd, f.rd_version, f.rd_type, f.rd_flags, f.rd_f_ack, f.rd_f_ackreq,
   f.rd_f_notrdy, f.rd_f_reset, f.rd_f_ext, f.rd_f_block, f.rd_f_rsvd, f.rd_window, f.rd_inc, f.rd_echo, f.rd_seq,
   f.rd_cumack, f.rd_sack, f.rd_sacked, f.wr, f.wr_id, f.wr_len, f.wr_off, f.wr_base,
-  f.crc, f.crc_computed, f.crc_status,
+  f.imm, f.imm_value, f.crc, f.crc_computed, f.crc_status,
 }
 
 local e = {
@@ -86,8 +92,12 @@ local e = {
                 expert.group.PROTOCOL, expert.severity.WARN),
   wr_bounds = ProtoExpert.new("iwarp_dgram.wr.bounds", "Write-Record segment lies outside its message",
                 expert.group.PROTOCOL, expert.severity.WARN),
+  atomic    = ProtoExpert.new("iwarp_dgram.atomic.bad", "RFC 7306 atomic message that is not one segment of its length on its queue",
+                expert.group.MALFORMED, expert.severity.ERROR),
+  atomic_ud = ProtoExpert.new("iwarp_dgram.atomic.ud", "RFC 7306 atomic on a UD queue pair (RD only)",
+                expert.group.PROTOCOL, expert.severity.WARN),
 }
-proto.experts = { e.bad_crc, e.short, e.version, e.bad_type, e.ack_data, e.rsvd, e.wr_bounds }
+proto.experts = { e.bad_crc, e.short, e.version, e.bad_type, e.ack_data, e.rsvd, e.wr_bounds, e.atomic, e.atomic_ud }
 
 -- CRC32c (Castagnoli, reflected 0x82F63B78, init/xorout 0xFFFFFFFF) -----------
 
@@ -131,6 +141,8 @@ end
 local DDP_TAGGED_LEN, DDP_UNTAGGED_LEN = 14, 18
 local RD_LEN, CRC_LEN, WR_LEN = 24, 4, 12
 local OP_WRITE_RECORD = 0xC
+local OP_IMM, OP_IMM_SE, OP_ATOMIC_REQ, OP_ATOMIC_RESP = 0x8, 0x9, 0xA, 0xB
+local IMM_LEN, ATOMIC_REQ_LEN, ATOMIC_RESP_LEN = 8, 52, 12
 
 local function ddp_header_len(tvb, off)
   if bit32.band(tvb(off, 1):uint(), 0x80) ~= 0 then return DDP_TAGGED_LEN end
@@ -158,6 +170,31 @@ local function dissect_write_record(tvb, off, len, tree)
     st:add_proto_expert_info(e.wr_bounds)
   end
   return string.format(" Write-Record id=%d off=%d/%d", id, moff, mlen)
+end
+
+-- Adds the Immediate Data subtree of a Send with Immediate segment (opcode
+-- 0x8/0x9, untagged) at [off, off+len).
+local function dissect_immediate(tvb, off, len, tree)
+  if len < DDP_UNTAGGED_LEN + IMM_LEN then
+    tree:add_proto_expert_info(e.short, "Immediate Data segment shorter than 26 octets")
+    return ""
+  end
+  local r = tvb(off + DDP_UNTAGGED_LEN, IMM_LEN)
+  tree:add(f.imm, r)
+  tree:add(f.imm_value, r(0, 4))
+  return string.format(" Send with Immediate imm=0x%08x", r(0, 4):uint())
+end
+
+-- Checks an Atomic Request/Response: untagged, one segment (L=1, MO=0) of
+-- exactly its header, on QN 1 / QN 3; RD only.
+local function check_atomic(tvb, off, len, opcode, rd, tree)
+  local want, qn = ATOMIC_REQ_LEN, 1
+  if opcode == OP_ATOMIC_RESP then want, qn = ATOMIC_RESP_LEN, 3 end
+  if not rd then tree:add_proto_expert_info(e.atomic_ud) end
+  if len ~= DDP_UNTAGGED_LEN + want or bit32.band(tvb(off, 1):uint(), 0x40) == 0 or
+      tvb(off + 6, 4):uint() ~= qn or tvb(off + 14, 4):uint() ~= 0 then
+    tree:add_proto_expert_info(e.atomic)
+  end
 end
 
 function proto.dissector(tvb, pinfo, tree)
@@ -269,6 +306,12 @@ function proto.dissector(tvb, pinfo, tree)
   local tagged = bit32.band(tvb(off, 1):uint(), 0x80) ~= 0
   if tagged and opcode == OP_WRITE_RECORD then
     info = info .. dissect_write_record(tvb, off, seglen, root)
+  end
+  if not tagged and (opcode == OP_IMM or opcode == OP_IMM_SE) then
+    info = info .. dissect_immediate(tvb, off, seglen, root)
+  end
+  if not tagged and (opcode == OP_ATOMIC_REQ or opcode == OP_ATOMIC_RESP) then
+    check_atomic(tvb, off, seglen, opcode, rd, root)
   end
   ddp_rdmap:call(tvb(off, seglen):tvb(), pinfo, tree)
   local prefix = (rd and "" or "UD") .. info

@@ -139,13 +139,14 @@ fi
 log "kernel release $KVER"
 
 # --- 4. siw.ko out of tree ------------------------------------------------------
-if ! done_step siw; then
+if ! done_step siw || [ "$HERE/patch-siw-params.sh" -nt "$OUT/siw.ko" ] || [ "$HERE/patch-siw-accept.sh" -nt "$OUT/siw.ko" ]; then
 	log "building siw.ko from linux-source-6.1 against linux-headers-$KVER"
 	rm -rf "$ROOT/build/siw" && mkdir -p "$ROOT/build/siw"
 	tarball=$(ls "$ROOT"/usr/src/linux-source-6.1.tar.* | head -n1)
 	inroot tar -C /build/siw --strip-components=5 -xf "/usr/src/$(basename "$tarball")" \
 		linux-source-6.1/drivers/infiniband/sw/siw
 	"$HERE/patch-siw-params.sh" "$ROOT/build/siw"
+	"$HERE/patch-siw-accept.sh" "$ROOT/build/siw"
 	inroot make -s -C "/usr/src/linux-headers-$KVER" M=/build/siw CONFIG_RDMA_SIW=m modules
 	inroot modinfo /build/siw/siw.ko | grep -E '^(vermagic|parm)' >&2
 	cp "$ROOT/build/siw/siw.ko" "$OUT/siw.ko"

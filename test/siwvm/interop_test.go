@@ -197,11 +197,16 @@ func checkIwarpdump(t *testing.T, capture []byte) {
 	t.Logf("iwarpdump:\n%s", out)
 }
 
-// keepCapture writes a capture to $IWARPD_SIW_VM_KEEP when set.
+// keepCapture writes a capture to $IWARPD_SIW_VM_KEEP when set. In soak
+// mode (IWARPD_SIW_SOAK) the file is named after the subtest, so every
+// iteration keeps its own.
 func keepCapture(t *testing.T, name string, data []byte) {
 	dir := os.Getenv("IWARPD_SIW_VM_KEEP")
 	if dir == "" {
 		return
+	}
+	if os.Getenv("IWARPD_SIW_SOAK") != "" {
+		name = strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()) + ".pcap"
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)

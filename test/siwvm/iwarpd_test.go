@@ -22,10 +22,19 @@ import (
 // interopMode is one MPA setting of the iwarpd <-> siw matrix, with the
 // matching iwarpd daemon flags and siw module parameters.
 type interopMode struct {
-	name string
-	rev  byte
-	crc  bool
-	p2p  bool
+	name  string
+	rev   byte
+	crc   bool
+	p2p   bool
+	sizes []int // rping -S of each connection; nil: interopSizes
+}
+
+// pingSizes are the mode's rping sizes, one connection each.
+func (m interopMode) pingSizes() []int {
+	if m.sizes != nil {
+		return m.sizes
+	}
+	return interopSizes
 }
 
 // daemonFlags are iwarpd's MPA flags for the mode.
@@ -37,9 +46,16 @@ func (m interopMode) daemonFlags() []string {
 	return []string{"-mpa-rev", strconv.Itoa(int(m.rev)), "-mpa-crc", crc, "-mpa-p2p=" + strconv.FormatBool(m.p2p)}
 }
 
-// siwParams are siw's module parameters for the mode.
+// siwParams are siw's module parameters for the mode. accept_assoc_early=1
+// closes a lost-wakeup race in siw_accept that stalls a connection whose
+// first FPDU arrives right after siw's MPA Reply
+// (scripts/siw-vm/patch-siw-accept.sh, docs/siw-interop.md "Soak");
+// IWARPD_SIW_STOCK=1 leaves siw as Linux ships it.
 func (m interopMode) siwParams() []string {
 	p := []string{"mpa_version=" + strconv.Itoa(int(m.rev))}
+	if os.Getenv("IWARPD_SIW_STOCK") == "" {
+		p = append(p, "accept_assoc_early=1")
+	}
 	if m.crc {
 		p = append(p, "mpa_crc_required=1")
 	}
@@ -270,11 +286,11 @@ func lastPing(prefix string) string {
 func testIwarpdResponder(t *testing.T, g Guest, bins interopBinaries, m interopMode, slot int) {
 	start := time.Now()
 	sock := startInteropDaemon(t, bins, m, slot)
-	servers := make([]*hostProc, len(interopSizes))
-	ports := make([]int, len(interopSizes))
+	servers := make([]*hostProc, len(m.pingSizes()))
+	ports := make([]int, len(m.pingSizes()))
 	var script strings.Builder
 	var filter []string
-	for i, size := range interopSizes {
+	for i, size := range m.pingSizes() {
 		port, err := FreePort()
 		if err != nil {
 			t.Fatal(err)
@@ -284,7 +300,7 @@ func testIwarpdResponder(t *testing.T, g Guest, bins interopBinaries, m interopM
 		filter = append(filter, fmt.Sprintf("tcp port %d", port))
 	}
 	fmt.Fprintf(&script, "iwarp-capture eth0 /tmp/c.pcap '%s' || exit 99\n", strings.Join(filter, " or "))
-	for i, size := range interopSizes {
+	for i, size := range m.pingSizes() {
 		fmt.Fprintf(&script, "timeout 60 rping -c -a %s -p %d -v -V -C %d -S %d\necho rping-%d-rc=$?\nsleep 1\n",
 			HostAddr, ports[i], interopCount, size, size)
 	}
@@ -297,7 +313,7 @@ func testIwarpdResponder(t *testing.T, g Guest, bins interopBinaries, m interopM
 	if err != nil {
 		t.Fatalf("Run: %v%s\n%s", err, oopsNote(log), log)
 	}
-	for i, size := range interopSizes {
+	for i, size := range m.pingSizes() {
 		if st := servers[i].wait(20 * time.Second); st != 0 {
 			t.Errorf("-S %d: iwarpd rping server exit %d\n%s", size, st, servers[i])
 		} else if out := servers[i].stdout.String(); !strings.Contains(out, lastPing("server ")) {
@@ -307,12 +323,12 @@ func testIwarpdResponder(t *testing.T, g Guest, bins interopBinaries, m interopM
 			t.Errorf("-S %d: the guest's rping client failed", size)
 		}
 	}
-	checkGuestPings(t, log, "", len(interopSizes))
+	checkGuestPings(t, log, "", len(m.pingSizes()))
 	if t.Failed() {
 		t.Logf("guest log:\n%s", log)
 	}
 	dump := checkInteropCapture(t, bins, log, m, "siw-client")
-	checkRTR(t, dump, m, len(interopSizes))
+	checkRTR(t, dump, m, len(m.pingSizes()))
 }
 
 // testIwarpdInitiator: the guest's rping (siw) serves behind a hostfwd port,
@@ -321,7 +337,7 @@ func testIwarpdResponder(t *testing.T, g Guest, bins interopBinaries, m interopM
 func testIwarpdInitiator(t *testing.T, g Guest, bins interopBinaries, m interopMode, slot int) {
 	start := time.Now()
 	sock := startInteropDaemon(t, bins, m, slot)
-	sizes := interopSizes
+	sizes := m.pingSizes()
 	if m.siwResponderReadFails() {
 		// The first connection fails in the guest; do not go on with a
 		// second listener in a siw that just failed a QP.
@@ -485,6 +501,12 @@ func checkInteropCapture(t *testing.T, bins interopBinaries, log string, m inter
 	// 65483 and rightly sizes its FPDUs to it: the MULPDU check would judge
 	// iwarpd by an MSS it never had, so it is off for these captures.
 	out, err := exec.Command(bins.iwarpdump, "-strict", "-mulpdu=false", f).CombinedOutput()
+	if dropped := captureDrops(log); err != nil && dropped > 0 {
+		// The guest's tcpdump lost packets: a stream with holes cannot be
+		// judged octet by octet. The handshake was checked above.
+		t.Logf("the guest's capture lost %d packets: iwarpdump -strict not judged (%v)", dropped, err)
+		return string(out)
+	}
 	if err != nil {
 		t.Errorf("iwarpdump -strict -mulpdu=false: %v\n%s", err, out)
 		return string(out)
@@ -496,4 +518,17 @@ func checkInteropCapture(t *testing.T, bins interopBinaries, log string, m inter
 	}
 	t.Logf("iwarpdump -strict: %d lines", bytes.Count(out, []byte("\n")))
 	return string(out)
+}
+
+// captureDrops is the number tcpdump printed in the guest's log as
+// "N packets dropped by kernel" (0 when it printed none).
+func captureDrops(log string) int {
+	for _, line := range strings.Split(log, "\n") {
+		if f := strings.Fields(line); len(f) >= 5 && strings.HasSuffix(line, "packets dropped by kernel") {
+			if n, err := strconv.Atoi(f[len(f)-5]); err == nil {
+				return n
+			}
+		}
+	}
+	return 0
 }

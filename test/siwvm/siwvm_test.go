@@ -133,3 +133,18 @@ func TestRunScriptFound(t *testing.T) {
 		t.Errorf("runScript = %q", p)
 	}
 }
+
+func TestCaptureDrops(t *testing.T) {
+	for _, c := range []struct {
+		log  string
+		want int
+	}{
+		{"2109 packets captured\n2320 packets received by filter\n211 packets dropped by kernel\n", 211},
+		{"12 packets captured\n12 packets received by filter\n0 packets dropped by kernel\n", 0},
+		{"no tcpdump here\n", 0},
+	} {
+		if got := captureDrops(c.log); got != c.want {
+			t.Errorf("captureDrops(%q) = %d, want %d", c.log, got, c.want)
+		}
+	}
+}

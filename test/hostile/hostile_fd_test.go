@@ -1,0 +1,126 @@
+package hostile
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iwarpd/iwarpd/ofverbs"
+	"github.com/iwarpd/iwarpd/test/daemontest"
+	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
+	"golang.org/x/sys/unix"
+)
+
+// Issue 13, point 7: a client must not exhaust the daemon's descriptors
+// with listeners, and when descriptors run out anyway the accept loop must
+// neither spin nor flood the log, and must answer new clients at once.
+
+func init() {
+	helpers["listeners"] = helperListeners
+	helpers["sessions"] = helperSessions
+}
+
+// helperListeners opens RC listeners on ephemeral ports until refused and
+// says how many it got and why it stopped.
+func helperListeners() int {
+	c, err := ofverbs.Open(ofverbs.WithSocket(os.Getenv(envSock)), ofverbs.WithClientName("listeners"))
+	if err != nil {
+		return helperFail("open: %v", err)
+	}
+	n := 0
+	var why error
+	for ; n < 2000; n++ {
+		if _, err := c.Listen(":0"); err != nil {
+			why = err
+			break
+		}
+	}
+	errno := unix.Errno(0)
+	errors.As(why, &errno)
+	helperReady(fmt.Sprint(n), fmt.Sprint(int(errno)))
+	time.Sleep(helperLifetime())
+	return 0
+}
+
+// helperSessions opens sessions until the daemon refuses one (it ran out
+// of descriptors) and holds them.
+func helperSessions() int {
+	var held []*verbsdtest.Client
+	for i := 0; i < 5000; i++ {
+		c, err := verbsdtest.Dial(os.Getenv(envSock), false)
+		if err != nil {
+			break
+		}
+		held = append(held, c)
+	}
+	helperReady(fmt.Sprint(len(held)))
+	time.Sleep(helperLifetime())
+	return 0
+}
+
+// TestListenerLimit: listeners per session are bounded (-max-listeners).
+func TestListenerLimit(t *testing.T) {
+	d := daemontest.Start(t, "listeners", daemontest.Options{Ports: nextPorts(), Extra: []string{"-max-listeners", "16"}})
+	by := startBystander(t, d)
+	p := spawnHostile(t, "listeners", d.Sock, "")
+	var n, errno int
+	fmt.Sscan(p.info, &n, &errno)
+	if n != 16 || unix.Errno(errno) != unix.EMFILE {
+		t.Errorf("a session opened %d listeners and stopped with %v; want 16 then EMFILE", n, unix.Errno(errno))
+	}
+	by.progressed(t, "listener flood")
+}
+
+// openFDs counts pid's open descriptors.
+func openFDs(t *testing.T, pid int) int {
+	t.Helper()
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// TestAcceptOutOfFDs: the daemon's descriptor limit is lowered so that a
+// hostile client's sessions exhaust it. New clients get EMFILE at once
+// (not a hello timeout), the log says so a bounded number of times, the
+// well-behaved client keeps going, and sessions work again once the
+// hostile client is gone.
+func TestAcceptOutOfFDs(t *testing.T) {
+	d := daemontest.Start(t, "nofile", daemontest.Options{Ports: nextPorts()})
+	by := startBystander(t, d)
+	by.progressed(t, "warm-up")
+	lim := uint64(openFDs(t, d.PID()) + 24)
+	if err := unix.Prlimit(d.PID(), unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: lim, Max: lim}, nil); err != nil {
+		t.Skipf("cannot lower the daemon's descriptor limit: %v", err)
+	}
+	p := spawnHostile(t, "sessions", d.Sock, "")
+	t.Logf("the hostile client holds %s sessions (descriptor limit %d)", p.info, lim)
+	for i := range 10 {
+		c, err := ofverbs.Open(ofverbs.WithSocket(d.Sock), ofverbs.WithHelloTimeout(daemontest.Scaled(5*time.Second)))
+		if err == nil {
+			c.Close()
+			t.Fatalf("open %d succeeded while the daemon is out of descriptors", i)
+		}
+		if !errors.Is(err, unix.EMFILE) {
+			t.Fatalf("open %d while the daemon is out of descriptors: %v; want EMFILE at once", i, err)
+		}
+	}
+	by.progressed(t, "descriptors exhausted")
+	if n := strings.Count(d.Stderr.String(), "accepting control connections"); n > 5 {
+		t.Errorf("the accept failure was logged %d times (want a rate-limited few)", n)
+	}
+	p.kill()
+	daemontest.Eventually(t, "a new session once descriptors are free", 10*time.Second, func() bool {
+		c, err := ofverbs.Open(ofverbs.WithSocket(d.Sock), ofverbs.WithHelloTimeout(daemontest.Scaled(5*time.Second)))
+		if err != nil {
+			return false
+		}
+		c.Close()
+		return true
+	})
+	by.progressed(t, "after the attack")
+}

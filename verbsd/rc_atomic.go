@@ -1,0 +1,216 @@
+package verbsd
+
+import (
+	"encoding/binary"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/iwarpd/iwarpd/ddp"
+	"github.com/iwarpd/iwarpd/iwerr"
+	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/rdmap"
+)
+
+// RFC 7306 atomics and Immediate Data on RC (docs/atomics.md).
+//
+// Requester: an atomic work request becomes one Atomic Request (untagged
+// QN 1, 52-octet header, one segment), counted against the ORD with the
+// RDMA Reads; it waits in orq, in order with the Reads, for the Atomic
+// Response (untagged QN 3) whose Original Request Identifier it carries,
+// and completes when the original value is stored in its result SGE.
+//
+// Responder: an Atomic Request is checked like a Read Request (STag, PD,
+// AccessRemoteAtomic, bounds of the 8 octets), plus 8-octet alignment of
+// the tagged offset and of the octets in the daemon's mapping, and a
+// defined operation; a violation sends a Terminate and nothing is
+// modified. An accepted request is executed once, when its FPDU's CRC is
+// good, with the CPU's atomic instructions on the shared memory
+// (atomicExecute), and its response queued in irq behind the Read
+// Responses due before it (RFC 7306 §6: in order, counted against IRD).
+
+// rcAtomicLen is the size of an atomic's target and result.
+const rcAtomicLen = 8
+
+// rcPrepareAtomic validates an atomic work request (operands and one
+// result SGE of 8 octets in the SQE body) and builds its Atomic Request.
+func (e *engine) rcPrepareAtomic(q *qp, sqe *proto.SQE, slot []byte, inline bool) proto.WCStatus {
+	c := q.rc
+	t := &c.tx
+	req, sge, st := e.atomicRequest(q, sqe, slot, inline)
+	if st != proto.WCSuccess {
+		return st
+	}
+	t.readSGE = sge
+	c.nextReqID++
+	req.ReqID = c.nextReqID
+	t.reqID = req.ReqID
+	req.Append(t.areq[:0])
+	t.total = rcAtomicLen
+	msn, _ := c.msn.NextMSN(rdmap.QNReadRequest)
+	t.segs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(rdmap.OpAtomicRequest)), 0, rdmap.QNReadRequest, msn,
+		rdmap.AtomicRequestLen, c.maxUntagged)
+	return proto.WCSuccess
+}
+
+// atomicRequest reads an atomic SQE's operands and result SGE (checked:
+// 8 octets, local write) and returns the unmasked RFC 7306 request (ReqID
+// left to the caller) and the SGE.
+func (e *engine) atomicRequest(q *qp, sqe *proto.SQE, slot []byte, inline bool) (rdmap.AtomicRequest, proto.SGE, proto.WCStatus) {
+	if inline || sqe.NumSGE != 1 || len(slot) < proto.SQEHeaderLen+proto.AtomicOperandsLen+proto.SGELen {
+		return rdmap.AtomicRequest{}, proto.SGE{}, proto.WCLocQPOpErr
+	}
+	var body [proto.AtomicOperandsLen + proto.SGELen]byte
+	copy(body[:], slot[proto.SQEHeaderLen:])
+	ops := proto.GetAtomicOperands(body[:])
+	sge := proto.GetSGE(body[proto.AtomicOperandsLen:])
+	if sge.Length != rcAtomicLen {
+		return rdmap.AtomicRequest{}, sge, proto.WCLocLenErr
+	}
+	if _, st := q.s.translate(sge, q.pd, true); st != proto.WCSuccess {
+		return rdmap.AtomicRequest{}, sge, st
+	}
+	r := rdmap.AtomicRequest{Stag: sqe.RKey, TO: sqe.RemoteAddr}
+	if sqe.Opcode == proto.WRFetchAdd {
+		r.Op, r.AddSwap = rdmap.AtomicFetchAdd, ops.CompareAdd
+	} else {
+		r.Op, r.Compare, r.AddSwap = rdmap.AtomicCmpSwap, ops.CompareAdd, ops.Swap
+		r.CompareMask, r.AddSwapMask = ^uint64(0), ^uint64(0)
+	}
+	return r, sge, proto.WCSuccess
+}
+
+// atomicTarget resolves and checks the target of an Atomic Request in q's
+// memory: STag, PD, AccessRemoteAtomic, bounds, alignment, operation. The
+// returned error is the RFC 5040/7306 Terminate code (zero if none).
+func (q *qp) atomicTarget(r *rdmap.AtomicRequest) ([]byte, iwerr.Error) {
+	b, f := q.rcLookup(r.Stag, r.TO, rcAtomicLen, proto.AccessRemoteAtomic)
+	switch {
+	case f != 0:
+		return nil, rdmap.RDMAPError(f)
+	case r.TO%rcAtomicLen != 0 || uintptr(unsafe.Pointer(&b[0]))%rcAtomicLen != 0:
+		// Misaligned target: a base/bounds violation (docs/atomics.md).
+		return nil, iwerr.RDMAPBaseBounds
+	case !r.Op.Valid():
+		return nil, iwerr.RDMAPOperationUnspecified
+	}
+	return b, iwerr.Error{}
+}
+
+// atomicExecute performs r on the 8 aligned octets b (registered shared
+// memory) with the CPU's atomic instructions and returns the original
+// value: indivisible against any other atomic from any QP or transport
+// and against the owning process's atomics on the same word. The value is
+// the host's uint64 (what the owning process's CPU atomics see).
+func atomicExecute(b []byte, r *rdmap.AtomicRequest) uint64 {
+	p := (*uint64)(unsafe.Pointer(&b[0]))
+	if r.Op == rdmap.AtomicFetchAdd && r.AddSwapMask == 0 {
+		return atomic.AddUint64(p, r.AddSwap) - r.AddSwap
+	}
+	for {
+		old := atomic.LoadUint64(p)
+		v, store := r.Apply(old)
+		if !store || atomic.CompareAndSwapUint64(p, old, v) {
+			return old
+		}
+	}
+}
+
+// rcCheckAtomicRequest checks an Atomic Request segment (one segment, IRD,
+// target) before anything of it is acted on.
+func (e *engine) rcCheckAtomicRequest(q *qp, fail func(iwerr.Error, []byte) bool) bool {
+	c := q.rc
+	x := &c.rx
+	h := &x.h
+	switch {
+	case h.MO != 0 || !h.Last:
+		return fail(iwerr.DDPInvalidMO, nil)
+	case x.ulen > ddp.UntaggedHeaderLen+rdmap.AtomicRequestLen:
+		return fail(iwerr.DDPMessageTooLong, nil)
+	case x.ulen < ddp.UntaggedHeaderLen+rdmap.AtomicRequestLen:
+		return fail(iwerr.RDMAPCatastrophicStream, nil)
+	case c.irq.len() >= c.ird:
+		return fail(iwerr.DDPInvalidMSNRange, nil)
+	}
+	r, _, _ := rdmap.ParseAtomicRequest(x.hdr[ddp.UntaggedHeaderLen:x.want])
+	if _, err := q.atomicTarget(&r); err != (iwerr.Error{}) {
+		e.count(q, cAtomicErrors, 1)
+		return fail(err, nil)
+	}
+	x.payLen = 0
+	return true
+}
+
+// rcCommitAtomicRequest executes an accepted Atomic Request whose CRC was
+// good and queues its response.
+func (e *engine) rcCommitAtomicRequest(q *qp) bool {
+	c := q.rc
+	x := &c.rx
+	r, _, _ := rdmap.ParseAtomicRequest(x.hdr[ddp.UntaggedHeaderLen:x.want])
+	b, err := q.atomicTarget(&r)
+	if err != (iwerr.Error{}) { // cannot change within the pass; kept as a guard
+		e.rcTerminate(q, err, x.hdr[:ddp.UntaggedHeaderLen], nil, x.ulen)
+		return false
+	}
+	resp := rdmap.AtomicResponse{ReqID: r.ReqID, Original: atomicExecute(b, &r)}
+	e.count(q, cAtomicsIn, 1)
+	item := rcReadResp{atomic: true}
+	resp.Append(item.resp[:0])
+	copy(item.ddpHdr[:], x.hdr[:ddp.UntaggedHeaderLen])
+	c.irq.push(item)
+	return true
+}
+
+// rcCheckAtomicResponse checks an Atomic Response against the oldest
+// outstanding Read or atomic: it must be that atomic's.
+func (e *engine) rcCheckAtomicResponse(q *qp, fail func(iwerr.Error, []byte) bool) bool {
+	c := q.rc
+	x := &c.rx
+	h := &x.h
+	switch {
+	case h.MO != 0 || !h.Last:
+		return fail(iwerr.DDPInvalidMO, nil)
+	case x.ulen != ddp.UntaggedHeaderLen+rdmap.AtomicResponseLen:
+		return fail(iwerr.DDPMessageTooLong, nil)
+	case c.orq.len() == 0 || !c.orq.head().atomic:
+		return fail(iwerr.RDMAPUnexpectedOpcode, nil)
+	}
+	resp, _, _ := rdmap.ParseAtomicResponse(x.hdr[ddp.UntaggedHeaderLen:x.want])
+	if resp.ReqID != c.orq.head().reqID {
+		return fail(iwerr.RDMAPOperationUnspecified, nil)
+	}
+	x.payLen = 0
+	return true
+}
+
+// rcCommitAtomicResponse stores the original value in the atomic's result
+// buffer (host byte order, as the verbs return it) and completes it.
+func (e *engine) rcCommitAtomicResponse(q *qp) bool {
+	c := q.rc
+	x := &c.rx
+	resp, _, _ := rdmap.ParseAtomicResponse(x.hdr[ddp.UntaggedHeaderLen:x.want])
+	r := c.orq.head()
+	b, st := q.s.translate(r.sge, q.pd, true)
+	if st != proto.WCSuccess || len(b) < rcAtomicLen {
+		e.rcTerminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
+		return false
+	}
+	binary.NativeEndian.PutUint64(b, resp.Original)
+	e.rcComplete(q, r.seq, proto.WCSuccess)
+	c.orq.pop()
+	c.sqStalled = false
+	return true
+}
+
+// rcCheckImmediate checks an Immediate Data message: exactly its 8 octets
+// in one segment (it then takes a receive like a Send).
+func (e *engine) rcCheckImmediate(q *qp, fail func(iwerr.Error, []byte) bool) bool {
+	x := &q.rc.rx
+	h := &x.h
+	switch {
+	case h.MO != 0 || !h.Last:
+		return fail(iwerr.DDPInvalidMO, nil)
+	case x.ulen != ddp.UntaggedHeaderLen+rdmap.ImmediateDataLen:
+		return fail(iwerr.DDPMessageTooLong, nil)
+	}
+	return true
+}

@@ -1,0 +1,182 @@
+package verbsd
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"net/netip"
+
+	"github.com/iwarpd/iwarpd/ddp"
+	"github.com/iwarpd/iwarpd/iwerr"
+	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/rdmap"
+)
+
+// RFC 7306 atomics and Send with Immediate on RD (docs/atomics.md).
+//
+// The messages are RC's: an Atomic Request (untagged QN 1, sharing the MSNs
+// and the ORD/IRD of RDMA Reads), answered by an Atomic Response (untagged
+// QN 3) naming its Request Identifier, each one RD DATA datagram sent
+// reliably. The requester matches a response by (peer, Request Identifier),
+// not by order.
+//
+// Exactly once. The RD layer (llp/rd) delivers each datagram exactly once
+// per life of the peers, and the response is itself reliable, so a lost
+// request or response is retransmitted by the LLP and never re-executed.
+// The replay cache is the second guard, for what the LLP admits may be
+// delivered again: a datagram of a sequence space the receiver had
+// already forgotten (idle reclamation, a peer restart; llp/rd doc.go).
+// The responder remembers the outcome of the last rdAtomicCacheSize
+// atomics it executed per QP, keyed by (source address, Request
+// Identifier) and checked against the whole request: a request found there
+// is answered with the remembered original value and not executed again.
+// Request Identifiers start at a random value per requester QP, so a
+// restarted requester is not confused with its previous life (and a
+// different request with a reused identifier does not match: it runs).
+
+// rdAtomicCacheSize bounds the replay cache of an RD QP (about 100 octets
+// an entry).
+const rdAtomicCacheSize = 1024
+
+type rdAtomicKey struct {
+	peer  netip.AddrPort
+	reqID uint32
+}
+
+type rdAtomicEntry struct {
+	req  rdmap.AtomicRequest
+	orig uint64
+}
+
+// rdAtomicCache remembers executed atomics, oldest evicted first.
+type rdAtomicCache struct {
+	m    map[rdAtomicKey]rdAtomicEntry
+	ring []rdAtomicKey
+	next int
+}
+
+func (c *rdAtomicCache) get(k rdAtomicKey) (rdAtomicEntry, bool) {
+	v, ok := c.m[k]
+	return v, ok
+}
+
+func (c *rdAtomicCache) put(k rdAtomicKey, v rdAtomicEntry) {
+	if c.m == nil {
+		c.m = make(map[rdAtomicKey]rdAtomicEntry)
+	}
+	if _, ok := c.m[k]; !ok {
+		if len(c.ring) < rdAtomicCacheSize {
+			c.ring = append(c.ring, k)
+		} else {
+			delete(c.m, c.ring[c.next])
+			c.ring[c.next] = k
+			c.next = (c.next + 1) % rdAtomicCacheSize
+		}
+	}
+	c.m[k] = v
+}
+
+// rdPrepareAtomic validates an atomic work request into w and builds its
+// Atomic Request.
+func (e *engine) rdPrepareAtomic(q *qp, w *rdWR, sqe *proto.SQE, slot []byte, inline bool) proto.WCStatus {
+	r := q.rd
+	req, sge, st := e.atomicRequest(q, sqe, slot, inline)
+	if st != proto.WCSuccess {
+		return st
+	}
+	if r.nextReqID == 0 {
+		r.nextReqID = rand.Uint32() | 1
+	}
+	r.nextReqID++
+	req.ReqID = r.nextReqID
+	w.reqID = req.ReqID
+	req.Append(w.areq[:0])
+	w.sink, w.total = sge, rcAtomicLen
+	r.msn[rdmap.QNReadRequest]++
+	w.msn = r.msn[rdmap.QNReadRequest]
+	w.segs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(rdmap.OpAtomicRequest)), 0, rdmap.QNReadRequest, w.msn,
+		rdmap.AtomicRequestLen, e.rdMaxPayload(false, 0))
+	return proto.WCSuccess
+}
+
+// rdAtomicRequest executes (or answers from the replay cache) an Atomic
+// Request from src, or answers with an error message; nothing is modified
+// on an error, and the QP stays up.
+func (e *engine) rdAtomicRequest(q *qp, src netip.AddrPort, h *ddp.Header, seg []byte, hl int) {
+	r := q.rd
+	req, _, err := rdmap.ParseAtomicRequest(seg[hl:])
+	if err != nil || !h.Last || h.MO != 0 || len(seg) != hl+rdmap.AtomicRequestLen {
+		e.rdBadMessage(q, src, iwerr.RDMAPOperationUnspecified, seg, hl)
+		return
+	}
+	k := rdAtomicKey{src, req.ReqID}
+	if v, ok := r.atomicSeen.get(k); ok && v.req == req {
+		e.count(q, cAtomicReplays, 1)
+		e.rdQueueAtomicResponse(q, src, req.ReqID, v.orig)
+		return
+	}
+	b, terr := q.atomicTarget(&req)
+	if terr != (iwerr.Error{}) {
+		r.count(rdAccessErrors, 1)
+		e.count(q, cAtomicErrors, 1)
+		e.rdSendError(q, src, terr, seg[:hl], nil, len(seg))
+		return
+	}
+	orig := atomicExecute(b, &req)
+	e.count(q, cAtomicsIn, 1)
+	r.atomicSeen.put(k, rdAtomicEntry{req: req, orig: orig})
+	e.rdQueueAtomicResponse(q, src, req.ReqID, orig)
+}
+
+// rdQueueAtomicResponse queues the Atomic Response to src, sent reliably
+// with the error messages (rdFill).
+func (e *engine) rdQueueAtomicResponse(q *qp, src netip.AddrPort, reqID uint32, orig uint64) {
+	r := q.rd
+	r.msn[rdmap.QNAtomicResponse]++
+	dh := ddp.Header{Last: true, Version: ddp.Version, ULPControl: uint8(rdmap.MakeControl(rdmap.OpAtomicResponse)),
+		QN: rdmap.QNAtomicResponse, MSN: r.msn[rdmap.QNAtomicResponse]}
+	resp := rdmap.AtomicResponse{ReqID: reqID, Original: orig}
+	body := resp.Append(dh.Append(make([]byte, 0, ddp.UntaggedHeaderLen+rdmap.AtomicResponseLen)))
+	r.errs = append(r.errs, &rdErrMsg{seq: r.nextErr, peer: src, body: body, atomic: true})
+	r.nextErr++
+	r.atomicOut++
+}
+
+// rdAtomicResponse completes the atomic from src that an Atomic Response
+// names: the original value goes into its result buffer (host order).
+func (e *engine) rdAtomicResponse(q *qp, src netip.AddrPort, h *ddp.Header, seg []byte, hl int) {
+	r := q.rd
+	resp, _, err := rdmap.ParseAtomicResponse(seg[hl:])
+	if err != nil || !h.Last || h.MO != 0 || len(seg) != hl+rdmap.AtomicResponseLen {
+		e.rdBadMessage(q, src, iwerr.RDMAPOperationUnspecified, seg, hl)
+		return
+	}
+	for _, w := range r.wrs {
+		if !w.op.Atomic() || w.peer != src || w.reqID != resp.ReqID || w.sent == 0 || w.done {
+			continue
+		}
+		b, st := q.s.translate(w.sink, q.pd, true)
+		if st != proto.WCSuccess {
+			w.done, w.status = true, st
+			return
+		}
+		binary.NativeEndian.PutUint64(b, resp.Original)
+		w.done, w.status = true, proto.WCSuccess
+		return
+	}
+	r.count(rdDropResponse, 1) // a duplicate, or for a request given up
+}
+
+// rdPlaceSendImm places a segment of a Send with Immediate: the datagram
+// profile's Immediate Data opcode, its 8 octets before every segment's
+// payload; the receive completes with the value (WCFlagImm).
+func (e *engine) rdPlaceSendImm(q *qp, src netip.AddrPort, h *ddp.Header, seg []byte, hl int, solicited bool) {
+	r := q.rd
+	d, _, err := rdmap.ParseImmediateData(seg[hl:])
+	if err != nil {
+		e.rdBadMessage(q, src, iwerr.RDMAPOperationUnspecified, seg, hl)
+		return
+	}
+	r.curImm, r.curHasImm = d.Value(), true
+	e.rdPlaceSend(q, src, h, seg, hl, rdmap.ImmediateDataLen, solicited)
+	r.curImm, r.curHasImm = 0, false
+}
