@@ -26,7 +26,6 @@ if [ -z "$line" ]; then
 	echo "nsrsh.sh: host $host is not in $map (hosts there: $(awk '{printf "%s ", $1}' "$map"))" >&2
 	exit 255
 fi
-set -- "$@"
 ns=$(echo "$line" | awk '{ print $2 }')
 vars=$(echo "$line" | cut -d' ' -f3-)
 [ "$vars" = "$line" ] && vars=""

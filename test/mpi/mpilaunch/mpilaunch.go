@@ -283,9 +283,9 @@ func progPIDs(prog string) []int {
 }
 
 // killProg kills the ranks of a killed job: the processes running prog, a
-// program the caller built in its own directory (bounded: 50 tries).
+// program the caller built in its own directory (bounded: 250 tries, 5 s).
 func killProg(prog string) {
-	for i := 0; i < 50; i++ {
+	for i := 0; i < 250; i++ {
 		pids := progPIDs(prog)
 		if len(pids) == 0 {
 			return

@@ -10,7 +10,7 @@
  * receive (a barrier orders it); rank 0 receives the first that way and the
  * second from its sender by name, then everyone meets in a barrier (whose
  * messages are directed receives too). Before all that, as the job's very
- * first communication: every rank but 0 sends 8 octets (tag 5) and 0 octets
+ * first communication: every rank but 0 sends 8 octets (tag 50) and 0 octets
  * (tag 6) with MPI_Send; rank 0 receives the first with ANY_SOURCE and
  * ANY_TAG and the second from its sender by name.
  */
@@ -29,21 +29,21 @@ int main(int argc, char **argv)
 
 	/* First contact. */
 	if (g_rank != 0) {
-		fill(buf, 8, g_rank, 5, 1000);
-		CALL(MPI_Send(buf, 8, MPI_BYTE, 0, 5, MPI_COMM_WORLD));
-		CALL(MPI_Send(buf, 0, MPI_BYTE, 0, 6, MPI_COMM_WORLD));
+		fill(buf, 8, g_rank, 50, 1000);
+		CALL(MPI_Send(buf, 8, MPI_BYTE, 0, 50, MPI_COMM_WORLD));
+		CALL(MPI_Send(buf, 0, MPI_BYTE, 0, 51, MPI_COMM_WORLD));
 	} else {
 		for (int k = 1; k < g_size; k++) {
-			CALL(MPI_Recv(buf, 200000, MPI_BYTE, MPI_ANY_SOURCE, 5, MPI_COMM_WORLD, &st));
+			CALL(MPI_Recv(buf, 200000, MPI_BYTE, MPI_ANY_SOURCE, 50, MPI_COMM_WORLD, &st));
 			int from = st.MPI_SOURCE;
-			check_status(&st, MPI_ANY_SOURCE, 5, 8, "first contact: 8 B by ANY_SOURCE");
+			check_status(&st, MPI_ANY_SOURCE, 50, 8, "first contact: 8 B by ANY_SOURCE");
 			if (from < 1 || from >= g_size) {
 				fail("first contact: source %d", from);
 				continue;
 			}
-			expect(buf, 8, from, 5, 1000, "first contact: 8 B by ANY_SOURCE");
-			CALL(MPI_Recv(buf, 200000, MPI_BYTE, from, 6, MPI_COMM_WORLD, &st));
-			check_status(&st, from, 6, 0, "first contact: 0 B from the same sender by name");
+			expect(buf, 8, from, 50, 1000, "first contact: 8 B by ANY_SOURCE");
+			CALL(MPI_Recv(buf, 200000, MPI_BYTE, from, 51, MPI_COMM_WORLD, &st));
+			check_status(&st, from, 51, 0, "first contact: 0 B from the same sender by name");
 		}
 	}
 	for (size_t i = 0; i < NSIZES; i++) {
