@@ -11,8 +11,8 @@
  * second from its sender by name, then everyone meets in a barrier (whose
  * messages are directed receives too). Before all that, as the job's very
  * first communication: every rank but 0 sends 8 octets (tag 50) and 0 octets
- * (tag 6) with MPI_Send; rank 0 receives the first with ANY_SOURCE and
- * ANY_TAG and the second from its sender by name.
+ * (tag 51) with MPI_Send; rank 0 receives the first with ANY_SOURCE (tag
+ * 50) and the second from its sender by name.
  */
 #include "check.h"
 
