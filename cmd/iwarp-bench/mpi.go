@@ -60,7 +60,7 @@ func init() { knownRuns["mpi"] = true }
 func registerMPIFlags(fs *flag.FlagSet, c *mpiConfig) (transports, mem *string) {
 	fs.BoolVar(&c.Enabled, "mpi", true, "MPI section: bench/mpi/iwmpi_bench.c under Open MPI over iwarpd and the baselines (docs/mpi.md)")
 	fs.StringVar(&c.Src, "mpi-src", "bench/mpi/iwmpi_bench.c", "`path` of the MPI benchmark's source (built with mpicc)")
-	fs.StringVar(&c.ProvDir, "mpi-provider", "", "`directory` of libiwarpd-fi.so (default: BIN/c, where make build puts it)")
+	fs.StringVar(&c.ProvDir, "mpi-provider", "", "`directory` of libiwarpd-fi.so (default: the first of BIN/c, c/build (make build) and libfabric's provider directory that has it)")
 	transports = fs.String("mpi-transports", strings.Join([]string{mpilaunch.IWARPD, mpilaunch.IWARPDRxM, mpilaunch.TCP, mpilaunch.UDPRxD, mpilaunch.OB1TCP}, ","),
 		"MPI `transports` (comma separated)")
 	fs.IntVar(&c.Rounds, "mpi-rounds", 3, "rounds of the MPI runs (each a fresh mpirun per transport)")
@@ -100,12 +100,35 @@ func finishMPIFlags(c *benchConfig, transports, mem string, set map[string]bool)
 		return &usageError{"-mpi-rounds must be >= 1 and -mpi-scale > 0"}
 	}
 	if m.ProvDir == "" {
-		m.ProvDir = filepath.Join(c.Bin, "c")
+		m.ProvDir = findProvider(c.Bin)
 	}
 	if m.ProvDir, err = filepath.Abs(m.ProvDir); err != nil {
 		return &usageError{"-mpi-provider: " + err.Error()}
 	}
 	return nil
+}
+
+// providerDirs are where libiwarpd-fi.so is looked for, in order: beside
+// the binaries, where make build (c/Makefile) puts it, and libfabric's own
+// provider directory (make install).
+func providerDirs(bin string) []string {
+	dirs := []string{filepath.Join(bin, "c"), filepath.Join("c", "build")}
+	if m, err := filepath.Glob("/usr/lib/*/libfabric/libiwarpd-fi.so"); err == nil && len(m) > 0 {
+		dirs = append(dirs, filepath.Dir(m[0]))
+	}
+	return dirs
+}
+
+// findProvider returns the first directory of providerDirs holding the
+// provider (the first one when none does: the MISS line names them all).
+func findProvider(bin string) string {
+	dirs := providerDirs(bin)
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "libiwarpd-fi.so")); err == nil {
+			return d
+		}
+	}
+	return dirs[0]
 }
 
 // mpiTest is one measurement of the 2-rank job (4 ranks: a2a).
@@ -291,7 +314,8 @@ func runMPI(s *session, cfg *benchConfig, progress io.Writer) *scenario {
 	haveProv := true
 	if _, err := os.Stat(filepath.Join(m.ProvDir, "libiwarpd-fi.so")); err != nil {
 		haveProv = false
-		miss("libiwarpd-fi.so not in %s (make build builds it; -mpi-provider DIR): no iwarpd runs", m.ProvDir)
+		miss("libiwarpd-fi.so not found in %s (make build builds it; -mpi-provider DIR): no iwarpd runs",
+			strings.Join(append([]string{m.ProvDir}, providerDirs(cfg.Bin)...), ", "))
 	}
 	var daemons []*node
 	if haveProv {
