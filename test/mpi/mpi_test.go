@@ -25,6 +25,8 @@ var knownBad = map[string]map[string]string{
 	mpilaunch.TCP: {
 		"trunc": "libfabric 1.17's tcp provider corrupts its stream after a truncated receive " +
 			"(ofiwg/libfabric#8974, #9136: fixed in 1.18.x); the next MPI_Send fails with MPI_ERR_INTERN",
+		"wildunexp": "its first message between two namespaces fails in MPI_Send with MPI_ERR_OTHER in about 1 run in 5 " +
+			"(tcp;ofi_rxm connection set-up, cf. ofiwg/libfabric#7396)",
 	},
 }
 
