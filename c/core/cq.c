@@ -266,6 +266,7 @@ static void get_cqe(const uint8_t *b, struct iwv_wc *wc)
 	wc->src_port = w_get16(b + 40);
 	wc->term = w_get32(b + 44);
 	wc->to = w_get64(b + 48);
+	wc->imm = w_get32(b + W_OFF_CQE_IMM);
 }
 
 IWV_EXPORT int iwv_poll_cq(struct iwv_cq *cq, int n, struct iwv_wc *wc)

@@ -40,6 +40,14 @@ static int64_t check_send(struct iwv_qp *qp, const struct iwv_send_wr *w)
 	if (w->num_sge > 0 && !w->sg_list)
 		return iwvi_seterr(qp->s, EINVAL, "post-send: work request %llu: %u SGEs and no list",
 			      (unsigned long long)w->wr_id, w->num_sge);
+	if (w->opcode == IWV_WR_ATOMIC_FETCH_AND_ADD || w->opcode == IWV_WR_ATOMIC_CMP_AND_SWP) {
+		/* one 8-byte result SGE after the operands (the stride leaves room) */
+		if ((w->flags & IWV_SEND_INLINE) || w->num_sge != 1 || w->sg_list[0].length != 8)
+			return iwvi_seterr(qp->s, EINVAL,
+				      "post-send: work request %llu: an atomic takes one 8-byte result SGE and no inline data",
+				      (unsigned long long)w->wr_id);
+		return 0;
+	}
 	if (!(w->flags & IWV_SEND_INLINE)) {
 		if (w->num_sge > qp->cap.max_send_sge)
 			return iwvi_seterr(qp->s, EINVAL, "post-send: work request %llu has %u SGEs, the QP allows %u",
@@ -68,6 +76,7 @@ static void encode_send(struct iwv_qp *qp, uint8_t *slot, const struct iwv_send_
 	w_put32(slot + 20, w->rkey);
 	w_put64(slot + 24, w->remote_addr);
 	w_put32(slot + 32, w->inv_stag);
+	w_put32(slot + W_OFF_SQE_IMM, w->imm);
 	if (w->av && qp->type != IWV_QPT_RC) {
 		uint8_t *av = slot + W_OFF_SQE_AH;
 		av[0] = w->av->family;
@@ -87,6 +96,12 @@ static void encode_send(struct iwv_qp *qp, uint8_t *slot, const struct iwv_send_
 				off += w->sg_list[i].length;
 			}
 		}
+	} else if (w->opcode == IWV_WR_ATOMIC_FETCH_AND_ADD || w->opcode == IWV_WR_ATOMIC_CMP_AND_SWP) {
+		/* operands first, then the result SGE (proto.AtomicOperands) */
+		w_put64(body, w->compare_add);
+		w_put64(body + 8, w->swap);
+		w_put16(slot + 10, w->num_sge);
+		put_sge(body + W_ATOMIC_OPERANDS_LEN, &w->sg_list[0]);
 	} else {
 		w_put16(slot + 10, w->num_sge);
 		for (unsigned i = 0; i < w->num_sge; i++)

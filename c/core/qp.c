@@ -27,7 +27,9 @@ static json_t *caps_json(const struct iwv_qp_cap *c)
 	json_t *j = json_object();
 	if (!j || iwvi_jset_u64(j, "max_send_wr", c->max_send_wr) || iwvi_jset_u64(j, "max_recv_wr", c->max_recv_wr) ||
 	    iwvi_jset_u64(j, "max_send_sge", c->max_send_sge) || iwvi_jset_u64(j, "max_recv_sge", c->max_recv_sge) ||
-	    iwvi_jset_u64(j, "max_inline", c->max_inline)) {
+	    iwvi_jset_u64(j, "max_inline", c->max_inline) ||
+	    (c->max_rd_atomic && iwvi_jset_u64(j, "max_rd_atomic", c->max_rd_atomic)) ||
+	    (c->max_dest_rd_atomic && iwvi_jset_u64(j, "max_dest_rd_atomic", c->max_dest_rd_atomic))) {
 		json_decref(j);
 		return NULL;
 	}
@@ -41,6 +43,8 @@ static void caps_from_json(json_t *j, struct iwv_qp_cap *c)
 	c->max_send_sge = (uint32_t)iwvi_jget_u64(j, "max_send_sge");
 	c->max_recv_sge = (uint32_t)iwvi_jget_u64(j, "max_recv_sge");
 	c->max_inline = (uint32_t)iwvi_jget_u64(j, "max_inline");
+	c->max_rd_atomic = (uint32_t)iwvi_jget_u64(j, "max_rd_atomic");
+	c->max_dest_rd_atomic = (uint32_t)iwvi_jget_u64(j, "max_dest_rd_atomic");
 }
 
 IWV_EXPORT int iwv_create_qp(struct iwv_pd *pd, const struct iwv_qp_init_attr *a, struct iwv_qp **out)

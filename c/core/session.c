@@ -320,6 +320,9 @@ IWV_EXPORT int iwv_query_device(struct iwv_session *s, struct iwv_device_attr *a
 	a->max_msg_ud = (uint32_t)iwvi_jget_u64(j, "max_msg_ud");
 	a->datagram_size = (uint32_t)iwvi_jget_u64(j, "datagram_size");
 	a->max_comp_channel = (uint32_t)iwvi_jget_u64(j, "max_comp_channel");
+	a->atomic_cap = (uint32_t)iwvi_jget_u64(j, "atomic_cap");
+	a->max_qp_rd_atom = (uint32_t)iwvi_jget_u64(j, "max_qp_rd_atom");
+	a->max_qp_init_rd_atom = (uint32_t)iwvi_jget_u64(j, "max_qp_init_rd_atom");
 	json_decref(j);
 	return 0;
 }

@@ -83,7 +83,11 @@ enum w_ring_kind {
 #define W_AV_LEN 20
 
 #define W_SEND_FLAGS_ALL 0x0fu
-#define W_OPCODE_COUNT 6
+#define W_OPCODE_COUNT 10
+#define W_OFF_SQE_IMM 16
+#define W_OFF_CQE_IMM 56
+#define W_ATOMIC_OPERANDS_LEN 16 /* CompareAdd u64, Swap u64, then the result SGE */
+#define W_ATOMIC_BODY_MIN (W_ATOMIC_OPERANDS_LEN + W_SGE_LEN)
 
 /* Status page. */
 #define W_STATUS_MAGIC 0x54535749u /* "IWST" */
@@ -106,6 +110,8 @@ static inline uint32_t w_sqe_stride(uint32_t max_sge, uint32_t max_inline)
 	uint32_t body = max_sge * W_SGE_LEN;
 	if (max_inline > body)
 		body = max_inline;
+	if (body < W_ATOMIC_BODY_MIN)
+		body = W_ATOMIC_BODY_MIN; /* room for an atomic's operands and result SGE */
 	return (W_SQE_HEADER_LEN + body + 63) & ~63u;
 }
 

@@ -12,8 +12,8 @@
 
 static void print_wc(const char *scen, const char *q, const struct iwv_wc *wc)
 {
-	printf("%s %s wr=%llu op=%u status=%u len=%u flags=%#x\n", scen, q, (unsigned long long)wc->wr_id, wc->opcode,
-	       wc->status, wc->byte_len, wc->flags);
+	printf("%s %s wr=%llu op=%u status=%u len=%u flags=%#x imm=%u\n", scen, q, (unsigned long long)wc->wr_id,
+	       wc->opcode, wc->status, wc->byte_len, wc->flags, wc->imm);
 }
 
 static void drain(const char *scen, struct ep *e, int nsend, int nrecv)
@@ -134,7 +134,42 @@ static void rc(void)
 	send1(&a, &w);
 	drain(scen, &a, 1, 0);
 	drain(scen, &b, 0, 1);
-	/* 4: a bad lkey fails locally */
+	/* 4: Send with immediate data, RDMA Write with immediate data. The
+	 * Immediate Data message of RFC 7306 consumes a receive of its own:
+	 * three receives for the two. */
+	recv1(&b, 102, 0, 8192);
+	recv1(&b, 103, 0, 8192);
+	recv1(&b, 104, 0, 8192);
+	g = sge_of(&a, 0, 16);
+	w = (struct iwv_send_wr){.wr_id = 6, .opcode = IWV_WR_SEND_WITH_IMM, .flags = IWV_SEND_SIGNALED, .num_sge = 1,
+				 .sg_list = &g, .imm = 0x1234};
+	send1(&a, &w);
+	drain(scen, &a, 1, 0);
+	drain(scen, &b, 0, 2);
+	g = sge_of(&a, 0, 100);
+	w = (struct iwv_send_wr){.wr_id = 7, .opcode = IWV_WR_RDMA_WRITE_WITH_IMM, .flags = IWV_SEND_SIGNALED,
+				 .num_sge = 1, .sg_list = &g, .remote_addr = (uintptr_t)(b.mem + 50000),
+				 .rkey = iwv_mr_rkey(b.mr), .imm = 0x5678};
+	send1(&a, &w);
+	drain(scen, &a, 1, 0);
+	drain(scen, &b, 0, 1);
+	/* 5: FetchAdd 10 on 5, then CmpSwap 15 -> 99 */
+	uint64_t *remote = (uint64_t *)(void *)(b.mem + 60000), *result = (uint64_t *)(void *)(a.mem + 1000);
+	*remote = 5;
+	g = sge_of(&a, 1000, 8);
+	w = (struct iwv_send_wr){.wr_id = 8, .opcode = IWV_WR_ATOMIC_FETCH_AND_ADD, .flags = IWV_SEND_SIGNALED,
+				 .num_sge = 1, .sg_list = &g, .remote_addr = (uintptr_t)remote, .rkey = iwv_mr_rkey(b.mr),
+				 .compare_add = 10};
+	send1(&a, &w);
+	drain(scen, &a, 1, 0);
+	printf("rc fetch-add result=%llu remote=%llu\n", (unsigned long long)*result, (unsigned long long)*remote);
+	w = (struct iwv_send_wr){.wr_id = 9, .opcode = IWV_WR_ATOMIC_CMP_AND_SWP, .flags = IWV_SEND_SIGNALED,
+				 .num_sge = 1, .sg_list = &g, .remote_addr = (uintptr_t)remote, .rkey = iwv_mr_rkey(b.mr),
+				 .compare_add = 15, .swap = 99};
+	send1(&a, &w);
+	drain(scen, &a, 1, 0);
+	printf("rc cmp-swap result=%llu remote=%llu\n", (unsigned long long)*result, (unsigned long long)*remote);
+	/* 6: a bad lkey fails locally */
 	g = sge_of(&a, 0, 100);
 	g.lkey = BADKEY;
 	w = (struct iwv_send_wr){.wr_id = 5, .flags = IWV_SEND_SIGNALED, .num_sge = 1, .sg_list = &g};

@@ -83,7 +83,9 @@ void ep_open(struct ep *e, const char *sock, const char *name, enum iwv_qp_type 
 	e->mem = iwv_buffer_addr(e->buf);
 	e->len = len;
 	OK(e->s, iwv_reg_mr(e->pd, e->mem, len,
-			    IWV_ACCESS_LOCAL_WRITE | IWV_ACCESS_REMOTE_WRITE | IWV_ACCESS_REMOTE_READ, &e->mr));
+			    IWV_ACCESS_LOCAL_WRITE | IWV_ACCESS_REMOTE_WRITE | IWV_ACCESS_REMOTE_READ |
+				    IWV_ACCESS_REMOTE_ATOMIC,
+			    &e->mr));
 	struct iwv_qp_init_attr qa = {
 		.qp_type = t,
 		.send_cq = e->scq,

@@ -1,6 +1,7 @@
 package cclient
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -15,7 +16,8 @@ import (
 // TestParity runs the scenarios of c/tests/t_parity.c through ofverbs and
 // through the C core against the same two daemons and compares what they
 // observe line by line: the completion sequences (wr_id, opcode, status,
-// byte_len, flags) of UD, RD and RC work, and the connection manager's
+// byte_len, flags, immediate data) of UD, RD and RC work (with immediate
+// data and RFC 7306 atomics, and their results), and the connection manager's
 // outcomes (private data both ways, a reject's reason, the errno of
 // connecting to nothing, disconnect statuses). Keep this file and
 // t_parity.c in step.
@@ -87,7 +89,7 @@ func (p *parity) open(d *daemontest.Daemon, typ ofverbs.QPType) *gEP {
 	buf, err := e.ctx.AllocBuffer(1 << 16)
 	must(err)
 	e.mem = buf.Bytes()
-	e.mr, err = e.pd.RegMR(e.mem, ofverbs.AccessLocalWrite|ofverbs.AccessRemoteWrite|ofverbs.AccessRemoteRead)
+	e.mr, err = e.pd.RegMR(e.mem, ofverbs.AccessLocalWrite|ofverbs.AccessRemoteWrite|ofverbs.AccessRemoteRead|ofverbs.AccessRemoteAtomic)
 	must(err)
 	e.qp, err = e.pd.CreateQP(ofverbs.QPInitAttr{Type: typ, SendCQ: e.scq, RecvCQ: e.rcq,
 		Cap: ofverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInline: 256}})
@@ -132,8 +134,8 @@ func (p *parity) drain(scen string, e *gEP, nsend, nrecv int) {
 				if wc.Flags != 0 {
 					flags = fmt.Sprintf("%#x", wc.Flags)
 				}
-				*p.out = append(*p.out, fmt.Sprintf("%s %s wr=%d op=%d status=%d len=%d flags=%s", scen, q, wc.ID,
-					uint8(wc.Opcode), uint8(wc.Status), wc.ByteLen, flags))
+				*p.out = append(*p.out, fmt.Sprintf("%s %s wr=%d op=%d status=%d len=%d flags=%s imm=%d", scen, q, wc.ID,
+					uint8(wc.Opcode), uint8(wc.Status), wc.ByteLen, flags, wc.Imm))
 				return
 			}
 			if time.Now().After(deadline) || i > 10000000 {
@@ -230,6 +232,30 @@ func (p *parity) rc() {
 	p.send1(a, ofverbs.SendWR{ID: 4, Signaled: true, Inline: true, Solicited: true, InlineData: []byte("0123456789")})
 	p.drain(scen, a, 1, 0)
 	p.drain(scen, b, 0, 1)
+
+	// RFC 7306's Immediate Data message consumes a receive of its own.
+	p.recv1(b, 102, 0, 8192)
+	p.recv1(b, 103, 0, 8192)
+	p.recv1(b, 104, 0, 8192)
+	p.send1(a, ofverbs.SendWR{ID: 6, Opcode: ofverbs.WRSendWithImm, Signaled: true, SGL: []ofverbs.SGE{a.sge(0, 16)}, Imm: 0x1234})
+	p.drain(scen, a, 1, 0)
+	p.drain(scen, b, 0, 2)
+	p.send1(a, ofverbs.SendWR{ID: 7, Opcode: ofverbs.WRWriteWithImm, Signaled: true, SGL: []ofverbs.SGE{a.sge(0, 100)},
+		RemoteAddr: remote(50000), RKey: b.mr.RKey(), Imm: 0x5678})
+	p.drain(scen, a, 1, 0)
+	p.drain(scen, b, 0, 1)
+
+	binary.NativeEndian.PutUint64(b.mem[60000:], 5)
+	res := func() uint64 { return binary.NativeEndian.Uint64(a.mem[1000:]) }
+	rem := func() uint64 { return binary.NativeEndian.Uint64(b.mem[60000:]) }
+	p.send1(a, ofverbs.SendWR{ID: 8, Opcode: ofverbs.WRFetchAdd, Signaled: true, SGL: []ofverbs.SGE{a.sge(1000, 8)},
+		RemoteAddr: remote(60000), RKey: b.mr.RKey(), CompareAdd: 10})
+	p.drain(scen, a, 1, 0)
+	*p.out = append(*p.out, fmt.Sprintf("rc fetch-add result=%d remote=%d", res(), rem()))
+	p.send1(a, ofverbs.SendWR{ID: 9, Opcode: ofverbs.WRCmpSwap, Signaled: true, SGL: []ofverbs.SGE{a.sge(1000, 8)},
+		RemoteAddr: remote(60000), RKey: b.mr.RKey(), CompareAdd: 15, Swap: 99})
+	p.drain(scen, a, 1, 0)
+	*p.out = append(*p.out, fmt.Sprintf("rc cmp-swap result=%d remote=%d", res(), rem()))
 
 	bad := a.sge(0, 100)
 	bad.LKey = badKey

@@ -101,6 +101,10 @@ enum iwv_wr_opcode {
 	IWV_WR_RDMA_READ = 3,
 	IWV_WR_WRITE_RECORD = 4,
 	IWV_WR_LOCAL_INV = 5,
+	IWV_WR_SEND_WITH_IMM = 6,        /* Send carrying imm (RC, UD, RD) */
+	IWV_WR_RDMA_WRITE_WITH_IMM = 7,  /* RDMA Write + RFC 7306 Immediate Data (RC) */
+	IWV_WR_ATOMIC_FETCH_AND_ADD = 8, /* RFC 7306 FetchAdd (RC, RD) */
+	IWV_WR_ATOMIC_CMP_AND_SWP = 9,   /* RFC 7306 CmpSwap (RC, RD) */
 };
 
 enum iwv_send_flags {
@@ -135,8 +139,11 @@ enum iwv_wc_opcode {
 	IWV_WC_RDMA_READ = 2,
 	IWV_WC_WRITE_RECORD = 3,
 	IWV_WC_LOCAL_INV = 4,
+	IWV_WC_FETCH_ADD = 5,
+	IWV_WC_COMP_SWAP = 6,
 	IWV_WC_RECV = 128,
 	IWV_WC_RECV_WRITE_RECORD = 129,
+	IWV_WC_RECV_RDMA_WITH_IMM = 130, /* an RDMA Write with immediate data (RC): imm valid, byte_len 0 */
 };
 
 enum iwv_wc_flags {
@@ -145,6 +152,15 @@ enum iwv_wc_flags {
 	IWV_WC_FLAG_SRC_VALID = 1 << 2,
 	IWV_WC_FLAG_TERM_VALID = 1 << 3,
 	IWV_WC_FLAG_RECORD_TRIM = 1 << 4,
+	IWV_WC_FLAG_IMM = 1 << 5, /* imm holds immediate data */
+};
+
+/* A device's atomicity guarantee (iwv_device_attr.atomic_cap), as enum
+ * ibv_atomic_cap. */
+enum iwv_atomic_cap {
+	IWV_ATOMIC_NONE = 0, /* no remote atomics */
+	IWV_ATOMIC_HCA = 1,  /* atomic against other remote atomics only */
+	IWV_ATOMIC_GLOB = 2, /* atomic against remote atomics and CPU atomics */
 };
 
 enum iwv_event_type {
@@ -215,6 +231,8 @@ struct iwv_device_attr {
 	uint64_t max_registered; /* bytes per session */
 	uint32_t max_pd, max_srq, max_srq_wr, max_inline, max_msg_ud, datagram_size;
 	uint32_t max_comp_channel;
+	uint32_t atomic_cap;                     /* enum iwv_atomic_cap */
+	uint32_t max_qp_rd_atom, max_qp_init_rd_atom; /* IRD / ORD bounds of a QP */
 };
 
 struct iwv_port_attr {
@@ -322,6 +340,7 @@ struct iwv_wc {
 	uint16_t src_port;
 	uint32_t term; /* iWARP error layer<<16|type<<8|code (IWV_WC_FLAG_TERM_VALID) */
 	uint64_t to;   /* Write-Record tagged offset */
+	uint32_t imm;  /* immediate data (IWV_WC_FLAG_IMM) */
 };
 
 /* Moves up to n completions into wc; returns how many (0: none), never
@@ -340,6 +359,11 @@ struct iwv_qp_cap {
 	uint32_t max_send_sge;
 	uint32_t max_recv_sge;
 	uint32_t max_inline;
+	/* RDMA Reads and atomics outstanding as requester (ORD) / answered as
+	 * responder (IRD) on an RD QP (0: the daemon's); RC takes them from
+	 * the connection's IRD/ORD. */
+	uint32_t max_rd_atomic;
+	uint32_t max_dest_rd_atomic;
 };
 
 struct iwv_qp_init_attr {
@@ -415,6 +439,14 @@ struct iwv_send_wr {
 	uint64_t remote_addr;    /* RDMA Write/Read, Write-Record */
 	uint32_t rkey;
 	uint32_t inv_stag; /* Send with Invalidate, local invalidate */
+	uint32_t imm;      /* IWV_WR_SEND_WITH_IMM, IWV_WR_RDMA_WRITE_WITH_IMM */
+	/* Atomics (as ibv_send_wr.wr.atomic): the 8 octets at remote_addr
+	 * (8-aligned, in an MR with IWV_ACCESS_REMOTE_ATOMIC) get compare_add
+	 * added (FetchAdd), or swap stored if they equal compare_add
+	 * (CmpSwap); the original value lands in sg_list[0], exactly one SGE of
+	 * 8 bytes, in host byte order. */
+	uint64_t compare_add;
+	uint64_t swap;
 };
 
 struct iwv_recv_wr {
