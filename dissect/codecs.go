@@ -61,14 +61,15 @@ func serializeFPDU(b gopacket.SerializeBuffer, crc bool) error {
 }
 
 // serializeDatagram wraps the buffer's current contents (a DDP segment, or
-// nothing for an RD ACK) with dgram.AppendUD or AppendRD.
-func serializeDatagram(b gopacket.SerializeBuffer, rd *dgram.Datagram, crc bool) error {
+// nothing for an RD ACK) with dgram.AppendUD or AppendRD, using d's keys
+// (and RD header).
+func serializeDatagram(b gopacket.SerializeBuffer, d *dgram.Datagram, rd, crc bool) error {
 	seg := b.Bytes()
 	var out []byte
-	if rd != nil {
-		out = dgram.AppendRD(nil, &rd.RD, crc, seg)
+	if rd {
+		out = dgram.AppendRD(nil, d.Keys, &d.RD, crc, seg)
 	} else {
-		out = dgram.AppendUD(nil, crc, seg)
+		out = dgram.AppendUD(nil, d.Keys, crc, seg)
 	}
 	hl := len(out) - len(seg) - 4
 	return wrap(b, out[:hl], out[hl+len(seg):])

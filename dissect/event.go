@@ -35,7 +35,10 @@ type Event struct {
 	Dst       string    `json:"dst,omitempty"`
 	LLP       string    `json:"llp,omitempty"`
 	CRC       string    `json:"crc,omitempty"` // ok, bad, off (not negotiated), unchecked
-	Message   string    `json:"message,omitempty"`
+	// QKey and SrcQKey are a datagram's key header (dgram.Keys).
+	QKey    *uint32 `json:"qkey,omitempty"`
+	SrcQKey *uint32 `json:"src_qkey,omitempty"`
+	Message string  `json:"message,omitempty"`
 
 	MPA   *MPAInfo   `json:"mpa,omitempty"`
 	FPDU  *FPDUInfo  `json:"fpdu,omitempty"`

@@ -22,11 +22,21 @@ func FuzzDecodePacket(f *testing.F) {
 	f.Add(hello)
 	f.Add(udDatagram(untagged(rdmap.OpSend, 1, 0, true, []byte("x"))))
 	h := dgram.RDHeader{Version: dgram.RDVersion, Type: dgram.RDData, Seq: 1}
-	f.Add(dgram.AppendRD(nil, &h, true, tagged(rdmap.OpWriteRecord, 1, 0, true, make([]byte, 12))))
+	f.Add(dgram.AppendRD(nil, testKeys, &h, true, tagged(rdmap.OpWriteRecord, 1, 0, true, make([]byte, 12))))
 	req := rev2(false, true, enh)
 	f.Add(req.Append(nil))
 	tm := rdmap.TerminateFor(rdmap.Terminate{}.Err, untagged(rdmap.OpSend, 1, 0, true, nil), nil)
 	f.Add(untagged(rdmap.OpTerminate, 1, 0, true, tm.Append(nil)))
+	// RFC 7306: Atomic Request (QN 1), Atomic Response (QN 3), Immediate
+	// Data (QN 0), and the datagram Send with Immediate.
+	ar := rdmap.AtomicRequest{Op: rdmap.AtomicCmpSwap, ReqID: 9, Stag: 0x100, TO: 0x1000, AddSwap: 2, AddSwapMask: ^uint64(0), CompareMask: ^uint64(0)}
+	f.Add(untagged(rdmap.OpAtomicRequest, 1, 0, true, ar.Append(nil)))
+	resp := rdmap.AtomicResponse{ReqID: 9, Original: 1}
+	f.Add(untagged(rdmap.OpAtomicResponse, 1, 0, true, resp.Append(nil)))
+	imm := rdmap.MakeImmediateData(0xfeedface)
+	f.Add(untagged(rdmap.OpImmediateData, 1, 0, true, imm.Append(nil)))
+	f.Add(udDatagram(untagged(rdmap.OpImmediateDataSE, 2, 0, true, append(imm.Append(nil), "payload"...))))
+	f.Add(dgram.AppendRD(nil, testKeys, &h, true, untagged(rdmap.OpAtomicRequest, 1, 0, true, ar.Append(nil))))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		d := NewDecoder(DefaultConfig(), func(*Event) {})
 		ci := gopacket.CaptureInfo{Timestamp: time.Unix(1, 0), CaptureLength: len(data), Length: len(data)}

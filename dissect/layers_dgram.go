@@ -12,13 +12,15 @@ import (
 // DatagramUD is a UDP payload of the datagram profile's UD framing
 // (docs/wire-format.md):
 //
-//	+----------------------------------+--------------------+
-//	| DDP segment (DDP hdr, RDMAP hdr, | CRC32c (4 octets,  |
-//	| payload); no MPA, no pad         | little-endian)     |
-//	+----------------------------------+--------------------+
+//	+-----------+----------------------------------+--------------------+
+//	| keys (8): | DDP segment (DDP hdr, RDMAP hdr, | CRC32c (4 octets,  |
+//	| Q_Key,    | payload); no MPA, no pad         | little-endian)     |
+//	| src Q_Key |                                  |                    |
+//	+-----------+----------------------------------+--------------------+
 //
-// Contents is the CRC trailer; Payload is the DDP segment. Set CheckCRC
-// before DecodeFromBytes; Datagram.CRCValid is always true without it.
+// Contents is the key header (dgram.Keys); Payload is the DDP segment. Set
+// CheckCRC before DecodeFromBytes; Datagram.CRCValid is always true
+// without it.
 type DatagramUD struct {
 	layers.BaseLayer
 	CheckCRC bool
@@ -42,20 +44,21 @@ func (d *DatagramUD) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) er
 		return fmt.Errorf("dissect: ud: %w", err)
 	}
 	d.Datagram = g
-	d.Contents, d.Payload = data[len(data)-4:], g.Segment
+	d.Contents, d.Payload = data[:dgram.KeyHeaderLen], g.Segment
 	return nil
 }
 
-// SerializeTo appends the CRC trailer over the serialized DDP segment.
+// SerializeTo prepends Datagram.Keys and appends the CRC trailer over the
+// serialized DDP segment.
 func (d *DatagramUD) SerializeTo(b gopacket.SerializeBuffer, opts gopacket.SerializeOptions) error {
-	return serializeDatagram(b, nil, d.CheckCRC)
+	return serializeDatagram(b, &d.Datagram, false, d.CheckCRC)
 }
 
-// DatagramRD is a UDP payload of the RD framing: the 24-octet RD header,
-// then (DATA only) a DDP segment, then the CRC32c trailer, which covers the
-// RD header too (docs/wire-format.md; the header diagram is on
-// dgram.RDHeader). Contents is the RD header; Payload is the DDP segment,
-// empty for an ACK.
+// DatagramRD is a UDP payload of the RD framing: the 8-octet key header,
+// the 24-octet RD header, then (DATA only) a DDP segment, then the CRC32c
+// trailer, which covers both headers too (docs/wire-format.md; the header
+// diagrams are on dgram.Keys and dgram.RDHeader). Contents is the key and
+// RD headers; Payload is the DDP segment, empty for an ACK.
 type DatagramRD struct {
 	layers.BaseLayer
 	CheckCRC bool
@@ -87,9 +90,9 @@ func (d *DatagramRD) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) er
 	return nil
 }
 
-// SerializeTo prepends the RD header and appends the CRC trailer.
+// SerializeTo prepends the key and RD headers and appends the CRC trailer.
 func (d *DatagramRD) SerializeTo(b gopacket.SerializeBuffer, opts gopacket.SerializeOptions) error {
-	return serializeDatagram(b, &d.Datagram, d.CheckCRC)
+	return serializeDatagram(b, &d.Datagram, true, d.CheckCRC)
 }
 
 // DatagramDecoder decodes a UDP payload of the datagram profile:

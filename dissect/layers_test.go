@@ -120,22 +120,22 @@ func TestDatagramLayers(t *testing.T) {
 	}
 	buf := gopacket.NewSerializeBuffer()
 	l := p.Layer(LayerTypeDDP).(*DDP)
-	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{}, &DatagramUD{CheckCRC: true}, l, gopacket.Payload("hello iwarp")); err != nil || !bytes.Equal(buf.Bytes(), ud) {
+	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{}, &DatagramUD{CheckCRC: true, Datagram: dgram.Datagram{Keys: testKeys}}, l, gopacket.Payload("hello iwarp")); err != nil || !bytes.Equal(buf.Bytes(), ud) {
 		t.Fatalf("UD serialize: %v\n% x\n% x", err, buf.Bytes(), ud)
 	}
 
 	h := dgram.RDHeader{Version: dgram.RDVersion, Type: dgram.RDData, Flags: dgram.FlagAck, Window: 64, Incarnation: 7, Seq: 3, CumAck: 2}
-	rd := dgram.AppendRD(nil, &h, true, seg)
+	rd := dgram.AppendRD(nil, testKeys, &h, true, seg)
 	p = gopacket.NewPacket(rd, LayerTypeDatagramRD, gopacket.Default)
 	want[0] = LayerTypeDatagramRD
 	if got := layerTypes(p); !equalTypes(got, want) {
 		t.Fatalf("RD layers %v, want %v (%v)", got, want, p.ErrorLayer())
 	}
-	if r := p.Layer(LayerTypeDatagramRD).(*DatagramRD); r.Datagram.RD.Seq != 3 || len(r.Contents) != dgram.RDHeaderLen {
+	if r := p.Layer(LayerTypeDatagramRD).(*DatagramRD); r.Datagram.RD.Seq != 3 || len(r.Contents) != dgram.KeyHeaderLen+dgram.RDHeaderLen {
 		t.Fatalf("RD header %+v", r.Datagram.RD)
 	}
 	ack := dgram.RDHeader{Version: dgram.RDVersion, Type: dgram.RDAck, Flags: dgram.FlagAck, CumAck: 4}
-	p = gopacket.NewPacket(dgram.AppendRD(nil, &ack, true), LayerTypeDatagramRD, gopacket.Default)
+	p = gopacket.NewPacket(dgram.AppendRD(nil, testKeys, &ack, true), LayerTypeDatagramRD, gopacket.Default)
 	if got := layerTypes(p); len(got) != 1 || got[0] != LayerTypeDatagramRD {
 		t.Fatalf("RD ACK layers %v (%v)", got, p.ErrorLayer())
 	}
@@ -150,9 +150,9 @@ func TestDatagramDecoding(t *testing.T) {
 	s.udp(17001, 17002, bad)
 	s.udp(17001, 17002, udDatagram(tagged(rdmap.OpWrite, 1, 0, true, nil))) // RDMA Write is RC-only
 	h := dgram.RDHeader{Version: dgram.RDVersion, Type: dgram.RDData, Seq: 1}
-	s.udp(17500, 17501, dgram.AppendRD(nil, &h, true, seg))
+	s.udp(17500, 17501, dgram.AppendRD(nil, testKeys, &h, true, seg))
 	ack := dgram.RDHeader{Version: dgram.RDVersion, Type: dgram.RDAck, Flags: dgram.FlagAck, CumAck: 2}
-	s.udp(17501, 17500, dgram.AppendRD(nil, &ack, true))
+	s.udp(17501, 17500, dgram.AppendRD(nil, testKeys, &ack, true))
 	s.udp(9999, 9998, udDatagram(seg)) // not a profile port
 	s.d.Close()
 	segs := s.segments()

@@ -133,7 +133,10 @@ func tagged(op rdmap.Opcode, stag uint32, to uint64, last bool, payload []byte) 
 	return append(h.Append(nil), payload...)
 }
 
-func udDatagram(seg []byte) []byte { return dgram.AppendUD(nil, true, seg) }
+// testKeys is the key header of the synthetic datagrams.
+var testKeys = dgram.Keys{QKey: 0x11223344, SrcQKey: 0x55667788}
+
+func udDatagram(seg []byte) []byte { return dgram.AppendUD(nil, testKeys, true, seg) }
 
 // segments returns the segment events.
 func (s *synth) segments() []*Event {

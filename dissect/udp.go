@@ -43,6 +43,7 @@ func (d *Decoder) udp(src, dst net.IP, u *layers.UDP) {
 		e.RD = &RDInfo{Type: uint8(h.Type), Flags: uint8(h.Flags), Window: h.Window, Incarnation: h.Incarnation,
 			EchoIncarnation: h.EchoedIncarnation, Seq: h.Seq, CumAck: h.CumAck, SACK: h.SACK}
 	}
+	e.QKey, e.SrcQKey = &g.Keys.QKey, &g.Keys.SrcQKey
 	var fs []finding
 	switch {
 	case !d.cfg.DatagramCRC:

@@ -83,12 +83,22 @@ func TestPostSendChecksAH(t *testing.T) {
 	}
 	closed.Close()
 	closed.Close() // idempotent
-	good, err := qp.pd.CreateAH(dst)
+	good, err := qp.pd.CreateAHTo(Endpoint{Addr: dst, QKey: 0x8b3a5c21})
 	if err != nil {
 		t.Fatal(err)
 	}
+	keyless, err := qp.pd.CreateAH(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	wr := func(id uint64, ah *AH) []SendWR {
 		return []SendWR{{ID: id, Opcode: WRSend, Inline: true, InlineData: []byte("x"), AH: ah}}
+	}
+	// A datagram work request must name the destination's Q_Key, through
+	// its AH or itself.
+	if n, err := qp.PostSend(wr(5, keyless)); n != 0 || !isErrno(err, unix.EINVAL) {
+		t.Errorf("AH without a Q_Key: %d, %v; want 0, EINVAL", n, err)
 	}
 	if n, err := qp.PostSend(wr(1, foreign)); n != 0 || !isErrno(err, unix.EINVAL) {
 		t.Errorf("AH of another PD: %d, %v; want 0, EINVAL", n, err)
@@ -104,8 +114,8 @@ func TestPostSendChecksAH(t *testing.T) {
 	if err != nil || slot == nil {
 		t.Fatalf("SQ head: %v %v", slot, err)
 	}
-	if got := proto.GetSQE(slot); got.WRID != 3 || got.AH != proto.AddressVectorOf(dst) {
-		t.Fatalf("posted SQE %+v, want WRID 3 to %v", got, dst)
+	if got := proto.GetSQE(slot); got.WRID != 3 || got.AH != proto.AddressVectorOf(dst) || got.QKey != 0x8b3a5c21 {
+		t.Fatalf("posted SQE %+v, want WRID 3 to %v with Q_Key 0x8b3a5c21", got, dst)
 	}
 	// After the Context closed, the AH is refused (its PD is closed) and
 	// closing it is still safe.
@@ -115,5 +125,25 @@ func TestPostSendChecksAH(t *testing.T) {
 	}
 	if err := good.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestEndpointText(t *testing.T) {
+	for _, e := range []Endpoint{
+		{Addr: netip.MustParseAddrPort("10.0.0.7:17001"), QKey: 0x8b3a5c21},
+		{Addr: netip.MustParseAddrPort("[2001:db8::1]:17001"), QKey: 1},
+	} {
+		got, err := ParseEndpoint(e.String())
+		if err != nil || got != e {
+			t.Errorf("ParseEndpoint(%q) = %v, %v", e.String(), got, err)
+		}
+	}
+	if s := (Endpoint{Addr: netip.MustParseAddrPort("10.0.0.7:17001"), QKey: 0xab}).String(); s != "10.0.0.7:17001/000000ab" {
+		t.Errorf("String = %q", s)
+	}
+	for _, bad := range []string{"10.0.0.7:17001", "10.0.0.7:17001/", "10.0.0.7:17001/0", "10.0.0.7:17001/1ffffffff", "x/12", "10.0.0.7:17001/zz"} {
+		if _, err := ParseEndpoint(bad); err == nil {
+			t.Errorf("ParseEndpoint(%q) accepted", bad)
+		}
 	}
 }

@@ -321,7 +321,7 @@ func (c *Context) dispatchEvent(body []byte) {
 	ae := AsyncEvent{Type: ev.Type, Handle: ev.Handle, Detail: ev.Detail}
 	c.mu.Lock()
 	switch ev.Type {
-	case EventQPFatal, EventQPAccessError:
+	case EventQPFatal, EventQPAccessError, EventRemoteAccessRefused:
 		ae.QP = c.qps[ev.Handle]
 	case EventCQError:
 		ae.CQ = c.cqs[ev.Handle]

@@ -238,7 +238,7 @@ func newEndpoint(t *testing.T, c *Context, o epOpts) *endpoint {
 
 func (e *endpoint) ahTo(t *testing.T, peer *endpoint) *AH {
 	t.Helper()
-	ah, err := e.pd.CreateAH(peer.qp.Addr())
+	ah, err := e.pd.CreateAHTo(peer.qp.Endpoint())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -625,7 +625,7 @@ func TestDaemonKilledUnderClient(t *testing.T) {
 	if _, err := c.QueryDevice(); !errors.Is(err, unix.ENODEV) {
 		t.Fatalf("QueryDevice after SIGKILL: %v", err)
 	}
-	if _, err := e.pd.CreateAH(e.qp.Addr()); !errors.Is(err, unix.ENODEV) {
+	if _, err := e.pd.CreateAHTo(e.qp.Endpoint()); !errors.Is(err, unix.ENODEV) {
 		t.Fatalf("CreateAH after SIGKILL: %v", err)
 	}
 	if !errors.Is(c.Err(), unix.ENODEV) {

@@ -12,6 +12,16 @@
 // CreateSRQ. Every object has an idempotent Close; closing the Context
 // closes everything it owns. Capabilities come from QueryDevice.
 //
+// # Datagram peers
+//
+// A UD or RD QP has an address and a Q_Key (random unless QPInitAttr.QKey
+// chooses one); the daemon drops every datagram that does not name the
+// key. QP.Endpoint gives both, as text with Endpoint.String
+// ("ip:port/qkey"): hand it to peers out of band as InfiniBand programs
+// hand out QPNs, and they call PD.CreateAHTo(endpoint). A memory region's
+// RKey (its STag, random) is for peers, its LKey for local work requests;
+// neither works as the other.
+//
 // # Data path
 //
 // PostSend and PostRecv encode work requests straight into the shared rings

@@ -55,7 +55,7 @@ func Example() {
 		return qp
 	}
 	alice, bob := newQP(), newQP()
-	toBob, err := pd.CreateAH(bob.Addr())
+	toBob, err := pd.CreateAHTo(bob.Endpoint())
 	if err != nil {
 		log.Fatal(err)
 	}

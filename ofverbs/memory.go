@@ -271,13 +271,29 @@ func (mr *MR) Close() error {
 type AH struct {
 	pd     *PD
 	av     proto.AddressVector
+	qkey   uint32 // the destination's Q_Key (0: every work request must name one)
 	closed atomic.Bool
+}
+
+// CreateAHTo creates an address handle for the datagram QP e names (see
+// QP.Endpoint on the remote side): its address and its Q_Key, which every
+// Send through the handle carries unless the work request names another
+// (SendWR.RemoteQKey).
+func (pd *PD) CreateAHTo(e Endpoint) (*AH, error) {
+	ah, err := pd.CreateAH(e.Addr)
+	if err != nil {
+		return nil, err
+	}
+	ah.qkey = e.QKey
+	return ah, nil
 }
 
 // CreateAH creates an address handle for the datagram QP at addr (see
 // QP.Addr on the remote side), or for a multicast group
-// (docs/multicast.md). addr must be of the device's address family
-// (EINVAL); an IPv4-mapped IPv6 address is the IPv4 address.
+// (docs/multicast.md), with no Q_Key: every work request through it must
+// name the destination's (SendWR.RemoteQKey); CreateAHTo takes both.
+// addr must be of the device's address family (EINVAL); an IPv4-mapped
+// IPv6 address is the IPv4 address.
 func (pd *PD) CreateAH(addr netip.AddrPort) (*AH, error) {
 	const op = "create-ah"
 	if err := pd.check(op); err != nil {
@@ -301,6 +317,9 @@ func (ah *AH) Addr() netip.AddrPort {
 	a, _ := ah.av.AddrPort() // validated by CreateAH
 	return a
 }
+
+// QKey returns the destination's Q_Key the handle carries (0: none).
+func (ah *AH) QKey() uint32 { return ah.qkey }
 
 func (ah *AH) String() string { return fmt.Sprintf("ah(%v)", ah.Addr()) }
 

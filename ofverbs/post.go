@@ -85,6 +85,9 @@ func (q *QP) checkSend(wr *SendWR) (uint32, error) {
 		if err := wr.AH.usable(q.pd); err != nil {
 			return 0, err
 		}
+		if wr.RemoteQKey == 0 && wr.AH.qkey == 0 {
+			return 0, newError(op, unix.EINVAL, "work request %d names no Q_Key for %v: create the AH with CreateAHTo(the peer QP's Endpoint) or set SendWR.RemoteQKey", wr.ID, wr.AH)
+		}
 	}
 	if wr.Opcode.Atomic() {
 		// One 8-byte result SGE after the operands (proto.SQEStride leaves room).
@@ -130,6 +133,10 @@ func (q *QP) encodeSend(slot []byte, wr *SendWR, inlineLen uint32) {
 	}
 	if wr.AH != nil && q.typ != QPTypeRC {
 		e.AH = wr.AH.av // the destination travels in the SQE (proto.AddressVector)
+		e.QKey = wr.RemoteQKey
+		if e.QKey == 0 {
+			e.QKey = wr.AH.qkey
+		}
 	}
 	body := slot[proto.SQEHeaderLen:]
 	if wr.Inline {

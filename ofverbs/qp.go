@@ -25,15 +25,23 @@ type QPInitAttr struct {
 	// daemon's range).
 	Port  uint16
 	NoCRC bool // datagram QPs: no CRC (agreed with the peers out of band)
+	// QKey is a datagram QP's Q_Key (docs/wire-format.md §5.1): the daemon
+	// drops, silently and counted, every datagram that does not name it.
+	// 0 (the default, and the one to keep) lets the daemon draw a random
+	// key; peers learn it with the QP's address, from Endpoint. Choose one
+	// only to share it, as every member of a multicast group must.
+	QKey uint32
 }
 
-// QPAttr is a QP's state (Modify uses State only; Query fills every field).
+// QPAttr is a QP's state. Modify uses State, and QKey when it is not 0
+// (a datagram QP's new Q_Key, as IBV_QP_QKEY); Query fills every field.
 type QPAttr struct {
 	State QPState
 	Type  QPType
 	QPN   uint32
 	Addr  netip.AddrPort
 	Cap   QPCap
+	QKey  uint32
 }
 
 // QP is a queue pair. Its send and receive queues are rings in shared
@@ -45,6 +53,7 @@ type QP struct {
 	qpn    uint32
 	typ    QPType
 	addr   netip.AddrPort
+	qkey   atomic.Uint32 // a datagram QP's Q_Key
 	cap    QPCap
 	sendCQ *CQ
 	recvCQ *CQ
@@ -109,7 +118,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	q := &QP{ctx: c, pd: pd, typ: attr.Type, cap: caps, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, srq: attr.SRQ, region: reg}
 	q.sq = sendQueue{qp: q, prod: shm.NewProducer(sqRing), depth: sqDepth}
 	req := proto.CreateQPRequest{PD: pd.handle, Type: attr.Type, SendCQ: attr.SendCQ.handle, RecvCQ: attr.RecvCQ.handle,
-		Caps: caps, SigAll: attr.SigAll, Port: attr.Port, NoCRC: attr.NoCRC}
+		Caps: caps, SigAll: attr.SigAll, Port: attr.Port, NoCRC: attr.NoCRC, QKey: attr.QKey}
 	if attr.SRQ != nil {
 		req.SRQ = attr.SRQ.handle
 	} else {
@@ -126,6 +135,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 		return nil, err
 	}
 	q.handle, q.qpn = rep.Handle, rep.QPN
+	q.qkey.Store(rep.QKey)
 	if rep.Addr != "" {
 		if q.addr, err = netip.ParseAddrPort(rep.Addr); err != nil {
 			// The QP exists in the daemon: keep it usable, address unknown.
@@ -151,6 +161,15 @@ func (q *QP) Type() QPType { return q.typ }
 // use in CreateAH.
 func (q *QP) Addr() netip.AddrPort { return q.addr }
 
+// QKey returns a datagram QP's Q_Key (0 for RC).
+func (q *QP) QKey() uint32 { return q.qkey.Load() }
+
+// Endpoint returns what a peer needs to send to this datagram QP: its
+// address and Q_Key. Give it to peers out of band (Endpoint.String and
+// ParseEndpoint make it text), as an InfiniBand application gives its
+// QPN; they call PD.CreateAHTo with it.
+func (q *QP) Endpoint() Endpoint { return Endpoint{Addr: q.addr, QKey: q.qkey.Load()} }
+
 // Cap returns the queue sizes in effect (after rounding).
 func (q *QP) Cap() QPCap { return q.cap }
 
@@ -162,7 +181,13 @@ func (q *QP) Modify(attr QPAttr) error {
 	if q.closed.Load() {
 		return closedError("modify-qp", "queue pair")
 	}
-	return q.ctx.call(proto.OpModifyQP, proto.ModifyQPRequest{QP: q.handle, State: attr.State}, nil)
+	if err := q.ctx.call(proto.OpModifyQP, proto.ModifyQPRequest{QP: q.handle, State: attr.State, QKey: attr.QKey}, nil); err != nil {
+		return err
+	}
+	if attr.QKey != 0 {
+		q.qkey.Store(attr.QKey)
+	}
+	return nil
 }
 
 // ModifyState is Modify(QPAttr{State: s}) for each state in turn, e.g.
@@ -185,7 +210,7 @@ func (q *QP) Query() (QPAttr, error) {
 	if err := q.ctx.call(proto.OpQueryQP, proto.Handle{Handle: q.handle}, &rep); err != nil {
 		return QPAttr{}, err
 	}
-	a := QPAttr{State: rep.State, Type: rep.Type, QPN: rep.QPN, Cap: rep.Caps}
+	a := QPAttr{State: rep.State, Type: rep.Type, QPN: rep.QPN, Cap: rep.Caps, QKey: rep.QKey}
 	if rep.Addr != "" {
 		if ap, err := netip.ParseAddrPort(rep.Addr); err == nil {
 			a.Addr = ap

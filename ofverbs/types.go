@@ -120,6 +120,11 @@ const (
 	EventCQError       = proto.EventCQError
 	EventSRQLimit      = proto.EventSRQLimit
 	EventDeviceFatal   = proto.EventDeviceFatal
+	// EventRemoteAccessRefused: a remote peer was refused access to this
+	// context's memory through a datagram QP (an invalid STag — a guess —,
+	// bounds, rights). Rate-limited; Detail names the source and how many
+	// refusals the event stands for.
+	EventRemoteAccessRefused = proto.EventRemoteAccessRefused
 )
 
 // SGE is a scatter/gather element: Length bytes at Addr (an address in this
@@ -147,6 +152,9 @@ type SendWR struct {
 	Solicited  bool // Send with Solicited Event
 	Fence      bool // wait for prior RDMA Reads
 	AH         *AH  // destination of a datagram QP's Send
+	// RemoteQKey is the destination QP's Q_Key (datagram QPs); 0 takes
+	// the AH's (CreateAHTo). A work request with neither is refused.
+	RemoteQKey uint32
 	RemoteAddr uint64
 	RKey       uint32 // remote STag of RDMA Write/Read, Write-Record, atomics
 	InvStag    uint32 // Send with Invalidate

@@ -305,7 +305,7 @@ func TestPostSendEncoding(t *testing.T) {
 		t.Fatalf("caps not rounded: %+v", cp)
 	}
 	pd := qp.pd
-	ah, err := pd.CreateAH(netip.MustParseAddrPort("127.0.0.1:27002"))
+	ah, err := pd.CreateAHTo(Endpoint{Addr: netip.MustParseAddrPort("127.0.0.1:27002"), QKey: 0x42f0e17d})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +319,7 @@ func TestPostSendEncoding(t *testing.T) {
 	wrs := []SendWR{
 		{ID: 1, Opcode: WRSend, SGL: []SGE{mr.SGE(b[0:10]), mr.SGE(b[100:200]), mr.SGE(b[300:301])}, Signaled: true, AH: ah},
 		{ID: 2, Opcode: WRSend, Inline: true, InlineData: []byte("0123456789"), Solicited: true, AH: ah},
-		{ID: 3, Opcode: WRSend, Inline: true, SGL: []SGE{mr.SGE(b[1000:1007]), mr.SGE(b[1007:1019])}, AH: ah},
+		{ID: 3, Opcode: WRSend, Inline: true, SGL: []SGE{mr.SGE(b[1000:1007]), mr.SGE(b[1007:1019])}, AH: ah, RemoteQKey: 0x77},
 		{ID: 4, Opcode: WRRDMAWrite, SGL: []SGE{mr.SGE(b[:8])}, RKey: 0xabcd, RemoteAddr: 0x1234, Fence: true},
 	}
 	n, err := qp.PostSend(wrs)
@@ -333,10 +333,10 @@ func TestPostSendEncoding(t *testing.T) {
 		inline string
 	}
 	wants := []want{
-		{e: proto.SQE{WRID: 1, Opcode: proto.WRSend, Flags: proto.SendSignaled, NumSGE: 3, AH: ah.av},
+		{e: proto.SQE{WRID: 1, Opcode: proto.WRSend, Flags: proto.SendSignaled, NumSGE: 3, AH: ah.av, QKey: 0x42f0e17d},
 			sges: []proto.SGE{{Addr: addrOf(b), Length: 10, LKey: mr.LKey()}, {Addr: addrOf(b) + 100, Length: 100, LKey: mr.LKey()}, {Addr: addrOf(b) + 300, Length: 1, LKey: mr.LKey()}}},
-		{e: proto.SQE{WRID: 2, Opcode: proto.WRSend, Flags: proto.SendSolicited | proto.SendInline, InlineLen: 10, AH: ah.av}, inline: "0123456789"},
-		{e: proto.SQE{WRID: 3, Opcode: proto.WRSend, Flags: proto.SendInline, InlineLen: 19, AH: ah.av}, inline: "hello, inline world"},
+		{e: proto.SQE{WRID: 2, Opcode: proto.WRSend, Flags: proto.SendSolicited | proto.SendInline, InlineLen: 10, AH: ah.av, QKey: 0x42f0e17d}, inline: "0123456789"},
+		{e: proto.SQE{WRID: 3, Opcode: proto.WRSend, Flags: proto.SendInline, InlineLen: 19, AH: ah.av, QKey: 0x77}, inline: "hello, inline world"},
 		{e: proto.SQE{WRID: 4, Opcode: proto.WRRDMAWrite, Flags: proto.SendFence, NumSGE: 1, RKey: 0xabcd, RemoteAddr: 0x1234},
 			sges: []proto.SGE{{Addr: addrOf(b), Length: 8, LKey: mr.LKey()}}},
 	}

@@ -135,18 +135,27 @@ type CreateQPRequest struct {
 	Port uint16 `json:"port,omitempty"`
 	// NoCRC turns datagram CRC checking off (agreed out of band with peers).
 	NoCRC bool `json:"no_crc,omitempty"`
+	// QKey is a datagram QP's Q_Key (docs/wire-format.md §5.1): every
+	// datagram it accepts must name it. 0: the daemon draws a random
+	// non-zero one (returned in the reply), which peers learn with the
+	// QP's address.
+	QKey uint32 `json:"qkey,omitempty"`
 }
 
 type CreateQPReply struct {
 	Handle uint32 `json:"handle"`
 	QPN    uint32 `json:"qpn"`
-	Addr   string `json:"addr"` // ip:port of a datagram QP
+	Addr   string `json:"addr"`           // ip:port of a datagram QP
+	QKey   uint32 `json:"qkey,omitempty"` // a datagram QP's Q_Key
 }
 
 // ModifyQPRequest moves a QP to State (RESET→INIT→RTR→RTS, any→ERROR).
+// A non-zero QKey also sets a datagram QP's Q_Key (as IBV_QP_QKEY), in any
+// transition.
 type ModifyQPRequest struct {
 	QP    uint32  `json:"qp"`
 	State QPState `json:"state"`
+	QKey  uint32  `json:"qkey,omitempty"`
 }
 
 type QueryQPReply struct {
@@ -155,6 +164,7 @@ type QueryQPReply struct {
 	QPN   uint32  `json:"qpn"`
 	Addr  string  `json:"addr"`
 	Caps  QPCaps  `json:"caps"`
+	QKey  uint32  `json:"qkey,omitempty"`
 }
 
 // CreateSRQRequest passes descriptor 0: a sealed memfd holding the SRQ ring

@@ -52,11 +52,11 @@ func TestHeaderGolden(t *testing.T) {
 func TestQueueEntryGolden(t *testing.T) {
 	sqe := SQE{WRID: 0x1122334455667788, Opcode: WRRDMAWrite, Flags: SendSignaled | SendFence, NumSGE: 2,
 		InlineLen: 0, RKey: 0xa0b0c0d0, RemoteAddr: 0x1000, InvStag: 0,
-		AH: AddressVectorOf(netip.MustParseAddrPort("[::ffff:10.0.0.7]:17001"))}
+		AH: AddressVectorOf(netip.MustParseAddrPort("[::ffff:10.0.0.7]:17001")), QKey: 0x8b3a5c21}
 	b := make([]byte, SQEHeaderLen)
 	sqe.Put(b)
 	want := mustHex(t, "8877665544332211 02 09 0200 00000000 00000000 d0c0b0a0 0010000000000000 00000000"+
-		"04 00 6942 00000000000000000000ffff0a000007"+strings.Repeat("00", 8))
+		"04 00 6942 00000000000000000000ffff0a000007"+"215c3a8b"+strings.Repeat("00", 4))
 	if !bytes.Equal(b, want) {
 		t.Fatalf("SQE = % x\nwant  % x", b, want)
 	}

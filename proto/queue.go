@@ -244,7 +244,9 @@ const (
 //	32  InvStag    u32  STag to invalidate (Send with Invalidate)
 //	36  AH         [20] datagram QPs: the destination, an AddressVector
 //	                    (zero on RC QPs)
-//	56  reserved (8 octets, zero)
+//	56  QKey       u32  datagram QPs: the destination QP's Q_Key
+//	                    (docs/wire-format.md §5.1; zero on RC QPs)
+//	60  reserved (4 octets, zero)
 //	64  SGEs or inline data (atomics: AtomicOperands, then the result SGE)
 //
 // A datagram QP's address handle lives in the client only (as mlx5's UD
@@ -261,7 +263,11 @@ type SQE struct {
 	InvStag    uint32
 	AH         AddressVector
 	Imm        uint32 // immediate data (WRSendWithImm, WRWriteWithImm)
+	QKey       uint32 // datagram QPs: the destination's Q_Key
 }
+
+// OffSQEQKey is where an SQE holds the remote Q_Key.
+const OffSQEQKey = 56
 
 // SQEHeaderLen is the size of the fixed part of an SQE.
 const SQEHeaderLen = 64
@@ -288,7 +294,8 @@ func (e *SQE) Put(b []byte) {
 	binary.LittleEndian.PutUint64(b[24:], e.RemoteAddr)
 	binary.LittleEndian.PutUint32(b[32:], e.InvStag)
 	e.AH.put(b[OffSQEAH:])
-	clear(b[OffSQEAH+AddressVectorLen : SQEHeaderLen])
+	binary.LittleEndian.PutUint32(b[OffSQEQKey:], e.QKey)
+	clear(b[OffSQEQKey+4 : SQEHeaderLen])
 }
 
 // GetSQE decodes the fixed part of an SQE. The caller validates every field.
@@ -305,6 +312,7 @@ func GetSQE(b []byte) SQE {
 		InvStag:    binary.LittleEndian.Uint32(b[32:]),
 		AH:         getAddressVector(b[OffSQEAH:]),
 		Imm:        binary.LittleEndian.Uint32(b[16:]),
+		QKey:       binary.LittleEndian.Uint32(b[OffSQEQKey:]),
 	}
 }
 

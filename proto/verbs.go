@@ -78,6 +78,10 @@ const (
 	EventCQError       EventType = 3 // CQ overrun
 	EventSRQLimit      EventType = 4 // SRQ fell below its limit
 	EventDeviceFatal   EventType = 5 // the daemon is shutting down
+	// EventRemoteAccessRefused: a remote peer's access to memory through
+	// this (datagram) QP was refused (invalid STag, bounds, rights); the QP
+	// stays up. Rate-limited; the detail names the source and the count.
+	EventRemoteAccessRefused EventType = 6
 )
 
 func (e EventType) String() string {
@@ -92,6 +96,8 @@ func (e EventType) String() string {
 		return "srq-limit-reached"
 	case EventDeviceFatal:
 		return "device-fatal"
+	case EventRemoteAccessRefused:
+		return "remote-access-refused"
 	}
 	return fmt.Sprintf("event(%d)", uint16(e))
 }

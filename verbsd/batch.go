@@ -6,6 +6,7 @@ import (
 
 	"github.com/iwarpd/iwarpd/ddp"
 	"github.com/iwarpd/iwarpd/internal/crc32c"
+	"github.com/iwarpd/iwarpd/llp/dgram"
 	"golang.org/x/sys/unix"
 )
 
@@ -16,10 +17,10 @@ const (
 	maxSendIOVs   = 4096    // iovecs per batch
 	maxSendBytes  = 1 << 20 // UDP payload octets per batch (one may exceed it alone)
 	maxSendWRs    = 256     // work requests looked at per batch
-	// dgramScratch is the per-datagram scratch: the DDP header (and the
-	// Write-Record header of a tagged segment: 14+12), then the CRC trailer
-	// (8-aligned stride).
-	dgramScratch = 32
+	// dgramScratch is the per-datagram scratch: the key header (8), the
+	// DDP header (and the Write-Record header of a tagged segment: 14+12),
+	// then the CRC trailer (8-aligned stride).
+	dgramScratch = 40
 )
 
 // dgramRef names the work request (index in the batch) and segment a
@@ -173,23 +174,30 @@ const recvSlots = 32
 // also a GRO-coalesced one, fits behind the header scratch.
 const slotTailLen = 64 << 10
 
-// recvSlot is one msghdr of a recvmmsg: [DDP header scratch][the buffers of
-// the receive it is matched with, if any][tail scratch], and what the kernel
-// wrote back.
+// recvSlot is one msghdr of a recvmmsg: [header scratch][tail scratch],
+// and what the kernel wrote back. No client memory is ever in a slot's
+// view: a datagram is judged whole (Q_Key, CRC, headers, lengths) before
+// any octet of it is copied into a posted receive, so that a datagram
+// dropped later never touches client memory (issue 13 point 9: with
+// several receives posted on one buffer, as verbs allows, a junk datagram
+// looked ahead into the second overwrote the message the first had
+// completed).
 type recvSlot struct {
-	hdr  [ddp.UntaggedHeaderLen]byte
+	hdr  [slotHeaderLen]byte
 	tail []byte
 	name unix.RawSockaddrInet6
 	cmsg [cmsgUDPLen / 8]uint64
 	view [][]byte // the pieces its iovecs cover
-	rqe  int      // index of the receive whose buffers are in view, -1: none
 
-	n       int // octets received
-	trunc   bool
-	gso     int // UDP_GRO segment size (0: one datagram)
-	src     netip.AddrPort
-	evicted bool // its data was moved off the receive's buffers
+	n     int // octets received
+	trunc bool
+	gso   int // UDP_GRO segment size (0: one datagram)
+	src   netip.AddrPort
 }
+
+// slotHeaderLen is a slot's first piece: the key header and an untagged DDP
+// header, so that the headers of a single datagram are in one array.
+const slotHeaderLen = dgram.KeyHeaderLen + ddp.UntaggedHeaderLen
 
 // recvBatch is the engine's recvmmsg vector and the receives matched with
 // its slots (looked ahead in the receive ring, consumed in order).
@@ -197,11 +205,14 @@ type recvBatch struct {
 	slots []recvSlot
 	msgs  []unix.Mmsghdr
 	iovs  []unix.Iovec
-	rqes  []recvWR // rqes[k]: the k-th posted receive after the head at the batch's start
+	rqes  []recvWR // rqes[k]: the k-th posted receive after the head at the batch's start (translated, not placed into)
 	nrqe  int      // valid entries of rqes
 	used  int      // receives consumed in this batch
 	extra recvWR   // a receive looked at beyond rqes
 	mcast bool     // the batch was read from a multicast group's socket
+	// srcQKey is the Source Q_Key of the datagram being judged: the key
+	// its error message, if any, names.
+	srcQKey uint32
 }
 
 func newRecvBatch() *recvBatch {
@@ -221,29 +232,17 @@ func newRecvBatch() *recvBatch {
 	return b
 }
 
-// prepare sets up n slots: slot i is matched with b.rqes[i] when i < b.nrqe.
+// prepare sets up n slots, each [header scratch][tail scratch].
 func (b *recvBatch) prepare(n int) []unix.Mmsghdr {
-	need := 0
-	for i := range n {
-		need += 2
-		if i < b.nrqe {
-			need += len(b.rqes[i].bufs)
-		}
-	}
+	need := 2 * n
 	if len(b.iovs) < need {
-		b.iovs = make([]unix.Iovec, need+need/2)
+		b.iovs = make([]unix.Iovec, need)
 	}
 	k := 0
 	for i := range n {
 		s := &b.slots[i]
-		s.view = append(s.view[:0], s.hdr[:])
-		s.rqe = -1
-		if i < b.nrqe {
-			s.view = append(s.view, b.rqes[i].bufs...)
-			s.rqe = i
-		}
-		s.view = append(s.view, s.tail)
-		s.evicted, s.n, s.trunc, s.gso = false, 0, false, 0
+		s.view = append(s.view[:0], s.hdr[:], s.tail)
+		s.n, s.trunc, s.gso = 0, false, 0
 		h := &b.msgs[i].Hdr
 		*h = unix.Msghdr{}
 		b.msgs[i].Len = 0
@@ -271,26 +270,6 @@ func (b *recvBatch) received(n int) {
 		cm := unsafe.Slice((*byte)(unsafe.Pointer(&s.cmsg[0])), cmsgUDPLen)
 		s.gso = groSegmentSize(cm, int(h.Controllen))
 	}
-}
-
-// evict moves the octets slot s received in its receive's buffers into its
-// tail scratch (the receive is needed for another message), so that its
-// view becomes [header][tail].
-func (s *recvSlot) evict(rqeBufs [][]byte) {
-	if s.evicted || s.rqe < 0 {
-		return
-	}
-	s.evicted = true
-	body := max(s.n-len(s.hdr), 0)
-	inBufs := 0
-	for _, p := range rqeBufs {
-		inBufs += len(p)
-	}
-	inBufs = min(inBufs, body)
-	inTail := min(body-inBufs, len(s.tail)-inBufs)
-	copy(s.tail[inBufs:inBufs+inTail], s.tail[:inTail])
-	copyRange(s.tail[:inBufs], rqeBufs, 0)
-	s.view = append(s.view[:0], s.hdr[:], s.tail)
 }
 
 // checksumAt returns the CRC32c of octets [off, off+n) of pieces.

@@ -1,7 +1,6 @@
 package verbsd
 
 import (
-	"crypto/rand"
 	"math"
 
 	"github.com/iwarpd/iwarpd/internal/shm"
@@ -94,12 +93,6 @@ func (s *session) deallocPD(body []byte, _ []int) (any, error) {
 	})
 }
 
-func randomKey() uint32 {
-	var b [1]byte
-	rand.Read(b[:])
-	return uint32(b[0])
-}
-
 func (s *session) regMR(body []byte, fds []int) (any, error) {
 	var req proto.RegMRRequest
 	if err := decode(body, &req); err != nil {
@@ -140,11 +133,13 @@ func (s *session) regMR(body []byte, fds []int) (any, error) {
 		if err != nil {
 			return err
 		}
-		key := h<<8 | randomKey()
-		s.mrs[h] = &mr{handle: h, lkey: key, pd: p, region: m, mem: m.mem, addr: req.Addr, access: req.Access}
+		lkey, rkey := s.newMRKeys() // keys.go
+		x := &mr{handle: h, lkey: lkey, rkey: rkey, pd: p, region: m, mem: m.mem, addr: req.Addr, access: req.Access}
+		s.mrs[h] = x
+		s.addMRKeys(x)
 		p.refs++
 		s.regBytes += req.Length
-		reply = proto.RegMRReply{Handle: h, LKey: key, RKey: key}
+		reply = proto.RegMRReply{Handle: h, LKey: lkey, RKey: rkey}
 		return nil
 	})
 	if err != nil {
@@ -165,6 +160,7 @@ func (s *session) deregMR(body []byte, _ []int) (any, error) {
 			return errf(unix.EINVAL, "no memory region %d", req.Handle)
 		}
 		delete(s.mrs, req.Handle)
+		s.dropMRKeys(m)
 		m.pd.refs--
 		s.regBytes -= uint64(len(m.mem))
 		m.region.Close() // no engine state refers to it between passes

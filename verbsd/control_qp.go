@@ -19,8 +19,8 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 	case proto.QPTypeUD:
 	case proto.QPTypeRC:
 		// Connected with Connect/Accept (cm*.go): no socket until then.
-		if req.Port != 0 || req.NoCRC {
-			return nil, errf(unix.EINVAL, "create-qp: port and no_crc are datagram options; RC QPs negotiate with MPA")
+		if req.Port != 0 || req.NoCRC || req.QKey != 0 {
+			return nil, errf(unix.EINVAL, "create-qp: port, no_crc and qkey are datagram options; RC QPs negotiate with MPA")
 		}
 	case proto.QPTypeRD:
 		if s.srv.cfg.RDPorts.Len() == 0 || s.srv.cfg.RDPorts.First == 0 {
@@ -52,6 +52,9 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 	if int(c.MaxInline) > lim.MaxInline {
 		return nil, errf(unix.EINVAL, "create-qp: max_inline %d: the device allows %d", c.MaxInline, lim.MaxInline)
 	}
+	if c.MaxRdAtomic > rdMaxDepth || c.MaxDestRdAtomic > rdMaxDepth {
+		return nil, errf(unix.EINVAL, "create-qp: max_rd_atomic %d / max_dest_rd_atomic %d: at most %d", c.MaxRdAtomic, c.MaxDestRdAtomic, rdMaxDepth)
+	}
 	if req.Type == proto.QPTypeUD && req.Port != 0 && !s.srv.cfg.UDPorts.Contains(req.Port) {
 		return nil, errf(unix.EINVAL, "create-qp: port %d is outside the UD range %d-%d", req.Port, s.srv.cfg.UDPorts.First, s.srv.cfg.UDPorts.Last)
 	}
@@ -72,6 +75,12 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 	}
 	q := &qp{s: s, caps: c, sigAll: req.SigAll, noCRC: req.NoCRC, state: proto.QPStateReset, region: m, fd: -1,
 		maxRecvS: c.MaxRecvSGE, typ: req.Type}
+	if req.Type != proto.QPTypeRC {
+		q.qkey = req.QKey
+		if q.qkey == 0 {
+			q.qkey = randomU32() // keys.go; the client learns it from the reply
+		}
+	}
 	fail := func(err error) (any, error) {
 		closeQP(q)
 		return nil, err
@@ -97,7 +106,7 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 		if q.fd, q.local, err = s.srv.bindDgram(req.Port, s.srv.cfg.RDPorts, s.privBind); err != nil {
 			return fail(err)
 		}
-		q.rd = newRDQP(&s.srv.cfg.RD, s.srv.cfg.DatagramSize, s.srv.cfg.SocketBuffer)
+		q.rd = newRDQP(rdQPConfig(&s.srv.cfg.RD, c), s.srv.cfg.DatagramSize, s.srv.cfg.SocketBuffer)
 	}
 	var reply proto.CreateQPReply
 	err = s.eng.Do(func() error {
@@ -136,7 +145,7 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 			x.refs++
 		}
 		s.qps[h] = q
-		reply = proto.CreateQPReply{Handle: h, QPN: q.qpn, Addr: qpAddr(q)}
+		reply = proto.CreateQPReply{Handle: h, QPN: q.qpn, Addr: qpAddr(q), QKey: q.qkey}
 		return nil
 	})
 	if err != nil {
@@ -229,6 +238,12 @@ func (s *session) modifyQP(body []byte, _ []int) (any, error) {
 		if !ok {
 			return errf(unix.EINVAL, "modify-qp: %v → %v is not a valid transition", from, to)
 		}
+		if req.QKey != 0 {
+			if q.typ == proto.QPTypeRC {
+				return errf(unix.EINVAL, "modify-qp: a Q_Key is a datagram QP attribute; RC QPs have none")
+			}
+			q.qkey = req.QKey
+		}
 		if to == proto.QPStateReset {
 			discardPosted(q.sq)
 			discardPosted(q.rq)
@@ -253,7 +268,7 @@ func (s *session) queryQP(body []byte, _ []int) (any, error) {
 		if q == nil {
 			return errf(unix.EINVAL, "query-qp: no QP %d", req.Handle)
 		}
-		reply = proto.QueryQPReply{Type: q.typ, State: q.state, QPN: q.qpn, Addr: qpAddr(q), Caps: q.caps}
+		reply = proto.QueryQPReply{Type: q.typ, State: q.state, QPN: q.qpn, Addr: qpAddr(q), Caps: q.caps, QKey: q.qkey}
 		return nil
 	})
 }

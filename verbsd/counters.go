@@ -35,7 +35,7 @@ const (
 	cGSOFallback    // UDP GSO refused by the kernel: disabled on that socket
 	cGROUnavailable // UDP_GRO could not be enabled on a socket
 	cGROCoalesced   // received buffers holding several datagrams (UDP_GRO)
-	cRecvCopied     // single-datagram messages copied into place (not received in place)
+	cRecvCopied     // single-datagram messages copied into their receive (every one since issue 13: judged before placed)
 	// Write-Record and error messages (wrec*.go).
 	cWrecPlaced    // Write-Record segments placed
 	cWrecComplete  // Write-Records completed with every octet placed
@@ -46,6 +46,11 @@ const (
 	cWrecEvicted   // Write-Records forgotten to make room for new ones (no completion)
 	cErrorMsgsOut  // error messages (Terminate on QN 2) sent to a source
 	cErrorMsgsIn   // error messages received from a peer (async event EventQPAccessError)
+	// Keys (keys.go, access_guard.go).
+	cDropQKey            // datagrams whose Q_Key is not the QP's (dropped silently)
+	cRemoteAccessRefused // remote accesses refused by the STag/PD/rights/bounds checks (datagram QPs)
+	cRemoteInvalidStag   // of those, naming no valid STag (guesses)
+	cErrorMsgsLimited    // error messages not sent: per-source rate limit (UD)
 	// RFC 7306 atomics (rc_atomic.go, rd_atomic.go).
 	cAtomicsIn     // Atomic Requests executed (responder)
 	cAtomicErrors  // Atomic Requests refused by the access, alignment or operation checks (nothing modified)
@@ -54,49 +59,53 @@ const (
 )
 
 var counterNames = [counterCount]string{
-	cDatagramsIn:       "datagrams_in",
-	cDatagramsOut:      "datagrams_out",
-	cBytesIn:           "bytes_in",
-	cBytesOut:          "bytes_out",
-	cMessagesIn:        "messages_in",
-	cMessagesOut:       "messages_out",
-	cDropCRC:           "drop_crc",
-	cDropTruncated:     "drop_truncated",
-	cDropBadVersion:    "drop_bad_version",
-	cDropTagged:        "drop_tagged",
-	cDropBadOpcode:     "drop_bad_opcode",
-	cDropBadQN:         "drop_bad_qn",
-	cDropBadSegment:    "drop_bad_segment",
-	cDropNotReady:      "drop_not_ready",
-	cDropNoRecv:        "drop_no_recv",
-	cRecvTooLong:       "recv_too_long",
-	cReassemblyTimeout: "drop_reassembly_timeout",
-	cReassemblyEvicted: "drop_reassembly_evicted",
-	cSendErrors:        "send_errors",
-	cSendBlocked:       "send_blocked",
-	cWRErrors:          "wr_errors",
-	cFlushed:           "wr_flushed",
-	cCQOverruns:        "cq_overruns",
-	cEventsDropped:     "events_dropped",
-	cSendCalls:         "send_calls",
-	cRecvCalls:         "recv_calls",
-	cGSOSends:          "gso_sends",
-	cGSOFallback:       "gso_fallback",
-	cGROUnavailable:    "gro_unavailable",
-	cGROCoalesced:      "gro_coalesced",
-	cRecvCopied:        "recv_copied",
-	cWrecPlaced:        "wrec_segments_placed",
-	cWrecComplete:      "wrec_complete",
-	cWrecTrimmed:       "wrec_trimmed",
-	cWrecAccessErr:     "wrec_access_errors",
-	cAtomicsIn:         "atomics_in",
-	cAtomicErrors:      "atomic_errors",
-	cAtomicReplays:     "atomic_replays",
-	cWrecDropped:       "wrec_dropped",
-	cWrecNoRecv:        "wrec_no_recv",
-	cWrecEvicted:       "wrec_evicted",
-	cErrorMsgsOut:      "error_msgs_out",
-	cErrorMsgsIn:       "error_msgs_in",
+	cDatagramsIn:         "datagrams_in",
+	cDatagramsOut:        "datagrams_out",
+	cBytesIn:             "bytes_in",
+	cBytesOut:            "bytes_out",
+	cMessagesIn:          "messages_in",
+	cMessagesOut:         "messages_out",
+	cDropCRC:             "drop_crc",
+	cDropTruncated:       "drop_truncated",
+	cDropBadVersion:      "drop_bad_version",
+	cDropTagged:          "drop_tagged",
+	cDropBadOpcode:       "drop_bad_opcode",
+	cDropBadQN:           "drop_bad_qn",
+	cDropBadSegment:      "drop_bad_segment",
+	cDropNotReady:        "drop_not_ready",
+	cDropNoRecv:          "drop_no_recv",
+	cRecvTooLong:         "recv_too_long",
+	cReassemblyTimeout:   "drop_reassembly_timeout",
+	cReassemblyEvicted:   "drop_reassembly_evicted",
+	cSendErrors:          "send_errors",
+	cSendBlocked:         "send_blocked",
+	cWRErrors:            "wr_errors",
+	cFlushed:             "wr_flushed",
+	cCQOverruns:          "cq_overruns",
+	cEventsDropped:       "events_dropped",
+	cSendCalls:           "send_calls",
+	cRecvCalls:           "recv_calls",
+	cGSOSends:            "gso_sends",
+	cGSOFallback:         "gso_fallback",
+	cGROUnavailable:      "gro_unavailable",
+	cGROCoalesced:        "gro_coalesced",
+	cRecvCopied:          "recv_copied",
+	cWrecPlaced:          "wrec_segments_placed",
+	cWrecComplete:        "wrec_complete",
+	cWrecTrimmed:         "wrec_trimmed",
+	cWrecAccessErr:       "wrec_access_errors",
+	cWrecDropped:         "wrec_dropped",
+	cWrecNoRecv:          "wrec_no_recv",
+	cWrecEvicted:         "wrec_evicted",
+	cErrorMsgsOut:        "error_msgs_out",
+	cErrorMsgsIn:         "error_msgs_in",
+	cDropQKey:            "drop_qkey",
+	cRemoteAccessRefused: "remote_access_refused",
+	cRemoteInvalidStag:   "remote_invalid_stag",
+	cErrorMsgsLimited:    "error_msgs_limited",
+	cAtomicsIn:           "atomics_in",
+	cAtomicErrors:        "atomic_errors",
+	cAtomicReplays:       "atomic_replays",
 }
 
 // counters is a set of statistics; engine-owned, copied out by Inspect.

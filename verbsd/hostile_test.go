@@ -124,7 +124,7 @@ func TestHostileWorkRequests(t *testing.T) {
 
 // datagram builds a UD datagram by hand.
 func datagram(h ddp.Header, payload []byte, crc bool) []byte {
-	return dgram.AppendUD(nil, crc, h.Append(nil), payload)
+	return dgram.AppendUD(nil, dgram.Keys{QKey: verbsdtest.TestQKey, SrcQKey: 1}, crc, h.Append(nil), payload)
 }
 
 func sendHeader(op rdmap.Opcode, msn, mo uint32, last bool) ddp.Header {
@@ -141,7 +141,7 @@ func TestForgedDatagrams(t *testing.T) {
 	defer conn.Close()
 	good := datagram(sendHeader(rdmap.OpSend, 1, 0, true), []byte("hello iwarp"), true)
 	badCRC := append([]byte(nil), good...)
-	badCRC[20] ^= 1
+	badCRC[28] ^= 1
 	badVersion := sendHeader(rdmap.OpSend, 1, 0, true)
 	badVersion.Version = 2
 	badQN := sendHeader(rdmap.OpSend, 1, 0, true)

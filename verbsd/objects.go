@@ -19,7 +19,8 @@ type pd struct {
 
 type mr struct {
 	handle uint32
-	lkey   uint32
+	lkey   uint32 // names the MR in its owner's work requests (keys.go)
+	rkey   uint32 // the STag remote peers name it by; never equal to lkey
 	pd     *pd
 	region *mapping
 	mem    []byte // the registered octets, inside region.Mem
@@ -65,8 +66,8 @@ type srq struct {
 // that the region grants write access if write is set. It returns a status
 // other than WCSuccess on any failure.
 func (s *session) translate(sge proto.SGE, p *pd, write bool) ([]byte, proto.WCStatus) {
-	m := s.mrs[sge.LKey>>8]
-	if m == nil || m.lkey != sge.LKey || m.pd != p || m.invalid {
+	m := s.mrByLKey(sge.LKey)
+	if m == nil || m.pd != p || m.invalid {
 		return nil, proto.WCLocProtErr
 	}
 	if write && m.access&proto.AccessLocalWrite == 0 {
@@ -102,8 +103,9 @@ func sockaddrToAddr(sa unix.Sockaddr) netip.AddrPort {
 	return netip.AddrPort{}
 }
 
-// nextHandle allocates a session handle: from 1 upward, never reused. MR
-// handles must fit in the 24 bits of an LKey.
+// nextHandle allocates a session handle: from 1 upward, never reused.
+// Handles name objects on the control socket only: MR keys are random and
+// unrelated to them (keys.go). The bound keeps handles within 24 bits.
 func (s *session) nextHandleID() (uint32, error) {
 	if s.lastHandle >= math.MaxUint32>>8 {
 		return 0, errf(unix.ENOMEM, "session handle space exhausted")

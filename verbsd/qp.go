@@ -22,6 +22,7 @@ type qp struct {
 	caps   proto.QPCaps
 	sigAll bool
 	noCRC  bool
+	qkey   uint32 // datagram QPs: the Q_Key every accepted datagram names (keys.go)
 	state  proto.QPState
 
 	region *mapping
@@ -51,6 +52,7 @@ type qp struct {
 	mcast mcastState
 
 	stats counters
+	guard accessGuard // refused remote accesses (access_guard.go)
 
 	// RC (nil rc on UD QPs; see rc_*.go).
 	rc         *rcConn

@@ -34,7 +34,7 @@ func TestRCRefreshEMSS(t *testing.T) {
 	for i := range 2 { // the first with the stale EMSS, the second after the check
 		rcFill(a.mr.Buf[i*n:(i+1)*n], 20+i)
 		a.postSend(proto.SQE{WRID: uint64(i), Opcode: proto.WRRDMAWrite, Flags: proto.SendSignaled,
-			RKey: b.mr.LKey, RemoteAddr: b.mr.Addr(i * n)}, []proto.SGE{a.mr.SGE(i*n, n)}, nil)
+			RKey: b.mr.RKey, RemoteAddr: b.mr.Addr(i * n)}, []proto.SGE{a.mr.SGE(i*n, n)}, nil)
 		if c := a.waitCQEs(a.scq, 1, "write"); c[0].Status != proto.WCSuccess {
 			t.Fatalf("write %d: %+v", i, c[0])
 		}

@@ -21,7 +21,7 @@ func TestRCReadIdleResponder(t *testing.T) {
 	deadline := time.Now().Add(60 * time.Second)
 	for i := range reads {
 		src := (i * 64) % (1<<16 - 64)
-		a.postSend(proto.SQE{WRID: uint64(i), Opcode: proto.WRRDMARead, Flags: proto.SendSignaled, RKey: b.mr.LKey,
+		a.postSend(proto.SQE{WRID: uint64(i), Opcode: proto.WRRDMARead, Flags: proto.SendSignaled, RKey: b.mr.RKey,
 			RemoteAddr: b.mr.Addr(src)}, []proto.SGE{a.mr.SGE((i%2)*64, 64)}, nil)
 		got := a.scq.Wait(1, 2*time.Second)
 		if len(got) != 1 {

@@ -153,12 +153,12 @@ func TestRCInvalidate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.postSend(proto.SQE{WRID: 1, Opcode: proto.WRRDMAWrite, Flags: proto.SendSignaled, RKey: target.LKey, RemoteAddr: target.Addr(0)}, nil, []byte("before"))
+	a.postSend(proto.SQE{WRID: 1, Opcode: proto.WRRDMAWrite, Flags: proto.SendSignaled, RKey: target.RKey, RemoteAddr: target.Addr(0)}, nil, []byte("before"))
 	b.postRecv(5, b.mr.SGE(0, 64))
-	a.postSend(proto.SQE{WRID: 2, Opcode: proto.WRSendInvalidate, Flags: proto.SendSignaled | proto.SendSolicited, InvStag: target.LKey}, nil, []byte("inv"))
+	a.postSend(proto.SQE{WRID: 2, Opcode: proto.WRSendInvalidate, Flags: proto.SendSignaled | proto.SendSolicited, InvStag: target.RKey}, nil, []byte("inv"))
 	a.waitCQEs(a.scq, 2, "write, send-inv")
 	c := b.waitCQEs(b.rcq, 1, "send with invalidate")[0]
-	if c.Flags&proto.WCFlagWithInv == 0 || c.InvStag != target.LKey || c.Flags&proto.WCFlagSolicited == 0 || c.ByteLen != 3 {
+	if c.Flags&proto.WCFlagWithInv == 0 || c.InvStag != target.RKey || c.Flags&proto.WCFlagSolicited == 0 || c.ByteLen != 3 {
 		t.Fatalf("receive of Send with SE and Invalidate: %+v", c)
 	}
 	if string(target.Buf[:6]) != "before" {
@@ -181,11 +181,11 @@ func TestRCInvalidate(t *testing.T) {
 	a = newRCEnd(t, srv2, path2, rcOpts{bufSize: 1 << 16})
 	b = newRCEnd(t, srv2, path2, rcOpts{bufSize: 1 << 16})
 	connectRC(t, a, b, pi, pr, 0)
-	b.postSend(proto.SQE{WRID: 1, Opcode: proto.WRLocalInvalidate, Flags: proto.SendSignaled, InvStag: b.mr.LKey}, nil, nil)
+	b.postSend(proto.SQE{WRID: 1, Opcode: proto.WRLocalInvalidate, Flags: proto.SendSignaled, InvStag: b.mr.RKey}, nil, nil)
 	if c := b.waitCQEs(b.scq, 1, "local invalidate")[0]; c.Status != proto.WCSuccess || c.Opcode != proto.WCLocalInvalidate {
 		t.Fatalf("local invalidate: %+v", c)
 	}
-	a.postSend(proto.SQE{WRID: 2, Opcode: proto.WRRDMAWrite, Flags: proto.SendSignaled, RKey: b.mr.LKey, RemoteAddr: b.mr.Addr(0)}, nil, []byte("after"))
+	a.postSend(proto.SQE{WRID: 2, Opcode: proto.WRRDMAWrite, Flags: proto.SendSignaled, RKey: b.mr.RKey, RemoteAddr: b.mr.Addr(0)}, nil, []byte("after"))
 	b.waitState(proto.QPStateError)
 	if r, tm := b.waitClosed(); r != rcClosedTermSent || tm.Err != iwerr.DDPInvalidStag {
 		t.Fatalf("b: onRCClosed(%v, %+v)", r, tm)

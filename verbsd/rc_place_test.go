@@ -45,11 +45,11 @@ func TestRCLastByteLast(t *testing.T) {
 			seen <- bad
 		}()
 		if round%2 == 1 {
-			a.postSend(proto.SQE{WRID: uint64(round), Opcode: proto.WRRDMAWrite, RKey: b.mr.LKey, RemoteAddr: b.mr.Addr(0)},
+			a.postSend(proto.SQE{WRID: uint64(round), Opcode: proto.WRRDMAWrite, RKey: b.mr.RKey, RemoteAddr: b.mr.Addr(0)},
 				[]proto.SGE{a.mr.SGE(0, n)}, nil)
 		} else {
 			// b reads a's buffer into its own.
-			b.postSend(proto.SQE{WRID: uint64(round), Opcode: proto.WRRDMARead, RKey: a.mr.LKey, RemoteAddr: a.mr.Addr(0)},
+			b.postSend(proto.SQE{WRID: uint64(round), Opcode: proto.WRRDMARead, RKey: a.mr.RKey, RemoteAddr: a.mr.Addr(0)},
 				[]proto.SGE{b.mr.SGE(0, n)}, nil)
 		}
 		bad := <-seen

@@ -189,9 +189,9 @@ func (x *rcReader) Read(b []byte) (int, error) {
 // rcLookup resolves a remote access to q's registered memory: STag (the
 // MR's rkey, valid, in q's session), PD, access right need, TO range.
 func (q *qp) rcLookup(stag uint32, to, n uint64, need proto.Access) ([]byte, rdmap.AccessFault) {
-	m := q.s.mrs[stag>>8]
+	m := q.s.mrByRKey(stag)
 	switch {
-	case m == nil || m.lkey != stag || m.invalid:
+	case m == nil || m.invalid:
 		return nil, rdmap.FaultInvalidStag
 	case m.pd != q.pd:
 		return nil, rdmap.FaultPDMismatch
@@ -780,8 +780,8 @@ func (e *engine) rcCompleteRecv(q *qp) bool {
 	}
 	if x.op == rdmap.OpSendInvalidate || x.op == rdmap.OpSendSEInvalidate {
 		stag := x.h.ULPReserved
-		m := q.s.mrs[stag>>8]
-		if m == nil || m.lkey != stag || m.pd != q.pd {
+		m := q.s.mrByRKey(stag)
+		if m == nil || m.pd != q.pd {
 			e.rcTerminate(q, iwerr.RDMAPCannotInvalidate, x.hdr[:ddp.UntaggedHeaderLen], nil, x.ulen)
 			return false
 		}
@@ -794,43 +794,4 @@ func (e *engine) rcCompleteRecv(q *qp) bool {
 	e.count(q, cBytesIn, int64(r.placed))
 	e.postCQE(q.s, q.recvCQ, &cqe)
 	return true
-}
-
-// rcTermReceived handles the peer's Terminate: the oldest uncompleted work
-// request completes with the error it reports, the rest is flushed, the QP
-// goes to ERROR and the connection is closed.
-func (e *engine) rcTermReceived(q *qp, b []byte) {
-	c := q.rc
-	t, _, err := rdmap.ParseTerminate(b)
-	if err != nil {
-		t = rdmap.Terminate{Err: iwerr.RDMAPOperationUnspecified}
-	}
-	t.DDPHeader = append([]byte(nil), t.DDPHeader...)
-	t.RDMAPHeader = append([]byte(nil), t.RDMAPHeader...)
-	c.term = &t
-	c.reason = rcClosedTermReceived
-	if c.pend.n > 0 {
-		p := c.pend.front()
-		p.done, p.status, p.term, p.flags = true, termStatus(t.Err), termWord(t.Err), proto.WCFlagTermValid
-	}
-	if q.state != proto.QPStateError {
-		q.state = proto.QPStateError
-		q.s.sendEvent(e, proto.Event{Type: proto.EventQPFatal, Handle: q.handle, Detail: "terminate received: " + t.Err.Error()})
-	}
-	e.rcClose(q, rcClosedTermReceived, "")
-}
-
-// termStatus is the completion status of a work request the peer
-// terminated the connection for.
-func termStatus(err iwerr.Error) proto.WCStatus {
-	switch {
-	case err.Layer == iwerr.LayerRDMAP && err.Type == iwerr.RDMAPRemoteProtection,
-		err.Layer == iwerr.LayerDDP && err.Type == iwerr.DDPTaggedBuffer:
-		return proto.WCRemAccessErr
-	case err.Layer == iwerr.LayerDDP && err.Type == iwerr.DDPUntaggedBuffer:
-		return proto.WCRemInvReqErr
-	case err.Layer == iwerr.LayerRDMAP && err.Type == iwerr.RDMAPRemoteOperation:
-		return proto.WCRemOpErr
-	}
-	return proto.WCRemAbortErr
 }

@@ -37,7 +37,7 @@ func TestRCStream(t *testing.T) {
 				clear(b.mr.Buf)
 				for i := range window {
 					a.postSend(proto.SQE{WRID: uint64(i), Opcode: proto.WRRDMAWrite, Flags: proto.SendSignaled,
-						RKey: b.mr.LKey, RemoteAddr: b.mr.Addr(i * msg)}, []proto.SGE{a.mr.SGE(i*msg, msg)}, nil)
+						RKey: b.mr.RKey, RemoteAddr: b.mr.Addr(i * msg)}, []proto.SGE{a.mr.SGE(i*msg, msg)}, nil)
 				}
 				// A Send behind the Writes: its receive completes after they are placed.
 				b.postRecv(500, b.mr.SGE(0, 1))
@@ -57,7 +57,7 @@ func TestRCStream(t *testing.T) {
 			clear(a.mr.Buf)
 			for i := range window {
 				a.postSend(proto.SQE{WRID: uint64(100 + i), Opcode: proto.WRRDMARead, Flags: proto.SendSignaled,
-					RKey: b.mr.LKey, RemoteAddr: b.mr.Addr(i * msg)}, []proto.SGE{a.mr.SGE(i*msg, msg)}, nil)
+					RKey: b.mr.RKey, RemoteAddr: b.mr.Addr(i * msg)}, []proto.SGE{a.mr.SGE(i*msg, msg)}, nil)
 			}
 			for i, c := range a.waitCQEs(a.scq, window, "reads") {
 				if c.Status != proto.WCSuccess || c.WRID != uint64(100+i) || c.ByteLen != msg || c.Opcode != proto.WCRDMARead {

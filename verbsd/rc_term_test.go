@@ -43,7 +43,7 @@ func TestRCTerminateSent(t *testing.T) {
 			return h.Append(nil), nil
 		}},
 		{name: "write base bounds", want: iwerr.DDPBaseBounds, hdrs: true, run: func(e *env) ([]byte, []byte) {
-			h := tagged(rdmap.OpWrite, e.b.mr.LKey, e.b.mr.Addr(size-5), true)
+			h := tagged(rdmap.OpWrite, e.b.mr.RKey, e.b.mr.Addr(size-5), true)
 			e.r.send(h, make([]byte, 10))
 			return h.Append(nil), nil
 		}},
@@ -72,7 +72,7 @@ func TestRCTerminateSent(t *testing.T) {
 		}},
 		{name: "read base bounds", want: iwerr.RDMAPBaseBounds, hdrs: true, run: func(e *env) ([]byte, []byte) {
 			h := e.r.untagged(rdmap.OpReadRequest, 0, true)
-			rr := readReq(rdmap.ReadRequest{SinkStag: 9, Size: size + 1, SourceStag: e.b.mr.LKey, SourceTO: e.b.mr.Addr(0)})
+			rr := readReq(rdmap.ReadRequest{SinkStag: 9, Size: size + 1, SourceStag: e.b.mr.RKey, SourceTO: e.b.mr.Addr(0)})
 			e.r.send(h, rr)
 			return h.Append(nil), rr
 		}},
@@ -93,7 +93,7 @@ func TestRCTerminateSent(t *testing.T) {
 			var both []byte
 			for range 2 {
 				h = e.r.untagged(rdmap.OpReadRequest, 0, true)
-				both = append(both, e.r.fpdu(h, readReq(rdmap.ReadRequest{SinkStag: 9, Size: size, SourceStag: e.b.mr.LKey, SourceTO: e.b.mr.Addr(0)}))...)
+				both = append(both, e.r.fpdu(h, readReq(rdmap.ReadRequest{SinkStag: 9, Size: size, SourceStag: e.b.mr.RKey, SourceTO: e.b.mr.Addr(0)}))...)
 			}
 			e.r.write(both)
 			return h.Append(nil), nil
@@ -130,12 +130,12 @@ func TestRCTerminateSent(t *testing.T) {
 			return h.Append(nil), nil
 		}},
 		{name: "unexpected opcode tagged send", want: iwerr.RDMAPUnexpectedOpcode, hdrs: true, run: func(e *env) ([]byte, []byte) {
-			h := tagged(rdmap.OpSend, e.b.mr.LKey, e.b.mr.Addr(0), true)
+			h := tagged(rdmap.OpSend, e.b.mr.RKey, e.b.mr.Addr(0), true)
 			e.r.send(h, []byte("x"))
 			return h.Append(nil), nil
 		}},
 		{name: "unexpected read response", want: iwerr.RDMAPUnexpectedOpcode, hdrs: true, run: func(e *env) ([]byte, []byte) {
-			h := tagged(rdmap.OpReadResponse, e.b.mr.LKey, e.b.mr.Addr(0), true)
+			h := tagged(rdmap.OpReadResponse, e.b.mr.RKey, e.b.mr.Addr(0), true)
 			e.r.send(h, []byte("x"))
 			return h.Append(nil), nil
 		}},
@@ -152,7 +152,7 @@ func TestRCTerminateSent(t *testing.T) {
 			return nil, nil
 		}},
 		{name: "ddp tagged version", want: iwerr.DDPTaggedInvalidVersion, run: func(e *env) ([]byte, []byte) {
-			h := tagged(rdmap.OpWrite, e.b.mr.LKey, e.b.mr.Addr(0), true)
+			h := tagged(rdmap.OpWrite, e.b.mr.RKey, e.b.mr.Addr(0), true)
 			h.Version = 0
 			e.r.send(h, []byte("x"))
 			return nil, nil
@@ -192,7 +192,7 @@ func TestRCTerminateSent(t *testing.T) {
 			e := &env{}
 			e.b = newRCEnd(t, srv, path, rcOpts{bufSize: size})
 			e.noWrite = newRCEnd(t, srv, path, rcOpts{bufSize: 4096, access: proto.AccessLocalWrite, c: e.b.c, pd: e.b.pd})
-			e.noRights = e.noWrite.mr.LKey
+			e.noRights = e.noWrite.mr.RKey
 			var err error
 			if e.otherPD, err = e.b.c.AllocPD(); err != nil {
 				t.Fatal(err)
@@ -201,7 +201,7 @@ func TestRCTerminateSent(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			e.otherMR = m.LKey
+			e.otherMR = m.RKey
 			p, _ := rcParams(tc.crc, tc.markers, max(tc.ird, 1), 4)
 			e.r = connectRaw(t, e.b, p, false, 0)
 			e.b.postRecv(77, e.b.mr.SGE(size-100, 10)) // flushed at the end (or consumed)

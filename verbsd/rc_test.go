@@ -109,7 +109,7 @@ func TestRCWrite(t *testing.T) {
 			off := int(s.Addr - a.mr.Addr(0))
 			want = append(want, a.mr.Buf[off:off+int(s.Length)]...)
 		}
-		a.postSend(proto.SQE{WRID: uint64(i), Opcode: proto.WRRDMAWrite, Flags: proto.SendSignaled, RKey: b.mr.LKey,
+		a.postSend(proto.SQE{WRID: uint64(i), Opcode: proto.WRRDMAWrite, Flags: proto.SendSignaled, RKey: b.mr.RKey,
 			RemoteAddr: b.mr.Addr(7)}, sges, nil)
 		// A zero-length Send behind it: its receive completion comes after the placement.
 		b.postRecv(1000, b.mr.SGE(size, 1))
@@ -129,7 +129,7 @@ func TestRCWrite(t *testing.T) {
 	}
 	// Inline Write and inline Send.
 	in := []byte("inline payload, copied out of the SQE")
-	a.postSend(proto.SQE{WRID: 50, Opcode: proto.WRRDMAWrite, Flags: proto.SendSignaled, RKey: b.mr.LKey, RemoteAddr: b.mr.Addr(100)}, nil, in)
+	a.postSend(proto.SQE{WRID: 50, Opcode: proto.WRRDMAWrite, Flags: proto.SendSignaled, RKey: b.mr.RKey, RemoteAddr: b.mr.Addr(100)}, nil, in)
 	b.postRecv(51, b.mr.SGE(200, 10), b.mr.SGE(300, 100))
 	a.postSend(proto.SQE{WRID: 52, Opcode: proto.WRSend, Flags: proto.SendSignaled}, nil, in)
 	cs := a.waitCQEs(a.scq, 2, "inline")
@@ -166,7 +166,7 @@ func TestRCRead(t *testing.T) {
 		if n > 0 {
 			sges = []proto.SGE{a.mr.SGE(off, n)}
 		}
-		a.postSend(proto.SQE{WRID: uint64(i), Opcode: proto.WRRDMARead, Flags: proto.SendSignaled, RKey: b.mr.LKey,
+		a.postSend(proto.SQE{WRID: uint64(i), Opcode: proto.WRRDMARead, Flags: proto.SendSignaled, RKey: b.mr.RKey,
 			RemoteAddr: b.mr.Addr(src)}, sges, nil)
 		off = (off + n) % size
 		if i == 5 {

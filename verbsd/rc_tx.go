@@ -485,8 +485,8 @@ func (e *engine) rcPrepareWR(q *qp, sqe *proto.SQE, slot []byte) proto.WCStatus 
 			return proto.WCLocQPOpErr
 		}
 	case proto.WRLocalInvalidate:
-		m := q.s.mrs[sqe.InvStag>>8]
-		if m == nil || m.lkey != sqe.InvStag || m.pd != q.pd {
+		m := q.s.keys[sqe.InvStag] // the owner may name either key (keys.go)
+		if m == nil || m.pd != q.pd {
 			return proto.WCLocProtErr
 		}
 		m.invalid = true

@@ -107,8 +107,9 @@ type rdQP struct {
 	cfg                *RDConfig
 	dgramSize, sockBuf int
 	ep                 *rd.Endpoint
-	curSeq             uint32 // RD sequence number of the datagram being delivered
-	curValid           bool   // curSeq is set (rdDeliverSeq)
+	curSeq             uint32                    // RD sequence number of the datagram being delivered
+	curValid           bool                      // curSeq is set (rdDeliverSeq)
+	keys               map[netip.AddrPort]uint32 // peers' Q_Keys (rd_keys.go)
 
 	// Send queue: the work requests taken from the SQ and not completed,
 	// in posting order; wrs[0] is the SQ ring's head (entries are consumed
@@ -160,12 +161,32 @@ type rdHeldKey struct {
 	seq  uint32
 }
 
-// rdScratchStride is the scratch of one datagram: RD header (24), DDP
-// header (18), RDMAP header (28), CRC (4), rounded up.
-const rdScratchStride = 80
+// rdScratchStride is the scratch of one datagram: key header (8), RD
+// header (24), DDP header (18), RDMAP header (28), CRC (4), rounded up.
+const rdScratchStride = 88
 
 // rdMaxBatch bounds the datagrams of one RD sendmmsg batch.
 const rdMaxBatch = 256
+
+// rdMaxDepth bounds an RD QP's ORD and IRD (RDConfig.Validate's limit).
+const rdMaxDepth = 1024
+
+// rdQPConfig is cfg with the QP's own outstanding Reads and atomics:
+// QPCaps.MaxRdAtomic as its ORD and MaxDestRdAtomic as its IRD where set
+// (max_rd_atomic, max_dest_rd_atomic; 0: the daemon's -rd-ord / -rd-ird).
+func rdQPConfig(cfg *RDConfig, c proto.QPCaps) *RDConfig {
+	if c.MaxRdAtomic == 0 && c.MaxDestRdAtomic == 0 {
+		return cfg
+	}
+	own := *cfg
+	if c.MaxRdAtomic > 0 {
+		own.ORD = int(c.MaxRdAtomic)
+	}
+	if c.MaxDestRdAtomic > 0 {
+		own.IRD = int(c.MaxDestRdAtomic)
+	}
+	return &own
+}
 
 // newRDQP makes the RD state of a new QP (or of a QP's new life). The
 // window is clamped so that a window of datagrams fills at most half the
@@ -181,6 +202,7 @@ func newRDQP(cfg *RDConfig, datagramSize, socketBuffer int) *rdQP {
 		link.Window = max(min(link.Window, socketBuffer/2/datagramSize), 8)
 	}
 	return &rdQP{cfg: cfg, dgramSize: datagramSize, sockBuf: socketBuffer, ep: rd.NewEndpoint(link, inc), inMsgs: map[netip.AddrPort]*rdInMsg{},
+		keys: map[netip.AddrPort]uint32{},
 		held: map[rdHeldKey][]byte{}, backlog: map[netip.AddrPort][]rdHeldKey{},
 		scratch: make([]byte, rdMaxBatch*rdScratchStride), buf: make([]byte, 64<<10)}
 }

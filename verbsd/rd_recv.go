@@ -85,6 +85,10 @@ func (e *engine) rdDatagram(q *qp, src netip.AddrPort, b []byte, now time.Time) 
 		e.count(q, cDropNotReady, 1)
 		return
 	}
+	if k, err := dgram.ParseKeys(b); err == nil && k.QKey != q.qkey {
+		e.count(q, cDropQKey, 1) // not for this QP: nothing of it is acted upon
+		return
+	}
 	d, err := dgram.ParseRD(b, !q.noCRC)
 	if err != nil {
 		if errors.Is(err, dgram.ErrBadCRC) {
@@ -94,6 +98,7 @@ func (e *engine) rdDatagram(q *qp, src netip.AddrPort, b []byte, now time.Time) 
 		}
 		return
 	}
+	r.learnPeerKey(src, d.Keys.SrcQKey) // rd_keys.go
 	if d.RD.Type == dgram.RDAck {
 		r.ep.Receive(now, src, d.RD, true)
 		return
@@ -298,7 +303,7 @@ func (e *engine) rdDeliver(q *qp, src netip.AddrPort, seg []byte, now time.Time)
 	case h.QN == rdmap.QNAtomicResponse && op == rdmap.OpAtomicResponse:
 		e.rdAtomicResponse(q, src, &h, seg, hl) // rd_atomic.go
 	case h.QN == rdmap.QNReadRequest && op == rdmap.OpReadRequest:
-		e.rdReadRequest(q, src, &h, seg, hl)
+		e.rdReadRequest(q, src, &h, seg, hl, now)
 	case h.QN == rdmap.QNTerminate && op == rdmap.OpTerminate:
 		e.rdErrorIn(q, src, seg[hl:])
 	case h.QN > rdmap.QNAtomicResponse:
@@ -494,7 +499,7 @@ func scatterAt(bufs [][]byte, off int, data []byte) {
 // rdReadRequest validates an RDMA Read Request (as RC does: STag, PD,
 // RemoteRead, bounds) and queues its response, or answers with an error
 // message; the QP stays up either way.
-func (e *engine) rdReadRequest(q *qp, src netip.AddrPort, h *ddp.Header, seg []byte, hl int) {
+func (e *engine) rdReadRequest(q *qp, src netip.AddrPort, h *ddp.Header, seg []byte, hl int, now time.Time) {
 	r := q.rd
 	rr, _, err := rdmap.ParseReadRequest(seg[hl:])
 	if err != nil || !h.Last || h.MO != 0 || len(seg) != hl+rdmap.ReadRequestLen {
@@ -506,11 +511,11 @@ func (e *engine) rdReadRequest(q *qp, src netip.AddrPort, h *ddp.Header, seg []b
 	if int64(rr.Size) > int64(r.cfg.MaxMsg) {
 		fault = rdmap.FaultBaseBounds
 	} else {
-		_, fault = q.rcLookup(rr.SourceStag, rr.SourceTO, uint64(rr.Size), proto.AccessRemoteRead)
+		_, fault = e.remoteAccess(q, src, rr.SourceStag, rr.SourceTO, uint64(rr.Size), proto.AccessRemoteRead, now) // access_guard.go
 	}
 	if fault != 0 {
 		r.count(rdAccessErrors, 1)
-		e.rdSendError(q, src, rdmap.RDMAPError(fault), seg[:hl], rh, len(seg))
+		e.rdSendError(q, src, dgramAccessError, seg[:hl], rh, len(seg)) // one generic error (access_guard.go)
 		return
 	}
 	if len(r.resps) >= r.cfg.IRD {

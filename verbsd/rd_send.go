@@ -145,6 +145,7 @@ func (e *engine) rdPrepare(q *qp, w *rdWR, slot []byte) {
 		return
 	}
 	w.peer = dst
+	r.setPeerKey(dst, sqe.QKey) // rd_keys.go
 	inline := sqe.Flags&proto.SendInline != 0
 	if sqe.Opcode.Atomic() {
 		if st := e.rdPrepareAtomic(q, w, &sqe, slot, inline); st != proto.WCSuccess { // rd_atomic.go
@@ -352,15 +353,16 @@ type rdBatch struct {
 	full bool
 }
 
-// add appends one datagram: h, the DDP header dh, an optional RDMAP header,
-// payload pieces; crc per the QP.
+// add appends one datagram: the key header (the peer's Q_Key as q knows
+// it, q's own), h, the DDP header dh, an optional RDMAP header, payload
+// pieces; crc per the QP.
 func (b *rdBatch) add(peer netip.AddrPort, h *dgram.RDHeader, dh *ddp.Header, ulp []byte, pieces [][]byte) bool {
 	r := b.q.rd
 	if b.n == rdMaxBatch {
 		b.full = true
 		return false
 	}
-	dlen := dgram.RDHeaderLen + crc32c.Size + len(ulp)
+	dlen := dgram.KeyHeaderLen + dgram.RDHeaderLen + crc32c.Size + len(ulp)
 	if dh != nil {
 		dlen += dh.Len()
 	}
@@ -372,7 +374,8 @@ func (b *rdBatch) add(peer netip.AddrPort, h *dgram.RDHeader, dh *ddp.Header, ul
 		return false
 	}
 	sc := r.scratch[b.n*rdScratchStride : (b.n+1)*rdScratchStride : (b.n+1)*rdScratchStride]
-	hdr := h.Append(sc[:0])
+	hdr := dgram.Keys{QKey: r.peerKey(peer), SrcQKey: b.q.qkey}.Append(sc[:0])
+	hdr = h.Append(hdr)
 	if dh != nil {
 		hdr = dh.Append(hdr)
 	}

@@ -418,7 +418,7 @@ func TestRDRead(t *testing.T) {
 	for i, n := range []int{0, 1, 1430, 100000, 4 << 20} {
 		pattern(b.mr.Buf[:n], 40+i)
 		clear(a.mr.Buf[:n])
-		c := read(uint64(i), 0, n, b.mr.LKey, b.mr.Addr(0))
+		c := read(uint64(i), 0, n, b.mr.RKey, b.mr.Addr(0))
 		if c.Status != proto.WCSuccess || c.Opcode != proto.WCRDMARead || c.WRID != uint64(i) {
 			t.Fatalf("read %d: %+v", n, c)
 		}
@@ -432,9 +432,9 @@ func TestRDRead(t *testing.T) {
 		raddr uint64
 		n     int
 	}{
-		{"bad stag", b.mr.LKey ^ 0x55, b.mr.Addr(0), 10},
-		{"bounds", b.mr.LKey, b.mr.Addr(8<<20 - 5), 10},
-		{"no remote read", noRead.LKey, noRead.Addr(0), 10},
+		{"bad stag", b.mr.RKey ^ 0x55, b.mr.Addr(0), 10},
+		{"bounds", b.mr.RKey, b.mr.Addr(8<<20 - 5), 10},
+		{"no remote read", noRead.RKey, noRead.Addr(0), 10},
 	}
 	for i, tc := range bad {
 		c := read(uint64(100+i), 0, tc.n, tc.rkey, tc.raddr)
@@ -444,7 +444,7 @@ func TestRDRead(t *testing.T) {
 	}
 	// Both still work.
 	pattern(b.mr.Buf[:5000], 99)
-	if c := read(200, 0, 5000, b.mr.LKey, b.mr.Addr(0)); c.Status != proto.WCSuccess || !bytes.Equal(a.mr.Buf[:5000], b.mr.Buf[:5000]) {
+	if c := read(200, 0, 5000, b.mr.RKey, b.mr.Addr(0)); c.Status != proto.WCSuccess || !bytes.Equal(a.mr.Buf[:5000], b.mr.Buf[:5000]) {
 		t.Fatalf("read after errors: %+v", c)
 	}
 	cb := rdCounters(t, path, b.qp.QPN)

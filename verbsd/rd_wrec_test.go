@@ -57,9 +57,9 @@ func (a *rdNode) writeRecord(t *testing.T, ah proto.AddressVector, wrid uint64, 
 func checkRecord(t *testing.T, what string, rc proto.CQE, b *rdWrecTarget, slot int, wrid uint64, src string, to uint64, size int) {
 	t.Helper()
 	if rc.Status != proto.WCSuccess || rc.Opcode != proto.WCRecvWriteRecord || rc.WRID != wrid || int(rc.ByteLen) != size ||
-		rc.InvStag != b.mr.LKey || rc.TO != to || rc.Src.String() != src || rc.Flags&proto.WCFlagSrcValid == 0 ||
+		rc.InvStag != b.mr.RKey || rc.TO != to || rc.Src.String() != src || rc.Flags&proto.WCFlagSrcValid == 0 ||
 		rc.Flags&proto.WCFlagRecordTrim != 0 || rc.QPN != b.qp.QPN {
-		t.Fatalf("%s: record completion %+v (want wrid %d src %s stag %#x to %#x len %d)", what, rc, wrid, src, b.mr.LKey, to, size)
+		t.Fatalf("%s: record completion %+v (want wrid %d src %s stag %#x to %#x len %d)", what, rc, wrid, src, b.mr.RKey, to, size)
 	}
 	want := []wrange{{0, uint32(size)}}
 	if size == 0 {
@@ -88,7 +88,7 @@ func TestRDWriteRecordSizes(t *testing.T) {
 		clear(b.mr.Buf[:size+2*base])
 		b.postRecords(t, uint64(100+i), 0, 1)
 		to := b.mr.Addr(base)
-		a.writeRecord(t, ah, uint64(i), b.mr.LKey, to, 0, size)
+		a.writeRecord(t, ah, uint64(i), b.mr.RKey, to, 0, size)
 		sc := waitN(t, a.scq, 1, "send")[0]
 		if sc.Status != proto.WCSuccess || sc.Opcode != proto.WCWriteRecord || int(sc.ByteLen) != size || sc.WRID != uint64(i) ||
 			sc.QPN != a.qp.QPN {
@@ -153,7 +153,7 @@ func TestRDWriteRecordLossy(t *testing.T) {
 	b.postRecords(t, 1000, 0, count)
 	for i := range count {
 		pattern(a.mr.Buf[i*slot:i*slot+size(i)], i)
-		a.writeRecord(t, ah, uint64(i), b.mr.LKey, b.mr.Addr(i*slot), i*slot, size(i))
+		a.writeRecord(t, ah, uint64(i), b.mr.RKey, b.mr.Addr(i*slot), i*slot, size(i))
 	}
 	scs := waitN(t, a.scq, count, "send")
 	for i, sc := range scs {
@@ -209,26 +209,27 @@ func TestRDWriteRecordAccessViolation(t *testing.T) {
 		rkey uint32
 		to   uint64
 		size int
-		want rdmap.AccessFault
 	}{
-		{"bad stag", b.mr.LKey ^ 0x7f000000, b.mr.Addr(0), 5000, rdmap.FaultInvalidStag},
-		{"bounds after", b.mr.LKey, b.mr.Addr(64<<10 - 100), 5000, rdmap.FaultBaseBounds},
-		{"bounds before", b.mr.LKey, b.mr.Addr(0) - 1, 10, rdmap.FaultBaseBounds},
-		{"no remote write", noRW.LKey, noRW.Addr(0), 3000, rdmap.FaultAccessRights},
-		{"bad stag again", b.mr.LKey ^ 0x7f000000, b.mr.Addr(0), 0, rdmap.FaultInvalidStag},
+		{"bad stag", b.mr.RKey ^ 0x7f000000, b.mr.Addr(0), 5000},
+		{"bounds after", b.mr.RKey, b.mr.Addr(64<<10 - 100), 5000},
+		{"bounds before", b.mr.RKey, b.mr.Addr(0) - 1, 10},
+		{"no remote write", noRW.RKey, noRW.Addr(0), 3000},
+		{"bad stag again", b.mr.RKey ^ 0x7f000000, b.mr.Addr(0), 0},
 	}
 	b.postRecords(t, 500, 0, 1)
 	// All posted at once, then a good Write-Record and a good Send.
 	for i, tc := range cases {
 		a.writeRecord(t, ah, uint64(i), tc.rkey, tc.to, 0, tc.size)
 	}
-	a.writeRecord(t, ah, 98, b.mr.LKey, b.mr.Addr(0), 0, 3000)
+	a.writeRecord(t, ah, 98, b.mr.RKey, b.mr.Addr(0), 0, 3000)
 	b.postRecords(t, 600, 1, 1) // the receive for the Send
 	a.post(t, proto.SQE{WRID: 99, Opcode: proto.WRSend, Flags: proto.SendSignaled, AH: ah}, []proto.SGE{a.mr.SGE(0, 10)})
 	scs := waitN(t, a.scq, len(cases)+2, "sends")
 	for i, tc := range cases {
 		sc := scs[i]
-		want := termWord(rdmap.TaggedError(tc.want))
+		// Whatever the fault, a datagram QP answers with one generic error
+		// (access_guard.go): a guesser cannot tell a bad STag from bounds.
+		want := termWord(dgramAccessError)
 		if sc.WRID != uint64(i) || sc.Status != proto.WCRemAccessErr || sc.Opcode != proto.WCWriteRecord ||
 			sc.Flags&proto.WCFlagTermValid == 0 || sc.Term != want {
 			t.Fatalf("%s: completion %+v, want WCRemAccessErr term %#x", tc.name, sc, want)
@@ -275,7 +276,7 @@ func TestRDWriteRecordNotReady(t *testing.T) {
 	const count, slot = 3, 64 << 10
 	for i := range count {
 		pattern(a.mr.Buf[i*slot:(i+1)*slot], i)
-		a.writeRecord(t, ah, uint64(i), b.mr.LKey, b.mr.Addr(i*slot), i*slot, slot)
+		a.writeRecord(t, ah, uint64(i), b.mr.RKey, b.mr.Addr(i*slot), i*slot, slot)
 	}
 	// No receive at the target: NOTREADY goes back (bounded wait for the
 	// counter, not a timing assertion), and nothing completes meanwhile.

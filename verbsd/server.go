@@ -176,7 +176,7 @@ func (s *session) info() proto.SessionInfo {
 		MRs: []proto.MRInfo{}, CQs: []proto.CQInfo{}, QPs: []proto.QPInfo{}}
 	for _, h := range sortedKeys(s.mrs) {
 		m := s.mrs[h]
-		si.MRs = append(si.MRs, proto.MRInfo{Handle: h, LKey: m.lkey, RKey: m.lkey, Length: uint64(len(m.mem)), Access: m.access})
+		si.MRs = append(si.MRs, proto.MRInfo{Handle: h, LKey: m.lkey, RKey: m.rkey, Length: uint64(len(m.mem)), Access: m.access})
 	}
 	for _, h := range sortedKeys(s.cqs) {
 		c := s.cqs[h]

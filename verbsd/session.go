@@ -36,6 +36,7 @@ type session struct {
 	lastHandle uint32
 	pds        map[uint32]*pd
 	mrs        map[uint32]*mr
+	keys       map[uint32]*mr // every MR's lkey and rkey (keys.go)
 	channels   map[uint32]*compChannel
 	cqs        map[uint32]*cq
 	qps        map[uint32]*qp
@@ -51,7 +52,7 @@ type session struct {
 
 func newSession(srv *Server, uc *net.UnixConn) *session {
 	s := &session{srv: srv, eng: srv.eng, id: srv.nextID.Add(1), bell: -1, events: make(chan proto.Event, 64), done: make(chan struct{}),
-		pds: map[uint32]*pd{}, mrs: map[uint32]*mr{}, channels: map[uint32]*compChannel{}, cqs: map[uint32]*cq{},
+		pds: map[uint32]*pd{}, mrs: map[uint32]*mr{}, keys: map[uint32]*mr{}, channels: map[uint32]*compChannel{}, cqs: map[uint32]*cq{},
 		qps: map[uint32]*qp{}, srqs: map[uint32]*srq{}}
 	if uc != nil {
 		s.conn = proto.NewConn(uc)
@@ -278,6 +279,7 @@ func (e *engine) teardownSession(s *session) {
 	}
 	s.qps, s.srqs, s.cqs, s.channels, s.mrs, s.pds = map[uint32]*qp{}, map[uint32]*srq{}, map[uint32]*cq{},
 		map[uint32]*compChannel{}, map[uint32]*mr{}, map[uint32]*pd{}
+	s.keys = map[uint32]*mr{}
 	s.regBytes = 0
 	e.closeDoorbell(s.bell)
 	s.bell = -1

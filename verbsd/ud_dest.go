@@ -19,13 +19,14 @@ import (
 // destination returns the destination of a datagram SQE: its address
 // vector decoded and checked (known family, no flags, port not zero, the
 // address of the family of the device address, which is the family of
-// every datagram socket: bindDgram). A bad vector is WCLocQPOpErr, the
+// every datagram socket: bindDgram) and a remote Q_Key (SQE.QKey, not 0).
+// A bad vector or a missing key is WCLocQPOpErr, the
 // class an unknown address handle number had under ABI 1; the caller
 // completes that work request with it and the QP goes on (ud_send.go,
 // rd_send.go).
 func (e *engine) destination(sqe *proto.SQE) (netip.AddrPort, proto.WCStatus) {
 	dst, err := sqe.AH.AddrPort()
-	if err != nil || dst.Addr().Is4() != e.cfg.Addr.Is4() {
+	if err != nil || dst.Addr().Is4() != e.cfg.Addr.Is4() || sqe.QKey == 0 { // Q_Key 0 names no QP (keys.go)
 		return netip.AddrPort{}, proto.WCLocQPOpErr
 	}
 	return dst, proto.WCSuccess

@@ -7,25 +7,27 @@ import (
 
 	"github.com/iwarpd/iwarpd/ddp"
 	"github.com/iwarpd/iwarpd/internal/crc32c"
+	"github.com/iwarpd/iwarpd/llp/dgram"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
 	"golang.org/x/sys/unix"
 )
 
 // receive reads q's socket with recvmmsg, at most PollBatch buffers per
-// pass, up to recvSlots per call. Slot i's vector is [DDP header
-// scratch][the buffers of the i-th posted receive][tail scratch] (the
-// receives are looked at ahead of the head, not consumed), so that
-// single-datagram messages land straight in registered memory (up to 4
-// octets past the message in the posted buffer may hold its CRC trailer).
-// Receives are consumed in order: when a datagram before it was dropped or
-// was a segment of a larger message, a message is copied from where it
-// landed into the receive it completes. Segments of larger messages are
-// copied into a reassembly buffer and, once complete, into the next posted
-// receive. With UDP_GRO a buffer may hold several datagrams of one flow
-// (all of the segment size the kernel reports, but the last): they are
-// taken apart and judged one by one, and the messages among them copied
-// into place.
+// pass, up to recvSlots per call, into the engine's scratch (slot i:
+// [header scratch][tail scratch]). Each datagram is judged whole — Q_Key,
+// CRC, headers, lengths — before any octet of it reaches client memory:
+// a single-datagram message is then copied into the receive it completes
+// (the head of the ring; the receives are looked at ahead and translated
+// once per batch, not placed into), and nothing else of the client's is
+// written. (Until issue 13 the slots' vectors pointed into the posted
+// receives' buffers, saving that copy; a datagram dropped afterwards, a bad
+// CRC or a wrong key, had already overwritten a buffer that another
+// receive on the same memory had completed.) Segments of larger messages
+// are copied into a reassembly buffer and, once complete, into the next
+// posted receive. With UDP_GRO a buffer may hold several datagrams of one
+// flow (all of the segment size the kernel reports, but the last): they
+// are taken apart and judged one by one.
 func (e *engine) receive(q *qp, now time.Time) bool {
 	work := e.receiveFrom(q, q.fd, false, now)
 	for _, m := range q.mcast.socks { // multicast groups the QP is attached to (mcast.go)
@@ -124,12 +126,21 @@ func (e *engine) slot(q *qp, i int, deliver bool, now time.Time) {
 
 // datagram judges one received datagram (n octets at off of slot i's view)
 // and delivers it. Whatever is wrong with it, it is dropped and counted by
-// reason; a datagram never errors the QP, which many peers share.
+// reason; a datagram never errors the QP, which many peers share. The key
+// header is judged first: a datagram that does not name q's Q_Key is
+// dropped before anything else of it is looked at.
 func (e *engine) datagram(q *qp, i, off, n int, now time.Time) {
 	s := &e.rb.slots[i]
 	view := s.view
-	if n < ddp.TaggedHeaderLen+crc32c.Size {
+	if n < dgram.KeyHeaderLen+ddp.TaggedHeaderLen+crc32c.Size {
 		e.count(q, cDropTruncated, 1)
+		return
+	}
+	var kb [dgram.KeyHeaderLen]byte
+	copyRange(kb[:], view, off)
+	keys, _ := dgram.ParseKeys(kb[:])
+	if keys.QKey != q.qkey {
+		e.count(q, cDropQKey, 1)
 		return
 	}
 	body := n - crc32c.Size
@@ -137,6 +148,11 @@ func (e *engine) datagram(q *qp, i, off, n int, now time.Time) {
 		e.count(q, cDropCRC, 1)
 		return
 	}
+	// From here on off and n cover the DDP segment and the trailer.
+	e.rb.srcQKey = keys.SrcQKey
+	off += dgram.KeyHeaderLen
+	n -= dgram.KeyHeaderLen
+	body -= dgram.KeyHeaderLen
 	var hb [ddp.UntaggedHeaderLen]byte
 	copyRange(hb[:], view, off)
 	if hb[0]&0x80 != 0 {
@@ -172,8 +188,7 @@ func (e *engine) datagram(q *qp, i, off, n int, now time.Time) {
 	hdrLen := ddp.UntaggedHeaderLen
 	if imm {
 		// Send with Immediate: the 8 octets before the payload of every
-		// segment. Always through the reassembler (a copy): the in-place
-		// receive places the payload right after the DDP header.
+		// segment. Always through the reassembler.
 		if payload < rdmap.ImmediateDataLen {
 			e.count(q, cDropTruncated, 1)
 			return
@@ -187,7 +202,7 @@ func (e *engine) datagram(q *qp, i, off, n int, now time.Time) {
 		hdrLen += rdmap.ImmediateDataLen
 	}
 	if h.MO == 0 && h.Last && !imm {
-		w, inPlace := e.recvFor(q, i, off, off+n)
+		w := e.recvFor(q)
 		if w == nil {
 			e.count(q, cDropNoRecv, 1)
 			return
@@ -197,10 +212,8 @@ func (e *engine) datagram(q *qp, i, off, n int, now time.Time) {
 			e.completeRecv(q, w, proto.WCLocLenErr, payload, s.src, solicited)
 			return
 		}
-		if !inPlace {
-			e.count(q, cRecvCopied, 1)
-			copyBetween(w.bufs, s.view, off+ddp.UntaggedHeaderLen, payload)
-		}
+		e.count(q, cRecvCopied, 1)
+		copyBetween(w.bufs, s.view, off+ddp.UntaggedHeaderLen, payload)
 		e.completeRecv(q, w, proto.WCSuccess, payload, s.src, solicited)
 		return
 	}
@@ -220,7 +233,7 @@ func (e *engine) datagram(q *qp, i, off, n int, now time.Time) {
 		return
 	}
 	defer q.reasm.release(msg)
-	w, _ := e.recvFor(q, i, -1, off+n)
+	w := e.recvFor(q)
 	if w == nil {
 		e.count(q, cDropNoRecv, 1)
 		return
@@ -235,45 +248,32 @@ func (e *engine) datagram(q *qp, i, off, n int, now time.Time) {
 }
 
 // recvFor returns the receive the next message completes (the head of the
-// receive ring), or nil when none is posted (or the head is bad: it
-// completes with an error and q goes to ERROR). The datagram being judged
-// ends at octet end of slot i's view; inPlace reports that its payload
-// already lies at the start of the receive's buffers (off == 0 of the
-// slot matched with that receive). Octets not judged yet that lie in those
-// buffers are moved away first (into their slot's tail scratch): those of
-// a later slot, and those after the datagram in slot i itself (GRO): the
-// buffers belong to the client again once the completion is posted.
-func (e *engine) recvFor(q *qp, i, off, end int) (w *recvWR, inPlace bool) {
+// receive ring: translated by the batch's look-ahead, or loaded now), or
+// nil when none is posted (or the head is bad: it completes with an error
+// and q goes to ERROR).
+func (e *engine) recvFor(q *qp) (w *recvWR) {
 	rb := e.rb
-	c := rb.used
-	if c < rb.nrqe {
-		if c > i {
-			rb.slots[c].evict(rb.rqes[c].bufs)
-		}
-		s := &rb.slots[i]
-		if c == s.rqe && end < s.n {
-			s.evict(rb.rqes[c].bufs)
-		}
-		return &rb.rqes[c], off == 0 && s.rqe == c && !s.evicted
+	if c := rb.used; c < rb.nrqe {
+		return &rb.rqes[c]
 	}
 	if q.state == proto.QPStateError {
-		return nil, false
+		return nil
 	}
 	slot, err := q.recvRing().Peek()
 	if err != nil {
 		e.count(q, cWRErrors, 1)
 		e.errorQP(q, "receive queue producer index is corrupt")
-		return nil, false
+		return nil
 	}
 	if slot == nil {
-		return nil, false
+		return nil
 	}
 	w = &rb.extra
 	if st := e.loadRecv(q, w, slot); st != proto.WCSuccess {
 		e.failWR(q, q.recvCQ, w.wrid, proto.WCRecv, st)
-		return nil, false
+		return nil
 	}
-	return w, false
+	return w
 }
 
 // loadRecv copies the RQE in slot into w, validates it and translates its

@@ -19,6 +19,7 @@ type sendWR struct {
 	wrid     uint64
 	signaled bool
 	dst      netip.AddrPort // from the SQE's address vector (ud_dest.go)
+	qkey     uint32         // the destination's Q_Key (SQE.QKey)
 	msn      uint32
 	total    int
 	segs     ddp.Segmenter
@@ -35,8 +36,9 @@ type sendWR struct {
 
 // send serves q's send queue. Each message is one DDP untagged message on
 // QN 0 (RDMAP Send or Send with SE), MSN per QP from 1, cut into datagrams
-// of at most Config.DatagramSize octets, each [DDP header][the registered
-// octets it carries...][CRC trailer] gathered by iovecs: no staging copy
+// of at most Config.DatagramSize octets, each [key header][DDP header][the
+// registered octets it carries...][CRC trailer] gathered by iovecs (the key
+// header names the SQE's remote Q_Key and q's own): no staging copy
 // (inline data is copied once, out of the SQE, as the SQE itself is).
 //
 // Datagrams of the posted work requests, looked at ahead of the head
@@ -156,7 +158,7 @@ func (e *engine) buildSendOnce(q *qp, maxMsgs int) (msgs []unix.Mmsghdr, stop, d
 			s := wr.segs.Segment(seg)
 			pieces := appendRange(e.pieces[:0], wr.payloads, int(s.Offset), s.Len)
 			e.pieces = pieces[:0]
-			dlen := s.Header.Len() + s.Len + crc32c.Size
+			dlen := dgram.KeyHeaderLen + s.Header.Len() + s.Len + crc32c.Size
 			if wr.wrec {
 				dlen += rdmap.WriteRecordLen
 			}
@@ -167,7 +169,8 @@ func (e *engine) buildSendOnce(q *qp, maxMsgs int) (msgs []unix.Mmsghdr, stop, d
 				return b.finish(), false, false
 			}
 			sc := b.nextScratch()
-			hdr := s.Header.Append(sc[:0])
+			hdr := dgram.Keys{QKey: wr.qkey, SrcQKey: q.qkey}.Append(sc[:0])
+			hdr = s.Header.Append(hdr)
 			if wr.wrec {
 				wr.rec.MessageOffset = s.Offset
 				hdr = wr.rec.Append(hdr)
@@ -246,7 +249,7 @@ func (e *engine) prepareSend(q *qp, wr *sendWR, slot []byte, msn uint32, maxPayl
 	if st != proto.WCSuccess {
 		return st, false
 	}
-	wr.dst = dst
+	wr.dst, wr.qkey = dst, sqe.QKey
 	if !q.mcast.txReady && dst.Addr().IsMulticast() {
 		e.mcastSendOptions(q) // mcast.go
 	}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/iwarpd/iwarpd/ddp"
 	"github.com/iwarpd/iwarpd/iwerr"
-	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
 )
 
@@ -39,8 +38,7 @@ func (e *engine) writeRecordRD(q *qp, src netip.AddrPort, h *ddp.Header, seg []b
 	case recordComplete:
 		e.completeRecord(q, r, e.headRecv(q), false)
 	case recordRefused:
-		_, fault := q.rcLookup(h.Stag, h.TO, uint64(len(body)), proto.AccessRemoteWrite)
-		return rdmap.TaggedError(fault), false
+		return dgramAccessError, false // access_guard.go: one generic error on datagram QPs
 	}
 	return iwerr.Error{}, true
 }

@@ -66,27 +66,27 @@ func (e *engine) writeRecordSegment(q *qp, i, off, n int, now time.Time) {
 		return
 	}
 	wr, _, _ := rdmap.ParseWriteRecord(hb[ddp.TaggedHeaderLen:])
-	seg := wrecSegment{src: s.src, h: h, wr: wr, ddpHdr: hb[:ddp.TaggedHeaderLen], segLen: body,
+	seg := wrecSegment{src: s.src, srcQKey: e.rb.srcQKey, h: h, wr: wr, ddpHdr: hb[:ddp.TaggedHeaderLen], segLen: body,
 		pieces: s.view, off: off + wrecHeaderLen, n: body - wrecHeaderLen, quiet: e.rb.mcast}
 	r, st := e.acceptWriteRecord(q, &seg, now)
 	if st != recordComplete {
 		return
 	}
-	w, _ := e.recvFor(q, i, -1, off+n)
-	e.completeRecord(q, r, w, true)
+	e.completeRecord(q, r, e.recvFor(q), true)
 }
 
 // wrecSegment is one received Write-Record segment: its headers and where
 // its payload lies (n octets at off of pieces).
 type wrecSegment struct {
-	src    netip.AddrPort
-	h      ddp.Header
-	wr     rdmap.WriteRecord
-	ddpHdr []byte // the 14-octet tagged header as received (for the error message)
-	segLen int    // DDP segment length (headers and payload)
-	pieces [][]byte
-	off, n int
-	quiet  bool // send no error message (received on a multicast group; RD reports it itself)
+	src     netip.AddrPort
+	srcQKey uint32 // the source's Q_Key, for the error message
+	h       ddp.Header
+	wr      rdmap.WriteRecord
+	ddpHdr  []byte // the 14-octet tagged header as received (for the error message)
+	segLen  int    // DDP segment length (headers and payload)
+	pieces  [][]byte
+	off, n  int
+	quiet   bool // send no error message (received on a multicast group; RD reports it itself)
 }
 
 type recordStatus uint8
@@ -116,15 +116,15 @@ func (e *engine) acceptWriteRecord(q *qp, sg *wrecSegment, now time.Time) (*wrec
 		return nil, recordDropped
 	}
 	tomb := now.Add(4 * e.cfg.ReassemblyTimeout)
-	dst, fault := q.rcLookup(h.Stag, h.TO, n, proto.AccessRemoteWrite)
+	dst, fault := e.remoteAccess(q, sg.src, h.Stag, h.TO, n, proto.AccessRemoteWrite, now) // access_guard.go
 	if fault != 0 {
 		e.count(q, cWrecAccessErr, 1)
 		if i := t.find(key); i >= 0 {
 			t.remove(i)
 		}
 		t.bury(key, tomb)
-		if !sg.quiet {
-			e.sendErrorMessage(q, sg.src, rdmap.TaggedError(fault), sg.ddpHdr, sg.segLen)
+		if !sg.quiet && e.errorReplyAllowed(q, sg.src, now) {
+			e.sendErrorMessage(q, sg.src, sg.srcQKey, dgramAccessError, sg.ddpHdr, sg.segLen)
 		}
 		return nil, recordRefused
 	}

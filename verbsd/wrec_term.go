@@ -8,6 +8,7 @@ import (
 	"github.com/iwarpd/iwarpd/ddp"
 	"github.com/iwarpd/iwarpd/internal/crc32c"
 	"github.com/iwarpd/iwarpd/iwerr"
+	"github.com/iwarpd/iwarpd/llp/dgram"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
 	"golang.org/x/sys/unix"
@@ -24,13 +25,14 @@ import (
 // asynchronous event EventQPAccessError on the QP (its detail names the
 // source, the error and the STag/TO or QN/MSN); the QP stays up.
 
-// errMsgMax bounds an error message: DDP header, the longest Terminate
-// header (4 + 2 + 18 + 28), CRC.
-const errMsgMax = ddp.UntaggedHeaderLen + 52 + crc32c.Size
+// errMsgMax bounds an error message: key header, DDP header, the longest
+// Terminate header (4 + 2 + 18 + 28), CRC.
+const errMsgMax = dgram.KeyHeaderLen + ddp.UntaggedHeaderLen + 52 + crc32c.Size
 
-// sendErrorMessage tells dst that its segment (DDP header ddpHdr, segLen
-// octets) was refused with err.
-func (e *engine) sendErrorMessage(q *qp, dst netip.AddrPort, err iwerr.Error, ddpHdr []byte, segLen int) {
+// sendErrorMessage tells dst (whose Q_Key is qkey: the Source Q_Key of the
+// offending datagram) that its segment (DDP header ddpHdr, segLen octets)
+// was refused with err.
+func (e *engine) sendErrorMessage(q *qp, dst netip.AddrPort, qkey uint32, err iwerr.Error, ddpHdr []byte, segLen int) {
 	t := rdmap.TerminateFor(err, ddpHdr, nil)
 	if t.DDPHeaderIncluded {
 		t.SetSegmentLength(uint16(min(segLen, 0xffff)))
@@ -39,7 +41,8 @@ func (e *engine) sendErrorMessage(q *qp, dst netip.AddrPort, err iwerr.Error, dd
 	h := ddp.Header{Last: true, Version: ddp.Version, ULPControl: uint8(rdmap.MakeControl(rdmap.OpTerminate)),
 		QN: rdmap.QNTerminate, MSN: q.wrec.termMSN}
 	var buf [errMsgMax]byte
-	b := h.Append(buf[:0])
+	b := dgram.Keys{QKey: qkey, SrcQKey: q.qkey}.Append(buf[:0])
+	b = h.Append(b)
 	b = t.Append(b)
 	var c uint32
 	if !q.noCRC {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/iwarpd/iwarpd/ddp"
 	"github.com/iwarpd/iwarpd/internal/crc32c"
+	"github.com/iwarpd/iwarpd/llp/dgram"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
@@ -94,16 +95,16 @@ func TestWriteRecordUDSizes(t *testing.T) {
 			t.Fatal(err)
 		}
 		to := b.tgt.Addr(base)
-		postWriteRecord(t, a, ah, uint64(i), b.tgt.LKey, to, 0, size)
+		postWriteRecord(t, a, ah, uint64(i), b.tgt.RKey, to, 0, size)
 		sc := waitOne(t, a.scq, "send")
 		if sc.Status != proto.WCSuccess || sc.Opcode != proto.WCWriteRecord || int(sc.ByteLen) != size || sc.WRID != uint64(i) {
 			t.Fatalf("size %d: send completion %+v", size, sc)
 		}
 		rc := waitOne(t, b.rcq, "record")
 		if rc.Status != proto.WCSuccess || rc.Opcode != proto.WCRecvWriteRecord || rc.WRID != uint64(100+i) ||
-			int(rc.ByteLen) != size || rc.InvStag != b.tgt.LKey || rc.TO != to || rc.Src.String() != a.qp.Addr ||
+			int(rc.ByteLen) != size || rc.InvStag != b.tgt.RKey || rc.TO != to || rc.Src.String() != a.qp.Addr ||
 			rc.Flags&proto.WCFlagRecordTrim != 0 || rc.Flags&proto.WCFlagSrcValid == 0 || rc.QPN != b.qp.QPN {
-			t.Fatalf("size %d: record completion %+v (want src %s stag %#x to %#x)", size, rc, a.qp.Addr, b.tgt.LKey, to)
+			t.Fatalf("size %d: record completion %+v (want src %s stag %#x to %#x)", size, rc, a.qp.Addr, b.tgt.RKey, to)
 		}
 		want := []wrange{{0, uint32(size)}}
 		if size == 0 {
@@ -164,10 +165,10 @@ func TestWriteRecordAccessViolations(t *testing.T) {
 		to   uint64
 		size int
 	}{
-		{"bad stag", b.tgt.LKey ^ 0x7f000000, b.tgt.Addr(0), 5000},
-		{"bounds", b.tgt.LKey, b.tgt.Addr(64<<10 - 100), 5000}, // the first segment fits, the later ones not
-		{"bounds before", b.tgt.LKey, b.tgt.Addr(0) - 1, 10},
-		{"no remote write", noRW.LKey, noRW.Addr(0), 3000},
+		{"bad stag", b.tgt.RKey ^ 0x7f000000, b.tgt.Addr(0), 5000},
+		{"bounds", b.tgt.RKey, b.tgt.Addr(64<<10 - 100), 5000}, // the first segment fits, the later ones not
+		{"bounds before", b.tgt.RKey, b.tgt.Addr(0) - 1, 10},
+		{"no remote write", noRW.RKey, noRW.Addr(0), 3000},
 	}
 	for i, tc := range cases {
 		postWriteRecord(t, a, ah, uint64(i), tc.rkey, tc.to, 0, tc.size)
@@ -219,7 +220,7 @@ func TestWriteRecordAccessViolations(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	// Both QPs are still up: a good Write-Record completes.
-	postWriteRecord(t, a, ah, 99, b.tgt.LKey, b.tgt.Addr(0), 0, 3000)
+	postWriteRecord(t, a, ah, 99, b.tgt.RKey, b.tgt.Addr(0), 0, 3000)
 	waitOne(t, a.scq, "good send")
 	if rc := waitOne(t, b.rcq, "good record"); rc.Status != proto.WCSuccess || rc.ByteLen != 3000 || rc.WRID != 7 {
 		t.Fatalf("record after violations: %+v", rc)
@@ -247,6 +248,9 @@ func TestWriteRecordLoss(t *testing.T) {
 			sent := 0
 			for i := range msgs {
 				hdr := iovBytes(&msgs[i].Hdr, 0)
+				if len(hdr) >= dgram.KeyHeaderLen+26 {
+					hdr = hdr[dgram.KeyHeaderLen:]
+				}
 				if len(hdr) >= 26 && hdr[0]&0x80 != 0 && hdr[1]&0x0f == 0xc && binary.BigEndian.Uint32(hdr[22:]) != 0 &&
 					binary.BigEndian.Uint32(hdr[22:]) == uint32(srv.eng.maxPayloadWriteRecord()) {
 					dropped.Add(1)
@@ -282,14 +286,14 @@ func TestWriteRecordLoss(t *testing.T) {
 	}
 	const base = 1000
 	start := time.Now()
-	postWriteRecord(t, a, ah, 1, b.tgt.LKey, b.tgt.Addr(base), 0, size)
+	postWriteRecord(t, a, ah, 1, b.tgt.RKey, b.tgt.Addr(base), 0, size)
 	waitOne(t, a.scq, "send")
 	rc := waitOne(t, b.rcq, "record")
 	if time.Since(start) < 40*time.Millisecond {
 		t.Errorf("trimmed record completed after %v, before the reassembly timeout", time.Since(start))
 	}
 	if rc.Status != proto.WCSuccess || rc.Opcode != proto.WCRecvWriteRecord || rc.Flags&proto.WCFlagRecordTrim == 0 ||
-		int(rc.ByteLen) != size || rc.TO != b.tgt.Addr(base) || rc.InvStag != b.tgt.LKey {
+		int(rc.ByteLen) != size || rc.TO != b.tgt.Addr(base) || rc.InvStag != b.tgt.RKey {
 		t.Fatalf("completion %+v", rc)
 	}
 	want := []wrange{{0, uint32(p)}, {uint32(2 * p), uint32(size - 2*p)}}
@@ -375,16 +379,16 @@ func FuzzWriteRecordDatagram(f *testing.F) {
 		w := rdmap.WriteRecord{RecordID: id, MessageLength: mlen, MessageOffset: mo}
 		return append(w.Append(b), payload...)
 	}
-	f.Add(seg(tgt.LKey, tgt.Addr(0), 1, 5, 0, true, []byte("hello")))
-	f.Add(seg(tgt.LKey, tgt.Addr(100), 2, 10, 5, true, []byte("world")))
-	f.Add(seg(tgt.LKey, tgt.Addr(8190), 3, 5, 0, true, []byte("bound")))
-	f.Add(seg(tgt.LKey^0x100, tgt.Addr(0), 4, 0, 0, true, nil))
+	f.Add(seg(tgt.RKey, tgt.Addr(0), 1, 5, 0, true, []byte("hello")))
+	f.Add(seg(tgt.RKey, tgt.Addr(100), 2, 10, 5, true, []byte("world")))
+	f.Add(seg(tgt.RKey, tgt.Addr(8190), 3, 5, 0, true, []byte("bound")))
+	f.Add(seg(tgt.RKey^0x100, tgt.Addr(0), 4, 0, 0, true, nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if len(b) == 0 {
 			return
 		}
-		d := append([]byte(nil), b...)
-		d[0] |= 0x80
+		d := append(dgram.Keys{QKey: verbsdtest.TestQKey, SrcQKey: 1}.Append(nil), b...)
+		d[dgram.KeyHeaderLen] |= 0x80
 		d = crc32c.Append(d, crc32c.Checksum(d))
 		unix.Sendto(fd, d, 0, addrToSockaddr(dst))
 		var st proto.QPState

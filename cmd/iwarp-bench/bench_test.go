@@ -336,18 +336,19 @@ func TestSmokeLoopback(t *testing.T) {
 	for _, ratio := range []string{"UD lat / raw UDP lat", "UD bw / raw UDP bw", "RC Send lat / raw TCP lat",
 		"RC Write lat / raw TCP lat", "RC Write bw / raw TCP bw", "RC Read bw / raw TCP bw", "UD lat / RC Send lat",
 		"RD / UD lat (medians) 64 B", "RD / RC lat (medians) 64 B", "RD / raw UDP lat (medians) 64 B",
-		"RD / raw TCP bw 64 KiB", "RD / UD bw 64 KiB", "RD / raw TCP bidirectional bw 64 KiB"} {
+		"RD / raw TCP bw 64 KiB", "RD / UD bw 64 KiB", "RD / raw TCP bidirectional bw 64 KiB",
+		"RC FetchAdd lat / Send-Recv fetch-add emulation lat"} {
 		for _, line := range strings.Split(out, "\n") {
 			if strings.Contains(line, ratio) && !strings.Contains(line, "×") {
 				t.Errorf("ratio line without a ratio: %q", line)
 			}
 		}
 	}
-	// 11 headline runs, the sweeps at one size each (6 latency at 64 B, 6
+	// 13 headline runs (RC FetchAdd and its Send/Recv emulation included), the sweeps at one size each (6 latency at 64 B, 6
 	// bandwidth at 64 KiB), 5 bidirectional, 14 scaling (1 and 4 QPs × UD,
 	// RD, RC × lat, bw; 2 raw baselines).
-	if n := strings.Count(stderr.String(), "[loopback 1/1]"); n != 42 {
-		t.Errorf("%d progress lines, want 42:\n%s", n, stderr.String())
+	if n := strings.Count(stderr.String(), "[loopback 1/1]"); n != 44 {
+		t.Errorf("%d progress lines, want 44:\n%s", n, stderr.String())
 	}
 	for _, f := range []string{"summary.md", "loopback-latency-datagram.png", "loopback-bandwidth.csv", "loopback-bandwidth-bidir.png", "idle-cost.csv",
 		"loopback-scaling-latency.png", "loopback-scaling-bandwidth.png"} {

@@ -83,11 +83,11 @@ func TestPipeline(t *testing.T) {
 			t.Errorf("row %q: %q, want %q\n%s", name, got, want, text)
 		}
 	}
-	// Per round: 11 headline runs, 64 latency and 37 bandwidth runs of the
+	// Per round: 13 headline runs (RC FetchAdd and its Send/Recv emulation included), 64 latency and 37 bandwidth runs of the
 	// sweep (35: UD bandwidth stops at 64 KiB), 14 bidirectional (3 sizes × 5 series, no UD at 1 MiB),
 	// 44 scaling runs (7 QP counts × 3 transports × lat and bw, 2 raw baselines).
-	if n := strings.Count(stderr.String(), "[loopback "); n != 3*(124+44) {
-		t.Errorf("%d progress lines, want %d:\n%s", n, 3*(124+44), stderr.String())
+	if n := strings.Count(stderr.String(), "[loopback "); n != 3*(126+44) {
+		t.Errorf("%d progress lines, want %d:\n%s", n, 3*(126+44), stderr.String())
 	}
 	checkResults(t, out)
 

@@ -95,7 +95,8 @@ type benchConfig struct {
 
 // knownRuns are the keys -only accepts.
 var knownRuns = map[string]bool{kRawUDPLat: true, kUDLat: true, kFIRxdLat: true, kFIUDPLat: true, kRawUDPBW: true, kUDBW: true, kRawTCPBW: true,
-	kRawTCPLat: true, kRCSendLat: true, kRCWriteLat: true, kRawTCPBW1M: true, kRCWriteBW1M: true, kRCReadBW1M: true}
+	kRawTCPLat: true, kRCSendLat: true, kRCWriteLat: true, kRawTCPBW1M: true, kRCWriteBW1M: true, kRCReadBW1M: true,
+	kRCFetchAddLat: true, kRCSendFetchAddLat: true}
 
 // only returns the runs to make (nil: all).
 func (c *benchConfig) only() map[string]bool {

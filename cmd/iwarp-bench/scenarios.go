@@ -36,6 +36,11 @@ const (
 	kRawTCPBW1M  = "raw_tcp_bw_1m"
 	kRCWriteBW1M = "rc_write_bw_1m"
 	kRCReadBW1M  = "rc_read_bw_1m"
+
+	// RFC 7306 (docs/atomics.md): RC FetchAdd latency against the same
+	// fetch-add done by the server process over Send/Recv.
+	kRCFetchAddLat     = "rc_fetchadd_lat"
+	kRCSendFetchAddLat = "rc_send_fetchadd_lat"
 )
 
 // rcBWSize is the message of the RC bandwidth runs.
@@ -48,7 +53,11 @@ const rcBWSize = 1 << 20
 // rings) was a third of an RC run and halved its ratio to raw TCP.
 func rcSteps(s *session, cfg *benchConfig, sc *scenario, a, b *node) []step {
 	lat := func(key, label, transport, op string) step {
-		t := perfTest{label: label, transport: transport, op: op, test: "lat", size: latSize, iters: cfg.LatIters}
+		size := latSize
+		if op == "fetchadd" || op == "send-fetchadd" {
+			size = 8 // the 8-octet word (iwarp-perf uses 8 whatever -s says)
+		}
+		t := perfTest{label: label, transport: transport, op: op, test: "lat", size: size, iters: cfg.LatIters}
 		return step{key: key, label: label, run: func(r int) (string, error) {
 			rep, err := s.runPerf(cfg, a, b, t)
 			if err != nil {
@@ -75,6 +84,8 @@ func rcSteps(s *session, cfg *benchConfig, sc *scenario, a, b *node) []step {
 		lat(kRawTCPLat, "raw TCP lat 64 B", "raw-tcp", ""),
 		lat(kRCSendLat, "RC Send lat 64 B", "rc", "send"),
 		lat(kRCWriteLat, "RC RDMA Write lat 64 B", "rc", "write"),
+		lat(kRCFetchAddLat, "RC FetchAdd lat", "rc", "fetchadd"),
+		lat(kRCSendFetchAddLat, "RC Send/Recv fetch-add emulation lat", "rc", "send-fetchadd"),
 		bw(kRawTCPBW1M, "raw TCP bw 1 MiB", "raw-tcp", ""),
 		bw(kRCWriteBW1M, "RC RDMA Write bw 1 MiB", "rc", "write"),
 		bw(kRCReadBW1M, "RC RDMA Read bw 1 MiB", "rc", "read"),
@@ -85,6 +96,8 @@ func rcMetrics(sc *scenario) {
 	sc.addMetric(kRawTCPLat, "raw TCP lat 64 B (TCP_NODELAY), median one way", "us", false)
 	sc.addMetric(kRCSendLat, "RC Send lat 64 B, median one way", "us", false)
 	sc.addMetric(kRCWriteLat, "RC RDMA Write lat 64 B (last-octet polling), median one way", "us", false)
+	sc.addMetric(kRCFetchAddLat, "RC FetchAdd lat (RFC 7306 atomic, result checked), median one way", "us", false)
+	sc.addMetric(kRCSendFetchAddLat, "RC Send/Recv round trip doing the fetch-add in the server process, median one way", "us", false)
 	sc.addMetric(kRawTCPBW1M, "raw TCP bw 1 MiB (writev)", "Gb/s", false)
 	sc.addMetric(kRCWriteBW1M, "RC RDMA Write bw 1 MiB", "Gb/s", false)
 	sc.addMetric(kRCReadBW1M, "RC RDMA Read bw 1 MiB", "Gb/s", false)
@@ -93,6 +106,7 @@ func rcMetrics(sc *scenario) {
 	sc.addRatio("RC Write bw / raw TCP bw (1 MiB)", kRCWriteBW1M, kRawTCPBW1M, ">=", 0.8)
 	sc.addRatio("RC Read bw / raw TCP bw (1 MiB)", kRCReadBW1M, kRawTCPBW1M, ">=", 0.8)
 	sc.addRatio("UD lat / RC Send lat (medians; about 0.75 expected)", kUDLat, kRCSendLat, "<=", 0.75)
+	sc.addRatio("RC FetchAdd lat / Send-Recv fetch-add emulation lat (medians; seed 0.77)", kRCFetchAddLat, kRCSendFetchAddLat, "<=", 0.8)
 }
 
 // runRounds runs every step in order, round after round (interleaved), with

@@ -18,8 +18,8 @@ import (
 // hub), so that its memory is measured apart from the peers'. It talks
 // with the parent over stdin/stdout, one line each:
 //
-//	parent → hub: N peer addresses (UD, RD) or the listener address (RC), then "end"
-//	hub → parent: "ready ADDR RSS PSS" (base objects made, nothing per peer yet)
+//	parent → hub: N peer endpoints, ip:port/qkey (UD, RD), or the listener address (RC), then "end"
+//	hub → parent: "ready ENDPOINT RSS PSS" (base objects made, nothing per peer yet; ENDPOINT "-" for RC)
 //	parent → hub: "go"
 //	hub → parent: "done REPLIES RSS PSS" (one message sent to and received from every peer)
 //	parent → hub: "exit" (or stdin closes)
@@ -34,13 +34,22 @@ import (
 func hubMain(sock, typName string, n int) error {
 	typ := qpTypes[typName]
 	in := bufio.NewScanner(os.Stdin)
-	var addrs []netip.AddrPort
+	var addrs []netip.AddrPort // RC: the listener
+	var eps []ofverbs.Endpoint // UD, RD: the peers' QPs (address and Q_Key)
 	for in.Scan() && in.Text() != "end" {
-		a, err := netip.ParseAddrPort(in.Text())
+		if typ == ofverbs.QPTypeRC {
+			a, err := netip.ParseAddrPort(in.Text())
+			if err != nil {
+				return err
+			}
+			addrs = append(addrs, a)
+			continue
+		}
+		ep, err := ofverbs.ParseEndpoint(in.Text())
 		if err != nil {
 			return err
 		}
-		addrs = append(addrs, a)
+		eps = append(eps, ep)
 	}
 	ctx, err := ofverbs.Open(ofverbs.WithSocket(sock), ofverbs.WithClientName("iwarp-mem-hub"))
 	if err != nil {
@@ -71,8 +80,8 @@ func hubMain(sock, typName string, n int) error {
 	slot := func(i int) []ofverbs.SGE { return []ofverbs.SGE{mr.SGE(mem[(i+1)*msgSize : (i+2)*msgSize])} }
 	var qp *ofverbs.QP // the datagram QP
 	if typ != ofverbs.QPTypeRC {
-		if len(addrs) != n {
-			return fmt.Errorf("hub: %d peer addresses, want %d", len(addrs), n)
+		if len(eps) != n {
+			return fmt.Errorf("hub: %d peer endpoints, want %d", len(eps), n)
 		}
 		qp, err = pd.CreateQP(ofverbs.QPInitAttr{Type: typ, SendCQ: scq, RecvCQ: rcq,
 			Cap: ofverbs.QPCap{MaxSendWR: 256, MaxRecvWR: uint32(max(n, 1)), MaxSendSGE: 1, MaxRecvSGE: 1}})
@@ -96,7 +105,7 @@ func hubMain(sock, typName string, n int) error {
 	}
 	self := "-"
 	if qp != nil {
-		self = qp.Addr().String()
+		self = qp.Endpoint().String()
 	}
 	fmt.Printf("ready %s %d %d\n", self, m.RSS, m.PSS)
 	if !in.Scan() || in.Text() != "go" {
@@ -129,8 +138,8 @@ func hubMain(sock, typName string, n int) error {
 		}
 	} else {
 		ahs = make([]*ofverbs.AH, 0, n)
-		for i, a := range addrs {
-			ah, err := pd.CreateAH(a)
+		for i, ep := range eps {
+			ah, err := pd.CreateAHTo(ep)
 			if err != nil {
 				return fmt.Errorf("hub: AH %d: %w", i, err)
 			}

@@ -255,6 +255,13 @@ func measure(o options, typ string) (result, error) {
 	if r.ClientBefore, err = parseMem(f[2], f[3]); err != nil {
 		return r, err
 	}
+	if f[1] != "-" {
+		ep, err := ofverbs.ParseEndpoint(f[1])
+		if err != nil {
+			return r, fmt.Errorf("hub endpoint: %w", err)
+		}
+		p.hubKey.Store(ep.QKey) // the peers reply to the address the hub's messages come from
+	}
 	time.Sleep(o.settle)
 	if r.DaemonBefore, err = hd.mem(); err != nil {
 		return r, err

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,8 +25,9 @@ type peers struct {
 	rcq    *ofverbs.CQ
 	mu     sync.Mutex
 	byQPN  map[uint32]*ofverbs.QP
-	addrs  []netip.AddrPort // datagram peers' addresses
-	hubAH  *ofverbs.AH      // datagram replies go there
+	addrs  []ofverbs.Endpoint // datagram peers' endpoints (address and Q_Key)
+	hubKey atomic.Uint32      // the hub QP's Q_Key (from its "ready" line), for the replies
+	hubAH  *ofverbs.AH        // datagram replies go there
 	ln     *ofverbs.Listener
 	served atomic.Int64 // replies posted
 }
@@ -77,7 +77,7 @@ func newPeers(sock string, typ ofverbs.QPType, n int) (*peers, error) {
 		if err := qp.ModifyState(ofverbs.QPStateInit, ofverbs.QPStateRTR, ofverbs.QPStateRTS); err != nil {
 			return fail(err)
 		}
-		p.addrs = append(p.addrs, qp.Addr())
+		p.addrs = append(p.addrs, qp.Endpoint())
 	}
 	return p, nil
 }
@@ -151,7 +151,7 @@ func (p *peers) serve(stop <-chan struct{}) error {
 			wr := ofverbs.SendWR{ID: wc.ID, Opcode: ofverbs.WRSend, Signaled: true, SGL: []ofverbs.SGE{p.mr.SGE(p.mem[:msgSize])}}
 			if p.typ != ofverbs.QPTypeRC {
 				if p.hubAH == nil {
-					if p.hubAH, err = p.pd.CreateAH(wc.Src); err != nil {
+					if p.hubAH, err = p.pd.CreateAHTo(ofverbs.Endpoint{Addr: wc.Src, QKey: p.hubKey.Load()}); err != nil {
 						return err
 					}
 				}

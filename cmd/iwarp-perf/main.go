@@ -70,7 +70,9 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("iwarp-perf", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.qpType, "t", "ud", "queue pair `type`: ud, rc or rd")
-	fs.StringVar(&c.op, "o", "send", "`operation`: send; write with -t rc; read with -t rc or rd; write-record with -t ud or rd")
+	fs.StringVar(&c.op, "o", "send", "`operation`: send; write with -t rc; read with -t rc or rd; write-record with -t ud or rd; "+
+		"fetchadd, cmpswap (RFC 7306 atomics, -t rc or rd); send-fetchadd (Send/Recv with the fetch-add in the server process); "+
+		"write-imm (-t rc, lat); send-imm")
 	fs.StringVar(&c.test, "m", "lat", "`test`: lat (ping-pong latency) or bw (streaming bandwidth)")
 	fs.IntVar(&c.size, "s", 0, "message size in `bytes` (default 64 for lat; 65536 for bw, 65507 over raw UDP)")
 	fs.BoolVar(&c.all, "a", false, "run every size 2^0 .. 2^N up to the largest message")
@@ -158,18 +160,25 @@ func (c *config) validate() error {
 // operation, Read an RC and RD one, Write-Record a datagram one (UD, RD);
 // the raw baselines only send.
 func (c *config) validateOp() error {
-	need := map[string][]string{"write": {"rc"}, "read": {"rc", "rd"}, "write-record": {"ud", "rd"}}
+	need := map[string][]string{"write": {"rc"}, "read": {"rc", "rd"}, "write-record": {"ud", "rd"},
+		"fetchadd": {"rc", "rd"}, "cmpswap": {"rc", "rd"}, "write-imm": {"rc"}, "send-fetchadd": {"rc", "rd", "ud"}, "send-imm": {"ud", "rd", "rc"}}
+	if (c.op == "write-imm" || c.op == "send-fetchadd") && c.test != "lat" {
+		return usagef("-o %s: -m lat only", c.op)
+	}
+	if c.qps > 1 && (atomicOp(c.op) || c.op == "write-imm" || c.op == "send-fetchadd" || c.op == "send-imm") {
+		return usagef("-o %s: one QP only", c.op)
+	}
 	switch c.op {
 	case "send":
 		return nil
-	case "write", "read", "write-record":
+	case "write", "read", "write-record", "fetchadd", "cmpswap", "write-imm", "send-fetchadd", "send-imm":
 		types := need[c.op]
 		if c.raw != "" || !slices.Contains(types, c.qpType) {
 			return usagef("-o %s: needs -t %s (the raw baselines only send)", c.op, strings.Join(types, " or -t "))
 		}
 		return nil
 	}
-	return usagef("-o %q: want send, write, read or write-record", c.op)
+	return usagef("-o %q: want send, write, read, write-record, fetchadd, cmpswap, send-fetchadd, write-imm or send-imm", c.op)
 }
 
 // transportName is what both sides call the transport in hellos and reports.
@@ -182,6 +191,9 @@ func (c *config) transportName() string {
 
 // sizes lists the message sizes to run, given the transport's largest.
 func (c *config) sizes(maxMsg int) ([]int, error) {
+	if atomicOp(c.op) || c.op == "send-fetchadd" {
+		return []int{atomicSize}, nil // the 8-octet word, whatever -s or -a say
+	}
 	if c.all {
 		var s []int
 		for n := 1; n <= maxMsg; n *= 2 {

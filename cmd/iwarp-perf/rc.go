@@ -41,6 +41,8 @@ type rdmaTransport interface {
 // credits with Sends as send bw does; read receives nothing.
 func rdmaRecvSlots(cfg *config, server bool) (slots, size int) {
 	switch {
+	case cfg.op == "write-imm" || cfg.op == "send-fetchadd":
+		return 4, 64 // one Immediate Data / one request or reply at a time
 	case cfg.op == "write" && cfg.test == "bw":
 		return creditSlots, 64
 	case cfg.op == "write-record" && cfg.test == "lat":
@@ -64,8 +66,12 @@ func rdmaRecvSlots(cfg *config, server bool) (slots, size int) {
 //     outstanding (bw); the server exposes its pattern buffer instead.
 func rdmaRegion(cfg *config, largest int, server bool) (slots, stride int) {
 	stride = (largest + 63) &^ 63
-	write := cfg.op == "write" || cfg.op == "write-record"
+	write := cfg.op == "write" || cfg.op == "write-record" || cfg.op == "write-imm"
 	switch {
+	case atomicOp(cfg.op) && server:
+		return 1, 64 // the target word (0)
+	case atomicOp(cfg.op):
+		return min(max(cfg.window, 2), rcReadDepth), atomicSize // one result word per atomic outstanding
 	case write && cfg.test == "lat":
 		return 2, stride
 	case write && server:
@@ -92,8 +98,11 @@ func (t *verbsTransport) allocRegion() error {
 		return t.errorf("RDMA region not aligned")
 	}
 	access := ofverbs.AccessLocalWrite
-	if t.op == "write" || t.op == "write-record" {
+	if t.op == "write" || t.op == "write-record" || t.op == "write-imm" {
 		access |= ofverbs.AccessRemoteWrite
+	}
+	if atomicOp(t.op) {
+		access |= ofverbs.AccessRemoteAtomic
 	}
 	if t.regionMR, err = t.pd.RegMR(t.region, access); err != nil {
 		return t.errorf("registering the RDMA region: %w", err)
@@ -104,6 +113,10 @@ func (t *verbsTransport) allocRegion() error {
 func (t *verbsTransport) regionSlot(i int) []byte { return t.region[i*t.stride : (i+1)*t.stride] }
 
 func (t *verbsTransport) poisonRegion() {
+	if atomicOp(t.op) {
+		clear(t.region) // the counter starts at 0 (atomic k returns k)
+		return
+	}
 	for i := range t.region {
 		t.region[i] = poison
 	}
@@ -111,7 +124,7 @@ func (t *verbsTransport) poisonRegion() {
 
 func (t *verbsTransport) localBuffer() *remoteBuffer {
 	switch {
-	case (t.op == "write" || t.op == "write-record") && t.regionMR != nil:
+	case (t.op == "write" || t.op == "write-record" || t.op == "write-imm" || atomicOp(t.op)) && t.regionMR != nil:
 		return &remoteBuffer{Addr: t.regionMR.Addr(), RKey: t.regionMR.RKey(), Len: uint64(len(t.region))}
 	case t.op == "read" && t.regionMR == nil: // the server: Reads come from its pattern
 		return &remoteBuffer{Addr: t.patMR.Addr(), RKey: t.patMR.RKey(), Len: uint64(len(t.pat))}

@@ -23,7 +23,10 @@ const (
 
 // runClientSide runs one size of the test on the client.
 func runClientSide(cfg *config, tr transport, p pattern, size int) (sideResult, error) {
-	if cfg.op == "send" || cfg.op == "write-record" { // wrec.go
+	if cfg.op == "send-fetchadd" { // atomic.go
+		return tr.(*verbsTransport).sendFetchAddClient(cfg.iters)
+	}
+	if cfg.op == "send" || cfg.op == "write-record" || cfg.op == "send-imm" { // wrec.go, atomic.go
 		if cfg.test == "lat" {
 			return latClient(tr, p, size, cfg.iters)
 		}
@@ -34,6 +37,12 @@ func runClientSide(cfg *config, tr transport, p pattern, size int) (sideResult, 
 		return sideResult{}, err
 	}
 	switch cfg.op + " " + cfg.test {
+	case "fetchadd lat", "cmpswap lat":
+		return t.atomicLat(cfg.iters)
+	case "fetchadd bw", "cmpswap bw":
+		return t.atomicRate(cfg.iters, cfg.window)
+	case "write-imm lat":
+		return t.writeImmLat(p, size, cfg.iters, true)
 	case "write lat":
 		return t.writeLat(p, size, cfg.iters, true)
 	case "write bw":
@@ -48,7 +57,10 @@ func runClientSide(cfg *config, tr transport, p pattern, size int) (sideResult, 
 // runServerSide runs one size of the test on the server. The server of a
 // Read test is passive: its daemon answers the Reads.
 func runServerSide(cfg *config, tr transport, p pattern, size int) (sideResult, error) {
-	if cfg.op == "send" || cfg.op == "write-record" {
+	if cfg.op == "send-fetchadd" {
+		return tr.(*verbsTransport).sendFetchAddServer(cfg.iters)
+	}
+	if cfg.op == "send" || cfg.op == "write-record" || cfg.op == "send-imm" {
 		if cfg.test == "lat" {
 			return latServer(tr, p, size, cfg.iters)
 		}
@@ -59,6 +71,8 @@ func runServerSide(cfg *config, tr transport, p pattern, size int) (sideResult, 
 		return sideResult{}, err
 	}
 	switch cfg.op + " " + cfg.test {
+	case "write-imm lat":
+		return t.writeImmLat(p, size, cfg.iters, false)
 	case "write lat":
 		return t.writeLat(p, size, cfg.iters, false)
 	case "write bw":
@@ -71,7 +85,7 @@ func runServerSide(cfg *config, tr transport, p pattern, size int) (sideResult, 
 // Read (RC, RD) test.
 func rdmaVerbs(cfg *config, tr transport) (*verbsTransport, error) {
 	t, ok := tr.(*verbsTransport)
-	if !ok || (t.kind != "rc" && !(t.kind == "rd" && cfg.op == "read")) {
+	if !ok || (t.kind != "rc" && !(t.kind == "rd" && (cfg.op == "read" || atomicOp(cfg.op)))) {
 		return nil, fmt.Errorf("-o %s: not an operation of -t %s", cfg.op, cfg.transportName())
 	}
 	return t, nil

@@ -183,6 +183,15 @@ func newVerbsQP(cfg *config, sh *verbsShared, ip netip.Addr, server bool, index 
 	// data through the RDMA region instead (rc.go).
 	t.slots, t.slotSize = 4, largest
 	switch {
+	case cfg.op == "send-imm" && cfg.test == "bw" && server && cfg.qpType == "rc":
+		t.slots = 2 * cfg.window // the Send and its Immediate Data each take a receive
+	case cfg.op == "send-imm" && cfg.test == "bw" && server:
+		t.slots = cfg.window
+	case cfg.op == "send-imm" && cfg.test == "bw":
+		t.slots, t.slotSize = creditSlots, 64
+	case cfg.op == "send-imm" && cfg.qpType == "rc":
+		t.slots = 8
+	case cfg.op == "send-imm":
 	case cfg.op != "send":
 		t.slots, t.slotSize = rdmaRecvSlots(cfg, server)
 	case cfg.test == "bw" && server:
@@ -274,7 +283,7 @@ func (t *verbsTransport) localAddr() string {
 	if t.kind == "rc" {
 		return t.rcLocalAddr()
 	}
-	return t.qp.Addr().String()
+	return t.qp.Endpoint().String() // ip:port/qkey: the peer needs the Q_Key too
 }
 
 // close ends the session (and with it every object of the test) when this
@@ -294,12 +303,12 @@ func (t *verbsTransport) connect(peer string, server bool) error {
 	// RD has no IRD/ORD exchange: the daemons' -rd-ord (16 by default)
 	// bounds the Reads in flight, and iwarp-perf keeps that many outstanding.
 	t.ord = defaultReadDepth
-	ap, err := netip.ParseAddrPort(peer)
+	ep, err := ofverbs.ParseEndpoint(peer)
 	if err != nil {
-		return t.errorf("peer QP address %q: %w", peer, err)
+		return t.errorf("peer QP endpoint %q: %w", peer, err)
 	}
-	if t.ah, err = t.pd.CreateAH(ap); err != nil {
-		return t.errorf("address handle for %v: %w", ap, err)
+	if t.ah, err = t.pd.CreateAHTo(ep); err != nil {
+		return t.errorf("address handle for %v: %w", ep, err)
 	}
 	for i := range t.swr {
 		t.swr[i].AH = t.ah
@@ -416,6 +425,9 @@ func (t *verbsTransport) send(first uint64, n, size int) error {
 		wrs[i].InlineData = nil
 		wrs[i].SGL = t.sges[i : i+1]
 		t.sges[i] = t.patMR.SGE(t.pat.message(iter, size))
+		if t.op == "send-imm" { // atomic.go
+			wrs[i].Opcode, wrs[i].Imm = ofverbs.WRSendWithImm, immOf(t.pat.message(iter, size))
+		}
 	}
 	return t.post(wrs)
 }
@@ -478,6 +490,11 @@ func (t *verbsTransport) recv(size int) ([]byte, error) {
 	}
 	if t.op == "write-record" { // the message is in the region, the slot holds its record
 		if b, err = t.recordedMessage(size); err != nil {
+			return nil, err
+		}
+	}
+	if t.op == "send-imm" { // atomic.go
+		if err := t.checkImm(b); err != nil {
 			return nil, err
 		}
 	}

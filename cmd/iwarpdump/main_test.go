@@ -49,7 +49,7 @@ func writeUDPcap(t *testing.T, path string) {
 	}
 	for i := range 2 {
 		h := ddp.Header{Last: true, Version: ddp.Version, ULPControl: uint8(rdmap.MakeControl(rdmap.OpSend)), MSN: uint32(i + 1)}
-		ud := dgram.AppendUD(nil, true, h.Append(nil), []byte("payload"))
+		ud := dgram.AppendUD(nil, dgram.Keys{QKey: 1, SrcQKey: 2}, true, h.Append(nil), []byte("payload"))
 		if i == 1 {
 			ud[len(ud)-1] ^= 1
 		}

@@ -1,18 +1,19 @@
 -- iwarp-datagram.lua: Wireshark dissector for the iwarpd datagram-iWARP profile
 -- (docs/wire-format.md in the iwarpd repository). Wireshark 4.0 API, Lua 5.2.
 --
---   UD datagram (UDP payload):  DDP segment | CRC32c (4, little-endian)
---   RD datagram (UDP payload):  RD header (24) | DDP segment | CRC32c (4, LE)
---   RD ACK datagram:            RD header (24) | CRC32c (4, LE)
+--   UD datagram (UDP payload):  keys (8) | DDP segment | CRC32c (4, little-endian)
+--   RD datagram (UDP payload):  keys (8) | RD header (24) | DDP segment | CRC32c (4, LE)
+--   RD ACK datagram:            keys (8) | RD header (24) | CRC32c (4, LE)
 --
 -- The DDP segment (RFC 5041 header, RDMAP header, payload) is handed to
--- Wireshark's own "iwarp_ddp_rdmap" dissector. This file decodes the RD
--- header, checks the CRC32c trailer, and decodes the Write-Record header
--- (RDMAP opcode 0xC) and the Send with Immediate's RFC 7306 Immediate Data
--- (opcodes 0x8/0x9: 8 octets before every segment's payload), which
--- Wireshark 4.0 does not know. Atomic Requests/Responses (0xA/0xB) are
--- decoded by Wireshark's own dissector (its iwarp_rdma.atomic.* fields);
--- this file checks that they are single segments of the RFC 7306 length.
+-- Wireshark's own "iwarp_ddp_rdmap" dissector. This file decodes the key
+-- header (destination Q_Key, source Q_Key), the RD header, checks the
+-- CRC32c trailer, and decodes the Write-Record header (RDMAP opcode 0xC)
+-- and the Send with Immediate's RFC 7306 Immediate Data (opcodes 0x8/0x9:
+-- 8 octets before every segment's payload), which Wireshark 4.0 does not
+-- know. Atomic Requests/Responses (0xA/0xB) are decoded by Wireshark's own
+-- dissector (its iwarp_rdma.atomic.* fields); this file checks that they
+-- are single segments of the RFC 7306 length.
 --
 -- Usage: tshark -X lua_script:iwarp-datagram.lua -r capture.pcap
 --        (or copy into the personal Lua plugins folder; see README.md).
@@ -41,6 +42,8 @@ local framing_names = { [0] = "UD", [1] = "RD" }
 
 local f = {
   framing      = ProtoField.uint8("iwarp_dgram.framing", "Framing", base.DEC, framing_names),
+  qkey         = ProtoField.uint32("iwarp_dgram.qkey", "Q_Key (destination QP's)", base.HEX),
+  src_qkey     = ProtoField.uint32("iwarp_dgram.src_qkey", "Source Q_Key (sending QP's)", base.HEX),
   rd           = ProtoField.none("iwarp_dgram.rd", "RD header"),
   rd_version   = ProtoField.uint8("iwarp_dgram.rd.version", "Version", base.DEC, nil, 0xF0),
   rd_type      = ProtoField.uint8("iwarp_dgram.rd.type", "Type", base.DEC, rd_types, 0x0F),
@@ -71,7 +74,7 @@ local f = {
   crc_status   = ProtoField.uint8("iwarp_dgram.crc.status", "CRC status", base.DEC, crc_status_names),
 }
 proto.fields = {
-  f.framing, f.rd, f.rd_version, f.rd_type, f.rd_flags, f.rd_f_ack, f.rd_f_ackreq,
+  f.framing, f.qkey, f.src_qkey, f.rd, f.rd_version, f.rd_type, f.rd_flags, f.rd_f_ack, f.rd_f_ackreq,
   f.rd_f_notrdy, f.rd_f_reset, f.rd_f_ext, f.rd_f_block, f.rd_f_rsvd, f.rd_window, f.rd_inc, f.rd_echo, f.rd_seq,
   f.rd_cumack, f.rd_sack, f.rd_sacked, f.wr, f.wr_id, f.wr_len, f.wr_off, f.wr_base,
   f.imm, f.imm_value, f.crc, f.crc_computed, f.crc_status,
@@ -139,7 +142,7 @@ end
 -- Dissection ------------------------------------------------------------------------
 
 local DDP_TAGGED_LEN, DDP_UNTAGGED_LEN = 14, 18
-local RD_LEN, CRC_LEN, WR_LEN = 24, 4, 12
+local KEYS_LEN, RD_LEN, CRC_LEN, WR_LEN = 8, 24, 4, 12
 local OP_WRITE_RECORD = 0xC
 local OP_IMM, OP_IMM_SE, OP_ATOMIC_REQ, OP_ATOMIC_RESP = 0x8, 0x9, 0xA, 0xB
 local IMM_LEN, ATOMIC_REQ_LEN, ATOMIC_RESP_LEN = 8, 52, 12
@@ -203,14 +206,18 @@ function proto.dissector(tvb, pinfo, tree)
   local root = tree:add(proto, tvb())
   root:add(f.framing, rd and 1 or 0):set_generated()
 
-  local min = rd and (RD_LEN + CRC_LEN) or (DDP_TAGGED_LEN + CRC_LEN)
+  local min = KEYS_LEN + (rd and (RD_LEN + CRC_LEN) or (DDP_TAGGED_LEN + CRC_LEN))
   if n < min then
     root:add_proto_expert_info(e.short)
     pinfo.cols.protocol = "iWARP-DG"
     return n
   end
 
-  -- CRC trailer: covers every octet before it (the RD header included).
+  -- Key header: the destination QP's Q_Key, the sender's own.
+  root:add(f.qkey, tvb(0, 4))
+  root:add(f.src_qkey, tvb(4, 4))
+
+  -- CRC trailer: covers every octet before it (key and RD headers included).
   local body = n - CRC_LEN
   local crc = tvb(body, CRC_LEN):le_uint()
   local ci = root:add_le(f.crc, tvb(body, CRC_LEN))
@@ -229,10 +236,10 @@ function proto.dissector(tvb, pinfo, tree)
     end
   end
 
-  local off = 0
+  local off = KEYS_LEN
   local info = ""
   if rd then
-    local r = tvb(0, RD_LEN)
+    local r = tvb(KEYS_LEN, RD_LEN)
     local rt = root:add(f.rd, r)
     local version = bit32.rshift(r(0, 1):uint(), 4)
     local typ = bit32.band(r(0, 1):uint(), 0x0F)
@@ -286,7 +293,7 @@ function proto.dissector(tvb, pinfo, tree)
       info = info .. string.format(" cumack=%d sack=0x%x win=%d", cumack, sack, r(2, 2):uint())
     end
     if fl ~= "" then info = info .. " [" .. fl .. "]" end
-    off = RD_LEN
+    off = KEYS_LEN + RD_LEN
     if typ == 2 then
       if body > off then root:add_proto_expert_info(e.ack_data) end
       pinfo.cols.protocol = "iWARP-RD"

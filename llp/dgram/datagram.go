@@ -24,6 +24,8 @@ var (
 	// ErrBadType: the RD header's type is unknown, or an ACK datagram
 	// carries octets after its header.
 	ErrBadType = errors.New("dgram: bad RD datagram type")
+	// ErrQKey: the datagram's Q_Key is not the receiving QP's (CheckQKey).
+	ErrQKey = errors.New("dgram: Q_Key mismatch")
 )
 
 // LLPError returns the TERMINATE-vocabulary triple that names err for
@@ -39,14 +41,15 @@ func LLPError(err error) (iwerr.Error, bool) {
 
 // Datagram is one decoded UDP payload of the datagram profile:
 //
-//	UD:  DDP segment | CRC32c (4, little-endian)
-//	RD:  RD header (24) | DDP segment | CRC32c (4, little-endian)
-//	RD ACK: RD header (24) | CRC32c (4, little-endian)
+//	UD:  keys (8) | DDP segment | CRC32c (4, little-endian)
+//	RD:  keys (8) | RD header (24) | DDP segment | CRC32c (4, little-endian)
+//	RD ACK: keys (8) | RD header (24) | CRC32c (4, little-endian)
 //
 // The DDP segment is the RFC 5041 header (whose RsvdULP[0:7] is the RDMAP
 // control octet), the RDMAP header if the opcode has one, and the payload;
 // no MPA framing, no markers, no pad (docs/wire-format.md).
 type Datagram struct {
+	Keys  Keys     // the key header
 	HasRD bool     // an RD datagram (ParseRD)
 	RD    RDHeader // valid when HasRD
 
@@ -60,8 +63,8 @@ type Datagram struct {
 }
 
 // Checksum returns the CRC32c of the concatenation of pieces: the trailer
-// value for a datagram made of them (for RD, the encoded RD header is the
-// first piece). It lets a sender gather headers and registered memory into
+// value for a datagram made of them (the key header is the first piece,
+// then for RD the encoded RD header). It lets a sender gather headers and registered memory into
 // one sendmsg without a staging copy.
 func Checksum(pieces ...[]byte) uint32 {
 	var c uint32
@@ -81,23 +84,27 @@ func AppendTrailer(dst []byte, crc bool, covered ...[]byte) []byte {
 	return crc32c.Append(dst, c)
 }
 
-// AppendUD appends a UD datagram to dst: the concatenation of the segment
-// pieces (DDP header, RDMAP header, payload, ...) and the CRC trailer
-// (zero if !crc). The pieces are copied once, straight into dst.
-func AppendUD(dst []byte, crc bool, segment ...[]byte) []byte {
+// AppendUD appends a UD datagram to dst: the key header k, the
+// concatenation of the segment pieces (DDP header, RDMAP header, payload,
+// ...) and the CRC trailer (zero if !crc). The pieces are copied once,
+// straight into dst.
+func AppendUD(dst []byte, k Keys, crc bool, segment ...[]byte) []byte {
 	start := len(dst)
+	dst = k.Append(dst)
 	for _, p := range segment {
 		dst = append(dst, p...)
 	}
 	return appendCRC(dst, start, crc)
 }
 
-// AppendRD appends an RD datagram to dst: rd's header, the segment pieces
-// and the CRC trailer, which covers the RD header too. For an RDAck header
-// pass no segment; for RDData pass one DDP segment. AppendRD does not check
-// that the type and the segment agree (ParseRD does).
-func AppendRD(dst []byte, rd *RDHeader, crc bool, segment ...[]byte) []byte {
+// AppendRD appends an RD datagram to dst: the key header k, rd's header,
+// the segment pieces and the CRC trailer, which covers both headers too.
+// For an RDAck header pass no segment; for RDData pass one DDP segment.
+// AppendRD does not check that the type and the segment agree (ParseRD
+// does).
+func AppendRD(dst []byte, k Keys, rd *RDHeader, crc bool, segment ...[]byte) []byte {
 	start := len(dst)
+	dst = k.Append(dst)
 	dst = rd.Append(dst)
 	for _, p := range segment {
 		dst = append(dst, p...)
@@ -143,19 +150,30 @@ func segment(seg []byte) error {
 	return nil
 }
 
+// CheckQKey reports ErrQKey unless d's Q_Key is want, the receiving QP's.
+func (d *Datagram) CheckQKey(want uint32) error {
+	if d.Keys.QKey != want {
+		return fmt.Errorf("%w: datagram names %#08x", ErrQKey, d.Keys.QKey)
+	}
+	return nil
+}
+
 // ParseUD decodes a UD datagram (a whole UDP payload). If checkCRC, the
 // trailer must match (ErrBadCRC otherwise); if not, it is read but not
 // checked, as for a QP with CRC off. On ErrBadCRC the returned Datagram
-// holds the CRC fields (for counters) and no Segment.
+// holds the key header and the CRC fields (for counters) and no Segment.
+// The Q_Key is decoded, not judged: the receiver calls CheckQKey.
 func ParseUD(b []byte, checkCRC bool) (Datagram, error) {
 	var d Datagram
-	if len(b) < MinSegment+crc32c.Size {
-		return d, fmt.Errorf("%w: UD datagram of %d octets, need at least %d", ErrTruncated, len(b), MinSegment+crc32c.Size)
+	if len(b) < KeyHeaderLen+MinSegment+crc32c.Size {
+		return d, fmt.Errorf("%w: UD datagram of %d octets, need at least %d", ErrTruncated, len(b), KeyHeaderLen+MinSegment+crc32c.Size)
 	}
+	d.Keys, _ = ParseKeys(b)
 	body, err := checkTrailer(&d, b, checkCRC)
 	if err != nil {
 		return d, fmt.Errorf("ud: %w", err)
 	}
+	body = body[KeyHeaderLen:]
 	if err := segment(body); err != nil {
 		return d, fmt.Errorf("ud: %w", err)
 	}
@@ -163,19 +181,22 @@ func ParseUD(b []byte, checkCRC bool) (Datagram, error) {
 	return d, nil
 }
 
-// ParseRD decodes an RD datagram (a whole UDP payload): the RD header, then
+// ParseRD decodes an RD datagram (a whole UDP payload): the key header, the
+// RD header, then
 // for DATA a DDP segment, for ACK nothing. The CRC, when checked, is judged
 // before the header, so a corrupted datagram reports ErrBadCRC rather than a
 // framing error.
 func ParseRD(b []byte, checkCRC bool) (Datagram, error) {
 	d := Datagram{HasRD: true}
-	if len(b) < RDHeaderLen+crc32c.Size {
-		return d, fmt.Errorf("%w: RD datagram of %d octets, need at least %d", ErrTruncated, len(b), RDHeaderLen+crc32c.Size)
+	if len(b) < KeyHeaderLen+RDHeaderLen+crc32c.Size {
+		return d, fmt.Errorf("%w: RD datagram of %d octets, need at least %d", ErrTruncated, len(b), KeyHeaderLen+RDHeaderLen+crc32c.Size)
 	}
+	d.Keys, _ = ParseKeys(b)
 	body, err := checkTrailer(&d, b, checkCRC)
 	if err != nil {
 		return d, fmt.Errorf("rd: %w", err)
 	}
+	body = body[KeyHeaderLen:]
 	h, n, err := ParseRDHeader(body)
 	d.RD = h
 	if err != nil {

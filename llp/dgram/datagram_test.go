@@ -28,7 +28,7 @@ func TestParseGoldenFields(t *testing.T) {
 		rdmap.Control(h.ULPControl).Opcode() != rdmap.OpSend || string(d.Segment[n:]) != "hello iwarp" {
 		t.Fatalf("segment %+v %q err %v", h, d.Segment[n:], err)
 	}
-	if d.HasRD || d.CRC != 0xb2e0bd8a || d.ComputedCRC != d.CRC || !d.CRCValid {
+	if d.HasRD || d.CRC != 0x9840f704 || d.Keys != goldenKeys || d.ComputedCRC != d.CRC || !d.CRCValid {
 		t.Fatalf("datagram %+v", d)
 	}
 
@@ -58,9 +58,9 @@ func TestRoundTrip(t *testing.T) {
 				var b []byte
 				prefix := []byte{0xaa, 0xbb} // Append must keep what dst holds
 				if rd {
-					b = AppendRD(bytes.Clone(prefix), &goldenRDData, crc, pieces...)
+					b = AppendRD(bytes.Clone(prefix), goldenKeys, &goldenRDData, crc, pieces...)
 				} else {
-					b = AppendUD(bytes.Clone(prefix), crc, pieces...)
+					b = AppendUD(bytes.Clone(prefix), goldenKeys, crc, pieces...)
 				}
 				if !bytes.Equal(b[:2], prefix) {
 					t.Fatalf("case %d: prefix clobbered", i)
@@ -84,9 +84,12 @@ func TestRoundTrip(t *testing.T) {
 					t.Fatalf("case %d: Segment does not alias the input", i)
 				}
 				// The gather helpers agree with the encoder.
-				covered := pieces
+				covered := append([][]byte{goldenKeys.Append(nil)}, pieces...)
 				if rd {
-					covered = append([][]byte{goldenRDData.Append(nil)}, pieces...)
+					covered = append([][]byte{goldenKeys.Append(nil), goldenRDData.Append(nil)}, pieces...)
+				}
+				if d.Keys != goldenKeys || d.CheckQKey(goldenKeys.QKey) != nil || !errors.Is(d.CheckQKey(goldenKeys.SrcQKey), ErrQKey) {
+					t.Fatalf("case %d: keys %+v", i, d.Keys)
 				}
 				if tr := AppendTrailer(nil, crc, covered...); !bytes.Equal(tr, b[len(b)-4:]) {
 					t.Fatalf("case %d: AppendTrailer %x, datagram trailer %x", i, tr, b[len(b)-4:])
@@ -103,10 +106,10 @@ func TestTruncation(t *testing.T) {
 		// indistinguishable from a shorter datagram: UDP keeps datagram
 		// boundaries and the socket layer drops truncated reads
 		// (MSG_TRUNC), so only the framing minimum is judged then.
-		minimum := MinSegment + 4
+		minimum := KeyHeaderLen + MinSegment + 4
 		if g.rd {
-			minimum = RDHeaderLen + 4
-			if full[0]&0x0f == byte(RDData) {
+			minimum = KeyHeaderLen + RDHeaderLen + 4
+			if full[KeyHeaderLen]&0x0f == byte(RDData) {
 				minimum += MinSegment
 			}
 		}
@@ -123,15 +126,15 @@ func TestTruncation(t *testing.T) {
 }
 
 func TestFramingErrors(t *testing.T) {
-	ack := AppendRD(nil, &goldenRDAck, true)
-	ackWithData := AppendRD(nil, &goldenRDAck, true, []byte{1, 2, 3})
-	dataNoSeg := AppendRD(nil, &goldenRDData, true)
-	dataShortSeg := AppendRD(nil, &goldenRDData, true, untagged(rdmap.OpSend, true, 0, 1, 0)[:MinSegment-1])
-	udShort := AppendUD(nil, true, untagged(rdmap.OpSend, true, 0, 1, 0)[:MinSegment-1])
+	ack := AppendRD(nil, goldenKeys, &goldenRDAck, true)
+	ackWithData := AppendRD(nil, goldenKeys, &goldenRDAck, true, []byte{1, 2, 3})
+	dataNoSeg := AppendRD(nil, goldenKeys, &goldenRDData, true)
+	dataShortSeg := AppendRD(nil, goldenKeys, &goldenRDData, true, untagged(rdmap.OpSend, true, 0, 1, 0)[:MinSegment-1])
+	udShort := AppendUD(nil, goldenKeys, true, untagged(rdmap.OpSend, true, 0, 1, 0)[:MinSegment-1])
 	// 14..17 octets of an untagged header pass the framing: whether the
 	// header the T bit announces is complete is the DDP receive path's to
 	// judge (ddp.Parse), not the LLP's.
-	udUntaggedPartial := AppendUD(nil, true, untagged(rdmap.OpSend, true, 0, 1, 0)[:17])
+	udUntaggedPartial := AppendUD(nil, goldenKeys, true, untagged(rdmap.OpSend, true, 0, 1, 0)[:17])
 	badVersion := goldenRDData
 	badVersion.Version = 2
 	badType := goldenRDData
@@ -148,9 +151,9 @@ func TestFramingErrors(t *testing.T) {
 		{"data with short segment", true, dataShortSeg, ErrTruncated},
 		{"ud short segment", false, udShort, ErrTruncated},
 		{"ud partial untagged header passes framing", false, udUntaggedPartial, nil},
-		{"rd version", true, AppendRD(nil, &badVersion, true, untagged(rdmap.OpSend, true, 0, 1, 0)), ErrVersion},
-		{"rd type", true, AppendRD(nil, &badType, true, untagged(rdmap.OpSend, true, 0, 1, 0)), ErrBadType},
-		{"ud zero crc with checking on", false, AppendUD(nil, false, untagged(rdmap.OpSend, true, 0, 1, 0)), ErrBadCRC},
+		{"rd version", true, AppendRD(nil, goldenKeys, &badVersion, true, untagged(rdmap.OpSend, true, 0, 1, 0)), ErrVersion},
+		{"rd type", true, AppendRD(nil, goldenKeys, &badType, true, untagged(rdmap.OpSend, true, 0, 1, 0)), ErrBadType},
+		{"ud zero crc with checking on", false, AppendUD(nil, goldenKeys, false, untagged(rdmap.OpSend, true, 0, 1, 0)), ErrBadCRC},
 		{"empty", false, nil, ErrTruncated},
 	}
 	for _, tt := range tests {
@@ -198,13 +201,13 @@ func TestFraming(t *testing.T) {
 		rd   bool
 		want int
 	}{
-		{DefaultDatagramSize, false, 1468},
-		{DefaultDatagramSize, true, 1444},
+		{DefaultDatagramSize, false, 1460},
+		{DefaultDatagramSize, true, 1436},
 		{0, false, 0},
-		{27, true, 0},
-		{28, true, 0},
-		{29, true, 1},
-		{MaxDatagramSize, false, 65503},
+		{35, true, 0},
+		{36, true, 0},
+		{37, true, 1},
+		{MaxDatagramSize, false, 65495},
 	}
 	for _, tt := range tests {
 		if got := MaxSegment(tt.size, tt.rd); got != tt.want {
@@ -212,11 +215,11 @@ func TestFraming(t *testing.T) {
 		}
 	}
 	var tr llp.Transport = Framing{DatagramSize: 9000, RD: true}
-	if tr.MaxSegment() != 9000-28 {
+	if tr.MaxSegment() != 9000-36 {
 		t.Errorf("Framing{9000, RD}.MaxSegment() = %d", tr.MaxSegment())
 	}
-	if (Framing{}).MaxSegment() != 1468 {
-		t.Errorf("Framing{} = %d, want default 1468", (Framing{}).MaxSegment())
+	if (Framing{}).MaxSegment() != 1460 {
+		t.Errorf("Framing{} = %d, want default 1460", (Framing{}).MaxSegment())
 	}
 	if DefaultDatagramSize != 1500-20-8 || MaxDatagramSize != 65535-28 {
 		t.Error("datagram size constants")
@@ -261,9 +264,9 @@ func fuzzDatagram(t *testing.T, b []byte, rd bool) {
 			if d.RD.Type == RDData && len(d.Segment) < ddp.HeaderLen(d.Segment) {
 				t.Fatalf("short segment accepted")
 			}
-			re = AppendRD(nil, &d.RD, check, d.Segment)
+			re = AppendRD(nil, d.Keys, &d.RD, check, d.Segment)
 		} else {
-			re = AppendUD(nil, check, d.Segment)
+			re = AppendUD(nil, d.Keys, check, d.Segment)
 		}
 		if check && !bytes.Equal(re, b) {
 			t.Fatalf("round trip:\n got %x\nwant %x", re, b)
@@ -280,7 +283,7 @@ func FuzzParseUD(f *testing.F) {
 			f.Add(g.build())
 		}
 	}
-	f.Add(AppendUD(nil, false, tagged(rdmap.OpWrite, true, 1, 0)))
+	f.Add(AppendUD(nil, goldenKeys, false, tagged(rdmap.OpWrite, true, 1, 0)))
 	f.Fuzz(func(t *testing.T, b []byte) { fuzzDatagram(t, b, false) })
 }
 
@@ -290,6 +293,6 @@ func FuzzParseRD(f *testing.F) {
 			f.Add(g.build())
 		}
 	}
-	f.Add(AppendRD(nil, &goldenRDData, false, tagged(rdmap.OpWriteRecord, true, 1, 0)))
+	f.Add(AppendRD(nil, goldenKeys, &goldenRDData, false, tagged(rdmap.OpWriteRecord, true, 1, 0)))
 	f.Fuzz(func(t *testing.T, b []byte) { fuzzDatagram(t, b, true) })
 }

@@ -40,17 +40,17 @@ const (
 )
 
 // Overhead returns the framing octets the profile adds around a DDP
-// segment: the CRC trailer, and the RD header for RD.
+// segment: the key header and the CRC trailer, and the RD header for RD.
 func Overhead(rd bool) int {
 	if rd {
-		return RDHeaderLen + crc32c.Size
+		return KeyHeaderLen + RDHeaderLen + crc32c.Size
 	}
-	return crc32c.Size
+	return KeyHeaderLen + crc32c.Size
 }
 
 // MaxSegment returns the largest DDP segment (DDP header, RDMAP header and
 // payload) that one datagram of datagramSize octets carries: datagramSize
-// − 4 (CRC), − 24 more for RD. It returns 0 if nothing fits.
+// − 8 (keys) − 4 (CRC), − 24 more for RD. It returns 0 if nothing fits.
 func MaxSegment(datagramSize int, rd bool) int {
 	return max(datagramSize-Overhead(rd), 0)
 }

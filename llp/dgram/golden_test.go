@@ -29,6 +29,14 @@ func tagged(op rdmap.Opcode, last bool, stag uint32, to uint64) []byte {
 	return h.Append(nil)
 }
 
+// golden key headers: goldenKeys from the sender of the UD goldens and of
+// rd-data-ack-sack (0x8b3a5c21 is the receiver's Q_Key), goldenKeysBack the
+// answer (rd-ack-notready) of that receiver.
+var (
+	goldenKeys     = Keys{QKey: 0x8b3a5c21, SrcQKey: 0x42f0e17d}
+	goldenKeysBack = Keys{QKey: 0x42f0e17d, SrcQKey: 0x8b3a5c21}
+)
+
 // golden RD headers, shared with other tests.
 var (
 	goldenRDData = RDHeader{Version: RDVersion, Type: RDData, Flags: FlagAck, Window: 128,
@@ -57,58 +65,54 @@ type golden struct {
 var goldens = []golden{
 	{
 		name: "ud-send-hello",
-		hex: "41 43 00 00 00 00 00 00 00 00 00 00 00 01 00 00 00 00" +
-			" 68 65 6c 6c 6f 20 69 77 61 72 70 8a bd e0 b2",
+		hex:  "8b 3a 5c 21 42 f0 e1 7d 41 43 00 00 00 00 00 00 00 00 00 00 00 01 00 00 00 00 68 65 6c 6c 6f 20 69 77 61 72 70 04 f7 40 98",
 		build: func() []byte {
-			return AppendUD(nil, true, untagged(rdmap.OpSend, true, rdmap.QNSend, 1, 0), []byte("hello iwarp"))
+			return AppendUD(nil, goldenKeys, true, untagged(rdmap.OpSend, true, rdmap.QNSend, 1, 0), []byte("hello iwarp"))
 		},
 	},
 	{
 		name: "ud-send-se-seg1",
-		hex:  "01 45 00 00 00 00 00 00 00 00 00 00 00 02 00 00 00 00 73 65 67 6d 65 6e 74 65 6b ab 91 e8",
+		hex:  "8b 3a 5c 21 42 f0 e1 7d 01 45 00 00 00 00 00 00 00 00 00 00 00 02 00 00 00 00 73 65 67 6d 65 6e 74 65 1f f0 68 26",
 		build: func() []byte {
-			return AppendUD(nil, true, untagged(rdmap.OpSendSE, false, rdmap.QNSend, 2, 0), []byte("segmente"))
+			return AppendUD(nil, goldenKeys, true, untagged(rdmap.OpSendSE, false, rdmap.QNSend, 2, 0), []byte("segmente"))
 		},
 	},
 	{
 		name: "ud-send-se-seg2",
-		hex:  "41 45 00 00 00 00 00 00 00 00 00 00 00 02 00 00 00 08 64 20 73 65 6e 64 21 21 36 5a b2 9c",
+		hex:  "8b 3a 5c 21 42 f0 e1 7d 41 45 00 00 00 00 00 00 00 00 00 00 00 02 00 00 00 08 64 20 73 65 6e 64 21 21 42 01 4b 52",
 		build: func() []byte {
-			return AppendUD(nil, true, untagged(rdmap.OpSendSE, true, rdmap.QNSend, 2, 8), []byte("d send!!"))
+			return AppendUD(nil, goldenKeys, true, untagged(rdmap.OpSendSE, true, rdmap.QNSend, 2, 8), []byte("d send!!"))
 		},
 	},
 	{
 		name: "rd-data-ack-sack",
 		rd:   true,
-		hex: "11 80 00 80 1a 2b 3c 4d 5e 6f 70 81 00 00 00 07 00 00 00 05 00 00 00 05" +
-			" 41 43 00 00 00 00 00 00 00 00 00 00 00 01 00 00 00 00 72 64 41 28 19 74",
+		hex:  "8b 3a 5c 21 42 f0 e1 7d 11 80 00 80 1a 2b 3c 4d 5e 6f 70 81 00 00 00 07 00 00 00 05 00 00 00 05 41 43 00 00 00 00 00 00 00 00 00 00 00 01 00 00 00 00 72 64 5c e8 74 b6",
 		build: func() []byte {
-			return AppendRD(nil, &goldenRDData, true, untagged(rdmap.OpSend, true, rdmap.QNSend, 1, 0), []byte("rd"))
+			return AppendRD(nil, goldenKeys, &goldenRDData, true, untagged(rdmap.OpSend, true, rdmap.QNSend, 1, 0), []byte("rd"))
 		},
 	},
 	{
 		name: "rd-ack-notready",
 		rd:   true,
-		hex:  "12 a0 00 40 5e 6f 70 81 1a 2b 3c 4d 00 00 00 00 00 00 00 08 00 00 00 00 76 72 bc 2a",
+		hex:  "42 f0 e1 7d 8b 3a 5c 21 12 a0 00 40 5e 6f 70 81 1a 2b 3c 4d 00 00 00 00 00 00 00 08 00 00 00 00 84 65 6b 05",
 		build: func() []byte {
-			return AppendRD(nil, &goldenRDAck, true)
+			return AppendRD(nil, goldenKeysBack, &goldenRDAck, true)
 		},
 	},
 	{
 		name: "ud-write-record",
-		hex: "c1 4c 00 01 23 00 00 00 00 00 00 01 00 06 00 00 00 09 00 00 00 0c 00 00 00 06" +
-			" 77 6f 72 6c 64 21 9d df 79 54",
+		hex:  "8b 3a 5c 21 42 f0 e1 7d c1 4c 00 01 23 00 00 00 00 00 00 01 00 06 00 00 00 09 00 00 00 0c 00 00 00 06 77 6f 72 6c 64 21 d2 e0 b3 d1",
 		build: func() []byte {
 			wr := rdmap.WriteRecord{RecordID: 9, MessageLength: 12, MessageOffset: 6}
-			return AppendUD(nil, true, tagged(rdmap.OpWriteRecord, true, 0x00012300, 0x10000+6), wr.Append(nil), []byte("world!"))
+			return AppendUD(nil, goldenKeys, true, tagged(rdmap.OpWriteRecord, true, 0x00012300, 0x10000+6), wr.Append(nil), []byte("world!"))
 		},
 	},
 	{
 		name: "ud-error-invalid-qn",
-		hex: "41 47 00 00 00 00 00 00 00 02 00 00 00 01 00 00 00 00" +
-			" 12 01 c0 00 00 1d 41 43 00 00 00 00 00 00 00 09 00 00 00 01 00 00 00 00 ef 92 f1 ac",
+		hex:  "42 f0 e1 7d 8b 3a 5c 21 41 47 00 00 00 00 00 00 00 02 00 00 00 01 00 00 00 00 12 01 c0 00 00 1d 41 43 00 00 00 00 00 00 00 09 00 00 00 01 00 00 00 00 97 f1 34 41",
 		build: func() []byte {
-			return AppendUD(nil, true, untagged(rdmap.OpTerminate, true, rdmap.QNTerminate, 1, 0), terminateInvalidQN())
+			return AppendUD(nil, goldenKeysBack, true, untagged(rdmap.OpTerminate, true, rdmap.QNTerminate, 1, 0), terminateInvalidQN())
 		},
 	},
 }

@@ -40,6 +40,7 @@ type want struct {
 	seq        string
 	cumack     string
 	recordID   string
+	imm        string // iwarp_dgram.imm.value (Send with Immediate)
 	expert     string // expected _ws.expert.message substring ("" = none)
 	frameLabel string
 }
@@ -80,7 +81,7 @@ func capture(t *testing.T) []frame {
 	per := MaxSegment(DefaultDatagramSize, false) - ddp.UntaggedHeaderLen
 	for mo := 0; mo < len(msg); mo += per {
 		end := min(mo+per, len(msg))
-		b := AppendUD(nil, true, untagged(rdmap.OpSend, end == len(msg), 0, 3, uint32(mo)), msg[mo:end])
+		b := AppendUD(nil, goldenKeys, true, untagged(rdmap.OpSend, end == len(msg), 0, 3, uint32(mo)), msg[mo:end])
 		if len(b) > DefaultDatagramSize {
 			t.Fatalf("segment datagram of %d octets", len(b))
 		}
@@ -91,7 +92,7 @@ func capture(t *testing.T) []frame {
 	// piggybacked acks, and the final ack.
 	a := RDHeader{Version: RDVersion, Type: RDData, Window: 256, Incarnation: 0xa1a1a1a1, Seq: 1}
 	rr := binaryReadRequest(0x100, 0x2000, 2000, 0x200, 0x8000)
-	add(rd1, rd2, AppendRD(nil, &a, true, untagged(rdmap.OpReadRequest, true, rdmap.QNReadRequest, 1, 0), rr),
+	add(rd1, rd2, AppendRD(nil, goldenKeys, &a, true, untagged(rdmap.OpReadRequest, true, rdmap.QNReadRequest, 1, 0), rr),
 		want{opcode: "0x01", qn: "1", msn: "1", mo: "0", crc: "1", rdType: "1", seq: "1", cumack: "0"})
 	b := RDHeader{Version: RDVersion, Type: RDData, Flags: FlagAck, Window: 256, Incarnation: 0xb2b2b2b2,
 		EchoedIncarnation: 0xa1a1a1a1, Seq: 1, CumAck: 2}
@@ -104,18 +105,18 @@ func capture(t *testing.T) []frame {
 			h.Flags |= FlagAckReq
 		}
 		to := uint64(0x2000 + off)
-		add(rd2, rd1, AppendRD(nil, &h, true, tagged(rdmap.OpReadResponse, end == len(data), 0x100, to), data[off:end]),
+		add(rd2, rd1, AppendRD(nil, goldenKeys, &h, true, tagged(rdmap.OpReadResponse, end == len(data), 0x100, to), data[off:end]),
 			want{opcode: "0x02", stag: "0x00000100", to: fmt.Sprintf("0x%016x", to), crc: "1", rdType: "1",
 				seq: fmt.Sprint(b.Seq), cumack: "2"})
 		b.Seq++
 	}
 	ack := RDHeader{Version: RDVersion, Type: RDAck, Flags: FlagAck, Window: 256, Incarnation: 0xa1a1a1a1,
 		EchoedIncarnation: 0xb2b2b2b2, CumAck: 3}
-	add(rd1, rd2, AppendRD(nil, &ack, true), want{crc: "1", rdType: "2", seq: "0", cumack: "3"})
+	add(rd1, rd2, AppendRD(nil, goldenKeys, &ack, true), want{crc: "1", rdType: "2", seq: "0", cumack: "3"})
 	// A SACK Block ACK (§7.1): Seq is the base of its bitmap.
 	block := RDHeader{Version: RDVersion, Type: RDAck, Flags: FlagAck | FlagExtSACK | FlagSACKBlock, Window: 1024,
 		Incarnation: 0xa1a1a1a1, EchoedIncarnation: 0xb2b2b2b2, Seq: 40, CumAck: 3, SACK: 0x0000ffff}
-	add(rd1, rd2, AppendRD(nil, &block, true), want{crc: "1", rdType: "2", seq: "40", cumack: "3"})
+	add(rd1, rd2, AppendRD(nil, goldenKeys, &block, true), want{crc: "1", rdType: "2", seq: "40", cumack: "3"})
 
 	// A two-segment Write-Record of 1500 octets, record 77.
 	rec := bytes.Repeat([]byte("write-record "), 116)[:1500]
@@ -124,17 +125,33 @@ func capture(t *testing.T) []frame {
 		end := min(off+per, len(rec))
 		wr := rdmap.WriteRecord{RecordID: 77, MessageLength: uint32(len(rec)), MessageOffset: uint32(off)}
 		to := uint64(0x40000 + off)
-		add(ud1, ud2, AppendUD(nil, true, tagged(rdmap.OpWriteRecord, end == len(rec), 0xabcd, to), wr.Append(nil), rec[off:end]),
+		add(ud1, ud2, AppendUD(nil, goldenKeys, true, tagged(rdmap.OpWriteRecord, end == len(rec), 0xabcd, to), wr.Append(nil), rec[off:end]),
 			want{opcode: "0x0c", stag: "0x0000abcd", to: fmt.Sprintf("0x%016x", to), crc: "1", recordID: "77"})
 	}
 
+	// RFC 7306 (docs/atomics.md): a UD Send with Immediate (its 8 octets
+	// before the payload, decoded by the Lua dissector), an RD Atomic
+	// Request and its Atomic Response (decoded by Wireshark's own
+	// iwarp_ddp_rdmap, checked by the Lua dissector).
+	imm := rdmap.MakeImmediateData(0xcafef00d)
+	add(ud1, ud2, AppendUD(nil, goldenKeys, true, untagged(rdmap.OpImmediateData, true, 0, 5, 0), imm.Append(nil), []byte("with imm")),
+		want{opcode: "0x08", qn: "0", msn: "5", mo: "0", crc: "1", imm: "0xcafef00d"})
+	ar := rdmap.AtomicRequest{Op: rdmap.AtomicFetchAdd, ReqID: 3, Stag: 0x300, TO: 0x9000, AddSwap: 1}
+	areq := RDHeader{Version: RDVersion, Type: RDData, Window: 256, Incarnation: 0xa1a1a1a1, Seq: 2}
+	add(rd1, rd2, AppendRD(nil, goldenKeys, &areq, true, untagged(rdmap.OpAtomicRequest, true, rdmap.QNReadRequest, 2, 0), ar.Append(nil)),
+		want{opcode: "0x0a", qn: "1", msn: "2", mo: "0", crc: "1", rdType: "1", seq: "2", cumack: "0"})
+	resp := rdmap.AtomicResponse{ReqID: 3, Original: 41}
+	aresp := RDHeader{Version: RDVersion, Type: RDData, Window: 256, Incarnation: 0xb2b2b2b2, Seq: 3}
+	add(rd2, rd1, AppendRD(nil, goldenKeys, &aresp, true, untagged(rdmap.OpAtomicResponse, true, rdmap.QNAtomicResponse, 1, 0), resp.Append(nil)),
+		want{opcode: "0x0b", qn: "3", msn: "1", mo: "0", crc: "1", rdType: "1", seq: "3", cumack: "0"})
+
 	// A UD datagram with CRC off (trailer 0): not checked, no expert.
-	add(ud1, ud2, AppendUD(nil, false, untagged(rdmap.OpSend, true, 0, 4, 0), []byte("no crc")),
+	add(ud1, ud2, AppendUD(nil, goldenKeys, false, untagged(rdmap.OpSend, true, 0, 4, 0), []byte("no crc")),
 		want{opcode: "0x03", qn: "0", msn: "4", mo: "0", crc: "2"})
 
 	// The hello golden with one payload bit flipped: flagged bad CRC.
 	bad := bytes.Clone(gold["ud-send-hello"])
-	bad[20] ^= 0x01
+	bad[28] ^= 0x01 // a payload octet
 	add(ud1, ud2, bad, want{opcode: "0x03", qn: "0", msn: "1", mo: "0", crc: "0", expert: "Bad CRC32c"})
 	return fs
 }
@@ -184,9 +201,9 @@ func writePcap(t *testing.T, path string, fs []frame) {
 }
 
 var tsharkFields = []string{
-	"frame.number", "iwarp_dgram.framing", "iwarp_rdma.opcode", "iwarp_ddp.qn", "iwarp_ddp.msn", "iwarp_ddp.mo",
+	"frame.number", "iwarp_dgram.framing", "iwarp_dgram.qkey", "iwarp_dgram.src_qkey", "iwarp_rdma.opcode", "iwarp_ddp.qn", "iwarp_ddp.msn", "iwarp_ddp.mo",
 	"iwarp_ddp.stag", "iwarp_ddp.tagged_offset", "iwarp_dgram.crc.status", "iwarp_dgram.rd.type",
-	"iwarp_dgram.rd.seq", "iwarp_dgram.rd.cumack", "iwarp_dgram.wr.record_id", "_ws.expert.message",
+	"iwarp_dgram.rd.seq", "iwarp_dgram.rd.cumack", "iwarp_dgram.wr.record_id", "iwarp_dgram.imm.value", "_ws.expert.message",
 	"_ws.malformed", "_ws.lua.error", "_ws.col.Info",
 }
 
@@ -259,8 +276,11 @@ func TestTshark(t *testing.T) {
 		if fr.src >= DefaultRDPorts.First {
 			wantFraming = "1"
 		}
+		keys, _ := ParseKeys(fr.payload)
 		checks := []struct{ field, want string }{
 			{"iwarp_dgram.framing", wantFraming},
+			{"iwarp_dgram.qkey", fmt.Sprintf("0x%08x", keys.QKey)},
+			{"iwarp_dgram.src_qkey", fmt.Sprintf("0x%08x", keys.SrcQKey)},
 			{"iwarp_rdma.opcode", w.opcode},
 			{"iwarp_ddp.qn", w.qn},
 			{"iwarp_ddp.msn", w.msn},
@@ -272,6 +292,7 @@ func TestTshark(t *testing.T) {
 			{"iwarp_dgram.rd.seq", w.seq},
 			{"iwarp_dgram.rd.cumack", w.cumack},
 			{"iwarp_dgram.wr.record_id", w.recordID},
+			{"iwarp_dgram.imm.value", w.imm},
 		}
 		for _, c := range checks {
 			if got := first(r[c.field]); got != c.want {

@@ -3,7 +3,6 @@ package atomics
 import (
 	"encoding/binary"
 	"fmt"
-	"net/netip"
 	"runtime"
 	"sync"
 	"testing"
@@ -266,10 +265,11 @@ func (s *rcServer) connect(c *ep) (*ofverbs.QP, error) {
 	}
 }
 
-// ahTo creates an address handle on e's PD for a datagram QP's address.
-func (e *ep) ahTo(t *testing.T, a netip.AddrPort) *ofverbs.AH {
+// ahTo creates an address handle on e's PD for a datagram QP (its
+// address and Q_Key).
+func (e *ep) ahTo(t *testing.T, a ofverbs.Endpoint) *ofverbs.AH {
 	t.Helper()
-	ah, err := e.pd.CreateAH(a)
+	ah, err := e.pd.CreateAHTo(a)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func rdHammer(t *testing.T, target *ep, clients []*ep, ops, local int, daemons .
 	errs := make([]error, len(clients))
 	var wg sync.WaitGroup
 	for i, c := range clients {
-		ah := c.ahTo(t, target.qp.Addr())
+		ah := c.ahTo(t, target.qp.Endpoint())
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -91,7 +91,7 @@ func TestRDFetchAddCounter(t *testing.T) {
 // checks data and value in the receive completions.
 func rdImmediate(t *testing.T, srv, cli *ep, sizes []int) {
 	t.Helper()
-	ah := cli.ahTo(t, srv.qp.Addr())
+	ah := cli.ahTo(t, srv.qp.Endpoint())
 	for i := range 2 * len(sizes) {
 		if err := srv.postRecv(uint64(i), 0, bufLen); err != nil {
 			t.Fatal(err)
@@ -147,7 +147,7 @@ func rdLock(t *testing.T, target *ep, clients []*ep, rounds int) {
 	errs := make([]error, len(clients))
 	var wg sync.WaitGroup
 	for i, c := range clients {
-		ah := c.ahTo(t, target.qp.Addr())
+		ah := c.ahTo(t, target.qp.Endpoint())
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -232,7 +232,7 @@ func TestRDAtomicViolations(t *testing.T) {
 	}
 	before, beforeNA := bytes.Clone(target.mem), bytes.Clone(buf.Bytes())
 	cli := newEP(t, db, "rd-violator", ofverbs.QPTypeRD, ofverbs.AccessLocalWrite)
-	ah := cli.ahTo(t, target.qp.Addr())
+	ah := cli.ahTo(t, target.qp.Endpoint())
 	const termInvalidStag, termBounds, termRights = 0x000100, 0x000101, 0x000102
 	cases := []struct {
 		name  string

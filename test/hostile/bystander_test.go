@@ -69,7 +69,7 @@ func startBystander(t *testing.T, d *daemontest.Daemon) *bystander {
 	}
 	a, ascq, _ := mk()
 	b, _, brcq := mk()
-	ah, err := pd.CreateAH(b.Addr())
+	ah, err := pd.CreateAHTo(b.Endpoint())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,13 +54,13 @@ func helperMute() int {
 }
 
 // forgedErrorMessage is a datagram-iWARP error message (untagged, QN 2,
-// Terminate) anyone can send to a UD QP: each raises an asynchronous event
-// on the QP's session.
+// Terminate) anyone holding a UD QP's Q_Key (here verbsdtest's test key)
+// can send to it: each raises an asynchronous event on the QP's session.
 func forgedErrorMessage(msn uint32) []byte {
 	h := ddp.Header{Version: ddp.Version, Last: true, ULPControl: uint8(rdmap.MakeControl(rdmap.OpTerminate)),
 		QN: rdmap.QNTerminate, MSN: msn}
 	t := rdmap.TerminateFor(iwerr.RDMAPInvalidStag, nil, nil)
-	return dgram.AppendUD(nil, true, h.Append(nil), t.Append(nil))
+	return dgram.AppendUD(nil, dgram.Keys{QKey: verbsdtest.TestQKey, SrcQKey: 1}, true, h.Append(nil), t.Append(nil))
 }
 
 // TestMuteClientEvents: forged error messages queue thousands of events for

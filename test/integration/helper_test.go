@@ -20,7 +20,7 @@ import (
 // IWARPD_INTEGRATION_SOCKET, creates one of every object (PD, buffer, two
 // MRs, completion channel, CQs, SRQ, two UD QPs in RTS, AH), posts
 // receives, prints "ready QP1ADDR QP2ADDR", and then sends a 100-octet
-// message to IWARPD_INTEGRATION_PEER every 2 ms until its stdin closes (the
+// message to IWARPD_INTEGRATION_PEER (an ofverbs.Endpoint) every 2 ms until its stdin closes (the
 // test process died) or a minute passed.
 
 const (
@@ -41,7 +41,7 @@ func runHelper(mode string) int {
 }
 
 func victim(sock, peer string) error {
-	peerAddr, err := netip.ParseAddrPort(peer)
+	peerEP, err := ofverbs.ParseEndpoint(peer)
 	if err != nil {
 		return err
 	}
@@ -107,7 +107,7 @@ func victim(sock, peer string) error {
 			return err
 		}
 	}
-	ah, err := pd.CreateAH(peerAddr)
+	ah, err := pd.CreateAHTo(peerEP)
 	if err != nil {
 		return err
 	}
@@ -151,7 +151,7 @@ type helperProc struct {
 
 // startVictim runs the test binary in victim mode against sock, sending to
 // peer, and waits (bounded) for its "ready" line.
-func startVictim(t *testing.T, sock string, peer netip.AddrPort) *helperProc {
+func startVictim(t *testing.T, sock string, peer ofverbs.Endpoint) *helperProc {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {

@@ -28,7 +28,7 @@ func TestSessionIsolation(t *testing.T) {
 	}
 	a1 := newEndpoint(t, "a1", ctxA, endpointOpts{maxMsg: 4096, nslots: 4})
 	a2 := newEndpoint(t, "a2", ctxA, endpointOpts{maxMsg: 4096, nslots: 4})
-	a1.ahTo(t, a2.qp.Addr())
+	a1.ahTo(t, a2.qp.Endpoint())
 	srqA, err := a1.pd.CreateSRQ(ofverbs.SRQInitAttr{MaxWR: 8, MaxSGE: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +103,7 @@ func TestSessionIsolation(t *testing.T) {
 		t.Fatal(err)
 	}
 	sgeA := proto.SGE{Addr: a1.mr.Addr(), Length: 64, LKey: a1.mr.LKey()}
-	if err := qpB.PostSend(proto.SQE{WRID: 5, AH: ahB, Flags: proto.SendSignaled}, []proto.SGE{sgeA}, nil); err != nil {
+	if err := qpB.PostSend(proto.SQE{WRID: 5, AH: ahB, QKey: a2.qp.QKey(), Flags: proto.SendSignaled}, []proto.SGE{sgeA}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := cqB.Wait(1, scaled(10*time.Second)); len(got) != 1 || got[0].Status != proto.WCLocProtErr || got[0].WRID != 5 {
@@ -120,7 +120,7 @@ func TestSessionIsolation(t *testing.T) {
 	if err := b.PostRecv(qpB3.RQ, 7, []proto.SGE{sgeA}); err != nil {
 		t.Fatal(err)
 	}
-	toB3 := a1.ahTo(t, mustAddrPort(t, qpB3.Addr))
+	toB3 := a1.ahTo(t, ofverbs.Endpoint{Addr: mustAddrPort(t, qpB3.Addr), QKey: qpB3.QKey})
 	if err := a1.send(toB3, 3, 40); err != nil {
 		t.Fatal(err)
 	}

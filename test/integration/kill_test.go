@@ -140,7 +140,7 @@ func TestKilledClientReclaimed(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	victim := startVictim(t, da.sock, sa.qp.Addr())
+	victim := startVictim(t, da.sock, sa.qp.Endpoint())
 	port := fmt.Sprint(freeTCPPort(t))
 	perfArgs := []string{"-m", "bw", "-s", "1024", "-n", "10000000", "-timeout", scaled(2 * time.Second).String(), "-p", port}
 	server := startPerf(t, append([]string{"-socket", da.sock}, perfArgs...)...)
@@ -307,7 +307,7 @@ func TestDaemonKilledUnderClient(t *testing.T) {
 		{"CreateCQ", func() error { _, err := ctx.CreateCQ(8, nil); return err }},
 		{"CreateCompChannel", func() error { _, err := ctx.CreateCompChannel(); return err }},
 		{"RegMR", func() error { _, err := a.pd.RegMR(a.slot(0), ofverbs.AccessLocalWrite); return err }},
-		{"CreateAH", func() error { _, err := a.pd.CreateAH(b.qp.Addr()); return err }},
+		{"CreateAH", func() error { _, err := a.pd.CreateAHTo(b.qp.Endpoint()); return err }},
 		{"CreateQP", func() error {
 			_, err := a.pd.CreateQP(ofverbs.QPInitAttr{Type: ofverbs.QPTypeUD, SendCQ: a.scq, RecvCQ: a.rcq,
 				Cap: ofverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})

@@ -25,6 +25,9 @@ type mcastNet struct {
 	closed bool
 }
 
+// mcastTestQKey is the Q_Key the group's members share.
+const mcastTestQKey = 0x6d63_6173
+
 func ipCmd(args ...string) error {
 	out, err := exec.Command("ip", args...).CombinedOutput()
 	if err != nil {
@@ -153,7 +156,8 @@ func TestMulticastNamespaces(t *testing.T) {
 			extra: []string{"-mcast-if", net.links[i], "-mcast-ttl", "1", "-mcast-loop", "true"}})
 		daemons = append(daemons, d)
 		ctx := d.open(t, fmt.Sprintf("mcast-member-%d", i))
-		m := newEndpoint(t, fmt.Sprintf("member %d", i), ctx, endpointOpts{maxMsg: 4096, nslots: 4})
+		// Every member of a group shares its Q_Key, as on InfiniBand.
+		m := newEndpoint(t, fmt.Sprintf("member %d", i), ctx, endpointOpts{maxMsg: 4096, nslots: 4, qkey: mcastTestQKey})
 		if err := m.qp.AttachMcast(group); err != nil {
 			t.Fatalf("member %d: attach %v: %v", i, group, err)
 		}
@@ -162,7 +166,7 @@ func TestMulticastNamespaces(t *testing.T) {
 			sender = newEndpoint(t, "sender", d.open(t, "mcast-sender"), endpointOpts{maxMsg: 4096})
 		}
 	}
-	ah := sender.ahTo(t, group)
+	ah := sender.ahTo(t, ofverbs.Endpoint{Addr: group, QKey: mcastTestQKey})
 	slot := make([]int, len(members)) // the slot each member's next receive fills
 	send := func(k, size int, want []bool) {
 		t.Helper()

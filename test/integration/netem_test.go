@@ -226,7 +226,7 @@ func TestNetemRD(t *testing.T) {
 			// their receives.
 			a := newRDEnd(t, "a", l.da.open(t, "netem-rd-a"), rdWindow*netemMaxMsg)
 			b := newRDEnd(t, "b", l.db.open(t, "netem-rd-b"), rdSlots*netemMaxMsg)
-			ah, err := a.pd.CreateAH(b.qp.Addr())
+			ah, err := a.pd.CreateAHTo(b.qp.Endpoint())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -445,7 +445,7 @@ func TestNetemUD(t *testing.T) {
 			for i := range nslots {
 				rcv.postRecv(t, i, slot(i))
 			}
-			ah, err := snd.pd.CreateAH(rcv.qp.Addr())
+			ah, err := snd.pd.CreateAHTo(rcv.qp.Endpoint())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -561,7 +561,7 @@ func TestNetemWriteRecordUD(t *testing.T) {
 			for i := range nrecv {
 				tgt.postRecv(t, i, rec(i))
 			}
-			ah, err := snd.pd.CreateAH(tgt.qp.Addr())
+			ah, err := snd.pd.CreateAHTo(tgt.qp.Endpoint())
 			if err != nil {
 				t.Fatal(err)
 			}

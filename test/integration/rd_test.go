@@ -133,7 +133,7 @@ func TestRDTwoDaemons(t *testing.T) {
 	db := startDaemon(t, "rd-b", daemonOpts{extra: append([]string{"-rd-ports", rdPort + "-" + rdPort}, fast...)})
 	a := newRDEnd(t, "a", da.open(t, "rd-a"), 17<<20)
 	b := newRDEnd(t, "b", db.open(t, "rd-b"), 17<<20)
-	ah, err := a.pd.CreateAH(b.qp.Addr())
+	ah, err := a.pd.CreateAHTo(b.qp.Endpoint())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,6 +191,12 @@ func restartPart(t *testing.T, da *daemon, a, b *rdEnd, ah *ofverbs.AH, rdPort s
 	}()
 	if b2.qp.Addr() != b.qp.Addr() {
 		t.Fatalf("restarted QP at %v, want %v", b2.qp.Addr(), b.qp.Addr())
+	}
+	// The restarted application keeps the Q_Key its peers know (as it
+	// keeps its address); a new random one would make a's AH name a
+	// stranger's key, and every datagram to it be dropped.
+	if err := b2.qp.Modify(ofverbs.QPAttr{State: ofverbs.QPStateRTS, QKey: b.qp.QKey()}); err != nil {
+		t.Fatal(err)
 	}
 	// The first Send after the restart: delivered to the new life and
 	// acknowledged by it (success), or, if its fate cannot be known,

@@ -47,6 +47,7 @@ type endpointOpts struct {
 	maxMsg  int // largest message sent or received (pattern and slot size)
 	nslots  int // receive slots (the receive window)
 	sqDepth int
+	qkey    uint32 // the QP's Q_Key (0: the daemon's random one)
 }
 
 // newEndpoint makes a UD QP in RTS on ctx, with nslots receive slots posted.
@@ -85,7 +86,7 @@ func newEndpoint(t *testing.T, name string, ctx *ofverbs.Context, o endpointOpts
 	e.rcq, err = ctx.CreateCQ(2*max(o.nslots, 1), e.ch)
 	must(err)
 	e.qp, err = e.pd.CreateQP(ofverbs.QPInitAttr{
-		Type: ofverbs.QPTypeUD, SendCQ: e.scq, RecvCQ: e.rcq,
+		Type: ofverbs.QPTypeUD, SendCQ: e.scq, RecvCQ: e.rcq, QKey: o.qkey,
 		Cap: ofverbs.QPCap{MaxSendWR: uint32(o.sqDepth), MaxRecvWR: uint32(max(o.nslots, 1)), MaxSendSGE: 1, MaxRecvSGE: 1,
 			MaxInline: uint32(min(64, e.attr.MaxInline))},
 	})
@@ -113,11 +114,11 @@ func (e *endpoint) message(k, size int) []byte {
 	return e.pattern[off : off+size]
 }
 
-func (e *endpoint) ahTo(t *testing.T, addr netip.AddrPort) *ofverbs.AH {
+func (e *endpoint) ahTo(t *testing.T, to ofverbs.Endpoint) *ofverbs.AH {
 	t.Helper()
-	ah, err := e.pd.CreateAH(addr)
+	ah, err := e.pd.CreateAHTo(to)
 	if err != nil {
-		t.Fatalf("%s: create AH to %v: %v", e.name, addr, err)
+		t.Fatalf("%s: create AH to %v: %v", e.name, to, err)
 	}
 	return ah
 }
@@ -266,12 +267,12 @@ const maxRetries = 5 // per run, for retryable messages only
 // is answered by message k of the same size b→a; both verified.
 func pingPong(a, b *endpoint, rounds int, sched sizeSchedule, logf func(string, ...any)) (trafficStats, error) {
 	var st trafficStats
-	ab, err := a.pd.CreateAH(b.qp.Addr())
+	ab, err := a.pd.CreateAHTo(b.qp.Endpoint())
 	if err != nil {
 		return st, err
 	}
 	defer ab.Close()
-	ba, err := b.pd.CreateAH(a.qp.Addr())
+	ba, err := b.pd.CreateAHTo(a.qp.Endpoint())
 	if err != nil {
 		return st, err
 	}
@@ -328,7 +329,7 @@ func transfer(from, to *endpoint, ah *ofverbs.AH, k, size int, sched sizeSchedul
 // it has arrived, so that its loss can be told apart and it can be re-sent.
 func stream(from, to *endpoint, n int, sched sizeSchedule, logf func(string, ...any)) (trafficStats, error) {
 	var st trafficStats
-	ah, err := from.pd.CreateAH(to.qp.Addr())
+	ah, err := from.pd.CreateAHTo(to.qp.Endpoint())
 	if err != nil {
 		return st, err
 	}

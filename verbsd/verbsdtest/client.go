@@ -156,6 +156,7 @@ type MR struct {
 	Buf    []byte
 	Handle uint32
 	LKey   uint32
+	RKey   uint32 // the STag remote peers name it by (never LKey)
 }
 
 // Addr returns the client address of Buf[off].
@@ -178,7 +179,7 @@ func (c *Client) RegMR(pd uint32, size int, access proto.Access) (*MR, error) {
 		reg.Close()
 		return nil, err
 	}
-	m.Handle, m.LKey = r.Handle, r.LKey
+	m.Handle, m.LKey, m.RKey = r.Handle, r.LKey, r.RKey
 	return m, nil
 }
 
@@ -245,11 +246,15 @@ type QP struct {
 	Handle uint32
 	QPN    uint32
 	Addr   string
-	Caps   proto.QPCaps
-	Region *shm.Region
-	SQ     *shm.Producer
-	RQ     *shm.Producer
-	c      *Client
+	QKey   uint32 // a datagram QP's Q_Key (TestQKey unless QPOptions says otherwise)
+	// PeerQKey is put in every SQE posted with QKey 0 (TestQKey by
+	// default; set it to 0 to post datagram work requests without a key).
+	PeerQKey uint32
+	Caps     proto.QPCaps
+	Region   *shm.Region
+	SQ       *shm.Producer
+	RQ       *shm.Producer
+	c        *Client
 }
 
 // QPOptions are the optional parts of CreateQPRequest.
@@ -259,7 +264,18 @@ type QPOptions struct {
 	NoCRC  bool
 	SigAll bool
 	Type   proto.QPType // 0: UD
+	// QKey of a datagram QP: 0 is TestQKey (so that the QPs of a test talk
+	// to each other as before Q_Keys), RandomQKey lets the daemon draw one.
+	QKey uint32
 }
+
+// TestQKey is the Q_Key verbsdtest gives datagram QPs unless told
+// otherwise: a well-known key, for tests only (a real client keeps the
+// daemon's random key, or one its application agreed on).
+const TestQKey uint32 = 0x7e57_0001
+
+// RandomQKey in QPOptions.QKey asks the daemon for a random Q_Key.
+const RandomQKey uint32 = 0xffff_ffff
 
 // CreateQP creates a UD QP (rings initialized here).
 func (c *Client) CreateQP(pd uint32, scq, rcq *CQ, caps proto.QPCaps, o QPOptions) (*QP, error) {
@@ -294,13 +310,25 @@ func (c *Client) CreateQP(pd uint32, scq, rcq *CQ, caps proto.QPCaps, o QPOption
 	if typ == 0 {
 		typ = proto.QPTypeUD
 	}
+	qkey := o.QKey
+	switch {
+	case typ == proto.QPTypeRC:
+		qkey = 0
+	case qkey == 0:
+		qkey = TestQKey
+	case qkey == RandomQKey:
+		qkey = 0
+	}
 	req := proto.CreateQPRequest{PD: pd, Type: typ, SendCQ: scq.Handle, RecvCQ: rcq.Handle, SRQ: o.SRQ, Caps: caps,
-		SigAll: o.SigAll, Port: o.Port, NoCRC: o.NoCRC}
+		SigAll: o.SigAll, Port: o.Port, NoCRC: o.NoCRC, QKey: qkey}
 	if _, err := c.Call(proto.OpCreateQP, req, &r, reg.FD()); err != nil {
 		reg.Close()
 		return nil, err
 	}
-	q.Handle, q.QPN, q.Addr = r.Handle, r.QPN, r.Addr
+	q.Handle, q.QPN, q.Addr, q.QKey = r.Handle, r.QPN, r.Addr, r.QKey
+	if typ != proto.QPTypeRC {
+		q.PeerQKey = TestQKey
+	}
 	return q, nil
 }
 
@@ -337,6 +365,9 @@ func (q *QP) PostSend(e proto.SQE, sges []proto.SGE, inline []byte) error {
 		copy(slot[proto.SQEHeaderLen:], inline)
 	} else if e.NumSGE == 0 {
 		e.NumSGE = uint16(len(sges))
+	}
+	if e.QKey == 0 {
+		e.QKey = q.PeerQKey
 	}
 	e.Put(slot)
 	for i, s := range sges {

@@ -62,6 +62,7 @@ var fakeFigures = map[string]float64{
 	"lat raw-tcp": 6, "lat rc send": 10, "lat rc write": 9,
 	"bw rc write": 16, "bw rc read": 18,
 	"bw rc send": 12, "lat rd": 8, "bw rd": 25,
+	"lat rc fetchadd": 7, "lat rc send-fetchadd": 10,
 }
 
 // fakePerf prints an iwarp-perf -json report for its flags; a file named
@@ -100,7 +101,7 @@ func fakePerf(args []string) int {
 	}
 	res := map[string]any{"bytes": size, "iterations": iters, "verified": iters, "mismatches": 0}
 	if test == "lat" {
-		if op != "read" {
+		if op != "read" && op != "fetchadd" && op != "send-fetchadd" {
 			res["verified"] = 2 * iters
 		}
 		res["latency"] = map[string]float64{"min_us": v, "median_us": v, "avg_us": v * 2, "p99_us": v * 3, "max_us": v * 4}

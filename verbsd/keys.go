@@ -1,0 +1,73 @@
+package verbsd
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+)
+
+// Keys a remote peer must present: memory-region STags and datagram QP
+// Q_Keys (issue 13 point 4). Both are drawn from crypto/rand over all 32
+// bits, so a peer that was not told a key can only guess it: one chance in
+// 2^32 per try and key, with every miss counted and reported to the owner
+// (access_report.go).
+//
+// STags. RFC 5040 §2.1 leaves the STag's value to the RNIC; the low 8 bits
+// are by convention (InfiniBand, siw) the consumer key, which a consumer
+// may change when it re-binds a key. iwarpd offers no such re-binding, so
+// the consumer key is random too and the whole STag is unguessable. An MR
+// has two distinct keys: the lkey names it in the owner's work requests,
+// the rkey (the STag) in remote requests; neither opens the other's door
+// (an lkey in a remote request is an invalid STag). Keys are unique within
+// their session, whose table (session.keys) is a hash map: no key says
+// where its MR is, and no handle is derived from one.
+
+// randomU32 returns a random 32-bit value other than 0.
+func randomU32() uint32 {
+	var b [4]byte
+	for {
+		rand.Read(b[:]) // never fails on Linux (getrandom); a short read panics in the runtime
+		if v := binary.LittleEndian.Uint32(b[:]); v != 0 {
+			return v
+		}
+	}
+}
+
+// newMRKeys draws an lkey and an rkey, distinct from each other and from
+// every key of s's memory regions.
+func (s *session) newMRKeys() (lkey, rkey uint32) {
+	for {
+		lkey, rkey = randomU32(), randomU32()
+		if lkey == rkey || s.keys[lkey] != nil || s.keys[rkey] != nil {
+			continue
+		}
+		return lkey, rkey
+	}
+}
+
+// addMRKeys enters m's keys in s's key table.
+func (s *session) addMRKeys(m *mr) {
+	s.keys[m.lkey] = m
+	s.keys[m.rkey] = m
+}
+
+// dropMRKeys removes m's keys from s's key table.
+func (s *session) dropMRKeys(m *mr) {
+	delete(s.keys, m.lkey)
+	delete(s.keys, m.rkey)
+}
+
+// mrByLKey returns the MR whose local key is k, or nil.
+func (s *session) mrByLKey(k uint32) *mr {
+	if m := s.keys[k]; m != nil && m.lkey == k {
+		return m
+	}
+	return nil
+}
+
+// mrByRKey returns the MR whose remote key (STag) is k, or nil.
+func (s *session) mrByRKey(k uint32) *mr {
+	if m := s.keys[k]; m != nil && m.rkey == k {
+		return m
+	}
+	return nil
+}

@@ -1,0 +1,46 @@
+package verbsd
+
+import (
+	"net/netip"
+)
+
+// Q_Keys of an RD QP's peers. Every RD datagram names the destination's
+// Q_Key (docs/wire-format.md §5.1), the acknowledgements and Read Responses
+// the RD layer sends on its own too, so the QP keeps the key of each peer
+// it talks to: the key its work requests named for that address (which
+// wins), else the Source Q_Key of that peer's accepted datagrams (learned
+// only for a peer not yet known, so that a sender holding this QP's key
+// cannot redirect the answers meant for a peer the application named). A
+// peer whose key is not known (the table is full) gets datagrams with
+// Q_Key 0, which it drops: it retransmits, and is learned once there is
+// room.
+
+// rdMaxPeerKeys bounds an RD QP's peer key table (12 octets and a map slot
+// per peer; the RD layer's own per-peer state is far larger).
+const rdMaxPeerKeys = 1 << 16
+
+// peerKey returns the Q_Key to send to peer with (0 if unknown).
+func (r *rdQP) peerKey(peer netip.AddrPort) uint32 { return r.keys[peer] }
+
+// setPeerKey records the key a work request names for peer.
+func (r *rdQP) setPeerKey(peer netip.AddrPort, k uint32) {
+	if old, ok := r.keys[peer]; ok || len(r.keys) < rdMaxPeerKeys {
+		if old != k {
+			r.keys[peer] = k
+		}
+		return
+	}
+	for p := range r.keys { // full: forget one learned peer for a named one
+		delete(r.keys, p)
+		break
+	}
+	r.keys[peer] = k
+}
+
+// learnPeerKey records the Source Q_Key of an accepted datagram from peer,
+// if peer is not known yet and there is room.
+func (r *rdQP) learnPeerKey(peer netip.AddrPort, k uint32) {
+	if _, ok := r.keys[peer]; !ok && len(r.keys) < rdMaxPeerKeys {
+		r.keys[peer] = k
+	}
+}
