@@ -132,6 +132,7 @@ struct iwv_qp {
 	struct iwv_qp *next;
 	struct iwv_pd *pd;
 	uint32_t handle, qpn;
+	uint32_t qkey; /* atomic: set by create and iwv_modify_qp_qkey */
 	enum iwv_qp_type type;
 	struct iwv_qp_cap cap;
 	char addr[IWV_ADDR_STRLEN];

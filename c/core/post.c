@@ -40,6 +40,10 @@ static int64_t check_send(struct iwv_qp *qp, const struct iwv_send_wr *w)
 	if (w->num_sge > 0 && !w->sg_list)
 		return iwvi_seterr(qp->s, EINVAL, "post-send: work request %llu: %u SGEs and no list",
 			      (unsigned long long)w->wr_id, w->num_sge);
+	if (qp->type != IWV_QPT_RC && w->av && !w->remote_qkey && !w->av->qkey)
+		return iwvi_seterr(qp->s, EINVAL,
+			      "post-send: work request %llu names no Q_Key: set av->qkey (iwv_qp_av of the peer QP) or remote_qkey",
+			      (unsigned long long)w->wr_id);
 	if (w->opcode == IWV_WR_ATOMIC_FETCH_AND_ADD || w->opcode == IWV_WR_ATOMIC_CMP_AND_SWP) {
 		/* one 8-byte result SGE after the operands (the stride leaves room) */
 		if ((w->flags & IWV_SEND_INLINE) || w->num_sge != 1 || w->sg_list[0].length != 8)
@@ -83,6 +87,7 @@ static void encode_send(struct iwv_qp *qp, uint8_t *slot, const struct iwv_send_
 		av[1] = w->av->flags;
 		w_put16(av + 2, w->av->port);
 		memcpy(av + 4, w->av->ip, 16);
+		w_put32(slot + W_OFF_SQE_QKEY, w->remote_qkey ? w->remote_qkey : w->av->qkey);
 	}
 	uint8_t *body = slot + W_SQE_HEADER_LEN;
 	if (w->flags & IWV_SEND_INLINE) {

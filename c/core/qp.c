@@ -109,6 +109,8 @@ IWV_EXPORT int iwv_create_qp(struct iwv_pd *pd, const struct iwv_qp_init_attr *a
 		r = iwvi_jset_u64(req, "port", a->port);
 	if (!r && a->no_crc)
 		r = json_object_set_new(req, "no_crc", json_true()) ? -ENOMEM : 0;
+	if (!r && a->qkey)
+		r = iwvi_jset_u64(req, "qkey", a->qkey);
 	if (r) {
 		json_decref(req);
 		iwvi_region_close(&q->r);
@@ -129,6 +131,7 @@ IWV_EXPORT int iwv_create_qp(struct iwv_pd *pd, const struct iwv_qp_init_attr *a
 		q->srq = a->srq;
 		q->handle = (uint32_t)iwvi_jget_u64(rep, "handle");
 		q->qpn = (uint32_t)iwvi_jget_u64(rep, "qpn");
+		q->qkey = (uint32_t)iwvi_jget_u64(rep, "qkey");
 		iwvi_jget_str(rep, "addr", q->addr, sizeof q->addr);
 		json_decref(rep);
 		if (q->addr[0] && iwv_av_from_string(NULL, &q->av, q->addr) == 0)
@@ -145,14 +148,28 @@ IWV_EXPORT int iwv_create_qp(struct iwv_pd *pd, const struct iwv_qp_init_attr *a
 	return r;
 }
 
-IWV_EXPORT int iwv_modify_qp(struct iwv_qp *qp, enum iwv_qp_state state)
+IWV_EXPORT int iwv_modify_qp_qkey(struct iwv_qp *qp, enum iwv_qp_state state, uint32_t qkey)
 {
 	json_t *req = json_object();
-	if (!req || iwvi_jset_u64(req, "qp", qp->handle) || iwvi_jset_u64(req, "state", (uint64_t)state)) {
+	if (!req || iwvi_jset_u64(req, "qp", qp->handle) || iwvi_jset_u64(req, "state", (uint64_t)state) ||
+	    (qkey && iwvi_jset_u64(req, "qkey", qkey))) {
 		json_decref(req);
 		return iwvi_seterr(qp->s, ENOMEM, "modify-qp");
 	}
-	return iwvi_call(qp->s, W_OP_MODIFY_QP, req, NULL, 0, NULL);
+	int r = iwvi_call(qp->s, W_OP_MODIFY_QP, req, NULL, 0, NULL);
+	if (r == 0 && qkey)
+		__atomic_store_n(&qp->qkey, qkey, __ATOMIC_RELAXED);
+	return r;
+}
+
+IWV_EXPORT int iwv_modify_qp(struct iwv_qp *qp, enum iwv_qp_state state)
+{
+	return iwv_modify_qp_qkey(qp, state, 0);
+}
+
+IWV_EXPORT uint32_t iwv_qp_qkey(const struct iwv_qp *qp)
+{
+	return __atomic_load_n(&qp->qkey, __ATOMIC_RELAXED);
 }
 
 IWV_EXPORT int iwv_query_qp(struct iwv_qp *qp, struct iwv_qp_attr *a)
@@ -171,6 +188,7 @@ IWV_EXPORT int iwv_query_qp(struct iwv_qp *qp, struct iwv_qp_attr *a)
 	a->qp_num = (uint32_t)iwvi_jget_u64(rep, "qpn");
 	iwvi_jget_str(rep, "addr", a->addr, sizeof a->addr);
 	caps_from_json(json_object_get(rep, "caps"), &a->cap);
+	a->qkey = (uint32_t)iwvi_jget_u64(rep, "qkey");
 	json_decref(rep);
 	return 0;
 }
@@ -216,6 +234,7 @@ IWV_EXPORT int iwv_qp_av(const struct iwv_qp *qp, struct iwv_av *av)
 	if (!qp->have_av)
 		return -EINVAL;
 	*av = qp->av;
+	av->qkey = iwv_qp_qkey(qp);
 	return 0;
 }
 

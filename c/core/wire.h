@@ -85,6 +85,7 @@ enum w_ring_kind {
 #define W_SEND_FLAGS_ALL 0x0fu
 #define W_OPCODE_COUNT 10
 #define W_OFF_SQE_IMM 16
+#define W_OFF_SQE_QKEY 56
 #define W_OFF_CQE_IMM 56
 #define W_ATOMIC_OPERANDS_LEN 16 /* CompareAdd u64, Swap u64, then the result SGE */
 #define W_ATOMIC_BODY_MIN (W_ATOMIC_OPERANDS_LEN + W_SGE_LEN)

@@ -56,6 +56,10 @@ int main(void)
 	/* Posting: too many SGEs, too much inline, unknown flags, a full queue. */
 	struct iwv_av dst;
 	OK(s, iwv_av_from_string(s, &dst, iwv_qp_addr(a.qp)));
+	struct iwv_send_wr nokey = {.wr_id = 1, .av = &dst};
+	FAILS(s, EINVAL, iwv_post_send(a.qp, &nokey, 1));
+	CHECK(strstr(iwv_last_error(s), "Q_Key") != NULL);
+	dst.qkey = iwv_qp_qkey(a.qp);
 	struct iwv_sge sg[8];
 	for (int i = 0; i < 8; i++)
 		sg[i] = sge_of(&a, (size_t)i * 64, 64);

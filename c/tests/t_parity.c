@@ -49,6 +49,7 @@ static void datagram(const char *scen, enum iwv_qp_type t)
 	ep_open(&b, sock_b(), "parity-b", t, 1 << 16);
 	struct iwv_av dst;
 	OK(a.s, iwv_av_from_string(a.s, &dst, iwv_qp_addr(b.qp)));
+	dst.qkey = iwv_qp_qkey(b.qp); /* learned with the address, out of band */
 	struct iwv_sge g;
 	struct iwv_send_wr w;
 

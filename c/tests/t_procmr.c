@@ -38,7 +38,7 @@ static void ud(void)
 	struct iwv_recv_wr rw = {.wr_id = 1, .num_sge = 1, .sg_list = &rs};
 	CHECK(iwv_post_recv(b.qp, &rw, 1) == 1);
 	struct iwv_av dst;
-	OK(a.s, iwv_av_from_string(a.s, &dst, iwv_qp_addr(b.qp)));
+	OK(a.s, iwv_qp_av(b.qp, &dst));
 	struct iwv_sge ss = {.addr = (uintptr_t)heap, .length = 3000, .lkey = iwv_mr_lkey(smr)};
 	struct iwv_send_wr sw = {.wr_id = 2, .flags = IWV_SEND_SIGNALED, .num_sge = 1, .sg_list = &ss, .av = &dst};
 	CHECK(iwv_post_send(a.qp, &sw, 1) == 1);

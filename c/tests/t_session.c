@@ -114,8 +114,12 @@ static void objects(void)
 	char txt[IWV_ADDR_STRLEN];
 	OK(s, iwv_av_format(&av, txt, sizeof txt));
 	CHECK(strcmp(txt, iwv_qp_addr(ud)) == 0);
+	CHECK(iwv_qp_qkey(ud) != 0 && av.qkey == iwv_qp_qkey(ud));
 	qa.qp_type = IWV_QPT_RD;
+	qa.qkey = 0x1234abcd;
 	OK(s, iwv_create_qp(pd, &qa, &rd));
+	CHECK(iwv_qp_qkey(rd) == 0x1234abcd);
+	qa.qkey = 0;
 	qa.qp_type = IWV_QPT_RC;
 	OK(s, iwv_create_qp(pd, &qa, &rc));
 	FAILS(s, EINVAL, iwv_qp_av(rc, &av));
@@ -127,11 +131,12 @@ static void objects(void)
 	OK(s, iwv_query_qp(ud, &at));
 	CHECK(at.state == IWV_QPS_RESET && at.qp_type == IWV_QPT_UD && at.qp_num == iwv_qp_num(ud));
 	CHECK(strcmp(at.addr, iwv_qp_addr(ud)) == 0 && at.cap.max_send_wr == 8);
-	OK(s, iwv_modify_qp(ud, IWV_QPS_INIT));
+	OK(s, iwv_modify_qp_qkey(ud, IWV_QPS_INIT, 0x55aa55aa));
+	CHECK(iwv_qp_qkey(ud) == 0x55aa55aa);
 	OK(s, iwv_modify_qp(ud, IWV_QPS_RTR));
 	OK(s, iwv_modify_qp(ud, IWV_QPS_RTS));
 	OK(s, iwv_query_qp(ud, &at));
-	CHECK(at.state == IWV_QPS_RTS);
+	CHECK(at.state == IWV_QPS_RTS && at.qkey == 0x55aa55aa);
 	OK(s, iwv_listen(s, ":0", 0, &l));
 	CHECK(strchr(iwv_listener_addr(l), ':') && strcmp(strrchr(iwv_listener_addr(l), ':'), ":0") != 0);
 

@@ -29,6 +29,8 @@ static void datagram(enum iwv_qp_type t, const char *name)
 	ep_open(&b, sock_b(), "t_ud-b", t, 1 << 16);
 	struct iwv_av dst;
 	OK(a.s, iwv_av_from_string(a.s, &dst, iwv_qp_addr(b.qp)));
+	CHECK(dst.qkey == 0 && iwv_qp_qkey(b.qp) != 0);
+	dst.qkey = iwv_qp_qkey(b.qp); /* the peer's Q_Key, learned with its address */
 
 	/* 1: one SGE */
 	struct iwv_sge rs = sge_of(&b, 0, 4096);
@@ -142,6 +144,8 @@ static void srq_and_channel(void)
 	OK(a.s, iwv_av_from_string(a.s, &dst, iwv_qp_addr(qp)));
 	struct iwv_sge ss = sge_of(&a, 0, 333);
 	struct iwv_send_wr sw = {.wr_id = 9, .flags = IWV_SEND_SIGNALED, .num_sge = 1, .sg_list = &ss, .av = &dst};
+	FAILS(a.s, EINVAL, iwv_post_send(a.qp, &sw, 1)); /* no Q_Key named */
+	sw.remote_qkey = iwv_qp_qkey(qp);
 	CHECK(iwv_post_send(a.qp, &sw, 1) == 1);
 	/* The channel's descriptor becomes readable. */
 	struct pollfd p = {.fd = iwv_comp_channel_fd(ch), .events = POLLIN};

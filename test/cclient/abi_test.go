@@ -103,7 +103,7 @@ func TestABIVersion(t *testing.T) {
 		"IWV_WC_FLAG_RECORD_TRIM": int64(proto.WCFlagRecordTrim),
 		"IWV_EVENT_QP_FATAL":      int64(proto.EventQPFatal), "IWV_EVENT_QP_ACCESS_ERR": int64(proto.EventQPAccessError),
 		"IWV_EVENT_CQ_ERR": int64(proto.EventCQError), "IWV_EVENT_SRQ_LIMIT_REACHED": int64(proto.EventSRQLimit),
-		"IWV_EVENT_DEVICE_FATAL": int64(proto.EventDeviceFatal),
+		"IWV_EVENT_DEVICE_FATAL": int64(proto.EventDeviceFatal), "IWV_EVENT_REMOTE_ACCESS_REFUSED": int64(proto.EventRemoteAccessRefused),
 		"IWV_CM_CONNECT_REQUEST": int64(proto.CMConnectRequest), "IWV_CM_ESTABLISHED": int64(proto.CMEstablished),
 		"IWV_CM_REJECTED": int64(proto.CMRejected), "IWV_CM_UNREACHABLE": int64(proto.CMUnreachable),
 		"IWV_CM_TIMED_OUT": int64(proto.CMTimedOut), "IWV_CM_DISCONNECTED": int64(proto.CMDisconnected),

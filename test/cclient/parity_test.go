@@ -157,7 +157,7 @@ func (p *parity) drain(scen string, e *gEP, nsend, nrecv int) {
 func (p *parity) datagram(scen string, typ ofverbs.QPType) {
 	t := p.t
 	a, b := p.open(p.a, typ), p.open(p.b, typ)
-	ah, err := a.pd.CreateAH(b.qp.Addr())
+	ah, err := a.pd.CreateAHTo(b.qp.Endpoint())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -169,6 +169,7 @@ enum iwv_event_type {
 	IWV_EVENT_CQ_ERR = 3,
 	IWV_EVENT_SRQ_LIMIT_REACHED = 4,
 	IWV_EVENT_DEVICE_FATAL = 5,
+	IWV_EVENT_REMOTE_ACCESS_REFUSED = 6, /* a peer's access through a datagram QP was refused; the QP stays up */
 };
 
 enum iwv_cm_event_type {
@@ -255,6 +256,11 @@ struct iwv_av {
 	uint8_t flags;  /* zero */
 	uint16_t port;  /* host order */
 	uint8_t ip[16];
+	/* The destination QP's Q_Key (docs/wire-format.md §5.1): every datagram
+	 * must name it. iwv_qp_av fills it; the iwv_av_from_* functions leave
+	 * it 0 (set it from what the peer told you, or use
+	 * iwv_send_wr.remote_qkey). */
+	uint32_t qkey;
 };
 
 /* Fills av from a sockaddr_in / sockaddr_in6 (an IPv4-mapped IPv6 address is
@@ -375,6 +381,7 @@ struct iwv_qp_init_attr {
 	int sq_sig_all;  /* every send completes */
 	uint16_t port;   /* datagram QPs: this UDP port (0: any in the daemon's range) */
 	int no_crc;      /* datagram QPs: no CRC (agreed with peers out of band) */
+	uint32_t qkey;   /* datagram QPs: the Q_Key (0: the daemon draws a random one, iwv_qp_qkey) */
 };
 
 struct iwv_qp_attr {
@@ -383,6 +390,7 @@ struct iwv_qp_attr {
 	uint32_t qp_num;
 	char addr[IWV_ADDR_STRLEN]; /* datagram QPs: ip:port */
 	struct iwv_qp_cap cap;
+	uint32_t qkey; /* datagram QPs: the Q_Key */
 };
 
 /* Creates a QP in RESET. A datagram QP is bound to its UDP port at once
@@ -390,6 +398,10 @@ struct iwv_qp_attr {
 IWV_EXPORT int iwv_create_qp(struct iwv_pd *pd, const struct iwv_qp_init_attr *attr, struct iwv_qp **out);
 /* Moves the QP to state: RESET->INIT->RTR->RTS, any->ERR, ERR->RESET. */
 IWV_EXPORT int iwv_modify_qp(struct iwv_qp *qp, enum iwv_qp_state state);
+/* iwv_modify_qp that also sets a datagram QP's Q_Key (as IBV_QP_QKEY; 0: keep it). */
+IWV_EXPORT int iwv_modify_qp_qkey(struct iwv_qp *qp, enum iwv_qp_state state, uint32_t qkey);
+/* A datagram QP's Q_Key (0 for RC): peers need it with the QP's address. */
+IWV_EXPORT uint32_t iwv_qp_qkey(const struct iwv_qp *qp);
 IWV_EXPORT int iwv_query_qp(struct iwv_qp *qp, struct iwv_qp_attr *attr);
 IWV_EXPORT int iwv_destroy_qp(struct iwv_qp *qp);
 IWV_EXPORT uint32_t iwv_qp_num(const struct iwv_qp *qp);
@@ -447,6 +459,9 @@ struct iwv_send_wr {
 	 * 8 bytes, in host byte order. */
 	uint64_t compare_add;
 	uint64_t swap;
+	/* Datagram QPs: the destination's Q_Key (0: av->qkey; a datagram
+	 * request naming none is -EINVAL). */
+	uint32_t remote_qkey;
 };
 
 struct iwv_recv_wr {
