@@ -133,7 +133,7 @@ func TestABIVersion(t *testing.T) {
 		"W_PAGE_SIZE": proto.PageSize, "W_MAX_DEPTH": proto.MaxDepth,
 		"W_SGE_LEN": proto.SGELen, "W_SQE_HEADER_LEN": proto.SQEHeaderLen, "W_RQE_HEADER_LEN": proto.RQEHeaderLen,
 		"W_ATOMIC_OPERANDS_LEN": proto.AtomicOperandsLen,
-		"W_CQE_SIZE":            proto.CQESize, "W_OFF_SQE_AH": proto.OffSQEAH, "W_AV_LEN": proto.AddressVectorLen,
+		"W_CQE_SIZE":            proto.CQESize, "W_OFF_SQE_QKEY": proto.OffSQEQKey, "W_OFF_SQE_AH": proto.OffSQEAH, "W_AV_LEN": proto.AddressVectorLen,
 		"W_STATUS_MAGIC": int64(proto.StatusMagic), "W_STATUS_PAGE_LEN": proto.StatusPageLen,
 		"W_OFF_STATUS_MAGIC": proto.OffStatusMagic, "W_OFF_STATUS_ASLEEP": proto.OffStatusAsleep,
 		"W_AV_IPV4": int64(proto.AVFamilyIPv4), "W_AV_IPV6": int64(proto.AVFamilyIPv6),
