@@ -52,7 +52,10 @@
 #define IWD_MAX_EP_CNT 128
 #define IWD_CQ_DATA_SIZE 8
 #define IWD_MR_KEY_SIZE 8
-#define IWD_CM_DATA_SIZE 256 /* connection data, carried as MPA private data */
+#define IWD_CM_DATA_SIZE 256
+/* The Q_Key of every datagram QP of the provider: peers are other iwarpd
+ * provider endpoints, whose address is all the AV holds. */
+#define IWD_QKEY 0x11f1d0e5u /* connection data, carried as MPA private data */
 
 #define IWD_UNUSED(x) ((void)(x))
 
@@ -316,6 +319,7 @@ struct iwd_match {
 	struct iwd_list posted_msg, posted_tag;
 	struct iwd_list unexp_msg, unexp_tag;
 	size_t nunexp;
+	size_t nunknown;         /* unexpected messages whose source was not in the AV yet */
 	int directed;            /* FI_DIRECTED_RECV negotiated */
 };
 void iwd_match_init(struct iwd_match *m, int directed);

@@ -191,7 +191,7 @@ static int fill_info(uint32_t version, enum fi_ep_type type, const struct iwd_de
 			if (hints->tx_attr->iov_limit > IWD_IOV_LIMIT || hints->tx_attr->size > 65536 ||
 			    hints->tx_attr->rma_iov_limit > IWD_RMA_IOV_LIMIT)
 				return reject(type, __LINE__);
-			if (hints->tx_attr->inject_size > (type == FI_EP_DGRAM ? max_msg : iwd_env.eager_max))
+			if (hints->tx_attr->inject_size > (type == FI_EP_DGRAM ? max_msg : type == FI_EP_MSG ? 16384 : iwd_env.eager_max))
 				return reject(type, __LINE__);
 			if (hints->tx_attr->comp_order & ~(uint64_t)FI_ORDER_NONE)
 				return reject(type, __LINE__);
@@ -258,8 +258,10 @@ static int fill_info(uint32_t version, enum fi_ep_type type, const struct iwd_de
 	fi->tx_attr->msg_order = FI_ORDER_SAS;
 	fi->tx_attr->comp_order = FI_ORDER_NONE;
 	fi->tx_attr->inject_size = type == FI_EP_DGRAM ? max_msg : iwd_env.eager_max;
+	/* MSG: ofi_rxm offers its own inject size derived from ours but then
+	 * checks the application's echo against its 16 KiB buffer: stay there. */
 	if (type == FI_EP_MSG)
-		fi->tx_attr->inject_size = iwd_env.eager_max;
+		fi->tx_attr->inject_size = iwd_env.eager_max < 16384 ? iwd_env.eager_max : 16384;
 	fi->tx_attr->size = IWD_TX_SIZE;
 	fi->tx_attr->iov_limit = IWD_IOV_LIMIT;
 	fi->tx_attr->rma_iov_limit = (caps & FI_RMA) ? IWD_RMA_IOV_LIMIT : 0;

@@ -202,6 +202,8 @@ int iwd_ep_post_send(struct iwd_ep *ep, struct iwv_send_wr *wr)
 	int ret;
 	if (ep->sq_used >= ep->sq_depth)
 		return -FI_EAGAIN;
+	if (ep->type != FI_EP_MSG)
+		wr->remote_qkey = IWD_QKEY;
 	ret = iwv_post_send(ep->qp, wr, 1);
 	if (ret == 1) {
 		ep->sq_used++;
@@ -342,6 +344,8 @@ int iwd_ep_create_qp(struct iwd_ep *ep, enum iwv_qp_type qpt, size_t rx_depth)
 	qa.cap.max_inline = 0;
 	qa.sq_sig_all = 1;
 	qa.port = ep->want_port;
+	if (qpt != IWV_QPT_RC)
+		qa.qkey = IWD_QKEY;
 	ret = iwv_create_qp(dom->pd, &qa, &ep->qp);
 	if (ret) {
 		IWD_WARN(FI_LOG_EP_CTRL, "iwarpd: creating a %s QP: %s\n",
@@ -532,19 +536,17 @@ static int ep_control(struct fid *fid, int command, void *arg)
  * out (fi_pingpong's final exchange did exactly that). */
 static void rdm_linger(struct iwd_ep *ep)
 {
-	struct timespec ts = {0, 2 * 1000 * 1000};
-	int i;
-	for (i = 0; i < 1000; i++) {
+	const struct timespec ms = {0, 1000 * 1000}, acks = {0, 2 * 1000 * 1000};
+	int i, idle = 0;
+	for (i = 0; i < 1000 && !idle; i++) {
 		iwd_lock(ep->dom);
 		iwd_domain_progress(ep->dom);
-		i = ep->sq_used == 0 || ep->dom->dead ? 1000 : i;
+		idle = ep->sq_used == 0 || ep->dom->dead;
 		iwd_unlock(ep->dom);
-		if (i < 1000) {
-			struct timespec ms = {0, 1000 * 1000};
+		if (!idle)
 			nanosleep(&ms, NULL);
-		}
 	}
-	nanosleep(&ts, NULL);
+	nanosleep(&acks, NULL);
 }
 
 static int ep_close(struct fid *fid)

@@ -420,6 +420,33 @@ static void rx_arrival(struct iwd_ep *ep, const struct iwd_hdr *h, const void *p
 		memcpy(u->payload, payload, plen);
 	iwd_list_insert_tail(tagged ? &ep->m.unexp_tag : &ep->m.unexp_msg, &u->link);
 	ep->m.nunexp++;
+	if (src == FI_ADDR_NOTAVAIL)
+		ep->m.nunknown++;
+}
+
+/* A message can arrive before the application inserted its sender into
+ * the AV (MPI: a peer that finished wiring up first sends at once). Its
+ * source is resolved again before a receive searches the unexpected
+ * queue, so that a receive directed at that peer still finds it. */
+static void resolve_unknown(struct iwd_ep *ep)
+{
+	struct iwd_list *hs[2] = {&ep->m.unexp_msg, &ep->m.unexp_tag}, *it;
+	size_t left = 0;
+	int i;
+	if (!ep->m.nunknown)
+		return;
+	for (i = 0; i < 2; i++) {
+		iwd_list_foreach(hs[i], it)
+		{
+			struct iwd_unexp *u = iwd_container_of(it, struct iwd_unexp, link);
+			if (u->src != FI_ADDR_NOTAVAIL)
+				continue;
+			u->src = iwd_av_reverse(ep->av, u->ip, u->port);
+			if (u->src == FI_ADDR_NOTAVAIL)
+				left++;
+		}
+	}
+	ep->m.nunknown = left;
 }
 
 static void rx_bounce(struct iwd_ep *ep, struct iwd_bounce *b, const struct iwv_wc *wc)
@@ -644,8 +671,10 @@ static ssize_t rdm_recv(struct iwd_ep *ep, const struct iovec *iov, void **desc,
 		iwd_unlock(ep->dom);
 		return -FI_EOPBADSTATE;
 	}
+	resolve_unknown(ep);
 	if (tagged && (op_flags & FI_PEEK)) {
 		iwd_domain_progress(ep->dom);
+		resolve_unknown(ep);
 		u = iwd_match_unexp(&ep->m, 1, src, tag, ignore, 1, NULL);
 		if (!u) {
 			iwd_ep_rx_err(ep, context, FI_RECV | FI_TAGGED, 0, 0, tag, 0, FI_ENOMSG, 0, FI_ADDR_NOTAVAIL);

@@ -31,6 +31,10 @@ var native = []string{"FI_PROVIDER=^ofi_rxm,ofi_rxd"}
 func ppCases() []ppCase {
 	return []ppCase{
 		{name: "rdm", prov: "iwarpd", ep: "rdm", sizes: []string{"all"}, largest: "6m", env: native},
+		{name: "rdm-progress-thread", prov: "iwarpd", ep: "rdm", sizes: []string{"all"}, largest: "6m",
+			env: append([]string{"FI_IWARPD_PROGRESS_THREAD=1"}, native...)},
+		{name: "rdm-eager-4k", prov: "iwarpd", ep: "rdm", sizes: []string{"all"}, largest: "6m",
+			env: append([]string{"FI_IWARPD_EAGER_MAX=4096"}, native...)},
 		{name: "dgram", prov: "iwarpd", ep: "dgram", sizes: []string{"all"}, largest: "64k", env: native},
 		{name: "msg", prov: "iwarpd", ep: "msg", sizes: []string{"all"}, largest: "6m", env: native},
 		{name: "rxd", prov: "iwarpd;ofi_rxd", ep: "rdm", sizes: []string{"all"}, largest: "6m"},
