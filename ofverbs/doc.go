@@ -7,9 +7,11 @@
 //
 // Open (or ListDevices) finds the daemon at DefaultSocket (IWARPD_SOCKET,
 // else the daemon's default path) and returns a Context. From it: AllocPD,
-// AllocBuffer (shared memory: only Buffer memory can be registered),
-// CreateCompChannel, CreateCQ; from a PD: RegMR, CreateQP, CreateAH,
-// CreateSRQ. Every object has an idempotent Close; closing the Context
+// AllocBuffer (shared memory the daemon maps: registered Buffer memory is
+// the zero-copy path), CreateCompChannel, CreateCQ; from a PD: RegMR (of a
+// Buffer's memory, or of any other memory of the process, which the daemon
+// then reaches with process_vm_readv/writev: docs/memory-registration.md),
+// CreateQP, CreateAH, CreateSRQ. Every object has an idempotent Close; closing the Context
 // closes everything it owns. Capabilities come from QueryDevice.
 //
 // # Datagram peers

@@ -170,12 +170,24 @@ type MR struct {
 	access  Access
 	mem     []byte
 	addr    uint64
+	process bool // registered as process memory (RegMR)
 	closeMu sync.Mutex
 	closed  atomic.Bool
 }
 
-// RegMR registers b, which must lie within one Buffer of this Context (else
-// an error wrapping unix.EINVAL), with the given access rights.
+// RegMR registers b with the given access rights, in one of two forms
+// (docs/memory-registration.md):
+//
+//   - b inside one Buffer of this Context (AllocBuffer): the daemon maps the
+//     Buffer's memfd, the zero-copy fast path;
+//   - any other memory of this process (Go heap, a C allocation, a static
+//     array): the daemon reaches it with process_vm_readv/writev, one copy
+//     more per transfer (proto.RegMRRequest.Process). The MR keeps b
+//     reachable until Close (Go's collector does not move heap objects);
+//     memory the program unmaps (syscall.Munmap, C free of an mmap'd
+//     block) while registered makes the work requests and remote accesses
+//     touching it fail with an access error. The daemon must be allowed to
+//     ptrace this process (EPERM otherwise: docs/memory-registration.md).
 func (pd *PD) RegMR(b []byte, access Access) (*MR, error) {
 	const op = "reg-mr"
 	if err := pd.check(op); err != nil {
@@ -187,7 +199,7 @@ func (pd *PD) RegMR(b []byte, access Access) (*MR, error) {
 	addr := addrOf(b)
 	buf, off, ok := pd.ctx.findBuffer(addr, uint64(len(b)))
 	if !ok {
-		return nil, newError(op, unix.EINVAL, "%d bytes at %#x are not inside one Buffer of this context (use AllocBuffer)", len(b), addr)
+		return pd.regProcessMR(b, addr, access)
 	}
 	// A duplicate of the region's descriptor travels, so that the buffer
 	// need not stay locked during the round trip.
@@ -217,6 +229,41 @@ func (pd *PD) RegMR(b []byte, access Access) (*MR, error) {
 	pd.ctx.mu.Unlock()
 	return mr, nil
 }
+
+// regProcessMR registers memory of this process that no Buffer holds.
+func (pd *PD) regProcessMR(b []byte, addr uint64, access Access) (*MR, error) {
+	req := proto.RegMRRequest{PD: pd.handle, Length: uint64(len(b)), Addr: addr, Access: access, Process: true}
+	var rep proto.RegMRReply
+	if err := pd.ctx.call(proto.OpRegMR, req, &rep); err != nil {
+		return nil, err
+	}
+	mr := &MR{ctx: pd.ctx, pd: pd, handle: rep.Handle, lkey: rep.LKey, rkey: rep.RKey, access: access,
+		mem: b[:len(b):len(b)], addr: addr, process: true}
+	pd.ctx.mu.Lock()
+	pd.ctx.mrs[mr] = struct{}{}
+	pd.ctx.mu.Unlock()
+	return mr, nil
+}
+
+// findProcessMR returns the octets [addr, addr+n) of a process-memory MR of
+// c that holds them, or nil.
+func (c *Context) findProcessMR(addr, n uint64) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for mr := range c.mrs {
+		if !mr.process || mr.closed.Load() {
+			continue
+		}
+		if off, ok := within(addr, n, mr.addr, uint64(len(mr.mem))); ok {
+			return mr.mem[off : off+n]
+		}
+	}
+	return nil
+}
+
+// Process reports whether the region is process memory (not in a Buffer):
+// see RegMR.
+func (mr *MR) Process() bool { return mr.process }
 
 // LKey returns the local key (for SGEs).
 func (mr *MR) LKey() uint32 { return mr.lkey }

@@ -108,8 +108,8 @@ func (q *QP) checkSend(wr *SendWR) (uint32, error) {
 	} else {
 		for _, s := range wr.SGL {
 			total += uint64(s.Length)
-			if _, _, ok := q.ctx.findBuffer(s.Addr, uint64(s.Length)); !ok && s.Length > 0 {
-				return 0, newError(op, unix.EINVAL, "work request %d: inline SGE at %#x (%d bytes) is not inside a Buffer of this context", wr.ID, s.Addr, s.Length)
+			if _, _, ok := q.ctx.findBuffer(s.Addr, uint64(s.Length)); !ok && s.Length > 0 && q.ctx.findProcessMR(s.Addr, uint64(s.Length)) == nil {
+				return 0, newError(op, unix.EINVAL, "work request %d: inline SGE at %#x (%d bytes) is neither inside a Buffer nor a process-memory MR of this context", wr.ID, s.Addr, s.Length)
 			}
 		}
 	}
@@ -174,7 +174,11 @@ func (c *Context) copyFromBuffer(dst []byte, addr uint64) int {
 	}
 	b, off, ok := c.findBuffer(addr, uint64(len(dst)))
 	if !ok {
-		clear(dst)
+		if src := c.findProcessMR(addr, uint64(len(dst))); src != nil {
+			copy(dst, src) // this process's own memory, registered (RegMR keeps it reachable)
+		} else {
+			clear(dst)
+		}
 		return len(dst)
 	}
 	b.mu.Lock()

@@ -128,7 +128,8 @@ const (
 )
 
 // SGE is a scatter/gather element: Length bytes at Addr (an address in this
-// process, inside a registered Buffer) of the memory region named by LKey.
+// process, inside a registered region: a Buffer's or process memory) of the
+// memory region named by LKey.
 // MR.SGE builds one from a slice.
 type SGE struct {
 	Addr   uint64
@@ -145,7 +146,7 @@ type SendWR struct {
 	// buffers may be reused as soon as PostSend returns, and need not be
 	// registered (but the payload must fit QPCap.MaxInline). The bytes come
 	// from InlineData when it is non-nil, else from the SGL, whose addresses
-	// must then lie in a Buffer of this Context.
+	// must then lie in a Buffer or a process-memory MR of this Context.
 	Inline     bool
 	InlineData []byte
 	Signaled   bool // ask for a completion on success (errors always complete)

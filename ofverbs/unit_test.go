@@ -242,15 +242,28 @@ func TestRegMR(t *testing.T) {
 	if !mr.Contains(b[199:]) || mr.Contains(buf.Bytes()[99:101]) {
 		t.Fatal("Contains")
 	}
+	if mr.Process() {
+		t.Fatal("a Buffer's memory registered as process memory")
+	}
+	gotMu.Unlock()
 	for name, bad := range map[string][]byte{
-		"go memory":     make([]byte, 64),
-		"empty":         buf.Bytes()[5:5],
-		"nil":           nil,
-		"another alloc": bytes.Repeat([]byte{1}, 4096),
+		"empty": buf.Bytes()[5:5],
+		"nil":   nil,
 	} {
 		if _, err := pd.RegMR(bad, AccessLocalWrite); !errors.Is(err, unix.EINVAL) {
 			t.Errorf("%s: RegMR = %v, want EINVAL", name, err)
 		}
+	}
+	// Memory no Buffer holds is registered as process memory: no
+	// descriptor, Offset 0, Process set (proto.RegMRRequest).
+	heap := bytes.Repeat([]byte{1}, 4096)
+	pmr, err := pd.RegMR(heap[8:72], AccessLocalWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotMu.Lock()
+	if !got.Process || got.Offset != 0 || got.Length != 64 || got.Addr != addrOf(heap[8:]) || !pmr.Process() {
+		t.Fatalf("process-memory request %+v (MR process %v)", got, pmr.Process())
 	}
 	if err := mr.Close(); err != nil {
 		t.Fatal(err)

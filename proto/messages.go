@@ -75,16 +75,27 @@ type Handle struct {
 	Handle uint32 `json:"handle"`
 }
 
-// RegMRRequest registers [Offset, Offset+Length) of a sealed memfd region
-// (descriptor 0) that the client has mapped at Addr. The region must be
-// sealed against shrinking (F_SEAL_SHRINK) so that the daemon can never be
-// made to fault on it.
+// RegMRRequest registers memory of the client for PD, in one of two forms:
+//
+//   - memfd (Process false): [Offset, Offset+Length) of a sealed memfd
+//     region (descriptor 0) that the client has mapped at Addr. The region
+//     must be a plain (not hugetlb) memfd sealed against shrinking and
+//     growing (F_SEAL_SHRINK|F_SEAL_GROW), so that the daemon can never be
+//     made to fault on it. The daemon maps it: the zero-copy fast path.
+//   - process memory (Process true): no descriptor; [Addr, Addr+Length)
+//     lies in the address space of the client process that opened the
+//     session (SO_PEERCRED at Hello), Offset must be 0. The daemon reaches
+//     it with process_vm_readv/process_vm_writev(2) (copies through its own
+//     staging), so any heap, stack or static range can be registered. Memory
+//     unmapped while registered fails the operations touching it with an
+//     access error. See docs/memory-registration.md.
 type RegMRRequest struct {
-	PD     uint32 `json:"pd"`
-	Offset uint64 `json:"offset"`
-	Length uint64 `json:"length"`
-	Addr   uint64 `json:"addr"`
-	Access Access `json:"access"`
+	PD      uint32 `json:"pd"`
+	Offset  uint64 `json:"offset"`
+	Length  uint64 `json:"length"`
+	Addr    uint64 `json:"addr"`
+	Access  Access `json:"access"`
+	Process bool   `json:"process,omitempty"`
 }
 
 type RegMRReply struct {

@@ -59,8 +59,12 @@ func (s *session) listen(addr string, backlog int) (*cmListener, error) {
 		backlog = defaultBacklog
 	}
 	backlog = min(backlog, maxBacklog)
+	if err := s.srv.users.acquire(s, resListeners, 1); err != nil { // userlimits.go
+		return nil, err
+	}
 	ln, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(ap))
 	if err != nil {
+		s.srv.users.release(s, resListeners, 1)
 		switch {
 		case errors.Is(err, unix.EADDRINUSE):
 			return nil, errf(unix.EADDRINUSE, "listen: %s is in use", ap)
@@ -77,6 +81,7 @@ func (s *session) listen(addr string, backlog int) (*cmListener, error) {
 	if err := cm.start(s); err != nil {
 		cm.mu.Unlock()
 		ln.Close()
+		s.srv.users.release(s, resListeners, 1)
 		return nil, err
 	}
 	if max := s.srv.cfg.Limits.MaxListeners; len(cm.listeners) >= max {
@@ -119,6 +124,7 @@ func (s *session) closeListener(handle uint32) error {
 		return errf(unix.EINVAL, "close-listener: no listener %d", handle)
 	}
 	delete(cm.listeners, handle)
+	s.srv.users.release(s, resListeners, 1) // userlimits.go
 	var drop []*cmPending
 	for id, p := range cm.pending {
 		if p.l == l {

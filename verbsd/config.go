@@ -73,6 +73,8 @@ type Config struct {
 	// (UDP_GRO); the engine takes them apart.
 	GRO    bool
 	Limits Limits
+	// UserLimits bound each Unix user's sessions together (userlimits.go).
+	UserLimits UserLimits
 	// MPA is the device's policy for RC connection establishment (cm_config.go;
 	// the zero value is the RFC-conforming default).
 	MPA MPAConfig
@@ -142,6 +144,7 @@ func DefaultConfig() Config {
 		GRO:               true,
 		RD:                DefaultRDConfig(),
 		Limits:            DefaultLimits,
+		UserLimits:        DefaultUserLimits,
 	}
 }
 
@@ -181,6 +184,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.RD.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.UserLimits.validate(); err != nil {
 		errs = append(errs, err)
 	}
 	l := c.Limits

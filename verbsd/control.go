@@ -109,16 +109,29 @@ func (s *session) regMR(body []byte, fds []int) (any, error) {
 	case req.Addr > math.MaxUint64-req.Length:
 		return nil, errf(unix.EINVAL, "reg-mr: address range wraps")
 	}
-	fd, err := takeFD(fds, 0, "reg-mr")
-	if err != nil {
+	if err := s.srv.users.acquire(s, resRegistered, req.Length); err != nil { // userlimits.go
 		return nil, err
 	}
-	m, err := mapRegion(fd, req.Offset, req.Length)
-	if err != nil {
-		return nil, err
+	var m *mapping
+	var pr *procRegion
+	if req.Process {
+		var err error
+		if pr, err = s.processRegion(&req); err != nil {
+			s.srv.users.release(s, resRegistered, req.Length)
+			return nil, err
+		}
+	} else {
+		fd, err := takeFD(fds, 0, "reg-mr")
+		if err == nil {
+			m, err = mapRegion(fd, req.Offset, req.Length)
+		}
+		if err != nil {
+			s.srv.users.release(s, resRegistered, req.Length)
+			return nil, err
+		}
 	}
 	var reply proto.RegMRReply
-	err = s.eng.Do(func() error {
+	err := s.eng.Do(func() error {
 		p := s.pds[req.PD]
 		if p == nil {
 			return errf(unix.EINVAL, "reg-mr: no protection domain %d", req.PD)
@@ -134,7 +147,10 @@ func (s *session) regMR(body []byte, fds []int) (any, error) {
 			return err
 		}
 		lkey, rkey := s.newMRKeys() // keys.go
-		x := &mr{handle: h, lkey: lkey, rkey: rkey, pd: p, region: m, mem: m.mem, addr: req.Addr, access: req.Access}
+		x := &mr{handle: h, lkey: lkey, rkey: rkey, pd: p, region: m, proc: pr, addr: req.Addr, access: req.Access}
+		if m != nil {
+			x.mem = m.mem
+		}
 		s.mrs[h] = x
 		s.addMRKeys(x)
 		p.refs++
@@ -144,9 +160,31 @@ func (s *session) regMR(body []byte, fds []int) (any, error) {
 	})
 	if err != nil {
 		m.Close()
+		s.srv.users.release(s, resRegistered, req.Length)
 		return nil, err
 	}
 	return &reply, nil
+}
+
+// processRegion checks a process-memory registration (procmem.go): no
+// descriptor, Offset 0, the session's peer pinned, the range reachable.
+func (s *session) processRegion(req *proto.RegMRRequest) (*procRegion, error) {
+	if req.Offset != 0 {
+		return nil, errf(unix.EINVAL, "reg-mr: a process-memory region has no offset (got %d)", req.Offset)
+	}
+	if req.Access&proto.AccessRemoteAtomic != 0 {
+		// A remote atomic must be indivisible against the owning process's
+		// own atomics on the word (rc_atomic.go atomicExecute): only memory
+		// the daemon maps can give that, process_vm_* cannot.
+		return nil, errf(unix.EOPNOTSUPP, "reg-mr: remote atomic access needs memfd memory (an ofverbs Buffer), not process memory")
+	}
+	if s.peer == nil {
+		return nil, errf(unix.EPERM, "reg-mr: process memory: the client process could not be pinned at hello (%v)", s.peerErr)
+	}
+	if err := probeProcessRange(s.peer, req.Addr, req.Length); err != nil {
+		return nil, err
+	}
+	return &procRegion{peer: s.peer, addr: req.Addr, length: req.Length}, nil
 }
 
 func (s *session) deregMR(body []byte, _ []int) (any, error) {
@@ -154,7 +192,8 @@ func (s *session) deregMR(body []byte, _ []int) (any, error) {
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	return nil, s.eng.Do(func() error {
+	var size uint64
+	err := s.eng.Do(func() error {
 		m := s.mrs[req.Handle]
 		if m == nil {
 			return errf(unix.EINVAL, "no memory region %d", req.Handle)
@@ -162,10 +201,15 @@ func (s *session) deregMR(body []byte, _ []int) (any, error) {
 		delete(s.mrs, req.Handle)
 		s.dropMRKeys(m)
 		m.pd.refs--
-		s.regBytes -= uint64(len(m.mem))
+		size = m.size()
+		s.regBytes -= size
 		m.region.Close() // no engine state refers to it between passes
 		return nil
 	})
+	if err == nil {
+		s.srv.users.release(s, resRegistered, size)
+	}
+	return nil, err
 }
 
 func (s *session) createCompChannel(body []byte, fds []int) (any, error) {

@@ -65,6 +65,16 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 	if req.SRQ == 0 {
 		size += proto.RingBytes(c.MaxRecvWR, rqStride)
 	}
+	held, err := s.holdQP(req.Type) // userlimits.go
+	if err != nil {
+		return nil, err
+	}
+	created := false
+	defer func() {
+		if !created {
+			held.release()
+		}
+	}()
 	fd, err := takeFD(fds, 0, "create-qp")
 	if err != nil {
 		return nil, err
@@ -151,6 +161,7 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 	if err != nil {
 		return fail(err)
 	}
+	created = true
 	return &reply, nil
 }
 
@@ -286,6 +297,7 @@ func (s *session) destroyQP(body []byte, _ []int) (any, error) {
 		delete(s.qps, req.Handle)
 		s.eng.removeQP(q)
 		closeQP(q)
+		s.qpHeld(q.typ).release() // userlimits.go
 		q.pd.refs--
 		q.sendCQ.refs--
 		q.recvCQ.refs--

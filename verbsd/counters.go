@@ -29,13 +29,17 @@ const (
 	cFlushed
 	cCQOverruns
 	cEventsDropped
-	cSendCalls      // sendmmsg calls
-	cRecvCalls      // recvmmsg calls that returned datagrams
-	cGSOSends       // messages of a sendmmsg carrying several datagrams (UDP_SEGMENT)
-	cGSOFallback    // UDP GSO refused by the kernel: disabled on that socket
-	cGROUnavailable // UDP_GRO could not be enabled on a socket
-	cGROCoalesced   // received buffers holding several datagrams (UDP_GRO)
-	cRecvCopied     // single-datagram messages copied into their receive (every one since issue 13: judged before placed)
+	cMemoryFaults
+	cProcessMemFaults  // process-memory accesses that failed (unmapped, process gone)
+	cProcessMemRead    // octets read from client processes (process_vm_readv)
+	cProcessMemWritten // octets written to client processes (process_vm_writev)
+	cSendCalls         // sendmmsg calls
+	cRecvCalls         // recvmmsg calls that returned datagrams
+	cGSOSends          // messages of a sendmmsg carrying several datagrams (UDP_SEGMENT)
+	cGSOFallback       // UDP GSO refused by the kernel: disabled on that socket
+	cGROUnavailable    // UDP_GRO could not be enabled on a socket
+	cGROCoalesced      // received buffers holding several datagrams (UDP_GRO)
+	cRecvCopied        // single-datagram messages copied into their receive (every one since issue 13: judged before placed)
 	// Write-Record and error messages (wrec*.go).
 	cWrecPlaced    // Write-Record segments placed
 	cWrecComplete  // Write-Records completed with every octet placed
@@ -59,6 +63,10 @@ const (
 )
 
 var counterNames = [counterCount]string{
+	cMemoryFaults:        "memory_faults",
+	cProcessMemFaults:    "process_mem_faults",
+	cProcessMemRead:      "process_mem_read_bytes",
+	cProcessMemWritten:   "process_mem_written_bytes",
 	cDatagramsIn:         "datagrams_in",
 	cDatagramsOut:        "datagrams_out",
 	cBytesIn:             "bytes_in",

@@ -22,6 +22,16 @@
 // then validated against the session's own objects; a bad one fails that
 // QP only. Malformed datagrams are dropped and counted, never fatal.
 //
+// Client memory (docs/memory-registration.md, docs/iwarpd.md "Client
+// memory"): memfd regions and rings are checked (memfd, not hugetlb,
+// sealed) and mapped without being populated (memory.go); process-memory
+// regions are reached with process_vm_readv/writev on the session's
+// pidfd-pinned peer (procmem.go) through staging buffers that every data
+// path commits before completing (stage.go: translate and rcLookup give
+// the view, commit writes it back; a new path that writes registered
+// memory must commit too). A fault on client memory fails that client's
+// session, never the daemon (fault.go). Per-user limits: userlimits.go.
+//
 // Imports: proto, rdmap, ddp, llp and its subpackages, internal/...; never
 // ofverbs, never gopacket or logrus (logging goes through the Logger
 // adapter passed in by cmd/iwarpd).

@@ -48,6 +48,8 @@ type engine struct {
 	byFD     map[int32]*qp
 	rr       int
 	sessions map[uint64]*session
+	cur      *session    // the session being served (fault.go)
+	staged   []stagedBuf // staging buffers of the QP being served (stage.go)
 	nextQPN  uint32
 	stats    counters
 	events   [64]unix.EpollEvent
@@ -171,7 +173,7 @@ func (e *engine) runCommands() bool {
 	for {
 		select {
 		case c := <-e.cmds:
-			c.done <- c.f()
+			c.done <- guardedCommand(c.f) // fault.go
 			ran = true
 		default:
 			return ran
@@ -188,6 +190,7 @@ func schedYield() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 // run is the engine goroutine.
 func (e *engine) run() {
 	runtime.LockOSThread()
+	guardClientMemory() // fault.go
 	defer func() {
 		for _, s := range e.sessions {
 			e.teardownSession(s)
@@ -205,7 +208,7 @@ func (e *engine) run() {
 		}
 		e.pollFDs(0)
 		now := time.Now()
-		work = e.pass(now) || work
+		work = e.guardedPass(now) || work // fault.go
 		if work {
 			lastWork = now
 			// Let a client sharing this CPU run: at once when the pass
@@ -330,9 +333,11 @@ func (e *engine) pass(now time.Time) bool {
 	e.rr = (e.rr + 1) % n
 	for i := range n {
 		q := e.qps[(e.rr+i)%n]
+		e.cur = q.s
 		if e.serviceQP(q, now) {
 			work = true
 		}
+		e.releaseStaged() // stage.go
 	}
 	return work
 }

@@ -22,9 +22,10 @@ type mr struct {
 	lkey   uint32 // names the MR in its owner's work requests (keys.go)
 	rkey   uint32 // the STag remote peers name it by; never equal to lkey
 	pd     *pd
-	region *mapping
-	mem    []byte // the registered octets, inside region.Mem
-	addr   uint64 // where the client has mem[0]
+	region *mapping    // memfd form: the daemon's mapping (nil for process memory)
+	mem    []byte      // memfd form: the registered octets, inside region.Mem
+	proc   *procRegion // process form: the octets in the client's address space (procmem.go)
+	addr   uint64      // where the client has the first registered octet
 	access proto.Access
 	// invalid: the STag was invalidated (RC local invalidate or Send with
 	// Invalidate); it stays unusable, locally and remotely, until deregistered.
@@ -64,23 +65,53 @@ type srq struct {
 // view of those octets, checking that the key belongs to this session and
 // pd, that [addr, addr+length) lies inside the region (overflow-safe) and
 // that the region grants write access if write is set. It returns a status
-// other than WCSuccess on any failure.
+// other than WCSuccess on any failure. The view is good for the service of
+// the current QP: the mapping of a memfd region, or a staging buffer of a
+// process region (stage.go: a source read from the process now, a
+// destination written back by commit).
 func (s *session) translate(sge proto.SGE, p *pd, write bool) ([]byte, proto.WCStatus) {
-	m := s.mrByLKey(sge.LKey)
-	if m == nil || m.pd != p || m.invalid {
-		return nil, proto.WCLocProtErr
+	m, off, st := s.checkSGE(sge, p, write)
+	if st != proto.WCSuccess {
+		return nil, st
 	}
-	if write && m.access&proto.AccessLocalWrite == 0 {
-		return nil, proto.WCLocProtErr
-	}
-	if sge.Addr < m.addr {
-		return nil, proto.WCLocProtErr
-	}
-	off := sge.Addr - m.addr
-	if off > uint64(len(m.mem)) || uint64(sge.Length) > uint64(len(m.mem))-off {
-		return nil, proto.WCLocProtErr
+	if m.proc != nil {
+		return s.eng.stage(s, m.proc, off, uint64(sge.Length), !write)
 	}
 	return m.mem[off : off+uint64(sge.Length) : off+uint64(sge.Length)], proto.WCSuccess
+}
+
+// checkSGE is translate's checks alone (for work requests validated before
+// their octets are used): the region and the offset of addr in it. A
+// source in process memory is probed (its first and last octets readable).
+func (s *session) checkSGE(sge proto.SGE, p *pd, write bool) (*mr, uint64, proto.WCStatus) {
+	m := s.mrByLKey(sge.LKey)
+	if m == nil || m.pd != p || m.invalid {
+		return nil, 0, proto.WCLocProtErr
+	}
+	if write && m.access&proto.AccessLocalWrite == 0 {
+		return nil, 0, proto.WCLocProtErr
+	}
+	if sge.Addr < m.addr {
+		return nil, 0, proto.WCLocProtErr
+	}
+	off := sge.Addr - m.addr
+	if off > m.size() || uint64(sge.Length) > m.size()-off {
+		return nil, 0, proto.WCLocProtErr
+	}
+	if m.proc != nil && !write && m.proc.probe(off, uint64(sge.Length)) != nil {
+		// A source in process memory that is gone fails at once, before
+		// anything of it is sent (procmem.go).
+		return nil, 0, proto.WCLocProtErr
+	}
+	return m, off, proto.WCSuccess
+}
+
+// size is the number of registered octets of m.
+func (m *mr) size() uint64 {
+	if m.proc != nil {
+		return m.proc.length
+	}
+	return uint64(len(m.mem))
 }
 
 // addrToSockaddr converts an address for sendmsg.

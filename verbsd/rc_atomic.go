@@ -195,6 +195,10 @@ func (e *engine) rcCommitAtomicResponse(q *qp) bool {
 		return false
 	}
 	binary.NativeEndian.PutUint64(b, resp.Original)
+	if e.commitOne(b[:rcAtomicLen]) != nil { // stage.go: a process-memory result buffer went away
+		e.rcTerminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
+		return false
+	}
 	e.rcComplete(q, r.seq, proto.WCSuccess)
 	c.orq.pop()
 	c.sqStalled = false

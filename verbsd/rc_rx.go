@@ -199,10 +199,17 @@ func (q *qp) rcLookup(stag uint32, to, n uint64, need proto.Access) ([]byte, rdm
 		return nil, rdmap.FaultAccessRights
 	case n > 0 && n-1 > math.MaxUint64-to:
 		return nil, rdmap.FaultTOWrap
-	case to < m.addr || to-m.addr > uint64(len(m.mem)) || n > uint64(len(m.mem))-(to-m.addr):
+	case to < m.addr || to-m.addr > m.size() || n > m.size()-(to-m.addr):
 		return nil, rdmap.FaultBaseBounds
 	}
 	off := to - m.addr
+	if m.proc != nil { // stage.go: a Read's source is read now; a Write's target is written back on commit
+		b, st := q.s.eng.stage(q.s, m.proc, off, n, need == proto.AccessRemoteRead)
+		if st != proto.WCSuccess {
+			return nil, rdmap.FaultBaseBounds
+		}
+		return b, 0
+	}
 	return m.mem[off : off+n : off+n], 0
 }
 
@@ -567,7 +574,7 @@ func (e *engine) rcTakeRecv(q *qp) rqeResult {
 			off := proto.RQEHeaderLen + i*proto.SGELen
 			copy(sraw[:], slot[off:off+proto.SGELen])
 			s := proto.GetSGE(sraw[:])
-			if _, st = q.s.translate(s, p, true); st != proto.WCSuccess {
+			if _, _, st = q.s.checkSGE(s, p, true); st != proto.WCSuccess {
 				break
 			}
 			r.sges = append(r.sges, s)
@@ -641,6 +648,19 @@ func (e *engine) rcDest(q *qp) bool {
 	return true
 }
 
+// rcPlaceFault terminates q when the process memory a segment was being
+// placed in went away (stage.go): a remote access error for an RDMA Write
+// (its target is the peer's to know), a local catastrophic error for a
+// Send's receive buffer or a Read's sink.
+func (e *engine) rcPlaceFault(q *qp) {
+	x := &q.rc.rx
+	if x.op == rdmap.OpWrite {
+		e.rcTerminate(q, rdmap.TaggedError(rdmap.FaultBaseBounds), x.hdr[:x.h.Len()], nil, x.ulen)
+		return
+	}
+	e.rcTerminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
+}
+
 // pieceAt returns the part of the concatenation of pieces at [off,
 // off+n), cut at the end of the piece holding off.
 func pieceAt(pieces [][]byte, off, n int) []byte {
@@ -675,6 +695,10 @@ func (e *engine) rcPlace(q *qp, rd *rcReader) error {
 			return io.ErrUnexpectedEOF // cannot happen: the destination covers the payload
 		}
 		n, err := c.rcv.ReadPayload(rd, chunk)
+		if cerr := e.commitOne(chunk[:n]); cerr != nil { // stage.go: process memory
+			e.rcPlaceFault(q)
+			return errRCStopped
+		}
 		x.placed += n
 		if err != nil {
 			return err
@@ -706,7 +730,12 @@ func (e *engine) rcCommit(q *qp) bool {
 		if !x.fresh && !e.rcDest(q) {
 			return false
 		}
-		pieceAt(x.dst, x.payLen-1, 1)[0] = x.last[0]
+		last := pieceAt(x.dst, x.payLen-1, 1)
+		last[0] = x.last[0]
+		if e.commitOne(last) != nil { // stage.go: process memory
+			e.rcPlaceFault(q)
+			return false
+		}
 	}
 	if h.Tagged {
 		e.count(q, cBytesIn, int64(x.payLen))

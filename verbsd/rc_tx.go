@@ -476,7 +476,7 @@ func (e *engine) rcPrepareWR(q *qp, sqe *proto.SQE, slot []byte) proto.WCStatus 
 			var sraw [proto.SGELen]byte
 			copy(sraw[:], slot[proto.SQEHeaderLen:])
 			t.readSGE = proto.GetSGE(sraw[:])
-			if _, st := q.s.translate(t.readSGE, q.pd, true); st != proto.WCSuccess {
+			if _, _, st := q.s.checkSGE(t.readSGE, q.pd, true); st != proto.WCSuccess {
 				return st
 			}
 			t.total = int(t.readSGE.Length)
@@ -557,7 +557,7 @@ func (e *engine) rcCopyPayload(q *qp, sqe *proto.SQE, slot []byte, inline bool) 
 		off := proto.SQEHeaderLen + i*proto.SGELen
 		copy(sraw[:], slot[off:off+proto.SGELen])
 		s := proto.GetSGE(sraw[:])
-		if _, st := q.s.translate(s, q.pd, false); st != proto.WCSuccess {
+		if _, _, st := q.s.checkSGE(s, q.pd, false); st != proto.WCSuccess {
 			return st
 		}
 		t.sges = append(t.sges, s)

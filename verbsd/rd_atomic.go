@@ -161,6 +161,9 @@ func (e *engine) rdAtomicResponse(q *qp, src netip.AddrPort, h *ddp.Header, seg 
 		}
 		binary.NativeEndian.PutUint64(b, resp.Original)
 		w.done, w.status = true, proto.WCSuccess
+		if e.commitOne(b) != nil { // stage.go: a process-memory result buffer went away
+			w.status = proto.WCLocProtErr
+		}
 		return
 	}
 	r.count(rdDropResponse, 1) // a duplicate, or for a request given up

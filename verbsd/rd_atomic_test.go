@@ -23,7 +23,7 @@ func (n *rdNode) postAtomic(t *testing.T, wrid uint64, op proto.SendOpcode, ah p
 	// The body travels as the "inline" argument of verbsdtest (not flagged
 	// inline): operands, then the one result SGE.
 	e := proto.SQE{WRID: wrid, Opcode: op, Flags: proto.SendSignaled, NumSGE: 1, AH: ah,
-		RKey: target.mr.LKey, RemoteAddr: target.mr.Addr(off)}
+		RKey: target.mr.RKey, RemoteAddr: target.mr.Addr(off)}
 	if err := n.qp.PostSend(e, nil, body); err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestRDAtomicReplayCache(t *testing.T) {
 					qb = q
 				}
 			}
-			req := rdmap.AtomicRequest{Op: rdmap.AtomicFetchAdd, ReqID: qa.rd.nextReqID, Stag: b.mr.LKey, TO: to, AddSwap: 5}
+			req := rdmap.AtomicRequest{Op: rdmap.AtomicFetchAdd, ReqID: qa.rd.nextReqID, Stag: b.mr.RKey, TO: to, AddSwap: 5}
 			h := ddp.Header{Last: true, Version: ddp.Version, ULPControl: uint8(rdmap.MakeControl(rdmap.OpAtomicRequest)),
 				QN: rdmap.QNReadRequest, MSN: 1}
 			seg := req.Append(h.Append(nil))

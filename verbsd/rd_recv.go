@@ -448,6 +448,15 @@ func (e *engine) rdPlaceSend(q *qp, src netip.AddrPort, h *ddp.Header, seg []byt
 		return
 	}
 	scatterAt(w.bufs, int(m.got), payload)
+	if e.commit(w.bufs, int(m.got), len(payload)) != nil { // stage.go: the receive's process memory went away
+		e.rdSendError(q, src, iwerr.RDMAPLocalCatastrophicError, seg[:hl], nil, len(seg))
+		e.rdCompleteRecv(q, src, m, proto.WCLocProtErr, uint32(end), solicited)
+		if m.discard = !h.Last; !m.discard {
+			r.endInMsg(src, m)
+		}
+		e.errorQP(q, "a receive buffer's process memory was unmapped while registered")
+		return
+	}
 	m.got = uint32(end)
 	if h.Last {
 		e.rdCompleteRecv(q, src, m, proto.WCSuccess, m.got, solicited)
@@ -555,6 +564,10 @@ func (e *engine) rdPlaceResponse(q *qp, src netip.AddrPort, h *ddp.Header, paylo
 			return
 		}
 		copy(dst, payload)
+		if e.commitOne(dst) != nil { // stage.go: the sink's process memory went away
+			w.done, w.status, w.respFinal = true, proto.WCLocProtErr, true
+			return
+		}
 	}
 	w.placed += uint32(len(payload))
 	if h.Last {

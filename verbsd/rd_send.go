@@ -170,7 +170,7 @@ func (e *engine) rdPrepare(q *qp, w *rdWR, slot []byte) {
 			off := proto.SQEHeaderLen + i*proto.SGELen
 			copy(sraw[:], slot[off:off+proto.SGELen])
 			sge := proto.GetSGE(sraw[:])
-			if _, st := q.s.translate(sge, q.pd, sqe.Opcode == proto.WRRDMARead); st != proto.WCSuccess {
+			if _, _, st := q.s.checkSGE(sge, q.pd, sqe.Opcode == proto.WRRDMARead); st != proto.WCSuccess {
 				fail(st)
 				return
 			}
@@ -455,8 +455,18 @@ func (e *engine) rdPayload(q *qp, w *rdWR, off, n int) [][]byte {
 	}
 	r := q.rd
 	bufs := r.sgBufs[:0]
+	// Only the part of each SGE inside [off, off+n): a process MR's source
+	// is read from the process (stage.go), octets this datagram does not
+	// carry are not.
+	pos := 0
 	for _, sge := range w.sges {
-		b, st := q.s.translate(sge, q.pd, false)
+		lo, hi := max(off, pos), min(off+n, pos+int(sge.Length))
+		pos += int(sge.Length)
+		if lo >= hi {
+			continue
+		}
+		part := proto.SGE{Addr: sge.Addr + uint64(lo-(pos-int(sge.Length))), Length: uint32(hi - lo), LKey: sge.LKey}
+		b, st := q.s.translate(part, q.pd, false)
 		if st != proto.WCSuccess {
 			if !w.done {
 				w.done, w.status = true, st
@@ -466,7 +476,7 @@ func (e *engine) rdPayload(q *qp, w *rdWR, off, n int) [][]byte {
 		bufs = append(bufs, b)
 	}
 	r.sgBufs = bufs[:0]
-	return appendRange(e.pieces[:0], bufs, off, n)
+	return append(e.pieces[:0], bufs...)
 }
 
 // rdSend sends what is due: retransmissions, ACKs, error messages, Read

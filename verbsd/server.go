@@ -21,6 +21,7 @@ type Server struct {
 	eng    *engine
 	nextID atomic.Uint64
 	port   atomic.Uint32 // port scan cursor
+	users  userTable     // per-user resource counts (userlimits.go)
 	// unprivStart is ip_unprivileged_port_start at start (bind.go).
 	unprivStart uint16
 	reserve     fdReserve // accept.go
@@ -176,7 +177,7 @@ func (s *session) info() proto.SessionInfo {
 		MRs: []proto.MRInfo{}, CQs: []proto.CQInfo{}, QPs: []proto.QPInfo{}}
 	for _, h := range sortedKeys(s.mrs) {
 		m := s.mrs[h]
-		si.MRs = append(si.MRs, proto.MRInfo{Handle: h, LKey: m.lkey, RKey: m.rkey, Length: uint64(len(m.mem)), Access: m.access})
+		si.MRs = append(si.MRs, proto.MRInfo{Handle: h, LKey: m.lkey, RKey: m.rkey, Length: m.size(), Access: m.access})
 	}
 	for _, h := range sortedKeys(s.cqs) {
 		c := s.cqs[h]

@@ -20,6 +20,10 @@ type session struct {
 	conn   *proto.Conn // nil in the fuzz harness
 	cred   unix.Ucred
 	client string
+	// peer pins the client process for process-memory MRs (procmem.go);
+	// nil when it could not be opened (such registrations fail).
+	peer    *peerProcess
+	peerErr error
 	// privBind: the client could bind privileged ports itself (bind.go).
 	privBind bool
 
@@ -42,6 +46,11 @@ type session struct {
 	qps        map[uint32]*qp
 	srqs       map[uint32]*srq
 	regBytes   uint64
+	stage      stagePool // staging buffers for process MRs (stage.go)
+
+	// held is what the session holds of its user's limits (userlimits.go;
+	// guarded by srv.users.mu).
+	held [numUserRes]uint64
 	// eventsDropped counts asynchronous events lost to a full queue (the
 	// client does not read its control socket; cq.go sendEvent).
 	eventsDropped int64
@@ -60,6 +69,7 @@ func newSession(srv *Server, uc *net.UnixConn) *session {
 			raw.Control(func(fd uintptr) {
 				if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
 					s.cred = *cred
+					s.peer, s.peerErr = openPeer(int(fd), cred.Pid)
 				}
 			})
 			s.privBind = s.cred.Uid == 0 || mayBindPrivileged(s.cred) // bind.go
@@ -71,11 +81,14 @@ func newSession(srv *Server, uc *net.UnixConn) *session {
 // serve reads requests until the client goes away (or the server closes
 // the connection), then reclaims everything the session owned.
 func (s *session) serve() {
+	guardClientMemory() // fault.go: a fault on client memory fails the request
 	go s.pumpEvents()
 	defer func() {
 		close(s.done)
 		s.conn.Close()
 		s.eng.Do(func() error { s.eng.teardownSession(s); return nil })
+		s.peer.Close() // after teardown: no engine state refers to it
+		s.srv.users.releaseAll(s)
 		s.srv.log.Debugf("session %d (pid %d, uid %d): closed, resources reclaimed", s.id, s.cred.Pid, s.cred.Uid)
 	}()
 	for {
@@ -193,6 +206,16 @@ func closeFDs(fds []int) {
 // close the connection after the reply.
 func (s *session) dispatch(h proto.Header, body []byte, fds []int) (reply any, rfds []int, err error, quit bool) {
 	defer func() { closeFDs(fds) }()
+	defer func() { // fault.go
+		if r := recover(); r != nil {
+			addr, ok := faultAddr(r)
+			if !ok {
+				panic(r)
+			}
+			reply, rfds, quit = nil, nil, true
+			err = errf(unix.EFAULT, "%v: the client's shared memory faulted at %#x; session closed", h.Op, addr)
+		}
+	}()
 	if h.Op&(proto.OpReply|proto.OpEvent) != 0 || !h.Op.Valid() {
 		return nil, nil, errf(unix.EINVAL, "unknown request %v", h.Op), false
 	}
@@ -226,6 +249,9 @@ func (s *session) doHello(h proto.Header, body []byte) (any, []int, error, bool)
 	}
 	if req.ABI != proto.ABIVersion {
 		return nil, nil, errf(unix.EPROTO, "%s", (&proto.VersionError{Local: proto.ABIVersion, Peer: req.ABI, Side: "daemon"}).Error()), true
+	}
+	if err := s.srv.users.acquire(s, resSessions, 1); err != nil { // userlimits.go
+		return nil, nil, err, true
 	}
 	s.client = req.Client
 	s.inspect = req.Inspect

@@ -312,6 +312,10 @@ func (e *engine) loadRecv(q *qp, w *recvWR, slot []byte) proto.WCStatus {
 
 // completeRecv consumes the head receive w and posts its completion.
 func (e *engine) completeRecv(q *qp, w *recvWR, status proto.WCStatus, n int, src netip.AddrPort, solicited bool) {
+	fault := false
+	if status == proto.WCSuccess && e.commit(w.bufs, 0, n) != nil { // stage.go: process memory
+		status, fault = proto.WCLocProtErr, true
+	}
 	c := q.recvRing()
 	c.Advance()
 	c.Release()
@@ -335,5 +339,8 @@ func (e *engine) completeRecv(q *qp, w *recvWR, status proto.WCStatus, n int, sr
 			s.limit = 0
 			q.s.sendEvent(e, proto.Event{Type: proto.EventSRQLimit, Handle: s.handle})
 		}
+	}
+	if fault {
+		e.errorQP(q, "a receive buffer's process memory was unmapped while registered")
 	}
 }

@@ -151,6 +151,15 @@ func (e *engine) acceptWriteRecord(q *qp, sg *wrecSegment, now time.Time) (*wrec
 		return nil, recordDropped
 	}
 	copyRange(dst, sg.pieces, sg.off)
+	if e.commitOne(dst) != nil { // stage.go: the target's process memory went away
+		e.count(q, cWrecAccessErr, 1)
+		t.remove(i)
+		t.bury(key, tomb)
+		if !sg.quiet {
+			e.sendErrorMessage(q, sg.src, sg.srcQKey, dgramAccessError, sg.ddpHdr, sg.segLen)
+		}
+		return nil, recordRefused
+	}
 	e.count(q, cWrecPlaced, 1)
 	r.deadline = now.Add(e.cfg.ReassemblyTimeout)
 	if r.got < uint64(r.length) || (r.length == 0 && !h.Last) {
@@ -232,6 +241,9 @@ func (e *engine) completeRecord(q *qp, r *wrecRecord, w *recvWR, inBatch bool) {
 		}
 		q.wrec.scratch = b[:0]
 		scatter(w.bufs, b)
+		if e.commit(w.bufs, 0, len(b)) != nil { // stage.go
+			status = proto.WCLocProtErr
+		}
 	}
 	c := q.recvRing()
 	c.Advance()

@@ -56,6 +56,7 @@ type config struct {
 	raw        string // "", "udp", "tcp"
 	qpPort     int    // -qp-port: UDP port of a UD or RD QP (0: the daemon picks)
 	qps        int    // -qps: queue pairs between the two processes (multiqp.go)
+	mem        string // -mem: memfd (ofverbs Buffers) or user (Go heap: process-memory MRs)
 }
 
 // usageError is a problem with the command line (exit status 2).
@@ -89,6 +90,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.qps, "qps", 1, "queue `pairs` between the two processes (1.."+fmt.Sprint(maxQPs)+"), driven round-robin by one thread per side: "+
 		"lat reports the latency per message normalized by N, bw the aggregate over the window split across the QPs (-o send; -t rc -o write -m bw)")
 	fs.StringVar(&c.raw, "raw", "", "run over plain `sockets` for a baseline: udp or tcp")
+	fs.StringVar(&c.mem, "mem", "memfd", "`memory` of the data buffers: memfd (ofverbs Buffers, mapped by the daemon: zero copy) or "+
+		"user (the Go heap, registered as process memory: the daemon copies with process_vm_readv/writev; docs/memory-registration.md)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: iwarp-perf [flags]            (server: serves one test, then exits)\n"+
 			"       iwarp-perf [flags] SERVER     (client)\n\n"+
@@ -125,6 +128,9 @@ func (c *config) validate() error {
 	}
 	if c.raw != "" && c.raw != "udp" && c.raw != "tcp" {
 		return usagef("-raw %q: want udp or tcp", c.raw)
+	}
+	if c.mem != "memfd" && c.mem != "user" {
+		return usagef("-mem %q: want memfd or user", c.mem)
 	}
 	if c.size < 0 || (c.size > 0 && c.all) {
 		return usagef("-s %d: want a positive size, and not together with -a", c.size)

@@ -89,11 +89,11 @@ func (t *verbsTransport) allocRegion() error {
 	if t.regionSlots == 0 {
 		return nil
 	}
-	buf, err := t.ctx.AllocBuffer(t.regionSlots * t.stride)
+	buf, err := allocData(t.mem, t.ctx, t.regionSlots*t.stride)
 	if err != nil {
 		return t.errorf("RDMA region: %w", err)
 	}
-	t.region = buf.Bytes()
+	t.region = buf
 	if uintptr(unsafe.Pointer(&t.region[0]))%4 != 0 {
 		return t.errorf("RDMA region not aligned")
 	}

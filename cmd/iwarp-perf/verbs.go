@@ -18,6 +18,7 @@ import (
 // is checked; completions waited for with the poll-then-block discipline
 // (poll the CQ, sched_yield, then ReqNotify and block on the channel).
 type verbsTransport struct {
+	mem            string // -mem: where data buffers live (allocData)
 	ctx            *ofverbs.Context
 	ownsCtx        bool // close ends the session (false for one of -qps N)
 	pd             *ofverbs.PD
@@ -141,11 +142,11 @@ func openVerbsTransport(cfg *config, ip netip.Addr, server bool) (tr transport, 
 	if sh.pd, err = ctx.AllocPD(); err != nil {
 		return nil, 0, errorf("%w", err)
 	}
-	patBuf, err := ctx.AllocBuffer(patternPeriod + largest)
+	patBuf, err := allocData(cfg.mem, ctx, patternPeriod+largest)
 	if err != nil {
 		return nil, 0, errorf("pattern buffer: %w", err)
 	}
-	sh.pat = pattern(patBuf.Bytes())
+	sh.pat = pattern(patBuf)
 	copy(sh.pat, newPattern(largest))
 	var patAccess ofverbs.Access
 	if cfg.op == "read" {
@@ -175,7 +176,7 @@ func openVerbsTransport(cfg *config, ip netip.Addr, server bool) (tr transport, 
 // index is which (QP index takes UDP port -qp-port + index).
 func newVerbsQP(cfg *config, sh *verbsShared, ip netip.Addr, server bool, index int) (*verbsTransport, error) {
 	t := &verbsTransport{ctx: sh.ctx, pd: sh.pd, pat: sh.pat, patMR: sh.patMR, kind: cfg.qpType, op: cfg.op,
-		w: cfg.waiter(), held: -1, oobIP: ip}
+		w: cfg.waiter(), held: -1, oobIP: ip, mem: cfg.mem}
 	attr, largest := sh.attr, sh.largest
 
 	// Receive slots: lat ping-pongs need a few; the bw receiver a window's
@@ -216,11 +217,11 @@ func newVerbsQP(cfg *config, sh *verbsShared, ip netip.Addr, server bool, index 
 	ctx := sh.ctx
 	var err error
 	if t.slots > 0 {
-		slotBuf, err := ctx.AllocBuffer(t.slots * t.slotSize)
+		slotBuf, err := allocData(cfg.mem, ctx, t.slots*t.slotSize)
 		if err != nil {
 			return nil, t.errorf("receive buffers: %w", err)
 		}
-		t.slotBuf = slotBuf.Bytes()
+		t.slotBuf = slotBuf
 		if t.slotMR, err = t.pd.RegMR(t.slotBuf, ofverbs.AccessLocalWrite); err != nil {
 			return nil, t.errorf("registering receive buffers: %w", err)
 		}
@@ -543,4 +544,19 @@ func (t *verbsTransport) recvCredit() (uint64, error) {
 			return 0, err
 		}
 	}
+}
+
+// allocData allocates n octets for data buffers: an ofverbs Buffer (-mem
+// memfd: the daemon maps it) or Go heap memory (-mem user: registered as
+// process memory, reached with process_vm_readv/writev). Go's collector
+// does not move heap objects; the MR keeps the slice reachable.
+func allocData(mem string, ctx *ofverbs.Context, n int) ([]byte, error) {
+	if mem == "user" {
+		return make([]byte, n), nil
+	}
+	b, err := ctx.AllocBuffer(n)
+	if err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }

@@ -98,7 +98,8 @@ func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) 
 	rcORD := str("rc-ord", strconv.Itoa(verbsd.DefaultIRDORD), "default outbound RDMA Read depth of RC QPs (1..128)")
 	mcastIf := str("mcast-if", "", "`interface` UD multicast groups are joined on and sent by (default: the one holding -addr)")
 	mcastTTL := str("mcast-ttl", "1", "IP TTL of datagrams sent to a multicast group (1..255)")
-	rdf := addRDFlags(str, def.RD) // config_rd.go
+	rdf := addRDFlags(str, def.RD)          // config_rd.go
+	uf := addUserFlags(str, def.UserLimits) // config_user.go
 	mcastLoop := str("mcast-loop", "true", "deliver datagrams sent to a multicast group to members on this host too (true or false)")
 	l := def.Limits
 	intLimits := []struct {
@@ -267,6 +268,9 @@ func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) 
 		return config{}, err
 	}
 	if v.RD, err = parseRD(rdf, def.RD, from); err != nil { // config_rd.go
+		return config{}, err
+	}
+	if v.UserLimits, err = parseUser(uf, from); err != nil { // config_user.go
 		return config{}, err
 	}
 	if err := v.Validate(); err != nil {

@@ -5,5 +5,8 @@
 // beside a well-behaved client that is checked unaffected.
 //
 // Ports: UD port blocks 27000-27499 (blocks of 50, see main_test.go), single
-// fixed ports 27500-27599; all below Linux's ephemeral range.
+// fixed ports 27500-27599; process-memory tests (procmem_test.go): RD ports
+// 26800-26819, TCP listeners 26850-26852; per-user limits
+// (hostile_limits_test.go): TCP listeners 26860-26862; all below Linux's
+// ephemeral range.
 package hostile

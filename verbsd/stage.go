@@ -1,0 +1,177 @@
+package verbsd
+
+import (
+	"math/bits"
+	"unsafe"
+
+	"github.com/iwarpd/iwarpd/proto"
+)
+
+// Staging of process memory (procmem.go). Every data path of the engine
+// works on the daemon's view of registered octets, a []byte good for the
+// current service of one QP (translate, rcLookup: "for this pass only").
+// For a memfd MR that view is the mapping itself (zero copy). For a
+// process MR it is a staging buffer:
+//
+//   - a source (translate with write false, rcLookup for remote read) is
+//     read from the process at once (process_vm_readv) — the data path
+//     then sends from the staging buffer as from a mapping;
+//   - a destination (translate with write true, rcLookup for remote write)
+//     is a staging buffer the data path places into; every place that
+//     writes into a destination then calls commit (or commitOne) for the
+//     octets it wrote, which writes them to the process
+//     (process_vm_writev) before the completion that makes them visible.
+//     Only octets actually placed are written back, never the rest of a
+//     posted buffer (two receives may share memory, verbs allows it).
+//
+// commit finds the staging buffer a slice lies in by address: data paths
+// keep passing sub-slices of what translate returned (appendRange,
+// pieceAt). Mapped memory is not staged, so for it commit is a no-op (a
+// length check when nothing is staged).
+//
+// Staging buffers come from a pool per session (so that one session's
+// octets never end up in another's buffer) and return to it when the
+// engine finishes serving the QP (engine.pass: releaseStaged).
+
+// stagedBuf is one staging buffer taken for the QP being served.
+type stagedBuf struct {
+	r    *procRegion
+	off  uint64 // offset of buf[0] in the region
+	buf  []byte // the staged octets
+	full []byte // the pool buffer buf lies in
+	s    *session
+}
+
+// Staging pool bounds per session: size classes 4 KiB .. 16 MiB (powers of
+// two), at most stagePoolPerClass free buffers of a class (a UD look-ahead
+// translates up to 64 receives per pass) and
+// stagePoolBytes in all.
+const (
+	stageMinShift     = 12
+	stageClasses      = 13
+	stagePoolPerClass = 64
+	stagePoolBytes    = 16 << 20
+)
+
+// stagePool is a session's free staging buffers (engine-owned).
+type stagePool struct {
+	free  [stageClasses][][]byte
+	bytes int
+}
+
+func stageClass(n int) int {
+	if n <= 1<<stageMinShift {
+		return 0
+	}
+	return bits.Len(uint(n-1)) - stageMinShift
+}
+
+// get returns a buffer of at least n octets (its contents are this
+// session's old data, or zeros).
+func (p *stagePool) get(n int) []byte {
+	c := stageClass(n)
+	if c >= stageClasses {
+		return make([]byte, n)
+	}
+	if k := len(p.free[c]); k > 0 {
+		b := p.free[c][k-1]
+		p.free[c] = p.free[c][:k-1]
+		p.bytes -= cap(b)
+		return b
+	}
+	return make([]byte, 1<<(c+stageMinShift))
+}
+
+// put keeps b for reuse, within the pool's bounds.
+func (p *stagePool) put(b []byte) {
+	c := stageClass(cap(b))
+	if c >= stageClasses || cap(b) != 1<<(c+stageMinShift) || len(p.free[c]) >= stagePoolPerClass ||
+		p.bytes+cap(b) > stagePoolBytes {
+		return
+	}
+	p.free[c] = append(p.free[c], b[:cap(b)])
+	p.bytes += cap(b)
+}
+
+// stage returns the staging view of octets [off, off+n) of process region
+// r of session s, read from the process when fill is set (a source).
+// WCLocProtErr: the memory cannot be read (unmapped, the process exited).
+func (e *engine) stage(s *session, r *procRegion, off, n uint64, fill bool) ([]byte, proto.WCStatus) {
+	if n == 0 {
+		return []byte{}, proto.WCSuccess
+	}
+	full := s.stage.get(int(n))
+	b := full[:n:n]
+	if fill {
+		if err := r.ReadAt(b, off); err != nil {
+			s.stage.put(full)
+			e.count(nil, cProcessMemFaults, 1)
+			return nil, proto.WCLocProtErr
+		}
+		e.count(nil, cProcessMemRead, int64(n))
+	}
+	e.staged = append(e.staged, stagedBuf{r: r, off: off, buf: b, full: full, s: s})
+	return b, proto.WCSuccess
+}
+
+// releaseStaged returns the staging buffers of the QP just served to their
+// sessions' pools.
+func (e *engine) releaseStaged() {
+	for i := range e.staged {
+		st := &e.staged[i]
+		if st.s.installed {
+			st.s.stage.put(st.full)
+		}
+		*st = stagedBuf{}
+	}
+	e.staged = e.staged[:0]
+}
+
+// commit writes octets [off, off+n) of the concatenation of pieces that lie
+// in staging buffers to their processes (see above). An error (EFAULT: the
+// memory went away) means the octets did not reach the process.
+func (e *engine) commit(pieces [][]byte, off, n int) error {
+	if len(e.staged) == 0 {
+		return nil
+	}
+	for _, p := range pieces {
+		if n <= 0 {
+			break
+		}
+		if off >= len(p) {
+			off -= len(p)
+			continue
+		}
+		k := min(len(p)-off, n)
+		if err := e.commitOne(p[off : off+k]); err != nil {
+			return err
+		}
+		n -= k
+		off = 0
+	}
+	return nil
+}
+
+// commitOne is commit of one slice.
+func (e *engine) commitOne(b []byte) error {
+	if len(e.staged) == 0 || len(b) == 0 {
+		return nil
+	}
+	p := uintptr(unsafe.Pointer(&b[0]))
+	for i := range e.staged {
+		st := &e.staged[i]
+		if len(st.buf) == 0 {
+			continue
+		}
+		base := uintptr(unsafe.Pointer(&st.buf[0]))
+		if p >= base && p+uintptr(len(b)) <= base+uintptr(len(st.buf)) {
+			if err := st.r.WriteAt(b, st.off+uint64(p-base)); err != nil {
+				e.count(nil, cProcessMemFaults, 1)
+				return err
+			}
+			e.count(nil, cProcessMemWritten, int64(len(b)))
+			return nil
+		}
+	}
+	return nil // mapped memory: already in place
+}
