@@ -5,10 +5,34 @@ FUZZTIME ?= 10s
 BENCHTIME ?= 200ms
 TESTFLAGS ?=
 
-.PHONY: build run test race fuzz lint bench bench-deps clean deps
+.PHONY: build run test race fuzz lint bench bench-deps clean deps build-deps c c-asan
 
-build:
+build: build-deps
 	$(GO) build -o $(BIN)/ ./cmd/...
+	@$(MAKE) --no-print-directory c
+
+# The C parts (c/Makefile, docs/c-client.md): libiwverbs (the C client
+# core), the libfabric provider and the C test programs, -Wall -Wextra
+# -Werror. Skipped with a message when the build dependencies are missing
+# and cannot be installed (not root).
+c:
+	@if ! command -v cc >/dev/null 2>&1 || ! pkg-config --exists jansson 2>/dev/null; then \
+		echo "C parts skipped: gcc, pkg-config or libjansson-dev missing; run scripts/install-build-deps.sh as root"; \
+	elif [ ! -f /usr/include/rdma/fabric.h ]; then \
+		echo "libfabric provider skipped: libfabric-dev missing; run scripts/install-build-deps.sh as root"; \
+		$(MAKE) --no-print-directory -C c core tests; \
+	else \
+		$(MAKE) --no-print-directory -C c; \
+	fi
+
+# The same with AddressSanitizer and UBSan, in c/build-asan (test/cclient
+# builds its own sanitized copy).
+c-asan:
+	$(MAKE) -C c asan
+
+# gcc, make, pkg-config, libjansson-dev, libfabric-dev (idempotent).
+build-deps:
+	./scripts/install-build-deps.sh
 
 # Runs the daemon on its embedded defaults (foreground; Ctrl-C stops it).
 run: build
@@ -19,7 +43,7 @@ deps:
 
 # The whole test suite, as CI runs it (.ci/run): installs tshark/iproute2 when
 # missing, checks formatting and vet, then every test with the race detector.
-test: deps lint
+test: deps build-deps lint
 	$(GO) test -race -count=1 -timeout 12m $(TESTFLAGS) ./...
 
 # The suite without the test dependencies step, race detector on.
@@ -58,6 +82,7 @@ bench-deps:
 
 clean:
 	rm -rf $(BIN)
+	$(MAKE) -C c clean
 
 # Linux SoftiWARP (siw) peer for interoperability tests: a qemu guest with
 # Debian's 6.1 kernel, siw.ko built from linux-source-6.1 and rdma-core's

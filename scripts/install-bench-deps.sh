@@ -10,6 +10,9 @@ need=()
 command -v fi_pingpong >/dev/null 2>&1 || need+=(libfabric-bin)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 
+# Open MPI, mpicc and fi_info for test/mpi and the MPI benchmark (never fails).
+"$(dirname "$0")/install-mpi-deps.sh" || true
+
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

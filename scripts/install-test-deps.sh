@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs from Debian's packages: tshark (Wireshark's
 # iWARP dissectors are the conformance reference), iproute2 (network
-# namespaces, tc netem) and iptables (loss and duplication on kernels
-# without netem). Idempotent: does nothing when everything is present. Tests that
+# namespaces, tc netem), iptables (loss and duplication on kernels
+# without netem) and libfabric-bin/-dev (the libfabric provider's tests). Idempotent: does nothing when everything is present. Tests that
 # need a missing tool skip with a message naming this script.
 set -euo pipefail
 
@@ -11,6 +11,14 @@ command -v tshark >/dev/null 2>&1 || need+=(tshark)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v tc >/dev/null 2>&1 || need+=(iproute2)
 command -v iptables >/dev/null 2>&1 || need+=(iptables)
+# The libfabric provider's tests (test/libfabric): Debian's fi_info and
+# fi_pingpong, and the headers the provider builds against.
+command -v fi_pingpong >/dev/null 2>&1 || need+=(libfabric-bin)
+[ -e /usr/include/rdma/providers/fi_prov.h ] || need+=(libfabric-dev)
+pkg-config --exists jansson 2>/dev/null || need+=(libjansson-dev pkg-config)
+
+# Open MPI, mpicc and fi_info for test/mpi and the MPI benchmark (never fails).
+"$(dirname "$0")/install-mpi-deps.sh" || true
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

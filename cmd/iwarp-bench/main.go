@@ -91,6 +91,7 @@ type benchConfig struct {
 	ScalingBWN    int           `json:"scaling_bw_messages"`
 	Profile       string        `json:"profile,omitempty"` // directory of the daemons' CPU profiles (profile.go)
 	JSON          bool          `json:"-"`
+	MPI           mpiConfig     `json:"mpi"` // the MPI section (mpi.go)
 }
 
 // knownRuns are the keys -only accepts.
@@ -173,7 +174,7 @@ func parseConfig(args []string, stderr io.Writer) (benchConfig, error) {
 	fs := flag.NewFlagSet("iwarp-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.Bin, "bin", defaultBin(), "`directory` holding iwarpd and iwarp-perf (make build)")
-	fs.StringVar(&c.Scenario, "scenario", "all", "`which`: loopback, veth or all")
+	fs.StringVar(&c.Scenario, "scenario", "all", "`which`: loopback, veth, mpi (the MPI section alone, mpi.go) or all")
 	fs.IntVar(&c.Rounds, "rounds", 5, "interleaved rounds of every run")
 	fs.IntVar(&c.LatIters, "n", 10000, "latency `iterations` (round trips) per run")
 	fs.IntVar(&c.BWIters, "bw-n", 5000, "bandwidth `messages` per run")
@@ -201,6 +202,7 @@ func parseConfig(args []string, stderr io.Writer) (benchConfig, error) {
 	fs.IntVar(&c.ScalingBWN, "scaling-bw-n", 1000, "scaling bandwidth: 64 KiB `messages` per run")
 	fs.StringVar(&c.Profile, "profile", "", "write CPU profiles of both daemons (iwarpd -cpuprofile) and, if perf works, perf record -g of them, into `directory`; use with -only")
 	fs.BoolVar(&c.JSON, "json", false, "print one JSON document instead of the tables")
+	mpiTransports, mpiMem := registerMPIFlags(fs, &c.MPI)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: iwarp-bench [flags]\n\n"+
 			"UD latency and bandwidth through two iwarpd daemons, as ratios to raw sockets measured in the same run.\n"+
@@ -275,8 +277,8 @@ func parseConfig(args []string, stderr io.Writer) (benchConfig, error) {
 		c.Only = append(c.Only, k)
 	}
 	switch {
-	case c.Scenario != "loopback" && c.Scenario != "veth" && c.Scenario != "all":
-		return c, &usageError{fmt.Sprintf("-scenario %q: want loopback, veth or all", c.Scenario)}
+	case c.Scenario != "loopback" && c.Scenario != "veth" && c.Scenario != "mpi" && c.Scenario != "all":
+		return c, &usageError{fmt.Sprintf("-scenario %q: want loopback, veth, mpi or all", c.Scenario)}
 	case c.Rounds < 1 || c.LatIters < 1 || c.BWIters < 1 || c.SweepIters < 1:
 		return c, &usageError{"-rounds, -n, -bw-n and -sweep-n must be at least 1"}
 	case c.Idle < 0:
@@ -310,6 +312,9 @@ func parseConfig(args []string, stderr io.Writer) (benchConfig, error) {
 		if st, err := os.Stat(p); err == nil && !st.IsDir() {
 			c.MemBin = p
 		}
+	}
+	if err := finishMPIFlags(&c, *mpiTransports, *mpiMem, set); err != nil {
+		return c, err
 	}
 	return c, nil
 }
@@ -359,6 +364,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if cfg.Scenario == "veth" || cfg.Scenario == "all" {
 		doc.Scenarios = append(doc.Scenarios, runVeth(s, &cfg, stderr))
+	}
+	if cfg.MPI.Enabled && (cfg.Scenario == "mpi" || cfg.Scenario == "all") {
+		doc.Scenarios = append(doc.Scenarios, runMPI(s, &cfg, stderr))
 	}
 	var exps []benchreport.Experiment
 	for _, sc := range doc.Scenarios {

@@ -1,0 +1,296 @@
+/*
+ * iwmpi_bench — a small OSU-style MPI benchmark (after the OSU
+ * Micro-Benchmarks' osu_latency, osu_bw, osu_bibw and osu_alltoall), run
+ * by cmd/iwarp-bench's MPI section (docs/mpi.md, docs/benchmarks.md).
+ *
+ * Usage: iwmpi_bench SPEC...; each SPEC is MODE:SIZE:ITERS[:WINDOW|:PIDS],
+ * run in turn in one job:
+ *   lat:SIZE:ITERS          ping-pong between ranks 0 and 1: one-way
+ *                           latency (half the round trip)
+ *   bw:SIZE:ITERS:WINDOW    rank 0 streams WINDOW MPI_Isends to rank 1,
+ *                           which acknowledges each window
+ *   bibw:SIZE:ITERS:WINDOW  both directions at once (sum of both)
+ *   a2a:SIZE:ITERS          MPI_Alltoall of SIZE octets per pair, all
+ *                           ranks: average time per call (slowest rank)
+ *   mem:SIZE:ITERS[:PIDS]   ITERS MPI_Alltoall (every pair has talked),
+ *                           then the proportional set size (Pss,
+ *                           /proc/PID/smaps_rollup) of every rank summed,
+ *                           and of each PID of the comma-separated PIDS
+ *                           (the daemons)
+ *
+ * Each mode warms up with ITERS/10 (at least 10) untimed iterations and
+ * checks data: every message carries a pattern of (sender, iteration) that
+ * the receiver verifies in the last iteration, and its first and last octet
+ * in every iteration. Rank 0 prints one line
+ *   RESULT <mode> <size> <value> <unit>
+ * (usec, Gbps, or for mem: "RESULT mem <ranks> <ranks_pss> B <daemons_pss> B").
+ * Exit status 0, or 1 when data was wrong, 2 for a usage or MPI error.
+ */
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rank, size, bad;
+
+#define CALL(x)                                                                            \
+	do {                                                                               \
+		int rc_ = (x);                                                             \
+		if (rc_ != MPI_SUCCESS) {                                                  \
+			char s_[MPI_MAX_ERROR_STRING];                                     \
+			int l_ = 0;                                                        \
+			MPI_Error_string(rc_, s_, &l_);                                    \
+			fprintf(stderr, "iwmpi_bench rank %d: %s failed: %s\n", rank, #x, s_); \
+			MPI_Abort(MPI_COMM_WORLD, 2);                                      \
+		}                                                                          \
+	} while (0)
+
+static uint8_t pat(int src, long it, size_t i) { return (uint8_t)(src * 67 + it * 13 + i * 31 + (i >> 9)); }
+
+static void fill(uint8_t *b, size_t n, int src, long it)
+{
+	for (size_t i = 0; i < n; i++)
+		b[i] = pat(src, it, i);
+}
+
+/* check verifies the whole buffer when full, else its first and last octet. */
+static void check(const uint8_t *b, size_t n, int src, long it, int full, const char *what)
+{
+	if (n == 0)
+		return;
+	for (size_t i = 0; i < n; i = (full || i + 1 == n) ? i + 1 : n - 1) {
+		if (b[i] != pat(src, it, i)) {
+			if (bad++ < 5)
+				fprintf(stderr, "iwmpi_bench rank %d: %s: %zu octets from %d, iteration %ld: octet %zu is 0x%02x, want 0x%02x\n",
+					rank, what, n, src, it, i, b[i], pat(src, it, i));
+			return;
+		}
+	}
+}
+
+static void *xalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	if (!p) {
+		fprintf(stderr, "iwmpi_bench: out of memory\n");
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	}
+	return p;
+}
+
+static double lat(size_t n, long iters)
+{
+	uint8_t *s = xalloc(n), *r = xalloc(n);
+	long warm = iters / 10 > 10 ? iters / 10 : 10;
+	double t0 = 0;
+	int peer = 1 - rank;
+	for (long it = -warm; it < iters; it++) {
+		int full = it == iters - 1;
+		if (it == 0) {
+			CALL(MPI_Barrier(MPI_COMM_WORLD));
+			t0 = MPI_Wtime();
+		}
+		if (rank > 1)
+			continue;
+		if (rank == 0) {
+			fill(s, n, 0, it);
+			CALL(MPI_Send(s, (int)n, MPI_BYTE, peer, 1, MPI_COMM_WORLD));
+			CALL(MPI_Recv(r, (int)n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+			check(r, n, 1, it, full, "lat");
+		} else {
+			CALL(MPI_Recv(r, (int)n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+			check(r, n, 0, it, full, "lat");
+			fill(s, n, 1, it);
+			CALL(MPI_Send(s, (int)n, MPI_BYTE, peer, 1, MPI_COMM_WORLD));
+		}
+	}
+	double t = MPI_Wtime() - t0;
+	free(s);
+	free(r);
+	return t * 1e6 / (2.0 * (double)iters);
+}
+
+/* bw: both = 0 (rank 0 -> 1) or 1 (both directions); returns Gb/s of
+ * payload (both directions summed for bibw). */
+static double bw(size_t n, long iters, int window, int both)
+{
+	uint8_t **s = xalloc(sizeof(*s) * (size_t)window), **r = xalloc(sizeof(*r) * (size_t)window);
+	MPI_Request *req = xalloc(sizeof(*req) * 2 * (size_t)window);
+	for (int w = 0; w < window; w++) {
+		s[w] = xalloc(n);
+		r[w] = xalloc(n);
+		fill(s[w], n, rank, w);
+	}
+	long warm = iters / 10 > 2 ? iters / 10 : 2;
+	double t0 = 0;
+	int peer = 1 - rank;
+	char ack = 0;
+	for (long it = -warm; it < iters; it++) {
+		int full = it == iters - 1;
+		if (it == 0) {
+			CALL(MPI_Barrier(MPI_COMM_WORLD));
+			t0 = MPI_Wtime();
+		}
+		if (rank > 1)
+			continue;
+		int nr = 0;
+		int sends = rank == 0 || both, recvs = rank == 1 || both;
+		if (recvs)
+			for (int w = 0; w < window; w++)
+				CALL(MPI_Irecv(r[w], (int)n, MPI_BYTE, peer, 2, MPI_COMM_WORLD, &req[nr++]));
+		if (sends)
+			for (int w = 0; w < window; w++)
+				CALL(MPI_Isend(s[w], (int)n, MPI_BYTE, peer, 2, MPI_COMM_WORLD, &req[nr++]));
+		CALL(MPI_Waitall(nr, req, MPI_STATUSES_IGNORE));
+		if (recvs)
+			for (int w = 0; w < window; w++)
+				check(r[w], n, peer, w, full, both ? "bibw" : "bw");
+		if (!both) { /* the receiver acknowledges each window */
+			if (rank == 1)
+				CALL(MPI_Send(&ack, 1, MPI_BYTE, 0, 3, MPI_COMM_WORLD));
+			else
+				CALL(MPI_Recv(&ack, 1, MPI_BYTE, 1, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+		}
+	}
+	double t = MPI_Wtime() - t0;
+	for (int w = 0; w < window; w++) {
+		free(s[w]);
+		free(r[w]);
+	}
+	free(s);
+	free(r);
+	free(req);
+	return (double)n * 8.0 * (double)window * (double)iters * (both ? 2.0 : 1.0) / t / 1e9;
+}
+
+static double a2a(size_t n, long iters)
+{
+	uint8_t *s = xalloc(n * (size_t)size), *r = xalloc(n * (size_t)size);
+	long warm = iters / 10 > 10 ? iters / 10 : 10;
+	double t0 = 0;
+	for (long it = -warm; it < iters; it++) {
+		int full = it == iters - 1;
+		if (it == 0) {
+			CALL(MPI_Barrier(MPI_COMM_WORLD));
+			t0 = MPI_Wtime();
+		}
+		for (int p = 0; p < size; p++)
+			fill(s + (size_t)p * n, n, rank * 1000 + p, it);
+		CALL(MPI_Alltoall(s, (int)n, MPI_BYTE, r, (int)n, MPI_BYTE, MPI_COMM_WORLD));
+		for (int p = 0; p < size; p++)
+			check(r + (size_t)p * n, n, p * 1000 + rank, it, full, "alltoall");
+	}
+	double t = MPI_Wtime() - t0, tmax = 0;
+	CALL(MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
+	free(s);
+	free(r);
+	return tmax * 1e6 / (double)iters;
+}
+
+/* pss returns the Pss of process pid ("self" when pid is 0) in octets, or
+ * -1 when it cannot be read. */
+static long long pss(long pid)
+{
+	char path[64], line[256];
+	if (pid)
+		snprintf(path, sizeof path, "/proc/%ld/smaps_rollup", pid);
+	else
+		snprintf(path, sizeof path, "/proc/self/smaps_rollup");
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	long long kb = -1;
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "Pss: %lld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb < 0 ? -1 : kb * 1024;
+}
+
+/* run1 runs one spec "mode:size:iters[:window|:pids]"; returns 0, or 2 for
+ * a bad spec. */
+static int run1(char *spec)
+{
+	char *save = NULL, *mode = strtok_r(spec, ":", &save), *a = strtok_r(NULL, ":", &save),
+	     *b = strtok_r(NULL, ":", &save), *c = strtok_r(NULL, ":", &save);
+	if (!mode || !a || !b) {
+		if (rank == 0)
+			fprintf(stderr, "iwmpi_bench: bad spec (want mode:size:iters[:window|:pids])\n");
+		return 2;
+	}
+	size_t n = strtoull(a, NULL, 0);
+	long iters = strtol(b, NULL, 0);
+	int window = c ? atoi(c) : 64;
+	int p2p = !strcmp(mode, "lat") || !strcmp(mode, "bw") || !strcmp(mode, "bibw");
+	if (iters < 1 || window < 1 || (p2p && size < 2)) {
+		if (rank == 0)
+			fprintf(stderr, "iwmpi_bench: ITERS and WINDOW must be >= 1; lat, bw and bibw need 2 ranks\n");
+		return 2;
+	}
+	double v = 0;
+	const char *unit = "usec";
+	int before = bad;
+	if (!strcmp(mode, "lat")) {
+		v = lat(n, iters);
+	} else if (!strcmp(mode, "bw") || !strcmp(mode, "bibw")) {
+		v = bw(n, iters, window, mode[1] == 'i');
+		unit = "Gbps";
+	} else if (!strcmp(mode, "a2a")) {
+		v = a2a(n, iters);
+	} else if (!strcmp(mode, "mem")) {
+		a2a(n, iters);
+		CALL(MPI_Barrier(MPI_COMM_WORLD));
+		long long mine = pss(0), total = 0, daemons = 0;
+		if (mine < 0) {
+			fprintf(stderr, "iwmpi_bench rank %d: cannot read /proc/self/smaps_rollup\n", rank);
+			bad++;
+		}
+		CALL(MPI_Reduce(&mine, &total, 1, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD));
+		if (rank == 0 && c) {
+			char *s2 = NULL;
+			for (char *t = strtok_r(c, ",", &s2); t; t = strtok_r(NULL, ",", &s2)) {
+				long long d = pss(strtol(t, NULL, 10));
+				if (d < 0) {
+					fprintf(stderr, "iwmpi_bench: cannot read the Pss of pid %s\n", t);
+					bad++;
+				}
+				daemons += d;
+			}
+		}
+		int allbad = 0, mybad = bad - before;
+		CALL(MPI_Allreduce(&mybad, &allbad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+		if (rank == 0 && allbad == 0)
+			printf("RESULT mem %d %lld B %lld B\n", size, total, daemons);
+		return 0;
+	} else {
+		if (rank == 0)
+			fprintf(stderr, "iwmpi_bench: unknown mode %s\n", mode);
+		return 2;
+	}
+	int allbad = 0, mybad = bad - before;
+	CALL(MPI_Allreduce(&mybad, &allbad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+	if (rank == 0) {
+		if (allbad)
+			printf("FAIL %s %zu: %d data errors\n", mode, n, allbad);
+		else
+			printf("RESULT %s %zu %.3f %s\n", mode, n, v, unit);
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	int rc = argc < 2 ? 2 : 0;
+	if (argc < 2 && rank == 0)
+		fprintf(stderr, "usage: iwmpi_bench SPEC... (SPEC: lat|bw|bibw|a2a:SIZE:ITERS[:WINDOW], mem:SIZE:ITERS[:PID,...])\n");
+	for (int i = 1; i < argc && rc == 0; i++)
+		rc = run1(argv[i]);
+	int allbad = 0;
+	MPI_Allreduce(&bad, &allbad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+	MPI_Finalize();
+	return rc ? rc : allbad ? 1 : 0;
+}

@@ -1,0 +1,551 @@
+/*
+ * iwd.h — the iwarpd libfabric provider (libiwarpd-fi.so): shared types.
+ *
+ * The provider is a thin skin over libiwverbs (c/include/iwarpd/verbs.h):
+ *   FI_EP_RDM   over RD queue pairs (reliable datagrams), with tag matching,
+ *               eager and rendezvous (RDMA Read) protocols in the provider;
+ *   FI_EP_DGRAM over UD queue pairs, one message per work request;
+ *   FI_EP_MSG   over RC queue pairs (MPA private data carries CM data).
+ * One file per libfabric object, as libfabric's own providers are laid out
+ * (fi_provider(7)). libfabric's util framework is not installed by
+ * libfabric-dev, so the ops tables are our own.
+ *
+ * Locking: every object hangs off a domain and takes the domain's mutex
+ * (FI_THREAD_SAFE); libiwverbs' data path is caller-serialized, which the
+ * domain mutex provides. Progress is domain-wide: any call that reads a CQ
+ * or counter, or finds a queue full, polls every endpoint of the domain.
+ */
+#ifndef IWD_H
+#define IWD_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/uio.h>
+#include <netinet/in.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+#include <rdma/providers/fi_log.h>
+#include <rdma/providers/fi_prov.h>
+
+#include <iwarpd/verbs.h>
+
+#include "iwd_list.h"
+
+#define IWD_PROV_NAME "iwarpd"
+#define IWD_PROV_VERSION FI_VERSION(1, 0)
+#define IWD_FI_VERSION FI_VERSION(1, 17)
+#define IWD_FABRIC_NAME "iwarpd"
+
+#define IWD_IOV_LIMIT 4
+#define IWD_RMA_IOV_LIMIT 1
+#define IWD_TX_SIZE 256
+#define IWD_RX_SIZE 256
+#define IWD_MAX_EP_CNT 128
+#define IWD_CQ_DATA_SIZE 8
+#define IWD_MR_KEY_SIZE 8
+#define IWD_CM_DATA_SIZE 256
+/* The Q_Key of every datagram QP of the provider: peers are other iwarpd
+ * provider endpoints, whose address is all the AV holds. */
+#define IWD_QKEY 0x11f1d0e5u /* connection data, carried as MPA private data */
+
+#define IWD_UNUSED(x) ((void)(x))
+
+extern struct fi_provider iwd_prov;
+
+/* FI_IWARPD_* parameters (fi_param_define in iwd_init.c, docs/libfabric.md). */
+struct iwd_params {
+	char *socket;         /* FI_IWARPD_SOCKET: the daemon's control socket */
+	size_t eager_max;     /* FI_IWARPD_EAGER_MAX: RDM rendezvous above */
+	size_t rx_bufs;       /* FI_IWARPD_RX_BUFS: bounce receives per RDM endpoint */
+	size_t staging;       /* FI_IWARPD_STAGING: staging bytes per domain */
+	size_t dgram_max;     /* FI_IWARPD_DGRAM_MAX: largest DGRAM/MSG bounce message */
+	int progress_thread;  /* FI_IWARPD_PROGRESS_THREAD: auto progress of protocol steps */
+	int timeout_ms;       /* FI_IWARPD_TIMEOUT_MS: daemon answer timeout */
+};
+extern struct iwd_params iwd_env;
+
+/* errno (negative, as libiwverbs returns it) to -FI_E*. */
+int iwd_errno(int err);
+/* FI_LOG a libiwverbs failure with the library's explanation. */
+#define IWD_WARN(subsys, ...) FI_WARN(&iwd_prov, subsys, __VA_ARGS__)
+#define IWD_INFO(subsys, ...) FI_INFO(&iwd_prov, subsys, __VA_ARGS__)
+#define IWD_DBG(subsys, ...) FI_DBG(&iwd_prov, subsys, __VA_ARGS__)
+
+/* ---- getinfo (iwd_attr.c) ---- */
+int iwd_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
+		const struct fi_info *hints, struct fi_info **info);
+/* Checks an fi_info the application passes to fi_endpoint/fi_passive_ep
+ * against what the provider offers. */
+int iwd_check_info(const struct fi_info *info);
+uint64_t iwd_mr_mode_required(uint32_t version, enum fi_ep_type type, uint64_t caps);
+
+/* ---- fabric (iwd_fabric.c) ---- */
+struct iwd_eq;
+
+struct iwd_fabric {
+	struct fid_fabric fabric_fid;
+	pthread_mutex_t lock;      /* session control calls, CM dispatch, eq list */
+	struct iwv_session *s;     /* one session per fabric: listeners and QPs meet in it */
+	struct iwv_device_attr dev;
+	struct sockaddr_in addr;   /* the device's address (port 0) */
+	struct iwd_list eqs;
+	struct iwd_list cm_objs;   /* passive endpoints */
+	struct iwd_list msg_eps;   /* MSG endpoints (CM events name their QP) */
+	int refs;
+};
+
+int iwd_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context);
+/* Opens a session with the FI_IWARPD_* parameters; explains failures. */
+int iwd_session_open(struct iwv_session **s);
+int iwd_parse_sockaddr(const char *ipport, struct sockaddr_in *sin);
+/* Pulls every waiting CM event of the fabric's session into the EQs. */
+void iwd_fabric_cm_progress(struct iwd_fabric *fab);
+
+/* ---- domain (iwd_domain.c) ---- */
+struct iwd_ep;
+
+struct iwd_stage; /* staging allocator (iwd_buf.c) */
+
+struct iwd_domain {
+	struct fid_domain domain_fid;
+	struct iwd_fabric *fab;
+	pthread_mutex_t lock;
+	struct iwv_pd *pd;
+	struct iwv_comp_channel *chan;
+	uint32_t api_version;
+	uint64_t mr_mode;
+	struct iwd_list eps;        /* every endpoint: domain-wide progress */
+	struct iwd_stage *stage;
+	int refs;
+	int dead;                   /* the daemon went away */
+	pthread_t thread;           /* FI_IWARPD_PROGRESS_THREAD */
+	int thread_on, thread_stop;
+	int stop_fd;                /* eventfd that stops the thread */
+};
+
+int iwd_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **dom, void *context);
+/* Polls every endpoint of the domain; the domain lock is held. */
+void iwd_domain_progress(struct iwd_domain *dom);
+/* Arms every endpoint's verbs CQ (for a wait); the lock is held. */
+void iwd_domain_arm(struct iwd_domain *dom);
+/* Drains completion channel events; the lock is held. */
+void iwd_domain_drain_chan(struct iwd_domain *dom);
+/* -FI_ENODEV style check of the session; sets dom->dead. */
+int iwd_domain_check(struct iwd_domain *dom);
+
+/* ---- registered bounce buffers and staging (iwd_buf.c) ---- */
+struct iwd_pool {
+	struct iwv_buffer *buf;
+	struct iwv_mr *mr;
+	size_t slot_size;
+	size_t count;
+	uint32_t *free_stack;
+	size_t nfree;
+};
+int iwd_pool_init(struct iwd_domain *dom, struct iwd_pool *p, size_t slot_size, size_t count);
+void iwd_pool_fini(struct iwd_pool *p);
+void *iwd_pool_get(struct iwd_pool *p);
+void iwd_pool_put(struct iwd_pool *p, void *slot);
+uint32_t iwd_pool_lkey(const struct iwd_pool *p);
+
+int iwd_stage_init(struct iwd_domain *dom, size_t size);
+void iwd_stage_fini(struct iwd_domain *dom);
+/* A contiguous staging chunk of at least len bytes, or NULL (try later). */
+void *iwd_stage_alloc(struct iwd_domain *dom, size_t len);
+void iwd_stage_free(struct iwd_domain *dom, void *p, size_t len);
+uint32_t iwd_stage_lkey(struct iwd_domain *dom);
+uint32_t iwd_stage_rkey(struct iwd_domain *dom);
+
+/* ---- memory regions (iwd_mr.c) ---- */
+struct iwd_mr {
+	struct fid_mr mr_fid;
+	struct iwd_domain *dom;
+	struct iwv_mr *vmr;   /* NULL: local-only (the daemon could not register it) */
+	void *addr;
+	size_t len;
+	uint64_t access;
+};
+int iwd_mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t access, uint64_t offset,
+	       uint64_t requested_key, uint64_t flags, struct fid_mr **mr, void *context);
+int iwd_mr_regv(struct fid *fid, const struct iovec *iov, size_t count, uint64_t access, uint64_t offset,
+		uint64_t requested_key, uint64_t flags, struct fid_mr **mr, void *context);
+int iwd_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_t flags, struct fid_mr **mr);
+/* The lkey of desc if it covers [addr, addr+len) with a daemon registration. */
+int iwd_desc_lkey(void *desc, const void *addr, size_t len, uint32_t *lkey);
+
+/* ---- address vectors (iwd_av.c) ---- */
+struct iwd_av_entry {
+	struct sockaddr_in sin;
+	struct iwv_av vav;
+	int used;
+};
+
+struct iwd_av {
+	struct fid_av av_fid;
+	struct iwd_domain *dom;
+	enum fi_av_type type;
+	struct iwd_av_entry *tab;
+	size_t count, cap;
+	uint32_t *hash;  /* open addressing on (ip, port): index+1, 0 empty */
+	size_t hash_cap;
+	int refs;
+};
+int iwd_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid_av **av, void *context);
+/* The address vector of fi_addr, or NULL. */
+const struct iwv_av *iwd_av_lookup(struct iwd_av *av, fi_addr_t addr);
+/* The fi_addr of a source (ip, port), or FI_ADDR_NOTAVAIL. */
+fi_addr_t iwd_av_reverse(struct iwd_av *av, const uint8_t ip[16], uint16_t port);
+
+/* ---- completion queues (iwd_cq.c) ---- */
+struct iwd_cqe {
+	struct fi_cq_tagged_entry e;
+	fi_addr_t src;
+};
+
+struct iwd_cq_err {
+	struct iwd_list link;
+	struct fi_cq_err_entry e;
+	fi_addr_t src;
+};
+
+struct iwd_cq {
+	struct fid_cq cq_fid;
+	struct iwd_domain *dom;
+	enum fi_cq_format format;
+	size_t entry_size;
+	enum fi_wait_obj wait_obj;
+	struct iwd_cqe *ring;
+	size_t cap, head, count;
+	struct iwd_list errs;
+	size_t nerrs;
+	int efd;  /* eventfd: provider-made completions wake waiters */
+	int epfd; /* FI_GETWAIT: efd + the domain's completion channel */
+	int refs;
+};
+int iwd_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_cq **cq, void *context);
+/* Adds a completion; the domain lock is held. */
+void iwd_cq_push(struct iwd_cq *cq, void *context, uint64_t flags, size_t len, void *buf, uint64_t data,
+		 uint64_t tag, fi_addr_t src);
+void iwd_cq_push_err(struct iwd_cq *cq, void *context, uint64_t flags, size_t len, void *buf, uint64_t data,
+		     uint64_t tag, size_t olen, int err, int prov_errno, fi_addr_t src);
+/* The wait set shared by CQs and counters (epoll on an eventfd and the
+ * domain's completion channel). */
+int iwd_wait_init(struct iwd_domain *dom, int *efd, int *epfd);
+void iwd_wait_fini(int efd, int epfd);
+void iwd_wait_signal(int efd);
+/* Waits on epfd up to timeout_ms, after arming; the domain lock is NOT held. */
+int iwd_wait_block(struct iwd_domain *dom, int efd, int epfd, int timeout_ms);
+
+/* fi_trywait of one object: 0 when it may block, -FI_EAGAIN when it has
+ * something to read. */
+int iwd_cq_trywait(struct iwd_cq *cq);
+
+/* ---- counters (iwd_cntr.c) ---- */
+struct iwd_cntr {
+	struct fid_cntr cntr_fid;
+	struct iwd_domain *dom;
+	uint64_t value, err;
+	enum fi_wait_obj wait_obj;
+	int efd, epfd;
+	int refs;
+};
+int iwd_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr, struct fid_cntr **cntr, void *context);
+void iwd_cntr_inc(struct iwd_cntr *c);
+int iwd_cntr_trywait(struct iwd_cntr *c);
+void iwd_cntr_err(struct iwd_cntr *c);
+
+/* ---- event queues (iwd_eq.c) ---- */
+struct iwd_eq {
+	struct fid_eq eq_fid;
+	struct iwd_fabric *fab;
+	struct iwd_list link;    /* fab->eqs */
+	struct iwd_list events;
+	size_t nevents;
+	enum fi_wait_obj wait_obj;
+	int efd;  /* provider-made events */
+	int epfd; /* FI_GETWAIT: efd + the session's event descriptor */
+	int refs;
+};
+int iwd_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_eq **eq, void *context);
+/* Queues an event (entry of len bytes copied); the fabric lock is held. */
+int iwd_eq_trywait(struct iwd_eq *eq);
+int iwd_eq_push(struct iwd_eq *eq, uint32_t event, const void *entry, size_t len, int is_err);
+
+/* ---- tag matching (iwd_tagged.c): posted and unexpected queues ---- */
+#define IWD_RX_TAGGED_FLAG FI_TAGGED /* in iwd_rx.flags */
+struct iwd_rx {              /* a posted receive */
+	struct iwd_list link;
+	void *context;
+	uint64_t flags;          /* FI_MSG/FI_TAGGED | FI_RECV | FI_MULTI_RECV | FI_COMPLETION ... */
+	fi_addr_t src;           /* FI_ADDR_UNSPEC: any */
+	uint64_t tag, ignore;
+	struct iovec iov[IWD_IOV_LIMIT];
+	void *desc[IWD_IOV_LIMIT];
+	size_t iov_count;
+	size_t len;              /* total */
+	size_t used;             /* FI_MULTI_RECV: bytes consumed */
+	size_t inflight;         /* FI_MULTI_RECV: rendezvous reads still landing */
+	int released;            /* FI_MULTI_RECV: FI_MULTI_RECV completion owed */
+};
+
+struct iwd_unexp {           /* an arrived message nobody asked for yet */
+	struct iwd_list link;
+	fi_addr_t src;
+	uint64_t tag;
+	uint64_t data;
+	uint32_t hflags;         /* header flags (tagged, cq data) */
+	int rndv;
+	size_t len;              /* message length */
+	uint32_t rkey;           /* rendezvous: the sender's buffer */
+	uint64_t raddr;
+	uint64_t id;             /* rendezvous: the sender's request id */
+	uint8_t ip[16];
+	uint16_t port;
+	int claimed;             /* FI_PEEK|FI_CLAIM: held for a later FI_CLAIM receive */
+	void *claim_ctx;
+	unsigned char payload[]; /* eager payload */
+};
+
+struct iwd_match {
+	struct iwd_list posted_msg, posted_tag;
+	struct iwd_list unexp_msg, unexp_tag;
+	size_t nunexp;
+	size_t nunknown;         /* unexpected messages whose source was not in the AV yet */
+	int directed;            /* FI_DIRECTED_RECV negotiated */
+};
+void iwd_match_init(struct iwd_match *m, int directed);
+void iwd_match_fini(struct iwd_match *m);
+int iwd_tag_match(uint64_t tag, uint64_t want, uint64_t ignore);
+/* The first posted receive matching an arrival (removed), or NULL. */
+struct iwd_rx *iwd_match_posted(struct iwd_match *m, int tagged, fi_addr_t src, uint64_t tag);
+/* The first unexpected message matching a receive, or NULL; removed unless
+ * peek. claim_ctx non-NULL selects the message claimed with that context. */
+struct iwd_unexp *iwd_match_unexp(struct iwd_match *m, int tagged, fi_addr_t src, uint64_t tag, uint64_t ignore,
+				  int peek, void *claim_ctx);
+/* Removes a posted receive by context (fi_cancel); NULL if none. */
+struct iwd_rx *iwd_match_cancel(struct iwd_match *m, void *context);
+/* Copies len bytes of src into the receive's iovecs from offset off. */
+size_t iwd_iov_copy_in(const struct iovec *iov, size_t cnt, size_t off, const void *src, size_t len);
+size_t iwd_iov_copy_out(void *dst, const struct iovec *iov, size_t cnt, size_t len);
+size_t iwd_iov_len(const struct iovec *iov, size_t cnt);
+
+/* ---- endpoints (iwd_ep.c, iwd_ep_rdm.c, iwd_ep_dgram.c, iwd_ep_msg.c) ---- */
+
+/* What a work request id points at: every context starts with this kind. */
+enum iwd_wr_kind {
+	IWD_WR_RX_BOUNCE = 1, /* RDM bounce receive */
+	IWD_WR_TX_REQ,        /* a send/RMA request of the application */
+	IWD_WR_CTRL,          /* a provider control send (FIN); bounce slot only */
+	IWD_WR_RX_REQ,        /* DGRAM/MSG receive (user buffer or bounce) */
+	IWD_WR_READ,          /* RDM rendezvous read of a receive */
+};
+
+struct iwd_wr {
+	uint32_t kind;
+};
+
+/* The RDM header, little-endian, before every RDM message (docs/libfabric.md). */
+enum iwd_hop {
+	IWD_OP_EAGER = 1, /* payload follows */
+	IWD_OP_RTS = 2,   /* rendezvous: read len bytes at (rkey, addr), then FIN id */
+	IWD_OP_FIN = 3,   /* rendezvous done: the sender may complete request id */
+};
+#define IWD_HF_TAGGED 0x1u
+#define IWD_HF_CQDATA 0x2u
+#define IWD_HDR_MAGIC 0x4977u /* "wI" */
+#define IWD_HDR_LEN 48
+
+struct iwd_hdr {
+	uint8_t op;
+	uint8_t flags;
+	uint16_t magic;
+	uint32_t rkey;
+	uint64_t tag;
+	uint64_t data;
+	uint64_t len;
+	uint64_t addr;
+	uint64_t id;
+};
+
+struct iwd_ep;
+
+/* An RDM bounce receive (IWD_WR_RX_BOUNCE). */
+struct iwd_bounce {
+	struct iwd_wr wr;
+	void *slot;
+};
+
+/* A transmit request (IWD_WR_TX_REQ). */
+struct iwd_tx {
+	struct iwd_wr wr;
+	struct iwd_list link;       /* ep->tx_active */
+	struct iwd_ep *ep;
+	void *context;
+	uint64_t flags;             /* completion flags (FI_SEND|FI_MSG...) */
+	uint64_t op_flags;          /* FI_COMPLETION, FI_INJECT ... */
+	size_t len;
+	void *bounce;               /* tx pool slot (eager header + payload) */
+	void *stage;                /* rendezvous staging chunk */
+	size_t stage_len;
+	struct iwv_mr *tmp_mr;      /* registered on the fly */
+	uint64_t id;                /* rendezvous id (FIN) */
+	int waiting_fin;
+	int posted;                 /* the SQ WR is outstanding */
+	int cntr_kind;              /* which counter to bump: 0 send, 1 write, 2 read */
+	/* RMA read into a non-registered buffer: copy out on completion */
+	struct iovec iov[IWD_IOV_LIMIT];
+	size_t iov_count;
+};
+
+/* A DGRAM/MSG receive or an RDM rendezvous read (IWD_WR_RX_REQ, IWD_WR_READ). */
+struct iwd_rxreq {
+	struct iwd_wr wr;
+	struct iwd_list link;
+	struct iwd_ep *ep;
+	struct iwd_rx *rx;          /* RDM: the matched receive */
+	void *context;
+	uint64_t flags;
+	struct iovec iov[IWD_IOV_LIMIT];
+	size_t iov_count;
+	size_t len;                 /* capacity */
+	size_t off;                 /* FI_MULTI_RECV offset into the receive */
+	void *bounce;               /* pool or staging slot */
+	size_t bounce_len;
+	int stage;                  /* bounce is a staging chunk */
+	struct iwv_mr *tmp_mr;
+	/* RDM rendezvous */
+	uint64_t tag, data, id;
+	uint32_t hflags;
+	size_t mlen;                /* message length */
+	size_t olen;                /* truncated octets */
+	fi_addr_t src;
+	uint8_t ip[16];
+	uint16_t port;
+	uint32_t rkey;
+	uint64_t raddr;
+	int pending;                /* waiting for SQ space or staging */
+};
+
+struct iwd_ep {
+	struct fid_ep ep_fid;
+	struct iwd_domain *dom;
+	struct fi_info *info;
+	enum fi_ep_type type;
+	uint64_t caps;
+	struct iwd_list link;           /* dom->eps */
+	struct iwd_cq *tx_cq, *rx_cq;
+	int tx_selective, rx_selective; /* FI_SELECTIVE_COMPLETION */
+	struct iwd_cntr *send_cntr, *recv_cntr, *read_cntr, *write_cntr, *rread_cntr, *rwrite_cntr;
+	struct iwd_av *av;
+	struct iwd_eq *eq;
+	uint64_t tx_op_flags, rx_op_flags;
+	struct iwv_cq *vcq;
+	struct iwv_qp *qp;
+	struct sockaddr_in name;        /* bound address (datagram QPs: ip:port) */
+	uint16_t want_port;             /* src_addr port asked for */
+	int enabled;
+	/* bounce buffers */
+	struct iwd_pool txp, rxp;
+	struct iwd_bounce *bounces;     /* RDM: one work request context per rxp slot */
+	size_t rx_posted;               /* RDM bounce receives in the RQ */
+	size_t sq_depth, sq_used;
+	size_t rq_depth, rq_used;
+	/* RDM */
+	struct iwd_match m;
+	struct iwd_list tx_active;      /* requests awaiting SQ completion or FIN */
+	struct iwd_list pending_ctrl;   /* FINs waiting for SQ space (iwd_ctrl) */
+	struct iwd_list pending_reads;  /* rendezvous reads waiting for SQ space/staging */
+	struct iwd_list rx_reqs;        /* DGRAM/MSG posted receives (cancel) */
+	uint64_t next_id;
+	size_t min_multi_recv;
+	size_t eager_max;
+	/* MSG */
+	int cm_state;                   /* iwd_ep_msg.c */
+	struct iwd_list cm_link;        /* fab->cm_objs */
+	uint32_t conn_id;               /* accepted request */
+	unsigned char cm_data[IWD_CM_DATA_SIZE];
+	size_t cm_data_len;
+	struct sockaddr_in peer;
+};
+
+struct iwd_ctrl {                       /* a FIN waiting for SQ space */
+	struct iwd_list link;
+	struct iwd_hdr h;
+	struct iwv_av av;
+};
+
+int iwd_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **ep, void *context);
+int iwd_ep_getname(fid_t fid, void *addr, size_t *addrlen);
+/* The endpoint's QP and queues, on fi_enable. */
+int iwd_ep_create_qp(struct iwd_ep *ep, enum iwv_qp_type qpt, size_t rx_depth);
+/* Polls ep's verbs CQ and runs the protocol; the domain lock is held. */
+void iwd_ep_progress(struct iwd_ep *ep);
+/* Completion helpers (selective completion, counters). */
+void iwd_ep_tx_done(struct iwd_ep *ep, void *context, uint64_t flags, uint64_t op_flags, size_t len, int cntr_kind);
+void iwd_ep_tx_err(struct iwd_ep *ep, void *context, uint64_t flags, int err, int prov_errno, int cntr_kind);
+void iwd_ep_rx_done(struct iwd_ep *ep, void *context, uint64_t flags, size_t len, void *buf, uint64_t data,
+		    uint64_t tag, fi_addr_t src);
+void iwd_ep_rx_err(struct iwd_ep *ep, void *context, uint64_t flags, size_t len, uint64_t data, uint64_t tag,
+		   size_t olen, int err, int prov_errno, fi_addr_t src);
+/* The source fi_addr of a completion (FI_SOURCE), or FI_ADDR_NOTAVAIL. */
+fi_addr_t iwd_ep_src(struct iwd_ep *ep, const struct iwv_wc *wc);
+int iwd_wc_errno(const struct iwv_wc *wc);
+/* Posts a send WR; maps queue full to -FI_EAGAIN. */
+int iwd_ep_post_send(struct iwd_ep *ep, struct iwv_send_wr *wr);
+/* Common transmit preparation: gathers iov into SGEs (desc, bounce or staging). */
+int iwd_tx_gather(struct iwd_ep *ep, struct iwd_tx *tx, const struct iovec *iov, void **desc, size_t count,
+		  const void *hdr, size_t hdr_len, struct iwv_sge *sge, int *nsge, int force_copy);
+struct iwd_tx *iwd_tx_new(struct iwd_ep *ep, void *context, uint64_t flags, uint64_t op_flags);
+void iwd_tx_free(struct iwd_ep *ep, struct iwd_tx *tx);
+/* Lock + progress + -FI_EAGAIN helper for full queues. */
+int iwd_ep_check(struct iwd_ep *ep);
+
+extern struct fi_ops_msg iwd_rdm_msg_ops;
+extern struct fi_ops_tagged iwd_rdm_tagged_ops;
+extern struct fi_ops_msg iwd_dgram_msg_ops;
+extern struct fi_ops_rma iwd_rma_ops;
+extern struct fi_ops_cm iwd_ep_cm_ops;
+extern struct fi_ops_cm iwd_msg_cm_ops;
+
+int iwd_rdm_enable(struct iwd_ep *ep);
+void iwd_rdm_fini(struct iwd_ep *ep);
+void iwd_rdm_wc(struct iwd_ep *ep, struct iwv_wc *wc);
+void iwd_rdm_retry(struct iwd_ep *ep);
+ssize_t iwd_rdm_cancel(struct iwd_ep *ep, void *context);
+
+int iwd_dgram_enable(struct iwd_ep *ep);
+void iwd_dgram_wc(struct iwd_ep *ep, struct iwv_wc *wc);
+ssize_t iwd_dgram_cancel(struct iwd_ep *ep, void *context);
+void iwd_dgram_fini(struct iwd_ep *ep);
+
+/* MSG endpoints (iwd_ep_msg.c) and passive endpoints (iwd_pep.c). */
+int iwd_msg_enable(struct iwd_ep *ep);
+void iwd_msg_fini(struct iwd_ep *ep);
+int iwd_passive_ep(struct fid_fabric *fabric, struct fi_info *info, struct fid_pep **pep, void *context);
+void iwd_cm_dispatch(struct iwd_fabric *fab, struct iwv_cm_event *ev);
+/* CM events of MSG endpoints (found by QP); the fabric lock is held. */
+void iwd_msg_cm_event(struct iwd_fabric *fab, struct iwv_cm_event *ev);
+/* Endpoints with a QP in the fabric, for CM dispatch (fab->lock). */
+void iwd_msg_register(struct iwd_ep *ep);
+
+/* RMA over RD and RC (iwd_rma.c). */
+void iwd_rma_wc(struct iwd_ep *ep, struct iwd_tx *tx, struct iwv_wc *wc);
+
+static inline void iwd_lock(struct iwd_domain *d) { pthread_mutex_lock(&d->lock); }
+static inline void iwd_unlock(struct iwd_domain *d) { pthread_mutex_unlock(&d->lock); }
+
+/* Shared fid helpers. */
+int iwd_no_bind(struct fid *fid, struct fid *bfid, uint64_t flags);
+int iwd_no_control(struct fid *fid, int command, void *arg);
+int iwd_no_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops, void *context);
+
+#endif /* IWD_H */

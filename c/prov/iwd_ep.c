@@ -1,0 +1,885 @@
+/*
+ * iwd_ep.c — what every endpoint type shares (fi_endpoint(3)): creation of
+ * the verbs CQ and QP, binding to CQs, counters, AV and EQ, enable, names,
+ * options, cancel, completion reporting, and per-endpoint progress that
+ * dispatches each verbs completion to the type's protocol code.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "iwd.h"
+
+/* -FI_ENOSYS for the operations an endpoint type does not offer. */
+static ssize_t nt_recv(struct fid_ep *e, void *b, size_t l, void *d, fi_addr_t s, uint64_t t, uint64_t i, void *c)
+{
+	(void)e, (void)b, (void)l, (void)d, (void)s, (void)t, (void)i, (void)c;
+	return -FI_ENOSYS;
+}
+static ssize_t nt_recvv(struct fid_ep *e, const struct iovec *v, void **d, size_t n, fi_addr_t s, uint64_t t,
+			uint64_t i, void *c)
+{
+	(void)e, (void)v, (void)d, (void)n, (void)s, (void)t, (void)i, (void)c;
+	return -FI_ENOSYS;
+}
+static ssize_t nt_recvmsg(struct fid_ep *e, const struct fi_msg_tagged *m, uint64_t f)
+{
+	(void)e, (void)m, (void)f;
+	return -FI_ENOSYS;
+}
+static ssize_t nt_send(struct fid_ep *e, const void *b, size_t l, void *d, fi_addr_t a, uint64_t t, void *c)
+{
+	(void)e, (void)b, (void)l, (void)d, (void)a, (void)t, (void)c;
+	return -FI_ENOSYS;
+}
+static ssize_t nt_sendv(struct fid_ep *e, const struct iovec *v, void **d, size_t n, fi_addr_t a, uint64_t t, void *c)
+{
+	(void)e, (void)v, (void)d, (void)n, (void)a, (void)t, (void)c;
+	return -FI_ENOSYS;
+}
+static ssize_t nt_sendmsg(struct fid_ep *e, const struct fi_msg_tagged *m, uint64_t f)
+{
+	(void)e, (void)m, (void)f;
+	return -FI_ENOSYS;
+}
+static ssize_t nt_inject(struct fid_ep *e, const void *b, size_t l, fi_addr_t a, uint64_t t)
+{
+	(void)e, (void)b, (void)l, (void)a, (void)t;
+	return -FI_ENOSYS;
+}
+static ssize_t nt_senddata(struct fid_ep *e, const void *b, size_t l, void *d, uint64_t x, fi_addr_t a, uint64_t t,
+			   void *c)
+{
+	(void)e, (void)b, (void)l, (void)d, (void)x, (void)a, (void)t, (void)c;
+	return -FI_ENOSYS;
+}
+static ssize_t nt_injectdata(struct fid_ep *e, const void *b, size_t l, uint64_t x, fi_addr_t a, uint64_t t)
+{
+	(void)e, (void)b, (void)l, (void)x, (void)a, (void)t;
+	return -FI_ENOSYS;
+}
+static struct fi_ops_tagged no_tagged_ops = {
+	.size = sizeof(struct fi_ops_tagged),
+	.recv = nt_recv,
+	.recvv = nt_recvv,
+	.recvmsg = nt_recvmsg,
+	.send = nt_send,
+	.sendv = nt_sendv,
+	.sendmsg = nt_sendmsg,
+	.inject = nt_inject,
+	.senddata = nt_senddata,
+	.injectdata = nt_injectdata,
+};
+
+static ssize_t nr_rw(struct fid_ep *e, void *b, size_t l, void *d, fi_addr_t a, uint64_t ad, uint64_t k, void *c)
+{
+	(void)e, (void)b, (void)l, (void)d, (void)a, (void)ad, (void)k, (void)c;
+	return -FI_ENOSYS;
+}
+static ssize_t nr_w(struct fid_ep *e, const void *b, size_t l, void *d, fi_addr_t a, uint64_t ad, uint64_t k, void *c)
+{
+	(void)e, (void)b, (void)l, (void)d, (void)a, (void)ad, (void)k, (void)c;
+	return -FI_ENOSYS;
+}
+static ssize_t nr_v(struct fid_ep *e, const struct iovec *v, void **d, size_t n, fi_addr_t a, uint64_t ad, uint64_t k,
+		    void *c)
+{
+	(void)e, (void)v, (void)d, (void)n, (void)a, (void)ad, (void)k, (void)c;
+	return -FI_ENOSYS;
+}
+static ssize_t nr_msg(struct fid_ep *e, const struct fi_msg_rma *m, uint64_t f)
+{
+	(void)e, (void)m, (void)f;
+	return -FI_ENOSYS;
+}
+static ssize_t nr_inject(struct fid_ep *e, const void *b, size_t l, fi_addr_t a, uint64_t ad, uint64_t k)
+{
+	(void)e, (void)b, (void)l, (void)a, (void)ad, (void)k;
+	return -FI_ENOSYS;
+}
+static ssize_t nr_wdata(struct fid_ep *e, const void *b, size_t l, void *d, uint64_t x, fi_addr_t a, uint64_t ad,
+			uint64_t k, void *c)
+{
+	(void)e, (void)b, (void)l, (void)d, (void)x, (void)a, (void)ad, (void)k, (void)c;
+	return -FI_ENOSYS;
+}
+static ssize_t nr_idata(struct fid_ep *e, const void *b, size_t l, uint64_t x, fi_addr_t a, uint64_t ad, uint64_t k)
+{
+	(void)e, (void)b, (void)l, (void)x, (void)a, (void)ad, (void)k;
+	return -FI_ENOSYS;
+}
+static struct fi_ops_rma no_rma_ops = {
+	.size = sizeof(struct fi_ops_rma),
+	.read = nr_rw,
+	.readv = nr_v,
+	.readmsg = nr_msg,
+	.write = nr_w,
+	.writev = (ssize_t(*)(struct fid_ep *, const struct iovec *, void **, size_t, fi_addr_t, uint64_t, uint64_t,
+			      void *))nr_v,
+	.writemsg = nr_msg,
+	.inject = nr_inject,
+	.writedata = nr_wdata,
+	.injectdata = nr_idata,
+};
+
+int iwd_wc_errno(const struct iwv_wc *wc)
+{
+	switch (wc->status) {
+	case IWV_WC_SUCCESS:
+		return 0;
+	case IWV_WC_LOC_LEN_ERR:
+		return FI_ETRUNC;
+	case IWV_WC_WR_FLUSH_ERR:
+		return FI_ECANCELED;
+	case IWV_WC_LOC_PROT_ERR:
+	case IWV_WC_LOC_ACCESS_ERR:
+	case IWV_WC_REM_ACCESS_ERR:
+		return FI_EACCES;
+	case IWV_WC_RETRY_EXC_ERR:
+	case IWV_WC_RESP_TIMEOUT_ERR:
+		return FI_ETIMEDOUT;
+	case IWV_WC_REM_INV_REQ_ERR:
+		return FI_EINVAL;
+	case IWV_WC_REM_ABORT_ERR:
+		return FI_ECONNABORTED;
+	case IWV_WC_FATAL_ERR:
+		return FI_ENODEV;
+	default:
+		return FI_EIO;
+	}
+}
+
+fi_addr_t iwd_ep_src(struct iwd_ep *ep, const struct iwv_wc *wc)
+{
+	if (!(wc->flags & IWV_WC_FLAG_SRC_VALID) || !ep->av)
+		return FI_ADDR_NOTAVAIL;
+	return iwd_av_reverse(ep->av, wc->src_ip, wc->src_port);
+}
+
+void iwd_ep_tx_done(struct iwd_ep *ep, void *context, uint64_t flags, uint64_t op_flags, size_t len, int cntr_kind)
+{
+	struct iwd_cntr *c = cntr_kind == 1 ? ep->write_cntr : cntr_kind == 2 ? ep->read_cntr : ep->send_cntr;
+	iwd_cntr_inc(c);
+	if (op_flags & FI_INJECT)
+		return;
+	if (ep->tx_selective && !(op_flags & FI_COMPLETION))
+		return;
+	if (ep->tx_cq)
+		iwd_cq_push(ep->tx_cq, context, flags, (flags & FI_READ) ? len : 0, NULL, 0, 0, FI_ADDR_NOTAVAIL);
+}
+
+void iwd_ep_tx_err(struct iwd_ep *ep, void *context, uint64_t flags, int err, int prov_errno, int cntr_kind)
+{
+	struct iwd_cntr *c = cntr_kind == 1 ? ep->write_cntr : cntr_kind == 2 ? ep->read_cntr : ep->send_cntr;
+	iwd_cntr_err(c);
+	if (ep->tx_cq)
+		iwd_cq_push_err(ep->tx_cq, context, flags, 0, NULL, 0, 0, 0, err, prov_errno, FI_ADDR_NOTAVAIL);
+}
+
+void iwd_ep_rx_done(struct iwd_ep *ep, void *context, uint64_t flags, size_t len, void *buf, uint64_t data,
+		    uint64_t tag, fi_addr_t src)
+{
+	iwd_cntr_inc(ep->recv_cntr);
+	if (ep->rx_selective && !(flags & (FI_COMPLETION | FI_MULTI_RECV)))
+		return;
+	if (ep->rx_cq)
+		iwd_cq_push(ep->rx_cq, context, flags & ~(uint64_t)FI_COMPLETION, len, buf, data, tag, src);
+}
+
+void iwd_ep_rx_err(struct iwd_ep *ep, void *context, uint64_t flags, size_t len, uint64_t data, uint64_t tag,
+		   size_t olen, int err, int prov_errno, fi_addr_t src)
+{
+	iwd_cntr_err(ep->recv_cntr);
+	if (ep->rx_cq)
+		iwd_cq_push_err(ep->rx_cq, context, flags & ~(uint64_t)FI_COMPLETION, len, NULL, data, tag, olen, err,
+				prov_errno, src);
+}
+
+int iwd_ep_post_send(struct iwd_ep *ep, struct iwv_send_wr *wr)
+{
+	int ret;
+	if (ep->sq_used >= ep->sq_depth)
+		return -FI_EAGAIN;
+	if (ep->type != FI_EP_MSG)
+		wr->remote_qkey = IWD_QKEY;
+	ret = iwv_post_send(ep->qp, wr, 1);
+	if (ret == 1) {
+		ep->sq_used++;
+		return 0;
+	}
+	if (ret == -ENOMEM)
+		return -FI_EAGAIN;
+	if (ret == -ENODEV)
+		ep->dom->dead = 1;
+	else
+		IWD_WARN(FI_LOG_EP_DATA, "iwarpd: posting a send: %s\n", iwv_last_error(ep->dom->fab->s));
+	return iwd_errno(ret < 0 ? ret : -EIO);
+}
+
+struct iwd_tx *iwd_tx_new(struct iwd_ep *ep, void *context, uint64_t flags, uint64_t op_flags)
+{
+	struct iwd_tx *tx = calloc(1, sizeof(*tx));
+	if (!tx)
+		return NULL;
+	tx->wr.kind = IWD_WR_TX_REQ;
+	tx->ep = ep;
+	tx->context = context;
+	tx->flags = flags;
+	tx->op_flags = op_flags;
+	iwd_list_insert_tail(&ep->tx_active, &tx->link);
+	return tx;
+}
+
+void iwd_tx_free(struct iwd_ep *ep, struct iwd_tx *tx)
+{
+	iwd_list_remove(&tx->link);
+	if (tx->bounce)
+		iwd_pool_put(&ep->txp, tx->bounce);
+	if (tx->stage)
+		iwd_stage_free(ep->dom, tx->stage, tx->stage_len);
+	if (tx->tmp_mr)
+		iwv_dereg_mr(tx->tmp_mr);
+	free(tx);
+}
+
+int iwd_tx_gather(struct iwd_ep *ep, struct iwd_tx *tx, const struct iovec *iov, void **desc, size_t count,
+		  const void *hdr, size_t hdr_len, struct iwv_sge *sge, int *nsge, int force_copy)
+{
+	size_t total = iwd_iov_len(iov, count), i;
+	int direct = !force_copy && desc && count;
+	uint32_t lkeys[IWD_IOV_LIMIT];
+
+	for (i = 0; direct && i < count; i++)
+		if (!iwd_desc_lkey(desc[i], iov[i].iov_base, iov[i].iov_len, &lkeys[i]))
+			direct = 0;
+	if (!direct && hdr_len + total > ep->txp.slot_size)
+		return -FI_EMSGSIZE;
+	if (hdr_len || !direct) {
+		tx->bounce = iwd_pool_get(&ep->txp);
+		if (!tx->bounce)
+			return -FI_EAGAIN;
+	}
+	*nsge = 0;
+	if (direct) {
+		if (hdr_len) {
+			memcpy(tx->bounce, hdr, hdr_len);
+			sge[0] = (struct iwv_sge){(uint64_t)(uintptr_t)tx->bounce, (uint32_t)hdr_len, iwd_pool_lkey(&ep->txp)};
+			*nsge = 1;
+		}
+		for (i = 0; i < count; i++) {
+			if (!iov[i].iov_len)
+				continue;
+			sge[*nsge] = (struct iwv_sge){(uint64_t)(uintptr_t)iov[i].iov_base, (uint32_t)iov[i].iov_len, lkeys[i]};
+			(*nsge)++;
+		}
+		return 0;
+	}
+	if (hdr_len)
+		memcpy(tx->bounce, hdr, hdr_len);
+	iwd_iov_copy_out((char *)tx->bounce + hdr_len, iov, count, total);
+	sge[0] = (struct iwv_sge){(uint64_t)(uintptr_t)tx->bounce, (uint32_t)(hdr_len + total), iwd_pool_lkey(&ep->txp)};
+	*nsge = hdr_len + total ? 1 : 0;
+	return 0;
+}
+
+void iwd_ep_progress(struct iwd_ep *ep)
+{
+	struct iwv_wc wc[32];
+	int n, i, rounds;
+	if (!ep->vcq)
+		return;
+	for (rounds = 0; rounds < 8; rounds++) {
+		n = iwv_poll_cq(ep->vcq, 32, wc);
+		if (n < 0) {
+			if (n == -ENODEV && !ep->dom->dead) {
+				IWD_WARN(FI_LOG_EP_DATA, "iwarpd: the daemon went away: %s\n", iwv_last_error(ep->dom->fab->s));
+				ep->dom->dead = 1;
+			}
+			break;
+		}
+		for (i = 0; i < n; i++) {
+			if (wc[i].opcode < IWV_WC_RECV)
+				ep->sq_used--;
+			switch (ep->type) {
+			case FI_EP_RDM:
+				iwd_rdm_wc(ep, &wc[i]);
+				break;
+			default:
+				iwd_dgram_wc(ep, &wc[i]);
+				break;
+			}
+		}
+		if (n < 32)
+			break;
+	}
+	if (ep->type == FI_EP_RDM)
+		iwd_rdm_retry(ep);
+}
+
+int iwd_ep_create_qp(struct iwd_ep *ep, enum iwv_qp_type qpt, size_t rx_depth)
+{
+	struct iwd_domain *dom = ep->dom;
+	struct iwv_qp_init_attr qa;
+	struct iwv_qp_cap cap;
+	int ret;
+	size_t sq = ep->info->tx_attr->size ? ep->info->tx_attr->size : IWD_TX_SIZE;
+
+	sq += 16; /* control messages (FIN) and rendezvous reads */
+	ret = iwv_create_cq(dom->fab->s, (int)(sq + rx_depth), dom->chan, &ep->vcq);
+	if (ret) {
+		IWD_WARN(FI_LOG_EP_CTRL, "iwarpd: creating a CQ of %zu entries: %s\n", sq + rx_depth,
+			 iwv_last_error(dom->fab->s));
+		return iwd_errno(ret);
+	}
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_type = qpt;
+	qa.send_cq = ep->vcq;
+	qa.recv_cq = ep->vcq;
+	qa.cap.max_send_wr = (uint32_t)sq;
+	qa.cap.max_recv_wr = (uint32_t)rx_depth;
+	qa.cap.max_send_sge = IWD_IOV_LIMIT + 1;
+	qa.cap.max_recv_sge = IWD_IOV_LIMIT;
+	qa.cap.max_inline = 0;
+	qa.sq_sig_all = 1;
+	qa.port = ep->want_port;
+	if (qpt != IWV_QPT_RC)
+		qa.qkey = IWD_QKEY;
+	ret = iwv_create_qp(dom->pd, &qa, &ep->qp);
+	if (ret) {
+		IWD_WARN(FI_LOG_EP_CTRL, "iwarpd: creating a %s QP: %s\n",
+			 qpt == IWV_QPT_RD ? "RD" : qpt == IWV_QPT_UD ? "UD" : "RC", iwv_last_error(dom->fab->s));
+		return iwd_errno(ret);
+	}
+	iwv_qp_cap(ep->qp, &cap);
+	ep->sq_depth = cap.max_send_wr;
+	ep->rq_depth = cap.max_recv_wr;
+	ret = iwv_modify_qp(ep->qp, IWV_QPS_INIT);
+	if (!ret && qpt != IWV_QPT_RC) {
+		ret = iwv_modify_qp(ep->qp, IWV_QPS_RTR);
+		if (!ret)
+			ret = iwv_modify_qp(ep->qp, IWV_QPS_RTS);
+	}
+	if (ret) {
+		IWD_WARN(FI_LOG_EP_CTRL, "iwarpd: moving the QP to RTS: %s\n", iwv_last_error(dom->fab->s));
+		return iwd_errno(ret);
+	}
+	if (qpt != IWV_QPT_RC) {
+		struct iwv_av av;
+		if (!iwv_qp_av(ep->qp, &av)) {
+			ep->name.sin_family = AF_INET;
+			ep->name.sin_port = htons(av.port);
+			memcpy(&ep->name.sin_addr, &av.ip[12], 4);
+		}
+	}
+	return 0;
+}
+
+static int ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+{
+	struct iwd_ep *ep = iwd_container_of(fid, struct iwd_ep, ep_fid.fid);
+	int ret = 0;
+	if (!bfid)
+		return -FI_EINVAL;
+	iwd_lock(ep->dom);
+	if (ep->enabled && bfid->fclass != FI_CLASS_EQ) {
+		iwd_unlock(ep->dom);
+		return -FI_EOPBADSTATE;
+	}
+	switch (bfid->fclass) {
+	case FI_CLASS_CQ: {
+		struct iwd_cq *cq = iwd_container_of(bfid, struct iwd_cq, cq_fid.fid);
+		if (cq->dom != ep->dom) {
+			ret = -FI_EINVAL;
+			break;
+		}
+		if (flags & ~(uint64_t)(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION)) {
+			ret = -FI_EINVAL;
+			break;
+		}
+		if (flags & FI_TRANSMIT) {
+			if (ep->tx_cq)
+				ep->tx_cq->refs--;
+			ep->tx_cq = cq;
+			cq->refs++;
+			ep->tx_selective = (flags & FI_SELECTIVE_COMPLETION) != 0;
+		}
+		if (flags & FI_RECV) {
+			if (ep->rx_cq)
+				ep->rx_cq->refs--;
+			ep->rx_cq = cq;
+			cq->refs++;
+			ep->rx_selective = (flags & FI_SELECTIVE_COMPLETION) != 0;
+		}
+		break;
+	}
+	case FI_CLASS_CNTR: {
+		struct iwd_cntr *c = iwd_container_of(bfid, struct iwd_cntr, cntr_fid.fid);
+		if (flags & ~(uint64_t)(FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)) {
+			ret = -FI_EINVAL;
+			break;
+		}
+		if (flags & (FI_REMOTE_READ | FI_REMOTE_WRITE)) {
+			ret = -FI_ENOSYS; /* FI_RMA_EVENT is not offered */
+			break;
+		}
+#define BIND_CNTR(f, field)                     \
+	if (flags & (f)) {                      \
+		if (ep->field)                  \
+			ep->field->refs--;      \
+		ep->field = c;                  \
+		c->refs++;                      \
+	}
+		BIND_CNTR(FI_SEND, send_cntr)
+		BIND_CNTR(FI_RECV, recv_cntr)
+		BIND_CNTR(FI_READ, read_cntr)
+		BIND_CNTR(FI_WRITE, write_cntr)
+#undef BIND_CNTR
+		break;
+	}
+	case FI_CLASS_AV: {
+		struct iwd_av *av = iwd_container_of(bfid, struct iwd_av, av_fid.fid);
+		if (ep->type == FI_EP_MSG || ep->av) {
+			ret = -FI_EINVAL;
+			break;
+		}
+		ep->av = av;
+		av->refs++;
+		break;
+	}
+	case FI_CLASS_EQ: {
+		struct iwd_eq *eq = iwd_container_of(bfid, struct iwd_eq, eq_fid.fid);
+		pthread_mutex_lock(&ep->dom->fab->lock);
+		if (ep->eq)
+			ep->eq->refs--;
+		ep->eq = eq;
+		eq->refs++;
+		pthread_mutex_unlock(&ep->dom->fab->lock);
+		break;
+	}
+	default:
+		ret = -FI_EINVAL;
+	}
+	iwd_unlock(ep->dom);
+	return ret;
+}
+
+static int ep_enable(struct iwd_ep *ep)
+{
+	int ret;
+	if (ep->enabled)
+		return 0;
+	if (ep->type != FI_EP_MSG && !ep->av)
+		return -FI_ENOAV;
+	if (!ep->tx_cq && !ep->rx_cq && !ep->send_cntr && !ep->recv_cntr)
+		return -FI_ENOCQ;
+	switch (ep->type) {
+	case FI_EP_RDM:
+		ret = iwd_rdm_enable(ep);
+		break;
+	case FI_EP_DGRAM:
+		ret = iwd_dgram_enable(ep);
+		break;
+	default:
+		ret = iwd_msg_enable(ep);
+		break;
+	}
+	if (!ret)
+		ep->enabled = 1;
+	return ret;
+}
+
+static int ep_control(struct fid *fid, int command, void *arg)
+{
+	struct iwd_ep *ep = iwd_container_of(fid, struct iwd_ep, ep_fid.fid);
+	int ret;
+	switch (command) {
+	case FI_ENABLE:
+		iwd_lock(ep->dom);
+		ret = ep_enable(ep);
+		iwd_unlock(ep->dom);
+		return ret;
+	case FI_GETOPSFLAG: {
+		uint64_t *f = arg;
+		if (!f)
+			return -FI_EINVAL;
+		if (*f & FI_TRANSMIT)
+			*f = ep->tx_op_flags;
+		else if (*f & FI_RECV)
+			*f = ep->rx_op_flags;
+		else
+			return -FI_EINVAL;
+		return 0;
+	}
+	case FI_SETOPSFLAG: {
+		uint64_t *f = arg;
+		if (!f)
+			return -FI_EINVAL;
+		if (*f & FI_TRANSMIT)
+			ep->tx_op_flags = *f & ~(uint64_t)FI_TRANSMIT;
+		else if (*f & FI_RECV)
+			ep->rx_op_flags = *f & ~(uint64_t)FI_RECV;
+		else
+			return -FI_EINVAL;
+		return 0;
+	}
+	default:
+		return -FI_ENOSYS;
+	}
+}
+
+/* Before an RD QP goes away: let our sends be acknowledged (bounded) and
+ * give the daemon time to send the acknowledgements it owes our peers
+ * (RD delays a standalone ACK by 200 us): a peer whose last message we
+ * received must not retry into a destroyed QP until its retry count runs
+ * out (fi_pingpong's final exchange did exactly that). */
+static void rdm_linger(struct iwd_ep *ep)
+{
+	const struct timespec ms = {0, 1000 * 1000}, acks = {0, 2 * 1000 * 1000};
+	int i, idle = 0;
+	for (i = 0; i < 1000 && !idle; i++) {
+		iwd_lock(ep->dom);
+		iwd_domain_progress(ep->dom);
+		idle = ep->sq_used == 0 || ep->dom->dead;
+		iwd_unlock(ep->dom);
+		if (!idle)
+			nanosleep(&ms, NULL);
+	}
+	nanosleep(&acks, NULL);
+}
+
+static int ep_close(struct fid *fid)
+{
+	struct iwd_ep *ep = iwd_container_of(fid, struct iwd_ep, ep_fid.fid);
+	struct iwd_domain *dom = ep->dom;
+
+	if (ep->type == FI_EP_RDM && ep->qp && !dom->dead)
+		rdm_linger(ep);
+	iwd_lock(dom);
+	iwd_list_remove(&ep->link);
+	iwd_unlock(dom);
+	if (ep->type == FI_EP_MSG)
+		iwd_msg_fini(ep);
+	if (ep->qp)
+		iwv_destroy_qp(ep->qp);
+	if (ep->vcq)
+		iwv_destroy_cq(ep->vcq);
+	iwd_lock(dom);
+	if (ep->type == FI_EP_RDM)
+		iwd_rdm_fini(ep);
+	else
+		iwd_dgram_fini(ep);
+	{
+		struct iwd_list *it, *tmp;
+		iwd_list_foreach_safe(&ep->tx_active, it, tmp)
+		iwd_tx_free(ep, iwd_container_of(it, struct iwd_tx, link));
+	}
+	iwd_pool_fini(&ep->txp);
+	iwd_pool_fini(&ep->rxp);
+	if (ep->tx_cq)
+		ep->tx_cq->refs--;
+	if (ep->rx_cq)
+		ep->rx_cq->refs--;
+	if (ep->av)
+		ep->av->refs--;
+	if (ep->send_cntr)
+		ep->send_cntr->refs--;
+	if (ep->recv_cntr)
+		ep->recv_cntr->refs--;
+	if (ep->read_cntr)
+		ep->read_cntr->refs--;
+	if (ep->write_cntr)
+		ep->write_cntr->refs--;
+	dom->refs--;
+	iwd_unlock(dom);
+	if (ep->eq) {
+		pthread_mutex_lock(&dom->fab->lock);
+		ep->eq->refs--;
+		pthread_mutex_unlock(&dom->fab->lock);
+	}
+	fi_freeinfo(ep->info);
+	free(ep);
+	return 0;
+}
+
+static ssize_t ep_cancel(fid_t fid, void *context)
+{
+	struct iwd_ep *ep = iwd_container_of(fid, struct iwd_ep, ep_fid.fid);
+	ssize_t ret;
+	iwd_lock(ep->dom);
+	if (ep->type == FI_EP_RDM)
+		ret = iwd_rdm_cancel(ep, context);
+	else
+		ret = iwd_dgram_cancel(ep, context);
+	iwd_unlock(ep->dom);
+	return ret;
+}
+
+static int ep_getopt(fid_t fid, int level, int optname, void *optval, size_t *optlen)
+{
+	struct iwd_ep *ep = iwd_container_of(fid, struct iwd_ep, ep_fid.fid);
+	if (level != FI_OPT_ENDPOINT || !optval || !optlen)
+		return -FI_ENOPROTOOPT;
+	switch (optname) {
+	case FI_OPT_MIN_MULTI_RECV:
+		if (*optlen < sizeof(size_t))
+			return -FI_ETOOSMALL;
+		*(size_t *)optval = ep->min_multi_recv;
+		*optlen = sizeof(size_t);
+		return 0;
+	case FI_OPT_CM_DATA_SIZE:
+		if (*optlen < sizeof(size_t))
+			return -FI_ETOOSMALL;
+		*(size_t *)optval = IWD_CM_DATA_SIZE;
+		*optlen = sizeof(size_t);
+		return 0;
+	default:
+		return -FI_ENOPROTOOPT;
+	}
+}
+
+static int ep_setopt(fid_t fid, int level, int optname, const void *optval, size_t optlen)
+{
+	struct iwd_ep *ep = iwd_container_of(fid, struct iwd_ep, ep_fid.fid);
+	if (level != FI_OPT_ENDPOINT || !optval)
+		return -FI_ENOPROTOOPT;
+	switch (optname) {
+	case FI_OPT_MIN_MULTI_RECV:
+		if (optlen != sizeof(size_t))
+			return -FI_EINVAL;
+		ep->min_multi_recv = *(const size_t *)optval;
+		return 0;
+	default:
+		return -FI_ENOPROTOOPT;
+	}
+}
+
+static ssize_t ep_rx_size_left(struct fid_ep *fid)
+{
+	struct iwd_ep *ep = iwd_container_of(fid, struct iwd_ep, ep_fid);
+	return ep->enabled ? (ssize_t)IWD_RX_SIZE : -FI_EOPBADSTATE;
+}
+
+static ssize_t ep_tx_size_left(struct fid_ep *fid)
+{
+	struct iwd_ep *ep = iwd_container_of(fid, struct iwd_ep, ep_fid);
+	if (!ep->enabled)
+		return -FI_EOPBADSTATE;
+	return (ssize_t)(ep->sq_depth > ep->sq_used ? ep->sq_depth - ep->sq_used : 0);
+}
+
+static int tx_ctx(struct fid_ep *sep, int index, struct fi_tx_attr *attr, struct fid_ep **tx_ep, void *context)
+{
+	IWD_UNUSED(sep);
+	IWD_UNUSED(index);
+	IWD_UNUSED(attr);
+	IWD_UNUSED(tx_ep);
+	IWD_UNUSED(context);
+	return -FI_ENOSYS;
+}
+
+static int rx_ctx(struct fid_ep *sep, int index, struct fi_rx_attr *attr, struct fid_ep **rx_ep, void *context)
+{
+	IWD_UNUSED(sep);
+	IWD_UNUSED(index);
+	IWD_UNUSED(attr);
+	IWD_UNUSED(rx_ep);
+	IWD_UNUSED(context);
+	return -FI_ENOSYS;
+}
+
+static struct fi_ops_ep ep_ops = {
+	.size = sizeof(struct fi_ops_ep),
+	.cancel = ep_cancel,
+	.getopt = ep_getopt,
+	.setopt = ep_setopt,
+	.tx_ctx = tx_ctx,
+	.rx_ctx = rx_ctx,
+	.rx_size_left = ep_rx_size_left,
+	.tx_size_left = ep_tx_size_left,
+};
+
+static struct fi_ops ep_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = ep_close,
+	.bind = ep_bind,
+	.control = ep_control,
+	.ops_open = iwd_no_ops_open,
+};
+
+int iwd_ep_getname(fid_t fid, void *addr, size_t *addrlen)
+{
+	struct iwd_ep *ep = iwd_container_of(fid, struct iwd_ep, ep_fid.fid);
+	size_t n;
+	if (!addrlen)
+		return -FI_EINVAL;
+	n = *addrlen;
+	*addrlen = sizeof(struct sockaddr_in);
+	if (n < sizeof(struct sockaddr_in))
+		return -FI_ETOOSMALL;
+	if (!addr)
+		return -FI_EINVAL;
+	memcpy(addr, &ep->name, sizeof(struct sockaddr_in));
+	return 0;
+}
+
+static int ep_setname(fid_t fid, void *addr, size_t addrlen)
+{
+	IWD_UNUSED(fid);
+	IWD_UNUSED(addr);
+	IWD_UNUSED(addrlen);
+	return -FI_ENOSYS; /* ask for a port with src_addr in fi_getinfo instead */
+}
+
+static int ep_getpeer(struct fid_ep *fid, void *addr, size_t *addrlen)
+{
+	IWD_UNUSED(fid);
+	IWD_UNUSED(addr);
+	IWD_UNUSED(addrlen);
+	return -FI_ENOSYS;
+}
+
+static int no_connect(struct fid_ep *ep, const void *addr, const void *param, size_t paramlen)
+{
+	IWD_UNUSED(ep);
+	IWD_UNUSED(addr);
+	IWD_UNUSED(param);
+	IWD_UNUSED(paramlen);
+	return -FI_ENOSYS;
+}
+
+static int no_listen(struct fid_pep *pep)
+{
+	IWD_UNUSED(pep);
+	return -FI_ENOSYS;
+}
+
+static int no_accept(struct fid_ep *ep, const void *param, size_t paramlen)
+{
+	IWD_UNUSED(ep);
+	IWD_UNUSED(param);
+	IWD_UNUSED(paramlen);
+	return -FI_ENOSYS;
+}
+
+static int no_reject(struct fid_pep *pep, fid_t handle, const void *param, size_t paramlen)
+{
+	IWD_UNUSED(pep);
+	IWD_UNUSED(handle);
+	IWD_UNUSED(param);
+	IWD_UNUSED(paramlen);
+	return -FI_ENOSYS;
+}
+
+static int no_shutdown(struct fid_ep *ep, uint64_t flags)
+{
+	IWD_UNUSED(ep);
+	IWD_UNUSED(flags);
+	return -FI_ENOSYS;
+}
+
+static int no_join(struct fid_ep *ep, const void *addr, uint64_t flags, struct fid_mc **mc, void *context)
+{
+	IWD_UNUSED(ep);
+	IWD_UNUSED(addr);
+	IWD_UNUSED(flags);
+	IWD_UNUSED(mc);
+	IWD_UNUSED(context);
+	return -FI_ENOSYS;
+}
+
+struct fi_ops_cm iwd_ep_cm_ops = {
+	.size = sizeof(struct fi_ops_cm),
+	.setname = ep_setname,
+	.getname = iwd_ep_getname,
+	.getpeer = ep_getpeer,
+	.connect = no_connect,
+	.listen = no_listen,
+	.accept = no_accept,
+	.reject = no_reject,
+	.shutdown = no_shutdown,
+	.join = no_join,
+};
+
+int iwd_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **out, void *context)
+{
+	struct iwd_domain *dom = iwd_container_of(domain, struct iwd_domain, domain_fid);
+	struct iwd_ep *ep;
+	int ret;
+
+	ret = iwd_check_info(info);
+	if (ret)
+		return ret;
+	if (!out)
+		return -FI_EINVAL;
+	if (iwd_domain_check(dom))
+		return -FI_ENODEV;
+	ep = calloc(1, sizeof(*ep));
+	if (!ep)
+		return -FI_ENOMEM;
+	ep->info = fi_dupinfo(info);
+	if (!ep->info) {
+		free(ep);
+		return -FI_ENOMEM;
+	}
+	ep->dom = dom;
+	ep->type = info->ep_attr->type;
+	ep->caps = info->caps ? info->caps : ~0ull;
+	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
+	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
+	ep->eager_max = iwd_env.eager_max;
+	ep->min_multi_recv = 64;
+	iwd_list_init(&ep->link);
+	iwd_list_init(&ep->tx_active);
+	iwd_list_init(&ep->pending_ctrl);
+	iwd_list_init(&ep->pending_reads);
+	iwd_list_init(&ep->rx_reqs);
+	iwd_list_init(&ep->cm_link);
+	iwd_match_init(&ep->m, (info->caps & FI_DIRECTED_RECV) != 0);
+	if (info->src_addr && info->src_addrlen >= sizeof(struct sockaddr_in))
+		ep->want_port = ntohs(((struct sockaddr_in *)info->src_addr)->sin_port);
+
+	ep->ep_fid.fid.fclass = FI_CLASS_EP;
+	ep->ep_fid.fid.context = context;
+	ep->ep_fid.fid.ops = &ep_fi_ops;
+	ep->ep_fid.ops = &ep_ops;
+	ep->ep_fid.cm = &iwd_ep_cm_ops;
+	ep->ep_fid.tagged = &no_tagged_ops;
+	ep->ep_fid.rma = &no_rma_ops;
+
+	switch (ep->type) {
+	case FI_EP_RDM:
+		ep->ep_fid.msg = &iwd_rdm_msg_ops;
+		ep->ep_fid.tagged = &iwd_rdm_tagged_ops;
+		ep->ep_fid.rma = &iwd_rma_ops;
+		ret = iwd_ep_create_qp(ep, IWV_QPT_RD, iwd_env.rx_bufs);
+		break;
+	case FI_EP_DGRAM:
+		ep->ep_fid.msg = &iwd_dgram_msg_ops;
+		ret = iwd_ep_create_qp(ep, IWV_QPT_UD, info->rx_attr && info->rx_attr->size ? info->rx_attr->size : IWD_RX_SIZE);
+		break;
+	default:
+		ep->ep_fid.msg = &iwd_dgram_msg_ops;
+		ep->ep_fid.rma = &iwd_rma_ops;
+		ep->ep_fid.cm = &iwd_msg_cm_ops;
+		ret = iwd_ep_create_qp(ep, IWV_QPT_RC, info->rx_attr && info->rx_attr->size ? info->rx_attr->size : IWD_RX_SIZE);
+		break;
+	}
+	if (ret)
+		goto fail;
+	iwd_lock(dom);
+	iwd_list_insert_tail(&dom->eps, &ep->link);
+	dom->refs++;
+	iwd_unlock(dom);
+	*out = &ep->ep_fid;
+	return 0;
+fail:
+	if (ep->qp)
+		iwv_destroy_qp(ep->qp);
+	if (ep->vcq)
+		iwv_destroy_cq(ep->vcq);
+	fi_freeinfo(ep->info);
+	free(ep);
+	return ret;
+}

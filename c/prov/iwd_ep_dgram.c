@@ -1,0 +1,366 @@
+/*
+ * iwd_ep_dgram.c — FI_EP_DGRAM over a UD queue pair, and the send/receive
+ * data path FI_EP_MSG shares over an RC queue pair (fi_msg(3)). No header:
+ * a message is the payload, so libfabric's ofi_rxd and ofi_rxm can layer
+ * their own protocols on it. Each fi_recv posts exactly one receive work
+ * request, straight into the application's buffer when its descriptor is a
+ * daemon registration, else into a bounce slot copied out on completion:
+ * receives complete in the order they were posted, as verbs do.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "iwd.h"
+
+static struct iwd_ep *ep_of(struct fid_ep *f) { return iwd_container_of(f, struct iwd_ep, ep_fid); }
+
+int iwd_dgram_enable(struct iwd_ep *ep)
+{
+	size_t slot = ep->info->ep_attr->max_msg_size;
+	int ret;
+	if (ep->type == FI_EP_MSG || slot > iwd_env.dgram_max)
+		slot = iwd_env.dgram_max;
+	ret = iwd_pool_init(ep->dom, &ep->txp, slot, ep->sq_depth);
+	if (!ret)
+		ret = iwd_pool_init(ep->dom, &ep->rxp, slot, ep->rq_depth);
+	return ret;
+}
+
+void iwd_dgram_fini(struct iwd_ep *ep)
+{
+	struct iwd_list *it, *tmp;
+	iwd_list_foreach_safe(&ep->rx_reqs, it, tmp)
+	{
+		struct iwd_rxreq *rr = iwd_container_of(it, struct iwd_rxreq, link);
+		iwd_list_remove(it);
+		if (rr->stage)
+			iwd_stage_free(ep->dom, rr->bounce, rr->bounce_len);
+		if (rr->tmp_mr)
+			iwv_dereg_mr(rr->tmp_mr);
+		free(rr);
+	}
+}
+
+static void rxreq_free(struct iwd_ep *ep, struct iwd_rxreq *rr)
+{
+	iwd_list_remove(&rr->link);
+	if (rr->bounce && !rr->stage)
+		iwd_pool_put(&ep->rxp, rr->bounce);
+	if (rr->stage)
+		iwd_stage_free(ep->dom, rr->bounce, rr->bounce_len);
+	if (rr->tmp_mr)
+		iwv_dereg_mr(rr->tmp_mr);
+	free(rr);
+}
+
+static void rx_wc(struct iwd_ep *ep, struct iwd_rxreq *rr, const struct iwv_wc *wc)
+{
+	uint64_t f = FI_RECV | FI_MSG;
+	fi_addr_t src = ep->type == FI_EP_DGRAM ? iwd_ep_src(ep, wc) : FI_ADDR_NOTAVAIL;
+	int err = iwd_wc_errno(wc);
+	size_t n = wc->byte_len;
+
+	ep->rq_used--;
+	if (err) {
+		iwd_ep_rx_err(ep, rr->context, f, 0, 0, 0, 0, err, wc->status, src);
+		rxreq_free(ep, rr);
+		return;
+	}
+	if (rr->bounce) {
+		size_t c = n < rr->len ? n : rr->len;
+		iwd_iov_copy_in(rr->iov, rr->iov_count, 0, rr->bounce, c);
+		if (n > rr->len) {
+			iwd_ep_rx_err(ep, rr->context, f, rr->len, 0, 0, n - rr->len, FI_ETRUNC, 0, src);
+			rxreq_free(ep, rr);
+			return;
+		}
+	}
+	iwd_ep_rx_done(ep, rr->context, f | (rr->flags & FI_COMPLETION), n,
+		       rr->iov_count ? rr->iov[0].iov_base : NULL, 0, 0, src);
+	rxreq_free(ep, rr);
+}
+
+static void tx_wc(struct iwd_ep *ep, struct iwd_tx *tx, const struct iwv_wc *wc)
+{
+	int err = iwd_wc_errno(wc);
+	tx->posted = 0;
+	if (tx->cntr_kind) {
+		iwd_rma_wc(ep, tx, (struct iwv_wc *)wc);
+		return;
+	}
+	if (err)
+		iwd_ep_tx_err(ep, tx->context, tx->flags, err, wc->status, 0);
+	else
+		iwd_ep_tx_done(ep, tx->context, tx->flags, tx->op_flags, tx->len, 0);
+	iwd_tx_free(ep, tx);
+}
+
+void iwd_dgram_wc(struct iwd_ep *ep, struct iwv_wc *wc)
+{
+	struct iwd_wr *w = (struct iwd_wr *)(uintptr_t)wc->wr_id;
+	switch (w->kind) {
+	case IWD_WR_RX_REQ:
+		rx_wc(ep, (struct iwd_rxreq *)w, wc);
+		break;
+	case IWD_WR_TX_REQ:
+		tx_wc(ep, (struct iwd_tx *)w, wc);
+		break;
+	default:
+		IWD_WARN(FI_LOG_EP_DATA, "iwarpd: completion of unknown kind %u\n", w->kind);
+	}
+}
+
+ssize_t iwd_dgram_cancel(struct iwd_ep *ep, void *context)
+{
+	IWD_UNUSED(ep);
+	IWD_UNUSED(context);
+	/* A receive posted to the QP cannot be taken back from the daemon's ring. */
+	return -FI_ENOENT;
+}
+
+static ssize_t dg_recv(struct iwd_ep *ep, const struct iovec *iov, void **desc, size_t count, void *context,
+		       uint64_t op_flags)
+{
+	struct iwv_sge sge[IWD_IOV_LIMIT];
+	struct iwv_recv_wr wr;
+	struct iwd_rxreq *rr;
+	size_t i, len;
+	uint32_t lkey;
+	int direct = desc != NULL && count > 0, ret, nsge = 0;
+
+	if (count > IWD_IOV_LIMIT || (count && !iov))
+		return -FI_EINVAL;
+	if (op_flags & FI_MULTI_RECV)
+		return -FI_ENOSYS;
+	len = iwd_iov_len(iov, count);
+	iwd_lock(ep->dom);
+	if (ep->dom->dead) {
+		iwd_unlock(ep->dom);
+		return -FI_ENODEV;
+	}
+	if (!ep->enabled) {
+		iwd_unlock(ep->dom);
+		return -FI_EOPBADSTATE;
+	}
+	if (ep->rq_used >= ep->rq_depth) {
+		iwd_domain_progress(ep->dom);
+		if (ep->rq_used >= ep->rq_depth) {
+			iwd_unlock(ep->dom);
+			return -FI_EAGAIN;
+		}
+	}
+	rr = calloc(1, sizeof(*rr));
+	if (!rr) {
+		iwd_unlock(ep->dom);
+		return -FI_ENOMEM;
+	}
+	rr->wr.kind = IWD_WR_RX_REQ;
+	rr->ep = ep;
+	rr->context = context;
+	rr->flags = op_flags;
+	rr->len = len;
+	rr->iov_count = count;
+	for (i = 0; i < count; i++) {
+		rr->iov[i] = iov[i];
+		if (direct && !iwd_desc_lkey(desc[i], iov[i].iov_base, iov[i].iov_len, &lkey))
+			direct = 0;
+		else if (direct && iov[i].iov_len)
+			sge[nsge++] = (struct iwv_sge){(uint64_t)(uintptr_t)iov[i].iov_base, (uint32_t)iov[i].iov_len, lkey};
+	}
+	iwd_list_insert_tail(&ep->rx_reqs, &rr->link);
+	if (!direct) {
+		nsge = 1;
+		if (len > ep->rxp.slot_size && ep->type == FI_EP_MSG) {
+			rr->bounce = iwd_stage_alloc(ep->dom, len);
+			rr->bounce_len = len;
+			rr->stage = rr->bounce != NULL;
+			sge[0] = (struct iwv_sge){(uint64_t)(uintptr_t)rr->bounce, (uint32_t)len,
+						  rr->bounce ? iwd_stage_lkey(ep->dom) : 0};
+		} else {
+			rr->bounce = iwd_pool_get(&ep->rxp);
+			sge[0] = (struct iwv_sge){(uint64_t)(uintptr_t)rr->bounce, (uint32_t)ep->rxp.slot_size,
+						  iwd_pool_lkey(&ep->rxp)};
+		}
+		if (!rr->bounce) {
+			rxreq_free(ep, rr);
+			iwd_unlock(ep->dom);
+			return -FI_EAGAIN;
+		}
+	}
+	wr.wr_id = (uint64_t)(uintptr_t)rr;
+	wr.num_sge = (uint16_t)nsge;
+	wr.sg_list = sge;
+	ret = iwv_post_recv(ep->qp, &wr, 1);
+	if (ret != 1) {
+		rxreq_free(ep, rr);
+		iwd_unlock(ep->dom);
+		return ret == -ENOMEM ? -FI_EAGAIN : iwd_errno(ret < 0 ? ret : -EIO);
+	}
+	ep->rq_used++;
+	iwd_unlock(ep->dom);
+	return 0;
+}
+
+static ssize_t dg_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, size_t count, fi_addr_t dest,
+		       void *context, uint64_t op_flags)
+{
+	struct iwv_sge sge[IWD_IOV_LIMIT + 1];
+	struct iwv_send_wr wr;
+	const struct iwv_av *av = NULL;
+	struct iwd_tx *tx;
+	size_t len;
+	int nsge = 0, ret;
+
+	if (count > IWD_IOV_LIMIT || (count && !iov))
+		return -FI_EINVAL;
+	len = iwd_iov_len(iov, count);
+	if (len > ep->info->ep_attr->max_msg_size)
+		return -FI_EMSGSIZE;
+	if ((op_flags & FI_INJECT) && len > ep->info->tx_attr->inject_size)
+		return -FI_EMSGSIZE;
+	if (op_flags & FI_REMOTE_CQ_DATA)
+		return -FI_ENOSYS;
+	iwd_lock(ep->dom);
+	if (ep->dom->dead) {
+		iwd_unlock(ep->dom);
+		return -FI_ENODEV;
+	}
+	if (!ep->enabled) {
+		iwd_unlock(ep->dom);
+		return -FI_EOPBADSTATE;
+	}
+	if (ep->type == FI_EP_DGRAM) {
+		av = iwd_av_lookup(ep->av, dest);
+		if (!av) {
+			iwd_unlock(ep->dom);
+			return -FI_EINVAL;
+		}
+	} else if (ep->cm_state != 2 /* connected */) {
+		iwd_unlock(ep->dom);
+		return -FI_ENOTCONN;
+	}
+	if (ep->sq_used >= ep->sq_depth || !ep->txp.nfree)
+		iwd_domain_progress(ep->dom);
+	tx = iwd_tx_new(ep, context, FI_SEND | FI_MSG, op_flags);
+	if (!tx) {
+		iwd_unlock(ep->dom);
+		return -FI_ENOMEM;
+	}
+	tx->len = len;
+	ret = iwd_tx_gather(ep, tx, iov, desc, count, NULL, 0, sge, &nsge, (op_flags & FI_INJECT) != 0);
+	if (ret == -FI_EMSGSIZE && ep->type == FI_EP_MSG) {
+		/* Larger than a bounce slot and not registered: stage it. */
+		tx->stage = iwd_stage_alloc(ep->dom, len);
+		if (!tx->stage) {
+			ret = -FI_EAGAIN;
+		} else {
+			tx->stage_len = len;
+			iwd_iov_copy_out(tx->stage, iov, count, len);
+			sge[0] = (struct iwv_sge){(uint64_t)(uintptr_t)tx->stage, (uint32_t)len, iwd_stage_lkey(ep->dom)};
+			nsge = 1;
+			ret = 0;
+		}
+	}
+	if (ret) {
+		iwd_tx_free(ep, tx);
+		iwd_unlock(ep->dom);
+		return ret;
+	}
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = (uint64_t)(uintptr_t)tx;
+	wr.opcode = IWV_WR_SEND;
+	wr.flags = IWV_SEND_SIGNALED;
+	wr.num_sge = (uint16_t)nsge;
+	wr.sg_list = sge;
+	wr.av = av;
+	ret = iwd_ep_post_send(ep, &wr);
+	if (ret) {
+		iwd_tx_free(ep, tx);
+		iwd_unlock(ep->dom);
+		return ret;
+	}
+	tx->posted = 1;
+	iwd_unlock(ep->dom);
+	return 0;
+}
+
+static ssize_t m_recv(struct fid_ep *f, void *buf, size_t len, void *desc, fi_addr_t src, void *ctx)
+{
+	struct iovec iov = {buf, len};
+	IWD_UNUSED(src);
+	return dg_recv(ep_of(f), &iov, &desc, 1, ctx, ep_of(f)->rx_op_flags);
+}
+
+static ssize_t m_recvv(struct fid_ep *f, const struct iovec *iov, void **desc, size_t count, fi_addr_t src, void *ctx)
+{
+	IWD_UNUSED(src);
+	return dg_recv(ep_of(f), iov, desc, count, ctx, ep_of(f)->rx_op_flags);
+}
+
+static ssize_t m_recvmsg(struct fid_ep *f, const struct fi_msg *msg, uint64_t flags)
+{
+	if (!msg)
+		return -FI_EINVAL;
+	return dg_recv(ep_of(f), msg->msg_iov, msg->desc, msg->iov_count, msg->context, flags);
+}
+
+static ssize_t m_send(struct fid_ep *f, const void *buf, size_t len, void *desc, fi_addr_t dest, void *ctx)
+{
+	struct iovec iov = {(void *)buf, len};
+	return dg_send(ep_of(f), &iov, &desc, 1, dest, ctx, ep_of(f)->tx_op_flags);
+}
+
+static ssize_t m_sendv(struct fid_ep *f, const struct iovec *iov, void **desc, size_t count, fi_addr_t dest, void *ctx)
+{
+	return dg_send(ep_of(f), iov, desc, count, dest, ctx, ep_of(f)->tx_op_flags);
+}
+
+static ssize_t m_sendmsg(struct fid_ep *f, const struct fi_msg *msg, uint64_t flags)
+{
+	if (!msg)
+		return -FI_EINVAL;
+	return dg_send(ep_of(f), msg->msg_iov, msg->desc, msg->iov_count, msg->addr, msg->context, flags);
+}
+
+static ssize_t m_inject(struct fid_ep *f, const void *buf, size_t len, fi_addr_t dest)
+{
+	struct iovec iov = {(void *)buf, len};
+	return dg_send(ep_of(f), &iov, NULL, 1, dest, NULL, FI_INJECT);
+}
+
+static ssize_t m_senddata(struct fid_ep *f, const void *buf, size_t len, void *desc, uint64_t data, fi_addr_t dest,
+			  void *ctx)
+{
+	IWD_UNUSED(f);
+	IWD_UNUSED(buf);
+	IWD_UNUSED(len);
+	IWD_UNUSED(desc);
+	IWD_UNUSED(data);
+	IWD_UNUSED(dest);
+	IWD_UNUSED(ctx);
+	return -FI_ENOSYS; /* no immediate data on UD/RC yet (cq_data_size 0) */
+}
+
+static ssize_t m_injectdata(struct fid_ep *f, const void *buf, size_t len, uint64_t data, fi_addr_t dest)
+{
+	IWD_UNUSED(f);
+	IWD_UNUSED(buf);
+	IWD_UNUSED(len);
+	IWD_UNUSED(data);
+	IWD_UNUSED(dest);
+	return -FI_ENOSYS;
+}
+
+struct fi_ops_msg iwd_dgram_msg_ops = {
+	.size = sizeof(struct fi_ops_msg),
+	.recv = m_recv,
+	.recvv = m_recvv,
+	.recvmsg = m_recvmsg,
+	.send = m_send,
+	.sendv = m_sendv,
+	.sendmsg = m_sendmsg,
+	.inject = m_inject,
+	.senddata = m_senddata,
+	.injectdata = m_injectdata,
+};

@@ -1,0 +1,123 @@
+/*
+ * iwd_init.c — the provider's entry point (fi_provider(7): a dl-loaded
+ * provider exports fi_prov_ini) and its FI_IWARPD_* parameters.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "iwd.h"
+
+struct iwd_params iwd_env = {
+	.socket = NULL,
+	.eager_max = 16384, /* docs/libfabric.md "Eager or rendezvous" */
+	.rx_bufs = 256,
+	.staging = 64u << 20,
+	.dgram_max = 65536,
+	.progress_thread = 0,
+	.timeout_ms = 2000,
+};
+
+static void iwd_cleanup(void) {}
+
+struct fi_provider iwd_prov = {
+	.version = IWD_PROV_VERSION,
+	.fi_version = IWD_FI_VERSION,
+	.name = IWD_PROV_NAME,
+	.getinfo = iwd_getinfo,
+	.fabric = iwd_fabric_open,
+	.cleanup = iwd_cleanup,
+};
+
+int iwd_errno(int err)
+{
+	if (err >= 0)
+		return err;
+	switch (-err) {
+	case ENOMEM:
+		return -FI_ENOMEM;
+	case EAGAIN:
+		return -FI_EAGAIN;
+	case EINVAL:
+		return -FI_EINVAL;
+	case ENODEV:
+	case ECONNRESET:
+	case EPIPE:
+		return -FI_ENODEV;
+	case ETIMEDOUT:
+		return -FI_ETIMEDOUT;
+	case EBUSY:
+		return -FI_EBUSY;
+	case ENOENT:
+		return -FI_ENOENT;
+	case EACCES:
+	case EPERM:
+		return -FI_EACCES;
+	case EPROTO:
+		return -FI_EOTHER; /* another ABI version of the daemon */
+	case ECONNREFUSED:
+		return -FI_ECONNREFUSED;
+	case EADDRINUSE:
+		return -FI_EADDRINUSE;
+	case ENOSYS:
+	case EOPNOTSUPP:
+		return -FI_ENOSYS;
+	case EMSGSIZE:
+		return -FI_EMSGSIZE;
+	case EFAULT:
+		return -FI_EFAULT;
+	case ENOSPC:
+		return -FI_ENOSPC;
+	case EHOSTUNREACH:
+	case ENETUNREACH:
+		return -FI_EHOSTUNREACH;
+	case ECONNABORTED:
+		return -FI_ECONNABORTED;
+	default:
+		return -FI_EOTHER;
+	}
+}
+
+static void iwd_size_param(const char *name, size_t *v)
+{
+	size_t x;
+	if (fi_param_get_size_t(&iwd_prov, name, &x) == FI_SUCCESS)
+		*v = x;
+}
+
+FI_EXT_INI
+{
+	int b;
+	char *s = NULL;
+
+	fi_param_define(&iwd_prov, "socket", FI_PARAM_STRING,
+			"The iwarpd daemon's control socket (default: $IWARPD_SOCKET, else the daemon's default path)");
+	fi_param_define(&iwd_prov, "eager_max", FI_PARAM_SIZE_T,
+			"RDM: messages up to this many octets go eagerly; larger ones by rendezvous with RDMA Read (default 16384)");
+	fi_param_define(&iwd_prov, "rx_bufs", FI_PARAM_SIZE_T,
+			"RDM: bounce receive buffers kept posted per endpoint (default 256)");
+	fi_param_define(&iwd_prov, "staging", FI_PARAM_SIZE_T,
+			"Octets of registered staging memory per domain for rendezvous of unregistered buffers (default 64 MiB)");
+	fi_param_define(&iwd_prov, "dgram_max", FI_PARAM_SIZE_T,
+			"DGRAM: largest message (default 65536, at most the daemon's max_msg_ud)");
+	fi_param_define(&iwd_prov, "progress_thread", FI_PARAM_BOOL,
+			"Run a progress thread per domain so that rendezvous steps advance while the application computes (default no)");
+	fi_param_define(&iwd_prov, "timeout_ms", FI_PARAM_INT,
+			"How long to wait for the daemon to answer when opening a session (default 2000)");
+
+	if (fi_param_get_str(&iwd_prov, "socket", &s) == FI_SUCCESS && s && *s)
+		iwd_env.socket = s;
+	iwd_size_param("eager_max", &iwd_env.eager_max);
+	iwd_size_param("rx_bufs", &iwd_env.rx_bufs);
+	iwd_size_param("staging", &iwd_env.staging);
+	iwd_size_param("dgram_max", &iwd_env.dgram_max);
+	if (fi_param_get_bool(&iwd_prov, "progress_thread", &b) == FI_SUCCESS)
+		iwd_env.progress_thread = b;
+	if (fi_param_get_int(&iwd_prov, "timeout_ms", &b) == FI_SUCCESS && b > 0)
+		iwd_env.timeout_ms = b;
+	if (iwd_env.rx_bufs < 8)
+		iwd_env.rx_bufs = 8;
+	if (iwd_env.eager_max < 64)
+		iwd_env.eager_max = 64;
+	return &iwd_prov;
+}

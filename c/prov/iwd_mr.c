@@ -1,0 +1,147 @@
+/*
+ * iwd_mr.c — memory registration (fi_mr(3)). Any application memory (heap,
+ * stack, static) is registered with the daemon through iwv_reg_mr, which
+ * reaches it with process_vm_readv/writev (a libiwverbs buffer is mapped
+ * zero-copy instead). Keys are the daemon's STags (FI_MR_PROV_KEY) and
+ * addresses are virtual (FI_MR_VIRT_ADDR).
+ *
+ * If the daemon cannot register the range and the application asked only
+ * for local access (FI_SEND/FI_RECV/FI_READ/FI_WRITE), the MR is kept
+ * local-only: transfers through it are staged through bounce memory.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "iwd.h"
+
+#define IWD_MR_ACCESS (FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)
+
+static int mr_close(struct fid *fid)
+{
+	struct iwd_mr *mr = iwd_container_of(fid, struct iwd_mr, mr_fid.fid);
+	int ret = 0;
+	if (mr->vmr) {
+		ret = iwv_dereg_mr(mr->vmr);
+		if (ret && ret != -ENODEV) {
+			IWD_WARN(FI_LOG_MR, "iwarpd: deregistering %p+%zu: %s\n", mr->addr, mr->len,
+				 iwv_last_error(mr->dom->fab->s));
+		}
+	}
+	iwd_lock(mr->dom);
+	mr->dom->refs--;
+	iwd_unlock(mr->dom);
+	free(mr);
+	return 0;
+}
+
+static int mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+{
+	IWD_UNUSED(fid);
+	IWD_UNUSED(flags);
+	if (bfid->fclass == FI_CLASS_EP || bfid->fclass == FI_CLASS_CNTR)
+		return -FI_ENOSYS; /* FI_MR_ENDPOINT and FI_RMA_EVENT are not offered */
+	return -FI_EINVAL;
+}
+
+static struct fi_ops mr_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = mr_close,
+	.bind = mr_bind,
+	.control = iwd_no_control,
+	.ops_open = iwd_no_ops_open,
+};
+
+int iwd_mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t access, uint64_t offset,
+	       uint64_t requested_key, uint64_t flags, struct fid_mr **out, void *context)
+{
+	struct iwd_domain *dom;
+	struct iwd_mr *mr;
+	int vacc = 0, ret;
+
+	IWD_UNUSED(requested_key);
+	if (!fid || fid->fclass != FI_CLASS_DOMAIN || !out)
+		return -FI_EINVAL;
+	dom = iwd_container_of(fid, struct iwd_domain, domain_fid.fid);
+	if (flags)
+		return -FI_EINVAL;
+	if (offset)
+		return -FI_EINVAL; /* FI_MR_VIRT_ADDR: the offset is the address */
+	if (!access)
+		access = IWD_MR_ACCESS;
+	if (access & ~(uint64_t)IWD_MR_ACCESS)
+		return -FI_EINVAL;
+	if (!buf && len)
+		return -FI_EINVAL;
+	if (iwd_domain_check(dom))
+		return -FI_ENODEV;
+	mr = calloc(1, sizeof(*mr));
+	if (!mr)
+		return -FI_ENOMEM;
+	mr->dom = dom;
+	mr->addr = (void *)buf;
+	mr->len = len;
+	mr->access = access;
+	vacc = IWV_ACCESS_LOCAL_WRITE;
+	if (access & FI_REMOTE_READ)
+		vacc |= IWV_ACCESS_REMOTE_READ;
+	if (access & FI_REMOTE_WRITE)
+		vacc |= IWV_ACCESS_REMOTE_WRITE;
+	ret = len ? iwv_reg_mr(dom->pd, (void *)buf, len, vacc, &mr->vmr) : 0;
+	if (ret) {
+		/* A daemon without application-memory registration (proto
+		 * RegMRRequest.Process) answers EINVAL: keep the MR local-only,
+		 * so that sends and receives through it are staged; remote
+		 * access to it is refused by the peer's daemon (no key). */
+		if (ret != -EINVAL || iwd_domain_check(dom)) {
+			IWD_WARN(FI_LOG_MR, "iwarpd: registering %p+%zu: %s\n", buf, len, iwv_last_error(dom->fab->s));
+			free(mr);
+			return iwd_errno(ret);
+		}
+		if (access & (FI_REMOTE_READ | FI_REMOTE_WRITE))
+			IWD_WARN(FI_LOG_MR,
+				 "iwarpd: %p+%zu cannot be registered for remote access (%s): this daemon cannot reach "
+				 "application memory; RMA into it will fail, sends and receives are staged\n",
+				 buf, len, iwv_last_error(dom->fab->s));
+		mr->vmr = NULL;
+	}
+	mr->mr_fid.fid.fclass = FI_CLASS_MR;
+	mr->mr_fid.fid.context = context;
+	mr->mr_fid.fid.ops = &mr_fi_ops;
+	mr->mr_fid.mem_desc = mr;
+	mr->mr_fid.key = mr->vmr ? iwv_mr_rkey(mr->vmr) : FI_KEY_NOTAVAIL;
+	iwd_lock(dom);
+	dom->refs++;
+	iwd_unlock(dom);
+	*out = &mr->mr_fid;
+	return 0;
+}
+
+int iwd_mr_regv(struct fid *fid, const struct iovec *iov, size_t count, uint64_t access, uint64_t offset,
+		uint64_t requested_key, uint64_t flags, struct fid_mr **mr, void *context)
+{
+	if (count != 1 || !iov)
+		return count ? -FI_ENOSYS : -FI_EINVAL;
+	return iwd_mr_reg(fid, iov[0].iov_base, iov[0].iov_len, access, offset, requested_key, flags, mr, context);
+}
+
+int iwd_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_t flags, struct fid_mr **mr)
+{
+	if (!attr)
+		return -FI_EINVAL;
+	if (attr->iface != FI_HMEM_SYSTEM)
+		return -FI_ENOSYS;
+	return iwd_mr_regv(fid, attr->mr_iov, attr->iov_count, attr->access, attr->offset, attr->requested_key,
+			   flags, mr, attr->context);
+}
+
+int iwd_desc_lkey(void *desc, const void *addr, size_t len, uint32_t *lkey)
+{
+	struct iwd_mr *mr = desc;
+	if (!mr || !mr->vmr || mr->mr_fid.fid.fclass != FI_CLASS_MR)
+		return 0;
+	if ((const char *)addr < (char *)mr->addr || (const char *)addr + len > (char *)mr->addr + mr->len)
+		return 0;
+	*lkey = iwv_mr_lkey(mr->vmr);
+	return 1;
+}

@@ -1,0 +1,233 @@
+/*
+ * iwd_rma.c — FI_RMA (fi_rma(3)): RDMA Write and RDMA Read over RD (RDM
+ * endpoints, the destination from the AV) and over RC (MSG endpoints).
+ * Keys are the daemon's STags and addresses virtual (FI_MR_PROV_KEY,
+ * FI_MR_VIRT_ADDR). A local buffer without a daemon registration goes
+ * through a bounce slot or staging memory. Remote CQ data (fi_writedata)
+ * needs immediate data in the verbs layer: not offered yet (-FI_ENOSYS).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "iwd.h"
+
+static struct iwd_ep *ep_of(struct fid_ep *f) { return iwd_container_of(f, struct iwd_ep, ep_fid); }
+
+void iwd_rma_wc(struct iwd_ep *ep, struct iwd_tx *tx, struct iwv_wc *wc)
+{
+	int err = iwd_wc_errno(wc);
+	if (!err && tx->cntr_kind == 2) {
+		const void *src = tx->stage ? tx->stage : tx->bounce;
+		if (src)
+			iwd_iov_copy_in(tx->iov, tx->iov_count, 0, src, tx->len);
+	}
+	if (err)
+		iwd_ep_tx_err(ep, tx->context, tx->flags, err, wc->status, tx->cntr_kind);
+	else
+		iwd_ep_tx_done(ep, tx->context, tx->flags, tx->op_flags, tx->len, tx->cntr_kind);
+	iwd_tx_free(ep, tx);
+}
+
+static ssize_t rma_op(struct iwd_ep *ep, int is_read, const struct iovec *iov, void **desc, size_t count,
+		      fi_addr_t dest, uint64_t addr, uint64_t key, void *context, uint64_t op_flags)
+{
+	struct iwv_sge sge[IWD_IOV_LIMIT];
+	struct iwv_send_wr wr;
+	const struct iwv_av *av = NULL;
+	struct iwd_tx *tx;
+	size_t len, i;
+	int nsge = 0, ret;
+
+	if (count > IWD_IOV_LIMIT || (count && !iov))
+		return -FI_EINVAL;
+	if (op_flags & FI_REMOTE_CQ_DATA)
+		return -FI_ENOSYS;
+	len = iwd_iov_len(iov, count);
+	if ((op_flags & FI_INJECT) && (is_read || len > ep->info->tx_attr->inject_size))
+		return -FI_EINVAL;
+	if (key > UINT32_MAX)
+		return -FI_EINVAL;
+	iwd_lock(ep->dom);
+	if (ep->dom->dead) {
+		iwd_unlock(ep->dom);
+		return -FI_ENODEV;
+	}
+	if (!ep->enabled) {
+		iwd_unlock(ep->dom);
+		return -FI_EOPBADSTATE;
+	}
+	if (ep->type == FI_EP_RDM) {
+		av = iwd_av_lookup(ep->av, dest);
+		if (!av) {
+			iwd_unlock(ep->dom);
+			return -FI_EINVAL;
+		}
+	} else if (ep->cm_state != 2) {
+		iwd_unlock(ep->dom);
+		return -FI_ENOTCONN;
+	}
+	if (ep->sq_used >= ep->sq_depth)
+		iwd_domain_progress(ep->dom);
+	tx = iwd_tx_new(ep, context, FI_RMA | (is_read ? FI_READ : FI_WRITE), op_flags);
+	if (!tx) {
+		iwd_unlock(ep->dom);
+		return -FI_ENOMEM;
+	}
+	tx->cntr_kind = is_read ? 2 : 1;
+	tx->len = len;
+	if (is_read) {
+		uint32_t lk[IWD_IOV_LIMIT];
+		int direct = desc != NULL && count > 0;
+		for (i = 0; direct && i < count; i++)
+			if (!iwd_desc_lkey(desc[i], iov[i].iov_base, iov[i].iov_len, &lk[i]))
+				direct = 0;
+		if (direct) {
+			for (i = 0; i < count; i++)
+				if (iov[i].iov_len)
+					sge[nsge++] = (struct iwv_sge){(uint64_t)(uintptr_t)iov[i].iov_base,
+								       (uint32_t)iov[i].iov_len, lk[i]};
+			ret = 0;
+		} else {
+			for (i = 0; i < count; i++)
+				tx->iov[i] = iov[i];
+			tx->iov_count = count;
+			if (len <= ep->txp.slot_size && (tx->bounce = iwd_pool_get(&ep->txp)) != NULL) {
+				sge[0] = (struct iwv_sge){(uint64_t)(uintptr_t)tx->bounce, (uint32_t)len, iwd_pool_lkey(&ep->txp)};
+				ret = 0;
+			} else if ((tx->stage = iwd_stage_alloc(ep->dom, len)) != NULL) {
+				tx->stage_len = len;
+				sge[0] = (struct iwv_sge){(uint64_t)(uintptr_t)tx->stage, (uint32_t)len, iwd_stage_lkey(ep->dom)};
+				ret = 0;
+			} else {
+				ret = -FI_EAGAIN;
+			}
+			nsge = len ? 1 : 0;
+		}
+	} else {
+		ret = iwd_tx_gather(ep, tx, iov, desc, count, NULL, 0, sge, &nsge, (op_flags & FI_INJECT) != 0);
+		if (ret == -FI_EMSGSIZE) {
+			tx->stage = iwd_stage_alloc(ep->dom, len);
+			if (tx->stage) {
+				tx->stage_len = len;
+				iwd_iov_copy_out(tx->stage, iov, count, len);
+				sge[0] = (struct iwv_sge){(uint64_t)(uintptr_t)tx->stage, (uint32_t)len, iwd_stage_lkey(ep->dom)};
+				nsge = 1;
+				ret = 0;
+			} else {
+				ret = -FI_EAGAIN;
+			}
+		}
+	}
+	if (ret) {
+		iwd_tx_free(ep, tx);
+		iwd_unlock(ep->dom);
+		return ret;
+	}
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = (uint64_t)(uintptr_t)tx;
+	wr.opcode = is_read ? IWV_WR_RDMA_READ : IWV_WR_RDMA_WRITE;
+	wr.flags = IWV_SEND_SIGNALED;
+	wr.num_sge = (uint16_t)nsge;
+	wr.sg_list = sge;
+	wr.av = av;
+	wr.remote_addr = addr;
+	wr.rkey = (uint32_t)key;
+	ret = iwd_ep_post_send(ep, &wr);
+	if (ret) {
+		iwd_tx_free(ep, tx);
+		iwd_unlock(ep->dom);
+		return ret;
+	}
+	tx->posted = 1;
+	iwd_unlock(ep->dom);
+	return 0;
+}
+
+static ssize_t r_read(struct fid_ep *f, void *buf, size_t len, void *desc, fi_addr_t src, uint64_t addr, uint64_t key,
+		      void *ctx)
+{
+	struct iovec iov = {buf, len};
+	return rma_op(ep_of(f), 1, &iov, &desc, 1, src, addr, key, ctx, ep_of(f)->tx_op_flags);
+}
+
+static ssize_t r_readv(struct fid_ep *f, const struct iovec *iov, void **desc, size_t count, fi_addr_t src,
+		       uint64_t addr, uint64_t key, void *ctx)
+{
+	return rma_op(ep_of(f), 1, iov, desc, count, src, addr, key, ctx, ep_of(f)->tx_op_flags);
+}
+
+static ssize_t r_readmsg(struct fid_ep *f, const struct fi_msg_rma *msg, uint64_t flags)
+{
+	if (!msg || msg->rma_iov_count != 1)
+		return -FI_EINVAL;
+	return rma_op(ep_of(f), 1, msg->msg_iov, msg->desc, msg->iov_count, msg->addr, msg->rma_iov[0].addr,
+		      msg->rma_iov[0].key, msg->context, flags);
+}
+
+static ssize_t r_write(struct fid_ep *f, const void *buf, size_t len, void *desc, fi_addr_t dest, uint64_t addr,
+		       uint64_t key, void *ctx)
+{
+	struct iovec iov = {(void *)buf, len};
+	return rma_op(ep_of(f), 0, &iov, &desc, 1, dest, addr, key, ctx, ep_of(f)->tx_op_flags);
+}
+
+static ssize_t r_writev(struct fid_ep *f, const struct iovec *iov, void **desc, size_t count, fi_addr_t dest,
+			uint64_t addr, uint64_t key, void *ctx)
+{
+	return rma_op(ep_of(f), 0, iov, desc, count, dest, addr, key, ctx, ep_of(f)->tx_op_flags);
+}
+
+static ssize_t r_writemsg(struct fid_ep *f, const struct fi_msg_rma *msg, uint64_t flags)
+{
+	if (!msg || msg->rma_iov_count != 1)
+		return -FI_EINVAL;
+	return rma_op(ep_of(f), 0, msg->msg_iov, msg->desc, msg->iov_count, msg->addr, msg->rma_iov[0].addr,
+		      msg->rma_iov[0].key, msg->context, flags);
+}
+
+static ssize_t r_inject(struct fid_ep *f, const void *buf, size_t len, fi_addr_t dest, uint64_t addr, uint64_t key)
+{
+	struct iovec iov = {(void *)buf, len};
+	return rma_op(ep_of(f), 0, &iov, NULL, 1, dest, addr, key, NULL, FI_INJECT);
+}
+
+static ssize_t r_writedata(struct fid_ep *f, const void *buf, size_t len, void *desc, uint64_t data, fi_addr_t dest,
+			   uint64_t addr, uint64_t key, void *ctx)
+{
+	IWD_UNUSED(f);
+	IWD_UNUSED(buf);
+	IWD_UNUSED(len);
+	IWD_UNUSED(desc);
+	IWD_UNUSED(data);
+	IWD_UNUSED(dest);
+	IWD_UNUSED(addr);
+	IWD_UNUSED(key);
+	IWD_UNUSED(ctx);
+	return -FI_ENOSYS;
+}
+
+static ssize_t r_injectdata(struct fid_ep *f, const void *buf, size_t len, uint64_t data, fi_addr_t dest,
+			    uint64_t addr, uint64_t key)
+{
+	IWD_UNUSED(f);
+	IWD_UNUSED(buf);
+	IWD_UNUSED(len);
+	IWD_UNUSED(data);
+	IWD_UNUSED(dest);
+	IWD_UNUSED(addr);
+	IWD_UNUSED(key);
+	return -FI_ENOSYS;
+}
+
+struct fi_ops_rma iwd_rma_ops = {
+	.size = sizeof(struct fi_ops_rma),
+	.read = r_read,
+	.readv = r_readv,
+	.readmsg = r_readmsg,
+	.write = r_write,
+	.writev = r_writev,
+	.writemsg = r_writemsg,
+	.inject = r_inject,
+	.writedata = r_writedata,
+	.injectdata = r_injectdata,
+};

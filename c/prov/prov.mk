@@ -1,0 +1,33 @@
+# c/prov/prov.mk — the provider's part of c/Makefile (included there; paths
+# are relative to c/). Builds $(BUILD)/libiwarpd-fi.so from c/prov and the
+# static libiwverbs ($(LIBA)); only fi_prov_ini is exported (prov/iwd.map).
+#   make -C c prov       the provider (and the tag-matching unit test)
+#   make -C c install    into Debian's libfabric provider directory
+# c/prov/Makefile builds the same standalone (test/libfabric uses it).
+PROV_SRCS := $(wildcard prov/iwd_*.c)
+PROV_OBJS := $(PROV_SRCS:prov/%.c=$(BUILD)/prov/%.o)
+PROV_SO   := $(BUILD)/libiwarpd-fi.so
+PROV_TEST := $(BUILD)/prov/test_match
+MULTIARCH := $(shell dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || $(CC) -print-multiarch 2>/dev/null)
+# Where Debian's libfabric looks for providers without FI_PROVIDER_PATH:
+# its compiled-in provider_path (`fi_info -e`).
+PROVDIR   ?= /usr/lib/$(MULTIARCH)/libfabric
+
+prov: $(PROV_SO) $(PROV_TEST)
+
+$(BUILD)/prov/%.o: prov/%.c prov/iwd.h prov/iwd_list.h $(CORE_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_CORE) -Iprov -c $< -o $@
+
+$(PROV_SO): $(PROV_OBJS) $(LIBA) prov/iwd.map
+	$(CC) -shared -Wl,--version-script=prov/iwd.map -Wl,-z,defs $(SANLD) -o $@ $(PROV_OBJS) $(LIBA) \
+		$(LDLIBS_CORE) -lfabric
+
+$(PROV_TEST): prov/tests/test_match.c prov/iwd_tagged.c prov/iwd.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_CORE) -Iprov -fsanitize=address,undefined -fno-sanitize-recover=all -o $@ \
+		prov/tests/test_match.c prov/iwd_tagged.c
+
+install: $(PROV_SO)
+	install -d $(DESTDIR)$(PROVDIR)
+	install -m 0644 $(PROV_SO) $(DESTDIR)$(PROVDIR)/libiwarpd-fi.so

@@ -1,0 +1,167 @@
+package libfabric
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iwarpd/iwarpd/test/daemontest"
+	"github.com/iwarpd/iwarpd/test/netns"
+)
+
+// A fi_pingpong configuration: provider, endpoint type, sizes (-S), the
+// largest size it must reach, and environment for the provider stack.
+type ppCase struct {
+	name    string
+	prov    string
+	ep      string
+	sizes   []string // one run per entry
+	largest string   // the size column of the last line of the "all" run
+	env     []string
+}
+
+// native selects the iwarpd provider itself, not a utility provider
+// layered on it (fi_pingpong takes the first info).
+var native = []string{"FI_PROVIDER=^ofi_rxm,ofi_rxd"}
+
+func ppCases() []ppCase {
+	return []ppCase{
+		{name: "rdm", prov: "iwarpd", ep: "rdm", sizes: []string{"all"}, largest: "6m", env: native},
+		{name: "rdm-progress-thread", prov: "iwarpd", ep: "rdm", sizes: []string{"all"}, largest: "6m",
+			env: append([]string{"FI_IWARPD_PROGRESS_THREAD=1"}, native...)},
+		{name: "rdm-eager-4k", prov: "iwarpd", ep: "rdm", sizes: []string{"all"}, largest: "6m",
+			env: append([]string{"FI_IWARPD_EAGER_MAX=4096"}, native...)},
+		{name: "dgram", prov: "iwarpd", ep: "dgram", sizes: []string{"all"}, largest: "64k", env: native},
+		{name: "msg", prov: "iwarpd", ep: "msg", sizes: []string{"all"}, largest: "6m", env: native},
+		{name: "rxd", prov: "iwarpd;ofi_rxd", ep: "rdm", sizes: []string{"all"}, largest: "6m"},
+		// ofi_rxm sends above its SAR limit by rendezvous with RMA Read of
+		// its own registrations: that needs the daemon to reach application
+		// memory (docs/libfabric.md, "Limits"); below it, segmentation.
+		{name: "rxm", prov: "iwarpd;ofi_rxm", ep: "rdm", sizes: []string{"1", "1024", "65536", "1048576"},
+			env: []string{"FI_OFI_RXM_SAR_LIMIT=4194304"}},
+	}
+}
+
+// pingpong runs one fi_pingpong server/client pair and checks that every
+// size line reports all its messages acknowledged.
+func pingpong(t *testing.T, pair *netns.Pair, da, db *daemontest.Daemon, serverIP string, c ppCase, size string) string {
+	t.Helper()
+	timeout := daemontest.Scaled(120 * time.Second)
+	var clientOut string
+	for attempt := 0; attempt < 20; attempt++ {
+		port := fmt.Sprint(ctrlPort())
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		args := []string{"-p", c.prov, "-e", c.ep, "-c", "-I", "10", "-S", size}
+		srv := command(ctx, pair, 0, "fi_pingpong", append(args, "-B", port)...)
+		srv.Env = fiEnv(da, c.env...)
+		var srvOut strings.Builder
+		srv.Stdout, srv.Stderr = &srvOut, &srvOut
+		if err := srv.Start(); err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		srvDone := make(chan error, 1)
+		go func() { srvDone <- srv.Wait() }()
+		cli := command(ctx, pair, 1, "fi_pingpong", append(args, "-P", port, serverIP)...)
+		cli.Env = fiEnv(db, c.env...)
+		out, err := run(t, cli, timeout)
+		if strings.Contains(out, "failed to connect") {
+			// The server was not listening yet: try again, bounded.
+			srv.Process.Kill()
+			<-srvDone
+			cancel()
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		var serr error
+		select {
+		case serr = <-srvDone:
+		case <-time.After(timeout):
+			srv.Process.Kill()
+			serr = <-srvDone
+		}
+		cancel()
+		if err != nil || serr != nil {
+			t.Fatalf("fi_pingpong %s -S %s: client: %v, server: %v\nclient:\n%s\nserver:\n%s", c.name, size, err, serr,
+				out, srvOut.String())
+		}
+		clientOut = out
+		break
+	}
+	if clientOut == "" {
+		t.Fatalf("fi_pingpong %s: the server never listened", c.name)
+	}
+	lines := 0
+	last := ""
+	for _, line := range strings.Split(clientOut, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 || f[0] == "bytes" {
+			continue
+		}
+		lines++
+		last = f[0]
+		if f[2] != "="+f[1] {
+			t.Errorf("fi_pingpong %s size %s: %s sent, %s acknowledged", c.name, f[0], f[1], f[2])
+		}
+	}
+	if lines == 0 {
+		t.Fatalf("fi_pingpong %s -S %s printed no results:\n%s", c.name, size, clientOut)
+	}
+	if size == "all" && c.largest != "" && last != c.largest {
+		t.Errorf("fi_pingpong %s -S all ended at %s, want %s:\n%s", c.name, last, c.largest, clientOut)
+	}
+	return clientOut
+}
+
+// TestPingpongLoopback is acceptance point 2 on loopback: two daemons,
+// fi_pingpong -c for rdm, dgram and msg and both layered providers.
+func TestPingpongLoopback(t *testing.T) {
+	needProvider(t)
+	da := daemon(t, "a", daemontest.Options{})
+	db := daemon(t, "b", daemontest.Options{})
+	for _, c := range ppCases() {
+		t.Run(c.name, func(t *testing.T) {
+			for _, s := range c.sizes {
+				pingpong(t, nil, da, db, "127.0.0.1", c, s)
+			}
+			da.CheckAlive(t)
+			db.CheckAlive(t)
+		})
+	}
+}
+
+// TestPingpongNetns is acceptance point 2 across two network namespaces
+// joined by a veth pair (MTU 1500): a daemon and a fi_pingpong in each.
+func TestPingpongNetns(t *testing.T) {
+	needProvider(t)
+	if ok, why := netns.Available(); !ok {
+		t.Skip("skipping the network-namespace test: " + why)
+	}
+	const prefix = "iwfi"
+	if err := netns.RemoveStale(prefix); err != nil {
+		t.Logf("removing stale namespaces: %v", err)
+	}
+	addrs := [2]netip.Prefix{netip.MustParsePrefix("169.254.85.1/24"), netip.MustParsePrefix("169.254.85.2/24")}
+	pair, err := netns.NewPair(fmt.Sprintf("%s%d", prefix, os.Getpid()), addrs, 1500)
+	if err != nil {
+		t.Skip("skipping the network-namespace test: ", err)
+	}
+	t.Cleanup(func() {
+		if err := pair.Close(); err != nil {
+			t.Errorf("deleting the namespaces: %v", err)
+		}
+	})
+	da := daemon(t, "ns-a", daemontest.Options{NS: pair, NSIdx: 0, Addr: addrs[0].Addr().String()})
+	db := daemon(t, "ns-b", daemontest.Options{NS: pair, NSIdx: 1, Addr: addrs[1].Addr().String()})
+	for _, c := range ppCases() {
+		t.Run(c.name, func(t *testing.T) {
+			for _, s := range c.sizes {
+				pingpong(t, pair, da, db, addrs[0].Addr().String(), c, s)
+			}
+		})
+	}
+}

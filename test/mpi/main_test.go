@@ -1,0 +1,150 @@
+package mpi
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/iwarpd/iwarpd/test/daemontest"
+	"github.com/iwarpd/iwarpd/test/mpi/mpilaunch"
+)
+
+// Port blocks of this package (doc.go).
+const (
+	udPortBase = 28200
+	rdPortBase = 28300
+	portBlock  = 25
+	portBlocks = 4
+)
+
+var (
+	nextBlock atomic.Int32
+	binDir    string // the test's temporary directory
+	progDir   string // the MPI programs, built by mpicc ("" when they could not be: mpiSkip/mpiErr say why)
+	provDir   string // holds libiwarpd-fi.so ("" when it could not be built: provSkip/provErr say why)
+	nsrsh     string // nsrsh.sh
+	mpiSkip   string
+	mpiErr    string
+	provSkip  string
+	provErr   string
+)
+
+// progs are the test programs in progs/ (check.h is their shared header).
+var progs = []string{"wildunexp", "p2p", "anysrc", "trunc", "unexpected", "coll", "rma"}
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "iwarpd-mpi-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mpi:", err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := 1
+	if err := daemontest.Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, "mpi:", err)
+	} else {
+		buildProvider(filepath.Join(dir, "c"))
+		buildProgs(filepath.Join(dir, "progs"))
+		code = m.Run()
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func ports() (ud, rd string) {
+	b := int(nextBlock.Add(1)-1) % portBlocks
+	u, r := udPortBase+b*portBlock, rdPortBase+b*portBlock
+	return fmt.Sprintf("%d-%d", u, u+portBlock-1), fmt.Sprintf("%d-%d", r, r+portBlock-1)
+}
+
+// buildProvider builds libiwarpd-fi.so into dir with c/prov's Makefile.
+func buildProvider(dir string) {
+	for _, tool := range []string{"cc", "make", "pkg-config"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			provSkip = tool + " not found: run scripts/install-build-deps.sh"
+			return
+		}
+	}
+	if _, err := os.Stat("/usr/include/rdma/providers/fi_prov.h"); err != nil {
+		provSkip = "libfabric-dev is not installed: run scripts/install-build-deps.sh"
+		return
+	}
+	root, err := daemontest.ModuleRoot()
+	if err != nil {
+		provErr = err.Error()
+		return
+	}
+	out, err := exec.Command("make", "-C", filepath.Join(root, "c", "prov"), "-s", "BUILD="+dir).CombinedOutput()
+	if err != nil {
+		provErr = fmt.Sprintf("make -C c/prov: %v\n%s", err, out)
+		return
+	}
+	provDir = dir
+}
+
+// buildProgs compiles every program of progs/ with mpicc into dir.
+func buildProgs(dir string) {
+	if why := mpilaunch.Available(); why != "" {
+		mpiSkip = why
+		return
+	}
+	root, err := daemontest.ModuleRoot()
+	if err != nil {
+		mpiErr = err.Error()
+		return
+	}
+	nsrsh = filepath.Join(root, "test", "mpi", "nsrsh.sh")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		mpiErr = err.Error()
+		return
+	}
+	src := filepath.Join(root, "test", "mpi", "progs")
+	var errs []string
+	for _, p := range progs {
+		out, err := exec.Command("mpicc", "-std=gnu11", "-O2", "-g", "-Wall", "-Wextra", "-Werror",
+			"-o", filepath.Join(dir, p), filepath.Join(src, p+".c")).CombinedOutput()
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("mpicc %s.c: %v\n%s", p, err, out))
+		}
+	}
+	if len(errs) > 0 {
+		mpiErr = strings.Join(errs, "\n")
+		return
+	}
+	progDir = dir
+}
+
+// needMPI skips or fails t when the programs are not built.
+func needMPI(t *testing.T) {
+	t.Helper()
+	if mpiErr != "" {
+		t.Fatal(mpiErr)
+	}
+	if progDir == "" {
+		t.Skip(mpiSkip)
+	}
+}
+
+// needProvider skips or fails t when the provider is not built.
+func needProvider(t *testing.T) {
+	t.Helper()
+	if provErr != "" {
+		t.Fatal(provErr)
+	}
+	if provDir == "" {
+		t.Skip(provSkip)
+	}
+}
+
+// transports are those IWARPD_MPI_TRANSPORTS names (default iwarpd).
+func transports() []string {
+	v := os.Getenv("IWARPD_MPI_TRANSPORTS")
+	if v == "" {
+		return []string{mpilaunch.IWARPD}
+	}
+	return strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' })
+}
