@@ -48,7 +48,7 @@ extern "C" {
 
 /* IWV_ABI_VERSION must equal proto.ABIVersion (checked by a Go test,
  * test/cclient). Client and daemon must agree exactly. */
-#define IWV_ABI_VERSION 2
+#define IWV_ABI_VERSION 3
 
 /* Environment variable naming the control socket (as ofverbs.EnvSocket). */
 #define IWV_ENV_SOCKET "IWARPD_SOCKET"
