@@ -5,7 +5,7 @@ FUZZTIME ?= 10s
 BENCHTIME ?= 200ms
 TESTFLAGS ?=
 
-.PHONY: build run test race fuzz lint bench bench-deps clean deps build-deps c c-asan
+.PHONY: build run test race fuzz lint bench bench-deps clean deps build-deps c c-asan install
 
 build: build-deps
 	$(GO) build -o $(BIN)/ ./cmd/...
@@ -33,6 +33,15 @@ c-asan:
 # gcc, make, pkg-config, libjansson-dev, libfabric-dev (idempotent).
 build-deps:
 	./scripts/install-build-deps.sh
+
+# Installs the programs into $(DESTDIR)$(PREFIX)/bin and the libfabric
+# provider libiwarpd-fi.so into Debian's libfabric provider directory
+# (found without FI_PROVIDER_PATH; docs/libfabric.md).
+PREFIX ?= /usr/local
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BIN)/* $(DESTDIR)$(PREFIX)/bin/
+	$(MAKE) -C c install
 
 # Runs the daemon on its embedded defaults (foreground; Ctrl-C stops it).
 run: build
