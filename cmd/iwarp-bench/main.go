@@ -389,7 +389,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		doc.OK = false
 	}
 	if cfg.Out != "" {
-		m := benchreport.Machine{Description: doc.Machine, Tree: doc.Tree, Config: cfg.describe()}
+		m := benchreport.Machine{Description: doc.Machine, Tree: doc.Tree, Config: cfg.describe(), Missed: missedOf(doc)}
 		if err := benchreport.WriteAll(cfg.Out, m, exps); err != nil {
 			fmt.Fprintf(stderr, "iwarp-bench: %v\n", err)
 			doc.OK = false
