@@ -210,14 +210,14 @@ func startNodes(s *session, cfg *benchConfig, a, b *node) error {
 	}
 	s.onClose(func() { os.RemoveAll(dir) })
 	a.socket, b.socket = filepath.Join(dir, "a.sock"), filepath.Join(dir, "b.sock")
-	a.rdBase, b.rdBase = rdPortsA, rdPortsB
+	a.rdBase, b.rdBase = cfg.Ports.RDA, cfg.Ports.RDB
 	rd := func(first int) []string {
 		return append([]string{"-rd-ports", fmt.Sprintf("%d-%d", first, first+rdPortsLen-1)}, cfg.DaemonArgs...)
 	}
-	if err := s.startDaemon(cfg.daemonBin(), a, "30000-30099", append(rd(rdPortsA), profileArgs(cfg, a)...)); err != nil {
+	if err := s.startDaemon(cfg.daemonBin(), a, udRange(cfg.Ports.UDA), append(rd(a.rdBase), profileArgs(cfg, a)...)); err != nil {
 		return err
 	}
-	return s.startDaemon(cfg.daemonBin(), b, "30100-30199", append(rd(rdPortsB), profileArgs(cfg, b)...))
+	return s.startDaemon(cfg.daemonBin(), b, udRange(cfg.Ports.UDB), append(rd(b.rdBase), profileArgs(cfg, b)...))
 }
 
 // runLoopback measures two daemons on 127.0.0.1, one per CPU.
