@@ -59,7 +59,8 @@ test: deps build-deps lint
 race:
 	$(GO) test -race -count=1 -timeout 12m $(TESTFLAGS) ./...
 
-# Every native fuzz target for FUZZTIME each.
+# Every native fuzz target for FUZZTIME each (make fuzz FUZZTIME=10m for a
+# longer run). `make test` already runs each target on its seed corpus.
 fuzz:
 	./scripts/fuzz.sh $(FUZZTIME)
 

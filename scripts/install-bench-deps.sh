@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Installs what cmd/iwarp-bench can use beyond the project's own binaries:
 # fi_pingpong (Debian package libfabric-bin: libfabric's reliable-datagram
-# provider "udp;ofi_rxd" is a latency reference) and iproute2 (ip netns and
-# veth pairs for the veth scenario). Idempotent: does nothing when everything
+# provider "udp;ofi_rxd" is a latency reference), iproute2 (ip netns and
+# veth pairs for the veth scenario) and nftables (nft: packet loss on the
+# veth scenario's receiving namespace; this kernel has no netem). Idempotent: does nothing when everything
 # is present. Never fails: the benchmark skips what is missing and says so.
 set -uo pipefail
 
 need=()
 command -v fi_pingpong >/dev/null 2>&1 || need+=(libfabric-bin)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
+command -v nft >/dev/null 2>&1 || need+=(nftables)
 
 # Open MPI, mpicc and fi_info for test/mpi and the MPI benchmark (never fails).
 "$(dirname "$0")/install-mpi-deps.sh" || true

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs from Debian's packages: tshark (Wireshark's
 # iWARP dissectors are the conformance reference), iproute2 (network
-# namespaces, tc netem), iptables (loss and duplication on kernels
-# without netem) and libfabric-bin/-dev (the libfabric provider's tests). Idempotent: does nothing when everything is present. Tests that
+# namespaces, tc netem), iptables and nftables (loss and duplication on
+# kernels without netem) and libfabric-bin/-dev (the libfabric provider's
+# tests). Idempotent: does nothing when everything is present. Tests that
 # need a missing tool skip with a message naming this script.
 set -euo pipefail
 
@@ -11,6 +12,7 @@ command -v tshark >/dev/null 2>&1 || need+=(tshark)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v tc >/dev/null 2>&1 || need+=(iproute2)
 command -v iptables >/dev/null 2>&1 || need+=(iptables)
+command -v nft >/dev/null 2>&1 || need+=(nftables)
 # The libfabric provider's tests (test/libfabric): Debian's fi_info and
 # fi_pingpong, and the headers the provider builds against.
 command -v fi_pingpong >/dev/null 2>&1 || need+=(libfabric-bin)

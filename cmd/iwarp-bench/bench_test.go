@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/iwarpd/iwarpd/internal/benchreport"
 )
 
 func ptr(v float64) *float64 { return &v }
@@ -159,6 +161,11 @@ func TestWriteTables(t *testing.T) {
 	sc.record(kRawUDPLat, 1, 6)
 	sc.record(kUDLat, 1, 24)
 	sc.finish()
+	var progress bytes.Buffer
+	sc.miss("fi_pingpong reference", "fi_pingpong not found", &progress)
+	if got, want := progress.String(), "[loopback] MISS fi_pingpong reference: fi_pingpong not found\n"; got != want {
+		t.Errorf("progress line %q, want %q", got, want)
+	}
 	skipped := newScenario("veth", "namespaces", 2)
 	skipped.Skipped = "needs root and iproute2 (not root)"
 	doc := &document{Machine: "2 CPUs, test", Tree: "abc", Config: benchConfig{Rounds: 2}, Scenarios: []*scenario{sc, skipped}, OK: true}
@@ -168,7 +175,8 @@ func TestWriteTables(t *testing.T) {
 	}
 	out := b.String()
 	for _, want := range []string{"machine: 2 CPUs, test", "tree:    abc", "== loopback", "5.50", "[5.00 – 6.00]",
-		"UD lat / raw UDP lat (medians)", "5.00×", "[4.00× – 6.00×]", "≤ 1.5×", "MISS", "skipped: needs root"} {
+		"UD lat / raw UDP lat (medians)", "5.00×", "[4.00× – 6.00×]", "≤ 1.5×", "MISS",
+		"MISS (not run): needs root", "MISS (not run) fi_pingpong reference: fi_pingpong not found"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
@@ -183,6 +191,12 @@ func TestWriteTables(t *testing.T) {
 	}
 	if len(back.Scenarios) != 2 || back.Scenarios[0].Ratios[0].Summary.Median != 5 || back.Scenarios[1].Skipped == "" {
 		t.Errorf("JSON round trip: %s", b.String())
+	}
+	// summary.md gets both: the skipped scenario and the missing part.
+	want := []benchreport.Miss{{Experiment: "fi_pingpong reference", Reason: "fi_pingpong not found"},
+		{Experiment: "veth (every run)", Reason: "needs root and iproute2 (not root)"}}
+	if got := missedOf(doc); !reflect.DeepEqual(got, want) {
+		t.Errorf("missedOf = %v, want %v", got, want)
 	}
 }
 

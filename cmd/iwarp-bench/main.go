@@ -85,6 +85,7 @@ type benchConfig struct {
 	LossSize      int           `json:"loss_size"`      // veth: message size of the loss runs (octets)
 	MemBin        string        `json:"mem_bin"`        // iwarp-mem, when found
 	MemPeers      []int         `json:"mem_peers"`      // peers N of the memory runs
+	Ports         portPlan      `json:"ports"`          // the daemons' ports, outside the ephemeral range (ports.go)
 	ScalingQPs    []int         `json:"scaling_qps"`    // QP counts of the multi-QP scaling runs (scaling.go; none: skipped)
 	ScalingRounds int           `json:"scaling_rounds"` // rounds that include the scaling runs (the first ones)
 	ScalingN      int           `json:"scaling_lat_messages"`
@@ -344,6 +345,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitUsage
 	}
+	if err := planPorts(&cfg, stderr); err != nil {
+		fmt.Fprintf(stderr, "iwarp-bench: %v\n", err)
+		return exitFailed
+	}
 	s := newSession()
 	defer s.close()
 	sig := make(chan os.Signal, 1)
@@ -397,7 +402,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		doc.OK = false
 	}
 	if cfg.Out != "" {
-		m := benchreport.Machine{Description: doc.Machine, Tree: doc.Tree, Config: cfg.describe()}
+		m := benchreport.Machine{Description: doc.Machine, Tree: doc.Tree, Config: cfg.describe(), Missed: missedOf(doc)}
 		if err := benchreport.WriteAll(cfg.Out, m, exps); err != nil {
 			fmt.Fprintf(stderr, "iwarp-bench: %v\n", err)
 			doc.OK = false

@@ -26,10 +26,6 @@ type memResult struct {
 	Total int64  `json:"total_per_peer"`
 }
 
-// memPortBase keeps iwarp-mem's daemons (from here, and the 100 ports
-// below) clear of every port the scenarios' daemons use.
-const memPortBase = 40000
-
 func parseMemReport(out []byte, n int) (map[string]float64, error) {
 	var rs []memResult
 	if err := json.Unmarshal(out, &rs); err != nil {
@@ -75,7 +71,7 @@ func runMemory(cfg *benchConfig, progress io.Writer) (benchreport.Experiment, []
 	for _, n := range cfg.MemPeers {
 		fmt.Fprintf(progress, "[memory] iwarp-mem -n %d (ud, rd, rc) ...\n", n)
 		start := time.Now()
-		cmd := exec.Command(cfg.MemBin, "-n", strconv.Itoa(n), "-json", "-port-base", strconv.Itoa(memPortBase),
+		cmd := exec.Command(cfg.MemBin, "-n", strconv.Itoa(n), "-json", "-port-base", strconv.Itoa(cfg.Ports.MemBase),
 			"-iwarpd", cfg.daemonBin(), "-settle", "300ms")
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr

@@ -86,6 +86,9 @@ type scenario struct {
 	Ratios      []*ratio  `json:"ratios"`
 	Failures    []string  `json:"failures,omitempty"` // runs that failed or data that was wrong
 	Warnings    []string  `json:"warnings,omitempty"` // reference runs that failed, and the like
+	// Missed are the parts of the scenario that did not run here (a missing
+	// tool): a MISS line on stdout and in summary.md, never silence.
+	Missed []benchreport.Miss `json:"missed,omitempty"`
 
 	ratioSpecs []ratioSpec
 	byKey      map[string]*metric
@@ -231,7 +234,7 @@ func writeTables(w io.Writer, doc *document) error {
 	for _, s := range doc.Scenarios {
 		fmt.Fprintf(w, "\n== %s: %s\n", s.Name, s.Description)
 		if s.Skipped != "" {
-			fmt.Fprintf(w, "   skipped: %s\n", s.Skipped)
+			fmt.Fprintf(w, "   MISS (not run): %s\n", oneLine(s.Skipped))
 			continue
 		}
 		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
@@ -255,6 +258,9 @@ func writeTables(w io.Writer, doc *document) error {
 		for _, f := range s.Warnings {
 			fmt.Fprintf(w, "   warning: %s\n", oneLine(f))
 		}
+		for _, ms := range s.Missed {
+			fmt.Fprintf(w, "   MISS (not run) %s: %s\n", ms.Experiment, oneLine(ms.Reason))
+		}
 	}
 	if doc.Idle != nil {
 		fmt.Fprintf(w, "\n== idle cost (loopback): iwarpd CPU %.2f %% alone, %.2f %% with one idle client (of one CPU, over %v each)\n",
@@ -269,6 +275,25 @@ func writeTables(w io.Writer, doc *document) error {
 	}
 	_, err := fmt.Fprintf(w, "\n%s; targets are informational (PASS/MISS never changes the exit status)\n", verdictLine)
 	return err
+}
+
+// miss records that what did not run in s, and why, with a progress line.
+func (s *scenario) miss(what, why string, progress io.Writer) {
+	s.Missed = append(s.Missed, benchreport.Miss{Experiment: what, Reason: why})
+	fmt.Fprintf(progress, "[%s] MISS %s: %s\n", s.Name, what, why)
+}
+
+// missedOf lists what did not run in doc: every skipped scenario as a
+// whole, then the parts of the others, for summary.md.
+func missedOf(doc *document) []benchreport.Miss {
+	var out []benchreport.Miss
+	for _, s := range doc.Scenarios {
+		if s.Skipped != "" {
+			out = append(out, benchreport.Miss{Experiment: s.Name + " (every run)", Reason: s.Skipped})
+		}
+		out = append(out, s.Missed...)
+	}
+	return out
 }
 
 // oneLine squeezes a multi-line error into one line for the table.

@@ -30,13 +30,11 @@ type session struct {
 	rdRuns   int // RD runs so far (nextRDPort)
 }
 
-// The RD port ranges of the two daemons (startNodes). Each RD run takes the
-// next port of each: an RD QP on the port of a closed one meets the peer's
-// stale state (the peer-restart issue of docs/rd.md) and may hang.
-const (
-	rdPortsA, rdPortsB = 31000, 32000
-	rdPortsLen         = 1000
-)
+// The size of each daemon's RD port range (startNodes; where they are:
+// choosePorts). Each RD run takes the next port of each: an RD QP on the
+// port of a closed one meets the peer's stale state (the peer-restart issue
+// of docs/rd.md) and may hang.
+const rdPortsLen = 1000
 
 // nextRDPorts returns the index of the first of the next RD run's n
 // consecutive ports (each node's port is its rdBase + index; a run of

@@ -210,14 +210,14 @@ func startNodes(s *session, cfg *benchConfig, a, b *node) error {
 	}
 	s.onClose(func() { os.RemoveAll(dir) })
 	a.socket, b.socket = filepath.Join(dir, "a.sock"), filepath.Join(dir, "b.sock")
-	a.rdBase, b.rdBase = rdPortsA, rdPortsB
+	a.rdBase, b.rdBase = cfg.Ports.RDA, cfg.Ports.RDB
 	rd := func(first int) []string {
 		return append([]string{"-rd-ports", fmt.Sprintf("%d-%d", first, first+rdPortsLen-1)}, cfg.DaemonArgs...)
 	}
-	if err := s.startDaemon(cfg.daemonBin(), a, "30000-30099", append(rd(rdPortsA), profileArgs(cfg, a)...)); err != nil {
+	if err := s.startDaemon(cfg.daemonBin(), a, udRange(cfg.Ports.UDA), append(rd(a.rdBase), profileArgs(cfg, a)...)); err != nil {
 		return err
 	}
-	return s.startDaemon(cfg.daemonBin(), b, "30100-30199", append(rd(rdPortsB), profileArgs(cfg, b)...))
+	return s.startDaemon(cfg.daemonBin(), b, udRange(cfg.Ports.UDB), append(rd(b.rdBase), profileArgs(cfg, b)...))
 }
 
 // runLoopback measures two daemons on 127.0.0.1, one per CPU.
@@ -227,6 +227,9 @@ func runLoopback(s *session, cfg *benchConfig, progress io.Writer) *scenario {
 			cfg.CPUA, cfg.CPUB), cfg.Rounds)
 	latencyMetrics(sc)
 	fi := cfg.FIPingpong != ""
+	if cfg.FI && !fi {
+		sc.miss("fi_pingpong reference", "fi_pingpong not found (Debian libfabric-bin; scripts/install-bench-deps.sh installs it)", progress)
+	}
 	if fi {
 		sc.addMetric(kFIRxdLat, "fi_pingpong rdm udp;ofi_rxd 64 B, mean one way", "us", true)
 		sc.addMetric(kFIUDPLat, "fi_pingpong dgram udp 64 B, mean one way", "us", true)
@@ -290,7 +293,7 @@ func runVeth(s *session, cfg *benchConfig, progress io.Writer) *scenario {
 			vethMTU, vethAddrA, vethAddrB, cfg.CPUA, cfg.CPUB), cfg.Rounds)
 	if why := vethUnavailable(); why != "" {
 		sc.Skipped = why
-		fmt.Fprintf(progress, "[veth] skipped: %s\n", why)
+		fmt.Fprintf(progress, "[veth] MISS (not run): %s\n", why)
 		return sc
 	}
 	latencyMetrics(sc)
@@ -314,8 +317,7 @@ func runVeth(s *session, cfg *benchConfig, progress io.Writer) *scenario {
 		lossMetrics(sc, cfg)
 		sc.extras = append(sc.extras, lossExperiment)
 	} else {
-		sc.Warnings = append(sc.Warnings, fmt.Sprintf("the loss runs are skipped: %v", lossErr))
-		fmt.Fprintf(progress, "[veth] loss runs skipped: %v\n", lossErr)
+		sc.miss("veth-loss", fmt.Sprintf("the loss runs need nftables (scripts/install-bench-deps.sh installs it): %v", lossErr), progress)
 	}
 	a := &node{name: "A", cpu: cfg.CPUA, netns: nsA, addr: vethAddrA}
 	b := &node{name: "B", cpu: cfg.CPUB, netns: nsB, addr: vethAddrB}

@@ -14,7 +14,8 @@ import (
 // baseline column is left out: it is 1) and a link to <name>.png (the file
 // WriteAll writes beside it); then one section, headed by the machine
 // description, with the absolute numbers of every experiment. An
-// experiment without a baseline has no ratio table.
+// experiment without a baseline has no ratio table. Every entry of
+// m.Missed is a "MISS" line in a section of its own, before the results.
 func WriteMarkdown(w io.Writer, m Machine, exps []Experiment) error {
 	for i := range exps {
 		if err := exps[i].Validate(); err != nil {
@@ -26,6 +27,12 @@ func WriteMarkdown(w io.Writer, m Machine, exps []Experiment) error {
 	fmt.Fprintf(bw, "Every figure is a series divided by its experiment's baseline, both measured in the same run:\n")
 	fmt.Fprintf(bw, "the median over the rounds, with [min – max] over the rounds beside it. Absolute numbers are\n")
 	fmt.Fprintf(bw, "only in the last section, beside the machine they were measured on.\n")
+	if len(m.Missed) > 0 {
+		fmt.Fprintf(bw, "\n## Not run on this machine\n\n")
+		for _, ms := range m.Missed {
+			fmt.Fprintf(bw, "- **MISS** %s: %s\n", cell(ms.Experiment), cell(ms.Reason))
+		}
+	}
 	marked := false
 	for i := range exps {
 		e := &exps[i]

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -97,5 +98,40 @@ func TestCSVNumbersArePlainDecimals(t *testing.T) {
 		if back, err := strconv.ParseFloat(got, 64); err != nil || back != tt.v {
 			t.Errorf("num(%v) = %q parses back to %v, %v", tt.v, got, back, err)
 		}
+	}
+}
+
+// TestWriteMarkdownMiss: every experiment that did not run is a visible MISS
+// line, before the results, and a report without one has no such section.
+func TestWriteMarkdownMiss(t *testing.T) {
+	m := testMachine
+	m.Missed = []Miss{
+		{Experiment: "veth", Reason: "needs root and iproute2 (not root)"},
+		{Experiment: "veth-loss", Reason: "nft: not found | install nftables"},
+	}
+	var b bytes.Buffer
+	if err := WriteMarkdown(&b, m, []Experiment{latency()}); err != nil {
+		t.Fatal(err)
+	}
+	md := b.String()
+	want := "\n## Not run on this machine\n\n" +
+		"- **MISS** veth: needs root and iproute2 (not root)\n" +
+		"- **MISS** veth-loss: nft: not found \\| install nftables\n"
+	i := strings.Index(md, want)
+	if i < 0 {
+		t.Fatalf("no MISS section %q in:\n%s", want, md)
+	}
+	if j := strings.Index(md, "\n## "+latency().Title); j < 0 || j < i {
+		t.Errorf("MISS section at %d not before the first experiment (at %d)", i, j)
+	}
+	if n := strings.Count(md, "**MISS**"); n != len(m.Missed) {
+		t.Errorf("%d MISS lines, want %d", n, len(m.Missed))
+	}
+	b.Reset()
+	if err := WriteMarkdown(&b, testMachine, []Experiment{latency()}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "MISS") {
+		t.Errorf("MISS printed with nothing missed:\n%s", b.String())
 	}
 }

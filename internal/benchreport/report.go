@@ -13,6 +13,16 @@ type Machine struct {
 	Description string // CPU, cores, kernel, virtualisation: one line
 	Tree        string // git commit of the tree measured, "" when unknown
 	Config      string // benchmark configuration, one line ("" for none)
+	// Missed lists the experiments that did not run here (a missing tool,
+	// no root for network namespaces): WriteMarkdown prints a MISS line for
+	// each, so that a skipped experiment is never silent.
+	Missed []Miss
+}
+
+// Miss is one experiment (or part of one) that did not run, and why.
+type Miss struct {
+	Experiment string // what did not run, e.g. "veth-loss"
+	Reason     string // why, and what a user can do about it
 }
 
 // Point is one measured quantity at one X (a message size, a number of
