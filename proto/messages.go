@@ -194,7 +194,31 @@ type Event struct {
 	Detail string    `json:"detail,omitempty"`
 }
 
-// Inspect is the daemon's state for iwarpctl.
+// InspectRequest is the optional body of OpInspect: which page of the
+// daemon's state to return. A request without a body asks for the first
+// page (Cursor zero), so an old client still gets a valid reply, with
+// More set when the state did not fit.
+type InspectRequest struct {
+	Cursor InspectCursor `json:"cursor"`
+}
+
+// InspectCursor says where a page of Inspect starts: at session Session
+// (the lowest session ID not below it), and within that session at the
+// first MR, CQ or QP whose handle is not below Handle. Handles are unique
+// within a session across object kinds, so one number suffices. The zero
+// cursor is the start.
+type InspectCursor struct {
+	Session uint64 `json:"session"`
+	Handle  uint32 `json:"handle"`
+}
+
+// Inspect is the daemon's state for iwarpctl, one page of it. Every page
+// carries Daemon, PID, Device, Port and Counters whole; Sessions holds the
+// page's share of the sessions, in ID order. A session split across pages
+// appears on each with the same ID and scalar fields, and with a disjoint
+// part of its MRs, CQs and QPs (objects in handle order): a client merges
+// the pages by appending those lists. When More is set, Next is the cursor
+// of the following page. A page never exceeds MaxMessage.
 type Inspect struct {
 	Daemon   string           `json:"daemon"`
 	PID      int              `json:"pid"`
@@ -202,6 +226,8 @@ type Inspect struct {
 	Port     PortAttr         `json:"port"`
 	Sessions []SessionInfo    `json:"sessions"`
 	Counters map[string]int64 `json:"counters"`
+	More     bool             `json:"more,omitempty"`
+	Next     *InspectCursor   `json:"next,omitempty"`
 }
 
 type SessionInfo struct {

@@ -54,11 +54,6 @@ func takeFD(fds []int, i int, what string) (int, error) {
 func (s *session) queryDevice([]byte, []int) (any, error) { return s.srv.cfg.DeviceAttr(), nil }
 func (s *session) queryPort([]byte, []int) (any, error)   { return s.srv.cfg.PortAttr(), nil }
 
-func (s *session) inspectOp([]byte, []int) (any, error) {
-	in, err := s.srv.Inspect()
-	return in, err
-}
-
 func (s *session) allocPD([]byte, []int) (any, error) {
 	var reply proto.Handle
 	return &reply, s.eng.Do(func() error {

@@ -56,8 +56,15 @@ func (e *errPermission) Unwrap() error { return e.err }
 // a stuck daemon.
 const replyTimeout = 5 * time.Second
 
-// inspect opens an inspect session (HelloRequest{Inspect: true}), asks for
-// the daemon's state with OpInspect and closes the session.
+// maxPages bounds the pages iwarpctl fetches: every page carries at least
+// one object, so this is far above any state a daemon can hold
+// (proto.InspectCursor always moves forward; see inspect).
+const maxPages = 1 << 16
+
+// inspect opens an inspect session (HelloRequest{Inspect: true}), fetches
+// the daemon's state page by page with OpInspect (proto.InspectRequest,
+// following each reply's Next while More is set), merges the pages and
+// closes the session.
 func inspect(path string) (*proto.Inspect, error) {
 	conn, err := proto.Dial(path)
 	if err != nil {
@@ -74,14 +81,59 @@ func inspect(path string) (*proto.Inspect, error) {
 	if err := call(conn, proto.OpHello, 1, proto.HelloRequest{ABI: proto.ABIVersion, Client: "iwarpctl", Inspect: true}, &hello); err != nil {
 		return nil, err
 	}
-	in := &proto.Inspect{}
-	if err := call(conn, proto.OpInspect, 2, nil, in); err != nil {
-		return nil, err
+	var in *proto.Inspect
+	var cur proto.InspectCursor
+	for i := 0; ; i++ {
+		if i == maxPages {
+			return nil, fmt.Errorf("iwarpctl: the daemon's state did not end after %d inspect pages", maxPages)
+		}
+		if err := conn.UnixConn().SetDeadline(time.Now().Add(replyTimeout)); err != nil {
+			return nil, err
+		}
+		page := &proto.Inspect{}
+		if err := call(conn, proto.OpInspect, uint32(2+i), proto.InspectRequest{Cursor: cur}, page); err != nil {
+			return nil, err
+		}
+		in = mergePage(in, page)
+		if !page.More {
+			break
+		}
+		if page.Next == nil || !cursorAfter(*page.Next, cur) {
+			return nil, fmt.Errorf("iwarpctl: inspect page %d says more follows but its cursor %+v does not move past %+v", i, page.Next, cur)
+		}
+		cur = *page.Next
 	}
+	in.More, in.Next = false, nil
 	if in.Daemon == "" {
 		in.Daemon = hello.Daemon
 	}
 	return in, nil
+}
+
+func cursorAfter(next, cur proto.InspectCursor) bool {
+	return next.Session > cur.Session || next.Session == cur.Session && next.Handle > cur.Handle
+}
+
+// mergePage adds page to the state gathered so far (nil: none). The device,
+// port and counters are those of the last page (the newest); a session
+// split across pages is joined by appending its objects.
+func mergePage(in, page *proto.Inspect) *proto.Inspect {
+	if in == nil {
+		return page
+	}
+	sessions := in.Sessions
+	for _, s := range page.Sessions {
+		if n := len(sessions); n > 0 && sessions[n-1].ID == s.ID {
+			last := &sessions[n-1]
+			last.MRs = append(last.MRs, s.MRs...)
+			last.CQs = append(last.CQs, s.CQs...)
+			last.QPs = append(last.QPs, s.QPs...)
+			continue
+		}
+		sessions = append(sessions, s)
+	}
+	page.Sessions = sessions
+	return page
 }
 
 // daemonError is an error reply of the daemon.

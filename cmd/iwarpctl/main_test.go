@@ -224,12 +224,13 @@ func TestUsage(t *testing.T) {
 }
 
 // startDaemon runs the real iwarpd on a temporary socket and waits until it
-// answers a Hello.
-func startDaemon(t *testing.T, bin string) string {
+// answers a Hello. Flags in extra come after (and so override) the
+// defaults, UD ports 27300-27349 on 127.0.0.1.
+func startDaemon(t *testing.T, bin string, extra ...string) string {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "iwarpd.sock")
 	var stderr bytes.Buffer
-	cmd := exec.Command(bin, "-socket", sock, "-ud-ports", "27300-27349", "-addr", "127.0.0.1")
+	cmd := exec.Command(bin, append([]string{"-socket", sock, "-ud-ports", "27300-27349", "-addr", "127.0.0.1"}, extra...)...)
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -275,6 +276,7 @@ type rawSession struct {
 	seq     uint32
 	regions []*shm.Region
 	qpAddr  string
+	pd, cq  uint32
 }
 
 func (s *rawSession) call(t *testing.T, op proto.Op, body, out any, fds ...int) {
@@ -345,6 +347,15 @@ func openRawSession(t *testing.T, sock string) *rawSession {
 	s.call(t, proto.OpRegMR, proto.RegMRRequest{PD: pd.Handle, Offset: 0, Length: 8192,
 		Addr: uint64(uintptrOf(buf.Mem)), Access: proto.AccessLocalWrite}, &mr, buf.FD())
 
+	s.pd, s.cq = pd.Handle, cq.Handle
+	s.qpAddr = s.createUDQP(t)
+	return s
+}
+
+// createUDQP creates one more UD queue pair in the session's PD, on its CQ,
+// and returns its address.
+func (s *rawSession) createUDQP(t *testing.T) string {
+	t.Helper()
 	caps := proto.QPCaps{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}
 	sqStride, rqStride := proto.SQEStride(caps.MaxSendSGE, caps.MaxInline), proto.RQEStride(caps.MaxRecvSGE)
 	sqBytes := proto.RingBytes(caps.MaxSendWR, sqStride)
@@ -352,10 +363,9 @@ func openRawSession(t *testing.T, sock string) *rawSession {
 	proto.InitRingHeader(qpr.Mem, proto.RingSQ, caps.MaxSendWR, sqStride)
 	proto.InitRingHeader(qpr.Mem[sqBytes:], proto.RingRQ, caps.MaxRecvWR, rqStride)
 	var qp proto.CreateQPReply
-	s.call(t, proto.OpCreateQP, proto.CreateQPRequest{PD: pd.Handle, Type: proto.QPTypeUD, SendCQ: cq.Handle,
-		RecvCQ: cq.Handle, Caps: caps}, &qp, qpr.FD())
-	s.qpAddr = qp.Addr
-	return s
+	s.call(t, proto.OpCreateQP, proto.CreateQPRequest{PD: s.pd, Type: proto.QPTypeUD, SendCQ: s.cq,
+		RecvCQ: s.cq, Caps: caps}, &qp, qpr.FD())
+	return qp.Addr
 }
 
 func TestAgainstDaemon(t *testing.T) {

@@ -418,9 +418,35 @@ func (c *Client) CreateAH(pd uint32, addr string) (proto.AddressVector, error) {
 	return proto.AddressVectorOf(ap), nil
 }
 
-// Inspect fetches the daemon's state.
+// Inspect fetches the daemon's state, following OpInspect's pages
+// (proto.InspectRequest) and joining sessions split across them.
 func (c *Client) Inspect() (proto.Inspect, error) {
 	var in proto.Inspect
-	_, err := c.Call(proto.OpInspect, nil, &in)
-	return in, err
+	var cur proto.InspectCursor
+	for pages := 0; pages < 1<<16; pages++ {
+		var page proto.Inspect
+		if _, err := c.Call(proto.OpInspect, proto.InspectRequest{Cursor: cur}, &page); err != nil {
+			return in, err
+		}
+		sessions := in.Sessions
+		for _, s := range page.Sessions {
+			if n := len(sessions); n > 0 && sessions[n-1].ID == s.ID {
+				sessions[n-1].MRs = append(sessions[n-1].MRs, s.MRs...)
+				sessions[n-1].CQs = append(sessions[n-1].CQs, s.CQs...)
+				sessions[n-1].QPs = append(sessions[n-1].QPs, s.QPs...)
+				continue
+			}
+			sessions = append(sessions, s)
+		}
+		in, in.Sessions = page, sessions
+		if !page.More {
+			in.Next = nil
+			return in, nil
+		}
+		if page.Next == nil || *page.Next == cur {
+			return in, fmt.Errorf("verbsdtest: inspect page %d: more follows but the cursor does not move (%+v)", pages, page.Next)
+		}
+		cur = *page.Next
+	}
+	return in, fmt.Errorf("verbsdtest: inspect: no end after %d pages", 1<<16)
 }
