@@ -34,7 +34,8 @@ var native = []string{"FI_PROVIDER=^ofi_rxm,ofi_rxd"}
 
 func ppCases() []ppCase {
 	return []ppCase{
-		{name: "rdm", prov: "iwarpd", ep: "rdm", sizes: []string{"all"}, largest: "6m", env: native},
+		{name: "rdm", prov: "iwarpd", ep: "rdm", sizes: []string{"all"}, largest: "6m", env: native,
+			known: "every size passes its data checks, then the server's last send fails with transport retry counter exceeded at teardown (loopback, 1 run in 3 on the merged main: the client's QP goes before its ACK does)"},
 		{name: "rdm-progress-thread", prov: "iwarpd", ep: "rdm", sizes: []string{"all"}, largest: "6m",
 			env:   append([]string{"FI_IWARPD_PROGRESS_THREAD=1"}, native...),
 			known: "across namespaces the client's Send fails with transport retry counter exceeded (1 run in 1 since the RD cookie handshake merged)"},
@@ -43,13 +44,14 @@ func ppCases() []ppCase {
 			known: "across namespaces the server fails with transport retry counter exceeded (1 run in 1 since the RD cookie handshake merged)"},
 		{name: "dgram", prov: "iwarpd", ep: "dgram", sizes: []string{"all"}, largest: "64k", env: native},
 		{name: "msg", prov: "iwarpd", ep: "msg", sizes: []string{"all"}, largest: "6m", env: native},
-		{name: "rxd", prov: "iwarpd;ofi_rxd", ep: "rdm", sizes: []string{"all"}, largest: "6m"},
+		{name: "rxd", prov: "iwarpd;ofi_rxd", ep: "rdm", sizes: []string{"all"}, largest: "6m",
+			known: "across namespaces the server stalled until the 120 s timeout (1 run in 3 on the merged main)"},
 		// ofi_rxm sends above its SAR limit by rendezvous with RMA Read of
 		// its own registrations: that needs the daemon to reach application
 		// memory (docs/libfabric.md, "Limits"); below it, segmentation.
 		{name: "rxm", prov: "iwarpd;ofi_rxm", ep: "rdm", sizes: []string{"1", "1024", "65536", "1048576"},
 			env:   []string{"FI_OFI_RXM_SAR_LIMIT=4194304"},
-			known: "fi_pingpong -S 1 spins for minutes on loopback since process-memory MRs and per-session doorbells merged; RxM over the MSG endpoint also crashes from 256 KiB under Open MPI (docs/mpi.md)"},
+			known: "fi_pingpong -S 1 spun for 6 minutes on loopback on the merged main (1 run in 1); RxM over the MSG endpoint also crashes from 256 KiB under Open MPI (docs/mpi.md)"},
 	}
 }
 
