@@ -29,32 +29,72 @@ const (
 	acceptLogEvery     = 10 * time.Second
 )
 
-// fdReserve is the spare descriptor.
+// fdReserve is the spare descriptor: a duplicate of null, a descriptor of
+// /dev/null held for the daemon's life. Refusing a connection turns the
+// accepted socket back into the reserve with dup3(2), which closes the
+// socket and reuses its number in one step, so no other goroutine's open
+// can take the reserve's place between the two.
 type fdReserve struct {
-	mu sync.Mutex
-	fd int
+	mu   sync.Mutex
+	null int // -1 if /dev/null could not be opened: no reserve
+	fd   int
 }
 
+func newFDReserve() *fdReserve {
+	r := &fdReserve{null: -1, fd: -1}
+	if fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+		r.null = fd
+	}
+	r.take()
+	return r
+}
+
+// take makes a reserve if there is none (it can fail while descriptors
+// are exhausted; the next failed accept tries again).
 func (r *fdReserve) take() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.fd < 0 {
-		if fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+	if r.fd < 0 && r.null >= 0 {
+		if fd, err := unix.FcntlInt(uintptr(r.null), unix.F_DUPFD_CLOEXEC, 0); err == nil {
 			r.fd = fd
 		}
 	}
 }
 
-// release frees the spare descriptor; it reports whether there was one.
-func (r *fdReserve) release() bool {
+// refuse frees the reserve, runs accept (which should get the freed
+// number), and if accept returned a descriptor, makes it the reserve again.
+func (r *fdReserve) refuse(accept func() int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.fd < 0 {
-		return false
+		return
 	}
 	unix.Close(r.fd)
 	r.fd = -1
-	return true
+	nfd := accept()
+	if nfd < 0 {
+		if fd, err := unix.FcntlInt(uintptr(r.null), unix.F_DUPFD_CLOEXEC, 0); err == nil {
+			r.fd = fd
+		}
+		return
+	}
+	if err := unix.Dup3(r.null, nfd, unix.O_CLOEXEC); err != nil {
+		unix.Close(nfd)
+		return
+	}
+	r.fd = nfd
+}
+
+// close gives the reserve and null back (server shutdown).
+func (r *fdReserve) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, fd := range []*int{&r.fd, &r.null} {
+		if *fd >= 0 {
+			unix.Close(*fd)
+			*fd = -1
+		}
+	}
 }
 
 // outOfFDs reports whether an accept error means descriptors (or kernel
@@ -83,9 +123,9 @@ func (s *Server) acceptFailed(l *net.UnixListener, th *acceptThrottle, err error
 		}
 		th.lastLog, th.failed = now, 0
 	}
-	if outOfFDs(err) && s.reserve.release() {
+	if outOfFDs(err) {
+		s.reserve.take() // if an earlier refusal lost it and something was freed since
 		s.refuseOne(l)
-		s.reserve.take()
 	}
 	if th.delay == 0 {
 		th.delay = acceptBackoffFirst
@@ -97,16 +137,30 @@ func (s *Server) acceptFailed(l *net.UnixListener, th *acceptThrottle, err error
 
 // refuseOne accepts one waiting connection with the reserve descriptor,
 // tells it the daemon is out of descriptors (as the reply to its hello,
-// which ofverbs and iwarpctl report), and closes it.
+// which ofverbs and iwarpctl report), and closes it. It works on the raw
+// descriptor: net's Accept with an expired deadline never calls accept(2),
+// and wrapping the new descriptor in a net.Conn would dup it, which needs
+// a second free descriptor.
 func (s *Server) refuseOne(l *net.UnixListener) {
-	l.SetDeadline(time.Now())
-	defer l.SetDeadline(time.Time{})
-	uc, err := l.AcceptUnix()
+	msg, err := proto.Marshal(proto.Header{Version: proto.ABIVersion, Op: proto.OpHello | proto.OpReply, Seq: 1, Status: unix.EMFILE},
+		proto.ErrorBody{Error: "iwarpd is out of file descriptors; try again later (the operator can raise its descriptor limit)"})
+	if err != nil {
+		s.log.Warnf("refusing a control connection: encoding the reply: %v", err)
+		return
+	}
+	rc, err := l.SyscallConn()
 	if err != nil {
 		return
 	}
-	c := proto.NewConn(uc)
-	c.TrySend(proto.Header{Version: proto.ABIVersion, Op: proto.OpHello | proto.OpReply, Seq: 1, Status: unix.EMFILE},
-		proto.ErrorBody{Error: "iwarpd is out of file descriptors; try again later (the operator can raise its descriptor limit)"})
-	uc.Close()
+	rc.Control(func(lfd uintptr) {
+		s.reserve.refuse(func() int {
+			// The listener is non-blocking: EAGAIN if the client gave up.
+			nfd, _, err := unix.Accept4(int(lfd), unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK)
+			if err != nil {
+				return -1
+			}
+			unix.Write(nfd, msg) // best effort: the client may be gone
+			return nfd
+		})
+	})
 }

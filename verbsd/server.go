@@ -24,7 +24,7 @@ type Server struct {
 	users  userTable     // per-user resource counts (userlimits.go)
 	// unprivStart is ip_unprivileged_port_start at start (bind.go).
 	unprivStart uint16
-	reserve     fdReserve // accept.go
+	reserve     *fdReserve // accept.go
 
 	mu        sync.Mutex
 	closed    bool
@@ -39,13 +39,13 @@ func NewServer(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("verbsd: configuration: %w", err)
 	}
 	s := &Server{cfg: cfg, log: cfg.Log, listeners: map[*net.UnixListener]struct{}{}, sessions: map[*session]struct{}{},
-		unprivStart: unprivilegedPortStart(), reserve: fdReserve{fd: -1}}
-	s.reserve.take()
+		unprivStart: unprivilegedPortStart(), reserve: newFDReserve()}
 	if s.log == nil {
 		s.log = nopLogger{}
 	}
 	eng, err := newEngine(&s.cfg)
 	if err != nil {
+		s.reserve.close()
 		return nil, err
 	}
 	s.eng = eng
@@ -129,7 +129,7 @@ func (s *Server) Close() error {
 	s.wg.Wait()
 	s.eng.stop()
 	s.eng.closeResources()
-	s.reserve.release()
+	s.reserve.close()
 	return nil
 }
 

@@ -99,6 +99,25 @@ func TestAcceptOutOfFDs(t *testing.T) {
 	}
 	p := spawnHostile(t, "sessions", d.Sock, "")
 	t.Logf("the hostile client holds %s sessions (descriptor limit %d)", p.info, lim)
+	// Where the helper's last session failed (in accept or while setting
+	// the session up) depends on timing; lower the limit to what the
+	// daemon holds now so that the clients below fail in accept(2) itself,
+	// the case the reserve descriptor is for.
+	// The helper's last, failed session may still be giving its
+	// descriptors back: wait until the count holds still.
+	held := openFDs(t, d.PID())
+	for i, same := 0, 0; i < 200 && same < 5; i++ {
+		time.Sleep(10 * time.Millisecond)
+		if n := openFDs(t, d.PID()); n == held {
+			same++
+		} else {
+			held, same = n, 0
+		}
+	}
+	lim = uint64(held)
+	if err := unix.Prlimit(d.PID(), unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: lim, Max: lim}, nil); err != nil {
+		t.Fatalf("lowering the daemon's descriptor limit to %d: %v", lim, err)
+	}
 	for i := range 10 {
 		c, err := ofverbs.Open(ofverbs.WithSocket(d.Sock), ofverbs.WithHelloTimeout(daemontest.Scaled(5*time.Second)))
 		if err == nil {
@@ -110,6 +129,9 @@ func TestAcceptOutOfFDs(t *testing.T) {
 		}
 	}
 	by.progressed(t, "descriptors exhausted")
+	if !strings.Contains(d.Stderr.String(), "too many open files") {
+		t.Errorf("the daemon did not log an accept failure; the refusals above did not exercise accept(2) out of descriptors")
+	}
 	if n := strings.Count(d.Stderr.String(), "accepting control connections"); n > 5 {
 		t.Errorf("the accept failure was logged %d times (want a rate-limited few)", n)
 	}
