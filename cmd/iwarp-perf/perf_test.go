@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/iwarpd/iwarpd/test/daemontest"
+
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -361,45 +363,11 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
-// startDaemon runs the real iwarpd on a temporary socket with UD ports of
-// its own and waits until it answers.
+// startDaemon runs the real iwarpd (test/daemontest) on a temporary socket
+// with UD ports of its own and waits until it answers.
 func startDaemon(t *testing.T, bin, ports string, extra ...string) string {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "iwarpd.sock")
-	var stderr bytes.Buffer
-	cmd := exec.Command(bin, append([]string{"-socket", sock, "-addr", "127.0.0.1", "-ud-ports", ports}, extra...)...)
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			t.Logf("iwarpd stderr:\n%s", stderr.String())
-		}
-	})
-	// A bound on the wait (a daemon starting on a loaded machine may take
-	// seconds), not a measurement.
-	limit := scaled(30 * time.Second)
-	deadline := time.Now().Add(limit)
-	for {
-		select {
-		case <-exited:
-			t.Fatalf("iwarpd exited at start (%v)", cmd.ProcessState)
-		default:
-		}
-		if c, err := net.Dial("unixpacket", sock); err == nil {
-			c.Close()
-			return sock
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("iwarpd did not answer on %s within %v", sock, limit)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	return daemontest.Start(t, "iwarpd", daemontest.Options{Bin: bin, Ports: ports, Addr: "127.0.0.1", Extra: extra}).Sock
 }
 
 // TestUD runs ud send lat and bw between two iwarpd daemons (one per node,
