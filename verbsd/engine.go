@@ -63,6 +63,7 @@ type engine struct {
 	sendWRs []sendWR
 	pieces  [][]byte
 	rb      *recvBatch
+	rdRecv  recvWR // rd_recv.go: the RD receive being claimed or placed into
 	// sendmmsg is sysSendmmsg (tests wrap it to simulate short sends and
 	// kernels without GSO).
 	sendmmsg func(fd int, msgs []unix.Mmsghdr) (int, error)
@@ -76,7 +77,7 @@ type command struct {
 func newEngine(cfg *Config) (e *engine, err error) {
 	e = &engine{cfg: cfg, cmds: make(chan command, 128), stopped: make(chan struct{}), epfd: -1, statusFD: -1,
 		byFD: map[int32]*qp{}, sessions: map[uint64]*session{},
-		sb: newSendBatch(), sendWRs: make([]sendWR, maxSendWRs), rb: newRecvBatch(), sendmmsg: sysSendmmsg}
+		sb: newSendBatch(), sendWRs: make([]sendWR, maxSendWRs), pieces: make([][]byte, 0, 64), rb: newRecvBatch(), sendmmsg: sysSendmmsg}
 	defer func() {
 		if err != nil {
 			e.closeResources()
