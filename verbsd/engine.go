@@ -47,17 +47,17 @@ type engine struct {
 	epoch    *atomic.Uint32
 
 	// Engine-owned below.
-	quit     bool
-	qps      []*qp
-	byFD     map[int32]*qp
-	rr       int
+	quit bool
+	qps  []*qp
+	byFD map[int32]*qp
+	rr   int
 	// The ready list (ready.go): the QPs a pass serves.
-	ready   []*qp
-	bells   map[int32]*session // doorbell descriptor → its session
-	probe   int                // the QP of qps the probe looked at last
-	scanAll bool   // the next pass serves every QP
-	visits  uint64 // QPs served or probed, all passes (tests: work per pass)
-	passes  uint64
+	ready    []*qp
+	bells    map[int32]*session // doorbell descriptor → its session
+	probe    int                // the QP of qps the probe looked at last
+	scanAll  bool               // the next pass serves every QP
+	visits   uint64             // QPs served or probed, all passes (tests: work per pass)
+	passes   uint64
 	sessions map[uint64]*session
 	cur      *session    // the session being served (fault.go)
 	staged   []stagedBuf // staging buffers of the QP being served (stage.go)
