@@ -342,7 +342,8 @@ func TestSmokeLoopback(t *testing.T) {
 	}
 	for _, want := range []string{"RD / UD lat (medians) 64 B", "RD / RC bw 64 KiB", "RD Send lat 64 B, mean one way",
 		"RC RDMA Write bw 64 KiB bidirectional", "== idle cost (loopback): iwarpd CPU", "RD lat 64 B, 4 QPs, normalized",
-		"RC normalized lat 4 QPs / 1 QP", "UD bw 4 QPs / raw UDP"} {
+		"RC normalized lat 4 QPs / 1 QP", "UD bw 4 QPs / raw UDP", "UD Send 64 B stream: daemons' CPU per message",
+		"RD CPU/msg 64 B / raw UDP (daemons / raw sender+receiver)", "RC msg rate 64 B / raw TCP"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
 		}
@@ -351,7 +352,7 @@ func TestSmokeLoopback(t *testing.T) {
 		"RC Write lat / raw TCP lat", "RC Write bw / raw TCP bw", "RC Read bw / raw TCP bw", "UD lat / RC Send lat",
 		"RD / UD lat (medians) 64 B", "RD / RC lat (medians) 64 B", "RD / raw UDP lat (medians) 64 B",
 		"RD / raw TCP bw 64 KiB", "RD / UD bw 64 KiB", "RD / raw TCP bidirectional bw 64 KiB",
-		"RC FetchAdd lat / Send-Recv fetch-add emulation lat"} {
+		"RC FetchAdd lat / Send-Recv fetch-add emulation lat", "CPU/msg 64 B", "msg rate 64 B"} {
 		for _, line := range strings.Split(out, "\n") {
 			if strings.Contains(line, ratio) && !strings.Contains(line, "×") {
 				t.Errorf("ratio line without a ratio: %q", line)
@@ -360,9 +361,10 @@ func TestSmokeLoopback(t *testing.T) {
 	}
 	// 13 headline runs (RC FetchAdd and its Send/Recv emulation included), the sweeps at one size each (6 latency at 64 B, 6
 	// bandwidth at 64 KiB), 5 bidirectional, 14 scaling (1 and 4 QPs × UD,
-	// RD, RC × lat, bw; 2 raw baselines).
-	if n := strings.Count(stderr.String(), "[loopback 1/1]"); n != 44 {
-		t.Errorf("%d progress lines, want 44:\n%s", n, stderr.String())
+	// RD, RC × lat, bw; 2 raw baselines), 5 CPU per message at 64 B (raw
+	// UDP, raw TCP, UD, RD, RC).
+	if n := strings.Count(stderr.String(), "[loopback 1/1]"); n != 49 {
+		t.Errorf("%d progress lines, want 49:\n%s", n, stderr.String())
 	}
 	for _, f := range []string{"summary.md", "loopback-latency-datagram.png", "loopback-bandwidth.csv", "loopback-bandwidth-bidir.png", "idle-cost.csv",
 		"loopback-scaling-latency.png", "loopback-scaling-bandwidth.png"} {
