@@ -231,6 +231,15 @@ func TestParseConfig(t *testing.T) {
 	if c, err := parseConfig([]string{"-bin", dir, "-scaling", ""}, &stderr); err != nil || len(c.ScalingQPs) != 0 {
 		t.Errorf("-scaling \"\": %v, %v", c.ScalingQPs, err)
 	}
+	c, err = parseConfig([]string{"-bin", dir, "-cpu", "64,65536", "-only", "rate_rd,cpu"}, &stderr)
+	want = []string{"cpu_rd_64", "cpu_raw-udp_64", "cpu_raw-tcp_64", "cpu_ud_64", "cpu_rd_64", "cpu_rc_64",
+		"cpu_raw-udp_65536", "cpu_raw-tcp_65536", "cpu_ud_65536", "cpu_rd_65536", "cpu_rc_65536"}
+	if err != nil || !reflect.DeepEqual(c.Only, want) || !reflect.DeepEqual(c.CPUSizes, []int{64, 65536}) || c.CPUN != 200000 {
+		t.Errorf("-cpu 64,65536 -only rate_rd,cpu: %v %v %d, %v", c.Only, c.CPUSizes, c.CPUN, err)
+	}
+	if c, err := parseConfig([]string{"-bin", dir, "-quick"}, &stderr); err != nil || !reflect.DeepEqual(c.CPUSizes, []int{64}) || c.CPUN != 500 {
+		t.Errorf("-quick cpu: %v %d, %v", c.CPUSizes, c.CPUN, err)
+	}
 	for _, args := range [][]string{
 		{"-bin", dir, "-scenario", "moon"},
 		{"-bin", dir, "-rounds", "0"},
@@ -241,6 +250,9 @@ func TestParseConfig(t *testing.T) {
 		{"-bin", dir, "-scaling", "65"},
 		{"-bin", dir, "-scaling-rounds", "0"},
 		{"-bin", dir, "-only", "scale_ud_lat_3"},
+		{"-bin", dir, "-cpu", "100"},
+		{"-bin", dir, "-cpu-n", "0"},
+		{"-bin", dir, "-only", "rate_xx"},
 	} {
 		if _, err := parseConfig(args, &stderr); err == nil {
 			t.Errorf("%v: accepted", args)
