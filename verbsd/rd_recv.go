@@ -403,8 +403,8 @@ func (e *engine) rdClaim(q *qp, m *rdInMsg) bool {
 	if slot == nil {
 		return false
 	}
-	var w recvWR
-	if st := e.loadRecv(q, &w, slot); st != proto.WCSuccess {
+	w := &e.rdRecv // its translated SGEs are reused: no allocation per message
+	if st := e.loadRecv(q, w, slot); st != proto.WCSuccess {
 		e.failWR(q, q.recvCQ, w.wrid, proto.WCRecv, st)
 		return false
 	}
@@ -466,8 +466,8 @@ func (e *engine) rdPlaceSend(q *qp, src netip.AddrPort, h *ddp.Header, seg []byt
 		}
 		return
 	}
-	var w recvWR
-	if st := e.loadRecv(q, &w, m.raw); st != proto.WCSuccess {
+	w := &e.rdRecv // its translated SGEs are reused: no allocation per message
+	if st := e.loadRecv(q, w, m.raw); st != proto.WCSuccess {
 		e.rdCompleteRecv(q, src, m, st, 0, solicited)
 		r.endInMsg(src, m)
 		e.errorQP(q, "receive work request "+st.String())

@@ -503,7 +503,8 @@ func (e *engine) rdPayload(q *qp, w *rdWR, off, n int) [][]byte {
 		bufs = append(bufs, b)
 	}
 	r.sgBufs = bufs[:0]
-	return append(e.pieces[:0], bufs...)
+	e.pieces = append(e.pieces[:0], bufs...) // kept: its array is reused
+	return e.pieces
 }
 
 // rdSend sends what is due: retransmissions, ACKs, error messages, Read

@@ -54,6 +54,7 @@ type config struct {
 	timeout    time.Duration
 	cpu        int
 	raw        string // "", "udp", "tcp"
+	rawBatch   bool   // -raw udp: GSO sends, GRO + recvmmsg receives (raw_udp_batch.go)
 	qpPort     int    // -qp-port: UDP port of a UD or RD QP (0: the daemon picks)
 	qps        int    // -qps: queue pairs between the two processes (multiqp.go)
 	mem        string // -mem: memfd (ofverbs Buffers) or user (Go heap: process-memory MRs)
@@ -90,6 +91,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.qps, "qps", 1, "queue `pairs` between the two processes (1.."+fmt.Sprint(maxQPs)+"), driven round-robin by one thread per side: "+
 		"lat reports the latency per message normalized by N, bw the aggregate over the window split across the QPs (-o send; -t rc -o write -m bw)")
 	fs.StringVar(&c.raw, "raw", "", "run over plain `sockets` for a baseline: udp or tcp")
+	fs.BoolVar(&c.rawBatch, "raw-batch", false, "-raw udp: send streams with UDP GSO (64 datagrams per send) and receive with UDP_GRO and recvmmsg")
 	fs.StringVar(&c.mem, "mem", "memfd", "`memory` of the data buffers: memfd (ofverbs Buffers, mapped by the daemon: zero copy) or "+
 		"user (the Go heap, registered as process memory: the daemon copies with process_vm_readv/writev; docs/memory-registration.md)")
 	fs.Usage = func() {
@@ -125,6 +127,9 @@ func (c *config) validate() error {
 	}
 	if c.test != "lat" && c.test != "bw" {
 		return usagef("-m %q: want lat or bw", c.test)
+	}
+	if c.rawBatch && c.raw != "udp" {
+		return usagef("-raw-batch: only with -raw udp")
 	}
 	if c.raw != "" && c.raw != "udp" && c.raw != "tcp" {
 		return usagef("-raw %q: want udp or tcp", c.raw)
@@ -281,6 +286,11 @@ func openTransport(cfg *config, ip netip.Addr, server bool) (transport, int, err
 	switch cfg.raw {
 	case "udp":
 		t, err := newUDPTransport(ip, maxUDPPayload, cfg.window, w)
+		if err == nil && cfg.rawBatch {
+			if err = t.enableBatch(); err != nil {
+				t.close()
+			}
+		}
 		return t, maxUDPPayload, err
 	case "tcp":
 		maxMsg := 1 << 20 // -a stops at 1 MiB, as UD does by default

@@ -270,6 +270,30 @@ func TestRawUDPLatency(t *testing.T) {
 	checkLatReport(t, decodeReport(t, "server", srv.stdout), "server", "raw-udp", 64, 200)
 }
 
+// TestRawUDPBatch: the batched raw UDP baseline (-raw-batch: GSO sends,
+// GRO + recvmmsg receives) streams messages of one datagram, of a size that
+// does not divide the 64-segment GSO limit, and of the largest datagram,
+// every one verified by both sides; ping-pong works over it too.
+func TestRawUDPBatch(t *testing.T) {
+	bin, _ := binaries(t)
+	for _, tc := range [][]string{
+		{"-m", "bw", "-s", "64", "-n", "5000"},
+		{"-m", "bw", "-s", "1500", "-n", "3000"},
+		{"-m", "bw", "-s", "65507", "-n", "300"},
+		{"-m", "lat", "-s", "64", "-n", "200"},
+	} {
+		args := append([]string{"-raw", "udp", "-raw-batch", "-json"}, tc...)
+		srv, cli := pair(t, bin, args, args)
+		mustSucceed(t, "server", srv)
+		mustSucceed(t, "client", cli)
+		for who, out := range map[string]string{"client": cli.stdout, "server": srv.stdout} {
+			if r := decodeReport(t, who, out); !r.OK || r.Results[0].Mismatches != 0 || r.Results[0].Verified == 0 {
+				t.Errorf("%v: %s report: %s", tc, who, out)
+			}
+		}
+	}
+}
+
 // regexpRow reports whether out has a table row starting "size iters".
 func regexpRow(out string, size, iters int) bool {
 	for _, line := range strings.Split(out, "\n") {

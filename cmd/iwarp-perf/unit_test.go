@@ -154,6 +154,7 @@ func TestParseConfig(t *testing.T) {
 		{[]string{"-t", "rc", "-s", "70000000"}, "-s 70000000: larger than the largest raw-tcp message"},
 		{[]string{"-m", "x"}, "-m \"x\""},
 		{[]string{"-raw", "sctp"}, "-raw \"sctp\""},
+		{[]string{"-raw", "tcp", "-raw-batch"}, "-raw-batch: only with -raw udp"},
 		{[]string{"-s", "64", "-a"}, "not together with -a"},
 		{[]string{"-n", "0"}, "-n 0"},
 		{[]string{"-window", "0"}, "-window 0"},
