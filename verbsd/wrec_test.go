@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/netip"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -383,6 +384,16 @@ func FuzzWriteRecordDatagram(f *testing.F) {
 	f.Add(seg(tgt.RKey, tgt.Addr(100), 2, 10, 5, true, []byte("world")))
 	f.Add(seg(tgt.RKey, tgt.Addr(8190), 3, 5, 0, true, []byte("bound")))
 	f.Add(seg(tgt.RKey^0x100, tgt.Addr(0), 4, 0, 0, true, nil))
+	// The same as a Write-Record with Immediate (opcode 0xD), whole and cut
+	// inside its Immediate Data.
+	withImm := func(b []byte, imm uint32) []byte {
+		d := rdmap.MakeImmediateData(imm)
+		b = slices.Concat(b[:wrecHeaderLen], d.Raw[:], b[wrecHeaderLen:])
+		b[1] = uint8(rdmap.MakeControl(rdmap.OpWriteRecordImm))
+		return b
+	}
+	f.Add(withImm(seg(tgt.RKey, tgt.Addr(0), 5, 5, 0, true, []byte("hello")), 0xcafe))
+	f.Add(withImm(seg(tgt.RKey, tgt.Addr(0), 6, 0, 0, true, nil), 1)[:wrecHeaderLen+3])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if len(b) == 0 {
 			return
