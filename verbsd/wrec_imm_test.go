@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
@@ -307,4 +308,69 @@ func TestRDWriteRecordImm(t *testing.T) {
 		RemoteAddr: b.mr.Addr(0), Imm: 7}, []proto.SGE{a.mr.SGE(0, 10)})
 	waitN(t, a.scq, 1, "good send")
 	checkImmRecord(t, "after the refusal", waitN(t, b.rcq, 1, "good record")[0], 200, b.mr.RKey, b.mr.Addr(0), 10, true, 7)
+}
+
+// TestWriteRecordImmWireBytes: the datagrams the engine sends for a UD
+// Write-Record with Immediate of three segments are byte for byte what
+// llp/dgram and rdmap encode from docs/wire-format.md §8.1 (the golden
+// ud-write-record-imm's layout): key header, tagged DDP header with
+// opcode 0xD, Write-Record header, the Immediate Data, the payload, CRC.
+func TestWriteRecordImmWireBytes(t *testing.T) {
+	srv, path := startFast(t, func(c *Config) { c.GSO = false })
+	var mu sync.Mutex
+	var sent [][]byte
+	srv.eng.Do(func() error {
+		srv.eng.sendmmsg = func(fd int, msgs []unix.Mmsghdr) (int, error) {
+			mu.Lock()
+			for i := range msgs {
+				var d []byte
+				for k := range int(msgs[i].Hdr.Iovlen) {
+					d = append(d, iovBytes(&msgs[i].Hdr, k)...)
+				}
+				sent = append(sent, d)
+			}
+			mu.Unlock()
+			return sysSendmmsg(fd, msgs)
+		}
+		return nil
+	})
+	a := newFastNode(t, path, 1<<16)
+	b := newWrecTarget(t, path, 1<<16, proto.AccessLocalWrite|proto.AccessRemoteWrite)
+	ah, err := a.c.CreateAH(a.pd, b.qp.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.c.PostRecv(b.qp.RQ, 1, []proto.SGE{b.mr.SGE(0, 64)}); err != nil {
+		t.Fatal(err)
+	}
+	const size = 3000
+	pattern(a.mr.Buf[:size], 4)
+	to := b.tgt.Addr(100)
+	if err := a.qp.PostSend(proto.SQE{WRID: 1, Opcode: proto.WRWriteRecordWithImm, Flags: proto.SendSignaled, AH: ah,
+		RKey: b.tgt.RKey, RemoteAddr: to, Imm: 0xcafef00d}, []proto.SGE{a.mr.SGE(0, size)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitN(t, a.scq, 1, "send")
+	checkImmRecord(t, "record", waitN(t, b.rcq, 1, "record")[0], 1, b.tgt.RKey, to, size, true, 0xcafef00d)
+	per := ddp.MaxPayload(dgram.MaxSegment(DefaultConfig().DatagramSize, false), true, rdmap.WriteRecordImmLen)
+	keys := dgram.Keys{QKey: verbsdtest.TestQKey, SrcQKey: verbsdtest.TestQKey}
+	mu.Lock()
+	defer mu.Unlock()
+	var want [][]byte
+	for off := 0; off < size; off += per {
+		end := min(off+per, size)
+		h := ddp.Header{Tagged: true, Last: end == size, Version: ddp.Version, ULPControl: uint8(rdmap.MakeControl(rdmap.OpWriteRecordImm)),
+			Stag: b.tgt.RKey, TO: to + uint64(off)}
+		w := rdmap.WriteRecordImm{WriteRecord: rdmap.WriteRecord{RecordID: 1, MessageLength: size, MessageOffset: uint32(off)},
+			Imm: rdmap.MakeImmediateData(0xcafef00d)}
+		want = append(want, dgram.AppendUD(nil, keys, true, h.Append(nil), w.Append(nil), a.mr.Buf[off:end]))
+	}
+	if len(sent) != len(want) {
+		t.Fatalf("%d datagrams sent, want %d", len(sent), len(want))
+	}
+	for i := range want {
+		if !bytes.Equal(sent[i], want[i]) {
+			t.Fatalf("datagram %d:\n got % x\nwant % x", i, sent[i][:min(len(sent[i]), 64)], want[i][:min(len(want[i]), 64)])
+		}
+	}
 }
