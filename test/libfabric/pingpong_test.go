@@ -46,12 +46,11 @@ func ppCases() []ppCase {
 		{name: "msg", prov: "iwarpd", ep: "msg", sizes: []string{"all"}, largest: "6m", env: native},
 		{name: "rxd", prov: "iwarpd;ofi_rxd", ep: "rdm", sizes: []string{"all"}, largest: "6m",
 			known: "across namespaces the server stalled until the 120 s timeout (1 run in 3 on the merged main)"},
-		// ofi_rxm sends above its SAR limit by rendezvous with RMA Read of
-		// its own registrations: that needs the daemon to reach application
-		// memory (docs/libfabric.md, "Limits"); below it, segmentation.
-		{name: "rxm", prov: "iwarpd;ofi_rxm", ep: "rdm", sizes: []string{"1", "1024", "65536", "1048576"},
-			env:   []string{"FI_OFI_RXM_SAR_LIMIT=4194304"},
-			known: "fi_pingpong -S 1 spun for 6 minutes on loopback on the merged main (1 run in 1); RxM over the MSG endpoint also crashes from 256 KiB under Open MPI (docs/mpi.md)"},
+		// ofi_rxm with its defaults: eager up to 16 KiB, segmentation (SAR)
+		// up to 128 KiB, above that rendezvous with an RMA Read of the
+		// sender's registration of application memory (docs/libfabric.md):
+		// each protocol at and beyond its edge, to 1 MiB.
+		{name: "rxm", prov: "iwarpd;ofi_rxm", ep: "rdm", sizes: []string{"1", "16384", "16385", "131072", "131073", "1048576"}},
 	}
 }
 
