@@ -530,14 +530,14 @@ static int ep_control(struct fid *fid, int command, void *arg)
 	}
 }
 
-/* Before an RD QP goes away: let our sends be acknowledged (bounded) and
- * give the daemon time to send the acknowledgements it owes our peers
- * (RD delays a standalone ACK by 200 us): a peer whose last message we
- * received must not retry into a destroyed QP until its retry count runs
- * out (fi_pingpong's final exchange did exactly that). */
+/* Before an RD QP goes away: let our sends be acknowledged (bounded, ~1 s),
+ * as SO_LINGER does: a message still unacknowledged may need a
+ * retransmission the destroyed QP could not send. The acknowledgements we
+ * owe our peers need no wait: the daemon sends them when it destroys the
+ * QP (verbsd rdCloseAcks). */
 static void rdm_linger(struct iwd_ep *ep)
 {
-	const struct timespec ms = {0, 1000 * 1000}, acks = {0, 2 * 1000 * 1000};
+	const struct timespec ms = {0, 1000 * 1000};
 	int i, idle = 0;
 	for (i = 0; i < 1000 && !idle; i++) {
 		iwd_lock(ep->dom);
@@ -547,7 +547,6 @@ static void rdm_linger(struct iwd_ep *ep)
 		if (!idle)
 			nanosleep(&ms, NULL);
 	}
-	nanosleep(&acks, NULL);
 }
 
 static int ep_close(struct fid *fid)
