@@ -8,6 +8,9 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -89,6 +92,65 @@ IWV_EXPORT size_t iwv_buffer_len(const struct iwv_buffer *b)
 	return b->size;
 }
 
+/* Moves the contents of [from, from+len) into mapping at dst: a fresh
+ * mapping tmp filled with a copy replaces dst in one mremap(2) (MREMAP_FIXED
+ * unmaps what was there), so dst is never unmapped in between. */
+static int remap_over(void *tmp, void *dst, size_t len)
+{
+	memcpy(tmp, dst, len);
+	if (mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, dst) == MAP_FAILED)
+		return -errno;
+	return 0;
+}
+
+IWV_EXPORT int iwv_adopt_buffer(struct iwv_session *s, void *addr, size_t len, struct iwv_buffer **out)
+{
+	*out = NULL;
+	if (!addr || len == 0 || ((uintptr_t)addr | len) & (W_PAGE_SIZE - 1))
+		return iwvi_seterr(s, EINVAL, "adopt-buffer: %p+%zu is not whole pages", addr, len);
+	if (__atomic_load_n(&s->dead, __ATOMIC_ACQUIRE))
+		return iwvi_seterr(s, ENODEV, "adopt-buffer: iwarpd: daemon closed the session");
+	struct iwv_buffer *b = calloc(1, sizeof *b);
+	if (!b)
+		return iwvi_seterr(s, ENOMEM, "adopt-buffer");
+	int r = iwvi_region_create(&b->r, "adopted", len);
+	if (r == 0) {
+		r = remap_over(b->r.mem, addr, len);
+		if (r < 0)
+			iwvi_region_close(&b->r);
+	}
+	if (r < 0) {
+		free(b);
+		return iwvi_seterr(s, r, "adopt-buffer: %p+%zu", addr, len);
+	}
+	b->r.mem = addr;
+	b->s = s;
+	b->size = len;
+	b->adopted = 1;
+	pthread_mutex_lock(&s->mu);
+	b->next = s->buffers;
+	s->buffers = b;
+	pthread_mutex_unlock(&s->mu);
+	*out = b;
+	return 0;
+}
+
+void iwvi_buffer_release(struct iwv_buffer *b)
+{
+	if (!b->adopted) {
+		iwvi_region_close(&b->r);
+		return;
+	}
+	/* Give the application private pages with the same contents back; if
+	 * that fails the shared mapping stays (the memory stays valid). */
+	void *tmp = mmap(NULL, b->r.len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (tmp != MAP_FAILED && remap_over(tmp, b->r.mem, b->r.len) < 0)
+		munmap(tmp, b->r.len);
+	close(b->r.fd);
+	b->r.fd = -1;
+	b->r.mem = NULL;
+}
+
 IWV_EXPORT int iwv_free_buffer(struct iwv_buffer *b)
 {
 	if (!b)
@@ -97,7 +159,7 @@ IWV_EXPORT int iwv_free_buffer(struct iwv_buffer *b)
 	pthread_mutex_lock(&s->mu);
 	LIST_REMOVE(&s->buffers, struct iwv_buffer, b);
 	pthread_mutex_unlock(&s->mu);
-	iwvi_region_close(&b->r);
+	iwvi_buffer_release(b);
 	free(b);
 	return 0;
 }
