@@ -8,8 +8,8 @@
  */
 #include <errno.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -92,12 +92,28 @@ IWV_EXPORT size_t iwv_buffer_len(const struct iwv_buffer *b)
 	return b->size;
 }
 
-/* Moves the contents of [from, from+len) into mapping at dst: a fresh
- * mapping tmp filled with a copy replaces dst in one mremap(2) (MREMAP_FIXED
- * unmaps what was there), so dst is never unmapped in between. */
-static int remap_over(void *tmp, void *dst, size_t len)
+/* Copies between the memfd and memory with raw pread/pwrite system calls:
+ * the kernel reads or writes whole pages, and no user-space copy (which a
+ * sanitizer would check against its redzones around the application's
+ * objects on those pages) is involved. */
+static int fd_copy(int fd, void *mem, size_t len, int to_fd)
 {
-	memcpy(tmp, dst, len);
+	size_t done = 0;
+	while (done < len) {
+		long n = syscall(to_fd ? SYS_pwrite64 : SYS_pread64, fd, (char *)mem + done, len - done, (off_t)done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+/* Puts mapping tmp (len bytes) at dst in one mremap(2): MREMAP_FIXED
+ * unmaps what was there, so dst is never unmapped in between. */
+static int move_over(void *tmp, void *dst, size_t len)
+{
 	if (mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, dst) == MAP_FAILED)
 		return -errno;
 	return 0;
@@ -115,7 +131,9 @@ IWV_EXPORT int iwv_adopt_buffer(struct iwv_session *s, void *addr, size_t len, s
 		return iwvi_seterr(s, ENOMEM, "adopt-buffer");
 	int r = iwvi_region_create(&b->r, "adopted", len);
 	if (r == 0) {
-		r = remap_over(b->r.mem, addr, len);
+		r = fd_copy(b->r.fd, addr, len, 1);
+		if (r == 0)
+			r = move_over(b->r.mem, addr, len);
 		if (r < 0)
 			iwvi_region_close(&b->r);
 	}
@@ -144,7 +162,7 @@ void iwvi_buffer_release(struct iwv_buffer *b)
 	/* Give the application private pages with the same contents back; if
 	 * that fails the shared mapping stays (the memory stays valid). */
 	void *tmp = mmap(NULL, b->r.len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (tmp != MAP_FAILED && remap_over(tmp, b->r.mem, b->r.len) < 0)
+	if (tmp != MAP_FAILED && (fd_copy(b->r.fd, tmp, b->r.len, 0) < 0 || move_over(tmp, b->r.mem, b->r.len) < 0))
 		munmap(tmp, b->r.len);
 	close(b->r.fd);
 	b->r.fd = -1;

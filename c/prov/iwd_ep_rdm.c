@@ -476,6 +476,12 @@ static void rx_bounce(struct iwd_ep *ep, struct iwd_bounce *b, const struct iwv_
 		post_bounce(ep, b);
 		return;
 	}
+	if (wc->opcode == IWV_WC_RECV_WRITE_RECORD) {
+		/* A peer's fi_write (Write-Record over RD) took a receive for
+		 * its record (docs/write-record.md); the data is in place. */
+		post_bounce(ep, b);
+		return;
+	}
 	if (wc->byte_len < HDR) {
 		IWD_WARN(FI_LOG_EP_DATA, "iwarpd: a %u-octet message without an RDM header: dropped\n", wc->byte_len);
 		post_bounce(ep, b);

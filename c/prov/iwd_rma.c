@@ -1,6 +1,7 @@
 /*
- * iwd_rma.c — FI_RMA (fi_rma(3)): RDMA Write and RDMA Read over RD (RDM
- * endpoints, the destination from the AV) and over RC (MSG endpoints).
+ * iwd_rma.c — FI_RMA (fi_rma(3)): RDMA Write-Record and RDMA Read over RD
+ * (RDM endpoints, the destination from the AV; RD has no plain Write) and
+ * RDMA Write and Read over RC (MSG endpoints).
  * Keys are the daemon's STags and addresses virtual (FI_MR_PROV_KEY,
  * FI_MR_VIRT_ADDR). A local buffer without a daemon registration goes
  * through a bounce slot or staging memory.
@@ -142,7 +143,10 @@ static ssize_t rma_op(struct iwd_ep *ep, int is_read, const struct iovec *iov, v
 	}
 	memset(&wr, 0, sizeof(wr));
 	wr.wr_id = (uint64_t)(uintptr_t)tx;
-	wr.opcode = is_read ? IWV_WR_RDMA_READ : IWV_WR_RDMA_WRITE;
+	/* RD has no plain RDMA Write: Write-Record places the data the same
+	 * way and takes one of the target's bounce receives for its record,
+	 * which the target reposts (iwd_ep_rdm.c). */
+	wr.opcode = is_read ? IWV_WR_RDMA_READ : ep->type == FI_EP_RDM ? IWV_WR_WRITE_RECORD : IWV_WR_RDMA_WRITE;
 	if (ep->type == FI_EP_MSG && (op_flags & FI_REMOTE_CQ_DATA)) {
 		wr.opcode = IWV_WR_RDMA_WRITE_WITH_IMM;
 		wr.imm = (uint32_t)data;
