@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -188,7 +189,8 @@ func TestAtomicsLoopback(t *testing.T) {
 	}
 }
 
-// TestAtomicsNetns: the same across two network namespaces (veth, MTU 1500).
+// TestAtomicsNetns: the same across two network namespaces (veth, MTU 1500),
+// then RDM again with 5 % packet loss (nftables) in both namespaces.
 func TestAtomicsNetns(t *testing.T) {
 	needProvider(t)
 	if ok, why := netns.Available(); !ok {
@@ -215,5 +217,32 @@ func TestAtomicsNetns(t *testing.T) {
 			runAtomics(t, pair, da, db, ep)
 		})
 	}
+	// RD retransmits lost Atomic Requests and Responses: still exactly once.
+	t.Run("rdm-loss5", func(t *testing.T) {
+		if err := setLoss(pair, 5); err != nil {
+			t.Skip("no nftables loss: ", err)
+		}
+		runAtomics(t, pair, da, db, "rdm")
+	})
 }
 
+// setLoss makes each namespace of p drop pct % of the TCP and UDP packets
+// it receives (nftables input hook, numgen random), one wire packet at a
+// time (gso_max_segs 1 on both veth ends), as cmd/iwarp-bench does.
+func setLoss(p *netns.Pair, pct int) error {
+	for i, ns := range p.Names {
+		for _, args := range [][]string{
+			{"-n", ns, "link", "set", p.Links[i], "gso_max_segs", "1"},
+			{"netns", "exec", ns, "nft", "add", "table", "inet", "iwarp_fiatomic"},
+			{"netns", "exec", ns, "nft", "add", "chain", "inet", "iwarp_fiatomic", "in",
+				"{ type filter hook input priority 0 ; }"},
+			{"netns", "exec", ns, "nft", "add", "rule", "inet", "iwarp_fiatomic", "in", "meta", "l4proto", "{", "tcp",
+				",", "udp", "}", "numgen", "random", "mod", "100", "<", fmt.Sprint(pct), "drop"},
+		} {
+			if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+				return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+			}
+		}
+	}
+	return nil
+}

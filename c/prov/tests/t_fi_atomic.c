@@ -186,15 +186,17 @@ static struct fid_ep *open_ep(struct fi_info *fi)
 	return e;
 }
 
+/* The next connection event: want, or (want 0) FI_CONNREQ or FI_CONNECTED;
+ * FI_SHUTDOWN of a client that finished already is skipped. */
 static uint32_t wait_cm(uint32_t want, struct fi_eq_cm_entry *entry)
 {
 	uint32_t ev;
 	for (;;) {
 		ssize_t n = fi_eq_sread(eq, &ev, entry, sizeof(*entry) + 64, 200, 0);
 		if (n > 0) {
-			if (ev == FI_SHUTDOWN && want != FI_SHUTDOWN)
-				continue; /* a client that finished already */
-			if (ev != want)
+			if (ev == FI_SHUTDOWN)
+				continue;
+			if (want ? ev != want : ev != FI_CONNREQ && ev != FI_CONNECTED)
 				die("EQ event %u, want %u", ev, want);
 			return ev;
 		}
@@ -273,13 +275,21 @@ static int server(int argc, char **argv)
 	deadline_s += T_TIMEOUT_S * 2; /* the clients start after READY */
 
 	if (is_msg) {
-		/* One connection per client, each with receives for senddata/writedata/done. */
-		for (neps = 0; neps < nclients; neps++) {
+		/* One connection per client, each with receives for writedata and
+		 * done; requests and establishments of several clients interleave. */
+		int connected = 0;
+		while (connected < nclients) {
 			struct {
 				struct fi_eq_cm_entry e;
 				char data[64];
 			} ce;
-			wait_cm(FI_CONNREQ, &ce.e);
+			uint32_t ev = wait_cm(0, &ce.e);
+			if (ev == FI_CONNECTED) {
+				connected++;
+				continue;
+			}
+			if (neps == nclients)
+				die("more connection requests than clients");
 			eps[neps] = open_ep(ce.e.info);
 			for (i = 0; i < 4; i++) {
 				struct rxslot *s = &slots[neps * 4 + i];
@@ -287,11 +297,11 @@ static int server(int argc, char **argv)
 			}
 			CHECK(fi_accept(eps[neps], NULL, 0));
 			fi_freeinfo(ce.e.info);
-			while (local < LOCAL_ADDS) { /* interleave with the first clients' atomics */
+			neps++;
+			while (local < LOCAL_ADDS / 2) { /* interleave with the first clients' atomics */
 				__atomic_fetch_add(&tgt[W_COUNTER], 1, __ATOMIC_SEQ_CST);
 				local++;
 			}
-			wait_cm(FI_CONNECTED, &ce.e);
 		}
 	}
 	while (ndone < nclients) {
