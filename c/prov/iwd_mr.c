@@ -144,7 +144,9 @@ static int reg_atomic(struct iwd_domain *dom, struct iwd_mr *mr, int vacc)
 		adopt_put(dom, mr->adopt);
 		mr->adopt = NULL;
 	}
-	if (ret == -EOPNOTSUPP && iwd_env.atomic_adopt) {
+	if (ret != -EOPNOTSUPP) /* not a matter of atomics: the plain registration says why */
+		return iwv_reg_mr(dom->pd, mr->addr, mr->len, vacc, &mr->vmr);
+	if (iwd_env.atomic_adopt) {
 		ret = adopt_reg(dom, mr, vacc | IWV_ACCESS_REMOTE_ATOMIC);
 		if (ret == 0) {
 			mr->atomic = 1;
@@ -154,8 +156,8 @@ static int reg_atomic(struct iwd_domain *dom, struct iwd_mr *mr, int vacc)
 			 mr->len, ret == -EBUSY ? "they overlap other adopted pages" : iwv_last_error(dom->fab->s));
 	}
 	IWD_INFO(FI_LOG_MR,
-		 "iwarpd: %p+%zu is registered without remote atomic access: atomics targeting it fail with "
-		 "FI_EACCES (set FI_IWARPD_ATOMIC_ADOPT=1, docs/libfabric.md)\n",
+		 "iwarpd: %p+%zu is registered without remote atomic access: atomics targeting it complete with "
+		 "FI_EACCES (FI_IWARPD_ATOMIC_ADOPT=1 adopts its pages, docs/libfabric.md)\n",
 		 mr->addr, mr->len);
 	return iwv_reg_mr(dom->pd, mr->addr, mr->len, vacc, &mr->vmr);
 }
