@@ -133,6 +133,9 @@ func runAtomics(t *testing.T, pair *netns.Pair, da, db *daemontest.Daemon, ep st
 		}
 		for _, l := range strings.Split(r.out, "\n") {
 			f := strings.Fields(l)
+			if len(f) > 0 && f[0] == "LATENCY" {
+				t.Logf("client: %s", l) // information only: the clients run at once
+			}
 			if len(f) == 0 || f[0] != "FETCH" {
 				continue
 			}

@@ -624,6 +624,7 @@ static int client(int argc, char **argv)
 	char host[64], *colon;
 	int id, m, k, i, ctx;
 	uint64_t *fetched, done = 0xD09E;
+	double t0, t1, t2;
 
 	role = "client";
 	if (argc < 7)
@@ -668,8 +669,19 @@ static int client(int argc, char **argv)
 	}
 	validity();
 	fetched = calloc((size_t)m, sizeof(*fetched));
+	t0 = now_s();
 	for (i = 0; i < m; i++)
 		fetched[i] = fetch(FI_SUM, i % 2 ? FI_INT64 : FI_UINT64, 1, W_COUNTER, "fetch-add");
+	t1 = now_s();
+	for (i = 0; i < m; i++) { /* the baseline: an 8-octet RDMA Read of the same word */
+		uint64_t v;
+		POST(fi_read(ep, &v, 8, NULL, peer, base + 8 * W_COUNTER, key, &ctx), "fi_read(baseline)");
+		wait_ok(&ctx, FI_RMA | FI_READ, "fi_read(baseline)");
+	}
+	t2 = now_s();
+	/* Information only (no assertion): the clients run concurrently. */
+	printf("LATENCY fetch-add %.1f us, 8-octet read %.1f us, ratio %.2f\n", (t1 - t0) * 1e6 / m,
+	       (t2 - t1) * 1e6 / m, (t1 - t0) / (t2 - t1));
 	printf("FETCH");
 	for (i = 0; i < m; i++)
 		printf(" %llu", (unsigned long long)fetched[i]);
