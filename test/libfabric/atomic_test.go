@@ -43,7 +43,7 @@ func atomDaemon(t *testing.T, name string, idx int, o daemontest.Options) *daemo
 }
 
 func sanEnv() []string {
-	return []string{"ASAN_OPTIONS=detect_leaks=0:abort_on_error=0", "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1"}
+	return []string{"ASAN_OPTIONS=detect_leaks=1:abort_on_error=0", "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1"}
 }
 
 func checkSan(t *testing.T, who, out string) {

@@ -244,6 +244,7 @@ static int server(int argc, char **argv)
 		die("NCLIENTS 1..%d", MAXC);
 	h = hints_for(argv[0]);
 	CHECK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h, &fi));
+	fi_freeinfo(h);
 	info = fi;
 	open_common(fi);
 	/* A heap target that is not page-aligned: the provider adopts its pages. */
@@ -652,6 +653,7 @@ static int client(int argc, char **argv)
 		h->dest_addrlen = sizeof(sin);
 	}
 	CHECK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h, &fi));
+	fi_freeinfo(h);
 	info = fi;
 	open_common(fi);
 	ep = open_ep(fi);
