@@ -159,8 +159,36 @@ func (s *Server) refuseOne(l *net.UnixListener) {
 			if err != nil {
 				return -1
 			}
+			drainHello(nfd)
 			unix.Write(nfd, msg) // best effort: the client may be gone
 			return nfd
 		})
 	})
+}
+
+// refuseHelloWait bounds how long a refusal waits for the client's hello.
+const refuseHelloWait = 200 * time.Millisecond
+
+// drainHello waits (bounded) for the refused client's hello and reads it:
+// closing a unix socket with unread data resets the connection, and the
+// client would see ECONNRESET instead of the reply that says why.
+func drainHello(fd int) {
+	deadline := time.Now().Add(refuseHelloWait)
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return
+		}
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(pfd, int(left/time.Millisecond)+1)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n == 0 {
+			return
+		}
+		var buf [64]byte // a record read in part is discarded whole
+		unix.Recvfrom(fd, buf[:], unix.MSG_DONTWAIT)
+		return
+	}
 }

@@ -84,6 +84,37 @@ func openFDs(t *testing.T, pid int) int {
 	return len(ents)
 }
 
+// setNofile sets pid's soft descriptor limit, keeping its hard limit (so
+// that the soft one can be raised again).
+func setNofile(pid int, cur uint64) error {
+	var old unix.Rlimit
+	if err := unix.Prlimit(pid, unix.RLIMIT_NOFILE, nil, &old); err != nil {
+		return err
+	}
+	return unix.Prlimit(pid, unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: cur, Max: old.Max}, nil)
+}
+
+// lowestFreeFD is the lowest descriptor number pid does not use.
+func lowestFreeFD(t *testing.T, pid int) int {
+	t.Helper()
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := map[int]bool{}
+	for _, e := range ents {
+		var n int
+		if _, err := fmt.Sscan(e.Name(), &n); err == nil {
+			used[n] = true
+		}
+	}
+	n := 0
+	for used[n] {
+		n++
+	}
+	return n
+}
+
 // TestAcceptOutOfFDs: the daemon's descriptor limit is lowered so that a
 // hostile client's sessions exhaust it. New clients get EMFILE at once
 // (not a hello timeout), the log says so a bounded number of times, the
@@ -94,7 +125,7 @@ func TestAcceptOutOfFDs(t *testing.T) {
 	by := startBystander(t, d)
 	by.progressed(t, "warm-up")
 	lim := uint64(openFDs(t, d.PID()) + 24)
-	if err := unix.Prlimit(d.PID(), unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: lim, Max: lim}, nil); err != nil {
+	if err := setNofile(d.PID(), lim); err != nil {
 		t.Skipf("cannot lower the daemon's descriptor limit: %v", err)
 	}
 	p := spawnHostile(t, "sessions", d.Sock, "")
@@ -104,7 +135,9 @@ func TestAcceptOutOfFDs(t *testing.T) {
 	// daemon holds now so that the clients below fail in accept(2) itself,
 	// the case the reserve descriptor is for.
 	// The helper's last, failed session may still be giving its
-	// descriptors back: wait until the count holds still.
+	// descriptors back: wait until the count holds still. The limit is on
+	// descriptor numbers, not their count: the lowest free number is the
+	// limit under which none is left.
 	held := openFDs(t, d.PID())
 	for i, same := 0, 0; i < 200 && same < 5; i++ {
 		time.Sleep(10 * time.Millisecond)
@@ -114,19 +147,48 @@ func TestAcceptOutOfFDs(t *testing.T) {
 			held, same = n, 0
 		}
 	}
-	lim = uint64(held)
-	if err := unix.Prlimit(d.PID(), unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: lim, Max: lim}, nil); err != nil {
+	lim = uint64(lowestFreeFD(t, d.PID()))
+	if err := setNofile(d.PID(), lim); err != nil {
 		t.Fatalf("lowering the daemon's descriptor limit to %d: %v", lim, err)
 	}
-	for i := range 10 {
+	// A descriptor the daemon held for a moment when it was counted (a
+	// file it reads, a session still closing) can come free: an open may
+	// then succeed, and is kept so that it uses that descriptor up. What
+	// must never happen is any other error (a hello timeout: the client
+	// left waiting in the backlog).
+	refused := 0
+	var kept []*ofverbs.Context
+	defer func() {
+		for _, c := range kept {
+			c.Close()
+		}
+	}()
+	for i := 0; i < 20 && refused < 10; i++ {
 		c, err := ofverbs.Open(ofverbs.WithSocket(d.Sock), ofverbs.WithHelloTimeout(daemontest.Scaled(5*time.Second)))
 		if err == nil {
-			c.Close()
-			t.Fatalf("open %d succeeded while the daemon is out of descriptors", i)
+			kept = append(kept, c)
+			continue
 		}
 		if !errors.Is(err, unix.EMFILE) {
 			t.Fatalf("open %d while the daemon is out of descriptors: %v; want EMFILE at once", i, err)
 		}
+		refused++
+	}
+	if refused < 10 {
+		t.Fatalf("only %d of 20 opens were refused while the daemon is out of descriptors (%d succeeded)", refused, len(kept))
+	}
+	// One free descriptor: accept(2) succeeds, and the session cannot get
+	// the descriptors it needs (doorbell, pidfd): that client must get
+	// EMFILE too, from the session.
+	lim = uint64(lowestFreeFD(t, d.PID())) + 1
+	if err := setNofile(d.PID(), lim); err != nil {
+		t.Fatalf("raising the daemon's descriptor limit to %d: %v", lim, err)
+	}
+	if c, err := ofverbs.Open(ofverbs.WithSocket(d.Sock), ofverbs.WithHelloTimeout(daemontest.Scaled(5*time.Second))); err == nil {
+		kept = append(kept, c)
+		t.Errorf("a session opened with one free descriptor in the daemon (it needs more)")
+	} else if !errors.Is(err, unix.EMFILE) {
+		t.Fatalf("open with one free descriptor in the daemon: %v; want EMFILE at once", err)
 	}
 	by.progressed(t, "descriptors exhausted")
 	if !strings.Contains(d.Stderr.String(), "too many open files") {
