@@ -275,6 +275,7 @@ func (e *engine) addRCQP(q *qp) {
 	e.nextQPN++
 	q.qpn = e.nextQPN
 	e.qps = append(e.qps, q)
+	e.markReady(q)
 }
 
 // qpAddr is the address a QP reports: a UD QP's UDP address, a connected

@@ -51,5 +51,6 @@ func (e *engine) closeDoorbell(fd int) {
 		return
 	}
 	unix.EpollCtl(e.epfd, unix.EPOLL_CTL_DEL, fd, nil)
+	delete(e.bells, int32(fd))
 	unix.Close(fd)
 }

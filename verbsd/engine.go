@@ -47,10 +47,17 @@ type engine struct {
 	epoch    *atomic.Uint32
 
 	// Engine-owned below.
-	quit     bool
-	qps      []*qp
-	byFD     map[int32]*qp
-	rr       int
+	quit bool
+	qps  []*qp
+	byFD map[int32]*qp
+	rr   int
+	// The ready list (ready.go): the QPs a pass serves.
+	ready    []*qp
+	bells    map[int32]*session // doorbell descriptor → its session
+	probe    int                // the QP of qps the probe looked at last
+	scanAll  bool               // the next pass serves every QP
+	visits   uint64             // QPs served or probed, all passes (tests: work per pass)
+	passes   uint64
 	sessions map[uint64]*session
 	cur      *session    // the session being served (fault.go)
 	staged   []stagedBuf // staging buffers of the QP being served (stage.go)
@@ -63,6 +70,7 @@ type engine struct {
 	sendWRs []sendWR
 	pieces  [][]byte
 	rb      *recvBatch
+	rdRecv  recvWR // rd_recv.go: the RD receive being claimed or placed into
 	// sendmmsg is sysSendmmsg (tests wrap it to simulate short sends and
 	// kernels without GSO).
 	sendmmsg func(fd int, msgs []unix.Mmsghdr) (int, error)
@@ -75,8 +83,8 @@ type command struct {
 
 func newEngine(cfg *Config) (e *engine, err error) {
 	e = &engine{cfg: cfg, cmds: make(chan command, 128), stopped: make(chan struct{}), epfd: -1, statusFD: -1,
-		byFD: map[int32]*qp{}, sessions: map[uint64]*session{},
-		sb: newSendBatch(), sendWRs: make([]sendWR, maxSendWRs), rb: newRecvBatch(), sendmmsg: sysSendmmsg}
+		byFD: map[int32]*qp{}, bells: map[int32]*session{}, sessions: map[uint64]*session{},
+		sb: newSendBatch(), sendWRs: make([]sendWR, maxSendWRs), pieces: make([][]byte, 0, 64), rb: newRecvBatch(), sendmmsg: sysSendmmsg}
 	defer func() {
 		if err != nil {
 			e.closeResources()
@@ -179,6 +187,7 @@ func (e *engine) runCommands() bool {
 		case c := <-e.cmds:
 			c.done <- guardedCommand(c.f) // fault.go
 			ran = true
+			e.scanAll = true // a command may change any QP (ready.go)
 		default:
 			return ran
 		}
@@ -243,7 +252,11 @@ func (e *engine) run() {
 			e.asleep.Store(0)
 			continue
 		}
-		e.pollFDs(e.sleepTimeout(now))
+		timeout := e.sleepTimeout(now)
+		e.pollFDs(timeout)
+		if timeout >= 0 {
+			e.scanAll = true // a timer or a blocked send (ready.go)
+		}
 		e.asleep.Store(0)
 		e.epoch.Add(1)
 		lastWork = time.Now()
@@ -270,8 +283,15 @@ func (e *engine) pollFDs(timeout int) {
 		case int32(e.wake.FD()):
 			e.wake.Drain()
 		default:
+			if s := e.bells[ev.Fd]; s != nil {
+				for _, q := range s.qps { // ready.go: a doorbell names a session
+					e.markReady(q)
+				}
+				continue
+			}
 			if q := e.byFD[ev.Fd]; q != nil {
 				q.readable = true
+				e.markReady(q)
 				if q.rc != nil && ev.Events&(unix.EPOLLOUT|unix.EPOLLERR|unix.EPOLLHUP) != 0 {
 					q.rc.outReady = true // rc_tx.go: a cut batch may go on
 				}
@@ -317,32 +337,43 @@ func (e *engine) sleepTimeout(now time.Time) int {
 }
 
 // pending reports whether some QP has work a client published (the
-// re-scan before sleeping).
+// re-scan before sleeping), and puts those on the ready list.
 func (e *engine) pending() bool {
+	found := false
 	for _, q := range e.qps {
 		if q.hasWork() {
-			return true
+			e.markReady(q)
+			found = true
 		}
 	}
-	return false
+	return found
 }
 
-// pass serves every QP once, round-robin, starting one further each pass.
+// pass serves every QP of the ready list (ready.go) once, round-robin,
+// starting one further each pass, then drops the quiescent ones.
 func (e *engine) pass(now time.Time) bool {
+	e.passes++
+	if len(e.qps) == 0 {
+		return false
+	}
+	e.fillReady(now)
 	work := false
-	n := len(e.qps)
+	n := len(e.ready) // a QP marked ready while serving waits for the next pass
 	if n == 0 {
 		return false
 	}
 	e.rr = (e.rr + 1) % n
 	for i := range n {
-		q := e.qps[(e.rr+i)%n]
+		q := e.ready[(e.rr+i)%n]
+		e.visits++
 		e.cur = q.s
 		if e.serviceQP(q, now) {
 			work = true
+			q.lastWork = now
 		}
 		e.releaseStaged() // stage.go
 	}
+	e.pruneReady(now)
 	return work
 }
 
@@ -363,6 +394,7 @@ func (e *engine) addQP(q *qp) error {
 	q.qpn = e.nextQPN
 	e.qps = append(e.qps, q)
 	e.byFD[int32(q.fd)] = q
+	e.markReady(q)
 	return nil
 }
 
@@ -370,10 +402,12 @@ func (e *engine) addQP(q *qp) error {
 func (e *engine) removeQP(q *qp) {
 	e.detachAllMcast(q) // mcast.go
 	if q.rd != nil {
-		q.rd.dropHeld() // rd_recv.go: out of the device's reorder store
+		e.rdCloseAcks(q, time.Now()) // rd_qp.go: the ACKs it owes leave before the socket closes
+		q.rd.dropHeld()              // rd_recv.go: out of the device's reorder store
 	}
 	unix.EpollCtl(e.epfd, unix.EPOLL_CTL_DEL, q.fd, nil)
 	delete(e.byFD, int32(q.fd))
+	e.unready(q)
 	for i, x := range e.qps {
 		if x == q {
 			e.qps = append(e.qps[:i], e.qps[i+1:]...)

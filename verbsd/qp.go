@@ -33,6 +33,9 @@ type qp struct {
 	local    netip.AddrPort
 	readable bool // epoll said the socket has datagrams
 
+	onReady  bool      // on the engine's ready list (ready.go)
+	lastWork time.Time // the last pass that did work on it
+
 	views qpViews // where its rings' entries are (look-ahead)
 
 	// Send side.

@@ -471,6 +471,16 @@ func (q *qp) rcHasWork() bool {
 		if c.rxOn && !c.discard && c.rx.rd.pending() {
 			return true // read ahead from the socket: epoll cannot see it
 		}
+		if c.waitFirst && !c.outOn {
+			// Responder before the initiator's first FPDU: only a Local
+			// Invalidate may run (rc_tx.go), nothing goes out.
+			if slot, err := q.sq.Peek(); err == nil && slot != nil {
+				var raw [proto.SQEHeaderLen]byte
+				copy(raw[:], slot)
+				return proto.GetSQE(raw[:]).Opcode == proto.WRLocalInvalidate
+			}
+			return false
+		}
 		if c.outOn || c.waitFirst {
 			return false
 		}
@@ -634,7 +644,7 @@ func wcOpcodeOf(op proto.SendOpcode) proto.WCOpcode {
 		return proto.WCRDMARead
 	case proto.WRLocalInvalidate:
 		return proto.WCLocalInvalidate
-	case proto.WRWriteRecord:
+	case proto.WRWriteRecord, proto.WRWriteRecordWithImm:
 		return proto.WCWriteRecord
 	case proto.WRWriteWithImm:
 		return proto.WCRDMAWrite

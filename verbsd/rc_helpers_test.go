@@ -27,7 +27,7 @@ const rcWait = 20 * time.Second
 
 var rcPortBase = 40000 + (os.Getpid()%100)*100
 
-func rcServer(t testing.TB) (*Server, string) {
+func rcServer(t testing.TB, mutate ...func(*Config)) (*Server, string) {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.UDPorts.First, cfg.UDPorts.Last = uint16(rcPortBase), uint16(rcPortBase+99)
@@ -35,6 +35,9 @@ func rcServer(t testing.TB) (*Server, string) {
 	rcPortBase += 100
 	if rcPortBase > 60000 {
 		rcPortBase = 40000
+	}
+	for _, m := range mutate {
+		m(&cfg)
 	}
 	srv, err := NewServer(cfg)
 	if err != nil {

@@ -68,6 +68,7 @@ type rcRx struct {
 	last    [1]byte
 	lastGot bool
 	dst     [][]byte // destination of the payload (this pass)
+	rqeBufs [][]byte // the receive's translated SGEs (reused)
 	fresh   bool
 	scratch []byte // discard buffer while draining after a Terminate
 	rd      rcReader
@@ -631,7 +632,7 @@ func (e *engine) rcDest(q *qp) bool {
 		if q.srq != nil {
 			p = q.srq.pd
 		}
-		bufs := x.dst[:0]
+		bufs := x.rqeBufs[:0]
 		for _, s := range c.rqe.sges {
 			b, st := q.s.translate(s, p, true)
 			if st != proto.WCSuccess {
@@ -640,9 +641,9 @@ func (e *engine) rcDest(q *qp) bool {
 			}
 			bufs = append(bufs, b)
 		}
+		x.rqeBufs = bufs
 		// The pieces covering [MO, MO+n) of the receive buffers.
-		k := len(bufs)
-		x.dst = appendRange(bufs, bufs[:k:k], int(h.MO), int(n))[k:]
+		x.dst = appendRange(x.dst[:0], bufs, int(h.MO), int(n))
 	}
 	x.fresh = true
 	return true

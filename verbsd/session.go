@@ -265,6 +265,7 @@ func (s *session) doHello(h proto.Header, body []byte) (any, []int, error, bool)
 			return err
 		}
 		s.bell = fd
+		s.eng.bells[int32(fd)] = s // ready.go: its ring readies its QPs
 		s.eng.sessions[s.id] = s
 		s.installed = true
 		return nil

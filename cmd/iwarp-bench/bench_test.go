@@ -231,6 +231,15 @@ func TestParseConfig(t *testing.T) {
 	if c, err := parseConfig([]string{"-bin", dir, "-scaling", ""}, &stderr); err != nil || len(c.ScalingQPs) != 0 {
 		t.Errorf("-scaling \"\": %v, %v", c.ScalingQPs, err)
 	}
+	c, err = parseConfig([]string{"-bin", dir, "-cpu", "64,65536", "-only", "rate_rd,cpu"}, &stderr)
+	want = []string{"cpu_rd_64", "cpu_raw-udp_64", "cpu_raw-tcp_64", "cpu_ud_64", "cpu_rd_64", "cpu_rc_64",
+		"cpu_raw-udp_65536", "cpu_raw-tcp_65536", "cpu_ud_65536", "cpu_rd_65536", "cpu_rc_65536"}
+	if err != nil || !reflect.DeepEqual(c.Only, want) || !reflect.DeepEqual(c.CPUSizes, []int{64, 65536}) || c.CPUN != 200000 {
+		t.Errorf("-cpu 64,65536 -only rate_rd,cpu: %v %v %d, %v", c.Only, c.CPUSizes, c.CPUN, err)
+	}
+	if c, err := parseConfig([]string{"-bin", dir, "-quick"}, &stderr); err != nil || !reflect.DeepEqual(c.CPUSizes, []int{64}) || c.CPUN != 500 {
+		t.Errorf("-quick cpu: %v %d, %v", c.CPUSizes, c.CPUN, err)
+	}
 	for _, args := range [][]string{
 		{"-bin", dir, "-scenario", "moon"},
 		{"-bin", dir, "-rounds", "0"},
@@ -241,6 +250,9 @@ func TestParseConfig(t *testing.T) {
 		{"-bin", dir, "-scaling", "65"},
 		{"-bin", dir, "-scaling-rounds", "0"},
 		{"-bin", dir, "-only", "scale_ud_lat_3"},
+		{"-bin", dir, "-cpu", "100"},
+		{"-bin", dir, "-cpu-n", "0"},
+		{"-bin", dir, "-only", "rate_xx"},
 	} {
 		if _, err := parseConfig(args, &stderr); err == nil {
 			t.Errorf("%v: accepted", args)
@@ -342,7 +354,8 @@ func TestSmokeLoopback(t *testing.T) {
 	}
 	for _, want := range []string{"RD / UD lat (medians) 64 B", "RD / RC bw 64 KiB", "RD Send lat 64 B, mean one way",
 		"RC RDMA Write bw 64 KiB bidirectional", "== idle cost (loopback): iwarpd CPU", "RD lat 64 B, 4 QPs, normalized",
-		"RC normalized lat 4 QPs / 1 QP", "UD bw 4 QPs / raw UDP"} {
+		"RC normalized lat 4 QPs / 1 QP", "UD bw 4 QPs / raw UDP", "UD Send 64 B stream: daemons' CPU per message",
+		"RD CPU/msg 64 B / raw UDP (daemons / raw sender+receiver)", "RC msg rate 64 B / raw TCP"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
 		}
@@ -351,7 +364,7 @@ func TestSmokeLoopback(t *testing.T) {
 		"RC Write lat / raw TCP lat", "RC Write bw / raw TCP bw", "RC Read bw / raw TCP bw", "UD lat / RC Send lat",
 		"RD / UD lat (medians) 64 B", "RD / RC lat (medians) 64 B", "RD / raw UDP lat (medians) 64 B",
 		"RD / raw TCP bw 64 KiB", "RD / UD bw 64 KiB", "RD / raw TCP bidirectional bw 64 KiB",
-		"RC FetchAdd lat / Send-Recv fetch-add emulation lat"} {
+		"RC FetchAdd lat / Send-Recv fetch-add emulation lat", "CPU/msg 64 B", "msg rate 64 B"} {
 		for _, line := range strings.Split(out, "\n") {
 			if strings.Contains(line, ratio) && !strings.Contains(line, "×") {
 				t.Errorf("ratio line without a ratio: %q", line)
@@ -360,9 +373,10 @@ func TestSmokeLoopback(t *testing.T) {
 	}
 	// 13 headline runs (RC FetchAdd and its Send/Recv emulation included), the sweeps at one size each (6 latency at 64 B, 6
 	// bandwidth at 64 KiB), 5 bidirectional, 14 scaling (1 and 4 QPs × UD,
-	// RD, RC × lat, bw; 2 raw baselines).
-	if n := strings.Count(stderr.String(), "[loopback 1/1]"); n != 44 {
-		t.Errorf("%d progress lines, want 44:\n%s", n, stderr.String())
+	// RD, RC × lat, bw; 2 raw baselines), 5 CPU per message at 64 B (raw
+	// UDP, raw TCP, UD, RD, RC).
+	if n := strings.Count(stderr.String(), "[loopback 1/1]"); n != 49 {
+		t.Errorf("%d progress lines, want 49:\n%s", n, stderr.String())
 	}
 	for _, f := range []string{"summary.md", "loopback-latency-datagram.png", "loopback-bandwidth.csv", "loopback-bandwidth-bidir.png", "idle-cost.csv",
 		"loopback-scaling-latency.png", "loopback-scaling-bandwidth.png"} {

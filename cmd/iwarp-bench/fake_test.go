@@ -78,6 +78,9 @@ func TestPipeline(t *testing.T) {
 		"raw UDP bw 65507 B (scaling baseline)":                      "40.0 [40.0 – 40.0] Gb/s",
 		"RC bw 4 QPs / raw TCP":                                      "0.60× [0.60× – 0.60×] — n/a",
 		"RD bw 64 QPs / raw UDP":                                     "0.62× [0.62× – 0.62×] — n/a",
+		// CPU per message: the fake reports 0.01 Mpps for every stream.
+		"UD 64 B message rate, window 64": "10000 [10000 – 10000] msg/s",
+		"RC msg rate 64 B / raw TCP":      "1.00× [1.00× – 1.00×] — n/a",
 	} {
 		if got := row(text, name); got != want {
 			t.Errorf("row %q: %q, want %q\n%s", name, got, want, text)
@@ -85,9 +88,16 @@ func TestPipeline(t *testing.T) {
 	}
 	// Per round: 13 headline runs (RC FetchAdd and its Send/Recv emulation included), 64 latency and 37 bandwidth runs of the
 	// sweep (35: UD bandwidth stops at 64 KiB), 14 bidirectional (3 sizes × 5 series, no UD at 1 MiB),
-	// 44 scaling runs (7 QP counts × 3 transports × lat and bw, 2 raw baselines).
-	if n := strings.Count(stderr.String(), "[loopback "); n != 3*(126+44) {
-		t.Errorf("%d progress lines, want %d:\n%s", n, 3*(126+44), stderr.String())
+	// 44 scaling runs (7 QP counts × 3 transports × lat and bw, 2 raw baselines),
+	// 15 CPU-per-message runs (3 sizes × 5 transports).
+	if n := strings.Count(stderr.String(), "[loopback "); n != 3*(126+44+15) {
+		t.Errorf("%d progress lines, want %d:\n%s", n, 3*(126+44+15), stderr.String())
+	}
+	for _, name := range []string{"UD Send 64 B stream: daemons' CPU per message", "raw UDP 63 KiB stream: CPU per message (sender + receiver)",
+		"RC Send 64 KiB stream: daemons' + clients' CPU per message"} {
+		if row(text, name) == "" {
+			t.Errorf("no row %q", name)
+		}
 	}
 	checkResults(t, out)
 

@@ -91,6 +91,8 @@ type benchConfig struct {
 	ScalingN      int           `json:"scaling_lat_messages"`
 	ScalingBWN    int           `json:"scaling_bw_messages"`
 	Profile       string        `json:"profile,omitempty"` // directory of the daemons' CPU profiles (profile.go)
+	CPUSizes      []int         `json:"cpu_sizes"`         // CPU per message: message sizes (cpumsg.go; none: skipped)
+	CPUN          int           `json:"cpu_messages"`      // CPU per message: messages per run up to 4 KiB (a quarter above)
 	JSON          bool          `json:"-"`
 	MPI           mpiConfig     `json:"mpi"` // the MPI section (mpi.go)
 }
@@ -189,7 +191,8 @@ func parseConfig(args []string, stderr io.Writer) (benchConfig, error) {
 	fs.DurationVar(&c.RunTimeout, "run-timeout", 120*time.Second, "longest time one run (server + client) may take before it is killed")
 	fs.BoolVar(&c.Quick, "quick", false, "CI smoke mode: 1 round, one size per sweep (64 B, 64 KiB), 200 latency iterations, 100 bandwidth messages, 1 s idle, loss 0,5, memory N=16 (unless given)")
 	only := fs.String("only", "", "comma-separated `runs` to make (for profiling): raw_udp_lat, ud_lat, fi_rxd_lat, fi_udp_lat, raw_udp_bw, ud_bw, raw_tcp_bw, raw_tcp_lat, rc_send_lat, rc_write_lat, raw_tcp_bw_1m, rc_write_bw_1m, rc_read_bw_1m; "+
-		"the sweep's m_<transport>_<lat|bw>_<size>, scale_<ud|rd|rc>_<lat|bw>_<qps>, or scaling for all the scaling runs")
+		"the sweep's m_<transport>_<lat|bw>_<size>, scale_<ud|rd|rc>_<lat|bw>_<qps>, or scaling for all the scaling runs; "+
+		"cpu_<raw-udp|raw-tcp|ud|rd|rc>_<size>, rate_<transport> (its 64 B run), or cpu for all the CPU-per-message runs")
 	fs.IntVar(&c.SweepIters, "sweep-n", 2000, "size sweep: latency `iterations` up to 4 KiB (fewer above, in proportion)")
 	fs.StringVar(&c.Out, "out", "bench-results", "`directory` of the CSV files, PNG plots and summary.md (\"\": write none)")
 	fs.DurationVar(&c.Idle, "idle", 10*time.Second, "idle cost: CPU of an idle daemon, then of one serving an idle client, over this `long` each (0: skip)")
@@ -201,6 +204,8 @@ func parseConfig(args []string, stderr io.Writer) (benchConfig, error) {
 	fs.IntVar(&c.ScalingRounds, "scaling-rounds", 3, "the scaling runs take part in the first `N` rounds only")
 	fs.IntVar(&c.ScalingN, "scaling-n", 2048, "scaling latency: `messages` per run (rounded down to a multiple of the QPs)")
 	fs.IntVar(&c.ScalingBWN, "scaling-bw-n", 1000, "scaling bandwidth: 64 KiB `messages` per run")
+	cpuSizesFlag := fs.String("cpu", "64,1024,65536", "CPU per message and message rate: UD, RD, RC Send and raw UDP/TCP streams at these `sizes` (64 B also gives the message rate; \"\": skip)")
+	fs.IntVar(&c.CPUN, "cpu-n", 200000, "CPU per message: `messages` per run up to 4 KiB (a quarter of it at 64 KiB)")
 	fs.StringVar(&c.Profile, "profile", "", "write CPU profiles of both daemons (iwarpd -cpuprofile) and, if perf works, perf record -g of them, into `directory`; use with -only")
 	fs.BoolVar(&c.JSON, "json", false, "print one JSON document instead of the tables")
 	mpiTransports, mpiMem := registerMPIFlags(fs, &c.MPI)
@@ -249,6 +254,12 @@ func parseConfig(args []string, stderr io.Writer) (benchConfig, error) {
 		if !set["scaling-bw-n"] {
 			c.ScalingBWN = 100
 		}
+		if !set["cpu"] {
+			*cpuSizesFlag = "64"
+		}
+		if !set["cpu-n"] {
+			c.CPUN = 500
+		}
 		c.LatSizes, c.BWSizes = quickLatSizes, quickBWSizes
 	} else {
 		c.LatSizes, c.BWSizes = fullLatSizes, fullBWSizes
@@ -266,10 +277,29 @@ func parseConfig(args []string, stderr io.Writer) (benchConfig, error) {
 	if c.ScalingRounds < 1 || c.ScalingN < 1 || c.ScalingBWN < 1 {
 		return c, &usageError{"-scaling-rounds, -scaling-n and -scaling-bw-n must be at least 1"}
 	}
+	if c.CPUSizes, err = intList(*cpuSizesFlag, 1, 65536); err != nil {
+		return c, &usageError{fmt.Sprintf("-cpu: %v", err)}
+	}
+	for _, size := range c.CPUSizes {
+		if !knownRuns[cpuKey("ud", size)] {
+			return c, &usageError{fmt.Sprintf("-cpu: size %d: want some of %v", size, cpuSizes)}
+		}
+	}
+	if c.CPUN < 1 {
+		return c, &usageError{"-cpu-n must be at least 1"}
+	}
 	c.DaemonArgs = strings.Fields(*daemonArgs)
 	for _, k := range strings.FieldsFunc(*only, func(r rune) bool { return r == ',' || r == ' ' }) {
 		if k == "scaling" { // every run of the scaling experiment
 			c.Only = append(c.Only, scalingRunKeys(c.ScalingQPs)...)
+			continue
+		}
+		if k == "cpu" { // every run of the CPU-per-message experiment
+			c.Only = append(c.Only, cpuRunKeys(c.CPUSizes)...)
+			continue
+		}
+		if tr, ok := strings.CutPrefix(k, "rate_"); ok && knownRuns[cpuKey(tr, 64)] { // the message rate: the 64 B run
+			c.Only = append(c.Only, cpuKey(tr, 64))
 			continue
 		}
 		if !knownRuns[k] {

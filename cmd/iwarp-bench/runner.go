@@ -291,7 +291,8 @@ type perfTest struct {
 	test      string // "lat" or "bw"
 	size      int
 	iters     int
-	qps       int // iwarp-perf -qps (0, 1: one QP)
+	qps       int  // iwarp-perf -qps (0, 1: one QP)
+	rawBatch  bool // raw UDP: iwarp-perf -raw-batch (GSO sends, GRO + recvmmsg receives)
 }
 
 func (t perfTest) args(cfg *benchConfig) []string {
@@ -300,6 +301,9 @@ func (t perfTest) args(cfg *benchConfig) []string {
 	switch t.transport {
 	case "raw-udp":
 		a = append(a, "-raw", "udp")
+		if t.rawBatch {
+			a = append(a, "-raw-batch")
+		}
 	case "raw-tcp":
 		a = append(a, "-raw", "tcp")
 	case "rc", "rd":
@@ -369,7 +373,8 @@ func freePort() (int, error) {
 // outcome is how one process of a pair ended.
 type outcome struct {
 	stdout, stderr string
-	err            error // nil: exit status 0
+	err            error         // nil: exit status 0
+	cpu            time.Duration // user + system time of the process, every thread (getrusage of the child)
 }
 
 func (o outcome) describe(who string) string {
@@ -405,7 +410,7 @@ func (s *session) runPair(srvNode, cliNode *node, srv, cli []string, timeout tim
 		defer timer.Stop()
 		select {
 		case e := <-p.done:
-			return outcome{stdout: p.stdout.String(), stderr: p.stderr.String(), err: e}
+			return outcome{stdout: p.stdout.String(), stderr: p.stderr.String(), err: e, cpu: procCPU(p.cmd)}
 		case <-timer.C:
 			p.cmd.Process.Kill()
 			e := <-p.done
@@ -463,12 +468,27 @@ func waitListening(pid, port int, timeout time.Duration) error {
 	}
 }
 
+// procCPU is the user + system time of an exited process (0 if unknown).
+func procCPU(cmd *exec.Cmd) time.Duration {
+	if cmd.ProcessState == nil {
+		return 0
+	}
+	return cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+}
+
 // runPerf runs test t with the server on node a and the client on node b
 // (connecting to a.addr) and returns the client's checked report.
 func (s *session) runPerf(cfg *benchConfig, a, b *node, t perfTest) (*perfReport, error) {
+	rep, _, err := s.runPerfCPU(cfg, a, b, t)
+	return rep, err
+}
+
+// runPerfCPU is runPerf that also returns the CPU time the two iwarp-perf
+// processes used (server + client).
+func (s *session) runPerfCPU(cfg *benchConfig, a, b *node, t perfTest) (*perfReport, time.Duration, error) {
 	port, err := freePort()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	common := append([]string{cfg.perfBin(), "-p", strconv.Itoa(port)}, t.args(cfg)...)
 	srv := append([]string(nil), common...)
@@ -485,23 +505,23 @@ func (s *session) runPerf(cfg *benchConfig, a, b *node, t perfTest) (*perfReport
 	cli = append(cli, a.addr)
 	so, co, err := s.runPair(a, b, srv, cli, cfg.RunTimeout, nil)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if so.err != nil || co.err != nil {
 		// iwarp-perf prints its report, then exits 1, when data was wrong.
 		if _, err := decodePerfReport(co.stdout, t); err != nil && strings.HasPrefix(err.Error(), "DATA WRONG") {
-			return nil, fmt.Errorf("client: %w", err)
+			return nil, 0, fmt.Errorf("client: %w", err)
 		}
-		return nil, fmt.Errorf("%s; %s", co.describe("client"), so.describe("server"))
+		return nil, 0, fmt.Errorf("%s; %s", co.describe("client"), so.describe("server"))
 	}
 	if _, err := decodePerfReport(so.stdout, t); err != nil {
-		return nil, fmt.Errorf("server: %w", err)
+		return nil, 0, fmt.Errorf("server: %w", err)
 	}
 	rep, err := decodePerfReport(co.stdout, t)
 	if err != nil {
-		return nil, fmt.Errorf("client: %w", err)
+		return nil, 0, fmt.Errorf("client: %w", err)
 	}
-	return rep, nil
+	return rep, so.cpu + co.cpu, nil
 }
 
 // runFI runs fi_pingpong (64 B, iters iterations) with the server on node a

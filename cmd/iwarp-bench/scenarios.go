@@ -245,6 +245,7 @@ func runLoopback(s *session, cfg *benchConfig, progress io.Writer) *scenario {
 	matrixMetrics(sc, cfg, fi)
 	bidirMetrics(sc, cfg)
 	sc.extras = append(sc.extras, bidirExperiment)
+	cpuMetrics(sc, cfg)
 	scalingMetrics(sc, cfg)
 
 	a := &node{name: "A", cpu: cfg.CPUA, addr: "127.0.0.1"}
@@ -280,6 +281,7 @@ func runLoopback(s *session, cfg *benchConfig, progress io.Writer) *scenario {
 	steps = append(steps, rcSteps(s, cfg, sc, a, b)...)
 	steps = append(steps, matrixSteps(s, cfg, sc, a, b)...)
 	steps = append(steps, bidirSteps(s, cfg, sc, a, b)...)
+	steps = append(steps, cpuSteps(s, cfg, sc, a, b)...)
 	steps = append(steps, scalingSteps(s, cfg, sc, a, b)...)
 	runRounds(sc, steps, cfg.only(), progress)
 	return sc

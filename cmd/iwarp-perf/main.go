@@ -54,6 +54,7 @@ type config struct {
 	timeout    time.Duration
 	cpu        int
 	raw        string // "", "udp", "tcp"
+	rawBatch   bool   // -raw udp: GSO sends, GRO + recvmmsg receives (raw_udp_batch.go)
 	qpPort     int    // -qp-port: UDP port of a UD or RD QP (0: the daemon picks)
 	qps        int    // -qps: queue pairs between the two processes (multiqp.go)
 	mem        string // -mem: memfd (ofverbs Buffers) or user (Go heap: process-memory MRs)
@@ -73,7 +74,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.qpType, "t", "ud", "queue pair `type`: ud, rc or rd")
 	fs.StringVar(&c.op, "o", "send", "`operation`: send; write with -t rc; read with -t rc or rd; write-record with -t ud or rd; "+
 		"fetchadd, cmpswap (RFC 7306 atomics, -t rc or rd); send-fetchadd (Send/Recv with the fetch-add in the server process); "+
-		"write-imm (-t rc, lat); send-imm")
+		"write-imm (-t rc: lat; -t ud or rd: Write-Record with Immediate); send-imm")
 	fs.StringVar(&c.test, "m", "lat", "`test`: lat (ping-pong latency) or bw (streaming bandwidth)")
 	fs.IntVar(&c.size, "s", 0, "message size in `bytes` (default 64 for lat; 65536 for bw, 65507 over raw UDP)")
 	fs.BoolVar(&c.all, "a", false, "run every size 2^0 .. 2^N up to the largest message")
@@ -90,6 +91,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.qps, "qps", 1, "queue `pairs` between the two processes (1.."+fmt.Sprint(maxQPs)+"), driven round-robin by one thread per side: "+
 		"lat reports the latency per message normalized by N, bw the aggregate over the window split across the QPs (-o send; -t rc -o write -m bw)")
 	fs.StringVar(&c.raw, "raw", "", "run over plain `sockets` for a baseline: udp or tcp")
+	fs.BoolVar(&c.rawBatch, "raw-batch", false, "-raw udp: send streams with UDP GSO (64 datagrams per send) and receive with UDP_GRO and recvmmsg")
 	fs.StringVar(&c.mem, "mem", "memfd", "`memory` of the data buffers: memfd (ofverbs Buffers, mapped by the daemon: zero copy) or "+
 		"user (the Go heap, registered as process memory: the daemon copies with process_vm_readv/writev; docs/memory-registration.md)")
 	fs.Usage = func() {
@@ -125,6 +127,9 @@ func (c *config) validate() error {
 	}
 	if c.test != "lat" && c.test != "bw" {
 		return usagef("-m %q: want lat or bw", c.test)
+	}
+	if c.rawBatch && c.raw != "udp" {
+		return usagef("-raw-batch: only with -raw udp")
 	}
 	if c.raw != "" && c.raw != "udp" && c.raw != "tcp" {
 		return usagef("-raw %q: want udp or tcp", c.raw)
@@ -167,8 +172,8 @@ func (c *config) validate() error {
 // the raw baselines only send.
 func (c *config) validateOp() error {
 	need := map[string][]string{"write": {"rc"}, "read": {"rc", "rd"}, "write-record": {"ud", "rd"},
-		"fetchadd": {"rc", "rd"}, "cmpswap": {"rc", "rd"}, "write-imm": {"rc"}, "send-fetchadd": {"rc", "rd", "ud"}, "send-imm": {"ud", "rd", "rc"}}
-	if (c.op == "write-imm" || c.op == "send-fetchadd") && c.test != "lat" {
+		"fetchadd": {"rc", "rd"}, "cmpswap": {"rc", "rd"}, "write-imm": {"rc", "ud", "rd"}, "send-fetchadd": {"rc", "rd", "ud"}, "send-imm": {"ud", "rd", "rc"}}
+	if ((c.op == "write-imm" && c.qpType == "rc") || c.op == "send-fetchadd") && c.test != "lat" {
 		return usagef("-o %s: -m lat only", c.op)
 	}
 	if c.qps > 1 && (atomicOp(c.op) || c.op == "write-imm" || c.op == "send-fetchadd" || c.op == "send-imm") {
@@ -281,6 +286,11 @@ func openTransport(cfg *config, ip netip.Addr, server bool) (transport, int, err
 	switch cfg.raw {
 	case "udp":
 		t, err := newUDPTransport(ip, maxUDPPayload, cfg.window, w)
+		if err == nil && cfg.rawBatch {
+			if err = t.enableBatch(); err != nil {
+				t.close()
+			}
+		}
 		return t, maxUDPPayload, err
 	case "tcp":
 		maxMsg := 1 << 20 // -a stops at 1 MiB, as UD does by default

@@ -28,6 +28,10 @@ type udpTransport struct {
 	hdrs  []mmsghdr
 	iovs  []unix.Iovec
 	cbuf  [8]byte
+	// -raw-batch (raw_udp_batch.go): GSO sends, GRO + recvmmsg receives.
+	gso   bool
+	cmsgs []uint64
+	rx    *rxBatch
 }
 
 // mmsghdr is struct mmsghdr of <sys/socket.h>.
@@ -137,6 +141,9 @@ func (t *udpTransport) send(first uint64, n, size int) error {
 	if n == 1 {
 		return t.write(t.pat.message(first, size))
 	}
+	if t.gso && size > 0 {
+		return t.sendGSO(first, n, size)
+	}
 	if cap(t.hdrs) < n {
 		t.hdrs = make([]mmsghdr, n)
 		t.iovs = make([]unix.Iovec, n)
@@ -176,6 +183,9 @@ func (t *udpTransport) send(first uint64, n, size int) error {
 
 // read waits for one datagram into rbuf.
 func (t *udpTransport) read() ([]byte, error) {
+	if t.rx != nil {
+		return t.readBatched()
+	}
 	var got []byte
 	err := t.w.wait(func() (bool, error) {
 		n, err := unix.Read(t.fd, t.rbuf)
@@ -212,6 +222,16 @@ func (t *udpTransport) recvCredit() (uint64, error) {
 			return 0, fmt.Errorf("raw udp: credit message of %d bytes, want 8", len(b))
 		}
 		c := binary.LittleEndian.Uint64(b)
+		if t.rx != nil {
+			b, err = t.pollBatched()
+			if err == nil && b == nil {
+				return c, nil
+			}
+			if err == nil && len(b) == 8 && binary.LittleEndian.Uint64(b) < c {
+				binary.LittleEndian.PutUint64(b, c)
+			}
+			continue
+		}
 		n, rerr := unix.Read(t.fd, t.rbuf)
 		if errors.Is(rerr, unix.EAGAIN) {
 			return c, nil

@@ -1,17 +1,17 @@
 package main
 
 import (
+	"github.com/iwarpd/iwarpd/test/daemontest"
+
 	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/iwarpd/iwarpd/internal/shm"
 	"github.com/iwarpd/iwarpd/proto"
@@ -223,50 +223,12 @@ func TestUsage(t *testing.T) {
 	}
 }
 
-// startDaemon runs the real iwarpd on a temporary socket and waits until it
-// answers a Hello. Flags in extra come after (and so override) the
-// defaults, UD ports 27300-27349 on 127.0.0.1.
+// startDaemon runs the real iwarpd (test/daemontest) on a temporary socket
+// and waits until it answers a Hello. Flags in extra come after (and so
+// override) the defaults, UD ports 27300-27349 on 127.0.0.1.
 func startDaemon(t *testing.T, bin string, extra ...string) string {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "iwarpd.sock")
-	var stderr bytes.Buffer
-	cmd := exec.Command(bin, append([]string{"-socket", sock, "-ud-ports", "27300-27349", "-addr", "127.0.0.1"}, extra...)...)
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			t.Logf("iwarpd stderr:\n%s", stderr.String())
-		}
-	})
-	// Bounded by time, not by a count of 10 ms naps: starting a process
-	// can take seconds on a loaded machine (go test runs packages in
-	// parallel), so the bound is generous and scales with
-	// IWARPD_TEST_TIMEOUT_SCALE.
-	wait := 30 * time.Second
-	if f, err := strconv.ParseFloat(os.Getenv("IWARPD_TEST_TIMEOUT_SCALE"), 64); err == nil && f > 0 {
-		wait = time.Duration(float64(wait) * f)
-	}
-	deadline := time.Now().Add(wait)
-	for i := 0; i < 100000 && time.Now().Before(deadline); i++ {
-		select {
-		case <-exited:
-			t.Fatalf("iwarpd exited at start (%v)", cmd.ProcessState)
-		default:
-		}
-		if c, err := proto.Dial(sock); err == nil {
-			c.Close()
-			return sock
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("iwarpd did not answer on %s within %v", sock, wait)
-	return ""
+	return daemontest.Start(t, "iwarpd", daemontest.Options{Bin: bin, Ports: "27300-27349", Addr: "127.0.0.1", Extra: extra}).Sock
 }
 
 // rawSession is a verbs session made with proto directly (iwarpctl must not

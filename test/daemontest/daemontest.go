@@ -105,6 +105,7 @@ type Options struct {
 	NSIdx int
 	Extra []string // more flags
 	Env   []string // more environment (after CleanEnv)
+	Bin   string   // the iwarpd program (default: Bins["iwarpd"], from Build)
 }
 
 // Daemon is a running iwarpd process.
@@ -124,9 +125,12 @@ type Daemon struct {
 // on its own.
 func Start(t testing.TB, name string, o Options) *Daemon {
 	t.Helper()
-	bin := Bins["iwarpd"]
+	bin := o.Bin
 	if bin == "" {
-		t.Fatal("daemontest: Build was not called (call it from TestMain)")
+		bin = Bins["iwarpd"]
+	}
+	if bin == "" {
+		t.Fatal("daemontest: no iwarpd: call Build from TestMain or set Options.Bin")
 	}
 	if o.Ports == "" {
 		t.Fatal("daemontest: Options.Ports is required")
@@ -220,6 +224,20 @@ func (d *Daemon) Stop() bool {
 		d.Cmd.Process.Kill()
 		<-d.exited
 		return false
+	}
+}
+
+// Kill ends the daemon with SIGKILL and waits (bounded) for it.
+func (d *Daemon) Kill(t testing.TB) {
+	t.Helper()
+	d.killed.Store(true)
+	if err := d.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatalf("kill %s: %v", d.Name, err)
+	}
+	select {
+	case <-d.exited:
+	case <-time.After(Scaled(10 * time.Second)):
+		t.Fatalf("daemon %s still running after SIGKILL", d.Name)
 	}
 }
 

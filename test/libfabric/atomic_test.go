@@ -54,7 +54,7 @@ func atomDaemon(t *testing.T, name string, idx int, o daemontest.Options) *daemo
 	return daemontest.Start(t, name, o)
 }
 
-func sanEnv() []string {
+func atomSanEnv() []string {
 	return []string{"ASAN_OPTIONS=detect_leaks=1:abort_on_error=0", "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1"}
 }
 
@@ -73,7 +73,7 @@ func runAtomics(t *testing.T, pair *netns.Pair, da, db *daemontest.Daemon, ep st
 	timeout := daemontest.Scaled(180 * time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	env := append(sanEnv(), native...)
+	env := append(atomSanEnv(), native...)
 	scale := "IWARPD_TEST_TIMEOUT_SCALE=" + os.Getenv("IWARPD_TEST_TIMEOUT_SCALE")
 
 	srv := command(ctx, pair, 0, bin, "server", ep, strconv.Itoa(atomClients), strconv.Itoa(atomFetchAdds),

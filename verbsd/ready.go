@@ -1,0 +1,115 @@
+package verbsd
+
+import "time"
+
+// The ready list (issue 12 item 3): a pass serves the QPs that can have
+// work, not every QP, so that N idle QPs beside one busy one cost a pass
+// what none would.
+//
+// A QP goes on the list when
+//   - epoll says its socket is readable (or, RC, writable again) — pollFDs;
+//   - it is installed (addQP, addRCQP) or a control command ran (any
+//     command may change any QP: state, connection, destruction), or the
+//     engine woke from sleep (a doorbell names a session, not a QP): then
+//     the next pass serves every QP once (scanAll);
+//   - the probe finds work on it: each pass looks at readyProbe more QPs
+//     of the whole set, round-robin, with the same test the engine makes
+//     before it sleeps (qp.hasWork, a timer due). A client that posts
+//     while the engine is awake rings no doorbell (DESIGN.md §3: no
+//     syscall per work request), and the rings are the client's memory,
+//     so a post on a QP off the list is seen within ⌈N/readyProbe⌉
+//     passes; a QP that worked within readyLinger stays on the list, so a
+//     busy QP's next post is seen in the next pass.
+//
+// A QP leaves the list when it is quiescent: no readable socket, no send
+// blocked on a full socket buffer, no work by hasWork, no timer due, and
+// no work done for readyLinger. Before it sleeps the engine still looks
+// at every QP (pending, sleepTimeout): once per sleep, not per pass.
+
+const (
+	// readyProbe is how many QPs of the whole set a pass looks at for
+	// work beyond the ready list.
+	readyProbe = 8
+	// readyLinger is how long a QP that did work stays on the list.
+	readyLinger = time.Millisecond
+)
+
+// markReady puts q on the ready list (once).
+func (e *engine) markReady(q *qp) {
+	if !q.onReady {
+		q.onReady = true
+		e.ready = append(e.ready, q)
+	}
+}
+
+// unready takes q off the ready list (removeQP).
+func (e *engine) unready(q *qp) {
+	if !q.onReady {
+		return
+	}
+	q.onReady = false
+	for i, x := range e.ready {
+		if x == q {
+			e.ready = append(e.ready[:i], e.ready[i+1:]...)
+			return
+		}
+	}
+}
+
+// due reports whether q has something to do now.
+func (q *qp) due(now time.Time) bool {
+	if q.readable || q.blocked || q.hasWork() {
+		return true
+	}
+	if q.rc != nil && q.rc.outReady {
+		return true
+	}
+	if t, ok := q.reasm.nextDeadline(); ok && !t.After(now) {
+		return true
+	}
+	if t, ok := q.wrec.nextDeadline(); ok && !t.After(now) {
+		return true
+	}
+	if t, ok := q.rdDeadline(); ok && !t.After(now) {
+		return true
+	}
+	t, ok := q.rcDeadline()
+	return ok && !t.After(now)
+}
+
+// fillReady adds to the ready list what a pass must serve beyond it:
+// every QP after a wake-up or a command, else what the probe finds.
+func (e *engine) fillReady(now time.Time) {
+	if e.scanAll {
+		e.scanAll = false
+		for _, q := range e.qps {
+			e.markReady(q)
+		}
+		return
+	}
+	n := len(e.qps)
+	for range min(readyProbe, n) {
+		e.probe = (e.probe + 1) % n
+		q := e.qps[e.probe]
+		e.visits++
+		e.cur = q.s // the probe reads the client's rings (fault.go)
+		if !q.onReady && q.due(now) {
+			e.markReady(q)
+		}
+	}
+}
+
+// pruneReady drops the quiescent QPs from the ready list.
+func (e *engine) pruneReady(now time.Time) {
+	keep := e.ready[:0]
+	for _, q := range e.ready {
+		e.cur = q.s
+		if now.Sub(q.lastWork) < readyLinger || q.due(now) {
+			keep = append(keep, q)
+			continue
+		}
+		q.onReady = false
+	}
+	clear(e.ready[len(keep):])
+	e.ready = keep
+}
