@@ -170,6 +170,14 @@ static int fill_info(uint32_t version, enum fi_ep_type type, const struct iwd_de
 			return reject(type, __LINE__);
 		caps &= ~(uint64_t)(IWD_RMA_CAPS | FI_ATOMIC);
 	}
+	/* FI_REMOTE_CQ_DATA is a secondary capability (fi_getinfo(3)): offer it
+	 * on MSG to whoever accepts FI_RX_CQ_DATA even without asking. ofi_rxm
+	 * asks for its core MSG endpoint that way and copies the cq_data_size
+	 * it gets; with 0, Open MPI 4.1's mtl ofi takes its no-CQ-data path,
+	 * whose MPI_Ssend acknowledgement never arrives from a rank other than
+	 * fi_addr 0 (docs/mpi.md). */
+	if (type == FI_EP_MSG && (!hints || (hints->mode & FI_RX_CQ_DATA)))
+		caps |= FI_REMOTE_CQ_DATA;
 	/* An MSG Write with Immediate consumes a posted receive (RFC 7306): the
 	 * application must accept FI_RX_CQ_DATA to get FI_REMOTE_CQ_DATA. */
 	if (type == FI_EP_MSG && (caps & FI_REMOTE_CQ_DATA) && hints && !(hints->mode & FI_RX_CQ_DATA)) {

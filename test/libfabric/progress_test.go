@@ -62,6 +62,7 @@ func TestProgress(t *testing.T) {
 		want     string
 	}{
 		{"iwarpd", "read", native, "progressed"},
+		{"iwarpd", "write", native, "progressed"},
 		{"iwarpd", "send", native, "waited"},
 		{"iwarpd", "send", append([]string{"FI_IWARPD_PROGRESS_THREAD=1"}, native...), "progressed"},
 		{"iwarpd;ofi_rxm", "read", nil, "progressed"},
