@@ -11,11 +11,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The RC send side. One message is transmitted at a time: a Read Response
-// (first, bounded by IRD), else the SQ head. Each DDP segment is one FPDU
-// of at most MULPDU octets (by default one TCP segment). The FPDUs of the
-// message that are ready (up to rcTxBatchBytes octets, rcTxMaxFPDUs FPDUs
-// and rcTxMaxIOV iovecs) are written with one writev from [length | DDP
+// The RC send side. One message is current: a Read Response (first,
+// bounded by IRD), else the SQ head; the SQ messages behind it may be
+// started early so that their FPDUs share its writev (rc_txbatch.go).
+// Each DDP segment is one FPDU of at most MULPDU octets (by default one
+// TCP segment). The FPDUs that are ready (up to the EMSS, rcTxMaxFPDUs
+// FPDUs and rcTxMaxIOV iovecs) are written with one writev from [length | DDP
 // header | registered memory... | PAD+CRC]... (mpa.Sender.AppendVec): no
 // payload copy, and no more than one batch's framing held. A short write
 // accounts for the FPDUs it finished and resumes at the exact octet of the
@@ -170,6 +171,7 @@ func (e *engine) rcSend(q *qp) bool {
 			return true
 		}
 		n, err := rcWritev(c, t.vec, t.written)
+		e.count(q, cSendCalls, 1)
 		if n > 0 {
 			t.written += n
 			work = true
