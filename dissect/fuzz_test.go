@@ -37,6 +37,9 @@ func FuzzDecodePacket(f *testing.F) {
 	f.Add(untagged(rdmap.OpImmediateData, 1, 0, true, imm.Append(nil)))
 	f.Add(udDatagram(untagged(rdmap.OpImmediateDataSE, 2, 0, true, append(imm.Append(nil), "payload"...))))
 	f.Add(dgram.AppendRD(nil, testKeys, &h, true, untagged(rdmap.OpAtomicRequest, 1, 0, true, ar.Append(nil))))
+	// The datagram profile's Write-Record with Immediate (opcode 0xD).
+	f.Add(udDatagram(wrecImmSeg(3, 10, 5, imm, "world")))
+	f.Add(dgram.AppendRD(nil, testKeys, &h, true, wrecImmSeg(4, 2, 0, imm, "rd")))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		d := NewDecoder(DefaultConfig(), func(*Event) {})
 		ci := gopacket.CaptureInfo{Timestamp: time.Unix(1, 0), CaptureLength: len(data), Length: len(data)}

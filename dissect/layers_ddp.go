@@ -65,7 +65,9 @@ func decodeDDP(data []byte, p gopacket.PacketBuilder) error {
 // which travels in DDP's RsvdULP[0:7] (see rdmap.Control), and the
 // opcode's header, if it has one — Read Request (§4.4, 28 octets),
 // Terminate (§4.8), RFC 7306's Atomic Request (52), Atomic Response (12)
-// and Immediate Data (8), or the datagram profile's Write-Record (12 octets).
+// and Immediate Data (8), or the datagram profile's Write-Record (12 octets)
+// and Write-Record with Immediate (its header then Immediate Data: both
+// HasWriteRecord and HasImmediate).
 // Contents is that header; Payload is the ULP payload.
 //
 // RDMAP cannot be decoded without its DDP header: set Control and Tagged
@@ -123,6 +125,11 @@ func (r *RDMAP) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) error {
 	case rdmap.OpWriteRecord:
 		r.WriteRecord, n, err = rdmap.ParseWriteRecord(data)
 		r.HasWriteRecord = err == nil
+	case rdmap.OpWriteRecordImm:
+		var w rdmap.WriteRecordImm
+		w, n, err = rdmap.ParseWriteRecordImm(data)
+		r.WriteRecord, r.Immediate = w.WriteRecord, w.Imm
+		r.HasWriteRecord, r.HasImmediate = err == nil, err == nil
 	case rdmap.OpAtomicRequest:
 		r.AtomicRequest, n, err = rdmap.ParseAtomicRequest(data)
 		r.HasAtomicRequest = err == nil
@@ -149,6 +156,8 @@ func (r *RDMAP) SerializeTo(b gopacket.SerializeBuffer, opts gopacket.SerializeO
 		hdr = appendReadRequest(nil, &r.ReadRequest)
 	case r.HasTerminate:
 		hdr = appendTerminate(nil, &r.Terminate)
+	case r.HasWriteRecord && r.HasImmediate:
+		hdr = (&rdmap.WriteRecordImm{WriteRecord: r.WriteRecord, Imm: r.Immediate}).Append(nil)
 	case r.HasWriteRecord:
 		hdr = appendWriteRecord(nil, &r.WriteRecord)
 	case r.HasAtomicRequest:

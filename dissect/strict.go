@@ -159,7 +159,7 @@ func checkSegment(s *segment) []finding {
 	}
 	switch s.llp {
 	case LLPMPA:
-		if info.QPTypes&rdmap.RC == 0 && op == rdmap.OpWriteRecord {
+		if info.QPTypes&rdmap.RC == 0 && op.IsWriteRecord() {
 			fs = append(fs, violationf("%v is a datagram-profile opcode, reserved on RFC 5040 streams", op))
 		} else if info.QPTypes&rdmap.RC == 0 {
 			fs = append(fs, violationf("%v is not allowed on RC", op))
@@ -190,6 +190,7 @@ func checkSegment(s *segment) []finding {
 		}
 	}
 	fs = append(fs, checkAtomic(r)...)
+	fs = append(fs, checkWriteRecord(h, r)...)
 	if r.HasTerminate {
 		t := &r.Terminate
 		if t.SiwLayout {
@@ -222,6 +223,33 @@ func checkAtomic(r *RDMAP) []finding {
 	}
 	if a.TO%8 != 0 {
 		fs = append(fs, notef("Atomic Request target TO 0x%x is not 8-octet aligned (the responder must refuse it)", a.TO))
+	}
+	return fs
+}
+
+// checkWriteRecord checks what a Write-Record segment (with or without
+// Immediate Data; docs/wire-format.md §8) says of itself: its payload lies
+// inside its message (Message Offset + payload ≤ Message Length), L is set
+// exactly on the segment that ends the message, the message's base TO
+// (TO − Message Offset) does not wrap, and the Immediate Data's octets 4–7
+// are zero as the profile sends them.
+func checkWriteRecord(h *ddp.Header, r *RDMAP) []finding {
+	if !r.HasWriteRecord {
+		return nil
+	}
+	var fs []finding
+	w := &r.WriteRecord
+	end := uint64(w.MessageOffset) + uint64(len(r.Payload))
+	if end > uint64(w.MessageLength) {
+		fs = append(fs, violationf("Write-Record %d: segment ends at message offset %d, beyond its Message Length %d", w.RecordID, end, w.MessageLength))
+	} else if h.Last != (end == uint64(w.MessageLength)) {
+		fs = append(fs, violationf("Write-Record %d: L=%t on a segment ending at offset %d of %d", w.RecordID, h.Last, end, w.MessageLength))
+	}
+	if h.TO < uint64(w.MessageOffset) {
+		fs = append(fs, violationf("Write-Record %d: TO 0x%x below its Message Offset %d (base TO wraps)", w.RecordID, h.TO, w.MessageOffset))
+	}
+	if r.HasImmediate && [4]byte(r.Immediate.Raw[4:]) != [4]byte{} {
+		fs = append(fs, violationf("Write-Record %d: Immediate Data octets 4-7 are %x (the profile sends zeros)", w.RecordID, r.Immediate.Raw[4:]))
 	}
 	return fs
 }
@@ -321,8 +349,8 @@ func (c *checker) segment(s *segment) []finding {
 		}
 		return fs
 	}
-	if op == rdmap.OpWriteRecord {
-		return fs // each Write-Record segment is self-describing
+	if op.IsWriteRecord() {
+		return fs // each Write-Record segment is self-describing (checkWriteRecord)
 	}
 	st := c.tagged[op]
 	if st == nil {

@@ -69,6 +69,10 @@ const (
 	WRWriteWithImm   = proto.WRWriteWithImm // RDMA Write + Immediate Data SendWR.Imm (RC)
 	WRFetchAdd       = proto.WRFetchAdd     // RFC 7306 FetchAdd: adds CompareAdd (RC, RD)
 	WRCmpSwap        = proto.WRCmpSwap      // RFC 7306 CmpSwap: CompareAdd, Swap (RC, RD)
+	// WRWriteRecordWithImm is a Write-Record carrying SendWR.Imm (UD, RD):
+	// the target's WCRecvWriteRecord completion has WCFlagImm and WC.Imm
+	// (docs/write-record.md). The sender's completes as WCWriteRecord.
+	WRWriteRecordWithImm = proto.WRWriteRecordWithImm
 )
 
 // Device atomic capabilities (DeviceAttr.AtomicCap, as enum ibv_atomic_cap).
@@ -167,7 +171,7 @@ type SendWR struct {
 	RemoteAddr uint64
 	RKey       uint32 // remote STag of RDMA Write/Read, Write-Record, atomics
 	InvStag    uint32 // Send with Invalidate
-	Imm        uint32 // immediate data of WRSendWithImm / WRWriteWithImm
+	Imm        uint32 // immediate data of WRSendWithImm / WRWriteWithImm / WRWriteRecordWithImm
 	// Atomics (WRFetchAdd, WRCmpSwap; as ibv_send_wr.wr.atomic): the 8
 	// octets at RemoteAddr (8-aligned, in an MR with AccessRemoteAtomic)
 	// get CompareAdd added (FetchAdd), or Swap stored if they equal

@@ -148,7 +148,10 @@ const (
 	WRWriteWithImm    SendOpcode = 7 // RDMA Write + RFC 7306 Immediate Data (RC)
 	WRFetchAdd        SendOpcode = 8 // RFC 7306 FetchAdd; operands in the SQE body (AtomicOperands)
 	WRCmpSwap         SendOpcode = 9 // RFC 7306 CmpSwap; operands in the SQE body (AtomicOperands)
-	wrOpcodeCount                = 10
+	// WRWriteRecordWithImm is a Write-Record carrying Imm (UD, RD;
+	// docs/write-record.md): the target's record completion has WCFlagImm.
+	WRWriteRecordWithImm SendOpcode = 10
+	wrOpcodeCount                   = 11
 )
 
 func (op SendOpcode) String() string {
@@ -173,6 +176,8 @@ func (op SendOpcode) String() string {
 		return "atomic-fetch-add"
 	case WRCmpSwap:
 		return "atomic-cmp-swap"
+	case WRWriteRecordWithImm:
+		return "write-record-with-imm"
 	}
 	return fmt.Sprintf("opcode(%d)", uint8(op))
 }
@@ -182,6 +187,10 @@ func (op SendOpcode) Valid() bool { return op < wrOpcodeCount }
 
 // Atomic reports whether op is an RFC 7306 atomic (FetchAdd, CmpSwap).
 func (op SendOpcode) Atomic() bool { return op == WRFetchAdd || op == WRCmpSwap }
+
+// WriteRecord reports whether op is a Write-Record (with or without
+// immediate data).
+func (op SendOpcode) WriteRecord() bool { return op == WRWriteRecord || op == WRWriteRecordWithImm }
 
 // ReadOrAtomic reports whether op waits for a response from the peer and
 // counts against the ORD: an RDMA Read or an atomic.
@@ -238,7 +247,7 @@ const (
 //	9   Flags      u8
 //	10  NumSGE     u16
 //	12  InlineLen  u32
-//	16  Imm        u32  immediate data (WRSendWithImm, WRWriteWithImm; else zero)
+//	16  Imm        u32  immediate data (WRSendWithImm, WRWriteWithImm, WRWriteRecordWithImm; else zero)
 //	20  RKey       u32  remote STag (Write, Read, Write-Record)
 //	24  RemoteAddr u64  remote tagged offset
 //	32  InvStag    u32  STag to invalidate (Send with Invalidate)
@@ -262,7 +271,7 @@ type SQE struct {
 	RemoteAddr uint64
 	InvStag    uint32
 	AH         AddressVector
-	Imm        uint32 // immediate data (WRSendWithImm, WRWriteWithImm)
+	Imm        uint32 // immediate data (WRSendWithImm, WRWriteWithImm, WRWriteRecordWithImm)
 	QKey       uint32 // datagram QPs: the destination's Q_Key
 }
 

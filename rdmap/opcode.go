@@ -22,6 +22,7 @@ const (
 	OpAtomicRequest     Opcode = 0xa // RFC 7306
 	OpAtomicResponse    Opcode = 0xb // RFC 7306
 	OpWriteRecord       Opcode = 0xc // iwarpd datagram profile (docs/wire-format.md); reserved in RFC 5040
+	OpWriteRecordImm    Opcode = 0xd // iwarpd datagram profile: Write-Record with Immediate; reserved in RFC 5040/7306
 	maxOpcode                  = 0xf
 	controlVersionShift        = 6
 	controlOpcodeMask          = 0x0f
@@ -72,6 +73,7 @@ const (
 	ReadRequestLen    = 28 // RFC 5040 §4.4
 	TerminateFixedLen = 4  // Terminate Control word (RFC 5040 §4.8)
 	WriteRecordLen    = 12 // docs/wire-format.md
+	WriteRecordImmLen = 20 // docs/wire-format.md: Write-Record header, then Immediate Data
 	AtomicRequestLen  = 52 // RFC 7306 Atomic Request header (atomic.go)
 	AtomicResponseLen = 12 // RFC 7306 Atomic Response header
 	ImmediateDataLen  = 8  // RFC 7306 Immediate Data
@@ -94,6 +96,7 @@ var opcodes = [maxOpcode + 1]OpcodeInfo{
 	OpAtomicRequest:    {Name: "Atomic Request", QN: QNReadRequest, HeaderLen: AtomicRequestLen, QPTypes: reliableTypes, Fixed: true},
 	OpAtomicResponse:   {Name: "Atomic Response", QN: QNAtomicResponse, HeaderLen: AtomicResponseLen, QPTypes: reliableTypes, Fixed: true},
 	OpWriteRecord:      {Name: "RDMA Write-Record", Tagged: true, HeaderLen: WriteRecordLen, QPTypes: datagramTypes, Fixed: true},
+	OpWriteRecordImm:   {Name: "RDMA Write-Record with Immediate", Tagged: true, HeaderLen: WriteRecordImmLen, QPTypes: datagramTypes, Fixed: true},
 }
 
 // Info returns the table row for op and whether op is defined.
@@ -103,6 +106,10 @@ func (op Opcode) Info() (OpcodeInfo, bool) {
 	}
 	return opcodes[op], true
 }
+
+// IsWriteRecord reports whether op is a Write-Record opcode of the
+// datagram profile: OpWriteRecord or OpWriteRecordImm.
+func (op Opcode) IsWriteRecord() bool { return op == OpWriteRecord || op == OpWriteRecordImm }
 
 // String returns the RFC name of op.
 func (op Opcode) String() string {

@@ -30,6 +30,7 @@ func TestOpcodeTable(t *testing.T) {
 		0xa: {"Atomic Request", false, 1, 52, true},
 		0xb: {"Atomic Response", false, 3, 12, true},
 		0xc: {"RDMA Write-Record", true, 0, 12, true},
+		0xd: {"RDMA Write-Record with Immediate", true, 0, 20, true},
 	}
 	for b := 0; b <= 0xff; b++ {
 		op := Opcode(b)
@@ -75,6 +76,7 @@ func TestOpcodeQPTypes(t *testing.T) {
 		{OpImmediateData, RC | UD | RD},
 		{OpImmediateDataSE, RC | UD | RD},
 		{OpWriteRecord, UD | RD},
+		{OpWriteRecordImm, UD | RD},
 	}
 	for _, c := range cases {
 		if info, _ := c.op.Info(); info.QPTypes != c.want {
@@ -90,7 +92,7 @@ func TestControl(t *testing.T) {
 		want Control
 	}{
 		{OpWrite, 0x40}, {OpReadRequest, 0x41}, {OpReadResponse, 0x42},
-		{OpSend, 0x43}, {OpTerminate, 0x47}, {OpWriteRecord, 0x4c},
+		{OpSend, 0x43}, {OpTerminate, 0x47}, {OpWriteRecord, 0x4c}, {OpWriteRecordImm, 0x4d},
 	}
 	for _, c := range cases {
 		got := MakeControl(c.op)

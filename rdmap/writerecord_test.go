@@ -79,3 +79,48 @@ func FuzzParseWriteRecord(f *testing.F) {
 		}
 	})
 }
+
+// TestWriteRecordImm: the golden header of docs/wire-format.md §8.1
+// ("ud-write-record-imm"), round trip, every-prefix truncation, and
+// IsWriteRecord.
+func TestWriteRecordImm(t *testing.T) {
+	w := WriteRecordImm{WriteRecord: WriteRecord{RecordID: 9, MessageLength: 12, MessageOffset: 6}, Imm: MakeImmediateData(0xcafef00d)}
+	want, _ := hex.DecodeString("000000090000000c00000006cafef00d00000000")
+	got := w.Append([]byte{0xde})
+	if !bytes.Equal(got[1:], want) || got[0] != 0xde || w.Len() != len(want) || WriteRecordImmLen != 20 {
+		t.Fatalf("Append = %x, want de%x", got, want)
+	}
+	p, n, err := ParseWriteRecordImm(append(want, 0xaa))
+	if err != nil || n != WriteRecordImmLen || p != w || p.Imm.Value() != 0xcafef00d {
+		t.Fatalf("ParseWriteRecordImm = %+v, %d, %v", p, n, err)
+	}
+	for i := range len(want) {
+		if _, n, err := ParseWriteRecordImm(want[:i]); !errors.Is(err, ErrWriteRecordTruncated) || n != 0 {
+			t.Fatalf("prefix %d: n=%d err=%v", i, n, err)
+		}
+	}
+	for op := Opcode(0); op <= maxOpcode; op++ {
+		if op.IsWriteRecord() != (op == 0xc || op == 0xd) {
+			t.Errorf("%v: IsWriteRecord = %v", op, op.IsWriteRecord())
+		}
+	}
+}
+
+func FuzzParseWriteRecordImm(f *testing.F) {
+	w := WriteRecordImm{WriteRecord: WriteRecord{RecordID: 9, MessageLength: 12, MessageOffset: 6}, Imm: MakeImmediateData(0xcafef00d)}
+	f.Add(w.Append(nil))
+	f.Add([]byte{})
+	f.Add(bytes.Repeat([]byte{0xff}, 21))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		w, n, err := ParseWriteRecordImm(b)
+		if err != nil {
+			if len(b) >= WriteRecordImmLen {
+				t.Fatalf("error on %d bytes: %v", len(b), err)
+			}
+			return
+		}
+		if got := w.Append(nil); n != WriteRecordImmLen || !bytes.Equal(got, b[:n]) {
+			t.Fatalf("round trip %x != %x (n %d)", got, b[:n], n)
+		}
+	})
+}

@@ -18,9 +18,9 @@ const (
 	maxSendBytes  = 1 << 20 // UDP payload octets per batch (one may exceed it alone)
 	maxSendWRs    = 256     // work requests looked at per batch
 	// dgramScratch is the per-datagram scratch: the key header (8), the
-	// DDP header (and the Write-Record header of a tagged segment: 14+12),
-	// then the CRC trailer (8-aligned stride).
-	dgramScratch = 40
+	// DDP header (and the Write-Record header of a tagged segment: 14+12,
+	// and its Immediate Data: +8), then the CRC trailer (8-aligned stride).
+	dgramScratch = 48
 )
 
 // dgramRef names the work request (index in the batch) and segment a

@@ -402,7 +402,8 @@ func (e *engine) addQP(q *qp) error {
 func (e *engine) removeQP(q *qp) {
 	e.detachAllMcast(q) // mcast.go
 	if q.rd != nil {
-		q.rd.dropHeld() // rd_recv.go: out of the device's reorder store
+		e.rdCloseAcks(q, time.Now()) // rd_qp.go: the ACKs it owes leave before the socket closes
+		q.rd.dropHeld()              // rd_recv.go: out of the device's reorder store
 	}
 	unix.EpollCtl(e.epfd, unix.EPOLL_CTL_DEL, q.fd, nil)
 	delete(e.byFD, int32(q.fd))

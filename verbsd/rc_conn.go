@@ -644,7 +644,7 @@ func wcOpcodeOf(op proto.SendOpcode) proto.WCOpcode {
 		return proto.WCRDMARead
 	case proto.WRLocalInvalidate:
 		return proto.WCLocalInvalidate
-	case proto.WRWriteRecord:
+	case proto.WRWriteRecord, proto.WRWriteRecordWithImm:
 		return proto.WCWriteRecord
 	case proto.WRWriteWithImm:
 		return proto.WCRDMAWrite

@@ -360,3 +360,42 @@ func (e *engine) rdInspect(m map[string]int64) {
 		q.rdInspect(m)
 	}
 }
+
+// rdCloseAcks sends, before q's socket closes (removeQP), the
+// acknowledgements q owes its peers (llp/rd Endpoint.OwedAcks): delayed
+// ACKs not yet due and replies queued but not yet sent. Without them a
+// peer whose last message q delivered just before the close retransmits
+// it into a closed port until its retry count runs out and completes a
+// delivered message with WCRetryExcErr (issue 10: fi_pingpong's final
+// exchange, whose receiver closes as soon as it has the message). Best
+// effort: a datagram the kernel refuses now is not retried.
+func (e *engine) rdCloseAcks(q *qp, now time.Time) {
+	r := q.rd
+	if r == nil || q.fd < 0 {
+		return
+	}
+	for _, a := range r.ep.OwedAcks(now, r.actions[:0]) {
+		r.acks = append(r.acks, rdPending{a.Peer, a.Token, a.Header})
+	}
+	for range 64 { // bounded: rdMaxBatch ACKs per batch
+		if len(r.acks) == 0 {
+			return
+		}
+		b := &rdBatch{e: e, q: q}
+		e.sb.reset(q.gso)
+		k := 0
+		for ; k < len(r.acks) && b.add(r.acks[k].peer, &r.acks[k].h, nil, nil, nil); k++ {
+			r.count(rdAcksOut, 1)
+		}
+		r.acks = r.acks[:copy(r.acks, r.acks[k:])]
+		msgs := e.sb.finish()
+		if len(msgs) == 0 {
+			return
+		}
+		q.blocked = false
+		e.rdTransmit(q, msgs)
+		if q.blocked {
+			return // the socket's buffer is full: the rest are lost
+		}
+	}
+}

@@ -129,14 +129,14 @@ func rdNeedsRecv(seg []byte) bool {
 		return false
 	}
 	if h.Tagged {
-		return h.Last && rdmap.Control(h.ULPControl).Opcode() == rdmap.OpWriteRecord
+		return h.Last && rdmap.Control(h.ULPControl).Opcode().IsWriteRecord()
 	}
 	return h.QN == rdmap.QNSend && h.MO == 0
 }
 
 // rdIsRecord reports whether seg is a Write-Record segment.
 func rdIsRecord(seg []byte) bool {
-	return len(seg) >= 2 && seg[0]&0x80 != 0 && rdmap.Control(seg[1]).Opcode() == rdmap.OpWriteRecord
+	return len(seg) >= 2 && seg[0]&0x80 != 0 && rdmap.Control(seg[1]).Opcode().IsWriteRecord()
 }
 
 // rdReady reports whether the datagram seg from src could be delivered
@@ -321,7 +321,7 @@ func (e *engine) rdDeliver(q *qp, src netip.AddrPort, seg []byte, now time.Time)
 		switch op {
 		case rdmap.OpReadResponse:
 			e.rdPlaceResponse(q, src, &h, seg[hl:])
-		case rdmap.OpWriteRecord:
+		case rdmap.OpWriteRecord, rdmap.OpWriteRecordImm:
 			if err, ok := e.writeRecordRD(q, src, &h, seg, hl, now); !ok { // wrec_rd.go
 				e.rdSendError(q, src, err, seg[:hl], nil, len(seg))
 			}

@@ -23,7 +23,7 @@ import (
 type rdWR struct {
 	seq       uint64
 	wrid      uint64
-	op        proto.SendOpcode // WRSend, WRRDMARead or WRWriteRecord
+	op        proto.SendOpcode // WRSend(WithImm), WRRDMARead, WRWriteRecord(WithImm) or an atomic
 	signaled  bool
 	peer      netip.AddrPort
 	sges      []proto.SGE
@@ -48,7 +48,7 @@ type rdWR struct {
 	to        uint64                       // Write-Record: the tagged offset of the first octet
 	areq      [rdmap.AtomicRequestLen]byte // atomic: its Atomic Request (rd_atomic.go)
 	reqID     uint32                       // atomic: its Request Identifier
-	imm       [rdmap.ImmediateDataLen]byte // Send with Imm: the header of every segment
+	imm       [rdmap.ImmediateDataLen]byte // Send / Write-Record with Imm: in every segment
 }
 
 // rdResp is an accepted RDMA Read Request being answered.
@@ -144,7 +144,7 @@ func (e *engine) rdPrepare(q *qp, w *rdWR, slot []byte) {
 	sqe := proto.GetSQE(raw[:])
 	w.wrid, w.op, w.signaled = sqe.WRID, sqe.Opcode, sqe.Flags&proto.SendSignaled != 0 || q.sigAll
 	fail := func(st proto.WCStatus) { w.done, w.fatal, w.status = true, true, st }
-	known := sqe.Opcode == proto.WRSend || sqe.Opcode == proto.WRRDMARead || sqe.Opcode == proto.WRWriteRecord ||
+	known := sqe.Opcode == proto.WRSend || sqe.Opcode == proto.WRRDMARead || sqe.Opcode.WriteRecord() ||
 		sqe.Opcode == proto.WRSendWithImm || sqe.Opcode.Atomic()
 	if !sqe.KnownFlags() || sqe.Flags&proto.SendFence != 0 || !known {
 		fail(proto.WCLocQPOpErr)
@@ -228,7 +228,7 @@ func (e *engine) rdPrepare(q *qp, w *rdWR, slot []byte) {
 		w.msn = r.msn[rdmap.QNReadRequest]
 		w.segs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(rdmap.OpReadRequest)), 0, rdmap.QNReadRequest, w.msn,
 			rdmap.ReadRequestLen, e.rdMaxPayload(false, 0))
-	case proto.WRWriteRecord:
+	case proto.WRWriteRecord, proto.WRWriteRecordWithImm:
 		if st := e.rdPrepareWriteRecord(q, w, &sqe); st != proto.WCSuccess { // wrec_send.go
 			fail(st)
 		}
@@ -444,8 +444,8 @@ func (e *engine) rdBuild(b *rdBatch, peer netip.AddrPort, tok rd.Token, h *dgram
 		if w.op == proto.WRSendWithImm {
 			ulp = w.imm[:]
 		}
-		if w.op == proto.WRWriteRecord {
-			var rh [rdmap.WriteRecordLen]byte
+		if w.op.WriteRecord() {
+			var rh [rdmap.WriteRecordImmLen]byte
 			ulp = w.writeRecordHeader(rh[:0], s.Offset) // wrec_send.go
 		}
 		pieces := e.rdPayload(q, w, int(s.Offset), s.Len)

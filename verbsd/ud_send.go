@@ -28,8 +28,9 @@ type sendWR struct {
 	// Write-Record (wrec_send.go): its header, MessageOffset set per segment.
 	wrec bool
 	rec  rdmap.WriteRecord
-	// Send with Immediate (docs/atomics.md): the Immediate Data before
-	// every segment's payload.
+	// Send with Immediate (docs/atomics.md) and Write-Record with
+	// Immediate (after rec): the Immediate Data before every segment's
+	// payload.
 	hasImm bool
 	imm    [rdmap.ImmediateDataLen]byte
 }
@@ -241,7 +242,7 @@ func (e *engine) prepareSend(q *qp, wr *sendWR, slot []byte, msn uint32, maxPayl
 	copy(raw[:], slot)
 	sqe := proto.GetSQE(raw[:])
 	wr.wrid = sqe.WRID
-	if (sqe.Opcode != proto.WRSend && sqe.Opcode != proto.WRWriteRecord && sqe.Opcode != proto.WRSendWithImm) ||
+	if (sqe.Opcode != proto.WRSend && !sqe.Opcode.WriteRecord() && sqe.Opcode != proto.WRSendWithImm) ||
 		!sqe.KnownFlags() || sqe.Flags&proto.SendFence != 0 {
 		return proto.WCLocQPOpErr, true
 	}
@@ -288,7 +289,7 @@ func (e *engine) preparePayload(q *qp, wr *sendWR, sqe *proto.SQE, slot []byte, 
 	if total > e.cfg.MaxMsgUD {
 		return proto.WCLocLenErr
 	}
-	wr.wrec = sqe.Opcode == proto.WRWriteRecord
+	wr.wrec = sqe.Opcode.WriteRecord()
 	if wr.wrec {
 		return e.prepareWriteRecord(wr, sqe, msn, total) // wrec_send.go
 	}

@@ -6,11 +6,10 @@ import (
 
 	"github.com/iwarpd/iwarpd/ddp"
 	"github.com/iwarpd/iwarpd/iwerr"
-	"github.com/iwarpd/iwarpd/rdmap"
 )
 
 // writeRecordRD is the Write-Record hook of the RD receive path
-// (rd_recv.go's rdDeliver, for a tagged segment with opcode 0xC): seg is
+// (rd_recv.go's rdDeliver, for a tagged segment with opcode 0xC or 0xD): seg is
 // the DDP segment delivered in order by RD (no CRC), h its parsed DDP
 // header of hl octets. It checks and places the segment exactly as on UD
 // (wrec_recv.go) and, when the record is whole, completes it into the head
@@ -25,14 +24,14 @@ import (
 // are dropped silently. A malformed segment (short Write-Record header,
 // inconsistent offsets) is dropped and counted, ok true.
 func (e *engine) writeRecordRD(q *qp, src netip.AddrPort, h *ddp.Header, seg []byte, hl int, now time.Time) (iwerr.Error, bool) {
-	if len(seg) < hl+rdmap.WriteRecordLen {
+	sg := wrecSegment{src: src, h: *h, ddpHdr: seg[:hl], segLen: len(seg), quiet: true}
+	n, ok := sg.parseHeader(seg) // wrec_recv.go: opcode 0xC, or 0xD with its Immediate Data
+	if !ok || hl != ddp.TaggedHeaderLen {
 		e.count(q, cWrecDropped, 1)
 		return iwerr.Error{}, true
 	}
-	wr, _, _ := rdmap.ParseWriteRecord(seg[hl:])
-	body := seg[hl+rdmap.WriteRecordLen:]
-	sg := wrecSegment{src: src, h: *h, wr: wr, ddpHdr: seg[:hl], segLen: len(seg), pieces: [][]byte{body},
-		n: len(body), quiet: true}
+	body := seg[n:]
+	sg.pieces, sg.n = [][]byte{body}, len(body)
 	r, st := e.acceptWriteRecord(q, &sg, now)
 	switch st {
 	case recordComplete:

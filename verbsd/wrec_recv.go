@@ -25,7 +25,11 @@ import (
 // what earlier segments placed stays placed, but the record never
 // completes and later segments of it are dropped (a peer-caused error: no
 // completion, the QP stays up). Valid segments are copied from the receive
-// slot straight into the MR.
+// slot straight into the MR. A Write-Record with Immediate (opcode 0xD)
+// carries its Immediate Data after the Write-Record header of every
+// segment; every segment of a record must carry the same opcode and value
+// (else it is dropped as inconsistent), and the record's completion has
+// WCFlagImm and the value in Imm.
 //
 // A record completes exactly once: when every octet is placed, or (UD)
 // when no segment of it arrived for Config.ReassemblyTimeout, then with
@@ -37,16 +41,20 @@ import (
 // 4 octets completes with WCLocLenErr. No receive posted: the record is
 // dropped and counted (its data stays placed).
 
-// wrecHeaderLen is the tagged DDP header plus the Write-Record header.
-const wrecHeaderLen = ddp.TaggedHeaderLen + rdmap.WriteRecordLen
+// wrecHeaderLen is the tagged DDP header plus the Write-Record header;
+// wrecImmHeaderLen with the Immediate Data of opcode 0xD.
+const (
+	wrecHeaderLen    = ddp.TaggedHeaderLen + rdmap.WriteRecordLen
+	wrecImmHeaderLen = ddp.TaggedHeaderLen + rdmap.WriteRecordImmLen
+)
 
 // writeRecordSegment judges the tagged datagram of n octets at off of receive
 // slot i (CRC already checked) and places it.
 func (e *engine) writeRecordSegment(q *qp, i, off, n int, now time.Time) {
 	s := &e.rb.slots[i]
 	body := n - crc32c.Size // ≥ TaggedHeaderLen (datagram checked)
-	var hb [wrecHeaderLen]byte
-	copyRange(hb[:min(body, wrecHeaderLen)], s.view, off)
+	var hb [wrecImmHeaderLen]byte
+	copyRange(hb[:min(body, wrecImmHeaderLen)], s.view, off)
 	h, _, err := ddp.Parse(hb[:ddp.TaggedHeaderLen])
 	if err != nil {
 		e.count(q, cDropTruncated, 1)
@@ -57,17 +65,18 @@ func (e *engine) writeRecordSegment(q *qp, i, off, n int, now time.Time) {
 		e.count(q, cDropBadVersion, 1)
 		return
 	}
-	if ctl.Opcode() != rdmap.OpWriteRecord { // the only tagged opcode on UD
+	if !ctl.Opcode().IsWriteRecord() { // the only tagged opcodes on UD
 		e.count(q, cDropTagged, 1)
 		return
 	}
-	if body < wrecHeaderLen {
+	seg := wrecSegment{src: s.src, srcQKey: e.rb.srcQKey, h: h, ddpHdr: hb[:ddp.TaggedHeaderLen], segLen: body,
+		pieces: s.view, quiet: e.rb.mcast}
+	hl, ok := seg.parseHeader(hb[:min(body, wrecImmHeaderLen)])
+	if !ok {
 		e.count(q, cDropTruncated, 1)
 		return
 	}
-	wr, _, _ := rdmap.ParseWriteRecord(hb[ddp.TaggedHeaderLen:])
-	seg := wrecSegment{src: s.src, srcQKey: e.rb.srcQKey, h: h, wr: wr, ddpHdr: hb[:ddp.TaggedHeaderLen], segLen: body,
-		pieces: s.view, off: off + wrecHeaderLen, n: body - wrecHeaderLen, quiet: e.rb.mcast}
+	seg.off, seg.n = off+hl, body-hl
 	r, st := e.acceptWriteRecord(q, &seg, now)
 	if st != recordComplete {
 		return
@@ -86,7 +95,24 @@ type wrecSegment struct {
 	segLen  int    // DDP segment length (headers and payload)
 	pieces  [][]byte
 	off, n  int
-	quiet   bool // send no error message (received on a multicast group; RD reports it itself)
+	quiet   bool   // send no error message (received on a multicast group; RD reports it itself)
+	hasImm  bool   // opcode 0xD: a Write-Record with Immediate
+	imm     uint32 // its immediate value (octets 0–3 of the Immediate Data)
+}
+
+// parseHeader decodes the Write-Record header (and, for opcode 0xD, the
+// Immediate Data) from b, the segment's first octets from its tagged DDP
+// header on (sg.h parsed), and returns the octets before the payload;
+// false: the segment is shorter than its headers.
+func (sg *wrecSegment) parseHeader(b []byte) (int, bool) {
+	if rdmap.Control(sg.h.ULPControl).Opcode() == rdmap.OpWriteRecordImm {
+		w, _, err := rdmap.ParseWriteRecordImm(b[min(len(b), ddp.TaggedHeaderLen):])
+		sg.wr, sg.hasImm, sg.imm = w.WriteRecord, true, w.Imm.Value()
+		return wrecImmHeaderLen, err == nil
+	}
+	w, _, err := rdmap.ParseWriteRecord(b[min(len(b), ddp.TaggedHeaderLen):])
+	sg.wr = w
+	return wrecHeaderLen, err == nil
 }
 
 type recordStatus uint8
@@ -136,11 +162,11 @@ func (e *engine) acceptWriteRecord(q *qp, sg *wrecSegment, now time.Time) (*wrec
 			t.bury(old.key, tomb)
 			e.count(q, cWrecEvicted, 1)
 		}
-		t.live = append(t.live, &wrecRecord{key: key, base: base, length: wr.MessageLength})
+		t.live = append(t.live, &wrecRecord{key: key, base: base, length: wr.MessageLength, hasImm: sg.hasImm, imm: sg.imm})
 		i = len(t.live) - 1
 	}
 	r := t.live[i]
-	if r.base != base || r.length != wr.MessageLength {
+	if r.base != base || r.length != wr.MessageLength || r.hasImm != sg.hasImm || r.imm != sg.imm {
 		e.count(q, cWrecDropped, 1)
 		return nil, recordDropped
 	}
@@ -220,6 +246,9 @@ func (e *engine) completeRecord(q *qp, r *wrecRecord, w *recvWR, inBatch bool) {
 		return
 	}
 	flags := proto.WCFlagSrcValid
+	if r.hasImm {
+		flags |= proto.WCFlagImm
+	}
 	status := proto.WCSuccess
 	if r.got < uint64(r.length) {
 		flags |= proto.WCFlagRecordTrim
@@ -255,5 +284,5 @@ func (e *engine) completeRecord(q *qp, r *wrecRecord, w *recvWR, inBatch bool) {
 	e.count(q, cMessagesIn, 1)
 	e.count(q, cBytesIn, int64(r.got))
 	e.postCQE(q.s, q.recvCQ, &proto.CQE{WRID: w.wrid, Status: status, Opcode: proto.WCRecvWriteRecord, Flags: flags,
-		ByteLen: r.length, QPN: q.qpn, Src: r.key.src, InvStag: r.key.stag, TO: r.base})
+		ByteLen: r.length, QPN: q.qpn, Src: r.key.src, InvStag: r.key.stag, TO: r.base, Imm: r.imm})
 }

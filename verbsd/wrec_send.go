@@ -27,27 +27,42 @@ import (
 // (rdWriteRecordError).
 
 // writeRecordSegments cuts a Write-Record message of total octets (RecordID
-// msn) into tagged segments of at most maxPayload octets. The error is the
-// TO wrap of sqe.RemoteAddr + total.
+// msn) into tagged segments of at most maxPayload octets: opcode 0xC, or
+// 0xD (Write-Record with Immediate) for WRWriteRecordWithImm. The error is
+// the TO wrap of sqe.RemoteAddr + total.
 func writeRecordSegments(sqe *proto.SQE, msn uint32, total, maxPayload int) (ddp.Segmenter, rdmap.WriteRecord, error) {
-	segs, err := ddp.TaggedSegments(uint8(rdmap.MakeControl(rdmap.OpWriteRecord)), sqe.RKey, sqe.RemoteAddr,
-		uint32(total), maxPayload)
+	op := rdmap.OpWriteRecord
+	if sqe.Opcode == proto.WRWriteRecordWithImm {
+		op = rdmap.OpWriteRecordImm
+	}
+	segs, err := ddp.TaggedSegments(uint8(rdmap.MakeControl(op)), sqe.RKey, sqe.RemoteAddr, uint32(total), maxPayload)
 	return segs, rdmap.WriteRecord{RecordID: msn, MessageLength: uint32(total)}, err
 }
 
+// wrecULPLen is the RDMAP header octets of a Write-Record segment of
+// opcode op (WRWriteRecord or WRWriteRecordWithImm).
+func wrecULPLen(op proto.SendOpcode) int {
+	if op == proto.WRWriteRecordWithImm {
+		return rdmap.WriteRecordImmLen
+	}
+	return rdmap.WriteRecordLen
+}
+
 // maxPayloadWriteRecord is the payload octets of one Write-Record segment
-// in a UD datagram.
-func (e *engine) maxPayloadWriteRecord() int {
-	return ddp.MaxPayload(dgram.MaxSegment(e.cfg.DatagramSize, false), true, rdmap.WriteRecordLen)
+// of opcode op in a UD datagram.
+func (e *engine) maxPayloadWriteRecord(op proto.SendOpcode) int {
+	return ddp.MaxPayload(dgram.MaxSegment(e.cfg.DatagramSize, false), true, wrecULPLen(op))
 }
 
 // prepareWriteRecord finishes prepareSend for a Write-Record work request
 // of total octets (already translated into wr.payloads).
 func (e *engine) prepareWriteRecord(wr *sendWR, sqe *proto.SQE, msn uint32, total int) proto.WCStatus {
-	segs, rec, err := writeRecordSegments(sqe, msn, total, e.maxPayloadWriteRecord())
+	segs, rec, err := writeRecordSegments(sqe, msn, total, e.maxPayloadWriteRecord(sqe.Opcode))
 	if err != nil { // TO + length wraps
 		return proto.WCLocLenErr
 	}
+	wr.hasImm = sqe.Opcode == proto.WRWriteRecordWithImm // its Immediate Data follows rec (ud_send.go)
+	wr.imm = rdmap.MakeImmediateData(sqe.Imm).Raw
 	wr.msn, wr.total, wr.segs, wr.rec = msn, total, segs, rec
 	wr.signaled = sqe.Flags&proto.SendSignaled != 0
 	return proto.WCSuccess
@@ -58,21 +73,27 @@ func (e *engine) prepareWriteRecord(wr *sendWR, sqe *proto.SQE, msn uint32, tota
 // RecordID. A TO wrap is a local length error (fatal, as on UD).
 func (e *engine) rdPrepareWriteRecord(q *qp, w *rdWR, sqe *proto.SQE) proto.WCStatus {
 	r := q.rd
-	segs, rec, err := writeRecordSegments(sqe, r.msn[rdmap.QNSend]+1, w.total, e.rdMaxPayload(true, rdmap.WriteRecordLen))
+	segs, rec, err := writeRecordSegments(sqe, r.msn[rdmap.QNSend]+1, w.total, e.rdMaxPayload(true, wrecULPLen(sqe.Opcode)))
 	if err != nil { // TO + length wraps
 		return proto.WCLocLenErr
 	}
 	r.msn[rdmap.QNSend]++
 	w.msn, w.segs, w.rec, w.rkey, w.to = rec.RecordID, segs, rec, sqe.RKey, sqe.RemoteAddr
+	w.imm = rdmap.MakeImmediateData(sqe.Imm).Raw // sent after the header by WRWriteRecordWithImm
 	return proto.WCSuccess
 }
 
 // writeRecordHeader returns the Write-Record header of w's segment
-// starting at Message Offset off, appended to b.
+// starting at Message Offset off (and its Immediate Data for
+// WRWriteRecordWithImm), appended to b.
 func (w *rdWR) writeRecordHeader(b []byte, off uint32) []byte {
 	rec := w.rec
 	rec.MessageOffset = off
-	return rec.Append(b)
+	b = rec.Append(b)
+	if w.op == proto.WRWriteRecordWithImm {
+		b = append(b, w.imm[:]...)
+	}
+	return b
 }
 
 // rdWriteRecordError matches an error message from src naming the tagged
@@ -85,7 +106,7 @@ func (w *rdWR) writeRecordHeader(b []byte, off uint32) []byte {
 // work request.
 func (r *rdQP) rdWriteRecordError(src netip.AddrPort, oh *ddp.Header, err iwerr.Error) bool {
 	for _, w := range r.wrs {
-		if w.op != proto.WRWriteRecord || w.peer != src || w.sent == 0 || w.fatal || w.completed || w.term != 0 ||
+		if !w.op.WriteRecord() || w.peer != src || w.sent == 0 || w.fatal || w.completed || w.term != 0 ||
 			w.acked >= w.segs.Count() || w.rkey != oh.Stag || oh.TO < w.to || oh.TO-w.to > uint64(w.total) {
 			continue
 		}

@@ -28,6 +28,8 @@ type wrecRecord struct {
 	spans    []span // placed ranges, offsets from base
 	got      uint64 // octets placed
 	deadline time.Time
+	hasImm   bool   // a Write-Record with Immediate (opcode 0xD)
+	imm      uint32 // its immediate value
 }
 
 type wrecTomb struct {

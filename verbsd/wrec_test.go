@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/netip"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -252,7 +253,7 @@ func TestWriteRecordLoss(t *testing.T) {
 					hdr = hdr[dgram.KeyHeaderLen:]
 				}
 				if len(hdr) >= 26 && hdr[0]&0x80 != 0 && hdr[1]&0x0f == 0xc && binary.BigEndian.Uint32(hdr[22:]) != 0 &&
-					binary.BigEndian.Uint32(hdr[22:]) == uint32(srv.eng.maxPayloadWriteRecord()) {
+					binary.BigEndian.Uint32(hdr[22:]) == uint32(srv.eng.maxPayloadWriteRecord(proto.WRWriteRecord)) {
 					dropped.Add(1)
 					sent++
 					continue
@@ -273,7 +274,7 @@ func TestWriteRecordLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := srv.eng.maxPayloadWriteRecord()
+	p := srv.eng.maxPayloadWriteRecord(proto.WRWriteRecord)
 	size := 4*p + 77 // 5 segments
 	for j := range a.mr.Buf[:size] {
 		a.mr.Buf[j] = byte(j*3 + 1)
@@ -383,6 +384,16 @@ func FuzzWriteRecordDatagram(f *testing.F) {
 	f.Add(seg(tgt.RKey, tgt.Addr(100), 2, 10, 5, true, []byte("world")))
 	f.Add(seg(tgt.RKey, tgt.Addr(8190), 3, 5, 0, true, []byte("bound")))
 	f.Add(seg(tgt.RKey^0x100, tgt.Addr(0), 4, 0, 0, true, nil))
+	// The same as a Write-Record with Immediate (opcode 0xD), whole and cut
+	// inside its Immediate Data.
+	withImm := func(b []byte, imm uint32) []byte {
+		d := rdmap.MakeImmediateData(imm)
+		b = slices.Concat(b[:wrecHeaderLen], d.Raw[:], b[wrecHeaderLen:])
+		b[1] = uint8(rdmap.MakeControl(rdmap.OpWriteRecordImm))
+		return b
+	}
+	f.Add(withImm(seg(tgt.RKey, tgt.Addr(0), 5, 5, 0, true, []byte("hello")), 0xcafe))
+	f.Add(withImm(seg(tgt.RKey, tgt.Addr(0), 6, 0, 0, true, nil), 1)[:wrecHeaderLen+3])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if len(b) == 0 {
 			return

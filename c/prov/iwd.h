@@ -209,12 +209,14 @@ fi_addr_t iwd_av_reverse(struct iwd_av *av, const uint8_t ip[16], uint16_t port)
 struct iwd_cqe {
 	struct fi_cq_tagged_entry e;
 	fi_addr_t src;
+	const void *owner; /* the endpoint that made it (iwd_cq_purge), or NULL */
 };
 
 struct iwd_cq_err {
 	struct iwd_list link;
 	struct fi_cq_err_entry e;
 	fi_addr_t src;
+	const void *owner;
 };
 
 struct iwd_cq {
@@ -232,11 +234,20 @@ struct iwd_cq {
 	int refs;
 };
 int iwd_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_cq **cq, void *context);
-/* Adds a completion; the domain lock is held. */
-void iwd_cq_push(struct iwd_cq *cq, void *context, uint64_t flags, size_t len, void *buf, uint64_t data,
-		 uint64_t tag, fi_addr_t src);
-void iwd_cq_push_err(struct iwd_cq *cq, void *context, uint64_t flags, size_t len, void *buf, uint64_t data,
-		     uint64_t tag, size_t olen, int err, int prov_errno, fi_addr_t src);
+/* Adds a completion made by owner (an endpoint, or NULL); the domain lock
+ * is held. iwd_cq_push and iwd_cq_push_err are the ownerless forms. */
+void iwd_cq_push_owned(struct iwd_cq *cq, const void *owner, void *context, uint64_t flags, size_t len, void *buf,
+		       uint64_t data, uint64_t tag, fi_addr_t src);
+void iwd_cq_push_err_owned(struct iwd_cq *cq, const void *owner, void *context, uint64_t flags, size_t len,
+			   void *buf, uint64_t data, uint64_t tag, size_t olen, int err, int prov_errno,
+			   fi_addr_t src);
+#define iwd_cq_push(cq, ...) iwd_cq_push_owned(cq, NULL, __VA_ARGS__)
+#define iwd_cq_push_err(cq, ...) iwd_cq_push_err_owned(cq, NULL, __VA_ARGS__)
+/* Drops the unread completions owner made: fi_close(3) of an endpoint
+ * discards its operations, and ofi_rxm reads its CQ right after closing a
+ * connection's endpoint, then reposts a receive to the endpoint a
+ * completion names (a closed one: use after free). The domain lock is held. */
+void iwd_cq_purge(struct iwd_cq *cq, const void *owner);
 /* The wait set shared by CQs and counters (epoll on an eventfd and the
  * domain's completion channel). */
 int iwd_wait_init(struct iwd_domain *dom, int *efd, int *epfd);
@@ -279,6 +290,9 @@ int iwd_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_e
 /* Queues an event (entry of len bytes copied); the fabric lock is held. */
 int iwd_eq_trywait(struct iwd_eq *eq);
 int iwd_eq_push(struct iwd_eq *eq, uint32_t event, const void *entry, size_t len, int is_err);
+/* Drops the unread events about fid (a closed endpoint): fi_close(3) frees
+ * them, and ofi_rxm relies on it (rxm_cm_progress). fab->lock is held. */
+void iwd_eq_purge(struct iwd_eq *eq, const struct fid *fid);
 
 /* ---- tag matching (iwd_tagged.c): posted and unexpected queues ---- */
 #define IWD_RX_TAGGED_FLAG FI_TAGGED /* in iwd_rx.flags */

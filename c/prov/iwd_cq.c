@@ -72,8 +72,8 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-void iwd_cq_push(struct iwd_cq *cq, void *context, uint64_t flags, size_t len, void *buf, uint64_t data,
-		 uint64_t tag, fi_addr_t src)
+void iwd_cq_push_owned(struct iwd_cq *cq, const void *owner, void *context, uint64_t flags, size_t len, void *buf,
+		       uint64_t data, uint64_t tag, fi_addr_t src)
 {
 	struct iwd_cqe *e;
 	if (cq->count == cq->cap) {
@@ -98,13 +98,15 @@ void iwd_cq_push(struct iwd_cq *cq, void *context, uint64_t flags, size_t len, v
 	e->e.data = data;
 	e->e.tag = tag;
 	e->src = src;
+	e->owner = owner;
 	cq->count++;
 	if (cq->count == 1 && cq->wait_obj != FI_WAIT_NONE)
 		iwd_wait_signal(cq->efd);
 }
 
-void iwd_cq_push_err(struct iwd_cq *cq, void *context, uint64_t flags, size_t len, void *buf, uint64_t data,
-		     uint64_t tag, size_t olen, int err, int prov_errno, fi_addr_t src)
+void iwd_cq_push_err_owned(struct iwd_cq *cq, const void *owner, void *context, uint64_t flags, size_t len,
+			   void *buf, uint64_t data, uint64_t tag, size_t olen, int err, int prov_errno,
+			   fi_addr_t src)
 {
 	struct iwd_cq_err *e = calloc(1, sizeof(*e));
 	IWD_INFO(FI_LOG_CQ, "iwarpd: error completion: %s (verbs status %d), flags %#llx, %zu octets, %zu truncated\n",
@@ -123,10 +125,34 @@ void iwd_cq_push_err(struct iwd_cq *cq, void *context, uint64_t flags, size_t le
 	e->e.err = err;
 	e->e.prov_errno = prov_errno;
 	e->src = src;
+	e->owner = owner;
 	iwd_list_insert_tail(&cq->errs, &e->link);
 	cq->nerrs++;
 	if (cq->wait_obj != FI_WAIT_NONE)
 		iwd_wait_signal(cq->efd);
+}
+
+void iwd_cq_purge(struct iwd_cq *cq, const void *owner)
+{
+	struct iwd_list *it, *tmp;
+	size_t i, kept = 0;
+	if (!cq || !owner)
+		return;
+	for (i = 0; i < cq->count; i++) {
+		struct iwd_cqe *e = &cq->ring[(cq->head + i) % cq->cap];
+		if (e->owner != owner)
+			cq->ring[(cq->head + kept++) % cq->cap] = *e;
+	}
+	cq->count = kept;
+	iwd_list_foreach_safe(&cq->errs, it, tmp)
+	{
+		struct iwd_cq_err *e = iwd_container_of(it, struct iwd_cq_err, link);
+		if (e->owner == owner) {
+			iwd_list_remove(it);
+			cq->nerrs--;
+			free(e);
+		}
+	}
 }
 
 static void copy_entry(struct iwd_cq *cq, void *dst, const struct iwd_cqe *e)

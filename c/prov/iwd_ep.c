@@ -167,7 +167,8 @@ void iwd_ep_tx_done(struct iwd_ep *ep, void *context, uint64_t flags, uint64_t o
 	if (ep->tx_selective && !(op_flags & FI_COMPLETION))
 		return;
 	if (ep->tx_cq)
-		iwd_cq_push(ep->tx_cq, context, flags, (flags & FI_READ) ? len : 0, NULL, 0, 0, FI_ADDR_NOTAVAIL);
+		iwd_cq_push_owned(ep->tx_cq, ep, context, flags, (flags & FI_READ) ? len : 0, NULL, 0, 0,
+				  FI_ADDR_NOTAVAIL);
 }
 
 void iwd_ep_tx_err(struct iwd_ep *ep, void *context, uint64_t flags, int err, int prov_errno, int cntr_kind)
@@ -175,7 +176,7 @@ void iwd_ep_tx_err(struct iwd_ep *ep, void *context, uint64_t flags, int err, in
 	struct iwd_cntr *c = cntr_kind == 1 ? ep->write_cntr : cntr_kind == 2 ? ep->read_cntr : ep->send_cntr;
 	iwd_cntr_err(c);
 	if (ep->tx_cq)
-		iwd_cq_push_err(ep->tx_cq, context, flags, 0, NULL, 0, 0, 0, err, prov_errno, FI_ADDR_NOTAVAIL);
+		iwd_cq_push_err_owned(ep->tx_cq, ep, context, flags, 0, NULL, 0, 0, 0, err, prov_errno, FI_ADDR_NOTAVAIL);
 }
 
 void iwd_ep_rx_done(struct iwd_ep *ep, void *context, uint64_t flags, size_t len, void *buf, uint64_t data,
@@ -185,7 +186,7 @@ void iwd_ep_rx_done(struct iwd_ep *ep, void *context, uint64_t flags, size_t len
 	if (ep->rx_selective && !(flags & (FI_COMPLETION | FI_MULTI_RECV)))
 		return;
 	if (ep->rx_cq)
-		iwd_cq_push(ep->rx_cq, context, flags & ~(uint64_t)FI_COMPLETION, len, buf, data, tag, src);
+		iwd_cq_push_owned(ep->rx_cq, ep, context, flags & ~(uint64_t)FI_COMPLETION, len, buf, data, tag, src);
 }
 
 void iwd_ep_rx_err(struct iwd_ep *ep, void *context, uint64_t flags, size_t len, uint64_t data, uint64_t tag,
@@ -193,8 +194,8 @@ void iwd_ep_rx_err(struct iwd_ep *ep, void *context, uint64_t flags, size_t len,
 {
 	iwd_cntr_err(ep->recv_cntr);
 	if (ep->rx_cq)
-		iwd_cq_push_err(ep->rx_cq, context, flags & ~(uint64_t)FI_COMPLETION, len, NULL, data, tag, olen, err,
-				prov_errno, src);
+		iwd_cq_push_err_owned(ep->rx_cq, ep, context, flags & ~(uint64_t)FI_COMPLETION, len, NULL, data, tag, olen,
+				      err, prov_errno, src);
 }
 
 int iwd_ep_post_send(struct iwd_ep *ep, struct iwv_send_wr *wr)
@@ -529,14 +530,14 @@ static int ep_control(struct fid *fid, int command, void *arg)
 	}
 }
 
-/* Before an RD QP goes away: let our sends be acknowledged (bounded) and
- * give the daemon time to send the acknowledgements it owes our peers
- * (RD delays a standalone ACK by 200 us): a peer whose last message we
- * received must not retry into a destroyed QP until its retry count runs
- * out (fi_pingpong's final exchange did exactly that). */
+/* Before an RD QP goes away: let our sends be acknowledged (bounded, ~1 s),
+ * as SO_LINGER does: a message still unacknowledged may need a
+ * retransmission the destroyed QP could not send. The acknowledgements we
+ * owe our peers need no wait: the daemon sends them when it destroys the
+ * QP (verbsd rdCloseAcks). */
 static void rdm_linger(struct iwd_ep *ep)
 {
-	const struct timespec ms = {0, 1000 * 1000}, acks = {0, 2 * 1000 * 1000};
+	const struct timespec ms = {0, 1000 * 1000};
 	int i, idle = 0;
 	for (i = 0; i < 1000 && !idle; i++) {
 		iwd_lock(ep->dom);
@@ -546,7 +547,6 @@ static void rdm_linger(struct iwd_ep *ep)
 		if (!idle)
 			nanosleep(&ms, NULL);
 	}
-	nanosleep(&acks, NULL);
 }
 
 static int ep_close(struct fid *fid)
@@ -577,6 +577,10 @@ static int ep_close(struct fid *fid)
 	}
 	iwd_pool_fini(&ep->txp);
 	iwd_pool_fini(&ep->rxp);
+	/* fi_close(3): the endpoint's operations are discarded, completions
+	 * not yet read included (their contexts may name this endpoint). */
+	iwd_cq_purge(ep->tx_cq, ep);
+	iwd_cq_purge(ep->rx_cq, ep);
 	if (ep->tx_cq)
 		ep->tx_cq->refs--;
 	if (ep->rx_cq)
@@ -595,6 +599,7 @@ static int ep_close(struct fid *fid)
 	iwd_unlock(dom);
 	if (ep->eq) {
 		pthread_mutex_lock(&dom->fab->lock);
+		iwd_eq_purge(ep->eq, &ep->ep_fid.fid);
 		ep->eq->refs--;
 		pthread_mutex_unlock(&dom->fab->lock);
 	}

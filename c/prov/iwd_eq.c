@@ -37,6 +37,27 @@ int iwd_eq_push(struct iwd_eq *eq, uint32_t event, const void *entry, size_t len
 	return 0;
 }
 
+void iwd_eq_purge(struct iwd_eq *eq, const struct fid *fid)
+{
+	struct iwd_list *it, *tmp;
+	if (!eq)
+		return;
+	iwd_list_foreach_safe(&eq->events, it, tmp)
+	{
+		struct iwd_eq_ev *ev = iwd_container_of(it, struct iwd_eq_ev, link);
+		/* Every entry (fi_eq_entry, fi_eq_cm_entry, fi_eq_err_entry)
+		 * starts with the fid it is about. */
+		const struct fid *about = NULL;
+		if (ev->len >= sizeof(about))
+			memcpy(&about, ev->data, sizeof(about));
+		if (about == fid) {
+			iwd_list_remove(it);
+			eq->nevents--;
+			free(ev);
+		}
+	}
+}
+
 static ssize_t eq_read_locked(struct iwd_eq *eq, uint32_t *event, void *buf, size_t len, uint64_t flags)
 {
 	struct iwd_eq_ev *ev;

@@ -78,6 +78,15 @@ static void datagram(const char *scen, enum iwv_qp_type t)
 	send1(&a, &w);
 	drain(scen, &a, 1, 0);
 	drain(scen, &b, 0, 2);
+	/* 3b: a Write-Record with Immediate: its record completion carries the value */
+	recv1(&b, 106, 0, 4096);
+	g = sge_of(&a, 0, 300);
+	w = (struct iwv_send_wr){.wr_id = 6, .opcode = IWV_WR_WRITE_RECORD_WITH_IMM, .flags = IWV_SEND_SIGNALED,
+				 .num_sge = 1, .sg_list = &g, .av = &dst, .remote_addr = (uintptr_t)(b.mem + 8192),
+				 .rkey = iwv_mr_rkey(b.mr), .imm = 0x4321};
+	send1(&a, &w);
+	drain(scen, &a, 1, 0);
+	drain(scen, &b, 0, 1);
 	/* 4: a bad lkey fails the send */
 	g = sge_of(&a, 0, 100);
 	g.lkey = BADKEY;

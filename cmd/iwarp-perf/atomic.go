@@ -23,7 +23,9 @@ import (
 //     value it fetched, which must be k.
 //   - -o write-imm (-t rc; lat): perftest's write ping-pong, but each side
 //     waits for the Immediate Data's receive completion (WCRecvRDMAWithImm,
-//     value k) instead of polling the last octet.
+//     value k) instead of polling the last octet. On UD and RD (lat, bw)
+//     it is -o write-record with Write-Records with Immediate (wrec.go),
+//     each value checked as send-imm's.
 //   - -o send-imm (-t ud, rd, rc): the send tests with Send with Immediate;
 //     the value is a CRC of the message head, checked by the receiver.
 
@@ -244,14 +246,15 @@ func (t *verbsTransport) writeImm(iter uint64, size, slot int) error {
 	return nil
 }
 
-// checkImm checks the immediate data of a send-imm message b (the held
-// slot's completion); on RC the Immediate Data is its own message after
+// checkImm checks the immediate data of a send-imm message b (or a
+// datagram write-imm's, whose record completion is the held slot's; both
+// carry immOf(b)) in the held slot's completion; on RC the Immediate Data is its own message after
 // the Send, with its own receive completion (RFC 7306), consumed here.
 func (t *verbsTransport) checkImm(b []byte) error {
 	wc := t.heldWC
 	if t.kind == "rc" {
 		if wc.Flags&ofverbs.WCFlagImm != 0 {
-			return t.errorf("send-imm: the Send's completion carries immediate data")
+			return t.errorf("%s: the Send's completion carries immediate data", t.op)
 		}
 		if ok, err := t.pollRecv(); !ok || err != nil {
 			if err == nil {
@@ -271,7 +274,7 @@ func (t *verbsTransport) checkImm(b []byte) error {
 		}
 	}
 	if wc.Flags&ofverbs.WCFlagImm == 0 || wc.Imm != immOf(b) {
-		return t.errorf("send-imm: immediate %#x (flags %#x), want %#x", wc.Imm, wc.Flags, immOf(b))
+		return t.errorf("%s: immediate %#x (flags %#x), want %#x", t.op, wc.Imm, wc.Flags, immOf(b))
 	}
 	return nil
 }

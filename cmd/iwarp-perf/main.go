@@ -74,7 +74,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.qpType, "t", "ud", "queue pair `type`: ud, rc or rd")
 	fs.StringVar(&c.op, "o", "send", "`operation`: send; write with -t rc; read with -t rc or rd; write-record with -t ud or rd; "+
 		"fetchadd, cmpswap (RFC 7306 atomics, -t rc or rd); send-fetchadd (Send/Recv with the fetch-add in the server process); "+
-		"write-imm (-t rc, lat); send-imm")
+		"write-imm (-t rc: lat; -t ud or rd: Write-Record with Immediate); send-imm")
 	fs.StringVar(&c.test, "m", "lat", "`test`: lat (ping-pong latency) or bw (streaming bandwidth)")
 	fs.IntVar(&c.size, "s", 0, "message size in `bytes` (default 64 for lat; 65536 for bw, 65507 over raw UDP)")
 	fs.BoolVar(&c.all, "a", false, "run every size 2^0 .. 2^N up to the largest message")
@@ -172,8 +172,8 @@ func (c *config) validate() error {
 // the raw baselines only send.
 func (c *config) validateOp() error {
 	need := map[string][]string{"write": {"rc"}, "read": {"rc", "rd"}, "write-record": {"ud", "rd"},
-		"fetchadd": {"rc", "rd"}, "cmpswap": {"rc", "rd"}, "write-imm": {"rc"}, "send-fetchadd": {"rc", "rd", "ud"}, "send-imm": {"ud", "rd", "rc"}}
-	if (c.op == "write-imm" || c.op == "send-fetchadd") && c.test != "lat" {
+		"fetchadd": {"rc", "rd"}, "cmpswap": {"rc", "rd"}, "write-imm": {"rc", "ud", "rd"}, "send-fetchadd": {"rc", "rd", "ud"}, "send-imm": {"ud", "rd", "rc"}}
+	if ((c.op == "write-imm" && c.qpType == "rc") || c.op == "send-fetchadd") && c.test != "lat" {
 		return usagef("-o %s: -m lat only", c.op)
 	}
 	if c.qps > 1 && (atomicOp(c.op) || c.op == "write-imm" || c.op == "send-fetchadd" || c.op == "send-imm") {

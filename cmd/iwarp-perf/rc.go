@@ -41,15 +41,15 @@ type rdmaTransport interface {
 // credits with Sends as send bw does; read receives nothing.
 func rdmaRecvSlots(cfg *config, server bool) (slots, size int) {
 	switch {
-	case cfg.op == "write-imm" || cfg.op == "send-fetchadd":
+	case (cfg.op == "write-imm" && cfg.qpType == "rc") || cfg.op == "send-fetchadd":
 		return 4, 64 // one Immediate Data / one request or reply at a time
 	case cfg.op == "write" && cfg.test == "bw":
 		return creditSlots, 64
-	case cfg.op == "write-record" && cfg.test == "lat":
+	case wrecTest(cfg.op, cfg.qpType) && cfg.test == "lat":
 		return 4, 64
-	case cfg.op == "write-record" && server:
+	case wrecTest(cfg.op, cfg.qpType) && server:
 		return cfg.window, 64
-	case cfg.op == "write-record":
+	case wrecTest(cfg.op, cfg.qpType):
 		return creditSlots, 64
 	}
 	return 0, 0

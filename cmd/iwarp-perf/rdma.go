@@ -26,7 +26,7 @@ func runClientSide(cfg *config, tr transport, p pattern, size int) (sideResult, 
 	if cfg.op == "send-fetchadd" { // atomic.go
 		return tr.(*verbsTransport).sendFetchAddClient(cfg.iters)
 	}
-	if cfg.op == "send" || cfg.op == "write-record" || cfg.op == "send-imm" { // wrec.go, atomic.go
+	if cfg.op == "send" || wrecTest(cfg.op, cfg.qpType) || cfg.op == "send-imm" { // wrec.go, atomic.go
 		if cfg.test == "lat" {
 			return latClient(tr, p, size, cfg.iters)
 		}
@@ -60,7 +60,7 @@ func runServerSide(cfg *config, tr transport, p pattern, size int) (sideResult, 
 	if cfg.op == "send-fetchadd" {
 		return tr.(*verbsTransport).sendFetchAddServer(cfg.iters)
 	}
-	if cfg.op == "send" || cfg.op == "write-record" || cfg.op == "send-imm" {
+	if cfg.op == "send" || wrecTest(cfg.op, cfg.qpType) || cfg.op == "send-imm" {
 		if cfg.test == "lat" {
 			return latServer(tr, p, size, cfg.iters)
 		}

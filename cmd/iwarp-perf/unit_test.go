@@ -147,7 +147,7 @@ func TestParseConfig(t *testing.T) {
 		{[]string{"-o", "write-record", "-raw", "udp"}, "-o write-record: needs -t ud or -t rd"},
 		{[]string{"-o", "bogus"}, "want send, write, read, write-record, fetchadd, cmpswap, send-fetchadd, write-imm or send-imm"},
 		{[]string{"-t", "ud", "-o", "fetchadd"}, "-o fetchadd: needs -t rc or -t rd"},
-		{[]string{"-t", "rd", "-o", "write-imm"}, "-o write-imm: needs -t rc"},
+		{[]string{"-o", "write-imm", "-raw", "udp"}, "-o write-imm: needs -t rc or -t ud or -t rd"},
 		{[]string{"-t", "rc", "-o", "write-imm", "-m", "bw"}, "-o write-imm: -m lat only"},
 		{[]string{"-t", "rc", "-o", "send-fetchadd", "-m", "bw"}, "-o send-fetchadd: -m lat only"},
 		{[]string{"-t", "rd", "-s", "70000000"}, "-s 70000000: larger than the largest raw-tcp message"},

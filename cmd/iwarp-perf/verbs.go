@@ -414,7 +414,7 @@ func (t *verbsTransport) post(wrs []ofverbs.SendWR) error {
 }
 
 func (t *verbsTransport) send(first uint64, n, size int) error {
-	if t.op == "write-record" {
+	if wrecTest(t.op, t.kind) {
 		return t.sendWriteRecords(first, n, size)
 	}
 	wrs := t.swr[:n]
@@ -489,12 +489,12 @@ func (t *verbsTransport) recv(size int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if t.op == "write-record" { // the message is in the region, the slot holds its record
+	if wrecTest(t.op, t.kind) { // the message is in the region, the slot holds its record
 		if b, err = t.recordedMessage(size); err != nil {
 			return nil, err
 		}
 	}
-	if t.op == "send-imm" { // atomic.go
+	if t.op == "send-imm" || (t.op == "write-imm" && t.kind != "rc") { // atomic.go
 		if err := t.checkImm(b); err != nil {
 			return nil, err
 		}

@@ -16,6 +16,10 @@ import (
 // message was placed in to the loops, which check the data. Credits (bw)
 // are Sends as for -o send.
 //
+// -o write-imm on UD and RD runs the same test with Write-Records with
+// Immediate (WRWriteRecordWithImm): the value is immOf the message, and
+// recv checks it (checkImm) in the record completion.
+//
 // Iteration k goes into peer slot k mod the peer's slots: 2 in lat (the
 // peer checks one while the next arrives in the other), -window in bw (the
 // sender is never more than a window ahead of the receiver's credit, which
@@ -36,11 +40,22 @@ func (t *verbsTransport) sendWriteRecords(first uint64, n, size int) error {
 			return err
 		}
 		t.swr[i].Opcode = ofverbs.WRWriteRecord
+		if t.op == "write-imm" {
+			t.swr[i].Opcode, t.swr[i].Imm = ofverbs.WRWriteRecordWithImm, immOf(t.pat.message(iter, size))
+		}
 	}
 	if err := t.post(t.swr[:n]); err != nil {
 		return fmt.Errorf("Write-Records of iterations %d..%d: %w", first, first+uint64(n)-1, err)
 	}
 	return nil
+}
+
+// wrecTest reports whether a test of op on queue pairs of type qpType
+// moves its messages by Write-Record: -o write-record, and -o write-imm
+// on UD and RD (Write-Record with Immediate; on RC it is RDMA Write with
+// Immediate, atomic.go).
+func wrecTest(op, qpType string) bool {
+	return op == "write-record" || (op == "write-imm" && qpType != "rc")
 }
 
 // recordedMessage checks the record completion of the held receive slot —

@@ -8,10 +8,11 @@
 -- The DDP segment (RFC 5041 header, RDMAP header, payload) is handed to
 -- Wireshark's own "iwarp_ddp_rdmap" dissector. This file decodes the key
 -- header (destination Q_Key, source Q_Key), the RD header, checks the
--- CRC32c trailer, and decodes the Write-Record header (RDMAP opcode 0xC)
--- and the Send with Immediate's RFC 7306 Immediate Data (opcodes 0x8/0x9:
--- 8 octets before every segment's payload), which Wireshark 4.0 does not
--- know. Atomic Requests/Responses (0xA/0xB) are decoded by Wireshark's own
+-- CRC32c trailer, and decodes the Write-Record header (RDMAP opcode 0xC;
+-- 0xD: Write-Record with Immediate, its header then 8 octets of RFC 7306
+-- Immediate Data) and the Send with Immediate's Immediate Data (opcodes
+-- 0x8/0x9: 8 octets before every segment's payload), which Wireshark 4.0
+-- does not know. Atomic Requests/Responses (0xA/0xB) are decoded by Wireshark's own
 -- dissector (its iwarp_rdma.atomic.* fields); this file checks that they
 -- are single segments of the RFC 7306 length.
 --
@@ -100,8 +101,13 @@ local e = {
                 expert.group.MALFORMED, expert.severity.ERROR),
   atomic_ud = ProtoExpert.new("iwarp_dgram.atomic.ud", "RFC 7306 atomic on a UD queue pair (RD only)",
                 expert.group.PROTOCOL, expert.severity.WARN),
+  wr_last   = ProtoExpert.new("iwarp_dgram.wr.last", "Write-Record segment: DDP L bit not set exactly on the segment that ends the message",
+                expert.group.PROTOCOL, expert.severity.WARN),
+  imm_rsvd  = ProtoExpert.new("iwarp_dgram.imm.reserved", "Write-Record with Immediate: Immediate Data octets 4-7 not zero",
+                expert.group.PROTOCOL, expert.severity.WARN),
 }
-proto.experts = { e.bad_crc, e.short, e.version, e.bad_type, e.ack_data, e.rsvd, e.wr_bounds, e.atomic, e.atomic_ud }
+proto.experts = { e.bad_crc, e.short, e.version, e.bad_type, e.ack_data, e.rsvd, e.wr_bounds, e.atomic, e.atomic_ud,
+  e.wr_last, e.imm_rsvd }
 
 -- CRC32c (Castagnoli, reflected 0x82F63B78, init/xorout 0xFFFFFFFF) -----------
 
@@ -144,7 +150,7 @@ end
 
 local DDP_TAGGED_LEN, DDP_UNTAGGED_LEN = 14, 18
 local KEYS_LEN, RD_LEN, CRC_LEN, WR_LEN = 8, 24, 4, 12
-local OP_WRITE_RECORD = 0xC
+local OP_WRITE_RECORD, OP_WRITE_RECORD_IMM = 0xC, 0xD
 local OP_IMM, OP_IMM_SE, OP_ATOMIC_REQ, OP_ATOMIC_RESP = 0x8, 0x9, 0xA, 0xB
 local IMM_LEN, ATOMIC_REQ_LEN, ATOMIC_RESP_LEN = 8, 52, 12
 
@@ -153,10 +159,13 @@ local function ddp_header_len(tvb, off)
   return DDP_UNTAGGED_LEN
 end
 
--- Adds the Write-Record subtree for an opcode 0xC segment at [off, off+len).
-local function dissect_write_record(tvb, off, len, tree)
-  if len < DDP_TAGGED_LEN + WR_LEN then
-    tree:add_proto_expert_info(e.short, "Write-Record segment shorter than 26 octets")
+-- Adds the Write-Record subtree for an opcode 0xC segment at [off, off+len)
+-- (0xD, with_imm: and the Immediate Data after the Write-Record header).
+local function dissect_write_record(tvb, off, len, tree, with_imm)
+  local hlen = DDP_TAGGED_LEN + WR_LEN
+  if with_imm then hlen = hlen + IMM_LEN end
+  if len < hlen then
+    tree:add_proto_expert_info(e.short, string.format("Write-Record segment shorter than %d octets", hlen))
     return ""
   end
   local r = tvb(off + DDP_TAGGED_LEN, WR_LEN)
@@ -169,11 +178,20 @@ local function dissect_write_record(tvb, off, len, tree)
   st:add(f.wr_off, r(8, 4))
   local to = tvb(off + 6, 8):uint64()
   st:add(f.wr_base, tvb(off + 6, 8), to - UInt64(moff)):set_generated()
-  local payload = len - DDP_TAGGED_LEN - WR_LEN
+  local payload = len - hlen
   if moff + payload > mlen then
     st:add_proto_expert_info(e.wr_bounds)
+  elseif (bit32.band(tvb(off, 1):uint(), 0x40) ~= 0) ~= (moff + payload == mlen) then
+    st:add_proto_expert_info(e.wr_last)
   end
-  return string.format(" Write-Record id=%d off=%d/%d", id, moff, mlen)
+  if not with_imm then
+    return string.format(" Write-Record id=%d off=%d/%d", id, moff, mlen)
+  end
+  local ir = tvb(off + DDP_TAGGED_LEN + WR_LEN, IMM_LEN)
+  st:add(f.imm, ir)
+  st:add(f.imm_value, ir(0, 4))
+  if ir(4, 4):uint() ~= 0 then st:add_proto_expert_info(e.imm_rsvd) end
+  return string.format(" Write-Record with Immediate id=%d off=%d/%d imm=0x%08x", id, moff, mlen, ir(0, 4):uint())
 end
 
 -- Adds the Immediate Data subtree of a Send with Immediate segment (opcode
@@ -313,8 +331,8 @@ function proto.dissector(tvb, pinfo, tree)
   end
   local opcode = bit32.band(tvb(off + 1, 1):uint(), 0x0F)
   local tagged = bit32.band(tvb(off, 1):uint(), 0x80) ~= 0
-  if tagged and opcode == OP_WRITE_RECORD then
-    info = info .. dissect_write_record(tvb, off, seglen, root)
+  if tagged and (opcode == OP_WRITE_RECORD or opcode == OP_WRITE_RECORD_IMM) then
+    info = info .. dissect_write_record(tvb, off, seglen, root, opcode == OP_WRITE_RECORD_IMM)
   end
   if not tagged and (opcode == OP_IMM or opcode == OP_IMM_SE) then
     info = info .. dissect_immediate(tvb, off, seglen, root)

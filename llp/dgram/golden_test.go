@@ -109,6 +109,15 @@ var goldens = []golden{
 		},
 	},
 	{
+		name: "ud-write-record-imm",
+		hex:  "8b 3a 5c 21 42 f0 e1 7d c1 4d 00 01 23 00 00 00 00 00 00 01 00 06 00 00 00 09 00 00 00 0c 00 00 00 06 ca fe f0 0d 00 00 00 00 77 6f 72 6c 64 21 27 09 74 98",
+		build: func() []byte {
+			wr := rdmap.WriteRecordImm{WriteRecord: rdmap.WriteRecord{RecordID: 9, MessageLength: 12, MessageOffset: 6},
+				Imm: rdmap.MakeImmediateData(0xcafef00d)}
+			return AppendUD(nil, goldenKeys, true, tagged(rdmap.OpWriteRecordImm, true, 0x00012300, 0x10000+6), wr.Append(nil), []byte("world!"))
+		},
+	},
+	{
 		name: "ud-error-invalid-qn",
 		hex:  "42 f0 e1 7d 8b 3a 5c 21 41 47 00 00 00 00 00 00 00 02 00 00 00 01 00 00 00 00 12 01 c0 00 00 1d 41 43 00 00 00 00 00 00 00 09 00 00 00 01 00 00 00 00 97 f1 34 41",
 		build: func() []byte {

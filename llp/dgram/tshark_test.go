@@ -71,6 +71,8 @@ func capture(t *testing.T) []frame {
 	add(rd1, rd2, gold["rd-data-ack-sack"], want{opcode: "0x03", qn: "0", msn: "1", mo: "0", crc: "1", rdType: "1", seq: "7", cumack: "5"})
 	add(rd2, rd1, gold["rd-ack-notready"], want{crc: "1", rdType: "2", seq: "0", cumack: "8"})
 	add(ud1, ud2, gold["ud-write-record"], want{opcode: "0x0c", stag: "0x00012300", to: "0x0000000000010006", crc: "1", recordID: "9"})
+	add(ud1, ud2, gold["ud-write-record-imm"], want{opcode: "0x0d", stag: "0x00012300", to: "0x0000000000010006", crc: "1", recordID: "9",
+		imm: "0xcafef00d"})
 	add(ud2, ud1, gold["ud-error-invalid-qn"], want{opcode: "0x07", qn: "2", msn: "1", mo: "0", crc: "1"})
 
 	// A 3000-octet UD Send segmented at the default datagram size.
@@ -127,6 +129,24 @@ func capture(t *testing.T) []frame {
 		to := uint64(0x40000 + off)
 		add(ud1, ud2, AppendUD(nil, goldenKeys, true, tagged(rdmap.OpWriteRecord, end == len(rec), 0xabcd, to), wr.Append(nil), rec[off:end]),
 			want{opcode: "0x0c", stag: "0x0000abcd", to: fmt.Sprintf("0x%016x", to), crc: "1", recordID: "77"})
+	}
+
+	// A two-segment Write-Record with Immediate over RD (opcode 0xD: the
+	// Write-Record header, then the Immediate Data, in every segment).
+	per = MaxSegment(DefaultDatagramSize, true) - ddp.TaggedHeaderLen - rdmap.WriteRecordImmLen
+	wh := RDHeader{Version: RDVersion, Type: RDData, Window: 256, Incarnation: 0xc3c3c3c3, Seq: 1}
+	for off := 0; off < len(rec); off += per {
+		end := min(off+per, len(rec))
+		wr := rdmap.WriteRecordImm{WriteRecord: rdmap.WriteRecord{RecordID: 78, MessageLength: uint32(len(rec)), MessageOffset: uint32(off)},
+			Imm: rdmap.MakeImmediateData(0x01020304)}
+		to := uint64(0x50000 + off)
+		b := AppendRD(nil, goldenKeys, &wh, true, tagged(rdmap.OpWriteRecordImm, end == len(rec), 0xabcd, to), wr.Append(nil), rec[off:end])
+		if len(b) > DefaultDatagramSize {
+			t.Fatalf("Write-Record with Immediate datagram of %d octets", len(b))
+		}
+		add(rd1, rd2, b, want{opcode: "0x0d", stag: "0x0000abcd", to: fmt.Sprintf("0x%016x", to), crc: "1", rdType: "1",
+			seq: fmt.Sprint(wh.Seq), cumack: "0", recordID: "78", imm: "0x01020304"})
+		wh.Seq++
 	}
 
 	// RFC 7306 (docs/atomics.md): a UD Send with Immediate (its 8 octets

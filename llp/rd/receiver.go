@@ -245,6 +245,33 @@ func (e *Endpoint) scheduleAck(t int64, p *peer, now bool) {
 	e.armed(p, p.ackAt)
 }
 
+// OwedAcks appends the acknowledgements the endpoint owes at now, for an
+// engine about to close the QP's socket: the replies already queued (ACKs,
+// NOTREADYs, RESETs, Challenges) and, for every peer whose acknowledgement
+// is pending — delayed by AckDelay, or not yet due — its standalone ACK
+// (with SACK Blocks when due), as takeAcks sends it when the timer fires.
+// Without them a peer whose last DATA was delivered just before the close
+// retransmits it into a closed port until its retry count runs out and
+// completes a delivered message with retry exceeded. Other queued actions
+// (Acked, DeliverHeld, ...) are dropped: the QP is going away. The
+// endpoint must not be used afterwards.
+func (e *Endpoint) OwedAcks(now time.Time, out []Action) []Action {
+	e.stamp(now)
+	for _, a := range e.pending {
+		if a.Kind == SendAck {
+			out = append(out, a)
+		}
+	}
+	clear(e.pending)
+	e.pending = e.pending[:0]
+	for _, p := range e.peers {
+		if p.ackDue {
+			out = e.takeAcks(p, out)
+		}
+	}
+	return out
+}
+
 // InOrder reports whether DATA seq from peer would be delivered now rather
 // than held (the engine asks before it decides whether it has room to hold
 // it): peer has a receive space expecting seq, or none and seq is 1.

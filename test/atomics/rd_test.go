@@ -119,13 +119,17 @@ func rdImmediate(t *testing.T, srv, cli *ep, sizes []int) {
 	}
 }
 
-// TestRDImmediate: Send with Immediate over RD, one and several datagrams.
+// TestRDImmediate: Send with Immediate and Write-Record with Immediate
+// over RD, one and several datagrams; a refused Write-Record with
+// Immediate.
 func TestRDImmediate(t *testing.T) {
 	da := startDaemon(t, "rdimm-a", daemontest.Options{})
 	db := startDaemon(t, "rdimm-b", daemontest.Options{})
 	srv := newEP(t, da, "rd-server", ofverbs.QPTypeRD, accessAll)
 	cli := newEP(t, db, "rd-client", ofverbs.QPTypeRD, ofverbs.AccessLocalWrite)
-	rdImmediate(t, srv, cli, []int{0, 100, 60000})
+	t.Run("send-imm", func(t *testing.T) { rdImmediate(t, srv, cli, []int{0, 100, 60000}) })
+	t.Run("write-record-imm", func(t *testing.T) { wrecImmediate(t, srv, cli, []int{0, 100, 60000}) })
+	t.Run("write-record-imm-refused", func(t *testing.T) { wrecImmRefused(t, srv, cli, true) })
 }
 
 // TestRDCmpSwapLock: the CmpSwap lock over RD, clients on both hosts.
@@ -268,8 +272,8 @@ func TestRDAtomicViolations(t *testing.T) {
 
 // TestRDNetnsLoss: two daemons in network namespaces, 5 % of the packets
 // each one receives dropped (nftables, one wire packet at a time): the RD
-// FetchAdd counter (clients on both hosts), the CmpSwap lock, and Send with
-// Immediate are exact.
+// FetchAdd counter (clients on both hosts), the CmpSwap lock, Send with
+// Immediate and Write-Record with Immediate are exact.
 func TestRDNetnsLoss(t *testing.T) {
 	if ok, why := netns.Available(); !ok {
 		t.Skip("skipping the network-namespace test: " + why)
@@ -309,6 +313,7 @@ func TestRDNetnsLoss(t *testing.T) {
 	t.Run("cmpswap-lock", func(t *testing.T) { rdLock(t, lockTarget, clients, 15) })
 	srv := newEP(t, da, "imm-server", ofverbs.QPTypeRD, accessAll)
 	t.Run("send-imm", func(t *testing.T) { rdImmediate(t, srv, clients[1], []int{10, 5000}) })
+	t.Run("write-record-imm", func(t *testing.T) { wrecImmediate(t, srv, clients[1], []int{10, 5000, 60000}) })
 	for _, d := range []*daemontest.Daemon{da, db} {
 		for _, l := range strings.Split(counters(d), "\n") {
 			if strings.Contains(l, "rd_retransmits") || strings.Contains(l, "atomic") {
@@ -347,8 +352,10 @@ func setLoss(p *netns.Pair, pct int) error {
 	return nil
 }
 
-// TestUDImmediate: Send with Immediate over UD (one datagram and, with a
-// 1400-octet datagram size, several), value in the receive completion.
+// TestUDImmediate: Send with Immediate and Write-Record with Immediate
+// over UD (one datagram and, with a 1400-octet datagram size, several),
+// value in the receive completion; a refused Write-Record with Immediate.
+// (Loopback: no datagram is lost.)
 func TestUDImmediate(t *testing.T) {
 	for _, dsize := range []string{"65000", "1400"} {
 		t.Run("datagram-"+dsize, func(t *testing.T) {
@@ -358,6 +365,8 @@ func TestUDImmediate(t *testing.T) {
 			srv := newEP(t, da, "ud-server", ofverbs.QPTypeUD, accessAll)
 			cli := newEP(t, db, "ud-client", ofverbs.QPTypeUD, ofverbs.AccessLocalWrite)
 			rdImmediate(t, srv, cli, []int{0, 100, 1300, 9000})
+			wrecImmediate(t, srv, cli, []int{0, 100, 1300, 9000})
+			wrecImmRefused(t, srv, cli, false)
 		})
 	}
 }

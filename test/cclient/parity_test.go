@@ -180,6 +180,13 @@ func (p *parity) datagram(scen string, typ ofverbs.QPType) {
 	p.drain(scen, a, 1, 0)
 	p.drain(scen, b, 0, 2)
 
+	// A Write-Record with Immediate: its record completion carries the value.
+	p.recv1(b, 106, 0, 4096)
+	p.send1(a, ofverbs.SendWR{ID: 6, Opcode: ofverbs.WRWriteRecordWithImm, Signaled: true, Imm: 0x4321, AH: ah,
+		RKey: b.mr.RKey(), RemoteAddr: b.mr.Addr() + 8192, SGL: []ofverbs.SGE{a.sge(0, 300)}})
+	p.drain(scen, a, 1, 0)
+	p.drain(scen, b, 0, 1)
+
 	bad := a.sge(0, 100)
 	bad.LKey = badKey
 	p.send1(a, ofverbs.SendWR{ID: 5, Signaled: true, SGL: []ofverbs.SGE{bad}, AH: ah})

@@ -5,7 +5,9 @@
 // passes between two daemons for FI_EP_RDM (0 B to 6 MiB), FI_EP_DGRAM,
 // FI_EP_MSG, iwarpd;ofi_rxd and iwarpd;ofi_rxm, on loopback and across two
 // network namespaces. The provider's tag matching has a C unit test run
-// under AddressSanitizer and UBSan (c/prov/tests/test_match.c).
+// under AddressSanitizer and UBSan (c/prov/tests/test_match.c), and
+// TestPingpongSanitized runs fi_pingpong over a provider built with both
+// (SAN=1, leak detection on; the runtimes preloaded into fi_pingpong).
 //
 // Needs cc, make, pkg-config, libjansson-dev, libfabric-dev and
 // libfabric-bin (scripts/install-test-deps.sh installs them); tests skip

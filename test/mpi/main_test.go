@@ -36,6 +36,9 @@ var (
 // progs are the test programs in progs/ (check.h is their shared header).
 var progs = []string{"wildunexp", "p2p", "anysrc", "trunc", "unexpected", "coll", "rma"}
 
+// rxmProgs are built too but run only by TestMPIRxM (rxm_test.go).
+var rxmProgs = []string{"bigmsg"}
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "iwarpd-mpi-")
 	if err != nil {
@@ -104,7 +107,7 @@ func buildProgs(dir string) {
 	}
 	src := filepath.Join(root, "test", "mpi", "progs")
 	var errs []string
-	for _, p := range progs {
+	for _, p := range append(append([]string{}, progs...), rxmProgs...) {
 		out, err := exec.Command("mpicc", "-std=gnu11", "-O2", "-g", "-Wall", "-Wextra", "-Werror",
 			"-o", filepath.Join(dir, p), filepath.Join(src, p+".c")).CombinedOutput()
 		if err != nil {

@@ -105,6 +105,9 @@ enum iwv_wr_opcode {
 	IWV_WR_RDMA_WRITE_WITH_IMM = 7,  /* RDMA Write + RFC 7306 Immediate Data (RC) */
 	IWV_WR_ATOMIC_FETCH_AND_ADD = 8, /* RFC 7306 FetchAdd (RC, RD) */
 	IWV_WR_ATOMIC_CMP_AND_SWP = 9,   /* RFC 7306 CmpSwap (RC, RD) */
+	/* A Write-Record carrying imm (UD, RD): the target's
+	 * IWV_WC_RECV_WRITE_RECORD completion has IWV_WC_FLAG_IMM and imm. */
+	IWV_WR_WRITE_RECORD_WITH_IMM = 10,
 };
 
 enum iwv_send_flags {
@@ -451,7 +454,7 @@ struct iwv_send_wr {
 	uint64_t remote_addr;    /* RDMA Write/Read, Write-Record */
 	uint32_t rkey;
 	uint32_t inv_stag; /* Send with Invalidate, local invalidate */
-	uint32_t imm;      /* IWV_WR_SEND_WITH_IMM, IWV_WR_RDMA_WRITE_WITH_IMM */
+	uint32_t imm;      /* IWV_WR_SEND_WITH_IMM, IWV_WR_RDMA_WRITE_WITH_IMM, IWV_WR_WRITE_RECORD_WITH_IMM */
 	/* Atomics (as ibv_send_wr.wr.atomic): the 8 octets at remote_addr
 	 * (8-aligned, in an MR with IWV_ACCESS_REMOTE_ATOMIC) get compare_add
 	 * added (FetchAdd), or swap stored if they equal compare_add
