@@ -138,7 +138,9 @@ func rcBatchWire(t *testing.T, markers, block bool) {
 
 	// With block, nothing is read until the engine finds the socket full
 	// (some 300 KiB are posted, the sockets hold a few).
-	deadline := time.Now().Add(rcWait)
+	// The small socket buffers make the blocking variant slow (seconds
+	// under -race): its bounds scale with IWARPD_TEST_TIMEOUT_SCALE.
+	deadline := time.Now().Add(scaled(3 * rcWait))
 	for i := 0; block && a.counters()["send_blocked"] == 0; i++ {
 		if i > 10000 || time.Now().After(deadline) {
 			t.Fatal("the engine never found the socket full")
@@ -147,7 +149,7 @@ func rcBatchWire(t *testing.T, markers, block bool) {
 	}
 	got := make([]byte, 0, len(want))
 	buf := make([]byte, 64<<10)
-	deadline = time.Now().Add(rcWait)
+	deadline = time.Now().Add(scaled(3 * rcWait))
 	for i := 0; len(got) < len(want); i++ {
 		if i > 1_000_000 || time.Now().After(deadline) {
 			t.Fatalf("raw peer: %d of %d octets", len(got), len(want))
