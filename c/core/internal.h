@@ -83,6 +83,7 @@ struct iwv_buffer {
 	struct iwv_buffer *next;
 	struct region r;
 	size_t size;
+	int adopted; /* iwv_adopt_buffer: r.mem is the application's range */
 };
 
 struct iwv_pd {
@@ -207,6 +208,8 @@ int iwvi_jget_bytes(json_t *o, const char *key, uint8_t *buf, size_t cap);
 /* shm.c */
 int iwvi_region_create(struct region *r, const char *name, size_t size);
 void iwvi_region_close(struct region *r);
+/* Unmaps a buffer, or gives an adopted one private pages back (mr.c). */
+void iwvi_buffer_release(struct iwv_buffer *b);
 
 /* lists */
 #define LIST_REMOVE(headp, type, obj)                    \

@@ -269,7 +269,7 @@ IWV_EXPORT void iwv_close(struct iwv_session *s)
 	}
 	for (struct iwv_buffer *b = s->buffers, *n; b; b = n) {
 		n = b->next;
-		iwvi_region_close(&b->r);
+		iwvi_buffer_release(b);
 		free(b);
 	}
 	for (struct iwv_listener *l = s->listeners, *n; l; l = n) {

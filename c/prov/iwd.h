@@ -26,6 +26,7 @@
 #include <netinet/in.h>
 
 #include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
@@ -70,6 +71,7 @@ struct iwd_params {
 	size_t dgram_max;     /* FI_IWARPD_DGRAM_MAX: largest DGRAM/MSG bounce message */
 	int progress_thread;  /* FI_IWARPD_PROGRESS_THREAD: auto progress of protocol steps */
 	int timeout_ms;       /* FI_IWARPD_TIMEOUT_MS: daemon answer timeout */
+	int atomic_adopt;     /* FI_IWARPD_ATOMIC_ADOPT: adopt heap pages for atomic targets */
 };
 extern struct iwd_params iwd_env;
 
@@ -123,6 +125,8 @@ struct iwd_domain {
 	struct iwv_comp_channel *chan;
 	uint32_t api_version;
 	uint64_t mr_mode;
+	uint64_t caps;              /* the fi_info's caps (FI_ATOMIC: MRs take atomics) */
+	struct iwd_list adopted;    /* struct iwd_adopt: pages adopted as atomic targets */
 	struct iwd_list eps;        /* every endpoint: domain-wide progress */
 	struct iwd_stage *stage;
 	int refs;
@@ -166,6 +170,13 @@ uint32_t iwd_stage_lkey(struct iwd_domain *dom);
 uint32_t iwd_stage_rkey(struct iwd_domain *dom);
 
 /* ---- memory regions (iwd_mr.c) ---- */
+struct iwd_adopt {            /* application pages turned into a buffer in place */
+	struct iwd_list link;  /* dom->adopted */
+	struct iwv_buffer *b;
+	char *lo, *hi;
+	int refs;              /* MRs in it */
+};
+
 struct iwd_mr {
 	struct fid_mr mr_fid;
 	struct iwd_domain *dom;
@@ -173,6 +184,8 @@ struct iwd_mr {
 	void *addr;
 	size_t len;
 	uint64_t access;
+	int atomic;           /* registered with remote atomic access */
+	struct iwd_adopt *adopt;
 };
 int iwd_mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t access, uint64_t offset,
 	       uint64_t requested_key, uint64_t flags, struct fid_mr **mr, void *context);
@@ -372,6 +385,7 @@ enum iwd_hop {
 	IWD_OP_EAGER = 1, /* payload follows */
 	IWD_OP_RTS = 2,   /* rendezvous: read len bytes at (rkey, addr), then FIN id */
 	IWD_OP_FIN = 3,   /* rendezvous done: the sender may complete request id */
+	IWD_OP_WDATA = 4, /* fi_writedata: the Write of len octets before this is placed; data */
 };
 #define IWD_HF_TAGGED 0x1u
 #define IWD_HF_CQDATA 0x2u
@@ -527,6 +541,8 @@ extern struct fi_ops_msg iwd_rdm_msg_ops;
 extern struct fi_ops_tagged iwd_rdm_tagged_ops;
 extern struct fi_ops_msg iwd_dgram_msg_ops;
 extern struct fi_ops_rma iwd_rma_ops;
+extern struct fi_ops_atomic iwd_atomic_ops;
+extern struct fi_ops_atomic iwd_no_atomic_ops;
 extern struct fi_ops_cm iwd_ep_cm_ops;
 extern struct fi_ops_cm iwd_msg_cm_ops;
 
@@ -534,6 +550,8 @@ int iwd_rdm_enable(struct iwd_ep *ep);
 void iwd_rdm_fini(struct iwd_ep *ep);
 void iwd_rdm_wc(struct iwd_ep *ep, struct iwv_wc *wc);
 void iwd_rdm_retry(struct iwd_ep *ep);
+/* Sends a header-only control message (FIN, WDATA), queued if the SQ is full. */
+int iwd_rdm_ctrl(struct iwd_ep *ep, const struct iwd_hdr *h, const struct iwv_av *av);
 ssize_t iwd_rdm_cancel(struct iwd_ep *ep, void *context);
 
 int iwd_dgram_enable(struct iwd_ep *ep);
@@ -550,6 +568,11 @@ void iwd_cm_dispatch(struct iwd_fabric *fab, struct iwv_cm_event *ev);
 void iwd_msg_cm_event(struct iwd_fabric *fab, struct iwv_cm_event *ev);
 /* Endpoints with a QP in the fabric, for CM dispatch (fab->lock). */
 void iwd_msg_register(struct iwd_ep *ep);
+
+/* FI_ATOMIC (iwd_atomic.c): kind 0 write, 1 fetch, 2 compare. */
+int iwd_atomic_valid(int kind, enum fi_datatype dt, enum fi_op op);
+int iwd_query_atomic(struct fid_domain *domain, enum fi_datatype dt, enum fi_op op, struct fi_atomic_attr *attr,
+		     uint64_t flags);
 
 /* RMA over RD and RC (iwd_rma.c). */
 void iwd_rma_wc(struct iwd_ep *ep, struct iwd_tx *tx, struct iwv_wc *wc);

@@ -14,10 +14,13 @@
 #define IWD_RMA_CAPS (FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)
 #define IWD_COMM_CAPS (FI_LOCAL_COMM | FI_REMOTE_COMM)
 #define IWD_RDM_CAPS \
-	(FI_MSG | FI_TAGGED | IWD_RMA_CAPS | FI_SEND | FI_RECV | FI_MULTI_RECV | FI_SOURCE | FI_DIRECTED_RECV | \
-	 IWD_COMM_CAPS)
+	(FI_MSG | FI_TAGGED | IWD_RMA_CAPS | FI_ATOMIC | FI_REMOTE_CQ_DATA | FI_SEND | FI_RECV | FI_MULTI_RECV | \
+	 FI_SOURCE | FI_DIRECTED_RECV | IWD_COMM_CAPS)
 #define IWD_DGRAM_CAPS (FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | IWD_COMM_CAPS)
-#define IWD_MSG_CAPS (FI_MSG | IWD_RMA_CAPS | FI_SEND | FI_RECV | IWD_COMM_CAPS)
+/* MSG: FI_REMOTE_CQ_DATA is fi_writedata only (an RDMA Write with
+ * Immediate consumes a receive: FI_RX_CQ_DATA mode), docs/libfabric.md. */
+#define IWD_MSG_CAPS (FI_MSG | IWD_RMA_CAPS | FI_ATOMIC | FI_REMOTE_CQ_DATA | FI_SEND | FI_RECV | IWD_COMM_CAPS)
+#define IWD_MSG_CQ_DATA_SIZE 4 /* the 32-bit verbs immediate */
 #define IWD_PRIMARY_CAPS (FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_COLLECTIVE)
 #define IWD_MR_RMA (FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED)
 
@@ -33,6 +36,16 @@ static uint64_t type_caps(enum fi_ep_type t)
 	default:
 		return 0;
 	}
+}
+
+/* RDM: 8 octets in the provider's header; MSG: the 32-bit immediate. */
+static size_t cq_data_size(enum fi_ep_type type, uint64_t caps)
+{
+	if (type == FI_EP_RDM)
+		return IWD_CQ_DATA_SIZE;
+	if (type == FI_EP_MSG && (caps & FI_REMOTE_CQ_DATA))
+		return IWD_MSG_CQ_DATA_SIZE;
+	return 0;
 }
 
 uint64_t iwd_mr_mode_required(uint32_t version, enum fi_ep_type type, uint64_t caps)
@@ -149,13 +162,20 @@ static int fill_info(uint32_t version, enum fi_ep_type type, const struct iwd_de
 	if (FI_VERSION_GE(version ? version : IWD_FI_VERSION, FI_VERSION(1, 5)) && (required & ~app_mr_modes(version, hints))) {
 		if (hints && (hints->caps & (FI_RMA | FI_ATOMIC)))
 			return reject(type, __LINE__);
-		caps &= ~(uint64_t)IWD_RMA_CAPS;
+		caps &= ~(uint64_t)(IWD_RMA_CAPS | FI_ATOMIC);
 		required = iwd_mr_mode_required(version, type, caps);
 	} else if (version && FI_VERSION_LT(version, FI_VERSION(1, 5)) && !app_mr_modes(version, hints) &&
 		   (caps & FI_RMA)) {
-		if (hints && (hints->caps & FI_RMA))
+		if (hints && (hints->caps & (FI_RMA | FI_ATOMIC)))
 			return reject(type, __LINE__);
-		caps &= ~(uint64_t)IWD_RMA_CAPS;
+		caps &= ~(uint64_t)(IWD_RMA_CAPS | FI_ATOMIC);
+	}
+	/* An MSG Write with Immediate consumes a posted receive (RFC 7306): the
+	 * application must accept FI_RX_CQ_DATA to get FI_REMOTE_CQ_DATA. */
+	if (type == FI_EP_MSG && (caps & FI_REMOTE_CQ_DATA) && hints && !(hints->mode & FI_RX_CQ_DATA)) {
+		if (hints->caps & FI_REMOTE_CQ_DATA)
+			return reject(type, __LINE__);
+		caps &= ~(uint64_t)FI_REMOTE_CQ_DATA;
 	}
 	if (type == FI_EP_RDM) {
 		max_msg = (size_t)1 << 30;
@@ -212,7 +232,7 @@ static int fill_info(uint32_t version, enum fi_ep_type type, const struct iwd_de
 			const struct fi_domain_attr *d = hints->domain_attr;
 			if (d->name && strcmp(d->name, dev->name))
 				return reject(type, __LINE__);
-			if (d->cq_data_size > (type == FI_EP_RDM ? IWD_CQ_DATA_SIZE : 0))
+			if (d->cq_data_size > cq_data_size(type, caps))
 				return reject(type, __LINE__);
 			if (d->mr_key_size > IWD_MR_KEY_SIZE)
 				return reject(type, __LINE__);
@@ -233,7 +253,7 @@ static int fill_info(uint32_t version, enum fi_ep_type type, const struct iwd_de
 	if (!fi)
 		return -FI_ENOMEM;
 	fi->caps = caps;
-	fi->mode = 0;
+	fi->mode = (type == FI_EP_MSG && (caps & FI_REMOTE_CQ_DATA)) ? FI_RX_CQ_DATA : 0;
 	fi->addr_format = FI_SOCKADDR_IN;
 
 	fi->ep_attr->type = type;
@@ -267,7 +287,7 @@ static int fill_info(uint32_t version, enum fi_ep_type type, const struct iwd_de
 	fi->tx_attr->rma_iov_limit = (caps & FI_RMA) ? IWD_RMA_IOV_LIMIT : 0;
 
 	fi->rx_attr->caps = caps & ~(uint64_t)(FI_SEND | FI_READ | FI_WRITE);
-	fi->rx_attr->mode = 0;
+	fi->rx_attr->mode = fi->mode;
 	fi->rx_attr->op_flags = hints && hints->rx_attr ? hints->rx_attr->op_flags : 0;
 	fi->rx_attr->msg_order = FI_ORDER_SAS;
 	fi->rx_attr->comp_order = FI_ORDER_NONE;
@@ -289,7 +309,7 @@ static int fill_info(uint32_t version, enum fi_ep_type type, const struct iwd_de
 	fi->domain_attr->av_type = (hints && hints->domain_attr) ? hints->domain_attr->av_type : FI_AV_UNSPEC;
 	fi->domain_attr->mr_mode = (int)required;
 	fi->domain_attr->mr_key_size = 4;
-	fi->domain_attr->cq_data_size = type == FI_EP_RDM ? IWD_CQ_DATA_SIZE : 0;
+	fi->domain_attr->cq_data_size = cq_data_size(type, caps);
 	fi->domain_attr->cq_cnt = dev->attr.max_cq ? dev->attr.max_cq : 256;
 	fi->domain_attr->ep_cnt = dev->attr.max_qp ? dev->attr.max_qp : IWD_MAX_EP_CNT;
 	fi->domain_attr->tx_ctx_cnt = fi->domain_attr->ep_cnt;

@@ -125,17 +125,6 @@ static int domain_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 	return -FI_EINVAL;
 }
 
-static int query_atomic(struct fid_domain *domain, enum fi_datatype datatype, enum fi_op op,
-			struct fi_atomic_attr *attr, uint64_t flags)
-{
-	IWD_UNUSED(domain);
-	IWD_UNUSED(datatype);
-	IWD_UNUSED(op);
-	IWD_UNUSED(attr);
-	IWD_UNUSED(flags);
-	return -FI_ENOSYS;
-}
-
 static int scalable_ep(struct fid_domain *domain, struct fi_info *info, struct fid_ep **sep, void *context)
 {
 	IWD_UNUSED(domain);
@@ -181,7 +170,7 @@ static struct fi_ops_domain domain_ops = {
 	.poll_open = poll_open,
 	.stx_ctx = stx_ctx,
 	.srx_ctx = srx_ctx,
-	.query_atomic = query_atomic,
+	.query_atomic = iwd_query_atomic,
 };
 
 static struct fi_ops_mr mr_ops = {
@@ -217,6 +206,8 @@ int iwd_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_
 	dom->fab = fab;
 	pthread_mutex_init(&dom->lock, NULL);
 	iwd_list_init(&dom->eps);
+	iwd_list_init(&dom->adopted);
+	dom->caps = info ? info->caps : 0;
 	dom->api_version = fabric->api_version;
 	dom->mr_mode = info && info->domain_attr ? (uint64_t)info->domain_attr->mr_mode : 0;
 	pthread_mutex_lock(&fab->lock);

@@ -852,12 +852,14 @@ int iwd_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep *
 	ep->ep_fid.cm = &iwd_ep_cm_ops;
 	ep->ep_fid.tagged = &no_tagged_ops;
 	ep->ep_fid.rma = &no_rma_ops;
+	ep->ep_fid.atomic = &iwd_no_atomic_ops;
 
 	switch (ep->type) {
 	case FI_EP_RDM:
 		ep->ep_fid.msg = &iwd_rdm_msg_ops;
 		ep->ep_fid.tagged = &iwd_rdm_tagged_ops;
 		ep->ep_fid.rma = &iwd_rma_ops;
+		ep->ep_fid.atomic = &iwd_atomic_ops;
 		ret = iwd_ep_create_qp(ep, IWV_QPT_RD, iwd_env.rx_bufs);
 		break;
 	case FI_EP_DGRAM:
@@ -867,6 +869,7 @@ int iwd_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep *
 	default:
 		ep->ep_fid.msg = &iwd_dgram_msg_ops;
 		ep->ep_fid.rma = &iwd_rma_ops;
+		ep->ep_fid.atomic = &iwd_atomic_ops;
 		ep->ep_fid.cm = &iwd_msg_cm_ops;
 		ret = iwd_ep_create_qp(ep, IWV_QPT_RC, info->rx_attr && info->rx_attr->size ? info->rx_attr->size : IWD_RX_SIZE);
 		break;

@@ -76,8 +76,21 @@ static void rx_wc(struct iwd_ep *ep, struct iwd_rxreq *rr, const struct iwv_wc *
 			return;
 		}
 	}
+	if (wc->flags & IWV_WC_FLAG_IMM) {
+		/* MSG (FI_RX_CQ_DATA): an RDMA Write with Immediate consumed this
+		 * receive (always reported); a Send with Immediate from another
+		 * RFC 7306 sender reads as a message with CQ data. */
+		f |= FI_REMOTE_CQ_DATA;
+		if (wc->opcode == IWV_WC_RECV_RDMA_WITH_IMM) {
+			iwd_ep_rx_done(ep, rr->context, FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA | FI_COMPLETION, 0,
+				       NULL, wc->imm, 0, src);
+			rxreq_free(ep, rr);
+			return;
+		}
+	}
 	iwd_ep_rx_done(ep, rr->context, f | (rr->flags & FI_COMPLETION), n,
-		       rr->iov_count ? rr->iov[0].iov_base : NULL, 0, 0, src);
+		       rr->iov_count ? rr->iov[0].iov_base : NULL, (wc->flags & IWV_WC_FLAG_IMM) ? wc->imm : 0, 0,
+		       src);
 	rxreq_free(ep, rr);
 }
 

@@ -123,22 +123,38 @@ static int post_ctrl(struct iwd_ep *ep, const struct iwd_hdr *h, const struct iw
 	return ret;
 }
 
-static void send_fin(struct iwd_ep *ep, uint64_t id, const uint8_t ip[16], uint16_t port)
+int iwd_rdm_ctrl(struct iwd_ep *ep, const struct iwd_hdr *h, const struct iwv_av *av)
 {
 	struct iwd_ctrl *c;
+	if (iwd_list_empty(&ep->pending_ctrl) && post_ctrl(ep, h, av) == 0)
+		return 0;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -FI_ENOMEM;
+	c->h = *h;
+	c->av = *av;
+	iwd_list_insert_tail(&ep->pending_ctrl, &c->link);
+	return 0;
+}
+
+static void send_fin(struct iwd_ep *ep, uint64_t id, const uint8_t ip[16], uint16_t port)
+{
 	struct iwd_hdr h = {.op = IWD_OP_FIN, .magic = IWD_HDR_MAGIC, .id = id};
 	struct iwv_av av;
 	av_from(&av, ip, port);
-	if (iwd_list_empty(&ep->pending_ctrl) && post_ctrl(ep, &h, &av) == 0)
-		return;
-	c = calloc(1, sizeof(*c));
-	if (!c) {
+	if (iwd_rdm_ctrl(ep, &h, &av))
 		IWD_WARN(FI_LOG_EP_DATA, "iwarpd: no memory for a FIN: the sender's rendezvous will not complete\n");
-		return;
-	}
-	c->h = h;
-	c->av = av;
-	iwd_list_insert_tail(&ep->pending_ctrl, &c->link);
+}
+
+/* The CQ data of an fi_writedata: the Write before it has been placed (RD
+ * delivers in order per pair of QPs). No receive is consumed (no
+ * FI_RX_CQ_DATA mode on RDM): fi_rma(3), fi_getinfo(3). */
+static void handle_wdata(struct iwd_ep *ep, const struct iwd_hdr *h, const struct iwv_wc *wc)
+{
+	if (ep->rx_cq)
+		iwd_cq_push(ep->rx_cq, NULL, FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA, h->len, NULL, h->data, 0,
+			    iwd_ep_src(ep, wc));
+	iwd_cntr_inc(ep->rwrite_cntr);
 }
 
 static void handle_fin(struct iwd_ep *ep, uint64_t id)
@@ -460,6 +476,12 @@ static void rx_bounce(struct iwd_ep *ep, struct iwd_bounce *b, const struct iwv_
 		post_bounce(ep, b);
 		return;
 	}
+	if (wc->opcode == IWV_WC_RECV_WRITE_RECORD) {
+		/* A peer's fi_write (Write-Record over RD) took a receive for
+		 * its record (docs/write-record.md); the data is in place. */
+		post_bounce(ep, b);
+		return;
+	}
 	if (wc->byte_len < HDR) {
 		IWD_WARN(FI_LOG_EP_DATA, "iwarpd: a %u-octet message without an RDM header: dropped\n", wc->byte_len);
 		post_bounce(ep, b);
@@ -484,6 +506,9 @@ static void rx_bounce(struct iwd_ep *ep, struct iwd_bounce *b, const struct iwv_
 		break;
 	case IWD_OP_FIN:
 		handle_fin(ep, h.id);
+		break;
+	case IWD_OP_WDATA:
+		handle_wdata(ep, &h, wc);
 		break;
 	default:
 		IWD_WARN(FI_LOG_EP_DATA, "iwarpd: RDM op %u unknown: dropped\n", h.op);

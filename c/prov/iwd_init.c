@@ -16,6 +16,7 @@ struct iwd_params iwd_env = {
 	.dgram_max = 65536,
 	.progress_thread = 0,
 	.timeout_ms = 2000,
+	.atomic_adopt = 1,
 };
 
 static void iwd_cleanup(void) {}
@@ -104,6 +105,9 @@ FI_EXT_INI
 			"Run a progress thread per domain so that rendezvous steps advance while the application computes (default no)");
 	fi_param_define(&iwd_prov, "timeout_ms", FI_PARAM_INT,
 			"How long to wait for the daemon to answer when opening a session (default 2000)");
+	fi_param_define(&iwd_prov, "atomic_adopt", FI_PARAM_BOOL,
+			"In a domain with FI_ATOMIC, move the pages of an MR with FI_REMOTE_WRITE into shared memory in "
+			"place so that it can be an atomic target (default yes; docs/libfabric.md)");
 
 	if (fi_param_get_str(&iwd_prov, "socket", &s) == FI_SUCCESS && s && *s)
 		iwd_env.socket = s;
@@ -115,6 +119,8 @@ FI_EXT_INI
 		iwd_env.progress_thread = b;
 	if (fi_param_get_int(&iwd_prov, "timeout_ms", &b) == FI_SUCCESS && b > 0)
 		iwd_env.timeout_ms = b;
+	if (fi_param_get_bool(&iwd_prov, "atomic_adopt", &b) == FI_SUCCESS)
+		iwd_env.atomic_adopt = b;
 	if (iwd_env.rx_bufs < 8)
 		iwd_env.rx_bufs = 8;
 	if (iwd_env.eager_max < 64)

@@ -8,14 +8,42 @@
  * If the daemon cannot register the range and the application asked only
  * for local access (FI_SEND/FI_RECV/FI_READ/FI_WRITE), the MR is kept
  * local-only: transfers through it are staged through bounce memory.
+ *
+ * Atomic targets (fi_atomic(3)): in a domain opened with FI_ATOMIC an MR
+ * with FI_REMOTE_WRITE is registered with remote atomic access. The daemon
+ * executes atomics with CPU atomic instructions on a shared mapping, so
+ * process memory cannot take them (EOPNOTSUPP, docs/memory-registration.md):
+ * the provider then adopts the MR's whole pages in place (iwv_adopt_buffer:
+ * same address, same contents, now a memfd mapping shared with the daemon)
+ * unless FI_IWARPD_ATOMIC_ADOPT=0 or the pages overlap another adoption
+ * partially; otherwise the MR takes RMA but not atomics (FI_EACCES at the
+ * initiator). Adopted pages go back to private memory when their last MR
+ * closes.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "iwd.h"
 
 #define IWD_MR_ACCESS (FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)
+
+/* Drops an MR's hold on its adopted pages; the last one gives them back. */
+static void adopt_put(struct iwd_domain *dom, struct iwd_adopt *a)
+{
+	int last;
+	iwd_lock(dom);
+	last = --a->refs == 0;
+	if (last)
+		iwd_list_remove(&a->link);
+	iwd_unlock(dom);
+	if (!last)
+		return;
+	iwv_free_buffer(a->b);
+	free(a);
+}
 
 static int mr_close(struct fid *fid)
 {
@@ -28,11 +56,110 @@ static int mr_close(struct fid *fid)
 				 iwv_last_error(mr->dom->fab->s));
 		}
 	}
+	if (mr->adopt)
+		adopt_put(mr->dom, mr->adopt);
 	iwd_lock(mr->dom);
 	mr->dom->refs--;
 	iwd_unlock(mr->dom);
 	free(mr);
 	return 0;
+}
+
+/* Registers process memory [buf, buf+len) for remote atomics by adopting
+ * its whole pages (iwv_adopt_buffer); 0, or an errno the caller falls back
+ * from. An MR inside existing adopted pages never gets here: libiwverbs
+ * finds that buffer and registers it directly. */
+static int adopt_reg(struct iwd_domain *dom, struct iwd_mr *mr, int vacc)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	char *lo = (char *)((uintptr_t)mr->addr & ~(page - 1));
+	char *hi = (char *)(((uintptr_t)mr->addr + mr->len + page - 1) & ~(page - 1));
+	struct iwd_adopt *a;
+	struct iwd_list *it;
+	int ret;
+
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	iwd_lock(dom);
+	iwd_list_foreach(&dom->adopted, it)
+	{
+		struct iwd_adopt *o = iwd_container_of(it, struct iwd_adopt, link);
+		if (lo < o->hi && o->lo < hi) {
+			iwd_unlock(dom);
+			free(a);
+			return -EBUSY; /* partly adopted already: one MR must lie in one buffer */
+		}
+	}
+	ret = iwv_adopt_buffer(dom->fab->s, lo, (size_t)(hi - lo), &a->b);
+	if (!ret) {
+		ret = iwv_reg_mr(dom->pd, mr->addr, mr->len, vacc, &mr->vmr);
+		if (ret)
+			iwv_free_buffer(a->b);
+	}
+	if (ret) {
+		iwd_unlock(dom);
+		free(a);
+		return ret;
+	}
+	a->lo = lo;
+	a->hi = hi;
+	a->refs = 1;
+	iwd_list_insert_tail(&dom->adopted, &a->link);
+	mr->adopt = a;
+	iwd_unlock(dom);
+	return 0;
+}
+
+/* The adoption holding [addr, addr+len), if any (one more MR in it). */
+static struct iwd_adopt *adopt_get(struct iwd_domain *dom, const void *addr, size_t len)
+{
+	struct iwd_list *it;
+	struct iwd_adopt *found = NULL;
+	iwd_lock(dom);
+	iwd_list_foreach(&dom->adopted, it)
+	{
+		struct iwd_adopt *o = iwd_container_of(it, struct iwd_adopt, link);
+		if ((const char *)addr >= o->lo && (const char *)addr + len <= o->hi) {
+			o->refs++;
+			found = o;
+			break;
+		}
+	}
+	iwd_unlock(dom);
+	return found;
+}
+
+/* Registers mr with remote atomic access if it can (see the file comment). */
+static int reg_atomic(struct iwd_domain *dom, struct iwd_mr *mr, int vacc)
+{
+	int ret;
+	mr->adopt = adopt_get(dom, mr->addr, mr->len);
+	ret = iwv_reg_mr(dom->pd, mr->addr, mr->len, vacc | IWV_ACCESS_REMOTE_ATOMIC, &mr->vmr);
+	if (ret == 0) {
+		mr->atomic = 1;
+		return 0;
+	}
+	if (mr->adopt) {
+		adopt_put(dom, mr->adopt);
+		mr->adopt = NULL;
+	}
+	if (ret != -EOPNOTSUPP) /* not a matter of atomics: the plain registration says why */
+		return iwv_reg_mr(dom->pd, mr->addr, mr->len, vacc, &mr->vmr);
+	if (iwd_env.atomic_adopt) {
+		ret = adopt_reg(dom, mr, vacc | IWV_ACCESS_REMOTE_ATOMIC);
+		if (ret == 0) {
+			mr->atomic = 1;
+			return 0;
+		}
+		IWD_INFO(FI_LOG_MR, "iwarpd: %p+%zu: its pages cannot be adopted as an atomic target (%s)\n", mr->addr,
+			 mr->len, ret == -EBUSY ? "they overlap other adopted pages" : iwv_last_error(dom->fab->s));
+	}
+	IWD_INFO(FI_LOG_MR,
+		 "iwarpd: %p+%zu is registered without remote atomic access: atomics targeting it complete with "
+		 "FI_EACCES (FI_IWARPD_ATOMIC_ADOPT=1 adopts its pages, docs/libfabric.md)\n",
+		 mr->addr, mr->len);
+	return iwv_reg_mr(dom->pd, mr->addr, mr->len, vacc, &mr->vmr);
 }
 
 static int mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
@@ -87,7 +214,10 @@ int iwd_mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t access, ui
 		vacc |= IWV_ACCESS_REMOTE_READ;
 	if (access & FI_REMOTE_WRITE)
 		vacc |= IWV_ACCESS_REMOTE_WRITE;
-	ret = len ? iwv_reg_mr(dom->pd, (void *)buf, len, vacc, &mr->vmr) : 0;
+	if (len && (access & FI_REMOTE_WRITE) && (dom->caps & FI_ATOMIC))
+		ret = reg_atomic(dom, mr, vacc);
+	else
+		ret = len ? iwv_reg_mr(dom->pd, (void *)buf, len, vacc, &mr->vmr) : 0;
 	if (ret) {
 		/* A daemon without application-memory registration (proto
 		 * RegMRRequest.Process) answers EINVAL: keep the MR local-only,

@@ -1,10 +1,18 @@
 /*
- * iwd_rma.c — FI_RMA (fi_rma(3)): RDMA Write and RDMA Read over RD (RDM
- * endpoints, the destination from the AV) and over RC (MSG endpoints).
+ * iwd_rma.c — FI_RMA (fi_rma(3)): RDMA Write-Record and RDMA Read over RD
+ * (RDM endpoints, the destination from the AV; RD has no plain Write) and
+ * RDMA Write and Read over RC (MSG endpoints).
  * Keys are the daemon's STags and addresses virtual (FI_MR_PROV_KEY,
  * FI_MR_VIRT_ADDR). A local buffer without a daemon registration goes
- * through a bounce slot or staging memory. Remote CQ data (fi_writedata)
- * needs immediate data in the verbs layer: not offered yet (-FI_ENOSYS).
+ * through a bounce slot or staging memory.
+ *
+ * Remote CQ data (fi_writedata, FI_REMOTE_CQ_DATA): on MSG the Write is an
+ * RDMA Write with Immediate (RFC 7306; 32-bit data, consuming a receive at
+ * the target: FI_RX_CQ_DATA mode). On RDM the daemon's RD has no Write with
+ * Immediate: the Write is followed by a header-only WDATA message carrying
+ * the 64-bit data to the same peer QP, which RD delivers after the Write
+ * (in order per pair of QPs); the target reports it without consuming a
+ * receive. The initiator completes when the Write is acknowledged.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +37,7 @@ void iwd_rma_wc(struct iwd_ep *ep, struct iwd_tx *tx, struct iwv_wc *wc)
 }
 
 static ssize_t rma_op(struct iwd_ep *ep, int is_read, const struct iovec *iov, void **desc, size_t count,
-		      fi_addr_t dest, uint64_t addr, uint64_t key, void *context, uint64_t op_flags)
+		      fi_addr_t dest, uint64_t addr, uint64_t key, void *context, uint64_t op_flags, uint64_t data)
 {
 	struct iwv_sge sge[IWD_IOV_LIMIT];
 	struct iwv_send_wr wr;
@@ -40,8 +48,14 @@ static ssize_t rma_op(struct iwd_ep *ep, int is_read, const struct iovec *iov, v
 
 	if (count > IWD_IOV_LIMIT || (count && !iov))
 		return -FI_EINVAL;
-	if (op_flags & FI_REMOTE_CQ_DATA)
-		return -FI_ENOSYS;
+	if (op_flags & FI_REMOTE_CQ_DATA) {
+		if (is_read || ep->type == FI_EP_DGRAM)
+			return -FI_EINVAL;
+		if (!(ep->caps & FI_REMOTE_CQ_DATA))
+			return -FI_ENOSYS;
+		if (ep->type == FI_EP_MSG && data > UINT32_MAX)
+			return -FI_EINVAL; /* cq_data_size 4 */
+	}
 	len = iwd_iov_len(iov, count);
 	if ((op_flags & FI_INJECT) && (is_read || len > ep->info->tx_attr->inject_size))
 		return -FI_EINVAL;
@@ -66,8 +80,12 @@ static ssize_t rma_op(struct iwd_ep *ep, int is_read, const struct iovec *iov, v
 		iwd_unlock(ep->dom);
 		return -FI_ENOTCONN;
 	}
-	if (ep->sq_used >= ep->sq_depth)
+	if (ep->sq_used + 1 >= ep->sq_depth || !ep->txp.nfree)
 		iwd_domain_progress(ep->dom);
+	if (ep->type == FI_EP_RDM && (op_flags & FI_REMOTE_CQ_DATA) && ep->sq_used + 1 >= ep->sq_depth) {
+		iwd_unlock(ep->dom);
+		return -FI_EAGAIN; /* room for the Write and its WDATA */
+	}
 	tx = iwd_tx_new(ep, context, FI_RMA | (is_read ? FI_READ : FI_WRITE), op_flags);
 	if (!tx) {
 		iwd_unlock(ep->dom);
@@ -125,7 +143,14 @@ static ssize_t rma_op(struct iwd_ep *ep, int is_read, const struct iovec *iov, v
 	}
 	memset(&wr, 0, sizeof(wr));
 	wr.wr_id = (uint64_t)(uintptr_t)tx;
-	wr.opcode = is_read ? IWV_WR_RDMA_READ : IWV_WR_RDMA_WRITE;
+	/* RD has no plain RDMA Write: Write-Record places the data the same
+	 * way and takes one of the target's bounce receives for its record,
+	 * which the target reposts (iwd_ep_rdm.c). */
+	wr.opcode = is_read ? IWV_WR_RDMA_READ : ep->type == FI_EP_RDM ? IWV_WR_WRITE_RECORD : IWV_WR_RDMA_WRITE;
+	if (ep->type == FI_EP_MSG && (op_flags & FI_REMOTE_CQ_DATA)) {
+		wr.opcode = IWV_WR_RDMA_WRITE_WITH_IMM;
+		wr.imm = (uint32_t)data;
+	}
 	wr.flags = IWV_SEND_SIGNALED;
 	wr.num_sge = (uint16_t)nsge;
 	wr.sg_list = sge;
@@ -139,6 +164,11 @@ static ssize_t rma_op(struct iwd_ep *ep, int is_read, const struct iovec *iov, v
 		return ret;
 	}
 	tx->posted = 1;
+	if (ep->type == FI_EP_RDM && (op_flags & FI_REMOTE_CQ_DATA)) {
+		struct iwd_hdr h = {.op = IWD_OP_WDATA, .magic = IWD_HDR_MAGIC, .data = data, .len = len, .addr = addr};
+		if (iwd_rdm_ctrl(ep, &h, av))
+			IWD_WARN(FI_LOG_EP_DATA, "iwarpd: no memory for the CQ data of a Write: the target will not see it\n");
+	}
 	iwd_unlock(ep->dom);
 	return 0;
 }
@@ -147,13 +177,13 @@ static ssize_t r_read(struct fid_ep *f, void *buf, size_t len, void *desc, fi_ad
 		      void *ctx)
 {
 	struct iovec iov = {buf, len};
-	return rma_op(ep_of(f), 1, &iov, &desc, 1, src, addr, key, ctx, ep_of(f)->tx_op_flags);
+	return rma_op(ep_of(f), 1, &iov, &desc, 1, src, addr, key, ctx, ep_of(f)->tx_op_flags, 0);
 }
 
 static ssize_t r_readv(struct fid_ep *f, const struct iovec *iov, void **desc, size_t count, fi_addr_t src,
 		       uint64_t addr, uint64_t key, void *ctx)
 {
-	return rma_op(ep_of(f), 1, iov, desc, count, src, addr, key, ctx, ep_of(f)->tx_op_flags);
+	return rma_op(ep_of(f), 1, iov, desc, count, src, addr, key, ctx, ep_of(f)->tx_op_flags, 0);
 }
 
 static ssize_t r_readmsg(struct fid_ep *f, const struct fi_msg_rma *msg, uint64_t flags)
@@ -161,20 +191,20 @@ static ssize_t r_readmsg(struct fid_ep *f, const struct fi_msg_rma *msg, uint64_
 	if (!msg || msg->rma_iov_count != 1)
 		return -FI_EINVAL;
 	return rma_op(ep_of(f), 1, msg->msg_iov, msg->desc, msg->iov_count, msg->addr, msg->rma_iov[0].addr,
-		      msg->rma_iov[0].key, msg->context, flags);
+		      msg->rma_iov[0].key, msg->context, flags, msg->data);
 }
 
 static ssize_t r_write(struct fid_ep *f, const void *buf, size_t len, void *desc, fi_addr_t dest, uint64_t addr,
 		       uint64_t key, void *ctx)
 {
 	struct iovec iov = {(void *)buf, len};
-	return rma_op(ep_of(f), 0, &iov, &desc, 1, dest, addr, key, ctx, ep_of(f)->tx_op_flags);
+	return rma_op(ep_of(f), 0, &iov, &desc, 1, dest, addr, key, ctx, ep_of(f)->tx_op_flags, 0);
 }
 
 static ssize_t r_writev(struct fid_ep *f, const struct iovec *iov, void **desc, size_t count, fi_addr_t dest,
 			uint64_t addr, uint64_t key, void *ctx)
 {
-	return rma_op(ep_of(f), 0, iov, desc, count, dest, addr, key, ctx, ep_of(f)->tx_op_flags);
+	return rma_op(ep_of(f), 0, iov, desc, count, dest, addr, key, ctx, ep_of(f)->tx_op_flags, 0);
 }
 
 static ssize_t r_writemsg(struct fid_ep *f, const struct fi_msg_rma *msg, uint64_t flags)
@@ -182,41 +212,27 @@ static ssize_t r_writemsg(struct fid_ep *f, const struct fi_msg_rma *msg, uint64
 	if (!msg || msg->rma_iov_count != 1)
 		return -FI_EINVAL;
 	return rma_op(ep_of(f), 0, msg->msg_iov, msg->desc, msg->iov_count, msg->addr, msg->rma_iov[0].addr,
-		      msg->rma_iov[0].key, msg->context, flags);
+		      msg->rma_iov[0].key, msg->context, flags, msg->data);
 }
 
 static ssize_t r_inject(struct fid_ep *f, const void *buf, size_t len, fi_addr_t dest, uint64_t addr, uint64_t key)
 {
 	struct iovec iov = {(void *)buf, len};
-	return rma_op(ep_of(f), 0, &iov, NULL, 1, dest, addr, key, NULL, FI_INJECT);
+	return rma_op(ep_of(f), 0, &iov, NULL, 1, dest, addr, key, NULL, FI_INJECT, 0);
 }
 
 static ssize_t r_writedata(struct fid_ep *f, const void *buf, size_t len, void *desc, uint64_t data, fi_addr_t dest,
 			   uint64_t addr, uint64_t key, void *ctx)
 {
-	IWD_UNUSED(f);
-	IWD_UNUSED(buf);
-	IWD_UNUSED(len);
-	IWD_UNUSED(desc);
-	IWD_UNUSED(data);
-	IWD_UNUSED(dest);
-	IWD_UNUSED(addr);
-	IWD_UNUSED(key);
-	IWD_UNUSED(ctx);
-	return -FI_ENOSYS;
+	struct iovec iov = {(void *)buf, len};
+	return rma_op(ep_of(f), 0, &iov, &desc, 1, dest, addr, key, ctx, ep_of(f)->tx_op_flags | FI_REMOTE_CQ_DATA, data);
 }
 
 static ssize_t r_injectdata(struct fid_ep *f, const void *buf, size_t len, uint64_t data, fi_addr_t dest,
 			    uint64_t addr, uint64_t key)
 {
-	IWD_UNUSED(f);
-	IWD_UNUSED(buf);
-	IWD_UNUSED(len);
-	IWD_UNUSED(data);
-	IWD_UNUSED(dest);
-	IWD_UNUSED(addr);
-	IWD_UNUSED(key);
-	return -FI_ENOSYS;
+	struct iovec iov = {(void *)buf, len};
+	return rma_op(ep_of(f), 0, &iov, NULL, 1, dest, addr, key, NULL, FI_INJECT | FI_REMOTE_CQ_DATA, data);
 }
 
 struct fi_ops_rma iwd_rma_ops = {

@@ -13,7 +13,16 @@ MULTIARCH := $(shell dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || $(CC)
 # its compiled-in provider_path (`fi_info -e`).
 PROVDIR   ?= /usr/lib/$(MULTIARCH)/libfabric
 
-prov: $(PROV_SO) $(PROV_TEST)
+PROV_ATOMIC_TEST := $(BUILD)/prov/t_fi_atomic
+
+prov: $(PROV_SO) $(PROV_TEST) $(PROV_ATOMIC_TEST)
+
+# FI_ATOMIC / FI_REMOTE_CQ_DATA between processes (test/libfabric/atomic_test.go),
+# under AddressSanitizer and UBSan; it loads the provider through libfabric.
+$(PROV_ATOMIC_TEST): prov/tests/t_fi_atomic.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 $(WARN) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+		-fno-sanitize-recover=all -o $@ $< -lfabric
 
 $(BUILD)/prov/%.o: prov/%.c prov/iwd.h prov/iwd_list.h $(CORE_HDRS)
 	@mkdir -p $(dir $@)

@@ -3,8 +3,9 @@
  * with iwv_reg_mr outside any iwv_alloc_buffer buffer (the process form of
  * proto.RegMRRequest: the daemon reaches it with process_vm_readv/writev):
  * UD send from the heap into the stack, RC RDMA Write into static memory
- * and RDMA Read from the heap of the peer. Run by test/cclient once proto
- * has RegMRRequest.Process.
+ * and RDMA Read from the heap of the peer; heap pages adopted into a memfd
+ * in place (iwv_adopt_buffer) as the target of an RD FetchAdd. Run by
+ * test/cclient (TestProcessMR).
  */
 #include "testlib.h"
 
@@ -107,10 +108,59 @@ static void rc(void)
 	printf("RC write into static, read from heap ok\n");
 }
 
+/* Pages of the heap adopted into a memfd in place (iwv_adopt_buffer): the
+ * contents survive both ways, and the region takes remote atomics (RD
+ * FetchAdd), which process memory refuses. */
+static void adopt(void)
+{
+	struct ep a, b;
+	struct iwv_wc wc;
+	struct iwv_mr *mr;
+	struct iwv_buffer *buf;
+	const size_t len = 2 * 4096;
+	uint64_t *mem;
+	ep_open(&a, sock_a(), "adopt-a", IWV_QPT_RD, 4096);
+	ep_open(&b, sock_b(), "adopt-b", IWV_QPT_RD, 4096);
+	CHECK(posix_memalign((void **)&mem, 4096, len) == 0);
+	for (size_t i = 0; i < len / 8; i++)
+		mem[i] = 0x1000 + i;
+	const int acc = IWV_ACCESS_LOCAL_WRITE | IWV_ACCESS_REMOTE_WRITE | IWV_ACCESS_REMOTE_ATOMIC;
+	CHECK(iwv_reg_mr(b.pd, &mem[3], 8, acc, &mr) == -EOPNOTSUPP);
+	CHECK(iwv_adopt_buffer(b.s, (char *)mem + 8, len, &buf) == -EINVAL); /* not page-aligned */
+	OK(b.s, iwv_adopt_buffer(b.s, mem, len, &buf));
+	for (size_t i = 0; i < len / 8; i++)
+		CHECK(mem[i] == 0x1000 + i);
+	OK(b.s, iwv_reg_mr(b.pd, &mem[3], 8, acc, &mr));
+	CHECK(!iwv_mr_is_process(mr));
+	struct iwv_av dst;
+	OK(a.s, iwv_qp_av(b.qp, &dst));
+	struct iwv_sge res = sge_of(&a, 0, 8);
+	struct iwv_send_wr w = {.wr_id = 7, .opcode = IWV_WR_ATOMIC_FETCH_AND_ADD, .flags = IWV_SEND_SIGNALED,
+				.num_sge = 1, .sg_list = &res, .av = &dst, .remote_addr = (uintptr_t)&mem[3],
+				.rkey = iwv_mr_rkey(mr), .compare_add = 100};
+	CHECK(iwv_post_send(a.qp, &w, 1) == 1);
+	wait_wc(a.s, a.scq, &wc);
+	CHECK(wc.wr_id == 7 && wc.status == IWV_WC_SUCCESS);
+	uint64_t orig;
+	memcpy(&orig, (char *)iwv_buffer_addr(a.buf), 8);
+	CHECK(orig == 0x1003);
+	CHECK(__atomic_load_n(&mem[3], __ATOMIC_SEQ_CST) == 0x1003 + 100);
+	OK(b.s, iwv_dereg_mr(mr));
+	OK(b.s, iwv_free_buffer(buf)); /* private pages again, same contents */
+	CHECK(mem[3] == 0x1003 + 100 && mem[0] == 0x1000 && mem[len / 8 - 1] == 0x1000 + len / 8 - 1);
+	mem[5] = 42;
+	CHECK(mem[5] == 42);
+	free(mem);
+	ep_close(&a);
+	ep_close(&b);
+	printf("RD FetchAdd into adopted heap pages ok\n");
+}
+
 int main(void)
 {
 	ud();
 	rc();
+	adopt();
 	printf("PASS\n");
 	return 0;
 }

@@ -294,6 +294,16 @@ IWV_EXPORT size_t iwv_buffer_len(const struct iwv_buffer *b);
 /* Unmaps the buffer; MRs on it stay registered in the daemon until
  * deregistered, but this process must not touch the memory any more. */
 IWV_EXPORT int iwv_free_buffer(struct iwv_buffer *b);
+/* Turns the application's own whole pages [addr, addr+len) into a buffer in
+ * place: their contents move into a new sealed memfd mapped MAP_SHARED at
+ * the same address (mremap(2), never unmapped in between), so memory
+ * registered inside is zero-copy and may grant IWV_ACCESS_REMOTE_ATOMIC
+ * (which process memory cannot: docs/memory-registration.md). Caveats: a
+ * write by another thread to these pages while they are copied is lost; a
+ * child forked afterwards shares the pages instead of copying them.
+ * iwv_free_buffer (or closing the session) puts private pages with the
+ * same contents back instead of unmapping. -EINVAL unless page-aligned. */
+IWV_EXPORT int iwv_adopt_buffer(struct iwv_session *s, void *addr, size_t len, struct iwv_buffer **out);
 
 /* Registers [addr, addr+len). Inside one buffer of iwv_alloc_buffer the
  * buffer's memfd range is registered (zero-copy: the daemon maps it);

@@ -1,0 +1,477 @@
+/*
+ * iwd_atomic.c — FI_ATOMIC (fi_atomic(3)) on RDM endpoints (RD queue pairs)
+ * and MSG endpoints (RC queue pairs), over the daemon's RFC 7306 atomics
+ * (docs/atomics.md): one 64-bit element per operation.
+ *
+ *   fi_atomic        FI_SUM                  FetchAdd, the original value discarded
+ *   fi_fetch_atomic  FI_SUM, FI_ATOMIC_READ  FetchAdd (of 0 for FI_ATOMIC_READ)
+ *   fi_compare_atomic FI_CSWAP               CmpSwap
+ *
+ * on FI_UINT64 and FI_INT64 (two's complement: the same addition). Anything
+ * else is -FI_EOPNOTSUPP (fi_atomic(3) ERRORS), more than one element
+ * -FI_EMSGSIZE. The original value lands in a registered bounce slot and is
+ * copied to the result buffer before the completion is written (atomic
+ * fetches have FI_DELIVERY_COMPLETE semantics). The target must be
+ * registered with FI_REMOTE_WRITE in a domain opened with FI_ATOMIC
+ * (iwd_mr.c: remote atomic access), 8-aligned; the daemon refuses anything
+ * else and the operation completes with FI_EACCES.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "iwd.h"
+
+enum { AT_WRITE = 0, AT_FETCH = 1, AT_COMPARE = 2 };
+
+static struct iwd_ep *ep_of(struct fid_ep *f) { return iwd_container_of(f, struct iwd_ep, ep_fid); }
+
+int iwd_atomic_valid(int kind, enum fi_datatype dt, enum fi_op op)
+{
+	if (dt != FI_UINT64 && dt != FI_INT64)
+		return 0;
+	switch (kind) {
+	case AT_WRITE:
+		return op == FI_SUM;
+	case AT_FETCH:
+		return op == FI_SUM || op == FI_ATOMIC_READ;
+	case AT_COMPARE:
+		return op == FI_CSWAP;
+	default:
+		return 0;
+	}
+}
+
+static ssize_t atomic_op(struct iwd_ep *ep, int kind, const void *buf, const void *compare, void *result, size_t count,
+			 fi_addr_t dest, uint64_t addr, uint64_t key, enum fi_datatype dt, enum fi_op op, void *context,
+			 uint64_t op_flags)
+{
+	struct iwv_send_wr wr;
+	struct iwv_sge sge;
+	const struct iwv_av *av = NULL;
+	struct iwd_tx *tx;
+	uint64_t operand = 0, cmp = 0;
+	ssize_t ret;
+
+	if (!iwd_atomic_valid(kind, dt, op) || !(ep->caps & FI_ATOMIC))
+		return -FI_EOPNOTSUPP;
+	if (count == 0)
+		return -FI_EINVAL;
+	if (count > 1)
+		return -FI_EMSGSIZE;
+	if (op_flags & FI_REMOTE_CQ_DATA)
+		return -FI_EOPNOTSUPP;
+	if (key > UINT32_MAX || (kind != AT_WRITE && !result))
+		return -FI_EINVAL;
+	if (op != FI_ATOMIC_READ) {
+		if (!buf)
+			return -FI_EINVAL;
+		memcpy(&operand, buf, sizeof(operand));
+	}
+	if (kind == AT_COMPARE) {
+		if (!compare)
+			return -FI_EINVAL;
+		memcpy(&cmp, compare, sizeof(cmp));
+	}
+	iwd_lock(ep->dom);
+	if (ep->dom->dead) {
+		ret = -FI_ENODEV;
+		goto out;
+	}
+	if (!ep->enabled) {
+		ret = -FI_EOPBADSTATE;
+		goto out;
+	}
+	if (ep->type == FI_EP_RDM) {
+		av = iwd_av_lookup(ep->av, dest);
+		if (!av) {
+			ret = -FI_EINVAL;
+			goto out;
+		}
+	} else if (ep->cm_state != 2) {
+		ret = -FI_ENOTCONN;
+		goto out;
+	}
+	if (ep->sq_used >= ep->sq_depth || !ep->txp.nfree)
+		iwd_domain_progress(ep->dom);
+	tx = iwd_tx_new(ep, context, FI_ATOMIC | (kind == AT_WRITE ? FI_WRITE : FI_READ), op_flags);
+	if (!tx) {
+		ret = -FI_ENOMEM;
+		goto out;
+	}
+	tx->bounce = iwd_pool_get(&ep->txp);
+	if (!tx->bounce) {
+		iwd_tx_free(ep, tx);
+		ret = -FI_EAGAIN;
+		goto out;
+	}
+	/* iwd_rma_wc: kind 2 (read) copies the bounce into iov, kind 1 (write) discards it. */
+	tx->cntr_kind = kind == AT_WRITE ? 1 : 2;
+	tx->len = sizeof(uint64_t);
+	if (kind != AT_WRITE) {
+		tx->iov[0].iov_base = result;
+		tx->iov[0].iov_len = sizeof(uint64_t);
+		tx->iov_count = 1;
+	}
+	sge = (struct iwv_sge){(uint64_t)(uintptr_t)tx->bounce, sizeof(uint64_t), iwd_pool_lkey(&ep->txp)};
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = (uint64_t)(uintptr_t)tx;
+	wr.flags = IWV_SEND_SIGNALED;
+	wr.num_sge = 1;
+	wr.sg_list = &sge;
+	wr.av = av;
+	wr.remote_addr = addr;
+	wr.rkey = (uint32_t)key;
+	if (kind == AT_COMPARE) {
+		wr.opcode = IWV_WR_ATOMIC_CMP_AND_SWP;
+		wr.compare_add = cmp;
+		wr.swap = operand;
+	} else {
+		wr.opcode = IWV_WR_ATOMIC_FETCH_AND_ADD;
+		wr.compare_add = operand; /* FI_ATOMIC_READ: add 0 */
+	}
+	ret = iwd_ep_post_send(ep, &wr);
+	if (ret) {
+		iwd_tx_free(ep, tx);
+		goto out;
+	}
+	tx->posted = 1;
+out:
+	iwd_unlock(ep->dom);
+	return ret;
+}
+
+/* One element of an fi_ioc vector (count 1, one ioc), or the error. */
+static ssize_t one_ioc(const struct fi_ioc *iov, size_t count, const void **p)
+{
+	if (count == 0 || !iov)
+		return -FI_EINVAL;
+	if (count > 1 || iov[0].count > 1)
+		return -FI_EMSGSIZE;
+	if (iov[0].count == 0)
+		return -FI_EINVAL;
+	*p = iov[0].addr;
+	return 0;
+}
+
+static ssize_t msg_target(const struct fi_msg_atomic *msg, uint64_t *addr, uint64_t *key)
+{
+	if (!msg || !msg->rma_iov || msg->rma_iov_count != 1)
+		return -FI_EINVAL;
+	if (msg->rma_iov[0].count > 1)
+		return -FI_EMSGSIZE;
+	*addr = msg->rma_iov[0].addr;
+	*key = msg->rma_iov[0].key;
+	return 0;
+}
+
+/* ---- non-fetching ---- */
+
+static ssize_t a_write(struct fid_ep *f, const void *buf, size_t count, void *desc, fi_addr_t dest, uint64_t addr,
+		       uint64_t key, enum fi_datatype dt, enum fi_op op, void *ctx)
+{
+	IWD_UNUSED(desc);
+	return atomic_op(ep_of(f), AT_WRITE, buf, NULL, NULL, count, dest, addr, key, dt, op, ctx, ep_of(f)->tx_op_flags);
+}
+
+static ssize_t a_writev(struct fid_ep *f, const struct fi_ioc *iov, void **desc, size_t count, fi_addr_t dest,
+			uint64_t addr, uint64_t key, enum fi_datatype dt, enum fi_op op, void *ctx)
+{
+	const void *buf;
+	ssize_t ret = one_ioc(iov, count, &buf);
+	IWD_UNUSED(desc);
+	if (ret)
+		return iwd_atomic_valid(AT_WRITE, dt, op) ? ret : -FI_EOPNOTSUPP;
+	return atomic_op(ep_of(f), AT_WRITE, buf, NULL, NULL, 1, dest, addr, key, dt, op, ctx, ep_of(f)->tx_op_flags);
+}
+
+static ssize_t a_writemsg(struct fid_ep *f, const struct fi_msg_atomic *msg, uint64_t flags)
+{
+	uint64_t addr, key;
+	const void *buf;
+	ssize_t ret = msg_target(msg, &addr, &key);
+	if (!ret)
+		ret = one_ioc(msg->msg_iov, msg->iov_count, &buf);
+	if (ret)
+		return ret;
+	return atomic_op(ep_of(f), AT_WRITE, buf, NULL, NULL, 1, msg->addr, addr, key, msg->datatype, msg->op,
+			 msg->context, flags);
+}
+
+static ssize_t a_inject(struct fid_ep *f, const void *buf, size_t count, fi_addr_t dest, uint64_t addr, uint64_t key,
+			enum fi_datatype dt, enum fi_op op)
+{
+	return atomic_op(ep_of(f), AT_WRITE, buf, NULL, NULL, count, dest, addr, key, dt, op, NULL, FI_INJECT);
+}
+
+/* ---- fetching ---- */
+
+static ssize_t a_readwrite(struct fid_ep *f, const void *buf, size_t count, void *desc, void *result,
+			   void *result_desc, fi_addr_t dest, uint64_t addr, uint64_t key, enum fi_datatype dt,
+			   enum fi_op op, void *ctx)
+{
+	IWD_UNUSED(desc);
+	IWD_UNUSED(result_desc);
+	return atomic_op(ep_of(f), AT_FETCH, buf, NULL, result, count, dest, addr, key, dt, op, ctx,
+			 ep_of(f)->tx_op_flags);
+}
+
+static ssize_t a_readwritev(struct fid_ep *f, const struct fi_ioc *iov, void **desc, size_t count,
+			    struct fi_ioc *resultv, void **result_desc, size_t result_count, fi_addr_t dest,
+			    uint64_t addr, uint64_t key, enum fi_datatype dt, enum fi_op op, void *ctx)
+{
+	const void *buf = NULL, *res;
+	ssize_t ret = 0;
+	IWD_UNUSED(desc);
+	IWD_UNUSED(result_desc);
+	if (!iwd_atomic_valid(AT_FETCH, dt, op))
+		return -FI_EOPNOTSUPP;
+	if (op != FI_ATOMIC_READ)
+		ret = one_ioc(iov, count, &buf);
+	if (!ret)
+		ret = one_ioc(resultv, result_count, &res);
+	if (ret)
+		return ret;
+	return atomic_op(ep_of(f), AT_FETCH, buf, NULL, (void *)res, 1, dest, addr, key, dt, op, ctx,
+			 ep_of(f)->tx_op_flags);
+}
+
+static ssize_t a_readwritemsg(struct fid_ep *f, const struct fi_msg_atomic *msg, struct fi_ioc *resultv,
+			      void **result_desc, size_t result_count, uint64_t flags)
+{
+	uint64_t addr, key;
+	const void *buf = NULL, *res;
+	ssize_t ret = msg_target(msg, &addr, &key);
+	IWD_UNUSED(result_desc);
+	if (!ret && msg->op != FI_ATOMIC_READ)
+		ret = one_ioc(msg->msg_iov, msg->iov_count, &buf);
+	if (!ret)
+		ret = one_ioc(resultv, result_count, &res);
+	if (ret)
+		return ret;
+	return atomic_op(ep_of(f), AT_FETCH, buf, NULL, (void *)res, 1, msg->addr, addr, key, msg->datatype, msg->op,
+			 msg->context, flags);
+}
+
+/* ---- compare ---- */
+
+static ssize_t a_compwrite(struct fid_ep *f, const void *buf, size_t count, void *desc, const void *compare,
+			   void *compare_desc, void *result, void *result_desc, fi_addr_t dest, uint64_t addr,
+			   uint64_t key, enum fi_datatype dt, enum fi_op op, void *ctx)
+{
+	IWD_UNUSED(desc);
+	IWD_UNUSED(compare_desc);
+	IWD_UNUSED(result_desc);
+	return atomic_op(ep_of(f), AT_COMPARE, buf, compare, result, count, dest, addr, key, dt, op, ctx,
+			 ep_of(f)->tx_op_flags);
+}
+
+static ssize_t a_compwritev(struct fid_ep *f, const struct fi_ioc *iov, void **desc, size_t count,
+			    const struct fi_ioc *comparev, void **compare_desc, size_t compare_count,
+			    struct fi_ioc *resultv, void **result_desc, size_t result_count, fi_addr_t dest,
+			    uint64_t addr, uint64_t key, enum fi_datatype dt, enum fi_op op, void *ctx)
+{
+	const void *buf, *cmp, *res;
+	ssize_t ret;
+	IWD_UNUSED(desc);
+	IWD_UNUSED(compare_desc);
+	IWD_UNUSED(result_desc);
+	if (!iwd_atomic_valid(AT_COMPARE, dt, op))
+		return -FI_EOPNOTSUPP;
+	ret = one_ioc(iov, count, &buf);
+	if (!ret)
+		ret = one_ioc(comparev, compare_count, &cmp);
+	if (!ret)
+		ret = one_ioc(resultv, result_count, &res);
+	if (ret)
+		return ret;
+	return atomic_op(ep_of(f), AT_COMPARE, buf, cmp, (void *)res, 1, dest, addr, key, dt, op, ctx,
+			 ep_of(f)->tx_op_flags);
+}
+
+static ssize_t a_compwritemsg(struct fid_ep *f, const struct fi_msg_atomic *msg, const struct fi_ioc *comparev,
+			      void **compare_desc, size_t compare_count, struct fi_ioc *resultv, void **result_desc,
+			      size_t result_count, uint64_t flags)
+{
+	uint64_t addr, key;
+	const void *buf, *cmp, *res;
+	ssize_t ret = msg_target(msg, &addr, &key);
+	IWD_UNUSED(compare_desc);
+	IWD_UNUSED(result_desc);
+	if (!ret)
+		ret = one_ioc(msg->msg_iov, msg->iov_count, &buf);
+	if (!ret)
+		ret = one_ioc(comparev, compare_count, &cmp);
+	if (!ret)
+		ret = one_ioc(resultv, result_count, &res);
+	if (ret)
+		return ret;
+	return atomic_op(ep_of(f), AT_COMPARE, buf, cmp, (void *)res, 1, msg->addr, addr, key, msg->datatype, msg->op,
+			 msg->context, flags);
+}
+
+/* ---- valid / query ---- */
+
+static int valid(struct iwd_ep *ep, int kind, enum fi_datatype dt, enum fi_op op, size_t *count)
+{
+	if (!(ep->caps & FI_ATOMIC) || !iwd_atomic_valid(kind, dt, op))
+		return -FI_EOPNOTSUPP;
+	if (count)
+		*count = 1;
+	return 0;
+}
+
+static int a_writevalid(struct fid_ep *f, enum fi_datatype dt, enum fi_op op, size_t *count)
+{
+	return valid(ep_of(f), AT_WRITE, dt, op, count);
+}
+
+static int a_readwritevalid(struct fid_ep *f, enum fi_datatype dt, enum fi_op op, size_t *count)
+{
+	return valid(ep_of(f), AT_FETCH, dt, op, count);
+}
+
+static int a_compwritevalid(struct fid_ep *f, enum fi_datatype dt, enum fi_op op, size_t *count)
+{
+	return valid(ep_of(f), AT_COMPARE, dt, op, count);
+}
+
+int iwd_query_atomic(struct fid_domain *domain, enum fi_datatype dt, enum fi_op op, struct fi_atomic_attr *attr,
+		     uint64_t flags)
+{
+	int kind = AT_WRITE;
+	IWD_UNUSED(domain);
+	if (!attr || (flags & FI_FETCH_ATOMIC && flags & FI_COMPARE_ATOMIC))
+		return -FI_EINVAL;
+	if (flags & FI_FETCH_ATOMIC)
+		kind = AT_FETCH;
+	else if (flags & FI_COMPARE_ATOMIC)
+		kind = AT_COMPARE;
+	if (!iwd_atomic_valid(kind, dt, op))
+		return -FI_EOPNOTSUPP;
+	attr->count = 1;
+	attr->size = sizeof(uint64_t);
+	return 0;
+}
+
+struct fi_ops_atomic iwd_atomic_ops = {
+	.size = sizeof(struct fi_ops_atomic),
+	.write = a_write,
+	.writev = a_writev,
+	.writemsg = a_writemsg,
+	.inject = a_inject,
+	.readwrite = a_readwrite,
+	.readwritev = a_readwritev,
+	.readwritemsg = a_readwritemsg,
+	.compwrite = a_compwrite,
+	.compwritev = a_compwritev,
+	.compwritemsg = a_compwritemsg,
+	.writevalid = a_writevalid,
+	.readwritevalid = a_readwritevalid,
+	.compwritevalid = a_compwritevalid,
+};
+
+/* ---- endpoints without atomics (FI_EP_DGRAM) ---- */
+
+static ssize_t na_write(struct fid_ep *f, const void *b, size_t n, void *d, fi_addr_t a, uint64_t ad, uint64_t k,
+			enum fi_datatype dt, enum fi_op op, void *c)
+{
+	IWD_UNUSED(f), IWD_UNUSED(b), IWD_UNUSED(n), IWD_UNUSED(d), IWD_UNUSED(a), IWD_UNUSED(ad), IWD_UNUSED(k);
+	IWD_UNUSED(dt), IWD_UNUSED(op), IWD_UNUSED(c);
+	return -FI_EOPNOTSUPP;
+}
+
+static ssize_t na_writev(struct fid_ep *f, const struct fi_ioc *v, void **d, size_t n, fi_addr_t a, uint64_t ad,
+			 uint64_t k, enum fi_datatype dt, enum fi_op op, void *c)
+{
+	IWD_UNUSED(f), IWD_UNUSED(v), IWD_UNUSED(d), IWD_UNUSED(n), IWD_UNUSED(a), IWD_UNUSED(ad), IWD_UNUSED(k);
+	IWD_UNUSED(dt), IWD_UNUSED(op), IWD_UNUSED(c);
+	return -FI_EOPNOTSUPP;
+}
+
+static ssize_t na_writemsg(struct fid_ep *f, const struct fi_msg_atomic *m, uint64_t fl)
+{
+	IWD_UNUSED(f), IWD_UNUSED(m), IWD_UNUSED(fl);
+	return -FI_EOPNOTSUPP;
+}
+
+static ssize_t na_inject(struct fid_ep *f, const void *b, size_t n, fi_addr_t a, uint64_t ad, uint64_t k,
+			 enum fi_datatype dt, enum fi_op op)
+{
+	IWD_UNUSED(f), IWD_UNUSED(b), IWD_UNUSED(n), IWD_UNUSED(a), IWD_UNUSED(ad), IWD_UNUSED(k), IWD_UNUSED(dt);
+	IWD_UNUSED(op);
+	return -FI_EOPNOTSUPP;
+}
+
+static ssize_t na_readwrite(struct fid_ep *f, const void *b, size_t n, void *d, void *r, void *rd, fi_addr_t a,
+			    uint64_t ad, uint64_t k, enum fi_datatype dt, enum fi_op op, void *c)
+{
+	IWD_UNUSED(f), IWD_UNUSED(b), IWD_UNUSED(n), IWD_UNUSED(d), IWD_UNUSED(r), IWD_UNUSED(rd), IWD_UNUSED(a);
+	IWD_UNUSED(ad), IWD_UNUSED(k), IWD_UNUSED(dt), IWD_UNUSED(op), IWD_UNUSED(c);
+	return -FI_EOPNOTSUPP;
+}
+
+static ssize_t na_readwritev(struct fid_ep *f, const struct fi_ioc *v, void **d, size_t n, struct fi_ioc *r,
+			     void **rd, size_t rn, fi_addr_t a, uint64_t ad, uint64_t k, enum fi_datatype dt,
+			     enum fi_op op, void *c)
+{
+	IWD_UNUSED(f), IWD_UNUSED(v), IWD_UNUSED(d), IWD_UNUSED(n), IWD_UNUSED(r), IWD_UNUSED(rd), IWD_UNUSED(rn);
+	IWD_UNUSED(a), IWD_UNUSED(ad), IWD_UNUSED(k), IWD_UNUSED(dt), IWD_UNUSED(op), IWD_UNUSED(c);
+	return -FI_EOPNOTSUPP;
+}
+
+static ssize_t na_readwritemsg(struct fid_ep *f, const struct fi_msg_atomic *m, struct fi_ioc *r, void **rd,
+			       size_t rn, uint64_t fl)
+{
+	IWD_UNUSED(f), IWD_UNUSED(m), IWD_UNUSED(r), IWD_UNUSED(rd), IWD_UNUSED(rn), IWD_UNUSED(fl);
+	return -FI_EOPNOTSUPP;
+}
+
+static ssize_t na_compwrite(struct fid_ep *f, const void *b, size_t n, void *d, const void *cp, void *cd, void *r,
+			    void *rd, fi_addr_t a, uint64_t ad, uint64_t k, enum fi_datatype dt, enum fi_op op,
+			    void *c)
+{
+	IWD_UNUSED(f), IWD_UNUSED(b), IWD_UNUSED(n), IWD_UNUSED(d), IWD_UNUSED(cp), IWD_UNUSED(cd), IWD_UNUSED(r);
+	IWD_UNUSED(rd), IWD_UNUSED(a), IWD_UNUSED(ad), IWD_UNUSED(k), IWD_UNUSED(dt), IWD_UNUSED(op), IWD_UNUSED(c);
+	return -FI_EOPNOTSUPP;
+}
+
+static ssize_t na_compwritev(struct fid_ep *f, const struct fi_ioc *v, void **d, size_t n, const struct fi_ioc *cv,
+			     void **cd, size_t cn, struct fi_ioc *r, void **rd, size_t rn, fi_addr_t a, uint64_t ad,
+			     uint64_t k, enum fi_datatype dt, enum fi_op op, void *c)
+{
+	IWD_UNUSED(f), IWD_UNUSED(v), IWD_UNUSED(d), IWD_UNUSED(n), IWD_UNUSED(cv), IWD_UNUSED(cd), IWD_UNUSED(cn);
+	IWD_UNUSED(r), IWD_UNUSED(rd), IWD_UNUSED(rn), IWD_UNUSED(a), IWD_UNUSED(ad), IWD_UNUSED(k), IWD_UNUSED(dt);
+	IWD_UNUSED(op), IWD_UNUSED(c);
+	return -FI_EOPNOTSUPP;
+}
+
+static ssize_t na_compwritemsg(struct fid_ep *f, const struct fi_msg_atomic *m, const struct fi_ioc *cv, void **cd,
+			       size_t cn, struct fi_ioc *r, void **rd, size_t rn, uint64_t fl)
+{
+	IWD_UNUSED(f), IWD_UNUSED(m), IWD_UNUSED(cv), IWD_UNUSED(cd), IWD_UNUSED(cn), IWD_UNUSED(r), IWD_UNUSED(rd);
+	IWD_UNUSED(rn), IWD_UNUSED(fl);
+	return -FI_EOPNOTSUPP;
+}
+
+static int na_valid(struct fid_ep *f, enum fi_datatype dt, enum fi_op op, size_t *count)
+{
+	IWD_UNUSED(f), IWD_UNUSED(dt), IWD_UNUSED(op), IWD_UNUSED(count);
+	return -FI_EOPNOTSUPP;
+}
+
+struct fi_ops_atomic iwd_no_atomic_ops = {
+	.size = sizeof(struct fi_ops_atomic),
+	.write = na_write,
+	.writev = na_writev,
+	.writemsg = na_writemsg,
+	.inject = na_inject,
+	.readwrite = na_readwrite,
+	.readwritev = na_readwritev,
+	.readwritemsg = na_readwritemsg,
+	.compwrite = na_compwrite,
+	.compwritev = na_compwritev,
+	.compwritemsg = na_compwritemsg,
+	.writevalid = na_valid,
+	.readwritevalid = na_valid,
+	.compwritevalid = na_valid,
+};
