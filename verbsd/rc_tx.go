@@ -11,11 +11,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The RC send side. One message is transmitted at a time: a Read Response
-// (first, bounded by IRD), else the SQ head. Each DDP segment is one FPDU
-// of at most MULPDU octets (by default one TCP segment). The FPDUs of the
-// message that are ready (up to rcTxBatchBytes octets, rcTxMaxFPDUs FPDUs
-// and rcTxMaxIOV iovecs) are written with one writev from [length | DDP
+// The RC send side. One message is current: a Read Response (first,
+// bounded by IRD), else the SQ head; the SQ messages behind it may be
+// started early so that their FPDUs share its writev (rc_txbatch.go).
+// Each DDP segment is one FPDU of at most MULPDU octets (by default one
+// TCP segment). The FPDUs that are ready (up to the EMSS, rcTxMaxFPDUs
+// FPDUs and rcTxMaxIOV iovecs) are written with one writev from [length | DDP
 // header | registered memory... | PAD+CRC]... (mpa.Sender.AppendVec): no
 // payload copy, and no more than one batch's framing held. A short write
 // accounts for the FPDUs it finished and resumes at the exact octet of the
@@ -37,8 +38,8 @@ const (
 	txRTR               // the peer-to-peer RTR message
 )
 
-// rcTx is the message being transmitted and its FPDU in flight.
-type rcTx struct {
+// rcMsg is one message's transmit state.
+type rcMsg struct {
 	kind     rcTxKind
 	wrOp     proto.SendOpcode
 	useIn    bool // payload is the inline copy
@@ -56,7 +57,19 @@ type rcTx struct {
 	seg      uint32 // segment being sent
 	seq      uint64 // the pending work request (txSQ)
 	payloads [][]byte
-	fresh    bool // payloads translated in this pass
+}
+
+// rcTx is the message being transmitted (the embedded rcMsg), the
+// messages started after it (ahead, rc_txbatch.go) and the batch in
+// flight.
+type rcTx struct {
+	rcMsg
+	fresh bool // payloads translated in this pass
+
+	// ahead is a ring of SQ messages taken after the current one so that
+	// their FPDUs share its writev; aHead is the oldest, aLen how many.
+	ahead       []rcMsg
+	aHead, aLen int
 
 	// The batch in flight: FPDUs of segments seg, seg+1, ... of the
 	// message, starting at stream position startPos; written octets of it
@@ -96,6 +109,7 @@ func (t *rcTx) init(q *qp) {
 
 func (t *rcTx) reset() {
 	t.kind, t.inFPDU, t.written, t.payloads = txNone, false, 0, t.payloads[:0]
+	t.dropAhead()
 	t.wires, t.done, t.ndone = t.wires[:0], 0, 0
 }
 
@@ -157,6 +171,7 @@ func (e *engine) rcSend(q *qp) bool {
 			return true
 		}
 		n, err := rcWritev(c, t.vec, t.written)
+		e.count(q, cSendCalls, 1)
 		if n > 0 {
 			t.written += n
 			work = true
@@ -249,7 +264,8 @@ func (e *engine) rcBuildFPDU(q *qp) bool {
 		t.fresh = true
 	}
 	last := t.segs.Count()
-	if t.inFPDU {
+	resume := t.inFPDU
+	if resume {
 		// Resuming a cut FPDU: the socket was full, so rebuild (and
 		// checksum again) that one only; the next batch follows.
 		last = t.seg + 1
@@ -264,22 +280,37 @@ func (e *engine) rcBuildFPDU(q *qp) bool {
 	// a batch beyond one TCP segment would be cut by TCP across FPDUs, so
 	// a batch holds whole FPDUs up to the EMSS only.
 	limit := min(rcTxBatchBytes, c.emss)
-	for i := t.seg; i < last && len(t.wires) < rcTxMaxFPDUs; i++ {
-		s := t.segs.Segment(i)
+	all := t.appendSegs(c, &t.rcMsg, t.seg, last, limit)
+	if all && !resume && t.msgEnds(&t.rcMsg) {
+		e.rcBatchAhead(q, limit) // rc_txbatch.go
+	}
+	t.inFPDU = true
+	return true
+}
+
+// appendSegs appends the FPDUs of segments [from, last) of m to the batch
+// while they fit (the first FPDU of a batch always does) and reports
+// whether all did.
+func (t *rcTx) appendSegs(c *rcConn, m *rcMsg, from, last uint32, limit int) bool {
+	for i := from; i < last; i++ {
+		if len(t.wires) >= rcTxMaxFPDUs {
+			return false
+		}
+		s := m.segs.Segment(i)
 		if len(t.wires) > 0 && t.wire+c.snd.WireLen(s.Header.Len()+s.Len) > limit {
-			break
+			return false
 		}
 		nvec, nscratch, pos := len(t.vec), len(t.scratch), c.snd.StreamPos()
 		h0 := len(t.hdrs)
 		t.hdrs = s.Header.Append(t.hdrs)
 		ulp := append(t.ulp[:0], t.hdrs[h0:len(t.hdrs):len(t.hdrs)])
-		ulp = appendRange(ulp, t.payloads, int(s.Offset), s.Len)
+		ulp = appendRange(ulp, m.payloads, int(s.Offset), s.Len)
 		t.ulp = ulp[:0]
 		t.vec, t.scratch = c.snd.AppendVec(t.vec, t.scratch, ulp...)
 		if len(t.wires) > 0 && len(t.vec) > rcTxMaxIOV {
 			t.vec, t.scratch, t.hdrs = t.vec[:nvec], t.scratch[:nscratch], t.hdrs[:h0]
 			c.snd.SetStreamPos(pos)
-			break
+			return false
 		}
 		w := 0
 		for _, p := range t.vec[nvec:] {
@@ -288,9 +319,12 @@ func (e *engine) rcBuildFPDU(q *qp) bool {
 		t.wires = append(t.wires, w)
 		t.wire += w
 	}
-	t.inFPDU = true
 	return true
 }
+
+// msgEnds reports whether m's last segment ends its work request (an
+// Immediate Data message follows a Send or Write with Imm).
+func (t *rcTx) msgEnds(m *rcMsg) bool { return m.immOp == 0 || m.immPhase }
 
 // rcTxPayloads translates the current message's payload for this pass.
 func (e *engine) rcTxPayloads(q *qp) bool {
@@ -320,29 +354,39 @@ func (e *engine) rcTxPayloads(q *qp) bool {
 		}
 		t.payloads = append(t.payloads, b)
 	case txSQ:
-		switch {
-		case t.immPhase:
-			t.payloads = append(t.payloads, t.imm[:])
-		case t.wrOp.Atomic():
-			t.payloads = append(t.payloads, t.areq[:])
-		case t.wrOp == proto.WRRDMARead:
-			t.payloads = append(t.payloads, t.rreq[:])
-		case t.useIn:
-			t.payloads = append(t.payloads, t.inline[:t.total])
-		default:
-			for _, s := range t.sges {
-				b, st := q.s.translate(s, q.pd, false)
-				if st != proto.WCSuccess {
-					e.rcTxBroken(q)
-					e.rcComplete(q, t.seq, st)
-					e.errorQP(q, "a send buffer was deregistered or invalidated while in use")
-					return false
-				}
-				t.payloads = append(t.payloads, b)
-			}
+		if st := e.rcMsgPayloads(q, &t.rcMsg); st != proto.WCSuccess {
+			e.rcTxBroken(q)
+			e.rcComplete(q, t.seq, st)
+			e.errorQP(q, "a send buffer was deregistered or invalidated while in use")
+			return false
 		}
 	}
 	return true
+}
+
+// rcMsgPayloads translates the payload of the SQ message m into
+// m.payloads; it only reads.
+func (e *engine) rcMsgPayloads(q *qp, m *rcMsg) proto.WCStatus {
+	m.payloads = m.payloads[:0]
+	switch {
+	case m.immPhase:
+		m.payloads = append(m.payloads, m.imm[:])
+	case m.wrOp.Atomic():
+		m.payloads = append(m.payloads, m.areq[:])
+	case m.wrOp == proto.WRRDMARead:
+		m.payloads = append(m.payloads, m.rreq[:])
+	case m.useIn:
+		m.payloads = append(m.payloads, m.inline[:m.total])
+	default:
+		for _, s := range m.sges {
+			b, st := q.s.translate(s, q.pd, false)
+			if st != proto.WCSuccess {
+				return st
+			}
+			m.payloads = append(m.payloads, b)
+		}
+	}
+	return proto.WCSuccess
 }
 
 // rcTxBroken drops the message in transmission. If part of an FPDU went
@@ -604,6 +648,7 @@ func (e *engine) rcFPDUSent(q *qp) {
 	}
 	t.kind = txNone
 	t.payloads = t.payloads[:0]
+	t.promote() // rc_txbatch.go
 }
 
 // rcSendTerminate writes the Terminate FPDU (built once), then our FIN;

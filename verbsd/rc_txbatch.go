@@ -1,0 +1,143 @@
+package verbsd
+
+import (
+	"github.com/iwarpd/iwarpd/proto"
+)
+
+// Batching across work requests (rc_tx.go sends one message at a time).
+// When the batch of the current message holds all its remaining FPDUs
+// and has room left (the EMSS-aligned budget of rcBuildFPDU, rcTxMaxFPDUs
+// FPDUs, rcTxMaxIOV iovecs), the messages that follow it on the SQ are
+// started at once (rcTakeAhead) and their FPDUs join the same writev: a
+// stream of small Sends costs one writev (and one TCP segment) per batch
+// instead of one per message. The octets on the wire are the ones the
+// messages would have produced one at a time (same FPDUs, markers, CRCs,
+// MSNs, in posting order); only how they are cut into writev calls
+// differs, and each batch is still whole FPDUs starting at an FPDU
+// boundary (RFC 5044 §8).
+//
+// A message taken ahead waits in t.ahead (seg 0, translated again when it
+// becomes current: rcBuildFPDU) until the current one completes
+// (rcFPDUSent → promote). A short write therefore resumes as before: the
+// messages it finished complete, the one it cut becomes current and is
+// rebuilt from its cut FPDU. Only what is safe to start early is taken
+// ahead, so that the order of effects is today's:
+//   - Sends, Writes (with or without Imm) and Reads; not a Local
+//     Invalidate (it would invalidate memory before the messages in front
+//     of it are written) nor an atomic;
+//   - not while a Read Response is due (it goes first, rcStartMessage);
+//   - under the same fence, ORD and pending-queue limits as
+//     rcStartMessage; a work request that would fail is left on the SQ,
+//     where rcStartMessage fails it after the messages in front of it
+//     have completed.
+
+// rcAheadBytes bounds the memory of the ahead ring of one QP (each slot
+// holds an SGE list and an inline buffer).
+const rcAheadBytes = 256 << 10
+
+// rcBatchAhead appends the FPDUs of the messages after the current one to
+// the batch while they fit whole, taking new ones from the SQ.
+func (e *engine) rcBatchAhead(q *qp, limit int) {
+	c := q.rc
+	t := &c.tx
+	for i := 0; len(t.wires) < rcTxMaxFPDUs; i++ {
+		var m *rcMsg
+		if i < t.aLen {
+			m = &t.ahead[(t.aHead+i)%len(t.ahead)]
+		} else if m = e.rcTakeAhead(q); m == nil {
+			return
+		}
+		if e.rcMsgPayloads(q, m) != proto.WCSuccess {
+			return // it fails when it is current (rcTxPayloads)
+		}
+		if !t.appendSegs(c, m, 0, m.segs.Count(), limit) || !t.msgEnds(m) {
+			return
+		}
+	}
+}
+
+// rcTakeAhead starts the SQ head as a message ahead of the current one,
+// if that is safe (see above), and returns it.
+func (e *engine) rcTakeAhead(q *qp) *rcMsg {
+	c := q.rc
+	t := &c.tx
+	if !t.aheadRoom(q) || c.irq.len() > 0 || c.sqStalled || c.waitFirst ||
+		q.state != proto.QPStateRTS && q.state != proto.QPStateSQD ||
+		c.phase != rcOpen && (c.phase != rcClosing || c.closeBudget == 0) {
+		return nil
+	}
+	slot, err := q.sq.Peek()
+	if err != nil || slot == nil {
+		return nil // a corrupt index is reported by rcStartMessage
+	}
+	var raw [proto.SQEHeaderLen]byte
+	copy(raw[:], slot)
+	sqe := proto.GetSQE(raw[:])
+	switch sqe.Opcode {
+	case proto.WRSend, proto.WRSendInvalidate, proto.WRSendWithImm, proto.WRRDMAWrite, proto.WRWriteWithImm, proto.WRRDMARead:
+	default:
+		return nil
+	}
+	if sqe.Flags&proto.SendFence != 0 && c.orq.len() > 0 || c.pend.full() ||
+		sqe.Opcode == proto.WRRDMARead && c.orq.len() >= c.ord {
+		return nil
+	}
+	c.rcRefreshEMSS()
+	m := &t.ahead[(t.aHead+t.aLen)%len(t.ahead)]
+	// rcPrepareWR fills the current message: give it the slot's.
+	t.rcMsg, *m = *m, t.rcMsg
+	st := e.rcPrepareWR(q, &sqe, slot)
+	t.rcMsg, *m = *m, t.rcMsg
+	if st != proto.WCSuccess {
+		return nil // no MSN was used; rcStartMessage fails it in turn
+	}
+	q.sq.Advance()
+	q.sq.Release()
+	if c.phase == rcClosing {
+		c.closeBudget--
+	}
+	m.seq = c.pend.push(rcPend{wrid: sqe.WRID, op: wcOpcodeOf(sqe.Opcode), len: uint32(m.total),
+		signaled: sqe.Flags&proto.SendSignaled != 0})
+	if sqe.Opcode == proto.WRRDMARead {
+		c.orq.push(rcRead{seq: m.seq, sge: m.readSGE, stag: m.readSGE.LKey, to: m.readSGE.Addr, size: uint32(m.total)})
+	}
+	t.aLen++
+	return m
+}
+
+// aheadRoom reports whether the ahead ring has a free slot, making the
+// ring on first use (its size bounded by rcAheadBytes).
+func (t *rcTx) aheadRoom(q *qp) bool {
+	if t.ahead == nil {
+		per := cap(t.sges)*proto.SGELen + len(t.inline) + 256
+		n := min(rcTxMaxFPDUs-1, max(1, rcAheadBytes/per))
+		t.ahead = make([]rcMsg, n)
+		for i := range t.ahead {
+			t.ahead[i].sges = make([]proto.SGE, 0, cap(t.sges))
+			t.ahead[i].inline = make([]byte, len(t.inline))
+		}
+	}
+	return t.aLen < len(t.ahead)
+}
+
+// promote makes the oldest message ahead the current one (the current
+// one has completed).
+func (t *rcTx) promote() {
+	if t.aLen == 0 {
+		return
+	}
+	t.rcMsg, t.ahead[t.aHead] = t.ahead[t.aHead], t.rcMsg
+	t.aHead = (t.aHead + 1) % len(t.ahead)
+	t.aLen--
+	t.fresh = false
+}
+
+// dropAhead forgets the messages ahead (the connection is failing: their
+// work requests are in c.pend and are flushed with it).
+func (t *rcTx) dropAhead() {
+	for i := range t.aLen {
+		m := &t.ahead[(t.aHead+i)%len(t.ahead)]
+		m.kind, m.payloads = txNone, m.payloads[:0]
+	}
+	t.aHead, t.aLen = 0, 0
+}
