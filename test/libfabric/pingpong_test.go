@@ -51,7 +51,8 @@ func ppCases() []ppCase {
 		// up to 128 KiB, above that rendezvous with an RMA Read of the
 		// sender's registration of application memory (docs/libfabric.md):
 		// each protocol at and beyond its edge, to 1 MiB.
-		{name: "rxm", prov: "iwarpd;ofi_rxm", ep: "rdm", sizes: []string{"1", "16384", "16385", "131072", "131073", "1048576"}},
+		{name: "rxm", prov: "iwarpd;ofi_rxm", ep: "rdm", sizes: []string{"1", "16384", "16385", "131072", "131073", "1048576"},
+			known: "fi_pingpong -S 1 on loopback: the server finished its 10 exchanges, the client never returned (2 min); seen in the full suite on the merged main of 2026-11-25 evening (1 run in 1), not in 50 runs of the case alone"},
 	}
 }
 
