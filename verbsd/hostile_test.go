@@ -159,7 +159,6 @@ func TestForgedDatagrams(t *testing.T) {
 		{"drop_tagged", datagram(tagged, []byte("x"), true)},
 		{"drop_bad_opcode", datagram(sendHeader(rdmap.OpReadRequest, 1, 0, true), make([]byte, 28), true)},
 		{"drop_bad_opcode", datagram(sendHeader(rdmap.OpTerminate, 1, 0, true), make([]byte, 28), true)},
-		{"drop_no_recv", good},
 		{"drop_bad_segment", datagram(sendHeader(rdmap.OpSend, 2, 1<<30, true), []byte("x"), true)},
 	}
 	want := map[string]int64{}
@@ -169,29 +168,41 @@ func TestForgedDatagrams(t *testing.T) {
 		}
 		want[f.counter]++
 	}
-	// Then one good message with a receive posted: delivered intact.
+	// Then one good message. No receive is posted: the engine parks the
+	// QP and every datagram waits in the socket, unread (ud_backlog.go).
+	conn.Write(good)
 	var c map[string]int64
 	deadline := time.Now().Add(wait())
 	for {
 		c = qpCounters(t, path, n.qp.QPN)
-		if c["datagrams_in"] >= int64(len(forged)) || time.Now().After(deadline) {
+		if c["recv_parked"] >= 1 || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(time.Millisecond)
 	}
-	for name, v := range want {
-		if c[name] != v {
-			t.Errorf("counter %s = %d, want %d (all: %v)", name, c[name], v, c)
-		}
+	if c["recv_parked"] < 1 || c["datagrams_in"] != 0 {
+		t.Fatalf("with no receive posted: recv_parked %d datagrams_in %d, want ≥ 1 and 0 (all: %v)", c["recv_parked"],
+			c["datagrams_in"], c)
 	}
+	// A receive posted: the forged datagrams are judged in order, each
+	// dropped and counted by reason (none consumes the receive), and the
+	// good one is delivered intact.
 	n.postRecv(t, 9, 0, 100)
-	conn.Write(good)
 	rc := waitCQEs(t, n.rcq, 1, "forged but valid datagram")[0]
 	if rc.Status != proto.WCSuccess || rc.ByteLen != 11 || string(n.mr.Buf[:11]) != "hello iwarp" {
 		t.Fatalf("completion %+v, buffer %q", rc, n.mr.Buf[:11])
 	}
 	if rc.Src != conn.LocalAddr().(*net.UDPAddr).AddrPort() {
 		t.Errorf("source %v, want %v", rc.Src, conn.LocalAddr())
+	}
+	c = qpCounters(t, path, n.qp.QPN)
+	for name, v := range want {
+		if c[name] != v {
+			t.Errorf("counter %s = %d, want %d (all: %v)", name, c[name], v, c)
+		}
+	}
+	if c["drop_no_recv"] != 0 || c["datagrams_in"] != int64(len(forged)+1) {
+		t.Errorf("drop_no_recv %d datagrams_in %d, want 0 and %d", c["drop_no_recv"], c["datagrams_in"], len(forged)+1)
 	}
 	in := inspect(t, path)
 	if in.Counters["drop_crc"] != 1 || in.Counters["datagrams_in"] < int64(len(forged)+1) {

@@ -660,10 +660,22 @@ static int ep_setopt(fid_t fid, int level, int optname, const void *optval, size
 	}
 }
 
+/* fi_rx_size_left(3): DGRAM and MSG post each fi_recv as one receive of
+ * the QP, so what is left is the QP's receive queue (rx_attr->size deep)
+ * less the receives outstanding; RDM queues receives in the provider
+ * (tag matching) and reports IWD_RX_SIZE. */
 static ssize_t ep_rx_size_left(struct fid_ep *fid)
 {
 	struct iwd_ep *ep = iwd_container_of(fid, struct iwd_ep, ep_fid);
-	return ep->enabled ? (ssize_t)IWD_RX_SIZE : -FI_EOPBADSTATE;
+	ssize_t left;
+	if (!ep->enabled)
+		return -FI_EOPBADSTATE;
+	if (ep->type == FI_EP_RDM)
+		return (ssize_t)IWD_RX_SIZE;
+	iwd_lock(ep->dom);
+	left = (ssize_t)(ep->rq_depth > ep->rq_used ? ep->rq_depth - ep->rq_used : 0);
+	iwd_unlock(ep->dom);
+	return left;
 }
 
 static ssize_t ep_tx_size_left(struct fid_ep *fid)

@@ -2,9 +2,11 @@ package libfabric
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +63,27 @@ func ppCases() []ppCase {
 func pingpong(t *testing.T, pair *netns.Pair, da, db *daemontest.Daemon, serverIP string, c ppCase, size string) string {
 	t.Helper()
 	timeout := daemontest.Scaled(120 * time.Second)
+	dgram := c.ep == "dgram" || strings.Contains(c.prov, "ofi_rxd") // runs on UD QPs
+	var before [2]map[string]int64
+	if dgram {
+		before = [2]map[string]int64{udCounters(t, da), udCounters(t, db)}
+	}
+	// udDrops says what the daemons' UD receive paths counted in this run.
+	udDrops := func() string {
+		if !dgram {
+			return ""
+		}
+		var b strings.Builder
+		for i, d := range []*daemontest.Daemon{da, db} {
+			after := udCounters(t, d)
+			fmt.Fprintf(&b, "daemon %s:", d.Name)
+			for _, k := range udCounterNames {
+				fmt.Fprintf(&b, " %s %d", k, after[k]-before[i][k])
+			}
+			b.WriteString("; ")
+		}
+		return b.String()
+	}
 	var clientOut string
 	for attempt := 0; attempt < 20; attempt++ {
 		port := fmt.Sprint(ctrlPort())
@@ -96,14 +119,17 @@ func pingpong(t *testing.T, pair *netns.Pair, da, db *daemontest.Daemon, serverI
 		}
 		cancel()
 		if err != nil || serr != nil {
-			t.Fatalf("fi_pingpong %s -S %s: client: %v, server: %v\nclient:\n%s\nserver:\n%s", c.name, size, err, serr,
-				out, srvOut.String())
+			t.Fatalf("fi_pingpong %s -S %s: client: %v, server: %v\n%s\nclient:\n%s\nserver:\n%s", c.name, size, err, serr,
+				udDrops(), out, srvOut.String())
 		}
 		clientOut = out
 		break
 	}
 	if clientOut == "" {
 		t.Fatalf("fi_pingpong %s: the server never listened", c.name)
+	}
+	if dgram {
+		t.Logf("fi_pingpong %s -S %s: %s", c.name, size, udDrops())
 	}
 	lines := 0
 	last := ""
@@ -184,4 +210,27 @@ func skipKnown(t *testing.T, c ppCase) {
 	if c.known != "" && os.Getenv("IWARPD_FI_KNOWN") != "1" {
 		t.Skipf("KNOWN FAILURE (issue 10, IWARPD_FI_KNOWN=1 runs it): %s", c.known)
 	}
+}
+
+// udCounterNames are the daemon counters of the UD receive path a
+// DGRAM-based run logs (docs/iwarpd.md "UD receive backlog").
+var udCounterNames = []string{"datagrams_in", "drop_no_recv", "drop_socket_full", "recv_parked", "recv_held"}
+
+// udCounters reads daemon d's counters with iwarpctl (nil, logged, if it
+// cannot: they only explain a run).
+func udCounters(t *testing.T, d *daemontest.Daemon) map[string]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), daemontest.Scaled(15*time.Second))
+	defer cancel()
+	cmd := exec.CommandContext(ctx, daemontest.Bins["iwarpctl"], "-socket", d.Sock, "-json", "counters")
+	cmd.Env = daemontest.CleanEnv()
+	out, err := cmd.Output()
+	c := map[string]int64{}
+	if err == nil {
+		err = json.Unmarshal(out, &c)
+	}
+	if err != nil {
+		t.Logf("iwarpctl counters of %s: %v", d.Name, err)
+	}
+	return c
 }
