@@ -37,7 +37,7 @@ func TestUDBacklog(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, path := startFast(t, func(c *Config) { c.GRO = tc.gro })
 			a, b := newFastNode(t, path, 2<<20), newFastNode(t, path, 2<<20)
-			const count, slot, chunk = 300, 5008, 7
+			const count, slot, chunk = 120, 5008, 7
 			ah, err := a.c.CreateAH(a.pd, b.qp.Addr)
 			if err != nil {
 				t.Fatal(err)

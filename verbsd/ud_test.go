@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpd/iwarpd/internal/shm"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 )
@@ -107,18 +108,8 @@ func TestManyMessagesAndInline(t *testing.T) {
 func TestSharedReceiveQueue(t *testing.T) {
 	_, path := startServer(t, nil)
 	a := newNode(t, path, 1<<16, verbsdtest.QPOptions{})
-	b := &node{c: dial(t, path)}
-	b.pd = must(b.c.AllocPD())(t)
-	b.mr = must(b.c.RegMR(b.pd, 1<<16, proto.AccessLocalWrite))(t)
-	b.scq = must(b.c.CreateCQ(64, 0))(t)
-	b.rcq = must(b.c.CreateCQ(64, 0))(t)
-	srq, prod := createSRQ(t, b.c, b.pd, 16, 2)
-	caps := defaultCaps
-	caps.MaxRecvWR = 0
-	b.qp = must(b.c.CreateQP(b.pd, b.scq, b.rcq, caps, verbsdtest.QPOptions{SRQ: srq}))(t)
-	if err := b.qp.ToRTS(); err != nil {
-		t.Fatal(err)
-	}
+	b, srq, prod := srqNode(t, path, 16, 2)
+	b.qp = srqQP(t, b, srq)
 	for i := range 4 {
 		if err := b.c.PostRecv(prod, uint64(i), []proto.SGE{b.mr.SGE(i*1024, 1024)}); err != nil {
 			t.Fatal(err)
@@ -145,20 +136,8 @@ func TestSharedReceiveQueue(t *testing.T) {
 func TestSharedReceiveQueueBacklog(t *testing.T) {
 	_, path := startServer(t, nil)
 	a := newNode(t, path, 1<<16, verbsdtest.QPOptions{})
-	b := &node{c: dial(t, path)}
-	b.pd = must(b.c.AllocPD())(t)
-	b.mr = must(b.c.RegMR(b.pd, 1<<16, proto.AccessLocalWrite))(t)
-	b.rcq = must(b.c.CreateCQ(256, 0))(t)
-	srq, prod := createSRQ(t, b.c, b.pd, 128, 1)
-	caps := defaultCaps
-	caps.MaxRecvWR = 0
-	var qps [2]*verbsdtest.QP
-	for i := range qps {
-		qps[i] = must(b.c.CreateQP(b.pd, b.rcq, b.rcq, caps, verbsdtest.QPOptions{SRQ: srq}))(t)
-		if err := qps[i].ToRTS(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	b, srq, prod := srqNode(t, path, 128, 1)
+	qps := [2]*verbsdtest.QP{srqQP(t, b, srq), srqQP(t, b, srq)}
 	ahs := [2]proto.AddressVector{must(a.c.CreateAH(a.pd, qps[0].Addr))(t), must(a.c.CreateAH(a.pd, qps[1].Addr))(t)}
 	const perQP = 40
 	for i := range 2 * perQP {
@@ -204,4 +183,29 @@ func TestSharedReceiveQueueBacklog(t *testing.T) {
 			t.Errorf("QP %d: messages_in %d drop_no_recv %d, want %d, 0", q.QPN, c["messages_in"], c["drop_no_recv"], perQP)
 		}
 	}
+}
+
+// srqNode is a client with a PD, a 64 KiB MR, CQs (256 deep) and an SRQ of
+// depth receives of maxSGE SGEs; its QPs come from srqQP.
+func srqNode(t *testing.T, path string, depth, maxSGE uint32) (*node, uint32, *shm.Producer) {
+	t.Helper()
+	b := &node{c: dial(t, path)}
+	b.pd = must(b.c.AllocPD())(t)
+	b.mr = must(b.c.RegMR(b.pd, 1<<16, proto.AccessLocalWrite))(t)
+	b.scq = must(b.c.CreateCQ(256, 0))(t)
+	b.rcq = must(b.c.CreateCQ(256, 0))(t)
+	srq, prod := createSRQ(t, b.c, b.pd, depth, maxSGE)
+	return b, srq, prod
+}
+
+// srqQP is a UD QP of b on srq, in RTS.
+func srqQP(t *testing.T, b *node, srq uint32) *verbsdtest.QP {
+	t.Helper()
+	caps := defaultCaps
+	caps.MaxRecvWR = 0
+	q := must(b.c.CreateQP(b.pd, b.scq, b.rcq, caps, verbsdtest.QPOptions{SRQ: srq}))(t)
+	if err := q.ToRTS(); err != nil {
+		t.Fatal(err)
+	}
+	return q
 }

@@ -530,12 +530,19 @@ static int ep_control(struct fid *fid, int command, void *arg)
 	}
 }
 
-/* Before an RD QP goes away: let our sends be acknowledged (bounded, ~1 s),
- * as SO_LINGER does: a message still unacknowledged may need a
- * retransmission the destroyed QP could not send. The acknowledgements we
+/* Before an RD or UD QP goes away: let our sends complete (bounded, ~1 s),
+ * as SO_LINGER does. RD: a message still unacknowledged may need a
+ * retransmission the destroyed QP could not send; the acknowledgements we
  * owe our peers need no wait: the daemon sends them when it destroys the
- * QP (verbsd rdCloseAcks). */
-static void rdm_linger(struct iwd_ep *ep)
+ * QP (verbsd rdCloseAcks). UD (DGRAM): fi_send returns once the work
+ * request is posted, before the daemon hands the datagram to the kernel,
+ * and destroying the QP discards what it has not sent; a UDP socket's
+ * sendto has the datagram in the kernel when it returns, and ofi_rxd
+ * relies on that: its acknowledgement of the peer's last message, sent
+ * just before fi_pingpong closes, was lost with the QP and left the peer
+ * retransmitting to a closed endpoint (issue 10). A UD send completes
+ * when the kernel has it, so this wait is one engine pass. */
+static void ep_linger(struct iwd_ep *ep)
 {
 	const struct timespec ms = {0, 1000 * 1000};
 	int i, idle = 0;
@@ -554,8 +561,8 @@ static int ep_close(struct fid *fid)
 	struct iwd_ep *ep = iwd_container_of(fid, struct iwd_ep, ep_fid.fid);
 	struct iwd_domain *dom = ep->dom;
 
-	if (ep->type == FI_EP_RDM && ep->qp && !dom->dead)
-		rdm_linger(ep);
+	if ((ep->type == FI_EP_RDM || ep->type == FI_EP_DGRAM) && ep->qp && !dom->dead)
+		ep_linger(ep);
 	iwd_lock(dom);
 	iwd_list_remove(&ep->link);
 	iwd_unlock(dom);

@@ -20,35 +20,10 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 
-static int failures;
-
-#define CHECK(call)                                                                                 \
-	do {                                                                                        \
-		ssize_t rc_ = (call);                                                               \
-		if (rc_ < 0) {                                                                      \
-			fprintf(stderr, "fi_rx_size: %s:%d: %s: %s\n", __FILE__, __LINE__, #call,  \
-				fi_strerror((int)-rc_));                                            \
-			exit(1);                                                                    \
-		}                                                                                   \
-	} while (0)
-#define EXPECT(cond, ...)                                                          \
-	do {                                                                       \
-		if (!(cond)) {                                                     \
-			fprintf(stderr, "fi_rx_size: %s:%d: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__);                              \
-			fputc('\n', stderr);                                       \
-			failures++;                                                \
-		}                                                                  \
-	} while (0)
+#define FITEST_NAME "fi_rx_size"
+#include "fitest.h"
 
 enum { DEPTH = 64, MSGS = 10, LEN = 32 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /* next reads one completion of cq (bounded: 10 s); an error completion
  * is a failure. */
@@ -151,15 +126,5 @@ int main(int argc, char **argv)
 		fi_close(&ep[i]->fid);
 		fi_close(&cq[i]->fid);
 	}
-	fi_close(&av->fid);
-	fi_close(&dom->fid);
-	fi_close(&fab->fid);
-	fi_freeinfo(info);
-	fi_freeinfo(hints);
-	if (failures) {
-		fprintf(stderr, "fi_rx_size: %d failures\n", failures);
-		return 1;
-	}
-	printf("fi_rx_size: ok\n");
-	return 0;
+	return fitest_close(av, dom, fab, info, hints);
 }
