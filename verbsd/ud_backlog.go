@@ -1,11 +1,15 @@
 package verbsd
 
 import (
+	"errors"
 	"net/netip"
 	"time"
 	"unsafe"
 
+	"github.com/iwarpd/iwarpd/ddp"
+	"github.com/iwarpd/iwarpd/llp/dgram"
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/rdmap"
 	"golang.org/x/sys/unix"
 )
 
@@ -37,16 +41,24 @@ import (
 // to a sleeping engine rings the doorbell), and serviceQP unparks it
 // (EPOLLIN again) and reads at once.
 //
+// What needs a receive. Only a datagram that may consume a receive waits
+// for one: a Send-family segment or a Write-Record segment naming the
+// QP's Q_Key (needsRecv; the CRC is not looked at, so a corrupt one waits
+// and is dropped when judged). Error messages (Terminate on QN 2: a
+// sender's QP, which often posts no receive, must see them), datagrams
+// naming another Q_Key and malformed ones consume none: when no receive is
+// posted, the engine peeks at the datagram at the head of the socket
+// (MSG_PEEK, its first octets) and reads and judges it if it needs none;
+// it parks when the head needs one. Arrival order stays: whatever comes
+// behind a datagram waiting for a receive waits with it.
+//
 // Held datagrams. With UDP_GRO one buffer the kernel hands over may carry
 // several datagrams of one flow, so a read bounded by the receives can
 // still bring more messages than receives. Before judging a datagram the
 // engine checks that a receive is posted; the rest of the batch (this
 // datagram on) is copied into the QP's held list (held, at most one
 // recvmmsg batch: the sockets are not read again until it is empty) and
-// judged, in order, before the sockets when receives are posted. A
-// datagram that needs no receive (a Write-Record segment that does not
-// complete its record, a datagram dropped as malformed) waits the same
-// way when it comes behind one that does: arrival order is kept.
+// judged, in order, before the sockets when receives are posted.
 //
 // drop_no_recv now counts only messages whose head receive failed when
 // they were delivered (a malformed RQE: the receive completes in error and
@@ -162,9 +174,9 @@ func (e *engine) resumeBacklog(q *qp, now time.Time) bool {
 	return work
 }
 
-// judgeHeld judges held datagrams in order, at most PollBatch, each only
-// while a receive is posted (or q no longer delivers: then each is
-// dropped as not ready).
+// judgeHeld judges held datagrams in order, at most PollBatch, up to the
+// first that needs a receive when none is posted (q no longer
+// delivering: each is dropped as not ready).
 func (e *engine) judgeHeld(q *qp, now time.Time) bool {
 	b := &q.backlog
 	rb := e.rb
@@ -172,10 +184,10 @@ func (e *engine) judgeHeld(q *qp, now time.Time) bool {
 	for k := 0; k < e.cfg.PollBatch && b.waiting(); k++ {
 		deliver := q.delivers()
 		rb.nrqe, rb.used = 0, 0
-		if deliver && q.postedRecvs() == 0 {
+		h := b.ents[b.next]
+		if deliver && q.postedRecvs() == 0 && q.needsRecv(b.held[h.off:h.off+h.n]) {
 			break
 		}
-		h := b.ents[b.next]
 		b.next++
 		work = true
 		// Slot 0 of the batch scratch: the sockets are not read while
@@ -200,10 +212,57 @@ func (e *engine) judgeHeld(q *qp, now time.Time) bool {
 	return work
 }
 
-// needHold reports whether the datagram about to be judged must be held:
-// q delivers and no receive is posted for it.
-func (e *engine) needHold(q *qp) bool {
-	return q.delivers() && q.postedRecvs() == 0
+// needHold reports whether the datagram of n octets at off of slot i,
+// about to be judged, must be held: q delivers, no receive is posted, and
+// it needs one.
+func (e *engine) needHold(q *qp, i, off, n int) bool {
+	if !q.delivers() || q.postedRecvs() > 0 {
+		return false
+	}
+	var head [slotHeaderLen]byte
+	k := copyRange(head[:min(n, slotHeaderLen)], e.rb.slots[i].view, off)
+	return q.needsRecv(head[:k])
+}
+
+// needsRecv reports whether a datagram whose first octets are b may
+// consume a receive: it names q's Q_Key and is a Send-family segment
+// (untagged, QN 0) or a Write-Record segment. A datagram too short for its
+// headers, of another Q_Key, an error message or of another opcode is
+// dropped or handled without one.
+func (q *qp) needsRecv(b []byte) bool {
+	if len(b) < dgram.KeyHeaderLen+ddp.TaggedHeaderLen {
+		return false
+	}
+	if keys, _ := dgram.ParseKeys(b[:dgram.KeyHeaderLen]); keys.QKey != q.qkey {
+		return false
+	}
+	b = b[dgram.KeyHeaderLen:]
+	op := rdmap.Control(b[1]).Opcode()
+	if b[0]&0x80 != 0 { // tagged
+		return op.IsWriteRecord()
+	}
+	if len(b) < ddp.UntaggedHeaderLen {
+		return false
+	}
+	h, _, err := ddp.Parse(b)
+	if err != nil || h.QN != rdmap.QNSend {
+		return false
+	}
+	return op == rdmap.OpSend || op == rdmap.OpSendSE || op == rdmap.OpImmediateData || op == rdmap.OpImmediateDataSE
+}
+
+// headNeedsRecv peeks at the datagram at the head of socket fd (its first
+// octets, MSG_PEEK: it stays queued) and reports whether it needs a
+// receive; empty says the socket holds none.
+func (e *engine) headNeedsRecv(q *qp, fd int) (need, empty bool) {
+	var head [slotHeaderLen]byte
+	n, _, err := unix.Recvfrom(fd, head[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	if err != nil {
+		// EAGAIN: nothing queued. Another error (a pending ICMP error on
+		// the socket) is taken by the read that follows, as before.
+		return false, errors.Is(err, unix.EAGAIN)
+	}
+	return q.needsRecv(head[:n]), false
 }
 
 // hold copies n octets at off of slot i's view into q's held list.

@@ -61,8 +61,17 @@ func (e *engine) receiveFrom(q *qp, fd int, mcast bool, now time.Time) bool {
 		if deliver {
 			posted := q.postedRecvs()
 			if posted == 0 {
-				e.park(q)
-				break
+				// ud_backlog.go: read the head only if it needs no receive.
+				need, empty := e.headNeedsRecv(q, fd)
+				if empty {
+					q.readable = false
+					break
+				}
+				if need {
+					e.park(q)
+					break
+				}
+				posted = 1 // one buffer, judged (slot holds what needs a receive)
 			}
 			want = min(want, posted)
 			e.lookaheadRecv(q, want)
@@ -136,14 +145,14 @@ func (e *engine) slot(q *qp, i int, deliver bool, now time.Time) {
 		e.count(q, cGROCoalesced, 1)
 		for off := 0; off < s.n; off += s.gso {
 			n := min(s.gso, s.n-off)
-			if q.backlog.waiting() || e.needHold(q) {
+			if q.backlog.waiting() || e.needHold(q, i, off, n) {
 				e.hold(q, i, off, n)
 				continue
 			}
 			e.count(q, cDatagramsIn, 1)
 			e.datagram(q, i, off, n, now)
 		}
-	case q.backlog.waiting() || e.needHold(q):
+	case q.backlog.waiting() || e.needHold(q, i, 0, s.n):
 		e.hold(q, i, 0, s.n)
 	default:
 		e.count(q, cDatagramsIn, 1)
