@@ -1,7 +1,6 @@
 package verbsd
 
 import (
-	"errors"
 	"net/netip"
 	"time"
 	"unsafe"
@@ -17,16 +16,15 @@ import (
 //
 // A UD QP's socket receive buffer is its receive backlog, as a NIC's
 // receive ring is an adapter's: the engine reads a UD QP's sockets (its
-// own and its multicast groups') only while the QP has posted receives
-// (of its RQ or its SRQ), and at most as many datagrams per recvmmsg as
-// there are receives. A datagram that finds no posted receive is not
-// read, so it is not dropped: it waits in the kernel until the client
-// posts one (verbs, IBTA vol. 1 §9.7.7.1 and siw: an arrival without a
-// receive is an RNR condition; a UD responder silently drops — iwarpd
-// instead keeps it while the socket buffer, Config.SocketBuffer, has
-// room). Only a full socket buffer drops, as a full NIC ring does; the
-// kernel counts those (drop_socket_full, read with SO_MEMINFO when the
-// daemon is inspected).
+// own and its multicast groups') while the QP has posted receives (of its
+// RQ or its SRQ), at most one datagram more per recvmmsg than there are
+// receives (so that a short read still says the socket is drained; the
+// one beyond is held when it needs a receive). A datagram that finds no
+// posted receive is not read, so it is not dropped: it waits in the
+// kernel until the client posts one, while the socket buffer
+// (Config.SocketBuffer) has room. Only a full socket buffer drops, as a
+// full NIC ring does; the kernel counts those (drop_socket_full, read
+// with SO_MEMINFO when the daemon is inspected).
 //
 // Parking. When a QP's socket is readable and it has no receive, the
 // engine takes the socket's EPOLLIN interest away (EPOLL_CTL_MOD with no
@@ -255,14 +253,17 @@ func (q *qp) needsRecv(b []byte) bool {
 // octets, MSG_PEEK: it stays queued) and reports whether it needs a
 // receive; empty says the socket holds none.
 func (e *engine) headNeedsRecv(q *qp, fd int) (need, empty bool) {
-	var head [slotHeaderLen]byte
-	n, _, err := unix.Recvfrom(fd, head[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
-	if err != nil {
+	head := &e.rb.peek
+	// recvfrom(2) without a source address: it never blocks (MSG_DONTWAIT)
+	// and, raw, allocates nothing (iov.go).
+	n, _, errno := unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&head[0])), uintptr(len(head)),
+		unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
+	if errno != 0 {
 		// EAGAIN: nothing queued. Another error (a pending ICMP error on
 		// the socket) is taken by the read that follows, as before.
-		return false, errors.Is(err, unix.EAGAIN)
+		return false, errno == unix.EAGAIN
 	}
-	return q.needsRecv(head[:n]), false
+	return q.needsRecv(head[:min(int(n), len(head))]), false
 }
 
 // hold copies n octets at off of slot i's view into q's held list.

@@ -45,9 +45,10 @@ func (e *engine) receive(q *qp, now time.Time) bool {
 }
 
 // receiveFrom serves one socket of q (its own, or a multicast group's).
-// While q delivers, a recvmmsg asks for at most as many datagrams as q has
-// posted receives, and none when it has none: then q is parked and the
-// datagrams wait in the socket (ud_backlog.go).
+// While q delivers, a recvmmsg asks for one datagram more than q has
+// posted receives, and, when it has none, only for a datagram that cannot
+// consume one: a datagram that needs a receive and finds none is held, or
+// waits in the socket with q parked (ud_backlog.go).
 func (e *engine) receiveFrom(q *qp, fd int, mcast bool, now time.Time) bool {
 	work := false
 	q.rwr.valid = false // translations are good for one pass only
@@ -71,9 +72,12 @@ func (e *engine) receiveFrom(q *qp, fd int, mcast bool, now time.Time) bool {
 					e.park(q)
 					break
 				}
-				posted = 1 // one buffer, judged (slot holds what needs a receive)
+				posted = 0 // one buffer, judged (slot holds what needs a receive)
 			}
-			want = min(want, posted)
+			// One more than the receives: a read that returns fewer says
+			// the socket is drained (no further call, as before the
+			// backlog); the one beyond, if it needs a receive, is held.
+			want = min(want, posted+1)
 			e.lookaheadRecv(q, want)
 			deliver = q.state != proto.QPStateError
 		}
