@@ -383,8 +383,20 @@ static int ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 	int ret = 0;
 	if (!bfid)
 		return -FI_EINVAL;
+	if (bfid->fclass == FI_CLASS_EQ) {
+		/* Under the fabric lock alone: it is taken before the domain
+		 * lock, never inside it (iwd.h). */
+		struct iwd_eq *eq = iwd_container_of(bfid, struct iwd_eq, eq_fid.fid);
+		pthread_mutex_lock(&ep->dom->fab->lock);
+		if (ep->eq)
+			ep->eq->refs--;
+		ep->eq = eq;
+		eq->refs++;
+		pthread_mutex_unlock(&ep->dom->fab->lock);
+		return 0;
+	}
 	iwd_lock(ep->dom);
-	if (ep->enabled && bfid->fclass != FI_CLASS_EQ) {
+	if (ep->enabled) {
 		iwd_unlock(ep->dom);
 		return -FI_EOPBADSTATE;
 	}
@@ -447,16 +459,6 @@ static int ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 		}
 		ep->av = av;
 		av->refs++;
-		break;
-	}
-	case FI_CLASS_EQ: {
-		struct iwd_eq *eq = iwd_container_of(bfid, struct iwd_eq, eq_fid.fid);
-		pthread_mutex_lock(&ep->dom->fab->lock);
-		if (ep->eq)
-			ep->eq->refs--;
-		ep->eq = eq;
-		eq->refs++;
-		pthread_mutex_unlock(&ep->dom->fab->lock);
 		break;
 	}
 	default:
