@@ -290,6 +290,13 @@ func (e *engine) pollFDs(timeout int) {
 				continue
 			}
 			if q := e.byFD[ev.Fd]; q != nil {
+				if q.backlog.parked {
+					// Only EPOLLERR/EPOLLHUP reach a parked socket (no
+					// interest, ud_backlog.go): clear the error, or the
+					// level-triggered event would wake every epoll_wait.
+					unix.GetsockoptInt(int(ev.Fd), unix.SOL_SOCKET, unix.SO_ERROR)
+					continue
+				}
 				q.readable = true
 				e.markReady(q)
 				if q.rc != nil && ev.Events&(unix.EPOLLOUT|unix.EPOLLERR|unix.EPOLLHUP) != 0 {
@@ -403,6 +410,9 @@ func (e *engine) removeQP(q *qp) {
 	if c := q.rc; c != nil && c.phase != rcIdle && c.phase != rcClosed {
 		c.setCause("the local client destroyed the QP (or exited) with the connection up")
 		e.rcLogClosed(q, rcClosedSocketError, ": its socket closed", "QP destroyed")
+	}
+	if q.typ == proto.QPTypeUD {
+		e.stats[cDropSocketFull] += q.socketDrops() // ud_backlog.go: before its sockets close
 	}
 	e.detachAllMcast(q) // mcast.go
 	if q.rd != nil {
