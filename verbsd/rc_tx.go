@@ -88,8 +88,17 @@ type rcTx struct {
 	hdrs     []byte // the batch's DDP headers
 	ulp      [][]byte
 	vec      [][]byte
+	vecEnds  []int // vec[vecEnds[i-1]:vecEnds[i]] is the batch's FPDU i
 	scratch  []byte
 	iov      []unix.Iovec
+
+	// With the MPA CRC on, the batch's payload octets are copied into
+	// bounce and the FPDUs are checksummed and written from there, so
+	// that the CRC covers exactly the octets on the wire (rcCopyBatch).
+	// A batch cut by a short write then resumes from its own copy
+	// (owned) instead of being rebuilt from registered memory.
+	bounce []byte
+	owned  bool
 }
 
 // Batch limits of one writev; rcTxWindow bounds the payload octets
@@ -116,6 +125,7 @@ func (t *rcTx) reset() {
 	t.kind, t.inFPDU, t.written, t.payloads = txNone, false, 0, t.payloads[:0]
 	t.dropAhead()
 	t.wires, t.done, t.ndone = t.wires[:0], 0, 0
+	t.owned = false
 }
 
 // startRTR queues the peer-to-peer RTR message (initiator).
@@ -172,7 +182,7 @@ func (e *engine) rcSend(q *qp) bool {
 			if !ready {
 				return work
 			}
-		} else if !t.fresh && !e.rcBuildFPDU(q) {
+		} else if !t.fresh && !t.owned && !e.rcBuildFPDU(q) {
 			return true
 		}
 		n, err := rcWritev(c, t.vec, t.written)
@@ -188,17 +198,23 @@ func (e *engine) rcSend(q *qp) bool {
 			e.rcFPDUSent(q)
 		}
 		if t.written == t.wire {
-			t.inFPDU = false
+			t.inFPDU, t.owned = false, false
 			t.wires, t.done, t.ndone = t.wires[:0], 0, 0
 			c.setEpoll(e, c.rxOn, false)
 			continue
 		}
-		// Stopped inside the batch: it resumes (rebuilt in a later pass)
-		// with the FPDU it cut, at the octet it stopped at.
+		// Stopped inside the batch: it resumes with the FPDU it cut, at
+		// the octet it stopped at (rebuilt in a later pass, or from the
+		// batch's own copy: rcKeepCut).
 		t.startPos += uint64(t.done)
 		t.written -= t.done
 		t.wire -= t.done
-		t.wires, t.done, t.ndone = t.wires[:0], 0, 0
+		if c.params.CRC {
+			t.rcKeepCut(c)
+		} else {
+			t.wires = t.wires[:0]
+		}
+		t.done, t.ndone = 0, 0
 		t.fresh = false
 		if err == nil || errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
 			e.count(q, cSendBlocked, 1)
@@ -280,6 +296,7 @@ func (e *engine) rcBuildFPDU(q *qp) bool {
 	}
 	c.snd.SetStreamPos(t.startPos)
 	t.vec, t.scratch, t.hdrs = t.vec[:0], t.scratch[:0], t.hdrs[:0]
+	t.vecEnds, t.bounce, t.owned = t.vecEnds[:0], t.bounce[:0], false
 	t.wires, t.done, t.ndone, t.wire = t.wires[:0], 0, 0, 0
 	// FPDU alignment (RFC 5044 §8; Wireshark's dissector relies on it):
 	// a batch beyond one TCP segment would be cut by TCP across FPDUs, so
@@ -305,7 +322,7 @@ func (t *rcTx) appendSegs(c *rcConn, m *rcMsg, from, last uint32, limit int) boo
 		if len(t.wires) > 0 && t.wire+c.snd.WireLen(s.Header.Len()+s.Len) > limit {
 			return false
 		}
-		nvec, nscratch, pos := len(t.vec), len(t.scratch), c.snd.StreamPos()
+		nvec, nscratch, pos, nbounce := len(t.vec), len(t.scratch), c.snd.StreamPos(), len(t.bounce)
 		h0 := len(t.hdrs)
 		t.hdrs = s.Header.Append(t.hdrs)
 		ulp := append(t.ulp[:0], t.hdrs[h0:len(t.hdrs):len(t.hdrs)])
@@ -313,13 +330,18 @@ func (t *rcTx) appendSegs(c *rcConn, m *rcMsg, from, last uint32, limit int) boo
 			return false // beyond the translated window: the next batch translates on
 		}
 		ulp = appendRange(ulp, m.payloads, int(s.Offset)-m.payLo, s.Len)
+		if c.params.CRC {
+			ulp = t.rcCopyBatch(ulp)
+		}
 		t.ulp = ulp[:0]
 		t.vec, t.scratch = c.snd.AppendVec(t.vec, t.scratch, ulp...)
 		if len(t.wires) > 0 && len(t.vec) > rcTxMaxIOV {
 			t.vec, t.scratch, t.hdrs = t.vec[:nvec], t.scratch[:nscratch], t.hdrs[:h0]
+			t.bounce = t.bounce[:nbounce]
 			c.snd.SetStreamPos(pos)
 			return false
 		}
+		t.vecEnds = append(t.vecEnds, len(t.vec))
 		w := 0
 		for _, p := range t.vec[nvec:] {
 			w += len(p)
