@@ -93,6 +93,11 @@ func TestGuessSTagWriteRecordUD(t *testing.T) {
 	}
 	secret := []byte("the victim's secret: never overwritten")
 	copy(victim.mem, secret)
+	// A UD QP reads its socket only while it has a receive posted (the
+	// receive backlog, docs/iwarpd.md): a Write-Record may consume one, so
+	// without it the guesses would wait in the socket buffer unjudged. A
+	// refused Write-Record consumes none: one receive serves every guess.
+	victim.recv(t, 1, victim.mem[16384:16384+64])
 	a := newAttacker(t)
 	from := a.conn.LocalAddr().String()
 	keys := dgram.Keys{QKey: victim.qp.QKey(), SrcQKey: 0x0bad0bad}
@@ -161,8 +166,8 @@ func TestGuessSTagWriteRecordUD(t *testing.T) {
 		t.Errorf("bounds answered %v, bad STag %v: a guesser can tell them apart", e1, e2)
 	}
 
-	// The path is live: the real rkey places (and completes a record).
-	victim.recv(t, 1, victim.mem[32768:33024])
+	// The path is live: the real rkey places (and completes a record in
+	// the receive posted before the guesses, which none of them took).
 	b.send(t, victim.qp.Addr(), writeRecordDatagram(keys, victim.mr.RKey(), to+4096, 3, []byte("RKEYOKAY")))
 	if wc := poll(t, victim.rcq, "record with the real rkey"); wc.Status != ofverbs.WCSuccess || wc.Opcode != ofverbs.WCRecvWriteRecord {
 		t.Fatalf("record with the real rkey: %+v", wc)
