@@ -1,0 +1,189 @@
+package rd
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/iwarpd/iwarpd/llp/dgram"
+)
+
+// lingerPair makes a (incA at addrA) and b (incB at addrB) with a first
+// message from a acknowledged, then a second message from a delivered at
+// b whose ACK is lost, and a third lost on its way to b. It returns the
+// time after that.
+func lingerPair(t *testing.T, cfg Config) (a, b *Endpoint, now time.Time) {
+	t.Helper()
+	a, b = NewEndpoint(cfg, incA), NewEndpoint(cfg, incB)
+	now = t0
+	h, _ := a.Send(now, addrB, 1)
+	b.Receive(now, addrA, h, true)
+	for _, x := range only(t, b.Poll(now, nil), SendAck) { // Challenge
+		a.Receive(now, addrB, x.Header, true)
+	}
+	for _, x := range only(t, a.Poll(now, nil), Retransmit) {
+		if v := b.Receive(now, addrA, x.Header, true); v != Deliver {
+			t.Fatalf("first DATA with the cookie: %v", v)
+		}
+	}
+	for _, x := range only(t, b.Poll(now, nil), SendAck) {
+		a.Receive(now, addrB, x.Header, true)
+	}
+	if got := only(t, a.Poll(now, nil), Acked); len(got) != 1 {
+		t.Fatalf("first message not acked: %v", got)
+	}
+	now = now.Add(time.Millisecond)
+	h, _ = a.Send(now, addrB, 2)
+	if v := b.Receive(now, addrA, h, true); v != Deliver {
+		t.Fatalf("second DATA: %v", v)
+	}
+	a.Send(now, addrB, 3) // lost
+	return a, b, now
+}
+
+// runAgainstLinger drives a's timers until its tokens 2 and 3 end, its
+// datagrams to b answered by l (nil: nothing answers, a closed port); drop
+// says whether the i-th reply of l is lost. It returns how each token
+// ended.
+func runAgainstLinger(t *testing.T, a *Endpoint, l *Linger, now time.Time, drop func(i int) bool) map[Token]ActionKind {
+	t.Helper()
+	ended := map[Token]ActionKind{}
+	replies := 0
+	for i := 0; i < 1000 && len(ended) < 2; i++ {
+		for _, x := range a.Poll(now, nil) {
+			switch x.Kind {
+			case Acked, Failed, PeerReset:
+				ended[x.Token] = x.Kind
+			case Retransmit:
+				if l == nil {
+					continue
+				}
+				for _, r := range l.Receive(now, addrA, x.Header, nil) {
+					if replies++; !drop(replies) {
+						a.Receive(now, addrB, r.Header, true)
+					}
+				}
+			}
+		}
+		d, ok := a.NextDeadline()
+		if !ok {
+			break
+		}
+		now = d
+	}
+	return ended
+}
+
+// A destroyed endpoint's linger acknowledges again the delivered message
+// whose ACK was lost (it completes: Acked) and resets the space for the
+// one it never got (PeerReset after a round trip, not Failed after
+// MaxRetries), even when its first replies are lost. Without it both fail.
+func TestLingerAcksDelivered(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxRetries = 6
+	for _, lossy := range []bool{false, true} {
+		a, b, now := lingerPair(t, cfg)
+		b.OwedAcks(now, nil) // lost
+		l := b.Linger(now, 2*cfg.MaxRTO, 0)
+		if l == nil || l.Peers() != 1 {
+			t.Fatalf("linger %+v: want one peer", l)
+		}
+		drop := func(i int) bool { return lossy && i <= 3 }
+		ended := runAgainstLinger(t, a, l, now, drop)
+		if ended[2] != Acked || ended[3] != PeerReset {
+			t.Fatalf("lossy %v: tokens ended %v, want 2 Acked and 3 PeerReset", lossy, ended)
+		}
+		if st := l.Stats(); st.Acks == 0 || st.Resets == 0 {
+			t.Fatalf("linger stats %+v", st)
+		}
+	}
+	a, _, now := lingerPair(t, cfg)
+	if ended := runAgainstLinger(t, a, nil, now, nil); ended[2] != Failed || ended[3] != Failed {
+		t.Fatalf("closed port: tokens ended %v, want both Failed", ended)
+	}
+}
+
+// After the RESET, a's next message to the lingering port starts a new
+// space: the linger resets it too (the sender fails it after a round
+// trip). Other addresses and anything but DATA get nothing.
+func TestLingerAnswers(t *testing.T) {
+	cfg := DefaultConfig()
+	a, b, now := lingerPair(t, cfg)
+	l := b.Linger(now, time.Second, 0)
+	runAgainstLinger(t, a, l, now, func(int) bool { return false })
+	now = now.Add(time.Second)
+	h, err := a.Send(now, addrB, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := l.Receive(now, addrA, h, nil)
+	if len(rs) != 1 || rs[0].Header.Flags != dgram.FlagReset || rs[0].Header.EchoedIncarnation != h.Incarnation {
+		t.Fatalf("new space: replies %+v, want one RESET echoing %#x", rs, h.Incarnation)
+	}
+	a.Receive(now, addrB, rs[0].Header, true)
+	if got := only(t, a.Poll(now, nil), PeerReset); len(got) != 1 || got[0].Token != 4 {
+		t.Fatalf("after the RESET: %+v, want token 4 PeerReset", got)
+	}
+	other := netip.MustParseAddrPort("10.0.0.9:4791")
+	before := l.Stats().Ignored
+	if rs := l.Receive(now, other, h, nil); len(rs) != 0 {
+		t.Fatalf("unknown address answered: %+v", rs)
+	}
+	ackH := dgram.RDHeader{Version: dgram.RDVersion, Type: dgram.RDAck, Flags: dgram.FlagAck, Incarnation: h.Incarnation, EchoedIncarnation: incB, CumAck: 1}
+	if rs := l.Receive(now, addrA, ackH, nil); len(rs) != 0 {
+		t.Fatalf("an ACK answered: %+v", rs)
+	}
+	if got := l.Stats().Ignored - before; got != 2 {
+		t.Fatalf("ignored %d, want 2", got)
+	}
+}
+
+// RESETs to one address are limited (a burst, then one per
+// ReplyInterval); ACKs of delivered DATA are not.
+func TestLingerResetLimit(t *testing.T) {
+	cfg := DefaultConfig()
+	_, b, now := lingerPair(t, cfg)
+	l := b.Linger(now, time.Second, 0)
+	newData := dgram.RDHeader{Version: dgram.RDVersion, Type: dgram.RDData, Incarnation: incA + 1, EchoedIncarnation: incB, Seq: 1}
+	resets := 0
+	for range 20 {
+		for _, r := range l.Receive(now, addrA, newData, nil) {
+			if r.Header.Flags&dgram.FlagReset != 0 {
+				resets++
+			}
+		}
+	}
+	if resets != replyAddrBurst || l.Stats().Limited != 20-replyAddrBurst {
+		t.Fatalf("%d RESETs, %d limited; want a burst of %d", resets, l.Stats().Limited, replyAddrBurst)
+	}
+	if rs := l.Receive(now.Add(cfg.ReplyInterval), addrA, newData, nil); len(rs) != 1 {
+		t.Fatalf("after ReplyInterval: %+v, want one RESET", rs)
+	}
+	dup := dgram.RDHeader{Version: dgram.RDVersion, Type: dgram.RDData, Incarnation: incA, EchoedIncarnation: incB, Seq: 2}
+	for i := range 20 {
+		rs := l.Receive(now, addrA, dup, nil)
+		if len(rs) != 1 || rs[0].Header.Flags&dgram.FlagAck == 0 || rs[0].Header.CumAck != 3 {
+			t.Fatalf("duplicate %d: %+v, want the ACK of 1..2", i, rs)
+		}
+	}
+}
+
+// Only peers heard from within recent are kept, at most maxPeers.
+func TestLingerPeers(t *testing.T) {
+	cfg := DefaultConfig()
+	_, b, now := lingerPair(t, cfg)
+	for i := range 10 {
+		h := data(1, 0)
+		h.CumAck = b.Cookie(netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, 0, byte(i)}), 9))
+		b.Receive(now, netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, 0, byte(i)}), 9), h, true)
+	}
+	if l := b.Linger(now, time.Second, 4); l == nil || l.Peers() != 4 {
+		t.Fatalf("maxPeers 4: %+v", l)
+	}
+	if l := b.Linger(now, time.Second, 0); l == nil || l.Peers() != 11 {
+		t.Fatalf("no limit: %v", l)
+	}
+	if l := b.Linger(now.Add(2*time.Second), time.Second, 0); l != nil {
+		t.Fatalf("peers silent for 2 s kept for a 1 s linger: %d peers", l.Peers())
+	}
+}
