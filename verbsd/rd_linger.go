@@ -16,7 +16,7 @@ import (
 // acknowledgements it owes once (rdCloseAcks); over a lossy path that ACK
 // can be lost, and a QP that is gone cannot answer the retransmission, so
 // its peer would complete a message that was delivered with
-// WCRetryExcErr. As TCP's TIME-WAIT (RFC 9293 §3.6.1), the engine keeps
+// WCRetryExcErr. As TCP's TIME-WAIT (RFC 9293 §3.6, §3.10.7.4), the engine keeps
 // the destroyed QP's socket — its port — for -rd-linger with an
 // rd.Linger: the sequence state of the peers it received from recently,
 // nothing of the application. It acknowledges again retransmissions of
@@ -223,35 +223,19 @@ func (e *engine) rdLingerReceive(g *rdLinger, now time.Time) bool {
 	}
 	e.count(nil, cRecvCalls, 1)
 	rb.received(got)
-	for i := range got {
-		s := &rb.slots[i]
-		if s.trunc {
-			e.count(nil, cDatagramsIn, 1)
-			e.count(nil, cDropTruncated, 1)
+	for src, b := range e.rdDatagrams(nil, got, ls.buf) {
+		if k, err := dgram.ParseKeys(b); err != nil || k.QKey != g.qkey {
+			e.count(nil, cDropQKey, 1)
 			continue
 		}
-		step := s.n
-		if s.gso > 0 && s.n > s.gso {
-			step = s.gso
-		}
-		for off := 0; off < s.n; off += step {
-			n := min(step, s.n-off)
-			e.count(nil, cDatagramsIn, 1)
-			b := ls.buf[:n]
-			copyRange(b, s.view, off)
-			if k, err := dgram.ParseKeys(b); err != nil || k.QKey != g.qkey {
-				e.count(nil, cDropQKey, 1)
-				continue
+		d, err := dgram.ParseRD(b, !g.noCRC)
+		if err != nil {
+			if errors.Is(err, dgram.ErrBadCRC) {
+				e.count(nil, cDropCRC, 1)
 			}
-			d, err := dgram.ParseRD(b, !g.noCRC)
-			if err != nil {
-				if errors.Is(err, dgram.ErrBadCRC) {
-					e.count(nil, cDropCRC, 1)
-				}
-				continue
-			}
-			acts = g.l.Receive(now, s.src, d.RD, acts) // two at most per datagram
+			continue
 		}
+		acts = g.l.Receive(now, src, d.RD, acts) // two at most per datagram
 	}
 	if got < recvSlots {
 		g.readable = false

@@ -66,16 +66,7 @@ func qpFD(t *testing.T, srv *Server, qpn uint32) int {
 // shows them).
 func daemonCounters(t *testing.T, path string) map[string]int64 {
 	t.Helper()
-	c, err := verbsdtest.Dial(path, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	in, err := c.Inspect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return in.Counters
+	return inspect(t, path).Counters
 }
 
 // TestRDLingerLastMessage (docs/rd.md "Destroying a QP"): a receiver

@@ -367,7 +367,7 @@ func (e *engine) rdInspect(m map[string]int64) {
 	e.rdLingerInspect(m)
 }
 
-// rdCloseAcks sends, before q's socket closes (removeQP), the
+// rdCloseAcks sends, when q is destroyed (rdClose, rd_linger.go), the
 // acknowledgements q owes its peers (llp/rd Endpoint.OwedAcks): delayed
 // ACKs not yet due and replies queued but not yet sent. Without them a
 // peer whose last message q delivered just before the close retransmits

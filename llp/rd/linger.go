@@ -10,12 +10,13 @@ import (
 
 // Linger is what an Endpoint leaves behind when its QP is destroyed, kept
 // by the engine for a bounded time on the QP's port, as TCP keeps a closed
-// connection in TIME-WAIT (RFC 9293 §3.6.1: "to retransmit the final ACK"
-// when the peer's retransmission shows it was lost). The endpoint sends the
-// acknowledgements it owes once when it closes (OwedAcks); over a lossy
-// path that ACK can be lost, and a QP that is gone could not answer the
-// retransmission: its sender would retransmit until MaxRetries and
-// complete a message that was delivered with retry exceeded.
+// connection in TIME-WAIT (RFC 9293 §3.6; §3.10.7.4: what arrives then is
+// a retransmission of the peer's FIN, and it is acknowledged again). The
+// endpoint sends the acknowledgements it owes once when it closes
+// (OwedAcks); over a lossy path that ACK can be lost, and a QP that is
+// gone could not answer the retransmission: its sender would retransmit
+// until MaxRetries and complete a message that was delivered with retry
+// exceeded.
 //
 // A Linger remembers, per peer whose DATA the endpoint received recently,
 // only the sequence state of that peer's space — the peer's incarnation,

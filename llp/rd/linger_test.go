@@ -16,24 +16,9 @@ func lingerPair(t *testing.T, cfg Config) (a, b *Endpoint, now time.Time) {
 	t.Helper()
 	a, b = NewEndpoint(cfg, incA), NewEndpoint(cfg, incB)
 	now = t0
-	h, _ := a.Send(now, addrB, 1)
-	b.Receive(now, addrA, h, true)
-	for _, x := range only(t, b.Poll(now, nil), SendAck) { // Challenge
-		a.Receive(now, addrB, x.Header, true)
-	}
-	for _, x := range only(t, a.Poll(now, nil), Retransmit) {
-		if v := b.Receive(now, addrA, x.Header, true); v != Deliver {
-			t.Fatalf("first DATA with the cookie: %v", v)
-		}
-	}
-	for _, x := range only(t, b.Poll(now, nil), SendAck) {
-		a.Receive(now, addrB, x.Header, true)
-	}
-	if got := only(t, a.Poll(now, nil), Acked); len(got) != 1 {
-		t.Fatalf("first message not acked: %v", got)
-	}
+	firstMessage(t, a, b, now)
 	now = now.Add(time.Millisecond)
-	h, _ = a.Send(now, addrB, 2)
+	h, _ := a.Send(now, addrB, 2)
 	if v := b.Receive(now, addrA, h, true); v != Deliver {
 		t.Fatalf("second DATA: %v", v)
 	}
