@@ -20,9 +20,7 @@ import (
 // the destroyed QP's socket — its port — for -rd-linger with an
 // rd.Linger: the sequence state of the peers it received from recently,
 // nothing of the application. It acknowledges again retransmissions of
-// what was delivered and answers anything new with RESET (its sender
-// fails it after one round trip); everything else is dropped as at a
-// closed port.
+// what was delivered; everything else is dropped as at a closed port.
 //
 // The port stays bound while it lingers: a new QP taking a port from the
 // range skips it. A new QP that needs it — it asks for that port, or every
@@ -58,8 +56,8 @@ type rdLingers struct {
 	buf      []byte // one received datagram
 	scratch  []byte // headers and CRCs of one batch of replies
 	// Counters (Inspect): lingers started, ended by a new QP taking the
-	// port, ACKs and RESETs sent, peers not remembered for lack of budget.
-	started, takenOver, acks, resets, peersDropped int64
+	// port, ACKs sent, peers not remembered for lack of budget.
+	started, takenOver, acks, peersDropped int64
 }
 
 // rdLingerTime is how long a destroyed RD QP's port lingers: -rd-linger,
@@ -152,7 +150,7 @@ func (e *engine) rdLingerService(now time.Time) bool {
 		ls.readable = false
 		for _, g := range ls.byFD {
 			if g.readable {
-				work = e.rdLingerReceive(g, now) || work
+				work = e.rdLingerReceive(g) || work
 				ls.readable = ls.readable || g.readable
 			}
 		}
@@ -206,7 +204,7 @@ func (e *engine) rdLingerCloseAll() {
 
 // rdLingerReceive reads g's socket (one recvmmsg: at most recvSlots
 // buffers per pass) and sends the replies of its rd.Linger.
-func (e *engine) rdLingerReceive(g *rdLinger, now time.Time) bool {
+func (e *engine) rdLingerReceive(g *rdLinger) bool {
 	ls := &e.rdLinger
 	if ls.buf == nil {
 		ls.buf = make([]byte, 64<<10)
@@ -235,7 +233,7 @@ func (e *engine) rdLingerReceive(g *rdLinger, now time.Time) bool {
 			}
 			continue
 		}
-		acts = g.l.Receive(now, src, d.RD, acts) // two at most per datagram
+		acts = g.l.Receive(src, d.RD, acts) // one reply at most per datagram
 	}
 	if got < recvSlots {
 		g.readable = false
@@ -265,11 +263,7 @@ func (e *engine) rdLingerSend(g *rdLinger, acts []rd.Action) {
 			trailer := sc[len(hdr) : len(hdr)+crc32c.Size]
 			binary.LittleEndian.PutUint32(trailer, c)
 			e.sb.push(a.Peer, hdr, nil, trailer, dgramRef{})
-			if a.Header.Flags&dgram.FlagReset != 0 {
-				ls.resets++
-			} else {
-				ls.acks++
-			}
+			ls.acks++
 		}
 		acts = acts[n:]
 		msgs := e.sb.finish()
@@ -286,7 +280,7 @@ func (e *engine) rdLingerSend(g *rdLinger, acts []rd.Action) {
 // rdLingerInspect adds the lingering ports' counters to m (the daemon's):
 // rd_lingering (ports lingering now), rd_lingering_peers (peers they
 // remember), rd_lingers (started), rd_linger_taken_over, rd_linger_acks,
-// rd_linger_resets, rd_linger_peers_dropped.
+// rd_linger_peers_dropped.
 func (e *engine) rdLingerInspect(m map[string]int64) {
 	ls := &e.rdLinger
 	m["rd_lingering"] += int64(len(ls.byFD))
@@ -294,7 +288,6 @@ func (e *engine) rdLingerInspect(m map[string]int64) {
 	m["rd_lingers"] += ls.started
 	m["rd_linger_taken_over"] += ls.takenOver
 	m["rd_linger_acks"] += ls.acks
-	m["rd_linger_resets"] += ls.resets
 	m["rd_linger_peers_dropped"] += ls.peersDropped
 }
 

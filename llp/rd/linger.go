@@ -21,38 +21,26 @@ import (
 // A Linger remembers, per peer whose DATA the endpoint received recently,
 // only the sequence state of that peer's space — the peer's incarnation,
 // ours towards it, the Cumulative Ack — and nothing of the application
-// (no payload, no held datagrams, no send state). It answers:
-//
-//   - DATA of that space already delivered (Seq before the Cumulative
-//     Ack): the ACK again, as the endpoint would have (a Duplicate);
-//   - DATA of that space not delivered: the ACK (what was delivered
-//     completes) and a RESET — the space has no receiver any more, so its
-//     sender ends it after one round trip (PeerReset, the engine's
-//     WCRetryExcErr) instead of retransmitting until MaxRetries;
-//   - any other DATA from a remembered address (another space, another
-//     incarnation): a RESET, as the endpoint answers DATA for a space it
-//     does not know;
-//   - anything else (ACKs, Challenges, unknown addresses): nothing, as a
-//     closed port.
-//
-// RESETs to one address are limited as the handshake's replies are
-// (cookie.go): a burst of replyAddrBurst, then one per ReplyInterval. A Linger is pure
-// (no clock, no sockets) and never changes after Linger but for these
-// limits; it does not expire by itself: the engine drops it.
+// (no payload, no held datagrams, no send state). To DATA of a remembered
+// space it answers with the ACK the endpoint would have sent (Cumulative
+// Ack, no SACK): a retransmission of what was delivered completes at its
+// sender, and with DATA never delivered the ACK still completes what was.
+// Anything else — DATA of another space or from another address, ACKs,
+// Challenges — gets nothing, as at a closed port: its sender retransmits
+// until MaxRetries as it would without the Linger. A Linger is pure (no
+// clock, no sockets, no timers) and never changes after Linger; it does
+// not expire by itself: the engine drops it.
 type Linger struct {
-	inc      uint32 // the endpoint's incarnation
-	advWnd   uint16
-	interval int64 // Config.ReplyInterval, ns
-	base     time.Time
-	peers    map[netip.AddrPort]*lingerPeer
-	stats    LingerStats
+	inc    uint32 // the endpoint's incarnation
+	advWnd uint16
+	peers  map[netip.AddrPort]*lingerPeer
+	stats  LingerStats
 }
 
 // lingerPeer is the state a Linger keeps of one peer (LingerPeerBytes).
 type lingerPeer struct {
 	inc, mine, mineOld uint32 // the peer's incarnation; ours towards it (0: the endpoint's), and the one before
 	cum                uint32 // Cumulative Ack: everything before it was delivered
-	tat                int64  // reply limit: theoretical arrival time (GCRA), ns since base
 }
 
 // LingerPeerBytes is the size of the state a Linger keeps per peer, besides
@@ -61,10 +49,8 @@ const LingerPeerBytes = int(unsafe.Sizeof(lingerPeer{}))
 
 // LingerStats counts what a Linger answered.
 type LingerStats struct {
-	Acks    uint64 // ACKs sent again (delivered DATA retransmitted)
-	Resets  uint64 // RESETs sent (DATA nobody will deliver)
-	Limited uint64 // RESETs the per-address limit suppressed
-	Ignored uint64 // datagrams not answered (unknown address, not DATA, malformed)
+	Acks    uint64 // ACKs sent (DATA of a remembered space)
+	Ignored uint64 // datagrams not answered (another space or address, not DATA, malformed)
 }
 
 // Linger returns the state to keep for the endpoint's peers once its QP is
@@ -84,8 +70,7 @@ func (e *Endpoint) Linger(now time.Time, recent time.Duration, maxPeers int) *Li
 			break
 		}
 		if l == nil {
-			l = &Linger{inc: e.inc, advWnd: e.advWnd, interval: int64(e.cfg.ReplyInterval), base: now,
-				peers: make(map[netip.AddrPort]*lingerPeer)}
+			l = &Linger{inc: e.inc, advWnd: e.advWnd, peers: make(map[netip.AddrPort]*lingerPeer)}
 		}
 		l.peers[addr] = &lingerPeer{inc: p.inc, mine: p.mine, mineOld: p.mineOld, cum: p.cumAck()}
 	}
@@ -115,53 +100,18 @@ func (l *Linger) isOurs(p *lingerPeer, inc uint32) bool {
 }
 
 // Receive takes the parsed RD header h of a datagram from peer that
-// arrived at now on the lingering port and appends the replies to send
-// (SendAck actions, in order) to out.
-func (l *Linger) Receive(now time.Time, peer netip.AddrPort, h dgram.RDHeader, out []Action) []Action {
+// arrived on the lingering port and appends the reply to send (a SendAck
+// action), if any, to out.
+func (l *Linger) Receive(peer netip.AddrPort, h dgram.RDHeader, out []Action) []Action {
 	p := l.peers[peer]
-	if p == nil || h.Version != dgram.RDVersion || h.Type != dgram.RDData || h.Incarnation == 0 {
+	if p == nil || h.Version != dgram.RDVersion || h.Type != dgram.RDData || h.Incarnation != p.inc ||
+		(h.EchoedIncarnation != 0 && !l.isOurs(p, h.EchoedIncarnation)) {
 		l.stats.Ignored++
 		return out
 	}
-	ours := l.ours(p)
-	if h.Incarnation == p.inc && (h.EchoedIncarnation == 0 || l.isOurs(p, h.EchoedIncarnation)) {
-		l.stats.Acks++
-		out = append(out, Action{Kind: SendAck, Peer: peer, Header: dgram.RDHeader{
-			Version: dgram.RDVersion, Type: dgram.RDAck, Flags: dgram.FlagAck | dgram.FlagExtSACK,
-			Incarnation: ours, EchoedIncarnation: p.inc, Window: l.advWnd, CumAck: p.cum,
-		}})
-		if dgram.SeqLess(h.Seq, p.cum) {
-			return out // delivered: the ACK is all it needs
-		}
-	}
-	if !l.mayReply(now, p) {
-		l.stats.Limited++
-		return out
-	}
-	// Nobody will deliver it: end its space (Endpoint.queueReset's RESET;
-	// the victim names the incarnation of ours it echoed when that is not
-	// the current one).
-	victim := h.EchoedIncarnation
-	if victim == ours {
-		victim = 0
-	}
-	l.stats.Resets++
+	l.stats.Acks++
 	return append(out, Action{Kind: SendAck, Peer: peer, Header: dgram.RDHeader{
-		Version: dgram.RDVersion, Type: dgram.RDAck, Flags: dgram.FlagReset,
-		Incarnation: ours, EchoedIncarnation: h.Incarnation, CumAck: victim,
+		Version: dgram.RDVersion, Type: dgram.RDAck, Flags: dgram.FlagAck | dgram.FlagExtSACK,
+		Incarnation: l.ours(p), EchoedIncarnation: p.inc, Window: l.advWnd, CumAck: p.cum,
 	}})
-}
-
-// mayReply applies the per-address limit of RESETs (Endpoint.mayReply's
-// GCRA: a burst of replyAddrBurst, then one per ReplyInterval) and takes
-// one from it if allowed. ACKs are not limited: they answer only DATA
-// naming both incarnations of the space, as the endpoint's did.
-func (l *Linger) mayReply(now time.Time, p *lingerPeer) bool {
-	t := int64(now.Sub(l.base))
-	tat := max(p.tat, t)
-	if tat-t > l.interval*(replyAddrBurst-1) {
-		return false
-	}
-	p.tat = tat + l.interval
-	return true
 }

@@ -43,7 +43,7 @@ func runAgainstLinger(t *testing.T, a *Endpoint, l *Linger, now time.Time, drop 
 				if l == nil {
 					continue
 				}
-				for _, r := range l.Receive(now, addrA, x.Header, nil) {
+				for _, r := range l.Receive(addrA, x.Header, nil) {
 					if replies++; !drop(replies) {
 						a.Receive(now, addrB, r.Header, true)
 					}
@@ -60,9 +60,9 @@ func runAgainstLinger(t *testing.T, a *Endpoint, l *Linger, now time.Time, drop 
 }
 
 // A destroyed endpoint's linger acknowledges again the delivered message
-// whose ACK was lost (it completes: Acked) and resets the space for the
-// one it never got (PeerReset after a round trip, not Failed after
-// MaxRetries), even when its first replies are lost. Without it both fail.
+// whose ACK was lost (it completes: Acked), even when its first replies
+// are lost; the one it never got fails after MaxRetries as at a closed
+// port. Without the linger both fail.
 func TestLingerAcksDelivered(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.MaxRetries = 6
@@ -70,15 +70,15 @@ func TestLingerAcksDelivered(t *testing.T) {
 		a, b, now := lingerPair(t, cfg)
 		b.OwedAcks(now, nil) // lost
 		l := b.Linger(now, 2*cfg.MaxRTO, 0)
-		if l == nil || l.Peers() != 1 {
+		if l == nil || l.Peers() != 1 || !l.Has(addrA) {
 			t.Fatalf("linger %+v: want one peer", l)
 		}
 		drop := func(i int) bool { return lossy && i <= 3 }
 		ended := runAgainstLinger(t, a, l, now, drop)
-		if ended[2] != Acked || ended[3] != PeerReset {
-			t.Fatalf("lossy %v: tokens ended %v, want 2 Acked and 3 PeerReset", lossy, ended)
+		if ended[2] != Acked || ended[3] != Failed {
+			t.Fatalf("lossy %v: tokens ended %v, want 2 Acked and 3 Failed", lossy, ended)
 		}
-		if st := l.Stats(); st.Acks == 0 || st.Resets == 0 {
+		if st := l.Stats(); st.Acks == 0 {
 			t.Fatalf("linger stats %+v", st)
 		}
 	}
@@ -88,68 +88,36 @@ func TestLingerAcksDelivered(t *testing.T) {
 	}
 }
 
-// After the RESET, a's next message to the lingering port starts a new
-// space: the linger resets it too (the sender fails it after a round
-// trip). Other addresses and anything but DATA get nothing.
-func TestLingerAnswers(t *testing.T) {
-	cfg := DefaultConfig()
-	a, b, now := lingerPair(t, cfg)
-	l := b.Linger(now, time.Second, 0)
-	runAgainstLinger(t, a, l, now, func(int) bool { return false })
-	now = now.Add(time.Second)
-	h, err := a.Send(now, addrB, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs := l.Receive(now, addrA, h, nil)
-	if len(rs) != 1 || rs[0].Header.Flags != dgram.FlagReset || rs[0].Header.EchoedIncarnation != h.Incarnation {
-		t.Fatalf("new space: replies %+v, want one RESET echoing %#x", rs, h.Incarnation)
-	}
-	a.Receive(now, addrB, rs[0].Header, true)
-	if got := only(t, a.Poll(now, nil), PeerReset); len(got) != 1 || got[0].Token != 4 {
-		t.Fatalf("after the RESET: %+v, want token 4 PeerReset", got)
-	}
-	other := netip.MustParseAddrPort("10.0.0.9:4791")
-	before := l.Stats().Ignored
-	if rs := l.Receive(now, other, h, nil); len(rs) != 0 {
-		t.Fatalf("unknown address answered: %+v", rs)
-	}
-	ackH := dgram.RDHeader{Version: dgram.RDVersion, Type: dgram.RDAck, Flags: dgram.FlagAck, Incarnation: h.Incarnation, EchoedIncarnation: incB, CumAck: 1}
-	if rs := l.Receive(now, addrA, ackH, nil); len(rs) != 0 {
-		t.Fatalf("an ACK answered: %+v", rs)
-	}
-	if got := l.Stats().Ignored - before; got != 2 {
-		t.Fatalf("ignored %d, want 2", got)
-	}
-}
-
-// RESETs to one address are limited (a burst, then one per
-// ReplyInterval); ACKs of delivered DATA are not.
-func TestLingerResetLimit(t *testing.T) {
+// DATA of another space (the sender's next one, after a failure), from
+// another address, and anything but DATA get nothing.
+func TestLingerIgnores(t *testing.T) {
 	cfg := DefaultConfig()
 	_, b, now := lingerPair(t, cfg)
 	l := b.Linger(now, time.Second, 0)
-	newData := dgram.RDHeader{Version: dgram.RDVersion, Type: dgram.RDData, Incarnation: incA + 1, EchoedIncarnation: incB, Seq: 1}
-	resets := 0
-	for range 20 {
-		for _, r := range l.Receive(now, addrA, newData, nil) {
-			if r.Header.Flags&dgram.FlagReset != 0 {
-				resets++
-			}
-		}
-	}
-	if resets != replyAddrBurst || l.Stats().Limited != 20-replyAddrBurst {
-		t.Fatalf("%d RESETs, %d limited; want a burst of %d", resets, l.Stats().Limited, replyAddrBurst)
-	}
-	if rs := l.Receive(now.Add(cfg.ReplyInterval), addrA, newData, nil); len(rs) != 1 {
-		t.Fatalf("after ReplyInterval: %+v, want one RESET", rs)
-	}
 	dup := dgram.RDHeader{Version: dgram.RDVersion, Type: dgram.RDData, Incarnation: incA, EchoedIncarnation: incB, Seq: 2}
-	for i := range 20 {
-		rs := l.Receive(now, addrA, dup, nil)
-		if len(rs) != 1 || rs[0].Header.Flags&dgram.FlagAck == 0 || rs[0].Header.CumAck != 3 {
+	for i := range 3 {
+		rs := l.Receive(addrA, dup, nil)
+		if len(rs) != 1 || rs[0].Header.Flags&dgram.FlagAck == 0 || rs[0].Header.CumAck != 3 ||
+			rs[0].Header.Incarnation != incB || rs[0].Header.EchoedIncarnation != incA {
 			t.Fatalf("duplicate %d: %+v, want the ACK of 1..2", i, rs)
 		}
+	}
+	newSpace := dup
+	newSpace.Incarnation, newSpace.Seq = incA+1, 1
+	other := netip.MustParseAddrPort("10.0.0.9:4791")
+	ackH := dgram.RDHeader{Version: dgram.RDVersion, Type: dgram.RDAck, Flags: dgram.FlagAck, Incarnation: incA, EchoedIncarnation: incB, CumAck: 1}
+	wrongEcho := dup
+	wrongEcho.EchoedIncarnation = incB + 1
+	for name, x := range map[string]struct {
+		from netip.AddrPort
+		h    dgram.RDHeader
+	}{"new space": {addrA, newSpace}, "other address": {other, dup}, "ACK": {addrA, ackH}, "wrong echo": {addrA, wrongEcho}} {
+		if rs := l.Receive(x.from, x.h, nil); len(rs) != 0 {
+			t.Fatalf("%s answered: %+v", name, rs)
+		}
+	}
+	if st := l.Stats(); st.Ignored != 4 || st.Acks != 3 {
+		t.Fatalf("stats %+v, want 4 ignored, 3 ACKs", st)
 	}
 }
 
