@@ -33,6 +33,7 @@ const (
 	cProcessMemFaults  // process-memory accesses that failed (unmapped, process gone)
 	cProcessMemRead    // octets read from client processes (process_vm_readv)
 	cProcessMemWritten // octets written to client processes (process_vm_writev)
+	cProcessMemStaged  // octets of staging buffers taken for process memory (stage.go)
 	cSendCalls         // sendmmsg calls
 	cRecvCalls         // recvmmsg calls that returned datagrams
 	cGSOSends          // messages of a sendmmsg carrying several datagrams (UDP_SEGMENT)
@@ -59,6 +60,11 @@ const (
 	cAtomicsIn     // Atomic Requests executed (responder)
 	cAtomicErrors  // Atomic Requests refused by the access, alignment or operation checks (nothing modified)
 	cAtomicReplays // RD Atomic Requests answered from the replay cache (not executed again)
+	// The UD receive backlog (ud_backlog.go).
+	cRecvParked     // times a UD QP stopped reading its sockets: datagrams waited and no receive was posted
+	cRecvHeld       // datagrams of a GRO buffer read beyond the posted receives, held in the daemon
+	cRecvHeldJudged // held datagrams judged once a receive was posted
+	cDropSocketFull // datagrams the kernel dropped on UD sockets (SO_MEMINFO; per QP read at Inspect, daemon-wide also the destroyed QPs')
 	counterCount
 )
 
@@ -67,6 +73,7 @@ var counterNames = [counterCount]string{
 	cProcessMemFaults:    "process_mem_faults",
 	cProcessMemRead:      "process_mem_read_bytes",
 	cProcessMemWritten:   "process_mem_written_bytes",
+	cProcessMemStaged:    "process_mem_staged_bytes",
 	cDatagramsIn:         "datagrams_in",
 	cDatagramsOut:        "datagrams_out",
 	cBytesIn:             "bytes_in",
@@ -114,6 +121,10 @@ var counterNames = [counterCount]string{
 	cAtomicsIn:           "atomics_in",
 	cAtomicErrors:        "atomic_errors",
 	cAtomicReplays:       "atomic_replays",
+	cRecvParked:          "recv_parked",
+	cRecvHeld:            "recv_held",
+	cRecvHeldJudged:      "recv_held_judged",
+	cDropSocketFull:      "drop_socket_full",
 }
 
 // counters is a set of statistics; engine-owned, copied out by Inspect.

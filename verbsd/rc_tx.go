@@ -56,7 +56,10 @@ type rcMsg struct {
 	segs     ddp.Segmenter
 	seg      uint32 // segment being sent
 	seq      uint64 // the pending work request (txSQ)
-	payloads [][]byte
+	// payloads hold the message's octets [payLo, payHi) (rcTxPayloads: a
+	// window of a large message in process memory, else all of it).
+	payloads     [][]byte
+	payLo, payHi int
 }
 
 // rcTx is the message being transmitted (the embedded rcMsg), the
@@ -89,8 +92,10 @@ type rcTx struct {
 	iov      []unix.Iovec
 }
 
-// Batch limits of one writev.
+// Batch limits of one writev; rcTxWindow bounds the payload octets
+// translated at once (rcTxPayloads), at least one batch.
 const (
+	rcTxWindow     = rcTxBatchBytes
 	rcTxBatchBytes = 128 << 10
 	rcTxMaxFPDUs   = 64
 	rcTxMaxIOV     = 1024 // UIO_MAXIOV
@@ -257,8 +262,8 @@ func (e *engine) rcNextFPDU(q *qp) (ready, did bool) {
 func (e *engine) rcBuildFPDU(q *qp) bool {
 	c := q.rc
 	t := &c.tx
-	if !t.fresh {
-		if !e.rcTxPayloads(q) {
+	if s := t.segs.Segment(t.seg); !t.fresh || int(s.Offset) < t.payLo || int(s.Offset)+s.Len > t.payHi {
+		if !e.rcTxPayloads(q, int(s.Offset)) {
 			return false
 		}
 		t.fresh = true
@@ -304,7 +309,10 @@ func (t *rcTx) appendSegs(c *rcConn, m *rcMsg, from, last uint32, limit int) boo
 		h0 := len(t.hdrs)
 		t.hdrs = s.Header.Append(t.hdrs)
 		ulp := append(t.ulp[:0], t.hdrs[h0:len(t.hdrs):len(t.hdrs)])
-		ulp = appendRange(ulp, m.payloads, int(s.Offset), s.Len)
+		if int(s.Offset)+s.Len > m.payHi && s.Len > 0 {
+			return false // beyond the translated window: the next batch translates on
+		}
+		ulp = appendRange(ulp, m.payloads, int(s.Offset)-m.payLo, s.Len)
 		t.ulp = ulp[:0]
 		t.vec, t.scratch = c.snd.AppendVec(t.vec, t.scratch, ulp...)
 		if len(t.wires) > 0 && len(t.vec) > rcTxMaxIOV {
@@ -326,11 +334,24 @@ func (t *rcTx) appendSegs(c *rcConn, m *rcMsg, from, last uint32, limit int) boo
 // Immediate Data message follows a Send or Write with Imm).
 func (t *rcTx) msgEnds(m *rcMsg) bool { return m.immOp == 0 || m.immPhase }
 
-// rcTxPayloads translates the current message's payload for this pass.
-func (e *engine) rcTxPayloads(q *qp) bool {
+// rcTxPayloads translates the current message's payload for this pass,
+// from message offset from on: all of it, or for a Read Response or a
+// Send/Write from registered memory a window of what one pass can send
+// (PollBatch batches, at most rcTxWindow octets; rcMsgPayloads). In
+// process memory every translation is a process_vm_readv into a staging
+// buffer (stage.go): translating the whole message in every pass read a
+// 1 MiB Read Response once per pass (about 12 times over an MTU of 1500),
+// the window reads each octet about once. The previous window's staging
+// buffers, if staged in this pass, go back to the pool at once
+// (e.unstage).
+func (e *engine) rcTxPayloads(q *qp, from int) bool {
 	c := q.rc
 	t := &c.tx
-	t.payloads = t.payloads[:0]
+	window := max(min(rcTxWindow, e.cfg.PollBatch*min(rcTxBatchBytes, c.emss)), c.maxTagged, c.maxUntagged) // a segment at least
+	if t.fresh {
+		e.unstage(t.payloads)
+	}
+	t.payloads, t.payLo, t.payHi = t.payloads[:0], 0, math.MaxInt
 	switch t.kind {
 	case txRTR:
 		if t.segs.MessageLen() == rdmap.ReadRequestLen {
@@ -345,16 +366,17 @@ func (e *engine) rcTxPayloads(q *qp) bool {
 		if r.size == 0 {
 			return true
 		}
-		b, f := q.rcLookup(r.srcStag, r.srcTO, uint64(r.size), proto.AccessRemoteRead)
+		n := min(int(r.size)-from, window)
+		b, f := q.rcLookup(r.srcStag, r.srcTO+uint64(from), uint64(n), proto.AccessRemoteRead)
 		if f != 0 {
 			// Deregistered or invalidated since the request was accepted.
 			e.rcTxBroken(q)
 			e.rcTerminate(q, rdmap.RDMAPError(f), r.ddpHdr[:], r.rdmaHdr[:], ddp.UntaggedHeaderLen+rdmap.ReadRequestLen)
 			return false
 		}
-		t.payloads = append(t.payloads, b)
+		t.payloads, t.payLo, t.payHi = append(t.payloads, b), from, from+n
 	case txSQ:
-		if st := e.rcMsgPayloads(q, &t.rcMsg); st != proto.WCSuccess {
+		if st := e.rcMsgPayloads(q, &t.rcMsg, from, window); st != proto.WCSuccess {
 			e.rcTxBroken(q)
 			e.rcComplete(q, t.seq, st)
 			e.errorQP(q, "a send buffer was deregistered or invalidated while in use")
@@ -365,9 +387,11 @@ func (e *engine) rcTxPayloads(q *qp) bool {
 }
 
 // rcMsgPayloads translates the payload of the SQ message m into
-// m.payloads; it only reads.
-func (e *engine) rcMsgPayloads(q *qp, m *rcMsg) proto.WCStatus {
-	m.payloads = m.payloads[:0]
+// m.payloads; it only reads. The octets of registered memory translated
+// are [from, from+n) of the message (m.payLo, m.payHi); the small payloads
+// (immediate data, an atomic's or a Read's request, inline data) whole.
+func (e *engine) rcMsgPayloads(q *qp, m *rcMsg, from, n int) proto.WCStatus {
+	m.payloads, m.payLo, m.payHi = m.payloads[:0], 0, math.MaxInt
 	switch {
 	case m.immPhase:
 		m.payloads = append(m.payloads, m.imm[:])
@@ -378,12 +402,19 @@ func (e *engine) rcMsgPayloads(q *qp, m *rcMsg) proto.WCStatus {
 	case m.useIn:
 		m.payloads = append(m.payloads, m.inline[:m.total])
 	default:
+		hi := from + min(n, m.total-from)
+		m.payLo, m.payHi = from, hi
+		off := 0 // message offset of s
 		for _, s := range m.sges {
-			b, st := q.s.translate(s, q.pd, false)
-			if st != proto.WCSuccess {
-				return st
+			sl := int(s.Length)
+			if lo, end := max(from, off), min(hi, off+sl); lo < end {
+				b, st := q.s.translate(subSGE(s, uint64(lo-off), uint64(end-lo)), q.pd, false)
+				if st != proto.WCSuccess {
+					return st
+				}
+				m.payloads = append(m.payloads, b)
 			}
-			m.payloads = append(m.payloads, b)
+			off += sl
 		}
 	}
 	return proto.WCSuccess
