@@ -113,7 +113,7 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 		}
 	}
 	if req.Type == proto.QPTypeRD { // rd_qp.go
-		if q.fd, q.local, err = s.srv.bindDgram(req.Port, s.srv.cfg.RDPorts, s.privBind); err != nil {
+		if q.fd, q.local, err = s.bindRD(req.Port); err != nil { // rd_linger.go
 			return fail(err)
 		}
 		q.rd = newRDQP(rdQPConfig(&s.srv.cfg.RD, c), s.srv.cfg.DatagramSize, s.srv.cfg.SocketBuffer, &s.eng.rdStoreBytes)

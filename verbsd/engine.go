@@ -35,6 +35,8 @@ type engine struct {
 	// rdStoreBytes: octets held in the reorder stores of all RD QPs
 	// (rd_recv.go storeRoom, -rd-reorder-bytes).
 	rdStoreBytes int
+	// rdLinger: the ports of destroyed RD QPs that linger (rd_linger.go).
+	rdLinger rdLingers
 
 	cmds    chan command
 	wake    *eventfd.EventFD // control goroutines -> engine
@@ -208,6 +210,7 @@ func (e *engine) run() {
 		for _, s := range e.sessions {
 			e.teardownSession(s)
 		}
+		e.rdLingerCloseAll() // rd_linger.go
 		e.asleep.Store(0)
 		close(e.stopped)
 		runtime.UnlockOSThread()
@@ -221,7 +224,8 @@ func (e *engine) run() {
 		}
 		e.pollFDs(0)
 		now := time.Now()
-		work = e.guardedPass(now) || work // fault.go
+		work = e.guardedPass(now) || work     // fault.go
+		work = e.rdLingerService(now) || work // rd_linger.go
 		if work {
 			lastWork = now
 			// Let a client sharing this CPU run: at once when the pass
@@ -283,6 +287,9 @@ func (e *engine) pollFDs(timeout int) {
 		case int32(e.wake.FD()):
 			e.wake.Drain()
 		default:
+			if e.rdLingerEvent(ev.Fd) { // rd_linger.go: a destroyed RD QP's port
+				continue
+			}
 			if s := e.bells[ev.Fd]; s != nil {
 				for _, q := range s.qps { // ready.go: a doorbell names a session
 					e.markReady(q)
@@ -311,6 +318,9 @@ func (e *engine) pollFDs(timeout int) {
 // blocked on a full socket buffer or a partial message will expire.
 func (e *engine) sleepTimeout(now time.Time) int {
 	timeout := -1
+	if d, ok := e.rdLingerDeadline(); ok { // rd_linger.go: a lingering port ends
+		timeout = max(int(d.Sub(now)/time.Millisecond)+1, 1)
+	}
 	for _, q := range e.qps {
 		if q.blocked {
 			return 1
@@ -415,10 +425,6 @@ func (e *engine) removeQP(q *qp) {
 		e.stats[cDropSocketFull] += q.socketDrops() // ud_backlog.go: before its sockets close
 	}
 	e.detachAllMcast(q) // mcast.go
-	if q.rd != nil {
-		e.rdCloseAcks(q, time.Now()) // rd_qp.go: the ACKs it owes leave before the socket closes
-		q.rd.dropHeld()              // rd_recv.go: out of the device's reorder store
-	}
 	unix.EpollCtl(e.epfd, unix.EPOLL_CTL_DEL, q.fd, nil)
 	delete(e.byFD, int32(q.fd))
 	e.unready(q)
@@ -427,5 +433,8 @@ func (e *engine) removeQP(q *qp) {
 			e.qps = append(e.qps[:i], e.qps[i+1:]...)
 			break
 		}
+	}
+	if q.rd != nil {
+		e.rdClose(q, time.Now()) // rd_linger.go: the ACKs it owes leave, then its socket lingers
 	}
 }

@@ -39,6 +39,10 @@ type RDConfig struct {
 	// device, in octets of buffer: a datagram beyond either is dropped
 	// (its sender resends it), never an in-order one (rd_reorder_full).
 	ReorderQPBytes, ReorderBytes int
+	// Linger is how long the port of a destroyed RD QP keeps answering its
+	// peers' retransmissions (rd_linger.go, -rd-linger): 0 is 2 ×
+	// Link.MaxRTO, negative none.
+	Linger time.Duration
 }
 
 // DefaultRDConfig returns the RD defaults.
@@ -354,14 +358,16 @@ func (q *qp) rdInspect(m map[string]int64) {
 	m["rd_held_bytes"] += int64(q.rd.heldBytes)
 }
 
-// rdInspect adds the RD counters of every QP to the daemon's.
+// rdInspect adds the RD counters of every QP, and those of the lingering
+// ports (rd_linger.go), to the daemon's.
 func (e *engine) rdInspect(m map[string]int64) {
 	for _, q := range e.qps {
 		q.rdInspect(m)
 	}
+	e.rdLingerInspect(m)
 }
 
-// rdCloseAcks sends, before q's socket closes (removeQP), the
+// rdCloseAcks sends, when q is destroyed (rdClose, rd_linger.go), the
 // acknowledgements q owes its peers (llp/rd Endpoint.OwedAcks): delayed
 // ACKs not yet due and replies queued but not yet sent. Without them a
 // peer whose last message q delivered just before the close retransmits

@@ -2,6 +2,7 @@ package verbsd
 
 import (
 	"errors"
+	"iter"
 	"net/netip"
 	"time"
 
@@ -50,8 +51,25 @@ func (e *engine) rdReceive(q *qp, now time.Time) bool {
 		budget -= got
 		e.count(q, cRecvCalls, 1)
 		rb.received(got)
+		for src, b := range e.rdDatagrams(q, got, r.buf) {
+			e.rdDatagram(q, src, b, now)
+		}
+		if got < want {
+			q.readable = false
+			break
+		}
+	}
+	return work
+}
+
+// rdDatagrams yields each datagram of the first got slots of e.rb (a
+// GRO-coalesced buffer cut into its datagrams; truncated ones dropped),
+// copied into buf, with its source; counted on q (nil: the daemon's
+// counters only).
+func (e *engine) rdDatagrams(q *qp, got int, buf []byte) iter.Seq2[netip.AddrPort, []byte] {
+	return func(yield func(netip.AddrPort, []byte) bool) {
 		for i := range got {
-			s := &rb.slots[i]
+			s := &e.rb.slots[i]
 			if s.trunc {
 				e.count(q, cDatagramsIn, 1)
 				e.count(q, cDropTruncated, 1)
@@ -65,17 +83,14 @@ func (e *engine) rdReceive(q *qp, now time.Time) bool {
 			for off := 0; off < s.n; off += step {
 				n := min(step, s.n-off)
 				e.count(q, cDatagramsIn, 1)
-				b := r.buf[:n]
+				b := buf[:n]
 				copyRange(b, s.view, off)
-				e.rdDatagram(q, s.src, b, now)
+				if !yield(s.src, b) {
+					return
+				}
 			}
 		}
-		if got < want {
-			q.readable = false
-			break
-		}
 	}
-	return work
 }
 
 // rdDatagram judges one RD datagram from src.

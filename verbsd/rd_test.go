@@ -139,7 +139,8 @@ func pattern(b []byte, seed int) {
 	}
 }
 
-func rdCounters(t *testing.T, path string, qpn uint32) map[string]int64 {
+// inspect returns the daemon's Inspect (what iwarpctl shows).
+func inspect(t *testing.T, path string) proto.Inspect {
 	t.Helper()
 	c, err := verbsdtest.Dial(path, true)
 	if err != nil {
@@ -150,7 +151,12 @@ func rdCounters(t *testing.T, path string, qpn uint32) map[string]int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range in.Sessions {
+	return in
+}
+
+func rdCounters(t *testing.T, path string, qpn uint32) map[string]int64 {
+	t.Helper()
+	for _, s := range inspect(t, path).Sessions {
 		for _, q := range s.QPs {
 			if q.QPN == qpn {
 				return q.Counters

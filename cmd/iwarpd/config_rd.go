@@ -13,6 +13,7 @@ type rdFlags struct {
 	window, retries, maxMsg, ird, ord                    *string
 	reorderQP, reorderAll, replyRate, replyBurst         *string
 	rtoMin, rtoMax, rtoInitial, ackDelay, idle, notReady *string
+	linger                                               *string
 }
 
 // addRDFlags registers the -rd-* flags with defaults from def.
@@ -34,6 +35,7 @@ func addRDFlags(str func(name, value, usage string) *string, def verbsd.RDConfig
 		reorderAll: str("rd-reorder-bytes", strconv.Itoa(def.ReorderBytes), "RD: out-of-order datagrams all QPs of the daemon keep, at most this many `octets`"),
 		replyRate:  str("rd-reply-rate", strconv.Itoa(l.ReplyRate), "RD: Challenges and RESETs a QP sends per second to addresses that have not proven themselves (docs/rd.md)"),
 		replyBurst: str("rd-reply-burst", strconv.Itoa(l.ReplyBurst), "RD: burst of -rd-reply-rate"),
+		linger:     str("rd-linger", def.Linger.String(), "RD: how long the port of a destroyed QP keeps acknowledging its peers' retransmissions of what it delivered (`duration`; 0: 2 × -rd-rto-max; negative: not at all)"),
 	}
 }
 
@@ -60,7 +62,8 @@ func parseRD(f rdFlags, def verbsd.RDConfig, from func(string) string) (verbsd.R
 		dst  *time.Duration
 	}{{"rd-rto-min", f.rtoMin, &c.Link.MinRTO}, {"rd-rto-max", f.rtoMax, &c.Link.MaxRTO},
 		{"rd-rto-initial", f.rtoInitial, &c.Link.InitialRTO}, {"rd-ack-delay", f.ackDelay, &c.Link.AckDelay},
-		{"rd-idle-timeout", f.idle, &c.Link.IdleTimeout}, {"rd-notready-backoff", f.notReady, &c.Link.NotReadyBackoff}} {
+		{"rd-idle-timeout", f.idle, &c.Link.IdleTimeout}, {"rd-notready-backoff", f.notReady, &c.Link.NotReadyBackoff},
+		{"rd-linger", f.linger, &c.Linger}} {
 		v, err := time.ParseDuration(*d.s)
 		if err != nil {
 			return c, fmt.Errorf("%s: %w", from(d.name), err)

@@ -7,6 +7,26 @@ import (
 	"github.com/iwarpd/iwarpd/llp/dgram"
 )
 
+// firstMessage runs the handshake and a first message (token 1) from a
+// (at addrA) to b (at addrB), acknowledged.
+func firstMessage(t *testing.T, a, b *Endpoint, now time.Time) {
+	t.Helper()
+	h, _ := a.Send(now, addrB, 1)
+	b.Receive(now, addrA, h, true)
+	ch := only(t, b.Poll(now, nil), SendAck)
+	a.Receive(now, addrB, ch[0].Header, true)
+	rt := only(t, a.Poll(now, nil), Retransmit)
+	if v := b.Receive(now, addrA, rt[0].Header, true); v != Deliver {
+		t.Fatalf("first DATA with the cookie: %v", v)
+	}
+	for _, x := range only(t, b.Poll(now, nil), SendAck) {
+		a.Receive(now, addrB, x.Header, true)
+	}
+	if got := only(t, a.Poll(now, nil), Acked); len(got) != 1 {
+		t.Fatalf("first message not acked: %v", got)
+	}
+}
+
 // A receiver that closes while its ACK is delayed hands the ACK over
 // (OwedAcks), and the sender completes the message it delivered; without
 // it the sender retransmits into the closed QP until it gives up and
@@ -18,24 +38,10 @@ func TestOwedAcksAtClose(t *testing.T) {
 		a := NewEndpoint(cfg, incA)
 		b := NewEndpoint(cfg, incB)
 		now := t0
-		// The handshake and a first message, acknowledged.
-		h, _ := a.Send(now, addrB, 1)
-		b.Receive(now, addrA, h, true)
-		ch := only(t, b.Poll(now, nil), SendAck)
-		a.Receive(now, addrB, ch[0].Header, true)
-		rt := only(t, a.Poll(now, nil), Retransmit)
-		if v := b.Receive(now, addrA, rt[0].Header, true); v != Deliver {
-			t.Fatalf("first DATA with the cookie: %v", v)
-		}
-		for _, x := range only(t, b.Poll(now, nil), SendAck) {
-			a.Receive(now, addrB, x.Header, true)
-		}
-		if got := only(t, a.Poll(now, nil), Acked); len(got) != 1 {
-			t.Fatalf("first message not acked: %v", got)
-		}
+		firstMessage(t, a, b, now)
 		// The last message: delivered, its ACK delayed.
 		now = now.Add(time.Millisecond)
-		h, _ = a.Send(now, addrB, 2)
+		h, _ := a.Send(now, addrB, 2)
 		if v := b.Receive(now, addrA, h, true); v != Deliver {
 			t.Fatalf("last DATA: %v", v)
 		}

@@ -24,7 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <sched.h>
 #include <time.h>
 
@@ -387,12 +386,9 @@ static int server(int argc, char **argv)
 	if (nsend != (is_msg ? 0 : nclients) || ntsend != (is_msg ? 0 : nclients) || nwdata != nclients)
 		die("CQ data: %d senddata, %d tsenddata, %d writedata for %d clients", nsend, ntsend, nwdata, nclients);
 	/* RD: the ACK of a client's last message ("done") goes out once when
-	 * this endpoint's QP is destroyed; under loss it can be lost, and a QP
-	 * that is gone cannot answer the retransmission (docs/rd.md,
-	 * "Destroying a QP"). Keep the endpoint 2 s so that the daemon
-	 * acknowledges retransmissions (no provider call is needed for it). */
-	if (!is_msg)
-		sleep(2);
+	 * this endpoint's QP is destroyed and can be lost; the daemon's linger
+	 * acknowledges the client's retransmission (docs/rd.md, "Destroying a
+	 * QP"): the endpoint closes at once. */
 	for (i = 0; i < neps; i++)
 		fi_close(&eps[i]->fid);
 	if (ep)

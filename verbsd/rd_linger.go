@@ -1,0 +1,308 @@
+package verbsd
+
+import (
+	"encoding/binary"
+	"errors"
+	"net/netip"
+	"time"
+
+	"github.com/iwarpd/iwarpd/internal/crc32c"
+	"github.com/iwarpd/iwarpd/llp/dgram"
+	"github.com/iwarpd/iwarpd/llp/rd"
+	"golang.org/x/sys/unix"
+)
+
+// RD linger (docs/rd.md "Destroying a QP"): a destroyed RD QP sends the
+// acknowledgements it owes once (rdCloseAcks); over a lossy path that ACK
+// can be lost, and a QP that is gone cannot answer the retransmission, so
+// its peer would complete a message that was delivered with
+// WCRetryExcErr. As TCP's TIME-WAIT (RFC 9293 §3.6, §3.10.7.4), the engine keeps
+// the destroyed QP's socket — its port — for -rd-linger with an
+// rd.Linger: the sequence state of the peers it received from recently,
+// nothing of the application. It acknowledges again retransmissions of
+// what was delivered; everything else is dropped as at a closed port.
+//
+// The port stays bound while it lingers: a new QP taking a port from the
+// range skips it. A new QP that needs it — it asks for that port, or every
+// other port of -rd-ports is in use — takes it over (bindRD): the linger
+// ends, and the new life answers the old one's peers with RESET as it
+// would have without linger ("Peer restarted").
+
+// rdLingerMaxPeers bounds the peers all lingering ports of the device
+// remember (rd.LingerPeerBytes plus a map entry each: a few MiB at most);
+// a QP destroyed when the budget is spent lingers with fewer peers or not
+// at all (rd_linger_peers_dropped).
+const rdLingerMaxPeers = 1 << 16
+
+// rdLinger is one lingering port.
+type rdLinger struct {
+	fd       int
+	local    netip.AddrPort
+	qkey     uint32 // the destroyed QP's Q_Key: datagrams naming another are dropped
+	noCRC    bool
+	keys     map[netip.AddrPort]uint32 // the remembered peers' Q_Keys (rd_keys.go)
+	l        *rd.Linger
+	until    time.Time
+	readable bool
+}
+
+// rdLingers is the engine's table of lingering ports and their counters.
+type rdLingers struct {
+	byFD     map[int32]*rdLinger
+	peers    int       // peers remembered by all of them (rdLingerMaxPeers)
+	next     time.Time // earliest until
+	readable bool      // some linger is readable
+	acts     []rd.Action
+	buf      []byte // one received datagram
+	scratch  []byte // headers and CRCs of one batch of replies
+	// Counters (Inspect): lingers started, ended by a new QP taking the
+	// port, ACKs sent, peers not remembered for lack of budget.
+	started, takenOver, acks, peersDropped int64
+}
+
+// rdLingerTime is how long a destroyed RD QP's port lingers: -rd-linger,
+// 0 meaning 2 × -rd-rto-max (two retransmissions of the peer at its
+// largest timeout when ours are alike); negative: not at all.
+func (c *RDConfig) rdLingerTime() time.Duration {
+	if c.Linger == 0 {
+		return 2 * c.Link.MaxRTO
+	}
+	return max(c.Linger, 0)
+}
+
+// rdClose is the RD part of removeQP, after q left the polling set and
+// before its socket closes: the ACKs it owes leave, its reorder store is
+// emptied, and its socket lingers (q.fd = -1 then: closeQP leaves it).
+func (e *engine) rdClose(q *qp, now time.Time) {
+	e.rdCloseAcks(q, now) // rd_qp.go
+	q.rd.dropHeld()       // rd_recv.go: out of the device's reorder store
+	e.rdLingerStart(q, now)
+}
+
+// rdLingerStart makes q's socket linger, if any peer needs it.
+func (e *engine) rdLingerStart(q *qp, now time.Time) {
+	r := q.rd
+	d := r.cfg.rdLingerTime()
+	if d <= 0 || q.fd < 0 || e.quit {
+		return
+	}
+	ls := &e.rdLinger
+	budget := rdLingerMaxPeers - ls.peers
+	want := r.ep.Linger(now, d, 0)
+	if want == nil {
+		return
+	}
+	l := want
+	if want.Peers() > budget {
+		ls.peersDropped += int64(want.Peers() - max(budget, 0))
+		if budget <= 0 {
+			return
+		}
+		l = r.ep.Linger(now, d, budget)
+	}
+	if err := unix.EpollCtl(e.epfd, unix.EPOLL_CTL_ADD, q.fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(q.fd)}); err != nil {
+		return // the socket closes as without linger
+	}
+	g := &rdLinger{fd: q.fd, local: q.local, qkey: q.qkey, noCRC: q.noCRC, keys: map[netip.AddrPort]uint32{}, l: l, until: now.Add(d)}
+	for a, k := range r.keys {
+		if l.Has(a) {
+			g.keys[a] = k
+		}
+	}
+	if ls.byFD == nil {
+		ls.byFD = map[int32]*rdLinger{}
+	}
+	if len(ls.byFD) == 0 || g.until.Before(ls.next) {
+		ls.next = g.until
+	}
+	ls.byFD[int32(q.fd)] = g
+	ls.peers += l.Peers()
+	ls.started++
+	q.fd = -1 // the linger owns the socket now
+}
+
+// rdLingerEvent marks the lingering port of descriptor fd readable
+// (pollFDs); false if fd is no lingering port's.
+func (e *engine) rdLingerEvent(fd int32) bool {
+	g := e.rdLinger.byFD[fd]
+	if g == nil {
+		return false
+	}
+	g.readable = true
+	e.rdLinger.readable = true
+	return true
+}
+
+// rdLingerDeadline is when the next lingering port ends (sleepTimeout).
+func (e *engine) rdLingerDeadline() (time.Time, bool) {
+	return e.rdLinger.next, len(e.rdLinger.byFD) > 0
+}
+
+// rdLingerService answers what the readable lingering ports received and
+// ends those whose time is up. It reports whether it read anything.
+func (e *engine) rdLingerService(now time.Time) bool {
+	ls := &e.rdLinger
+	if len(ls.byFD) == 0 {
+		return false
+	}
+	work := false
+	if ls.readable {
+		ls.readable = false
+		for _, g := range ls.byFD {
+			if g.readable {
+				work = e.rdLingerReceive(g) || work
+				ls.readable = ls.readable || g.readable
+			}
+		}
+	}
+	if !now.Before(ls.next) {
+		var next time.Time
+		for _, g := range ls.byFD {
+			if !now.Before(g.until) {
+				e.rdLingerEnd(g)
+			} else if next.IsZero() || g.until.Before(next) {
+				next = g.until
+			}
+		}
+		ls.next = next
+	}
+	return work
+}
+
+// rdLingerEnd closes a lingering port.
+func (e *engine) rdLingerEnd(g *rdLinger) {
+	ls := &e.rdLinger
+	unix.EpollCtl(e.epfd, unix.EPOLL_CTL_DEL, g.fd, nil)
+	unix.Close(g.fd)
+	delete(ls.byFD, int32(g.fd))
+	ls.peers -= g.l.Peers()
+}
+
+// rdLingerRelease ends the linger holding port (0: the one ending first),
+// for a new QP that needs the port (bindRD). It reports whether one ended.
+func (e *engine) rdLingerRelease(port uint16) bool {
+	var victim *rdLinger
+	for _, g := range e.rdLinger.byFD {
+		if (port != 0 && g.local.Port() == port) || (port == 0 && (victim == nil || g.until.Before(victim.until))) {
+			victim = g
+		}
+	}
+	if victim == nil {
+		return false
+	}
+	e.rdLingerEnd(victim)
+	e.rdLinger.takenOver++
+	return true
+}
+
+// rdLingerCloseAll closes every lingering port (the engine stops).
+func (e *engine) rdLingerCloseAll() {
+	for _, g := range e.rdLinger.byFD {
+		e.rdLingerEnd(g)
+	}
+}
+
+// rdLingerReceive reads g's socket (one recvmmsg: at most recvSlots
+// buffers per pass) and sends the replies of its rd.Linger.
+func (e *engine) rdLingerReceive(g *rdLinger) bool {
+	ls := &e.rdLinger
+	if ls.buf == nil {
+		ls.buf = make([]byte, 64<<10)
+		ls.scratch = make([]byte, rdMaxBatch*rdScratchStride)
+	}
+	rb := e.rb
+	acts := ls.acts[:0]
+	got, err := sysRecvmmsg(g.fd, rb.prepare(recvSlots))
+	if err != nil {
+		if errors.Is(err, unix.EAGAIN) {
+			g.readable = false
+		}
+		return false
+	}
+	e.count(nil, cRecvCalls, 1)
+	rb.received(got)
+	for src, b := range e.rdDatagrams(nil, got, ls.buf) {
+		if k, err := dgram.ParseKeys(b); err != nil || k.QKey != g.qkey {
+			e.count(nil, cDropQKey, 1)
+			continue
+		}
+		d, err := dgram.ParseRD(b, !g.noCRC)
+		if err != nil {
+			if errors.Is(err, dgram.ErrBadCRC) {
+				e.count(nil, cDropCRC, 1)
+			}
+			continue
+		}
+		acts = g.l.Receive(src, d.RD, acts) // one reply at most per datagram
+	}
+	if got < recvSlots {
+		g.readable = false
+	}
+	e.rdLingerSend(g, acts)
+	ls.acts = acts[:0]
+	return true
+}
+
+// rdLingerSend sends the replies acts from g's socket, in order (best
+// effort: one lost is answered again when its peer retransmits).
+func (e *engine) rdLingerSend(g *rdLinger, acts []rd.Action) {
+	ls := &e.rdLinger
+	const dlen = dgram.KeyHeaderLen + dgram.RDHeaderLen + crc32c.Size
+	for len(acts) > 0 {
+		e.sb.reset(false)
+		n := 0
+		for ; n < len(acts) && n < rdMaxBatch && e.sb.fits(acts[n].Peer, dlen, 2, maxSendMsgs); n++ {
+			a := &acts[n]
+			sc := ls.scratch[n*rdScratchStride : (n+1)*rdScratchStride : (n+1)*rdScratchStride]
+			hdr := dgram.Keys{QKey: g.keys[a.Peer], SrcQKey: g.qkey}.Append(sc[:0])
+			hdr = a.Header.Append(hdr)
+			var c uint32
+			if !g.noCRC {
+				c = crc32c.Update(0, hdr)
+			}
+			trailer := sc[len(hdr) : len(hdr)+crc32c.Size]
+			binary.LittleEndian.PutUint32(trailer, c)
+			e.sb.push(a.Peer, hdr, nil, trailer, dgramRef{})
+			ls.acks++
+		}
+		acts = acts[n:]
+		msgs := e.sb.finish()
+		sent, err := e.sendmmsg(g.fd, msgs)
+		e.count(nil, cSendCalls, 1)
+		e.count(nil, cDatagramsOut, int64(max(sent, 0)))
+		if err != nil || sent < len(msgs) {
+			e.count(nil, cSendErrors, 1)
+			return // the socket's buffer is full: the rest are lost
+		}
+	}
+}
+
+// rdLingerInspect adds the lingering ports' counters to m (the daemon's):
+// rd_lingering (ports lingering now), rd_lingering_peers (peers they
+// remember), rd_lingers (started), rd_linger_taken_over, rd_linger_acks,
+// rd_linger_peers_dropped.
+func (e *engine) rdLingerInspect(m map[string]int64) {
+	ls := &e.rdLinger
+	m["rd_lingering"] += int64(len(ls.byFD))
+	m["rd_lingering_peers"] += int64(ls.peers)
+	m["rd_lingers"] += ls.started
+	m["rd_linger_taken_over"] += ls.takenOver
+	m["rd_linger_acks"] += ls.acks
+	m["rd_linger_peers_dropped"] += ls.peersDropped
+}
+
+// bindRD binds the socket of a new RD QP (bindDgram over -rd-ports). When
+// the port it asks for, or every port of the range, is in use and a
+// lingering port is among them, that linger ends and the bind is tried
+// again: a new QP is never refused a port for a linger.
+func (s *session) bindRD(port uint16) (int, netip.AddrPort, error) {
+	fd, ap, err := s.srv.bindDgram(port, s.srv.cfg.RDPorts, s.privBind)
+	if !errors.Is(err, unix.EADDRINUSE) {
+		return fd, ap, err
+	}
+	released := false
+	if s.eng.Do(func() error { released = s.eng.rdLingerRelease(port); return nil }) != nil || !released {
+		return fd, ap, err
+	}
+	return s.srv.bindDgram(port, s.srv.cfg.RDPorts, s.privBind)
+}
