@@ -59,6 +59,7 @@ const (
 	cAtomicsIn     // Atomic Requests executed (responder)
 	cAtomicErrors  // Atomic Requests refused by the access, alignment or operation checks (nothing modified)
 	cAtomicReplays // RD Atomic Requests answered from the replay cache (not executed again)
+	cImmHeld       // tagged Immediate Data held for the next Send (merge_send_imm, rc_imm.go)
 	counterCount
 )
 
@@ -114,6 +115,7 @@ var counterNames = [counterCount]string{
 	cAtomicsIn:           "atomics_in",
 	cAtomicErrors:        "atomic_errors",
 	cAtomicReplays:       "atomic_replays",
+	cImmHeld:             "imm_held",
 }
 
 // counters is a set of statistics; engine-owned, copied out by Inspect.

@@ -22,8 +22,10 @@ type qp struct {
 	caps   proto.QPCaps
 	sigAll bool
 	noCRC  bool
-	qkey   uint32 // datagram QPs: the Q_Key every accepted datagram names (keys.go)
-	state  proto.QPState
+	// mergeImm: an RC QP created with merge_send_imm (rc_imm.go).
+	mergeImm bool
+	qkey     uint32 // datagram QPs: the Q_Key every accepted datagram names (keys.go)
+	state    proto.QPState
 
 	region *mapping
 	sq     *shm.Consumer
