@@ -209,6 +209,8 @@ type rcServer struct {
 	mu   sync.Mutex
 	qps  []*ofverbs.QP
 	errs chan error
+	// mergeImm creates the accepting QPs with MergeSendImm.
+	mergeImm bool
 }
 
 func newRCServer(t *testing.T, srv *ep, ip string) *rcServer {
@@ -229,7 +231,7 @@ func (s *rcServer) accept() (*ofverbs.QP, error) {
 		return nil, err
 	}
 	qp, err := s.srv.pd.CreateQP(ofverbs.QPInitAttr{Type: ofverbs.QPTypeRC, SendCQ: s.srv.scq, RecvCQ: s.srv.rcq,
-		Cap: ofverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		Cap: ofverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}, MergeSendImm: s.mergeImm})
 	if err != nil {
 		req.Reject(nil)
 		return nil, err

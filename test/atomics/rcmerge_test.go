@@ -19,8 +19,9 @@ func mergeSendImm(a *ofverbs.QPInitAttr) { a.MergeSendImm = true }
 func TestRCImmediateMerged(t *testing.T) {
 	da := startDaemon(t, "merge-a", daemontest.Options{})
 	db := startDaemon(t, "merge-b", daemontest.Options{})
-	srv := newEP(t, da, "server", ofverbs.QPTypeRC, accessAll, mergeSendImm)
+	srv := newEP(t, da, "server", ofverbs.QPTypeRC, accessAll)
 	s := newRCServer(t, srv, "127.0.0.1")
+	s.mergeImm = true // the accepting QP
 	cli := newEP(t, db, "client", ofverbs.QPTypeRC, ofverbs.AccessLocalWrite, mergeSendImm)
 	sqp, err := s.connect(cli)
 	if err != nil {
