@@ -15,8 +15,10 @@
  * Receives are posted into a registered buffer (the daemon places the data
  * straight there) except one, which is unregistered (a bounce buffer); the
  * client sends from a registered buffer, from unregistered memory and
- * inline (fi_injectdata). Every wait is bounded (T_TIMEOUT_S seconds times
- * IWARPD_TEST_TIMEOUT_SCALE).
+ * inline (fi_injectdata). Then ROUNDS round trips of 8 octets with fi_send
+ * and ROUNDS with fi_senddata (the CQ data of each checked), each answered
+ * by a fi_send: the client prints their mean times (information only).
+ * Every wait is bounded (T_TIMEOUT_S seconds times IWARPD_TEST_TIMEOUT_SCALE).
  */
 #include <arpa/inet.h>
 #include <stdarg.h>
@@ -39,6 +41,8 @@
 #define SLOT (96 << 10) /* one receive's room in the server's buffer */
 #define BIG (80 << 10)	/* several FPDUs */
 #define WOFF 4096	/* where fi_writedata writes in the server's write area */
+#define ROUNDS 300
+#define PONG 16384 /* the server's ping/pong buffers in its write area */
 
 enum kind { SENDDATA, SEND, SENDMSG, INJECTDATA, WRITEDATA, DONE };
 
@@ -195,6 +199,59 @@ static void wait_cm(uint32_t want, struct fi_eq_cm_entry *entry)
 	}
 }
 
+/* Server: answers 2 * ROUNDS pings (the last ROUNDS with CQ data i) with
+ * 8 octets each; b is registered (desc), and the first ping's receive was
+ * posted with the messages' (a ping must never find none). */
+static void pong(unsigned char *b, void *desc)
+{
+	size_t got = 0, sent = 0;
+	int tx;
+	while (got < 2 * ROUNDS || sent < got) {
+		struct fi_cq_data_entry e;
+		int with_data = got >= ROUNDS;
+		cq_wait(&e, "a ping");
+		if (e.op_context == &tx) {
+			sent++;
+			continue;
+		}
+		if (e.op_context != b || e.len != 8 || !(e.flags & FI_REMOTE_CQ_DATA) != !with_data ||
+		    (with_data && e.data != got - ROUNDS))
+			die("ping %zu: completion context %p flags %#llx len %zu data %#llx", got, e.op_context,
+			    (unsigned long long)e.flags, e.len, (unsigned long long)e.data);
+		got++;
+		if (got < 2 * ROUNDS)
+			CHECK(fi_recv(ep, b, 8, desc, 0, b));
+		POST(fi_send(ep, b + 64, 8, desc, 0, &tx), "fi_send(pong)");
+	}
+}
+
+/* Client: ROUNDS round trips of 8 octets (fi_senddata with data); the
+ * mean time of one in microseconds. */
+static double ping(unsigned char *b, void *desc, int data)
+{
+	double t0 = now_s();
+	int i, tx;
+	for (i = 0; i < ROUNDS; i++) {
+		int seen = 0;
+		CHECK(fi_recv(ep, b + 64, 8, desc, 0, b + 64));
+		if (data)
+			POST(fi_senddata(ep, b, 8, desc, (uint64_t)i, 0, &tx), "fi_senddata(ping)");
+		else
+			POST(fi_send(ep, b, 8, desc, 0, &tx), "fi_send(ping)");
+		while (seen != 3) {
+			struct fi_cq_data_entry e;
+			cq_wait(&e, "a pong");
+			if (e.op_context == &tx)
+				seen |= 1;
+			else if (e.op_context == b + 64 && e.len == 8 && !(e.flags & FI_REMOTE_CQ_DATA))
+				seen |= 2;
+			else
+				die("pong %d: completion context %p flags %#llx", i, e.op_context, (unsigned long long)e.flags);
+		}
+	}
+	return (now_s() - t0) * 1e6 / ROUNDS;
+}
+
 static int server(void)
 {
 	struct fid_pep *pep;
@@ -212,7 +269,7 @@ static int server(void)
 	if (!buf || !bounce)
 		die("calloc");
 	open_common(NULL);
-	CHECK(fi_mr_reg(domain, buf, (NMSGS + 1) * SLOT, FI_RECV | FI_REMOTE_WRITE, 0, 0, 0, &mr, NULL));
+	CHECK(fi_mr_reg(domain, buf, (NMSGS + 1) * SLOT, FI_SEND | FI_RECV | FI_REMOTE_WRITE, 0, 0, 0, &mr, NULL));
 	CHECK(fi_passive_ep(fabric, info, &pep, NULL));
 	CHECK(fi_pep_bind(pep, &eq->fid, 0));
 	CHECK(fi_listen(pep));
@@ -228,6 +285,7 @@ static int server(void)
 		void *b = msgs[i].unregistered ? bounce : buf + i * SLOT;
 		CHECK(fi_recv(ep, b, SLOT, msgs[i].unregistered ? NULL : fi_mr_desc(mr), 0, (void *)&msgs[i]));
 	}
+	CHECK(fi_recv(ep, warea + PONG, 8, fi_mr_desc(mr), 0, warea + PONG)); /* the first ping's */
 	CHECK(fi_accept(ep, NULL, 0));
 	fi_freeinfo(ce.e.info);
 	wait_cm(FI_CONNECTED, &ce.e);
@@ -258,7 +316,8 @@ static int server(void)
 			if (got[j] != pat(i, j))
 				die("message %zu: octet %zu is %u, want %u", i, j, got[j], pat(i, j));
 	}
-	printf("SERVER OK %zu messages\n", NMSGS);
+	pong(warea + PONG, fi_mr_desc(mr));
+	printf("SERVER OK %zu messages, %d pings\n", NMSGS, 2 * ROUNDS);
 	fi_close(&ep->fid);
 	fi_close(&pep->fid);
 	CHECK(fi_close(&mr->fid));
@@ -300,7 +359,7 @@ static int client(const char *addr, const char *keys, const char *bases)
 		die("address %s", host);
 	open_common(&sin);
 	ep = open_ep(info);
-	CHECK(fi_mr_reg(domain, buf, NMSGS * SLOT, FI_SEND | FI_WRITE, 0, 0, 0, &mr, NULL));
+	CHECK(fi_mr_reg(domain, buf, NMSGS * SLOT, FI_SEND | FI_RECV | FI_WRITE, 0, 0, 0, &mr, NULL));
 	CHECK(fi_connect(ep, &sin, NULL, 0));
 	wait_cm(FI_CONNECTED, &ce.e);
 	/* cq_data_size is 4: wider data is refused before anything is sent. */
@@ -344,6 +403,11 @@ static int client(const char *addr, const char *keys, const char *bases)
 			wait_sent(&ctx, FI_RMA | FI_WRITE, "fi_writedata");
 			break;
 		}
+	}
+	{
+		double plain = ping(buf, fi_mr_desc(mr), 0), data = ping(buf, fi_mr_desc(mr), 1);
+		printf("LATENCY 8-octet round trip (%d each): fi_send %.1f us, fi_senddata %.1f us, ratio %.2f\n", ROUNDS,
+		       plain, data, data / plain);
 	}
 	printf("CLIENT OK %zu messages\n", NMSGS);
 	fi_close(&ep->fid);
