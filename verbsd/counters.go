@@ -60,6 +60,11 @@ const (
 	cAtomicErrors  // Atomic Requests refused by the access, alignment or operation checks (nothing modified)
 	cAtomicReplays // RD Atomic Requests answered from the replay cache (not executed again)
 	cImmHeld       // tagged Immediate Data held for the next Send (merge_send_imm, rc_imm.go)
+	// The UD receive backlog (ud_backlog.go).
+	cRecvParked     // times a UD QP stopped reading its sockets: datagrams waited and no receive was posted
+	cRecvHeld       // datagrams of a GRO buffer read beyond the posted receives, held in the daemon
+	cRecvHeldJudged // held datagrams judged once a receive was posted
+	cDropSocketFull // datagrams the kernel dropped on UD sockets (SO_MEMINFO; per QP read at Inspect, daemon-wide also the destroyed QPs')
 	counterCount
 )
 
@@ -116,6 +121,10 @@ var counterNames = [counterCount]string{
 	cAtomicErrors:        "atomic_errors",
 	cAtomicReplays:       "atomic_replays",
 	cImmHeld:             "imm_held",
+	cRecvParked:          "recv_parked",
+	cRecvHeld:            "recv_held",
+	cRecvHeldJudged:      "recv_held_judged",
+	cDropSocketFull:      "drop_socket_full",
 }
 
 // counters is a set of statistics; engine-owned, copied out by Inspect.

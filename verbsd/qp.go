@@ -49,7 +49,8 @@ type qp struct {
 	// Receive side.
 	rwr      recvWR
 	reasm    reassembler
-	maxRecvS uint32 // SGEs per RQE (QP's or SRQ's)
+	backlog  udBacklog // UD: parked sockets, held datagrams (ud_backlog.go)
+	maxRecvS uint32    // SGEs per RQE (QP's or SRQ's)
 
 	// Datagram extensions: Write-Record records being received (wrec*.go)
 	// and the multicast groups the QP is attached to (mcast*.go).
@@ -96,6 +97,9 @@ func (q *qp) hasWork() bool {
 	if q.rd != nil {
 		return q.rdHasWork() // rd_qp.go
 	}
+	if q.backlogWork() { // ud_backlog.go: a receive posted for what waits
+		return true
+	}
 	switch q.state {
 	case proto.QPStateRTS:
 		n, err := q.sq.Available()
@@ -124,8 +128,11 @@ func (e *engine) serviceQP(q *qp, now time.Time) bool {
 		return e.serviceRD(q, now) // rd_qp.go
 	}
 	work := false
-	if q.readable {
-		work = e.receive(q, now)
+	if q.backlog.parked || q.backlog.waiting() {
+		work = e.resumeBacklog(q, now) // ud_backlog.go
+	}
+	if q.readable && e.receive(q, now) {
+		work = true
 	}
 	switch q.state {
 	case proto.QPStateRTS:
@@ -205,4 +212,5 @@ func closeQP(q *qp) {
 	}
 	q.region.Close()
 	q.reasm.reset()
+	q.backlog = udBacklog{}
 }
