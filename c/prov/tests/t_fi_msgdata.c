@@ -13,7 +13,8 @@
  *   t_fi_msgdata client ip:port key base
  *
  * Receives are posted into a registered buffer (the daemon places the data
- * straight there) except one, which is unregistered (a bounce buffer); the
+ * straight there) except two, which are unregistered (the provider's bounce
+ * buffers, copied out at completion: each message its own memory); the
  * client sends from a registered buffer, from unregistered memory and
  * inline (fi_injectdata). Then ROUNDS round trips of 8 octets with fi_send
  * and ROUNDS with fi_senddata (the CQ data of each checked), each answered
@@ -51,7 +52,7 @@ static const struct {
 	enum kind kind;
 	size_t len;
 	uint64_t data;
-	int unregistered; /* client: from malloc'ed memory; server: receive into a bounce buffer */
+	int unregistered; /* client: from malloc'ed memory; server: receive into unregistered memory */
 } msgs[] = {
 	{SENDDATA, 8, 0x11111111, 0},  {SEND, 33, 0, 0},	     {SENDMSG, 1000, 0x22, 0},
 	{INJECTDATA, 16, 0x33, 0},     {SENDDATA, 0, 0, 0},	     {WRITEDATA, 64, 0x44, 0},
@@ -259,14 +260,14 @@ static int server(void)
 	struct sockaddr_in sin;
 	size_t nlen = sizeof(sin), i, j;
 	char name[64];
-	unsigned char *buf = calloc(NMSGS + 1, SLOT), *bounce = calloc(1, SLOT), *warea = buf + NMSGS * SLOT;
+	unsigned char *buf = calloc(NMSGS + 1, SLOT), *plain = calloc(NMSGS, SLOT), *warea = buf + NMSGS * SLOT;
 	struct {
 		struct fi_eq_cm_entry e;
 		char data[64];
 	} ce;
 
 	role = "server";
-	if (!buf || !bounce)
+	if (!buf || !plain)
 		die("calloc");
 	open_common(NULL);
 	CHECK(fi_mr_reg(domain, buf, (NMSGS + 1) * SLOT, FI_SEND | FI_RECV | FI_REMOTE_WRITE, 0, 0, 0, &mr, NULL));
@@ -282,7 +283,7 @@ static int server(void)
 	wait_cm(FI_CONNREQ, &ce.e);
 	ep = open_ep(ce.e.info);
 	for (i = 0; i < NMSGS; i++) {
-		void *b = msgs[i].unregistered ? bounce : buf + i * SLOT;
+		void *b = (msgs[i].unregistered ? plain : buf) + i * SLOT;
 		CHECK(fi_recv(ep, b, SLOT, msgs[i].unregistered ? NULL : fi_mr_desc(mr), 0, (void *)&msgs[i]));
 	}
 	CHECK(fi_recv(ep, warea + PONG, 8, fi_mr_desc(mr), 0, warea + PONG)); /* the first ping's */
@@ -291,7 +292,7 @@ static int server(void)
 	wait_cm(FI_CONNECTED, &ce.e);
 	for (i = 0; i < NMSGS; i++) {
 		struct fi_cq_data_entry e;
-		const unsigned char *got = msgs[i].unregistered ? bounce : buf + i * SLOT;
+		const unsigned char *got = (msgs[i].unregistered ? plain : buf) + i * SLOT;
 		uint64_t want = FI_RECV | FI_MSG | FI_REMOTE_CQ_DATA;
 		size_t len = msgs[i].len;
 		cq_wait(&e, "a message");
@@ -322,7 +323,7 @@ static int server(void)
 	fi_close(&pep->fid);
 	CHECK(fi_close(&mr->fid));
 	free(buf);
-	free(bounce);
+	free(plain);
 	return 0;
 }
 
