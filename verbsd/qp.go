@@ -26,6 +26,7 @@ type qp struct {
 	mergeImm bool
 	qkey     uint32 // datagram QPs: the Q_Key every accepted datagram names (keys.go)
 	state    proto.QPState
+	errWhy   string // why a local error or the client moved the QP to ERROR (errorQP, modify-qp; rc_log.go)
 
 	region *mapping
 	sq     *shm.Consumer
