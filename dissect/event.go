@@ -134,10 +134,13 @@ type AtomicInfo struct {
 }
 
 // ImmediateInfo is RFC 7306 Immediate Data: the 8 octets and the 32-bit
-// verbs value in the first four.
+// verbs value in the first four; Merged when octets 4–7 carry iwarpd's
+// merge tag (the immediate of the Send that follows, docs/atomics.md
+// "Send with Immediate, merged").
 type ImmediateInfo struct {
-	Raw   string `json:"raw"`
-	Value uint32 `json:"value"`
+	Raw    string `json:"raw"`
+	Value  uint32 `json:"value"`
+	Merged bool   `json:"merged,omitempty"`
 }
 
 // ReadRequestInfo is an RDMA Read Request header.
@@ -274,6 +277,9 @@ func FormatText(e *Event, abs bool) string {
 		}
 		if m := r.Immediate; m != nil {
 			fmt.Fprintf(&b, " imm=0x%08x (%s)", m.Value, m.Raw)
+			if m.Merged {
+				b.WriteString(" merged-into-next-send")
+			}
 		}
 	}
 	fmt.Fprintf(&b, " crc=%s", e.CRC)

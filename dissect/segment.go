@@ -62,7 +62,8 @@ func decodeSegment(e *Event, b []byte, llp string) segment {
 		e.RDMAP.Atomic = &AtomicInfo{ReqID: r.AtomicResponse.ReqID, Original: r.AtomicResponse.Original}
 	}
 	if r.HasImmediate {
-		e.RDMAP.Immediate = &ImmediateInfo{Raw: hex.EncodeToString(r.Immediate.Raw[:]), Value: r.Immediate.Value()}
+		e.RDMAP.Immediate = &ImmediateInfo{Raw: hex.EncodeToString(r.Immediate.Raw[:]), Value: r.Immediate.Value(),
+			Merged: r.Immediate.Merged()}
 	}
 	if r.HasWriteRecord {
 		w := &r.WriteRecord

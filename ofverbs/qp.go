@@ -31,6 +31,15 @@ type QPInitAttr struct {
 	// key; peers learn it with the QP's address, from Endpoint. Choose one
 	// only to share it, as every member of a multicast group must.
 	QKey uint32
+	// MergeSendImm (RC only) makes a Send with Immediate take ONE receive
+	// at the target, which completes with the data, its length, WCFlagImm
+	// and the value: the QP sends the RFC 7306 Immediate Data message
+	// first (marked in its octets 4–7), then the Send, and folds a marked
+	// Immediate Data it receives into the next Send's completion. Both
+	// ends must set it. false (the default): RFC 7306 as is, two receives
+	// (the Send's, then the Immediate Data's). docs/atomics.md "Send with
+	// Immediate, merged".
+	MergeSendImm bool
 }
 
 // QPAttr is a QP's state. Modify uses State, and QKey when it is not 0
@@ -118,7 +127,8 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	q := &QP{ctx: c, pd: pd, typ: attr.Type, cap: caps, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, srq: attr.SRQ, region: reg}
 	q.sq = sendQueue{qp: q, prod: shm.NewProducer(sqRing), depth: sqDepth}
 	req := proto.CreateQPRequest{PD: pd.handle, Type: attr.Type, SendCQ: attr.SendCQ.handle, RecvCQ: attr.RecvCQ.handle,
-		Caps: caps, SigAll: attr.SigAll, Port: attr.Port, NoCRC: attr.NoCRC, QKey: attr.QKey}
+		Caps: caps, SigAll: attr.SigAll, Port: attr.Port, NoCRC: attr.NoCRC, QKey: attr.QKey,
+		MergeSendImm: attr.MergeSendImm}
 	if attr.SRQ != nil {
 		req.SRQ = attr.SRQ.handle
 	} else {

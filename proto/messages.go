@@ -151,6 +151,15 @@ type CreateQPRequest struct {
 	// non-zero one (returned in the reply), which peers learn with the
 	// QP's address.
 	QKey uint32 `json:"qkey,omitempty"`
+	// MergeSendImm (RC only) merges a Send with Immediate into one
+	// receive (docs/atomics.md "Send with Immediate, merged"): the QP sends
+	// the RFC 7306 Immediate Data message first, marked in its octets 4–7
+	// (rdmap.ImmediateMergeTag), then the Send; and a marked Immediate
+	// Data it receives consumes no receive but completes with the next
+	// Send. Both ends must set it (the libfabric provider does on every
+	// FI_EP_MSG endpoint). false: RFC 7306 as is (a Send, then an
+	// Immediate Data message that takes its own receive).
+	MergeSendImm bool `json:"merge_send_imm,omitempty"`
 }
 
 type CreateQPReply struct {

@@ -214,6 +214,26 @@ func MakeImmediateData(imm uint32) ImmediateData {
 	return d
 }
 
+// ImmediateMergeTag, in octets 4–7 of an Immediate Data (big-endian),
+// marks it as the immediate of the Send that follows it on the stream:
+// iwarpd's "merged" Send with Immediate (docs/atomics.md), which a QP
+// created with merge_send_imm sends and folds into one receive. On the
+// wire it is an ordinary RFC 7306 Immediate Data message (its 8 octets are
+// the sender's data to RFC 7306); a peer that does not know the tag sees
+// an Immediate Data whose value (octets 0–3) is the immediate.
+const ImmediateMergeTag uint32 = 0x69774d53 // "iwMS"
+
+// MakeMergedImmediateData returns the Immediate Data carrying imm and
+// ImmediateMergeTag.
+func MakeMergedImmediateData(imm uint32) ImmediateData {
+	d := MakeImmediateData(imm)
+	binary.BigEndian.PutUint32(d.Raw[4:], ImmediateMergeTag)
+	return d
+}
+
+// Merged reports whether octets 4–7 carry ImmediateMergeTag.
+func (d ImmediateData) Merged() bool { return binary.BigEndian.Uint32(d.Raw[4:]) == ImmediateMergeTag }
+
 // Value is the 32-bit immediate value (octets 0–3).
 func (d ImmediateData) Value() uint32 { return binary.BigEndian.Uint32(d.Raw[:4]) }
 

@@ -51,6 +51,20 @@ func TestAtomicGolden(t *testing.T) {
 	if p, n, err := ParseImmediateData(d.Raw[:]); err != nil || n != 8 || p.Value() != 0xcafef00d {
 		t.Errorf("immediate parse %v %d %v", p, n, err)
 	}
+	if d.Merged() {
+		t.Error("a plain Immediate Data reads as merged")
+	}
+	m := MakeMergedImmediateData(0xcafef00d)
+	if got := hex.EncodeToString(m.Append(nil)); got != "cafef00d69774d53" {
+		t.Errorf("merged immediate data %s", got)
+	}
+	if p, _, _ := ParseImmediateData(m.Raw[:]); !p.Merged() || p.Value() != 0xcafef00d {
+		t.Errorf("merged immediate parse %v: merged %v", p, p.Merged())
+	}
+	m.Raw[7] ^= 1
+	if m.Merged() {
+		t.Error("a damaged tag reads as merged")
+	}
 	// The reserved bits survive a round trip (a responder checks them).
 	r := AtomicRequest{Reserved: 0xabcdef1, Op: AtomicSwap}
 	if p, _, _ := ParseAtomicRequest(r.Append(nil)); p.Reserved != r.Reserved || p.Op != AtomicSwap {

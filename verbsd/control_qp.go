@@ -18,6 +18,8 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 	switch req.Type {
 	case proto.QPTypeUD:
 	case proto.QPTypeRC:
+		// merge_send_imm is RC's only (rc_imm.go): a datagram Send with
+		// Immediate is one message already.
 		// Connected with Connect/Accept (cm*.go): no socket until then.
 		if req.Port != 0 || req.NoCRC || req.QKey != 0 {
 			return nil, errf(unix.EINVAL, "create-qp: port, no_crc and qkey are datagram options; RC QPs negotiate with MPA")
@@ -31,6 +33,9 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 		}
 	default:
 		return nil, errf(unix.EINVAL, "create-qp: unknown QP type %d", req.Type)
+	}
+	if req.MergeSendImm && req.Type != proto.QPTypeRC {
+		return nil, errf(unix.EINVAL, "create-qp: merge_send_imm is an RC option; a UD or RD Send with Immediate takes one receive already")
 	}
 	if err := s.checkClientPort("create-qp", req.Port); err != nil {
 		return nil, err
@@ -83,7 +88,7 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := &qp{s: s, caps: c, sigAll: req.SigAll, noCRC: req.NoCRC, state: proto.QPStateReset, region: m, fd: -1,
+	q := &qp{s: s, caps: c, sigAll: req.SigAll, noCRC: req.NoCRC, mergeImm: req.MergeSendImm, state: proto.QPStateReset, region: m, fd: -1,
 		maxRecvS: c.MaxRecvSGE, typ: req.Type}
 	if req.Type != proto.QPTypeRC {
 		q.qkey = req.QKey

@@ -60,6 +60,7 @@ const (
 	cAtomicsIn     // Atomic Requests executed (responder)
 	cAtomicErrors  // Atomic Requests refused by the access, alignment or operation checks (nothing modified)
 	cAtomicReplays // RD Atomic Requests answered from the replay cache (not executed again)
+	cImmHeld       // tagged Immediate Data held for the next Send (merge_send_imm, rc_imm.go)
 	// The UD receive backlog (ud_backlog.go).
 	cRecvParked     // times a UD QP stopped reading its sockets: datagrams waited and no receive was posted
 	cRecvHeld       // datagrams of a GRO buffer read beyond the posted receives, held in the daemon
@@ -121,6 +122,7 @@ var counterNames = [counterCount]string{
 	cAtomicsIn:           "atomics_in",
 	cAtomicErrors:        "atomic_errors",
 	cAtomicReplays:       "atomic_replays",
+	cImmHeld:             "imm_held",
 	cRecvParked:          "recv_parked",
 	cRecvHeld:            "recv_held",
 	cRecvHeldJudged:      "recv_held_judged",

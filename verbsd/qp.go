@@ -22,9 +22,11 @@ type qp struct {
 	caps   proto.QPCaps
 	sigAll bool
 	noCRC  bool
-	qkey   uint32 // datagram QPs: the Q_Key every accepted datagram names (keys.go)
-	state  proto.QPState
-	errWhy string // why a local error or the client moved the QP to ERROR (errorQP, modify-qp; rc_log.go)
+	// mergeImm: an RC QP created with merge_send_imm (rc_imm.go).
+	mergeImm bool
+	qkey     uint32 // datagram QPs: the Q_Key every accepted datagram names (keys.go)
+	state    proto.QPState
+	errWhy   string // why a local error or the client moved the QP to ERROR (errorQP, modify-qp; rc_log.go)
 
 	region *mapping
 	sq     *shm.Consumer

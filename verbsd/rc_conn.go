@@ -169,6 +169,7 @@ type rcConn struct {
 	nextReqID  uint32                 // last RFC 7306 Request Identifier sent
 	afterWrite bool                   // the last message received was an RDMA Write (an Immediate Data after it completes as WCRecvRDMAWithImm)
 	rqe        rcRecv                 // the receive WR of the Send being received
+	heldImm    rcHeldImm              // merge_send_imm: a tagged Immediate Data waiting for its Send (rc_imm.go)
 }
 
 // rcQueue is a small FIFO (bounded by its user).

@@ -74,11 +74,12 @@ type rcEnd struct {
 var rcCaps = proto.QPCaps{MaxSendWR: 256, MaxRecvWR: 256, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInline: 256}
 
 type rcOpts struct {
-	bufSize int
-	access  proto.Access
-	srq     uint32 // use this SRQ (the client c must own it)
-	c       *verbsdtest.Client
-	pd      uint32
+	bufSize  int
+	access   proto.Access
+	srq      uint32 // use this SRQ (the client c must own it)
+	c        *verbsdtest.Client
+	pd       uint32
+	mergeImm bool // create the QP with merge_send_imm (rc_imm.go)
 }
 
 func newRCEnd(t testing.TB, srv *Server, path string, o rcOpts) *rcEnd {
@@ -142,7 +143,8 @@ func newRCEnd(t testing.TB, srv *Server, path string, o rcOpts) *rcEnd {
 		n.rq = shm.NewProducer(rq)
 	}
 	var r proto.CreateQPReply
-	req := proto.CreateQPRequest{PD: n.pd, Type: proto.QPTypeRC, SendCQ: n.scq.Handle, RecvCQ: n.rcq.Handle, SRQ: o.srq, Caps: caps}
+	req := proto.CreateQPRequest{PD: n.pd, Type: proto.QPTypeRC, SendCQ: n.scq.Handle, RecvCQ: n.rcq.Handle, SRQ: o.srq, Caps: caps,
+		MergeSendImm: o.mergeImm}
 	if _, err := n.c.Call(proto.OpCreateQP, req, &r, reg.FD()); err != nil {
 		t.Fatal(err)
 	}

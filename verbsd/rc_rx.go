@@ -62,6 +62,7 @@ type rcRx struct {
 	h       ddp.Header
 	op      rdmap.Opcode
 	rtr     bool // the zero-length Send RTR: consumed, not delivered
+	immHold bool // a tagged Immediate Data held for the next Send (rc_imm.go)
 	payLen  int
 	placed  int
 	hold    bool // the last payload octet goes through last
@@ -107,6 +108,9 @@ type rcRecv struct {
 	sges   []proto.SGE
 	total  uint64
 	placed uint32
+	hasImm bool   // a merged Immediate Data's value completes with it (rc_imm.go)
+	immSE  bool   // that Immediate Data had Solicited Event
+	imm    uint32 // its value
 }
 
 // rcFD reads a non-blocking socket (what is left after a Terminate).
@@ -383,7 +387,10 @@ func (e *engine) rcCheck(q *qp) bool {
 		return fail(iwerr.RDMAPUnexpectedOpcode, nil)
 	}
 	x.payLen = x.ulen - x.want
-	x.hold, x.rtr, x.dst = false, false, x.dst[:0]
+	x.hold, x.rtr, x.immHold, x.dst = false, false, false, x.dst[:0]
+	if c.heldImm.held && !rcIsSend(x.op) && (h.Tagged || h.MSN == c.expMSN[h.QN]) && !e.rcReleaseImm(q) {
+		return false // a held Immediate Data not followed by a Send: its own receive (rc_imm.go)
+	}
 	if h.Tagged {
 		return e.rcCheckTagged(q, fail)
 	}
@@ -395,6 +402,10 @@ func (e *engine) rcCheck(q *qp) bool {
 		if x.op == rdmap.OpImmediateData || x.op == rdmap.OpImmediateDataSE {
 			if !e.rcCheckImmediate(q, fail) { // rc_atomic.go
 				return false
+			}
+			if e.rcHoldsImm(q) { // rc_imm.go: no receive
+				x.immHold = true
+				return true
 			}
 		}
 		return e.rcCheckSend(q, fail)
@@ -491,6 +502,9 @@ func (e *engine) rcCheckSend(q *qp, fail func(iwerr.Error, []byte) bool) bool {
 			e.rcTerminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
 			return false
 		}
+		if rcIsSend(x.op) {
+			c.rcAttachImm() // rc_imm.go
+		}
 	}
 	if h.MO != c.rqe.placed {
 		return fail(iwerr.DDPInvalidMO, nil)
@@ -538,7 +552,7 @@ func (e *engine) rcTakeRecv(q *qp) rqeResult {
 	}
 	st := proto.WCSuccess
 	r := &c.rqe
-	r.wrid, r.sges, r.total, r.placed = rqe.WRID, r.sges[:0], 0, 0
+	r.wrid, r.sges, r.total, r.placed, r.hasImm = rqe.WRID, r.sges[:0], 0, 0, false
 	if uint32(rqe.NumSGE) > q.maxRecvS || proto.RQEHeaderLen+int(rqe.NumSGE)*proto.SGELen > len(slot) {
 		st = proto.WCLocLenErr
 	} else {
@@ -745,6 +759,12 @@ func (e *engine) rcCommit(q *qp) bool {
 			c.expMSN[0]++
 			return true
 		}
+		if x.immHold {
+			c.expMSN[0]++
+			e.rcHoldImm(q) // rc_imm.go
+			c.afterWrite = false
+			return true
+		}
 		c.rqe.placed += uint32(x.payLen)
 		if h.Last {
 			c.expMSN[0]++
@@ -770,41 +790,5 @@ func (e *engine) rcCommit(q *qp) bool {
 		e.rcTermReceived(q, x.hdr[ddp.UntaggedHeaderLen:x.want])
 		return false
 	}
-	return true
-}
-
-// rcCompleteRecv completes the receive WR of a fully received Send,
-// after the remote invalidation a Send with Invalidate asks for.
-func (e *engine) rcCompleteRecv(q *qp) bool {
-	c := q.rc
-	x := &c.rx
-	r := &c.rqe
-	cqe := proto.CQE{WRID: r.wrid, Opcode: proto.WCRecv, ByteLen: r.placed, QPN: q.qpn}
-	if x.op == rdmap.OpSendSE || x.op == rdmap.OpSendSEInvalidate || x.op == rdmap.OpImmediateDataSE {
-		cqe.Flags |= proto.WCFlagSolicited
-	}
-	if x.op == rdmap.OpImmediateData || x.op == rdmap.OpImmediateDataSE {
-		d, _, _ := rdmap.ParseImmediateData(x.hdr[ddp.UntaggedHeaderLen:x.want])
-		cqe.Flags |= proto.WCFlagImm
-		cqe.Imm = d.Value()
-		if c.afterWrite {
-			cqe.Opcode = proto.WCRecvRDMAWithImm
-		}
-	}
-	if x.op == rdmap.OpSendInvalidate || x.op == rdmap.OpSendSEInvalidate {
-		stag := x.h.ULPReserved
-		m := q.s.mrByRKey(stag)
-		if m == nil || m.pd != q.pd {
-			e.rcTerminate(q, iwerr.RDMAPCannotInvalidate, x.hdr[:ddp.UntaggedHeaderLen], nil, x.ulen)
-			return false
-		}
-		m.invalid = true
-		cqe.Flags |= proto.WCFlagWithInv
-		cqe.InvStag = stag
-	}
-	r.active = false
-	e.count(q, cMessagesIn, 1)
-	e.count(q, cBytesIn, int64(r.placed))
-	e.postCQE(q.s, q.recvCQ, &cqe)
 	return true
 }

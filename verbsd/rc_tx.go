@@ -52,6 +52,8 @@ type rcMsg struct {
 	imm      [rdmap.ImmediateDataLen]byte // Send/Write with Imm: the Immediate Data message that follows
 	immOp    rdmap.Opcode                 // its opcode (0: none)
 	immPhase bool                         // sending the Immediate Data message
+	immFirst bool                         // merged Send with Imm: the Immediate Data goes first (rc_imm.go)
+	sendSegs ddp.Segmenter                // then the Send's segments
 	total    int
 	segs     ddp.Segmenter
 	seg      uint32 // segment being sent
@@ -353,8 +355,9 @@ func (t *rcTx) appendSegs(c *rcConn, m *rcMsg, from, last uint32, limit int) boo
 }
 
 // msgEnds reports whether m's last segment ends its work request (an
-// Immediate Data message follows a Send or Write with Imm).
-func (t *rcTx) msgEnds(m *rcMsg) bool { return m.immOp == 0 || m.immPhase }
+// Immediate Data message follows a Send or Write with Imm, or precedes
+// the Send of a merged Send with Imm).
+func (t *rcTx) msgEnds(m *rcMsg) bool { return m.immOp == 0 || m.immPhase != m.immFirst }
 
 // rcTxPayloads translates the current message's payload for this pass,
 // from message offset from on: all of it, or for a Read Response or a
@@ -549,7 +552,7 @@ func (e *engine) rcPrepareWR(q *qp, sqe *proto.SQE, slot []byte) proto.WCStatus 
 	c := q.rc
 	t := &c.tx
 	t.kind, t.wrOp, t.useIn, t.seg, t.fresh, t.total = txSQ, sqe.Opcode, false, 0, false, 0
-	t.immOp, t.immPhase = 0, false
+	t.immOp, t.immPhase, t.immFirst = 0, false, false
 	t.sges = t.sges[:0]
 	if !sqe.KnownFlags() {
 		return proto.WCLocQPOpErr
@@ -590,6 +593,10 @@ func (e *engine) rcPrepareWR(q *qp, sqe *proto.SQE, slot []byte) proto.WCStatus 
 		return proto.WCSuccess
 	default:
 		return proto.WCLocQPOpErr
+	}
+	if sqe.Opcode == proto.WRSendWithImm && q.mergeImm {
+		e.rcPrepareMergedImm(q, sqe) // rc_imm.go
+		return proto.WCSuccess
 	}
 	if sqe.Opcode == proto.WRSendWithImm || sqe.Opcode == proto.WRWriteWithImm {
 		// RFC 7306: the Send or Write, then an Immediate Data message (with
@@ -679,7 +686,13 @@ func (e *engine) rcFPDUSent(q *qp) {
 	switch t.kind {
 	case txSQ:
 		e.count(q, cMessagesOut, 1)
-		if t.immOp != 0 && !t.immPhase {
+		if t.immFirst && t.immPhase {
+			// A merged Send with Imm: its Immediate Data is out, the Send follows.
+			t.segs, t.seg, t.fresh, t.immPhase = t.sendSegs, 0, false, false
+			t.payloads = t.payloads[:0]
+			return
+		}
+		if t.immOp != 0 && !t.immPhase && !t.immFirst {
 			// The Send or Write is out: its Immediate Data follows.
 			e.count(q, cBytesOut, int64(t.total))
 			msn, _ := c.msn.NextMSN(rdmap.QNSend)

@@ -17,8 +17,9 @@
 	(FI_MSG | FI_TAGGED | IWD_RMA_CAPS | FI_ATOMIC | FI_REMOTE_CQ_DATA | FI_SEND | FI_RECV | FI_MULTI_RECV | \
 	 FI_SOURCE | FI_DIRECTED_RECV | IWD_COMM_CAPS)
 #define IWD_DGRAM_CAPS (FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | IWD_COMM_CAPS)
-/* MSG: FI_REMOTE_CQ_DATA is fi_writedata only (an RDMA Write with
- * Immediate consumes a receive: FI_RX_CQ_DATA mode), docs/libfabric.md. */
+/* MSG: FI_REMOTE_CQ_DATA is fi_writedata (an RDMA Write with Immediate,
+ * which consumes a receive: FI_RX_CQ_DATA mode) and fi_senddata (a Send
+ * with Immediate merged into one receive: merge_send_imm), docs/libfabric.md. */
 #define IWD_MSG_CAPS (FI_MSG | IWD_RMA_CAPS | FI_ATOMIC | FI_REMOTE_CQ_DATA | FI_SEND | FI_RECV | IWD_COMM_CAPS)
 #define IWD_MSG_CQ_DATA_SIZE 4 /* the 32-bit verbs immediate */
 #define IWD_PRIMARY_CAPS (FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_COLLECTIVE)

@@ -347,6 +347,9 @@ int iwd_ep_create_qp(struct iwd_ep *ep, enum iwv_qp_type qpt, size_t rx_depth)
 	qa.port = ep->want_port;
 	if (qpt != IWV_QPT_RC)
 		qa.qkey = IWD_QKEY;
+	/* MSG: fi_senddata is a Send with Immediate that takes one receive at
+	 * the peer, which is also a provider MSG endpoint (docs/libfabric.md). */
+	qa.merge_send_imm = qpt == IWV_QPT_RC;
 	ret = iwv_create_qp(dom->pd, &qa, &ep->qp);
 	if (ret) {
 		IWD_WARN(FI_LOG_EP_CTRL, "iwarpd: creating a %s QP: %s\n",

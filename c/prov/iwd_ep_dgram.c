@@ -78,8 +78,10 @@ static void rx_wc(struct iwd_ep *ep, struct iwd_rxreq *rr, const struct iwv_wc *
 	}
 	if (wc->flags & IWV_WC_FLAG_IMM) {
 		/* MSG (FI_RX_CQ_DATA): an RDMA Write with Immediate consumed this
-		 * receive (always reported); a Send with Immediate from another
-		 * RFC 7306 sender reads as a message with CQ data. */
+		 * receive (always reported), or a Send with Immediate did: the
+		 * peer's fi_senddata, merged into one receive by the daemon
+		 * (merge_send_imm), or another RFC 7306 sender's Immediate Data
+		 * (a message of 0 octets with CQ data). */
 		f |= FI_REMOTE_CQ_DATA;
 		if (wc->opcode == IWV_WC_RECV_RDMA_WITH_IMM) {
 			iwd_ep_rx_done(ep, rr->context, FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA | FI_COMPLETION, 0,
@@ -216,7 +218,7 @@ static ssize_t dg_recv(struct iwd_ep *ep, const struct iovec *iov, void **desc, 
 }
 
 static ssize_t dg_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, size_t count, fi_addr_t dest,
-		       void *context, uint64_t op_flags)
+		       void *context, uint64_t op_flags, uint64_t data)
 {
 	struct iwv_sge sge[IWD_IOV_LIMIT + 1];
 	struct iwv_send_wr wr;
@@ -232,8 +234,15 @@ static ssize_t dg_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, 
 		return -FI_EMSGSIZE;
 	if ((op_flags & FI_INJECT) && len > ep->info->tx_attr->inject_size)
 		return -FI_EMSGSIZE;
-	if (op_flags & FI_REMOTE_CQ_DATA)
-		return -FI_ENOSYS;
+	if (op_flags & FI_REMOTE_CQ_DATA) {
+		/* MSG only: a Send with Immediate on a merge_send_imm QP (one
+		 * receive at the peer, zero-copy as a Send); DGRAM offers no CQ
+		 * data (cq_data_size 0). */
+		if (ep->type != FI_EP_MSG || !(ep->caps & FI_REMOTE_CQ_DATA))
+			return -FI_ENOSYS;
+		if (data > UINT32_MAX)
+			return -FI_EINVAL; /* cq_data_size 4 */
+	}
 	iwd_lock(ep->dom);
 	if (ep->dom->dead) {
 		iwd_unlock(ep->dom);
@@ -283,6 +292,10 @@ static ssize_t dg_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, 
 	memset(&wr, 0, sizeof(wr));
 	wr.wr_id = (uint64_t)(uintptr_t)tx;
 	wr.opcode = IWV_WR_SEND;
+	if (op_flags & FI_REMOTE_CQ_DATA) {
+		wr.opcode = IWV_WR_SEND_WITH_IMM;
+		wr.imm = (uint32_t)data;
+	}
 	wr.flags = IWV_SEND_SIGNALED;
 	wr.num_sge = (uint16_t)nsge;
 	wr.sg_list = sge;
@@ -321,48 +334,39 @@ static ssize_t m_recvmsg(struct fid_ep *f, const struct fi_msg *msg, uint64_t fl
 static ssize_t m_send(struct fid_ep *f, const void *buf, size_t len, void *desc, fi_addr_t dest, void *ctx)
 {
 	struct iovec iov = {(void *)buf, len};
-	return dg_send(ep_of(f), &iov, &desc, 1, dest, ctx, ep_of(f)->tx_op_flags);
+	return dg_send(ep_of(f), &iov, &desc, 1, dest, ctx, ep_of(f)->tx_op_flags, 0);
 }
 
 static ssize_t m_sendv(struct fid_ep *f, const struct iovec *iov, void **desc, size_t count, fi_addr_t dest, void *ctx)
 {
-	return dg_send(ep_of(f), iov, desc, count, dest, ctx, ep_of(f)->tx_op_flags);
+	return dg_send(ep_of(f), iov, desc, count, dest, ctx, ep_of(f)->tx_op_flags, 0);
 }
 
 static ssize_t m_sendmsg(struct fid_ep *f, const struct fi_msg *msg, uint64_t flags)
 {
 	if (!msg)
 		return -FI_EINVAL;
-	return dg_send(ep_of(f), msg->msg_iov, msg->desc, msg->iov_count, msg->addr, msg->context, flags);
+	return dg_send(ep_of(f), msg->msg_iov, msg->desc, msg->iov_count, msg->addr, msg->context, flags, msg->data);
 }
 
 static ssize_t m_inject(struct fid_ep *f, const void *buf, size_t len, fi_addr_t dest)
 {
 	struct iovec iov = {(void *)buf, len};
-	return dg_send(ep_of(f), &iov, NULL, 1, dest, NULL, FI_INJECT);
+	return dg_send(ep_of(f), &iov, NULL, 1, dest, NULL, FI_INJECT, 0);
 }
 
+/* fi_senddata / fi_injectdata: MSG only (DGRAM: -FI_ENOSYS, dg_send). */
 static ssize_t m_senddata(struct fid_ep *f, const void *buf, size_t len, void *desc, uint64_t data, fi_addr_t dest,
 			  void *ctx)
 {
-	IWD_UNUSED(f);
-	IWD_UNUSED(buf);
-	IWD_UNUSED(len);
-	IWD_UNUSED(desc);
-	IWD_UNUSED(data);
-	IWD_UNUSED(dest);
-	IWD_UNUSED(ctx);
-	return -FI_ENOSYS; /* no immediate data on UD/RC yet (cq_data_size 0) */
+	struct iovec iov = {(void *)buf, len};
+	return dg_send(ep_of(f), &iov, &desc, 1, dest, ctx, ep_of(f)->tx_op_flags | FI_REMOTE_CQ_DATA, data);
 }
 
 static ssize_t m_injectdata(struct fid_ep *f, const void *buf, size_t len, uint64_t data, fi_addr_t dest)
 {
-	IWD_UNUSED(f);
-	IWD_UNUSED(buf);
-	IWD_UNUSED(len);
-	IWD_UNUSED(data);
-	IWD_UNUSED(dest);
-	return -FI_ENOSYS;
+	struct iovec iov = {(void *)buf, len};
+	return dg_send(ep_of(f), &iov, NULL, 1, dest, NULL, FI_INJECT | FI_REMOTE_CQ_DATA, data);
 }
 
 struct fi_ops_msg iwd_dgram_msg_ops = {

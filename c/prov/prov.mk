@@ -14,12 +14,14 @@ MULTIARCH := $(shell dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || $(CC)
 PROVDIR   ?= /usr/lib/$(MULTIARCH)/libfabric
 
 PROV_ATOMIC_TEST := $(BUILD)/prov/t_fi_atomic
+PROV_MSGDATA_TEST := $(BUILD)/prov/t_fi_msgdata
 
-prov: $(PROV_SO) $(PROV_TEST) $(PROV_ATOMIC_TEST)
+prov: $(PROV_SO) $(PROV_TEST) $(PROV_ATOMIC_TEST) $(PROV_MSGDATA_TEST)
 
-# FI_ATOMIC / FI_REMOTE_CQ_DATA between processes (test/libfabric/atomic_test.go),
-# under AddressSanitizer and UBSan; it loads the provider through libfabric.
-$(PROV_ATOMIC_TEST): prov/tests/t_fi_atomic.c
+# FI_ATOMIC / FI_REMOTE_CQ_DATA between processes (test/libfabric/atomic_test.go,
+# msgdata_test.go), under AddressSanitizer and UBSan; they load the provider
+# through libfabric.
+$(PROV_ATOMIC_TEST) $(PROV_MSGDATA_TEST): $(BUILD)/prov/t_%: prov/tests/t_%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(WARN) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
 		-fno-sanitize-recover=all -o $@ $< -lfabric

@@ -31,8 +31,8 @@ type ep struct {
 const bufLen = 1 << 16
 
 // newEP opens a session on d and creates a QP of typ with a buffer
-// registered with access.
-func newEP(t *testing.T, d *daemontest.Daemon, name string, typ ofverbs.QPType, access ofverbs.Access) *ep {
+// registered with access; opts may change the QP's attributes.
+func newEP(t *testing.T, d *daemontest.Daemon, name string, typ ofverbs.QPType, access ofverbs.Access, opts ...func(*ofverbs.QPInitAttr)) *ep {
 	t.Helper()
 	must := func(err error) {
 		t.Helper()
@@ -53,8 +53,12 @@ func newEP(t *testing.T, d *daemontest.Daemon, name string, typ ofverbs.QPType, 
 	must(err)
 	e.rcq, err = e.ctx.CreateCQ(256, nil)
 	must(err)
-	e.qp, err = e.pd.CreateQP(ofverbs.QPInitAttr{Type: typ, SendCQ: e.scq, RecvCQ: e.rcq,
-		Cap: ofverbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInline: 64}})
+	attr := ofverbs.QPInitAttr{Type: typ, SendCQ: e.scq, RecvCQ: e.rcq,
+		Cap: ofverbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInline: 64}}
+	for _, o := range opts {
+		o(&attr)
+	}
+	e.qp, err = e.pd.CreateQP(attr)
 	must(err)
 	must(e.qp.ModifyState(ofverbs.QPStateInit))
 	if typ != ofverbs.QPTypeRC {
@@ -205,6 +209,8 @@ type rcServer struct {
 	mu   sync.Mutex
 	qps  []*ofverbs.QP
 	errs chan error
+	// mergeImm creates the accepting QPs with MergeSendImm.
+	mergeImm bool
 }
 
 func newRCServer(t *testing.T, srv *ep, ip string) *rcServer {
@@ -225,7 +231,7 @@ func (s *rcServer) accept() (*ofverbs.QP, error) {
 		return nil, err
 	}
 	qp, err := s.srv.pd.CreateQP(ofverbs.QPInitAttr{Type: ofverbs.QPTypeRC, SendCQ: s.srv.scq, RecvCQ: s.srv.rcq,
-		Cap: ofverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		Cap: ofverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}, MergeSendImm: s.mergeImm})
 	if err != nil {
 		req.Reject(nil)
 		return nil, err

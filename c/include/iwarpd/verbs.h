@@ -395,6 +395,12 @@ struct iwv_qp_init_attr {
 	uint16_t port;   /* datagram QPs: this UDP port (0: any in the daemon's range) */
 	int no_crc;      /* datagram QPs: no CRC (agreed with peers out of band) */
 	uint32_t qkey;   /* datagram QPs: the Q_Key (0: the daemon draws a random one, iwv_qp_qkey) */
+	/* RC only: a Send with Immediate takes ONE receive at the target (its
+	 * completion has the data, the length, IWV_WC_FLAG_IMM and the value):
+	 * the Immediate Data message goes first, marked, then the Send; both
+	 * ends must set it (docs/atomics.md "Send with Immediate, merged").
+	 * 0: RFC 7306 as is, two receives. */
+	int merge_send_imm;
 };
 
 struct iwv_qp_attr {

@@ -383,7 +383,7 @@ static int server(int argc, char **argv)
 		    (unsigned long long)nclients * k);
 	if (tgt[W_LOCK] != 0)
 		die("lock left at %llu", (unsigned long long)tgt[W_LOCK]);
-	if (nsend != (is_msg ? 0 : nclients) || ntsend != (is_msg ? 0 : nclients) || nwdata != nclients)
+	if (nsend != nclients || ntsend != (is_msg ? 0 : nclients) || nwdata != nclients)
 		die("CQ data: %d senddata, %d tsenddata, %d writedata for %d clients", nsend, ntsend, nwdata, nclients);
 	/* RD: the ACK of a client's last message ("done") goes out once when
 	 * this endpoint's QP is destroyed and can be lost; the daemon's linger
@@ -603,12 +603,14 @@ static void cq_data(int id)
 	uint64_t payload = (uint64_t)id, word = 0xAB00 + (uint64_t)id;
 	int ctx[3];
 	ssize_t r;
+	/* MSG: a Send with Immediate merged into one receive (merge_send_imm);
+	 * t_fi_msgdata.c checks every form. */
+	POST(fi_senddata(ep, &payload, 8, NULL, 0x5E5E0000u | (uint64_t)id, peer, &ctx[0]), "fi_senddata");
+	wait_ok(&ctx[0], FI_SEND | FI_MSG, "fi_senddata");
 	if (is_msg) {
-		r = fi_senddata(ep, &payload, 8, NULL, 0x5E5E0000u | (uint64_t)id, 0, &ctx[0]);
-		expect(r, -FI_ENOSYS, "fi_senddata on MSG");
+		r = fi_senddata(ep, &payload, 8, NULL, 1ull << 40, peer, &ctx[0]);
+		expect(r, -FI_EINVAL, "fi_senddata of 41-bit data on MSG (cq_data_size 4)");
 	} else {
-		POST(fi_senddata(ep, &payload, 8, NULL, 0x5E5E0000u | (uint64_t)id, peer, &ctx[0]), "fi_senddata");
-		wait_ok(&ctx[0], FI_SEND | FI_MSG, "fi_senddata");
 		POST(fi_tsenddata(ep, &payload, 8, NULL, 0x7E7E0000u | (uint64_t)id, peer, DONE_TAG, &ctx[1]),
 		     "fi_tsenddata");
 		wait_ok(&ctx[1], FI_SEND | FI_TAGGED, "fi_tsenddata");
