@@ -69,7 +69,14 @@ func (e *engine) failFaulted(s *session, addr uintptr) {
 		log.Warnf("session %d (pid %d, uid %d): its shared memory faulted at %#x; session closed "+
 			"(the client's memory went away under the daemon)", s.id, s.cred.Pid, s.cred.Uid, addr)
 	}
-	e.teardownSession(s)
+	if e.shared {
+		// engines.go: the teardown touches every engine's state, so it
+		// is the command serve runs when the connection closes; until
+		// then no engine serves the session (serveShared).
+		s.faulted.Store(true)
+	} else {
+		e.teardownSession(s)
+	}
 	if s.conn != nil {
 		s.conn.UnixConn().CloseRead()
 	}

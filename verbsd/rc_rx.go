@@ -192,7 +192,7 @@ func (x *rcReader) Read(b []byte) (int, error) {
 func (q *qp) rcLookup(stag uint32, to, n uint64, need proto.Access) ([]byte, rdmap.AccessFault) {
 	m := q.s.mrByRKey(stag)
 	switch {
-	case m == nil || m.invalid:
+	case m == nil || m.invalid.Load():
 		return nil, rdmap.FaultInvalidStag
 	case m.pd != q.pd:
 		return nil, rdmap.FaultPDMismatch
@@ -205,7 +205,7 @@ func (q *qp) rcLookup(stag uint32, to, n uint64, need proto.Access) ([]byte, rdm
 	}
 	off := to - m.addr
 	if m.proc != nil { // stage.go: a Read's source is read now; a Write's target is written back on commit
-		b, st := q.s.eng.stage(q.s, m.proc, off, n, need == proto.AccessRemoteRead)
+		b, st := q.eng.stage(q.s, m.proc, off, n, need == proto.AccessRemoteRead)
 		if st != proto.WCSuccess {
 			return nil, rdmap.FaultBaseBounds
 		}
@@ -621,7 +621,7 @@ func (e *engine) rcDest(q *qp) bool {
 		x.dst = append(x.dst, b)
 	case x.op == rdmap.OpReadResponse:
 		r := c.orq.head()
-		b, st := q.s.translate(r.sge, q.pd, true)
+		b, st := q.translate(r.sge, q.pd, true)
 		if st != proto.WCSuccess || uint64(r.placed)+n > uint64(len(b)) {
 			e.rcTerminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
 			return false
@@ -634,7 +634,7 @@ func (e *engine) rcDest(q *qp) bool {
 		}
 		bufs := x.rqeBufs[:0]
 		for _, s := range c.rqe.sges {
-			b, st := q.s.translate(s, p, true)
+			b, st := q.translate(s, p, true)
 			if st != proto.WCSuccess {
 				e.rcTerminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
 				return false
@@ -815,7 +815,7 @@ func (e *engine) rcCompleteRecv(q *qp) bool {
 			e.rcTerminate(q, iwerr.RDMAPCannotInvalidate, x.hdr[:ddp.UntaggedHeaderLen], nil, x.ulen)
 			return false
 		}
-		m.invalid = true
+		m.invalid.Store(true)
 		cqe.Flags |= proto.WCFlagWithInv
 		cqe.InvStag = stag
 	}

@@ -379,7 +379,7 @@ func (e *engine) rcMsgPayloads(q *qp, m *rcMsg) proto.WCStatus {
 		m.payloads = append(m.payloads, m.inline[:m.total])
 	default:
 		for _, s := range m.sges {
-			b, st := q.s.translate(s, q.pd, false)
+			b, st := q.translate(s, q.pd, false)
 			if st != proto.WCSuccess {
 				return st
 			}
@@ -533,7 +533,7 @@ func (e *engine) rcPrepareWR(q *qp, sqe *proto.SQE, slot []byte) proto.WCStatus 
 		if m == nil || m.pd != q.pd {
 			return proto.WCLocProtErr
 		}
-		m.invalid = true
+		m.invalid.Store(true)
 		return proto.WCSuccess
 	default:
 		return proto.WCLocQPOpErr

@@ -18,7 +18,8 @@ import (
 type Server struct {
 	cfg    Config
 	log    Logger
-	eng    *engine
+	eng    *engine // engine 0: control commands go through it (engines.go)
+	dev    *device
 	nextID atomic.Uint64
 	port   atomic.Uint32 // port scan cursor
 	users  userTable     // per-user resource counts (userlimits.go)
@@ -43,13 +44,17 @@ func NewServer(cfg Config) (*Server, error) {
 	if s.log == nil {
 		s.log = nopLogger{}
 	}
-	eng, err := newEngine(&s.cfg)
+	dev, err := newDevice(&s.cfg) // engines.go
 	if err != nil {
 		s.reserve.close()
 		return nil, err
 	}
-	s.eng = eng
-	go eng.run()
+	s.dev, s.eng = dev, dev.engs[0]
+	if n := len(dev.engs); n > 1 && len(allowedCPUs()) < n {
+		s.log.Warnf("%d engines on %d CPUs: engines share CPUs and compete for them; use -engines %d or fewer for one engine per CPU",
+			n, len(allowedCPUs()), len(allowedCPUs()))
+	}
+	dev.run()
 	return s, nil
 }
 
@@ -127,8 +132,8 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
-	s.eng.stop()
-	s.eng.closeResources()
+	s.dev.stop()
+	s.dev.closeResources()
 	s.reserve.close()
 	return nil
 }
@@ -137,7 +142,7 @@ func (s *Server) Close() error {
 func (s *Server) Inspect() (proto.Inspect, error) {
 	var in proto.Inspect
 	err := s.eng.Do(func() error {
-		in = s.eng.inspect()
+		in = s.dev.inspectAll() // engines.go
 		return nil
 	})
 	in.Daemon = s.cfg.Version
@@ -173,7 +178,7 @@ func sortedKeys[V any](m map[uint32]V) []uint32 {
 // info runs on the engine.
 func (s *session) info() proto.SessionInfo {
 	si := proto.SessionInfo{ID: s.id, PID: s.cred.Pid, UID: s.cred.Uid, GID: s.cred.Gid, Client: s.client,
-		PDs: len(s.pds), SRQs: len(s.srqs), RegBytes: s.regBytes, EventsDropped: s.eventsDropped,
+		PDs: len(s.pds), SRQs: len(s.srqs), RegBytes: s.regBytes, EventsDropped: s.eventsDropped.Load(),
 		MRs: []proto.MRInfo{}, CQs: []proto.CQInfo{}, QPs: []proto.QPInfo{}}
 	for _, h := range sortedKeys(s.mrs) {
 		m := s.mrs[h]
@@ -186,7 +191,7 @@ func (s *session) info() proto.SessionInfo {
 	for _, h := range sortedKeys(s.qps) {
 		q := s.qps[h]
 		qi := proto.QPInfo{Handle: h, QPN: q.qpn, Type: q.typ.String(), State: q.state.String(),
-			Addr: qpAddr(q), Counters: q.stats.snapshot()}
+			Addr: qpAddr(q), Counters: q.stats.snapshot(), Engine: q.eng.id}
 		qi.Counters["partial_messages"] = int64(q.reasm.partials())
 		q.rdInspect(qi.Counters) // rd_qp.go
 		si.QPs = append(si.QPs, qi)
