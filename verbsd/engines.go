@@ -28,7 +28,8 @@ import (
 //   - The status page's Asleep word is 1 while any engine sleeps (the
 //     count of sleepers is kept under device.sleepMu); a session's doorbell
 //     is in the epoll set of engine 0 and of every engine owning one of its
-//     QPs, so a ring wakes every engine that may have the post to serve.
+//     QPs (only those), so a ring wakes every engine that may have the post
+//     to serve and no other.
 //
 // With N = 1 none of this runs: one engine, unpinned, as before.
 
@@ -235,9 +236,9 @@ func (d *device) inspectAll() proto.Inspect {
 }
 
 // bellWatch adds the session's doorbell to e's epoll set when e gets its
-// first QP of s (engine 0 watches every doorbell from hello on).
+// first QP of s (with one engine, it watches every doorbell from hello on).
 func (e *engine) bellWatch(s *session) error {
-	if e.id == 0 || s.bell < 0 {
+	if !e.shared || s.bell < 0 {
 		return nil
 	}
 	if s.bellRefs == nil {
@@ -256,7 +257,7 @@ func (e *engine) bellWatch(s *session) error {
 
 // bellUnwatch undoes bellWatch when e loses its last QP of s.
 func (e *engine) bellUnwatch(s *session) {
-	if e.id == 0 || s.bell < 0 || s.bellRefs[e] == 0 {
+	if !e.shared || s.bell < 0 || s.bellRefs[e] == 0 {
 		return
 	}
 	s.bellRefs[e]--

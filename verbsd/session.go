@@ -58,7 +58,7 @@ type session struct {
 	// eventsDropped counts asynchronous events lost to a full queue (the
 	// client does not read its control socket; cq.go sendEvent).
 	eventsDropped atomic.Int64
-	// bellRefs: the QPs of this session on each engine other than 0,
+	// bellRefs: the QPs of this session on each engine (several engines),
 	// whose epoll set then holds its doorbell (engines.go bellWatch).
 	bellRefs map[*engine]int
 
@@ -272,7 +272,9 @@ func (s *session) doHello(h proto.Header, body []byte) (any, []int, error, bool)
 			return err
 		}
 		s.bell = fd
-		s.eng.bells[int32(fd)] = s // ready.go: its ring readies its QPs
+		if !s.eng.shared {
+			s.eng.bells[int32(fd)] = s // ready.go: its ring readies its QPs
+		}
 		s.eng.sessions[s.id] = s
 		s.installed = true
 		return nil
