@@ -240,7 +240,11 @@ func (e *engine) run() {
 			e.asleep.Store(0)
 		}
 		close(e.stopped)
-		runtime.UnlockOSThread()
+		if e.cpu < 0 {
+			// A pinned thread stays locked: it exits with the goroutine
+			// rather than serve others on one CPU.
+			runtime.UnlockOSThread()
+		}
 	}()
 	lastWork := time.Now()
 	lastYield := lastWork

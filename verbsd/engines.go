@@ -292,10 +292,10 @@ func (e *engine) serveShared(q *qp, now time.Time) bool {
 // hasWork reports whether the client published work the engine must act
 // on now (qp.go hasWorkLocal), reading a shared SRQ under its mutex.
 func (q *qp) hasWork() bool {
+	if q.s.faulted.Load() {
+		return false
+	}
 	if x := q.srq; x != nil && q.eng != nil && q.eng.shared {
-		if q.s.faulted.Load() {
-			return false
-		}
 		x.mu.Lock()
 		defer x.mu.Unlock()
 	}
