@@ -553,6 +553,22 @@ void iwd_rdm_retry(struct iwd_ep *ep);
 /* Sends a header-only control message (FIN, WDATA), queued if the SQ is full. */
 int iwd_rdm_ctrl(struct iwd_ep *ep, const struct iwd_hdr *h, const struct iwv_av *av);
 ssize_t iwd_rdm_cancel(struct iwd_ep *ep, void *context);
+/* RDM internals shared by iwd_ep_rdm.c, iwd_rdm_rndv.c and iwd_rdm_ops.c. */
+ssize_t iwd_rdm_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, size_t count, fi_addr_t dest,
+		     uint64_t tag, uint64_t data, void *context, uint64_t op_flags, int tagged);
+ssize_t iwd_rdm_recv(struct iwd_ep *ep, const struct iovec *iov, void **desc, size_t count, fi_addr_t src,
+		     uint64_t tag, uint64_t ignore, void *context, uint64_t op_flags, int tagged);
+/* Completion flags of a receive and FI_MULTI_RECV space accounting. */
+uint64_t iwd_rdm_rx_cflags(const struct iwd_rx *rx, uint32_t hflags);
+uint64_t iwd_rdm_multi_consume(struct iwd_ep *ep, struct iwd_rx *rx);
+/* Rendezvous (iwd_rdm_rndv.c): start the RDMA Read of a matched RTS,
+ * finish it (returns 1 when the receive was freed), FIN both ways. */
+int iwd_rdm_start_read(struct iwd_ep *ep, struct iwd_rx *rx, uint32_t hflags, uint64_t tag, uint64_t data,
+		       size_t mlen, uint32_t rkey, uint64_t raddr, uint64_t id, fi_addr_t src, const uint8_t ip[16],
+		       uint16_t port);
+int iwd_rdm_read_done(struct iwd_ep *ep, struct iwd_rxreq *rr, int err, int prov_errno);
+void iwd_rdm_send_fin(struct iwd_ep *ep, uint64_t id, const uint8_t ip[16], uint16_t port);
+void iwd_rdm_fin(struct iwd_ep *ep, uint64_t id);
 
 int iwd_dgram_enable(struct iwd_ep *ep);
 void iwd_dgram_wc(struct iwd_ep *ep, struct iwv_wc *wc);

@@ -12,7 +12,10 @@
  *  - rendezvous: larger messages send only a header (RTS) naming a
  *    registered buffer; the receiver, once matched, pulls the data with an
  *    RDMA Read over RD straight into a registered receive buffer (or into
- *    staging memory, then copies) and answers FIN, which completes the send.
+ *    staging memory, then copies) and answers FIN, which completes the send
+ *    (iwd_rdm_rndv.c).
+ *
+ * The fi_ops_msg and fi_ops_tagged tables are in iwd_rdm_ops.c.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -23,8 +26,6 @@
 #define HDR IWD_HDR_LEN
 
 _Static_assert(sizeof(struct iwd_hdr) == IWD_HDR_LEN, "RDM header is 48 octets");
-
-static struct iwd_ep *ep_of(struct fid_ep *f) { return iwd_container_of(f, struct iwd_ep, ep_fid); }
 
 static int post_bounce(struct iwd_ep *ep, struct iwd_bounce *b)
 {
@@ -85,66 +86,7 @@ void iwd_rdm_fini(struct iwd_ep *ep)
 	ep->bounces = NULL;
 }
 
-/* ---- FIN ---- */
-
-static void av_from(struct iwv_av *av, const uint8_t ip[16], uint16_t port)
-{
-	memset(av, 0, sizeof(*av));
-	av->family = 4;
-	av->port = port;
-	memcpy(av->ip, ip, 16);
-}
-
-static int post_ctrl(struct iwd_ep *ep, const struct iwd_hdr *h, const struct iwv_av *av)
-{
-	struct iwd_tx *tx;
-	struct iwv_sge sge;
-	struct iwv_send_wr wr;
-	int ret;
-	if (ep->sq_used >= ep->sq_depth || !ep->txp.nfree)
-		return -FI_EAGAIN;
-	tx = iwd_tx_new(ep, NULL, 0, FI_INJECT);
-	if (!tx)
-		return -FI_ENOMEM;
-	tx->wr.kind = IWD_WR_CTRL;
-	tx->bounce = iwd_pool_get(&ep->txp);
-	memcpy(tx->bounce, h, HDR);
-	sge = (struct iwv_sge){(uint64_t)(uintptr_t)tx->bounce, HDR, iwd_pool_lkey(&ep->txp)};
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = (uint64_t)(uintptr_t)tx;
-	wr.opcode = IWV_WR_SEND;
-	wr.flags = IWV_SEND_SIGNALED;
-	wr.num_sge = 1;
-	wr.sg_list = &sge;
-	wr.av = av;
-	ret = iwd_ep_post_send(ep, &wr);
-	if (ret)
-		iwd_tx_free(ep, tx);
-	return ret;
-}
-
-int iwd_rdm_ctrl(struct iwd_ep *ep, const struct iwd_hdr *h, const struct iwv_av *av)
-{
-	struct iwd_ctrl *c;
-	if (iwd_list_empty(&ep->pending_ctrl) && post_ctrl(ep, h, av) == 0)
-		return 0;
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		return -FI_ENOMEM;
-	c->h = *h;
-	c->av = *av;
-	iwd_list_insert_tail(&ep->pending_ctrl, &c->link);
-	return 0;
-}
-
-static void send_fin(struct iwd_ep *ep, uint64_t id, const uint8_t ip[16], uint16_t port)
-{
-	struct iwd_hdr h = {.op = IWD_OP_FIN, .magic = IWD_HDR_MAGIC, .id = id};
-	struct iwv_av av;
-	av_from(&av, ip, port);
-	if (iwd_rdm_ctrl(ep, &h, &av))
-		IWD_WARN(FI_LOG_EP_DATA, "iwarpd: no memory for a FIN: the sender's rendezvous will not complete\n");
-}
+/* ---- control messages: WDATA (FIN and rendezvous: iwd_rdm_rndv.c) ---- */
 
 /* The CQ data of an fi_writedata: the Write before it has been placed (RD
  * delivers in order per pair of QPs). No receive is consumed (no
@@ -157,27 +99,9 @@ static void handle_wdata(struct iwd_ep *ep, const struct iwd_hdr *h, const struc
 	iwd_cntr_inc(ep->rwrite_cntr);
 }
 
-static void handle_fin(struct iwd_ep *ep, uint64_t id)
-{
-	struct iwd_list *it;
-	iwd_list_foreach(&ep->tx_active, it)
-	{
-		struct iwd_tx *tx = iwd_container_of(it, struct iwd_tx, link);
-		if (tx->wr.kind != IWD_WR_TX_REQ || !tx->waiting_fin || tx->id != id)
-			continue;
-		tx->waiting_fin = 0;
-		if (!tx->posted) {
-			iwd_ep_tx_done(ep, tx->context, tx->flags, tx->op_flags, tx->len, 0);
-			iwd_tx_free(ep, tx);
-		}
-		return;
-	}
-	IWD_DBG(FI_LOG_EP_DATA, "iwarpd: FIN for unknown rendezvous %llu dropped\n", (unsigned long long)id);
-}
-
 /* ---- delivery ---- */
 
-static uint64_t rx_cflags(const struct iwd_rx *rx, uint32_t hflags)
+uint64_t iwd_rdm_rx_cflags(const struct iwd_rx *rx, uint32_t hflags)
 {
 	uint64_t f = FI_RECV | ((rx->flags & IWD_RX_TAGGED_FLAG) ? FI_TAGGED : FI_MSG);
 	if (hflags & IWD_HF_CQDATA)
@@ -188,7 +112,7 @@ static uint64_t rx_cflags(const struct iwd_rx *rx, uint32_t hflags)
 /* FI_MULTI_RECV: after a message consumed space, release the buffer when
  * less than the minimum is left; the completion reported last carries
  * FI_MULTI_RECV. Returns the flag to add to the completion being made. */
-static uint64_t multi_consume(struct iwd_ep *ep, struct iwd_rx *rx)
+uint64_t iwd_rdm_multi_consume(struct iwd_ep *ep, struct iwd_rx *rx)
 {
 	if (rx->released || rx->len - rx->used >= ep->min_multi_recv)
 		return 0;
@@ -201,13 +125,13 @@ static uint64_t multi_consume(struct iwd_ep *ep, struct iwd_rx *rx)
 static int deliver_eager(struct iwd_ep *ep, struct iwd_rx *rx, uint32_t hflags, uint64_t tag, uint64_t data,
 			  const void *payload, size_t plen, fi_addr_t src)
 {
-	uint64_t f = rx_cflags(rx, hflags);
+	uint64_t f = iwd_rdm_rx_cflags(rx, hflags);
 	if (rx->flags & FI_MULTI_RECV) {
 		size_t cap = rx->len - rx->used, n = plen < cap ? plen : cap;
 		void *buf = (char *)rx->iov[0].iov_base + rx->used;
 		iwd_iov_copy_in(rx->iov, rx->iov_count, rx->used, payload, n);
 		rx->used += n;
-		f |= multi_consume(ep, rx);
+		f |= iwd_rdm_multi_consume(ep, rx);
 		if (n < plen)
 			iwd_ep_rx_err(ep, rx->context, f, n, data, tag, plen - n, FI_ETRUNC, 0, src);
 		else
@@ -227,166 +151,16 @@ static int deliver_eager(struct iwd_ep *ep, struct iwd_rx *rx, uint32_t hflags, 
 	return 1;
 }
 
-static int post_read(struct iwd_ep *ep, struct iwd_rxreq *rr)
-{
-	struct iwv_sge sge;
-	struct iwv_send_wr wr;
-	struct iwv_av av;
-	uint32_t lkey;
-	size_t rlen = rr->mlen - rr->olen;
-	int ret;
-
-	if (!rr->bounce) {
-		if (!rr->rx->iov_count || (rr->rx->flags & FI_MULTI_RECV) || rr->rx->iov_count != 1 ||
-		    !iwd_desc_lkey(rr->rx->desc[0], rr->rx->iov[0].iov_base, rlen, &lkey)) {
-			rr->bounce = iwd_stage_alloc(ep->dom, rlen);
-			if (!rr->bounce)
-				return -FI_EAGAIN;
-			rr->bounce_len = rlen;
-			rr->stage = 1;
-			lkey = iwd_stage_lkey(ep->dom);
-		} else {
-			rr->bounce = rr->rx->iov[0].iov_base; /* zero copy: the registered receive buffer */
-			rr->stage = 0;
-		}
-	}
-	lkey = rr->stage ? iwd_stage_lkey(ep->dom) : 0;
-	if (!rr->stage && !iwd_desc_lkey(rr->rx->desc[0], rr->bounce, rlen, &lkey))
-		return -FI_EINVAL;
-	sge = (struct iwv_sge){(uint64_t)(uintptr_t)rr->bounce, (uint32_t)rlen, lkey};
-	av_from(&av, rr->ip, rr->port);
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = (uint64_t)(uintptr_t)rr;
-	wr.opcode = IWV_WR_RDMA_READ;
-	wr.flags = IWV_SEND_SIGNALED;
-	wr.num_sge = 1;
-	wr.sg_list = &sge;
-	wr.av = &av;
-	wr.remote_addr = rr->raddr;
-	wr.rkey = rr->rkey;
-	ret = iwd_ep_post_send(ep, &wr);
-	return ret;
-}
-
-/* Returns 1 when the receive was freed. */
-static int finish_read(struct iwd_ep *ep, struct iwd_rxreq *rr, int err, int prov_errno)
-{
-	struct iwd_rx *rx = rr->rx;
-	int freed = 0;
-	size_t rlen = rr->mlen - rr->olen;
-	uint64_t f = rx_cflags(rx, rr->hflags);
-	void *buf;
-
-	if (!err && rr->stage && rlen)
-		iwd_iov_copy_in(rx->iov, rx->iov_count, rr->off, rr->bounce, rlen);
-	if (rr->stage)
-		iwd_stage_free(ep->dom, rr->bounce, rr->bounce_len);
-	rr->bounce = NULL;
-	send_fin(ep, rr->id, rr->ip, rr->port);
-	buf = rx->iov_count ? (char *)rx->iov[0].iov_base + rr->off : NULL;
-	if (rx->flags & FI_MULTI_RECV) {
-		rx->inflight--;
-		if (rx->released && !rx->inflight)
-			f |= FI_MULTI_RECV;
-	}
-	if (err)
-		iwd_ep_rx_err(ep, rx->context, f, 0, rr->data, rr->tag, rr->mlen, err, prov_errno, rr->src);
-	else if (rr->olen)
-		iwd_ep_rx_err(ep, rx->context, f, rlen, rr->data, rr->tag, rr->olen, FI_ETRUNC, 0, rr->src);
-	else
-		iwd_ep_rx_done(ep, rx->context, f | ((rx->flags & FI_MULTI_RECV) ? FI_COMPLETION : 0), rlen, buf, rr->data,
-			       rr->tag, rr->src);
-	if (!(rx->flags & FI_MULTI_RECV) || (f & FI_MULTI_RECV)) {
-		free(rx);
-		freed = 1;
-	}
-	iwd_list_remove(&rr->link);
-	free(rr);
-	return freed;
-}
-
-/* Returns 1 when rx was freed (nothing to read, or no memory). */
-static int start_read(struct iwd_ep *ep, struct iwd_rx *rx, uint32_t hflags, uint64_t tag, uint64_t data,
-		       size_t mlen, uint32_t rkey, uint64_t raddr, uint64_t id, fi_addr_t src, const uint8_t ip[16],
-		       uint16_t port)
-{
-	struct iwd_rxreq *rr = calloc(1, sizeof(*rr));
-	size_t cap;
-	if (!rr) {
-		iwd_ep_rx_err(ep, rx->context, rx_cflags(rx, hflags), 0, data, tag, mlen, FI_ENOMEM, 0, src);
-		send_fin(ep, id, ip, port);
-		if (!(rx->flags & FI_MULTI_RECV)) {
-			free(rx);
-			return 1;
-		}
-		return 0;
-	}
-	rr->wr.kind = IWD_WR_READ;
-	rr->ep = ep;
-	rr->rx = rx;
-	rr->hflags = hflags;
-	rr->tag = tag;
-	rr->data = data;
-	rr->mlen = mlen;
-	rr->rkey = rkey;
-	rr->raddr = raddr;
-	rr->id = id;
-	rr->src = src;
-	memcpy(rr->ip, ip, 16);
-	rr->port = port;
-	if (rx->flags & FI_MULTI_RECV) {
-		rr->off = rx->used;
-		cap = rx->len - rx->used;
-		rx->used += mlen < cap ? mlen : cap;
-		rx->inflight++;
-		multi_consume(ep, rx);
-	} else {
-		cap = rx->len;
-	}
-	rr->olen = mlen > cap ? mlen - cap : 0;
-	iwd_list_insert_tail(&ep->rx_reqs, &rr->link);
-	if (mlen - rr->olen == 0)
-		return finish_read(ep, rr, 0, 0);
-	if (!iwd_list_empty(&ep->pending_reads) || post_read(ep, rr)) {
-		iwd_list_remove(&rr->link);
-		rr->pending = 1;
-		iwd_list_insert_tail(&ep->pending_reads, &rr->link);
-	}
-	return 0;
-}
-
 static int deliver_unexp(struct iwd_ep *ep, struct iwd_rx *rx, struct iwd_unexp *u)
 {
 	int freed;
 	if (u->rndv)
-		freed = start_read(ep, rx, u->hflags, u->tag, u->data, u->len, u->rkey, u->raddr, u->id, u->src, u->ip,
+		freed = iwd_rdm_start_read(ep, rx, u->hflags, u->tag, u->data, u->len, u->rkey, u->raddr, u->id, u->src, u->ip,
 				   u->port);
 	else
 		freed = deliver_eager(ep, rx, u->hflags, u->tag, u->data, u->payload, u->len, u->src);
 	free(u);
 	return freed;
-}
-
-void iwd_rdm_retry(struct iwd_ep *ep)
-{
-	struct iwd_list *it, *tmp;
-	iwd_list_foreach_safe(&ep->pending_ctrl, it, tmp)
-	{
-		struct iwd_ctrl *c = iwd_container_of(it, struct iwd_ctrl, link);
-		if (post_ctrl(ep, &c->h, &c->av))
-			break;
-		iwd_list_remove(it);
-		free(c);
-	}
-	iwd_list_foreach_safe(&ep->pending_reads, it, tmp)
-	{
-		struct iwd_rxreq *rr = iwd_container_of(it, struct iwd_rxreq, link);
-		if (post_read(ep, rr))
-			break;
-		iwd_list_remove(it);
-		rr->pending = 0;
-		iwd_list_insert_tail(&ep->rx_reqs, &rr->link);
-	}
 }
 
 static void rx_arrival(struct iwd_ep *ep, const struct iwd_hdr *h, const void *payload, size_t plen,
@@ -409,7 +183,7 @@ static void rx_arrival(struct iwd_ep *ep, const struct iwd_hdr *h, const void *p
 	}
 	if (rx) {
 		if (h->op == IWD_OP_RTS)
-			start_read(ep, rx, h->flags, h->tag, h->data, h->len, h->rkey, h->addr, h->id, src, wc->src_ip,
+			iwd_rdm_start_read(ep, rx, h->flags, h->tag, h->data, h->len, h->rkey, h->addr, h->id, src, wc->src_ip,
 				   wc->src_port);
 		else
 			deliver_eager(ep, rx, h->flags, h->tag, h->data, payload, plen, src);
@@ -505,7 +279,7 @@ static void rx_bounce(struct iwd_ep *ep, struct iwd_bounce *b, const struct iwv_
 		rx_arrival(ep, &h, NULL, 0, wc);
 		break;
 	case IWD_OP_FIN:
-		handle_fin(ep, h.id);
+		iwd_rdm_fin(ep, h.id);
 		break;
 	case IWD_OP_WDATA:
 		handle_wdata(ep, &h, wc);
@@ -556,7 +330,7 @@ void iwd_rdm_wc(struct iwd_ep *ep, struct iwv_wc *wc)
 		break;
 	case IWD_WR_READ: {
 		struct iwd_rxreq *rr = (struct iwd_rxreq *)w;
-		finish_read(ep, rr, iwd_wc_errno(wc), wc->status);
+		iwd_rdm_read_done(ep, rr, iwd_wc_errno(wc), wc->status);
 		break;
 	}
 	default:
@@ -566,8 +340,8 @@ void iwd_rdm_wc(struct iwd_ep *ep, struct iwv_wc *wc)
 
 /* ---- transmit ---- */
 
-static ssize_t rdm_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, size_t count, fi_addr_t dest,
-			uint64_t tag, uint64_t data, void *context, uint64_t op_flags, int tagged)
+ssize_t iwd_rdm_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, size_t count, fi_addr_t dest,
+		     uint64_t tag, uint64_t data, void *context, uint64_t op_flags, int tagged)
 {
 	struct iwd_hdr h;
 	struct iwv_sge sge[IWD_IOV_LIMIT + 1];
@@ -673,8 +447,8 @@ static ssize_t rdm_send(struct iwd_ep *ep, const struct iovec *iov, void **desc,
 
 /* ---- receive ---- */
 
-static ssize_t rdm_recv(struct iwd_ep *ep, const struct iovec *iov, void **desc, size_t count, fi_addr_t src,
-			uint64_t tag, uint64_t ignore, void *context, uint64_t op_flags, int tagged)
+ssize_t iwd_rdm_recv(struct iwd_ep *ep, const struct iovec *iov, void **desc, size_t count, fi_addr_t src,
+		     uint64_t tag, uint64_t ignore, void *context, uint64_t op_flags, int tagged)
 {
 	struct iwd_rx *rx;
 	struct iwd_unexp *u;
@@ -712,7 +486,7 @@ static ssize_t rdm_recv(struct iwd_ep *ep, const struct iovec *iov, void **desc,
 			if (op_flags & FI_DISCARD) {
 				iwd_match_unexp(&ep->m, 1, src, tag, ignore, 0, (op_flags & FI_CLAIM) ? context : NULL);
 				if (u->rndv)
-					send_fin(ep, u->id, u->ip, u->port);
+					iwd_rdm_send_fin(ep, u->id, u->ip, u->port);
 				free(u);
 				iwd_ep_rx_done(ep, context, f | FI_COMPLETION, 0, NULL, 0, tag, FI_ADDR_NOTAVAIL);
 			} else {
@@ -731,7 +505,7 @@ static ssize_t rdm_recv(struct iwd_ep *ep, const struct iovec *iov, void **desc,
 		}
 		if (op_flags & FI_DISCARD) {
 			if (u->rndv)
-				send_fin(ep, u->id, u->ip, u->port);
+				iwd_rdm_send_fin(ep, u->id, u->ip, u->port);
 			iwd_ep_rx_done(ep, context, FI_RECV | FI_TAGGED | FI_COMPLETION, 0, NULL, 0, u->tag, u->src);
 			free(u);
 			iwd_unlock(ep->dom);
@@ -788,7 +562,7 @@ static ssize_t rdm_recv(struct iwd_ep *ep, const struct iovec *iov, void **desc,
 			break;
 		}
 		if (multi && !rx->released && iwd_list_empty(&rx->link))
-			iwd_list_insert_tail(&ep->m.posted_msg, &rx->link); /* multi_consume unlinks it */
+			iwd_list_insert_tail(&ep->m.posted_msg, &rx->link); /* iwd_rdm_multi_consume unlinks it */
 		if (deliver_unexp(ep, rx, u) || !multi || rx->released) {
 			done = 1;
 			break;
@@ -813,150 +587,3 @@ ssize_t iwd_rdm_cancel(struct iwd_ep *ep, void *context)
 		free(rx);
 	return 0;
 }
-
-/* ---- ops tables ---- */
-
-static ssize_t m_recv(struct fid_ep *f, void *buf, size_t len, void *desc, fi_addr_t src, void *ctx)
-{
-	struct iovec iov = {buf, len};
-	return rdm_recv(ep_of(f), &iov, &desc, 1, src, 0, 0, ctx, ep_of(f)->rx_op_flags, 0);
-}
-
-static ssize_t m_recvv(struct fid_ep *f, const struct iovec *iov, void **desc, size_t count, fi_addr_t src, void *ctx)
-{
-	return rdm_recv(ep_of(f), iov, desc, count, src, 0, 0, ctx, ep_of(f)->rx_op_flags, 0);
-}
-
-static ssize_t m_recvmsg(struct fid_ep *f, const struct fi_msg *msg, uint64_t flags)
-{
-	if (!msg)
-		return -FI_EINVAL;
-	return rdm_recv(ep_of(f), msg->msg_iov, msg->desc, msg->iov_count, msg->addr, 0, 0, msg->context,
-			flags | ep_of(f)->rx_op_flags, 0);
-}
-
-static ssize_t m_send(struct fid_ep *f, const void *buf, size_t len, void *desc, fi_addr_t dest, void *ctx)
-{
-	struct iovec iov = {(void *)buf, len};
-	return rdm_send(ep_of(f), &iov, &desc, 1, dest, 0, 0, ctx, ep_of(f)->tx_op_flags, 0);
-}
-
-static ssize_t m_sendv(struct fid_ep *f, const struct iovec *iov, void **desc, size_t count, fi_addr_t dest, void *ctx)
-{
-	return rdm_send(ep_of(f), iov, desc, count, dest, 0, 0, ctx, ep_of(f)->tx_op_flags, 0);
-}
-
-static ssize_t m_sendmsg(struct fid_ep *f, const struct fi_msg *msg, uint64_t flags)
-{
-	if (!msg)
-		return -FI_EINVAL;
-	return rdm_send(ep_of(f), msg->msg_iov, msg->desc, msg->iov_count, msg->addr, 0, msg->data, msg->context,
-			flags, 0);
-}
-
-static ssize_t m_inject(struct fid_ep *f, const void *buf, size_t len, fi_addr_t dest)
-{
-	struct iovec iov = {(void *)buf, len};
-	return rdm_send(ep_of(f), &iov, NULL, 1, dest, 0, 0, NULL, FI_INJECT, 0);
-}
-
-static ssize_t m_senddata(struct fid_ep *f, const void *buf, size_t len, void *desc, uint64_t data, fi_addr_t dest,
-			  void *ctx)
-{
-	struct iovec iov = {(void *)buf, len};
-	return rdm_send(ep_of(f), &iov, &desc, 1, dest, 0, data, ctx, ep_of(f)->tx_op_flags | FI_REMOTE_CQ_DATA, 0);
-}
-
-static ssize_t m_injectdata(struct fid_ep *f, const void *buf, size_t len, uint64_t data, fi_addr_t dest)
-{
-	struct iovec iov = {(void *)buf, len};
-	return rdm_send(ep_of(f), &iov, NULL, 1, dest, 0, data, NULL, FI_INJECT | FI_REMOTE_CQ_DATA, 0);
-}
-
-struct fi_ops_msg iwd_rdm_msg_ops = {
-	.size = sizeof(struct fi_ops_msg),
-	.recv = m_recv,
-	.recvv = m_recvv,
-	.recvmsg = m_recvmsg,
-	.send = m_send,
-	.sendv = m_sendv,
-	.sendmsg = m_sendmsg,
-	.inject = m_inject,
-	.senddata = m_senddata,
-	.injectdata = m_injectdata,
-};
-
-static ssize_t t_recv(struct fid_ep *f, void *buf, size_t len, void *desc, fi_addr_t src, uint64_t tag,
-		      uint64_t ignore, void *ctx)
-{
-	struct iovec iov = {buf, len};
-	return rdm_recv(ep_of(f), &iov, &desc, 1, src, tag, ignore, ctx, ep_of(f)->rx_op_flags, 1);
-}
-
-static ssize_t t_recvv(struct fid_ep *f, const struct iovec *iov, void **desc, size_t count, fi_addr_t src,
-		       uint64_t tag, uint64_t ignore, void *ctx)
-{
-	return rdm_recv(ep_of(f), iov, desc, count, src, tag, ignore, ctx, ep_of(f)->rx_op_flags, 1);
-}
-
-static ssize_t t_recvmsg(struct fid_ep *f, const struct fi_msg_tagged *msg, uint64_t flags)
-{
-	if (!msg)
-		return -FI_EINVAL;
-	return rdm_recv(ep_of(f), msg->msg_iov, msg->desc, msg->iov_count, msg->addr, msg->tag, msg->ignore,
-			msg->context, flags | ep_of(f)->rx_op_flags, 1);
-}
-
-static ssize_t t_send(struct fid_ep *f, const void *buf, size_t len, void *desc, fi_addr_t dest, uint64_t tag,
-		      void *ctx)
-{
-	struct iovec iov = {(void *)buf, len};
-	return rdm_send(ep_of(f), &iov, &desc, 1, dest, tag, 0, ctx, ep_of(f)->tx_op_flags, 1);
-}
-
-static ssize_t t_sendv(struct fid_ep *f, const struct iovec *iov, void **desc, size_t count, fi_addr_t dest,
-		       uint64_t tag, void *ctx)
-{
-	return rdm_send(ep_of(f), iov, desc, count, dest, tag, 0, ctx, ep_of(f)->tx_op_flags, 1);
-}
-
-static ssize_t t_sendmsg(struct fid_ep *f, const struct fi_msg_tagged *msg, uint64_t flags)
-{
-	if (!msg)
-		return -FI_EINVAL;
-	return rdm_send(ep_of(f), msg->msg_iov, msg->desc, msg->iov_count, msg->addr, msg->tag, msg->data,
-			msg->context, flags, 1);
-}
-
-static ssize_t t_inject(struct fid_ep *f, const void *buf, size_t len, fi_addr_t dest, uint64_t tag)
-{
-	struct iovec iov = {(void *)buf, len};
-	return rdm_send(ep_of(f), &iov, NULL, 1, dest, tag, 0, NULL, FI_INJECT, 1);
-}
-
-static ssize_t t_senddata(struct fid_ep *f, const void *buf, size_t len, void *desc, uint64_t data, fi_addr_t dest,
-			  uint64_t tag, void *ctx)
-{
-	struct iovec iov = {(void *)buf, len};
-	return rdm_send(ep_of(f), &iov, &desc, 1, dest, tag, data, ctx, ep_of(f)->tx_op_flags | FI_REMOTE_CQ_DATA, 1);
-}
-
-static ssize_t t_injectdata(struct fid_ep *f, const void *buf, size_t len, uint64_t data, fi_addr_t dest,
-			    uint64_t tag)
-{
-	struct iovec iov = {(void *)buf, len};
-	return rdm_send(ep_of(f), &iov, NULL, 1, dest, tag, data, NULL, FI_INJECT | FI_REMOTE_CQ_DATA, 1);
-}
-
-struct fi_ops_tagged iwd_rdm_tagged_ops = {
-	.size = sizeof(struct fi_ops_tagged),
-	.recv = t_recv,
-	.recvv = t_recvv,
-	.recvmsg = t_recvmsg,
-	.send = t_send,
-	.sendv = t_sendv,
-	.sendmsg = t_sendmsg,
-	.inject = t_inject,
-	.senddata = t_senddata,
-	.injectdata = t_injectdata,
-};
