@@ -46,6 +46,7 @@ func runEngineScale(s *session, cfg *benchConfig, progress io.Writer) (engineSca
 	defer os.RemoveAll(dir)
 	bc := *cfg
 	bc.PollWindow = 0 // the clients block on their completion channels
+	nextRD := 0       // RD ports: server cfg.Ports.RDA+i, client +rdPortsLen/2 (never reused: docs/rd.md)
 	for round := range cfg.EngineRounds {
 		for _, engines := range []int{1, 2} {
 			n := &node{name: "engines" + strconv.Itoa(engines), cpu: -1, addr: "127.0.0.1",
@@ -58,7 +59,7 @@ func runEngineScale(s *session, cfg *benchConfig, progress io.Writer) (engineSca
 			}
 			for _, tr := range engineScaleTransports {
 				for _, k := range cfg.EngineStreams {
-					agg, err := engineStreams(s, &bc, n, tr, k)
+					agg, err := engineStreams(s, &bc, n, tr, k, &nextRD)
 					if err != nil {
 						n.daemon.stop()
 						return res, fmt.Errorf("round %d, -engines %d, %d %s streams: %w", round+1, engines, k, tr, err)
@@ -82,12 +83,17 @@ func runEngineScale(s *session, cfg *benchConfig, progress io.Writer) (engineSca
 
 // engineStreams runs k streams at once on daemon n and returns the sum of
 // their goodputs.
-func engineStreams(s *session, cfg *benchConfig, n *node, tr string, k int) (float64, error) {
-	t := perfTest{label: fmt.Sprintf("%s bw 64 KiB", tr), transport: tr, test: "bw", size: bwSize, iters: cfg.EngineN}
+func engineStreams(s *session, cfg *benchConfig, n *node, tr string, k int, nextRD *int) (float64, error) {
 	var wg sync.WaitGroup
 	rates := make([]float64, k)
 	errs := make([]error, k)
 	for i := range k {
+		t := perfTest{label: fmt.Sprintf("%s bw 64 KiB", tr), transport: tr, test: "bw", size: bwSize, iters: cfg.EngineN}
+		if tr == "rd" {
+			p := *nextRD % (rdPortsLen / 2)
+			*nextRD++
+			t.rdPorts = [2]int{cfg.Ports.RDA + p, cfg.Ports.RDA + rdPortsLen/2 + p}
+		}
 		wg.Go(func() {
 			rep, err := s.runPerf(cfg, n, n, t)
 			if err == nil && (len(rep.Results) == 0 || rep.Results[0].Bandwidth == nil) {
