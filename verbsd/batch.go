@@ -213,6 +213,9 @@ type recvBatch struct {
 	// srcQKey is the Source Q_Key of the datagram being judged: the key
 	// its error message, if any, names.
 	srcQKey uint32
+	// peek holds the headers of the datagram at the head of a socket
+	// (ud_backlog.go headNeedsRecv).
+	peek [slotHeaderLen]byte
 }
 
 func newRecvBatch() *recvBatch {

@@ -66,7 +66,8 @@ type Config struct {
 	// engine pass, so that no QP starves another.
 	PollBatch int
 	// SocketBuffer is SO_SNDBUF/SO_RCVBUF of datagram sockets (0: kernel
-	// default).
+	// default). The receive buffer is a UD QP's receive backlog
+	// (ud_backlog.go), forced (SO_RCVBUFFORCE) where the daemon may.
 	SocketBuffer int
 	// GSO lets one sendmmsg message carry several datagrams of one
 	// destination, cut apart by the kernel (UDP_SEGMENT); a socket whose

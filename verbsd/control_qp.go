@@ -192,7 +192,7 @@ func (srv *Server) bindDgram(port uint16, r dgram.PortRange, priv bool) (int, ne
 	}
 	if n := srv.cfg.SocketBuffer; n > 0 {
 		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, n)
-		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, n)
+		setRecvBuffer(fd, n) // udpio_linux.go
 	}
 	try := func(p uint16) error {
 		return unix.Bind(fd, addrToSockaddr(netip.AddrPortFrom(addr, p)))

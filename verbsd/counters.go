@@ -59,6 +59,11 @@ const (
 	cAtomicsIn     // Atomic Requests executed (responder)
 	cAtomicErrors  // Atomic Requests refused by the access, alignment or operation checks (nothing modified)
 	cAtomicReplays // RD Atomic Requests answered from the replay cache (not executed again)
+	// The UD receive backlog (ud_backlog.go).
+	cRecvParked     // times a UD QP stopped reading its sockets: datagrams waited and no receive was posted
+	cRecvHeld       // datagrams of a GRO buffer read beyond the posted receives, held in the daemon
+	cRecvHeldJudged // held datagrams judged once a receive was posted
+	cDropSocketFull // datagrams the kernel dropped on UD sockets (SO_MEMINFO; per QP read at Inspect, daemon-wide also the destroyed QPs')
 	counterCount
 )
 
@@ -114,6 +119,10 @@ var counterNames = [counterCount]string{
 	cAtomicsIn:           "atomics_in",
 	cAtomicErrors:        "atomic_errors",
 	cAtomicReplays:       "atomic_replays",
+	cRecvParked:          "recv_parked",
+	cRecvHeld:            "recv_held",
+	cRecvHeldJudged:      "recv_held_judged",
+	cDropSocketFull:      "drop_socket_full",
 }
 
 // counters is a set of statistics; engine-owned, copied out by Inspect.

@@ -328,6 +328,13 @@ func (e *engine) pollFDs(timeout int) {
 				continue
 			}
 			if q := e.byFD[ev.Fd]; q != nil {
+				if q.backlog.parked {
+					// Only EPOLLERR/EPOLLHUP reach a parked socket (no
+					// interest, ud_backlog.go): clear the error, or the
+					// level-triggered event would wake every epoll_wait.
+					unix.GetsockoptInt(int(ev.Fd), unix.SOL_SOCKET, unix.SO_ERROR)
+					continue
+				}
 				q.readable = true
 				e.markReady(q)
 				if q.rc != nil && ev.Events&(unix.EPOLLOUT|unix.EPOLLERR|unix.EPOLLHUP) != 0 {
@@ -442,6 +449,9 @@ func (e *engine) addQP(q *qp) error {
 
 // removeQP takes a QP out of the polling set (the caller releases it).
 func (e *engine) removeQP(q *qp) {
+	if q.typ == proto.QPTypeUD {
+		e.stats[cDropSocketFull] += q.socketDrops() // ud_backlog.go: before its sockets close
+	}
 	e.detachAllMcast(q) // mcast.go
 	if q.rd != nil {
 		e.rdCloseAcks(q, time.Now()) // rd_qp.go: the ACKs it owes leave before the socket closes

@@ -159,7 +159,6 @@ func TestForgedDatagrams(t *testing.T) {
 		{"drop_tagged", datagram(tagged, []byte("x"), true)},
 		{"drop_bad_opcode", datagram(sendHeader(rdmap.OpReadRequest, 1, 0, true), make([]byte, 28), true)},
 		{"drop_bad_opcode", datagram(sendHeader(rdmap.OpTerminate, 1, 0, true), make([]byte, 28), true)},
-		{"drop_no_recv", good},
 		{"drop_bad_segment", datagram(sendHeader(rdmap.OpSend, 2, 1<<30, true), []byte("x"), true)},
 	}
 	want := map[string]int64{}
@@ -169,29 +168,43 @@ func TestForgedDatagrams(t *testing.T) {
 		}
 		want[f.counter]++
 	}
-	// Then one good message with a receive posted: delivered intact.
+	// Then one good message. No receive is posted: the two datagrams too
+	// short for a header are judged (they could not consume one), the
+	// first that could (the Send with a bad CRC) parks the QP, and it and
+	// every datagram after it wait in the socket, unread (ud_backlog.go).
+	conn.Write(good)
 	var c map[string]int64
 	deadline := time.Now().Add(wait())
 	for {
 		c = qpCounters(t, path, n.qp.QPN)
-		if c["datagrams_in"] >= int64(len(forged)) || time.Now().After(deadline) {
+		if c["recv_parked"] >= 1 || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(time.Millisecond)
 	}
-	for name, v := range want {
-		if c[name] != v {
-			t.Errorf("counter %s = %d, want %d (all: %v)", name, c[name], v, c)
-		}
+	if c["recv_parked"] < 1 || c["datagrams_in"] != 2 || c["drop_truncated"] != 2 {
+		t.Fatalf("with no receive posted: recv_parked %d datagrams_in %d drop_truncated %d, want ≥ 1, 2, 2 (all: %v)",
+			c["recv_parked"], c["datagrams_in"], c["drop_truncated"], c)
 	}
+	// A receive posted: the forged datagrams are judged in order, each
+	// dropped and counted by reason (none consumes the receive), and the
+	// good one is delivered intact.
 	n.postRecv(t, 9, 0, 100)
-	conn.Write(good)
 	rc := waitCQEs(t, n.rcq, 1, "forged but valid datagram")[0]
 	if rc.Status != proto.WCSuccess || rc.ByteLen != 11 || string(n.mr.Buf[:11]) != "hello iwarp" {
 		t.Fatalf("completion %+v, buffer %q", rc, n.mr.Buf[:11])
 	}
 	if rc.Src != conn.LocalAddr().(*net.UDPAddr).AddrPort() {
 		t.Errorf("source %v, want %v", rc.Src, conn.LocalAddr())
+	}
+	c = qpCounters(t, path, n.qp.QPN)
+	for name, v := range want {
+		if c[name] != v {
+			t.Errorf("counter %s = %d, want %d (all: %v)", name, c[name], v, c)
+		}
+	}
+	if c["drop_no_recv"] != 0 || c["datagrams_in"] != int64(len(forged)+1) {
+		t.Errorf("drop_no_recv %d datagrams_in %d, want 0 and %d", c["drop_no_recv"], c["datagrams_in"], len(forged)+1)
 	}
 	in := inspect(t, path)
 	if in.Counters["drop_crc"] != 1 || in.Counters["datagrams_in"] < int64(len(forged)+1) {
@@ -247,7 +260,10 @@ func TestReassemblyOutOfOrderAndTimeout(t *testing.T) {
 		t.Fatalf("completion %+v", rc)
 	}
 	checkBytes(t, "reassembled", n.mr.Buf[:250], msg)
-	// An incomplete message expires and is counted.
+	// An incomplete message expires and is counted. (A receive is posted
+	// first: a Send segment that finds none waits in the socket unread,
+	// docs/iwarpd.md "UD receive backlog".)
+	n.postRecv(t, 2, 0, 4096)
 	sent := time.Now()
 	write(segs[0])
 	deadline := time.Now().Add(timeout + wait())
@@ -262,7 +278,6 @@ func TestReassemblyOutOfOrderAndTimeout(t *testing.T) {
 	}
 	// Its state is gone: the rest of it, now, starts a new partial message
 	// (never completed), and the next completion is a later message's.
-	n.postRecv(t, 2, 0, 4096)
 	write(segs[1])
 	write(segs[3])
 	write(datagram(sendHeader(rdmap.OpSend, 8, 0, true), msg[:30], true))

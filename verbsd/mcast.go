@@ -95,7 +95,8 @@ func (e *engine) attachMcast(q *qp, group netip.AddrPort) error {
 	if err != nil {
 		return err
 	}
-	if err := unix.EpollCtl(e.epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}); err != nil {
+	// A parked QP (ud_backlog.go) watches its new socket once unparked.
+	if err := unix.EpollCtl(e.epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: q.interest(), Fd: int32(fd)}); err != nil {
 		unix.Close(fd)
 		return fmt.Errorf("verbsd: epoll_ctl: %w", err)
 	}
@@ -123,7 +124,7 @@ func (e *engine) openMcast(group netip.AddrPort) (int, error) {
 		}
 	}
 	if e.cfg.SocketBuffer > 0 {
-		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, e.cfg.SocketBuffer)
+		setRecvBuffer(fd, e.cfg.SocketBuffer) // udpio_linux.go
 	}
 	// Only the groups joined on this socket (not every group of the host).
 	unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_MULTICAST_ALL, 0)

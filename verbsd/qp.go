@@ -52,7 +52,8 @@ type qp struct {
 	// Receive side.
 	rwr      recvWR
 	reasm    reassembler
-	maxRecvS uint32 // SGEs per RQE (QP's or SRQ's)
+	backlog  udBacklog // UD: parked sockets, held datagrams (ud_backlog.go)
+	maxRecvS uint32    // SGEs per RQE (QP's or SRQ's)
 
 	// Datagram extensions: Write-Record records being received (wrec*.go)
 	// and the multicast groups the QP is attached to (mcast*.go).
@@ -100,6 +101,9 @@ func (q *qp) hasWorkLocal() bool {
 	if q.rd != nil {
 		return q.rdHasWork() // rd_qp.go
 	}
+	if q.backlogWork() { // ud_backlog.go: a receive posted for what waits
+		return true
+	}
 	switch q.state {
 	case proto.QPStateRTS:
 		n, err := q.sq.Available()
@@ -128,8 +132,11 @@ func (e *engine) serviceQP(q *qp, now time.Time) bool {
 		return e.serviceRD(q, now) // rd_qp.go
 	}
 	work := false
-	if q.readable {
-		work = e.receive(q, now)
+	if q.backlog.parked || q.backlog.waiting() {
+		work = e.resumeBacklog(q, now) // ud_backlog.go
+	}
+	if q.readable && e.receive(q, now) {
+		work = true
 	}
 	switch q.state {
 	case proto.QPStateRTS:
@@ -209,4 +216,5 @@ func closeQP(q *qp) {
 	}
 	q.region.Close()
 	q.reasm.reset()
+	q.backlog = udBacklog{}
 }

@@ -159,6 +159,11 @@ func (e *engine) inspect() proto.Inspect {
 	in.Counters["qps"] = int64(len(e.qps))
 	in.Counters["engine_epoch"] = int64(e.epoch.Load())
 	e.rdInspect(in.Counters) // rd_qp.go
+	for _, q := range e.qps {
+		if q.typ == proto.QPTypeUD {
+			in.Counters["drop_socket_full"] += q.socketDrops() // ud_backlog.go: beside the destroyed QPs' (removeQP)
+		}
+	}
 	for _, s := range e.sessions {
 		in.Sessions = append(in.Sessions, s.info())
 	}
@@ -193,6 +198,9 @@ func (s *session) info() proto.SessionInfo {
 		qi := proto.QPInfo{Handle: h, QPN: q.qpn, Type: q.typ.String(), State: q.state.String(),
 			Addr: qpAddr(q), Counters: q.stats.snapshot(), Engine: q.eng.id}
 		qi.Counters["partial_messages"] = int64(q.reasm.partials())
+		if q.typ == proto.QPTypeUD {
+			qi.Counters["drop_socket_full"] = q.socketDrops() // ud_backlog.go
+		}
 		q.rdInspect(qi.Counters) // rd_qp.go
 		si.QPs = append(si.QPs, qi)
 	}

@@ -29,8 +29,14 @@ import (
 // flow (all of the segment size the kernel reports, but the last): they
 // are taken apart and judged one by one.
 func (e *engine) receive(q *qp, now time.Time) bool {
+	if q.backlog.waiting() || q.backlog.parked { // ud_backlog.go: held datagrams come first
+		return false
+	}
 	work := e.receiveFrom(q, q.fd, false, now)
 	for _, m := range q.mcast.socks { // multicast groups the QP is attached to (mcast.go)
+		if q.backlog.waiting() || q.backlog.parked {
+			break
+		}
 		if e.receiveFrom(q, m.fd, true, now) {
 			work = true
 		}
@@ -39,6 +45,10 @@ func (e *engine) receive(q *qp, now time.Time) bool {
 }
 
 // receiveFrom serves one socket of q (its own, or a multicast group's).
+// While q delivers, a recvmmsg asks for one datagram more than q has
+// posted receives, and, when it has none, only for a datagram that cannot
+// consume one: a datagram that needs a receive and finds none is held, or
+// waits in the socket with q parked (ud_backlog.go).
 func (e *engine) receiveFrom(q *qp, fd int, mcast bool, now time.Time) bool {
 	work := false
 	q.rwr.valid = false // translations are good for one pass only
@@ -46,13 +56,31 @@ func (e *engine) receiveFrom(q *qp, fd int, mcast bool, now time.Time) bool {
 	rb := e.rb
 	rb.mcast = mcast
 	for budget > 0 {
-		deliver := q.state == proto.QPStateRTR || q.state == proto.QPStateRTS
+		deliver := q.delivers()
 		rb.nrqe, rb.used = 0, 0
+		want := min(budget, recvSlots)
 		if deliver {
-			e.lookaheadRecv(q, min(budget, recvSlots))
+			posted := q.postedRecvs()
+			if posted == 0 {
+				// ud_backlog.go: read the head only if it needs no receive.
+				need, empty := e.headNeedsRecv(q, fd)
+				if empty {
+					q.readable = false
+					break
+				}
+				if need {
+					e.park(q)
+					break
+				}
+				posted = 0 // one buffer, judged (slot holds what needs a receive)
+			}
+			// One more than the receives: a read that returns fewer says
+			// the socket is drained (no further call, as before the
+			// backlog); the one beyond, if it needs a receive, is held.
+			want = min(want, posted+1)
+			e.lookaheadRecv(q, want)
 			deliver = q.state != proto.QPStateError
 		}
-		want := min(budget, recvSlots)
 		got, err := sysRecvmmsg(fd, rb.prepare(want))
 		if err != nil {
 			if errors.Is(err, unix.EAGAIN) {
@@ -68,6 +96,9 @@ func (e *engine) receiveFrom(q *qp, fd int, mcast bool, now time.Time) bool {
 			e.slot(q, i, deliver, now)
 		}
 		q.rwr.valid = false
+		if q.backlog.waiting() {
+			break // receives ran out within a GRO buffer: the rest is held
+		}
 		if got < want {
 			q.readable = false // drained; epoll says when more comes
 			break
@@ -102,11 +133,13 @@ func (e *engine) lookaheadRecv(q *qp, n int) {
 	}
 }
 
-// slot judges the datagram(s) in receive slot i.
+// slot judges the datagram(s) in receive slot i. A datagram that finds no
+// posted receive, and every one after it in the batch, is held
+// (ud_backlog.go).
 func (e *engine) slot(q *qp, i int, deliver bool, now time.Time) {
 	s := &e.rb.slots[i]
 	switch {
-	case !deliver || (q.state != proto.QPStateRTR && q.state != proto.QPStateRTS):
+	case !deliver || !q.delivers():
 		e.count(q, cDatagramsIn, 1)
 		e.count(q, cDropNotReady, 1)
 	case s.trunc:
@@ -115,9 +148,16 @@ func (e *engine) slot(q *qp, i int, deliver bool, now time.Time) {
 	case s.gso > 0 && s.n > s.gso:
 		e.count(q, cGROCoalesced, 1)
 		for off := 0; off < s.n; off += s.gso {
+			n := min(s.gso, s.n-off)
+			if q.backlog.waiting() || e.needHold(q, i, off, n) {
+				e.hold(q, i, off, n)
+				continue
+			}
 			e.count(q, cDatagramsIn, 1)
-			e.datagram(q, i, off, min(s.gso, s.n-off), now)
+			e.datagram(q, i, off, n, now)
 		}
+	case q.backlog.waiting() || e.needHold(q, i, 0, s.n):
+		e.hold(q, i, 0, s.n)
 	default:
 		e.count(q, cDatagramsIn, 1)
 		e.datagram(q, i, 0, s.n, now)

@@ -2,7 +2,9 @@ package verbsd_test
 
 import (
 	"testing"
+	"time"
 
+	"github.com/iwarpd/iwarpd/internal/shm"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 )
@@ -106,18 +108,8 @@ func TestManyMessagesAndInline(t *testing.T) {
 func TestSharedReceiveQueue(t *testing.T) {
 	_, path := startServer(t, nil)
 	a := newNode(t, path, 1<<16, verbsdtest.QPOptions{})
-	b := &node{c: dial(t, path)}
-	b.pd = must(b.c.AllocPD())(t)
-	b.mr = must(b.c.RegMR(b.pd, 1<<16, proto.AccessLocalWrite))(t)
-	b.scq = must(b.c.CreateCQ(64, 0))(t)
-	b.rcq = must(b.c.CreateCQ(64, 0))(t)
-	srq, prod := createSRQ(t, b.c, b.pd, 16, 2)
-	caps := defaultCaps
-	caps.MaxRecvWR = 0
-	b.qp = must(b.c.CreateQP(b.pd, b.scq, b.rcq, caps, verbsdtest.QPOptions{SRQ: srq}))(t)
-	if err := b.qp.ToRTS(); err != nil {
-		t.Fatal(err)
-	}
+	b, srq, prod := srqNode(t, path, 16, 2)
+	b.qp = srqQP(t, b, srq)
 	for i := range 4 {
 		if err := b.c.PostRecv(prod, uint64(i), []proto.SGE{b.mr.SGE(i*1024, 1024)}); err != nil {
 			t.Fatal(err)
@@ -135,4 +127,85 @@ func TestSharedReceiveQueue(t *testing.T) {
 	if got[1].Status != proto.WCLocLenErr || got[1].WRID != 1 {
 		t.Fatalf("too long: %+v", got[1])
 	}
+}
+
+// TestSharedReceiveQueueBacklog: two UD QPs on one SRQ, both parked with
+// messages waiting in their sockets (no receive posted, ud_backlog.go);
+// receives posted to the SRQ wake both, and every message of each is
+// delivered, in its QP's order, none dropped.
+func TestSharedReceiveQueueBacklog(t *testing.T) {
+	_, path := startServer(t, nil)
+	a := newNode(t, path, 1<<16, verbsdtest.QPOptions{})
+	b, srq, prod := srqNode(t, path, 128, 1)
+	qps := [2]*verbsdtest.QP{srqQP(t, b, srq), srqQP(t, b, srq)}
+	ahs := [2]proto.AddressVector{must(a.c.CreateAH(a.pd, qps[0].Addr))(t), must(a.c.CreateAH(a.pd, qps[1].Addr))(t)}
+	const perQP = 40
+	for i := range 2 * perQP {
+		fill(a.mr.Buf[i*64:i*64+64], i)
+		a.send(t, ahs[i%2], uint64(i), proto.SendSignaled, i*64, 64)
+	}
+	waitCQEs(t, a.scq, 2*perQP, "sends")
+	deadline := time.Now().Add(wait())
+	for _, q := range qps {
+		for qpCounters(t, path, q.QPN)["recv_parked"] == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("QP %d never parked: %v", q.QPN, qpCounters(t, path, q.QPN))
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if c := qpCounters(t, path, q.QPN); c["datagrams_in"] != 0 {
+			t.Fatalf("QP %d read %d datagrams with no receive posted", q.QPN, c["datagrams_in"])
+		}
+	}
+	for i := range 2 * perQP {
+		if err := b.c.PostRecv(prod, uint64(1000+i), []proto.SGE{b.mr.SGE(i*64, 64)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := waitCQEs(t, b.rcq, 2*perQP, "srq receives")
+	next := [2]int{0, 1} // the message each QP delivers next
+	for _, r := range got {
+		k := 0
+		if r.QPN == qps[1].QPN {
+			k = 1
+		}
+		i := next[k]
+		next[k] += 2
+		off := int(r.WRID-1000) * 64
+		want := make([]byte, 64)
+		fill(want, i)
+		if r.Status != proto.WCSuccess || r.ByteLen != 64 || string(b.mr.Buf[off:off+64]) != string(want) {
+			t.Fatalf("QP %d: completion %+v is not message %d", r.QPN, r, i)
+		}
+	}
+	for _, q := range qps {
+		if c := qpCounters(t, path, q.QPN); c["messages_in"] != perQP || c["drop_no_recv"] != 0 {
+			t.Errorf("QP %d: messages_in %d drop_no_recv %d, want %d, 0", q.QPN, c["messages_in"], c["drop_no_recv"], perQP)
+		}
+	}
+}
+
+// srqNode is a client with a PD, a 64 KiB MR, CQs (256 deep) and an SRQ of
+// depth receives of maxSGE SGEs; its QPs come from srqQP.
+func srqNode(t *testing.T, path string, depth, maxSGE uint32) (*node, uint32, *shm.Producer) {
+	t.Helper()
+	b := &node{c: dial(t, path)}
+	b.pd = must(b.c.AllocPD())(t)
+	b.mr = must(b.c.RegMR(b.pd, 1<<16, proto.AccessLocalWrite))(t)
+	b.scq = must(b.c.CreateCQ(256, 0))(t)
+	b.rcq = must(b.c.CreateCQ(256, 0))(t)
+	srq, prod := createSRQ(t, b.c, b.pd, depth, maxSGE)
+	return b, srq, prod
+}
+
+// srqQP is a UD QP of b on srq, in RTS.
+func srqQP(t *testing.T, b *node, srq uint32) *verbsdtest.QP {
+	t.Helper()
+	caps := defaultCaps
+	caps.MaxRecvWR = 0
+	q := must(b.c.CreateQP(b.pd, b.scq, b.rcq, caps, verbsdtest.QPOptions{SRQ: srq}))(t)
+	if err := q.ToRTS(); err != nil {
+		t.Fatal(err)
+	}
+	return q
 }

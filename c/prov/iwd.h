@@ -95,7 +95,8 @@ struct iwd_eq;
 
 struct iwd_fabric {
 	struct fid_fabric fabric_fid;
-	pthread_mutex_t lock;      /* session control calls, CM dispatch, eq list */
+	pthread_mutex_t lock;      /* session control calls, CM dispatch, eq list; taken
+	                            * before a domain's lock, never while holding one */
 	struct iwv_session *s;     /* one session per fabric: listeners and QPs meet in it */
 	struct iwv_device_attr dev;
 	struct sockaddr_in addr;   /* the device's address (port 0) */
@@ -261,6 +262,9 @@ void iwd_cq_push_err_owned(struct iwd_cq *cq, const void *owner, void *context, 
  * connection's endpoint, then reposts a receive to the endpoint a
  * completion names (a closed one: use after free). The domain lock is held. */
 void iwd_cq_purge(struct iwd_cq *cq, const void *owner);
+/* Whether owner has a (successful) completion in cq not read yet; the
+ * domain lock is held. */
+int iwd_cq_has_owned(const struct iwd_cq *cq, const void *owner);
 /* The wait set shared by CQs and counters (epoll on an eventfd and the
  * domain's completion channel). */
 int iwd_wait_init(struct iwd_domain *dom, int *efd, int *epfd);
@@ -303,6 +307,10 @@ int iwd_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_e
 /* Queues an event (entry of len bytes copied); the fabric lock is held. */
 int iwd_eq_trywait(struct iwd_eq *eq);
 int iwd_eq_push(struct iwd_eq *eq, uint32_t event, const void *entry, size_t len, int is_err);
+/* Queues an event that is read only once iwd_msg_drained(after) says so:
+ * the FI_SHUTDOWN of a connection comes after the completions that arrived
+ * before it (iwd_eq.c). The fabric lock is held. */
+int iwd_eq_push_after(struct iwd_eq *eq, uint32_t event, const void *entry, size_t len, struct iwd_ep *after);
 /* Drops the unread events about fid (a closed endpoint): fi_close(3) frees
  * them, and ofi_rxm relies on it (rxm_cm_progress). fab->lock is held. */
 void iwd_eq_purge(struct iwd_eq *eq, const struct fid *fid);
@@ -584,6 +592,10 @@ void iwd_cm_dispatch(struct iwd_fabric *fab, struct iwv_cm_event *ev);
 void iwd_msg_cm_event(struct iwd_fabric *fab, struct iwv_cm_event *ev);
 /* Endpoints with a QP in the fabric, for CM dispatch (fab->lock). */
 void iwd_msg_register(struct iwd_ep *ep);
+/* Pulls ep's completions from the daemon and reports whether the
+ * application has read every successful one; fab->lock is held, the
+ * domain lock is not. */
+int iwd_msg_drained(struct iwd_ep *ep);
 
 /* FI_ATOMIC (iwd_atomic.c): kind 0 write, 1 fetch, 2 compare. */
 int iwd_atomic_valid(int kind, enum fi_datatype dt, enum fi_op op);

@@ -155,6 +155,17 @@ void iwd_cq_purge(struct iwd_cq *cq, const void *owner)
 	}
 }
 
+int iwd_cq_has_owned(const struct iwd_cq *cq, const void *owner)
+{
+	size_t i;
+	if (!cq || !owner)
+		return 0;
+	for (i = 0; i < cq->count; i++)
+		if (cq->ring[(cq->head + i) % cq->cap].owner == owner)
+			return 1;
+	return 0;
+}
+
 static void copy_entry(struct iwd_cq *cq, void *dst, const struct iwd_cqe *e)
 {
 	switch (cq->format) {

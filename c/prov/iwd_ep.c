@@ -383,8 +383,20 @@ static int ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 	int ret = 0;
 	if (!bfid)
 		return -FI_EINVAL;
+	if (bfid->fclass == FI_CLASS_EQ) {
+		/* Under the fabric lock alone: it is taken before the domain
+		 * lock, never inside it (iwd.h). */
+		struct iwd_eq *eq = iwd_container_of(bfid, struct iwd_eq, eq_fid.fid);
+		pthread_mutex_lock(&ep->dom->fab->lock);
+		if (ep->eq)
+			ep->eq->refs--;
+		ep->eq = eq;
+		eq->refs++;
+		pthread_mutex_unlock(&ep->dom->fab->lock);
+		return 0;
+	}
 	iwd_lock(ep->dom);
-	if (ep->enabled && bfid->fclass != FI_CLASS_EQ) {
+	if (ep->enabled) {
 		iwd_unlock(ep->dom);
 		return -FI_EOPBADSTATE;
 	}
@@ -447,16 +459,6 @@ static int ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 		}
 		ep->av = av;
 		av->refs++;
-		break;
-	}
-	case FI_CLASS_EQ: {
-		struct iwd_eq *eq = iwd_container_of(bfid, struct iwd_eq, eq_fid.fid);
-		pthread_mutex_lock(&ep->dom->fab->lock);
-		if (ep->eq)
-			ep->eq->refs--;
-		ep->eq = eq;
-		eq->refs++;
-		pthread_mutex_unlock(&ep->dom->fab->lock);
 		break;
 	}
 	default:
@@ -530,12 +532,19 @@ static int ep_control(struct fid *fid, int command, void *arg)
 	}
 }
 
-/* Before an RD QP goes away: let our sends be acknowledged (bounded, ~1 s),
- * as SO_LINGER does: a message still unacknowledged may need a
- * retransmission the destroyed QP could not send. The acknowledgements we
+/* Before an RD or UD QP goes away: let our sends complete (bounded, ~1 s),
+ * as SO_LINGER does. RD: a message still unacknowledged may need a
+ * retransmission the destroyed QP could not send; the acknowledgements we
  * owe our peers need no wait: the daemon sends them when it destroys the
- * QP (verbsd rdCloseAcks). */
-static void rdm_linger(struct iwd_ep *ep)
+ * QP (verbsd rdCloseAcks). UD (DGRAM): fi_send returns once the work
+ * request is posted, before the daemon hands the datagram to the kernel,
+ * and destroying the QP discards what it has not sent; a UDP socket's
+ * sendto has the datagram in the kernel when it returns, and ofi_rxd
+ * relies on that: its acknowledgement of the peer's last message, sent
+ * just before fi_pingpong closes, was lost with the QP and left the peer
+ * retransmitting to a closed endpoint (issue 10). A UD send completes
+ * when the kernel has it, so this wait is one engine pass. */
+static void ep_linger(struct iwd_ep *ep)
 {
 	const struct timespec ms = {0, 1000 * 1000};
 	int i, idle = 0;
@@ -554,8 +563,8 @@ static int ep_close(struct fid *fid)
 	struct iwd_ep *ep = iwd_container_of(fid, struct iwd_ep, ep_fid.fid);
 	struct iwd_domain *dom = ep->dom;
 
-	if (ep->type == FI_EP_RDM && ep->qp && !dom->dead)
-		rdm_linger(ep);
+	if ((ep->type == FI_EP_RDM || ep->type == FI_EP_DGRAM) && ep->qp && !dom->dead)
+		ep_linger(ep);
 	iwd_lock(dom);
 	iwd_list_remove(&ep->link);
 	iwd_unlock(dom);
@@ -660,10 +669,22 @@ static int ep_setopt(fid_t fid, int level, int optname, const void *optval, size
 	}
 }
 
+/* fi_rx_size_left(3): DGRAM and MSG post each fi_recv as one receive of
+ * the QP, so what is left is the QP's receive queue (rx_attr->size deep)
+ * less the receives outstanding; RDM queues receives in the provider
+ * (tag matching) and reports IWD_RX_SIZE. */
 static ssize_t ep_rx_size_left(struct fid_ep *fid)
 {
 	struct iwd_ep *ep = iwd_container_of(fid, struct iwd_ep, ep_fid);
-	return ep->enabled ? (ssize_t)IWD_RX_SIZE : -FI_EOPBADSTATE;
+	ssize_t left;
+	if (!ep->enabled)
+		return -FI_EOPBADSTATE;
+	if (ep->type == FI_EP_RDM)
+		return (ssize_t)IWD_RX_SIZE;
+	iwd_lock(ep->dom);
+	left = (ssize_t)(ep->rq_depth > ep->rq_used ? ep->rq_depth - ep->rq_used : 0);
+	iwd_unlock(ep->dom);
+	return left;
 }
 
 static ssize_t ep_tx_size_left(struct fid_ep *fid)

@@ -46,7 +46,20 @@ void iwd_msg_fini(struct iwd_ep *ep)
 		iwv_disconnect(ep->qp, 1);
 	pthread_mutex_lock(&fab->lock);
 	iwd_list_remove(&ep->cm_link);
+	/* No event names ep from here on (CM dispatch no longer finds it),
+	 * so none waits in iwd_msg_drained for queues about to go. */
+	iwd_eq_purge(ep->eq, &ep->ep_fid.fid);
 	pthread_mutex_unlock(&fab->lock);
+}
+
+int iwd_msg_drained(struct iwd_ep *ep)
+{
+	int unread;
+	iwd_lock(ep->dom);
+	iwd_ep_progress(ep);
+	unread = iwd_cq_has_owned(ep->rx_cq, ep) || iwd_cq_has_owned(ep->tx_cq, ep);
+	iwd_unlock(ep->dom);
+	return !unread;
 }
 
 static struct iwd_ep *ep_of_qp(struct iwd_fabric *fab, struct iwv_qp *qp)
@@ -75,6 +88,17 @@ static void push_connected(struct iwd_ep *ep, const void *data, size_t dlen)
 		iwd_eq_push(ep->eq, FI_CONNECTED, buf, sizeof(*e) + dlen, 0);
 }
 
+/* The end of a connection: FI_SHUTDOWN, read after ep's earlier
+ * completions (iwd_eq.c). */
+static void push_shutdown(struct iwd_ep *ep)
+{
+	struct fi_eq_cm_entry e;
+	memset(&e, 0, sizeof(e));
+	e.fid = &ep->ep_fid.fid;
+	if (ep->eq)
+		iwd_eq_push_after(ep->eq, FI_SHUTDOWN, &e, sizeof(e), ep);
+}
+
 static void push_err(struct iwd_ep *ep, int err, int prov_errno)
 {
 	struct fi_eq_err_entry e;
@@ -90,7 +114,6 @@ static void push_err(struct iwd_ep *ep, int err, int prov_errno)
 void iwd_msg_cm_event(struct iwd_fabric *fab, struct iwv_cm_event *ev)
 {
 	struct iwd_ep *ep = ep_of_qp(fab, ev->qp);
-	struct fi_eq_cm_entry e;
 	if (!ep)
 		return;
 	switch (ev->type) {
@@ -117,10 +140,7 @@ void iwd_msg_cm_event(struct iwd_fabric *fab, struct iwv_cm_event *ev)
 	case IWV_CM_CONNECTION_ERROR:
 		if (ep->cm_state == CM_CONNECTED) {
 			ep->cm_state = CM_SHUTDOWN;
-			memset(&e, 0, sizeof(e));
-			e.fid = &ep->ep_fid.fid;
-			if (ep->eq)
-				iwd_eq_push(ep->eq, FI_SHUTDOWN, &e, sizeof(e), 0);
+			push_shutdown(ep);
 		} else {
 			ep->cm_state = CM_IDLE;
 			push_err(ep, FI_ECONNRESET, ev->status);
@@ -130,10 +150,7 @@ void iwd_msg_cm_event(struct iwd_fabric *fab, struct iwv_cm_event *ev)
 		if (ep->cm_state == CM_SHUTDOWN)
 			return; /* our own fi_shutdown */
 		ep->cm_state = CM_SHUTDOWN;
-		memset(&e, 0, sizeof(e));
-		e.fid = &ep->ep_fid.fid;
-		if (ep->eq)
-			iwd_eq_push(ep->eq, FI_SHUTDOWN, &e, sizeof(e), 0);
+		push_shutdown(ep);
 		break;
 	default:
 		break;

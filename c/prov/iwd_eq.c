@@ -2,6 +2,15 @@
  * iwd_eq.c — event queues (fi_eq(3)): connection events of MSG endpoints
  * (FI_CONNREQ, FI_CONNECTED, FI_SHUTDOWN, and errors such as a rejection),
  * pulled from the fabric session's CM events when the EQ is read.
+ *
+ * An FI_SHUTDOWN is read only after the application has read the
+ * successful completions its endpoint made before the connection ended;
+ * events behind it are not held up. The daemon publishes a completion
+ * before it reports the end of the connection, and ofi_rxm closes the
+ * connection's endpoint on FI_SHUTDOWN — which discards its unread
+ * completions (fi_endpoint(3) fi_close) — before it reads the CQ again:
+ * without the hold, a last message that came with the shutdown (fi_pingpong's
+ * "fin") was lost and its receiver waited forever.
  */
 #include <errno.h>
 #include <poll.h>
@@ -18,23 +27,52 @@ struct iwd_eq_ev {
 	struct iwd_list link;
 	uint32_t event;
 	int is_err;
+	struct iwd_ep *after; /* held until iwd_msg_drained(after), then NULL */
 	size_t len;
 	unsigned char data[];
 };
 
-int iwd_eq_push(struct iwd_eq *eq, uint32_t event, const void *entry, size_t len, int is_err)
+static int push(struct iwd_eq *eq, uint32_t event, const void *entry, size_t len, int is_err, struct iwd_ep *after)
 {
 	struct iwd_eq_ev *ev = malloc(sizeof(*ev) + len);
 	if (!ev)
 		return -FI_ENOMEM;
 	ev->event = event;
 	ev->is_err = is_err;
+	ev->after = after;
 	ev->len = len;
 	memcpy(ev->data, entry, len);
 	iwd_list_insert_tail(&eq->events, &ev->link);
 	eq->nevents++;
 	iwd_wait_signal(eq->efd);
 	return 0;
+}
+
+int iwd_eq_push(struct iwd_eq *eq, uint32_t event, const void *entry, size_t len, int is_err)
+{
+	return push(eq, event, entry, len, is_err, NULL);
+}
+
+int iwd_eq_push_after(struct iwd_eq *eq, uint32_t event, const void *entry, size_t len, struct iwd_ep *after)
+{
+	return push(eq, event, entry, len, 0, after);
+}
+
+/* The oldest event that may be read now, or NULL; fab->lock is held. The
+ * endpoint an event waits for is alive: closing it purges its events
+ * under this lock before its queues go (iwd_msg_fini). */
+static struct iwd_eq_ev *first_ready(struct iwd_eq *eq)
+{
+	struct iwd_list *it;
+	iwd_list_foreach(&eq->events, it)
+	{
+		struct iwd_eq_ev *ev = iwd_container_of(it, struct iwd_eq_ev, link);
+		if (ev->after && iwd_msg_drained(ev->after))
+			ev->after = NULL;
+		if (!ev->after)
+			return ev;
+	}
+	return NULL;
 }
 
 void iwd_eq_purge(struct iwd_eq *eq, const struct fid *fid)
@@ -60,10 +98,9 @@ void iwd_eq_purge(struct iwd_eq *eq, const struct fid *fid)
 
 static ssize_t eq_read_locked(struct iwd_eq *eq, uint32_t *event, void *buf, size_t len, uint64_t flags)
 {
-	struct iwd_eq_ev *ev;
-	if (!eq->nevents)
+	struct iwd_eq_ev *ev = first_ready(eq);
+	if (!ev)
 		return -FI_EAGAIN;
-	ev = iwd_container_of(eq->events.next, struct iwd_eq_ev, link);
 	if (ev->is_err)
 		return -FI_EAVAIL;
 	if (len < ev->len)
@@ -103,8 +140,8 @@ static ssize_t eq_readerr(struct fid_eq *eq_fid, struct fi_eq_err_entry *buf, ui
 		return -FI_EINVAL;
 	iwd_fabric_cm_progress(eq->fab);
 	pthread_mutex_lock(&eq->fab->lock);
-	if (eq->nevents) {
-		ev = iwd_container_of(eq->events.next, struct iwd_eq_ev, link);
+	ev = first_ready(eq);
+	if (ev) {
 		if (ev->is_err) {
 			size_t n = ev->len < sizeof(*buf) ? ev->len : sizeof(*buf);
 			void *err_data = buf->err_data;
@@ -151,14 +188,20 @@ static ssize_t eq_sread(struct fid_eq *eq_fid, uint32_t *event, void *buf, size_
 	pfd[1].events = POLLIN;
 	for (;;) {
 		uint64_t v;
-		int left;
+		int left, most;
 		ssize_t ret = eq_read(eq_fid, event, buf, len, flags);
 		if (ret != -FI_EAGAIN)
 			return ret;
 		left = deadline < 0 ? 1000 : (int)(deadline - now_ms());
 		if (left <= 0)
 			return -FI_EAGAIN;
-		if (poll(pfd, pfd[1].fd >= 0 ? 2 : 1, left > 1000 ? 1000 : left) < 0 && errno != EINTR)
+		/* A held event is freed by a CQ read, which signals no
+		 * descriptor here: look again soon. Otherwise wake at least
+		 * every second to notice a dead daemon. */
+		pthread_mutex_lock(&eq->fab->lock);
+		most = eq->nevents ? 10 : 1000;
+		pthread_mutex_unlock(&eq->fab->lock);
+		if (poll(pfd, pfd[1].fd >= 0 ? 2 : 1, left > most ? most : left) < 0 && errno != EINTR)
 			return -FI_EOTHER;
 		if (read(eq->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 			return -FI_EOTHER;
@@ -182,7 +225,7 @@ int iwd_eq_trywait(struct iwd_eq *eq)
 	int ret;
 	iwd_fabric_cm_progress(eq->fab);
 	pthread_mutex_lock(&eq->fab->lock);
-	ret = eq->nevents ? -FI_EAGAIN : 0;
+	ret = first_ready(eq) ? -FI_EAGAIN : 0;
 	pthread_mutex_unlock(&eq->fab->lock);
 	return ret;
 }

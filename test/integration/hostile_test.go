@@ -501,6 +501,13 @@ func forgedDatagrams(t *testing.T, d *daemon) {
 	if goodAddr == "" {
 		t.Fatal("iwarpctl does not list the good client's QP")
 	}
+	// One receive posted on the target: a UD QP reads its socket only
+	// while it has receives (the datagrams wait in the socket otherwise,
+	// docs/iwarpd.md "UD receive backlog"). None of the bad datagrams
+	// consumes it; the well-formed one at the end does.
+	if err := ev.c.PostRecv(target.RQ, 9, []proto.SGE{ev.mr.SGE(0, 100)}); err != nil {
+		t.Fatal(err)
+	}
 	before := d.counters(t)
 	goodBefore := d.qpCounters(t, goodAddr)
 	want := map[string]int64{}
@@ -519,24 +526,16 @@ func forgedDatagrams(t *testing.T, d *daemon) {
 				}
 			}
 		}
-		if to == target.Addr {
-			// A well-formed datagram from a stranger with no receive
-			// posted: dropped and counted too.
-			conn.Write(good)
-			want["drop_no_recv"]++
-		}
 		conn.Close()
 	}
 	// Per QP, exactly what was sent (×3 for the repeated rounds).
 	var got map[string]int64
 	eventually(t, "the target QP to count every datagram", 10*time.Second, func() bool {
 		got = d.qpCounters(t, target.Addr)
-		return got["datagrams_in"] >= int64(3*len(bad)+1)
+		return got["datagrams_in"] >= int64(3*len(bad))
 	})
 	for name, n := range want {
-		if name != "drop_no_recv" {
-			n *= 3
-		}
+		n *= 3
 		if got[name] != n {
 			t.Errorf("target QP counter %s = %d, want %d (all: %v)", name, got[name], n, got)
 		}
@@ -561,16 +560,13 @@ func forgedDatagrams(t *testing.T, d *daemon) {
 	}
 	after := d.counters(t)
 	for name := range want {
-		if name != "drop_no_recv" && after[name]-before[name] < 3*want[name] {
+		if after[name]-before[name] < 3*want[name] {
 			t.Errorf("global counter %s grew by %d, want at least %d", name, after[name]-before[name], 3*want[name])
 		}
 	}
 	// A forged but well-formed message that names the target's Q_Key is
 	// delivered once a receive is posted (the key is UD's only
-	// authentication): it lands intact.
-	if err := ev.c.PostRecv(target.RQ, 9, []proto.SGE{ev.mr.SGE(0, 100)}); err != nil {
-		t.Fatal(err)
-	}
+	// authentication): it lands intact, in the receive posted above.
 	conn, err := net.Dial("udp", target.Addr)
 	if err != nil {
 		t.Fatal(err)

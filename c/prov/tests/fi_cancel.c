@@ -21,39 +21,14 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
-static int failures;
-
-#define CHECK(call)                                                                                \
-	do {                                                                                       \
-		ssize_t rc_ = (call);                                                              \
-		if (rc_ < 0) {                                                                     \
-			fprintf(stderr, "fi_cancel: %s:%d: %s: %s\n", __FILE__, __LINE__, #call,  \
-				fi_strerror((int)-rc_));                                           \
-			exit(1);                                                                   \
-		}                                                                                  \
-	} while (0)
-#define EXPECT(cond, ...)                                                         \
-	do {                                                                      \
-		if (!(cond)) {                                                    \
-			fprintf(stderr, "fi_cancel: %s:%d: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__);                             \
-			fputc('\n', stderr);                                      \
-			failures++;                                               \
-		}                                                                 \
-	} while (0)
+#define FITEST_NAME "fi_cancel"
+#include "fitest.h"
 
 struct side {
 	struct fid_ep *ep;
 	struct fid_cq *cq;
 	fi_addr_t peer;
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /* next reads one completion or error completion (bounded: 10 s). */
 static int next(struct side *s, struct fi_cq_tagged_entry *e, struct fi_cq_err_entry *err)
@@ -169,15 +144,5 @@ int main(int argc, char **argv)
 		fi_close(&sides[i]->ep->fid);
 		fi_close(&sides[i]->cq->fid);
 	}
-	fi_close(&av->fid);
-	fi_close(&dom->fid);
-	fi_close(&fab->fid);
-	fi_freeinfo(info);
-	fi_freeinfo(hints);
-	if (failures) {
-		fprintf(stderr, "fi_cancel: %d failures\n", failures);
-		return 1;
-	}
-	printf("fi_cancel: ok\n");
-	return 0;
+	return fitest_close(av, dom, fab, info, hints);
 }
