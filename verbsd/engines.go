@@ -227,7 +227,7 @@ func (d *device) inspectAll() proto.Inspect {
 			}
 		}
 		in.Counters["qps"] += int64(len(e.qps))
-		e.rdInspect(in.Counters)
+		e.qpsInspect(in.Counters) // server.go
 	}
 	for _, e := range d.engs {
 		in.Engines = append(in.Engines, e.engineInfo())

@@ -158,17 +158,23 @@ func (e *engine) inspect() proto.Inspect {
 	in.Counters["sessions"] = int64(len(e.sessions))
 	in.Counters["qps"] = int64(len(e.qps))
 	in.Counters["engine_epoch"] = int64(e.epoch.Load())
-	e.rdInspect(in.Counters) // rd_qp.go
-	for _, q := range e.qps {
-		if q.typ == proto.QPTypeUD {
-			in.Counters["drop_socket_full"] += q.socketDrops() // ud_backlog.go: beside the destroyed QPs' (removeQP)
-		}
-	}
+	e.qpsInspect(in.Counters)
 	for _, s := range e.sessions {
 		in.Sessions = append(in.Sessions, s.info())
 	}
 	sort.Slice(in.Sessions, func(i, j int) bool { return in.Sessions[i].ID < in.Sessions[j].ID })
 	return in
+}
+
+// qpsInspect adds to m what the engine's QPs hold of the daemon's
+// counters (RD state, UD socket drops).
+func (e *engine) qpsInspect(m map[string]int64) {
+	e.rdInspect(m) // rd_qp.go
+	for _, q := range e.qps {
+		if q.typ == proto.QPTypeUD {
+			m["drop_socket_full"] += q.socketDrops() // ud_backlog.go: beside the destroyed QPs' (removeQP)
+		}
+	}
 }
 
 func sortedKeys[V any](m map[uint32]V) []uint32 {
