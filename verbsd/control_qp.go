@@ -269,6 +269,9 @@ func (s *session) modifyQP(body []byte, _ []int) (any, error) {
 			q.wrec.reset()
 			q.rdReset() // rd_qp.go: a new life
 		}
+		if to == proto.QPStateError && from != to {
+			q.errWhy = "the client moved it to ERROR (modify-qp)"
+		}
 		q.state = to
 		return nil
 	})

@@ -33,6 +33,7 @@ const (
 	cProcessMemFaults  // process-memory accesses that failed (unmapped, process gone)
 	cProcessMemRead    // octets read from client processes (process_vm_readv)
 	cProcessMemWritten // octets written to client processes (process_vm_writev)
+	cProcessMemStaged  // octets of staging buffers taken for process memory (stage.go)
 	cSendCalls         // sendmmsg calls
 	cRecvCalls         // recvmmsg calls that returned datagrams
 	cGSOSends          // messages of a sendmmsg carrying several datagrams (UDP_SEGMENT)
@@ -72,6 +73,7 @@ var counterNames = [counterCount]string{
 	cProcessMemFaults:    "process_mem_faults",
 	cProcessMemRead:      "process_mem_read_bytes",
 	cProcessMemWritten:   "process_mem_written_bytes",
+	cProcessMemStaged:    "process_mem_staged_bytes",
 	cDatagramsIn:         "datagrams_in",
 	cDatagramsOut:        "datagrams_out",
 	cBytesIn:             "bytes_in",

@@ -89,6 +89,11 @@ func (e *engine) errorQP(q *qp, why string) {
 		return
 	}
 	q.state = proto.QPStateError
+	q.errWhy = why
+	if q.rc == nil { // a connected RC QP logs when its connection ends (rc_log.go)
+		q.s.srv.log.Infof("session %d (pid %d): %v QP %d (QPN %d) moved to ERROR: %s; its work requests complete flushed",
+			q.s.id, q.s.cred.Pid, q.typ, q.handle, q.qpn, why)
+	}
 	q.s.sendEvent(e, proto.Event{Type: proto.EventQPFatal, Handle: q.handle, Detail: why})
 }
 

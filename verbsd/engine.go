@@ -449,6 +449,10 @@ func (e *engine) addQP(q *qp) error {
 
 // removeQP takes a QP out of the polling set (the caller releases it).
 func (e *engine) removeQP(q *qp) {
+	if c := q.rc; c != nil && c.phase != rcIdle && c.phase != rcClosed {
+		c.setCause("the local client destroyed the QP (or exited) with the connection up")
+		e.rcLogClosed(q, rcClosedSocketError, ": its socket closed", "QP destroyed")
+	}
 	if q.typ == proto.QPTypeUD {
 		e.stats[cDropSocketFull] += q.socketDrops() // ud_backlog.go: before its sockets close
 	}

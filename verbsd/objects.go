@@ -89,6 +89,11 @@ func (q *qp) translate(sge proto.SGE, p *pd, write bool) ([]byte, proto.WCStatus
 	return m.mem[off : off+uint64(sge.Length) : off+uint64(sge.Length)], proto.WCSuccess
 }
 
+// subSGE is octets [from, from+n) of sge (within it: the caller checked).
+func subSGE(sge proto.SGE, from, n uint64) proto.SGE {
+	return proto.SGE{Addr: sge.Addr + from, Length: uint32(n), LKey: sge.LKey}
+}
+
 // checkSGE is translate's checks alone (for work requests validated before
 // their octets are used): the region and the offset of addr in it. A
 // source in process memory is probed (its first and last octets readable).

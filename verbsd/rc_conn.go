@@ -145,6 +145,7 @@ type rcConn struct {
 	sqStalled   bool      // the SQ head waits for a Read Response (fence, ORD, completion window)
 
 	reason   rcCloseReason
+	cause    string           // what ended the connection, first cause wins (rc_log.go)
 	term     *rdmap.Terminate // sent or received, for the report
 	termErr  iwerr.Error      // the Terminate to send
 	termDDP  []byte           // its copies of the offending headers
@@ -312,10 +313,12 @@ func (e *engine) disconnectRC(q *qp, abort bool) {
 	case rcOpen, rcClosing:
 		if abort {
 			c.now = time.Now()
+			c.setCause("the local client disconnected abortively")
 			e.rcTerminate(q, iwerr.RDMAPCatastrophicStream, nil, nil, -1)
 			return
 		}
 		if c.phase == rcOpen {
+			c.setCause("the local client disconnected gracefully")
 			n, _ := q.sq.Available()
 			c.phase = rcClosing
 			c.closeBudget = int(n)
@@ -339,6 +342,7 @@ func (e *engine) rcTerminate(q *qp, err iwerr.Error, ddpHdr, rdmaHdr []byte, seg
 		return
 	}
 	c.phase = rcTerminating
+	c.setCause("this daemon detected " + err.Error())
 	c.termErr = err
 	c.termDDP = append(c.termDDP[:0], ddpHdr...)
 	c.termRDMA = append(c.termRDMA[:0], rdmaHdr...)
@@ -396,6 +400,7 @@ func (e *engine) rcClose(q *qp, reason rcCloseReason, detail string) {
 		reason = c.reason
 	}
 	c.phase = rcClosed
+	e.rcLogClosed(q, reason, detail, "QP in ERROR")
 	if c.fd >= 0 {
 		unix.EpollCtl(e.epfd, unix.EPOLL_CTL_DEL, c.fd, nil)
 		delete(e.byFD, int32(c.fd))
@@ -515,9 +520,11 @@ func (e *engine) serviceRC(q *qp, now time.Time) bool {
 		switch q.state {
 		case proto.QPStateError:
 			if c.phase < rcTerminating {
+				c.setCause("the QP was moved to ERROR locally (" + q.errWhy + ")")
 				e.rcTerminate(q, iwerr.RDMAPCatastrophicStream, nil, nil, -1)
 			}
 		case proto.QPStateReset, proto.QPStateInit, proto.QPStateRTR:
+			c.setCause("the local client reset the QP")
 			e.rcClose(q, rcClosedSocketError, ": the QP was reset")
 			c.pend.reset()
 			c.rqe.active = false

@@ -22,6 +22,7 @@ func (e *engine) rcTermReceived(q *qp, b []byte) {
 	t.RDMAPHeader = append([]byte(nil), t.RDMAPHeader...)
 	c.term = &t
 	c.reason = rcClosedTermReceived
+	c.setCause("the peer sent a Terminate: " + t.Err.Error())
 	if c.pend.n > 0 {
 		p := c.pend.front()
 		p.done, p.status, p.term, p.flags = true, termStatus(t.Err), termWord(t.Err), proto.WCFlagTermValid

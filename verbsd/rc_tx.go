@@ -56,7 +56,10 @@ type rcMsg struct {
 	segs     ddp.Segmenter
 	seg      uint32 // segment being sent
 	seq      uint64 // the pending work request (txSQ)
-	payloads [][]byte
+	// payloads hold the message's octets [payLo, payHi) (rcTxPayloads: a
+	// window of a large message in process memory, else all of it).
+	payloads     [][]byte
+	payLo, payHi int
 }
 
 // rcTx is the message being transmitted (the embedded rcMsg), the
@@ -85,12 +88,23 @@ type rcTx struct {
 	hdrs     []byte // the batch's DDP headers
 	ulp      [][]byte
 	vec      [][]byte
+	vecEnds  []int // vec[vecEnds[i-1]:vecEnds[i]] is the batch's FPDU i
 	scratch  []byte
 	iov      []unix.Iovec
+
+	// With the MPA CRC on, the batch's payload octets are copied into
+	// bounce and the FPDUs are checksummed and written from there, so
+	// that the CRC covers exactly the octets on the wire (rcCopyBatch).
+	// A batch cut by a short write then resumes from its own copy
+	// (owned) instead of being rebuilt from registered memory.
+	bounce []byte
+	owned  bool
 }
 
-// Batch limits of one writev.
+// Batch limits of one writev; rcTxWindow bounds the payload octets
+// translated at once (rcTxPayloads), at least one batch.
 const (
+	rcTxWindow     = rcTxBatchBytes
 	rcTxBatchBytes = 128 << 10
 	rcTxMaxFPDUs   = 64
 	rcTxMaxIOV     = 1024 // UIO_MAXIOV
@@ -111,6 +125,7 @@ func (t *rcTx) reset() {
 	t.kind, t.inFPDU, t.written, t.payloads = txNone, false, 0, t.payloads[:0]
 	t.dropAhead()
 	t.wires, t.done, t.ndone = t.wires[:0], 0, 0
+	t.owned = false
 }
 
 // startRTR queues the peer-to-peer RTR message (initiator).
@@ -167,7 +182,7 @@ func (e *engine) rcSend(q *qp) bool {
 			if !ready {
 				return work
 			}
-		} else if !t.fresh && !e.rcBuildFPDU(q) {
+		} else if !t.fresh && !t.owned && !e.rcBuildFPDU(q) {
 			return true
 		}
 		n, err := rcWritev(c, t.vec, t.written)
@@ -183,17 +198,23 @@ func (e *engine) rcSend(q *qp) bool {
 			e.rcFPDUSent(q)
 		}
 		if t.written == t.wire {
-			t.inFPDU = false
+			t.inFPDU, t.owned = false, false
 			t.wires, t.done, t.ndone = t.wires[:0], 0, 0
 			c.setEpoll(e, c.rxOn, false)
 			continue
 		}
-		// Stopped inside the batch: it resumes (rebuilt in a later pass)
-		// with the FPDU it cut, at the octet it stopped at.
+		// Stopped inside the batch: it resumes with the FPDU it cut, at
+		// the octet it stopped at (rebuilt in a later pass, or from the
+		// batch's own copy: rcKeepCut).
 		t.startPos += uint64(t.done)
 		t.written -= t.done
 		t.wire -= t.done
-		t.wires, t.done, t.ndone = t.wires[:0], 0, 0
+		if c.params.CRC {
+			t.rcKeepCut(c)
+		} else {
+			t.wires = t.wires[:0]
+		}
+		t.done, t.ndone = 0, 0
 		t.fresh = false
 		if err == nil || errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
 			e.count(q, cSendBlocked, 1)
@@ -257,8 +278,8 @@ func (e *engine) rcNextFPDU(q *qp) (ready, did bool) {
 func (e *engine) rcBuildFPDU(q *qp) bool {
 	c := q.rc
 	t := &c.tx
-	if !t.fresh {
-		if !e.rcTxPayloads(q) {
+	if s := t.segs.Segment(t.seg); !t.fresh || int(s.Offset) < t.payLo || int(s.Offset)+s.Len > t.payHi {
+		if !e.rcTxPayloads(q, int(s.Offset)) {
 			return false
 		}
 		t.fresh = true
@@ -275,6 +296,7 @@ func (e *engine) rcBuildFPDU(q *qp) bool {
 	}
 	c.snd.SetStreamPos(t.startPos)
 	t.vec, t.scratch, t.hdrs = t.vec[:0], t.scratch[:0], t.hdrs[:0]
+	t.vecEnds, t.bounce, t.owned = t.vecEnds[:0], t.bounce[:0], false
 	t.wires, t.done, t.ndone, t.wire = t.wires[:0], 0, 0, 0
 	// FPDU alignment (RFC 5044 §8; Wireshark's dissector relies on it):
 	// a batch beyond one TCP segment would be cut by TCP across FPDUs, so
@@ -300,18 +322,26 @@ func (t *rcTx) appendSegs(c *rcConn, m *rcMsg, from, last uint32, limit int) boo
 		if len(t.wires) > 0 && t.wire+c.snd.WireLen(s.Header.Len()+s.Len) > limit {
 			return false
 		}
-		nvec, nscratch, pos := len(t.vec), len(t.scratch), c.snd.StreamPos()
+		nvec, nscratch, pos, nbounce := len(t.vec), len(t.scratch), c.snd.StreamPos(), len(t.bounce)
 		h0 := len(t.hdrs)
 		t.hdrs = s.Header.Append(t.hdrs)
 		ulp := append(t.ulp[:0], t.hdrs[h0:len(t.hdrs):len(t.hdrs)])
-		ulp = appendRange(ulp, m.payloads, int(s.Offset), s.Len)
+		if int(s.Offset)+s.Len > m.payHi && s.Len > 0 {
+			return false // beyond the translated window: the next batch translates on
+		}
+		ulp = appendRange(ulp, m.payloads, int(s.Offset)-m.payLo, s.Len)
+		if c.params.CRC {
+			ulp = t.rcCopyBatch(ulp)
+		}
 		t.ulp = ulp[:0]
 		t.vec, t.scratch = c.snd.AppendVec(t.vec, t.scratch, ulp...)
 		if len(t.wires) > 0 && len(t.vec) > rcTxMaxIOV {
 			t.vec, t.scratch, t.hdrs = t.vec[:nvec], t.scratch[:nscratch], t.hdrs[:h0]
+			t.bounce = t.bounce[:nbounce]
 			c.snd.SetStreamPos(pos)
 			return false
 		}
+		t.vecEnds = append(t.vecEnds, len(t.vec))
 		w := 0
 		for _, p := range t.vec[nvec:] {
 			w += len(p)
@@ -326,11 +356,24 @@ func (t *rcTx) appendSegs(c *rcConn, m *rcMsg, from, last uint32, limit int) boo
 // Immediate Data message follows a Send or Write with Imm).
 func (t *rcTx) msgEnds(m *rcMsg) bool { return m.immOp == 0 || m.immPhase }
 
-// rcTxPayloads translates the current message's payload for this pass.
-func (e *engine) rcTxPayloads(q *qp) bool {
+// rcTxPayloads translates the current message's payload for this pass,
+// from message offset from on: all of it, or for a Read Response or a
+// Send/Write from registered memory a window of what one pass can send
+// (PollBatch batches, at most rcTxWindow octets; rcMsgPayloads). In
+// process memory every translation is a process_vm_readv into a staging
+// buffer (stage.go): translating the whole message in every pass read a
+// 1 MiB Read Response once per pass (about 12 times over an MTU of 1500),
+// the window reads each octet about once. The previous window's staging
+// buffers, if staged in this pass, go back to the pool at once
+// (e.unstage).
+func (e *engine) rcTxPayloads(q *qp, from int) bool {
 	c := q.rc
 	t := &c.tx
-	t.payloads = t.payloads[:0]
+	window := max(min(rcTxWindow, e.cfg.PollBatch*min(rcTxBatchBytes, c.emss)), c.maxTagged, c.maxUntagged) // a segment at least
+	if t.fresh {
+		e.unstage(t.payloads)
+	}
+	t.payloads, t.payLo, t.payHi = t.payloads[:0], 0, math.MaxInt
 	switch t.kind {
 	case txRTR:
 		if t.segs.MessageLen() == rdmap.ReadRequestLen {
@@ -345,16 +388,17 @@ func (e *engine) rcTxPayloads(q *qp) bool {
 		if r.size == 0 {
 			return true
 		}
-		b, f := q.rcLookup(r.srcStag, r.srcTO, uint64(r.size), proto.AccessRemoteRead)
+		n := min(int(r.size)-from, window)
+		b, f := q.rcLookup(r.srcStag, r.srcTO+uint64(from), uint64(n), proto.AccessRemoteRead)
 		if f != 0 {
 			// Deregistered or invalidated since the request was accepted.
 			e.rcTxBroken(q)
 			e.rcTerminate(q, rdmap.RDMAPError(f), r.ddpHdr[:], r.rdmaHdr[:], ddp.UntaggedHeaderLen+rdmap.ReadRequestLen)
 			return false
 		}
-		t.payloads = append(t.payloads, b)
+		t.payloads, t.payLo, t.payHi = append(t.payloads, b), from, from+n
 	case txSQ:
-		if st := e.rcMsgPayloads(q, &t.rcMsg); st != proto.WCSuccess {
+		if st := e.rcMsgPayloads(q, &t.rcMsg, from, window); st != proto.WCSuccess {
 			e.rcTxBroken(q)
 			e.rcComplete(q, t.seq, st)
 			e.errorQP(q, "a send buffer was deregistered or invalidated while in use")
@@ -365,9 +409,11 @@ func (e *engine) rcTxPayloads(q *qp) bool {
 }
 
 // rcMsgPayloads translates the payload of the SQ message m into
-// m.payloads; it only reads.
-func (e *engine) rcMsgPayloads(q *qp, m *rcMsg) proto.WCStatus {
-	m.payloads = m.payloads[:0]
+// m.payloads; it only reads. The octets of registered memory translated
+// are [from, from+n) of the message (m.payLo, m.payHi); the small payloads
+// (immediate data, an atomic's or a Read's request, inline data) whole.
+func (e *engine) rcMsgPayloads(q *qp, m *rcMsg, from, n int) proto.WCStatus {
+	m.payloads, m.payLo, m.payHi = m.payloads[:0], 0, math.MaxInt
 	switch {
 	case m.immPhase:
 		m.payloads = append(m.payloads, m.imm[:])
@@ -378,12 +424,19 @@ func (e *engine) rcMsgPayloads(q *qp, m *rcMsg) proto.WCStatus {
 	case m.useIn:
 		m.payloads = append(m.payloads, m.inline[:m.total])
 	default:
+		hi := from + min(n, m.total-from)
+		m.payLo, m.payHi = from, hi
+		off := 0 // message offset of s
 		for _, s := range m.sges {
-			b, st := q.translate(s, q.pd, false)
-			if st != proto.WCSuccess {
-				return st
+			sl := int(s.Length)
+			if lo, end := max(from, off), min(hi, off+sl); lo < end {
+				b, st := q.translate(subSGE(s, uint64(lo-off), uint64(end-lo)), q.pd, false)
+				if st != proto.WCSuccess {
+					return st
+				}
+				m.payloads = append(m.payloads, b)
 			}
-			m.payloads = append(m.payloads, b)
+			off += sl
 		}
 	}
 	return proto.WCSuccess

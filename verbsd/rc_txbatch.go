@@ -47,7 +47,7 @@ func (e *engine) rcBatchAhead(q *qp, limit int) {
 		} else if m = e.rcTakeAhead(q); m == nil {
 			return
 		}
-		if e.rcMsgPayloads(q, m) != proto.WCSuccess {
+		if e.rcMsgPayloads(q, m, 0, rcTxWindow) != proto.WCSuccess { // the batch's limit is within the window
 			return // it fails when it is current (rcTxPayloads)
 		}
 		if !t.appendSegs(c, m, 0, m.segs.Count(), limit) || !t.msgEnds(m) {

@@ -109,6 +109,7 @@ func (e *engine) stage(s *session, r *procRegion, off, n uint64, fill bool) ([]b
 	}
 	full := s.stage.get(int(n))
 	b := full[:n:n]
+	e.count(nil, cProcessMemStaged, int64(n))
 	if fill {
 		if err := r.ReadAt(b, off); err != nil {
 			s.stage.put(full)
@@ -132,6 +133,34 @@ func (e *engine) releaseStaged() {
 		*st = stagedBuf{}
 	}
 	e.staged = e.staged[:0]
+}
+
+// unstage returns the staging buffers that pieces were translated to in
+// this pass (sources the data path is done with: nothing to commit) to
+// their sessions' pools before the pass ends, so that a message sent in
+// windows (rcTxPayloads) holds one window's staging at a time. Pieces of
+// mapped memory are not staged and are left alone. A piece must come from
+// this pass: a buffer released at the end of an earlier one may be staged
+// again now for something else.
+func (e *engine) unstage(pieces [][]byte) {
+	for _, p := range pieces {
+		if len(p) == 0 {
+			continue
+		}
+		for i := range e.staged {
+			st := &e.staged[i]
+			if len(st.buf) == len(p) && &st.buf[0] == &p[0] {
+				if st.s.installed {
+					st.s.stage.put(st.full)
+				}
+				last := len(e.staged) - 1
+				e.staged[i] = e.staged[last]
+				e.staged[last] = stagedBuf{}
+				e.staged = e.staged[:last]
+				break
+			}
+		}
+	}
 }
 
 // commit writes octets [off, off+n) of the concatenation of pieces that lie

@@ -6,7 +6,8 @@
 //
 // Ports: UD port blocks 27000-27499 (blocks of 50, see main_test.go), single
 // fixed ports 27500-27599 (27580-27599: the RD tests, rd_helpers_test.go);
-// process-memory tests (procmem_test.go): RD ports 26800-26819, TCP
-// listeners 26850-26852; per-user limits (hostile_limits_test.go): TCP
-// listeners 26860-26862; all below Linux's ephemeral range.
+// process-memory tests (procmem_test.go, procmem_window_test.go): RD ports
+// 26800-26819, TCP listeners 26850-26853; per-user limits
+// (hostile_limits_test.go): TCP listeners 26860-26862; all below Linux's
+// ephemeral range.
 package hostile

@@ -1,0 +1,55 @@
+package verbsd
+
+import "fmt"
+
+// Why an RC QP left RTS: one info line per connection end, so that a user
+// who sees completions flushed (WCWRFlushErr) can tell from the daemon's
+// log which side ended the connection and why: a Terminate this daemon
+// sent (RFC 5040 §5.6.3, its layer/type/code) and what made it send it, a
+// Terminate the peer sent, the LLP (TCP) failing or closing (RFC 5044 §7:
+// the end of the stream), or the local client disconnecting, resetting or
+// moving the QP to ERROR. Never per packet.
+
+// setCause records what is ending the connection; the first cause wins
+// (the later ones are consequences of it).
+func (c *rcConn) setCause(s string) {
+	if c.cause == "" {
+		c.cause = s
+	}
+}
+
+// rcLogClosed logs the end of q's connection (rcClose, before its state
+// is cleared; removeQP). reason and detail are rcClose's; then says what
+// became of the QP.
+func (e *engine) rcLogClosed(q *qp, reason rcCloseReason, detail, then string) {
+	c := q.rc
+	log := q.s.srv.log
+	side := "responder"
+	if c.initiator {
+		side = "initiator"
+	}
+	cause := c.cause
+	switch {
+	case cause != "":
+	case reason == rcClosedGraceful:
+		cause = "the peer closed the connection (TCP FIN)"
+	case reason == rcClosedSocketError:
+		cause = "the TCP connection failed"
+	default:
+		cause = reason.String()
+	}
+	term := ""
+	switch {
+	case c.term == nil:
+	case reason == rcClosedTermReceived || c.termWire != nil && c.termOff == len(c.termWire):
+		term = ", Terminate " + c.term.Err.Error()
+	default:
+		term = ", Terminate " + c.term.Err.Error() + " not sent"
+	}
+	flushed := ""
+	if c.pend.n > 0 {
+		flushed = fmt.Sprintf("; %d work request(s) in progress complete flushed", c.pend.n)
+	}
+	log.Infof("session %d (pid %d): RC QP %d (QPN %d, %s, %v -> %v) connection ended, %s: %s (%s%s%s)%s",
+		q.s.id, q.s.cred.Pid, q.handle, q.qpn, side, c.local, c.remote, then, cause, reason, detail, term, flushed)
+}

@@ -1,0 +1,54 @@
+package verbsd
+
+import (
+	"math"
+
+	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/rdmap"
+)
+
+// Remote access to a QP's registered memory (RFC 5040 §6.4: STag, PD,
+// access rights, tagged offset range), for RDMA Writes, Read Requests and
+// Read Responses of RC and RD, and atomics.
+
+// rcLookup resolves a remote access to q's registered memory: STag (the
+// MR's rkey, valid, in q's session), PD, access right need, TO range.
+func (q *qp) rcLookup(stag uint32, to, n uint64, need proto.Access) ([]byte, rdmap.AccessFault) {
+	m, off, f := q.rcCheck(stag, to, n, need)
+	if f != 0 {
+		return nil, f
+	}
+	if m.proc != nil { // stage.go: a Read's source is read now; a Write's target is written back on commit
+		b, st := q.eng.stage(q.s, m.proc, off, n, need == proto.AccessRemoteRead)
+		if st != proto.WCSuccess {
+			return nil, rdmap.FaultBaseBounds
+		}
+		return b, 0
+	}
+	return m.mem[off : off+n : off+n], 0
+}
+
+// rcCheck is rcLookup's checks alone: the region and the offset of to in
+// it, for a request whose octets are used later (a Read Request: its
+// Response translates a window at a time, rcTxPayloads). A source in
+// process memory is probed (its first and last octets readable), not read.
+func (q *qp) rcCheck(stag uint32, to, n uint64, need proto.Access) (*mr, uint64, rdmap.AccessFault) {
+	m := q.s.mrByRKey(stag)
+	switch {
+	case m == nil || m.invalid.Load():
+		return nil, 0, rdmap.FaultInvalidStag
+	case m.pd != q.pd:
+		return nil, 0, rdmap.FaultPDMismatch
+	case m.access&need == 0:
+		return nil, 0, rdmap.FaultAccessRights
+	case n > 0 && n-1 > math.MaxUint64-to:
+		return nil, 0, rdmap.FaultTOWrap
+	case to < m.addr || to-m.addr > m.size() || n > m.size()-(to-m.addr):
+		return nil, 0, rdmap.FaultBaseBounds
+	}
+	off := to - m.addr
+	if m.proc != nil && need == proto.AccessRemoteRead && m.proc.probe(off, n) != nil {
+		return nil, 0, rdmap.FaultBaseBounds
+	}
+	return m, off, 0
+}
