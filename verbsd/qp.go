@@ -13,23 +13,23 @@ import (
 // qp is a UD queue pair: its rings in the client's region, its UDP socket,
 // and the engine's state for it (engine-owned).
 type qp struct {
-	s      *session
-	eng    *engine // the engine that owns and serves it (engines.go place)
+	s   *session
+	eng *engine // the engine that owns and serves it (engines.go place)
 	// cqOverran: a CQ it uses overran on another engine; its own engine
 	// moves it to ERROR at its next service (engines.go serveShared).
 	cqOverran atomic.Bool
-	handle uint32
-	qpn    uint32
-	pd     *pd
-	sendCQ *cq
-	recvCQ *cq
-	srq    *srq
-	caps   proto.QPCaps
-	sigAll bool
-	noCRC  bool
-	qkey   uint32 // datagram QPs: the Q_Key every accepted datagram names (keys.go)
-	state  proto.QPState
-	errWhy string // why a local error or the client moved the QP to ERROR (errorQP, modify-qp; rc_log.go)
+	handle    uint32
+	qpn       uint32
+	pd        *pd
+	sendCQ    *cq
+	recvCQ    *cq
+	srq       *srq
+	caps      proto.QPCaps
+	sigAll    bool
+	noCRC     bool
+	qkey      uint32 // datagram QPs: the Q_Key every accepted datagram names (keys.go)
+	state     proto.QPState
+	errWhy    string // why a local error or the client moved the QP to ERROR (errorQP, modify-qp; rc_log.go)
 
 	region *mapping
 	sq     *shm.Consumer
