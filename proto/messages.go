@@ -235,8 +235,10 @@ type Inspect struct {
 	Port     PortAttr         `json:"port"`
 	Sessions []SessionInfo    `json:"sessions"`
 	Counters map[string]int64 `json:"counters"`
-	More     bool             `json:"more,omitempty"`
-	Next     *InspectCursor   `json:"next,omitempty"`
+	// Engines are the daemon's engines (docs/engines.md): one entry each.
+	Engines []EngineInfo   `json:"engines,omitempty"`
+	More    bool           `json:"more,omitempty"`
+	Next    *InspectCursor `json:"next,omitempty"`
 }
 
 type SessionInfo struct {
@@ -277,6 +279,24 @@ type QPInfo struct {
 	State    string           `json:"state"`
 	Addr     string           `json:"addr"`
 	Counters map[string]int64 `json:"counters"`
+	// Engine is the index of the engine that serves the QP.
+	Engine int `json:"engine"`
+}
+
+// EngineInfo is one engine of the daemon (docs/engines.md): the CPU its
+// thread is pinned to (-1: not pinned), its QPs, its passes (WorkPasses:
+// those that did work), its wake-ups from sleep, and the CPU time its
+// thread used (CPUTimeNS) since the daemon started (UptimeNS) — their
+// ratio is its load.
+type EngineInfo struct {
+	ID         int   `json:"id"`
+	CPU        int   `json:"cpu"`
+	QPs        int   `json:"qps"`
+	Passes     int64 `json:"passes"`
+	WorkPasses int64 `json:"work_passes"`
+	Wakeups    int64 `json:"wakeups"`
+	CPUTimeNS  int64 `json:"cpu_time_ns"`
+	UptimeNS   int64 `json:"uptime_ns"`
 }
 
 // ErrorBody is the body of an error reply: what went wrong, for people.

@@ -178,7 +178,7 @@ func (s *session) attachConn(handle uint32, a rcAttach) error {
 		q.onRCClosed = func(reason rcCloseReason, term *rdmap.Terminate) {
 			s.cm.post(s, closedEvent(handle, reason, term))
 		}
-		if err := s.eng.attachRC(q, a); err != nil {
+		if err := q.eng.attachRC(q, a); err != nil {
 			if q.rc == nil {
 				unix.Close(a.FD)
 			}
@@ -271,11 +271,15 @@ func writeFull(c net.Conn, b []byte, deadline time.Time) error {
 // addRCQP installs an RC QP in the engine before it is connected: it gets
 // its QP number and is served (flushes in ERROR), but has no socket to poll
 // until attachRC.
-func (e *engine) addRCQP(q *qp) {
-	e.nextQPN++
-	q.qpn = e.nextQPN
+func (e *engine) addRCQP(q *qp) error {
+	if err := e.bellWatch(q.s); err != nil { // engines.go
+		return err
+	}
+	e.dev.nextQPN++
+	q.qpn = e.dev.nextQPN
 	e.qps = append(e.qps, q)
 	e.markReady(q)
+	return nil
 }
 
 // qpAddr is the address a QP reports: a UD QP's UDP address, a connected

@@ -59,6 +59,9 @@ type Config struct {
 	// PollWindow is how long the engine keeps polling (yielding the CPU
 	// between empty passes) before it sleeps on epoll.
 	PollWindow time.Duration
+	// Engines is how many engines serve the device (docs/engines.md): each
+	// a thread pinned to a CPU, owning the QPs placed on it. 0 means 1.
+	Engines int
 	// PollBatch is the most work requests (and datagrams) served per QP per
 	// engine pass, so that no QP starves another.
 	PollBatch int
@@ -139,6 +142,7 @@ func DefaultConfig() Config {
 		ReassemblyTimeout: 100 * time.Millisecond,
 		MaxPartial:        16,
 		PollWindow:        200 * time.Microsecond,
+		Engines:           1,
 		PollBatch:         64,
 		SocketBuffer:      4 << 20,
 		GSO:               true,
@@ -174,6 +178,9 @@ func (c *Config) Validate() error {
 	}
 	if c.PollWindow < 0 {
 		bad("poll window %v is negative", c.PollWindow)
+	}
+	if c.Engines < 0 || c.Engines > MaxEngines {
+		bad("engines %d: want 1..%d", c.Engines, MaxEngines)
 	}
 	if c.PollBatch < 1 || c.PollBatch > 1<<16 {
 		bad("poll batch %d: want 1..65536", c.PollBatch)

@@ -87,7 +87,7 @@ func (s *session) disconnectOp(body []byte, _ []int) (any, error) {
 		case q.rc == nil:
 			return errf(unix.ENOTCONN, "disconnect: QP %d is not connected", req.QP)
 		}
-		s.eng.disconnectRC(q, req.Abort)
+		q.eng.disconnectRC(q, req.Abort)
 		return nil
 	})
 }

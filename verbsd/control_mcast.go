@@ -37,8 +37,8 @@ func (s *session) mcastOp(body []byte, attach bool) (any, error) {
 			return errf(unix.EINVAL, "multicast: no QP %d", req.QP)
 		}
 		if attach {
-			return s.eng.attachMcast(q, g)
+			return q.eng.attachMcast(q, g)
 		}
-		return s.eng.detachMcast(q, g)
+		return q.eng.detachMcast(q, g)
 	})
 }

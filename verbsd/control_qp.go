@@ -121,7 +121,7 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 		if q.fd, q.local, err = s.bindRD(req.Port); err != nil { // rd_linger.go
 			return fail(err)
 		}
-		q.rd = newRDQP(rdQPConfig(&s.srv.cfg.RD, c), s.srv.cfg.DatagramSize, s.srv.cfg.SocketBuffer, &s.eng.rdStoreBytes)
+		q.rd = newRDQP(rdQPConfig(&s.srv.cfg.RD, c), s.srv.cfg.DatagramSize, s.srv.cfg.SocketBuffer, nil) // the store of its engine, set when placed
 	}
 	var reply proto.CreateQPReply
 	err = s.eng.Do(func() error {
@@ -148,9 +148,15 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 			return err
 		}
 		q.handle, q.pd, q.sendCQ, q.recvCQ, q.srq = h, p, scq, rcq, x
+		q.eng = s.srv.dev.place() // engines.go
+		if q.rd != nil {
+			q.rd.store = &q.eng.rdStoreBytes
+		}
 		if q.typ == proto.QPTypeRC {
-			s.eng.addRCQP(q)
-		} else if err := s.eng.addQP(q); err != nil {
+			if err := q.eng.addRCQP(q); err != nil {
+				return err
+			}
+		} else if err := q.eng.addQP(q); err != nil {
 			return err
 		}
 		p.refs++
@@ -303,7 +309,7 @@ func (s *session) destroyQP(body []byte, _ []int) (any, error) {
 			return errf(unix.EINVAL, "destroy-qp: no QP %d", req.Handle)
 		}
 		delete(s.qps, req.Handle)
-		s.eng.removeQP(q)
+		q.eng.removeQP(q)
 		closeQP(q)
 		s.qpHeld(q.typ).release() // userlimits.go
 		q.pd.refs--

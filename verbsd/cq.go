@@ -15,6 +15,10 @@ import (
 // session using it goes to ERROR, and its completions are dropped from then
 // on. It never blocks.
 func (e *engine) postCQE(s *session, c *cq, cqe *proto.CQE) {
+	if e.shared { // engines.go: QPs of other engines may complete into c
+		c.mu.Lock()
+		defer c.mu.Unlock()
+	}
 	if c.overrun {
 		return
 	}
@@ -65,6 +69,10 @@ func (e *engine) overrunCQ(s *session, c *cq, why error) {
 	s.sendEvent(e, proto.Event{Type: proto.EventCQError, Handle: c.handle, Detail: detail})
 	for _, q := range s.qps {
 		if q.sendCQ == c || q.recvCQ == c {
+			if q.eng != e {
+				q.cqOverran.Store(true) // its engine moves it (engines.go serveShared)
+				continue
+			}
 			e.errorQP(q, "its completion queue overran")
 		}
 	}
@@ -96,6 +104,6 @@ func (s *session) sendEvent(e *engine, ev proto.Event) {
 	case s.events <- ev:
 	default:
 		e.count(nil, cEventsDropped, 1)
-		s.eventsDropped++
+		s.eventsDropped.Add(1)
 	}
 }

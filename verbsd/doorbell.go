@@ -36,6 +36,9 @@ func (e *engine) newDoorbell() (int, error) {
 	if err != nil {
 		return -1, errf(unix.EMFILE, "creating the session's doorbell: %v", err)
 	}
+	if e.shared {
+		return fd, nil // engines.go: watched by the engines of its QPs (bellWatch)
+	}
 	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLET, Fd: int32(fd)}
 	if err := unix.EpollCtl(e.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
 		unix.Close(fd)

@@ -27,6 +27,18 @@ type engine struct {
 
 	cfg *Config
 
+	// Engines per core (engines.go): this engine's index, the device its
+	// engines share, whether there are several (shared), the CPU its
+	// thread is pinned to (-1: none) and the thread's id.
+	id     int
+	dev    *device
+	shared bool
+	cpu    int
+	tid    int
+	// workPasses, wakeups: passes that did work, wake-ups from sleep
+	// (iwarpctl's engine load).
+	workPasses, wakeups uint64
+
 	// completed: a pass posted a completion, so a client may be waiting
 	// for the CPU (run yields at once; otherwise a busy engine yields
 	// only every busyYieldEvery).
@@ -83,7 +95,9 @@ type command struct {
 	done chan error
 }
 
-func newEngine(cfg *Config) (e *engine, err error) {
+// newEngine makes an engine; ownStatus makes it create the status page
+// (engine 0: the others share its words, engines.go).
+func newEngine(cfg *Config, ownStatus bool) (e *engine, err error) {
 	e = &engine{cfg: cfg, cmds: make(chan command, 128), stopped: make(chan struct{}), epfd: -1, statusFD: -1,
 		byFD: map[int32]*qp{}, bells: map[int32]*session{}, sessions: map[uint64]*session{},
 		sb: newSendBatch(), sendWRs: make([]sendWR, maxSendWRs), pieces: make([][]byte, 0, 64), rb: newRecvBatch(), sendmmsg: sysSendmmsg}
@@ -100,6 +114,9 @@ func newEngine(cfg *Config) (e *engine, err error) {
 	}
 	if err = unix.EpollCtl(e.epfd, unix.EPOLL_CTL_ADD, e.wake.FD(), &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(e.wake.FD())}); err != nil {
 		return nil, fmt.Errorf("verbsd: epoll_ctl: %w", err)
+	}
+	if !ownStatus {
+		return e, nil
 	}
 	if err = e.makeStatusPage(); err != nil {
 		return nil, err
@@ -153,8 +170,18 @@ func (e *engine) closeResources() {
 }
 
 // Do runs f on the engine goroutine and returns its error. It returns
-// errEngineStopped, without running f, once the engine has stopped.
+// errEngineStopped, without running f, once the engine has stopped. With
+// several engines, f runs on engine 0 while the others are parked
+// (engines.go device.do): commands may change any engine's state.
 func (e *engine) Do(f func() error) error {
+	if e.shared {
+		return e.dev.do(f)
+	}
+	return e.do1(f)
+}
+
+// do1 runs f on this engine alone.
+func (e *engine) do1(f func() error) error {
 	c := command{f: f, done: make(chan error, 1)}
 	select {
 	case e.cmds <- c:
@@ -178,7 +205,7 @@ func (e *engine) Do(f func() error) error {
 // stop ends the engine loop and waits for it. Objects still installed are
 // released by the loop on its way out.
 func (e *engine) stop() {
-	e.Do(func() error { e.quit = true; return nil })
+	e.do1(func() error { e.quit = true; return nil })
 	<-e.stopped
 }
 
@@ -205,15 +232,22 @@ func schedYield() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 // run is the engine goroutine.
 func (e *engine) run() {
 	runtime.LockOSThread()
+	e.pin()             // engines.go
 	guardClientMemory() // fault.go
 	defer func() {
 		for _, s := range e.sessions {
 			e.teardownSession(s)
 		}
 		e.rdLingerCloseAll() // rd_linger.go
-		e.asleep.Store(0)
+		if !e.shared {
+			e.asleep.Store(0)
+		}
 		close(e.stopped)
-		runtime.UnlockOSThread()
+		if e.cpu < 0 {
+			// A pinned thread stays locked: it exits with the goroutine
+			// rather than serve others on one CPU.
+			runtime.UnlockOSThread()
+		}
 	}()
 	lastWork := time.Now()
 	lastYield := lastWork
@@ -227,6 +261,7 @@ func (e *engine) run() {
 		work = e.guardedPass(now) || work     // fault.go
 		work = e.rdLingerService(now) || work // rd_linger.go
 		if work {
+			e.workPasses++
 			lastWork = now
 			// Let a client sharing this CPU run: at once when the pass
 			// completed work requests (a client may be polling for them,
@@ -251,9 +286,9 @@ func (e *engine) run() {
 		// Sleep: announce it, then look once more at everything a client
 		// could have published before reading Asleep (Dekker with the
 		// client's producer store).
-		e.asleep.Store(1)
+		e.announceSleep() // engines.go
 		if len(e.cmds) > 0 || e.pending() {
-			e.asleep.Store(0)
+			e.announceWake()
 			continue
 		}
 		timeout := e.sleepTimeout(now)
@@ -261,8 +296,9 @@ func (e *engine) run() {
 		if timeout >= 0 {
 			e.scanAll = true // a timer or a blocked send (ready.go)
 		}
-		e.asleep.Store(0)
+		e.announceWake()
 		e.epoch.Add(1)
+		e.wakeups++
 		lastWork = time.Now()
 	}
 }
@@ -292,7 +328,9 @@ func (e *engine) pollFDs(timeout int) {
 			}
 			if s := e.bells[ev.Fd]; s != nil {
 				for _, q := range s.qps { // ready.go: a doorbell names a session
-					e.markReady(q)
+					if q.eng == e { // engines.go: this engine's QPs of it
+						e.markReady(q)
+					}
 				}
 				continue
 			}
@@ -384,7 +422,7 @@ func (e *engine) pass(now time.Time) bool {
 		q := e.ready[(e.rr+i)%n]
 		e.visits++
 		e.cur = q.s
-		if e.serviceQP(q, now) {
+		if e.serveShared(q, now) { // engines.go
 			work = true
 			q.lastWork = now
 		}
@@ -406,9 +444,13 @@ func (e *engine) addQP(q *qp) error {
 	if err := unix.EpollCtl(e.epfd, unix.EPOLL_CTL_ADD, q.fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(q.fd)}); err != nil {
 		return fmt.Errorf("verbsd: epoll_ctl: %w", err)
 	}
+	if err := e.bellWatch(q.s); err != nil { // engines.go
+		unix.EpollCtl(e.epfd, unix.EPOLL_CTL_DEL, q.fd, nil)
+		return err
+	}
 	e.initSocket(q)
-	e.nextQPN++
-	q.qpn = e.nextQPN
+	e.dev.nextQPN++
+	q.qpn = e.dev.nextQPN
 	e.qps = append(e.qps, q)
 	e.byFD[int32(q.fd)] = q
 	e.markReady(q)
@@ -431,6 +473,7 @@ func (e *engine) removeQP(q *qp) {
 	for i, x := range e.qps {
 		if x == q {
 			e.qps = append(e.qps[:i], e.qps[i+1:]...)
+			e.bellUnwatch(q.s) // engines.go
 			break
 		}
 	}

@@ -65,11 +65,20 @@ func (e *engine) failFaulted(s *session, addr uintptr) {
 		// loudly rather than hide it.
 		panic(fmt.Sprintf("verbsd: memory fault at %#x outside any session's work", addr))
 	}
+	// With several engines (engines.go) the teardown touches every
+	// engine's state, so it is the command serve runs when the connection
+	// closes; until then no engine serves the session (serveShared, due),
+	// and only the first engine to fault says so.
+	if e.shared && s.faulted.Swap(true) {
+		return
+	}
 	if log := s.srv.log; log != nil {
 		log.Warnf("session %d (pid %d, uid %d): its shared memory faulted at %#x; session closed "+
 			"(the client's memory went away under the daemon)", s.id, s.cred.Pid, s.cred.Uid, addr)
 	}
-	e.teardownSession(s)
+	if !e.shared {
+		e.teardownSession(s)
+	}
 	if s.conn != nil {
 		s.conn.UnixConn().CloseRead()
 	}

@@ -36,6 +36,9 @@ var nextPortBase = 20000 + (os.Getpid()%200)*100
 func startServer(t testing.TB, mutate func(*verbsd.Config)) (*verbsd.Server, string) {
 	t.Helper()
 	cfg := verbsd.DefaultConfig()
+	if n := verbsdtest.Engines(); n > 0 { // IWARPD_TEST_ENGINES (docs/engines.md)
+		cfg.Engines = n
+	}
 	cfg.UDPorts.First = uint16(nextPortBase)
 	cfg.UDPorts.Last = uint16(nextPortBase + 99)
 	cfg.RDPorts.First, cfg.RDPorts.Last = 0, 0

@@ -3,6 +3,8 @@ package verbsd
 import (
 	"math"
 	"net/netip"
+	"sync"
+	"sync/atomic"
 
 	"github.com/iwarpd/iwarpd/internal/shm"
 	"github.com/iwarpd/iwarpd/proto"
@@ -29,7 +31,7 @@ type mr struct {
 	access proto.Access
 	// invalid: the STag was invalidated (RC local invalidate or Send with
 	// Invalidate); it stays unusable, locally and remotely, until deregistered.
-	invalid bool
+	invalid atomic.Bool
 }
 
 type compChannel struct {
@@ -39,6 +41,9 @@ type compChannel struct {
 }
 
 type cq struct {
+	// mu serializes production when QPs of several engines complete into
+	// it (engines.go; postCQE, overrunCQ).
+	mu      sync.Mutex
 	handle  uint32
 	depth   uint32
 	region  *mapping
@@ -50,6 +55,9 @@ type cq struct {
 }
 
 type srq struct {
+	// mu serializes consumption when QPs of several engines take receives
+	// from it: held for the whole service of such a QP (engines.go).
+	mu     sync.Mutex
 	handle uint32
 	pd     *pd
 	region *mapping
@@ -69,13 +77,14 @@ type srq struct {
 // the current QP: the mapping of a memfd region, or a staging buffer of a
 // process region (stage.go: a source read from the process now, a
 // destination written back by commit).
-func (s *session) translate(sge proto.SGE, p *pd, write bool) ([]byte, proto.WCStatus) {
+func (q *qp) translate(sge proto.SGE, p *pd, write bool) ([]byte, proto.WCStatus) {
+	s := q.s
 	m, off, st := s.checkSGE(sge, p, write)
 	if st != proto.WCSuccess {
 		return nil, st
 	}
 	if m.proc != nil {
-		return s.eng.stage(s, m.proc, off, uint64(sge.Length), !write)
+		return q.eng.stage(s, m.proc, off, uint64(sge.Length), !write)
 	}
 	return m.mem[off : off+uint64(sge.Length) : off+uint64(sge.Length)], proto.WCSuccess
 }
@@ -90,7 +99,7 @@ func subSGE(sge proto.SGE, from, n uint64) proto.SGE {
 // source in process memory is probed (its first and last octets readable).
 func (s *session) checkSGE(sge proto.SGE, p *pd, write bool) (*mr, uint64, proto.WCStatus) {
 	m := s.mrByLKey(sge.LKey)
-	if m == nil || m.pd != p || m.invalid {
+	if m == nil || m.pd != p || m.invalid.Load() {
 		return nil, 0, proto.WCLocProtErr
 	}
 	if write && m.access&proto.AccessLocalWrite == 0 {

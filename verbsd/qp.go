@@ -2,6 +2,7 @@ package verbsd
 
 import (
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/iwarpd/iwarpd/internal/shm"
@@ -12,16 +13,20 @@ import (
 // qp is a UD queue pair: its rings in the client's region, its UDP socket,
 // and the engine's state for it (engine-owned).
 type qp struct {
-	s      *session
-	handle uint32
-	qpn    uint32
-	pd     *pd
-	sendCQ *cq
-	recvCQ *cq
-	srq    *srq
-	caps   proto.QPCaps
-	sigAll bool
-	noCRC  bool
+	s   *session
+	eng *engine // the engine that owns and serves it (engines.go place)
+	// cqOverran: a CQ it uses overran on another engine; its own engine
+	// moves it to ERROR at its next service (engines.go serveShared).
+	cqOverran atomic.Bool
+	handle    uint32
+	qpn       uint32
+	pd        *pd
+	sendCQ    *cq
+	recvCQ    *cq
+	srq       *srq
+	caps      proto.QPCaps
+	sigAll    bool
+	noCRC     bool
 	// mergeImm: an RC QP created with merge_send_imm (rc_imm.go).
 	mergeImm bool
 	qkey     uint32 // datagram QPs: the Q_Key every accepted datagram names (keys.go)
@@ -89,9 +94,10 @@ func (q *qp) recvRing() *shm.Consumer {
 	return q.rq
 }
 
-// hasWork reports whether the client published work the engine must act on
-// now: sends in RTS, or anything to flush in ERROR.
-func (q *qp) hasWork() bool {
+// hasWorkLocal reports whether the client published work the engine must
+// act on now: sends in RTS, or anything to flush in ERROR (through hasWork,
+// engines.go).
+func (q *qp) hasWorkLocal() bool {
 	if q.typ == proto.QPTypeRC {
 		return q.rcHasWork()
 	}

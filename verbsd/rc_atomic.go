@@ -66,7 +66,7 @@ func (e *engine) atomicRequest(q *qp, sqe *proto.SQE, slot []byte, inline bool) 
 	if sge.Length != rcAtomicLen {
 		return rdmap.AtomicRequest{}, sge, proto.WCLocLenErr
 	}
-	if _, st := q.s.translate(sge, q.pd, true); st != proto.WCSuccess {
+	if _, st := q.translate(sge, q.pd, true); st != proto.WCSuccess {
 		return rdmap.AtomicRequest{}, sge, st
 	}
 	r := rdmap.AtomicRequest{Stag: sqe.RKey, TO: sqe.RemoteAddr}
@@ -189,7 +189,7 @@ func (e *engine) rcCommitAtomicResponse(q *qp) bool {
 	x := &c.rx
 	resp, _, _ := rdmap.ParseAtomicResponse(x.hdr[ddp.UntaggedHeaderLen:x.want])
 	r := c.orq.head()
-	b, st := q.s.translate(r.sge, q.pd, true)
+	b, st := q.translate(r.sge, q.pd, true)
 	if st != proto.WCSuccess || len(b) < rcAtomicLen {
 		e.rcTerminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
 		return false

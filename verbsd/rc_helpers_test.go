@@ -30,6 +30,9 @@ var rcPortBase = 40000 + (os.Getpid()%100)*100
 func rcServer(t testing.TB, mutate ...func(*Config)) (*Server, string) {
 	t.Helper()
 	cfg := DefaultConfig()
+	if n := verbsdtest.Engines(); n > 0 { // IWARPD_TEST_ENGINES (docs/engines.md)
+		cfg.Engines = n
+	}
 	cfg.UDPorts.First, cfg.UDPorts.Last = uint16(rcPortBase), uint16(rcPortBase+99)
 	cfg.RDPorts.First, cfg.RDPorts.Last = 0, 0
 	rcPortBase += 100
@@ -205,7 +208,7 @@ func (n *rcEnd) attach(fd int, p mpa.Params, initiator bool, mss int) {
 			n.terms = append(n.terms, term)
 			n.mu.Unlock()
 		}
-		return n.srv.eng.attachRC(q, rcAttach{FD: fd, Params: p, Initiator: initiator, MSS: mss})
+		return q.eng.attachRC(q, rcAttach{FD: fd, Params: p, Initiator: initiator, MSS: mss})
 	})
 	if err != nil {
 		unix.Close(fd)

@@ -164,7 +164,7 @@ func (e *engine) rcCompleteRecv(q *qp) bool {
 			e.rcTerminate(q, iwerr.RDMAPCannotInvalidate, x.hdr[:ddp.UntaggedHeaderLen], nil, x.ulen)
 			return false
 		}
-		m.invalid = true
+		m.invalid.Store(true)
 		cqe.Flags |= proto.WCFlagWithInv
 		cqe.InvStag = stag
 	}

@@ -19,7 +19,7 @@ func (q *qp) rcLookup(stag uint32, to, n uint64, need proto.Access) ([]byte, rdm
 		return nil, f
 	}
 	if m.proc != nil { // stage.go: a Read's source is read now; a Write's target is written back on commit
-		b, st := q.s.eng.stage(q.s, m.proc, off, n, need == proto.AccessRemoteRead)
+		b, st := q.eng.stage(q.s, m.proc, off, n, need == proto.AccessRemoteRead)
 		if st != proto.WCSuccess {
 			return nil, rdmap.FaultBaseBounds
 		}
@@ -35,7 +35,7 @@ func (q *qp) rcLookup(stag uint32, to, n uint64, need proto.Access) ([]byte, rdm
 func (q *qp) rcCheck(stag uint32, to, n uint64, need proto.Access) (*mr, uint64, rdmap.AccessFault) {
 	m := q.s.mrByRKey(stag)
 	switch {
-	case m == nil || m.invalid:
+	case m == nil || m.invalid.Load():
 		return nil, 0, rdmap.FaultInvalidStag
 	case m.pd != q.pd:
 		return nil, 0, rdmap.FaultPDMismatch

@@ -615,7 +615,7 @@ func (e *engine) rcDest(q *qp) bool {
 			e.rcTerminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
 			return false
 		}
-		b, st := q.s.translate(subSGE(r.sge, uint64(r.placed), n), q.pd, true)
+		b, st := q.translate(subSGE(r.sge, uint64(r.placed), n), q.pd, true)
 		if st != proto.WCSuccess {
 			e.rcTerminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
 			return false
@@ -632,7 +632,7 @@ func (e *engine) rcDest(q *qp) bool {
 		for _, s := range c.rqe.sges {
 			end := off + uint64(s.Length)
 			if a, z := max(lo, off), min(hi, end); a < z {
-				b, st := q.s.translate(subSGE(s, a-off, z-a), p, true)
+				b, st := q.translate(subSGE(s, a-off, z-a), p, true)
 				if st != proto.WCSuccess {
 					e.rcTerminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
 					return false

@@ -433,7 +433,7 @@ func (e *engine) rcMsgPayloads(q *qp, m *rcMsg, from, n int) proto.WCStatus {
 		for _, s := range m.sges {
 			sl := int(s.Length)
 			if lo, end := max(from, off), min(hi, off+sl); lo < end {
-				b, st := q.s.translate(subSGE(s, uint64(lo-off), uint64(end-lo)), q.pd, false)
+				b, st := q.translate(subSGE(s, uint64(lo-off), uint64(end-lo)), q.pd, false)
 				if st != proto.WCSuccess {
 					return st
 				}
@@ -589,7 +589,7 @@ func (e *engine) rcPrepareWR(q *qp, sqe *proto.SQE, slot []byte) proto.WCStatus 
 		if m == nil || m.pd != q.pd {
 			return proto.WCLocProtErr
 		}
-		m.invalid = true
+		m.invalid.Store(true)
 		return proto.WCSuccess
 	default:
 		return proto.WCLocQPOpErr

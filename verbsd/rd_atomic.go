@@ -154,7 +154,7 @@ func (e *engine) rdAtomicResponse(q *qp, src netip.AddrPort, h *ddp.Header, seg 
 		if !w.op.Atomic() || w.peer != src || w.reqID != resp.ReqID || w.sent == 0 || w.done {
 			continue
 		}
-		b, st := q.s.translate(w.sink, q.pd, true)
+		b, st := q.translate(w.sink, q.pd, true)
 		if st != proto.WCSuccess {
 			w.done, w.status = true, st
 			return

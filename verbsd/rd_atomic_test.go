@@ -83,7 +83,7 @@ func TestRDAtomicReplayCache(t *testing.T) {
 		t.Helper()
 		err := srv.eng.Do(func() error {
 			var qa, qb *qp
-			for _, q := range srv.eng.qps {
+			for _, q := range srv.allQPs() {
 				switch q.qpn {
 				case a.qp.QPN:
 					qa = q
@@ -96,7 +96,7 @@ func TestRDAtomicReplayCache(t *testing.T) {
 				QN: rdmap.QNReadRequest, MSN: 1}
 			seg := req.Append(h.Append(nil))
 			src := netip.MustParseAddrPort(a.qp.Addr)
-			srv.eng.rdAtomicRequest(qb, src, &h, seg, ddp.UntaggedHeaderLen)
+			qb.eng.rdAtomicRequest(qb, src, &h, seg, ddp.UntaggedHeaderLen)
 			return nil
 		})
 		if err != nil {

@@ -300,8 +300,18 @@ func (s *session) bindRD(port uint16) (int, netip.AddrPort, error) {
 	if !errors.Is(err, unix.EADDRINUSE) {
 		return fd, ap, err
 	}
+	// Control commands run with every other engine parked (engines.go),
+	// so engine 0 may end a linger any engine holds.
 	released := false
-	if s.eng.Do(func() error { released = s.eng.rdLingerRelease(port); return nil }) != nil || !released {
+	release := func() error {
+		for _, e := range s.srv.dev.engs {
+			if released = e.rdLingerRelease(port); released {
+				break
+			}
+		}
+		return nil
+	}
+	if s.eng.Do(release) != nil || !released {
 		return fd, ap, err
 	}
 	return s.srv.bindDgram(port, s.srv.cfg.RDPorts, s.privBind)

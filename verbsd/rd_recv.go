@@ -622,7 +622,7 @@ func (e *engine) rdPlaceResponse(q *qp, src netip.AddrPort, h *ddp.Header, paylo
 		return
 	}
 	if len(payload) > 0 {
-		dst, st := q.s.translate(proto.SGE{Addr: h.TO, Length: uint32(len(payload)), LKey: h.Stag}, q.pd, true)
+		dst, st := q.translate(proto.SGE{Addr: h.TO, Length: uint32(len(payload)), LKey: h.Stag}, q.pd, true)
 		if st != proto.WCSuccess {
 			w.done, w.status, w.respFinal = true, st, true
 			return

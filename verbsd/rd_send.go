@@ -493,7 +493,7 @@ func (e *engine) rdPayload(q *qp, w *rdWR, off, n int) [][]byte {
 			continue
 		}
 		part := proto.SGE{Addr: sge.Addr + uint64(lo-(pos-int(sge.Length))), Length: uint32(hi - lo), LKey: sge.LKey}
-		b, st := q.s.translate(part, q.pd, false)
+		b, st := q.translate(part, q.pd, false)
 		if st != proto.WCSuccess {
 			if !w.done {
 				w.done, w.status = true, st

@@ -31,6 +31,9 @@ var rdPortBase = 50000 + (os.Getpid()%50)*200
 func startRD(t *testing.T, mutate func(*Config)) (*Server, string) {
 	t.Helper()
 	cfg := DefaultConfig()
+	if n := verbsdtest.Engines(); n > 0 { // IWARPD_TEST_ENGINES (docs/engines.md)
+		cfg.Engines = n
+	}
 	cfg.UDPorts.First, cfg.UDPorts.Last = uint16(rdPortBase), uint16(rdPortBase+49)
 	cfg.RDPorts.First, cfg.RDPorts.Last = uint16(rdPortBase+50), uint16(rdPortBase+99)
 	rdPortBase += 100
@@ -230,33 +233,30 @@ func (l *lossyLink) random() *rand.Rand {
 }
 
 func (l *lossyLink) install(srv *Server) {
-	srv.eng.Do(func() error {
-		srv.eng.sendmmsg = func(fd int, msgs []unix.Mmsghdr) (int, error) {
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			if l.off {
-				return sysSendmmsg(fd, msgs)
-			}
-			for i := 0; i < len(msgs); i++ {
-				l.n++
-				switch {
-				case l.drop > 0 && l.random().IntN(l.drop) == 0:
-					l.dropped++
-					continue
-				case l.reorder > 0 && l.n%l.reorder == 0 && i+1 < len(msgs):
-					sysSendmmsg(fd, msgs[i+1:i+2])
-					sysSendmmsg(fd, msgs[i:i+1])
-					i++
-					continue
-				case l.dup > 0 && l.n%l.dup == 0:
-					l.duplicated++
-					sysSendmmsg(fd, msgs[i:i+1])
-				}
+	setSendmmsg(srv, func(fd int, msgs []unix.Mmsghdr) (int, error) { // engines_internal_test.go
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.off {
+			return sysSendmmsg(fd, msgs)
+		}
+		for i := 0; i < len(msgs); i++ {
+			l.n++
+			switch {
+			case l.drop > 0 && l.random().IntN(l.drop) == 0:
+				l.dropped++
+				continue
+			case l.reorder > 0 && l.n%l.reorder == 0 && i+1 < len(msgs):
+				sysSendmmsg(fd, msgs[i+1:i+2])
+				sysSendmmsg(fd, msgs[i:i+1])
+				i++
+				continue
+			case l.dup > 0 && l.n%l.dup == 0:
+				l.duplicated++
 				sysSendmmsg(fd, msgs[i:i+1])
 			}
-			return len(msgs), nil
+			sysSendmmsg(fd, msgs[i:i+1])
 		}
-		return nil
+		return len(msgs), nil
 	})
 }
 

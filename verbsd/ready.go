@@ -58,6 +58,9 @@ func (e *engine) unready(q *qp) {
 
 // due reports whether q has something to do now.
 func (q *qp) due(now time.Time) bool {
+	if q.s.faulted.Load() { // engines.go: its teardown is on its way
+		return false
+	}
 	if q.readable || q.blocked || q.hasWork() {
 		return true
 	}

@@ -14,7 +14,7 @@ import (
 func TestReadyListIdleQPs(t *testing.T) {
 	perPass := map[int]float64{}
 	for _, idle := range []int{1, 64} {
-		srv, path := startFast(t, nil) // 100 UD ports
+		srv, path := startFast(t, func(c *Config) { c.Engines = 1 }) // 100 UD ports; one engine: its passes are counted
 		a, b := newFastNode(t, path, 1<<16), newFastNode(t, path, 1<<16)
 		c, err := verbsdtest.Dial(path, false)
 		if err != nil {

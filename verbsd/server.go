@@ -18,7 +18,8 @@ import (
 type Server struct {
 	cfg    Config
 	log    Logger
-	eng    *engine
+	eng    *engine // engine 0: control commands go through it (engines.go)
+	dev    *device
 	nextID atomic.Uint64
 	port   atomic.Uint32 // port scan cursor
 	users  userTable     // per-user resource counts (userlimits.go)
@@ -43,13 +44,17 @@ func NewServer(cfg Config) (*Server, error) {
 	if s.log == nil {
 		s.log = nopLogger{}
 	}
-	eng, err := newEngine(&s.cfg)
+	dev, err := newDevice(&s.cfg) // engines.go
 	if err != nil {
 		s.reserve.close()
 		return nil, err
 	}
-	s.eng = eng
-	go eng.run()
+	s.dev, s.eng = dev, dev.engs[0]
+	if n := len(dev.engs); n > 1 && len(allowedCPUs()) < n {
+		s.log.Warnf("%d engines on %d CPUs: engines share CPUs and compete for them; use -engines %d or fewer for one engine per CPU",
+			n, len(allowedCPUs()), len(allowedCPUs()))
+	}
+	dev.run()
 	return s, nil
 }
 
@@ -127,8 +132,8 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
-	s.eng.stop()
-	s.eng.closeResources()
+	s.dev.stop()
+	s.dev.closeResources()
 	s.reserve.close()
 	return nil
 }
@@ -137,7 +142,7 @@ func (s *Server) Close() error {
 func (s *Server) Inspect() (proto.Inspect, error) {
 	var in proto.Inspect
 	err := s.eng.Do(func() error {
-		in = s.eng.inspect()
+		in = s.dev.inspectAll() // engines.go
 		return nil
 	})
 	in.Daemon = s.cfg.Version
@@ -153,17 +158,23 @@ func (e *engine) inspect() proto.Inspect {
 	in.Counters["sessions"] = int64(len(e.sessions))
 	in.Counters["qps"] = int64(len(e.qps))
 	in.Counters["engine_epoch"] = int64(e.epoch.Load())
-	e.rdInspect(in.Counters) // rd_qp.go
-	for _, q := range e.qps {
-		if q.typ == proto.QPTypeUD {
-			in.Counters["drop_socket_full"] += q.socketDrops() // ud_backlog.go: beside the destroyed QPs' (removeQP)
-		}
-	}
+	e.qpsInspect(in.Counters)
 	for _, s := range e.sessions {
 		in.Sessions = append(in.Sessions, s.info())
 	}
 	sort.Slice(in.Sessions, func(i, j int) bool { return in.Sessions[i].ID < in.Sessions[j].ID })
 	return in
+}
+
+// qpsInspect adds to m what the engine's QPs hold of the daemon's
+// counters (RD state, UD socket drops).
+func (e *engine) qpsInspect(m map[string]int64) {
+	e.rdInspect(m) // rd_qp.go
+	for _, q := range e.qps {
+		if q.typ == proto.QPTypeUD {
+			m["drop_socket_full"] += q.socketDrops() // ud_backlog.go: beside the destroyed QPs' (removeQP)
+		}
+	}
 }
 
 func sortedKeys[V any](m map[uint32]V) []uint32 {
@@ -178,7 +189,7 @@ func sortedKeys[V any](m map[uint32]V) []uint32 {
 // info runs on the engine.
 func (s *session) info() proto.SessionInfo {
 	si := proto.SessionInfo{ID: s.id, PID: s.cred.Pid, UID: s.cred.Uid, GID: s.cred.Gid, Client: s.client,
-		PDs: len(s.pds), SRQs: len(s.srqs), RegBytes: s.regBytes, EventsDropped: s.eventsDropped,
+		PDs: len(s.pds), SRQs: len(s.srqs), RegBytes: s.regBytes, EventsDropped: s.eventsDropped.Load(),
 		MRs: []proto.MRInfo{}, CQs: []proto.CQInfo{}, QPs: []proto.QPInfo{}}
 	for _, h := range sortedKeys(s.mrs) {
 		m := s.mrs[h]
@@ -191,7 +202,7 @@ func (s *session) info() proto.SessionInfo {
 	for _, h := range sortedKeys(s.qps) {
 		q := s.qps[h]
 		qi := proto.QPInfo{Handle: h, QPN: q.qpn, Type: q.typ.String(), State: q.state.String(),
-			Addr: qpAddr(q), Counters: q.stats.snapshot()}
+			Addr: qpAddr(q), Counters: q.stats.snapshot(), Engine: q.eng.id}
 		qi.Counters["partial_messages"] = int64(q.reasm.partials())
 		if q.typ == proto.QPTypeUD {
 			qi.Counters["drop_socket_full"] = q.socketDrops() // ud_backlog.go

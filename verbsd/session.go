@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/iwarpd/iwarpd/proto"
@@ -35,7 +36,10 @@ type session struct {
 	done    chan struct{}
 
 	// Engine-owned.
-	installed  bool
+	installed bool
+	// faulted: its memory faulted on an engine other than 0 (fault.go);
+	// no engine serves its QPs until its teardown.
+	faulted    atomic.Bool
 	bell       int // the session's doorbell eventfd (doorbell.go); -1 if none
 	lastHandle uint32
 	pds        map[uint32]*pd
@@ -53,7 +57,10 @@ type session struct {
 	held [numUserRes]uint64
 	// eventsDropped counts asynchronous events lost to a full queue (the
 	// client does not read its control socket; cq.go sendEvent).
-	eventsDropped int64
+	eventsDropped atomic.Int64
+	// bellRefs: the QPs of this session on each engine (several engines),
+	// whose epoll set then holds its doorbell (engines.go bellWatch).
+	bellRefs map[*engine]int
 
 	// Connection manager state (cm.go; its own lock, not engine-owned).
 	cm cmSession
@@ -265,7 +272,9 @@ func (s *session) doHello(h proto.Header, body []byte) (any, []int, error, bool)
 			return err
 		}
 		s.bell = fd
-		s.eng.bells[int32(fd)] = s // ready.go: its ring readies its QPs
+		if !s.eng.shared {
+			s.eng.bells[int32(fd)] = s // ready.go: its ring readies its QPs
+		}
 		s.eng.sessions[s.id] = s
 		s.installed = true
 		return nil
@@ -289,7 +298,7 @@ func (e *engine) teardownSession(s *session) {
 		return
 	}
 	for _, q := range s.qps {
-		e.removeQP(q)
+		q.eng.removeQP(q) // engines.go: each on its own engine
 		closeQP(q)
 	}
 	for _, x := range s.srqs {

@@ -2,6 +2,7 @@ package verbsd
 
 import (
 	"math/bits"
+	"sync"
 	"unsafe"
 
 	"github.com/iwarpd/iwarpd/proto"
@@ -55,6 +56,8 @@ const (
 
 // stagePool is a session's free staging buffers (engine-owned).
 type stagePool struct {
+	// mu: engines serving QPs of one session share its pool (engines.go).
+	mu    sync.Mutex
 	free  [stageClasses][][]byte
 	bytes int
 }
@@ -69,6 +72,8 @@ func stageClass(n int) int {
 // get returns a buffer of at least n octets (its contents are this
 // session's old data, or zeros).
 func (p *stagePool) get(n int) []byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	c := stageClass(n)
 	if c >= stageClasses {
 		return make([]byte, n)
@@ -84,6 +89,8 @@ func (p *stagePool) get(n int) []byte {
 
 // put keeps b for reuse, within the pool's bounds.
 func (p *stagePool) put(b []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	c := stageClass(cap(b))
 	if c >= stageClasses || cap(b) != 1<<(c+stageMinShift) || len(p.free[c]) >= stagePoolPerClass ||
 		p.bytes+cap(b) > stagePoolBytes {

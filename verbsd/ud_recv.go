@@ -337,7 +337,7 @@ func (e *engine) loadRecv(q *qp, w *recvWR, slot []byte) proto.WCStatus {
 	for i := range int(rqe.NumSGE) {
 		off := proto.RQEHeaderLen + i*proto.SGELen
 		copy(sraw[:], slot[off:off+proto.SGELen])
-		b, st := q.s.translate(proto.GetSGE(sraw[:]), p, true)
+		b, st := q.translate(proto.GetSGE(sraw[:]), p, true)
 		if st != proto.WCSuccess {
 			return st
 		}

@@ -278,7 +278,7 @@ func (e *engine) preparePayload(q *qp, wr *sendWR, sqe *proto.SQE, slot []byte, 
 		for i := range int(sqe.NumSGE) {
 			off := proto.SQEHeaderLen + i*proto.SGELen
 			copy(sraw[:], slot[off:off+proto.SGELen])
-			b, st := q.s.translate(proto.GetSGE(sraw[:]), q.pd, false)
+			b, st := q.translate(proto.GetSGE(sraw[:]), q.pd, false)
 			if st != proto.WCSuccess {
 				return st
 			}

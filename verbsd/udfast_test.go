@@ -25,6 +25,9 @@ type fastNode struct {
 func startFast(t *testing.T, mutate func(*Config)) (*Server, string) {
 	t.Helper()
 	cfg := DefaultConfig()
+	if n := verbsdtest.Engines(); n > 0 { // IWARPD_TEST_ENGINES (docs/engines.md)
+		cfg.Engines = n
+	}
 	base := 40000 + (os.Getpid()%100)*100
 	cfg.UDPorts.First, cfg.UDPorts.Last = uint16(base), uint16(base+99)
 	cfg.RDPorts.First, cfg.RDPorts.Last = 0, 0
@@ -200,18 +203,15 @@ func TestBatchedStream(t *testing.T) {
 func TestShortSendsResume(t *testing.T) {
 	srv, path := startFast(t, nil)
 	calls := 0
-	srv.eng.Do(func() error {
-		srv.eng.sendmmsg = func(fd int, msgs []unix.Mmsghdr) (int, error) {
-			calls++
-			switch {
-			case calls%3 == 0:
-				return 0, unix.EAGAIN
-			case len(msgs) > 1:
-				return sysSendmmsg(fd, msgs[:len(msgs)/2])
-			}
-			return sysSendmmsg(fd, msgs)
+	setSendmmsg(srv, func(fd int, msgs []unix.Mmsghdr) (int, error) { // engines_internal_test.go
+		calls++
+		switch {
+		case calls%3 == 0:
+			return 0, unix.EAGAIN
+		case len(msgs) > 1:
+			return sysSendmmsg(fd, msgs[:len(msgs)/2])
 		}
-		return nil
+		return sysSendmmsg(fd, msgs)
 	})
 	a := newFastNode(t, path, 16<<20)
 	b := newFastNode(t, path, 16<<20)
@@ -225,19 +225,16 @@ func TestShortSendsResume(t *testing.T) {
 // send one datagram per message from then on, without losing any.
 func TestGSOFallback(t *testing.T) {
 	srv, path := startFast(t, nil)
-	srv.eng.Do(func() error {
-		srv.eng.sendmmsg = func(fd int, msgs []unix.Mmsghdr) (int, error) {
-			for i := range msgs {
-				if msgs[i].Hdr.Controllen != 0 {
-					if i == 0 {
-						return 0, unix.EIO
-					}
-					return sysSendmmsg(fd, msgs[:i])
+	setSendmmsg(srv, func(fd int, msgs []unix.Mmsghdr) (int, error) { // engines_internal_test.go
+		for i := range msgs {
+			if msgs[i].Hdr.Controllen != 0 {
+				if i == 0 {
+					return 0, unix.EIO
 				}
+				return sysSendmmsg(fd, msgs[:i])
 			}
-			return sysSendmmsg(fd, msgs)
 		}
-		return nil
+		return sysSendmmsg(fd, msgs)
 	})
 	a := newFastNode(t, path, 16<<20)
 	b := newFastNode(t, path, 16<<20)

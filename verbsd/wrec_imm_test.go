@@ -319,20 +319,17 @@ func TestWriteRecordImmWireBytes(t *testing.T) {
 	srv, path := startFast(t, func(c *Config) { c.GSO = false })
 	var mu sync.Mutex
 	var sent [][]byte
-	srv.eng.Do(func() error {
-		srv.eng.sendmmsg = func(fd int, msgs []unix.Mmsghdr) (int, error) {
-			mu.Lock()
-			for i := range msgs {
-				var d []byte
-				for k := range int(msgs[i].Hdr.Iovlen) {
-					d = append(d, iovBytes(&msgs[i].Hdr, k)...)
-				}
-				sent = append(sent, d)
+	setSendmmsg(srv, func(fd int, msgs []unix.Mmsghdr) (int, error) { // engines_internal_test.go
+		mu.Lock()
+		for i := range msgs {
+			var d []byte
+			for k := range int(msgs[i].Hdr.Iovlen) {
+				d = append(d, iovBytes(&msgs[i].Hdr, k)...)
 			}
-			mu.Unlock()
-			return sysSendmmsg(fd, msgs)
+			sent = append(sent, d)
 		}
-		return nil
+		mu.Unlock()
+		return sysSendmmsg(fd, msgs)
 	})
 	a := newFastNode(t, path, 1<<16)
 	b := newWrecTarget(t, path, 1<<16, proto.AccessLocalWrite|proto.AccessRemoteWrite)

@@ -244,29 +244,26 @@ func iovBytes(h *unix.Msghdr, i int) []byte {
 func TestWriteRecordLoss(t *testing.T) {
 	srv, path := startFast(t, func(c *Config) { c.GSO = false; c.ReassemblyTimeout = 50 * time.Millisecond })
 	var dropped atomic.Int32
-	srv.eng.Do(func() error {
-		srv.eng.sendmmsg = func(fd int, msgs []unix.Mmsghdr) (int, error) {
-			sent := 0
-			for i := range msgs {
-				hdr := iovBytes(&msgs[i].Hdr, 0)
-				if len(hdr) >= dgram.KeyHeaderLen+26 {
-					hdr = hdr[dgram.KeyHeaderLen:]
-				}
-				if len(hdr) >= 26 && hdr[0]&0x80 != 0 && hdr[1]&0x0f == 0xc && binary.BigEndian.Uint32(hdr[22:]) != 0 &&
-					binary.BigEndian.Uint32(hdr[22:]) == uint32(srv.eng.maxPayloadWriteRecord(proto.WRWriteRecord)) {
-					dropped.Add(1)
-					sent++
-					continue
-				}
-				n, err := sysSendmmsg(fd, msgs[i:i+1])
-				if n != 1 {
-					return sent, err
-				}
-				sent++
+	setSendmmsg(srv, func(fd int, msgs []unix.Mmsghdr) (int, error) { // engines_internal_test.go
+		sent := 0
+		for i := range msgs {
+			hdr := iovBytes(&msgs[i].Hdr, 0)
+			if len(hdr) >= dgram.KeyHeaderLen+26 {
+				hdr = hdr[dgram.KeyHeaderLen:]
 			}
-			return sent, nil
+			if len(hdr) >= 26 && hdr[0]&0x80 != 0 && hdr[1]&0x0f == 0xc && binary.BigEndian.Uint32(hdr[22:]) != 0 &&
+				binary.BigEndian.Uint32(hdr[22:]) == uint32(srv.eng.maxPayloadWriteRecord(proto.WRWriteRecord)) {
+				dropped.Add(1)
+				sent++
+				continue
+			}
+			n, err := sysSendmmsg(fd, msgs[i:i+1])
+			if n != 1 {
+				return sent, err
+			}
+			sent++
 		}
-		return nil
+		return sent, nil
 	})
 	a := newFastNode(t, path, 1<<20)
 	b := newWrecTarget(t, path, 1<<20, proto.AccessLocalWrite|proto.AccessRemoteWrite)
@@ -403,7 +400,7 @@ func FuzzWriteRecordDatagram(f *testing.F) {
 		d = crc32c.Append(d, crc32c.Checksum(d))
 		unix.Sendto(fd, d, 0, addrToSockaddr(dst))
 		var st proto.QPState
-		srv.eng.Do(func() error { st = srv.eng.qps[0].state; return nil })
+		srv.eng.Do(func() error { st = srv.allQPs()[0].state; return nil })
 		if st != proto.QPStateRTS {
 			t.Fatalf("QP left RTS: %v", st)
 		}

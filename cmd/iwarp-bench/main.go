@@ -93,6 +93,9 @@ type benchConfig struct {
 	Profile       string        `json:"profile,omitempty"` // directory of the daemons' CPU profiles (profile.go)
 	CPUSizes      []int         `json:"cpu_sizes"`         // CPU per message: message sizes (cpumsg.go; none: skipped)
 	CPUN          int           `json:"cpu_messages"`      // CPU per message: messages per run up to 4 KiB (a quarter above)
+	EngineStreams []int         `json:"engine_streams"`    // engines per core: numbers of independent streams (enginescale.go; none: skipped)
+	EngineRounds  int           `json:"engine_rounds"`
+	EngineN       int           `json:"engine_messages"` // engines per core: 64 KiB messages per stream
 	JSON          bool          `json:"-"`
 	MPI           mpiConfig     `json:"mpi"` // the MPI section (mpi.go)
 }
@@ -113,6 +116,10 @@ func (c *benchConfig) only() map[string]bool {
 	}
 	return m
 }
+
+// enginesOnly: -only engines, the engines-per-core experiment alone
+// (enginescale.go).
+func (c *benchConfig) enginesOnly() bool { return len(c.Only) == 1 && c.Only[0] == "engines" }
 
 func (c *benchConfig) perfBin() string   { return filepath.Join(c.Bin, "iwarp-perf") }
 func (c *benchConfig) daemonBin() string { return filepath.Join(c.Bin, "iwarpd") }
@@ -192,7 +199,7 @@ func parseConfig(args []string, stderr io.Writer) (benchConfig, error) {
 	fs.BoolVar(&c.Quick, "quick", false, "CI smoke mode: 1 round, one size per sweep (64 B, 64 KiB), 200 latency iterations, 100 bandwidth messages, 1 s idle, loss 0,5, memory N=16 (unless given)")
 	only := fs.String("only", "", "comma-separated `runs` to make (for profiling): raw_udp_lat, ud_lat, fi_rxd_lat, fi_udp_lat, raw_udp_bw, ud_bw, raw_tcp_bw, raw_tcp_lat, rc_send_lat, rc_write_lat, raw_tcp_bw_1m, rc_write_bw_1m, rc_read_bw_1m; "+
 		"the sweep's m_<transport>_<lat|bw>_<size>, scale_<ud|rd|rc>_<lat|bw>_<qps>, or scaling for all the scaling runs; "+
-		"cpu_<raw-udp|raw-tcp|ud|rd|rc>_<size>, rate_<transport> (its 64 B run), or cpu for all the CPU-per-message runs")
+		"cpu_<raw-udp|raw-tcp|ud|rd|rc>_<size>, rate_<transport> (its 64 B run), or cpu for all the CPU-per-message runs; engines: the engines-per-core experiment alone")
 	fs.IntVar(&c.SweepIters, "sweep-n", 2000, "size sweep: latency `iterations` up to 4 KiB (fewer above, in proportion)")
 	fs.StringVar(&c.Out, "out", "bench-results", "`directory` of the CSV files, PNG plots and summary.md (\"\": write none)")
 	fs.DurationVar(&c.Idle, "idle", 10*time.Second, "idle cost: CPU of an idle daemon, then of one serving an idle client, over this `long` each (0: skip)")
@@ -206,6 +213,9 @@ func parseConfig(args []string, stderr io.Writer) (benchConfig, error) {
 	fs.IntVar(&c.ScalingBWN, "scaling-bw-n", 1000, "scaling bandwidth: 64 KiB `messages` per run")
 	cpuSizesFlag := fs.String("cpu", "64,1024,65536", "CPU per message and message rate: UD, RD, RC Send and raw UDP/TCP streams at these `sizes` (64 B also gives the message rate; \"\": skip)")
 	fs.IntVar(&c.CPUN, "cpu-n", 200000, "CPU per message: `messages` per run up to 4 KiB (a quarter of it at 64 KiB)")
+	engineStreams := fs.String("engines", "2,4", "engines per core: one daemon with -engines 1, then 2, serving this many independent RD and RC `streams` at once (\"\": skip)")
+	fs.IntVar(&c.EngineRounds, "engines-rounds", 3, "engines per core: `rounds` (each runs -engines 1 and -engines 2)")
+	fs.IntVar(&c.EngineN, "engines-n", 4000, "engines per core: 64 KiB `messages` per stream")
 	fs.StringVar(&c.Profile, "profile", "", "write CPU profiles of both daemons (iwarpd -cpuprofile) and, if perf works, perf record -g of them, into `directory`; use with -only")
 	fs.BoolVar(&c.JSON, "json", false, "print one JSON document instead of the tables")
 	mpiTransports, mpiMem := registerMPIFlags(fs, &c.MPI)
@@ -260,6 +270,15 @@ func parseConfig(args []string, stderr io.Writer) (benchConfig, error) {
 		if !set["cpu-n"] {
 			c.CPUN = 500
 		}
+		if !set["engines"] {
+			*engineStreams = "2"
+		}
+		if !set["engines-rounds"] {
+			c.EngineRounds = 1
+		}
+		if !set["engines-n"] {
+			c.EngineN = 200
+		}
 		c.LatSizes, c.BWSizes = quickLatSizes, quickBWSizes
 	} else {
 		c.LatSizes, c.BWSizes = fullLatSizes, fullBWSizes
@@ -273,6 +292,12 @@ func parseConfig(args []string, stderr io.Writer) (benchConfig, error) {
 	}
 	if c.ScalingQPs, err = intList(*scaling, 1, 64); err != nil {
 		return c, &usageError{fmt.Sprintf("-scaling: %v", err)}
+	}
+	if c.EngineStreams, err = intList(*engineStreams, 1, 16); err != nil {
+		return c, &usageError{fmt.Sprintf("-engines: %v", err)}
+	}
+	if c.EngineRounds < 1 || c.EngineN < 1 {
+		return c, &usageError{"-engines-rounds and -engines-n must be at least 1"}
 	}
 	if c.ScalingRounds < 1 || c.ScalingN < 1 || c.ScalingBWN < 1 {
 		return c, &usageError{"-scaling-rounds, -scaling-n and -scaling-bw-n must be at least 1"}
@@ -290,6 +315,10 @@ func parseConfig(args []string, stderr io.Writer) (benchConfig, error) {
 	}
 	c.DaemonArgs = strings.Fields(*daemonArgs)
 	for _, k := range strings.FieldsFunc(*only, func(r rune) bool { return r == ',' || r == ' ' }) {
+		if k == "engines" { // the engines-per-core experiment alone
+			c.Only = append(c.Only, k)
+			continue
+		}
 		if k == "scaling" { // every run of the scaling experiment
 			c.Only = append(c.Only, scalingRunKeys(c.ScalingQPs)...)
 			continue
@@ -394,13 +423,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	doc := &document{Machine: machineLine(), Tree: treeCommit(), Config: cfg, OK: true}
 	fmt.Fprintf(stderr, "iwarp-bench: machine: %s\n", doc.Machine)
-	if cfg.Scenario == "loopback" || cfg.Scenario == "all" {
+	if (cfg.Scenario == "loopback" || cfg.Scenario == "all") && !cfg.enginesOnly() {
 		doc.Scenarios = append(doc.Scenarios, runLoopback(s, &cfg, stderr))
 	}
-	if cfg.Scenario == "veth" || cfg.Scenario == "all" {
+	if (cfg.Scenario == "veth" || cfg.Scenario == "all") && !cfg.enginesOnly() {
 		doc.Scenarios = append(doc.Scenarios, runVeth(s, &cfg, stderr))
 	}
-	if cfg.MPI.Enabled && (cfg.Scenario == "mpi" || cfg.Scenario == "all") {
+	if cfg.MPI.Enabled && (cfg.Scenario == "mpi" || cfg.Scenario == "all") && !cfg.enginesOnly() {
 		doc.Scenarios = append(doc.Scenarios, runMPI(s, &cfg, stderr))
 	}
 	var exps []benchreport.Experiment
@@ -410,7 +439,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		exps = append(exps, scenarioExperiments(sc, &cfg)...)
 	}
-	if cfg.Idle > 0 && (cfg.Scenario == "loopback" || cfg.Scenario == "all") {
+	if cfg.Idle > 0 && (cfg.Scenario == "loopback" || cfg.Scenario == "all") && !cfg.enginesOnly() {
 		r, err := runIdle(s, &cfg, stderr)
 		if err != nil {
 			doc.Failures = append(doc.Failures, "idle cost: "+err.Error())
@@ -420,7 +449,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 			exps = append(exps, idleExperiment(r, cfg.Idle))
 		}
 	}
-	if cfg.MemBin != "" && (cfg.Scenario == "loopback" || cfg.Scenario == "all") {
+	if len(cfg.EngineStreams) > 0 && (len(cfg.Only) == 0 || cfg.enginesOnly()) && (cfg.Scenario == "loopback" || cfg.Scenario == "all") {
+		r, err := runEngineScale(s, &cfg, stderr) // enginescale.go
+		if err != nil {
+			doc.Failures = append(doc.Failures, "engines per core: "+err.Error())
+			fmt.Fprintf(stderr, "[engines] FAILED: %v\n", err)
+		} else {
+			doc.Engines = &r
+			exps = append(exps, engineScaleExperiment(r, &cfg))
+		}
+	}
+	if cfg.MemBin != "" && (cfg.Scenario == "loopback" || cfg.Scenario == "all") && !cfg.enginesOnly() {
 		e, failures := runMemory(&cfg, stderr)
 		doc.Failures = append(doc.Failures, failures...)
 		if e, ok := experiment(benchreport.Experiment{Name: e.Name, Title: e.Title, XLabel: e.XLabel, YLabel: e.YLabel,

@@ -168,13 +168,14 @@ func verdict(sum summary, op string, target float64) string {
 
 // document is the whole -json output.
 type document struct {
-	Machine   string      `json:"machine"`
-	Tree      string      `json:"tree,omitempty"` // git commit of the working tree, when known
-	Config    benchConfig `json:"config"`
-	Scenarios []*scenario `json:"scenarios"`
-	Idle      *idleResult `json:"idle_cpu_percent,omitempty"`
-	Failures  []string    `json:"failures,omitempty"` // outside the scenarios (idle cost, memory)
-	OK        bool        `json:"ok"`                 // no run failed and every message was intact
+	Machine   string             `json:"machine"`
+	Tree      string             `json:"tree,omitempty"` // git commit of the working tree, when known
+	Config    benchConfig        `json:"config"`
+	Scenarios []*scenario        `json:"scenarios"`
+	Idle      *idleResult        `json:"idle_cpu_percent,omitempty"`
+	Engines   *engineScaleResult `json:"engines_per_core,omitempty"`
+	Failures  []string           `json:"failures,omitempty"` // outside the scenarios (idle cost, memory)
+	OK        bool               `json:"ok"`                 // no run failed and every message was intact
 }
 
 func writeJSON(w io.Writer, doc *document) error {
@@ -265,6 +266,15 @@ func writeTables(w io.Writer, doc *document) error {
 	if doc.Idle != nil {
 		fmt.Fprintf(w, "\n== idle cost (loopback): iwarpd CPU %.2f %% alone, %.2f %% with one idle client (of one CPU, over %v each)\n",
 			doc.Idle.Alone, doc.Idle.WithClient, doc.Config.Idle)
+	}
+	if doc.Engines != nil {
+		fmt.Fprintf(w, "\n== engines per core (loopback, one daemon, clients blocking): aggregate goodput -engines 2 / -engines 1\n")
+		for _, tr := range engineScaleTransports {
+			for _, k := range doc.Config.EngineStreams {
+				r := doc.Engines.ratios(tr, k)
+				fmt.Fprintf(w, "   %d %s streams: %.2f× median %s (target ≥ 1.5×)\n", k, strings.ToUpper(tr), median(r), ratioList(r))
+			}
+		}
 	}
 	for _, f := range doc.Failures {
 		fmt.Fprintf(w, "   FAILED: %s\n", oneLine(f))

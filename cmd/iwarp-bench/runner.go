@@ -293,6 +293,10 @@ type perfTest struct {
 	iters     int
 	qps       int  // iwarp-perf -qps (0, 1: one QP)
 	rawBatch  bool // raw UDP: iwarp-perf -raw-batch (GSO sends, GRO + recvmmsg receives)
+	// rdPorts: RD QP ports of the server and the client, when the run
+	// chooses them (both on one daemon: enginescale.go); else the nodes'
+	// next ones (nextRDPorts).
+	rdPorts [2]int
 }
 
 func (t perfTest) args(cfg *benchConfig) []string {
@@ -497,7 +501,10 @@ func (s *session) runPerfCPU(cfg *benchConfig, a, b *node, t perfTest) (*perfRep
 		srv = append(srv, "-socket", a.socket)
 		cli = append(cli, "-socket", b.socket)
 	}
-	if t.transport == "rd" { // a port never used before: docs/rd.md on peer restarts
+	if t.transport == "rd" && t.rdPorts[0] != 0 {
+		srv = append(srv, "-qp-port", strconv.Itoa(t.rdPorts[0]))
+		cli = append(cli, "-qp-port", strconv.Itoa(t.rdPorts[1]))
+	} else if t.transport == "rd" { // a port never used before: docs/rd.md on peer restarts
 		i := s.nextRDPorts(max(t.qps, 1))
 		srv = append(srv, "-qp-port", strconv.Itoa(a.rdBase+i))
 		cli = append(cli, "-qp-port", strconv.Itoa(b.rdBase+i))

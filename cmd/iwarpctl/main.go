@@ -1,7 +1,7 @@
 // Command iwarpctl inspects a running iwarpd: its device, client sessions,
 // queue pairs, completion queues, memory regions and counters.
 //
-//	iwarpctl [-socket PATH] [-json] [status|device|sessions|qps|cqs|mrs|counters]
+//	iwarpctl [-socket PATH] [-json] [status|device|sessions|qps|cqs|mrs|engines|counters]
 //
 // It opens a read-only inspect session on the daemon's control socket
 // (HelloRequest{Inspect: true}, then OpInspect) and prints the answer as
@@ -32,7 +32,7 @@ const (
 	exitPermission = 4
 )
 
-var subcommands = []string{"status", "device", "sessions", "qps", "cqs", "mrs", "counters"}
+var subcommands = []string{"status", "device", "sessions", "qps", "cqs", "mrs", "engines", "counters"}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
@@ -52,6 +52,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 			"  qps       queue pairs (type, state, address, counters)\n"+
 			"  cqs       completion queues\n"+
 			"  mrs       memory regions\n"+
+			"  engines   the daemon's engines (CPU, QPs, load, passes, wake-ups)\n"+
 			"  counters  global counters (datagrams, bytes, CRC errors, drops)\n\n"+
 			"Exit status: 0 ok, 1 daemon error, 2 usage, 3 daemon not running, 4 permission denied.\n\nflags:\n")
 		fs.PrintDefaults()

@@ -28,8 +28,10 @@ func sample() *proto.Inspect {
 			MRs: []proto.MRInfo{{Handle: 3, LKey: 0x3a1, RKey: 0x3a1, Length: 4096, Access: proto.AccessLocalWrite | proto.AccessRemoteRead}},
 			CQs: []proto.CQInfo{{Handle: 2, Depth: 256, Armed: true}},
 			QPs: []proto.QPInfo{{Handle: 4, QPN: 17, Type: "UD", State: "RTS", Addr: "127.0.0.1:17003",
-				Counters: map[string]int64{"datagrams_in": 5, "drop_no_recv": 0, "bytes_in": 320}}},
+				Counters: map[string]int64{"datagrams_in": 5, "drop_no_recv": 0, "bytes_in": 320}, Engine: 1}},
 		}},
+		Engines: []proto.EngineInfo{{ID: 0, CPU: -1, Passes: 10}, {ID: 1, CPU: 3, QPs: 1, Passes: 900, WorkPasses: 450,
+			Wakeups: 12, CPUTimeNS: 250e6, UptimeNS: 1e9}},
 		Counters: map[string]int64{"datagrams_in": 5, "drop_crc": 1, "drop_no_recv": 2, "bytes_out": 0},
 	}
 }
@@ -44,7 +46,8 @@ func TestRenderText(t *testing.T) {
 			"datagrams in 5, out 0; bytes in 0, out 0; CRC errors 1; drops 3", "non-zero counters"}},
 		{"device", []string{"name:", "iwarp0", "max_msg_ud:", "1048576", "port.ud_ports:", "17000-17499"}},
 		{"sessions", []string{"SESSION", "999", "1000", "perf", "3.0 MiB"}},
-		{"qps", []string{"QPN", "17", "UD", "RTS", "127.0.0.1:17003", "bytes_in=320 datagrams_in=5"}},
+		{"qps", []string{"QPN", "ENGINE", "17", "UD", "RTS", "127.0.0.1:17003", "bytes_in=320 datagrams_in=5"}},
+		{"engines", []string{"ENGINE", "LOAD", "WAKEUPS", "25.0%", "0.250s", "450", "900", "12"}},
 		{"cqs", []string{"DEPTH", "256", "true"}},
 		{"mrs", []string{"LKEY", "0x000003a1", "4096", "local-write,remote-read"}},
 		{"counters", []string{"drop_crc", "datagrams_in", "drop_no_recv", "bytes_out"}},
@@ -328,6 +331,37 @@ func (s *rawSession) createUDQP(t *testing.T) string {
 	s.call(t, proto.OpCreateQP, proto.CreateQPRequest{PD: s.pd, Type: proto.QPTypeUD, SendCQ: s.cq,
 		RecvCQ: s.cq, Caps: caps}, &qp, qpr.FD())
 	return qp.Addr
+}
+
+// TestEnginesAgainstDaemon: iwarpctl engines of a daemon with -engines 2
+// and two QPs (spread: one each) — the engines, their QPs, pinned CPUs.
+func TestEnginesAgainstDaemon(t *testing.T) {
+	ctl, daemon := binaries(t)
+	sock := startDaemon(t, daemon, "-engines", "2")
+	openRawSession(t, sock) // each makes a UD QP
+	openRawSession(t, sock)
+	var engs []proto.EngineInfo
+	out, stderr, code := runCtl(t, ctl, "-socket", sock, "-json", "engines")
+	if err := json.Unmarshal([]byte(out), &engs); code != 0 || err != nil {
+		t.Fatalf("engines -json: exit %d, %v: %s %s", code, err, out, stderr)
+	}
+	if len(engs) != 2 {
+		t.Fatalf("engines = %+v, want 2", engs)
+	}
+	for i, e := range engs {
+		if e.ID != i || e.QPs != 1 || e.CPU < 0 || e.UptimeNS <= 0 {
+			t.Errorf("engine %d = %+v: want its id, a QP, a pinned CPU", i, e)
+		}
+	}
+	out, _, code = runCtl(t, ctl, "-socket", sock, "engines")
+	if code != 0 || !strings.Contains(out, "ENGINE") || strings.Count(out, "\n") != 3 {
+		t.Errorf("engines text (exit %d):\n%s", code, out)
+	}
+	var qps []qpRow
+	out, _, _ = runCtl(t, ctl, "-socket", sock, "-json", "qps")
+	if err := json.Unmarshal([]byte(out), &qps); err != nil || len(qps) != 2 || qps[0].Engine == qps[1].Engine {
+		t.Errorf("qps -json (%v): want two QPs on different engines: %s", err, out)
+	}
 }
 
 func TestAgainstDaemon(t *testing.T) {

@@ -45,6 +45,8 @@ func selectJSON(in *proto.Inspect, cmd string) any {
 		return cqRows(in)
 	case "mrs":
 		return mrRows(in)
+	case "engines":
+		return nonNil(in.Engines)
 	case "counters":
 		if in.Counters == nil {
 			return map[string]int64{}
@@ -105,6 +107,8 @@ func renderText(w io.Writer, in *proto.Inspect, cmd string) error {
 		writeCQs(tw, in)
 	case "mrs":
 		writeMRs(tw, in)
+	case "engines":
+		writeEngines(tw, in)
 	case "counters":
 		writeCounters(tw, in.Counters)
 	default:
@@ -127,6 +131,8 @@ func writeStatus(w io.Writer, in *proto.Inspect) {
 		orDash(in.Port.State), orDash(in.Port.Addr), orDash(in.Port.UDPorts), in.Port.DatagramSize)
 	fmt.Fprintf(w, "sessions %d, QPs %d, CQs %d, MRs %d (%s registered)\n",
 		len(in.Sessions), qps, cqs, mrs, humanBytes(reg))
+	fmt.Fprintln(w)
+	writeEngines(w, in)
 	fmt.Fprintln(w)
 	writeSessions(w, in)
 	if qps > 0 {
@@ -192,12 +198,34 @@ func writeSessions(w io.Writer, in *proto.Inspect) {
 	}
 }
 
+// writeEngines prints one line per engine (docs/engines.md): its CPU, its
+// QPs, its load (thread CPU time over the daemon's uptime), its passes that
+// did work and its wake-ups from sleep.
+func writeEngines(w io.Writer, in *proto.Inspect) {
+	fmt.Fprintln(w, "ENGINE\tCPU\tQPS\tLOAD\tCPU-TIME\tWORK-PASSES\tPASSES\tWAKEUPS")
+	for _, e := range in.Engines {
+		cpu := "-"
+		if e.CPU >= 0 {
+			cpu = strconv.Itoa(e.CPU)
+		}
+		load := "-"
+		if e.UptimeNS > 0 {
+			load = fmt.Sprintf("%.1f%%", 100*float64(e.CPUTimeNS)/float64(e.UptimeNS))
+		}
+		fmt.Fprintf(w, "%d\t%s\t%d\t%s\t%.3fs\t%d\t%d\t%d\n", e.ID, cpu, e.QPs, load, float64(e.CPUTimeNS)/1e9,
+			e.WorkPasses, e.Passes, e.Wakeups)
+	}
+	if len(in.Engines) == 0 {
+		fmt.Fprintln(w, "(the daemon reports no engines)")
+	}
+}
+
 func writeQPs(w io.Writer, in *proto.Inspect) {
 	rows := qpRows(in)
-	fmt.Fprintln(w, "SESSION\tQP\tQPN\tTYPE\tSTATE\tADDRESS\tCOUNTERS")
+	fmt.Fprintln(w, "SESSION\tQP\tQPN\tENGINE\tTYPE\tSTATE\tADDRESS\tCOUNTERS")
 	for _, r := range rows {
-		fmt.Fprintf(w, "%d\t%d\t%d\t%s\t%s\t%s\t%s\n",
-			r.Session, r.Handle, r.QPN, orDash(r.Type), orDash(r.State), orDash(r.Addr), counterList(r.Counters))
+		fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n",
+			r.Session, r.Handle, r.QPN, r.Engine, orDash(r.Type), orDash(r.State), orDash(r.Addr), counterList(r.Counters))
 	}
 	if len(rows) == 0 {
 		fmt.Fprintln(w, "(no queue pairs)")

@@ -86,6 +86,7 @@ func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) 
 	reasm := str("reassembly-timeout", def.ReassemblyTimeout.String(), "drop a partly received UD message after this `duration`")
 	partial := str("max-partial", strconv.Itoa(def.MaxPartial), "partly reassembled messages kept per QP")
 	pollWindow := str("poll-window", "200us", "keep polling this `duration` after the last work before sleeping")
+	engines := str("engines", strconv.Itoa(def.Engines), "number of engines (`N`, 1..64): threads, each pinned to a CPU, that own the QPs placed on them (docs/engines.md)")
 	pollBatch := str("poll-batch", strconv.Itoa(def.PollBatch), "work requests (and datagrams) served per QP per engine pass")
 	sockBuf := str("socket-buffer", strconv.Itoa(def.SocketBuffer), "SO_SNDBUF/SO_RCVBUF of datagram sockets, `octets` (0: kernel default); the receive buffer is a UD QP's receive backlog, forced past rmem_max with CAP_NET_ADMIN")
 	mpaRev := str("mpa-rev", "2", "MPA `revision` of RC connections: 2 (RFC 6581: IRD/ORD exchange, peer-to-peer) or 1 (RFC 5044)")
@@ -210,7 +211,7 @@ func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) 
 		s    *string
 		dst  *int
 	}{{"max-msg-ud", maxMsg, &v.MaxMsgUD},
-		{"max-partial", partial, &v.MaxPartial}, {"poll-batch", pollBatch, &v.PollBatch}, {"socket-buffer", sockBuf, &v.SocketBuffer}}
+		{"max-partial", partial, &v.MaxPartial}, {"poll-batch", pollBatch, &v.PollBatch}, {"engines", engines, &v.Engines}, {"socket-buffer", sockBuf, &v.SocketBuffer}}
 	dsts := []*int{&v.Limits.MaxQP, &v.Limits.MaxCQ, &v.Limits.MaxMR, &v.Limits.MaxPD, &v.Limits.MaxSRQ,
 		&v.Limits.MaxCompChannel, &v.Limits.MaxListeners, &v.Limits.MaxQPWR, &v.Limits.MaxSRQWR, &v.Limits.MaxCQE, &v.Limits.MaxSGE, &v.Limits.MaxInline}
 	for i, il := range intLimits {

@@ -61,6 +61,7 @@ func run(args []string) int {
 	log.WithFields(logrus.Fields{
 		"socket": cfg.Socket, "mode": fmt.Sprintf("%#o", cfg.SocketMode), "addr": v.Addr.String(),
 		"ud_ports": portRange(v.UDPorts), "datagram_size": v.DatagramSize, "poll_window": v.PollWindow.String(),
+		"engines": max(v.Engines, 1),
 	}).Info("iwarpd started")
 
 	done := make(chan struct{})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -145,6 +146,9 @@ func Start(t testing.TB, name string, o Options) *Daemon {
 	args := []string{"-socket", d.Sock, "-ud-ports", d.Ports, "-log-level", "info"}
 	if o.Addr != "" {
 		args = append(args, "-addr", o.Addr)
+	}
+	if n := verbsdtest.Engines(); n > 0 { // IWARPD_TEST_ENGINES: before Extra, so a test's own -engines wins
+		args = append(args, "-engines", strconv.Itoa(n))
 	}
 	args = append(args, o.Extra...)
 	if o.NS != nil {

@@ -1,0 +1,303 @@
+package verbsd
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/iwarpd/iwarpd/proto"
+	"golang.org/x/sys/unix"
+)
+
+// Engines per core (issue 12 item 4; docs/engines.md). With Config.Engines
+// = N > 1 the device runs N engines, each a goroutine locked to an OS thread
+// pinned to one CPU, each owning the QPs placed on it: their sockets (its
+// epoll set), rings, timers and ready list. What QPs of different engines
+// share is made safe by one mechanism each:
+//
+//   - Control commands (Do) run on engine 0 while every other engine is
+//     parked between two passes (device.do): the session tables (PDs, MRs,
+//     keys, CQs, SRQs, QPs), placement and every engine's QP set change only
+//     when no pass runs anywhere, so a pass reads them without locks.
+//   - A CQ is produced into under its own mutex (cq.mu, postCQE): the
+//     completions of one QP come from its one engine in order; those of
+//     different QPs interleave whole.
+//   - An SRQ is consumed under its own mutex (srq.mu), held for the whole
+//     service of a QP using it (a UD pass looks ahead at several receives
+//     before it consumes them).
+//   - The status page's Asleep word is 1 while any engine sleeps (the
+//     count of sleepers is kept under device.sleepMu); a session's doorbell
+//     is in the epoll set of engine 0 and of every engine owning one of its
+//     QPs (only those), so a ring wakes every engine that may have the post
+//     to serve and no other.
+//
+// With N = 1 none of this runs: one engine, unpinned, as before.
+
+// MaxEngines bounds Config.Engines.
+const MaxEngines = 64
+
+// device is what the engines of one server share.
+type device struct {
+	engs []*engine
+	// mu serializes control commands (do): one at a time parks the others.
+	mu sync.Mutex
+	// nextQPN numbers QPs device-wide (commands only).
+	nextQPN uint32
+	// sleepers counts the engines between announcing sleep and waking;
+	// Asleep is 1 while it is not zero (announceSleep).
+	sleepMu  sync.Mutex
+	sleepers int
+	start    time.Time
+}
+
+// newDevice makes cfg.Engines engines (at least one); engine 0 makes the
+// status page, the others write the same words.
+func newDevice(cfg *Config) (*device, error) {
+	n := max(cfg.Engines, 1)
+	d := &device{start: time.Now()}
+	cpus := allowedCPUs()
+	for i := range n {
+		e, err := newEngine(cfg, i == 0)
+		if e != nil {
+			d.engs = append(d.engs, e)
+		}
+		if err != nil {
+			d.closeResources()
+			return nil, err
+		}
+		e.id, e.dev, e.shared, e.cpu = i, d, n > 1, -1
+		if n > 1 && len(cpus) > 0 {
+			e.cpu = cpus[i%len(cpus)]
+		}
+		if i > 0 {
+			e0 := d.engs[0]
+			e.asleep, e.epoch = e0.asleep, e0.epoch // engine 0 owns the page
+		}
+	}
+	return d, nil
+}
+
+// allowedCPUs lists the CPUs this process may run on (sched_getaffinity):
+// engine i is pinned to the (i mod len)-th of them.
+func allowedCPUs() []int {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil
+	}
+	var cpus []int
+	for c := range 1024 {
+		if set.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus
+}
+
+func (d *device) run() {
+	for _, e := range d.engs {
+		go e.run()
+	}
+}
+
+// stop stops every engine (engine 0 last: it owns the sessions' teardown).
+func (d *device) stop() {
+	for i := len(d.engs) - 1; i >= 0; i-- {
+		d.engs[i].stop()
+	}
+}
+
+func (d *device) closeResources() {
+	for _, e := range d.engs {
+		e.closeResources()
+	}
+}
+
+// do runs f on engine 0 with every other engine parked in its command loop
+// (between two passes), so that f may change any engine's state. Engines
+// that have stopped are not waited for.
+func (d *device) do(f func() error) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	release := make(chan struct{})
+	defer close(release)
+	parked := make(chan struct{}, len(d.engs))
+	var waiting []*engine
+	for _, o := range d.engs[1:] {
+		c := command{f: func() error { parked <- struct{}{}; <-release; return nil }, done: make(chan error, 1)}
+		select {
+		case o.cmds <- c:
+			o.wake.Signal()
+			waiting = append(waiting, o)
+		case <-o.stopped:
+		}
+	}
+	for _, o := range waiting {
+		select {
+		case <-parked:
+		case <-o.stopped:
+		}
+	}
+	return d.engs[0].do1(f)
+}
+
+// place picks the engine of a new QP: the one with the fewest QPs, the
+// lowest id on a tie (spread). Runs inside a command.
+func (d *device) place() *engine {
+	best := d.engs[0]
+	for _, e := range d.engs[1:] {
+		if len(e.qps) < len(best.qps) {
+			best = e
+		}
+	}
+	return best
+}
+
+// announceSleep stores Asleep = 1 before the engine re-scans its QPs and
+// sleeps (Dekker with the client's post: engine.run).
+func (e *engine) announceSleep() {
+	if !e.shared {
+		e.asleep.Store(1)
+		return
+	}
+	d := e.dev
+	d.sleepMu.Lock()
+	d.sleepers++
+	e.asleep.Store(1)
+	d.sleepMu.Unlock()
+}
+
+// announceWake undoes announceSleep: Asleep goes back to 0 when no engine
+// sleeps any more.
+func (e *engine) announceWake() {
+	if !e.shared {
+		e.asleep.Store(0)
+		return
+	}
+	d := e.dev
+	d.sleepMu.Lock()
+	d.sleepers--
+	if d.sleepers == 0 {
+		e.asleep.Store(0)
+	}
+	d.sleepMu.Unlock()
+}
+
+// pin locks the engine's thread to its CPU (N > 1 only). A failure is
+// logged, not fatal: the engine then runs wherever the kernel puts it.
+func (e *engine) pin() {
+	e.tid = unix.Gettid()
+	if e.cpu < 0 {
+		return
+	}
+	var set unix.CPUSet
+	set.Set(e.cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil && e.cfg.Log != nil {
+		e.cfg.Log.Warnf("engine %d: cannot pin its thread to CPU %d (%v); it runs unpinned — check the daemon's CPU affinity (taskset, systemd CPUAffinity=)", e.id, e.cpu, err)
+		e.cpu = -1
+	}
+}
+
+// threadCPUTime is the CPU time the engine's thread has used
+// (clock_gettime(2) on the thread's CPU clock, as pthread_getcpuclockid(3)
+// makes it: ((~tid) << 3) | CPUCLOCK_PERTHREAD | CPUCLOCK_SCHED).
+func (e *engine) threadCPUTime() time.Duration {
+	if e.tid == 0 {
+		return 0
+	}
+	var ts unix.Timespec
+	if err := unix.ClockGettime(int32(^uint32(e.tid)<<3|6), &ts); err != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
+}
+
+// engineInfo is what iwarpctl shows of an engine. Runs inside a command.
+func (e *engine) engineInfo() proto.EngineInfo {
+	return proto.EngineInfo{ID: e.id, CPU: e.cpu, QPs: len(e.qps), Passes: int64(e.passes), WorkPasses: int64(e.workPasses),
+		Wakeups: int64(e.wakeups), CPUTimeNS: int64(e.threadCPUTime()), UptimeNS: int64(time.Since(e.dev.start))}
+}
+
+// inspectAll is the daemon's state across engines. Runs inside a command.
+func (d *device) inspectAll() proto.Inspect {
+	in := d.engs[0].inspect()
+	for _, e := range d.engs[1:] {
+		for i, v := range e.stats {
+			if v != 0 {
+				in.Counters[counterNames[i]] += v
+			}
+		}
+		in.Counters["qps"] += int64(len(e.qps))
+		e.qpsInspect(in.Counters) // server.go
+	}
+	for _, e := range d.engs {
+		in.Engines = append(in.Engines, e.engineInfo())
+	}
+	return in
+}
+
+// bellWatch adds the session's doorbell to e's epoll set when e gets its
+// first QP of s (with one engine, it watches every doorbell from hello on).
+func (e *engine) bellWatch(s *session) error {
+	if !e.shared || s.bell < 0 {
+		return nil
+	}
+	if s.bellRefs == nil {
+		s.bellRefs = map[*engine]int{}
+	}
+	if s.bellRefs[e] == 0 {
+		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLET, Fd: int32(s.bell)}
+		if err := unix.EpollCtl(e.epfd, unix.EPOLL_CTL_ADD, s.bell, &ev); err != nil {
+			return fmt.Errorf("verbsd: engine %d: epoll_ctl (doorbell): %w", e.id, err)
+		}
+		e.bells[int32(s.bell)] = s
+	}
+	s.bellRefs[e]++
+	return nil
+}
+
+// bellUnwatch undoes bellWatch when e loses its last QP of s.
+func (e *engine) bellUnwatch(s *session) {
+	if !e.shared || s.bell < 0 || s.bellRefs[e] == 0 {
+		return
+	}
+	s.bellRefs[e]--
+	if s.bellRefs[e] == 0 {
+		delete(s.bellRefs, e)
+		unix.EpollCtl(e.epfd, unix.EPOLL_CTL_DEL, s.bell, nil)
+		delete(e.bells, int32(s.bell))
+	}
+}
+
+// serveShared serves q (serviceQP) with what sharing across engines asks:
+// the SRQ held for the whole service, a CQ overrun seen by another engine
+// applied, a session whose memory faulted left alone (its teardown is a
+// command: failFaulted). With one engine it is serviceQP.
+func (e *engine) serveShared(q *qp, now time.Time) bool {
+	if !e.shared {
+		return e.serviceQP(q, now)
+	}
+	if q.s.faulted.Load() {
+		return false
+	}
+	if q.cqOverran.Swap(false) {
+		e.errorQP(q, "its completion queue overran")
+	}
+	if x := q.srq; x != nil {
+		x.mu.Lock()
+		defer x.mu.Unlock()
+	}
+	return e.serviceQP(q, now)
+}
+
+// hasWork reports whether the client published work the engine must act
+// on now (qp.go hasWorkLocal), reading a shared SRQ under its mutex.
+func (q *qp) hasWork() bool {
+	if q.s.faulted.Load() {
+		return false
+	}
+	if x := q.srq; x != nil && q.eng != nil && q.eng.shared {
+		x.mu.Lock()
+		defer x.mu.Unlock()
+	}
+	return q.hasWorkLocal()
+}
