@@ -551,6 +551,8 @@ extern struct fi_ops_msg iwd_dgram_msg_ops;
 extern struct fi_ops_rma iwd_rma_ops;
 extern struct fi_ops_atomic iwd_atomic_ops;
 extern struct fi_ops_atomic iwd_no_atomic_ops;
+extern struct fi_ops_tagged iwd_no_tagged_ops; /* iwd_ep_noops.c */
+extern struct fi_ops_rma iwd_no_rma_ops;
 extern struct fi_ops_cm iwd_ep_cm_ops;
 extern struct fi_ops_cm iwd_msg_cm_ops;
 
