@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/verbsd/config"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 )
 
@@ -71,7 +72,7 @@ func checkZeroAllocs(t *testing.T, ping pingOnce) {
 // allocConfig makes the engine sleep as soon as it is idle: AllocsPerRun
 // runs with GOMAXPROCS 1, where a polling engine holds the only P until
 // its poll window ends.
-func allocConfig(c *Config) { c.PollWindow = 0 }
+func allocConfig(c *config.Config) { c.PollWindow = 0 }
 
 // allocSizes are the message sizes measured: one datagram (one TCP
 // segment), and a message of many (UD and RD: 45 datagrams of 1472 octets

@@ -1,77 +1,21 @@
 package verbsd
 
 import (
-	"fmt"
-	"time"
-
 	"github.com/iwarpd/iwarpd/mpa"
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/verbsd/config"
 )
 
-// MPAConfig is the device's MPA policy (iwarpd -mpa-* flags): what a
-// responder accepts and what an initiator asks for unless the connection's
-// own options (proto.MPAOptions) say otherwise. The zero value is the
-// RFC-conforming default: Rev 2, CRC preferred, no markers, client/server
-// mode, Write and Read RTR acceptable, IRD = ORD = 16, 10 s timeout.
-type MPAConfig struct {
-	Revision   uint8        // 1 or 2 (0: 2)
-	CRC        proto.MPACRC // 0: preferred
-	Markers    bool         // ask peers for markers
-	PeerToPeer bool         // initiators ask for RFC 6581 peer-to-peer mode
-	// RTR: types offered (initiator) and acceptable (responder) in
-	// peer-to-peer mode (0: Write and Read, as siw).
-	RTR proto.RTRSet
-	// IRD, ORD: defaults when Connect/Accept give 0 (0: 16).
-	IRD, ORD uint16
-	// Timeout bounds reading the MPA Request, the wait for the MPA Reply
-	// (and TCP connect), and how long an unanswered connection request is
-	// kept (0: 10 s).
-	Timeout time.Duration
-}
-
-// Defaults and limits of connection establishment.
+// Listen backlog: the default and the largest a listener may ask.
 const (
-	DefaultIRDORD     = 16  // IRD/ORD when neither the client nor the device says
-	MaxIRDORD         = 128 // siw's maximum; the datapath enforces IRD/ORD
-	DefaultMPATimeout = 10 * time.Second
-	defaultBacklog    = 16
-	maxBacklog        = 128
+	defaultBacklog = 16
+	maxBacklog     = 128
 )
-
-// Validate reports a policy MPA cannot express.
-func (c MPAConfig) Validate() error {
-	if c.Revision > 2 {
-		return fmt.Errorf("MPA revision %d: want 1 or 2", c.Revision)
-	}
-	if c.CRC > proto.MPACRCOff {
-		return fmt.Errorf("MPA CRC policy %d unknown", c.CRC)
-	}
-	if c.PeerToPeer && c.Revision == 1 {
-		return fmt.Errorf("MPA peer-to-peer mode needs revision 2")
-	}
-	if c.RTR&^(proto.RTRSend|proto.RTRWrite|proto.RTRRead) != 0 {
-		return fmt.Errorf("MPA RTR set %#x unknown", uint8(c.RTR))
-	}
-	if c.IRD > MaxIRDORD || c.ORD > MaxIRDORD {
-		return fmt.Errorf("IRD %d / ORD %d: at most %d", c.IRD, c.ORD, MaxIRDORD)
-	}
-	if c.Timeout < 0 {
-		return fmt.Errorf("MPA timeout %v is negative", c.Timeout)
-	}
-	return nil
-}
-
-func (c MPAConfig) timeout() time.Duration {
-	if c.Timeout <= 0 {
-		return DefaultMPATimeout
-	}
-	return c.Timeout
-}
 
 func orDefault(v, def uint16) uint16 {
 	if v == 0 {
 		if def == 0 {
-			return DefaultIRDORD
+			return config.DefaultIRDORD
 		}
 		return def
 	}
@@ -90,7 +34,7 @@ func crcPolicy(c proto.MPACRC) mpa.CRCPolicy {
 
 // responderPolicy is the policy a listener negotiates with: the device's,
 // with the accepting client's private data and IRD/ORD.
-func (c MPAConfig) responderPolicy(privateData []byte, ird, ord uint16) mpa.Policy {
+func responderPolicy(c config.MPAConfig, privateData []byte, ird, ord uint16) mpa.Policy {
 	return mpa.Policy{
 		Revision:    c.Revision,
 		CRC:         crcPolicy(c.CRC),
@@ -105,7 +49,7 @@ func (c MPAConfig) responderPolicy(privateData []byte, ird, ord uint16) mpa.Poli
 
 // initiatorPolicy is the device's policy overridden by the connection's
 // options.
-func (c MPAConfig) initiatorPolicy(o proto.MPAOptions, privateData []byte, ird, ord uint16) mpa.Policy {
+func initiatorPolicy(c config.MPAConfig, o proto.MPAOptions, privateData []byte, ird, ord uint16) mpa.Policy {
 	p := mpa.Policy{
 		Revision:    c.Revision,
 		CRC:         crcPolicy(c.CRC),

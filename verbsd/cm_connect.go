@@ -12,6 +12,7 @@ import (
 	"github.com/iwarpd/iwarpd/iwerr"
 	"github.com/iwarpd/iwarpd/mpa"
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/verbsd/config"
 	"golang.org/x/sys/unix"
 )
 
@@ -31,8 +32,8 @@ func (s *session) connect(req proto.ConnectRequest) error {
 	switch {
 	case cfg.Validate() != nil:
 		return errf(unix.EINVAL, "%s: the device's MPA policy: %v", op, cfg.Validate())
-	case req.IRD > MaxIRDORD || req.ORD > MaxIRDORD:
-		return errf(unix.EINVAL, "%s: IRD %d / ORD %d: at most %d", op, req.IRD, req.ORD, MaxIRDORD)
+	case req.IRD > config.MaxIRDORD || req.ORD > config.MaxIRDORD:
+		return errf(unix.EINVAL, "%s: IRD %d / ORD %d: at most %d", op, req.IRD, req.ORD, config.MaxIRDORD)
 	case o.Revision > 2:
 		return errf(unix.EINVAL, "%s: MPA revision %d: want 1 or 2", op, o.Revision)
 	case o.CRC > proto.MPACRCOff || o.Markers > proto.ToggleOff || o.PeerToPeer > proto.ToggleOff:
@@ -40,7 +41,7 @@ func (s *session) connect(req proto.ConnectRequest) error {
 	case o.RTR&^(proto.RTRSend|proto.RTRWrite|proto.RTRRead) != 0:
 		return errf(unix.EINVAL, "%s: RTR set %#x unknown", op, uint8(o.RTR))
 	}
-	policy := cfg.initiatorPolicy(o, req.PrivateData, req.IRD, req.ORD)
+	policy := initiatorPolicy(cfg, o, req.PrivateData, req.IRD, req.ORD)
 	if err := policy.Validate(); err != nil {
 		return errf(unix.EINVAL, "%s: %v", op, err)
 	}
@@ -49,7 +50,7 @@ func (s *session) connect(req proto.ConnectRequest) error {
 		return errf(unix.EINVAL, "%s: address %q: want ip:port", op, req.Addr)
 	}
 	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
-	timeout := cfg.timeout()
+	timeout := cfg.TimeoutOrDefault()
 	if req.TimeoutMs > 0 {
 		timeout = time.Duration(req.TimeoutMs) * time.Millisecond
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/iwarpd/iwarpd/mpa"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
+	"github.com/iwarpd/iwarpd/verbsd/config"
 	"golang.org/x/sys/unix"
 )
 
@@ -72,7 +73,7 @@ func TestTerminateFPDU(t *testing.T) {
 }
 
 func TestJudgeRequest(t *testing.T) {
-	policy := MPAConfig{RTR: proto.RTRWrite | proto.RTRRead | proto.RTRSend}.responderPolicy(nil, 0, 0)
+	policy := responderPolicy(config.MPAConfig{RTR: proto.RTRWrite | proto.RTRRead | proto.RTRSend}, nil, 0, 0)
 	for _, tc := range []struct {
 		name   string
 		in     string
@@ -140,7 +141,7 @@ func FuzzJudgeRequest(f *testing.F) {
 		b, _ := hex.DecodeString(strings.ReplaceAll(s, " ", ""))
 		f.Add(b)
 	}
-	policy := MPAConfig{}.responderPolicy(nil, 0, 0)
+	policy := responderPolicy(config.MPAConfig{}, nil, 0, 0)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		buf := make([]byte, mpa.FrameHeaderLen+mpa.MaxPrivateData)
 		r := bytes.NewReader(in)
@@ -162,7 +163,7 @@ func FuzzJudgeRequest(f *testing.F) {
 				t.Fatalf("private data of %d", len(p.PeerPrivateData))
 			}
 			// A valid Request is accepted by Accept's responder too.
-			if _, _, err := mpa.NewResponder(MPAConfig{}.responderPolicy([]byte("x"), 4, 4)).HandleRequest(fr); err != nil {
+			if _, _, err := mpa.NewResponder(responderPolicy(config.MPAConfig{}, []byte("x"), 4, 4)).HandleRequest(fr); err != nil {
 				t.Fatalf("Accept would fail: %v", err)
 			}
 		}
@@ -170,29 +171,29 @@ func FuzzJudgeRequest(f *testing.F) {
 }
 
 func TestMPAConfigPolicies(t *testing.T) {
-	dev := MPAConfig{PeerToPeer: true, IRD: 8}
-	p := dev.initiatorPolicy(proto.MPAOptions{}, []byte("pd"), 0, 0)
-	if p.Revision != 0 || !p.PeerToPeer || p.IRD != 8 || p.ORD != DefaultIRDORD || p.CRC != mpa.CRCPreferred || p.Validate() != nil {
+	dev := config.MPAConfig{PeerToPeer: true, IRD: 8}
+	p := initiatorPolicy(dev, proto.MPAOptions{}, []byte("pd"), 0, 0)
+	if p.Revision != 0 || !p.PeerToPeer || p.IRD != 8 || p.ORD != config.DefaultIRDORD || p.CRC != mpa.CRCPreferred || p.Validate() != nil {
 		t.Errorf("device defaults: %+v", p)
 	}
-	p = dev.initiatorPolicy(proto.MPAOptions{Revision: 1, CRC: proto.MPACRCOff, Markers: proto.ToggleOn}, nil, 3, 5)
+	p = initiatorPolicy(dev, proto.MPAOptions{Revision: 1, CRC: proto.MPACRCOff, Markers: proto.ToggleOn}, nil, 3, 5)
 	if p.Revision != 1 || p.PeerToPeer || p.CRC != mpa.CRCOff || !p.Markers || p.IRD != 3 || p.ORD != 5 || p.Validate() != nil {
 		t.Errorf("rev 1 override: %+v", p)
 	}
-	p = MPAConfig{}.initiatorPolicy(proto.MPAOptions{Revision: 1, PeerToPeer: proto.ToggleOn}, nil, 0, 0)
+	p = initiatorPolicy(config.MPAConfig{}, proto.MPAOptions{Revision: 1, PeerToPeer: proto.ToggleOn}, nil, 0, 0)
 	if p.Validate() == nil {
 		t.Error("explicit peer-to-peer on Rev 1 validated")
 	}
-	p = MPAConfig{}.initiatorPolicy(proto.MPAOptions{PeerToPeer: proto.ToggleOn, RTR: proto.RTRSend}, nil, 0, 0)
+	p = initiatorPolicy(config.MPAConfig{}, proto.MPAOptions{PeerToPeer: proto.ToggleOn, RTR: proto.RTRSend}, nil, 0, 0)
 	if !p.PeerToPeer || p.RTRTypes != mpa.RTRSetSend {
 		t.Errorf("RTR send: %+v", p)
 	}
-	for _, bad := range []MPAConfig{{Revision: 3}, {CRC: 9}, {PeerToPeer: true, Revision: 1}, {RTR: 8}, {IRD: 129}, {Timeout: -1}} {
+	for _, bad := range []config.MPAConfig{{Revision: 3}, {CRC: 9}, {PeerToPeer: true, Revision: 1}, {RTR: 8}, {IRD: 129}, {Timeout: -1}} {
 		if bad.Validate() == nil {
 			t.Errorf("%+v validated", bad)
 		}
 	}
-	if (MPAConfig{}).timeout() != DefaultMPATimeout {
+	if (config.MPAConfig{}).TimeoutOrDefault() != config.DefaultMPATimeout {
 		t.Error("default timeout")
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/iwarpd/iwarpd/mpa"
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/verbsd/config"
 	"golang.org/x/sys/unix"
 )
 
@@ -59,12 +60,12 @@ func (s *session) listen(addr string, backlog int) (*cmListener, error) {
 		backlog = defaultBacklog
 	}
 	backlog = min(backlog, maxBacklog)
-	if err := s.srv.users.acquire(s, resListeners, 1); err != nil { // userlimits.go
+	if err := s.srv.users.acquire(s, config.ResListeners, 1); err != nil { // userlimits.go
 		return nil, err
 	}
 	ln, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(ap))
 	if err != nil {
-		s.srv.users.release(s, resListeners, 1)
+		s.srv.users.release(s, config.ResListeners, 1)
 		switch {
 		case errors.Is(err, unix.EADDRINUSE):
 			return nil, errf(unix.EADDRINUSE, "listen: %s is in use", ap)
@@ -81,7 +82,7 @@ func (s *session) listen(addr string, backlog int) (*cmListener, error) {
 	if err := cm.start(s); err != nil {
 		cm.mu.Unlock()
 		ln.Close()
-		s.srv.users.release(s, resListeners, 1)
+		s.srv.users.release(s, config.ResListeners, 1)
 		return nil, err
 	}
 	if max := s.srv.cfg.Limits.MaxListeners; len(cm.listeners) >= max {
@@ -124,7 +125,7 @@ func (s *session) closeListener(handle uint32) error {
 		return errf(unix.EINVAL, "close-listener: no listener %d", handle)
 	}
 	delete(cm.listeners, handle)
-	s.srv.users.release(s, resListeners, 1) // userlimits.go
+	s.srv.users.release(s, config.ResListeners, 1) // userlimits.go
 	var drop []*cmPending
 	for id, p := range cm.pending {
 		if p.l == l {
@@ -180,12 +181,12 @@ func (l *cmListener) release() { <-l.slots }
 func (l *cmListener) handshake(c *net.TCPConn) {
 	s := l.s
 	cfg := s.srv.cfg.MPA
-	deadline := time.Now().Add(cfg.timeout())
+	deadline := time.Now().Add(cfg.TimeoutOrDefault())
 	c.SetReadDeadline(deadline)
 	peer, local := tcpAddr(c.RemoteAddr()), tcpAddr(c.LocalAddr())
 	buf := make([]byte, mpa.FrameHeaderLen+mpa.MaxPrivateData)
 	frame, err := readFrame(c, buf)
-	params, reject, err := judgeRequest(cfg.responderPolicy(nil, 0, 0), frame, err)
+	params, reject, err := judgeRequest(responderPolicy(cfg, nil, 0, 0), frame, err)
 	if err != nil {
 		if reject != nil {
 			// RFC 5044 §7.1 / RFC 6581: an unacceptable Request is
@@ -207,7 +208,7 @@ func (l *cmListener) handshake(c *net.TCPConn) {
 	}
 	p.id = cm.nextID()
 	cm.pending[p.id] = p
-	p.timer = time.AfterFunc(cfg.timeout(), func() {
+	p.timer = time.AfterFunc(cfg.TimeoutOrDefault(), func() {
 		if x := s.cm.take(p.id); x != nil {
 			s.srv.log.Debugf("session %d: connection request %d from %s expired unanswered", s.id, p.id, peer)
 			x.abandon()
@@ -298,8 +299,8 @@ func (p *cmPending) abandon() { p.finish(true) }
 func (s *session) accept(req proto.AcceptRequest) (*proto.CMEvent, error) {
 	const op = "accept"
 	cfg := s.srv.cfg.MPA
-	if req.IRD > MaxIRDORD || req.ORD > MaxIRDORD {
-		return nil, errf(unix.EINVAL, "%s: IRD %d / ORD %d: at most %d", op, req.IRD, req.ORD, MaxIRDORD)
+	if req.IRD > config.MaxIRDORD || req.ORD > config.MaxIRDORD {
+		return nil, errf(unix.EINVAL, "%s: IRD %d / ORD %d: at most %d", op, req.IRD, req.ORD, config.MaxIRDORD)
 	}
 	s.cm.mu.Lock()
 	p := s.cm.pending[req.Conn]
@@ -307,7 +308,7 @@ func (s *session) accept(req proto.AcceptRequest) (*proto.CMEvent, error) {
 	if p == nil {
 		return nil, errf(unix.EINVAL, "%s: no connection request %d (answered, expired or never made)", op, req.Conn)
 	}
-	policy := cfg.responderPolicy(req.PrivateData, req.IRD, req.ORD)
+	policy := responderPolicy(cfg, req.PrivateData, req.IRD, req.ORD)
 	if p.req.Revision != 2 || !p.req.Enhanced {
 		policy.Revision = 1 // the private data budget of the Reply's revision
 	}
@@ -323,7 +324,7 @@ func (s *session) accept(req proto.AcceptRequest) (*proto.CMEvent, error) {
 	}
 	policy.Revision = cfg.Revision
 	reply, params, err := mpa.NewResponder(policy).HandleRequest(p.req)
-	deadline := time.Now().Add(cfg.timeout())
+	deadline := time.Now().Add(cfg.TimeoutOrDefault())
 	if err != nil { // the device policy already accepted this Request
 		writeFull(p.conn, reply.Append(nil), deadline)
 		p.abandon()
@@ -363,10 +364,10 @@ func (s *session) reject(req proto.RejectRequest) error {
 		return errf(unix.EINVAL, "reject: no connection request %d (answered, expired or never made)", req.Conn)
 	}
 	defer p.abandon()
-	r := mpa.NewResponder(s.srv.cfg.MPA.responderPolicy(nil, 0, 0))
+	r := mpa.NewResponder(responderPolicy(s.srv.cfg.MPA, nil, 0, 0))
 	r.HandleRequest(p.req) // sets the Reply's revision from the Request
 	f := r.Reject(req.PrivateData)
-	if err := writeFull(p.conn, f.Append(nil), time.Now().Add(s.srv.cfg.MPA.timeout())); err != nil {
+	if err := writeFull(p.conn, f.Append(nil), time.Now().Add(s.srv.cfg.MPA.TimeoutOrDefault())); err != nil {
 		return errf(unix.ECONNRESET, "reject: sending the MPA Reply to %s: %v", p.peer, err)
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 
 	"github.com/iwarpd/iwarpd/internal/shm"
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/verbsd/config"
 	"golang.org/x/sys/unix"
 )
 
@@ -104,7 +105,7 @@ func (s *session) regMR(body []byte, fds []int) (any, error) {
 	case req.Addr > math.MaxUint64-req.Length:
 		return nil, errf(unix.EINVAL, "reg-mr: address range wraps")
 	}
-	if err := s.srv.users.acquire(s, resRegistered, req.Length); err != nil { // userlimits.go
+	if err := s.srv.users.acquire(s, config.ResRegistered, req.Length); err != nil { // userlimits.go
 		return nil, err
 	}
 	var m *mapping
@@ -112,7 +113,7 @@ func (s *session) regMR(body []byte, fds []int) (any, error) {
 	if req.Process {
 		var err error
 		if pr, err = s.processRegion(&req); err != nil {
-			s.srv.users.release(s, resRegistered, req.Length)
+			s.srv.users.release(s, config.ResRegistered, req.Length)
 			return nil, err
 		}
 	} else {
@@ -121,7 +122,7 @@ func (s *session) regMR(body []byte, fds []int) (any, error) {
 			m, err = mapRegion(fd, req.Offset, req.Length)
 		}
 		if err != nil {
-			s.srv.users.release(s, resRegistered, req.Length)
+			s.srv.users.release(s, config.ResRegistered, req.Length)
 			return nil, err
 		}
 	}
@@ -155,7 +156,7 @@ func (s *session) regMR(body []byte, fds []int) (any, error) {
 	})
 	if err != nil {
 		m.Close()
-		s.srv.users.release(s, resRegistered, req.Length)
+		s.srv.users.release(s, config.ResRegistered, req.Length)
 		return nil, err
 	}
 	return &reply, nil
@@ -202,7 +203,7 @@ func (s *session) deregMR(body []byte, _ []int) (any, error) {
 		return nil
 	})
 	if err == nil {
-		s.srv.users.release(s, resRegistered, size)
+		s.srv.users.release(s, config.ResRegistered, size)
 	}
 	return nil, err
 }

@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpd/iwarpd/verbsd/config"
+
 	"github.com/iwarpd/iwarpd/internal/eventfd"
 	"github.com/iwarpd/iwarpd/internal/shm"
 	"github.com/iwarpd/iwarpd/proto"
-	"github.com/iwarpd/iwarpd/verbsd"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 	"golang.org/x/sys/unix"
 )
@@ -128,7 +129,7 @@ func TestMalformedControlMessages(t *testing.T) {
 }
 
 func TestLimitsAndObjectRules(t *testing.T) {
-	_, path := startServer(t, func(c *verbsd.Config) {
+	_, path := startServer(t, func(c *config.Config) {
 		c.Limits.MaxQP = 2
 		c.Limits.MaxRegistered = 1 << 20
 		c.Limits.MaxPD = 3

@@ -10,6 +10,7 @@ import (
 
 	"github.com/iwarpd/iwarpd/internal/eventfd"
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/verbsd/config"
 	"golang.org/x/sys/unix"
 )
 
@@ -25,7 +26,7 @@ type engine struct {
 	curImm    uint32
 	curHasImm bool
 
-	cfg *Config
+	cfg *config.Config
 
 	// Engines per core (engines.go): this engine's index, the device its
 	// engines share, whether there are several (shared), the CPU its
@@ -97,7 +98,7 @@ type command struct {
 
 // newEngine makes an engine; ownStatus makes it create the status page
 // (engine 0: the others share its words, engines.go).
-func newEngine(cfg *Config, ownStatus bool) (e *engine, err error) {
+func newEngine(cfg *config.Config, ownStatus bool) (e *engine, err error) {
 	e = &engine{cfg: cfg, cmds: make(chan command, 128), stopped: make(chan struct{}), epfd: -1, statusFD: -1,
 		byFD: map[int32]*qp{}, bells: map[int32]*session{}, sessions: map[uint64]*session{},
 		sb: newSendBatch(), sendWRs: make([]sendWR, maxSendWRs), pieces: make([][]byte, 0, 64), rb: newRecvBatch(), sendmmsg: sysSendmmsg}

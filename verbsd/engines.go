@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/verbsd/config"
 	"golang.org/x/sys/unix"
 )
 
@@ -33,9 +34,6 @@ import (
 //
 // With N = 1 none of this runs: one engine, unpinned, as before.
 
-// MaxEngines bounds Config.Engines.
-const MaxEngines = 64
-
 // device is what the engines of one server share.
 type device struct {
 	engs []*engine
@@ -52,7 +50,7 @@ type device struct {
 
 // newDevice makes cfg.Engines engines (at least one); engine 0 makes the
 // status page, the others write the same words.
-func newDevice(cfg *Config) (*device, error) {
+func newDevice(cfg *config.Config) (*device, error) {
 	n := max(cfg.Engines, 1)
 	d := &device{start: time.Now()}
 	cpus := allowedCPUs()

@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpd/iwarpd/verbsd/config"
+
 	"github.com/iwarpd/iwarpd/internal/shm"
 	"github.com/iwarpd/iwarpd/proto"
-	"github.com/iwarpd/iwarpd/verbsd"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 )
 
@@ -17,7 +18,7 @@ import (
 // engines serve at once, QP destruction and session close with QPs on
 // several engines, and what Inspect says of the engines.
 
-func twoEngines(c *verbsd.Config) { c.Engines = 2 }
+func twoEngines(c *config.Config) { c.Engines = 2 }
 
 // engineOf is the engine Inspect names for each QPN.
 func engineOf(t *testing.T, path string) map[uint32]int {
@@ -359,7 +360,7 @@ func TestEnginesDestroyAndClose(t *testing.T) {
 // TestEnginesInspect: Inspect lists each engine with its QPs, and the
 // engines' counters add up in the daemon's.
 func TestEnginesInspect(t *testing.T) {
-	_, path := startServer(t, func(c *verbsd.Config) { c.Engines = 3 })
+	_, path := startServer(t, func(c *config.Config) { c.Engines = 3 })
 	a, b := newNode(t, path, 1<<16, verbsdtest.QPOptions{}), newNode(t, path, 1<<16, verbsdtest.QPOptions{})
 	ah := must(a.c.CreateAH(a.pd, b.qp.Addr))(t)
 	for i := range 10 {

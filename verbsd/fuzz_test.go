@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/verbsd/config"
 )
 
 // FuzzControlRequest feeds arbitrary bytes, as one control message, to the
 // session dispatcher of a live engine: it must never panic, and every
 // request gets a reply or an errno.
 func FuzzControlRequest(f *testing.F) {
-	cfg := DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.UDPorts.First, cfg.UDPorts.Last = 33000, 33099
 	cfg.RDPorts.First, cfg.RDPorts.Last = 0, 0
 	srv, err := NewServer(cfg)

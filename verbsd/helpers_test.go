@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpd/iwarpd/verbsd/config"
+
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/verbsd"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
@@ -33,9 +35,9 @@ func wait() time.Duration { return scaled(10 * time.Second) }
 // that tests (and test binaries of other packages) do not collide.
 var nextPortBase = 20000 + (os.Getpid()%200)*100
 
-func startServer(t testing.TB, mutate func(*verbsd.Config)) (*verbsd.Server, string) {
+func startServer(t testing.TB, mutate func(*config.Config)) (*verbsd.Server, string) {
 	t.Helper()
-	cfg := verbsd.DefaultConfig()
+	cfg := config.DefaultConfig()
 	if n := verbsdtest.Engines(); n > 0 { // IWARPD_TEST_ENGINES (docs/engines.md)
 		cfg.Engines = n
 	}

@@ -6,11 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpd/iwarpd/verbsd/config"
+
 	"github.com/iwarpd/iwarpd/ddp"
 	"github.com/iwarpd/iwarpd/llp/dgram"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
-	"github.com/iwarpd/iwarpd/verbsd"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 )
 
@@ -229,7 +230,7 @@ func TestForgedDatagrams(t *testing.T) {
 // and the receive while the datagram was sent.
 func TestReassemblyOutOfOrderAndTimeout(t *testing.T) {
 	timeout := scaled(2 * time.Second)
-	_, path := startServer(t, func(c *verbsd.Config) { c.ReassemblyTimeout = timeout })
+	_, path := startServer(t, func(c *config.Config) { c.ReassemblyTimeout = timeout })
 	n := newNode(t, path, 1<<16, verbsdtest.QPOptions{})
 	conn, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(addrOf(t, n.qp.Addr)))
 	if err != nil {

@@ -46,9 +46,9 @@ func (e *engine) mcastSendOptions(q *qp) {
 	if mc.NoLoop {
 		loop = 0
 	}
-	idx, ifaddr, _ := mc.mcastInterface(e.cfg.Addr)
+	idx, ifaddr, _ := mc.McastInterface(e.cfg.Addr)
 	errs := []error{
-		unix.SetsockoptInt(q.fd, unix.IPPROTO_IP, unix.IP_MULTICAST_TTL, mc.ttl()),
+		unix.SetsockoptInt(q.fd, unix.IPPROTO_IP, unix.IP_MULTICAST_TTL, mc.Ttl()),
 		unix.SetsockoptInt(q.fd, unix.IPPROTO_IP, unix.IP_MULTICAST_LOOP, loop),
 	}
 	if idx != 0 || ifaddr != [4]byte{} {
@@ -131,7 +131,7 @@ func (e *engine) openMcast(group netip.AddrPort) (int, error) {
 	if err := unix.Bind(fd, &unix.SockaddrInet4{Port: int(group.Port()), Addr: group.Addr().As4()}); err != nil {
 		return fail("bind", err)
 	}
-	idx, ifaddr, err := e.cfg.Mcast.mcastInterface(e.cfg.Addr)
+	idx, ifaddr, err := e.cfg.Mcast.McastInterface(e.cfg.Addr)
 	if err != nil {
 		return fail("interface for", err)
 	}

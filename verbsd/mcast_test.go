@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/verbsd/config"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 	"golang.org/x/sys/unix"
 )
@@ -32,9 +33,9 @@ func mcastGroup() string {
 // sender's own daemon by IP_MULTICAST_LOOP); a detached QP gets nothing
 // more. Attach and detach errors: EEXIST, EINVAL, ENOENT.
 func TestMulticastLoopback(t *testing.T) {
-	mc := func(c *Config) { c.Mcast.Interface = "lo" }
+	mc := func(c *config.Config) { c.Mcast.Interface = "lo" }
 	_, path1 := startFast(t, mc)
-	_, path2 := startFast(t, func(c *Config) {
+	_, path2 := startFast(t, func(c *config.Config) {
 		mc(c)
 		c.UDPorts.First += 5000 // a port range apart from the first daemon's
 		c.UDPorts.Last += 5000

@@ -15,6 +15,7 @@ import (
 	"github.com/iwarpd/iwarpd/mpa"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
+	"github.com/iwarpd/iwarpd/verbsd/config"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 	"golang.org/x/sys/unix"
 )
@@ -27,9 +28,9 @@ const rcWait = 20 * time.Second
 
 var rcPortBase = 40000 + (os.Getpid()%100)*100
 
-func rcServer(t testing.TB, mutate ...func(*Config)) (*Server, string) {
+func rcServer(t testing.TB, mutate ...func(*config.Config)) (*Server, string) {
 	t.Helper()
-	cfg := DefaultConfig()
+	cfg := config.DefaultConfig()
 	if n := verbsdtest.Engines(); n > 0 { // IWARPD_TEST_ENGINES (docs/engines.md)
 		cfg.Engines = n
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/verbsd/config"
 )
 
 // logLines is a Logger that keeps the Info lines.
@@ -54,7 +55,7 @@ func (l *logLines) wait(t *testing.T, want ...string) string {
 // (issue 11: a flushed QP and nothing in the log).
 func TestRCLogsWhyQPErrors(t *testing.T) {
 	var log logLines
-	srv, path := rcServer(t, func(c *Config) { c.Log = &log })
+	srv, path := rcServer(t, func(c *config.Config) { c.Log = &log })
 	a := newRCEnd(t, srv, path, rcOpts{bufSize: 1 << 16})
 	b := newRCEnd(t, srv, path, rcOpts{bufSize: 1 << 16})
 	pi, pr := rcParams(true, false, 4, 4)

@@ -9,6 +9,7 @@ import (
 	"github.com/iwarpd/iwarpd/ddp"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
+	"github.com/iwarpd/iwarpd/verbsd/config"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 )
 
@@ -34,7 +35,7 @@ func (n *rdNode) postAtomic(t *testing.T, wrid uint64, op proto.SendOpcode, ah p
 // drops the duplicates (rd_dup) before RDMAP, the counter ends at the number
 // of operations and every fetched value is unique.
 func TestRDAtomicLossDupReorder(t *testing.T) {
-	srv, path := startRD(t, func(c *Config) { c.GSO = false })
+	srv, path := startRD(t, func(c *config.Config) { c.GSO = false })
 	link := &lossyLink{drop: 7, dup: 3, reorder: 11}
 	link.install(srv)
 	a := newRDNode(t, path, 1<<16, 0)

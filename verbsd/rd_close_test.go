@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/verbsd/config"
 )
 
 // Issue 10 (fi_pingpong's teardown): a receiver that destroys its RD QP
@@ -28,7 +29,7 @@ func TestRDDestroyedReceiverAcks(t *testing.T) {
 }
 
 func testRDDestroyedReceiverAcks(t *testing.T, exit bool) {
-	_, path := startRD(t, func(c *Config) {
+	_, path := startRD(t, func(c *config.Config) {
 		c.RD.Link.AckDelay = time.Hour
 		c.RD.Link.MinRTO, c.RD.Link.InitialRTO, c.RD.Link.MaxRTO = 500*time.Millisecond, 500*time.Millisecond, 500*time.Millisecond
 		c.RD.Link.MaxRetries = 1

@@ -12,6 +12,7 @@ import (
 
 	"github.com/iwarpd/iwarpd/llp/dgram"
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/verbsd/config"
 	"golang.org/x/sys/unix"
 )
 
@@ -111,7 +112,7 @@ func TestRDHeldReadWaitsForIRD(t *testing.T) {
 
 func testRDHeldReadWaitsForIRD(t *testing.T, atomicFirst bool) {
 	const reads, size = 8, 3000
-	srv, path := startRD(t, func(c *Config) {
+	srv, path := startRD(t, func(c *config.Config) {
 		c.GSO = false
 		c.RD.IRD, c.RD.ORD = 1, reads
 	})

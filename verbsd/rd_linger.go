@@ -60,16 +60,6 @@ type rdLingers struct {
 	started, takenOver, acks, peersDropped int64
 }
 
-// rdLingerTime is how long a destroyed RD QP's port lingers: -rd-linger,
-// 0 meaning 2 × -rd-rto-max (two retransmissions of the peer at its
-// largest timeout when ours are alike); negative: not at all.
-func (c *RDConfig) rdLingerTime() time.Duration {
-	if c.Linger == 0 {
-		return 2 * c.Link.MaxRTO
-	}
-	return max(c.Linger, 0)
-}
-
 // rdClose is the RD part of removeQP, after q left the polling set and
 // before its socket closes: the ACKs it owes leave, its reorder store is
 // emptied, and its socket lingers (q.fd = -1 then: closeQP leaves it).
@@ -82,7 +72,7 @@ func (e *engine) rdClose(q *qp, now time.Time) {
 // rdLingerStart makes q's socket linger, if any peer needs it.
 func (e *engine) rdLingerStart(q *qp, now time.Time) {
 	r := q.rd
-	d := r.cfg.rdLingerTime()
+	d := r.cfg.RdLingerTime()
 	if d <= 0 || q.fd < 0 || e.quit {
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/verbsd/config"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 	"golang.org/x/sys/unix"
 )
@@ -80,7 +81,7 @@ func daemonCounters(t *testing.T, path string) map[string]int64 {
 // to 0.
 func TestRDLingerLastMessage(t *testing.T) {
 	const iterations = 20
-	srv, path := startRD(t, func(c *Config) {
+	srv, path := startRD(t, func(c *config.Config) {
 		c.GSO = false
 		c.RD.Link.AckDelay = time.Hour
 		// 30 retransmissions, none later than 50 ms after the one before:
@@ -150,7 +151,7 @@ func TestRDLingerLastMessage(t *testing.T) {
 // A new QP that asks for a lingering port takes it over (the linger ends,
 // rd_linger_taken_over); one taking any port skips lingering ones.
 func TestRDLingerTakeover(t *testing.T) {
-	_, path := startRD(t, func(c *Config) { c.RD.Linger = time.Hour })
+	_, path := startRD(t, func(c *config.Config) { c.RD.Linger = time.Hour })
 	a := newRDNode(t, path, 1<<16, 0)
 	b := newRDNode(t, path, 1<<16, 0)
 	rdExchange(t, a, b, []int{100})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/verbsd/config"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 )
 
@@ -47,7 +48,7 @@ func newRDNodeSQ(t *testing.T, path string, size int, sqDepth uint32) *rdNode {
 // slot); a later Send to the dead peer waits for the first (completions in
 // order per peer).
 func TestRDDeadPeerDoesNotBlockOthers(t *testing.T) {
-	_, path := startRD(t, func(c *Config) {
+	_, path := startRD(t, func(c *config.Config) {
 		c.RD.Link.MaxRetries = 1000 // the dead peer's Sends stay outstanding for the whole test
 		c.RD.Link.Window = 8
 	})

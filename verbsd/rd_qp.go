@@ -2,7 +2,6 @@ package verbsd
 
 import (
 	cryptorand "crypto/rand"
-	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/iwarpd/iwarpd/ddp"
 	"github.com/iwarpd/iwarpd/llp/rd"
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/verbsd/config"
 )
 
 // RD queue pairs (docs/rd.md): the datagram profile with the RD header,
@@ -22,58 +22,6 @@ import (
 //	00 | WR sequence (38 bits) | segment (24 bits)   a segment of a send WR
 //	01 | response sequence (38) | segment (24)       a Read Response segment
 //	10 | error message sequence                     an error message
-
-// RDConfig is the RD policy of the device (iwarpd -rd-* flags).
-type RDConfig struct {
-	// Link is the reliability state machine's configuration.
-	Link rd.Config
-	// MaxMsg is the largest RD message (Send or RDMA Read), octets.
-	MaxMsg int
-	// IRD bounds the Read Requests a QP answers at a time (responder);
-	// ORD the RDMA Reads a QP has outstanding (requester).
-	IRD, ORD int
-	// MaxErrorMessages bounds the error messages queued per QP.
-	MaxErrorMessages int
-	// ReorderQPBytes bounds the reorder store (out-of-order DATA kept
-	// until its turn) of one QP, ReorderBytes that of all QPs of the
-	// device, in octets of buffer: a datagram beyond either is dropped
-	// (its sender resends it), never an in-order one (rd_reorder_full).
-	ReorderQPBytes, ReorderBytes int
-	// Linger is how long the port of a destroyed RD QP keeps answering its
-	// peers' retransmissions (rd_linger.go, -rd-linger): 0 is 2 ×
-	// Link.MaxRTO, negative none.
-	Linger time.Duration
-}
-
-// DefaultRDConfig returns the RD defaults.
-func DefaultRDConfig() RDConfig {
-	return RDConfig{Link: rd.DefaultConfig(), MaxMsg: 64 << 20, IRD: 16, ORD: 16, MaxErrorMessages: 64,
-		ReorderQPBytes: 32 << 20, ReorderBytes: 128 << 20}
-}
-
-// validate checks the policy (part of Config.Validate).
-func (c RDConfig) validate() error {
-	l := c.Link
-	switch {
-	case c.MaxMsg < 0 || c.MaxMsg > 1<<30:
-		return fmt.Errorf("max RD message %d: want 0..1GiB", c.MaxMsg)
-	case c.IRD < 1 || c.ORD < 1 || c.IRD > 1024 || c.ORD > 1024:
-		return fmt.Errorf("RD IRD/ORD %d/%d: want 1..1024", c.IRD, c.ORD)
-	case c.MaxErrorMessages < 1:
-		return fmt.Errorf("RD error message queue %d: want at least 1", c.MaxErrorMessages)
-	case l.Window < 1 || l.Window > 65535:
-		return fmt.Errorf("rd-window %d: want 1..65535", l.Window)
-	case l.MaxRetries < 1:
-		return fmt.Errorf("rd-max-retries %d: want at least 1", l.MaxRetries)
-	case c.ReorderQPBytes < 0 || c.ReorderBytes < 0:
-		return fmt.Errorf("rd-reorder-qp-bytes %d, rd-reorder-bytes %d: want ≥ 0", c.ReorderQPBytes, c.ReorderBytes)
-	case l.ReplyRate < 1 || l.ReplyBurst < 1:
-		return fmt.Errorf("rd-reply-rate %d, rd-reply-burst %d: want ≥ 1", l.ReplyRate, l.ReplyBurst)
-	case l.MinRTO <= 0 || l.MaxRTO < l.MinRTO || l.InitialRTO <= 0:
-		return fmt.Errorf("rd RTO: min %v, initial %v, max %v: want 0 < min ≤ max, initial > 0", l.MinRTO, l.InitialRTO, l.MaxRTO)
-	}
-	return nil
-}
 
 // Token kinds.
 const (
@@ -120,7 +68,7 @@ var rdCounterNames = [rdCounterCount]string{
 
 // rdQP is the engine's RD state of a QP (engine-owned).
 type rdQP struct {
-	cfg                *RDConfig
+	cfg                *config.RDConfig
 	dgramSize, sockBuf int
 	ep                 *rd.Endpoint
 	curSeq             uint32                    // RD sequence number of the datagram being delivered
@@ -195,7 +143,7 @@ const rdMaxDepth = 1024
 // rdQPConfig is cfg with the QP's own outstanding Reads and atomics:
 // QPCaps.MaxRdAtomic as its ORD and MaxDestRdAtomic as its IRD where set
 // (max_rd_atomic, max_dest_rd_atomic; 0: the daemon's -rd-ord / -rd-ird).
-func rdQPConfig(cfg *RDConfig, c proto.QPCaps) *RDConfig {
+func rdQPConfig(cfg *config.RDConfig, c proto.QPCaps) *config.RDConfig {
 	if c.MaxRdAtomic == 0 && c.MaxDestRdAtomic == 0 {
 		return cfg
 	}
@@ -216,7 +164,7 @@ func rdQPConfig(cfg *RDConfig, c proto.QPCaps) *RDConfig {
 //
 // store is the device's reorder-store total (engine.rdStoreBytes), which
 // the QP's held datagrams count against (-rd-reorder-bytes).
-func newRDQP(cfg *RDConfig, datagramSize, socketBuffer int, store *int) *rdQP {
+func newRDQP(cfg *config.RDConfig, datagramSize, socketBuffer int, store *int) *rdQP {
 	inc := rand.Uint32()
 	for inc == 0 {
 		inc = rand.Uint32()

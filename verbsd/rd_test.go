@@ -13,6 +13,7 @@ import (
 
 	"github.com/iwarpd/iwarpd/iwerr"
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/verbsd/config"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 	"golang.org/x/sys/unix"
 )
@@ -28,9 +29,9 @@ type rdNode struct {
 
 var rdPortBase = 50000 + (os.Getpid()%50)*200
 
-func startRD(t *testing.T, mutate func(*Config)) (*Server, string) {
+func startRD(t *testing.T, mutate func(*config.Config)) (*Server, string) {
 	t.Helper()
-	cfg := DefaultConfig()
+	cfg := config.DefaultConfig()
 	if n := verbsdtest.Engines(); n > 0 { // IWARPD_TEST_ENGINES (docs/engines.md)
 		cfg.Engines = n
 	}
@@ -273,7 +274,7 @@ func (l *lossyLink) set(off bool) {
 }
 
 func TestRDLossDupReorder(t *testing.T) {
-	srv, path := startRD(t, func(c *Config) { c.GSO = false })
+	srv, path := startRD(t, func(c *config.Config) { c.GSO = false })
 	link := &lossyLink{drop: 7, dup: 5, reorder: 11}
 	link.install(srv)
 	a := newRDNode(t, path, 4<<20, 0)
@@ -353,7 +354,7 @@ func TestRDNotReadyThenDelivered(t *testing.T) {
 // TestRDCompletesOnlyOnAck: while every datagram towards the receiver is
 // dropped, the send does not complete; once the link heals it does.
 func TestRDCompletesOnlyOnAck(t *testing.T) {
-	srv, path := startRD(t, func(c *Config) { c.GSO = false })
+	srv, path := startRD(t, func(c *config.Config) { c.GSO = false })
 	link := &lossyLink{drop: 1}
 	link.install(srv)
 	a := newRDNode(t, path, 1<<20, 0)
@@ -376,7 +377,7 @@ func TestRDCompletesOnlyOnAck(t *testing.T) {
 // TestRDRetryExceeded: the peer is gone → WCRetryExcErr (waitN bounds the
 // wait); the QP stays in RTS and later work requests to a live peer work.
 func TestRDRetryExceeded(t *testing.T) {
-	_, path := startRD(t, func(c *Config) {
+	_, path := startRD(t, func(c *config.Config) {
 		c.RD.Link.MaxRetries = 4
 		c.RD.Link.MaxRTO = 20 * time.Millisecond
 	})
@@ -408,7 +409,7 @@ func TestRDRetryExceeded(t *testing.T) {
 // in an error completion at the requester (Term set), are counted at the
 // responder, and both QPs stay up.
 func TestRDRead(t *testing.T) {
-	srv, path := startRD(t, func(c *Config) { c.GSO = false })
+	srv, path := startRD(t, func(c *config.Config) { c.GSO = false })
 	link := &lossyLink{drop: 9, dup: 13}
 	link.install(srv)
 	a := newRDNode(t, path, 8<<20, 0)
@@ -475,7 +476,7 @@ func TestRDMessageTooLong(t *testing.T) {
 // The same over a link that loses every third datagram, error messages and
 // ACKs included.
 func TestRDMessageTooLongLossy(t *testing.T) {
-	srv, path := startRD(t, func(c *Config) { c.GSO = false })
+	srv, path := startRD(t, func(c *config.Config) { c.GSO = false })
 	l := &lossyLink{drop: 3}
 	l.install(srv)
 	rdTooLong(t, path)

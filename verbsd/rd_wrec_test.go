@@ -8,6 +8,7 @@ import (
 
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
+	"github.com/iwarpd/iwarpd/verbsd/config"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 )
 
@@ -117,7 +118,7 @@ func TestRDWriteRecordSizes(t *testing.T) {
 // datagram size (the sizes around it test segmentation edges).
 func ddpPayloadRD(t *testing.T) int {
 	t.Helper()
-	cfg := DefaultConfig()
+	cfg := config.DefaultConfig()
 	e := &engine{cfg: &cfg}
 	n := e.rdMaxPayload(true, rdmap.WriteRecordLen)
 	if n < 1000 || n > 65000 {
@@ -131,7 +132,7 @@ func ddpPayloadRD(t *testing.T) int {
 // each complete exactly once at the target, whole (one range {0, len}),
 // with the data intact, and every send completes successfully in order.
 func TestRDWriteRecordLossy(t *testing.T) {
-	srv, path := startRD(t, func(c *Config) { c.GSO = false })
+	srv, path := startRD(t, func(c *config.Config) { c.GSO = false })
 	link := &lossyLink{drop: 7, dup: 5, reorder: 11}
 	link.install(srv)
 	a := newRDNode(t, path, 8<<20, 0)
@@ -193,7 +194,7 @@ func TestRDWriteRecordLossy(t *testing.T) {
 // nothing completes at the target; both QPs stay up (a good Write-Record
 // and a Send posted behind them complete).
 func TestRDWriteRecordAccessViolation(t *testing.T) {
-	srv, path := startRD(t, func(c *Config) { c.GSO = false })
+	srv, path := startRD(t, func(c *config.Config) { c.GSO = false })
 	link := &lossyLink{drop: 9, dup: 13}
 	link.install(srv)
 	a := newRDNode(t, path, 1<<20, 0)

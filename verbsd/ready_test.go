@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/verbsd/config"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 )
 
@@ -14,7 +15,7 @@ import (
 func TestReadyListIdleQPs(t *testing.T) {
 	perPass := map[int]float64{}
 	for _, idle := range []int{1, 64} {
-		srv, path := startFast(t, func(c *Config) { c.Engines = 1 }) // 100 UD ports; one engine: its passes are counted
+		srv, path := startFast(t, func(c *config.Config) { c.Engines = 1 }) // 100 UD ports; one engine: its passes are counted
 		a, b := newFastNode(t, path, 1<<16), newFastNode(t, path, 1<<16)
 		c, err := verbsdtest.Dial(path, false)
 		if err != nil {

@@ -10,14 +10,15 @@ import (
 	"sync/atomic"
 
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/verbsd/config"
 )
 
 // Server is the verbs service: it accepts control connections (one session
 // each) and runs the engine. Start one with NewServer, hand it listeners
 // with Serve, stop it with Close.
 type Server struct {
-	cfg    Config
-	log    Logger
+	cfg    config.Config
+	log    config.Logger
 	eng    *engine // engine 0: control commands go through it (engines.go)
 	dev    *device
 	nextID atomic.Uint64
@@ -35,14 +36,14 @@ type Server struct {
 }
 
 // NewServer validates cfg and starts the engine.
-func NewServer(cfg Config) (*Server, error) {
+func NewServer(cfg config.Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("verbsd: configuration: %w", err)
 	}
 	s := &Server{cfg: cfg, log: cfg.Log, listeners: map[*net.UnixListener]struct{}{}, sessions: map[*session]struct{}{},
 		unprivStart: unprivilegedPortStart(), reserve: newFDReserve()}
 	if s.log == nil {
-		s.log = nopLogger{}
+		s.log = config.NopLogger{}
 	}
 	dev, err := newDevice(&s.cfg) // engines.go
 	if err != nil {
@@ -59,7 +60,7 @@ func NewServer(cfg Config) (*Server, error) {
 }
 
 // Config returns the server's configuration.
-func (s *Server) Config() Config { return s.cfg }
+func (s *Server) Config() config.Config { return s.cfg }
 
 // Listen creates a SOCK_SEQPACKET control socket at path (which must not
 // exist); cmd/iwarpd makes its own with permissions and stale-socket

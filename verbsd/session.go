@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/verbsd/config"
 	"golang.org/x/sys/unix"
 )
 
@@ -54,7 +55,7 @@ type session struct {
 
 	// held is what the session holds of its user's limits (userlimits.go;
 	// guarded by srv.users.mu).
-	held [numUserRes]uint64
+	held [config.NumUserRes]uint64
 	// eventsDropped counts asynchronous events lost to a full queue (the
 	// client does not read its control socket; cq.go sendEvent).
 	eventsDropped atomic.Int64
@@ -257,7 +258,7 @@ func (s *session) doHello(h proto.Header, body []byte) (any, []int, error, bool)
 	if req.ABI != proto.ABIVersion {
 		return nil, nil, errf(unix.EPROTO, "%s", (&proto.VersionError{Local: proto.ABIVersion, Peer: req.ABI, Side: "daemon"}).Error()), true
 	}
-	if err := s.srv.users.acquire(s, resSessions, 1); err != nil { // userlimits.go
+	if err := s.srv.users.acquire(s, config.ResSessions, 1); err != nil { // userlimits.go
 		return nil, nil, err, true
 	}
 	s.client = req.Client

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/verbsd/config"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 )
 
@@ -35,7 +36,7 @@ func TestUDBacklog(t *testing.T) {
 		gro  bool
 	}{{"gro", true}, {"nogro", false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv, path := startFast(t, func(c *Config) { c.GRO = tc.gro })
+			srv, path := startFast(t, func(c *config.Config) { c.GRO = tc.gro })
 			a, b := newFastNode(t, path, 2<<20), newFastNode(t, path, 2<<20)
 			const count, slot, chunk = 120, 5008, 7
 			ah, err := a.c.CreateAH(a.pd, b.qp.Addr)

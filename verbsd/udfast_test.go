@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/verbsd/config"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 	"golang.org/x/sys/unix"
 )
@@ -22,9 +23,9 @@ type fastNode struct {
 	qp       *verbsdtest.QP
 }
 
-func startFast(t *testing.T, mutate func(*Config)) (*Server, string) {
+func startFast(t *testing.T, mutate func(*config.Config)) (*Server, string) {
 	t.Helper()
-	cfg := DefaultConfig()
+	cfg := config.DefaultConfig()
 	if n := verbsdtest.Engines(); n > 0 { // IWARPD_TEST_ENGINES (docs/engines.md)
 		cfg.Engines = n
 	}
@@ -168,11 +169,11 @@ var streamSizes = []int{64, 0, 1450, 1451, 5000, 65536, 100, 3000, 200000, 1}
 func TestBatchedStream(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		mutate func(*Config)
+		mutate func(*config.Config)
 	}{
 		{"gso-gro", nil},
-		{"plain", func(c *Config) { c.GSO, c.GRO = false, false }},
-		{"large-datagrams", func(c *Config) { c.DatagramSize = 65000 }},
+		{"plain", func(c *config.Config) { c.GSO, c.GRO = false, false }},
+		{"large-datagrams", func(c *config.Config) { c.DatagramSize = 65000 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, path := startFast(t, tc.mutate)

@@ -13,6 +13,7 @@ import (
 	"github.com/iwarpd/iwarpd/llp/dgram"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
+	"github.com/iwarpd/iwarpd/verbsd/config"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 	"golang.org/x/sys/unix"
 )
@@ -45,7 +46,7 @@ func TestWriteRecordImmUD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seg := ddp.MaxPayload(dgram.MaxSegment(DefaultConfig().DatagramSize, false), true, rdmap.WriteRecordImmLen)
+	seg := ddp.MaxPayload(dgram.MaxSegment(config.DefaultConfig().DatagramSize, false), true, rdmap.WriteRecordImmLen)
 	sizes := []int{0, 1, seg, seg + 1, 100000}
 	pattern(a.mr.Buf[:200000], 3)
 	for round, size := range sizes {
@@ -174,7 +175,7 @@ func TestWriteRecordImmUDNoRemoteWrite(t *testing.T) {
 // dropped as inconsistent, so the record completes — trimmed, after the
 // reassembly timeout — with the value of its first segment only.
 func TestWriteRecordImmUDInconsistent(t *testing.T) {
-	_, path := startFast(t, func(c *Config) { c.ReassemblyTimeout = 20 * time.Millisecond })
+	_, path := startFast(t, func(c *config.Config) { c.ReassemblyTimeout = 20 * time.Millisecond })
 	b := newWrecTarget(t, path, 8192, proto.AccessLocalWrite|proto.AccessRemoteWrite)
 	if err := b.c.PostRecv(b.qp.RQ, 1, []proto.SGE{b.mr.SGE(0, 64)}); err != nil {
 		t.Fatal(err)
@@ -245,7 +246,7 @@ func TestWriteRecordImmUDInconsistent(t *testing.T) {
 // whole, with its value; then one to a region without RemoteWrite fails
 // at the sender (WCRemAccessErr) and produces no completion at the target.
 func TestRDWriteRecordImm(t *testing.T) {
-	srv, path := startRD(t, func(c *Config) { c.GSO = false })
+	srv, path := startRD(t, func(c *config.Config) { c.GSO = false })
 	link := &lossyLink{drop: 5, dup: 11, reorder: 7}
 	link.install(srv)
 	a := newRDNode(t, path, 1<<20, 0)
@@ -255,7 +256,7 @@ func TestRDWriteRecordImm(t *testing.T) {
 		t.Fatal(err)
 	}
 	ah := a.ah(t, b.rdNode)
-	seg := ddp.MaxPayload(dgram.MaxSegment(DefaultConfig().DatagramSize, true), true, rdmap.WriteRecordImmLen)
+	seg := ddp.MaxPayload(dgram.MaxSegment(config.DefaultConfig().DatagramSize, true), true, rdmap.WriteRecordImmLen)
 	sizes := []int{0, 1, seg, seg + 1, 5*seg + 3, 200000}
 	b.postRecords(t, 100, 0, len(sizes)+1)
 	off := 0
@@ -316,7 +317,7 @@ func TestRDWriteRecordImm(t *testing.T) {
 // ud-write-record-imm's layout): key header, tagged DDP header with
 // opcode 0xD, Write-Record header, the Immediate Data, the payload, CRC.
 func TestWriteRecordImmWireBytes(t *testing.T) {
-	srv, path := startFast(t, func(c *Config) { c.GSO = false })
+	srv, path := startFast(t, func(c *config.Config) { c.GSO = false })
 	var mu sync.Mutex
 	var sent [][]byte
 	setSendmmsg(srv, func(fd int, msgs []unix.Mmsghdr) (int, error) { // engines_internal_test.go
@@ -349,7 +350,7 @@ func TestWriteRecordImmWireBytes(t *testing.T) {
 	}
 	waitN(t, a.scq, 1, "send")
 	checkImmRecord(t, "record", waitN(t, b.rcq, 1, "record")[0], 1, b.tgt.RKey, to, size, true, 0xcafef00d)
-	per := ddp.MaxPayload(dgram.MaxSegment(DefaultConfig().DatagramSize, false), true, rdmap.WriteRecordImmLen)
+	per := ddp.MaxPayload(dgram.MaxSegment(config.DefaultConfig().DatagramSize, false), true, rdmap.WriteRecordImmLen)
 	keys := dgram.Keys{QKey: verbsdtest.TestQKey, SrcQKey: verbsdtest.TestQKey}
 	mu.Lock()
 	defer mu.Unlock()

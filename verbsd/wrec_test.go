@@ -16,6 +16,7 @@ import (
 	"github.com/iwarpd/iwarpd/llp/dgram"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
+	"github.com/iwarpd/iwarpd/verbsd/config"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 	"golang.org/x/sys/unix"
 )
@@ -242,7 +243,7 @@ func iovBytes(h *unix.Msghdr, i int) []byte {
 // completes with RecordTrim and exactly the ranges placed; those hold the
 // data and the hole is untouched.
 func TestWriteRecordLoss(t *testing.T) {
-	srv, path := startFast(t, func(c *Config) { c.GSO = false; c.ReassemblyTimeout = 50 * time.Millisecond })
+	srv, path := startFast(t, func(c *config.Config) { c.GSO = false; c.ReassemblyTimeout = 50 * time.Millisecond })
 	var dropped atomic.Int32
 	setSendmmsg(srv, func(fd int, msgs []unix.Mmsghdr) (int, error) { // engines_internal_test.go
 		sent := 0
@@ -323,7 +324,7 @@ func TestWriteRecordLoss(t *testing.T) {
 // writable region and posted receives: the engine must never panic and the
 // QP must stay in RTS.
 func FuzzWriteRecordDatagram(f *testing.F) {
-	cfg := DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.UDPorts.First, cfg.UDPorts.Last = 33100, 33199
 	cfg.RDPorts.First, cfg.RDPorts.Last = 0, 0
 	cfg.ReassemblyTimeout = time.Millisecond

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	vcfg "github.com/iwarpd/iwarpd/verbsd/config"
 	"io"
 	"net/netip"
 	"os"
@@ -17,7 +18,6 @@ import (
 
 	"github.com/iwarpd/iwarpd/llp/dgram"
 	"github.com/iwarpd/iwarpd/proto"
-	"github.com/iwarpd/iwarpd/verbsd"
 	"github.com/sirupsen/logrus"
 )
 
@@ -36,7 +36,7 @@ type config struct {
 	LogLevel    logrus.Level
 	LogFormat   string // "text" or "json"
 	CPUProfile  string // -cpuprofile: pprof CPU profile written on clean shutdown ("" = none)
-	Verbs       verbsd.Config
+	Verbs       vcfg.Config
 }
 
 // defaultSocket is /run/iwarpd/iwarpd.sock for root, else under
@@ -61,7 +61,7 @@ func envName(flagName string) string {
 // line from its environment variable, else from the config file (-config /
 // IWARPD_CONFIG, a JSON object keyed by flag names), else the default.
 func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) (config, error) {
-	def := verbsd.DefaultConfig()
+	def := vcfg.DefaultConfig()
 	fs := flag.NewFlagSet("iwarpd", flag.ContinueOnError)
 	fs.SetOutput(usageOut)
 	str := func(name, value, usage string) *string {
@@ -94,9 +94,9 @@ func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) 
 	mpaMarkers := str("mpa-markers", "false", "ask RC peers to insert MPA markers (true or false)")
 	mpaP2P := str("mpa-p2p", "false", "initiators ask for RFC 6581 peer-to-peer mode (true or false)")
 	mpaRTR := str("mpa-rtr", "write,read", "RTR `types` offered and accepted in peer-to-peer mode: a list of write, read, send")
-	mpaTimeout := str("mpa-timeout", verbsd.DefaultMPATimeout.String(), "bound on TCP connect, the MPA Request/Reply wait and an unanswered connection request (`duration`)")
-	rcIRD := str("rc-ird", strconv.Itoa(verbsd.DefaultIRDORD), "default inbound RDMA Read depth of RC QPs (1..128)")
-	rcORD := str("rc-ord", strconv.Itoa(verbsd.DefaultIRDORD), "default outbound RDMA Read depth of RC QPs (1..128)")
+	mpaTimeout := str("mpa-timeout", vcfg.DefaultMPATimeout.String(), "bound on TCP connect, the MPA Request/Reply wait and an unanswered connection request (`duration`)")
+	rcIRD := str("rc-ird", strconv.Itoa(vcfg.DefaultIRDORD), "default inbound RDMA Read depth of RC QPs (1..128)")
+	rcORD := str("rc-ord", strconv.Itoa(vcfg.DefaultIRDORD), "default outbound RDMA Read depth of RC QPs (1..128)")
 	mcastIf := str("mcast-if", "", "`interface` UD multicast groups are joined on and sent by (default: the one holding -addr)")
 	mcastTTL := str("mcast-ttl", "1", "IP TTL of datagrams sent to a multicast group (1..255)")
 	rdf := addRDFlags(str, def.RD)          // config_rd.go
@@ -281,8 +281,8 @@ func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) 
 }
 
 // parseMPA reads the -mpa-* and -rc-* flags into the device's MPA policy.
-func parseMPA(rev, crc, markers, p2p, rtr, timeout, ird, ord string, from func(string) string) (verbsd.MPAConfig, error) {
-	var m verbsd.MPAConfig
+func parseMPA(rev, crc, markers, p2p, rtr, timeout, ird, ord string, from func(string) string) (vcfg.MPAConfig, error) {
+	var m vcfg.MPAConfig
 	switch rev {
 	case "1", "2":
 		m.Revision = rev[0] - '0'
@@ -319,8 +319,8 @@ func parseMPA(rev, crc, markers, p2p, rtr, timeout, ird, ord string, from func(s
 		dst     *uint16
 	}{{"rc-ird", ird, &m.IRD}, {"rc-ord", ord, &m.ORD}} {
 		n, err := strconv.Atoi(d.s)
-		if err != nil || n < 1 || n > verbsd.MaxIRDORD {
-			return m, fmt.Errorf("%s %q: want 1..%d", from(d.name), d.s, verbsd.MaxIRDORD)
+		if err != nil || n < 1 || n > vcfg.MaxIRDORD {
+			return m, fmt.Errorf("%s %q: want 1..%d", from(d.name), d.s, vcfg.MaxIRDORD)
 		}
 		*d.dst = uint16(n)
 	}

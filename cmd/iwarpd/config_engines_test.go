@@ -6,7 +6,7 @@ import (
 )
 
 // TestConfigEngines: -engines, IWARPD_ENGINES and the config file key set
-// verbsd.Config.Engines (docs/engines.md); out of range is refused.
+// config.Config.Engines (docs/engines.md); out of range is refused.
 func TestConfigEngines(t *testing.T) {
 	var usage bytes.Buffer
 	none := func(string) string { return "" }

@@ -5,12 +5,12 @@ import (
 	"net"
 	"strconv"
 
-	"github.com/iwarpd/iwarpd/verbsd"
+	vcfg "github.com/iwarpd/iwarpd/verbsd/config"
 )
 
 // parseMcast reads the -mcast-* flags into the device's multicast policy.
-func parseMcast(ifname, ttl, loop string, from func(string) string) (verbsd.McastConfig, error) {
-	var m verbsd.McastConfig
+func parseMcast(ifname, ttl, loop string, from func(string) string) (vcfg.McastConfig, error) {
+	var m vcfg.McastConfig
 	if ifname != "" {
 		if _, err := net.InterfaceByName(ifname); err != nil {
 			return m, fmt.Errorf("%s %q: %w", from("mcast-if"), ifname, err)

@@ -4,7 +4,7 @@ import (
 	"io"
 	"testing"
 
-	"github.com/iwarpd/iwarpd/verbsd"
+	vcfg "github.com/iwarpd/iwarpd/verbsd/config"
 )
 
 func TestConfigMcastFlags(t *testing.T) {
@@ -13,14 +13,14 @@ func TestConfigMcastFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (verbsd.McastConfig{TTL: 1}); cfg.Verbs.Mcast != want {
+	if want := (vcfg.McastConfig{TTL: 1}); cfg.Verbs.Mcast != want {
 		t.Errorf("defaults: %+v, want %+v", cfg.Verbs.Mcast, want)
 	}
 	cfg, err = parseConfig([]string{"-mcast-if", "lo", "-mcast-ttl", "32", "-mcast-loop", "false"}, none, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (verbsd.McastConfig{Interface: "lo", TTL: 32, NoLoop: true}); cfg.Verbs.Mcast != want {
+	if want := (vcfg.McastConfig{Interface: "lo", TTL: 32, NoLoop: true}); cfg.Verbs.Mcast != want {
 		t.Errorf("flags: %+v, want %+v", cfg.Verbs.Mcast, want)
 	}
 	cfg, err = parseConfig(nil, func(k string) string { return map[string]string{"IWARPD_MCAST_TTL": "4"}[k] }, io.Discard)

@@ -5,8 +5,9 @@ import (
 	"testing"
 	"time"
 
+	vcfg "github.com/iwarpd/iwarpd/verbsd/config"
+
 	"github.com/iwarpd/iwarpd/proto"
-	"github.com/iwarpd/iwarpd/verbsd"
 )
 
 func TestConfigMPAFlags(t *testing.T) {
@@ -15,7 +16,7 @@ func TestConfigMPAFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := verbsd.MPAConfig{Revision: 2, CRC: proto.MPACRCPreferred, RTR: proto.RTRWrite | proto.RTRRead,
+	want := vcfg.MPAConfig{Revision: 2, CRC: proto.MPACRCPreferred, RTR: proto.RTRWrite | proto.RTRRead,
 		IRD: 16, ORD: 16, Timeout: 10 * time.Second}
 	if cfg.Verbs.MPA != want {
 		t.Errorf("defaults: %+v, want %+v", cfg.Verbs.MPA, want)
@@ -25,7 +26,7 @@ func TestConfigMPAFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = verbsd.MPAConfig{Revision: 1, CRC: proto.MPACRCOff, Markers: true, RTR: proto.RTRSend | proto.RTRRead,
+	want = vcfg.MPAConfig{Revision: 1, CRC: proto.MPACRCOff, Markers: true, RTR: proto.RTRSend | proto.RTRRead,
 		IRD: 4, ORD: 128, Timeout: 250 * time.Millisecond}
 	if cfg.Verbs.MPA != want {
 		t.Errorf("flags: %+v, want %+v", cfg.Verbs.MPA, want)

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/iwarpd/iwarpd/verbsd"
+	vcfg "github.com/iwarpd/iwarpd/verbsd/config"
 )
 
 // rdFlags are the -rd-* flags (docs/rd.md), as given.
@@ -17,7 +17,7 @@ type rdFlags struct {
 }
 
 // addRDFlags registers the -rd-* flags with defaults from def.
-func addRDFlags(str func(name, value, usage string) *string, def verbsd.RDConfig) rdFlags {
+func addRDFlags(str func(name, value, usage string) *string, def vcfg.RDConfig) rdFlags {
 	l := def.Link
 	return rdFlags{
 		window:     str("rd-window", strconv.Itoa(l.Window), "RD: unacknowledged datagrams per peer (send window, receive window advertised)"),
@@ -40,7 +40,7 @@ func addRDFlags(str func(name, value, usage string) *string, def verbsd.RDConfig
 }
 
 // parseRD reads the -rd-* flags into the device's RD policy.
-func parseRD(f rdFlags, def verbsd.RDConfig, from func(string) string) (verbsd.RDConfig, error) {
+func parseRD(f rdFlags, def vcfg.RDConfig, from func(string) string) (vcfg.RDConfig, error) {
 	c := def
 	for _, it := range []struct {
 		name string

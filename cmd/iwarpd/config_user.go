@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/iwarpd/iwarpd/verbsd"
+	vcfg "github.com/iwarpd/iwarpd/verbsd/config"
 )
 
 // userFlags are the -user-max-* flags (docs/iwarpd.md "Limits per user"),
@@ -14,7 +14,7 @@ type userFlags struct {
 }
 
 // addUserFlags registers the -user-max-* flags with defaults from def.
-func addUserFlags(str func(name, value, usage string) *string, def verbsd.UserLimits) userFlags {
+func addUserFlags(str func(name, value, usage string) *string, def vcfg.UserLimits) userFlags {
 	return userFlags{
 		sessions:   str("user-max-sessions", strconv.Itoa(def.Sessions), "sessions of one Unix user, all clients together (0: no limit)"),
 		registered: str("user-max-registered-bytes", strconv.FormatUint(def.Registered, 10), "registered `octets` of one Unix user, all sessions together (suffixes K, M, G; 0: no limit)"),
@@ -25,8 +25,8 @@ func addUserFlags(str func(name, value, usage string) *string, def verbsd.UserLi
 }
 
 // parseUser reads the -user-max-* flags.
-func parseUser(f userFlags, from func(string) string) (verbsd.UserLimits, error) {
-	var l verbsd.UserLimits
+func parseUser(f userFlags, from func(string) string) (vcfg.UserLimits, error) {
+	var l vcfg.UserLimits
 	for _, it := range []struct {
 		name string
 		s    *string

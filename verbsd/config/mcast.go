@@ -1,4 +1,4 @@
-package verbsd
+package config
 
 import (
 	"fmt"
@@ -22,7 +22,7 @@ type McastConfig struct {
 }
 
 // ttl returns the effective TTL.
-func (m McastConfig) ttl() int {
+func (m McastConfig) Ttl() int {
 	if m.TTL == 0 {
 		return 1
 	}
@@ -40,7 +40,7 @@ func (m McastConfig) validate() error {
 // mcastInterface resolves the interface index and IPv4 address used for
 // IP_ADD_MEMBERSHIP and IP_MULTICAST_IF: the named interface, else the one
 // holding addr, else (0, unspecified): the kernel's choice by route.
-func (m McastConfig) mcastInterface(addr netip.Addr) (int, [4]byte, error) {
+func (m McastConfig) McastInterface(addr netip.Addr) (int, [4]byte, error) {
 	if m.Interface != "" {
 		ifi, err := net.InterfaceByName(m.Interface)
 		if err != nil {

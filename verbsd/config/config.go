@@ -1,4 +1,4 @@
-package verbsd
+package config
 
 import (
 	"errors"
@@ -99,11 +99,11 @@ type Logger interface {
 	Debugf(format string, args ...any)
 }
 
-type nopLogger struct{}
+type NopLogger struct{}
 
-func (nopLogger) Infof(string, ...any)  {}
-func (nopLogger) Warnf(string, ...any)  {}
-func (nopLogger) Debugf(string, ...any) {}
+func (NopLogger) Infof(string, ...any)  {}
+func (NopLogger) Warnf(string, ...any)  {}
+func (NopLogger) Debugf(string, ...any) {}
 
 // DefaultLimits are generous where that is cheap (60 SGEs, as ARMCI-style
 // noncontiguous transfers need).
@@ -243,3 +243,6 @@ func (c *Config) PortAttr() proto.PortAttr {
 	return proto.PortAttr{State: "active", Addr: c.Addr.String(), DatagramSize: c.DatagramSize,
 		UDPorts: fmt.Sprintf("%d-%d", c.UDPorts.First, c.UDPorts.Last)}
 }
+
+// MaxEngines bounds Config.Engines.
+const MaxEngines = 64
