@@ -82,7 +82,7 @@ type accessGuard struct {
 // remoteAccess resolves a remote access from src to q's memory (STag, TO,
 // length, right) as rcLookup does; a refusal is counted and reported to
 // q's owner (rate-limited).
-func (e *engine) remoteAccess(q *qp, src netip.AddrPort, stag uint32, to, n uint64, need proto.Access, now time.Time) ([]byte, rdmap.AccessFault) {
+func (e *Engine) remoteAccess(q *QP, src netip.AddrPort, stag uint32, to, n uint64, need proto.Access, now time.Time) ([]byte, rdmap.AccessFault) {
 	b, fault := q.rcLookup(stag, to, n, need)
 	if fault == 0 {
 		return b, 0
@@ -104,7 +104,7 @@ func (e *engine) remoteAccess(q *qp, src netip.AddrPort, stag uint32, to, n uint
 
 // errorReplyAllowed reports whether q may answer src with an error message
 // now (UD; see above), counting the refusal otherwise.
-func (e *engine) errorReplyAllowed(q *qp, src netip.AddrPort, now time.Time) bool {
+func (e *Engine) errorReplyAllowed(q *QP, src netip.AddrPort, now time.Time) bool {
 	g := &q.guard
 	b := g.replies[src]
 	if b == nil {

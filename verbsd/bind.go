@@ -68,7 +68,7 @@ func (srv *Server) privileged(port uint16) bool {
 }
 
 // checkClientPort refuses an explicit port the session may not have.
-func (s *session) checkClientPort(op string, port uint16) error {
+func (s *Session) checkClientPort(op string, port uint16) error {
 	if s.srv.privileged(port) && !s.privBind {
 		return errf(unix.EACCES, "%s: port %d is privileged (below %d) and this client (uid %d) may not bind it itself",
 			op, port, s.srv.unprivStart, s.cred.Uid)
@@ -77,7 +77,7 @@ func (s *session) checkClientPort(op string, port uint16) error {
 }
 
 // checkListenAddr applies the rules above to an RC listener's address.
-func (s *session) checkListenAddr(ap netip.AddrPort) error {
+func (s *Session) checkListenAddr(ap netip.AddrPort) error {
 	dev := s.srv.cfg.Addr
 	if dev.IsValid() && !dev.IsUnspecified() && ap.Addr() != dev {
 		return errf(unix.EADDRNOTAVAIL, "listen: %s is not the device's address; iwarpd serves %s (listen on %s or :PORT)",

@@ -53,7 +53,7 @@ type qpCM struct {
 // start initialises the session's CM state on first use: the event pump
 // and the watcher that releases everything when the session ends. Call
 // with mu held. It fails once the session is over.
-func (cm *cmSession) start(s *session) error {
+func (cm *cmSession) start(s *Session) error {
 	if cm.closed {
 		return errf(unix.ENODEV, "the session is closing")
 	}
@@ -77,7 +77,7 @@ func (cm *cmSession) nextID() uint32 {
 
 // pump sends queued CM events to the client until the session ends, then
 // releases the session's listeners, pending requests and connects.
-func (cm *cmSession) pump(s *session) {
+func (cm *cmSession) pump(s *Session) {
 	defer cm.closeAll()
 	for {
 		select {
@@ -97,7 +97,7 @@ func (cm *cmSession) pump(s *session) {
 
 // post queues a CM event for the client. It never blocks (the engine calls
 // it through onRCClosed).
-func (cm *cmSession) post(s *session, ev proto.CMEvent) {
+func (cm *cmSession) post(s *Session, ev proto.CMEvent) {
 	cm.mu.Lock()
 	defer cm.mu.Unlock()
 	if !cm.started || cm.closed {
@@ -130,9 +130,9 @@ func (cm *cmSession) closeAll() {
 
 // reserveRC checks that QP handle is an RC QP in INIT that no Connect or
 // Accept owns, and marks it owned.
-func (s *session) reserveRC(handle uint32, op string) error {
+func (s *Session) reserveRC(handle uint32, op string) error {
 	return s.eng.Do(func() error {
-		q := s.qps[handle]
+		q := s.qp(handle)
 		switch {
 		case q == nil:
 			return errf(unix.EINVAL, "%s: no QP %d", op, handle)
@@ -151,9 +151,9 @@ func (s *session) reserveRC(handle uint32, op string) error {
 }
 
 // releaseRC gives up the ownership taken by reserveRC (the attempt failed).
-func (s *session) releaseRC(handle uint32) {
+func (s *Session) releaseRC(handle uint32) {
 	s.eng.Do(func() error {
-		if q := s.qps[handle]; q != nil {
+		if q := s.qp(handle); q != nil {
 			q.cm.busy = false
 		}
 		return nil
@@ -163,9 +163,9 @@ func (s *session) releaseRC(handle uint32) {
 // attachConn hands a negotiated connection to the engine: the QP goes to
 // RTS (attachRC) and its end will be reported as a CMDisconnected event.
 // fd is owned by the engine afterwards, or closed here on failure.
-func (s *session) attachConn(handle uint32, a rcAttach) error {
+func (s *Session) attachConn(handle uint32, a rcAttach) error {
 	err := s.eng.Do(func() error {
-		q := s.qps[handle]
+		q := s.qp(handle)
 		if q == nil || !q.cm.busy {
 			unix.Close(a.FD)
 			return errf(unix.ENOENT, "QP %d was destroyed while connecting", handle)
@@ -178,7 +178,7 @@ func (s *session) attachConn(handle uint32, a rcAttach) error {
 		q.onRCClosed = func(reason rcCloseReason, term *rdmap.Terminate) {
 			s.cm.post(s, closedEvent(handle, reason, term))
 		}
-		if err := q.eng.attachRC(q, a); err != nil {
+		if err := q.e.attachRC(q, a); err != nil {
 			if q.rc == nil {
 				unix.Close(a.FD)
 			}
@@ -272,14 +272,8 @@ func writeFull(c net.Conn, b []byte, deadline time.Time) error {
 // its QP number and is served (flushes in ERROR), but has no socket to poll
 // until attachRC.
 func (e *engine) addRCQP(q *qp) error {
-	if err := e.bellWatch(q.s); err != nil { // engines.go
-		return err
-	}
-	e.dev.nextQPN++
-	q.qpn = e.dev.nextQPN
-	e.qps = append(e.qps, q)
-	e.markReady(q)
-	return nil
+	q.e = e
+	return e.addUnpolledQP(q.QP) // engine.go
 }
 
 // qpAddr is the address a QP reports: a UD QP's UDP address, a connected

@@ -22,7 +22,7 @@ import (
 // a time; beyond that the listener stops accepting (the kernel's backlog
 // holds the rest).
 type cmListener struct {
-	s      *session
+	s      *Session
 	handle uint32
 	ln     *net.TCPListener
 	addr   netip.AddrPort
@@ -45,7 +45,7 @@ type cmPending struct {
 }
 
 // listen opens a listener for session s on addr ("ip:port", ":port").
-func (s *session) listen(addr string, backlog int) (*cmListener, error) {
+func (s *Session) listen(addr string, backlog int) (*cmListener, error) {
 	if err := s.srv.cfg.MPA.Validate(); err != nil {
 		return nil, errf(unix.EINVAL, "listen: the device's MPA policy: %v", err)
 	}
@@ -99,7 +99,7 @@ func (s *session) listen(addr string, backlog int) (*cmListener, error) {
 }
 
 // parseListenAddr reads "ip:port" or ":port" (the device address).
-func (s *session) parseListenAddr(addr string) (netip.AddrPort, error) {
+func (s *Session) parseListenAddr(addr string) (netip.AddrPort, error) {
 	bad := errf(unix.EINVAL, "listen: address %q: want ip:port or :port", addr)
 	if len(addr) > 0 && addr[0] == ':' {
 		port, err := strconv.ParseUint(addr[1:], 10, 16)
@@ -116,7 +116,7 @@ func (s *session) parseListenAddr(addr string) (netip.AddrPort, error) {
 }
 
 // closeListener closes listener handle and drops its pending requests.
-func (s *session) closeListener(handle uint32) error {
+func (s *Session) closeListener(handle uint32) error {
 	cm := &s.cm
 	cm.mu.Lock()
 	l := cm.listeners[handle]
@@ -296,7 +296,7 @@ func (p *cmPending) abandon() { p.finish(true) }
 
 // accept answers pending request id with an MPA Reply carrying privateData
 // and the IRD/ORD block, and hands the connection to QP handle.
-func (s *session) accept(req proto.AcceptRequest) (*proto.CMEvent, error) {
+func (s *Session) accept(req proto.AcceptRequest) (*proto.CMEvent, error) {
 	const op = "accept"
 	cfg := s.srv.cfg.MPA
 	if req.IRD > config.MaxIRDORD || req.ORD > config.MaxIRDORD {
@@ -355,7 +355,7 @@ func (s *session) accept(req proto.AcceptRequest) (*proto.CMEvent, error) {
 
 // reject answers pending request id with an MPA Reply with R=1 carrying
 // privateData, then closes the connection.
-func (s *session) reject(req proto.RejectRequest) error {
+func (s *Session) reject(req proto.RejectRequest) error {
 	if len(req.PrivateData) > mpa.MaxPrivateData {
 		return errf(unix.EINVAL, "reject: %d octets of private data, at most %d", len(req.PrivateData), mpa.MaxPrivateData)
 	}

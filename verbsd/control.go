@@ -9,29 +9,29 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-type handlerFunc func(s *session, body []byte, fds []int) (any, error)
+type handlerFunc func(s *Session, body []byte, fds []int) (any, error)
 
 var handlers map[proto.Op]handlerFunc
 
 func init() {
 	handlers = map[proto.Op]handlerFunc{
-		proto.OpQueryDevice:        (*session).queryDevice,
-		proto.OpQueryPort:          (*session).queryPort,
-		proto.OpAllocPD:            (*session).allocPD,
-		proto.OpDeallocPD:          (*session).deallocPD,
-		proto.OpRegMR:              (*session).regMR,
-		proto.OpDeregMR:            (*session).deregMR,
-		proto.OpCreateCompChannel:  (*session).createCompChannel,
-		proto.OpDestroyCompChannel: (*session).destroyCompChannel,
-		proto.OpCreateCQ:           (*session).createCQ,
-		proto.OpDestroyCQ:          (*session).destroyCQ,
-		proto.OpCreateQP:           (*session).createQP,
-		proto.OpModifyQP:           (*session).modifyQP,
-		proto.OpQueryQP:            (*session).queryQP,
-		proto.OpDestroyQP:          (*session).destroyQP,
-		proto.OpCreateSRQ:          (*session).createSRQ,
-		proto.OpDestroySRQ:         (*session).destroySRQ,
-		proto.OpInspect:            (*session).inspectOp,
+		proto.OpQueryDevice:        (*Session).queryDevice,
+		proto.OpQueryPort:          (*Session).queryPort,
+		proto.OpAllocPD:            (*Session).allocPD,
+		proto.OpDeallocPD:          (*Session).deallocPD,
+		proto.OpRegMR:              (*Session).regMR,
+		proto.OpDeregMR:            (*Session).deregMR,
+		proto.OpCreateCompChannel:  (*Session).createCompChannel,
+		proto.OpDestroyCompChannel: (*Session).destroyCompChannel,
+		proto.OpCreateCQ:           (*Session).createCQ,
+		proto.OpDestroyCQ:          (*Session).destroyCQ,
+		proto.OpCreateQP:           (*Session).createQP,
+		proto.OpModifyQP:           (*Session).modifyQP,
+		proto.OpQueryQP:            (*Session).queryQP,
+		proto.OpDestroyQP:          (*Session).destroyQP,
+		proto.OpCreateSRQ:          (*Session).createSRQ,
+		proto.OpDestroySRQ:         (*Session).destroySRQ,
+		proto.OpInspect:            (*Session).inspectOp,
 	}
 }
 
@@ -52,10 +52,10 @@ func takeFD(fds []int, i int, what string) (int, error) {
 	return fd, nil
 }
 
-func (s *session) queryDevice([]byte, []int) (any, error) { return s.srv.cfg.DeviceAttr(), nil }
-func (s *session) queryPort([]byte, []int) (any, error)   { return s.srv.cfg.PortAttr(), nil }
+func (s *Session) queryDevice([]byte, []int) (any, error) { return s.srv.cfg.DeviceAttr(), nil }
+func (s *Session) queryPort([]byte, []int) (any, error)   { return s.srv.cfg.PortAttr(), nil }
 
-func (s *session) allocPD([]byte, []int) (any, error) {
+func (s *Session) allocPD([]byte, []int) (any, error) {
 	var reply proto.Handle
 	return &reply, s.eng.Do(func() error {
 		if len(s.pds) >= s.srv.cfg.Limits.MaxPD {
@@ -71,7 +71,7 @@ func (s *session) allocPD([]byte, []int) (any, error) {
 	})
 }
 
-func (s *session) deallocPD(body []byte, _ []int) (any, error) {
+func (s *Session) deallocPD(body []byte, _ []int) (any, error) {
 	var req proto.Handle
 	if err := decode(body, &req); err != nil {
 		return nil, err
@@ -89,7 +89,7 @@ func (s *session) deallocPD(body []byte, _ []int) (any, error) {
 	})
 }
 
-func (s *session) regMR(body []byte, fds []int) (any, error) {
+func (s *Session) regMR(body []byte, fds []int) (any, error) {
 	var req proto.RegMRRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
@@ -164,7 +164,7 @@ func (s *session) regMR(body []byte, fds []int) (any, error) {
 
 // processRegion checks a process-memory registration (procmem.go): no
 // descriptor, Offset 0, the session's peer pinned, the range reachable.
-func (s *session) processRegion(req *proto.RegMRRequest) (*procRegion, error) {
+func (s *Session) processRegion(req *proto.RegMRRequest) (*procRegion, error) {
 	if req.Offset != 0 {
 		return nil, errf(unix.EINVAL, "reg-mr: a process-memory region has no offset (got %d)", req.Offset)
 	}
@@ -183,7 +183,7 @@ func (s *session) processRegion(req *proto.RegMRRequest) (*procRegion, error) {
 	return &procRegion{peer: s.peer, addr: req.Addr, length: req.Length}, nil
 }
 
-func (s *session) deregMR(body []byte, _ []int) (any, error) {
+func (s *Session) deregMR(body []byte, _ []int) (any, error) {
 	var req proto.Handle
 	if err := decode(body, &req); err != nil {
 		return nil, err
@@ -208,7 +208,7 @@ func (s *session) deregMR(body []byte, _ []int) (any, error) {
 	return nil, err
 }
 
-func (s *session) createCompChannel(body []byte, fds []int) (any, error) {
+func (s *Session) createCompChannel(body []byte, fds []int) (any, error) {
 	var req proto.CreateCompChannelRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
@@ -241,7 +241,7 @@ func (s *session) createCompChannel(body []byte, fds []int) (any, error) {
 	return &reply, nil
 }
 
-func (s *session) destroyCompChannel(body []byte, _ []int) (any, error) {
+func (s *Session) destroyCompChannel(body []byte, _ []int) (any, error) {
 	var req proto.Handle
 	if err := decode(body, &req); err != nil {
 		return nil, err
@@ -278,7 +278,7 @@ func mapRing(fds []int, what string, kind proto.RingKind, depth, stride uint32) 
 	return m, r, nil
 }
 
-func (s *session) createCQ(body []byte, fds []int) (any, error) {
+func (s *Session) createCQ(body []byte, fds []int) (any, error) {
 	var req proto.CreateCQRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
@@ -319,7 +319,7 @@ func (s *session) createCQ(body []byte, fds []int) (any, error) {
 	return &reply, nil
 }
 
-func (s *session) destroyCQ(body []byte, _ []int) (any, error) {
+func (s *Session) destroyCQ(body []byte, _ []int) (any, error) {
 	var req proto.Handle
 	if err := decode(body, &req); err != nil {
 		return nil, err
@@ -341,7 +341,7 @@ func (s *session) destroyCQ(body []byte, _ []int) (any, error) {
 	})
 }
 
-func (s *session) createSRQ(body []byte, fds []int) (any, error) {
+func (s *Session) createSRQ(body []byte, fds []int) (any, error) {
 	var req proto.CreateSRQRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
@@ -383,7 +383,7 @@ func (s *session) createSRQ(body []byte, fds []int) (any, error) {
 	return &reply, nil
 }
 
-func (s *session) destroySRQ(body []byte, _ []int) (any, error) {
+func (s *Session) destroySRQ(body []byte, _ []int) (any, error) {
 	var req proto.Handle
 	if err := decode(body, &req); err != nil {
 		return nil, err

@@ -10,19 +10,19 @@ import (
 func init() {
 	// control.go's init (which runs first: files initialise in name order)
 	// creates the table.
-	handlers[proto.OpAttachMcast] = (*session).attachMcastOp
-	handlers[proto.OpDetachMcast] = (*session).detachMcastOp
+	handlers[proto.OpAttachMcast] = (*Session).attachMcastOp
+	handlers[proto.OpDetachMcast] = (*Session).detachMcastOp
 }
 
-func (s *session) attachMcastOp(body []byte, _ []int) (any, error) {
+func (s *Session) attachMcastOp(body []byte, _ []int) (any, error) {
 	return s.mcastOp(body, true)
 }
 
-func (s *session) detachMcastOp(body []byte, _ []int) (any, error) {
+func (s *Session) detachMcastOp(body []byte, _ []int) (any, error) {
 	return s.mcastOp(body, false)
 }
 
-func (s *session) mcastOp(body []byte, attach bool) (any, error) {
+func (s *Session) mcastOp(body []byte, attach bool) (any, error) {
 	var req proto.McastRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
@@ -32,13 +32,13 @@ func (s *session) mcastOp(body []byte, attach bool) (any, error) {
 		return nil, err
 	}
 	return nil, s.eng.Do(func() error {
-		q := s.qps[req.QP]
+		q := s.qp(req.QP)
 		if q == nil {
 			return errf(unix.EINVAL, "multicast: no QP %d", req.QP)
 		}
 		if attach {
-			return q.eng.attachMcast(q, g)
+			return q.e.attachMcast(q, g)
 		}
-		return q.eng.detachMcast(q, g)
+		return q.e.detachMcast(q, g)
 	})
 }

@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func (s *session) createQP(body []byte, fds []int) (any, error) {
+func (s *Session) createQP(body []byte, fds []int) (any, error) {
 	var req proto.CreateQPRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
@@ -88,8 +88,9 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := &qp{s: s, caps: c, sigAll: req.SigAll, noCRC: req.NoCRC, mergeImm: req.MergeSendImm, state: proto.QPStateReset, region: m, fd: -1,
-		maxRecvS: c.MaxRecvSGE, typ: req.Type}
+	q := newQP(&QP{s: s, caps: c, sigAll: req.SigAll, state: proto.QPStateReset, region: m, fd: -1,
+		maxRecvS: c.MaxRecvSGE, typ: req.Type}) // transport.go
+	q.noCRC, q.mergeImm = req.NoCRC, req.MergeSendImm
 	if req.Type != proto.QPTypeRC {
 		q.qkey = req.QKey
 		if q.qkey == 0 {
@@ -97,7 +98,7 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 		}
 	}
 	fail := func(err error) (any, error) {
-		closeQP(q)
+		closeQP(q.QP)
 		return nil, err
 	}
 	sqRing, err := shm.NewRing(m.mem[:sqBytes], proto.RingSQ, c.MaxSendWR, sqStride, false)
@@ -149,14 +150,15 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 		}
 		q.handle, q.pd, q.sendCQ, q.recvCQ, q.srq = h, p, scq, rcq, x
 		q.eng = s.srv.dev.place() // engines.go
+		q.e = engOf(q.eng)
 		if q.rd != nil {
-			q.rd.store = &q.eng.rdStoreBytes
+			q.rd.store = &q.e.rdStoreBytes
 		}
 		if q.typ == proto.QPTypeRC {
-			if err := q.eng.addRCQP(q); err != nil {
+			if err := q.e.addRCQP(q); err != nil {
 				return err
 			}
-		} else if err := q.eng.addQP(q); err != nil {
+		} else if err := q.e.addQP(q.QP); err != nil {
 			return err
 		}
 		p.refs++
@@ -165,7 +167,7 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 		if x != nil {
 			x.refs++
 		}
-		s.qps[h] = q
+		s.qps[h] = q.QP
 		reply = proto.CreateQPReply{Handle: h, QPN: q.qpn, Addr: qpAddr(q), QKey: q.qkey}
 		return nil
 	})
@@ -232,13 +234,13 @@ func (srv *Server) bindDgram(port uint16, r dgram.PortRange, priv bool) (int, ne
 	return -1, netip.AddrPort{}, errf(unix.EADDRINUSE, "create-qp: every port of %d-%d is in use", r.First, r.Last)
 }
 
-func (s *session) modifyQP(body []byte, _ []int) (any, error) {
+func (s *Session) modifyQP(body []byte, _ []int) (any, error) {
 	var req proto.ModifyQPRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
 	return nil, s.eng.Do(func() error {
-		q := s.qps[req.QP]
+		q := s.qp(req.QP)
 		if q == nil {
 			return errf(unix.EINVAL, "modify-qp: no QP %d", req.QP)
 		}
@@ -282,14 +284,14 @@ func (s *session) modifyQP(body []byte, _ []int) (any, error) {
 	})
 }
 
-func (s *session) queryQP(body []byte, _ []int) (any, error) {
+func (s *Session) queryQP(body []byte, _ []int) (any, error) {
 	var req proto.Handle
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
 	var reply proto.QueryQPReply
 	return &reply, s.eng.Do(func() error {
-		q := s.qps[req.Handle]
+		q := s.qp(req.Handle)
 		if q == nil {
 			return errf(unix.EINVAL, "query-qp: no QP %d", req.Handle)
 		}
@@ -298,19 +300,19 @@ func (s *session) queryQP(body []byte, _ []int) (any, error) {
 	})
 }
 
-func (s *session) destroyQP(body []byte, _ []int) (any, error) {
+func (s *Session) destroyQP(body []byte, _ []int) (any, error) {
 	var req proto.Handle
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
 	return nil, s.eng.Do(func() error {
-		q := s.qps[req.Handle]
+		q := s.qp(req.Handle)
 		if q == nil {
 			return errf(unix.EINVAL, "destroy-qp: no QP %d", req.Handle)
 		}
 		delete(s.qps, req.Handle)
-		q.eng.removeQP(q)
-		closeQP(q)
+		q.e.removeQP(q.QP)
+		closeQP(q.QP)
 		s.qpHeld(q.typ).release() // userlimits.go
 		q.pd.refs--
 		q.sendCQ.refs--

@@ -14,7 +14,7 @@ import (
 // overrun: the CQ is marked (Overrun word, EventCQError), every QP of the
 // session using it goes to ERROR, and its completions are dropped from then
 // on. It never blocks.
-func (e *engine) postCQE(s *session, c *cq, cqe *proto.CQE) {
+func (e *Engine) postCQE(s *Session, c *cq, cqe *proto.CQE) {
 	if e.shared { // engines.go: QPs of other engines may complete into c
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -58,7 +58,7 @@ func notifyChannel(fd int) {
 // zeroTimespec makes ppoll return at once.
 var zeroTimespec unix.Timespec
 
-func (e *engine) overrunCQ(s *session, c *cq, why error) {
+func (e *Engine) overrunCQ(s *Session, c *cq, why error) {
 	c.overrun = true
 	c.ring.Overrun().Store(1)
 	e.count(nil, cCQOverruns, 1)
@@ -84,13 +84,13 @@ func (e *engine) overrunCQ(s *session, c *cq, why error) {
 // errorQP moves q to ERROR because of a local error (a bad work request, a
 // corrupt ring, an overrun CQ) and tells the client (EventQPFatal). Posted
 // work requests are flushed by the engine's passes.
-func (e *engine) errorQP(q *qp, why string) {
+func (e *Engine) errorQP(q *QP, why string) {
 	if q.state == proto.QPStateError {
 		return
 	}
 	q.state = proto.QPStateError
 	q.errWhy = why
-	if q.rc == nil { // a connected RC QP logs when its connection ends (rc_log.go)
+	if !q.ops.logsOwnEnd() { // a connected RC QP logs when its connection ends (rc_log.go)
 		q.s.srv.log.Infof("session %d (pid %d): %v QP %d (QPN %d) moved to ERROR: %s; its work requests complete flushed",
 			q.s.id, q.s.cred.Pid, q.typ, q.handle, q.qpn, why)
 	}
@@ -99,7 +99,7 @@ func (e *engine) errorQP(q *qp, why string) {
 
 // sendEvent queues an asynchronous event for the session's writer; a full
 // queue drops it (counted) rather than block the engine.
-func (s *session) sendEvent(e *engine, ev proto.Event) {
+func (s *Session) sendEvent(e *Engine, ev proto.Event) {
 	select {
 	case s.events <- ev:
 	default:

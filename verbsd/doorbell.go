@@ -31,7 +31,7 @@ import (
 
 // newDoorbell creates a session's doorbell and adds it, edge-triggered, to
 // the engine's epoll set. Runs on the engine.
-func (e *engine) newDoorbell() (int, error) {
+func (e *Engine) newDoorbell() (int, error) {
 	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		return -1, errf(unix.EMFILE, "creating the session's doorbell: %v", err)
@@ -49,7 +49,7 @@ func (e *engine) newDoorbell() (int, error) {
 
 // closeDoorbell takes a session's doorbell out of the epoll set and closes
 // the daemon's copy. Runs on the engine.
-func (e *engine) closeDoorbell(fd int) {
+func (e *Engine) closeDoorbell(fd int) {
 	if fd < 0 {
 		return
 	}

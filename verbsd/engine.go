@@ -14,19 +14,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// engine is the RNIC: one goroutine, locked to an OS thread, that owns
+// Engine is the RNIC: one goroutine, locked to an OS thread, that owns
 // every data-path object (sessions' tables, QPs, CQs, sockets). Control
 // goroutines hand it work with Do; it serves QPs round-robin with bounded
 // work per QP per pass, polls (yielding the CPU between empty passes) for
 // Config.PollWindow, then sleeps in epoll_wait on every session's doorbell
 // eventfd, its wake eventfd and every datagram socket.
-type engine struct {
-	// The UD datagram being delivered is a Send with Immediate: its value
-	// (ud_recv.go datagram, completeRecv).
-	curImm    uint32
-	curHasImm bool
-
+type Engine struct {
 	cfg *config.Config
+	// ext is what the transports keep per engine, and their per-engine
+	// work (a destroyed RD QP's lingering port): transport.go.
+	ext engineHooks
 
 	// Engines per core (engines.go): this engine's index, the device its
 	// engines share, whether there are several (shared), the CPU its
@@ -45,12 +43,6 @@ type engine struct {
 	// only every busyYieldEvery).
 	completed bool
 
-	// rdStoreBytes: octets held in the reorder stores of all RD QPs
-	// (rd_recv.go storeRoom, -rd-reorder-bytes).
-	rdStoreBytes int
-	// rdLinger: the ports of destroyed RD QPs that linger (rd_linger.go).
-	rdLinger rdLingers
-
 	cmds    chan command
 	wake    *eventfd.EventFD // control goroutines -> engine
 	epfd    int
@@ -63,32 +55,22 @@ type engine struct {
 
 	// Engine-owned below.
 	quit bool
-	qps  []*qp
-	byFD map[int32]*qp
+	qps  []*QP
+	byFD map[int32]*QP
 	rr   int
 	// The ready list (ready.go): the QPs a pass serves.
-	ready    []*qp
-	bells    map[int32]*session // doorbell descriptor → its session
+	ready    []*QP
+	bells    map[int32]*Session // doorbell descriptor → its session
 	probe    int                // the QP of qps the probe looked at last
 	scanAll  bool               // the next pass serves every QP
 	visits   uint64             // QPs served or probed, all passes (tests: work per pass)
 	passes   uint64
-	sessions map[uint64]*session
-	cur      *session    // the session being served (fault.go)
+	sessions map[uint64]*Session
+	cur      *Session    // the session being served (fault.go)
 	staged   []stagedBuf // staging buffers of the QP being served (stage.go)
 	nextQPN  uint32
 	stats    counters
 	events   [64]unix.EpollEvent
-
-	// Data-path scratch, reused by every QP (one is served at a time).
-	sb      *sendBatch
-	sendWRs []sendWR
-	pieces  [][]byte
-	rb      *recvBatch
-	rdRecv  recvWR // rd_recv.go: the RD receive being claimed or placed into
-	// sendmmsg is sysSendmmsg (tests wrap it to simulate short sends and
-	// kernels without GSO).
-	sendmmsg func(fd int, msgs []unix.Mmsghdr) (int, error)
 }
 
 type command struct {
@@ -98,10 +80,9 @@ type command struct {
 
 // newEngine makes an engine; ownStatus makes it create the status page
 // (engine 0: the others share its words, engines.go).
-func newEngine(cfg *config.Config, ownStatus bool) (e *engine, err error) {
-	e = &engine{cfg: cfg, cmds: make(chan command, 128), stopped: make(chan struct{}), epfd: -1, statusFD: -1,
-		byFD: map[int32]*qp{}, bells: map[int32]*session{}, sessions: map[uint64]*session{},
-		sb: newSendBatch(), sendWRs: make([]sendWR, maxSendWRs), pieces: make([][]byte, 0, 64), rb: newRecvBatch(), sendmmsg: sysSendmmsg}
+func newEngine(cfg *config.Config, ownStatus bool) (e *Engine, err error) {
+	e = &Engine{cfg: cfg, cmds: make(chan command, 128), stopped: make(chan struct{}), epfd: -1, statusFD: -1,
+		byFD: map[int32]*QP{}, bells: map[int32]*Session{}, sessions: map[uint64]*Session{}}
 	defer func() {
 		if err != nil {
 			e.closeResources()
@@ -129,7 +110,7 @@ func newEngine(cfg *config.Config, ownStatus bool) (e *engine, err error) {
 // shm.Map checks (no shrink, no grow), it is sealed against future writable
 // mappings (F_SEAL_FUTURE_WRITE), so a client can map it read-only only and
 // cannot lie to the other clients about the engine being awake.
-func (e *engine) makeStatusPage() error {
+func (e *Engine) makeStatusPage() error {
 	fd, err := unix.MemfdCreate("iwarpd:status", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		return fmt.Errorf("verbsd: status page: %w", err)
@@ -154,7 +135,7 @@ func (e *engine) makeStatusPage() error {
 	return nil
 }
 
-func (e *engine) closeResources() {
+func (e *Engine) closeResources() {
 	if e.status != nil {
 		unix.Munmap(e.status)
 		e.status = nil
@@ -174,7 +155,7 @@ func (e *engine) closeResources() {
 // errEngineStopped, without running f, once the engine has stopped. With
 // several engines, f runs on engine 0 while the others are parked
 // (engines.go device.do): commands may change any engine's state.
-func (e *engine) Do(f func() error) error {
+func (e *Engine) Do(f func() error) error {
 	if e.shared {
 		return e.dev.do(f)
 	}
@@ -182,7 +163,7 @@ func (e *engine) Do(f func() error) error {
 }
 
 // do1 runs f on this engine alone.
-func (e *engine) do1(f func() error) error {
+func (e *Engine) do1(f func() error) error {
 	c := command{f: f, done: make(chan error, 1)}
 	select {
 	case e.cmds <- c:
@@ -205,12 +186,12 @@ func (e *engine) do1(f func() error) error {
 
 // stop ends the engine loop and waits for it. Objects still installed are
 // released by the loop on its way out.
-func (e *engine) stop() {
+func (e *Engine) stop() {
 	e.do1(func() error { e.quit = true; return nil })
 	<-e.stopped
 }
 
-func (e *engine) runCommands() bool {
+func (e *Engine) runCommands() bool {
 	ran := false
 	for {
 		select {
@@ -231,7 +212,7 @@ const busyYieldEvery = time.Millisecond
 func schedYield() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 
 // run is the engine goroutine.
-func (e *engine) run() {
+func (e *Engine) run() {
 	runtime.LockOSThread()
 	e.pin()             // engines.go
 	guardClientMemory() // fault.go
@@ -239,7 +220,7 @@ func (e *engine) run() {
 		for _, s := range e.sessions {
 			e.teardownSession(s)
 		}
-		e.rdLingerCloseAll() // rd_linger.go
+		e.ext.closeAll() // transport.go
 		if !e.shared {
 			e.asleep.Store(0)
 		}
@@ -259,8 +240,8 @@ func (e *engine) run() {
 		}
 		e.pollFDs(0)
 		now := time.Now()
-		work = e.guardedPass(now) || work     // fault.go
-		work = e.rdLingerService(now) || work // rd_linger.go
+		work = e.guardedPass(now) || work // fault.go
+		work = e.ext.service(now) || work // transport.go
 		if work {
 			e.workPasses++
 			lastWork = now
@@ -308,7 +289,7 @@ func (e *engine) run() {
 // ready QP sockets readable; it drains the wake eventfd. Doorbells
 // (doorbell.go) are edge-triggered and never read: their event is the
 // wake-up, and the default case ignores a descriptor that is no QP's.
-func (e *engine) pollFDs(timeout int) {
+func (e *Engine) pollFDs(timeout int) {
 	var n int
 	var err error
 	if timeout == 0 {
@@ -324,7 +305,7 @@ func (e *engine) pollFDs(timeout int) {
 		case int32(e.wake.FD()):
 			e.wake.Drain()
 		default:
-			if e.rdLingerEvent(ev.Fd) { // rd_linger.go: a destroyed RD QP's port
+			if e.ext.event(ev.Fd) { // transport.go: not a QP's socket (a lingering RD port)
 				continue
 			}
 			if s := e.bells[ev.Fd]; s != nil {
@@ -336,17 +317,9 @@ func (e *engine) pollFDs(timeout int) {
 				continue
 			}
 			if q := e.byFD[ev.Fd]; q != nil {
-				if q.backlog.parked {
-					// Only EPOLLERR/EPOLLHUP reach a parked socket (no
-					// interest, ud_backlog.go): clear the error, or the
-					// level-triggered event would wake every epoll_wait.
-					unix.GetsockoptInt(int(ev.Fd), unix.SOL_SOCKET, unix.SO_ERROR)
-					continue
-				}
-				q.readable = true
-				e.markReady(q)
-				if q.rc != nil && ev.Events&(unix.EPOLLOUT|unix.EPOLLERR|unix.EPOLLHUP) != 0 {
-					q.rc.outReady = true // rc_tx.go: a cut batch may go on
+				if q.ops.event(ev.Events) { // transport.go
+					q.readable = true
+					e.markReady(q)
 				}
 			}
 		}
@@ -355,34 +328,16 @@ func (e *engine) pollFDs(timeout int) {
 
 // sleepTimeout is how long the engine may sleep: forever unless a send is
 // blocked on a full socket buffer or a partial message will expire.
-func (e *engine) sleepTimeout(now time.Time) int {
+func (e *Engine) sleepTimeout(now time.Time) int {
 	timeout := -1
-	if d, ok := e.rdLingerDeadline(); ok { // rd_linger.go: a lingering port ends
+	if d, ok := e.ext.deadline(); ok { // transport.go: a lingering RD port ends
 		timeout = max(int(d.Sub(now)/time.Millisecond)+1, 1)
 	}
 	for _, q := range e.qps {
 		if q.blocked {
 			return 1
 		}
-		if d, ok := q.reasm.nextDeadline(); ok {
-			ms := int(d.Sub(now)/time.Millisecond) + 1
-			if timeout < 0 || ms < timeout {
-				timeout = max(ms, 1)
-			}
-		}
-		if d, ok := q.wrec.nextDeadline(); ok { // a Write-Record to complete (wrec_recv.go)
-			ms := int(d.Sub(now)/time.Millisecond) + 1
-			if timeout < 0 || ms < timeout {
-				timeout = max(ms, 1)
-			}
-		}
-		if d, ok := q.rdDeadline(); ok { // an RD timer: retransmission, delayed ACK (rd_qp.go)
-			ms := int(d.Sub(now)/time.Millisecond) + 1
-			if timeout < 0 || ms < timeout {
-				timeout = max(ms, 1)
-			}
-		}
-		if d, ok := q.rcDeadline(); ok { // an RC connection closing (rc_conn.go)
+		if d, ok := q.ops.deadline(); ok { // the transport's timers
 			ms := int(d.Sub(now)/time.Millisecond) + 1
 			if timeout < 0 || ms < timeout {
 				timeout = max(ms, 1)
@@ -394,7 +349,7 @@ func (e *engine) sleepTimeout(now time.Time) int {
 
 // pending reports whether some QP has work a client published (the
 // re-scan before sleeping), and puts those on the ready list.
-func (e *engine) pending() bool {
+func (e *Engine) pending() bool {
 	found := false
 	for _, q := range e.qps {
 		if q.hasWork() {
@@ -407,7 +362,7 @@ func (e *engine) pending() bool {
 
 // pass serves every QP of the ready list (ready.go) once, round-robin,
 // starting one further each pass, then drops the quiescent ones.
-func (e *engine) pass(now time.Time) bool {
+func (e *Engine) pass(now time.Time) bool {
 	e.passes++
 	if len(e.qps) == 0 {
 		return false
@@ -433,7 +388,7 @@ func (e *engine) pass(now time.Time) bool {
 	return work
 }
 
-func (e *engine) count(q *qp, c counter, n int64) {
+func (e *Engine) count(q *QP, c counter, n int64) {
 	e.stats[c] += n
 	if q != nil {
 		q.stats[c] += n
@@ -441,7 +396,7 @@ func (e *engine) count(q *qp, c counter, n int64) {
 }
 
 // addQP installs a QP in the engine's polling set.
-func (e *engine) addQP(q *qp) error {
+func (e *Engine) addQP(q *QP) error {
 	if err := unix.EpollCtl(e.epfd, unix.EPOLL_CTL_ADD, q.fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(q.fd)}); err != nil {
 		return fmt.Errorf("verbsd: epoll_ctl: %w", err)
 	}
@@ -449,7 +404,7 @@ func (e *engine) addQP(q *qp) error {
 		unix.EpollCtl(e.epfd, unix.EPOLL_CTL_DEL, q.fd, nil)
 		return err
 	}
-	e.initSocket(q)
+	q.ops.added() // transport.go
 	e.dev.nextQPN++
 	q.qpn = e.dev.nextQPN
 	e.qps = append(e.qps, q)
@@ -458,16 +413,22 @@ func (e *engine) addQP(q *qp) error {
 	return nil
 }
 
+// addUnpolledQP installs a QP that has no socket to poll yet (an RC QP
+// before its connection): it gets its QP number and is served.
+func (e *Engine) addUnpolledQP(q *QP) error {
+	if err := e.bellWatch(q.s); err != nil { // engines.go
+		return err
+	}
+	e.dev.nextQPN++
+	q.qpn = e.dev.nextQPN
+	e.qps = append(e.qps, q)
+	e.markReady(q)
+	return nil
+}
+
 // removeQP takes a QP out of the polling set (the caller releases it).
-func (e *engine) removeQP(q *qp) {
-	if c := q.rc; c != nil && c.phase != rcIdle && c.phase != rcClosed {
-		c.setCause("the local client destroyed the QP (or exited) with the connection up")
-		e.rcLogClosed(q, rcClosedSocketError, ": its socket closed", "QP destroyed")
-	}
-	if q.typ == proto.QPTypeUD {
-		e.stats[cDropSocketFull] += q.socketDrops() // ud_backlog.go: before its sockets close
-	}
-	e.detachAllMcast(q) // mcast.go
+func (e *Engine) removeQP(q *QP) {
+	q.ops.removing() // transport.go: before its socket leaves the epoll set
 	unix.EpollCtl(e.epfd, unix.EPOLL_CTL_DEL, q.fd, nil)
 	delete(e.byFD, int32(q.fd))
 	e.unready(q)
@@ -478,7 +439,6 @@ func (e *engine) removeQP(q *qp) {
 			break
 		}
 	}
-	if q.rd != nil {
-		e.rdClose(q, time.Now()) // rd_linger.go: the ACKs it owes leave, then its socket lingers
-	}
+	q.ops.removed() // transport.go: its socket may linger (RD)
+
 }

@@ -36,7 +36,7 @@ import (
 
 // device is what the engines of one server share.
 type device struct {
-	engs []*engine
+	engs []*Engine
 	// mu serializes control commands (do): one at a time parks the others.
 	mu sync.Mutex
 	// nextQPN numbers QPs device-wide (commands only).
@@ -119,7 +119,7 @@ func (d *device) do(f func() error) error {
 	release := make(chan struct{})
 	defer close(release)
 	parked := make(chan struct{}, len(d.engs))
-	var waiting []*engine
+	var waiting []*Engine
 	for _, o := range d.engs[1:] {
 		c := command{f: func() error { parked <- struct{}{}; <-release; return nil }, done: make(chan error, 1)}
 		select {
@@ -140,7 +140,7 @@ func (d *device) do(f func() error) error {
 
 // place picks the engine of a new QP: the one with the fewest QPs, the
 // lowest id on a tie (spread). Runs inside a command.
-func (d *device) place() *engine {
+func (d *device) place() *Engine {
 	best := d.engs[0]
 	for _, e := range d.engs[1:] {
 		if len(e.qps) < len(best.qps) {
@@ -152,7 +152,7 @@ func (d *device) place() *engine {
 
 // announceSleep stores Asleep = 1 before the engine re-scans its QPs and
 // sleeps (Dekker with the client's post: engine.run).
-func (e *engine) announceSleep() {
+func (e *Engine) announceSleep() {
 	if !e.shared {
 		e.asleep.Store(1)
 		return
@@ -166,7 +166,7 @@ func (e *engine) announceSleep() {
 
 // announceWake undoes announceSleep: Asleep goes back to 0 when no engine
 // sleeps any more.
-func (e *engine) announceWake() {
+func (e *Engine) announceWake() {
 	if !e.shared {
 		e.asleep.Store(0)
 		return
@@ -182,7 +182,7 @@ func (e *engine) announceWake() {
 
 // pin locks the engine's thread to its CPU (N > 1 only). A failure is
 // logged, not fatal: the engine then runs wherever the kernel puts it.
-func (e *engine) pin() {
+func (e *Engine) pin() {
 	e.tid = unix.Gettid()
 	if e.cpu < 0 {
 		return
@@ -198,7 +198,7 @@ func (e *engine) pin() {
 // threadCPUTime is the CPU time the engine's thread has used
 // (clock_gettime(2) on the thread's CPU clock, as pthread_getcpuclockid(3)
 // makes it: ((~tid) << 3) | CPUCLOCK_PERTHREAD | CPUCLOCK_SCHED).
-func (e *engine) threadCPUTime() time.Duration {
+func (e *Engine) threadCPUTime() time.Duration {
 	if e.tid == 0 {
 		return 0
 	}
@@ -210,37 +210,19 @@ func (e *engine) threadCPUTime() time.Duration {
 }
 
 // engineInfo is what iwarpctl shows of an engine. Runs inside a command.
-func (e *engine) engineInfo() proto.EngineInfo {
+func (e *Engine) engineInfo() proto.EngineInfo {
 	return proto.EngineInfo{ID: e.id, CPU: e.cpu, QPs: len(e.qps), Passes: int64(e.passes), WorkPasses: int64(e.workPasses),
 		Wakeups: int64(e.wakeups), CPUTimeNS: int64(e.threadCPUTime()), UptimeNS: int64(time.Since(e.dev.start))}
 }
 
-// inspectAll is the daemon's state across engines. Runs inside a command.
-func (d *device) inspectAll() proto.Inspect {
-	in := d.engs[0].inspect()
-	for _, e := range d.engs[1:] {
-		for i, v := range e.stats {
-			if v != 0 {
-				in.Counters[counterNames[i]] += v
-			}
-		}
-		in.Counters["qps"] += int64(len(e.qps))
-		e.qpsInspect(in.Counters) // server.go
-	}
-	for _, e := range d.engs {
-		in.Engines = append(in.Engines, e.engineInfo())
-	}
-	return in
-}
-
 // bellWatch adds the session's doorbell to e's epoll set when e gets its
 // first QP of s (with one engine, it watches every doorbell from hello on).
-func (e *engine) bellWatch(s *session) error {
+func (e *Engine) bellWatch(s *Session) error {
 	if !e.shared || s.bell < 0 {
 		return nil
 	}
 	if s.bellRefs == nil {
-		s.bellRefs = map[*engine]int{}
+		s.bellRefs = map[*Engine]int{}
 	}
 	if s.bellRefs[e] == 0 {
 		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLET, Fd: int32(s.bell)}
@@ -254,7 +236,7 @@ func (e *engine) bellWatch(s *session) error {
 }
 
 // bellUnwatch undoes bellWatch when e loses its last QP of s.
-func (e *engine) bellUnwatch(s *session) {
+func (e *Engine) bellUnwatch(s *Session) {
 	if !e.shared || s.bell < 0 || s.bellRefs[e] == 0 {
 		return
 	}
@@ -270,9 +252,9 @@ func (e *engine) bellUnwatch(s *session) {
 // the SRQ held for the whole service, a CQ overrun seen by another engine
 // applied, a session whose memory faulted left alone (its teardown is a
 // command: failFaulted). With one engine it is serviceQP.
-func (e *engine) serveShared(q *qp, now time.Time) bool {
+func (e *Engine) serveShared(q *QP, now time.Time) bool {
 	if !e.shared {
-		return e.serviceQP(q, now)
+		return q.ops.service(now)
 	}
 	if q.s.faulted.Load() {
 		return false
@@ -284,12 +266,12 @@ func (e *engine) serveShared(q *qp, now time.Time) bool {
 		x.mu.Lock()
 		defer x.mu.Unlock()
 	}
-	return e.serviceQP(q, now)
+	return q.ops.service(now)
 }
 
 // hasWork reports whether the client published work the engine must act
-// on now (qp.go hasWorkLocal), reading a shared SRQ under its mutex.
-func (q *qp) hasWork() bool {
+// on now (qpOps.hasWork), reading a shared SRQ under its mutex.
+func (q *QP) hasWork() bool {
 	if q.s.faulted.Load() {
 		return false
 	}
@@ -297,5 +279,5 @@ func (q *qp) hasWork() bool {
 		x.mu.Lock()
 		defer x.mu.Unlock()
 	}
-	return q.hasWorkLocal()
+	return q.ops.hasWork()
 }

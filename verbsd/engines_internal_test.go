@@ -12,7 +12,7 @@ func setSendmmsg(srv *Server, f func(fd int, msgs []unix.Mmsghdr) (int, error)) 
 	var mu sync.Mutex
 	srv.eng.Do(func() error {
 		for _, e := range srv.dev.engs {
-			e.sendmmsg = func(fd int, msgs []unix.Mmsghdr) (int, error) {
+			engOf(e).sendmmsg = func(fd int, msgs []unix.Mmsghdr) (int, error) {
 				mu.Lock()
 				defer mu.Unlock()
 				return f(fd, msgs)
@@ -26,7 +26,9 @@ func setSendmmsg(srv *Server, f func(fd int, msgs []unix.Mmsghdr) (int, error)) 
 func (srv *Server) allQPs() []*qp {
 	var qs []*qp
 	for _, e := range srv.dev.engs {
-		qs = append(qs, e.qps...)
+		for _, q := range e.qps {
+			qs = append(qs, qpOf(q))
+		}
 	}
 	return qs
 }

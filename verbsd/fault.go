@@ -36,7 +36,7 @@ func faultAddr(r any) (uintptr, bool) {
 
 // guardedPass is pass with fault containment (the engine goroutine has
 // SetPanicOnFault on: see run).
-func (e *engine) guardedPass(now time.Time) (work bool) {
+func (e *Engine) guardedPass(now time.Time) (work bool) {
 	defer func() {
 		r := recover()
 		if r == nil {
@@ -56,7 +56,7 @@ func (e *engine) guardedPass(now time.Time) (work bool) {
 
 // failFaulted tears down the session whose memory faulted at addr (engine
 // side) and closes its connection, so that its client sees ENODEV.
-func (e *engine) failFaulted(s *session, addr uintptr) {
+func (e *Engine) failFaulted(s *Session, addr uintptr) {
 	e.cur = nil
 	e.staged = e.staged[:0]
 	e.count(nil, cMemoryFaults, 1)

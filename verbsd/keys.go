@@ -34,7 +34,7 @@ func randomU32() uint32 {
 
 // newMRKeys draws an lkey and an rkey, distinct from each other and from
 // every key of s's memory regions.
-func (s *session) newMRKeys() (lkey, rkey uint32) {
+func (s *Session) newMRKeys() (lkey, rkey uint32) {
 	for {
 		lkey, rkey = randomU32(), randomU32()
 		if lkey == rkey || s.keys[lkey] != nil || s.keys[rkey] != nil {
@@ -45,19 +45,19 @@ func (s *session) newMRKeys() (lkey, rkey uint32) {
 }
 
 // addMRKeys enters m's keys in s's key table.
-func (s *session) addMRKeys(m *mr) {
+func (s *Session) addMRKeys(m *mr) {
 	s.keys[m.lkey] = m
 	s.keys[m.rkey] = m
 }
 
 // dropMRKeys removes m's keys from s's key table.
-func (s *session) dropMRKeys(m *mr) {
+func (s *Session) dropMRKeys(m *mr) {
 	delete(s.keys, m.lkey)
 	delete(s.keys, m.rkey)
 }
 
 // mrByLKey returns the MR whose local key is k, or nil.
-func (s *session) mrByLKey(k uint32) *mr {
+func (s *Session) mrByLKey(k uint32) *mr {
 	if m := s.keys[k]; m != nil && m.lkey == k {
 		return m
 	}
@@ -65,7 +65,7 @@ func (s *session) mrByLKey(k uint32) *mr {
 }
 
 // mrByRKey returns the MR whose remote key (STag) is k, or nil.
-func (s *session) mrByRKey(k uint32) *mr {
+func (s *Session) mrByRKey(k uint32) *mr {
 	if m := s.keys[k]; m != nil && m.rkey == k {
 		return m
 	}

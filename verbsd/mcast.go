@@ -100,7 +100,7 @@ func (e *engine) attachMcast(q *qp, group netip.AddrPort) error {
 		unix.Close(fd)
 		return fmt.Errorf("verbsd: epoll_ctl: %w", err)
 	}
-	e.byFD[int32(fd)] = q
+	e.byFD[int32(fd)] = q.QP
 	q.mcast.socks = append(q.mcast.socks, &mcastSock{group: group, fd: fd})
 	return nil
 }

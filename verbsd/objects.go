@@ -77,7 +77,7 @@ type srq struct {
 // the current QP: the mapping of a memfd region, or a staging buffer of a
 // process region (stage.go: a source read from the process now, a
 // destination written back by commit).
-func (q *qp) translate(sge proto.SGE, p *pd, write bool) ([]byte, proto.WCStatus) {
+func (q *QP) translate(sge proto.SGE, p *pd, write bool) ([]byte, proto.WCStatus) {
 	s := q.s
 	m, off, st := s.checkSGE(sge, p, write)
 	if st != proto.WCSuccess {
@@ -97,7 +97,7 @@ func subSGE(sge proto.SGE, from, n uint64) proto.SGE {
 // checkSGE is translate's checks alone (for work requests validated before
 // their octets are used): the region and the offset of addr in it. A
 // source in process memory is probed (its first and last octets readable).
-func (s *session) checkSGE(sge proto.SGE, p *pd, write bool) (*mr, uint64, proto.WCStatus) {
+func (s *Session) checkSGE(sge proto.SGE, p *pd, write bool) (*mr, uint64, proto.WCStatus) {
 	m := s.mrByLKey(sge.LKey)
 	if m == nil || m.pd != p || m.invalid.Load() {
 		return nil, 0, proto.WCLocProtErr
@@ -151,7 +151,7 @@ func sockaddrToAddr(sa unix.Sockaddr) netip.AddrPort {
 // nextHandle allocates a session handle: from 1 upward, never reused.
 // Handles name objects on the control socket only: MR keys are random and
 // unrelated to them (keys.go). The bound keeps handles within 24 bits.
-func (s *session) nextHandleID() (uint32, error) {
+func (s *Session) nextHandleID() (uint32, error) {
 	if s.lastHandle >= math.MaxUint32>>8 {
 		return 0, errf(unix.ENOMEM, "session handle space exhausted")
 	}

@@ -243,7 +243,7 @@ func (e *engine) attachRC(q *qp, a rcAttach) (err error) {
 	c.rxOn = true
 	q.rc = c
 	q.fd = a.FD
-	e.byFD[int32(a.FD)] = q
+	e.byFD[int32(a.FD)] = q.QP
 	q.readable = true // data may have arrived with the MPA frames
 	if a.Initiator && p.PeerToPeer && p.RTR != mpa.RTRNone {
 		c.tx.startRTR(c, p.RTR)
@@ -360,7 +360,7 @@ func (e *engine) rcTerminate(q *qp, err iwerr.Error, ddpHdr, rdmaHdr []byte, seg
 			err.Layer == iwerr.LayerRDMAP && err.Type == iwerr.RDMAPRemoteProtection {
 			ev = proto.EventQPAccessError
 		}
-		q.s.sendEvent(e, proto.Event{Type: ev, Handle: q.handle, Detail: "terminate sent: " + err.Error()})
+		q.s.sendEvent(e.Engine, proto.Event{Type: ev, Handle: q.handle, Detail: "terminate sent: " + err.Error()})
 	}
 }
 
@@ -421,7 +421,7 @@ func (e *engine) rcClose(q *qp, reason rcCloseReason, detail string) {
 		wasTerm := q.state == proto.QPStateSQE
 		q.state = proto.QPStateError
 		if !wasTerm && reason != rcClosedGraceful {
-			q.s.sendEvent(e, proto.Event{Type: proto.EventQPFatal, Handle: q.handle, Detail: reason.String() + detail})
+			q.s.sendEvent(e.Engine, proto.Event{Type: proto.EventQPFatal, Handle: q.handle, Detail: reason.String() + detail})
 		}
 	}
 	if q.onRCClosed != nil {

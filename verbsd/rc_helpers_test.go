@@ -192,10 +192,10 @@ func (n *rcEnd) waitState(want proto.QPState) {
 func (n *rcEnd) engineQP(f func(q *qp) error) error {
 	return n.srv.eng.Do(func() error {
 		s := n.srv.eng.sessions[n.c.Hello.SessionID]
-		if s == nil || s.qps[n.qp] == nil {
+		if s == nil || s.qp(n.qp) == nil {
 			return errors.New("no such QP")
 		}
-		return f(s.qps[n.qp])
+		return f(s.qp(n.qp))
 	})
 }
 
@@ -209,7 +209,7 @@ func (n *rcEnd) attach(fd int, p mpa.Params, initiator bool, mss int) {
 			n.terms = append(n.terms, term)
 			n.mu.Unlock()
 		}
-		return q.eng.attachRC(q, rcAttach{FD: fd, Params: p, Initiator: initiator, MSS: mss})
+		return q.e.attachRC(q, rcAttach{FD: fd, Params: p, Initiator: initiator, MSS: mss})
 	})
 	if err != nil {
 		unix.Close(fd)

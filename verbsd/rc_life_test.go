@@ -241,7 +241,7 @@ func TestRCDisconnect(t *testing.T) {
 	for i := range 4 {
 		a.postSend(proto.SQE{WRID: uint64(i), Opcode: proto.WRSend, Flags: proto.SendSignaled}, []proto.SGE{a.mr.SGE(0, 65536)}, nil)
 	}
-	a.engineQP(func(q *qp) error { q.eng.disconnectRC(q, false); return nil })
+	a.engineQP(func(q *qp) error { q.e.disconnectRC(q, false); return nil })
 	cs := a.waitCQEs(a.scq, 4, "sends before the disconnect")
 	for i, c := range cs {
 		if c.Status != proto.WCSuccess || c.WRID != uint64(i) {
@@ -270,7 +270,7 @@ func TestRCDisconnect(t *testing.T) {
 	}
 
 	a, b = rcPairOf(t, 1<<16, false, false, 0)
-	a.engineQP(func(q *qp) error { q.eng.disconnectRC(q, true); return nil })
+	a.engineQP(func(q *qp) error { q.e.disconnectRC(q, true); return nil })
 	if r, tm := b.waitClosed(); r != rcClosedTermReceived || tm.Err != iwerr.RDMAPCatastrophicStream {
 		t.Fatalf("b after abort: %v %+v", r, tm)
 	}

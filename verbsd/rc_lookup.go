@@ -13,7 +13,7 @@ import (
 
 // rcLookup resolves a remote access to q's registered memory: STag (the
 // MR's rkey, valid, in q's session), PD, access right need, TO range.
-func (q *qp) rcLookup(stag uint32, to, n uint64, need proto.Access) ([]byte, rdmap.AccessFault) {
+func (q *QP) rcLookup(stag uint32, to, n uint64, need proto.Access) ([]byte, rdmap.AccessFault) {
 	m, off, f := q.rcCheck(stag, to, n, need)
 	if f != 0 {
 		return nil, f
@@ -32,7 +32,7 @@ func (q *qp) rcLookup(stag uint32, to, n uint64, need proto.Access) ([]byte, rdm
 // it, for a request whose octets are used later (a Read Request: its
 // Response translates a window at a time, rcTxPayloads). A source in
 // process memory is probed (its first and last octets readable), not read.
-func (q *qp) rcCheck(stag uint32, to, n uint64, need proto.Access) (*mr, uint64, rdmap.AccessFault) {
+func (q *QP) rcCheck(stag uint32, to, n uint64, need proto.Access) (*mr, uint64, rdmap.AccessFault) {
 	m := q.s.mrByRKey(stag)
 	switch {
 	case m == nil || m.invalid.Load():

@@ -584,7 +584,7 @@ func (e *engine) srqLimitCheck(q *qp) {
 	if s := q.srq; s != nil && s.limit > 0 {
 		if avail, err := s.cons.Available(); err == nil && avail < s.limit {
 			s.limit = 0
-			q.s.sendEvent(e, proto.Event{Type: proto.EventSRQLimit, Handle: s.handle})
+			q.s.sendEvent(e.Engine, proto.Event{Type: proto.EventSRQLimit, Handle: s.handle})
 		}
 	}
 }

@@ -29,7 +29,7 @@ func (e *engine) rcTermReceived(q *qp, b []byte) {
 	}
 	if q.state != proto.QPStateError {
 		q.state = proto.QPStateError
-		q.s.sendEvent(e, proto.Event{Type: proto.EventQPFatal, Handle: q.handle, Detail: "terminate received: " + t.Err.Error()})
+		q.s.sendEvent(e.Engine, proto.Event{Type: proto.EventQPFatal, Handle: q.handle, Detail: "terminate received: " + t.Err.Error()})
 	}
 	e.rcClose(q, rcClosedTermReceived, "")
 }

@@ -97,7 +97,7 @@ func TestRDAtomicReplayCache(t *testing.T) {
 				QN: rdmap.QNReadRequest, MSN: 1}
 			seg := req.Append(h.Append(nil))
 			src := netip.MustParseAddrPort(a.qp.Addr)
-			qb.eng.rdAtomicRequest(qb, src, &h, seg, ddp.UntaggedHeaderLen)
+			engOf(qb.eng).rdAtomicRequest(qb, src, &h, seg, ddp.UntaggedHeaderLen)
 			return nil
 		})
 		if err != nil {

@@ -34,7 +34,7 @@ type stashedDgram struct {
 
 func (l *stashLink) install(srv *Server) {
 	srv.eng.Do(func() error {
-		srv.eng.sendmmsg = func(fd int, msgs []unix.Mmsghdr) (int, error) {
+		engOf(srv.eng).sendmmsg = func(fd int, msgs []unix.Mmsghdr) (int, error) {
 			l.mu.Lock()
 			defer l.mu.Unlock()
 			if fd != l.fd || !l.on {

@@ -285,7 +285,7 @@ func (e *engine) rdLingerInspect(m map[string]int64) {
 // the port it asks for, or every port of the range, is in use and a
 // lingering port is among them, that linger ends and the bind is tried
 // again: a new QP is never refused a port for a linger.
-func (s *session) bindRD(port uint16) (int, netip.AddrPort, error) {
+func (s *Session) bindRD(port uint16) (int, netip.AddrPort, error) {
 	fd, ap, err := s.srv.bindDgram(port, s.srv.cfg.RDPorts, s.privBind)
 	if !errors.Is(err, unix.EADDRINUSE) {
 		return fd, ap, err
@@ -295,7 +295,7 @@ func (s *session) bindRD(port uint16) (int, netip.AddrPort, error) {
 	released := false
 	release := func() error {
 		for _, e := range s.srv.dev.engs {
-			if released = e.rdLingerRelease(port); released {
+			if released = engOf(e).rdLingerRelease(port); released {
 				break
 			}
 		}

@@ -26,7 +26,7 @@ type receiverLoss struct {
 
 func (l *receiverLoss) install(srv *Server) {
 	srv.eng.Do(func() error {
-		srv.eng.sendmmsg = func(fd int, msgs []unix.Mmsghdr) (int, error) {
+		engOf(srv.eng).sendmmsg = func(fd int, msgs []unix.Mmsghdr) (int, error) {
 			if fd == l.keep {
 				return sysSendmmsg(fd, msgs)
 			}

@@ -310,7 +310,7 @@ func (q *qp) rdInspect(m map[string]int64) {
 // ports (rd_linger.go), to the daemon's.
 func (e *engine) rdInspect(m map[string]int64) {
 	for _, q := range e.qps {
-		q.rdInspect(m)
+		qpOf(q).rdInspect(m)
 	}
 	e.rdLingerInspect(m)
 }

@@ -584,7 +584,7 @@ func (e *engine) rdReadRequest(q *qp, src netip.AddrPort, h *ddp.Header, seg []b
 	if int64(rr.Size) > int64(r.cfg.MaxMsg) {
 		fault = rdmap.FaultBaseBounds
 	} else {
-		_, fault = e.remoteAccess(q, src, rr.SourceStag, rr.SourceTO, uint64(rr.Size), proto.AccessRemoteRead, now) // access_guard.go
+		_, fault = e.remoteAccess(q.QP, src, rr.SourceStag, rr.SourceTO, uint64(rr.Size), proto.AccessRemoteRead, now) // access_guard.go
 	}
 	if fault != 0 {
 		r.count(rdAccessErrors, 1)
@@ -673,5 +673,5 @@ func (e *engine) rdErrorIn(q *qp, src netip.AddrPort, body []byte) {
 	if err == nil {
 		detail += ": " + t.Err.Error()
 	}
-	q.s.sendEvent(e, proto.Event{Type: proto.EventQPAccessError, Handle: q.handle, Detail: detail})
+	q.s.sendEvent(e.Engine, proto.Event{Type: proto.EventQPAccessError, Handle: q.handle, Detail: detail})
 }

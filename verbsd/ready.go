@@ -35,7 +35,7 @@ const (
 )
 
 // markReady puts q on the ready list (once).
-func (e *engine) markReady(q *qp) {
+func (e *Engine) markReady(q *QP) {
 	if !q.onReady {
 		q.onReady = true
 		e.ready = append(e.ready, q)
@@ -43,7 +43,7 @@ func (e *engine) markReady(q *qp) {
 }
 
 // unready takes q off the ready list (removeQP).
-func (e *engine) unready(q *qp) {
+func (e *Engine) unready(q *QP) {
 	if !q.onReady {
 		return
 	}
@@ -57,32 +57,19 @@ func (e *engine) unready(q *qp) {
 }
 
 // due reports whether q has something to do now.
-func (q *qp) due(now time.Time) bool {
+func (q *QP) due(now time.Time) bool {
 	if q.s.faulted.Load() { // engines.go: its teardown is on its way
 		return false
 	}
 	if q.readable || q.blocked || q.hasWork() {
 		return true
 	}
-	if q.rc != nil && q.rc.outReady {
-		return true
-	}
-	if t, ok := q.reasm.nextDeadline(); ok && !t.After(now) {
-		return true
-	}
-	if t, ok := q.wrec.nextDeadline(); ok && !t.After(now) {
-		return true
-	}
-	if t, ok := q.rdDeadline(); ok && !t.After(now) {
-		return true
-	}
-	t, ok := q.rcDeadline()
-	return ok && !t.After(now)
+	return q.ops.due(now) // transport.go
 }
 
 // fillReady adds to the ready list what a pass must serve beyond it:
 // every QP after a wake-up or a command, else what the probe finds.
-func (e *engine) fillReady(now time.Time) {
+func (e *Engine) fillReady(now time.Time) {
 	if e.scanAll {
 		e.scanAll = false
 		for _, q := range e.qps {
@@ -103,7 +90,7 @@ func (e *engine) fillReady(now time.Time) {
 }
 
 // pruneReady drops the quiescent QPs from the ready list.
-func (e *engine) pruneReady(now time.Time) {
+func (e *Engine) pruneReady(now time.Time) {
 	keep := e.ready[:0]
 	for _, q := range e.ready {
 		e.cur = q.s

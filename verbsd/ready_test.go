@@ -76,7 +76,7 @@ func TestReadyListIdleQPs(t *testing.T) {
 }
 
 // readyCounters reads the engine's visit and pass counters (on the engine).
-func readyCounters(t *testing.T, e *engine) (visits, passes uint64) {
+func readyCounters(t *testing.T, e *Engine) (visits, passes uint64) {
 	t.Helper()
 	if err := e.Do(func() error { visits, passes = e.visits, e.passes; return nil }); err != nil {
 		t.Fatal(err)

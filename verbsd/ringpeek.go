@@ -68,14 +68,14 @@ func (v *ringView) at(head []byte, idx, k uint32) []byte {
 // sqView and rqView describe q's own rings (laid out by createQP: the SQ at
 // the start of the region, the RQ after it); recvView is the RQ's or the
 // SRQ's.
-func (q *qp) sqView() *ringView {
+func (q *QP) sqView() *ringView {
 	if !q.views.done {
 		q.initViews()
 	}
 	return &q.views.sq
 }
 
-func (q *qp) recvView() *ringView {
+func (q *QP) recvView() *ringView {
 	if !q.views.done {
 		q.initViews()
 	}
@@ -85,7 +85,7 @@ func (q *qp) recvView() *ringView {
 	return &q.views.rq
 }
 
-func (q *qp) initViews() {
+func (q *QP) initViews() {
 	q.views.done = true
 	if q.region == nil {
 		return

@@ -19,7 +19,7 @@ import (
 type Server struct {
 	cfg    config.Config
 	log    config.Logger
-	eng    *engine // engine 0: control commands go through it (engines.go)
+	eng    *Engine // engine 0: control commands go through it (engines.go)
 	dev    *device
 	nextID atomic.Uint64
 	port   atomic.Uint32 // port scan cursor
@@ -31,7 +31,7 @@ type Server struct {
 	mu        sync.Mutex
 	closed    bool
 	listeners map[*net.UnixListener]struct{}
-	sessions  map[*session]struct{}
+	sessions  map[*Session]struct{}
 	wg        sync.WaitGroup
 }
 
@@ -40,7 +40,7 @@ func NewServer(cfg config.Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("verbsd: configuration: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Log, listeners: map[*net.UnixListener]struct{}{}, sessions: map[*session]struct{}{},
+	s := &Server{cfg: cfg, log: cfg.Log, listeners: map[*net.UnixListener]struct{}{}, sessions: map[*Session]struct{}{},
 		unprivStart: unprivilegedPortStart(), reserve: newFDReserve()}
 	if s.log == nil {
 		s.log = config.NopLogger{}
@@ -51,6 +51,9 @@ func NewServer(cfg config.Config) (*Server, error) {
 		return nil, err
 	}
 	s.dev, s.eng = dev, dev.engs[0]
+	for _, e := range dev.engs {
+		attachTransports(e) // transport.go
+	}
 	if n := len(dev.engs); n > 1 && len(allowedCPUs()) < n {
 		s.log.Warnf("%d engines on %d CPUs: engines share CPUs and compete for them; use -engines %d or fewer for one engine per CPU",
 			n, len(allowedCPUs()), len(allowedCPUs()))
@@ -143,7 +146,7 @@ func (s *Server) Close() error {
 func (s *Server) Inspect() (proto.Inspect, error) {
 	var in proto.Inspect
 	err := s.eng.Do(func() error {
-		in = s.dev.inspectAll() // engines.go
+		in = inspectAll(s.dev)
 		return nil
 	})
 	in.Daemon = s.cfg.Version
@@ -151,6 +154,24 @@ func (s *Server) Inspect() (proto.Inspect, error) {
 	in.Device = s.cfg.DeviceAttr()
 	in.Port = s.cfg.PortAttr()
 	return in, err
+}
+
+// inspectAll is the daemon's state across engines. Runs inside a command.
+func inspectAll(d *device) proto.Inspect {
+	in := engOf(d.engs[0]).inspect()
+	for _, e := range d.engs[1:] {
+		for i, v := range e.stats {
+			if v != 0 {
+				in.Counters[counterNames[i]] += v
+			}
+		}
+		in.Counters["qps"] += int64(len(e.qps))
+		engOf(e).qpsInspect(in.Counters)
+	}
+	for _, e := range d.engs {
+		in.Engines = append(in.Engines, e.engineInfo())
+	}
+	return in
 }
 
 // inspect runs on the engine.
@@ -171,8 +192,8 @@ func (e *engine) inspect() proto.Inspect {
 // counters (RD state, UD socket drops).
 func (e *engine) qpsInspect(m map[string]int64) {
 	e.rdInspect(m) // rd_qp.go
-	for _, q := range e.qps {
-		if q.typ == proto.QPTypeUD {
+	for _, c := range e.qps {
+		if q := qpOf(c); q.typ == proto.QPTypeUD {
 			m["drop_socket_full"] += q.socketDrops() // ud_backlog.go: beside the destroyed QPs' (removeQP)
 		}
 	}
@@ -188,7 +209,7 @@ func sortedKeys[V any](m map[uint32]V) []uint32 {
 }
 
 // info runs on the engine.
-func (s *session) info() proto.SessionInfo {
+func (s *Session) info() proto.SessionInfo {
 	si := proto.SessionInfo{ID: s.id, PID: s.cred.Pid, UID: s.cred.Uid, GID: s.cred.Gid, Client: s.client,
 		PDs: len(s.pds), SRQs: len(s.srqs), RegBytes: s.regBytes, EventsDropped: s.eventsDropped.Load(),
 		MRs: []proto.MRInfo{}, CQs: []proto.CQInfo{}, QPs: []proto.QPInfo{}}
@@ -201,9 +222,9 @@ func (s *session) info() proto.SessionInfo {
 		si.CQs = append(si.CQs, proto.CQInfo{Handle: h, Depth: c.depth, Armed: c.ring.Arm().Load() != proto.ArmNone})
 	}
 	for _, h := range sortedKeys(s.qps) {
-		q := s.qps[h]
+		q := s.qp(h)
 		qi := proto.QPInfo{Handle: h, QPN: q.qpn, Type: q.typ.String(), State: q.state.String(),
-			Addr: qpAddr(q), Counters: q.stats.snapshot(), Engine: q.eng.id}
+			Addr: qpAddr(q), Counters: q.stats.snapshot(), Engine: q.e.id}
 		qi.Counters["partial_messages"] = int64(q.reasm.partials())
 		if q.typ == proto.QPTypeUD {
 			qi.Counters["drop_socket_full"] = q.socketDrops() // ud_backlog.go

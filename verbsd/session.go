@@ -12,12 +12,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// session is one client connection and its verbs objects. The connection
-// side (serve, replies, events) runs on the session's goroutines; the
+// Session is one client connection and its verbs objects. The connection
+// side (serve, replies, events) runs on the Session's goroutines; the
 // object tables are the engine's and are touched only inside engine.Do.
-type session struct {
+type Session struct {
 	srv    *Server
-	eng    *engine
+	eng    *Engine
 	id     uint64
 	conn   *proto.Conn // nil in the fuzz harness
 	cred   unix.Ucred
@@ -48,7 +48,7 @@ type session struct {
 	keys       map[uint32]*mr // every MR's lkey and rkey (keys.go)
 	channels   map[uint32]*compChannel
 	cqs        map[uint32]*cq
-	qps        map[uint32]*qp
+	qps        map[uint32]*QP
 	srqs       map[uint32]*srq
 	regBytes   uint64
 	stage      stagePool // staging buffers for process MRs (stage.go)
@@ -61,16 +61,16 @@ type session struct {
 	eventsDropped atomic.Int64
 	// bellRefs: the QPs of this session on each engine (several engines),
 	// whose epoll set then holds its doorbell (engines.go bellWatch).
-	bellRefs map[*engine]int
+	bellRefs map[*Engine]int
 
 	// Connection manager state (cm.go; its own lock, not engine-owned).
 	cm cmSession
 }
 
-func newSession(srv *Server, uc *net.UnixConn) *session {
-	s := &session{srv: srv, eng: srv.eng, id: srv.nextID.Add(1), bell: -1, events: make(chan proto.Event, 64), done: make(chan struct{}),
+func newSession(srv *Server, uc *net.UnixConn) *Session {
+	s := &Session{srv: srv, eng: srv.eng, id: srv.nextID.Add(1), bell: -1, events: make(chan proto.Event, 64), done: make(chan struct{}),
 		pds: map[uint32]*pd{}, mrs: map[uint32]*mr{}, keys: map[uint32]*mr{}, channels: map[uint32]*compChannel{}, cqs: map[uint32]*cq{},
-		qps: map[uint32]*qp{}, srqs: map[uint32]*srq{}}
+		qps: map[uint32]*QP{}, srqs: map[uint32]*srq{}}
 	if uc != nil {
 		s.conn = proto.NewConn(uc)
 		if raw, err := uc.SyscallConn(); err == nil {
@@ -88,7 +88,7 @@ func newSession(srv *Server, uc *net.UnixConn) *session {
 
 // serve reads requests until the client goes away (or the server closes
 // the connection), then reclaims everything the session owned.
-func (s *session) serve() {
+func (s *Session) serve() {
 	guardClientMemory() // fault.go: a fault on client memory fails the request
 	go s.pumpEvents()
 	defer func() {
@@ -119,7 +119,7 @@ func (s *session) serve() {
 
 // reply sends a reply: body and fds on success, ErrorBody and the errno on
 // failure.
-func (s *session) reply(h proto.Header, body any, fds []int, err error) {
+func (s *Session) reply(h proto.Header, body any, fds []int, err error) {
 	if s.conn == nil {
 		return
 	}
@@ -144,7 +144,7 @@ func (s *session) reply(h proto.Header, body any, fds []int, err error) {
 // send that finds the socket buffer full keeps the event and retries with a
 // growing pause until the session ends, while sendEvent drops and counts
 // what no longer fits the queue (events_dropped in iwarpctl).
-func (s *session) pumpEvents() {
+func (s *Session) pumpEvents() {
 	for {
 		select {
 		case ev := <-s.events:
@@ -165,7 +165,7 @@ const (
 // non-blocking sends, never holding writeMu while it waits: it returns nil
 // once sent, or an error when the send failed for another reason than a
 // full buffer or the session ended first.
-func (s *session) sendAsync(h proto.Header, body any) error {
+func (s *Session) sendAsync(h proto.Header, body any) error {
 	if s.conn == nil {
 		return nil
 	}
@@ -191,7 +191,7 @@ func (s *session) sendAsync(h proto.Header, body any) error {
 // client: the device-fatal event is sent only if no other send is in
 // progress and the socket has room, and closing the connection ends any
 // send blocked on a client that does not read.
-func (s *session) shutdown() {
+func (s *Session) shutdown() {
 	if s.writeMu.TryLock() {
 		s.conn.TrySend(proto.Header{Version: proto.ABIVersion, Op: proto.OpEvent},
 			proto.Event{Type: proto.EventDeviceFatal, Detail: "iwarpd is shutting down"})
@@ -212,7 +212,7 @@ func closeFDs(fds []int) {
 // dispatch serves one request. It takes ownership of fds (the handlers
 // consume what they need; the rest is closed here). quit asks serve to
 // close the connection after the reply.
-func (s *session) dispatch(h proto.Header, body []byte, fds []int) (reply any, rfds []int, err error, quit bool) {
+func (s *Session) dispatch(h proto.Header, body []byte, fds []int) (reply any, rfds []int, err error, quit bool) {
 	defer func() { closeFDs(fds) }()
 	defer func() { // fault.go
 		if r := recover(); r != nil {
@@ -247,7 +247,7 @@ func (s *session) dispatch(h proto.Header, body []byte, fds []int) (reply any, r
 	return reply, nil, err, false
 }
 
-func (s *session) doHello(h proto.Header, body []byte) (any, []int, error, bool) {
+func (s *Session) doHello(h proto.Header, body []byte) (any, []int, error, bool) {
 	var req proto.HelloRequest
 	if h.Version != proto.ABIVersion {
 		return nil, nil, errf(unix.EPROTO, "%s", (&proto.VersionError{Local: proto.ABIVersion, Peer: h.Version, Side: "daemon"}).Error()), true
@@ -294,7 +294,7 @@ func (s *session) doHello(h proto.Header, body []byte) (any, []int, error, bool)
 
 // teardownSession destroys every object of s (engine side): the client went
 // away or the daemon is stopping.
-func (e *engine) teardownSession(s *session) {
+func (e *Engine) teardownSession(s *Session) {
 	if !s.installed {
 		return
 	}
@@ -314,7 +314,7 @@ func (e *engine) teardownSession(s *session) {
 	for _, m := range s.mrs {
 		m.region.Close()
 	}
-	s.qps, s.srqs, s.cqs, s.channels, s.mrs, s.pds = map[uint32]*qp{}, map[uint32]*srq{}, map[uint32]*cq{},
+	s.qps, s.srqs, s.cqs, s.channels, s.mrs, s.pds = map[uint32]*QP{}, map[uint32]*srq{}, map[uint32]*cq{},
 		map[uint32]*compChannel{}, map[uint32]*mr{}, map[uint32]*pd{}
 	s.keys = map[uint32]*mr{}
 	s.regBytes = 0

@@ -40,7 +40,7 @@ type stagedBuf struct {
 	off  uint64 // offset of buf[0] in the region
 	buf  []byte // the staged octets
 	full []byte // the pool buffer buf lies in
-	s    *session
+	s    *Session
 }
 
 // Staging pool bounds per session: size classes 4 KiB .. 16 MiB (powers of
@@ -103,7 +103,7 @@ func (p *stagePool) put(b []byte) {
 // stage returns the staging view of octets [off, off+n) of process region
 // r of session s, read from the process when fill is set (a source).
 // WCLocProtErr: the memory cannot be read (unmapped, the process exited).
-func (e *engine) stage(s *session, r *procRegion, off, n uint64, fill bool) ([]byte, proto.WCStatus) {
+func (e *Engine) stage(s *Session, r *procRegion, off, n uint64, fill bool) ([]byte, proto.WCStatus) {
 	if n == 0 {
 		return []byte{}, proto.WCSuccess
 	}
@@ -124,7 +124,7 @@ func (e *engine) stage(s *session, r *procRegion, off, n uint64, fill bool) ([]b
 
 // releaseStaged returns the staging buffers of the QP just served to their
 // sessions' pools.
-func (e *engine) releaseStaged() {
+func (e *Engine) releaseStaged() {
 	for i := range e.staged {
 		st := &e.staged[i]
 		if st.s.installed {
@@ -142,7 +142,7 @@ func (e *engine) releaseStaged() {
 // mapped memory are not staged and are left alone. A piece must come from
 // this pass: a buffer released at the end of an earlier one may be staged
 // again now for something else.
-func (e *engine) unstage(pieces [][]byte) {
+func (e *Engine) unstage(pieces [][]byte) {
 	for _, p := range pieces {
 		if len(p) == 0 {
 			continue
@@ -166,7 +166,7 @@ func (e *engine) unstage(pieces [][]byte) {
 // commit writes octets [off, off+n) of the concatenation of pieces that lie
 // in staging buffers to their processes (see above). An error (EFAULT: the
 // memory went away) means the octets did not reach the process.
-func (e *engine) commit(pieces [][]byte, off, n int) error {
+func (e *Engine) commit(pieces [][]byte, off, n int) error {
 	if len(e.staged) == 0 {
 		return nil
 	}
@@ -189,7 +189,7 @@ func (e *engine) commit(pieces [][]byte, off, n int) error {
 }
 
 // commitOne is commit of one slice.
-func (e *engine) commitOne(b []byte) error {
+func (e *Engine) commitOne(b []byte) error {
 	if len(e.staged) == 0 || len(b) == 0 {
 		return nil
 	}

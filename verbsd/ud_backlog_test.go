@@ -141,7 +141,7 @@ func postBounded(n *fastNode, e proto.SQE, sges []proto.SGE) error {
 
 // engineWakeups returns how often the engine came out of epoll_wait (the
 // status page's epoch) and its passes.
-func engineWakeups(t *testing.T, e *engine) (wakeups uint32, passes uint64) {
+func engineWakeups(t *testing.T, e *Engine) (wakeups uint32, passes uint64) {
 	t.Helper()
 	if err := e.Do(func() error { wakeups, passes = e.epoch.Load(), e.passes; return nil }); err != nil {
 		t.Fatal(err)

@@ -332,3 +332,38 @@ func (e *engine) failWR(q *qp, c *cq, wrid uint64, op proto.WCOpcode, status pro
 	e.postCQE(q.s, c, &proto.CQE{WRID: wrid, Status: status, Opcode: op, QPN: q.qpn})
 	e.errorQP(q, "work request "+status.String())
 }
+
+// flush completes posted work requests of an ERROR QP with WCWRFlushErr,
+// at most PollBatch per queue per pass.
+func (e *engine) flush(q *qp) bool {
+	work := false
+	for range e.cfg.PollBatch {
+		slot, err := q.sq.Peek()
+		if err != nil || slot == nil {
+			break
+		}
+		wrid := proto.GetSQE(slot).WRID
+		q.sq.Advance()
+		q.sq.Release()
+		q.sendSeg = 0
+		e.count(q, cFlushed, 1)
+		e.postCQE(q.s, q.sendCQ, &proto.CQE{WRID: wrid, Status: proto.WCWRFlushErr, Opcode: proto.WCSend, QPN: q.qpn})
+		work = true
+	}
+	if q.rq == nil {
+		return work
+	}
+	for range e.cfg.PollBatch {
+		slot, err := q.rq.Peek()
+		if err != nil || slot == nil {
+			break
+		}
+		wrid := proto.GetRQE(slot).WRID
+		q.rq.Advance()
+		q.rq.Release()
+		e.count(q, cFlushed, 1)
+		e.postCQE(q.s, q.recvCQ, &proto.CQE{WRID: wrid, Status: proto.WCWRFlushErr, Opcode: proto.WCRecv, QPN: q.qpn})
+		work = true
+	}
+	return work
+}

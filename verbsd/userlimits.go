@@ -18,7 +18,7 @@ type userTable struct {
 
 // acquire counts n of r for s's user, or fails with EDQUOT if that would
 // exceed the user's limit.
-func (t *userTable) acquire(s *session, r config.UserRes, n uint64) error {
+func (t *userTable) acquire(s *Session, r config.UserRes, n uint64) error {
 	lim := s.srv.cfg.UserLimits.Limit(r)
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -41,7 +41,7 @@ func (t *userTable) acquire(s *session, r config.UserRes, n uint64) error {
 }
 
 // release gives back n of r that s holds.
-func (t *userTable) release(s *session, r config.UserRes, n uint64) {
+func (t *userTable) release(s *Session, r config.UserRes, n uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n = min(n, s.held[r])
@@ -53,7 +53,7 @@ func (t *userTable) release(s *session, r config.UserRes, n uint64) {
 }
 
 // releaseAll gives back everything s holds (the session ended).
-func (t *userTable) releaseAll(s *session) {
+func (t *userTable) releaseAll(s *Session) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	u := t.users[s.cred.Uid]
@@ -77,11 +77,11 @@ func (t *userTable) dropIfIdleLocked(uid uint32, u *[config.NumUserRes]uint64) {
 // qpHold is what one QP of a type holds of its user's limits: the QP, and
 // a UDP port when it is a datagram QP.
 type qpHold struct {
-	s     *session
+	s     *Session
 	ports uint64
 }
 
-func (s *session) qpHeld(t proto.QPType) qpHold {
+func (s *Session) qpHeld(t proto.QPType) qpHold {
 	h := qpHold{s: s}
 	if t != proto.QPTypeRC {
 		h.ports = 1
@@ -90,7 +90,7 @@ func (s *session) qpHeld(t proto.QPType) qpHold {
 }
 
 // holdQP counts a new QP of type t for s's user.
-func (s *session) holdQP(t proto.QPType) (qpHold, error) {
+func (s *Session) holdQP(t proto.QPType) (qpHold, error) {
 	h := s.qpHeld(t)
 	if err := s.srv.users.acquire(s, config.ResQPs, 1); err != nil {
 		return h, err

@@ -142,14 +142,14 @@ func (e *engine) acceptWriteRecord(q *qp, sg *wrecSegment, now time.Time) (*wrec
 		return nil, recordDropped
 	}
 	tomb := now.Add(4 * e.cfg.ReassemblyTimeout)
-	dst, fault := e.remoteAccess(q, sg.src, h.Stag, h.TO, n, proto.AccessRemoteWrite, now) // access_guard.go
+	dst, fault := e.remoteAccess(q.QP, sg.src, h.Stag, h.TO, n, proto.AccessRemoteWrite, now) // access_guard.go
 	if fault != 0 {
 		e.count(q, cWrecAccessErr, 1)
 		if i := t.find(key); i >= 0 {
 			t.remove(i)
 		}
 		t.bury(key, tomb)
-		if !sg.quiet && e.errorReplyAllowed(q, sg.src, now) {
+		if !sg.quiet && e.errorReplyAllowed(q.QP, sg.src, now) {
 			e.sendErrorMessage(q, sg.src, sg.srcQKey, dgramAccessError, sg.ddpHdr, sg.segLen)
 		}
 		return nil, recordRefused

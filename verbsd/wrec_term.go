@@ -81,5 +81,5 @@ func (e *engine) errorMessageIn(q *qp, i, off, body int, h *ddp.Header) {
 			}
 		}
 	}
-	q.s.sendEvent(e, proto.Event{Type: proto.EventQPAccessError, Handle: q.handle, Detail: detail})
+	q.s.sendEvent(e.Engine, proto.Event{Type: proto.EventQPAccessError, Handle: q.handle, Detail: detail})
 }

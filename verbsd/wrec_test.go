@@ -253,7 +253,7 @@ func TestWriteRecordLoss(t *testing.T) {
 				hdr = hdr[dgram.KeyHeaderLen:]
 			}
 			if len(hdr) >= 26 && hdr[0]&0x80 != 0 && hdr[1]&0x0f == 0xc && binary.BigEndian.Uint32(hdr[22:]) != 0 &&
-				binary.BigEndian.Uint32(hdr[22:]) == uint32(srv.eng.maxPayloadWriteRecord(proto.WRWriteRecord)) {
+				binary.BigEndian.Uint32(hdr[22:]) == uint32(engOf(srv.eng).maxPayloadWriteRecord(proto.WRWriteRecord)) {
 				dropped.Add(1)
 				sent++
 				continue
@@ -272,7 +272,7 @@ func TestWriteRecordLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := srv.eng.maxPayloadWriteRecord(proto.WRWriteRecord)
+	p := engOf(srv.eng).maxPayloadWriteRecord(proto.WRWriteRecord)
 	size := 4*p + 77 // 5 segments
 	for j := range a.mr.Buf[:size] {
 		a.mr.Buf[j] = byte(j*3 + 1)

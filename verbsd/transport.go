@@ -1,0 +1,271 @@
+package verbsd
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/iwarpd/iwarpd/proto"
+	"golang.org/x/sys/unix"
+)
+
+// engine is an engine as the transports see it: the core engine and what
+// the datagram and RC paths keep per engine (scratch reused by every QP it
+// serves, one at a time; the RD reorder budget; lingering RD ports).
+type engine struct {
+	*Engine
+
+	// The UD datagram being delivered is a Send with Immediate: its value
+	// (ud_recv.go datagram, completeRecv).
+	curImm    uint32
+	curHasImm bool
+
+	// rdStoreBytes: octets held in the reorder stores of all RD QPs
+	// (rd_recv.go storeRoom, -rd-reorder-bytes).
+	rdStoreBytes int
+	// rdLinger: the ports of destroyed RD QPs that linger (rd_linger.go).
+	rdLinger rdLingers
+
+	// Data-path scratch, reused by every QP (one is served at a time).
+	sb      *sendBatch
+	sendWRs []sendWR
+	pieces  [][]byte
+	rb      *recvBatch
+	rdRecv  recvWR // rd_recv.go: the RD receive being claimed or placed into
+	// sendmmsg is sysSendmmsg (tests wrap it to simulate short sends and
+	// kernels without GSO).
+	sendmmsg func(fd int, msgs []unix.Mmsghdr) (int, error)
+}
+
+// attachTransports gives a core engine its transport state.
+func attachTransports(c *Engine) *engine {
+	e := &engine{Engine: c, sb: newSendBatch(), sendWRs: make([]sendWR, maxSendWRs), pieces: make([][]byte, 0, 64),
+		rb: newRecvBatch(), sendmmsg: sysSendmmsg}
+	c.ext = e
+	return e
+}
+
+// engOf returns the transports' view of a core engine.
+func engOf(c *Engine) *engine { return c.ext.(*engine) }
+
+// engineHooks (ops.go): lingering RD ports.
+func (e *engine) service(now time.Time) bool { return e.rdLingerService(now) }
+func (e *engine) event(fd int32) bool        { return e.rdLingerEvent(fd) }
+func (e *engine) deadline() (time.Time, bool) {
+	return e.rdLingerDeadline()
+}
+func (e *engine) closeAll() { e.rdLingerCloseAll() }
+
+// count, errorQP and markReady take the transports' QP.
+func (e *engine) count(q *qp, c counter, n int64) {
+	if q == nil {
+		e.Engine.count(nil, c, n)
+		return
+	}
+	e.Engine.count(q.QP, c, n)
+}
+func (e *engine) errorQP(q *qp, why string) { e.Engine.errorQP(q.QP, why) }
+func (e *engine) markReady(q *qp)           { e.Engine.markReady(q.QP) }
+
+// qp is a queue pair as its transport sees it: the core QP and the state
+// of its type (UD, RD, RC and the connection manager).
+type qp struct {
+	*QP
+	e *engine // its engine (set when installed: added)
+
+	noCRC bool
+	// mergeImm: an RC QP created with merge_send_imm (rc_imm.go).
+	mergeImm bool
+	qkey     uint32 // datagram QPs: the Q_Key every accepted datagram names (keys.go)
+
+	// Send side (datagrams).
+	lastMSN uint32 // MSN of the last message sent or failed (first message: 1)
+	sendSeg uint32 // next segment of the head SQE (0: not started)
+	gso     bool   // UDP GSO allowed on its socket (off after the kernel refused)
+
+	// Receive side (datagrams).
+	rwr     recvWR
+	reasm   reassembler
+	backlog udBacklog // UD: parked sockets, held datagrams (ud_backlog.go)
+
+	// Datagram extensions: Write-Record records being received (wrec*.go)
+	// and the multicast groups the QP is attached to (mcast*.go).
+	wrec  wrecTable
+	mcast mcastState
+
+	// RC (nil rc on UD QPs; see rc_*.go).
+	rc         *rcConn
+	onRCClosed rcCloseFunc // set by the CM; told when the connection ends
+
+	// RD (nil on UD and RC QPs; see rd_*.go).
+	rd *rdQP
+
+	// Connection manager (cm*.go).
+	cm qpCM
+}
+
+// newQP makes a transport QP around a core one.
+func newQP(c *QP) *qp {
+	q := &qp{QP: c}
+	c.ops = q
+	return q
+}
+
+// qpOf returns the transport's view of a core QP.
+func qpOf(c *QP) *qp { return c.ops.(*qp) }
+
+var _ = netip.AddrPort{}
+
+// added (qpOps): UD and RD sockets get GRO (udpio_linux.go initSocket).
+func (q *qp) added() {
+	q.e = engOf(q.eng)
+	if q.typ != proto.QPTypeRC {
+		q.e.initSocket(q)
+	}
+}
+
+// hasWork (qpOps) reports whether the client published work the engine
+// must act on now: sends in RTS, or anything to flush in ERROR.
+func (q *qp) hasWork() bool {
+	if q.typ == proto.QPTypeRC {
+		return q.rcHasWork()
+	}
+	if q.rd != nil {
+		return q.rdHasWork() // rd_qp.go
+	}
+	if q.backlogWork() { // ud_backlog.go: a receive posted for what waits
+		return true
+	}
+	switch q.state {
+	case proto.QPStateRTS:
+		n, err := q.sq.Available()
+		return n > 0 || err != nil || q.sendSeg != 0
+	case proto.QPStateError:
+		// A corrupt ring (err) is not work: nothing in it can be flushed.
+		if n, _ := q.sq.Available(); n > 0 {
+			return true
+		}
+		if q.rq != nil {
+			if n, _ := q.rq.Available(); n > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// due (qpOps): a socket writable again (RC), a timer due.
+func (q *qp) due(now time.Time) bool {
+	if q.rc != nil && q.rc.outReady {
+		return true
+	}
+	d, ok := q.deadline()
+	return ok && !d.After(now)
+}
+
+// deadline (qpOps): the earliest of the reassembly, Write-Record, RD and
+// RC timers.
+func (q *qp) deadline() (time.Time, bool) {
+	var first time.Time
+	found := false
+	note := func(t time.Time, ok bool) {
+		if ok && (!found || t.Before(first)) {
+			first, found = t, true
+		}
+	}
+	note(q.reasm.nextDeadline())
+	note(q.wrec.nextDeadline()) // a Write-Record to complete (wrec_recv.go)
+	note(q.rdDeadline())        // an RD timer: retransmission, delayed ACK (rd_qp.go)
+	note(q.rcDeadline())        // an RC connection closing (rc_conn.go)
+	return first, found
+}
+
+// service (qpOps) does at most PollBatch units of work on q and reports
+// whether it did any.
+func (q *qp) service(now time.Time) bool {
+	e := q.e
+	if q.typ == proto.QPTypeRC {
+		return e.serviceRC(q, now) // rc_conn.go
+	}
+	if q.rd != nil {
+		return e.serviceRD(q, now) // rd_qp.go
+	}
+	work := false
+	if q.backlog.parked || q.backlog.waiting() {
+		work = e.resumeBacklog(q, now) // ud_backlog.go
+	}
+	if q.readable && e.receive(q, now) {
+		work = true
+	}
+	switch q.state {
+	case proto.QPStateRTS:
+		if e.send(q) {
+			work = true
+		}
+	case proto.QPStateError:
+		if e.flush(q) {
+			work = true
+		}
+	}
+	if n := q.reasm.expire(now); n > 0 {
+		e.count(q, cReassemblyTimeout, int64(n))
+	}
+	if e.expireRecords(q, now) { // wrec_recv.go
+		work = true
+	}
+	return work
+}
+
+// event (qpOps): a parked UD socket's error is cleared and consumed; an
+// RC socket writable again lets a cut batch go on.
+func (q *qp) event(events uint32) bool {
+	if q.backlog.parked {
+		// Only EPOLLERR/EPOLLHUP reach a parked socket (no interest,
+		// ud_backlog.go): clear the error, or the level-triggered event
+		// would wake every epoll_wait.
+		unix.GetsockoptInt(q.fd, unix.SOL_SOCKET, unix.SO_ERROR)
+		return false
+	}
+	if q.rc != nil && events&(unix.EPOLLOUT|unix.EPOLLERR|unix.EPOLLHUP) != 0 {
+		q.rc.outReady = true // rc_tx.go: a cut batch may go on
+	}
+	return true
+}
+
+// removing (qpOps): a connection still up is logged; a UD QP's socket
+// drops are counted before its sockets close; multicast groups are left.
+func (q *qp) removing() {
+	e := q.e
+	if c := q.rc; c != nil && c.phase != rcIdle && c.phase != rcClosed {
+		c.setCause("the local client destroyed the QP (or exited) with the connection up")
+		e.rcLogClosed(q, rcClosedSocketError, ": its socket closed", "QP destroyed")
+	}
+	if q.typ == proto.QPTypeUD {
+		e.stats[cDropSocketFull] += q.socketDrops() // ud_backlog.go: before its sockets close
+	}
+	e.detachAllMcast(q) // mcast.go
+}
+
+// removed (qpOps): an RD QP's owed ACKs leave, then its socket lingers.
+func (q *qp) removed() {
+	if q.rd != nil {
+		q.e.rdClose(q, time.Now()) // rd_linger.go
+	}
+}
+
+// closed (qpOps).
+func (q *qp) closed() {
+	q.reasm.reset()
+	q.backlog = udBacklog{}
+}
+
+// logsOwnEnd (qpOps): a connected RC QP logs when its connection ends.
+func (q *qp) logsOwnEnd() bool { return q.rc != nil }
+
+// qp returns the session's QP with handle h as its transport sees it (nil
+// if there is none).
+func (s *Session) qp(h uint32) *qp {
+	if c := s.qps[h]; c != nil {
+		return qpOf(c)
+	}
+	return nil
+}
