@@ -63,29 +63,29 @@ func mayBindPrivileged(cred unix.Ucred) bool {
 }
 
 // privileged reports whether port needs privilege to bind.
-func (srv *Server) privileged(port uint16) bool {
-	return port != 0 && port < srv.unprivStart
+func privileged(d *device, port uint16) bool {
+	return port != 0 && port < d.unprivStart
 }
 
 // checkClientPort refuses an explicit port the session may not have.
-func (s *Session) checkClientPort(op string, port uint16) error {
-	if s.srv.privileged(port) && !s.privBind {
+func (s *session) checkClientPort(op string, port uint16) error {
+	if privileged(s.dev, port) && !s.privBind {
 		return errf(unix.EACCES, "%s: port %d is privileged (below %d) and this client (uid %d) may not bind it itself",
-			op, port, s.srv.unprivStart, s.cred.Uid)
+			op, port, s.dev.unprivStart, s.cred.Uid)
 	}
 	return nil
 }
 
 // checkListenAddr applies the rules above to an RC listener's address.
-func (s *Session) checkListenAddr(ap netip.AddrPort) error {
-	dev := s.srv.cfg.Addr
+func (s *session) checkListenAddr(ap netip.AddrPort) error {
+	dev := s.dev.cfg.Addr
 	if dev.IsValid() && !dev.IsUnspecified() && ap.Addr() != dev {
 		return errf(unix.EADDRNOTAVAIL, "listen: %s is not the device's address; iwarpd serves %s (listen on %s or :PORT)",
 			ap.Addr(), dev, netip.AddrPortFrom(dev, ap.Port()))
 	}
-	if p := ap.Port(); p != 0 && !s.srv.cfg.ListenPorts.Contains(p) {
+	if p := ap.Port(); p != 0 && !s.dev.cfg.ListenPorts.Contains(p) {
 		return errf(unix.EACCES, "listen: port %d is outside the listener range %d-%d of this daemon (-listen-ports), or use port 0",
-			p, s.srv.cfg.ListenPorts.First, s.srv.cfg.ListenPorts.Last)
+			p, s.dev.cfg.ListenPorts.First, s.dev.cfg.ListenPorts.Last)
 	}
 	return s.checkClientPort("listen", ap.Port())
 }

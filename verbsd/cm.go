@@ -53,7 +53,7 @@ type qpCM struct {
 // start initialises the session's CM state on first use: the event pump
 // and the watcher that releases everything when the session ends. Call
 // with mu held. It fails once the session is over.
-func (cm *cmSession) start(s *Session) error {
+func (cm *cmSession) start(s *session) error {
 	if cm.closed {
 		return errf(unix.ENODEV, "the session is closing")
 	}
@@ -77,7 +77,7 @@ func (cm *cmSession) nextID() uint32 {
 
 // pump sends queued CM events to the client until the session ends, then
 // releases the session's listeners, pending requests and connects.
-func (cm *cmSession) pump(s *Session) {
+func (cm *cmSession) pump(s *session) {
 	defer cm.closeAll()
 	for {
 		select {
@@ -87,7 +87,7 @@ func (cm *cmSession) pump(s *Session) {
 			}
 			// Never blocks on a client that does not read (session.go).
 			if err := s.sendAsync(proto.Header{Version: proto.ABIVersion, Op: proto.OpCMEvent}, ev); err != nil {
-				s.srv.log.Debugf("session %d: cm event %v: %v", s.id, ev.Type, err)
+				s.dev.log.Debugf("session %d: cm event %v: %v", s.id, ev.Type, err)
 			}
 		case <-s.done:
 			return
@@ -97,7 +97,7 @@ func (cm *cmSession) pump(s *Session) {
 
 // post queues a CM event for the client. It never blocks (the engine calls
 // it through onRCClosed).
-func (cm *cmSession) post(s *Session, ev proto.CMEvent) {
+func (cm *cmSession) post(s *session, ev proto.CMEvent) {
 	cm.mu.Lock()
 	defer cm.mu.Unlock()
 	if !cm.started || cm.closed {
@@ -106,7 +106,7 @@ func (cm *cmSession) post(s *Session, ev proto.CMEvent) {
 	select {
 	case cm.events <- ev:
 	default:
-		s.srv.log.Warnf("session %d: CM event queue full, %v event for QP %d dropped", s.id, ev.Type, ev.QP)
+		s.dev.log.Warnf("session %d: CM event queue full, %v event for QP %d dropped", s.id, ev.Type, ev.QP)
 	}
 }
 
@@ -130,7 +130,7 @@ func (cm *cmSession) closeAll() {
 
 // reserveRC checks that QP handle is an RC QP in INIT that no Connect or
 // Accept owns, and marks it owned.
-func (s *Session) reserveRC(handle uint32, op string) error {
+func (s *session) reserveRC(handle uint32, op string) error {
 	return s.eng.Do(func() error {
 		q := s.qp(handle)
 		switch {
@@ -151,7 +151,7 @@ func (s *Session) reserveRC(handle uint32, op string) error {
 }
 
 // releaseRC gives up the ownership taken by reserveRC (the attempt failed).
-func (s *Session) releaseRC(handle uint32) {
+func (s *session) releaseRC(handle uint32) {
 	s.eng.Do(func() error {
 		if q := s.qp(handle); q != nil {
 			q.cm.busy = false
@@ -163,7 +163,7 @@ func (s *Session) releaseRC(handle uint32) {
 // attachConn hands a negotiated connection to the engine: the QP goes to
 // RTS (attachRC) and its end will be reported as a CMDisconnected event.
 // fd is owned by the engine afterwards, or closed here on failure.
-func (s *Session) attachConn(handle uint32, a rcAttach) error {
+func (s *session) attachConn(handle uint32, a rcAttach) error {
 	err := s.eng.Do(func() error {
 		q := s.qp(handle)
 		if q == nil || !q.cm.busy {

@@ -25,9 +25,9 @@ type cmActive struct {
 
 // connect validates a Connect request, takes the QP and starts the
 // initiator goroutine. The outcome is a CM event.
-func (s *Session) connect(req proto.ConnectRequest) error {
+func (s *session) connect(req proto.ConnectRequest) error {
 	const op = "connect"
-	cfg := s.srv.cfg.MPA
+	cfg := s.dev.cfg.MPA
 	o := req.MPA
 	switch {
 	case cfg.Validate() != nil:
@@ -73,7 +73,7 @@ func (s *Session) connect(req proto.ConnectRequest) error {
 }
 
 // cancelConnect stops the Connect in progress on QP handle, if any.
-func (s *Session) cancelConnect(handle uint32) bool {
+func (s *session) cancelConnect(handle uint32) bool {
 	s.cm.mu.Lock()
 	a := s.cm.active[handle]
 	s.cm.mu.Unlock()
@@ -85,7 +85,7 @@ func (s *Session) cancelConnect(handle uint32) bool {
 
 // runConnect is the initiator: TCP connect, MPA Request, Reply, then the
 // hand-off to the engine. Every way out posts exactly one CM event.
-func (s *Session) runConnect(a *cmActive, ap netip.AddrPort, policy mpa.Policy, timeout time.Duration) {
+func (s *session) runConnect(a *cmActive, ap netip.AddrPort, policy mpa.Policy, timeout time.Duration) {
 	ev := s.initiate(a, ap, policy, timeout)
 	ev.QP = a.qp
 	if ev.Peer == "" {
@@ -99,14 +99,14 @@ func (s *Session) runConnect(a *cmActive, ap netip.AddrPort, policy mpa.Policy, 
 	a.cancel()
 	if ev.Type != proto.CMEstablished {
 		s.releaseRC(a.qp)
-		s.srv.log.Debugf("session %d: connect QP %d to %s: %v: %s", s.id, a.qp, ap, ev.Type, ev.Detail)
+		s.dev.log.Debugf("session %d: connect QP %d to %s: %v: %s", s.id, a.qp, ap, ev.Type, ev.Detail)
 	}
 	s.cm.post(s, ev)
 }
 
-func (s *Session) initiate(a *cmActive, ap netip.AddrPort, policy mpa.Policy, timeout time.Duration) proto.CMEvent {
+func (s *session) initiate(a *cmActive, ap netip.AddrPort, policy mpa.Policy, timeout time.Duration) proto.CMEvent {
 	d := net.Dialer{Timeout: timeout}
-	if dev := s.srv.cfg.Addr; dev.Is4() == ap.Addr().Is4() && dev.IsLoopback() == ap.Addr().IsLoopback() {
+	if dev := s.dev.cfg.Addr; dev.Is4() == ap.Addr().Is4() && dev.IsLoopback() == ap.Addr().IsLoopback() {
 		d.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(dev, 0))
 	}
 	c, err := d.DialContext(a.ctx, "tcp", ap.String())

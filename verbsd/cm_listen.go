@@ -22,7 +22,7 @@ import (
 // a time; beyond that the listener stops accepting (the kernel's backlog
 // holds the rest).
 type cmListener struct {
-	s      *Session
+	s      *session
 	handle uint32
 	ln     *net.TCPListener
 	addr   netip.AddrPort
@@ -45,8 +45,8 @@ type cmPending struct {
 }
 
 // listen opens a listener for session s on addr ("ip:port", ":port").
-func (s *Session) listen(addr string, backlog int) (*cmListener, error) {
-	if err := s.srv.cfg.MPA.Validate(); err != nil {
+func (s *session) listen(addr string, backlog int) (*cmListener, error) {
+	if err := s.dev.cfg.MPA.Validate(); err != nil {
 		return nil, errf(unix.EINVAL, "listen: the device's MPA policy: %v", err)
 	}
 	ap, err := s.parseListenAddr(addr)
@@ -60,12 +60,12 @@ func (s *Session) listen(addr string, backlog int) (*cmListener, error) {
 		backlog = defaultBacklog
 	}
 	backlog = min(backlog, maxBacklog)
-	if err := s.srv.users.acquire(s, config.ResListeners, 1); err != nil { // userlimits.go
+	if err := s.dev.users.acquire(s.Session, config.ResListeners, 1); err != nil { // userlimits.go
 		return nil, err
 	}
 	ln, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(ap))
 	if err != nil {
-		s.srv.users.release(s, config.ResListeners, 1)
+		s.dev.users.release(s.Session, config.ResListeners, 1)
 		switch {
 		case errors.Is(err, unix.EADDRINUSE):
 			return nil, errf(unix.EADDRINUSE, "listen: %s is in use", ap)
@@ -82,10 +82,10 @@ func (s *Session) listen(addr string, backlog int) (*cmListener, error) {
 	if err := cm.start(s); err != nil {
 		cm.mu.Unlock()
 		ln.Close()
-		s.srv.users.release(s, config.ResListeners, 1)
+		s.dev.users.release(s.Session, config.ResListeners, 1)
 		return nil, err
 	}
-	if max := s.srv.cfg.Limits.MaxListeners; len(cm.listeners) >= max {
+	if max := s.dev.cfg.Limits.MaxListeners; len(cm.listeners) >= max {
 		cm.mu.Unlock()
 		ln.Close()
 		return nil, errf(unix.EMFILE, "listen: session limit of %d listeners reached (-max-listeners); close one first", max)
@@ -94,19 +94,19 @@ func (s *Session) listen(addr string, backlog int) (*cmListener, error) {
 	cm.listeners[l.handle] = l
 	cm.mu.Unlock()
 	go l.acceptLoop()
-	s.srv.log.Debugf("session %d: listening on %s (listener %d, backlog %d)", s.id, l.addr, l.handle, backlog)
+	s.dev.log.Debugf("session %d: listening on %s (listener %d, backlog %d)", s.id, l.addr, l.handle, backlog)
 	return l, nil
 }
 
 // parseListenAddr reads "ip:port" or ":port" (the device address).
-func (s *Session) parseListenAddr(addr string) (netip.AddrPort, error) {
+func (s *session) parseListenAddr(addr string) (netip.AddrPort, error) {
 	bad := errf(unix.EINVAL, "listen: address %q: want ip:port or :port", addr)
 	if len(addr) > 0 && addr[0] == ':' {
 		port, err := strconv.ParseUint(addr[1:], 10, 16)
 		if err != nil {
 			return netip.AddrPort{}, bad
 		}
-		return netip.AddrPortFrom(s.srv.cfg.Addr, uint16(port)), nil
+		return netip.AddrPortFrom(s.dev.cfg.Addr, uint16(port)), nil
 	}
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
@@ -116,7 +116,7 @@ func (s *Session) parseListenAddr(addr string) (netip.AddrPort, error) {
 }
 
 // closeListener closes listener handle and drops its pending requests.
-func (s *Session) closeListener(handle uint32) error {
+func (s *session) closeListener(handle uint32) error {
 	cm := &s.cm
 	cm.mu.Lock()
 	l := cm.listeners[handle]
@@ -125,7 +125,7 @@ func (s *Session) closeListener(handle uint32) error {
 		return errf(unix.EINVAL, "close-listener: no listener %d", handle)
 	}
 	delete(cm.listeners, handle)
-	s.srv.users.release(s, config.ResListeners, 1) // userlimits.go
+	s.dev.users.release(s.Session, config.ResListeners, 1) // userlimits.go
 	var drop []*cmPending
 	for id, p := range cm.pending {
 		if p.l == l {
@@ -161,7 +161,7 @@ func (l *cmListener) acceptLoop() {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
-			l.s.srv.log.Warnf("session %d: listener %s: accept: %v", l.s.id, l.addr, err)
+			l.s.dev.log.Warnf("session %d: listener %s: accept: %v", l.s.id, l.addr, err)
 			select { // EMFILE and friends: do not spin
 			case <-time.After(50 * time.Millisecond):
 			case <-l.done:
@@ -180,7 +180,7 @@ func (l *cmListener) release() { <-l.slots }
 // the client as a CMConnectRequest event.
 func (l *cmListener) handshake(c *net.TCPConn) {
 	s := l.s
-	cfg := s.srv.cfg.MPA
+	cfg := s.dev.cfg.MPA
 	deadline := time.Now().Add(cfg.TimeoutOrDefault())
 	c.SetReadDeadline(deadline)
 	peer, local := tcpAddr(c.RemoteAddr()), tcpAddr(c.LocalAddr())
@@ -193,7 +193,7 @@ func (l *cmListener) handshake(c *net.TCPConn) {
 			// answered with a Reply whose R bit is set, then closed.
 			writeFull(c, reject, deadline)
 		}
-		s.srv.log.Debugf("session %d: listener %s: MPA Request from %s: %v", s.id, l.addr, peer, err)
+		s.dev.log.Debugf("session %d: listener %s: MPA Request from %s: %v", s.id, l.addr, peer, err)
 		c.Close()
 		l.release()
 		return
@@ -210,7 +210,7 @@ func (l *cmListener) handshake(c *net.TCPConn) {
 	cm.pending[p.id] = p
 	p.timer = time.AfterFunc(cfg.TimeoutOrDefault(), func() {
 		if x := s.cm.take(p.id); x != nil {
-			s.srv.log.Debugf("session %d: connection request %d from %s expired unanswered", s.id, p.id, peer)
+			s.dev.log.Debugf("session %d: connection request %d from %s expired unanswered", s.id, p.id, peer)
 			x.abandon()
 		}
 	})
@@ -296,9 +296,9 @@ func (p *cmPending) abandon() { p.finish(true) }
 
 // accept answers pending request id with an MPA Reply carrying privateData
 // and the IRD/ORD block, and hands the connection to QP handle.
-func (s *Session) accept(req proto.AcceptRequest) (*proto.CMEvent, error) {
+func (s *session) accept(req proto.AcceptRequest) (*proto.CMEvent, error) {
 	const op = "accept"
-	cfg := s.srv.cfg.MPA
+	cfg := s.dev.cfg.MPA
 	if req.IRD > config.MaxIRDORD || req.ORD > config.MaxIRDORD {
 		return nil, errf(unix.EINVAL, "%s: IRD %d / ORD %d: at most %d", op, req.IRD, req.ORD, config.MaxIRDORD)
 	}
@@ -355,7 +355,7 @@ func (s *Session) accept(req proto.AcceptRequest) (*proto.CMEvent, error) {
 
 // reject answers pending request id with an MPA Reply with R=1 carrying
 // privateData, then closes the connection.
-func (s *Session) reject(req proto.RejectRequest) error {
+func (s *session) reject(req proto.RejectRequest) error {
 	if len(req.PrivateData) > mpa.MaxPrivateData {
 		return errf(unix.EINVAL, "reject: %d octets of private data, at most %d", len(req.PrivateData), mpa.MaxPrivateData)
 	}
@@ -364,10 +364,10 @@ func (s *Session) reject(req proto.RejectRequest) error {
 		return errf(unix.EINVAL, "reject: no connection request %d (answered, expired or never made)", req.Conn)
 	}
 	defer p.abandon()
-	r := mpa.NewResponder(responderPolicy(s.srv.cfg.MPA, nil, 0, 0))
+	r := mpa.NewResponder(responderPolicy(s.dev.cfg.MPA, nil, 0, 0))
 	r.HandleRequest(p.req) // sets the Reply's revision from the Request
 	f := r.Reject(req.PrivateData)
-	if err := writeFull(p.conn, f.Append(nil), time.Now().Add(s.srv.cfg.MPA.TimeoutOrDefault())); err != nil {
+	if err := writeFull(p.conn, f.Append(nil), time.Now().Add(s.dev.cfg.MPA.TimeoutOrDefault())); err != nil {
 		return errf(unix.ECONNRESET, "reject: sending the MPA Reply to %s: %v", p.peer, err)
 	}
 	return nil

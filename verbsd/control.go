@@ -9,29 +9,29 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-type handlerFunc func(s *Session, body []byte, fds []int) (any, error)
+type handlerFunc func(s *session, body []byte, fds []int) (any, error)
 
 var handlers map[proto.Op]handlerFunc
 
 func init() {
 	handlers = map[proto.Op]handlerFunc{
-		proto.OpQueryDevice:        (*Session).queryDevice,
-		proto.OpQueryPort:          (*Session).queryPort,
-		proto.OpAllocPD:            (*Session).allocPD,
-		proto.OpDeallocPD:          (*Session).deallocPD,
-		proto.OpRegMR:              (*Session).regMR,
-		proto.OpDeregMR:            (*Session).deregMR,
-		proto.OpCreateCompChannel:  (*Session).createCompChannel,
-		proto.OpDestroyCompChannel: (*Session).destroyCompChannel,
-		proto.OpCreateCQ:           (*Session).createCQ,
-		proto.OpDestroyCQ:          (*Session).destroyCQ,
-		proto.OpCreateQP:           (*Session).createQP,
-		proto.OpModifyQP:           (*Session).modifyQP,
-		proto.OpQueryQP:            (*Session).queryQP,
-		proto.OpDestroyQP:          (*Session).destroyQP,
-		proto.OpCreateSRQ:          (*Session).createSRQ,
-		proto.OpDestroySRQ:         (*Session).destroySRQ,
-		proto.OpInspect:            (*Session).inspectOp,
+		proto.OpQueryDevice:        (*session).queryDevice,
+		proto.OpQueryPort:          (*session).queryPort,
+		proto.OpAllocPD:            (*session).allocPD,
+		proto.OpDeallocPD:          (*session).deallocPD,
+		proto.OpRegMR:              (*session).regMR,
+		proto.OpDeregMR:            (*session).deregMR,
+		proto.OpCreateCompChannel:  (*session).createCompChannel,
+		proto.OpDestroyCompChannel: (*session).destroyCompChannel,
+		proto.OpCreateCQ:           (*session).createCQ,
+		proto.OpDestroyCQ:          (*session).destroyCQ,
+		proto.OpCreateQP:           (*session).createQP,
+		proto.OpModifyQP:           (*session).modifyQP,
+		proto.OpQueryQP:            (*session).queryQP,
+		proto.OpDestroyQP:          (*session).destroyQP,
+		proto.OpCreateSRQ:          (*session).createSRQ,
+		proto.OpDestroySRQ:         (*session).destroySRQ,
+		proto.OpInspect:            (*session).inspectOp,
 	}
 }
 
@@ -52,14 +52,14 @@ func takeFD(fds []int, i int, what string) (int, error) {
 	return fd, nil
 }
 
-func (s *Session) queryDevice([]byte, []int) (any, error) { return s.srv.cfg.DeviceAttr(), nil }
-func (s *Session) queryPort([]byte, []int) (any, error)   { return s.srv.cfg.PortAttr(), nil }
+func (s *session) queryDevice([]byte, []int) (any, error) { return s.dev.cfg.DeviceAttr(), nil }
+func (s *session) queryPort([]byte, []int) (any, error)   { return s.dev.cfg.PortAttr(), nil }
 
-func (s *Session) allocPD([]byte, []int) (any, error) {
+func (s *session) allocPD([]byte, []int) (any, error) {
 	var reply proto.Handle
 	return &reply, s.eng.Do(func() error {
-		if len(s.pds) >= s.srv.cfg.Limits.MaxPD {
-			return errf(unix.ENOMEM, "session limit of %d protection domains reached", s.srv.cfg.Limits.MaxPD)
+		if len(s.pds) >= s.dev.cfg.Limits.MaxPD {
+			return errf(unix.ENOMEM, "session limit of %d protection domains reached", s.dev.cfg.Limits.MaxPD)
 		}
 		h, err := s.nextHandleID()
 		if err != nil {
@@ -71,7 +71,7 @@ func (s *Session) allocPD([]byte, []int) (any, error) {
 	})
 }
 
-func (s *Session) deallocPD(body []byte, _ []int) (any, error) {
+func (s *session) deallocPD(body []byte, _ []int) (any, error) {
 	var req proto.Handle
 	if err := decode(body, &req); err != nil {
 		return nil, err
@@ -89,12 +89,12 @@ func (s *Session) deallocPD(body []byte, _ []int) (any, error) {
 	})
 }
 
-func (s *Session) regMR(body []byte, fds []int) (any, error) {
+func (s *session) regMR(body []byte, fds []int) (any, error) {
 	var req proto.RegMRRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	lim := s.srv.cfg.Limits
+	lim := s.dev.cfg.Limits
 	switch {
 	case req.Length == 0:
 		return nil, errf(unix.EINVAL, "reg-mr: zero length")
@@ -105,7 +105,7 @@ func (s *Session) regMR(body []byte, fds []int) (any, error) {
 	case req.Addr > math.MaxUint64-req.Length:
 		return nil, errf(unix.EINVAL, "reg-mr: address range wraps")
 	}
-	if err := s.srv.users.acquire(s, config.ResRegistered, req.Length); err != nil { // userlimits.go
+	if err := s.dev.users.acquire(s.Session, config.ResRegistered, req.Length); err != nil { // userlimits.go
 		return nil, err
 	}
 	var m *mapping
@@ -113,7 +113,7 @@ func (s *Session) regMR(body []byte, fds []int) (any, error) {
 	if req.Process {
 		var err error
 		if pr, err = s.processRegion(&req); err != nil {
-			s.srv.users.release(s, config.ResRegistered, req.Length)
+			s.dev.users.release(s.Session, config.ResRegistered, req.Length)
 			return nil, err
 		}
 	} else {
@@ -122,7 +122,7 @@ func (s *Session) regMR(body []byte, fds []int) (any, error) {
 			m, err = mapRegion(fd, req.Offset, req.Length)
 		}
 		if err != nil {
-			s.srv.users.release(s, config.ResRegistered, req.Length)
+			s.dev.users.release(s.Session, config.ResRegistered, req.Length)
 			return nil, err
 		}
 	}
@@ -156,7 +156,7 @@ func (s *Session) regMR(body []byte, fds []int) (any, error) {
 	})
 	if err != nil {
 		m.Close()
-		s.srv.users.release(s, config.ResRegistered, req.Length)
+		s.dev.users.release(s.Session, config.ResRegistered, req.Length)
 		return nil, err
 	}
 	return &reply, nil
@@ -164,7 +164,7 @@ func (s *Session) regMR(body []byte, fds []int) (any, error) {
 
 // processRegion checks a process-memory registration (procmem.go): no
 // descriptor, Offset 0, the session's peer pinned, the range reachable.
-func (s *Session) processRegion(req *proto.RegMRRequest) (*procRegion, error) {
+func (s *session) processRegion(req *proto.RegMRRequest) (*procRegion, error) {
 	if req.Offset != 0 {
 		return nil, errf(unix.EINVAL, "reg-mr: a process-memory region has no offset (got %d)", req.Offset)
 	}
@@ -183,7 +183,7 @@ func (s *Session) processRegion(req *proto.RegMRRequest) (*procRegion, error) {
 	return &procRegion{peer: s.peer, addr: req.Addr, length: req.Length}, nil
 }
 
-func (s *Session) deregMR(body []byte, _ []int) (any, error) {
+func (s *session) deregMR(body []byte, _ []int) (any, error) {
 	var req proto.Handle
 	if err := decode(body, &req); err != nil {
 		return nil, err
@@ -203,12 +203,12 @@ func (s *Session) deregMR(body []byte, _ []int) (any, error) {
 		return nil
 	})
 	if err == nil {
-		s.srv.users.release(s, config.ResRegistered, size)
+		s.dev.users.release(s.Session, config.ResRegistered, size)
 	}
 	return nil, err
 }
 
-func (s *Session) createCompChannel(body []byte, fds []int) (any, error) {
+func (s *session) createCompChannel(body []byte, fds []int) (any, error) {
 	var req proto.CreateCompChannelRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
@@ -223,8 +223,8 @@ func (s *Session) createCompChannel(body []byte, fds []int) (any, error) {
 	}
 	var reply proto.Handle
 	err = s.eng.Do(func() error {
-		if len(s.channels) >= s.srv.cfg.Limits.MaxCompChannel {
-			return errf(unix.ENOMEM, "session limit of %d completion channels reached", s.srv.cfg.Limits.MaxCompChannel)
+		if len(s.channels) >= s.dev.cfg.Limits.MaxCompChannel {
+			return errf(unix.ENOMEM, "session limit of %d completion channels reached", s.dev.cfg.Limits.MaxCompChannel)
 		}
 		h, err := s.nextHandleID()
 		if err != nil {
@@ -241,7 +241,7 @@ func (s *Session) createCompChannel(body []byte, fds []int) (any, error) {
 	return &reply, nil
 }
 
-func (s *Session) destroyCompChannel(body []byte, _ []int) (any, error) {
+func (s *session) destroyCompChannel(body []byte, _ []int) (any, error) {
 	var req proto.Handle
 	if err := decode(body, &req); err != nil {
 		return nil, err
@@ -278,13 +278,13 @@ func mapRing(fds []int, what string, kind proto.RingKind, depth, stride uint32) 
 	return m, r, nil
 }
 
-func (s *Session) createCQ(body []byte, fds []int) (any, error) {
+func (s *session) createCQ(body []byte, fds []int) (any, error) {
 	var req proto.CreateCQRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	if !proto.ValidDepth(req.Depth) || int(req.Depth) > s.srv.cfg.Limits.MaxCQE {
-		return nil, errf(unix.EINVAL, "create-cq: depth %d: want a power of two up to %d", req.Depth, s.srv.cfg.Limits.MaxCQE)
+	if !proto.ValidDepth(req.Depth) || int(req.Depth) > s.dev.cfg.Limits.MaxCQE {
+		return nil, errf(unix.EINVAL, "create-cq: depth %d: want a power of two up to %d", req.Depth, s.dev.cfg.Limits.MaxCQE)
 	}
 	m, ring, err := mapRing(fds, "create-cq", proto.RingCQ, req.Depth, proto.CQESize)
 	if err != nil {
@@ -298,8 +298,8 @@ func (s *Session) createCQ(body []byte, fds []int) (any, error) {
 				return errf(unix.EINVAL, "create-cq: no completion channel %d", req.Channel)
 			}
 		}
-		if len(s.cqs) >= s.srv.cfg.Limits.MaxCQ {
-			return errf(unix.ENOMEM, "create-cq: session limit of %d CQs reached", s.srv.cfg.Limits.MaxCQ)
+		if len(s.cqs) >= s.dev.cfg.Limits.MaxCQ {
+			return errf(unix.ENOMEM, "create-cq: session limit of %d CQs reached", s.dev.cfg.Limits.MaxCQ)
 		}
 		h, err := s.nextHandleID()
 		if err != nil {
@@ -319,7 +319,7 @@ func (s *Session) createCQ(body []byte, fds []int) (any, error) {
 	return &reply, nil
 }
 
-func (s *Session) destroyCQ(body []byte, _ []int) (any, error) {
+func (s *session) destroyCQ(body []byte, _ []int) (any, error) {
 	var req proto.Handle
 	if err := decode(body, &req); err != nil {
 		return nil, err
@@ -341,12 +341,12 @@ func (s *Session) destroyCQ(body []byte, _ []int) (any, error) {
 	})
 }
 
-func (s *Session) createSRQ(body []byte, fds []int) (any, error) {
+func (s *session) createSRQ(body []byte, fds []int) (any, error) {
 	var req proto.CreateSRQRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	lim := s.srv.cfg.Limits
+	lim := s.dev.cfg.Limits
 	if !proto.ValidDepth(req.MaxWR) || int(req.MaxWR) > lim.MaxSRQWR {
 		return nil, errf(unix.EINVAL, "create-srq: max_wr %d: want a power of two up to %d", req.MaxWR, lim.MaxSRQWR)
 	}
@@ -383,7 +383,7 @@ func (s *Session) createSRQ(body []byte, fds []int) (any, error) {
 	return &reply, nil
 }
 
-func (s *Session) destroySRQ(body []byte, _ []int) (any, error) {
+func (s *session) destroySRQ(body []byte, _ []int) (any, error) {
 	var req proto.Handle
 	if err := decode(body, &req); err != nil {
 		return nil, err

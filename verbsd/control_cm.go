@@ -10,15 +10,15 @@ import (
 func init() {
 	// control.go's init (which runs first: files initialise in name order)
 	// creates the table.
-	handlers[proto.OpListen] = (*Session).listenOp
-	handlers[proto.OpCloseListener] = (*Session).closeListenerOp
-	handlers[proto.OpAccept] = (*Session).acceptOp
-	handlers[proto.OpReject] = (*Session).rejectOp
-	handlers[proto.OpConnect] = (*Session).connectOp
-	handlers[proto.OpDisconnect] = (*Session).disconnectOp
+	handlers[proto.OpListen] = (*session).listenOp
+	handlers[proto.OpCloseListener] = (*session).closeListenerOp
+	handlers[proto.OpAccept] = (*session).acceptOp
+	handlers[proto.OpReject] = (*session).rejectOp
+	handlers[proto.OpConnect] = (*session).connectOp
+	handlers[proto.OpDisconnect] = (*session).disconnectOp
 }
 
-func (s *Session) listenOp(body []byte, _ []int) (any, error) {
+func (s *session) listenOp(body []byte, _ []int) (any, error) {
 	var req proto.ListenRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
@@ -30,7 +30,7 @@ func (s *Session) listenOp(body []byte, _ []int) (any, error) {
 	return &proto.ListenReply{Handle: l.handle, Addr: l.addr.String()}, nil
 }
 
-func (s *Session) closeListenerOp(body []byte, _ []int) (any, error) {
+func (s *session) closeListenerOp(body []byte, _ []int) (any, error) {
 	var req proto.Handle
 	if err := decode(body, &req); err != nil {
 		return nil, err
@@ -38,7 +38,7 @@ func (s *Session) closeListenerOp(body []byte, _ []int) (any, error) {
 	return nil, s.closeListener(req.Handle)
 }
 
-func (s *Session) acceptOp(body []byte, _ []int) (any, error) {
+func (s *session) acceptOp(body []byte, _ []int) (any, error) {
 	var req proto.AcceptRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
@@ -50,7 +50,7 @@ func (s *Session) acceptOp(body []byte, _ []int) (any, error) {
 	return ev, nil
 }
 
-func (s *Session) rejectOp(body []byte, _ []int) (any, error) {
+func (s *session) rejectOp(body []byte, _ []int) (any, error) {
 	var req proto.RejectRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
@@ -58,7 +58,7 @@ func (s *Session) rejectOp(body []byte, _ []int) (any, error) {
 	return nil, s.reject(req)
 }
 
-func (s *Session) connectOp(body []byte, _ []int) (any, error) {
+func (s *session) connectOp(body []byte, _ []int) (any, error) {
 	var req proto.ConnectRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
@@ -69,7 +69,7 @@ func (s *Session) connectOp(body []byte, _ []int) (any, error) {
 // disconnectOp cancels a Connect in progress, or asks the engine to end the
 // connection (gracefully, or abortively with a Terminate). The end is
 // reported by a CMDisconnected event.
-func (s *Session) disconnectOp(body []byte, _ []int) (any, error) {
+func (s *session) disconnectOp(body []byte, _ []int) (any, error) {
 	var req proto.DisconnectRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err

@@ -10,19 +10,19 @@ import (
 func init() {
 	// control.go's init (which runs first: files initialise in name order)
 	// creates the table.
-	handlers[proto.OpAttachMcast] = (*Session).attachMcastOp
-	handlers[proto.OpDetachMcast] = (*Session).detachMcastOp
+	handlers[proto.OpAttachMcast] = (*session).attachMcastOp
+	handlers[proto.OpDetachMcast] = (*session).detachMcastOp
 }
 
-func (s *Session) attachMcastOp(body []byte, _ []int) (any, error) {
+func (s *session) attachMcastOp(body []byte, _ []int) (any, error) {
 	return s.mcastOp(body, true)
 }
 
-func (s *Session) detachMcastOp(body []byte, _ []int) (any, error) {
+func (s *session) detachMcastOp(body []byte, _ []int) (any, error) {
 	return s.mcastOp(body, false)
 }
 
-func (s *Session) mcastOp(body []byte, attach bool) (any, error) {
+func (s *session) mcastOp(body []byte, attach bool) (any, error) {
 	var req proto.McastRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err

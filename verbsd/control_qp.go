@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func (s *Session) createQP(body []byte, fds []int) (any, error) {
+func (s *session) createQP(body []byte, fds []int) (any, error) {
 	var req proto.CreateQPRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
@@ -25,11 +25,11 @@ func (s *Session) createQP(body []byte, fds []int) (any, error) {
 			return nil, errf(unix.EINVAL, "create-qp: port, no_crc and qkey are datagram options; RC QPs negotiate with MPA")
 		}
 	case proto.QPTypeRD:
-		if s.srv.cfg.RDPorts.Len() == 0 || s.srv.cfg.RDPorts.First == 0 {
+		if s.dev.cfg.RDPorts.Len() == 0 || s.dev.cfg.RDPorts.First == 0 {
 			return nil, errf(unix.EOPNOTSUPP, "create-qp: RD queue pairs are disabled (empty RD port range)")
 		}
-		if req.Port != 0 && !s.srv.cfg.RDPorts.Contains(req.Port) {
-			return nil, errf(unix.EINVAL, "create-qp: port %d is outside the RD range %d-%d", req.Port, s.srv.cfg.RDPorts.First, s.srv.cfg.RDPorts.Last)
+		if req.Port != 0 && !s.dev.cfg.RDPorts.Contains(req.Port) {
+			return nil, errf(unix.EINVAL, "create-qp: port %d is outside the RD range %d-%d", req.Port, s.dev.cfg.RDPorts.First, s.dev.cfg.RDPorts.Last)
 		}
 	default:
 		return nil, errf(unix.EINVAL, "create-qp: unknown QP type %d", req.Type)
@@ -40,7 +40,7 @@ func (s *Session) createQP(body []byte, fds []int) (any, error) {
 	if err := s.checkClientPort("create-qp", req.Port); err != nil {
 		return nil, err
 	}
-	lim := s.srv.cfg.Limits
+	lim := s.dev.cfg.Limits
 	c := req.Caps
 	if !proto.ValidDepth(c.MaxSendWR) || int(c.MaxSendWR) > lim.MaxQPWR {
 		return nil, errf(unix.EINVAL, "create-qp: max_send_wr %d: want a power of two up to %d", c.MaxSendWR, lim.MaxQPWR)
@@ -60,8 +60,8 @@ func (s *Session) createQP(body []byte, fds []int) (any, error) {
 	if c.MaxRdAtomic > rdMaxDepth || c.MaxDestRdAtomic > rdMaxDepth {
 		return nil, errf(unix.EINVAL, "create-qp: max_rd_atomic %d / max_dest_rd_atomic %d: at most %d", c.MaxRdAtomic, c.MaxDestRdAtomic, rdMaxDepth)
 	}
-	if req.Type == proto.QPTypeUD && req.Port != 0 && !s.srv.cfg.UDPorts.Contains(req.Port) {
-		return nil, errf(unix.EINVAL, "create-qp: port %d is outside the UD range %d-%d", req.Port, s.srv.cfg.UDPorts.First, s.srv.cfg.UDPorts.Last)
+	if req.Type == proto.QPTypeUD && req.Port != 0 && !s.dev.cfg.UDPorts.Contains(req.Port) {
+		return nil, errf(unix.EINVAL, "create-qp: port %d is outside the UD range %d-%d", req.Port, s.dev.cfg.UDPorts.First, s.dev.cfg.UDPorts.Last)
 	}
 	sqStride := proto.SQEStride(c.MaxSendSGE, c.MaxInline)
 	rqStride := proto.RQEStride(c.MaxRecvSGE)
@@ -88,7 +88,7 @@ func (s *Session) createQP(body []byte, fds []int) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := newQP(&QP{s: s, caps: c, sigAll: req.SigAll, state: proto.QPStateReset, region: m, fd: -1,
+	q := newQP(&QP{s: s.Session, caps: c, sigAll: req.SigAll, state: proto.QPStateReset, region: m, fd: -1,
 		maxRecvS: c.MaxRecvSGE, typ: req.Type}) // transport.go
 	q.noCRC, q.mergeImm = req.NoCRC, req.MergeSendImm
 	if req.Type != proto.QPTypeRC {
@@ -114,7 +114,7 @@ func (s *Session) createQP(body []byte, fds []int) (any, error) {
 		q.rq = shm.NewConsumer(rqRing)
 	}
 	if req.Type == proto.QPTypeUD {
-		if q.fd, q.local, err = s.srv.bindUD(req.Port, s.privBind); err != nil {
+		if q.fd, q.local, err = bindUD(s.dev, req.Port, s.privBind); err != nil {
 			return fail(err)
 		}
 	}
@@ -122,7 +122,7 @@ func (s *Session) createQP(body []byte, fds []int) (any, error) {
 		if q.fd, q.local, err = s.bindRD(req.Port); err != nil { // rd_linger.go
 			return fail(err)
 		}
-		q.rd = newRDQP(rdQPConfig(&s.srv.cfg.RD, c), s.srv.cfg.DatagramSize, s.srv.cfg.SocketBuffer, nil) // the store of its engine, set when placed
+		q.rd = newRDQP(rdQPConfig(&s.dev.cfg.RD, c), s.dev.cfg.DatagramSize, s.dev.cfg.SocketBuffer, nil) // the store of its engine, set when placed
 	}
 	var reply proto.CreateQPReply
 	err = s.eng.Do(func() error {
@@ -149,7 +149,7 @@ func (s *Session) createQP(body []byte, fds []int) (any, error) {
 			return err
 		}
 		q.handle, q.pd, q.sendCQ, q.recvCQ, q.srq = h, p, scq, rcq, x
-		q.eng = s.srv.dev.place() // engines.go
+		q.eng = s.dev.place() // engines.go
 		q.e = engOf(q.eng)
 		if q.rd != nil {
 			q.rd.store = &q.e.rdStoreBytes
@@ -180,14 +180,14 @@ func (s *Session) createQP(body []byte, fds []int) (any, error) {
 
 // bindUD opens a non-blocking UDP socket bound to the device address and
 // port (0: the next free port of the UD range).
-func (srv *Server) bindUD(port uint16, priv bool) (int, netip.AddrPort, error) {
-	return srv.bindDgram(port, srv.cfg.UDPorts, priv)
+func bindUD(srv *device, port uint16, priv bool) (int, netip.AddrPort, error) {
+	return bindDgram(srv, port, srv.cfg.UDPorts, priv)
 }
 
 // bindDgram opens a non-blocking UDP socket bound to the device address and
 // port (0: the next free port of r; privileged ports only if priv, see
 // bind.go).
-func (srv *Server) bindDgram(port uint16, r dgram.PortRange, priv bool) (int, netip.AddrPort, error) {
+func bindDgram(srv *device, port uint16, r dgram.PortRange, priv bool) (int, netip.AddrPort, error) {
 	addr := srv.cfg.Addr
 	family := unix.AF_INET
 	if !addr.Is4() {
@@ -218,7 +218,7 @@ func (srv *Server) bindDgram(port uint16, r dgram.PortRange, priv bool) (int, ne
 	start := int(srv.port.Add(1))
 	for i := range n {
 		p := r.First + uint16((start+i)%n)
-		if srv.privileged(p) && !priv {
+		if privileged(srv, p) && !priv {
 			continue
 		}
 		err := try(p)
@@ -234,7 +234,7 @@ func (srv *Server) bindDgram(port uint16, r dgram.PortRange, priv bool) (int, ne
 	return -1, netip.AddrPort{}, errf(unix.EADDRINUSE, "create-qp: every port of %d-%d is in use", r.First, r.Last)
 }
 
-func (s *Session) modifyQP(body []byte, _ []int) (any, error) {
+func (s *session) modifyQP(body []byte, _ []int) (any, error) {
 	var req proto.ModifyQPRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
@@ -284,7 +284,7 @@ func (s *Session) modifyQP(body []byte, _ []int) (any, error) {
 	})
 }
 
-func (s *Session) queryQP(body []byte, _ []int) (any, error) {
+func (s *session) queryQP(body []byte, _ []int) (any, error) {
 	var req proto.Handle
 	if err := decode(body, &req); err != nil {
 		return nil, err
@@ -300,7 +300,7 @@ func (s *Session) queryQP(body []byte, _ []int) (any, error) {
 	})
 }
 
-func (s *Session) destroyQP(body []byte, _ []int) (any, error) {
+func (s *session) destroyQP(body []byte, _ []int) (any, error) {
 	var req proto.Handle
 	if err := decode(body, &req); err != nil {
 		return nil, err

@@ -91,7 +91,7 @@ func (e *Engine) errorQP(q *QP, why string) {
 	q.state = proto.QPStateError
 	q.errWhy = why
 	if !q.ops.logsOwnEnd() { // a connected RC QP logs when its connection ends (rc_log.go)
-		q.s.srv.log.Infof("session %d (pid %d): %v QP %d (QPN %d) moved to ERROR: %s; its work requests complete flushed",
+		q.s.dev.log.Infof("session %d (pid %d): %v QP %d (QPN %d) moved to ERROR: %s; its work requests complete flushed",
 			q.s.id, q.s.cred.Pid, q.typ, q.handle, q.qpn, why)
 	}
 	q.s.sendEvent(e, proto.Event{Type: proto.EventQPFatal, Handle: q.handle, Detail: why})

@@ -3,6 +3,7 @@ package verbsd
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/iwarpd/iwarpd/proto"
@@ -46,13 +47,22 @@ type device struct {
 	sleepMu  sync.Mutex
 	sleepers int
 	start    time.Time
+
+	// What every session shares.
+	cfg    *config.Config
+	log    config.Logger
+	users  userTable     // per-user resource counts (userlimits.go)
+	nextID atomic.Uint64 // session ids
+	port   atomic.Uint32 // datagram port scan cursor (bindDgram)
+	// unprivStart is ip_unprivileged_port_start at start (bind.go).
+	unprivStart uint16
 }
 
 // newDevice makes cfg.Engines engines (at least one); engine 0 makes the
 // status page, the others write the same words.
 func newDevice(cfg *config.Config) (*device, error) {
 	n := max(cfg.Engines, 1)
-	d := &device{start: time.Now()}
+	d := &device{start: time.Now(), cfg: cfg, log: config.NopLogger{}}
 	cpus := allowedCPUs()
 	for i := range n {
 		e, err := newEngine(cfg, i == 0)

@@ -72,7 +72,7 @@ func (e *Engine) failFaulted(s *Session, addr uintptr) {
 	if e.shared && s.faulted.Swap(true) {
 		return
 	}
-	if log := s.srv.log; log != nil {
+	if log := s.dev.log; log != nil {
 		log.Warnf("session %d (pid %d, uid %d): its shared memory faulted at %#x; session closed "+
 			"(the client's memory went away under the daemon)", s.id, s.cred.Pid, s.cred.Uid, addr)
 	}

@@ -40,8 +40,8 @@ func FuzzControlRequest(f *testing.F) {
 	f.Add(msg(proto.OpQueryQP, proto.Handle{Handle: 3}))
 	f.Add([]byte("IWRP"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		s := newSession(srv, nil)
-		defer srv.eng.Do(func() error { srv.eng.teardownSession(s); return nil })
+		s := &session{Session: newSession(srv.dev, nil), srv: srv}
+		defer srv.eng.Do(func() error { srv.eng.teardownSession(s.Session); return nil })
 		// Half the inputs go to a session that already said hello.
 		if len(b) > 0 && b[0]&1 == 0 {
 			h, body, _ := proto.ParseHeader(msg(proto.OpHello, proto.HelloRequest{ABI: proto.ABIVersion}))

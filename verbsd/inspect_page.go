@@ -13,7 +13,7 @@ import (
 // at the request's cursor (proto.InspectRequest; no body: the first page).
 // Every page fits in one control message (proto.MaxMessage): a larger
 // reply could not be sent at all.
-func (s *Session) inspectOp(body []byte, _ []int) (any, error) {
+func (s *session) inspectOp(body []byte, _ []int) (any, error) {
 	var req proto.InspectRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err

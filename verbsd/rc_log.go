@@ -23,7 +23,7 @@ func (c *rcConn) setCause(s string) {
 // became of the QP.
 func (e *engine) rcLogClosed(q *qp, reason rcCloseReason, detail, then string) {
 	c := q.rc
-	log := q.s.srv.log
+	log := q.s.dev.log
 	side := "responder"
 	if c.initiator {
 		side = "initiator"

@@ -285,8 +285,8 @@ func (e *engine) rdLingerInspect(m map[string]int64) {
 // the port it asks for, or every port of the range, is in use and a
 // lingering port is among them, that linger ends and the bind is tried
 // again: a new QP is never refused a port for a linger.
-func (s *Session) bindRD(port uint16) (int, netip.AddrPort, error) {
-	fd, ap, err := s.srv.bindDgram(port, s.srv.cfg.RDPorts, s.privBind)
+func (s *session) bindRD(port uint16) (int, netip.AddrPort, error) {
+	fd, ap, err := bindDgram(s.dev, port, s.dev.cfg.RDPorts, s.privBind)
 	if !errors.Is(err, unix.EADDRINUSE) {
 		return fd, ap, err
 	}
@@ -294,7 +294,7 @@ func (s *Session) bindRD(port uint16) (int, netip.AddrPort, error) {
 	// so engine 0 may end a linger any engine holds.
 	released := false
 	release := func() error {
-		for _, e := range s.srv.dev.engs {
+		for _, e := range s.dev.engs {
 			if released = engOf(e).rdLingerRelease(port); released {
 				break
 			}
@@ -304,5 +304,5 @@ func (s *Session) bindRD(port uint16) (int, netip.AddrPort, error) {
 	if s.eng.Do(release) != nil || !released {
 		return fd, ap, err
 	}
-	return s.srv.bindDgram(port, s.srv.cfg.RDPorts, s.privBind)
+	return bindDgram(s.dev, port, s.dev.cfg.RDPorts, s.privBind)
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"sort"
 	"sync"
-	"sync/atomic"
 
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/verbsd/config"
@@ -17,21 +16,16 @@ import (
 // each) and runs the engine. Start one with NewServer, hand it listeners
 // with Serve, stop it with Close.
 type Server struct {
-	cfg    config.Config
-	log    config.Logger
-	eng    *Engine // engine 0: control commands go through it (engines.go)
-	dev    *device
-	nextID atomic.Uint64
-	port   atomic.Uint32 // port scan cursor
-	users  userTable     // per-user resource counts (userlimits.go)
-	// unprivStart is ip_unprivileged_port_start at start (bind.go).
-	unprivStart uint16
-	reserve     *fdReserve // accept.go
+	cfg     config.Config
+	log     config.Logger
+	eng     *Engine // engine 0: control commands go through it (engines.go)
+	dev     *device
+	reserve *fdReserve // accept.go
 
 	mu        sync.Mutex
 	closed    bool
 	listeners map[*net.UnixListener]struct{}
-	sessions  map[*Session]struct{}
+	sessions  map[*session]struct{}
 	wg        sync.WaitGroup
 }
 
@@ -40,8 +34,8 @@ func NewServer(cfg config.Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("verbsd: configuration: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Log, listeners: map[*net.UnixListener]struct{}{}, sessions: map[*Session]struct{}{},
-		unprivStart: unprivilegedPortStart(), reserve: newFDReserve()}
+	s := &Server{cfg: cfg, log: cfg.Log, listeners: map[*net.UnixListener]struct{}{}, sessions: map[*session]struct{}{},
+		reserve: newFDReserve()}
 	if s.log == nil {
 		s.log = config.NopLogger{}
 	}
@@ -51,6 +45,7 @@ func NewServer(cfg config.Config) (*Server, error) {
 		return nil, err
 	}
 	s.dev, s.eng = dev, dev.engs[0]
+	dev.log, dev.unprivStart = s.log, unprivilegedPortStart() // bind.go
 	for _, e := range dev.engs {
 		attachTransports(e) // transport.go
 	}
@@ -104,7 +99,8 @@ func (s *Server) Serve(l *net.UnixListener) error {
 			uc.Close()
 			return nil
 		}
-		sess := newSession(s, uc)
+		sess := &session{Session: newSession(s.dev, uc), srv: s}           // session_serve.go
+		sess.privBind = sess.cred.Uid == 0 || mayBindPrivileged(sess.cred) // bind.go
 		s.sessions[sess] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()

@@ -16,7 +16,7 @@ import (
 // side (serve, replies, events) runs on the Session's goroutines; the
 // object tables are the engine's and are touched only inside engine.Do.
 type Session struct {
-	srv    *Server
+	dev    *device
 	eng    *Engine
 	id     uint64
 	conn   *proto.Conn // nil in the fuzz harness
@@ -62,13 +62,10 @@ type Session struct {
 	// bellRefs: the QPs of this session on each engine (several engines),
 	// whose epoll set then holds its doorbell (engines.go bellWatch).
 	bellRefs map[*Engine]int
-
-	// Connection manager state (cm.go; its own lock, not engine-owned).
-	cm cmSession
 }
 
-func newSession(srv *Server, uc *net.UnixConn) *Session {
-	s := &Session{srv: srv, eng: srv.eng, id: srv.nextID.Add(1), bell: -1, events: make(chan proto.Event, 64), done: make(chan struct{}),
+func newSession(dev *device, uc *net.UnixConn) *Session {
+	s := &Session{dev: dev, eng: dev.engs[0], id: dev.nextID.Add(1), bell: -1, events: make(chan proto.Event, 64), done: make(chan struct{}),
 		pds: map[uint32]*pd{}, mrs: map[uint32]*mr{}, keys: map[uint32]*mr{}, channels: map[uint32]*compChannel{}, cqs: map[uint32]*cq{},
 		qps: map[uint32]*QP{}, srqs: map[uint32]*srq{}}
 	if uc != nil {
@@ -80,63 +77,9 @@ func newSession(srv *Server, uc *net.UnixConn) *Session {
 					s.peer, s.peerErr = openPeer(int(fd), cred.Pid)
 				}
 			})
-			s.privBind = s.cred.Uid == 0 || mayBindPrivileged(s.cred) // bind.go
 		}
 	}
 	return s
-}
-
-// serve reads requests until the client goes away (or the server closes
-// the connection), then reclaims everything the session owned.
-func (s *Session) serve() {
-	guardClientMemory() // fault.go: a fault on client memory fails the request
-	go s.pumpEvents()
-	defer func() {
-		close(s.done)
-		s.conn.Close()
-		s.eng.Do(func() error { s.eng.teardownSession(s); return nil })
-		s.peer.Close() // after teardown: no engine state refers to it
-		s.srv.users.releaseAll(s)
-		s.srv.log.Debugf("session %d (pid %d, uid %d): closed, resources reclaimed", s.id, s.cred.Pid, s.cred.Uid)
-	}()
-	for {
-		h, body, fds, err := s.conn.Receive()
-		if err != nil {
-			closeFDs(fds)
-			if errors.Is(err, proto.ErrTooLarge) || errors.Is(err, proto.ErrShortMessage) || errors.Is(err, proto.ErrBadMagic) {
-				s.reply(proto.Header{Version: proto.ABIVersion, Op: proto.OpReply}, nil, nil, errf(unix.EINVAL, "malformed control message: %v", err))
-				continue
-			}
-			return
-		}
-		reply, rfds, err, quit := s.dispatch(h, body, fds)
-		s.reply(proto.Header{Version: proto.ABIVersion, Op: h.Op | proto.OpReply, Seq: h.Seq}, reply, rfds, err)
-		if quit {
-			return
-		}
-	}
-}
-
-// reply sends a reply: body and fds on success, ErrorBody and the errno on
-// failure.
-func (s *Session) reply(h proto.Header, body any, fds []int, err error) {
-	if s.conn == nil {
-		return
-	}
-	if err != nil {
-		h.Status = errnoOf(err)
-		msg := err.Error()
-		var oe *opError
-		if errors.As(err, &oe) {
-			msg = oe.msg
-		}
-		body, fds = proto.ErrorBody{Error: msg}, nil
-	}
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	if serr := s.conn.Send(h, body, fds...); serr != nil {
-		s.srv.log.Debugf("session %d: %v", s.id, serr)
-	}
 }
 
 // pumpEvents sends queued asynchronous events to the client. It never
@@ -199,97 +142,6 @@ func (s *Session) shutdown() {
 	}
 	s.conn.UnixConn().CloseRead() // wakes serve's Receive
 	s.conn.Close()
-}
-
-func closeFDs(fds []int) {
-	for _, fd := range fds {
-		if fd >= 0 {
-			unix.Close(fd)
-		}
-	}
-}
-
-// dispatch serves one request. It takes ownership of fds (the handlers
-// consume what they need; the rest is closed here). quit asks serve to
-// close the connection after the reply.
-func (s *Session) dispatch(h proto.Header, body []byte, fds []int) (reply any, rfds []int, err error, quit bool) {
-	defer func() { closeFDs(fds) }()
-	defer func() { // fault.go
-		if r := recover(); r != nil {
-			addr, ok := faultAddr(r)
-			if !ok {
-				panic(r)
-			}
-			reply, rfds, quit = nil, nil, true
-			err = errf(unix.EFAULT, "%v: the client's shared memory faulted at %#x; session closed", h.Op, addr)
-		}
-	}()
-	if h.Op&(proto.OpReply|proto.OpEvent) != 0 || !h.Op.Valid() {
-		return nil, nil, errf(unix.EINVAL, "unknown request %v", h.Op), false
-	}
-	if !s.hello {
-		if h.Op != proto.OpHello {
-			return nil, nil, errf(unix.EINVAL, "the first request must be hello, not %v", h.Op), false
-		}
-		return s.doHello(h, body)
-	}
-	if h.Version != proto.ABIVersion {
-		return nil, nil, errf(unix.EPROTO, "%v", (&proto.VersionError{Local: proto.ABIVersion, Peer: h.Version, Side: "daemon"}).Error()), false
-	}
-	if s.inspect && h.Op != proto.OpInspect && h.Op != proto.OpQueryDevice && h.Op != proto.OpQueryPort {
-		return nil, nil, errf(unix.EPERM, "an inspect session may not %v", h.Op), false
-	}
-	handler := handlers[h.Op]
-	if handler == nil {
-		return nil, nil, errf(unix.EINVAL, "%v is not a request after hello", h.Op), false
-	}
-	reply, err = handler(s, body, fds)
-	return reply, nil, err, false
-}
-
-func (s *Session) doHello(h proto.Header, body []byte) (any, []int, error, bool) {
-	var req proto.HelloRequest
-	if h.Version != proto.ABIVersion {
-		return nil, nil, errf(unix.EPROTO, "%s", (&proto.VersionError{Local: proto.ABIVersion, Peer: h.Version, Side: "daemon"}).Error()), true
-	}
-	if err := proto.Unmarshal(body, &req); err != nil {
-		return nil, nil, errf(unix.EINVAL, "hello: %v", err), false
-	}
-	if req.ABI != proto.ABIVersion {
-		return nil, nil, errf(unix.EPROTO, "%s", (&proto.VersionError{Local: proto.ABIVersion, Peer: req.ABI, Side: "daemon"}).Error()), true
-	}
-	if err := s.srv.users.acquire(s, config.ResSessions, 1); err != nil { // userlimits.go
-		return nil, nil, err, true
-	}
-	s.client = req.Client
-	s.inspect = req.Inspect
-	// Inspect sessions own nothing and are not listed by Inspect.
-	if err := s.eng.Do(func() error {
-		if s.inspect {
-			return nil
-		}
-		fd, err := s.eng.newDoorbell()
-		if err != nil {
-			return err
-		}
-		s.bell = fd
-		if !s.eng.shared {
-			s.eng.bells[int32(fd)] = s // ready.go: its ring readies its QPs
-		}
-		s.eng.sessions[s.id] = s
-		s.installed = true
-		return nil
-	}); err != nil {
-		return nil, nil, err, true
-	}
-	s.hello = true
-	s.srv.log.Debugf("session %d: hello from %q (pid %d, uid %d, inspect %v)", s.id, req.Client, s.cred.Pid, s.cred.Uid, req.Inspect)
-	reply := proto.HelloReply{ABI: proto.ABIVersion, Daemon: s.srv.cfg.Version, SessionID: s.id, Device: s.srv.cfg.Device,
-		Addr: s.srv.cfg.Addr.String()}
-	if s.inspect {
-		return reply, nil, nil, false
-	}
-	return reply, []int{s.bell, s.eng.statusFD}, nil, false
 }
 
 // teardownSession destroys every object of s (engine side): the client went

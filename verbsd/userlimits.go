@@ -19,7 +19,7 @@ type userTable struct {
 // acquire counts n of r for s's user, or fails with EDQUOT if that would
 // exceed the user's limit.
 func (t *userTable) acquire(s *Session, r config.UserRes, n uint64) error {
-	lim := s.srv.cfg.UserLimits.Limit(r)
+	lim := s.dev.cfg.UserLimits.Limit(r)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.users == nil {
@@ -92,12 +92,12 @@ func (s *Session) qpHeld(t proto.QPType) qpHold {
 // holdQP counts a new QP of type t for s's user.
 func (s *Session) holdQP(t proto.QPType) (qpHold, error) {
 	h := s.qpHeld(t)
-	if err := s.srv.users.acquire(s, config.ResQPs, 1); err != nil {
+	if err := s.dev.users.acquire(s, config.ResQPs, 1); err != nil {
 		return h, err
 	}
 	if h.ports > 0 {
-		if err := s.srv.users.acquire(s, config.ResPorts, h.ports); err != nil {
-			s.srv.users.release(s, config.ResQPs, 1)
+		if err := s.dev.users.acquire(s, config.ResPorts, h.ports); err != nil {
+			s.dev.users.release(s, config.ResQPs, 1)
 			return h, err
 		}
 	}
@@ -106,8 +106,8 @@ func (s *Session) holdQP(t proto.QPType) (qpHold, error) {
 
 // release gives back what h holds (safe to call from the engine).
 func (h qpHold) release() {
-	h.s.srv.users.release(h.s, config.ResQPs, 1)
+	h.s.dev.users.release(h.s, config.ResQPs, 1)
 	if h.ports > 0 {
-		h.s.srv.users.release(h.s, config.ResPorts, h.ports)
+		h.s.dev.users.release(h.s, config.ResPorts, h.ports)
 	}
 }

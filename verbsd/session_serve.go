@@ -1,0 +1,164 @@
+package verbsd
+
+import (
+	"errors"
+
+	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/verbsd/config"
+	"golang.org/x/sys/unix"
+)
+
+// session is a client's control connection as the control side sees it:
+// the core session (its verbs objects, its event queue) and the server
+// that accepted it, whose handlers serve its requests.
+type session struct {
+	*Session
+	srv *Server
+	// cm is the session's connection manager state (cm.go; its own lock,
+	// not engine-owned).
+	cm cmSession
+}
+
+// serve reads requests until the client goes away (or the server closes
+// the connection), then reclaims everything the session owned.
+func (s *session) serve() {
+	guardClientMemory() // fault.go: a fault on client memory fails the request
+	go s.pumpEvents()
+	defer func() {
+		close(s.done)
+		s.conn.Close()
+		s.eng.Do(func() error { s.eng.teardownSession(s.Session); return nil })
+		s.peer.Close() // after teardown: no engine state refers to it
+		s.dev.users.releaseAll(s.Session)
+		s.dev.log.Debugf("session %d (pid %d, uid %d): closed, resources reclaimed", s.id, s.cred.Pid, s.cred.Uid)
+	}()
+	for {
+		h, body, fds, err := s.conn.Receive()
+		if err != nil {
+			closeFDs(fds)
+			if errors.Is(err, proto.ErrTooLarge) || errors.Is(err, proto.ErrShortMessage) || errors.Is(err, proto.ErrBadMagic) {
+				s.reply(proto.Header{Version: proto.ABIVersion, Op: proto.OpReply}, nil, nil, errf(unix.EINVAL, "malformed control message: %v", err))
+				continue
+			}
+			return
+		}
+		reply, rfds, err, quit := s.dispatch(h, body, fds)
+		s.reply(proto.Header{Version: proto.ABIVersion, Op: h.Op | proto.OpReply, Seq: h.Seq}, reply, rfds, err)
+		if quit {
+			return
+		}
+	}
+}
+
+// reply sends a reply: body and fds on success, ErrorBody and the errno on
+// failure.
+func (s *session) reply(h proto.Header, body any, fds []int, err error) {
+	if s.conn == nil {
+		return
+	}
+	if err != nil {
+		h.Status = errnoOf(err)
+		msg := err.Error()
+		var oe *opError
+		if errors.As(err, &oe) {
+			msg = oe.msg
+		}
+		body, fds = proto.ErrorBody{Error: msg}, nil
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if serr := s.conn.Send(h, body, fds...); serr != nil {
+		s.dev.log.Debugf("session %d: %v", s.id, serr)
+	}
+}
+
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+}
+
+// dispatch serves one request. It takes ownership of fds (the handlers
+// consume what they need; the rest is closed here). quit asks serve to
+// close the connection after the reply.
+func (s *session) dispatch(h proto.Header, body []byte, fds []int) (reply any, rfds []int, err error, quit bool) {
+	defer func() { closeFDs(fds) }()
+	defer func() { // fault.go
+		if r := recover(); r != nil {
+			addr, ok := faultAddr(r)
+			if !ok {
+				panic(r)
+			}
+			reply, rfds, quit = nil, nil, true
+			err = errf(unix.EFAULT, "%v: the client's shared memory faulted at %#x; session closed", h.Op, addr)
+		}
+	}()
+	if h.Op&(proto.OpReply|proto.OpEvent) != 0 || !h.Op.Valid() {
+		return nil, nil, errf(unix.EINVAL, "unknown request %v", h.Op), false
+	}
+	if !s.hello {
+		if h.Op != proto.OpHello {
+			return nil, nil, errf(unix.EINVAL, "the first request must be hello, not %v", h.Op), false
+		}
+		return s.doHello(h, body)
+	}
+	if h.Version != proto.ABIVersion {
+		return nil, nil, errf(unix.EPROTO, "%v", (&proto.VersionError{Local: proto.ABIVersion, Peer: h.Version, Side: "daemon"}).Error()), false
+	}
+	if s.inspect && h.Op != proto.OpInspect && h.Op != proto.OpQueryDevice && h.Op != proto.OpQueryPort {
+		return nil, nil, errf(unix.EPERM, "an inspect session may not %v", h.Op), false
+	}
+	handler := handlers[h.Op]
+	if handler == nil {
+		return nil, nil, errf(unix.EINVAL, "%v is not a request after hello", h.Op), false
+	}
+	reply, err = handler(s, body, fds)
+	return reply, nil, err, false
+}
+
+func (s *session) doHello(h proto.Header, body []byte) (any, []int, error, bool) {
+	var req proto.HelloRequest
+	if h.Version != proto.ABIVersion {
+		return nil, nil, errf(unix.EPROTO, "%s", (&proto.VersionError{Local: proto.ABIVersion, Peer: h.Version, Side: "daemon"}).Error()), true
+	}
+	if err := proto.Unmarshal(body, &req); err != nil {
+		return nil, nil, errf(unix.EINVAL, "hello: %v", err), false
+	}
+	if req.ABI != proto.ABIVersion {
+		return nil, nil, errf(unix.EPROTO, "%s", (&proto.VersionError{Local: proto.ABIVersion, Peer: req.ABI, Side: "daemon"}).Error()), true
+	}
+	if err := s.dev.users.acquire(s.Session, config.ResSessions, 1); err != nil { // userlimits.go
+		return nil, nil, err, true
+	}
+	s.client = req.Client
+	s.inspect = req.Inspect
+	// Inspect sessions own nothing and are not listed by Inspect.
+	if err := s.eng.Do(func() error {
+		if s.inspect {
+			return nil
+		}
+		fd, err := s.eng.newDoorbell()
+		if err != nil {
+			return err
+		}
+		s.bell = fd
+		if !s.eng.shared {
+			s.eng.bells[int32(fd)] = s.Session // ready.go: its ring readies its QPs
+		}
+		s.eng.sessions[s.id] = s.Session
+		s.installed = true
+		return nil
+	}); err != nil {
+		return nil, nil, err, true
+	}
+	s.hello = true
+	s.dev.log.Debugf("session %d: hello from %q (pid %d, uid %d, inspect %v)", s.id, req.Client, s.cred.Pid, s.cred.Uid, req.Inspect)
+	reply := proto.HelloReply{ABI: proto.ABIVersion, Daemon: s.dev.cfg.Version, SessionID: s.id, Device: s.dev.cfg.Device,
+		Addr: s.dev.cfg.Addr.String()}
+	if s.inspect {
+		return reply, nil, nil, false
+	}
+	return reply, []int{s.bell, s.eng.statusFD}, nil, false
+}
