@@ -36,6 +36,14 @@ var importRules = map[string]importRule{
 	"rdmap":           {project: []string{"iwerr", "ddp", "llp"}},
 	"proto":           {thirdParty: []string{"golang.org/x/sys"}},
 	"ofverbs":         {project: []string{"proto", "internal/..."}, thirdParty: []string{"golang.org/x/sys"}},
+	// verbsd by layer (issue 12 item 5): the configuration is a leaf; the
+	// engine core (rnic) knows no transport and no control protocol; the
+	// transports build on it; verbsd (control) on all of them.
+	"verbsd/config": {project: []string{"proto", "llp/..."}},
+	"verbsd/rnic": {
+		project:    []string{"verbsd/config", "proto", "rdmap", "iwerr", "internal/crc32c", "internal/eventfd", "internal/shm"},
+		thirdParty: []string{"golang.org/x/sys"},
+	},
 	"verbsd/...": {
 		project:    []string{"verbsd/...", "proto", "rdmap", "ddp", "mpa", "llp/...", "llp", "iwerr", "internal/..."},
 		thirdParty: []string{"golang.org/x/sys", "golang.org/x/net"},

@@ -7,6 +7,7 @@ import (
 	"github.com/iwarpd/iwarpd/ddp"
 	"github.com/iwarpd/iwarpd/internal/crc32c"
 	"github.com/iwarpd/iwarpd/llp/dgram"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"golang.org/x/sys/unix"
 )
 
@@ -205,11 +206,11 @@ type recvBatch struct {
 	slots []recvSlot
 	msgs  []unix.Mmsghdr
 	iovs  []unix.Iovec
-	rqes  []recvWR // rqes[k]: the k-th posted receive after the head at the batch's start (translated, not placed into)
-	nrqe  int      // valid entries of rqes
-	used  int      // receives consumed in this batch
-	extra recvWR   // a receive looked at beyond rqes
-	mcast bool     // the batch was read from a multicast group's socket
+	rqes  []rnic.RecvWR // rqes[k]: the k-th posted receive after the head at the batch's start (translated, not placed into)
+	nrqe  int           // valid entries of rqes
+	used  int           // receives consumed in this batch
+	extra rnic.RecvWR   // a receive looked at beyond rqes
+	mcast bool          // the batch was read from a multicast group's socket
 	// srcQKey is the Source Q_Key of the datagram being judged: the key
 	// its error message, if any, names.
 	srcQKey uint32
@@ -220,7 +221,7 @@ type recvBatch struct {
 
 func newRecvBatch() *recvBatch {
 	b := &recvBatch{slots: make([]recvSlot, recvSlots), msgs: make([]unix.Mmsghdr, recvSlots),
-		rqes: make([]recvWR, recvSlots)}
+		rqes: make([]rnic.RecvWR, recvSlots)}
 	tails := make([]byte, recvSlots*slotTailLen)
 	// Touch every page now: RD and GRO traffic land in the tails, and a
 	// first burst would otherwise fault them in one page at a time on the

@@ -10,6 +10,7 @@ import (
 
 	"github.com/iwarpd/iwarpd/internal/shm"
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"golang.org/x/sys/unix"
 )
 
@@ -178,7 +179,7 @@ func TestSendmmsgGSOAndGRO(t *testing.T) {
 				}
 				for off := 0; off < s.n; off += seg {
 					d := make([]byte, min(seg, s.n-off))
-					copyRange(d, s.view, off)
+					rnic.CopyRange(d, s.view, off)
 					got = append(got, d)
 				}
 				if gro && s.gso != 1022 {
@@ -238,7 +239,7 @@ func TestPrepareKeepsClientMemoryOut(t *testing.T) {
 	rb := newRecvBatch()
 	client := make([]byte, 4096)
 	for k := range rb.rqes {
-		rb.rqes[k].bufs = [][]byte{client[k*64 : k*64+64]}
+		rb.rqes[k].Bufs = [][]byte{client[k*64 : k*64+64]}
 	}
 	rb.nrqe = len(rb.rqes)
 	msgs := rb.prepare(recvSlots)
@@ -260,15 +261,15 @@ func TestPrepareKeepsClientMemoryOut(t *testing.T) {
 func TestCopyBetweenAndChecksumAt(t *testing.T) {
 	src := [][]byte{[]byte("hdr"), []byte("abc"), []byte(""), []byte("defgh")}
 	dst := [][]byte{make([]byte, 2), make([]byte, 3), make([]byte, 10)}
-	if n := copyBetween(dst, src, 4, 6); n != 6 || string(dst[0]) != "bc" || string(dst[1]) != "def" || string(dst[2][:1]) != "g" {
+	if n := rnic.CopyBetween(dst, src, 4, 6); n != 6 || string(dst[0]) != "bc" || string(dst[1]) != "def" || string(dst[2][:1]) != "g" {
 		t.Fatalf("copyBetween = %d %q", n, dst)
 	}
 	small := [][]byte{make([]byte, 3)}
-	if n := copyBetween(small, src, 0, 11); n != 3 || string(small[0]) != "hdr" {
+	if n := rnic.CopyBetween(small, src, 0, 11); n != 3 || string(small[0]) != "hdr" {
 		t.Fatalf("copyBetween into a short destination = %d %q", n, small[0])
 	}
 	flat := []byte("hdrabcdefgh")
-	if checksumAt(src, 2, 7) != checksumRange([][]byte{flat[2:9]}, 7) {
+	if checksumAt(src, 2, 7) != rnic.ChecksumRange([][]byte{flat[2:9]}, 7) {
 		t.Fatal("checksumAt differs from the CRC of the flat range")
 	}
 }
@@ -315,7 +316,7 @@ func TestRingViewLookahead(t *testing.T) {
 		t.Fatal(err)
 	}
 	prod, cons := shm.NewProducer(ring), shm.NewConsumer(ring)
-	v := newRingView(mem, depth, stride)
+	v := rnic.NewRingView(mem, depth, stride)
 	post := func(tag byte) {
 		slot, err := prod.Next()
 		if err != nil || slot == nil {
@@ -330,12 +331,12 @@ func TestRingViewLookahead(t *testing.T) {
 			post(next)
 			next++
 		}
-		head, idx, n, err := v.lookahead(cons)
+		head, idx, n, err := v.Lookahead(cons)
 		if err != nil || n != 6 {
 			t.Fatalf("round %d: lookahead n=%d err=%v", round, n, err)
 		}
 		for k := range n {
-			if got := v.at(head, idx, k)[0]; got != next-6+byte(k) {
+			if got := v.At(head, idx, k)[0]; got != next-6+byte(k) {
 				t.Fatalf("round %d: entry %d = %d, want %d", round, k, got, next-6+byte(k))
 			}
 		}
@@ -345,9 +346,9 @@ func TestRingViewLookahead(t *testing.T) {
 		cons.Release()
 	}
 	// A view that does not match the ring sees the head only.
-	bad := newRingView(mem, depth, 32)
+	bad := rnic.NewRingView(mem, depth, 32)
 	post(99)
-	if head, _, n, _ := bad.lookahead(cons); n != 1 || head[0] != 99 {
+	if head, _, n, _ := bad.Lookahead(cons); n != 1 || head[0] != 99 {
 		t.Fatalf("mismatched view: n=%d", n)
 	}
 }

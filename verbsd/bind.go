@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"golang.org/x/sys/unix"
 )
 
@@ -63,29 +64,29 @@ func mayBindPrivileged(cred unix.Ucred) bool {
 }
 
 // privileged reports whether port needs privilege to bind.
-func privileged(d *device, port uint16) bool {
-	return port != 0 && port < d.unprivStart
+func privileged(d *rnic.Device, port uint16) bool {
+	return port != 0 && port < d.UnprivStart
 }
 
 // checkClientPort refuses an explicit port the session may not have.
 func (s *session) checkClientPort(op string, port uint16) error {
-	if privileged(s.dev, port) && !s.privBind {
-		return errf(unix.EACCES, "%s: port %d is privileged (below %d) and this client (uid %d) may not bind it itself",
-			op, port, s.dev.unprivStart, s.cred.Uid)
+	if privileged(s.Dev, port) && !s.PrivBind {
+		return rnic.Errf(unix.EACCES, "%s: port %d is privileged (below %d) and this client (uid %d) may not bind it itself",
+			op, port, s.Dev.UnprivStart, s.Cred.Uid)
 	}
 	return nil
 }
 
 // checkListenAddr applies the rules above to an RC listener's address.
 func (s *session) checkListenAddr(ap netip.AddrPort) error {
-	dev := s.dev.cfg.Addr
+	dev := s.Dev.Cfg.Addr
 	if dev.IsValid() && !dev.IsUnspecified() && ap.Addr() != dev {
-		return errf(unix.EADDRNOTAVAIL, "listen: %s is not the device's address; iwarpd serves %s (listen on %s or :PORT)",
+		return rnic.Errf(unix.EADDRNOTAVAIL, "listen: %s is not the device's address; iwarpd serves %s (listen on %s or :PORT)",
 			ap.Addr(), dev, netip.AddrPortFrom(dev, ap.Port()))
 	}
-	if p := ap.Port(); p != 0 && !s.dev.cfg.ListenPorts.Contains(p) {
-		return errf(unix.EACCES, "listen: port %d is outside the listener range %d-%d of this daemon (-listen-ports), or use port 0",
-			p, s.dev.cfg.ListenPorts.First, s.dev.cfg.ListenPorts.Last)
+	if p := ap.Port(); p != 0 && !s.Dev.Cfg.ListenPorts.Contains(p) {
+		return rnic.Errf(unix.EACCES, "listen: port %d is outside the listener range %d-%d of this daemon (-listen-ports), or use port 0",
+			p, s.Dev.Cfg.ListenPorts.First, s.Dev.Cfg.ListenPorts.Last)
 	}
 	return s.checkClientPort("listen", ap.Port())
 }

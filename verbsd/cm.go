@@ -13,6 +13,7 @@ import (
 	"github.com/iwarpd/iwarpd/mpa"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"golang.org/x/sys/unix"
 )
 
@@ -55,7 +56,7 @@ type qpCM struct {
 // with mu held. It fails once the session is over.
 func (cm *cmSession) start(s *session) error {
 	if cm.closed {
-		return errf(unix.ENODEV, "the session is closing")
+		return rnic.Errf(unix.ENODEV, "the session is closing")
 	}
 	if cm.started {
 		return nil
@@ -82,14 +83,14 @@ func (cm *cmSession) pump(s *session) {
 	for {
 		select {
 		case ev := <-cm.events:
-			if s.conn == nil {
+			if s.Conn == nil {
 				continue
 			}
 			// Never blocks on a client that does not read (session.go).
-			if err := s.sendAsync(proto.Header{Version: proto.ABIVersion, Op: proto.OpCMEvent}, ev); err != nil {
-				s.dev.log.Debugf("session %d: cm event %v: %v", s.id, ev.Type, err)
+			if err := s.SendAsync(proto.Header{Version: proto.ABIVersion, Op: proto.OpCMEvent}, ev); err != nil {
+				s.Dev.Log.Debugf("session %d: cm event %v: %v", s.ID, ev.Type, err)
 			}
-		case <-s.done:
+		case <-s.Done:
 			return
 		}
 	}
@@ -106,7 +107,7 @@ func (cm *cmSession) post(s *session, ev proto.CMEvent) {
 	select {
 	case cm.events <- ev:
 	default:
-		s.dev.log.Warnf("session %d: CM event queue full, %v event for QP %d dropped", s.id, ev.Type, ev.QP)
+		s.Dev.Log.Warnf("session %d: CM event queue full, %v event for QP %d dropped", s.ID, ev.Type, ev.QP)
 	}
 }
 
@@ -131,19 +132,19 @@ func (cm *cmSession) closeAll() {
 // reserveRC checks that QP handle is an RC QP in INIT that no Connect or
 // Accept owns, and marks it owned.
 func (s *session) reserveRC(handle uint32, op string) error {
-	return s.eng.Do(func() error {
+	return s.Eng.Do(func() error {
 		q := s.qp(handle)
 		switch {
 		case q == nil:
-			return errf(unix.EINVAL, "%s: no QP %d", op, handle)
-		case q.typ != proto.QPTypeRC:
-			return errf(unix.EINVAL, "%s: QP %d is %v; only RC QPs connect", op, handle, q.typ)
+			return rnic.Errf(unix.EINVAL, "%s: no QP %d", op, handle)
+		case q.Typ != proto.QPTypeRC:
+			return rnic.Errf(unix.EINVAL, "%s: QP %d is %v; only RC QPs connect", op, handle, q.Typ)
 		case q.cm.busy:
-			return errf(unix.EALREADY, "%s: QP %d is already connecting", op, handle)
+			return rnic.Errf(unix.EALREADY, "%s: QP %d is already connecting", op, handle)
 		case q.cm.connected || q.rc != nil:
-			return errf(unix.EISCONN, "%s: QP %d was already connected", op, handle)
-		case q.state != proto.QPStateInit:
-			return errf(unix.EINVAL, "%s: QP %d is in %v; Connect and Accept need INIT", op, handle, q.state)
+			return rnic.Errf(unix.EISCONN, "%s: QP %d was already connected", op, handle)
+		case q.State != proto.QPStateInit:
+			return rnic.Errf(unix.EINVAL, "%s: QP %d is in %v; Connect and Accept need INIT", op, handle, q.State)
 		}
 		q.cm.busy = true
 		return nil
@@ -152,7 +153,7 @@ func (s *session) reserveRC(handle uint32, op string) error {
 
 // releaseRC gives up the ownership taken by reserveRC (the attempt failed).
 func (s *session) releaseRC(handle uint32) {
-	s.eng.Do(func() error {
+	s.Eng.Do(func() error {
 		if q := s.qp(handle); q != nil {
 			q.cm.busy = false
 		}
@@ -164,16 +165,16 @@ func (s *session) releaseRC(handle uint32) {
 // RTS (attachRC) and its end will be reported as a CMDisconnected event.
 // fd is owned by the engine afterwards, or closed here on failure.
 func (s *session) attachConn(handle uint32, a rcAttach) error {
-	err := s.eng.Do(func() error {
+	err := s.Eng.Do(func() error {
 		q := s.qp(handle)
 		if q == nil || !q.cm.busy {
 			unix.Close(a.FD)
-			return errf(unix.ENOENT, "QP %d was destroyed while connecting", handle)
+			return rnic.Errf(unix.ENOENT, "QP %d was destroyed while connecting", handle)
 		}
 		q.cm.busy = false
-		if q.state != proto.QPStateInit {
+		if q.State != proto.QPStateInit {
 			unix.Close(a.FD)
-			return errf(unix.EINVAL, "QP %d left INIT (%v) while connecting", handle, q.state)
+			return rnic.Errf(unix.EINVAL, "QP %d left INIT (%v) while connecting", handle, q.State)
 		}
 		q.onRCClosed = func(reason rcCloseReason, term *rdmap.Terminate) {
 			s.cm.post(s, closedEvent(handle, reason, term))
@@ -188,7 +189,7 @@ func (s *session) attachConn(handle uint32, a rcAttach) error {
 		q.cm.connected = true
 		return nil
 	})
-	if errors.Is(err, errEngineStopped) {
+	if errors.Is(err, rnic.ErrEngineStopped) {
 		unix.Close(a.FD)
 	}
 	return err
@@ -273,17 +274,17 @@ func writeFull(c net.Conn, b []byte, deadline time.Time) error {
 // until attachRC.
 func (e *engine) addRCQP(q *qp) error {
 	q.e = e
-	return e.addUnpolledQP(q.QP) // engine.go
+	return e.AddUnpolledQP(q.QP) // engine.go
 }
 
 // qpAddr is the address a QP reports: a UD QP's UDP address, a connected
 // RC QP's local TCP address, else "".
 func qpAddr(q *qp) string {
 	switch {
-	case q.typ == proto.QPTypeRC && q.rc != nil && q.rc.local.IsValid():
+	case q.Typ == proto.QPTypeRC && q.rc != nil && q.rc.local.IsValid():
 		return q.rc.local.String()
-	case q.local.IsValid():
-		return q.local.String()
+	case q.Local.IsValid():
+		return q.Local.String()
 	}
 	return ""
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/iwarpd/iwarpd/mpa"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/verbsd/config"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"golang.org/x/sys/unix"
 )
 
@@ -27,27 +28,27 @@ type cmActive struct {
 // initiator goroutine. The outcome is a CM event.
 func (s *session) connect(req proto.ConnectRequest) error {
 	const op = "connect"
-	cfg := s.dev.cfg.MPA
+	cfg := s.Dev.Cfg.MPA
 	o := req.MPA
 	switch {
 	case cfg.Validate() != nil:
-		return errf(unix.EINVAL, "%s: the device's MPA policy: %v", op, cfg.Validate())
+		return rnic.Errf(unix.EINVAL, "%s: the device's MPA policy: %v", op, cfg.Validate())
 	case req.IRD > config.MaxIRDORD || req.ORD > config.MaxIRDORD:
-		return errf(unix.EINVAL, "%s: IRD %d / ORD %d: at most %d", op, req.IRD, req.ORD, config.MaxIRDORD)
+		return rnic.Errf(unix.EINVAL, "%s: IRD %d / ORD %d: at most %d", op, req.IRD, req.ORD, config.MaxIRDORD)
 	case o.Revision > 2:
-		return errf(unix.EINVAL, "%s: MPA revision %d: want 1 or 2", op, o.Revision)
+		return rnic.Errf(unix.EINVAL, "%s: MPA revision %d: want 1 or 2", op, o.Revision)
 	case o.CRC > proto.MPACRCOff || o.Markers > proto.ToggleOff || o.PeerToPeer > proto.ToggleOff:
-		return errf(unix.EINVAL, "%s: MPA options %+v out of range", op, o)
+		return rnic.Errf(unix.EINVAL, "%s: MPA options %+v out of range", op, o)
 	case o.RTR&^(proto.RTRSend|proto.RTRWrite|proto.RTRRead) != 0:
-		return errf(unix.EINVAL, "%s: RTR set %#x unknown", op, uint8(o.RTR))
+		return rnic.Errf(unix.EINVAL, "%s: RTR set %#x unknown", op, uint8(o.RTR))
 	}
 	policy := initiatorPolicy(cfg, o, req.PrivateData, req.IRD, req.ORD)
 	if err := policy.Validate(); err != nil {
-		return errf(unix.EINVAL, "%s: %v", op, err)
+		return rnic.Errf(unix.EINVAL, "%s: %v", op, err)
 	}
 	ap, err := netip.ParseAddrPort(req.Addr)
 	if err != nil || ap.Port() == 0 {
-		return errf(unix.EINVAL, "%s: address %q: want ip:port", op, req.Addr)
+		return rnic.Errf(unix.EINVAL, "%s: address %q: want ip:port", op, req.Addr)
 	}
 	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 	timeout := cfg.TimeoutOrDefault()
@@ -99,14 +100,14 @@ func (s *session) runConnect(a *cmActive, ap netip.AddrPort, policy mpa.Policy, 
 	a.cancel()
 	if ev.Type != proto.CMEstablished {
 		s.releaseRC(a.qp)
-		s.dev.log.Debugf("session %d: connect QP %d to %s: %v: %s", s.id, a.qp, ap, ev.Type, ev.Detail)
+		s.Dev.Log.Debugf("session %d: connect QP %d to %s: %v: %s", s.ID, a.qp, ap, ev.Type, ev.Detail)
 	}
 	s.cm.post(s, ev)
 }
 
 func (s *session) initiate(a *cmActive, ap netip.AddrPort, policy mpa.Policy, timeout time.Duration) proto.CMEvent {
 	d := net.Dialer{Timeout: timeout}
-	if dev := s.dev.cfg.Addr; dev.Is4() == ap.Addr().Is4() && dev.IsLoopback() == ap.Addr().IsLoopback() {
+	if dev := s.Dev.Cfg.Addr; dev.Is4() == ap.Addr().Is4() && dev.IsLoopback() == ap.Addr().IsLoopback() {
 		d.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(dev, 0))
 	}
 	c, err := d.DialContext(a.ctx, "tcp", ap.String())
@@ -173,7 +174,7 @@ func (s *session) initiate(a *cmActive, ap netip.AddrPort, policy mpa.Policy, ti
 		return proto.CMEvent{Type: proto.CMConnectionError, Status: int(unix.EIO), Detail: err.Error(), Local: local.String()}
 	}
 	if err := s.attachConn(a.qp, att); err != nil {
-		return proto.CMEvent{Type: proto.CMConnectionError, Status: int(errnoOf(err)), Detail: err.Error(), Local: local.String()}
+		return proto.CMEvent{Type: proto.CMConnectionError, Status: int(rnic.ErrnoOf(err)), Detail: err.Error(), Local: local.String()}
 	}
 	return proto.CMEvent{Type: proto.CMEstablished, Peer: att.Remote.String(), Local: att.Local.String(),
 		PrivateData: params.PeerPrivateData, IRD: params.LocalIRD, ORD: params.LocalORD, MPA: mpaParams(params)}

@@ -13,6 +13,7 @@ import (
 	"github.com/iwarpd/iwarpd/mpa"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/verbsd/config"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"golang.org/x/sys/unix"
 )
 
@@ -46,8 +47,8 @@ type cmPending struct {
 
 // listen opens a listener for session s on addr ("ip:port", ":port").
 func (s *session) listen(addr string, backlog int) (*cmListener, error) {
-	if err := s.dev.cfg.MPA.Validate(); err != nil {
-		return nil, errf(unix.EINVAL, "listen: the device's MPA policy: %v", err)
+	if err := s.Dev.Cfg.MPA.Validate(); err != nil {
+		return nil, rnic.Errf(unix.EINVAL, "listen: the device's MPA policy: %v", err)
 	}
 	ap, err := s.parseListenAddr(addr)
 	if err != nil {
@@ -60,21 +61,21 @@ func (s *session) listen(addr string, backlog int) (*cmListener, error) {
 		backlog = defaultBacklog
 	}
 	backlog = min(backlog, maxBacklog)
-	if err := s.dev.users.acquire(s.Session, config.ResListeners, 1); err != nil { // userlimits.go
+	if err := s.Dev.Users.Acquire(s.Session, config.ResListeners, 1); err != nil { // userlimits.go
 		return nil, err
 	}
 	ln, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(ap))
 	if err != nil {
-		s.dev.users.release(s.Session, config.ResListeners, 1)
+		s.Dev.Users.Release(s.Session, config.ResListeners, 1)
 		switch {
 		case errors.Is(err, unix.EADDRINUSE):
-			return nil, errf(unix.EADDRINUSE, "listen: %s is in use", ap)
+			return nil, rnic.Errf(unix.EADDRINUSE, "listen: %s is in use", ap)
 		case errors.Is(err, unix.EADDRNOTAVAIL):
-			return nil, errf(unix.EADDRNOTAVAIL, "listen: %s is not a local address", ap.Addr())
+			return nil, rnic.Errf(unix.EADDRNOTAVAIL, "listen: %s is not a local address", ap.Addr())
 		case errors.Is(err, unix.EACCES):
-			return nil, errf(unix.EACCES, "listen: %s: permission denied", ap)
+			return nil, rnic.Errf(unix.EACCES, "listen: %s: permission denied", ap)
 		}
-		return nil, errf(unix.EINVAL, "listen: %s: %v", ap, err)
+		return nil, rnic.Errf(unix.EINVAL, "listen: %s: %v", ap, err)
 	}
 	l := &cmListener{s: s, ln: ln, addr: tcpAddr(ln.Addr()), slots: make(chan struct{}, backlog), done: make(chan struct{})}
 	cm := &s.cm
@@ -82,31 +83,31 @@ func (s *session) listen(addr string, backlog int) (*cmListener, error) {
 	if err := cm.start(s); err != nil {
 		cm.mu.Unlock()
 		ln.Close()
-		s.dev.users.release(s.Session, config.ResListeners, 1)
+		s.Dev.Users.Release(s.Session, config.ResListeners, 1)
 		return nil, err
 	}
-	if max := s.dev.cfg.Limits.MaxListeners; len(cm.listeners) >= max {
+	if max := s.Dev.Cfg.Limits.MaxListeners; len(cm.listeners) >= max {
 		cm.mu.Unlock()
 		ln.Close()
-		return nil, errf(unix.EMFILE, "listen: session limit of %d listeners reached (-max-listeners); close one first", max)
+		return nil, rnic.Errf(unix.EMFILE, "listen: session limit of %d listeners reached (-max-listeners); close one first", max)
 	}
 	l.handle = cm.nextID()
 	cm.listeners[l.handle] = l
 	cm.mu.Unlock()
 	go l.acceptLoop()
-	s.dev.log.Debugf("session %d: listening on %s (listener %d, backlog %d)", s.id, l.addr, l.handle, backlog)
+	s.Dev.Log.Debugf("session %d: listening on %s (listener %d, backlog %d)", s.ID, l.addr, l.handle, backlog)
 	return l, nil
 }
 
 // parseListenAddr reads "ip:port" or ":port" (the device address).
 func (s *session) parseListenAddr(addr string) (netip.AddrPort, error) {
-	bad := errf(unix.EINVAL, "listen: address %q: want ip:port or :port", addr)
+	bad := rnic.Errf(unix.EINVAL, "listen: address %q: want ip:port or :port", addr)
 	if len(addr) > 0 && addr[0] == ':' {
 		port, err := strconv.ParseUint(addr[1:], 10, 16)
 		if err != nil {
 			return netip.AddrPort{}, bad
 		}
-		return netip.AddrPortFrom(s.dev.cfg.Addr, uint16(port)), nil
+		return netip.AddrPortFrom(s.Dev.Cfg.Addr, uint16(port)), nil
 	}
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
@@ -122,10 +123,10 @@ func (s *session) closeListener(handle uint32) error {
 	l := cm.listeners[handle]
 	if l == nil {
 		cm.mu.Unlock()
-		return errf(unix.EINVAL, "close-listener: no listener %d", handle)
+		return rnic.Errf(unix.EINVAL, "close-listener: no listener %d", handle)
 	}
 	delete(cm.listeners, handle)
-	s.dev.users.release(s.Session, config.ResListeners, 1) // userlimits.go
+	s.Dev.Users.Release(s.Session, config.ResListeners, 1) // userlimits.go
 	var drop []*cmPending
 	for id, p := range cm.pending {
 		if p.l == l {
@@ -161,7 +162,7 @@ func (l *cmListener) acceptLoop() {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
-			l.s.dev.log.Warnf("session %d: listener %s: accept: %v", l.s.id, l.addr, err)
+			l.s.Dev.Log.Warnf("session %d: listener %s: accept: %v", l.s.ID, l.addr, err)
 			select { // EMFILE and friends: do not spin
 			case <-time.After(50 * time.Millisecond):
 			case <-l.done:
@@ -180,7 +181,7 @@ func (l *cmListener) release() { <-l.slots }
 // the client as a CMConnectRequest event.
 func (l *cmListener) handshake(c *net.TCPConn) {
 	s := l.s
-	cfg := s.dev.cfg.MPA
+	cfg := s.Dev.Cfg.MPA
 	deadline := time.Now().Add(cfg.TimeoutOrDefault())
 	c.SetReadDeadline(deadline)
 	peer, local := tcpAddr(c.RemoteAddr()), tcpAddr(c.LocalAddr())
@@ -193,7 +194,7 @@ func (l *cmListener) handshake(c *net.TCPConn) {
 			// answered with a Reply whose R bit is set, then closed.
 			writeFull(c, reject, deadline)
 		}
-		s.dev.log.Debugf("session %d: listener %s: MPA Request from %s: %v", s.id, l.addr, peer, err)
+		s.Dev.Log.Debugf("session %d: listener %s: MPA Request from %s: %v", s.ID, l.addr, peer, err)
 		c.Close()
 		l.release()
 		return
@@ -210,7 +211,7 @@ func (l *cmListener) handshake(c *net.TCPConn) {
 	cm.pending[p.id] = p
 	p.timer = time.AfterFunc(cfg.TimeoutOrDefault(), func() {
 		if x := s.cm.take(p.id); x != nil {
-			s.dev.log.Debugf("session %d: connection request %d from %s expired unanswered", s.id, p.id, peer)
+			s.Dev.Log.Debugf("session %d: connection request %d from %s expired unanswered", s.ID, p.id, peer)
 			x.abandon()
 		}
 	})
@@ -298,29 +299,29 @@ func (p *cmPending) abandon() { p.finish(true) }
 // and the IRD/ORD block, and hands the connection to QP handle.
 func (s *session) accept(req proto.AcceptRequest) (*proto.CMEvent, error) {
 	const op = "accept"
-	cfg := s.dev.cfg.MPA
+	cfg := s.Dev.Cfg.MPA
 	if req.IRD > config.MaxIRDORD || req.ORD > config.MaxIRDORD {
-		return nil, errf(unix.EINVAL, "%s: IRD %d / ORD %d: at most %d", op, req.IRD, req.ORD, config.MaxIRDORD)
+		return nil, rnic.Errf(unix.EINVAL, "%s: IRD %d / ORD %d: at most %d", op, req.IRD, req.ORD, config.MaxIRDORD)
 	}
 	s.cm.mu.Lock()
 	p := s.cm.pending[req.Conn]
 	s.cm.mu.Unlock()
 	if p == nil {
-		return nil, errf(unix.EINVAL, "%s: no connection request %d (answered, expired or never made)", op, req.Conn)
+		return nil, rnic.Errf(unix.EINVAL, "%s: no connection request %d (answered, expired or never made)", op, req.Conn)
 	}
 	policy := responderPolicy(cfg, req.PrivateData, req.IRD, req.ORD)
 	if p.req.Revision != 2 || !p.req.Enhanced {
 		policy.Revision = 1 // the private data budget of the Reply's revision
 	}
 	if err := policy.Validate(); err != nil {
-		return nil, errf(unix.EINVAL, "%s: %v", op, err)
+		return nil, rnic.Errf(unix.EINVAL, "%s: %v", op, err)
 	}
 	if err := s.reserveRC(req.QP, op); err != nil {
 		return nil, err
 	}
 	if p = s.cm.take(req.Conn); p == nil {
 		s.releaseRC(req.QP)
-		return nil, errf(unix.EINVAL, "%s: connection request %d expired", op, req.Conn)
+		return nil, rnic.Errf(unix.EINVAL, "%s: connection request %d expired", op, req.Conn)
 	}
 	policy.Revision = cfg.Revision
 	reply, params, err := mpa.NewResponder(policy).HandleRequest(p.req)
@@ -329,19 +330,19 @@ func (s *session) accept(req proto.AcceptRequest) (*proto.CMEvent, error) {
 		writeFull(p.conn, reply.Append(nil), deadline)
 		p.abandon()
 		s.releaseRC(req.QP)
-		return nil, errf(unix.EPROTO, "%s: %v", op, err)
+		return nil, rnic.Errf(unix.EPROTO, "%s: %v", op, err)
 	}
 	if err := writeFull(p.conn, reply.Append(make([]byte, 0, reply.Len())), deadline); err != nil {
 		p.abandon()
 		s.releaseRC(req.QP)
-		return nil, errf(unix.ECONNRESET, "%s: sending the MPA Reply to %s: %v", op, p.peer, err)
+		return nil, rnic.Errf(unix.ECONNRESET, "%s: sending the MPA Reply to %s: %v", op, p.peer, err)
 	}
 	params.PeerPrivateData = clonePD(params.PeerPrivateData)
 	a, err := handOff(p.conn, params, false)
 	p.finish(false)
 	if err != nil {
 		s.releaseRC(req.QP)
-		return nil, errf(unix.EIO, "%s: %v", op, err)
+		return nil, rnic.Errf(unix.EIO, "%s: %v", op, err)
 	}
 	if err := s.attachConn(req.QP, a); err != nil {
 		return nil, err
@@ -357,18 +358,18 @@ func (s *session) accept(req proto.AcceptRequest) (*proto.CMEvent, error) {
 // privateData, then closes the connection.
 func (s *session) reject(req proto.RejectRequest) error {
 	if len(req.PrivateData) > mpa.MaxPrivateData {
-		return errf(unix.EINVAL, "reject: %d octets of private data, at most %d", len(req.PrivateData), mpa.MaxPrivateData)
+		return rnic.Errf(unix.EINVAL, "reject: %d octets of private data, at most %d", len(req.PrivateData), mpa.MaxPrivateData)
 	}
 	p := s.cm.take(req.Conn)
 	if p == nil {
-		return errf(unix.EINVAL, "reject: no connection request %d (answered, expired or never made)", req.Conn)
+		return rnic.Errf(unix.EINVAL, "reject: no connection request %d (answered, expired or never made)", req.Conn)
 	}
 	defer p.abandon()
-	r := mpa.NewResponder(responderPolicy(s.dev.cfg.MPA, nil, 0, 0))
+	r := mpa.NewResponder(responderPolicy(s.Dev.Cfg.MPA, nil, 0, 0))
 	r.HandleRequest(p.req) // sets the Reply's revision from the Request
 	f := r.Reject(req.PrivateData)
-	if err := writeFull(p.conn, f.Append(nil), time.Now().Add(s.dev.cfg.MPA.TimeoutOrDefault())); err != nil {
-		return errf(unix.ECONNRESET, "reject: sending the MPA Reply to %s: %v", p.peer, err)
+	if err := writeFull(p.conn, f.Append(nil), time.Now().Add(s.Dev.Cfg.MPA.TimeoutOrDefault())); err != nil {
+		return rnic.Errf(unix.ECONNRESET, "reject: sending the MPA Reply to %s: %v", p.peer, err)
 	}
 	return nil
 }

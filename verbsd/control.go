@@ -6,6 +6,7 @@ import (
 	"github.com/iwarpd/iwarpd/internal/shm"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/verbsd/config"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"golang.org/x/sys/unix"
 )
 
@@ -37,7 +38,7 @@ func init() {
 
 func decode(body []byte, v any) error {
 	if err := proto.Unmarshal(body, v); err != nil {
-		return errf(unix.EINVAL, "%v", err)
+		return rnic.Errf(unix.EINVAL, "%v", err)
 	}
 	return nil
 }
@@ -45,27 +46,27 @@ func decode(body []byte, v any) error {
 // takeFD hands the request's descriptor i to the caller (who then owns it).
 func takeFD(fds []int, i int, what string) (int, error) {
 	if i >= len(fds) || fds[i] < 0 {
-		return -1, errf(unix.EINVAL, "%s: the request carries no descriptor %d", what, i)
+		return -1, rnic.Errf(unix.EINVAL, "%s: the request carries no descriptor %d", what, i)
 	}
 	fd := fds[i]
 	fds[i] = -1
 	return fd, nil
 }
 
-func (s *session) queryDevice([]byte, []int) (any, error) { return s.dev.cfg.DeviceAttr(), nil }
-func (s *session) queryPort([]byte, []int) (any, error)   { return s.dev.cfg.PortAttr(), nil }
+func (s *session) queryDevice([]byte, []int) (any, error) { return s.Dev.Cfg.DeviceAttr(), nil }
+func (s *session) queryPort([]byte, []int) (any, error)   { return s.Dev.Cfg.PortAttr(), nil }
 
 func (s *session) allocPD([]byte, []int) (any, error) {
 	var reply proto.Handle
-	return &reply, s.eng.Do(func() error {
-		if len(s.pds) >= s.dev.cfg.Limits.MaxPD {
-			return errf(unix.ENOMEM, "session limit of %d protection domains reached", s.dev.cfg.Limits.MaxPD)
+	return &reply, s.Eng.Do(func() error {
+		if len(s.PDs) >= s.Dev.Cfg.Limits.MaxPD {
+			return rnic.Errf(unix.ENOMEM, "session limit of %d protection domains reached", s.Dev.Cfg.Limits.MaxPD)
 		}
-		h, err := s.nextHandleID()
+		h, err := s.NextHandleID()
 		if err != nil {
 			return err
 		}
-		s.pds[h] = &pd{handle: h}
+		s.PDs[h] = &rnic.PD{Handle: h}
 		reply.Handle = h
 		return nil
 	})
@@ -76,15 +77,15 @@ func (s *session) deallocPD(body []byte, _ []int) (any, error) {
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	return nil, s.eng.Do(func() error {
-		p := s.pds[req.Handle]
+	return nil, s.Eng.Do(func() error {
+		p := s.PDs[req.Handle]
 		if p == nil {
-			return errf(unix.EINVAL, "no protection domain %d", req.Handle)
+			return rnic.Errf(unix.EINVAL, "no protection domain %d", req.Handle)
 		}
-		if p.refs > 0 {
-			return errf(unix.EBUSY, "protection domain %d is in use by %d objects", req.Handle, p.refs)
+		if p.Refs > 0 {
+			return rnic.Errf(unix.EBUSY, "protection domain %d is in use by %d objects", req.Handle, p.Refs)
 		}
-		delete(s.pds, req.Handle)
+		delete(s.PDs, req.Handle)
 		return nil
 	})
 }
@@ -94,69 +95,69 @@ func (s *session) regMR(body []byte, fds []int) (any, error) {
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	lim := s.dev.cfg.Limits
+	lim := s.Dev.Cfg.Limits
 	switch {
 	case req.Length == 0:
-		return nil, errf(unix.EINVAL, "reg-mr: zero length")
+		return nil, rnic.Errf(unix.EINVAL, "reg-mr: zero length")
 	case !req.Access.Valid():
-		return nil, errf(unix.EINVAL, "reg-mr: invalid access flags %#x", uint32(req.Access))
+		return nil, rnic.Errf(unix.EINVAL, "reg-mr: invalid access flags %#x", uint32(req.Access))
 	case req.Length > lim.MaxMRSize:
-		return nil, errf(unix.EINVAL, "reg-mr: %d octets exceed the device's largest region (%d)", req.Length, lim.MaxMRSize)
+		return nil, rnic.Errf(unix.EINVAL, "reg-mr: %d octets exceed the device's largest region (%d)", req.Length, lim.MaxMRSize)
 	case req.Addr > math.MaxUint64-req.Length:
-		return nil, errf(unix.EINVAL, "reg-mr: address range wraps")
+		return nil, rnic.Errf(unix.EINVAL, "reg-mr: address range wraps")
 	}
-	if err := s.dev.users.acquire(s.Session, config.ResRegistered, req.Length); err != nil { // userlimits.go
+	if err := s.Dev.Users.Acquire(s.Session, config.ResRegistered, req.Length); err != nil { // userlimits.go
 		return nil, err
 	}
-	var m *mapping
-	var pr *procRegion
+	var m *rnic.Mapping
+	var pr *rnic.ProcRegion
 	if req.Process {
 		var err error
 		if pr, err = s.processRegion(&req); err != nil {
-			s.dev.users.release(s.Session, config.ResRegistered, req.Length)
+			s.Dev.Users.Release(s.Session, config.ResRegistered, req.Length)
 			return nil, err
 		}
 	} else {
 		fd, err := takeFD(fds, 0, "reg-mr")
 		if err == nil {
-			m, err = mapRegion(fd, req.Offset, req.Length)
+			m, err = rnic.MapRegion(fd, req.Offset, req.Length)
 		}
 		if err != nil {
-			s.dev.users.release(s.Session, config.ResRegistered, req.Length)
+			s.Dev.Users.Release(s.Session, config.ResRegistered, req.Length)
 			return nil, err
 		}
 	}
 	var reply proto.RegMRReply
-	err := s.eng.Do(func() error {
-		p := s.pds[req.PD]
+	err := s.Eng.Do(func() error {
+		p := s.PDs[req.PD]
 		if p == nil {
-			return errf(unix.EINVAL, "reg-mr: no protection domain %d", req.PD)
+			return rnic.Errf(unix.EINVAL, "reg-mr: no protection domain %d", req.PD)
 		}
-		if len(s.mrs) >= lim.MaxMR {
-			return errf(unix.ENOMEM, "reg-mr: session limit of %d memory regions reached", lim.MaxMR)
+		if len(s.MRs) >= lim.MaxMR {
+			return rnic.Errf(unix.ENOMEM, "reg-mr: session limit of %d memory regions reached", lim.MaxMR)
 		}
-		if s.regBytes+req.Length > lim.MaxRegistered {
-			return errf(unix.ENOMEM, "reg-mr: session limit of %d registered octets reached", lim.MaxRegistered)
+		if s.RegBytes+req.Length > lim.MaxRegistered {
+			return rnic.Errf(unix.ENOMEM, "reg-mr: session limit of %d registered octets reached", lim.MaxRegistered)
 		}
-		h, err := s.nextHandleID()
+		h, err := s.NextHandleID()
 		if err != nil {
 			return err
 		}
-		lkey, rkey := s.newMRKeys() // keys.go
-		x := &mr{handle: h, lkey: lkey, rkey: rkey, pd: p, region: m, proc: pr, addr: req.Addr, access: req.Access}
+		lkey, rkey := s.NewMRKeys() // keys.go
+		x := &rnic.MR{Handle: h, LKey: lkey, RKey: rkey, PD: p, Region: m, Proc: pr, Addr: req.Addr, Access: req.Access}
 		if m != nil {
-			x.mem = m.mem
+			x.Mem = m.Mem
 		}
-		s.mrs[h] = x
-		s.addMRKeys(x)
-		p.refs++
-		s.regBytes += req.Length
+		s.MRs[h] = x
+		s.AddMRKeys(x)
+		p.Refs++
+		s.RegBytes += req.Length
 		reply = proto.RegMRReply{Handle: h, LKey: lkey, RKey: rkey}
 		return nil
 	})
 	if err != nil {
 		m.Close()
-		s.dev.users.release(s.Session, config.ResRegistered, req.Length)
+		s.Dev.Users.Release(s.Session, config.ResRegistered, req.Length)
 		return nil, err
 	}
 	return &reply, nil
@@ -164,23 +165,23 @@ func (s *session) regMR(body []byte, fds []int) (any, error) {
 
 // processRegion checks a process-memory registration (procmem.go): no
 // descriptor, Offset 0, the session's peer pinned, the range reachable.
-func (s *session) processRegion(req *proto.RegMRRequest) (*procRegion, error) {
+func (s *session) processRegion(req *proto.RegMRRequest) (*rnic.ProcRegion, error) {
 	if req.Offset != 0 {
-		return nil, errf(unix.EINVAL, "reg-mr: a process-memory region has no offset (got %d)", req.Offset)
+		return nil, rnic.Errf(unix.EINVAL, "reg-mr: a process-memory region has no offset (got %d)", req.Offset)
 	}
 	if req.Access&proto.AccessRemoteAtomic != 0 {
 		// A remote atomic must be indivisible against the owning process's
 		// own atomics on the word (rc_atomic.go atomicExecute): only memory
 		// the daemon maps can give that, process_vm_* cannot.
-		return nil, errf(unix.EOPNOTSUPP, "reg-mr: remote atomic access needs memfd memory (an ofverbs Buffer), not process memory")
+		return nil, rnic.Errf(unix.EOPNOTSUPP, "reg-mr: remote atomic access needs memfd memory (an ofverbs Buffer), not process memory")
 	}
-	if s.peer == nil {
-		return nil, errf(unix.EPERM, "reg-mr: process memory: the client process could not be pinned at hello (%v)", s.peerErr)
+	if s.Peer == nil {
+		return nil, rnic.Errf(unix.EPERM, "reg-mr: process memory: the client process could not be pinned at hello (%v)", s.PeerErr)
 	}
-	if err := probeProcessRange(s.peer, req.Addr, req.Length); err != nil {
+	if err := rnic.ProbeProcessRange(s.Peer, req.Addr, req.Length); err != nil {
 		return nil, err
 	}
-	return &procRegion{peer: s.peer, addr: req.Addr, length: req.Length}, nil
+	return &rnic.ProcRegion{Peer: s.Peer, Addr: req.Addr, Length: req.Length}, nil
 }
 
 func (s *session) deregMR(body []byte, _ []int) (any, error) {
@@ -189,21 +190,21 @@ func (s *session) deregMR(body []byte, _ []int) (any, error) {
 		return nil, err
 	}
 	var size uint64
-	err := s.eng.Do(func() error {
-		m := s.mrs[req.Handle]
+	err := s.Eng.Do(func() error {
+		m := s.MRs[req.Handle]
 		if m == nil {
-			return errf(unix.EINVAL, "no memory region %d", req.Handle)
+			return rnic.Errf(unix.EINVAL, "no memory region %d", req.Handle)
 		}
-		delete(s.mrs, req.Handle)
-		s.dropMRKeys(m)
-		m.pd.refs--
-		size = m.size()
-		s.regBytes -= size
-		m.region.Close() // no engine state refers to it between passes
+		delete(s.MRs, req.Handle)
+		s.DropMRKeys(m)
+		m.PD.Refs--
+		size = m.Size()
+		s.RegBytes -= size
+		m.Region.Close() // no engine state refers to it between passes
 		return nil
 	})
 	if err == nil {
-		s.dev.users.release(s.Session, config.ResRegistered, size)
+		s.Dev.Users.Release(s.Session, config.ResRegistered, size)
 	}
 	return nil, err
 }
@@ -217,20 +218,20 @@ func (s *session) createCompChannel(body []byte, fds []int) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkEventFD(fd); err != nil {
+	if err := rnic.CheckEventFD(fd); err != nil {
 		unix.Close(fd)
 		return nil, err
 	}
 	var reply proto.Handle
-	err = s.eng.Do(func() error {
-		if len(s.channels) >= s.dev.cfg.Limits.MaxCompChannel {
-			return errf(unix.ENOMEM, "session limit of %d completion channels reached", s.dev.cfg.Limits.MaxCompChannel)
+	err = s.Eng.Do(func() error {
+		if len(s.Channels) >= s.Dev.Cfg.Limits.MaxCompChannel {
+			return rnic.Errf(unix.ENOMEM, "session limit of %d completion channels reached", s.Dev.Cfg.Limits.MaxCompChannel)
 		}
-		h, err := s.nextHandleID()
+		h, err := s.NextHandleID()
 		if err != nil {
 			return err
 		}
-		s.channels[h] = &compChannel{handle: h, fd: fd}
+		s.Channels[h] = &rnic.CompChannel{Handle: h, FD: fd}
 		reply.Handle = h
 		return nil
 	})
@@ -246,34 +247,34 @@ func (s *session) destroyCompChannel(body []byte, _ []int) (any, error) {
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	return nil, s.eng.Do(func() error {
-		ch := s.channels[req.Handle]
+	return nil, s.Eng.Do(func() error {
+		ch := s.Channels[req.Handle]
 		if ch == nil {
-			return errf(unix.EINVAL, "no completion channel %d", req.Handle)
+			return rnic.Errf(unix.EINVAL, "no completion channel %d", req.Handle)
 		}
-		if ch.refs > 0 {
-			return errf(unix.EBUSY, "completion channel %d serves %d CQs", req.Handle, ch.refs)
+		if ch.Refs > 0 {
+			return rnic.Errf(unix.EBUSY, "completion channel %d serves %d CQs", req.Handle, ch.Refs)
 		}
-		delete(s.channels, req.Handle)
-		unix.Close(ch.fd)
+		delete(s.Channels, req.Handle)
+		unix.Close(ch.FD)
 		return nil
 	})
 }
 
 // mapRing maps descriptor fd and checks the ring header the client wrote.
-func mapRing(fds []int, what string, kind proto.RingKind, depth, stride uint32) (*mapping, *shm.Ring, error) {
+func mapRing(fds []int, what string, kind proto.RingKind, depth, stride uint32) (*rnic.Mapping, *shm.Ring, error) {
 	fd, err := takeFD(fds, 0, what)
 	if err != nil {
 		return nil, nil, err
 	}
-	m, err := mapRegion(fd, 0, uint64(proto.RingBytes(depth, stride)))
+	m, err := rnic.MapRegion(fd, 0, uint64(proto.RingBytes(depth, stride)))
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := shm.NewRing(m.mem, kind, depth, stride, false)
+	r, err := shm.NewRing(m.Mem, kind, depth, stride, false)
 	if err != nil {
 		m.Close()
-		return nil, nil, errf(unix.EINVAL, "%s: %v", what, err)
+		return nil, nil, rnic.Errf(unix.EINVAL, "%s: %v", what, err)
 	}
 	return m, r, nil
 }
@@ -283,32 +284,32 @@ func (s *session) createCQ(body []byte, fds []int) (any, error) {
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	if !proto.ValidDepth(req.Depth) || int(req.Depth) > s.dev.cfg.Limits.MaxCQE {
-		return nil, errf(unix.EINVAL, "create-cq: depth %d: want a power of two up to %d", req.Depth, s.dev.cfg.Limits.MaxCQE)
+	if !proto.ValidDepth(req.Depth) || int(req.Depth) > s.Dev.Cfg.Limits.MaxCQE {
+		return nil, rnic.Errf(unix.EINVAL, "create-cq: depth %d: want a power of two up to %d", req.Depth, s.Dev.Cfg.Limits.MaxCQE)
 	}
 	m, ring, err := mapRing(fds, "create-cq", proto.RingCQ, req.Depth, proto.CQESize)
 	if err != nil {
 		return nil, err
 	}
 	var reply proto.Handle
-	err = s.eng.Do(func() error {
-		var ch *compChannel
+	err = s.Eng.Do(func() error {
+		var ch *rnic.CompChannel
 		if req.Channel != 0 {
-			if ch = s.channels[req.Channel]; ch == nil {
-				return errf(unix.EINVAL, "create-cq: no completion channel %d", req.Channel)
+			if ch = s.Channels[req.Channel]; ch == nil {
+				return rnic.Errf(unix.EINVAL, "create-cq: no completion channel %d", req.Channel)
 			}
 		}
-		if len(s.cqs) >= s.dev.cfg.Limits.MaxCQ {
-			return errf(unix.ENOMEM, "create-cq: session limit of %d CQs reached", s.dev.cfg.Limits.MaxCQ)
+		if len(s.CQs) >= s.Dev.Cfg.Limits.MaxCQ {
+			return rnic.Errf(unix.ENOMEM, "create-cq: session limit of %d CQs reached", s.Dev.Cfg.Limits.MaxCQ)
 		}
-		h, err := s.nextHandleID()
+		h, err := s.NextHandleID()
 		if err != nil {
 			return err
 		}
 		if ch != nil {
-			ch.refs++
+			ch.Refs++
 		}
-		s.cqs[h] = &cq{handle: h, depth: req.Depth, region: m, ring: ring, prod: shm.NewProducer(ring), ch: ch}
+		s.CQs[h] = &rnic.CQ{Handle: h, Depth: req.Depth, Region: m, Ring: ring, Prod: shm.NewProducer(ring), Ch: ch}
 		reply.Handle = h
 		return nil
 	})
@@ -324,19 +325,19 @@ func (s *session) destroyCQ(body []byte, _ []int) (any, error) {
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	return nil, s.eng.Do(func() error {
-		c := s.cqs[req.Handle]
+	return nil, s.Eng.Do(func() error {
+		c := s.CQs[req.Handle]
 		if c == nil {
-			return errf(unix.EINVAL, "no CQ %d", req.Handle)
+			return rnic.Errf(unix.EINVAL, "no CQ %d", req.Handle)
 		}
-		if c.refs > 0 {
-			return errf(unix.EBUSY, "CQ %d is used by %d QPs", req.Handle, c.refs)
+		if c.Refs > 0 {
+			return rnic.Errf(unix.EBUSY, "CQ %d is used by %d QPs", req.Handle, c.Refs)
 		}
-		delete(s.cqs, req.Handle)
-		if c.ch != nil {
-			c.ch.refs--
+		delete(s.CQs, req.Handle)
+		if c.Ch != nil {
+			c.Ch.Refs--
 		}
-		c.region.Close()
+		c.Region.Close()
 		return nil
 	})
 }
@@ -346,33 +347,33 @@ func (s *session) createSRQ(body []byte, fds []int) (any, error) {
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	lim := s.dev.cfg.Limits
+	lim := s.Dev.Cfg.Limits
 	if !proto.ValidDepth(req.MaxWR) || int(req.MaxWR) > lim.MaxSRQWR {
-		return nil, errf(unix.EINVAL, "create-srq: max_wr %d: want a power of two up to %d", req.MaxWR, lim.MaxSRQWR)
+		return nil, rnic.Errf(unix.EINVAL, "create-srq: max_wr %d: want a power of two up to %d", req.MaxWR, lim.MaxSRQWR)
 	}
 	if req.MaxSGE == 0 || int(req.MaxSGE) > lim.MaxSGE {
-		return nil, errf(unix.EINVAL, "create-srq: max_sge %d: want 1..%d", req.MaxSGE, lim.MaxSGE)
+		return nil, rnic.Errf(unix.EINVAL, "create-srq: max_sge %d: want 1..%d", req.MaxSGE, lim.MaxSGE)
 	}
 	m, ring, err := mapRing(fds, "create-srq", proto.RingSRQ, req.MaxWR, proto.RQEStride(req.MaxSGE))
 	if err != nil {
 		return nil, err
 	}
 	var reply proto.Handle
-	err = s.eng.Do(func() error {
-		p := s.pds[req.PD]
+	err = s.Eng.Do(func() error {
+		p := s.PDs[req.PD]
 		if p == nil {
-			return errf(unix.EINVAL, "create-srq: no protection domain %d", req.PD)
+			return rnic.Errf(unix.EINVAL, "create-srq: no protection domain %d", req.PD)
 		}
-		if len(s.srqs) >= lim.MaxSRQ {
-			return errf(unix.ENOMEM, "create-srq: session limit of %d SRQs reached", lim.MaxSRQ)
+		if len(s.SRQs) >= lim.MaxSRQ {
+			return rnic.Errf(unix.ENOMEM, "create-srq: session limit of %d SRQs reached", lim.MaxSRQ)
 		}
-		h, err := s.nextHandleID()
+		h, err := s.NextHandleID()
 		if err != nil {
 			return err
 		}
-		s.srqs[h] = &srq{handle: h, pd: p, region: m, ring: ring, cons: shm.NewConsumer(ring), maxWR: req.MaxWR,
-			maxSGE: req.MaxSGE, limit: req.Limit}
-		p.refs++
+		s.SRQs[h] = &rnic.SRQ{Handle: h, PD: p, Region: m, Ring: ring, Cons: shm.NewConsumer(ring), MaxWR: req.MaxWR,
+			MaxSGE: req.MaxSGE, Limit: req.Limit}
+		p.Refs++
 		reply.Handle = h
 		return nil
 	})
@@ -388,17 +389,17 @@ func (s *session) destroySRQ(body []byte, _ []int) (any, error) {
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	return nil, s.eng.Do(func() error {
-		x := s.srqs[req.Handle]
+	return nil, s.Eng.Do(func() error {
+		x := s.SRQs[req.Handle]
 		if x == nil {
-			return errf(unix.EINVAL, "no SRQ %d", req.Handle)
+			return rnic.Errf(unix.EINVAL, "no SRQ %d", req.Handle)
 		}
-		if x.refs > 0 {
-			return errf(unix.EBUSY, "SRQ %d is used by %d QPs", req.Handle, x.refs)
+		if x.Refs > 0 {
+			return rnic.Errf(unix.EBUSY, "SRQ %d is used by %d QPs", req.Handle, x.Refs)
 		}
-		delete(s.srqs, req.Handle)
-		x.pd.refs--
-		x.region.Close()
+		delete(s.SRQs, req.Handle)
+		x.PD.Refs--
+		x.Region.Close()
 		return nil
 	})
 }

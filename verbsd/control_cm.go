@@ -2,6 +2,7 @@ package verbsd
 
 import (
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"golang.org/x/sys/unix"
 )
 
@@ -77,15 +78,15 @@ func (s *session) disconnectOp(body []byte, _ []int) (any, error) {
 	if s.cancelConnect(req.QP) {
 		return nil, nil
 	}
-	return nil, s.eng.Do(func() error {
+	return nil, s.Eng.Do(func() error {
 		q := s.qp(req.QP)
 		switch {
 		case q == nil:
-			return errf(unix.EINVAL, "disconnect: no QP %d", req.QP)
-		case q.typ != proto.QPTypeRC:
-			return errf(unix.EINVAL, "disconnect: QP %d is %v, not RC", req.QP, q.typ)
+			return rnic.Errf(unix.EINVAL, "disconnect: no QP %d", req.QP)
+		case q.Typ != proto.QPTypeRC:
+			return rnic.Errf(unix.EINVAL, "disconnect: QP %d is %v, not RC", req.QP, q.Typ)
 		case q.rc == nil:
-			return errf(unix.ENOTCONN, "disconnect: QP %d is not connected", req.QP)
+			return rnic.Errf(unix.ENOTCONN, "disconnect: QP %d is not connected", req.QP)
 		}
 		q.e.disconnectRC(q, req.Abort)
 		return nil

@@ -2,6 +2,7 @@ package verbsd
 
 import (
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"golang.org/x/sys/unix"
 )
 
@@ -31,10 +32,10 @@ func (s *session) mcastOp(body []byte, attach bool) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return nil, s.eng.Do(func() error {
+	return nil, s.Eng.Do(func() error {
 		q := s.qp(req.QP)
 		if q == nil {
-			return errf(unix.EINVAL, "multicast: no QP %d", req.QP)
+			return rnic.Errf(unix.EINVAL, "multicast: no QP %d", req.QP)
 		}
 		if attach {
 			return q.e.attachMcast(q, g)

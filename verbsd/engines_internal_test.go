@@ -11,7 +11,7 @@ import (
 func setSendmmsg(srv *Server, f func(fd int, msgs []unix.Mmsghdr) (int, error)) {
 	var mu sync.Mutex
 	srv.eng.Do(func() error {
-		for _, e := range srv.dev.engs {
+		for _, e := range srv.dev.Engs {
 			engOf(e).sendmmsg = func(fd int, msgs []unix.Mmsghdr) (int, error) {
 				mu.Lock()
 				defer mu.Unlock()
@@ -25,8 +25,8 @@ func setSendmmsg(srv *Server, f func(fd int, msgs []unix.Mmsghdr) (int, error)) 
 // allQPs is every QP of srv, engine by engine (inside a command).
 func (srv *Server) allQPs() []*qp {
 	var qs []*qp
-	for _, e := range srv.dev.engs {
-		for _, q := range e.qps {
+	for _, e := range srv.dev.Engs {
+		for _, q := range e.QPs {
 			qs = append(qs, qpOf(q))
 		}
 	}

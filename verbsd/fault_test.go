@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,8 +33,8 @@ func TestFaultContained(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		guardClientMemory()
-		done <- guardedCommand(func() error {
+		rnic.GuardClientMemory()
+		done <- rnic.GuardedCommand(func() error {
 			mem[page] = 1 // SIGBUS
 			return nil
 		})
@@ -49,6 +50,6 @@ func TestFaultContained(t *testing.T) {
 				t.Error("a plain panic was swallowed")
 			}
 		}()
-		guardedCommand(func() error { panic("bug") })
+		rnic.GuardedCommand(func() error { panic("bug") })
 	}()
 }

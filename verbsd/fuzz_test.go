@@ -7,6 +7,7 @@ import (
 
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/verbsd/config"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 )
 
 // FuzzControlRequest feeds arbitrary bytes, as one control message, to the
@@ -40,8 +41,8 @@ func FuzzControlRequest(f *testing.F) {
 	f.Add(msg(proto.OpQueryQP, proto.Handle{Handle: 3}))
 	f.Add([]byte("IWRP"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		s := &session{Session: newSession(srv.dev, nil), srv: srv}
-		defer srv.eng.Do(func() error { srv.eng.teardownSession(s.Session); return nil })
+		s := &session{Session: rnic.NewSession(srv.dev, nil), srv: srv}
+		defer srv.eng.Do(func() error { srv.eng.TeardownSession(s.Session); return nil })
 		// Half the inputs go to a session that already said hello.
 		if len(b) > 0 && b[0]&1 == 0 {
 			h, body, _ := proto.ParseHeader(msg(proto.OpHello, proto.HelloRequest{ABI: proto.ABIVersion}))
@@ -60,7 +61,7 @@ func FuzzControlRequest(f *testing.F) {
 				t.Fatalf("reply to %v does not encode: %v", h.Op, merr)
 			}
 		}
-		if err != nil && errnoOf(err) == 0 {
+		if err != nil && rnic.ErrnoOf(err) == 0 {
 			t.Fatalf("error without errno: %v", err)
 		}
 	})
@@ -110,18 +111,18 @@ func TestReassembler(t *testing.T) {
 func TestCopyHelpers(t *testing.T) {
 	pieces := [][]byte{[]byte("ab"), []byte(""), []byte("cdef"), []byte("g")}
 	var got []byte
-	for _, p := range appendRange(nil, pieces, 1, 5) {
+	for _, p := range rnic.AppendRange(nil, pieces, 1, 5) {
 		got = append(got, p...)
 	}
 	if string(got) != "bcdef" {
 		t.Fatalf("appendRange = %q", got)
 	}
 	dst := make([]byte, 3)
-	if n := copyRange(dst, pieces, 4); n != 3 || string(dst) != "efg" {
+	if n := rnic.CopyRange(dst, pieces, 4); n != 3 || string(dst) != "efg" {
 		t.Fatalf("copyRange = %d %q", n, dst)
 	}
 	out := [][]byte{make([]byte, 2), make([]byte, 10)}
-	if n := scatter(out, []byte("hello")); n != 5 || string(out[0]) != "he" || string(out[1][:3]) != "llo" {
+	if n := rnic.Scatter(out, []byte("hello")); n != 5 || string(out[0]) != "he" || string(out[1][:3]) != "llo" {
 		t.Fatalf("scatter = %d %q", n, out)
 	}
 }

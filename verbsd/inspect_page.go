@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"golang.org/x/sys/unix"
 )
 
@@ -62,7 +63,7 @@ func sessionObjects(si *proto.SessionInfo, from uint32) []inspectObject {
 func encodedLen(v any) (int, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return 0, errf(unix.EIO, "inspect: encoding the reply: %v", err)
+		return 0, rnic.Errf(unix.EIO, "inspect: encoding the reply: %v", err)
 	}
 	return len(b), nil
 }
@@ -87,11 +88,11 @@ func inspectPage(full proto.Inspect, cur proto.InspectCursor, limit int) (proto.
 	hdr := len(proto.Header{}.Append(nil))
 	used := hdr + base
 	if used > limit {
-		return proto.Inspect{}, errf(unix.EMSGSIZE, "inspect: the device and counters alone take %d octets, more than the %d of a control message", used, limit)
+		return proto.Inspect{}, rnic.Errf(unix.EMSGSIZE, "inspect: the device and counters alone take %d octets, more than the %d of a control message", used, limit)
 	}
 	stop := func(next proto.InspectCursor) (proto.Inspect, error) {
 		if len(page.Sessions) == 0 {
-			return proto.Inspect{}, errf(unix.EMSGSIZE, "inspect: session %d object %d does not fit in a %d-octet control message", next.Session, next.Handle, limit)
+			return proto.Inspect{}, rnic.Errf(unix.EMSGSIZE, "inspect: session %d object %d does not fit in a %d-octet control message", next.Session, next.Handle, limit)
 		}
 		page.More, page.Next = true, &next
 		return page, checkPage(page, used, limit)
@@ -144,10 +145,10 @@ func inspectPage(full proto.Inspect, cur proto.InspectCursor, limit int) (proto.
 func checkPage(page proto.Inspect, used, limit int) error {
 	b, err := proto.Marshal(proto.Header{Op: proto.OpInspect | proto.OpReply}, page)
 	if err != nil {
-		return errf(unix.EMSGSIZE, "inspect: %v", err)
+		return rnic.Errf(unix.EMSGSIZE, "inspect: %v", err)
 	}
 	if len(b) > limit || len(b) > used {
-		return errf(unix.EIO, "inspect: page encodes to %d octets, counted %d, limit %d (a bug in the page filler)", len(b), used, limit)
+		return rnic.Errf(unix.EIO, "inspect: page encodes to %d octets, counted %d, limit %d (a bug in the page filler)", len(b), used, limit)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"golang.org/x/sys/unix"
 )
 
@@ -41,23 +42,23 @@ type mcastState struct {
 // failure is counted; the send then goes with the kernel's defaults.
 func (e *engine) mcastSendOptions(q *qp) {
 	q.mcast.txReady = true
-	mc := e.cfg.Mcast
+	mc := e.Cfg.Mcast
 	loop := 1
 	if mc.NoLoop {
 		loop = 0
 	}
-	idx, ifaddr, _ := mc.McastInterface(e.cfg.Addr)
+	idx, ifaddr, _ := mc.McastInterface(e.Cfg.Addr)
 	errs := []error{
-		unix.SetsockoptInt(q.fd, unix.IPPROTO_IP, unix.IP_MULTICAST_TTL, mc.Ttl()),
-		unix.SetsockoptInt(q.fd, unix.IPPROTO_IP, unix.IP_MULTICAST_LOOP, loop),
+		unix.SetsockoptInt(q.FD, unix.IPPROTO_IP, unix.IP_MULTICAST_TTL, mc.Ttl()),
+		unix.SetsockoptInt(q.FD, unix.IPPROTO_IP, unix.IP_MULTICAST_LOOP, loop),
 	}
 	if idx != 0 || ifaddr != [4]byte{} {
-		errs = append(errs, unix.SetsockoptIPMreqn(q.fd, unix.IPPROTO_IP, unix.IP_MULTICAST_IF,
+		errs = append(errs, unix.SetsockoptIPMreqn(q.FD, unix.IPPROTO_IP, unix.IP_MULTICAST_IF,
 			&unix.IPMreqn{Address: ifaddr, Ifindex: int32(idx)}))
 	}
 	for _, err := range errs {
 		if err != nil {
-			e.count(q, cSendErrors, 1)
+			e.count(q, rnic.CSendErrors, 1)
 		}
 	}
 }
@@ -66,41 +67,41 @@ func (e *engine) mcastSendOptions(q *qp) {
 func parseGroup(s string) (netip.AddrPort, error) {
 	g, err := netip.ParseAddrPort(s)
 	if err != nil {
-		return netip.AddrPort{}, errf(unix.EINVAL, "multicast group %q: want a.b.c.d:port", s)
+		return netip.AddrPort{}, rnic.Errf(unix.EINVAL, "multicast group %q: want a.b.c.d:port", s)
 	}
 	g = netip.AddrPortFrom(g.Addr().Unmap(), g.Port())
 	if !g.Addr().Is4() || !g.Addr().IsMulticast() || g.Port() == 0 {
-		return netip.AddrPort{}, errf(unix.EINVAL, "multicast group %v: want an IPv4 multicast address and a port", g)
+		return netip.AddrPort{}, rnic.Errf(unix.EINVAL, "multicast group %v: want an IPv4 multicast address and a port", g)
 	}
 	return g, nil
 }
 
 // attachMcast attaches UD QP q to group (engine goroutine).
 func (e *engine) attachMcast(q *qp, group netip.AddrPort) error {
-	if q.typ != proto.QPTypeUD {
-		return errf(unix.EINVAL, "attach-mcast: QP %d is %v, not UD", q.handle, q.typ)
+	if q.Typ != proto.QPTypeUD {
+		return rnic.Errf(unix.EINVAL, "attach-mcast: QP %d is %v, not UD", q.Handle, q.Typ)
 	}
-	if !e.cfg.Addr.Is4() {
-		return errf(unix.EAFNOSUPPORT, "attach-mcast: the device address %v is not IPv4", e.cfg.Addr)
+	if !e.Cfg.Addr.Is4() {
+		return rnic.Errf(unix.EAFNOSUPPORT, "attach-mcast: the device address %v is not IPv4", e.Cfg.Addr)
 	}
 	for _, m := range q.mcast.socks {
 		if m.group == group {
-			return errf(unix.EEXIST, "attach-mcast: QP %d is attached to %v already", q.handle, group)
+			return rnic.Errf(unix.EEXIST, "attach-mcast: QP %d is attached to %v already", q.Handle, group)
 		}
 	}
 	if len(q.mcast.socks) >= maxMcastPerQP {
-		return errf(unix.ENOMEM, "attach-mcast: QP %d is attached to %d groups already", q.handle, maxMcastPerQP)
+		return rnic.Errf(unix.ENOMEM, "attach-mcast: QP %d is attached to %d groups already", q.Handle, maxMcastPerQP)
 	}
 	fd, err := e.openMcast(group)
 	if err != nil {
 		return err
 	}
 	// A parked QP (ud_backlog.go) watches its new socket once unparked.
-	if err := unix.EpollCtl(e.epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: q.interest(), Fd: int32(fd)}); err != nil {
+	if err := unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: q.interest(), Fd: int32(fd)}); err != nil {
 		unix.Close(fd)
 		return fmt.Errorf("verbsd: epoll_ctl: %w", err)
 	}
-	e.byFD[int32(fd)] = q.QP
+	e.ByFD[int32(fd)] = q.QP
 	q.mcast.socks = append(q.mcast.socks, &mcastSock{group: group, fd: fd})
 	return nil
 }
@@ -109,29 +110,29 @@ func (e *engine) attachMcast(q *qp, group netip.AddrPort) error {
 func (e *engine) openMcast(group netip.AddrPort) (int, error) {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return -1, errf(unix.ENOMEM, "attach-mcast: socket: %v", err)
+		return -1, rnic.Errf(unix.ENOMEM, "attach-mcast: socket: %v", err)
 	}
 	fail := func(what string, err error) (int, error) {
 		unix.Close(fd)
 		if en, ok := err.(unix.Errno); ok {
-			return -1, errf(en, "attach-mcast: %s %v: %v", what, group, err)
+			return -1, rnic.Errf(en, "attach-mcast: %s %v: %v", what, group, err)
 		}
-		return -1, errf(unix.EINVAL, "attach-mcast: %s %v: %v", what, group, err)
+		return -1, rnic.Errf(unix.EINVAL, "attach-mcast: %s %v: %v", what, group, err)
 	}
 	for _, opt := range []int{unix.SO_REUSEADDR, unix.SO_REUSEPORT} {
 		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, opt, 1); err != nil {
 			return fail("setsockopt", err)
 		}
 	}
-	if e.cfg.SocketBuffer > 0 {
-		setRecvBuffer(fd, e.cfg.SocketBuffer) // udpio_linux.go
+	if e.Cfg.SocketBuffer > 0 {
+		setRecvBuffer(fd, e.Cfg.SocketBuffer) // udpio_linux.go
 	}
 	// Only the groups joined on this socket (not every group of the host).
 	unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_MULTICAST_ALL, 0)
 	if err := unix.Bind(fd, &unix.SockaddrInet4{Port: int(group.Port()), Addr: group.Addr().As4()}); err != nil {
 		return fail("bind", err)
 	}
-	idx, ifaddr, err := e.cfg.Mcast.McastInterface(e.cfg.Addr)
+	idx, ifaddr, err := e.Cfg.Mcast.McastInterface(e.Cfg.Addr)
 	if err != nil {
 		return fail("interface for", err)
 	}
@@ -151,7 +152,7 @@ func (e *engine) detachMcast(q *qp, group netip.AddrPort) error {
 			return nil
 		}
 	}
-	return errf(unix.ENOENT, "detach-mcast: QP %d is not attached to %v", q.handle, group)
+	return rnic.Errf(unix.ENOENT, "detach-mcast: QP %d is not attached to %v", q.Handle, group)
 }
 
 // detachAllMcast detaches q from every group (the QP is being destroyed).
@@ -166,8 +167,8 @@ func (e *engine) closeMcast(m *mcastSock) {
 	if m.fd < 0 {
 		return
 	}
-	unix.EpollCtl(e.epfd, unix.EPOLL_CTL_DEL, m.fd, nil)
-	delete(e.byFD, int32(m.fd))
+	unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_DEL, m.fd, nil)
+	delete(e.ByFD, int32(m.fd))
 	unix.Close(m.fd) // leaves the group
 	m.fd = -1
 }

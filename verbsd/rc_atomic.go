@@ -9,6 +9,7 @@ import (
 	"github.com/iwarpd/iwarpd/iwerr"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 )
 
 // RFC 7306 atomics and Immediate Data on RC (docs/atomics.md).
@@ -66,7 +67,7 @@ func (e *engine) atomicRequest(q *qp, sqe *proto.SQE, slot []byte, inline bool) 
 	if sge.Length != rcAtomicLen {
 		return rdmap.AtomicRequest{}, sge, proto.WCLocLenErr
 	}
-	if _, st := q.translate(sge, q.pd, true); st != proto.WCSuccess {
+	if _, st := q.Translate(sge, q.PD, true); st != proto.WCSuccess {
 		return rdmap.AtomicRequest{}, sge, st
 	}
 	r := rdmap.AtomicRequest{Stag: sqe.RKey, TO: sqe.RemoteAddr}
@@ -83,7 +84,7 @@ func (e *engine) atomicRequest(q *qp, sqe *proto.SQE, slot []byte, inline bool) 
 // memory: STag, PD, AccessRemoteAtomic, bounds, alignment, operation. The
 // returned error is the RFC 5040/7306 Terminate code (zero if none).
 func (q *qp) atomicTarget(r *rdmap.AtomicRequest) ([]byte, iwerr.Error) {
-	b, f := q.rcLookup(r.Stag, r.TO, rcAtomicLen, proto.AccessRemoteAtomic)
+	b, f := q.LookupRemote(r.Stag, r.TO, rcAtomicLen, proto.AccessRemoteAtomic)
 	switch {
 	case f != 0:
 		return nil, rdmap.RDMAPError(f)
@@ -133,7 +134,7 @@ func (e *engine) rcCheckAtomicRequest(q *qp, fail func(iwerr.Error, []byte) bool
 	}
 	r, _, _ := rdmap.ParseAtomicRequest(x.hdr[ddp.UntaggedHeaderLen:x.want])
 	if _, err := q.atomicTarget(&r); err != (iwerr.Error{}) {
-		e.count(q, cAtomicErrors, 1)
+		e.count(q, rnic.CAtomicErrors, 1)
 		return fail(err, nil)
 	}
 	x.payLen = 0
@@ -152,7 +153,7 @@ func (e *engine) rcCommitAtomicRequest(q *qp) bool {
 		return false
 	}
 	resp := rdmap.AtomicResponse{ReqID: r.ReqID, Original: atomicExecute(b, &r)}
-	e.count(q, cAtomicsIn, 1)
+	e.count(q, rnic.CAtomicsIn, 1)
 	item := rcReadResp{atomic: true}
 	resp.Append(item.resp[:0])
 	copy(item.ddpHdr[:], x.hdr[:ddp.UntaggedHeaderLen])
@@ -189,13 +190,13 @@ func (e *engine) rcCommitAtomicResponse(q *qp) bool {
 	x := &c.rx
 	resp, _, _ := rdmap.ParseAtomicResponse(x.hdr[ddp.UntaggedHeaderLen:x.want])
 	r := c.orq.head()
-	b, st := q.translate(r.sge, q.pd, true)
+	b, st := q.Translate(r.sge, q.PD, true)
 	if st != proto.WCSuccess || len(b) < rcAtomicLen {
 		e.rcTerminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
 		return false
 	}
 	binary.NativeEndian.PutUint64(b, resp.Original)
-	if e.commitOne(b[:rcAtomicLen]) != nil { // stage.go: a process-memory result buffer went away
+	if e.CommitOne(b[:rcAtomicLen]) != nil { // stage.go: a process-memory result buffer went away
 		e.rcTerminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
 		return false
 	}

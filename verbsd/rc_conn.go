@@ -10,6 +10,7 @@ import (
 	"github.com/iwarpd/iwarpd/mpa"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"golang.org/x/sys/unix"
 )
 
@@ -201,14 +202,14 @@ func (e *engine) attachRC(q *qp, a rcAttach) (err error) {
 			q.rc = nil
 		}
 	}()
-	if q.typ != proto.QPTypeRC {
-		return errf(unix.EINVAL, "attach: QP %d is not an RC QP", q.handle)
+	if q.Typ != proto.QPTypeRC {
+		return rnic.Errf(unix.EINVAL, "attach: QP %d is not an RC QP", q.Handle)
 	}
-	if q.state != proto.QPStateInit {
-		return errf(unix.EINVAL, "attach: QP %d is in %v, not INIT", q.handle, q.state)
+	if q.State != proto.QPStateInit {
+		return rnic.Errf(unix.EINVAL, "attach: QP %d is in %v, not INIT", q.Handle, q.State)
 	}
 	if a.FD < 0 {
-		return errf(unix.EINVAL, "attach: no socket")
+		return rnic.Errf(unix.EINVAL, "attach: no socket")
 	}
 	mss := a.MSS
 	sockMSS, gerr := unix.GetsockoptInt(a.FD, unix.IPPROTO_TCP, unix.TCP_MAXSEG)
@@ -223,7 +224,7 @@ func (e *engine) attachRC(q *qp, a rcAttach) (err error) {
 	}
 	mulpdu := mpa.MULPDU(mss, a.Params.MarkersTx)
 	if mulpdu < rcMinMULPDU {
-		return errf(unix.EINVAL, "attach: MSS %d leaves %d octets per FPDU", mss, mulpdu)
+		return rnic.Errf(unix.EINVAL, "attach: MSS %d leaves %d octets per FPDU", mss, mulpdu)
 	}
 	p := a.Params
 	c := &rcConn{fd: a.FD, phase: rcOpen, params: p, initiator: a.Initiator, local: a.Local, remote: a.Remote,
@@ -232,23 +233,23 @@ func (e *engine) attachRC(q *qp, a rcAttach) (err error) {
 		emssAuto: mss == sockMSS,
 		snd:      mpa.NewSender(p.CRC, p.MarkersTx), rcv: mpa.NewReceiver(p.CRC, p.MarkersRx)}
 	c.expMSN = [ddp.QueueCount]uint32{1, 1, 1, 1}
-	c.pend.init(int(q.caps.MaxSendWR))
+	c.pend.init(int(q.Caps.MaxSendWR))
 	c.tx.init(q)
-	c.rqe.sges = make([]proto.SGE, 0, max(q.maxRecvS, 1))
+	c.rqe.sges = make([]proto.SGE, 0, max(q.MaxRecvS, 1))
 	unix.SetsockoptInt(a.FD, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	setRCBuffers(a.FD)
-	if err := unix.EpollCtl(e.epfd, unix.EPOLL_CTL_ADD, a.FD, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(a.FD)}); err != nil {
-		return errf(unix.ENOMEM, "attach: epoll_ctl: %v", err)
+	if err := unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_ADD, a.FD, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(a.FD)}); err != nil {
+		return rnic.Errf(unix.ENOMEM, "attach: epoll_ctl: %v", err)
 	}
 	c.rxOn = true
 	q.rc = c
-	q.fd = a.FD
-	e.byFD[int32(a.FD)] = q.QP
-	q.readable = true // data may have arrived with the MPA frames
+	q.FD = a.FD
+	e.ByFD[int32(a.FD)] = q.QP
+	q.Readable = true // data may have arrived with the MPA frames
 	if a.Initiator && p.PeerToPeer && p.RTR != mpa.RTRNone {
 		c.tx.startRTR(c, p.RTR)
 	}
-	q.state = proto.QPStateRTS
+	q.State = proto.QPStateRTS
 	return nil
 }
 
@@ -320,12 +321,12 @@ func (e *engine) disconnectRC(q *qp, abort bool) {
 		}
 		if c.phase == rcOpen {
 			c.setCause("the local client disconnected gracefully")
-			n, _ := q.sq.Available()
+			n, _ := q.Sq.Available()
 			c.phase = rcClosing
 			c.closeBudget = int(n)
 			c.deadline = time.Now().Add(rcCloseTimeout + time.Duration(n)*time.Millisecond)
-			if q.state == proto.QPStateRTS {
-				q.state = proto.QPStateSQD
+			if q.State == proto.QPStateRTS {
+				q.State = proto.QPStateSQD
 			}
 		}
 	case rcIdle:
@@ -353,14 +354,14 @@ func (e *engine) rcTerminate(q *qp, err iwerr.Error, ddpHdr, rdmaHdr []byte, seg
 	c.term = &t
 	c.deadline = c.now.Add(rcCloseTimeout)
 	c.setEpoll(e, false, c.outOn)
-	if q.state != proto.QPStateError {
-		q.state = proto.QPStateSQE
+	if q.State != proto.QPStateError {
+		q.State = proto.QPStateSQE
 		ev := proto.EventQPFatal
 		if err.Layer == iwerr.LayerDDP && err.Type == iwerr.DDPTaggedBuffer ||
 			err.Layer == iwerr.LayerRDMAP && err.Type == iwerr.RDMAPRemoteProtection {
 			ev = proto.EventQPAccessError
 		}
-		q.s.sendEvent(e.Engine, proto.Event{Type: ev, Handle: q.handle, Detail: "terminate sent: " + err.Error()})
+		q.S.SendEvent(e.Engine, proto.Event{Type: ev, Handle: q.Handle, Detail: "terminate sent: " + err.Error()})
 	}
 }
 
@@ -386,7 +387,7 @@ func (c *rcConn) setEpoll(e *engine, in, out bool) {
 	if out {
 		ev |= unix.EPOLLOUT
 	}
-	unix.EpollCtl(e.epfd, unix.EPOLL_CTL_MOD, c.fd, &unix.EpollEvent{Events: ev, Fd: int32(c.fd)})
+	unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_MOD, c.fd, &unix.EpollEvent{Events: ev, Fd: int32(c.fd)})
 }
 
 // rcClose closes the socket and moves q to ERROR (flushing follows in the
@@ -403,25 +404,25 @@ func (e *engine) rcClose(q *qp, reason rcCloseReason, detail string) {
 	c.phase = rcClosed
 	e.rcLogClosed(q, reason, detail, "QP in ERROR")
 	if c.fd >= 0 {
-		unix.EpollCtl(e.epfd, unix.EPOLL_CTL_DEL, c.fd, nil)
-		delete(e.byFD, int32(c.fd))
+		unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_DEL, c.fd, nil)
+		delete(e.ByFD, int32(c.fd))
 		unix.Close(c.fd)
 	}
-	c.fd, q.fd = -1, -1
+	c.fd, q.FD = -1, -1
 	c.rxOn, c.outOn = false, false
 	c.rx.rd.reset()
-	q.readable = false
+	q.Readable = false
 	c.deadline = time.Time{}
 	c.tx.reset()
 	c.orq.reset()
 	c.irq.reset()
-	switch q.state {
+	switch q.State {
 	case proto.QPStateError, proto.QPStateReset, proto.QPStateInit:
 	default:
-		wasTerm := q.state == proto.QPStateSQE
-		q.state = proto.QPStateError
+		wasTerm := q.State == proto.QPStateSQE
+		q.State = proto.QPStateError
 		if !wasTerm && reason != rcClosedGraceful {
-			q.s.sendEvent(e.Engine, proto.Event{Type: proto.EventQPFatal, Handle: q.handle, Detail: reason.String() + detail})
+			q.S.SendEvent(e.Engine, proto.Event{Type: proto.EventQPFatal, Handle: q.Handle, Detail: reason.String() + detail})
 		}
 	}
 	if q.onRCClosed != nil {
@@ -442,16 +443,16 @@ func (q *qp) rcDeadline() (time.Time, bool) {
 // socket event (the engine's look before sleeping).
 func (q *qp) rcHasWork() bool {
 	c := q.rc
-	switch q.state {
+	switch q.State {
 	case proto.QPStateError:
 		if c != nil && (c.pend.n > 0 || c.rqe.active) {
 			return true
 		}
-		if n, _ := q.sq.Available(); n > 0 {
+		if n, _ := q.Sq.Available(); n > 0 {
 			return true
 		}
-		if q.rq != nil {
-			if n, _ := q.rq.Available(); n > 0 {
+		if q.Rq != nil {
+			if n, _ := q.Rq.Available(); n > 0 {
 				return true
 			}
 		}
@@ -480,7 +481,7 @@ func (q *qp) rcHasWork() bool {
 		if c.waitFirst && !c.outOn {
 			// Responder before the initiator's first FPDU: only a Local
 			// Invalidate may run (rc_tx.go), nothing goes out.
-			if slot, err := q.sq.Peek(); err == nil && slot != nil {
+			if slot, err := q.Sq.Peek(); err == nil && slot != nil {
 				var raw [proto.SQEHeaderLen]byte
 				copy(raw[:], slot)
 				return proto.GetSQE(raw[:]).Opcode == proto.WRLocalInvalidate
@@ -496,7 +497,7 @@ func (q *qp) rcHasWork() bool {
 		if c.sqStalled || (c.phase == rcClosing && c.closeBudget == 0) {
 			return false
 		}
-		n, _ := q.sq.Available()
+		n, _ := q.Sq.Available()
 		return n > 0
 	case proto.QPStateReset, proto.QPStateInit, proto.QPStateRTR:
 		return c != nil && c.phase != rcIdle && c.phase != rcClosed
@@ -518,10 +519,10 @@ func (e *engine) serviceRC(q *qp, now time.Time) bool {
 	if c != nil && c.phase != rcIdle && c.phase != rcClosed {
 		c.now = now
 		// The client (ModifyQP) or errorQP may have moved the QP.
-		switch q.state {
+		switch q.State {
 		case proto.QPStateError:
 			if c.phase < rcTerminating {
-				c.setCause("the QP was moved to ERROR locally (" + q.errWhy + ")")
+				c.setCause("the QP was moved to ERROR locally (" + q.ErrWhy + ")")
 				e.rcTerminate(q, iwerr.RDMAPCatastrophicStream, nil, nil, -1)
 			}
 		case proto.QPStateReset, proto.QPStateInit, proto.QPStateRTR:
@@ -533,7 +534,7 @@ func (e *engine) serviceRC(q *qp, now time.Time) bool {
 		}
 	}
 	if c != nil && c.fd >= 0 {
-		if q.readable || c.rx.rd.pending() {
+		if q.Readable || c.rx.rd.pending() {
 			if e.rcReceive(q) {
 				work = true
 			}
@@ -550,7 +551,7 @@ func (e *engine) serviceRC(q *qp, now time.Time) bool {
 			work = true
 		}
 	}
-	if q.state == proto.QPStateError && e.rcFlush(q) {
+	if q.State == proto.QPStateError && e.rcFlush(q) {
 		work = true
 	}
 	return work
@@ -587,7 +588,7 @@ func (e *engine) rcFlush(q *qp) bool {
 	c := q.rc
 	work := false
 	if c != nil {
-		for range e.cfg.PollBatch {
+		for range e.Cfg.PollBatch {
 			if c.pend.n == 0 {
 				break
 			}
@@ -596,48 +597,48 @@ func (e *engine) rcFlush(q *qp) bool {
 			if !p.done || st == proto.WCSuccess {
 				st = proto.WCWRFlushErr
 			}
-			e.postCQE(q.s, q.sendCQ, &proto.CQE{WRID: p.wrid, Status: st, Opcode: p.op, QPN: q.qpn, Term: p.term, Flags: p.flags})
-			e.count(q, cFlushed, 1)
+			e.PostCQE(q.S, q.SendCQ, &proto.CQE{WRID: p.wrid, Status: st, Opcode: p.op, QPN: q.QPN, Term: p.term, Flags: p.flags})
+			e.count(q, rnic.CFlushed, 1)
 			c.pend.pop()
 			work = true
 		}
 		if c.rqe.active {
 			c.rqe.active = false
-			e.count(q, cFlushed, 1)
-			e.postCQE(q.s, q.recvCQ, &proto.CQE{WRID: c.rqe.wrid, Status: proto.WCWRFlushErr, Opcode: proto.WCRecv, QPN: q.qpn})
+			e.count(q, rnic.CFlushed, 1)
+			e.PostCQE(q.S, q.RecvCQ, &proto.CQE{WRID: c.rqe.wrid, Status: proto.WCWRFlushErr, Opcode: proto.WCRecv, QPN: q.QPN})
 			work = true
 		}
 		if c.pend.n > 0 {
 			return true
 		}
 	}
-	for range e.cfg.PollBatch {
-		slot, err := q.sq.Peek()
+	for range e.Cfg.PollBatch {
+		slot, err := q.Sq.Peek()
 		if err != nil || slot == nil {
 			break
 		}
 		var raw [proto.SQEHeaderLen]byte
 		copy(raw[:], slot)
 		sqe := proto.GetSQE(raw[:])
-		q.sq.Advance()
-		q.sq.Release()
-		e.count(q, cFlushed, 1)
-		e.postCQE(q.s, q.sendCQ, &proto.CQE{WRID: sqe.WRID, Status: proto.WCWRFlushErr, Opcode: wcOpcodeOf(sqe.Opcode), QPN: q.qpn})
+		q.Sq.Advance()
+		q.Sq.Release()
+		e.count(q, rnic.CFlushed, 1)
+		e.PostCQE(q.S, q.SendCQ, &proto.CQE{WRID: sqe.WRID, Status: proto.WCWRFlushErr, Opcode: wcOpcodeOf(sqe.Opcode), QPN: q.QPN})
 		work = true
 	}
-	if q.rq == nil {
+	if q.Rq == nil {
 		return work
 	}
-	for range e.cfg.PollBatch {
-		slot, err := q.rq.Peek()
+	for range e.Cfg.PollBatch {
+		slot, err := q.Rq.Peek()
 		if err != nil || slot == nil {
 			break
 		}
 		wrid := proto.GetRQE(slot).WRID
-		q.rq.Advance()
-		q.rq.Release()
-		e.count(q, cFlushed, 1)
-		e.postCQE(q.s, q.recvCQ, &proto.CQE{WRID: wrid, Status: proto.WCWRFlushErr, Opcode: proto.WCRecv, QPN: q.qpn})
+		q.Rq.Advance()
+		q.Rq.Release()
+		e.count(q, rnic.CFlushed, 1)
+		e.PostCQE(q.S, q.RecvCQ, &proto.CQE{WRID: wrid, Status: proto.WCWRFlushErr, Opcode: proto.WCRecv, QPN: q.QPN})
 		work = true
 	}
 	return work
@@ -729,8 +730,8 @@ func (e *engine) rcComplete(q *qp, seq uint64, status proto.WCStatus) {
 	}
 	for c.pend.n > 0 && c.pend.front().done {
 		p := c.pend.front()
-		if p.status != proto.WCSuccess || p.signaled || q.sigAll {
-			e.postCQE(q.s, q.sendCQ, &proto.CQE{WRID: p.wrid, Status: p.status, Opcode: p.op, ByteLen: p.len, QPN: q.qpn,
+		if p.status != proto.WCSuccess || p.signaled || q.SigAll {
+			e.PostCQE(q.S, q.SendCQ, &proto.CQE{WRID: p.wrid, Status: p.status, Opcode: p.op, ByteLen: p.len, QPN: q.QPN,
 				Flags: p.flags, Term: p.term})
 		}
 		c.pend.pop()

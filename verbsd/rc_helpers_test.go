@@ -191,11 +191,11 @@ func (n *rcEnd) waitState(want proto.QPState) {
 // engineQP runs f on the engine with the daemon's qp.
 func (n *rcEnd) engineQP(f func(q *qp) error) error {
 	return n.srv.eng.Do(func() error {
-		s := n.srv.eng.sessions[n.c.Hello.SessionID]
-		if s == nil || s.qp(n.qp) == nil {
+		s := n.srv.eng.Sessions[n.c.Hello.SessionID]
+		if s == nil || sessionQP(s, n.qp) == nil {
 			return errors.New("no such QP")
 		}
-		return f(s.qp(n.qp))
+		return f(sessionQP(s, n.qp))
 	})
 }
 
@@ -300,7 +300,7 @@ func (n *rcEnd) noCQE(cq *verbsdtest.CQ, what string) {
 
 func (n *rcEnd) counters() map[string]int64 {
 	var m map[string]int64
-	n.engineQP(func(q *qp) error { m = q.stats.snapshot(); return nil })
+	n.engineQP(func(q *qp) error { m = q.Stats.Snapshot(); return nil })
 	return m
 }
 

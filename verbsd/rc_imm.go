@@ -5,6 +5,7 @@ import (
 	"github.com/iwarpd/iwarpd/iwerr"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 )
 
 // RFC 7306 Immediate Data on RC, and the completion of a received Send.
@@ -92,7 +93,7 @@ func (e *engine) rcHoldImm(q *qp) {
 	d, _, _ := rdmap.ParseImmediateData(x.hdr[ddp.UntaggedHeaderLen:x.want])
 	c.heldImm = rcHeldImm{held: true, se: x.op == rdmap.OpImmediateDataSE, value: d.Value()}
 	copy(c.heldImm.hdr[:], x.hdr[:ddp.UntaggedHeaderLen])
-	e.count(q, cImmHeld, 1)
+	e.count(q, rnic.CImmHeld, 1)
 }
 
 // rcAttachImm gives the held value, if any, to the receive the Send now
@@ -114,20 +115,20 @@ func (e *engine) rcReleaseImm(q *qp) bool {
 	c.heldImm.held = false
 	switch e.rcTakeRecv(q) {
 	case rqeNone:
-		e.count(q, cDropNoRecv, 1)
+		e.count(q, rnic.CDropNoRecv, 1)
 		e.rcTerminate(q, iwerr.DDPInvalidMSNNoBuffer, h.hdr[:], nil, ddp.UntaggedHeaderLen+rdmap.ImmediateDataLen)
 		return false
 	case rqeBad:
 		e.rcTerminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
 		return false
 	}
-	cqe := proto.CQE{WRID: c.rqe.wrid, Opcode: proto.WCRecv, Flags: proto.WCFlagImm, Imm: h.value, QPN: q.qpn}
+	cqe := proto.CQE{WRID: c.rqe.wrid, Opcode: proto.WCRecv, Flags: proto.WCFlagImm, Imm: h.value, QPN: q.QPN}
 	if h.se {
 		cqe.Flags |= proto.WCFlagSolicited
 	}
 	c.rqe.active = false
-	e.count(q, cMessagesIn, 1)
-	e.postCQE(q.s, q.recvCQ, &cqe)
+	e.count(q, rnic.CMessagesIn, 1)
+	e.PostCQE(q.S, q.RecvCQ, &cqe)
 	return true
 }
 
@@ -138,7 +139,7 @@ func (e *engine) rcCompleteRecv(q *qp) bool {
 	c := q.rc
 	x := &c.rx
 	r := &c.rqe
-	cqe := proto.CQE{WRID: r.wrid, Opcode: proto.WCRecv, ByteLen: r.placed, QPN: q.qpn}
+	cqe := proto.CQE{WRID: r.wrid, Opcode: proto.WCRecv, ByteLen: r.placed, QPN: q.QPN}
 	if x.op == rdmap.OpSendSE || x.op == rdmap.OpSendSEInvalidate || x.op == rdmap.OpImmediateDataSE {
 		cqe.Flags |= proto.WCFlagSolicited
 	}
@@ -159,18 +160,18 @@ func (e *engine) rcCompleteRecv(q *qp) bool {
 	}
 	if x.op == rdmap.OpSendInvalidate || x.op == rdmap.OpSendSEInvalidate {
 		stag := x.h.ULPReserved
-		m := q.s.mrByRKey(stag)
-		if m == nil || m.pd != q.pd {
+		m := q.S.MRByRKey(stag)
+		if m == nil || m.PD != q.PD {
 			e.rcTerminate(q, iwerr.RDMAPCannotInvalidate, x.hdr[:ddp.UntaggedHeaderLen], nil, x.ulen)
 			return false
 		}
-		m.invalid.Store(true)
+		m.Invalid.Store(true)
 		cqe.Flags |= proto.WCFlagWithInv
 		cqe.InvStag = stag
 	}
 	r.active = false
-	e.count(q, cMessagesIn, 1)
-	e.count(q, cBytesIn, int64(r.placed))
-	e.postCQE(q.s, q.recvCQ, &cqe)
+	e.count(q, rnic.CMessagesIn, 1)
+	e.count(q, rnic.CBytesIn, int64(r.placed))
+	e.PostCQE(q.S, q.RecvCQ, &cqe)
 	return true
 }

@@ -110,7 +110,7 @@ func TestRCMaxMessageArithmetic(t *testing.T) {
 			s.Put(slot[proto.SQEHeaderLen+i*proto.SGELen:])
 		}
 		q.NumSGE = uint16(len(sges))
-		if st := engOf(x.eng).rcCopyPayload(x, &q, slot, false); st != proto.WCLocProtErr {
+		if st := engOf(x.Eng).rcCopyPayload(x, &q, slot, false); st != proto.WCLocProtErr {
 			t.Errorf("SGEs beyond the MR: %v", st)
 		}
 		return nil

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"golang.org/x/sys/unix"
 )
 
@@ -20,17 +21,17 @@ import (
 // zero-timeout epoll sees the readable socket.
 func TestRawIO(t *testing.T) {
 	a, b := tcpPair(t)
-	if got := appendIovecs(nil, nil, []byte{}, []byte("x")); len(got) != 1 || got[0].Len != 1 {
+	if got := rnic.AppendIovecs(nil, nil, []byte{}, []byte("x")); len(got) != 1 || got[0].Len != 1 {
 		t.Fatalf("appendIovecs kept empty slices: %+v", got)
 	}
-	if n, err := rawWritev(a, nil); n != 0 || err != nil {
+	if n, err := rnic.RawWritev(a, nil); n != 0 || err != nil {
 		t.Fatalf("rawWritev(empty) = %d, %v", n, err)
 	}
-	if n, err := rawReadv(b, nil); n != 0 || err != nil {
+	if n, err := rnic.RawReadv(b, nil); n != 0 || err != nil {
 		t.Fatalf("rawReadv(empty) = %d, %v", n, err)
 	}
 	var buf [64]byte
-	if _, err := rawReadv(b, appendIovecs(nil, buf[:])); !errors.Is(err, unix.EAGAIN) {
+	if _, err := rnic.RawReadv(b, rnic.AppendIovecs(nil, buf[:])); !errors.Is(err, unix.EAGAIN) {
 		t.Fatalf("rawReadv on an empty socket: %v, want EAGAIN", err)
 	}
 
@@ -43,13 +44,13 @@ func TestRawIO(t *testing.T) {
 		t.Fatal(err)
 	}
 	var evs [4]unix.EpollEvent
-	if n, err := rawEpollPoll(ep, evs[:]); n != 0 || err != nil {
+	if n, err := rnic.RawEpollPoll(ep, evs[:]); n != 0 || err != nil {
 		t.Fatalf("rawEpollPoll before any data = %d, %v", n, err)
 	}
 
 	parts := [][]byte{[]byte("length"), nil, bytes.Repeat([]byte{0xab}, 5000), []byte("crc!")}
 	want := bytes.Join(parts, nil)
-	n, err := rawWritev(a, appendIovecs(nil, parts...))
+	n, err := rnic.RawWritev(a, rnic.AppendIovecs(nil, parts...))
 	if err != nil || n != len(want) {
 		t.Fatalf("rawWritev = %d, %v; want %d", n, err, len(want))
 	}
@@ -60,12 +61,12 @@ func TestRawIO(t *testing.T) {
 		if i > 10000 || time.Now().After(deadline) {
 			t.Fatalf("read %d of %d octets before the deadline", len(got), len(want))
 		}
-		if k, _ := rawEpollPoll(ep, evs[:]); k == 0 {
+		if k, _ := rnic.RawEpollPoll(ep, evs[:]); k == 0 {
 			time.Sleep(time.Millisecond)
 			continue
 		}
 		h := head[:min(len(head), len(want)-len(got))]
-		k, err := rawReadv(b, appendIovecs(nil, h, rest[:len(want)-len(got)-len(h)]))
+		k, err := rnic.RawReadv(b, rnic.AppendIovecs(nil, h, rest[:len(want)-len(got)-len(h)]))
 		if errors.Is(err, unix.EAGAIN) {
 			continue
 		}
@@ -109,13 +110,13 @@ func TestMapRegionPopulated(t *testing.T) {
 	for i := 0; i < size/2; i += unix.Getpagesize() {
 		client[i] = 1 // the client touches the first half
 	}
-	m, err := mapRegion(fd, 0, size)
+	m, err := rnic.MapRegion(fd, 0, size)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	vec := make([]byte, len(m.pages)/unix.Getpagesize())
-	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m.pages[0])), uintptr(len(m.pages)),
+	vec := make([]byte, len(m.Pages)/unix.Getpagesize())
+	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m.Pages[0])), uintptr(len(m.Pages)),
 		uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
 		t.Fatalf("mincore: %v", errno)
 	}
@@ -124,7 +125,7 @@ func TestMapRegionPopulated(t *testing.T) {
 			t.Fatalf("page %d of %d: resident %v after mapRegion; want only the client's half", i, len(vec), resident)
 		}
 	}
-	rss, err := mappingRss(uintptr(unsafe.Pointer(&m.pages[0])))
+	rss, err := mappingRss(uintptr(unsafe.Pointer(&m.Pages[0])))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/iwarpd/iwarpd/mpa"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"golang.org/x/sys/unix"
 )
 
@@ -169,9 +170,9 @@ func (x *rcReader) Read(b []byte) (int, error) {
 		return 0, nil
 	}
 	// rawReadv: b is registered memory or the connection's header buffers.
-	x.iov = appendIovecs(x.iov[:0], b, x.buf[:])
+	x.iov = rnic.AppendIovecs(x.iov[:0], b, x.buf[:])
 	for {
-		n, err := rawReadv(x.fd, x.iov)
+		n, err := rnic.RawReadv(x.fd, x.iov)
 		if err == unix.EINTR {
 			continue
 		}
@@ -198,30 +199,30 @@ func (e *engine) rcReceive(q *qp) bool {
 		return e.rcDiscard(q)
 	}
 	if !c.rxOn {
-		q.readable = false
+		q.Readable = false
 		return false
 	}
 	rd := &c.rx.rd
 	rd.fd = c.fd
 	c.rx.fresh = false
 	work := false
-	for range e.cfg.PollBatch {
+	for range e.Cfg.PollBatch {
 		done, err := e.rcReadFPDU(q, rd)
 		work = work || done
 		switch {
 		case err == nil:
 		case errors.Is(err, unix.EAGAIN):
-			q.readable = false
+			q.Readable = false
 			return work
 		case errors.Is(err, errRCStopped):
-			q.readable = false
+			q.Readable = false
 			return true
 		default:
 			e.rcRxError(q, err)
 			return true
 		}
 		if !c.rxOn || c.fd < 0 {
-			q.readable = false
+			q.Readable = false
 			return true
 		}
 	}
@@ -250,13 +251,13 @@ func (e *engine) rcDiscard(q *qp) bool {
 	if c.rx.scratch == nil {
 		c.rx.scratch = make([]byte, 4096)
 	}
-	for range e.cfg.PollBatch {
+	for range e.Cfg.PollBatch {
 		n, err := rcFD(c.fd).Read(c.rx.scratch)
 		if n > 0 {
 			continue
 		}
 		if errors.Is(err, unix.EAGAIN) {
-			q.readable = false
+			q.Readable = false
 			return false
 		}
 		e.rcClose(q, rcClosedTermSent, "")
@@ -314,7 +315,7 @@ func (e *engine) rcReadFPDU(q *qp, rd *rcReader) (done bool, err error) {
 		case rxFinish:
 			if err := c.rcv.Finish(rd); err != nil {
 				if errors.Is(err, iwerr.MPACRCError) {
-					e.count(q, cDropCRC, 1)
+					e.count(q, rnic.CDropCRC, 1)
 					e.rcTerminate(q, iwerr.MPACRCError, nil, nil, -1)
 					return true, errRCStopped
 				}
@@ -429,7 +430,7 @@ func (e *engine) rcCheck(q *qp) bool {
 		}
 		rr, _, _ := rdmap.ParseReadRequest(rdmaHdr)
 		if rr.Size > 0 {
-			if _, _, f := q.rcCheck(rr.SourceStag, rr.SourceTO, uint64(rr.Size), proto.AccessRemoteRead); f != 0 {
+			if _, _, f := q.CheckRemote(rr.SourceStag, rr.SourceTO, uint64(rr.Size), proto.AccessRemoteRead); f != 0 {
 				return fail(rdmap.RDMAPError(f), rdmaHdr)
 			}
 			if uint64(rr.Size)-1 > math.MaxUint64-rr.SinkTO {
@@ -459,7 +460,7 @@ func (e *engine) rcCheckTagged(q *qp, fail func(iwerr.Error, []byte) bool) bool 
 		if n == 0 {
 			return true // zero-length Write (the Write RTR): nothing to place, no STag to check (as siw)
 		}
-		if _, _, f := q.rcCheck(h.Stag, h.TO, n, proto.AccessRemoteWrite); f != 0 {
+		if _, _, f := q.CheckRemote(h.Stag, h.TO, n, proto.AccessRemoteWrite); f != 0 {
 			return fail(rdmap.TaggedError(f), nil)
 		}
 	case rdmap.OpReadResponse:
@@ -496,7 +497,7 @@ func (e *engine) rcCheckSend(q *qp, fail func(iwerr.Error, []byte) bool) bool {
 		}
 		switch e.rcTakeRecv(q) {
 		case rqeNone:
-			e.count(q, cDropNoRecv, 1)
+			e.count(q, rnic.CDropNoRecv, 1)
 			return fail(iwerr.DDPInvalidMSNNoBuffer, nil)
 		case rqeBad:
 			e.rcTerminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
@@ -510,7 +511,7 @@ func (e *engine) rcCheckSend(q *qp, fail func(iwerr.Error, []byte) bool) bool {
 		return fail(iwerr.DDPInvalidMO, nil)
 	}
 	if uint64(h.MO)+uint64(x.payLen) > c.rqe.total {
-		e.count(q, cRecvTooLong, 1)
+		e.count(q, rnic.CRecvTooLong, 1)
 		return fail(iwerr.DDPMessageTooLong, nil)
 	}
 	return true
@@ -528,13 +529,13 @@ const (
 // Send now arriving: copied out of the ring and validated.
 func (e *engine) rcTakeRecv(q *qp) rqeResult {
 	c := q.rc
-	ring := q.recvRing()
+	ring := q.RecvRing()
 	if ring == nil {
 		return rqeNone
 	}
 	slot, err := ring.Peek()
 	if err != nil {
-		e.count(q, cWRErrors, 1)
+		e.count(q, rnic.CWRErrors, 1)
 		e.errorQP(q, "receive queue producer index is corrupt")
 		return rqeBad
 	}
@@ -546,14 +547,14 @@ func (e *engine) rcTakeRecv(q *qp) rqeResult {
 	rqe := proto.GetRQE(raw[:])
 	ring.Advance()
 	ring.Release()
-	p := q.pd
-	if q.srq != nil {
-		p = q.srq.pd
+	p := q.PD
+	if q.SRQ != nil {
+		p = q.SRQ.PD
 	}
 	st := proto.WCSuccess
 	r := &c.rqe
 	r.wrid, r.sges, r.total, r.placed, r.hasImm = rqe.WRID, r.sges[:0], 0, 0, false
-	if uint32(rqe.NumSGE) > q.maxRecvS || proto.RQEHeaderLen+int(rqe.NumSGE)*proto.SGELen > len(slot) {
+	if uint32(rqe.NumSGE) > q.MaxRecvS || proto.RQEHeaderLen+int(rqe.NumSGE)*proto.SGELen > len(slot) {
 		st = proto.WCLocLenErr
 	} else {
 		var sraw [proto.SGELen]byte
@@ -561,7 +562,7 @@ func (e *engine) rcTakeRecv(q *qp) rqeResult {
 			off := proto.RQEHeaderLen + i*proto.SGELen
 			copy(sraw[:], slot[off:off+proto.SGELen])
 			s := proto.GetSGE(sraw[:])
-			if _, _, st = q.s.checkSGE(s, p, true); st != proto.WCSuccess {
+			if _, _, st = q.S.CheckSGE(s, p, true); st != proto.WCSuccess {
 				break
 			}
 			r.sges = append(r.sges, s)
@@ -570,8 +571,8 @@ func (e *engine) rcTakeRecv(q *qp) rqeResult {
 	}
 	e.srqLimitCheck(q)
 	if st != proto.WCSuccess {
-		e.count(q, cWRErrors, 1)
-		e.postCQE(q.s, q.recvCQ, &proto.CQE{WRID: r.wrid, Status: st, Opcode: proto.WCRecv, QPN: q.qpn})
+		e.count(q, rnic.CWRErrors, 1)
+		e.PostCQE(q.S, q.RecvCQ, &proto.CQE{WRID: r.wrid, Status: st, Opcode: proto.WCRecv, QPN: q.QPN})
 		e.errorQP(q, "receive work request "+st.String())
 		return rqeBad
 	}
@@ -581,10 +582,10 @@ func (e *engine) rcTakeRecv(q *qp) rqeResult {
 
 // srqLimitCheck raises the SRQ limit event once the SRQ fell below it.
 func (e *engine) srqLimitCheck(q *qp) {
-	if s := q.srq; s != nil && s.limit > 0 {
-		if avail, err := s.cons.Available(); err == nil && avail < s.limit {
-			s.limit = 0
-			q.s.sendEvent(e.Engine, proto.Event{Type: proto.EventSRQLimit, Handle: s.handle})
+	if s := q.SRQ; s != nil && s.Limit > 0 {
+		if avail, err := s.Cons.Available(); err == nil && avail < s.Limit {
+			s.Limit = 0
+			q.S.SendEvent(e.Engine, proto.Event{Type: proto.EventSRQLimit, Handle: s.Handle})
 		}
 	}
 }
@@ -599,7 +600,7 @@ func (e *engine) rcDest(q *qp) bool {
 	x.dst = x.dst[:0]
 	switch {
 	case x.op == rdmap.OpWrite:
-		b, f := q.rcLookup(h.Stag, h.TO, n, proto.AccessRemoteWrite)
+		b, f := q.LookupRemote(h.Stag, h.TO, n, proto.AccessRemoteWrite)
 		if f != 0 {
 			e.rcTerminate(q, rdmap.TaggedError(f), x.hdr[:h.Len()], nil, x.ulen)
 			return false
@@ -615,16 +616,16 @@ func (e *engine) rcDest(q *qp) bool {
 			e.rcTerminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
 			return false
 		}
-		b, st := q.translate(subSGE(r.sge, uint64(r.placed), n), q.pd, true)
+		b, st := q.Translate(rnic.SubSGE(r.sge, uint64(r.placed), n), q.PD, true)
 		if st != proto.WCSuccess {
 			e.rcTerminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
 			return false
 		}
 		x.dst = append(x.dst, b)
 	case !h.Tagged && h.QN == rdmap.QNSend:
-		p := q.pd
-		if q.srq != nil {
-			p = q.srq.pd
+		p := q.PD
+		if q.SRQ != nil {
+			p = q.SRQ.PD
 		}
 		// The pieces covering [MO, MO+n) of the receive buffers, each
 		// translated alone (as for a Read Response above).
@@ -632,7 +633,7 @@ func (e *engine) rcDest(q *qp) bool {
 		for _, s := range c.rqe.sges {
 			end := off + uint64(s.Length)
 			if a, z := max(lo, off), min(hi, end); a < z {
-				b, st := q.translate(subSGE(s, a-off, z-a), p, true)
+				b, st := q.Translate(rnic.SubSGE(s, a-off, z-a), p, true)
 				if st != proto.WCSuccess {
 					e.rcTerminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
 					return false
@@ -693,7 +694,7 @@ func (e *engine) rcPlace(q *qp, rd *rcReader) error {
 			return io.ErrUnexpectedEOF // cannot happen: the destination covers the payload
 		}
 		n, err := c.rcv.ReadPayload(rd, chunk)
-		if cerr := e.commitOne(chunk[:n]); cerr != nil { // stage.go: process memory
+		if cerr := e.CommitOne(chunk[:n]); cerr != nil { // stage.go: process memory
 			e.rcPlaceFault(q)
 			return errRCStopped
 		}
@@ -730,13 +731,13 @@ func (e *engine) rcCommit(q *qp) bool {
 		}
 		last := pieceAt(x.dst, x.payLen-1, 1)
 		last[0] = x.last[0]
-		if e.commitOne(last) != nil { // stage.go: process memory
+		if e.CommitOne(last) != nil { // stage.go: process memory
 			e.rcPlaceFault(q)
 			return false
 		}
 	}
 	if h.Tagged {
-		e.count(q, cBytesIn, int64(x.payLen))
+		e.count(q, rnic.CBytesIn, int64(x.payLen))
 		if x.op == rdmap.OpWrite && h.Last {
 			c.afterWrite = true
 		}

@@ -27,9 +27,9 @@ func (e *engine) rcTermReceived(q *qp, b []byte) {
 		p := c.pend.front()
 		p.done, p.status, p.term, p.flags = true, termStatus(t.Err), termWord(t.Err), proto.WCFlagTermValid
 	}
-	if q.state != proto.QPStateError {
-		q.state = proto.QPStateError
-		q.s.sendEvent(e.Engine, proto.Event{Type: proto.EventQPFatal, Handle: q.handle, Detail: "terminate received: " + t.Err.Error()})
+	if q.State != proto.QPStateError {
+		q.State = proto.QPStateError
+		q.S.SendEvent(e.Engine, proto.Event{Type: proto.EventQPFatal, Handle: q.Handle, Detail: "terminate received: " + t.Err.Error()})
 	}
 	e.rcClose(q, rcClosedTermReceived, "")
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/iwarpd/iwarpd/mpa"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"golang.org/x/sys/unix"
 )
 
@@ -113,8 +114,8 @@ const (
 )
 
 func (t *rcTx) init(q *qp) {
-	t.sges = make([]proto.SGE, 0, max(q.caps.MaxSendSGE, 1))
-	t.inline = make([]byte, q.caps.MaxInline)
+	t.sges = make([]proto.SGE, 0, max(q.Caps.MaxSendSGE, 1))
+	t.inline = make([]byte, q.Caps.MaxInline)
 	// Framing scratch: length, PAD, CRC of each FPDU and one marker per
 	// 512 octets (and one split per FPDU).
 	t.scratch = make([]byte, 0, rcTxMaxFPDUs*16+4*(rcTxBatchBytes/mpa.MarkerInterval+2*rcTxMaxFPDUs)+
@@ -157,7 +158,7 @@ func (e *engine) rcSend(q *qp) bool {
 	t := &c.tx
 	t.fresh = false
 	work := false
-	for range e.cfg.PollBatch {
+	for range e.Cfg.PollBatch {
 		if c.fd < 0 {
 			return true
 		}
@@ -188,7 +189,7 @@ func (e *engine) rcSend(q *qp) bool {
 			return true
 		}
 		n, err := rcWritev(c, t.vec, t.written)
-		e.count(q, cSendCalls, 1)
+		e.count(q, rnic.CSendCalls, 1)
 		if n > 0 {
 			t.written += n
 			work = true
@@ -219,7 +220,7 @@ func (e *engine) rcSend(q *qp) bool {
 		t.done, t.ndone = 0, 0
 		t.fresh = false
 		if err == nil || errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
-			e.count(q, cSendBlocked, 1)
+			e.count(q, rnic.CSendBlocked, 1)
 			c.outReady = false
 			c.setEpoll(e, c.rxOn, true)
 			return work
@@ -239,13 +240,13 @@ func rcWritev(c *rcConn, vec [][]byte, skip int) (int, error) {
 			skip -= len(p)
 			continue
 		}
-		iov = appendIovecs(iov, p[skip:])
+		iov = rnic.AppendIovecs(iov, p[skip:])
 		skip = 0
 	}
 	c.tx.iov = iov[:0]
 	defer clear(iov) // no pointer into registered memory outlives the call
 	for {
-		n, err := rawWritev(c.fd, iov)
+		n, err := rnic.RawWritev(c.fd, iov)
 		if err == unix.EINTR {
 			continue
 		}
@@ -331,7 +332,7 @@ func (t *rcTx) appendSegs(c *rcConn, m *rcMsg, from, last uint32, limit int) boo
 		if int(s.Offset)+s.Len > m.payHi && s.Len > 0 {
 			return false // beyond the translated window: the next batch translates on
 		}
-		ulp = appendRange(ulp, m.payloads, int(s.Offset)-m.payLo, s.Len)
+		ulp = rnic.AppendRange(ulp, m.payloads, int(s.Offset)-m.payLo, s.Len)
 		if c.params.CRC {
 			ulp = t.rcCopyBatch(ulp)
 		}
@@ -372,9 +373,9 @@ func (t *rcTx) msgEnds(m *rcMsg) bool { return m.immOp == 0 || m.immPhase != m.i
 func (e *engine) rcTxPayloads(q *qp, from int) bool {
 	c := q.rc
 	t := &c.tx
-	window := max(min(rcTxWindow, e.cfg.PollBatch*min(rcTxBatchBytes, c.emss)), c.maxTagged, c.maxUntagged) // a segment at least
+	window := max(min(rcTxWindow, e.Cfg.PollBatch*min(rcTxBatchBytes, c.emss)), c.maxTagged, c.maxUntagged) // a segment at least
 	if t.fresh {
-		e.unstage(t.payloads)
+		e.Unstage(t.payloads)
 	}
 	t.payloads, t.payLo, t.payHi = t.payloads[:0], 0, math.MaxInt
 	switch t.kind {
@@ -392,7 +393,7 @@ func (e *engine) rcTxPayloads(q *qp, from int) bool {
 			return true
 		}
 		n := min(int(r.size)-from, window)
-		b, f := q.rcLookup(r.srcStag, r.srcTO+uint64(from), uint64(n), proto.AccessRemoteRead)
+		b, f := q.LookupRemote(r.srcStag, r.srcTO+uint64(from), uint64(n), proto.AccessRemoteRead)
 		if f != 0 {
 			// Deregistered or invalidated since the request was accepted.
 			e.rcTxBroken(q)
@@ -433,7 +434,7 @@ func (e *engine) rcMsgPayloads(q *qp, m *rcMsg, from, n int) proto.WCStatus {
 		for _, s := range m.sges {
 			sl := int(s.Length)
 			if lo, end := max(from, off), min(hi, off+sl); lo < end {
-				b, st := q.translate(subSGE(s, uint64(lo-off), uint64(end-lo)), q.pd, false)
+				b, st := q.Translate(rnic.SubSGE(s, uint64(lo-off), uint64(end-lo)), q.PD, false)
 				if st != proto.WCSuccess {
 					return st
 				}
@@ -481,16 +482,16 @@ func (e *engine) rcStartMessage(q *qp) (ok, did bool) {
 		t.kind, t.segs, t.seg, t.fresh, t.total = txReadResp, segs, 0, false, int(r.size)
 		return true, true
 	}
-	if q.state != proto.QPStateRTS && q.state != proto.QPStateSQD || c.sqStalled {
+	if q.State != proto.QPStateRTS && q.State != proto.QPStateSQD || c.sqStalled {
 		return false, false
 	}
 	for {
 		if c.phase == rcClosing && c.closeBudget == 0 {
 			return false, did
 		}
-		slot, err := q.sq.Peek()
+		slot, err := q.Sq.Peek()
 		if err != nil {
-			e.count(q, cWRErrors, 1)
+			e.count(q, rnic.CWRErrors, 1)
 			e.errorQP(q, "send queue producer index is corrupt")
 			return false, true
 		}
@@ -513,8 +514,8 @@ func (e *engine) rcStartMessage(q *qp) (ok, did bool) {
 		}
 		c.rcRefreshEMSS()
 		st := e.rcPrepareWR(q, &sqe, slot)
-		q.sq.Advance()
-		q.sq.Release()
+		q.Sq.Advance()
+		q.Sq.Release()
 		if c.phase == rcClosing {
 			c.closeBudget--
 		}
@@ -525,7 +526,7 @@ func (e *engine) rcStartMessage(q *qp) (ok, did bool) {
 			t.kind = txNone // nothing to transmit
 		}
 		if st != proto.WCSuccess {
-			e.count(q, cWRErrors, 1)
+			e.count(q, rnic.CWRErrors, 1)
 			e.rcComplete(q, seq, st)
 			e.errorQP(q, "work request "+st.String())
 			return false, true
@@ -576,7 +577,7 @@ func (e *engine) rcPrepareWR(q *qp, sqe *proto.SQE, slot []byte) proto.WCStatus 
 			var sraw [proto.SGELen]byte
 			copy(sraw[:], slot[proto.SQEHeaderLen:])
 			t.readSGE = proto.GetSGE(sraw[:])
-			if _, _, st := q.s.checkSGE(t.readSGE, q.pd, true); st != proto.WCSuccess {
+			if _, _, st := q.S.CheckSGE(t.readSGE, q.PD, true); st != proto.WCSuccess {
 				return st
 			}
 			t.total = int(t.readSGE.Length)
@@ -585,11 +586,11 @@ func (e *engine) rcPrepareWR(q *qp, sqe *proto.SQE, slot []byte) proto.WCStatus 
 			return proto.WCLocQPOpErr
 		}
 	case proto.WRLocalInvalidate:
-		m := q.s.keys[sqe.InvStag] // the owner may name either key (keys.go)
-		if m == nil || m.pd != q.pd {
+		m := q.S.Keys[sqe.InvStag] // the owner may name either key (keys.go)
+		if m == nil || m.PD != q.PD {
 			return proto.WCLocProtErr
 		}
-		m.invalid.Store(true)
+		m.Invalid.Store(true)
 		return proto.WCSuccess
 	default:
 		return proto.WCLocQPOpErr
@@ -644,7 +645,7 @@ func (e *engine) rcPrepareWR(q *qp, sqe *proto.SQE, slot []byte) proto.WCStatus 
 func (e *engine) rcCopyPayload(q *qp, sqe *proto.SQE, slot []byte, inline bool) proto.WCStatus {
 	t := &q.rc.tx
 	if inline {
-		if sqe.InlineLen > q.caps.MaxInline || int(sqe.InlineLen) > len(slot)-proto.SQEHeaderLen {
+		if sqe.InlineLen > q.Caps.MaxInline || int(sqe.InlineLen) > len(slot)-proto.SQEHeaderLen {
 			return proto.WCLocLenErr
 		}
 		n := int(sqe.InlineLen)
@@ -652,7 +653,7 @@ func (e *engine) rcCopyPayload(q *qp, sqe *proto.SQE, slot []byte, inline bool) 
 		t.useIn, t.total = true, n
 		return proto.WCSuccess
 	}
-	if uint32(sqe.NumSGE) > q.caps.MaxSendSGE || proto.SQEHeaderLen+int(sqe.NumSGE)*proto.SGELen > len(slot) {
+	if uint32(sqe.NumSGE) > q.Caps.MaxSendSGE || proto.SQEHeaderLen+int(sqe.NumSGE)*proto.SGELen > len(slot) {
 		return proto.WCLocLenErr
 	}
 	total := 0
@@ -661,7 +662,7 @@ func (e *engine) rcCopyPayload(q *qp, sqe *proto.SQE, slot []byte, inline bool) 
 		off := proto.SQEHeaderLen + i*proto.SGELen
 		copy(sraw[:], slot[off:off+proto.SGELen])
 		s := proto.GetSGE(sraw[:])
-		if _, _, st := q.s.checkSGE(s, q.pd, false); st != proto.WCSuccess {
+		if _, _, st := q.S.CheckSGE(s, q.PD, false); st != proto.WCSuccess {
 			return st
 		}
 		t.sges = append(t.sges, s)
@@ -685,7 +686,7 @@ func (e *engine) rcFPDUSent(q *qp) {
 	}
 	switch t.kind {
 	case txSQ:
-		e.count(q, cMessagesOut, 1)
+		e.count(q, rnic.CMessagesOut, 1)
 		if t.immFirst && t.immPhase {
 			// A merged Send with Imm: its Immediate Data is out, the Send follows.
 			t.segs, t.seg, t.fresh, t.immPhase = t.sendSegs, 0, false, false
@@ -694,7 +695,7 @@ func (e *engine) rcFPDUSent(q *qp) {
 		}
 		if t.immOp != 0 && !t.immPhase && !t.immFirst {
 			// The Send or Write is out: its Immediate Data follows.
-			e.count(q, cBytesOut, int64(t.total))
+			e.count(q, rnic.CBytesOut, int64(t.total))
 			msn, _ := c.msn.NextMSN(rdmap.QNSend)
 			t.segs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(t.immOp)), 0, rdmap.QNSend, msn,
 				rdmap.ImmediateDataLen, c.maxUntagged)
@@ -703,13 +704,13 @@ func (e *engine) rcFPDUSent(q *qp) {
 			return
 		}
 		if !t.immPhase {
-			e.count(q, cBytesOut, int64(t.total))
+			e.count(q, rnic.CBytesOut, int64(t.total))
 		}
 		if t.wrOp != proto.WRRDMARead && !t.wrOp.Atomic() {
 			e.rcComplete(q, t.seq, proto.WCSuccess)
 		}
 	case txReadResp:
-		e.count(q, cBytesOut, int64(t.total))
+		e.count(q, rnic.CBytesOut, int64(t.total))
 		c.irq.pop()
 	}
 	t.kind = txNone
@@ -743,7 +744,7 @@ func (e *engine) rcSendTerminate(q *qp) bool {
 		e.rcSocketError(q, err)
 		return true
 	}
-	e.count(q, cMessagesOut, 1)
+	e.count(q, rnic.CMessagesOut, 1)
 	c.discard = true
 	e.rcShutdown(q)
 	return true

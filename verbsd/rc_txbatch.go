@@ -62,11 +62,11 @@ func (e *engine) rcTakeAhead(q *qp) *rcMsg {
 	c := q.rc
 	t := &c.tx
 	if !t.aheadRoom(q) || c.irq.len() > 0 || c.sqStalled || c.waitFirst ||
-		q.state != proto.QPStateRTS && q.state != proto.QPStateSQD ||
+		q.State != proto.QPStateRTS && q.State != proto.QPStateSQD ||
 		c.phase != rcOpen && (c.phase != rcClosing || c.closeBudget == 0) {
 		return nil
 	}
-	slot, err := q.sq.Peek()
+	slot, err := q.Sq.Peek()
 	if err != nil || slot == nil {
 		return nil // a corrupt index is reported by rcStartMessage
 	}
@@ -91,8 +91,8 @@ func (e *engine) rcTakeAhead(q *qp) *rcMsg {
 	if st != proto.WCSuccess {
 		return nil // no MSN was used; rcStartMessage fails it in turn
 	}
-	q.sq.Advance()
-	q.sq.Release()
+	q.Sq.Advance()
+	q.Sq.Release()
 	if c.phase == rcClosing {
 		c.closeBudget--
 	}

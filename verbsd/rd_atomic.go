@@ -9,6 +9,7 @@ import (
 	"github.com/iwarpd/iwarpd/iwerr"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 )
 
 // RFC 7306 atomics and Send with Immediate on RD (docs/atomics.md).
@@ -110,19 +111,19 @@ func (e *engine) rdAtomicRequest(q *qp, src netip.AddrPort, h *ddp.Header, seg [
 	}
 	k := rdAtomicKey{src, req.ReqID}
 	if v, ok := r.atomicSeen.get(k); ok && v.req == req {
-		e.count(q, cAtomicReplays, 1)
+		e.count(q, rnic.CAtomicReplays, 1)
 		e.rdQueueAtomicResponse(q, src, req.ReqID, v.orig)
 		return
 	}
 	b, terr := q.atomicTarget(&req)
 	if terr != (iwerr.Error{}) {
 		r.count(rdAccessErrors, 1)
-		e.count(q, cAtomicErrors, 1)
+		e.count(q, rnic.CAtomicErrors, 1)
 		e.rdSendError(q, src, terr, seg[:hl], nil, len(seg))
 		return
 	}
 	orig := atomicExecute(b, &req)
-	e.count(q, cAtomicsIn, 1)
+	e.count(q, rnic.CAtomicsIn, 1)
 	r.atomicSeen.put(k, rdAtomicEntry{req: req, orig: orig})
 	e.rdQueueAtomicResponse(q, src, req.ReqID, orig)
 }
@@ -154,14 +155,14 @@ func (e *engine) rdAtomicResponse(q *qp, src netip.AddrPort, h *ddp.Header, seg 
 		if !w.op.Atomic() || w.peer != src || w.reqID != resp.ReqID || w.sent == 0 || w.done {
 			continue
 		}
-		b, st := q.translate(w.sink, q.pd, true)
+		b, st := q.Translate(w.sink, q.PD, true)
 		if st != proto.WCSuccess {
 			w.done, w.status = true, st
 			return
 		}
 		binary.NativeEndian.PutUint64(b, resp.Original)
 		w.done, w.status = true, proto.WCSuccess
-		if e.commitOne(b) != nil { // stage.go: a process-memory result buffer went away
+		if e.CommitOne(b) != nil { // stage.go: a process-memory result buffer went away
 			w.status = proto.WCLocProtErr
 		}
 		return

@@ -85,7 +85,7 @@ func TestRDAtomicReplayCache(t *testing.T) {
 		err := srv.eng.Do(func() error {
 			var qa, qb *qp
 			for _, q := range srv.allQPs() {
-				switch q.qpn {
+				switch q.QPN {
 				case a.qp.QPN:
 					qa = q
 				case b.qp.QPN:
@@ -97,7 +97,7 @@ func TestRDAtomicReplayCache(t *testing.T) {
 				QN: rdmap.QNReadRequest, MSN: 1}
 			seg := req.Append(h.Append(nil))
 			src := netip.MustParseAddrPort(a.qp.Addr)
-			engOf(qb.eng).rdAtomicRequest(qb, src, &h, seg, ddp.UntaggedHeaderLen)
+			engOf(qb.Eng).rdAtomicRequest(qb, src, &h, seg, ddp.UntaggedHeaderLen)
 			return nil
 		})
 		if err != nil {

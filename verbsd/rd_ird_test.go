@@ -13,6 +13,7 @@ import (
 	"github.com/iwarpd/iwarpd/llp/dgram"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/verbsd/config"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"golang.org/x/sys/unix"
 )
 
@@ -86,7 +87,7 @@ func (l *stashLink) release(t *testing.T) {
 	}
 	out[0], out[1] = out[1], out[0]
 	for _, s := range out {
-		if err := unix.Sendto(l.fd, s.b, 0, addrToSockaddr(s.to)); err != nil {
+		if err := unix.Sendto(l.fd, s.b, 0, rnic.AddrToSockaddr(s.to)); err != nil {
 			t.Fatalf("sending stashed datagram %d: %v", s.seq, err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/iwarpd/iwarpd/internal/crc32c"
 	"github.com/iwarpd/iwarpd/llp/dgram"
 	"github.com/iwarpd/iwarpd/llp/rd"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"golang.org/x/sys/unix"
 )
 
@@ -73,7 +74,7 @@ func (e *engine) rdClose(q *qp, now time.Time) {
 func (e *engine) rdLingerStart(q *qp, now time.Time) {
 	r := q.rd
 	d := r.cfg.RdLingerTime()
-	if d <= 0 || q.fd < 0 || e.quit {
+	if d <= 0 || q.FD < 0 || e.Quit {
 		return
 	}
 	ls := &e.rdLinger
@@ -90,10 +91,10 @@ func (e *engine) rdLingerStart(q *qp, now time.Time) {
 		}
 		l = r.ep.Linger(now, d, budget)
 	}
-	if err := unix.EpollCtl(e.epfd, unix.EPOLL_CTL_ADD, q.fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(q.fd)}); err != nil {
+	if err := unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_ADD, q.FD, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(q.FD)}); err != nil {
 		return // the socket closes as without linger
 	}
-	g := &rdLinger{fd: q.fd, local: q.local, qkey: q.qkey, noCRC: q.noCRC, keys: map[netip.AddrPort]uint32{}, l: l, until: now.Add(d)}
+	g := &rdLinger{fd: q.FD, local: q.Local, qkey: q.qkey, noCRC: q.noCRC, keys: map[netip.AddrPort]uint32{}, l: l, until: now.Add(d)}
 	for a, k := range r.keys {
 		if l.Has(a) {
 			g.keys[a] = k
@@ -105,10 +106,10 @@ func (e *engine) rdLingerStart(q *qp, now time.Time) {
 	if len(ls.byFD) == 0 || g.until.Before(ls.next) {
 		ls.next = g.until
 	}
-	ls.byFD[int32(q.fd)] = g
+	ls.byFD[int32(q.FD)] = g
 	ls.peers += l.Peers()
 	ls.started++
-	q.fd = -1 // the linger owns the socket now
+	q.FD = -1 // the linger owns the socket now
 }
 
 // rdLingerEvent marks the lingering port of descriptor fd readable
@@ -162,7 +163,7 @@ func (e *engine) rdLingerService(now time.Time) bool {
 // rdLingerEnd closes a lingering port.
 func (e *engine) rdLingerEnd(g *rdLinger) {
 	ls := &e.rdLinger
-	unix.EpollCtl(e.epfd, unix.EPOLL_CTL_DEL, g.fd, nil)
+	unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_DEL, g.fd, nil)
 	unix.Close(g.fd)
 	delete(ls.byFD, int32(g.fd))
 	ls.peers -= g.l.Peers()
@@ -209,17 +210,17 @@ func (e *engine) rdLingerReceive(g *rdLinger) bool {
 		}
 		return false
 	}
-	e.count(nil, cRecvCalls, 1)
+	e.count(nil, rnic.CRecvCalls, 1)
 	rb.received(got)
 	for src, b := range e.rdDatagrams(nil, got, ls.buf) {
 		if k, err := dgram.ParseKeys(b); err != nil || k.QKey != g.qkey {
-			e.count(nil, cDropQKey, 1)
+			e.count(nil, rnic.CDropQKey, 1)
 			continue
 		}
 		d, err := dgram.ParseRD(b, !g.noCRC)
 		if err != nil {
 			if errors.Is(err, dgram.ErrBadCRC) {
-				e.count(nil, cDropCRC, 1)
+				e.count(nil, rnic.CDropCRC, 1)
 			}
 			continue
 		}
@@ -258,10 +259,10 @@ func (e *engine) rdLingerSend(g *rdLinger, acts []rd.Action) {
 		acts = acts[n:]
 		msgs := e.sb.finish()
 		sent, err := e.sendmmsg(g.fd, msgs)
-		e.count(nil, cSendCalls, 1)
-		e.count(nil, cDatagramsOut, int64(max(sent, 0)))
+		e.count(nil, rnic.CSendCalls, 1)
+		e.count(nil, rnic.CDatagramsOut, int64(max(sent, 0)))
 		if err != nil || sent < len(msgs) {
-			e.count(nil, cSendErrors, 1)
+			e.count(nil, rnic.CSendErrors, 1)
 			return // the socket's buffer is full: the rest are lost
 		}
 	}
@@ -286,7 +287,7 @@ func (e *engine) rdLingerInspect(m map[string]int64) {
 // lingering port is among them, that linger ends and the bind is tried
 // again: a new QP is never refused a port for a linger.
 func (s *session) bindRD(port uint16) (int, netip.AddrPort, error) {
-	fd, ap, err := bindDgram(s.dev, port, s.dev.cfg.RDPorts, s.privBind)
+	fd, ap, err := bindDgram(s.Dev, port, s.Dev.Cfg.RDPorts, s.PrivBind)
 	if !errors.Is(err, unix.EADDRINUSE) {
 		return fd, ap, err
 	}
@@ -294,15 +295,15 @@ func (s *session) bindRD(port uint16) (int, netip.AddrPort, error) {
 	// so engine 0 may end a linger any engine holds.
 	released := false
 	release := func() error {
-		for _, e := range s.dev.engs {
+		for _, e := range s.Dev.Engs {
 			if released = engOf(e).rdLingerRelease(port); released {
 				break
 			}
 		}
 		return nil
 	}
-	if s.eng.Do(release) != nil || !released {
+	if s.Eng.Do(release) != nil || !released {
 		return fd, ap, err
 	}
-	return bindDgram(s.dev, port, s.dev.cfg.RDPorts, s.privBind)
+	return bindDgram(s.Dev, port, s.Dev.Cfg.RDPorts, s.PrivBind)
 }

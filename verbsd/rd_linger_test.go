@@ -50,9 +50,9 @@ func qpFD(t *testing.T, srv *Server, qpn uint32) int {
 	t.Helper()
 	fd := -1
 	srv.eng.Do(func() error {
-		for _, q := range srv.eng.qps {
-			if q.qpn == qpn {
-				fd = q.fd
+		for _, q := range srv.eng.QPs {
+			if q.QPN == qpn {
+				fd = q.FD
 			}
 		}
 		return nil

@@ -10,6 +10,7 @@ import (
 	"github.com/iwarpd/iwarpd/llp/rd"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/verbsd/config"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 )
 
 // RD queue pairs (docs/rd.md): the datagram profile with the RD header,
@@ -186,23 +187,23 @@ func (r *rdQP) count(c rdCounter, n int64) { r.stats[c] += n }
 // sleeping): new work requests posted, or data to send with the window open.
 func (q *qp) rdHasWork() bool {
 	r := q.rd
-	switch q.state {
+	switch q.State {
 	case proto.QPStateRTS:
-		if n, err := q.sq.Available(); err != nil || (n > 0 && uint32(len(r.wrs)) < q.sqView().depth()) {
+		if n, err := q.Sq.Available(); err != nil || (n > 0 && uint32(len(r.wrs)) < q.SQView().Depth()) {
 			return true
 		}
 		if len(r.backlog) > 0 {
-			if n, err := q.recvRing().Available(); err == nil && n > 0 {
+			if n, err := q.RecvRing().Available(); err == nil && n > 0 {
 				return true
 			}
 		}
 		return r.sendable()
 	case proto.QPStateError:
-		if n, _ := q.sq.Available(); n > 0 {
+		if n, _ := q.Sq.Available(); n > 0 {
 			return true
 		}
-		if q.rq != nil {
-			if n, _ := q.rq.Available(); n > 0 {
+		if q.Rq != nil {
+			if n, _ := q.Rq.Available(); n > 0 {
 				return true
 			}
 		}
@@ -222,10 +223,10 @@ func (q *qp) rdDeadline() (time.Time, bool) {
 // serviceRD does one pass of work on an RD QP.
 func (e *engine) serviceRD(q *qp, now time.Time) bool {
 	work := false
-	if q.readable {
+	if q.Readable {
 		work = e.rdReceive(q, now)
 	}
-	if q.state == proto.QPStateError {
+	if q.State == proto.QPStateError {
 		if e.rdFlush(q) {
 			work = true
 		}
@@ -254,8 +255,8 @@ func (e *engine) rdFlush(q *qp) bool {
 		if !m.claimed {
 			continue // a message being discarded: its receive completed
 		}
-		e.count(q, cFlushed, 1)
-		e.postCQE(q.s, q.recvCQ, &proto.CQE{WRID: m.wrid, Status: proto.WCWRFlushErr, Opcode: proto.WCRecv, QPN: q.qpn})
+		e.count(q, rnic.CFlushed, 1)
+		e.PostCQE(q.S, q.RecvCQ, &proto.CQE{WRID: m.wrid, Status: proto.WCWRFlushErr, Opcode: proto.WCRecv, QPN: q.QPN})
 		work = true
 	}
 	r.claimed = 0
@@ -265,8 +266,8 @@ func (e *engine) rdFlush(q *qp) bool {
 		if w.completed {
 			continue
 		}
-		e.count(q, cFlushed, 1)
-		e.postCQE(q.s, q.sendCQ, &proto.CQE{WRID: w.wrid, Status: proto.WCWRFlushErr, Opcode: rdWCOpcode(w), QPN: q.qpn})
+		e.count(q, rnic.CFlushed, 1)
+		e.PostCQE(q.S, q.SendCQ, &proto.CQE{WRID: w.wrid, Status: proto.WCWRFlushErr, Opcode: rdWCOpcode(w), QPN: q.QPN})
 		work = true
 	}
 	r.wrs, r.readsOut, r.resps, r.errs = nil, 0, nil, nil
@@ -309,7 +310,7 @@ func (q *qp) rdInspect(m map[string]int64) {
 // rdInspect adds the RD counters of every QP, and those of the lingering
 // ports (rd_linger.go), to the daemon's.
 func (e *engine) rdInspect(m map[string]int64) {
-	for _, q := range e.qps {
+	for _, q := range e.QPs {
 		qpOf(q).rdInspect(m)
 	}
 	e.rdLingerInspect(m)
@@ -325,7 +326,7 @@ func (e *engine) rdInspect(m map[string]int64) {
 // effort: a datagram the kernel refuses now is not retried.
 func (e *engine) rdCloseAcks(q *qp, now time.Time) {
 	r := q.rd
-	if r == nil || q.fd < 0 {
+	if r == nil || q.FD < 0 {
 		return
 	}
 	for _, a := range r.ep.OwedAcks(now, r.actions[:0]) {
@@ -346,9 +347,9 @@ func (e *engine) rdCloseAcks(q *qp, now time.Time) {
 		if len(msgs) == 0 {
 			return
 		}
-		q.blocked = false
+		q.Blocked = false
 		e.rdTransmit(q, msgs)
-		if q.blocked {
+		if q.Blocked {
 			return // the socket's buffer is full: the rest are lost
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/iwarpd/iwarpd/llp/rd"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"golang.org/x/sys/unix"
 )
 
@@ -36,26 +37,26 @@ func (e *engine) rdReceive(q *qp, now time.Time) bool {
 	r := q.rd
 	rb := e.rb
 	work := false
-	budget := e.cfg.PollBatch
+	budget := e.Cfg.PollBatch
 	for budget > 0 {
 		rb.nrqe, rb.used = 0, 0
 		want := min(budget, recvSlots)
-		got, err := sysRecvmmsg(q.fd, rb.prepare(want))
+		got, err := sysRecvmmsg(q.FD, rb.prepare(want))
 		if err != nil {
 			if errors.Is(err, unix.EAGAIN) {
-				q.readable = false
+				q.Readable = false
 			}
 			break
 		}
 		work = true
 		budget -= got
-		e.count(q, cRecvCalls, 1)
+		e.count(q, rnic.CRecvCalls, 1)
 		rb.received(got)
 		for src, b := range e.rdDatagrams(q, got, r.buf) {
 			e.rdDatagram(q, src, b, now)
 		}
 		if got < want {
-			q.readable = false
+			q.Readable = false
 			break
 		}
 	}
@@ -71,20 +72,20 @@ func (e *engine) rdDatagrams(q *qp, got int, buf []byte) iter.Seq2[netip.AddrPor
 		for i := range got {
 			s := &e.rb.slots[i]
 			if s.trunc {
-				e.count(q, cDatagramsIn, 1)
-				e.count(q, cDropTruncated, 1)
+				e.count(q, rnic.CDatagramsIn, 1)
+				e.count(q, rnic.CDropTruncated, 1)
 				continue
 			}
 			step := s.n
 			if s.gso > 0 && s.n > s.gso {
-				e.count(q, cGROCoalesced, 1)
+				e.count(q, rnic.CGROCoalesced, 1)
 				step = s.gso
 			}
 			for off := 0; off < s.n; off += step {
 				n := min(step, s.n-off)
-				e.count(q, cDatagramsIn, 1)
+				e.count(q, rnic.CDatagramsIn, 1)
 				b := buf[:n]
-				copyRange(b, s.view, off)
+				rnic.CopyRange(b, s.view, off)
 				if !yield(s.src, b) {
 					return
 				}
@@ -96,18 +97,18 @@ func (e *engine) rdDatagrams(q *qp, got int, buf []byte) iter.Seq2[netip.AddrPor
 // rdDatagram judges one RD datagram from src.
 func (e *engine) rdDatagram(q *qp, src netip.AddrPort, b []byte, now time.Time) {
 	r := q.rd
-	if q.state != proto.QPStateRTR && q.state != proto.QPStateRTS {
-		e.count(q, cDropNotReady, 1)
+	if q.State != proto.QPStateRTR && q.State != proto.QPStateRTS {
+		e.count(q, rnic.CDropNotReady, 1)
 		return
 	}
 	if k, err := dgram.ParseKeys(b); err == nil && k.QKey != q.qkey {
-		e.count(q, cDropQKey, 1) // not for this QP: nothing of it is acted upon
+		e.count(q, rnic.CDropQKey, 1) // not for this QP: nothing of it is acted upon
 		return
 	}
 	d, err := dgram.ParseRD(b, !q.noCRC)
 	if err != nil {
 		if errors.Is(err, dgram.ErrBadCRC) {
-			e.count(q, cDropCRC, 1)
+			e.count(q, rnic.CDropCRC, 1)
 		} else {
 			r.count(rdDropFraming, 1)
 		}
@@ -192,7 +193,7 @@ func (e *engine) rdRecvAvailable(q *qp, src netip.AddrPort, seg []byte) bool {
 	if m := q.rd.inMsgs[src]; m != nil && m.claimed && !rdIsRecord(seg) {
 		return true // the abandoned message's receive is reused
 	}
-	n, err := q.recvRing().Available()
+	n, err := q.RecvRing().Available()
 	return err == nil && n > 0
 }
 
@@ -415,15 +416,15 @@ func (e *engine) rdSendError(q *qp, peer netip.AddrPort, err iwerr.Error, ddpHdr
 	body = t.Append(body)
 	r.errs = append(r.errs, &rdErrMsg{seq: r.nextErr, peer: peer, body: body})
 	r.nextErr++
-	e.count(q, cErrorMsgsOut, 1)
+	e.count(q, rnic.CErrorMsgsOut, 1)
 }
 
 // rdClaim consumes the head receive for a Send from src into m.
 func (e *engine) rdClaim(q *qp, m *rdInMsg) bool {
-	c := q.recvRing()
+	c := q.RecvRing()
 	slot, err := c.Peek()
 	if err != nil {
-		e.count(q, cWRErrors, 1)
+		e.count(q, rnic.CWRErrors, 1)
 		e.errorQP(q, "receive queue producer index is corrupt")
 		return false
 	}
@@ -432,11 +433,11 @@ func (e *engine) rdClaim(q *qp, m *rdInMsg) bool {
 	}
 	w := &e.rdRecv // its translated SGEs are reused: no allocation per message
 	if st := e.loadRecv(q, w, slot); st != proto.WCSuccess {
-		e.failWR(q, q.recvCQ, w.wrid, proto.WCRecv, st)
+		e.failWR(q, q.RecvCQ, w.WRID, proto.WCRecv, st)
 		return false
 	}
 	m.raw = append(m.raw[:0], slot...)
-	m.wrid, m.claimed = w.wrid, true
+	m.wrid, m.claimed = w.WRID, true
 	c.Advance()
 	c.Release()
 	q.rd.claimed++
@@ -458,11 +459,11 @@ func (e *engine) rdCompleteRecv(q *qp, src netip.AddrPort, m *rdInMsg, st proto.
 		imm = m.imm
 	}
 	if st == proto.WCSuccess {
-		e.count(q, cMessagesIn, 1)
-		e.count(q, cBytesIn, int64(n))
+		e.count(q, rnic.CMessagesIn, 1)
+		e.count(q, rnic.CBytesIn, int64(n))
 	}
-	e.postCQE(q.s, q.recvCQ, &proto.CQE{WRID: m.wrid, Status: st, Opcode: proto.WCRecv, Flags: flags, ByteLen: n,
-		QPN: q.qpn, Src: src, Imm: imm})
+	e.PostCQE(q.S, q.RecvCQ, &proto.CQE{WRID: m.wrid, Status: st, Opcode: proto.WCRecv, Flags: flags, ByteLen: n,
+		QPN: q.QPN, Src: src, Imm: imm})
 }
 
 // rdPlaceSend places a Send segment into the receive its message claimed;
@@ -478,13 +479,13 @@ func (e *engine) rdPlaceSend(q *qp, src netip.AddrPort, h *ddp.Header, seg []byt
 			r.inMsgs[src] = m
 		}
 		if !m.claimed && !e.rdClaim(q, m) {
-			e.count(q, cDropNoRecv, 1)
+			e.count(q, rnic.CDropNoRecv, 1)
 			return
 		}
 		m.msn, m.got, m.discard = h.MSN, 0, false
 		m.imm, m.hasImm = r.curImm, r.curHasImm
 	} else if m == nil || m.msn != h.MSN || h.MO != m.got || (!m.claimed && !m.discard) {
-		e.count(q, cDropBadSegment, 1)
+		e.count(q, rnic.CDropBadSegment, 1)
 		return
 	}
 	if m.discard {
@@ -501,9 +502,9 @@ func (e *engine) rdPlaceSend(q *qp, src netip.AddrPort, h *ddp.Header, seg []byt
 		return
 	}
 	end := uint64(m.got) + uint64(len(payload))
-	if end > uint64(w.total) {
+	if end > uint64(w.Total) {
 		r.count(rdMsgTooLong, 1)
-		e.count(q, cRecvTooLong, 1)
+		e.count(q, rnic.CRecvTooLong, 1)
 		e.rdSendError(q, src, iwerr.DDPMessageTooLong, seg[:hl], nil, len(seg))
 		e.rdCompleteRecv(q, src, m, proto.WCLocLenErr, uint32(min(end, 1<<32-1)), solicited)
 		if m.discard = !h.Last; !m.discard {
@@ -511,8 +512,8 @@ func (e *engine) rdPlaceSend(q *qp, src netip.AddrPort, h *ddp.Header, seg []byt
 		}
 		return
 	}
-	scatterAt(w.bufs, int(m.got), payload)
-	if e.commit(w.bufs, int(m.got), len(payload)) != nil { // stage.go: the receive's process memory went away
+	scatterAt(w.Bufs, int(m.got), payload)
+	if e.Commit(w.Bufs, int(m.got), len(payload)) != nil { // stage.go: the receive's process memory went away
 		e.rdSendError(q, src, iwerr.RDMAPLocalCatastrophicError, seg[:hl], nil, len(seg))
 		e.rdCompleteRecv(q, src, m, proto.WCLocProtErr, uint32(end), solicited)
 		if m.discard = !h.Last; !m.discard {
@@ -584,11 +585,11 @@ func (e *engine) rdReadRequest(q *qp, src netip.AddrPort, h *ddp.Header, seg []b
 	if int64(rr.Size) > int64(r.cfg.MaxMsg) {
 		fault = rdmap.FaultBaseBounds
 	} else {
-		_, fault = e.remoteAccess(q.QP, src, rr.SourceStag, rr.SourceTO, uint64(rr.Size), proto.AccessRemoteRead, now) // access_guard.go
+		_, fault = e.RemoteAccess(q.QP, src, rr.SourceStag, rr.SourceTO, uint64(rr.Size), proto.AccessRemoteRead, now) // access_guard.go
 	}
 	if fault != 0 {
 		r.count(rdAccessErrors, 1)
-		e.rdSendError(q, src, dgramAccessError, seg[:hl], rh, len(seg)) // one generic error (access_guard.go)
+		e.rdSendError(q, src, rnic.DgramAccessError, seg[:hl], rh, len(seg)) // one generic error (access_guard.go)
 		return
 	}
 	if len(r.resps) >= r.cfg.IRD {
@@ -622,13 +623,13 @@ func (e *engine) rdPlaceResponse(q *qp, src netip.AddrPort, h *ddp.Header, paylo
 		return
 	}
 	if len(payload) > 0 {
-		dst, st := q.translate(proto.SGE{Addr: h.TO, Length: uint32(len(payload)), LKey: h.Stag}, q.pd, true)
+		dst, st := q.Translate(proto.SGE{Addr: h.TO, Length: uint32(len(payload)), LKey: h.Stag}, q.PD, true)
 		if st != proto.WCSuccess {
 			w.done, w.status, w.respFinal = true, st, true
 			return
 		}
 		copy(dst, payload)
-		if e.commitOne(dst) != nil { // stage.go: the sink's process memory went away
+		if e.CommitOne(dst) != nil { // stage.go: the sink's process memory went away
 			w.done, w.status, w.respFinal = true, proto.WCLocProtErr, true
 			return
 		}
@@ -648,7 +649,7 @@ func (e *engine) rdPlaceResponse(q *qp, src netip.AddrPort, h *ddp.Header, paylo
 // counted and raised as EventQPAccessError.
 func (e *engine) rdErrorIn(q *qp, src netip.AddrPort, body []byte) {
 	r := q.rd
-	e.count(q, cErrorMsgsIn, 1)
+	e.count(q, rnic.CErrorMsgsIn, 1)
 	t, _, err := rdmap.ParseTerminate(body)
 	if err == nil && t.DDPHeaderIncluded {
 		if oh, _, err := ddp.Parse(t.DDPHeader); err == nil && !oh.Tagged {
@@ -673,5 +674,5 @@ func (e *engine) rdErrorIn(q *qp, src netip.AddrPort, body []byte) {
 	if err == nil {
 		detail += ": " + t.Err.Error()
 	}
-	q.s.sendEvent(e.Engine, proto.Event{Type: proto.EventQPAccessError, Handle: q.handle, Detail: detail})
+	q.S.SendEvent(e.Engine, proto.Event{Type: proto.EventQPAccessError, Handle: q.Handle, Detail: detail})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/iwarpd/iwarpd/llp/rd"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"golang.org/x/sys/unix"
 )
 
@@ -79,7 +80,7 @@ var zeroPayload [dgram.MaxDatagramSize]byte
 
 // rdMaxPayload is the payload of one RD datagram's DDP segment.
 func (e *engine) rdMaxPayload(tagged bool, ulpHeader int) int {
-	return ddp.MaxPayload(dgram.MaxSegment(e.cfg.DatagramSize, true), tagged, ulpHeader)
+	return ddp.MaxPayload(dgram.MaxSegment(e.Cfg.DatagramSize, true), tagged, ulpHeader)
 }
 
 // rdTake copies newly posted SQEs into r.wrs and consumes them from the
@@ -91,24 +92,24 @@ func (e *engine) rdMaxPayload(tagged bool, ulpHeader int) int {
 // outstanding.
 func (e *engine) rdTake(q *qp) bool {
 	r := q.rd
-	v := q.sqView()
-	head, idx, avail, err := v.lookahead(q.sq)
+	v := q.SQView()
+	head, idx, avail, err := v.Lookahead(q.Sq)
 	if err != nil {
-		e.count(q, cWRErrors, 1)
+		e.count(q, rnic.CWRErrors, 1)
 		e.errorQP(q, "send queue producer index is corrupt")
 		return true
 	}
 	took := uint32(0)
-	for ; took < avail && uint32(len(r.wrs)) < v.depth(); took++ {
+	for ; took < avail && uint32(len(r.wrs)) < v.Depth(); took++ {
 		w := r.newWR()
 		w.seq = r.nextWR
 		r.nextWR++
-		e.rdPrepare(q, w, v.at(head, idx, took))
+		e.rdPrepare(q, w, v.At(head, idx, took))
 		r.wrs = append(r.wrs, w)
-		q.sq.Advance()
+		q.Sq.Advance()
 	}
 	if took > 0 {
-		q.sq.Release()
+		q.Sq.Release()
 	}
 	return took > 0
 }
@@ -142,7 +143,7 @@ func (e *engine) rdPrepare(q *qp, w *rdWR, slot []byte) {
 	var raw [proto.SQEHeaderLen]byte
 	copy(raw[:], slot)
 	sqe := proto.GetSQE(raw[:])
-	w.wrid, w.op, w.signaled = sqe.WRID, sqe.Opcode, sqe.Flags&proto.SendSignaled != 0 || q.sigAll
+	w.wrid, w.op, w.signaled = sqe.WRID, sqe.Opcode, sqe.Flags&proto.SendSignaled != 0 || q.SigAll
 	fail := func(st proto.WCStatus) { w.done, w.fatal, w.status = true, true, st }
 	known := sqe.Opcode == proto.WRSend || sqe.Opcode == proto.WRRDMARead || sqe.Opcode.WriteRecord() ||
 		sqe.Opcode == proto.WRSendWithImm || sqe.Opcode.Atomic()
@@ -165,14 +166,14 @@ func (e *engine) rdPrepare(q *qp, w *rdWR, slot []byte) {
 		return
 	}
 	if inline {
-		if sqe.InlineLen > q.caps.MaxInline || sqe.Opcode == proto.WRRDMARead {
+		if sqe.InlineLen > q.Caps.MaxInline || sqe.Opcode == proto.WRRDMARead {
 			fail(proto.WCLocLenErr)
 			return
 		}
 		w.inline = append([]byte(nil), slot[proto.SQEHeaderLen:proto.SQEHeaderLen+int(sqe.InlineLen)]...)
 		w.total = len(w.inline)
 	} else {
-		if uint32(sqe.NumSGE) > q.caps.MaxSendSGE || (sqe.Opcode == proto.WRRDMARead && sqe.NumSGE > 1) {
+		if uint32(sqe.NumSGE) > q.Caps.MaxSendSGE || (sqe.Opcode == proto.WRRDMARead && sqe.NumSGE > 1) {
 			fail(proto.WCLocLenErr)
 			return
 		}
@@ -181,7 +182,7 @@ func (e *engine) rdPrepare(q *qp, w *rdWR, slot []byte) {
 			off := proto.SQEHeaderLen + i*proto.SGELen
 			copy(sraw[:], slot[off:off+proto.SGELen])
 			sge := proto.GetSGE(sraw[:])
-			if _, _, st := q.s.checkSGE(sge, q.pd, sqe.Opcode == proto.WRRDMARead); st != proto.WCSuccess {
+			if _, _, st := q.S.CheckSGE(sge, q.PD, sqe.Opcode == proto.WRRDMARead); st != proto.WCSuccess {
 				fail(st)
 				return
 			}
@@ -396,7 +397,7 @@ func (b *rdBatch) add(peer netip.AddrPort, h *dgram.RDHeader, dh *ddp.Header, ul
 	for _, p := range pieces {
 		dlen += len(p)
 	}
-	if !b.e.sb.fits(peer, dlen, 2+len(pieces), b.e.cfg.PollBatch) {
+	if !b.e.sb.fits(peer, dlen, 2+len(pieces), b.e.Cfg.PollBatch) {
 		b.full = true
 		return false
 	}
@@ -456,7 +457,7 @@ func (e *engine) rdBuild(b *rdBatch, peer netip.AddrPort, tok rd.Token, h *dgram
 				continue
 			}
 			s := p.segs.Segment(seg)
-			mem, fault := q.rcLookup(p.srcStag, p.srcTO+uint64(s.Offset), uint64(s.Len), proto.AccessRemoteRead)
+			mem, fault := q.LookupRemote(p.srcStag, p.srcTO+uint64(s.Offset), uint64(s.Len), proto.AccessRemoteRead)
 			if fault != 0 {
 				mem = zeroPayload[:s.Len]
 				p.dead = true
@@ -493,7 +494,7 @@ func (e *engine) rdPayload(q *qp, w *rdWR, off, n int) [][]byte {
 			continue
 		}
 		part := proto.SGE{Addr: sge.Addr + uint64(lo-(pos-int(sge.Length))), Length: uint32(hi - lo), LKey: sge.LKey}
-		b, st := q.translate(part, q.pd, false)
+		b, st := q.Translate(part, q.PD, false)
 		if st != proto.WCSuccess {
 			if !w.done {
 				w.done, w.status = true, st
@@ -511,9 +512,9 @@ func (e *engine) rdPayload(q *qp, w *rdWR, off, n int) [][]byte {
 // Responses, then the send queue's new segments, as far as the windows
 // allow, batched into sendmmsg calls.
 func (e *engine) rdSend(q *qp, now time.Time) bool {
-	q.blocked = false
+	q.Blocked = false
 	work := false
-	if q.state == proto.QPStateRTS && e.rdTake(q) {
+	if q.State == proto.QPStateRTS && e.rdTake(q) {
 		work = true
 	}
 	for range 4 { // bounded work per pass
@@ -526,7 +527,7 @@ func (e *engine) rdSend(q *qp, now time.Time) bool {
 		}
 		work = true
 		e.rdTransmit(q, msgs)
-		if !b.full || q.blocked {
+		if !b.full || q.Blocked {
 			break
 		}
 	}
@@ -585,7 +586,7 @@ func (e *engine) rdFill(b *rdBatch, now time.Time) {
 			}
 		}
 	}
-	if q.state != proto.QPStateRTS {
+	if q.State != proto.QPStateRTS {
 		return
 	}
 	// Work requests go out in posting order per peer; a peer whose window
@@ -616,8 +617,8 @@ func (e *engine) rdFill(b *rdBatch, now time.Time) {
 			}
 			w.sent++
 			if w.sent == w.segs.Count() && w.op != proto.WRRDMARead {
-				e.count(q, cMessagesOut, 1)
-				e.count(q, cBytesOut, int64(w.total))
+				e.count(q, rnic.CMessagesOut, 1)
+				e.count(q, rnic.CBytesOut, int64(w.total))
 			}
 			if !e.rdBuild(b, w.peer, tok, &h) {
 				r.deferDatagram(w.peer, tok, h)
@@ -642,29 +643,29 @@ func (r *rdQP) deferDatagram(peer netip.AddrPort, tok rd.Token, h dgram.RDHeader
 func (e *engine) rdTransmit(q *qp, msgs []unix.Mmsghdr) {
 	off := 0
 	for off < len(msgs) {
-		sent, err := e.sendmmsg(q.fd, msgs[off:])
-		e.count(q, cSendCalls, 1)
+		sent, err := e.sendmmsg(q.FD, msgs[off:])
+		e.count(q, rnic.CSendCalls, 1)
 		for m := off; m < off+max(sent, 0); m++ {
 			refs := e.sb.msgDgrams(m)
 			if len(refs) > 1 {
-				e.count(q, cGSOSends, 1)
+				e.count(q, rnic.CGSOSends, 1)
 			}
-			e.count(q, cDatagramsOut, int64(len(refs)))
+			e.count(q, rnic.CDatagramsOut, int64(len(refs)))
 		}
 		off += max(sent, 0)
 		if off == len(msgs) {
 			return
 		}
 		if err == nil || transientSendError(err) {
-			q.blocked = true
-			e.count(q, cSendBlocked, 1)
+			q.Blocked = true
+			e.count(q, rnic.CSendBlocked, 1)
 			return
 		}
 		if len(e.sb.msgDgrams(off)) > 1 && gsoRefused(err) {
 			q.gso = false
-			e.count(q, cGSOFallback, 1)
+			e.count(q, rnic.CGSOFallback, 1)
 		}
-		e.count(q, cSendErrors, 1)
+		e.count(q, rnic.CSendErrors, 1)
 		off++ // that message is lost
 	}
 }
@@ -711,8 +712,8 @@ func (e *engine) rdComplete(q *qp) bool {
 		if w := r.wrs[0]; w.fatal && w.done && w.resolved >= w.sent {
 			r.wrs[0] = nil
 			r.wrs = r.wrs[1:]
-			e.count(q, cWRErrors, 1)
-			e.postCQE(q.s, q.sendCQ, &proto.CQE{WRID: w.wrid, Status: w.status, Opcode: proto.WCSend, QPN: q.qpn})
+			e.count(q, rnic.CWRErrors, 1)
+			e.PostCQE(q.S, q.SendCQ, &proto.CQE{WRID: w.wrid, Status: w.status, Opcode: proto.WCSend, QPN: q.QPN})
 			e.errorQP(q, "work request "+w.status.String()) // rdFlush flushes the later ones
 			return true
 		}
@@ -753,13 +754,13 @@ func (e *engine) rdCompleteWR(q *qp, w *rdWR) {
 		r.readsOut--
 	}
 	if w.status != proto.WCSuccess {
-		e.count(q, cWRErrors, 1)
+		e.count(q, rnic.CWRErrors, 1)
 	}
 	if w.signaled || w.status != proto.WCSuccess {
-		cqe := proto.CQE{WRID: w.wrid, Status: w.status, Opcode: rdWCOpcode(w), ByteLen: uint32(w.total), QPN: q.qpn}
+		cqe := proto.CQE{WRID: w.wrid, Status: w.status, Opcode: rdWCOpcode(w), ByteLen: uint32(w.total), QPN: q.QPN}
 		if w.term != 0 {
 			cqe.Term, cqe.Flags = w.term, proto.WCFlagTermValid
 		}
-		e.postCQE(q.s, q.sendCQ, &cqe)
+		e.PostCQE(q.S, q.SendCQ, &cqe)
 	}
 }

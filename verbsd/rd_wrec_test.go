@@ -9,6 +9,7 @@ import (
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
 	"github.com/iwarpd/iwarpd/verbsd/config"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 )
 
@@ -119,7 +120,7 @@ func TestRDWriteRecordSizes(t *testing.T) {
 func ddpPayloadRD(t *testing.T) int {
 	t.Helper()
 	cfg := config.DefaultConfig()
-	e := &engine{Engine: &Engine{cfg: &cfg}}
+	e := &engine{Engine: &rnic.Engine{Cfg: &cfg}}
 	n := e.rdMaxPayload(true, rdmap.WriteRecordLen)
 	if n < 1000 || n > 65000 {
 		t.Fatalf("RD Write-Record payload %d", n)
@@ -230,7 +231,7 @@ func TestRDWriteRecordAccessViolation(t *testing.T) {
 		sc := scs[i]
 		// Whatever the fault, a datagram QP answers with one generic error
 		// (access_guard.go): a guesser cannot tell a bad STag from bounds.
-		want := termWord(dgramAccessError)
+		want := termWord(rnic.DgramAccessError)
 		if sc.WRID != uint64(i) || sc.Status != proto.WCRemAccessErr || sc.Opcode != proto.WCWriteRecord ||
 			sc.Flags&proto.WCFlagTermValid == 0 || sc.Term != want {
 			t.Fatalf("%s: completion %+v, want WCRemAccessErr term %#x", tc.name, sc, want)

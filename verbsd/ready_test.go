@@ -5,6 +5,7 @@ import (
 
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/verbsd/config"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 )
 
@@ -67,18 +68,18 @@ func TestReadyListIdleQPs(t *testing.T) {
 	// A scan of every QP visits 66 a pass; the ready list 2 busy QPs plus
 	// at most readyProbe probes (and, rarely, a whole scan after a command
 	// or a timed wake-up).
-	if perPass[64] > 2+readyProbe+2 {
-		t.Errorf("64 idle QPs: %.2f QPs visited per pass, want at most %d (2 busy + %d probed)", perPass[64], 2+readyProbe+2, readyProbe)
+	if perPass[64] > 2+rnic.ReadyProbe+2 {
+		t.Errorf("64 idle QPs: %.2f QPs visited per pass, want at most %d (2 busy + %d probed)", perPass[64], 2+rnic.ReadyProbe+2, rnic.ReadyProbe)
 	}
-	if perPass[64] > perPass[1]+readyProbe {
+	if perPass[64] > perPass[1]+rnic.ReadyProbe {
 		t.Errorf("per-pass work grows with idle QPs: %.2f with 1, %.2f with 64", perPass[1], perPass[64])
 	}
 }
 
 // readyCounters reads the engine's visit and pass counters (on the engine).
-func readyCounters(t *testing.T, e *Engine) (visits, passes uint64) {
+func readyCounters(t *testing.T, e *rnic.Engine) (visits, passes uint64) {
 	t.Helper()
-	if err := e.Do(func() error { visits, passes = e.visits, e.passes; return nil }); err != nil {
+	if err := e.Do(func() error { visits, passes = e.Visits, e.Passes; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	return visits, passes

@@ -1,6 +1,7 @@
 package verbsd
 
 import (
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"net/netip"
 	"time"
 )
@@ -111,7 +112,7 @@ func (r *reassembler) add(key partialKey, mo uint32, last bool, pieces [][]byte,
 			p.buf = p.buf[:end]
 		}
 	}
-	copyRange(p.buf[mo:end], pieces, off)
+	rnic.CopyRange(p.buf[mo:end], pieces, off)
 	p.got += n
 	if p.total >= 0 && p.got == p.total {
 		r.live[i] = r.live[len(r.live)-1]

@@ -10,6 +10,7 @@ import (
 
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/verbsd/config"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 )
 
 // Server is the verbs service: it accepts control connections (one session
@@ -18,8 +19,8 @@ import (
 type Server struct {
 	cfg     config.Config
 	log     config.Logger
-	eng     *Engine // engine 0: control commands go through it (engines.go)
-	dev     *device
+	eng     *rnic.Engine // engine 0: control commands go through it (engines.go)
+	dev     *rnic.Device
 	reserve *fdReserve // accept.go
 
 	mu        sync.Mutex
@@ -39,21 +40,21 @@ func NewServer(cfg config.Config) (*Server, error) {
 	if s.log == nil {
 		s.log = config.NopLogger{}
 	}
-	dev, err := newDevice(&s.cfg) // engines.go
+	dev, err := rnic.NewDevice(&s.cfg) // engines.go
 	if err != nil {
 		s.reserve.close()
 		return nil, err
 	}
-	s.dev, s.eng = dev, dev.engs[0]
-	dev.log, dev.unprivStart = s.log, unprivilegedPortStart() // bind.go
-	for _, e := range dev.engs {
+	s.dev, s.eng = dev, dev.Engs[0]
+	dev.Log, dev.UnprivStart = s.log, unprivilegedPortStart() // bind.go
+	for _, e := range dev.Engs {
 		attachTransports(e) // transport.go
 	}
-	if n := len(dev.engs); n > 1 && len(allowedCPUs()) < n {
+	if n := len(dev.Engs); n > 1 && len(rnic.AllowedCPUs()) < n {
 		s.log.Warnf("%d engines on %d CPUs: engines share CPUs and compete for them; use -engines %d or fewer for one engine per CPU",
-			n, len(allowedCPUs()), len(allowedCPUs()))
+			n, len(rnic.AllowedCPUs()), len(rnic.AllowedCPUs()))
 	}
-	dev.run()
+	dev.Run()
 	return s, nil
 }
 
@@ -99,8 +100,8 @@ func (s *Server) Serve(l *net.UnixListener) error {
 			uc.Close()
 			return nil
 		}
-		sess := &session{Session: newSession(s.dev, uc), srv: s}           // session_serve.go
-		sess.privBind = sess.cred.Uid == 0 || mayBindPrivileged(sess.cred) // bind.go
+		sess := &session{Session: rnic.NewSession(s.dev, uc), srv: s}      // session_serve.go
+		sess.PrivBind = sess.Cred.Uid == 0 || mayBindPrivileged(sess.Cred) // bind.go
 		s.sessions[sess] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()
@@ -128,12 +129,12 @@ func (s *Server) Close() error {
 		l.Close()
 	}
 	for sess := range s.sessions {
-		sess.shutdown()
+		sess.Shutdown()
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
-	s.dev.stop()
-	s.dev.closeResources()
+	s.dev.Stop()
+	s.dev.CloseResources()
 	s.reserve.close()
 	return nil
 }
@@ -153,32 +154,32 @@ func (s *Server) Inspect() (proto.Inspect, error) {
 }
 
 // inspectAll is the daemon's state across engines. Runs inside a command.
-func inspectAll(d *device) proto.Inspect {
-	in := engOf(d.engs[0]).inspect()
-	for _, e := range d.engs[1:] {
-		for i, v := range e.stats {
+func inspectAll(d *rnic.Device) proto.Inspect {
+	in := engOf(d.Engs[0]).inspect()
+	for _, e := range d.Engs[1:] {
+		for i, v := range e.Stats {
 			if v != 0 {
-				in.Counters[counterNames[i]] += v
+				in.Counters[rnic.CounterNames[i]] += v
 			}
 		}
-		in.Counters["qps"] += int64(len(e.qps))
+		in.Counters["qps"] += int64(len(e.QPs))
 		engOf(e).qpsInspect(in.Counters)
 	}
-	for _, e := range d.engs {
-		in.Engines = append(in.Engines, e.engineInfo())
+	for _, e := range d.Engs {
+		in.Engines = append(in.Engines, e.EngineInfo())
 	}
 	return in
 }
 
 // inspect runs on the engine.
 func (e *engine) inspect() proto.Inspect {
-	in := proto.Inspect{Counters: e.stats.snapshot(), Sessions: []proto.SessionInfo{}}
-	in.Counters["sessions"] = int64(len(e.sessions))
-	in.Counters["qps"] = int64(len(e.qps))
-	in.Counters["engine_epoch"] = int64(e.epoch.Load())
+	in := proto.Inspect{Counters: e.Stats.Snapshot(), Sessions: []proto.SessionInfo{}}
+	in.Counters["sessions"] = int64(len(e.Sessions))
+	in.Counters["qps"] = int64(len(e.QPs))
+	in.Counters["engine_epoch"] = int64(e.Epoch.Load())
 	e.qpsInspect(in.Counters)
-	for _, s := range e.sessions {
-		in.Sessions = append(in.Sessions, s.info())
+	for _, s := range e.Sessions {
+		in.Sessions = append(in.Sessions, sessionInfo(s))
 	}
 	sort.Slice(in.Sessions, func(i, j int) bool { return in.Sessions[i].ID < in.Sessions[j].ID })
 	return in
@@ -188,8 +189,8 @@ func (e *engine) inspect() proto.Inspect {
 // counters (RD state, UD socket drops).
 func (e *engine) qpsInspect(m map[string]int64) {
 	e.rdInspect(m) // rd_qp.go
-	for _, c := range e.qps {
-		if q := qpOf(c); q.typ == proto.QPTypeUD {
+	for _, c := range e.QPs {
+		if q := qpOf(c); q.Typ == proto.QPTypeUD {
 			m["drop_socket_full"] += q.socketDrops() // ud_backlog.go: beside the destroyed QPs' (removeQP)
 		}
 	}
@@ -205,24 +206,24 @@ func sortedKeys[V any](m map[uint32]V) []uint32 {
 }
 
 // info runs on the engine.
-func (s *Session) info() proto.SessionInfo {
-	si := proto.SessionInfo{ID: s.id, PID: s.cred.Pid, UID: s.cred.Uid, GID: s.cred.Gid, Client: s.client,
-		PDs: len(s.pds), SRQs: len(s.srqs), RegBytes: s.regBytes, EventsDropped: s.eventsDropped.Load(),
+func sessionInfo(s *rnic.Session) proto.SessionInfo {
+	si := proto.SessionInfo{ID: s.ID, PID: s.Cred.Pid, UID: s.Cred.Uid, GID: s.Cred.Gid, Client: s.Client,
+		PDs: len(s.PDs), SRQs: len(s.SRQs), RegBytes: s.RegBytes, EventsDropped: s.EventsDropped.Load(),
 		MRs: []proto.MRInfo{}, CQs: []proto.CQInfo{}, QPs: []proto.QPInfo{}}
-	for _, h := range sortedKeys(s.mrs) {
-		m := s.mrs[h]
-		si.MRs = append(si.MRs, proto.MRInfo{Handle: h, LKey: m.lkey, RKey: m.rkey, Length: m.size(), Access: m.access})
+	for _, h := range sortedKeys(s.MRs) {
+		m := s.MRs[h]
+		si.MRs = append(si.MRs, proto.MRInfo{Handle: h, LKey: m.LKey, RKey: m.RKey, Length: m.Size(), Access: m.Access})
 	}
-	for _, h := range sortedKeys(s.cqs) {
-		c := s.cqs[h]
-		si.CQs = append(si.CQs, proto.CQInfo{Handle: h, Depth: c.depth, Armed: c.ring.Arm().Load() != proto.ArmNone})
+	for _, h := range sortedKeys(s.CQs) {
+		c := s.CQs[h]
+		si.CQs = append(si.CQs, proto.CQInfo{Handle: h, Depth: c.Depth, Armed: c.Ring.Arm().Load() != proto.ArmNone})
 	}
-	for _, h := range sortedKeys(s.qps) {
-		q := s.qp(h)
-		qi := proto.QPInfo{Handle: h, QPN: q.qpn, Type: q.typ.String(), State: q.state.String(),
-			Addr: qpAddr(q), Counters: q.stats.snapshot(), Engine: q.e.id}
+	for _, h := range sortedKeys(s.QPs) {
+		q := sessionQP(s, h)
+		qi := proto.QPInfo{Handle: h, QPN: q.QPN, Type: q.Typ.String(), State: q.State.String(),
+			Addr: qpAddr(q), Counters: q.Stats.Snapshot(), Engine: q.e.ID}
 		qi.Counters["partial_messages"] = int64(q.reasm.partials())
-		if q.typ == proto.QPTypeUD {
+		if q.Typ == proto.QPTypeUD {
 			qi.Counters["drop_socket_full"] = q.socketDrops() // ud_backlog.go
 		}
 		q.rdInspect(qi.Counters) // rd_qp.go

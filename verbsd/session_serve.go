@@ -5,6 +5,7 @@ import (
 
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/verbsd/config"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"golang.org/x/sys/unix"
 )
 
@@ -12,7 +13,7 @@ import (
 // the core session (its verbs objects, its event queue) and the server
 // that accepted it, whose handlers serve its requests.
 type session struct {
-	*Session
+	*rnic.Session
 	srv *Server
 	// cm is the session's connection manager state (cm.go; its own lock,
 	// not engine-owned).
@@ -22,22 +23,22 @@ type session struct {
 // serve reads requests until the client goes away (or the server closes
 // the connection), then reclaims everything the session owned.
 func (s *session) serve() {
-	guardClientMemory() // fault.go: a fault on client memory fails the request
-	go s.pumpEvents()
+	rnic.GuardClientMemory() // fault.go: a fault on client memory fails the request
+	go s.PumpEvents()
 	defer func() {
-		close(s.done)
-		s.conn.Close()
-		s.eng.Do(func() error { s.eng.teardownSession(s.Session); return nil })
-		s.peer.Close() // after teardown: no engine state refers to it
-		s.dev.users.releaseAll(s.Session)
-		s.dev.log.Debugf("session %d (pid %d, uid %d): closed, resources reclaimed", s.id, s.cred.Pid, s.cred.Uid)
+		close(s.Done)
+		s.Conn.Close()
+		s.Eng.Do(func() error { s.Eng.TeardownSession(s.Session); return nil })
+		s.Peer.Close() // after teardown: no engine state refers to it
+		s.Dev.Users.ReleaseAll(s.Session)
+		s.Dev.Log.Debugf("session %d (pid %d, uid %d): closed, resources reclaimed", s.ID, s.Cred.Pid, s.Cred.Uid)
 	}()
 	for {
-		h, body, fds, err := s.conn.Receive()
+		h, body, fds, err := s.Conn.Receive()
 		if err != nil {
 			closeFDs(fds)
 			if errors.Is(err, proto.ErrTooLarge) || errors.Is(err, proto.ErrShortMessage) || errors.Is(err, proto.ErrBadMagic) {
-				s.reply(proto.Header{Version: proto.ABIVersion, Op: proto.OpReply}, nil, nil, errf(unix.EINVAL, "malformed control message: %v", err))
+				s.reply(proto.Header{Version: proto.ABIVersion, Op: proto.OpReply}, nil, nil, rnic.Errf(unix.EINVAL, "malformed control message: %v", err))
 				continue
 			}
 			return
@@ -53,22 +54,22 @@ func (s *session) serve() {
 // reply sends a reply: body and fds on success, ErrorBody and the errno on
 // failure.
 func (s *session) reply(h proto.Header, body any, fds []int, err error) {
-	if s.conn == nil {
+	if s.Conn == nil {
 		return
 	}
 	if err != nil {
-		h.Status = errnoOf(err)
+		h.Status = rnic.ErrnoOf(err)
 		msg := err.Error()
-		var oe *opError
+		var oe *rnic.OpError
 		if errors.As(err, &oe) {
-			msg = oe.msg
+			msg = oe.Msg
 		}
 		body, fds = proto.ErrorBody{Error: msg}, nil
 	}
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	if serr := s.conn.Send(h, body, fds...); serr != nil {
-		s.dev.log.Debugf("session %d: %v", s.id, serr)
+	s.WriteMu.Lock()
+	defer s.WriteMu.Unlock()
+	if serr := s.Conn.Send(h, body, fds...); serr != nil {
+		s.Dev.Log.Debugf("session %d: %v", s.ID, serr)
 	}
 }
 
@@ -87,32 +88,32 @@ func (s *session) dispatch(h proto.Header, body []byte, fds []int) (reply any, r
 	defer func() { closeFDs(fds) }()
 	defer func() { // fault.go
 		if r := recover(); r != nil {
-			addr, ok := faultAddr(r)
+			addr, ok := rnic.FaultAddr(r)
 			if !ok {
 				panic(r)
 			}
 			reply, rfds, quit = nil, nil, true
-			err = errf(unix.EFAULT, "%v: the client's shared memory faulted at %#x; session closed", h.Op, addr)
+			err = rnic.Errf(unix.EFAULT, "%v: the client's shared memory faulted at %#x; session closed", h.Op, addr)
 		}
 	}()
 	if h.Op&(proto.OpReply|proto.OpEvent) != 0 || !h.Op.Valid() {
-		return nil, nil, errf(unix.EINVAL, "unknown request %v", h.Op), false
+		return nil, nil, rnic.Errf(unix.EINVAL, "unknown request %v", h.Op), false
 	}
-	if !s.hello {
+	if !s.Hello {
 		if h.Op != proto.OpHello {
-			return nil, nil, errf(unix.EINVAL, "the first request must be hello, not %v", h.Op), false
+			return nil, nil, rnic.Errf(unix.EINVAL, "the first request must be hello, not %v", h.Op), false
 		}
 		return s.doHello(h, body)
 	}
 	if h.Version != proto.ABIVersion {
-		return nil, nil, errf(unix.EPROTO, "%v", (&proto.VersionError{Local: proto.ABIVersion, Peer: h.Version, Side: "daemon"}).Error()), false
+		return nil, nil, rnic.Errf(unix.EPROTO, "%v", (&proto.VersionError{Local: proto.ABIVersion, Peer: h.Version, Side: "daemon"}).Error()), false
 	}
-	if s.inspect && h.Op != proto.OpInspect && h.Op != proto.OpQueryDevice && h.Op != proto.OpQueryPort {
-		return nil, nil, errf(unix.EPERM, "an inspect session may not %v", h.Op), false
+	if s.Inspect && h.Op != proto.OpInspect && h.Op != proto.OpQueryDevice && h.Op != proto.OpQueryPort {
+		return nil, nil, rnic.Errf(unix.EPERM, "an inspect session may not %v", h.Op), false
 	}
 	handler := handlers[h.Op]
 	if handler == nil {
-		return nil, nil, errf(unix.EINVAL, "%v is not a request after hello", h.Op), false
+		return nil, nil, rnic.Errf(unix.EINVAL, "%v is not a request after hello", h.Op), false
 	}
 	reply, err = handler(s, body, fds)
 	return reply, nil, err, false
@@ -121,44 +122,44 @@ func (s *session) dispatch(h proto.Header, body []byte, fds []int) (reply any, r
 func (s *session) doHello(h proto.Header, body []byte) (any, []int, error, bool) {
 	var req proto.HelloRequest
 	if h.Version != proto.ABIVersion {
-		return nil, nil, errf(unix.EPROTO, "%s", (&proto.VersionError{Local: proto.ABIVersion, Peer: h.Version, Side: "daemon"}).Error()), true
+		return nil, nil, rnic.Errf(unix.EPROTO, "%s", (&proto.VersionError{Local: proto.ABIVersion, Peer: h.Version, Side: "daemon"}).Error()), true
 	}
 	if err := proto.Unmarshal(body, &req); err != nil {
-		return nil, nil, errf(unix.EINVAL, "hello: %v", err), false
+		return nil, nil, rnic.Errf(unix.EINVAL, "hello: %v", err), false
 	}
 	if req.ABI != proto.ABIVersion {
-		return nil, nil, errf(unix.EPROTO, "%s", (&proto.VersionError{Local: proto.ABIVersion, Peer: req.ABI, Side: "daemon"}).Error()), true
+		return nil, nil, rnic.Errf(unix.EPROTO, "%s", (&proto.VersionError{Local: proto.ABIVersion, Peer: req.ABI, Side: "daemon"}).Error()), true
 	}
-	if err := s.dev.users.acquire(s.Session, config.ResSessions, 1); err != nil { // userlimits.go
+	if err := s.Dev.Users.Acquire(s.Session, config.ResSessions, 1); err != nil { // userlimits.go
 		return nil, nil, err, true
 	}
-	s.client = req.Client
-	s.inspect = req.Inspect
+	s.Client = req.Client
+	s.Inspect = req.Inspect
 	// Inspect sessions own nothing and are not listed by Inspect.
-	if err := s.eng.Do(func() error {
-		if s.inspect {
+	if err := s.Eng.Do(func() error {
+		if s.Inspect {
 			return nil
 		}
-		fd, err := s.eng.newDoorbell()
+		fd, err := s.Eng.NewDoorbell()
 		if err != nil {
 			return err
 		}
-		s.bell = fd
-		if !s.eng.shared {
-			s.eng.bells[int32(fd)] = s.Session // ready.go: its ring readies its QPs
+		s.Bell = fd
+		if !s.Eng.Shared {
+			s.Eng.Bells[int32(fd)] = s.Session // ready.go: its ring readies its QPs
 		}
-		s.eng.sessions[s.id] = s.Session
-		s.installed = true
+		s.Eng.Sessions[s.ID] = s.Session
+		s.Installed = true
 		return nil
 	}); err != nil {
 		return nil, nil, err, true
 	}
-	s.hello = true
-	s.dev.log.Debugf("session %d: hello from %q (pid %d, uid %d, inspect %v)", s.id, req.Client, s.cred.Pid, s.cred.Uid, req.Inspect)
-	reply := proto.HelloReply{ABI: proto.ABIVersion, Daemon: s.dev.cfg.Version, SessionID: s.id, Device: s.dev.cfg.Device,
-		Addr: s.dev.cfg.Addr.String()}
-	if s.inspect {
+	s.Hello = true
+	s.Dev.Log.Debugf("session %d: hello from %q (pid %d, uid %d, inspect %v)", s.ID, req.Client, s.Cred.Pid, s.Cred.Uid, req.Inspect)
+	reply := proto.HelloReply{ABI: proto.ABIVersion, Daemon: s.Dev.Cfg.Version, SessionID: s.ID, Device: s.Dev.Cfg.Device,
+		Addr: s.Dev.Cfg.Addr.String()}
+	if s.Inspect {
 		return reply, nil, nil, false
 	}
-	return reply, []int{s.bell, s.eng.statusFD}, nil, false
+	return reply, []int{s.Bell, s.Eng.StatusFD}, nil, false
 }

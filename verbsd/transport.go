@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"golang.org/x/sys/unix"
 )
 
@@ -12,7 +13,7 @@ import (
 // the datagram and RC paths keep per engine (scratch reused by every QP it
 // serves, one at a time; the RD reorder budget; lingering RD ports).
 type engine struct {
-	*Engine
+	*rnic.Engine
 
 	// The UD datagram being delivered is a Send with Immediate: its value
 	// (ud_recv.go datagram, completeRecv).
@@ -30,46 +31,46 @@ type engine struct {
 	sendWRs []sendWR
 	pieces  [][]byte
 	rb      *recvBatch
-	rdRecv  recvWR // rd_recv.go: the RD receive being claimed or placed into
+	rdRecv  rnic.RecvWR // rd_recv.go: the RD receive being claimed or placed into
 	// sendmmsg is sysSendmmsg (tests wrap it to simulate short sends and
 	// kernels without GSO).
 	sendmmsg func(fd int, msgs []unix.Mmsghdr) (int, error)
 }
 
 // attachTransports gives a core engine its transport state.
-func attachTransports(c *Engine) *engine {
+func attachTransports(c *rnic.Engine) *engine {
 	e := &engine{Engine: c, sb: newSendBatch(), sendWRs: make([]sendWR, maxSendWRs), pieces: make([][]byte, 0, 64),
 		rb: newRecvBatch(), sendmmsg: sysSendmmsg}
-	c.ext = e
+	c.Ext = e
 	return e
 }
 
 // engOf returns the transports' view of a core engine.
-func engOf(c *Engine) *engine { return c.ext.(*engine) }
+func engOf(c *rnic.Engine) *engine { return c.Ext.(*engine) }
 
 // engineHooks (ops.go): lingering RD ports.
-func (e *engine) service(now time.Time) bool { return e.rdLingerService(now) }
-func (e *engine) event(fd int32) bool        { return e.rdLingerEvent(fd) }
-func (e *engine) deadline() (time.Time, bool) {
+func (e *engine) Service(now time.Time) bool { return e.rdLingerService(now) }
+func (e *engine) Event(fd int32) bool        { return e.rdLingerEvent(fd) }
+func (e *engine) Deadline() (time.Time, bool) {
 	return e.rdLingerDeadline()
 }
-func (e *engine) closeAll() { e.rdLingerCloseAll() }
+func (e *engine) CloseAll() { e.rdLingerCloseAll() }
 
 // count, errorQP and markReady take the transports' QP.
-func (e *engine) count(q *qp, c counter, n int64) {
+func (e *engine) count(q *qp, c rnic.Counter, n int64) {
 	if q == nil {
-		e.Engine.count(nil, c, n)
+		e.Engine.Count(nil, c, n)
 		return
 	}
-	e.Engine.count(q.QP, c, n)
+	e.Engine.Count(q.QP, c, n)
 }
-func (e *engine) errorQP(q *qp, why string) { e.Engine.errorQP(q.QP, why) }
-func (e *engine) markReady(q *qp)           { e.Engine.markReady(q.QP) }
+func (e *engine) errorQP(q *qp, why string) { e.Engine.ErrorQP(q.QP, why) }
+func (e *engine) markReady(q *qp)           { e.Engine.MarkReady(q.QP) }
 
 // qp is a queue pair as its transport sees it: the core QP and the state
 // of its type (UD, RD, RC and the connection manager).
 type qp struct {
-	*QP
+	*rnic.QP
 	e *engine // its engine (set when installed: added)
 
 	noCRC bool
@@ -83,7 +84,7 @@ type qp struct {
 	gso     bool   // UDP GSO allowed on its socket (off after the kernel refused)
 
 	// Receive side (datagrams).
-	rwr     recvWR
+	rwr     rnic.RecvWR
 	reasm   reassembler
 	backlog udBacklog // UD: parked sockets, held datagrams (ud_backlog.go)
 
@@ -104,29 +105,29 @@ type qp struct {
 }
 
 // newQP makes a transport QP around a core one.
-func newQP(c *QP) *qp {
+func newQP(c *rnic.QP) *qp {
 	q := &qp{QP: c}
-	c.ops = q
+	c.Ops = q
 	return q
 }
 
 // qpOf returns the transport's view of a core QP.
-func qpOf(c *QP) *qp { return c.ops.(*qp) }
+func qpOf(c *rnic.QP) *qp { return c.Ops.(*qp) }
 
 var _ = netip.AddrPort{}
 
-// added (qpOps): UD and RD sockets get GRO (udpio_linux.go initSocket).
-func (q *qp) added() {
-	q.e = engOf(q.eng)
-	if q.typ != proto.QPTypeRC {
+// Added (qpOps): UD and RD sockets get GRO (udpio_linux.go initSocket).
+func (q *qp) Added() {
+	q.e = engOf(q.Eng)
+	if q.Typ != proto.QPTypeRC {
 		q.e.initSocket(q)
 	}
 }
 
-// hasWork (qpOps) reports whether the client published work the engine
+// HasWork (qpOps) reports whether the client published work the engine
 // must act on now: sends in RTS, or anything to flush in ERROR.
-func (q *qp) hasWork() bool {
-	if q.typ == proto.QPTypeRC {
+func (q *qp) HasWork() bool {
+	if q.Typ == proto.QPTypeRC {
 		return q.rcHasWork()
 	}
 	if q.rd != nil {
@@ -135,17 +136,17 @@ func (q *qp) hasWork() bool {
 	if q.backlogWork() { // ud_backlog.go: a receive posted for what waits
 		return true
 	}
-	switch q.state {
+	switch q.State {
 	case proto.QPStateRTS:
-		n, err := q.sq.Available()
+		n, err := q.Sq.Available()
 		return n > 0 || err != nil || q.sendSeg != 0
 	case proto.QPStateError:
 		// A corrupt ring (err) is not work: nothing in it can be flushed.
-		if n, _ := q.sq.Available(); n > 0 {
+		if n, _ := q.Sq.Available(); n > 0 {
 			return true
 		}
-		if q.rq != nil {
-			if n, _ := q.rq.Available(); n > 0 {
+		if q.Rq != nil {
+			if n, _ := q.Rq.Available(); n > 0 {
 				return true
 			}
 		}
@@ -153,18 +154,18 @@ func (q *qp) hasWork() bool {
 	return false
 }
 
-// due (qpOps): a socket writable again (RC), a timer due.
-func (q *qp) due(now time.Time) bool {
+// Due (qpOps): a socket writable again (RC), a timer Due.
+func (q *qp) Due(now time.Time) bool {
 	if q.rc != nil && q.rc.outReady {
 		return true
 	}
-	d, ok := q.deadline()
+	d, ok := q.Deadline()
 	return ok && !d.After(now)
 }
 
-// deadline (qpOps): the earliest of the reassembly, Write-Record, RD and
+// Deadline (qpOps): the earliest of the reassembly, Write-Record, RD and
 // RC timers.
-func (q *qp) deadline() (time.Time, bool) {
+func (q *qp) Deadline() (time.Time, bool) {
 	var first time.Time
 	found := false
 	note := func(t time.Time, ok bool) {
@@ -179,11 +180,11 @@ func (q *qp) deadline() (time.Time, bool) {
 	return first, found
 }
 
-// service (qpOps) does at most PollBatch units of work on q and reports
+// Service (qpOps) does at most PollBatch units of work on q and reports
 // whether it did any.
-func (q *qp) service(now time.Time) bool {
+func (q *qp) Service(now time.Time) bool {
 	e := q.e
-	if q.typ == proto.QPTypeRC {
+	if q.Typ == proto.QPTypeRC {
 		return e.serviceRC(q, now) // rc_conn.go
 	}
 	if q.rd != nil {
@@ -193,10 +194,10 @@ func (q *qp) service(now time.Time) bool {
 	if q.backlog.parked || q.backlog.waiting() {
 		work = e.resumeBacklog(q, now) // ud_backlog.go
 	}
-	if q.readable && e.receive(q, now) {
+	if q.Readable && e.receive(q, now) {
 		work = true
 	}
-	switch q.state {
+	switch q.State {
 	case proto.QPStateRTS:
 		if e.send(q) {
 			work = true
@@ -207,7 +208,7 @@ func (q *qp) service(now time.Time) bool {
 		}
 	}
 	if n := q.reasm.expire(now); n > 0 {
-		e.count(q, cReassemblyTimeout, int64(n))
+		e.count(q, rnic.CReassemblyTimeout, int64(n))
 	}
 	if e.expireRecords(q, now) { // wrec_recv.go
 		work = true
@@ -215,14 +216,14 @@ func (q *qp) service(now time.Time) bool {
 	return work
 }
 
-// event (qpOps): a parked UD socket's error is cleared and consumed; an
+// Event (qpOps): a parked UD socket's error is cleared and consumed; an
 // RC socket writable again lets a cut batch go on.
-func (q *qp) event(events uint32) bool {
+func (q *qp) Event(events uint32) bool {
 	if q.backlog.parked {
 		// Only EPOLLERR/EPOLLHUP reach a parked socket (no interest,
 		// ud_backlog.go): clear the error, or the level-triggered event
 		// would wake every epoll_wait.
-		unix.GetsockoptInt(q.fd, unix.SOL_SOCKET, unix.SO_ERROR)
+		unix.GetsockoptInt(q.FD, unix.SOL_SOCKET, unix.SO_ERROR)
 		return false
 	}
 	if q.rc != nil && events&(unix.EPOLLOUT|unix.EPOLLERR|unix.EPOLLHUP) != 0 {
@@ -231,40 +232,43 @@ func (q *qp) event(events uint32) bool {
 	return true
 }
 
-// removing (qpOps): a connection still up is logged; a UD QP's socket
+// Removing (qpOps): a connection still up is logged; a UD QP's socket
 // drops are counted before its sockets close; multicast groups are left.
-func (q *qp) removing() {
+func (q *qp) Removing() {
 	e := q.e
 	if c := q.rc; c != nil && c.phase != rcIdle && c.phase != rcClosed {
 		c.setCause("the local client destroyed the QP (or exited) with the connection up")
 		e.rcLogClosed(q, rcClosedSocketError, ": its socket closed", "QP destroyed")
 	}
-	if q.typ == proto.QPTypeUD {
-		e.stats[cDropSocketFull] += q.socketDrops() // ud_backlog.go: before its sockets close
+	if q.Typ == proto.QPTypeUD {
+		e.Stats[rnic.CDropSocketFull] += q.socketDrops() // ud_backlog.go: before its sockets close
 	}
 	e.detachAllMcast(q) // mcast.go
 }
 
-// removed (qpOps): an RD QP's owed ACKs leave, then its socket lingers.
-func (q *qp) removed() {
+// Removed (qpOps): an RD QP's owed ACKs leave, then its socket lingers.
+func (q *qp) Removed() {
 	if q.rd != nil {
 		q.e.rdClose(q, time.Now()) // rd_linger.go
 	}
 }
 
-// closed (qpOps).
-func (q *qp) closed() {
+// Closed (qpOps).
+func (q *qp) Closed() {
 	q.reasm.reset()
 	q.backlog = udBacklog{}
 }
 
-// logsOwnEnd (qpOps): a connected RC QP logs when its connection ends.
-func (q *qp) logsOwnEnd() bool { return q.rc != nil }
+// LogsOwnEnd (qpOps): a connected RC QP logs when its connection ends.
+func (q *qp) LogsOwnEnd() bool { return q.rc != nil }
 
 // qp returns the session's QP with handle h as its transport sees it (nil
 // if there is none).
-func (s *Session) qp(h uint32) *qp {
-	if c := s.qps[h]; c != nil {
+func (s *session) qp(h uint32) *qp { return sessionQP(s.Session, h) }
+
+// sessionQP returns s's QP with handle h as its transport sees it.
+func sessionQP(s *rnic.Session, h uint32) *qp {
+	if c := s.QPs[h]; c != nil {
 		return qpOf(c)
 	}
 	return nil

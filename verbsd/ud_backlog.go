@@ -9,6 +9,7 @@ import (
 	"github.com/iwarpd/iwarpd/llp/dgram"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"golang.org/x/sys/unix"
 )
 
@@ -88,7 +89,7 @@ func (b *udBacklog) waiting() bool { return b.next < len(b.ents) }
 // postedRecvs returns how many receives q has posted (RQ or SRQ); a
 // corrupt ring counts as one, so that the look-ahead finds and reports it.
 func (q *qp) postedRecvs() int {
-	n, err := q.recvRing().Available()
+	n, err := q.RecvRing().Available()
 	if err != nil {
 		return 1
 	}
@@ -97,7 +98,7 @@ func (q *qp) postedRecvs() int {
 
 // delivers reports whether q's state delivers datagrams (RTR, RTS).
 func (q *qp) delivers() bool {
-	return q.state == proto.QPStateRTR || q.state == proto.QPStateRTS
+	return q.State == proto.QPStateRTR || q.State == proto.QPStateRTS
 }
 
 // backlogWork reports whether q's receive backlog can move now: it is
@@ -117,8 +118,8 @@ func (e *engine) park(q *qp) {
 		return
 	}
 	q.backlog.parked = true
-	q.readable = false
-	e.count(q, cRecvParked, 1)
+	q.Readable = false
+	e.count(q, rnic.CRecvParked, 1)
 	e.setInterest(q, 0)
 }
 
@@ -129,7 +130,7 @@ func (e *engine) unpark(q *qp) {
 		return
 	}
 	q.backlog.parked = false
-	q.readable = true
+	q.Readable = true
 	e.setInterest(q, unix.EPOLLIN)
 }
 
@@ -139,11 +140,11 @@ func (e *engine) unpark(q *qp) {
 // watched is read (and re-parked) on the next pass, one left unwatched is
 // read when q is unparked.
 func (e *engine) setInterest(q *qp, events uint32) {
-	ev := unix.EpollEvent{Events: events, Fd: int32(q.fd)}
-	unix.EpollCtl(e.epfd, unix.EPOLL_CTL_MOD, q.fd, &ev)
+	ev := unix.EpollEvent{Events: events, Fd: int32(q.FD)}
+	unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_MOD, q.FD, &ev)
 	for _, m := range q.mcast.socks {
 		ev = unix.EpollEvent{Events: events, Fd: int32(m.fd)}
-		unix.EpollCtl(e.epfd, unix.EPOLL_CTL_MOD, m.fd, &ev)
+		unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_MOD, m.fd, &ev)
 	}
 }
 
@@ -179,7 +180,7 @@ func (e *engine) judgeHeld(q *qp, now time.Time) bool {
 	b := &q.backlog
 	rb := e.rb
 	work := false
-	for k := 0; k < e.cfg.PollBatch && b.waiting(); k++ {
+	for k := 0; k < e.Cfg.PollBatch && b.waiting(); k++ {
 		deliver := q.delivers()
 		rb.nrqe, rb.used = 0, 0
 		h := b.ents[b.next]
@@ -192,16 +193,16 @@ func (e *engine) judgeHeld(q *qp, now time.Time) bool {
 		// datagrams are held, so it is free.
 		s := &rb.slots[0]
 		s.view = append(s.view[:0], s.hdr[:], s.tail)
-		scatter(s.view, b.held[h.off:h.off+h.n])
+		rnic.Scatter(s.view, b.held[h.off:h.off+h.n])
 		s.n, s.trunc, s.gso, s.src = h.n, false, 0, h.src
 		rb.mcast = h.mcast
-		q.rwr.valid = false
-		e.count(q, cDatagramsIn, 1)
+		q.rwr.Valid = false
+		e.count(q, rnic.CDatagramsIn, 1)
 		if !deliver {
-			e.count(q, cDropNotReady, 1)
+			e.count(q, rnic.CDropNotReady, 1)
 			continue
 		}
-		e.count(q, cRecvHeldJudged, 1)
+		e.count(q, rnic.CRecvHeldJudged, 1)
 		e.datagram(q, 0, 0, h.n, now)
 	}
 	if !b.waiting() {
@@ -218,7 +219,7 @@ func (e *engine) needHold(q *qp, i, off, n int) bool {
 		return false
 	}
 	var head [slotHeaderLen]byte
-	k := copyRange(head[:min(n, slotHeaderLen)], e.rb.slots[i].view, off)
+	k := rnic.CopyRange(head[:min(n, slotHeaderLen)], e.rb.slots[i].view, off)
 	return q.needsRecv(head[:k])
 }
 
@@ -272,9 +273,9 @@ func (e *engine) hold(q *qp, i, off, n int) {
 	b := &q.backlog
 	at := len(b.held)
 	b.held = append(b.held, make([]byte, n)...)
-	copyRange(b.held[at:], s.view, off)
+	rnic.CopyRange(b.held[at:], s.view, off)
 	b.ents = append(b.ents, heldDgram{off: at, n: n, src: s.src, mcast: e.rb.mcast})
-	e.count(q, cRecvHeld, 1)
+	e.count(q, rnic.CRecvHeld, 1)
 	e.park(q) // the sockets wait until the held datagrams are judged
 }
 
@@ -293,7 +294,7 @@ func (b *udBacklog) reset() {
 // (SO_MEMINFO, SK_MEMINFO_DROPS: a full receive buffer, mostly), for
 // Inspect.
 func (q *qp) socketDrops() int64 {
-	n := sockDrops(q.fd)
+	n := sockDrops(q.FD)
 	for _, m := range q.mcast.socks {
 		n += sockDrops(m.fd)
 	}

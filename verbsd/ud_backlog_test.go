@@ -7,6 +7,7 @@ import (
 
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/verbsd/config"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 )
 
@@ -141,9 +142,9 @@ func postBounded(n *fastNode, e proto.SQE, sges []proto.SGE) error {
 
 // engineWakeups returns how often the engine came out of epoll_wait (the
 // status page's epoch) and its passes.
-func engineWakeups(t *testing.T, e *Engine) (wakeups uint32, passes uint64) {
+func engineWakeups(t *testing.T, e *rnic.Engine) (wakeups uint32, passes uint64) {
 	t.Helper()
-	if err := e.Do(func() error { wakeups, passes = e.epoch.Load(), e.passes; return nil }); err != nil {
+	if err := e.Do(func() error { wakeups, passes = e.Epoch.Load(), e.Passes; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	return wakeups, passes

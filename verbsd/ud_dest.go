@@ -4,6 +4,7 @@ import (
 	"net/netip"
 
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 )
 
 // Destinations of datagram work requests (ABI 2). An address handle is the
@@ -26,7 +27,7 @@ import (
 // rd_send.go).
 func (e *engine) destination(sqe *proto.SQE) (netip.AddrPort, proto.WCStatus) {
 	dst, err := sqe.AH.AddrPort()
-	if err != nil || dst.Addr().Is4() != e.cfg.Addr.Is4() || sqe.QKey == 0 { // Q_Key 0 names no QP (keys.go)
+	if err != nil || dst.Addr().Is4() != e.Cfg.Addr.Is4() || sqe.QKey == 0 { // Q_Key 0 names no QP (keys.go)
 		return netip.AddrPort{}, proto.WCLocQPOpErr
 	}
 	return dst, proto.WCSuccess
@@ -36,9 +37,9 @@ func (e *engine) destination(sqe *proto.SQE) (netip.AddrPort, proto.WCStatus) {
 // without sending anything, and leaves q as it is: a work request that
 // names a bad destination harms no other (a datagram QP serves many peers).
 func (e *engine) dropSend(q *qp, wrid uint64, status proto.WCStatus) {
-	e.count(q, cWRErrors, 1)
+	e.count(q, rnic.CWRErrors, 1)
 	q.sendSeg = 0
-	q.sq.Advance()
-	q.sq.Release()
-	e.postCQE(q.s, q.sendCQ, &proto.CQE{WRID: wrid, Status: status, Opcode: proto.WCSend, QPN: q.qpn})
+	q.Sq.Advance()
+	q.Sq.Release()
+	e.PostCQE(q.S, q.SendCQ, &proto.CQE{WRID: wrid, Status: status, Opcode: proto.WCSend, QPN: q.QPN})
 }

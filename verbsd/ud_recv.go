@@ -10,6 +10,7 @@ import (
 	"github.com/iwarpd/iwarpd/llp/dgram"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,7 +33,7 @@ func (e *engine) receive(q *qp, now time.Time) bool {
 	if q.backlog.waiting() || q.backlog.parked { // ud_backlog.go: held datagrams come first
 		return false
 	}
-	work := e.receiveFrom(q, q.fd, false, now)
+	work := e.receiveFrom(q, q.FD, false, now)
 	for _, m := range q.mcast.socks { // multicast groups the QP is attached to (mcast.go)
 		if q.backlog.waiting() || q.backlog.parked {
 			break
@@ -51,8 +52,8 @@ func (e *engine) receive(q *qp, now time.Time) bool {
 // waits in the socket with q parked (ud_backlog.go).
 func (e *engine) receiveFrom(q *qp, fd int, mcast bool, now time.Time) bool {
 	work := false
-	q.rwr.valid = false // translations are good for one pass only
-	budget := e.cfg.PollBatch
+	q.rwr.Valid = false // translations are good for one pass only
+	budget := e.Cfg.PollBatch
 	rb := e.rb
 	rb.mcast = mcast
 	for budget > 0 {
@@ -65,7 +66,7 @@ func (e *engine) receiveFrom(q *qp, fd int, mcast bool, now time.Time) bool {
 				// ud_backlog.go: read the head only if it needs no receive.
 				need, empty := e.headNeedsRecv(q, fd)
 				if empty {
-					q.readable = false
+					q.Readable = false
 					break
 				}
 				if need {
@@ -79,28 +80,28 @@ func (e *engine) receiveFrom(q *qp, fd int, mcast bool, now time.Time) bool {
 			// backlog); the one beyond, if it needs a receive, is held.
 			want = min(want, posted+1)
 			e.lookaheadRecv(q, want)
-			deliver = q.state != proto.QPStateError
+			deliver = q.State != proto.QPStateError
 		}
 		got, err := sysRecvmmsg(fd, rb.prepare(want))
 		if err != nil {
 			if errors.Is(err, unix.EAGAIN) {
-				q.readable = false
+				q.Readable = false
 			}
 			break
 		}
 		work = true
 		budget -= got
-		e.count(q, cRecvCalls, 1)
+		e.count(q, rnic.CRecvCalls, 1)
 		rb.received(got)
 		for i := range got {
 			e.slot(q, i, deliver, now)
 		}
-		q.rwr.valid = false
+		q.rwr.Valid = false
 		if q.backlog.waiting() {
 			break // receives ran out within a GRO buffer: the rest is held
 		}
 		if got < want {
-			q.readable = false // drained; epoll says when more comes
+			q.Readable = false // drained; epoll says when more comes
 			break
 		}
 	}
@@ -113,19 +114,19 @@ func (e *engine) receiveFrom(q *qp, fd int, mcast bool, now time.Time) bool {
 // fails when it is the head).
 func (e *engine) lookaheadRecv(q *qp, n int) {
 	rb := e.rb
-	c := q.recvRing()
-	v := q.recvView()
-	head, idx, avail, err := v.lookahead(c)
+	c := q.RecvRing()
+	v := q.RecvView()
+	head, idx, avail, err := v.Lookahead(c)
 	if err != nil {
-		e.count(q, cWRErrors, 1)
+		e.count(q, rnic.CWRErrors, 1)
 		e.errorQP(q, "receive queue producer index is corrupt")
 		return
 	}
 	for k := range min(int(avail), n) {
 		w := &rb.rqes[k]
-		if st := e.loadRecv(q, w, v.at(head, idx, uint32(k))); st != proto.WCSuccess {
+		if st := e.loadRecv(q, w, v.At(head, idx, uint32(k))); st != proto.WCSuccess {
 			if k == 0 {
-				e.failWR(q, q.recvCQ, w.wrid, proto.WCRecv, st)
+				e.failWR(q, q.RecvCQ, w.WRID, proto.WCRecv, st)
 			}
 			return
 		}
@@ -140,26 +141,26 @@ func (e *engine) slot(q *qp, i int, deliver bool, now time.Time) {
 	s := &e.rb.slots[i]
 	switch {
 	case !deliver || !q.delivers():
-		e.count(q, cDatagramsIn, 1)
-		e.count(q, cDropNotReady, 1)
+		e.count(q, rnic.CDatagramsIn, 1)
+		e.count(q, rnic.CDropNotReady, 1)
 	case s.trunc:
-		e.count(q, cDatagramsIn, 1)
-		e.count(q, cDropTruncated, 1)
+		e.count(q, rnic.CDatagramsIn, 1)
+		e.count(q, rnic.CDropTruncated, 1)
 	case s.gso > 0 && s.n > s.gso:
-		e.count(q, cGROCoalesced, 1)
+		e.count(q, rnic.CGROCoalesced, 1)
 		for off := 0; off < s.n; off += s.gso {
 			n := min(s.gso, s.n-off)
 			if q.backlog.waiting() || e.needHold(q, i, off, n) {
 				e.hold(q, i, off, n)
 				continue
 			}
-			e.count(q, cDatagramsIn, 1)
+			e.count(q, rnic.CDatagramsIn, 1)
 			e.datagram(q, i, off, n, now)
 		}
 	case q.backlog.waiting() || e.needHold(q, i, 0, s.n):
 		e.hold(q, i, 0, s.n)
 	default:
-		e.count(q, cDatagramsIn, 1)
+		e.count(q, rnic.CDatagramsIn, 1)
 		e.datagram(q, i, 0, s.n, now)
 	}
 }
@@ -173,19 +174,19 @@ func (e *engine) datagram(q *qp, i, off, n int, now time.Time) {
 	s := &e.rb.slots[i]
 	view := s.view
 	if n < dgram.KeyHeaderLen+ddp.TaggedHeaderLen+crc32c.Size {
-		e.count(q, cDropTruncated, 1)
+		e.count(q, rnic.CDropTruncated, 1)
 		return
 	}
 	var kb [dgram.KeyHeaderLen]byte
-	copyRange(kb[:], view, off)
+	rnic.CopyRange(kb[:], view, off)
 	keys, _ := dgram.ParseKeys(kb[:])
 	if keys.QKey != q.qkey {
-		e.count(q, cDropQKey, 1)
+		e.count(q, rnic.CDropQKey, 1)
 		return
 	}
 	body := n - crc32c.Size
-	if !q.noCRC && checksumAt(view, off, body) != trailerAt(view, off+body) {
-		e.count(q, cDropCRC, 1)
+	if !q.noCRC && checksumAt(view, off, body) != rnic.TrailerAt(view, off+body) {
+		e.count(q, rnic.CDropCRC, 1)
 		return
 	}
 	// From here on off and n cover the DDP segment and the trailer.
@@ -194,19 +195,19 @@ func (e *engine) datagram(q *qp, i, off, n int, now time.Time) {
 	n -= dgram.KeyHeaderLen
 	body -= dgram.KeyHeaderLen
 	var hb [ddp.UntaggedHeaderLen]byte
-	copyRange(hb[:], view, off)
+	rnic.CopyRange(hb[:], view, off)
 	if hb[0]&0x80 != 0 {
 		e.writeRecordSegment(q, i, off, n, now) // wrec_recv.go (drops other tagged opcodes)
 		return
 	}
 	if body < ddp.UntaggedHeaderLen {
-		e.count(q, cDropTruncated, 1)
+		e.count(q, rnic.CDropTruncated, 1)
 		return
 	}
 	h, _, _ := ddp.Parse(hb[:])
 	ctl := rdmap.Control(h.ULPControl)
 	if h.Version != ddp.Version || ctl.Version() != rdmap.Version {
-		e.count(q, cDropBadVersion, 1)
+		e.count(q, rnic.CDropBadVersion, 1)
 		return
 	}
 	op := ctl.Opcode()
@@ -216,11 +217,11 @@ func (e *engine) datagram(q *qp, i, off, n int, now time.Time) {
 	}
 	imm := op == rdmap.OpImmediateData || op == rdmap.OpImmediateDataSE
 	if op != rdmap.OpSend && op != rdmap.OpSendSE && !imm {
-		e.count(q, cDropBadOpcode, 1)
+		e.count(q, rnic.CDropBadOpcode, 1)
 		return
 	}
 	if h.QN != rdmap.QNSend {
-		e.count(q, cDropBadQN, 1)
+		e.count(q, rnic.CDropBadQN, 1)
 		return
 	}
 	payload := body - ddp.UntaggedHeaderLen
@@ -230,11 +231,11 @@ func (e *engine) datagram(q *qp, i, off, n int, now time.Time) {
 		// Send with Immediate: the 8 octets before the payload of every
 		// segment. Always through the reassembler.
 		if payload < rdmap.ImmediateDataLen {
-			e.count(q, cDropTruncated, 1)
+			e.count(q, rnic.CDropTruncated, 1)
 			return
 		}
 		var raw [rdmap.ImmediateDataLen]byte
-		copyRange(raw[:], view, off+ddp.UntaggedHeaderLen)
+		rnic.CopyRange(raw[:], view, off+ddp.UntaggedHeaderLen)
 		d, _, _ := rdmap.ParseImmediateData(raw[:])
 		e.curImm, e.curHasImm = d.Value(), true
 		defer func() { e.curImm, e.curHasImm = 0, false }()
@@ -244,30 +245,30 @@ func (e *engine) datagram(q *qp, i, off, n int, now time.Time) {
 	if h.MO == 0 && h.Last && !imm {
 		w := e.recvFor(q)
 		if w == nil {
-			e.count(q, cDropNoRecv, 1)
+			e.count(q, rnic.CDropNoRecv, 1)
 			return
 		}
-		if payload > w.total {
-			e.count(q, cRecvTooLong, 1)
+		if payload > w.Total {
+			e.count(q, rnic.CRecvTooLong, 1)
 			e.completeRecv(q, w, proto.WCLocLenErr, payload, s.src, solicited)
 			return
 		}
-		e.count(q, cRecvCopied, 1)
-		copyBetween(w.bufs, s.view, off+ddp.UntaggedHeaderLen, payload)
+		e.count(q, rnic.CRecvCopied, 1)
+		rnic.CopyBetween(w.Bufs, s.view, off+ddp.UntaggedHeaderLen, payload)
 		e.completeRecv(q, w, proto.WCSuccess, payload, s.src, solicited)
 		return
 	}
-	if uint64(h.MO)+uint64(payload) > uint64(e.cfg.MaxMsgUD) || (payload == 0 && !h.Last) {
-		e.count(q, cDropBadSegment, 1)
+	if uint64(h.MO)+uint64(payload) > uint64(e.Cfg.MaxMsgUD) || (payload == 0 && !h.Last) {
+		e.count(q, rnic.CDropBadSegment, 1)
 		return
 	}
 	msg, res := q.reasm.add(partialKey{src: s.src, msn: h.MSN}, h.MO, h.Last, view, off+hdrLen, payload,
-		solicited, now.Add(e.cfg.ReassemblyTimeout), e.cfg.MaxPartial, e.cfg.MaxMsgUD)
+		solicited, now.Add(e.Cfg.ReassemblyTimeout), e.Cfg.MaxPartial, e.Cfg.MaxMsgUD)
 	switch res {
 	case addEvicted:
-		e.count(q, cReassemblyEvicted, 1)
+		e.count(q, rnic.CReassemblyEvicted, 1)
 	case addBad:
-		e.count(q, cDropBadSegment, 1)
+		e.count(q, rnic.CDropBadSegment, 1)
 	}
 	if msg == nil {
 		return
@@ -275,15 +276,15 @@ func (e *engine) datagram(q *qp, i, off, n int, now time.Time) {
 	defer q.reasm.release(msg)
 	w := e.recvFor(q)
 	if w == nil {
-		e.count(q, cDropNoRecv, 1)
+		e.count(q, rnic.CDropNoRecv, 1)
 		return
 	}
-	if len(msg.buf) > w.total {
-		e.count(q, cRecvTooLong, 1)
+	if len(msg.buf) > w.Total {
+		e.count(q, rnic.CRecvTooLong, 1)
 		e.completeRecv(q, w, proto.WCLocLenErr, len(msg.buf), s.src, msg.solicited)
 		return
 	}
-	scatter(w.bufs, msg.buf)
+	rnic.Scatter(w.Bufs, msg.buf)
 	e.completeRecv(q, w, proto.WCSuccess, len(msg.buf), s.src, msg.solicited)
 }
 
@@ -291,17 +292,17 @@ func (e *engine) datagram(q *qp, i, off, n int, now time.Time) {
 // receive ring: translated by the batch's look-ahead, or loaded now), or
 // nil when none is posted (or the head is bad: it completes with an error
 // and q goes to ERROR).
-func (e *engine) recvFor(q *qp) (w *recvWR) {
+func (e *engine) recvFor(q *qp) (w *rnic.RecvWR) {
 	rb := e.rb
 	if c := rb.used; c < rb.nrqe {
 		return &rb.rqes[c]
 	}
-	if q.state == proto.QPStateError {
+	if q.State == proto.QPStateError {
 		return nil
 	}
-	slot, err := q.recvRing().Peek()
+	slot, err := q.RecvRing().Peek()
 	if err != nil {
-		e.count(q, cWRErrors, 1)
+		e.count(q, rnic.CWRErrors, 1)
 		e.errorQP(q, "receive queue producer index is corrupt")
 		return nil
 	}
@@ -310,7 +311,7 @@ func (e *engine) recvFor(q *qp) (w *recvWR) {
 	}
 	w = &rb.extra
 	if st := e.loadRecv(q, w, slot); st != proto.WCSuccess {
-		e.failWR(q, q.recvCQ, w.wrid, proto.WCRecv, st)
+		e.failWR(q, q.RecvCQ, w.WRID, proto.WCRecv, st)
 		return nil
 	}
 	return w
@@ -318,49 +319,49 @@ func (e *engine) recvFor(q *qp) (w *recvWR) {
 
 // loadRecv copies the RQE in slot into w, validates it and translates its
 // buffers (for this pass only).
-func (e *engine) loadRecv(q *qp, w *recvWR, slot []byte) proto.WCStatus {
+func (e *engine) loadRecv(q *qp, w *rnic.RecvWR, slot []byte) proto.WCStatus {
 	var raw [proto.RQEHeaderLen]byte
 	copy(raw[:], slot)
 	rqe := proto.GetRQE(raw[:])
-	w.wrid = rqe.WRID
-	w.valid = false
-	if uint32(rqe.NumSGE) > q.maxRecvS {
+	w.WRID = rqe.WRID
+	w.Valid = false
+	if uint32(rqe.NumSGE) > q.MaxRecvS {
 		return proto.WCLocLenErr
 	}
-	p := q.pd
-	if q.srq != nil {
-		p = q.srq.pd
+	p := q.PD
+	if q.SRQ != nil {
+		p = q.SRQ.PD
 	}
-	w.bufs = w.bufs[:0]
-	w.total = 0
+	w.Bufs = w.Bufs[:0]
+	w.Total = 0
 	var sraw [proto.SGELen]byte
 	for i := range int(rqe.NumSGE) {
 		off := proto.RQEHeaderLen + i*proto.SGELen
 		copy(sraw[:], slot[off:off+proto.SGELen])
-		b, st := q.translate(proto.GetSGE(sraw[:]), p, true)
+		b, st := q.Translate(proto.GetSGE(sraw[:]), p, true)
 		if st != proto.WCSuccess {
 			return st
 		}
 		if len(b) > 0 {
-			w.bufs = append(w.bufs, b)
+			w.Bufs = append(w.Bufs, b)
 		}
-		w.total += len(b)
+		w.Total += len(b)
 	}
-	w.valid = true
+	w.Valid = true
 	return proto.WCSuccess
 }
 
 // completeRecv consumes the head receive w and posts its completion.
-func (e *engine) completeRecv(q *qp, w *recvWR, status proto.WCStatus, n int, src netip.AddrPort, solicited bool) {
+func (e *engine) completeRecv(q *qp, w *rnic.RecvWR, status proto.WCStatus, n int, src netip.AddrPort, solicited bool) {
 	fault := false
-	if status == proto.WCSuccess && e.commit(w.bufs, 0, n) != nil { // stage.go: process memory
+	if status == proto.WCSuccess && e.Commit(w.Bufs, 0, n) != nil { // stage.go: process memory
 		status, fault = proto.WCLocProtErr, true
 	}
-	c := q.recvRing()
+	c := q.RecvRing()
 	c.Advance()
 	c.Release()
 	e.rb.used++
-	w.valid = false
+	w.Valid = false
 	flags := proto.WCFlagSrcValid
 	if solicited {
 		flags |= proto.WCFlagSolicited
@@ -369,15 +370,15 @@ func (e *engine) completeRecv(q *qp, w *recvWR, status proto.WCStatus, n int, sr
 		flags |= proto.WCFlagImm
 	}
 	if status == proto.WCSuccess {
-		e.count(q, cMessagesIn, 1)
-		e.count(q, cBytesIn, int64(n))
+		e.count(q, rnic.CMessagesIn, 1)
+		e.count(q, rnic.CBytesIn, int64(n))
 	}
-	e.postCQE(q.s, q.recvCQ, &proto.CQE{WRID: w.wrid, Status: status, Opcode: proto.WCRecv, Flags: flags,
-		ByteLen: uint32(n), QPN: q.qpn, Src: src, Imm: e.curImm})
-	if s := q.srq; s != nil && s.limit > 0 {
-		if avail, err := s.cons.Available(); err == nil && avail < s.limit {
-			s.limit = 0
-			q.s.sendEvent(e.Engine, proto.Event{Type: proto.EventSRQLimit, Handle: s.handle})
+	e.PostCQE(q.S, q.RecvCQ, &proto.CQE{WRID: w.WRID, Status: status, Opcode: proto.WCRecv, Flags: flags,
+		ByteLen: uint32(n), QPN: q.QPN, Src: src, Imm: e.curImm})
+	if s := q.SRQ; s != nil && s.Limit > 0 {
+		if avail, err := s.Cons.Available(); err == nil && avail < s.Limit {
+			s.Limit = 0
+			q.S.SendEvent(e.Engine, proto.Event{Type: proto.EventSRQLimit, Handle: s.Handle})
 		}
 	}
 	if fault {

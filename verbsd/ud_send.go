@@ -9,6 +9,7 @@ import (
 	"github.com/iwarpd/iwarpd/llp/dgram"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"golang.org/x/sys/unix"
 )
 
@@ -51,9 +52,9 @@ type sendWR struct {
 // send (socket buffer full) resumes at the first datagram not sent. At most
 // PollBatch msghdrs are sent per QP per pass.
 func (e *engine) send(q *qp) bool {
-	q.blocked = false
+	q.Blocked = false
 	work := false
-	budget := e.cfg.PollBatch
+	budget := e.Cfg.PollBatch
 	for budget > 0 {
 		msgs, stop, dropped := e.buildSend(q, budget)
 		if dropped > 0 {
@@ -67,16 +68,16 @@ func (e *engine) send(q *qp) bool {
 			break
 		}
 		work = true
-		sent, err := e.sendmmsg(q.fd, msgs)
-		e.count(q, cSendCalls, 1)
+		sent, err := e.sendmmsg(q.FD, msgs)
+		e.count(q, rnic.CSendCalls, 1)
 		e.sendDone(q, sent)
 		budget -= sent
 		if sent == len(msgs) {
 			continue
 		}
 		if err == nil || transientSendError(err) {
-			q.blocked = true
-			e.count(q, cSendBlocked, 1)
+			q.Blocked = true
+			e.count(q, rnic.CSendBlocked, 1)
 			return true
 		}
 		refs := e.sb.msgDgrams(sent)
@@ -84,19 +85,19 @@ func (e *engine) send(q *qp) bool {
 			// The kernel or the route cannot segment: send datagrams one
 			// by one on this socket from now on.
 			q.gso = false
-			e.count(q, cGSOFallback, 1)
+			e.count(q, rnic.CGSOFallback, 1)
 			continue
 		}
 		// The kernel refused the datagram (unreachable, too big): that
 		// work request (now the head) fails; the QP, shared by many
 		// peers, goes on.
 		wr := &e.sendWRs[refs[0].wr]
-		e.count(q, cSendErrors, 1)
+		e.count(q, rnic.CSendErrors, 1)
 		q.sendSeg = 0
 		q.lastMSN = wr.msn
-		q.sq.Advance()
-		q.sq.Release()
-		e.postCQE(q.s, q.sendCQ, &proto.CQE{WRID: wr.wrid, Status: proto.WCGeneralErr, Opcode: proto.WCSend, QPN: q.qpn})
+		q.Sq.Advance()
+		q.Sq.Release()
+		e.PostCQE(q.S, q.SendCQ, &proto.CQE{WRID: wr.wrid, Status: proto.WCGeneralErr, Opcode: proto.WCSend, QPN: q.QPN})
 		budget--
 	}
 	return work
@@ -123,10 +124,10 @@ func (e *engine) buildSend(q *qp, maxMsgs int) (msgs []unix.Mmsghdr, stop bool, 
 // buildSendOnce is one attempt of buildSend; drop reports that it completed
 // the head work request (a bad destination) and built nothing.
 func (e *engine) buildSendOnce(q *qp, maxMsgs int) (msgs []unix.Mmsghdr, stop, drop bool) {
-	v := q.sqView()
-	head, idx, avail, err := v.lookahead(q.sq)
+	v := q.SQView()
+	head, idx, avail, err := v.Lookahead(q.Sq)
 	if err != nil {
-		e.count(q, cWRErrors, 1)
+		e.count(q, rnic.CWRErrors, 1)
 		e.errorQP(q, "send queue producer index is corrupt")
 		return nil, true, false
 	}
@@ -138,12 +139,12 @@ func (e *engine) buildSendOnce(q *qp, maxMsgs int) (msgs []unix.Mmsghdr, stop, d
 	pay := e.maxPayload()
 	for k := range min(avail, maxSendWRs) {
 		wr := &e.sendWRs[k]
-		if st, fatal := e.prepareSend(q, wr, v.at(head, idx, k), q.lastMSN+1+k, pay); st != proto.WCSuccess {
+		if st, fatal := e.prepareSend(q, wr, v.At(head, idx, k), q.lastMSN+1+k, pay); st != proto.WCSuccess {
 			switch {
 			case k > 0:
 				// sent (or failed) once the ones before it are done
 			case fatal || q.sendSeg > 0: // (a destination rewritten under a message half sent)
-				e.failWR(q, q.sendCQ, wr.wrid, proto.WCSend, st)
+				e.failWR(q, q.SendCQ, wr.wrid, proto.WCSend, st)
 				return nil, true, false
 			default:
 				e.dropSend(q, wr.wrid, st)
@@ -157,7 +158,7 @@ func (e *engine) buildSendOnce(q *qp, maxMsgs int) (msgs []unix.Mmsghdr, stop, d
 		}
 		for ; seg < wr.segs.Count(); seg++ {
 			s := wr.segs.Segment(seg)
-			pieces := appendRange(e.pieces[:0], wr.payloads, int(s.Offset), s.Len)
+			pieces := rnic.AppendRange(e.pieces[:0], wr.payloads, int(s.Offset), s.Len)
 			e.pieces = pieces[:0]
 			dlen := dgram.KeyHeaderLen + s.Header.Len() + s.Len + crc32c.Size
 			if wr.wrec {
@@ -201,9 +202,9 @@ func (e *engine) sendDone(q *qp, sent int) {
 	for m := range sent {
 		refs := e.sb.msgDgrams(m)
 		if len(refs) > 1 {
-			e.count(q, cGSOSends, 1)
+			e.count(q, rnic.CGSOSends, 1)
 		}
-		e.count(q, cDatagramsOut, int64(len(refs)))
+		e.count(q, rnic.CDatagramsOut, int64(len(refs)))
 		for _, d := range refs {
 			wr := &e.sendWRs[d.wr]
 			if d.seg+1 < wr.segs.Count() {
@@ -212,24 +213,24 @@ func (e *engine) sendDone(q *qp, sent int) {
 			}
 			q.sendSeg = 0
 			q.lastMSN = wr.msn
-			q.sq.Advance()
-			e.count(q, cMessagesOut, 1)
-			e.count(q, cBytesOut, int64(wr.total))
-			if q.sigAll || wr.signaled {
+			q.Sq.Advance()
+			e.count(q, rnic.CMessagesOut, 1)
+			e.count(q, rnic.CBytesOut, int64(wr.total))
+			if q.SigAll || wr.signaled {
 				op := proto.WCSend
 				if wr.wrec {
 					op = proto.WCWriteRecord
 				}
-				e.postCQE(q.s, q.sendCQ, &proto.CQE{WRID: wr.wrid, Opcode: op, ByteLen: uint32(wr.total), QPN: q.qpn})
+				e.PostCQE(q.S, q.SendCQ, &proto.CQE{WRID: wr.wrid, Opcode: op, ByteLen: uint32(wr.total), QPN: q.QPN})
 			}
 		}
 	}
-	q.sq.Release()
+	q.Sq.Release()
 }
 
 // maxPayload is the payload octets of one UD datagram's DDP segment.
 func (e *engine) maxPayload() int {
-	return ddp.MaxPayload(dgram.MaxSegment(e.cfg.DatagramSize, false), false, 0)
+	return ddp.MaxPayload(dgram.MaxSegment(e.Cfg.DatagramSize, false), false, 0)
 }
 
 // prepareSend copies the SQE in slot into wr, validates it and translates
@@ -263,7 +264,7 @@ func (e *engine) preparePayload(q *qp, wr *sendWR, sqe *proto.SQE, slot []byte, 
 	wr.payloads = wr.payloads[:0]
 	total := 0
 	if sqe.Flags&proto.SendInline != 0 {
-		if sqe.InlineLen > q.caps.MaxInline {
+		if sqe.InlineLen > q.Caps.MaxInline {
 			return proto.WCLocLenErr
 		}
 		n := int(sqe.InlineLen)
@@ -271,14 +272,14 @@ func (e *engine) preparePayload(q *qp, wr *sendWR, sqe *proto.SQE, slot []byte, 
 		wr.payloads = append(wr.payloads, wr.inline)
 		total = n
 	} else {
-		if uint32(sqe.NumSGE) > q.caps.MaxSendSGE {
+		if uint32(sqe.NumSGE) > q.Caps.MaxSendSGE {
 			return proto.WCLocLenErr
 		}
 		var sraw [proto.SGELen]byte
 		for i := range int(sqe.NumSGE) {
 			off := proto.SQEHeaderLen + i*proto.SGELen
 			copy(sraw[:], slot[off:off+proto.SGELen])
-			b, st := q.translate(proto.GetSGE(sraw[:]), q.pd, false)
+			b, st := q.Translate(proto.GetSGE(sraw[:]), q.PD, false)
 			if st != proto.WCSuccess {
 				return st
 			}
@@ -286,7 +287,7 @@ func (e *engine) preparePayload(q *qp, wr *sendWR, sqe *proto.SQE, slot []byte, 
 			total += len(b)
 		}
 	}
-	if total > e.cfg.MaxMsgUD {
+	if total > e.Cfg.MaxMsgUD {
 		return proto.WCLocLenErr
 	}
 	wr.wrec = sqe.Opcode.WriteRecord()
@@ -317,19 +318,19 @@ func (e *engine) preparePayload(q *qp, wr *sendWR, sqe *proto.SQE, slot []byte, 
 
 // failWR completes the head work request of a queue with an error status and
 // moves q to ERROR (verbs: local errors error the QP); the rest is flushed.
-func (e *engine) failWR(q *qp, c *cq, wrid uint64, op proto.WCOpcode, status proto.WCStatus) {
-	e.count(q, cWRErrors, 1)
+func (e *engine) failWR(q *qp, c *rnic.CQ, wrid uint64, op proto.WCOpcode, status proto.WCStatus) {
+	e.count(q, rnic.CWRErrors, 1)
 	if op == proto.WCSend {
-		q.sq.Advance()
-		q.sq.Release()
+		q.Sq.Advance()
+		q.Sq.Release()
 		q.sendSeg = 0
 	} else {
-		rc := q.recvRing()
+		rc := q.RecvRing()
 		rc.Advance()
 		rc.Release()
-		q.rwr.valid = false
+		q.rwr.Valid = false
 	}
-	e.postCQE(q.s, c, &proto.CQE{WRID: wrid, Status: status, Opcode: op, QPN: q.qpn})
+	e.PostCQE(q.S, c, &proto.CQE{WRID: wrid, Status: status, Opcode: op, QPN: q.QPN})
 	e.errorQP(q, "work request "+status.String())
 }
 
@@ -337,32 +338,32 @@ func (e *engine) failWR(q *qp, c *cq, wrid uint64, op proto.WCOpcode, status pro
 // at most PollBatch per queue per pass.
 func (e *engine) flush(q *qp) bool {
 	work := false
-	for range e.cfg.PollBatch {
-		slot, err := q.sq.Peek()
+	for range e.Cfg.PollBatch {
+		slot, err := q.Sq.Peek()
 		if err != nil || slot == nil {
 			break
 		}
 		wrid := proto.GetSQE(slot).WRID
-		q.sq.Advance()
-		q.sq.Release()
+		q.Sq.Advance()
+		q.Sq.Release()
 		q.sendSeg = 0
-		e.count(q, cFlushed, 1)
-		e.postCQE(q.s, q.sendCQ, &proto.CQE{WRID: wrid, Status: proto.WCWRFlushErr, Opcode: proto.WCSend, QPN: q.qpn})
+		e.count(q, rnic.CFlushed, 1)
+		e.PostCQE(q.S, q.SendCQ, &proto.CQE{WRID: wrid, Status: proto.WCWRFlushErr, Opcode: proto.WCSend, QPN: q.QPN})
 		work = true
 	}
-	if q.rq == nil {
+	if q.Rq == nil {
 		return work
 	}
-	for range e.cfg.PollBatch {
-		slot, err := q.rq.Peek()
+	for range e.Cfg.PollBatch {
+		slot, err := q.Rq.Peek()
 		if err != nil || slot == nil {
 			break
 		}
 		wrid := proto.GetRQE(slot).WRID
-		q.rq.Advance()
-		q.rq.Release()
-		e.count(q, cFlushed, 1)
-		e.postCQE(q.s, q.recvCQ, &proto.CQE{WRID: wrid, Status: proto.WCWRFlushErr, Opcode: proto.WCRecv, QPN: q.qpn})
+		q.Rq.Advance()
+		q.Rq.Release()
+		e.count(q, rnic.CFlushed, 1)
+		e.PostCQE(q.S, q.RecvCQ, &proto.CQE{WRID: wrid, Status: proto.WCWRFlushErr, Opcode: proto.WCRecv, QPN: q.QPN})
 		work = true
 	}
 	return work

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"unsafe"
 
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"golang.org/x/sys/unix"
 )
 
@@ -157,10 +158,10 @@ func transientSendError(err error) bool {
 // one flow as one buffer, with their size in a UDP_GRO control message).
 // A kernel without UDP GRO is not an error: the QP runs without it.
 func (e *engine) initSocket(q *qp) {
-	q.gso = e.cfg.GSO
-	if e.cfg.GRO {
-		if err := unix.SetsockoptInt(q.fd, unix.SOL_UDP, unix.UDP_GRO, 1); err != nil {
-			e.count(q, cGROUnavailable, 1)
+	q.gso = e.Cfg.GSO
+	if e.Cfg.GRO {
+		if err := unix.SetsockoptInt(q.FD, unix.SOL_UDP, unix.UDP_GRO, 1); err != nil {
+			e.count(q, rnic.CGROUnavailable, 1)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
 	"github.com/iwarpd/iwarpd/verbsd/config"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 	"golang.org/x/sys/unix"
 )
@@ -204,7 +205,7 @@ func TestWriteRecordImmUDInconsistent(t *testing.T) {
 		d = append(d, payload...)
 		d = d[:len(d)-cut]
 		d = crc32c.Append(d, crc32c.Checksum(d))
-		if err := unix.Sendto(fd, d, 0, addrToSockaddr(dst)); err != nil {
+		if err := unix.Sendto(fd, d, 0, rnic.AddrToSockaddr(dst)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -297,7 +298,7 @@ func TestRDWriteRecordImm(t *testing.T) {
 	a.post(t, proto.SQE{WRID: 60, Opcode: proto.WRWriteRecordWithImm, Flags: proto.SendSignaled, AH: ah, RKey: noRW.RKey,
 		RemoteAddr: noRW.Addr(0), Imm: 0xbad}, []proto.SGE{a.mr.SGE(0, 3000)})
 	if sc := waitN(t, a.scq, 1, "refused")[0]; sc.WRID != 60 || sc.Status != proto.WCRemAccessErr || sc.Opcode != proto.WCWriteRecord ||
-		sc.Flags&proto.WCFlagTermValid == 0 || sc.Term != termWord(dgramAccessError) {
+		sc.Flags&proto.WCFlagTermValid == 0 || sc.Term != termWord(rnic.DgramAccessError) {
 		t.Fatalf("refused Write-Record with Immediate: %+v", sc)
 	}
 	time.Sleep(50 * time.Millisecond) // as above

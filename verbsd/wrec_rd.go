@@ -6,6 +6,7 @@ import (
 
 	"github.com/iwarpd/iwarpd/ddp"
 	"github.com/iwarpd/iwarpd/iwerr"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 )
 
 // writeRecordRD is the Write-Record hook of the RD receive path
@@ -27,7 +28,7 @@ func (e *engine) writeRecordRD(q *qp, src netip.AddrPort, h *ddp.Header, seg []b
 	sg := wrecSegment{src: src, h: *h, ddpHdr: seg[:hl], segLen: len(seg), quiet: true}
 	n, ok := sg.parseHeader(seg) // wrec_recv.go: opcode 0xC, or 0xD with its Immediate Data
 	if !ok || hl != ddp.TaggedHeaderLen {
-		e.count(q, cWrecDropped, 1)
+		e.count(q, rnic.CWrecDropped, 1)
 		return iwerr.Error{}, true
 	}
 	body := seg[n:]
@@ -37,7 +38,7 @@ func (e *engine) writeRecordRD(q *qp, src netip.AddrPort, h *ddp.Header, seg []b
 	case recordComplete:
 		e.completeRecord(q, r, e.headRecv(q), false)
 	case recordRefused:
-		return dgramAccessError, false // access_guard.go: one generic error on datagram QPs
+		return rnic.DgramAccessError, false // access_guard.go: one generic error on datagram QPs
 	}
 	return iwerr.Error{}, true
 }

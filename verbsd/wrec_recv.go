@@ -9,6 +9,7 @@ import (
 	"github.com/iwarpd/iwarpd/internal/crc32c"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 )
 
 // The target side of RDMA Write-Record (docs/write-record.md).
@@ -54,26 +55,26 @@ func (e *engine) writeRecordSegment(q *qp, i, off, n int, now time.Time) {
 	s := &e.rb.slots[i]
 	body := n - crc32c.Size // ≥ TaggedHeaderLen (datagram checked)
 	var hb [wrecImmHeaderLen]byte
-	copyRange(hb[:min(body, wrecImmHeaderLen)], s.view, off)
+	rnic.CopyRange(hb[:min(body, wrecImmHeaderLen)], s.view, off)
 	h, _, err := ddp.Parse(hb[:ddp.TaggedHeaderLen])
 	if err != nil {
-		e.count(q, cDropTruncated, 1)
+		e.count(q, rnic.CDropTruncated, 1)
 		return
 	}
 	ctl := rdmap.Control(h.ULPControl)
 	if h.Version != ddp.Version || ctl.Version() != rdmap.Version {
-		e.count(q, cDropBadVersion, 1)
+		e.count(q, rnic.CDropBadVersion, 1)
 		return
 	}
 	if !ctl.Opcode().IsWriteRecord() { // the only tagged opcodes on UD
-		e.count(q, cDropTagged, 1)
+		e.count(q, rnic.CDropTagged, 1)
 		return
 	}
 	seg := wrecSegment{src: s.src, srcQKey: e.rb.srcQKey, h: h, ddpHdr: hb[:ddp.TaggedHeaderLen], segLen: body,
 		pieces: s.view, quiet: e.rb.mcast}
 	hl, ok := seg.parseHeader(hb[:min(body, wrecImmHeaderLen)])
 	if !ok {
-		e.count(q, cDropTruncated, 1)
+		e.count(q, rnic.CDropTruncated, 1)
 		return
 	}
 	seg.off, seg.n = off+hl, body-hl
@@ -132,62 +133,62 @@ func (e *engine) acceptWriteRecord(q *qp, sg *wrecSegment, now time.Time) (*wrec
 	end := uint64(wr.MessageOffset) + n
 	if end > uint64(wr.MessageLength) || h.Last != (end == uint64(wr.MessageLength)) ||
 		(n == 0 && wr.MessageLength != 0) || h.TO < uint64(wr.MessageOffset) {
-		e.count(q, cWrecDropped, 1)
+		e.count(q, rnic.CWrecDropped, 1)
 		return nil, recordDropped
 	}
 	key := wrecKey{src: sg.src, stag: h.Stag, id: wr.RecordID}
 	t := &q.wrec
 	if t.dead(key, now) {
-		e.count(q, cWrecDropped, 1)
+		e.count(q, rnic.CWrecDropped, 1)
 		return nil, recordDropped
 	}
-	tomb := now.Add(4 * e.cfg.ReassemblyTimeout)
-	dst, fault := e.remoteAccess(q.QP, sg.src, h.Stag, h.TO, n, proto.AccessRemoteWrite, now) // access_guard.go
+	tomb := now.Add(4 * e.Cfg.ReassemblyTimeout)
+	dst, fault := e.RemoteAccess(q.QP, sg.src, h.Stag, h.TO, n, proto.AccessRemoteWrite, now) // access_guard.go
 	if fault != 0 {
-		e.count(q, cWrecAccessErr, 1)
+		e.count(q, rnic.CWrecAccessErr, 1)
 		if i := t.find(key); i >= 0 {
 			t.remove(i)
 		}
 		t.bury(key, tomb)
-		if !sg.quiet && e.errorReplyAllowed(q.QP, sg.src, now) {
-			e.sendErrorMessage(q, sg.src, sg.srcQKey, dgramAccessError, sg.ddpHdr, sg.segLen)
+		if !sg.quiet && e.ErrorReplyAllowed(q.QP, sg.src, now) {
+			e.sendErrorMessage(q, sg.src, sg.srcQKey, rnic.DgramAccessError, sg.ddpHdr, sg.segLen)
 		}
 		return nil, recordRefused
 	}
 	base := h.TO - uint64(wr.MessageOffset)
 	i := t.find(key)
 	if i < 0 {
-		if len(t.live) >= e.cfg.MaxPartial {
+		if len(t.live) >= e.Cfg.MaxPartial {
 			old := t.remove(t.oldest())
 			t.bury(old.key, tomb)
-			e.count(q, cWrecEvicted, 1)
+			e.count(q, rnic.CWrecEvicted, 1)
 		}
 		t.live = append(t.live, &wrecRecord{key: key, base: base, length: wr.MessageLength, hasImm: sg.hasImm, imm: sg.imm})
 		i = len(t.live) - 1
 	}
 	r := t.live[i]
 	if r.base != base || r.length != wr.MessageLength || r.hasImm != sg.hasImm || r.imm != sg.imm {
-		e.count(q, cWrecDropped, 1)
+		e.count(q, rnic.CWrecDropped, 1)
 		return nil, recordDropped
 	}
 	if _, ok := r.place(wr.MessageOffset, uint32(end)); !ok {
 		t.remove(i)
 		t.bury(key, tomb)
-		e.count(q, cWrecDropped, 1)
+		e.count(q, rnic.CWrecDropped, 1)
 		return nil, recordDropped
 	}
-	copyRange(dst, sg.pieces, sg.off)
-	if e.commitOne(dst) != nil { // stage.go: the target's process memory went away
-		e.count(q, cWrecAccessErr, 1)
+	rnic.CopyRange(dst, sg.pieces, sg.off)
+	if e.CommitOne(dst) != nil { // stage.go: the target's process memory went away
+		e.count(q, rnic.CWrecAccessErr, 1)
 		t.remove(i)
 		t.bury(key, tomb)
 		if !sg.quiet {
-			e.sendErrorMessage(q, sg.src, sg.srcQKey, dgramAccessError, sg.ddpHdr, sg.segLen)
+			e.sendErrorMessage(q, sg.src, sg.srcQKey, rnic.DgramAccessError, sg.ddpHdr, sg.segLen)
 		}
 		return nil, recordRefused
 	}
-	e.count(q, cWrecPlaced, 1)
-	r.deadline = now.Add(e.cfg.ReassemblyTimeout)
+	e.count(q, rnic.CWrecPlaced, 1)
+	r.deadline = now.Add(e.Cfg.ReassemblyTimeout)
 	if r.got < uint64(r.length) || (r.length == 0 && !h.Last) {
 		return nil, recordPending
 	}
@@ -199,13 +200,13 @@ func (e *engine) acceptWriteRecord(q *qp, sg *wrecSegment, now time.Time) (*wrec
 // headRecv loads the head of q's receive ring (outside a receive batch), or
 // returns nil when none is posted or it is bad (then it completed with an
 // error and q went to ERROR).
-func (e *engine) headRecv(q *qp) *recvWR {
-	if q.state != proto.QPStateRTR && q.state != proto.QPStateRTS {
+func (e *engine) headRecv(q *qp) *rnic.RecvWR {
+	if q.State != proto.QPStateRTR && q.State != proto.QPStateRTS {
 		return nil
 	}
-	slot, err := q.recvRing().Peek()
+	slot, err := q.RecvRing().Peek()
 	if err != nil {
-		e.count(q, cWRErrors, 1)
+		e.count(q, rnic.CWRErrors, 1)
 		e.errorQP(q, "receive queue producer index is corrupt")
 		return nil
 	}
@@ -214,7 +215,7 @@ func (e *engine) headRecv(q *qp) *recvWR {
 	}
 	w := &q.wrec.recv
 	if st := e.loadRecv(q, w, slot); st != proto.WCSuccess {
-		e.failWR(q, q.recvCQ, w.wrid, proto.WCRecv, st)
+		e.failWR(q, q.RecvCQ, w.WRID, proto.WCRecv, st)
 		return nil
 	}
 	return w
@@ -231,7 +232,7 @@ func (e *engine) expireRecords(q *qp, now time.Time) bool {
 			continue
 		}
 		r := t.remove(i)
-		t.bury(r.key, now.Add(4*e.cfg.ReassemblyTimeout))
+		t.bury(r.key, now.Add(4*e.Cfg.ReassemblyTimeout))
 		e.completeRecord(q, r, e.headRecv(q), false)
 		work = true
 	}
@@ -240,9 +241,9 @@ func (e *engine) expireRecords(q *qp, now time.Time) bool {
 
 // completeRecord consumes receive w (nil: none posted) with r's completion.
 // inBatch says w came from recvFor in the current receive batch.
-func (e *engine) completeRecord(q *qp, r *wrecRecord, w *recvWR, inBatch bool) {
+func (e *engine) completeRecord(q *qp, r *wrecRecord, w *rnic.RecvWR, inBatch bool) {
 	if w == nil {
-		e.count(q, cWrecNoRecv, 1)
+		e.count(q, rnic.CWrecNoRecv, 1)
 		return
 	}
 	flags := proto.WCFlagSrcValid
@@ -252,14 +253,14 @@ func (e *engine) completeRecord(q *qp, r *wrecRecord, w *recvWR, inBatch bool) {
 	status := proto.WCSuccess
 	if r.got < uint64(r.length) {
 		flags |= proto.WCFlagRecordTrim
-		e.count(q, cWrecTrimmed, 1)
+		e.count(q, rnic.CWrecTrimmed, 1)
 	} else {
-		e.count(q, cWrecComplete, 1)
+		e.count(q, rnic.CWrecComplete, 1)
 	}
-	if w.total < 4 {
+	if w.Total < 4 {
 		status = proto.WCLocLenErr
 	} else {
-		fit := min(len(r.spans), (w.total-4)/8)
+		fit := min(len(r.spans), (w.Total-4)/8)
 		if fit < len(r.spans) {
 			flags |= proto.WCFlagRecordTrim
 		}
@@ -269,20 +270,20 @@ func (e *engine) completeRecord(q *qp, r *wrecRecord, w *recvWR, inBatch bool) {
 			b = binary.LittleEndian.AppendUint32(b, s.end-s.start)
 		}
 		q.wrec.scratch = b[:0]
-		scatter(w.bufs, b)
-		if e.commit(w.bufs, 0, len(b)) != nil { // stage.go
+		rnic.Scatter(w.Bufs, b)
+		if e.Commit(w.Bufs, 0, len(b)) != nil { // stage.go
 			status = proto.WCLocProtErr
 		}
 	}
-	c := q.recvRing()
+	c := q.RecvRing()
 	c.Advance()
 	c.Release()
 	if inBatch {
 		e.rb.used++
 	}
-	w.valid = false
-	e.count(q, cMessagesIn, 1)
-	e.count(q, cBytesIn, int64(r.got))
-	e.postCQE(q.s, q.recvCQ, &proto.CQE{WRID: w.wrid, Status: status, Opcode: proto.WCRecvWriteRecord, Flags: flags,
-		ByteLen: r.length, QPN: q.qpn, Src: r.key.src, InvStag: r.key.stag, TO: r.base, Imm: r.imm})
+	w.Valid = false
+	e.count(q, rnic.CMessagesIn, 1)
+	e.count(q, rnic.CBytesIn, int64(r.got))
+	e.PostCQE(q.S, q.RecvCQ, &proto.CQE{WRID: w.WRID, Status: status, Opcode: proto.WCRecvWriteRecord, Flags: flags,
+		ByteLen: r.length, QPN: q.QPN, Src: r.key.src, InvStag: r.key.stag, TO: r.base, Imm: r.imm})
 }

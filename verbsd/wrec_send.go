@@ -51,7 +51,7 @@ func wrecULPLen(op proto.SendOpcode) int {
 // maxPayloadWriteRecord is the payload octets of one Write-Record segment
 // of opcode op in a UD datagram.
 func (e *engine) maxPayloadWriteRecord(op proto.SendOpcode) int {
-	return ddp.MaxPayload(dgram.MaxSegment(e.cfg.DatagramSize, false), true, wrecULPLen(op))
+	return ddp.MaxPayload(dgram.MaxSegment(e.Cfg.DatagramSize, false), true, wrecULPLen(op))
 }
 
 // prepareWriteRecord finishes prepareSend for a Write-Record work request

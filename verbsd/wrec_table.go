@@ -1,6 +1,7 @@
 package verbsd
 
 import (
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"net/netip"
 	"time"
 )
@@ -41,9 +42,9 @@ type wrecTable struct {
 	live    []*wrecRecord
 	tombs   []wrecTomb // ring of maxWrecTombs
 	tombAt  int
-	termMSN uint32 // MSN of the last error message the QP sent (QN 2)
-	scratch []byte // the record written into a receive buffer
-	recv    recvWR // the receive a record completes outside a receive batch
+	termMSN uint32      // MSN of the last error message the QP sent (QN 2)
+	scratch []byte      // the record written into a receive buffer
+	recv    rnic.RecvWR // the receive a record completes outside a receive batch
 }
 
 const (

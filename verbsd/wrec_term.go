@@ -11,6 +11,7 @@ import (
 	"github.com/iwarpd/iwarpd/llp/dgram"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"golang.org/x/sys/unix"
 )
 
@@ -49,12 +50,12 @@ func (e *engine) sendErrorMessage(q *qp, dst netip.AddrPort, qkey uint32, err iw
 		c = crc32c.Checksum(b)
 	}
 	b = binary.LittleEndian.AppendUint32(b, c)
-	if err := unix.Sendto(q.fd, b, unix.MSG_DONTWAIT, addrToSockaddr(dst)); err != nil {
-		e.count(q, cSendErrors, 1)
+	if err := unix.Sendto(q.FD, b, unix.MSG_DONTWAIT, rnic.AddrToSockaddr(dst)); err != nil {
+		e.count(q, rnic.CSendErrors, 1)
 		return
 	}
-	e.count(q, cErrorMsgsOut, 1)
-	e.count(q, cDatagramsOut, 1)
+	e.count(q, rnic.CErrorMsgsOut, 1)
+	e.count(q, rnic.CDatagramsOut, 1)
 }
 
 // errorMessageIn handles a received error message (untagged, QN 2, opcode
@@ -64,13 +65,13 @@ func (e *engine) errorMessageIn(q *qp, i, off, body int, h *ddp.Header) {
 	s := &e.rb.slots[i]
 	var buf [errMsgMax]byte
 	n := min(body-ddp.UntaggedHeaderLen, len(buf))
-	copyRange(buf[:n], s.view, off+ddp.UntaggedHeaderLen)
+	rnic.CopyRange(buf[:n], s.view, off+ddp.UntaggedHeaderLen)
 	t, _, err := rdmap.ParseTerminate(buf[:n])
 	if err != nil || !h.Last || h.MO != 0 {
-		e.count(q, cDropBadSegment, 1)
+		e.count(q, rnic.CDropBadSegment, 1)
 		return
 	}
-	e.count(q, cErrorMsgsIn, 1)
+	e.count(q, rnic.CErrorMsgsIn, 1)
 	detail := fmt.Sprintf("error message from %v: %v", s.src, t.Err)
 	if t.DDPHeaderIncluded {
 		if dh, _, err := ddp.Parse(t.DDPHeader); err == nil {
@@ -81,5 +82,5 @@ func (e *engine) errorMessageIn(q *qp, i, off, body int, h *ddp.Header) {
 			}
 		}
 	}
-	q.s.sendEvent(e.Engine, proto.Event{Type: proto.EventQPAccessError, Handle: q.handle, Detail: detail})
+	q.S.SendEvent(e.Engine, proto.Event{Type: proto.EventQPAccessError, Handle: q.Handle, Detail: detail})
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
 	"github.com/iwarpd/iwarpd/verbsd/config"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 	"golang.org/x/sys/unix"
 )
@@ -399,9 +400,9 @@ func FuzzWriteRecordDatagram(f *testing.F) {
 		d := append(dgram.Keys{QKey: verbsdtest.TestQKey, SrcQKey: 1}.Append(nil), b...)
 		d[dgram.KeyHeaderLen] |= 0x80
 		d = crc32c.Append(d, crc32c.Checksum(d))
-		unix.Sendto(fd, d, 0, addrToSockaddr(dst))
+		unix.Sendto(fd, d, 0, rnic.AddrToSockaddr(dst))
 		var st proto.QPState
-		srv.eng.Do(func() error { st = srv.allQPs()[0].state; return nil })
+		srv.eng.Do(func() error { st = srv.allQPs()[0].State; return nil })
 		if st != proto.QPStateRTS {
 			t.Fatalf("QP left RTS: %v", st)
 		}

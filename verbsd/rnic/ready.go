@@ -1,4 +1,4 @@
-package verbsd
+package rnic
 
 import "time"
 
@@ -29,13 +29,13 @@ import "time"
 const (
 	// readyProbe is how many QPs of the whole set a pass looks at for
 	// work beyond the ready list.
-	readyProbe = 8
+	ReadyProbe = 8
 	// readyLinger is how long a QP that did work stays on the list.
 	readyLinger = time.Millisecond
 )
 
 // markReady puts q on the ready list (once).
-func (e *Engine) markReady(q *QP) {
+func (e *Engine) MarkReady(q *QP) {
 	if !q.onReady {
 		q.onReady = true
 		e.ready = append(e.ready, q)
@@ -58,13 +58,13 @@ func (e *Engine) unready(q *QP) {
 
 // due reports whether q has something to do now.
 func (q *QP) due(now time.Time) bool {
-	if q.s.faulted.Load() { // engines.go: its teardown is on its way
+	if q.S.faulted.Load() { // engines.go: its teardown is on its way
 		return false
 	}
-	if q.readable || q.blocked || q.hasWork() {
+	if q.Readable || q.Blocked || q.hasWork() {
 		return true
 	}
-	return q.ops.due(now) // transport.go
+	return q.Ops.Due(now) // transport.go
 }
 
 // fillReady adds to the ready list what a pass must serve beyond it:
@@ -72,19 +72,19 @@ func (q *QP) due(now time.Time) bool {
 func (e *Engine) fillReady(now time.Time) {
 	if e.scanAll {
 		e.scanAll = false
-		for _, q := range e.qps {
-			e.markReady(q)
+		for _, q := range e.QPs {
+			e.MarkReady(q)
 		}
 		return
 	}
-	n := len(e.qps)
-	for range min(readyProbe, n) {
+	n := len(e.QPs)
+	for range min(ReadyProbe, n) {
 		e.probe = (e.probe + 1) % n
-		q := e.qps[e.probe]
-		e.visits++
-		e.cur = q.s // the probe reads the client's rings (fault.go)
+		q := e.QPs[e.probe]
+		e.Visits++
+		e.cur = q.S // the probe reads the client's rings (fault.go)
 		if !q.onReady && q.due(now) {
-			e.markReady(q)
+			e.MarkReady(q)
 		}
 	}
 }
@@ -93,7 +93,7 @@ func (e *Engine) fillReady(now time.Time) {
 func (e *Engine) pruneReady(now time.Time) {
 	keep := e.ready[:0]
 	for _, q := range e.ready {
-		e.cur = q.s
+		e.cur = q.S
 		if now.Sub(q.lastWork) < readyLinger || q.due(now) {
 			keep = append(keep, q)
 			continue

@@ -1,4 +1,4 @@
-package verbsd
+package rnic
 
 import (
 	"fmt"
@@ -12,29 +12,29 @@ import (
 // mapping is a part of a client's sealed memfd region mapped read-write in
 // the daemon. Only the pages needed are mapped, so a client cannot make the
 // daemon map a huge sparse file to register a few octets.
-type mapping struct {
+type Mapping struct {
 	fd    int
-	pages []byte // the whole mapping (page aligned)
-	mem   []byte // the octets asked for, inside pages
+	Pages []byte // the whole mapping (page aligned)
+	Mem   []byte // the octets asked for, inside pages
 }
 
 // mapRegion checks that fd is memory whose pages cannot vanish under the
 // daemon (checkClientMemory), at least off+length octets long, and maps
 // [off, off+length) without populating it. It takes ownership of fd.
-func mapRegion(fd int, off, length uint64) (*mapping, error) {
-	fail := func(err error) (*mapping, error) {
+func MapRegion(fd int, off, length uint64) (*Mapping, error) {
+	fail := func(err error) (*Mapping, error) {
 		unix.Close(fd)
 		return nil, err
 	}
 	if length == 0 || off > math.MaxInt64-length || length > 1<<40 {
-		return fail(errf(unix.EINVAL, "region range [%d, +%d) is empty or too large", off, length))
+		return fail(Errf(unix.EINVAL, "region range [%d, +%d) is empty or too large", off, length))
 	}
 	size, err := checkClientMemory(fd)
 	if err != nil {
 		return fail(err)
 	}
 	if size < off+length {
-		return fail(errf(unix.EINVAL, "region of %d octets does not hold [%d, %d)", size, off, off+length))
+		return fail(Errf(unix.EINVAL, "region of %d octets does not hold [%d, %d)", size, off, off+length))
 	}
 	page := uint64(unix.Getpagesize())
 	start := off &^ (page - 1)
@@ -47,11 +47,11 @@ func mapRegion(fd int, off, length uint64) (*mapping, error) {
 	// as the data path touches them.
 	pages, err := unix.Mmap(fd, int64(start), int(end-start), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
-		return fail(errf(unix.ENOMEM, "mapping %d octets: %v", end-start, err))
+		return fail(Errf(unix.ENOMEM, "mapping %d octets: %v", end-start, err))
 	}
 	prefaultResident(pages)
 	lo := off - start
-	return &mapping{fd: fd, pages: pages, mem: pages[lo : lo+length : lo+length]}, nil
+	return &Mapping{fd: fd, Pages: pages, Mem: pages[lo : lo+length : lo+length]}, nil
 }
 
 // checkClientMemory accepts only descriptors whose pages cannot vanish
@@ -77,34 +77,34 @@ func checkClientMemory(fd int) (uint64, error) {
 	buf := make([]byte, 64)
 	n, err := unix.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd), buf)
 	if err != nil {
-		return 0, errf(unix.EINVAL, "memory descriptor: %v", err)
+		return 0, Errf(unix.EINVAL, "memory descriptor: %v", err)
 	}
 	if !strings.HasPrefix(string(buf[:n]), "/memfd:") {
-		return 0, errf(unix.EINVAL, "memory descriptor is %q, not a memfd; create shared memory with memfd_create(2) (shm.Create)", buf[:n])
+		return 0, Errf(unix.EINVAL, "memory descriptor is %q, not a memfd; create shared memory with memfd_create(2) (shm.Create)", buf[:n])
 	}
 	var fs unix.Statfs_t
 	if err := unix.Fstatfs(fd, &fs); err != nil {
-		return 0, errf(unix.EINVAL, "fstatfs on the memory descriptor: %v", err)
+		return 0, Errf(unix.EINVAL, "fstatfs on the memory descriptor: %v", err)
 	}
 	if fs.Type == unix.HUGETLBFS_MAGIC {
-		return 0, errf(unix.EINVAL, "memory is a hugetlb memfd (MFD_HUGETLB): refused, its pages can vanish (a punched hole faults with SIGBUS); use a plain memfd")
+		return 0, Errf(unix.EINVAL, "memory is a hugetlb memfd (MFD_HUGETLB): refused, its pages can vanish (a punched hole faults with SIGBUS); use a plain memfd")
 	}
 	if fs.Type != unix.TMPFS_MAGIC {
-		return 0, errf(unix.EINVAL, "memfd on file system type %#x, not tmpfs: refused", fs.Type)
+		return 0, Errf(unix.EINVAL, "memfd on file system type %#x, not tmpfs: refused", fs.Type)
 	}
 	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
 	if err != nil {
-		return 0, errf(unix.EINVAL, "descriptor is not a sealed memfd (%v); create regions with shm.Create", err)
+		return 0, Errf(unix.EINVAL, "descriptor is not a sealed memfd (%v); create regions with shm.Create", err)
 	}
 	if seals&(unix.F_SEAL_SHRINK|unix.F_SEAL_GROW) != unix.F_SEAL_SHRINK|unix.F_SEAL_GROW {
-		return 0, errf(unix.EINVAL, "memfd is not sealed against resizing (F_SEAL_SHRINK|F_SEAL_GROW); create regions with shm.Create")
+		return 0, Errf(unix.EINVAL, "memfd is not sealed against resizing (F_SEAL_SHRINK|F_SEAL_GROW); create regions with shm.Create")
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return 0, errf(unix.EINVAL, "fstat region: %v", err)
+		return 0, Errf(unix.EINVAL, "fstat region: %v", err)
 	}
 	if st.Size < 0 {
-		return 0, errf(unix.EINVAL, "memfd of negative size %d", st.Size)
+		return 0, Errf(unix.EINVAL, "memfd of negative size %d", st.Size)
 	}
 	return uint64(st.Size), nil
 }
@@ -149,25 +149,25 @@ func prefaultResident(pages []byte) {
 }
 
 // Close unmaps and closes (nil-safe, idempotent).
-func (m *mapping) Close() {
+func (m *Mapping) Close() {
 	if m == nil || m.fd < 0 {
 		return
 	}
-	unix.Munmap(m.pages)
+	unix.Munmap(m.Pages)
 	unix.Close(m.fd)
-	m.fd, m.pages, m.mem = -1, nil, nil
+	m.fd, m.Pages, m.Mem = -1, nil, nil
 }
 
 // checkEventFD accepts only an eventfd as a completion channel: the engine
 // writes to it and must know what it is writing to.
-func checkEventFD(fd int) error {
+func CheckEventFD(fd int) error {
 	buf := make([]byte, 64)
 	n, err := unix.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd), buf)
 	if err != nil {
-		return errf(unix.EINVAL, "completion channel descriptor: %v", err)
+		return Errf(unix.EINVAL, "completion channel descriptor: %v", err)
 	}
 	if string(buf[:n]) != "anon_inode:[eventfd]" {
-		return errf(unix.EINVAL, "completion channel descriptor is %q, not an eventfd", buf[:n])
+		return Errf(unix.EINVAL, "completion channel descriptor is %q, not an eventfd", buf[:n])
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package verbsd
+package rnic
 
 import (
 	"errors"
@@ -45,8 +45,8 @@ import (
 // soPeerPidfd is SO_PEERPIDFD (Linux 6.5, include/uapi/asm-generic/socket.h).
 const soPeerPidfd = 77
 
-// peerProcess is a session's client process.
-type peerProcess struct {
+// PeerProcess is a session's client process.
+type PeerProcess struct {
 	pid       int
 	pidfd     int
 	checkedAt atomic.Int64 // monotonic ns of the last poll that found it alive
@@ -60,7 +60,7 @@ var monoStart = time.Now()
 
 // openPeer pins the process on the other end of the connected Unix socket
 // fd (SO_PEERCRED pid cred.Pid).
-func openPeer(fd int, pid int32) (*peerProcess, error) {
+func openPeer(fd int, pid int32) (*PeerProcess, error) {
 	pfd, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, soPeerPidfd)
 	if err != nil {
 		// Before Linux 6.5: the pid SO_PEERCRED reported at connect.
@@ -69,13 +69,13 @@ func openPeer(fd int, pid int32) (*peerProcess, error) {
 		}
 	}
 	unix.CloseOnExec(pfd)
-	p := &peerProcess{pid: int(pid), pidfd: pfd}
+	p := &PeerProcess{pid: int(pid), pidfd: pfd}
 	p.checkedAt.Store(-int64(time.Hour)) // never polled
 	return p, nil
 }
 
 // alive reports that the peer has not exited (its pidfd is not readable).
-func (p *peerProcess) alive() bool {
+func (p *PeerProcess) alive() bool {
 	if p == nil || p.pidfd < 0 {
 		return false
 	}
@@ -94,7 +94,7 @@ func (p *peerProcess) alive() bool {
 }
 
 // Close releases the pidfd (nil-safe, idempotent).
-func (p *peerProcess) Close() {
+func (p *PeerProcess) Close() {
 	if p != nil && p.pidfd >= 0 {
 		unix.Close(p.pidfd)
 		p.pidfd = -1
@@ -102,12 +102,12 @@ func (p *peerProcess) Close() {
 }
 
 // errPeerGone: the session's process exited.
-var errPeerGone = errf(unix.ESRCH, "the client process has exited")
+var errPeerGone = Errf(unix.ESRCH, "the client process has exited")
 
 // access reads (write false) or writes n = len(b) octets at addr of the
 // peer's address space. A short transfer (part of the range unmapped) is
 // EFAULT.
-func (p *peerProcess) access(b []byte, addr uint64, write bool) error {
+func (p *PeerProcess) access(b []byte, addr uint64, write bool) error {
 	if len(b) == 0 {
 		return nil
 	}
@@ -139,49 +139,49 @@ func (p *peerProcess) access(b []byte, addr uint64, write bool) error {
 
 // procRegion is registered memory in the peer's address space: the region
 // form of a process MR (memory.go has the memfd form, mapping).
-type procRegion struct {
-	peer   *peerProcess
-	addr   uint64
-	length uint64
+type ProcRegion struct {
+	Peer   *PeerProcess
+	Addr   uint64
+	Length uint64
 }
 
 // ReadAt reads len(b) octets at offset off of the region.
-func (r *procRegion) ReadAt(b []byte, off uint64) error {
-	if off > r.length || uint64(len(b)) > r.length-off {
+func (r *ProcRegion) ReadAt(b []byte, off uint64) error {
+	if off > r.Length || uint64(len(b)) > r.Length-off {
 		return unix.EFAULT
 	}
-	return r.peer.access(b, r.addr+off, false)
+	return r.Peer.access(b, r.Addr+off, false)
 }
 
 // WriteAt writes b at offset off of the region.
-func (r *procRegion) WriteAt(b []byte, off uint64) error {
-	if off > r.length || uint64(len(b)) > r.length-off {
+func (r *ProcRegion) WriteAt(b []byte, off uint64) error {
+	if off > r.Length || uint64(len(b)) > r.Length-off {
 		return unix.EFAULT
 	}
-	return r.peer.access(b, r.addr+off, true)
+	return r.Peer.access(b, r.Addr+off, true)
 }
 
 // probe checks that the first and last octets of [off, off+n) of the
 // region are readable (one process_vm_readv), without reading the rest.
-func (r *procRegion) probe(off, n uint64) error {
+func (r *ProcRegion) probe(off, n uint64) error {
 	if n == 0 {
 		return nil
 	}
-	if off > r.length || n > r.length-off {
+	if off > r.Length || n > r.Length-off {
 		return unix.EFAULT
 	}
 	now := int64(time.Since(monoStart))
-	if now-r.peer.checkedAt.Load() >= int64(peerCheckEvery) {
-		if !r.peer.alive() {
+	if now-r.Peer.checkedAt.Load() >= int64(peerCheckEvery) {
+		if !r.Peer.alive() {
 			return errPeerGone
 		}
-		r.peer.checkedAt.Store(now)
+		r.Peer.checkedAt.Store(now)
 	}
 	var b [2]byte
 	local := []unix.Iovec{{Base: &b[0]}}
 	local[0].SetLen(2)
-	remote := []unix.RemoteIovec{{Base: uintptr(r.addr + off), Len: 1}, {Base: uintptr(r.addr + off + n - 1), Len: 1}}
-	got, err := unix.ProcessVMReadv(r.peer.pid, local, remote, 0)
+	remote := []unix.RemoteIovec{{Base: uintptr(r.Addr + off), Len: 1}, {Base: uintptr(r.Addr + off + n - 1), Len: 1}}
+	got, err := unix.ProcessVMReadv(r.Peer.pid, local, remote, 0)
 	switch {
 	case err != nil:
 		return err
@@ -195,20 +195,20 @@ func (r *procRegion) probe(off, n uint64) error {
 // [addr, addr+length) of the peer: its first and last octets are readable
 // (a verbs registration pins its pages; this catches an unmapped range and
 // a ptrace refusal at once, with a message saying what to do).
-func probeProcessRange(p *peerProcess, addr, length uint64) error {
+func ProbeProcessRange(p *PeerProcess, addr, length uint64) error {
 	var b [1]byte
 	for _, a := range []uint64{addr, addr + length - 1} {
 		err := p.access(b[:], a, false)
 		switch {
 		case err == nil:
 		case errors.Is(err, unix.EPERM):
-			return errf(unix.EPERM, "reg-mr: the daemon may not read this process's memory (process_vm_readv: %v): "+
+			return Errf(unix.EPERM, "reg-mr: the daemon may not read this process's memory (process_vm_readv: %v): "+
 				"run iwarpd as root with CAP_SYS_PTRACE (contrib/systemd/iwarpd.service), or as this user with "+
 				"Yama ptrace_scope 0; see docs/memory-registration.md", err)
 		case errors.Is(err, unix.ESRCH):
-			return errf(unix.ESRCH, "reg-mr: %v", err)
+			return Errf(unix.ESRCH, "reg-mr: %v", err)
 		default:
-			return errf(unix.EFAULT, "reg-mr: octet %#x of the range is not mapped in this process (%v)", a, err)
+			return Errf(unix.EFAULT, "reg-mr: octet %#x of the range is not mapped in this process (%v)", a, err)
 		}
 	}
 	return nil

@@ -1,4 +1,4 @@
-package verbsd
+package rnic
 
 import (
 	"math/bits"
@@ -36,7 +36,7 @@ import (
 
 // stagedBuf is one staging buffer taken for the QP being served.
 type stagedBuf struct {
-	r    *procRegion
+	r    *ProcRegion
 	off  uint64 // offset of buf[0] in the region
 	buf  []byte // the staged octets
 	full []byte // the pool buffer buf lies in
@@ -103,20 +103,20 @@ func (p *stagePool) put(b []byte) {
 // stage returns the staging view of octets [off, off+n) of process region
 // r of session s, read from the process when fill is set (a source).
 // WCLocProtErr: the memory cannot be read (unmapped, the process exited).
-func (e *Engine) stage(s *Session, r *procRegion, off, n uint64, fill bool) ([]byte, proto.WCStatus) {
+func (e *Engine) stage(s *Session, r *ProcRegion, off, n uint64, fill bool) ([]byte, proto.WCStatus) {
 	if n == 0 {
 		return []byte{}, proto.WCSuccess
 	}
 	full := s.stage.get(int(n))
 	b := full[:n:n]
-	e.count(nil, cProcessMemStaged, int64(n))
+	e.Count(nil, cProcessMemStaged, int64(n))
 	if fill {
 		if err := r.ReadAt(b, off); err != nil {
 			s.stage.put(full)
-			e.count(nil, cProcessMemFaults, 1)
+			e.Count(nil, cProcessMemFaults, 1)
 			return nil, proto.WCLocProtErr
 		}
-		e.count(nil, cProcessMemRead, int64(n))
+		e.Count(nil, cProcessMemRead, int64(n))
 	}
 	e.staged = append(e.staged, stagedBuf{r: r, off: off, buf: b, full: full, s: s})
 	return b, proto.WCSuccess
@@ -127,7 +127,7 @@ func (e *Engine) stage(s *Session, r *procRegion, off, n uint64, fill bool) ([]b
 func (e *Engine) releaseStaged() {
 	for i := range e.staged {
 		st := &e.staged[i]
-		if st.s.installed {
+		if st.s.Installed {
 			st.s.stage.put(st.full)
 		}
 		*st = stagedBuf{}
@@ -142,7 +142,7 @@ func (e *Engine) releaseStaged() {
 // mapped memory are not staged and are left alone. A piece must come from
 // this pass: a buffer released at the end of an earlier one may be staged
 // again now for something else.
-func (e *Engine) unstage(pieces [][]byte) {
+func (e *Engine) Unstage(pieces [][]byte) {
 	for _, p := range pieces {
 		if len(p) == 0 {
 			continue
@@ -150,7 +150,7 @@ func (e *Engine) unstage(pieces [][]byte) {
 		for i := range e.staged {
 			st := &e.staged[i]
 			if len(st.buf) == len(p) && &st.buf[0] == &p[0] {
-				if st.s.installed {
+				if st.s.Installed {
 					st.s.stage.put(st.full)
 				}
 				last := len(e.staged) - 1
@@ -166,7 +166,7 @@ func (e *Engine) unstage(pieces [][]byte) {
 // commit writes octets [off, off+n) of the concatenation of pieces that lie
 // in staging buffers to their processes (see above). An error (EFAULT: the
 // memory went away) means the octets did not reach the process.
-func (e *Engine) commit(pieces [][]byte, off, n int) error {
+func (e *Engine) Commit(pieces [][]byte, off, n int) error {
 	if len(e.staged) == 0 {
 		return nil
 	}
@@ -179,7 +179,7 @@ func (e *Engine) commit(pieces [][]byte, off, n int) error {
 			continue
 		}
 		k := min(len(p)-off, n)
-		if err := e.commitOne(p[off : off+k]); err != nil {
+		if err := e.CommitOne(p[off : off+k]); err != nil {
 			return err
 		}
 		n -= k
@@ -189,7 +189,7 @@ func (e *Engine) commit(pieces [][]byte, off, n int) error {
 }
 
 // commitOne is commit of one slice.
-func (e *Engine) commitOne(b []byte) error {
+func (e *Engine) CommitOne(b []byte) error {
 	if len(e.staged) == 0 || len(b) == 0 {
 		return nil
 	}
@@ -202,10 +202,10 @@ func (e *Engine) commitOne(b []byte) error {
 		base := uintptr(unsafe.Pointer(&st.buf[0]))
 		if p >= base && p+uintptr(len(b)) <= base+uintptr(len(st.buf)) {
 			if err := st.r.WriteAt(b, st.off+uint64(p-base)); err != nil {
-				e.count(nil, cProcessMemFaults, 1)
+				e.Count(nil, cProcessMemFaults, 1)
 				return err
 			}
-			e.count(nil, cProcessMemWritten, int64(len(b)))
+			e.Count(nil, cProcessMemWritten, int64(len(b)))
 			return nil
 		}
 	}

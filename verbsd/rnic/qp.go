@@ -1,4 +1,4 @@
-package verbsd
+package rnic
 
 import (
 	"net/netip"
@@ -15,62 +15,62 @@ import (
 // the engine's polling set (engine-owned). What a transport keeps besides
 // is behind ops (transport.go): the engine serves a QP only through it.
 type QP struct {
-	s   *Session
-	eng *Engine // the engine that owns and serves it (engines.go place)
-	ops qpOps   // its transport (transport.go)
+	S   *Session
+	Eng *Engine // the engine that owns and serves it (engines.go place)
+	Ops QPOps   // its transport (transport.go)
 	// cqOverran: a CQ it uses overran on another engine; its own engine
 	// moves it to ERROR at its next service (engines.go serveShared).
 	cqOverran atomic.Bool
-	handle    uint32
-	qpn       uint32
-	typ       proto.QPType
-	pd        *pd
-	sendCQ    *cq
-	recvCQ    *cq
-	srq       *srq
-	caps      proto.QPCaps
-	sigAll    bool
-	state     proto.QPState
-	errWhy    string // why a local error or the client moved the QP to ERROR (errorQP, modify-qp; rc_log.go)
+	Handle    uint32
+	QPN       uint32
+	Typ       proto.QPType
+	PD        *PD
+	SendCQ    *CQ
+	RecvCQ    *CQ
+	SRQ       *SRQ
+	Caps      proto.QPCaps
+	SigAll    bool
+	State     proto.QPState
+	ErrWhy    string // why a local error or the client moved the QP to ERROR (errorQP, modify-qp; rc_log.go)
 
-	region *mapping
-	sq     *shm.Consumer
-	rq     *shm.Consumer // nil with an SRQ
+	Region *Mapping
+	Sq     *shm.Consumer
+	Rq     *shm.Consumer // nil with an SRQ
 
-	fd       int
-	local    netip.AddrPort
-	readable bool // epoll said the socket is readable
-	blocked  bool // the socket buffer was full (EAGAIN)
+	FD       int
+	Local    netip.AddrPort
+	Readable bool // epoll said the socket is readable
+	Blocked  bool // the socket buffer was full (EAGAIN)
 
 	onReady  bool      // on the engine's ready list (ready.go)
 	lastWork time.Time // the last pass that did work on it
 
 	views    qpViews // where its rings' entries are (look-ahead)
-	maxRecvS uint32  // SGEs per RQE (QP's or SRQ's)
+	MaxRecvS uint32  // SGEs per RQE (QP's or SRQ's)
 
-	stats counters
+	Stats counters
 	guard accessGuard // refused remote accesses (access_guard.go)
 }
 
 // recvWR is a copied, validated receive work request.
-type recvWR struct {
-	valid bool
-	wrid  uint64
-	bufs  [][]byte // translated SGEs
-	total int
+type RecvWR struct {
+	Valid bool
+	WRID  uint64
+	Bufs  [][]byte // translated SGEs
+	Total int
 }
 
 // recvRing returns the consumer receives come from (the SRQ's or the QP's).
-func (q *QP) recvRing() *shm.Consumer {
-	if q.srq != nil {
-		return q.srq.cons
+func (q *QP) RecvRing() *shm.Consumer {
+	if q.SRQ != nil {
+		return q.SRQ.Cons
 	}
-	return q.rq
+	return q.Rq
 }
 
 // discardPosted drops every posted work request without completions (the
 // move to RESET).
-func discardPosted(c *shm.Consumer) {
+func DiscardPosted(c *shm.Consumer) {
 	if c == nil {
 		return
 	}
@@ -85,11 +85,11 @@ func discardPosted(c *shm.Consumer) {
 }
 
 // closeQP releases q's socket and region (after removeQP).
-func closeQP(q *QP) {
-	if q.fd >= 0 {
-		unix.Close(q.fd)
-		q.fd = -1
+func CloseQP(q *QP) {
+	if q.FD >= 0 {
+		unix.Close(q.FD)
+		q.FD = -1
 	}
-	q.region.Close()
-	q.ops.closed() // transport.go
+	q.Region.Close()
+	q.Ops.Closed() // transport.go
 }

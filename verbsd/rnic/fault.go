@@ -1,4 +1,4 @@
-package verbsd
+package rnic
 
 import (
 	"fmt"
@@ -27,7 +27,7 @@ import (
 
 // faultAddr reports whether r (a recovered value) is a memory fault that
 // SetPanicOnFault turned into a panic, and its address.
-func faultAddr(r any) (uintptr, bool) {
+func FaultAddr(r any) (uintptr, bool) {
 	if e, ok := r.(interface{ Addr() uintptr }); ok {
 		return e.Addr(), true
 	}
@@ -42,7 +42,7 @@ func (e *Engine) guardedPass(now time.Time) (work bool) {
 		if r == nil {
 			return
 		}
-		addr, ok := faultAddr(r)
+		addr, ok := FaultAddr(r)
 		if !ok {
 			panic(r)
 		}
@@ -59,7 +59,7 @@ func (e *Engine) guardedPass(now time.Time) (work bool) {
 func (e *Engine) failFaulted(s *Session, addr uintptr) {
 	e.cur = nil
 	e.staged = e.staged[:0]
-	e.count(nil, cMemoryFaults, 1)
+	e.Count(nil, cMemoryFaults, 1)
 	if s == nil {
 		// A fault outside any session's work would be a daemon bug: say so
 		// loudly rather than hide it.
@@ -69,38 +69,38 @@ func (e *Engine) failFaulted(s *Session, addr uintptr) {
 	// engine's state, so it is the command serve runs when the connection
 	// closes; until then no engine serves the session (serveShared, due),
 	// and only the first engine to fault says so.
-	if e.shared && s.faulted.Swap(true) {
+	if e.Shared && s.faulted.Swap(true) {
 		return
 	}
-	if log := s.dev.log; log != nil {
+	if log := s.Dev.Log; log != nil {
 		log.Warnf("session %d (pid %d, uid %d): its shared memory faulted at %#x; session closed "+
-			"(the client's memory went away under the daemon)", s.id, s.cred.Pid, s.cred.Uid, addr)
+			"(the client's memory went away under the daemon)", s.ID, s.Cred.Pid, s.Cred.Uid, addr)
 	}
-	if !e.shared {
-		e.teardownSession(s)
+	if !e.Shared {
+		e.TeardownSession(s)
 	}
-	if s.conn != nil {
-		s.conn.UnixConn().CloseRead()
+	if s.Conn != nil {
+		s.Conn.UnixConn().CloseRead()
 	}
 }
 
 // guardedCommand runs a control command on the engine goroutine; a fault
 // fails the command with EFAULT (the control request's reply).
-func guardedCommand(f func() error) (err error) {
+func GuardedCommand(f func() error) (err error) {
 	defer func() {
 		r := recover()
 		if r == nil {
 			return
 		}
-		addr, ok := faultAddr(r)
+		addr, ok := FaultAddr(r)
 		if !ok {
 			panic(r)
 		}
-		err = errf(unix.EFAULT, "client shared memory faulted at %#x", addr)
+		err = Errf(unix.EFAULT, "client shared memory faulted at %#x", addr)
 	}()
 	return f()
 }
 
 // guardClientMemory turns faults of the calling goroutine into panics
 // (see above); the goroutine must recover them at its boundary.
-func guardClientMemory() { debug.SetPanicOnFault(true) }
+func GuardClientMemory() { debug.SetPanicOnFault(true) }

@@ -1,4 +1,4 @@
-package verbsd
+package rnic
 
 import (
 	"fmt"
@@ -31,16 +31,16 @@ import (
 
 // newDoorbell creates a session's doorbell and adds it, edge-triggered, to
 // the engine's epoll set. Runs on the engine.
-func (e *Engine) newDoorbell() (int, error) {
+func (e *Engine) NewDoorbell() (int, error) {
 	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
-		return -1, errf(unix.EMFILE, "creating the session's doorbell: %v", err)
+		return -1, Errf(unix.EMFILE, "creating the session's doorbell: %v", err)
 	}
-	if e.shared {
+	if e.Shared {
 		return fd, nil // engines.go: watched by the engines of its QPs (bellWatch)
 	}
 	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLET, Fd: int32(fd)}
-	if err := unix.EpollCtl(e.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+	if err := unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
 		unix.Close(fd)
 		return -1, fmt.Errorf("verbsd: epoll_ctl (doorbell): %w", err)
 	}
@@ -53,7 +53,7 @@ func (e *Engine) closeDoorbell(fd int) {
 	if fd < 0 {
 		return
 	}
-	unix.EpollCtl(e.epfd, unix.EPOLL_CTL_DEL, fd, nil)
-	delete(e.bells, int32(fd))
+	unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_DEL, fd, nil)
+	delete(e.Bells, int32(fd))
 	unix.Close(fd)
 }

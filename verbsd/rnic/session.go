@@ -1,4 +1,4 @@
-package verbsd
+package rnic
 
 import (
 	"errors"
@@ -16,41 +16,41 @@ import (
 // side (serve, replies, events) runs on the Session's goroutines; the
 // object tables are the engine's and are touched only inside engine.Do.
 type Session struct {
-	dev    *device
-	eng    *Engine
-	id     uint64
-	conn   *proto.Conn // nil in the fuzz harness
-	cred   unix.Ucred
-	client string
+	Dev    *Device
+	Eng    *Engine
+	ID     uint64
+	Conn   *proto.Conn // nil in the fuzz harness
+	Cred   unix.Ucred
+	Client string
 	// peer pins the client process for process-memory MRs (procmem.go);
 	// nil when it could not be opened (such registrations fail).
-	peer    *peerProcess
-	peerErr error
+	Peer    *PeerProcess
+	PeerErr error
 	// privBind: the client could bind privileged ports itself (bind.go).
-	privBind bool
+	PrivBind bool
 
-	hello   bool
-	inspect bool
+	Hello   bool
+	Inspect bool
 
-	writeMu sync.Mutex
+	WriteMu sync.Mutex
 	events  chan proto.Event
-	done    chan struct{}
+	Done    chan struct{}
 
 	// Engine-owned.
-	installed bool
+	Installed bool
 	// faulted: its memory faulted on an engine other than 0 (fault.go);
 	// no engine serves its QPs until its teardown.
 	faulted    atomic.Bool
-	bell       int // the session's doorbell eventfd (doorbell.go); -1 if none
+	Bell       int // the session's doorbell eventfd (doorbell.go); -1 if none
 	lastHandle uint32
-	pds        map[uint32]*pd
-	mrs        map[uint32]*mr
-	keys       map[uint32]*mr // every MR's lkey and rkey (keys.go)
-	channels   map[uint32]*compChannel
-	cqs        map[uint32]*cq
-	qps        map[uint32]*QP
-	srqs       map[uint32]*srq
-	regBytes   uint64
+	PDs        map[uint32]*PD
+	MRs        map[uint32]*MR
+	Keys       map[uint32]*MR // every MR's lkey and rkey (keys.go)
+	Channels   map[uint32]*CompChannel
+	CQs        map[uint32]*CQ
+	QPs        map[uint32]*QP
+	SRQs       map[uint32]*SRQ
+	RegBytes   uint64
 	stage      stagePool // staging buffers for process MRs (stage.go)
 
 	// held is what the session holds of its user's limits (userlimits.go;
@@ -58,23 +58,23 @@ type Session struct {
 	held [config.NumUserRes]uint64
 	// eventsDropped counts asynchronous events lost to a full queue (the
 	// client does not read its control socket; cq.go sendEvent).
-	eventsDropped atomic.Int64
+	EventsDropped atomic.Int64
 	// bellRefs: the QPs of this session on each engine (several engines),
 	// whose epoll set then holds its doorbell (engines.go bellWatch).
 	bellRefs map[*Engine]int
 }
 
-func newSession(dev *device, uc *net.UnixConn) *Session {
-	s := &Session{dev: dev, eng: dev.engs[0], id: dev.nextID.Add(1), bell: -1, events: make(chan proto.Event, 64), done: make(chan struct{}),
-		pds: map[uint32]*pd{}, mrs: map[uint32]*mr{}, keys: map[uint32]*mr{}, channels: map[uint32]*compChannel{}, cqs: map[uint32]*cq{},
-		qps: map[uint32]*QP{}, srqs: map[uint32]*srq{}}
+func NewSession(dev *Device, uc *net.UnixConn) *Session {
+	s := &Session{Dev: dev, Eng: dev.Engs[0], ID: dev.nextID.Add(1), Bell: -1, events: make(chan proto.Event, 64), Done: make(chan struct{}),
+		PDs: map[uint32]*PD{}, MRs: map[uint32]*MR{}, Keys: map[uint32]*MR{}, Channels: map[uint32]*CompChannel{}, CQs: map[uint32]*CQ{},
+		QPs: map[uint32]*QP{}, SRQs: map[uint32]*SRQ{}}
 	if uc != nil {
-		s.conn = proto.NewConn(uc)
+		s.Conn = proto.NewConn(uc)
 		if raw, err := uc.SyscallConn(); err == nil {
 			raw.Control(func(fd uintptr) {
 				if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
-					s.cred = *cred
-					s.peer, s.peerErr = openPeer(int(fd), cred.Pid)
+					s.Cred = *cred
+					s.Peer, s.PeerErr = openPeer(int(fd), cred.Pid)
 				}
 			})
 		}
@@ -87,12 +87,12 @@ func newSession(dev *device, uc *net.UnixConn) *Session {
 // send that finds the socket buffer full keeps the event and retries with a
 // growing pause until the session ends, while sendEvent drops and counts
 // what no longer fits the queue (events_dropped in iwarpctl).
-func (s *Session) pumpEvents() {
+func (s *Session) PumpEvents() {
 	for {
 		select {
 		case ev := <-s.events:
-			s.sendAsync(proto.Header{Version: proto.ABIVersion, Op: proto.OpEvent}, ev)
-		case <-s.done:
+			s.SendAsync(proto.Header{Version: proto.ABIVersion, Op: proto.OpEvent}, ev)
+		case <-s.Done:
 			return
 		}
 	}
@@ -108,20 +108,20 @@ const (
 // non-blocking sends, never holding writeMu while it waits: it returns nil
 // once sent, or an error when the send failed for another reason than a
 // full buffer or the session ended first.
-func (s *Session) sendAsync(h proto.Header, body any) error {
-	if s.conn == nil {
+func (s *Session) SendAsync(h proto.Header, body any) error {
+	if s.Conn == nil {
 		return nil
 	}
 	pause := asyncRetryFirst
 	for {
-		s.writeMu.Lock()
-		err := s.conn.TrySend(h, body)
-		s.writeMu.Unlock()
+		s.WriteMu.Lock()
+		err := s.Conn.TrySend(h, body)
+		s.WriteMu.Unlock()
 		if !errors.Is(err, unix.EAGAIN) {
 			return err
 		}
 		select {
-		case <-s.done:
+		case <-s.Done:
 			return err
 		case <-time.After(pause):
 		}
@@ -134,44 +134,44 @@ func (s *Session) sendAsync(h proto.Header, body any) error {
 // client: the device-fatal event is sent only if no other send is in
 // progress and the socket has room, and closing the connection ends any
 // send blocked on a client that does not read.
-func (s *Session) shutdown() {
-	if s.writeMu.TryLock() {
-		s.conn.TrySend(proto.Header{Version: proto.ABIVersion, Op: proto.OpEvent},
+func (s *Session) Shutdown() {
+	if s.WriteMu.TryLock() {
+		s.Conn.TrySend(proto.Header{Version: proto.ABIVersion, Op: proto.OpEvent},
 			proto.Event{Type: proto.EventDeviceFatal, Detail: "iwarpd is shutting down"})
-		s.writeMu.Unlock()
+		s.WriteMu.Unlock()
 	}
-	s.conn.UnixConn().CloseRead() // wakes serve's Receive
-	s.conn.Close()
+	s.Conn.UnixConn().CloseRead() // wakes serve's Receive
+	s.Conn.Close()
 }
 
 // teardownSession destroys every object of s (engine side): the client went
 // away or the daemon is stopping.
-func (e *Engine) teardownSession(s *Session) {
-	if !s.installed {
+func (e *Engine) TeardownSession(s *Session) {
+	if !s.Installed {
 		return
 	}
-	for _, q := range s.qps {
-		q.eng.removeQP(q) // engines.go: each on its own engine
-		closeQP(q)
+	for _, q := range s.QPs {
+		q.Eng.RemoveQP(q) // engines.go: each on its own engine
+		CloseQP(q)
 	}
-	for _, x := range s.srqs {
-		x.region.Close()
+	for _, x := range s.SRQs {
+		x.Region.Close()
 	}
-	for _, c := range s.cqs {
-		c.region.Close()
+	for _, c := range s.CQs {
+		c.Region.Close()
 	}
-	for _, ch := range s.channels {
-		unix.Close(ch.fd)
+	for _, ch := range s.Channels {
+		unix.Close(ch.FD)
 	}
-	for _, m := range s.mrs {
-		m.region.Close()
+	for _, m := range s.MRs {
+		m.Region.Close()
 	}
-	s.qps, s.srqs, s.cqs, s.channels, s.mrs, s.pds = map[uint32]*QP{}, map[uint32]*srq{}, map[uint32]*cq{},
-		map[uint32]*compChannel{}, map[uint32]*mr{}, map[uint32]*pd{}
-	s.keys = map[uint32]*mr{}
-	s.regBytes = 0
-	e.closeDoorbell(s.bell)
-	s.bell = -1
-	s.installed = false
-	delete(e.sessions, s.id)
+	s.QPs, s.SRQs, s.CQs, s.Channels, s.MRs, s.PDs = map[uint32]*QP{}, map[uint32]*SRQ{}, map[uint32]*CQ{},
+		map[uint32]*CompChannel{}, map[uint32]*MR{}, map[uint32]*PD{}
+	s.Keys = map[uint32]*MR{}
+	s.RegBytes = 0
+	e.closeDoorbell(s.Bell)
+	s.Bell = -1
+	s.Installed = false
+	delete(e.Sessions, s.ID)
 }

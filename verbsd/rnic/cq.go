@@ -1,4 +1,4 @@
-package verbsd
+package rnic
 
 import (
 	"fmt"
@@ -14,27 +14,27 @@ import (
 // overrun: the CQ is marked (Overrun word, EventCQError), every QP of the
 // session using it goes to ERROR, and its completions are dropped from then
 // on. It never blocks.
-func (e *Engine) postCQE(s *Session, c *cq, cqe *proto.CQE) {
-	if e.shared { // engines.go: QPs of other engines may complete into c
+func (e *Engine) PostCQE(s *Session, c *CQ, cqe *proto.CQE) {
+	if e.Shared { // engines.go: QPs of other engines may complete into c
 		c.mu.Lock()
 		defer c.mu.Unlock()
 	}
 	if c.overrun {
 		return
 	}
-	slot, err := c.prod.Next()
+	slot, err := c.Prod.Next()
 	if err != nil || slot == nil {
 		e.overrunCQ(s, c, err)
 		return
 	}
 	cqe.Put(slot)
-	c.prod.Publish()
+	c.Prod.Publish()
 	e.completed = true
-	arm := c.ring.Arm()
+	arm := c.Ring.Arm()
 	v := arm.Load()
 	solicited := cqe.Flags&proto.WCFlagSolicited != 0 || cqe.Status != proto.WCSuccess
-	if (v == proto.ArmNext || (v == proto.ArmSolicited && solicited)) && arm.CompareAndSwap(v, proto.ArmNone) && c.ch != nil {
-		notifyChannel(c.ch.fd)
+	if (v == proto.ArmNext || (v == proto.ArmSolicited && solicited)) && arm.CompareAndSwap(v, proto.ArmNone) && c.Ch != nil {
+		notifyChannel(c.Ch.FD)
 	}
 }
 
@@ -58,52 +58,52 @@ func notifyChannel(fd int) {
 // zeroTimespec makes ppoll return at once.
 var zeroTimespec unix.Timespec
 
-func (e *Engine) overrunCQ(s *Session, c *cq, why error) {
+func (e *Engine) overrunCQ(s *Session, c *CQ, why error) {
 	c.overrun = true
-	c.ring.Overrun().Store(1)
-	e.count(nil, cCQOverruns, 1)
+	c.Ring.Overrun().Store(1)
+	e.Count(nil, cCQOverruns, 1)
 	detail := "completion queue overrun"
 	if why != nil {
 		detail = fmt.Sprintf("completion queue corrupt: %v", why)
 	}
-	s.sendEvent(e, proto.Event{Type: proto.EventCQError, Handle: c.handle, Detail: detail})
-	for _, q := range s.qps {
-		if q.sendCQ == c || q.recvCQ == c {
-			if q.eng != e {
+	s.SendEvent(e, proto.Event{Type: proto.EventCQError, Handle: c.Handle, Detail: detail})
+	for _, q := range s.QPs {
+		if q.SendCQ == c || q.RecvCQ == c {
+			if q.Eng != e {
 				q.cqOverran.Store(true) // its engine moves it (engines.go serveShared)
 				continue
 			}
-			e.errorQP(q, "its completion queue overran")
+			e.ErrorQP(q, "its completion queue overran")
 		}
 	}
-	if c.ch != nil {
-		notifyChannel(c.ch.fd)
+	if c.Ch != nil {
+		notifyChannel(c.Ch.FD)
 	}
 }
 
 // errorQP moves q to ERROR because of a local error (a bad work request, a
 // corrupt ring, an overrun CQ) and tells the client (EventQPFatal). Posted
 // work requests are flushed by the engine's passes.
-func (e *Engine) errorQP(q *QP, why string) {
-	if q.state == proto.QPStateError {
+func (e *Engine) ErrorQP(q *QP, why string) {
+	if q.State == proto.QPStateError {
 		return
 	}
-	q.state = proto.QPStateError
-	q.errWhy = why
-	if !q.ops.logsOwnEnd() { // a connected RC QP logs when its connection ends (rc_log.go)
-		q.s.dev.log.Infof("session %d (pid %d): %v QP %d (QPN %d) moved to ERROR: %s; its work requests complete flushed",
-			q.s.id, q.s.cred.Pid, q.typ, q.handle, q.qpn, why)
+	q.State = proto.QPStateError
+	q.ErrWhy = why
+	if !q.Ops.LogsOwnEnd() { // a connected RC QP logs when its connection ends (rc_log.go)
+		q.S.Dev.Log.Infof("session %d (pid %d): %v QP %d (QPN %d) moved to ERROR: %s; its work requests complete flushed",
+			q.S.ID, q.S.Cred.Pid, q.Typ, q.Handle, q.QPN, why)
 	}
-	q.s.sendEvent(e, proto.Event{Type: proto.EventQPFatal, Handle: q.handle, Detail: why})
+	q.S.SendEvent(e, proto.Event{Type: proto.EventQPFatal, Handle: q.Handle, Detail: why})
 }
 
 // sendEvent queues an asynchronous event for the session's writer; a full
 // queue drops it (counted) rather than block the engine.
-func (s *Session) sendEvent(e *Engine, ev proto.Event) {
+func (s *Session) SendEvent(e *Engine, ev proto.Event) {
 	select {
 	case s.events <- ev:
 	default:
-		e.count(nil, cEventsDropped, 1)
-		s.eventsDropped.Add(1)
+		e.Count(nil, cEventsDropped, 1)
+		s.EventsDropped.Add(1)
 	}
 }

@@ -1,4 +1,4 @@
-package verbsd
+package rnic
 
 import (
 	"sync"
@@ -8,32 +8,32 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// userTable counts each user's resources; every session also keeps what
+// UserTable counts each user's resources; every session also keeps what
 // it holds (session.held), so that whatever a session still holds when it
 // ends is given back at once (releaseAll), whichever path ended it.
-type userTable struct {
+type UserTable struct {
 	mu    sync.Mutex
 	users map[uint32]*[config.NumUserRes]uint64
 }
 
 // acquire counts n of r for s's user, or fails with EDQUOT if that would
 // exceed the user's limit.
-func (t *userTable) acquire(s *Session, r config.UserRes, n uint64) error {
-	lim := s.dev.cfg.UserLimits.Limit(r)
+func (t *UserTable) Acquire(s *Session, r config.UserRes, n uint64) error {
+	lim := s.Dev.Cfg.UserLimits.Limit(r)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.users == nil {
 		t.users = map[uint32]*[config.NumUserRes]uint64{}
 	}
-	u := t.users[s.cred.Uid]
+	u := t.users[s.Cred.Uid]
 	if u == nil {
 		u = new([config.NumUserRes]uint64)
-		t.users[s.cred.Uid] = u
+		t.users[s.Cred.Uid] = u
 	}
 	if lim > 0 && (n > lim || u[r] > lim-n) {
 		info := config.UserResInfo[r]
-		return errf(unix.EDQUOT, "user %d: the daemon's limit of %d %s per user is reached (%d held, %d more asked); "+
-			"configuration key %s (docs/iwarpd.md)", s.cred.Uid, lim, info.What, u[r], n, info.Key)
+		return Errf(unix.EDQUOT, "user %d: the daemon's limit of %d %s per user is reached (%d held, %d more asked); "+
+			"configuration key %s (docs/iwarpd.md)", s.Cred.Uid, lim, info.What, u[r], n, info.Key)
 	}
 	u[r] += n
 	s.held[r] += n
@@ -41,22 +41,22 @@ func (t *userTable) acquire(s *Session, r config.UserRes, n uint64) error {
 }
 
 // release gives back n of r that s holds.
-func (t *userTable) release(s *Session, r config.UserRes, n uint64) {
+func (t *UserTable) Release(s *Session, r config.UserRes, n uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n = min(n, s.held[r])
 	s.held[r] -= n
-	if u := t.users[s.cred.Uid]; u != nil {
+	if u := t.users[s.Cred.Uid]; u != nil {
 		u[r] -= min(n, u[r])
-		t.dropIfIdleLocked(s.cred.Uid, u)
+		t.dropIfIdleLocked(s.Cred.Uid, u)
 	}
 }
 
 // releaseAll gives back everything s holds (the session ended).
-func (t *userTable) releaseAll(s *Session) {
+func (t *UserTable) ReleaseAll(s *Session) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	u := t.users[s.cred.Uid]
+	u := t.users[s.Cred.Uid]
 	for r := range config.NumUserRes {
 		if u != nil {
 			u[r] -= min(s.held[r], u[r])
@@ -64,25 +64,25 @@ func (t *userTable) releaseAll(s *Session) {
 		s.held[r] = 0
 	}
 	if u != nil {
-		t.dropIfIdleLocked(s.cred.Uid, u)
+		t.dropIfIdleLocked(s.Cred.Uid, u)
 	}
 }
 
-func (t *userTable) dropIfIdleLocked(uid uint32, u *[config.NumUserRes]uint64) {
+func (t *UserTable) dropIfIdleLocked(uid uint32, u *[config.NumUserRes]uint64) {
 	if *u == ([config.NumUserRes]uint64{}) {
 		delete(t.users, uid)
 	}
 }
 
-// qpHold is what one QP of a type holds of its user's limits: the QP, and
+// QPHold is what one QP of a type holds of its user's limits: the QP, and
 // a UDP port when it is a datagram QP.
-type qpHold struct {
+type QPHold struct {
 	s     *Session
 	ports uint64
 }
 
-func (s *Session) qpHeld(t proto.QPType) qpHold {
-	h := qpHold{s: s}
+func (s *Session) QPHeld(t proto.QPType) QPHold {
+	h := QPHold{s: s}
 	if t != proto.QPTypeRC {
 		h.ports = 1
 	}
@@ -90,14 +90,14 @@ func (s *Session) qpHeld(t proto.QPType) qpHold {
 }
 
 // holdQP counts a new QP of type t for s's user.
-func (s *Session) holdQP(t proto.QPType) (qpHold, error) {
-	h := s.qpHeld(t)
-	if err := s.dev.users.acquire(s, config.ResQPs, 1); err != nil {
+func (s *Session) HoldQP(t proto.QPType) (QPHold, error) {
+	h := s.QPHeld(t)
+	if err := s.Dev.Users.Acquire(s, config.ResQPs, 1); err != nil {
 		return h, err
 	}
 	if h.ports > 0 {
-		if err := s.dev.users.acquire(s, config.ResPorts, h.ports); err != nil {
-			s.dev.users.release(s, config.ResQPs, 1)
+		if err := s.Dev.Users.Acquire(s, config.ResPorts, h.ports); err != nil {
+			s.Dev.Users.Release(s, config.ResQPs, 1)
 			return h, err
 		}
 	}
@@ -105,9 +105,9 @@ func (s *Session) holdQP(t proto.QPType) (qpHold, error) {
 }
 
 // release gives back what h holds (safe to call from the engine).
-func (h qpHold) release() {
-	h.s.dev.users.release(h.s, config.ResQPs, 1)
+func (h QPHold) Release() {
+	h.s.Dev.Users.Release(h.s, config.ResQPs, 1)
 	if h.ports > 0 {
-		h.s.dev.users.release(h.s, config.ResPorts, h.ports)
+		h.s.Dev.Users.Release(h.s, config.ResPorts, h.ports)
 	}
 }

@@ -1,4 +1,4 @@
-package verbsd
+package rnic
 
 import (
 	"encoding/binary"
@@ -21,17 +21,17 @@ import (
 // Config.PollWindow, then sleeps in epoll_wait on every session's doorbell
 // eventfd, its wake eventfd and every datagram socket.
 type Engine struct {
-	cfg *config.Config
+	Cfg *config.Config
 	// ext is what the transports keep per engine, and their per-engine
 	// work (a destroyed RD QP's lingering port): transport.go.
-	ext engineHooks
+	Ext EngineHooks
 
 	// Engines per core (engines.go): this engine's index, the device its
 	// engines share, whether there are several (shared), the CPU its
 	// thread is pinned to (-1: none) and the thread's id.
-	id     int
-	dev    *device
-	shared bool
+	ID     int
+	dev    *Device
+	Shared bool
 	cpu    int
 	tid    int
 	// workPasses, wakeups: passes that did work, wake-ups from sleep
@@ -45,31 +45,31 @@ type Engine struct {
 
 	cmds    chan command
 	wake    *eventfd.EventFD // control goroutines -> engine
-	epfd    int
+	EpFD    int
 	stopped chan struct{}
 
 	status   []byte // the status page, mapped read-write here
-	statusFD int
+	StatusFD int
 	asleep   *atomic.Uint32
-	epoch    *atomic.Uint32
+	Epoch    *atomic.Uint32
 
 	// Engine-owned below.
-	quit bool
-	qps  []*QP
-	byFD map[int32]*QP
+	Quit bool
+	QPs  []*QP
+	ByFD map[int32]*QP
 	rr   int
 	// The ready list (ready.go): the QPs a pass serves.
 	ready    []*QP
-	bells    map[int32]*Session // doorbell descriptor → its session
+	Bells    map[int32]*Session // doorbell descriptor → its session
 	probe    int                // the QP of qps the probe looked at last
 	scanAll  bool               // the next pass serves every QP
-	visits   uint64             // QPs served or probed, all passes (tests: work per pass)
-	passes   uint64
-	sessions map[uint64]*Session
+	Visits   uint64             // QPs served or probed, all passes (tests: work per pass)
+	Passes   uint64
+	Sessions map[uint64]*Session
 	cur      *Session    // the session being served (fault.go)
 	staged   []stagedBuf // staging buffers of the QP being served (stage.go)
 	nextQPN  uint32
-	stats    counters
+	Stats    counters
 	events   [64]unix.EpollEvent
 }
 
@@ -81,8 +81,8 @@ type command struct {
 // newEngine makes an engine; ownStatus makes it create the status page
 // (engine 0: the others share its words, engines.go).
 func newEngine(cfg *config.Config, ownStatus bool) (e *Engine, err error) {
-	e = &Engine{cfg: cfg, cmds: make(chan command, 128), stopped: make(chan struct{}), epfd: -1, statusFD: -1,
-		byFD: map[int32]*QP{}, bells: map[int32]*Session{}, sessions: map[uint64]*Session{}}
+	e = &Engine{Cfg: cfg, cmds: make(chan command, 128), stopped: make(chan struct{}), EpFD: -1, StatusFD: -1,
+		ByFD: map[int32]*QP{}, Bells: map[int32]*Session{}, Sessions: map[uint64]*Session{}}
 	defer func() {
 		if err != nil {
 			e.closeResources()
@@ -91,10 +91,10 @@ func newEngine(cfg *config.Config, ownStatus bool) (e *Engine, err error) {
 	if e.wake, err = eventfd.New(true); err != nil {
 		return nil, err
 	}
-	if e.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
+	if e.EpFD, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
 		return nil, fmt.Errorf("verbsd: epoll_create: %w", err)
 	}
-	if err = unix.EpollCtl(e.epfd, unix.EPOLL_CTL_ADD, e.wake.FD(), &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(e.wake.FD())}); err != nil {
+	if err = unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_ADD, e.wake.FD(), &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(e.wake.FD())}); err != nil {
 		return nil, fmt.Errorf("verbsd: epoll_ctl: %w", err)
 	}
 	if !ownStatus {
@@ -115,7 +115,7 @@ func (e *Engine) makeStatusPage() error {
 	if err != nil {
 		return fmt.Errorf("verbsd: status page: %w", err)
 	}
-	e.statusFD = fd
+	e.StatusFD = fd
 	if err := unix.Ftruncate(fd, proto.StatusPageLen); err != nil {
 		return fmt.Errorf("verbsd: status page: %w", err)
 	}
@@ -127,7 +127,7 @@ func (e *Engine) makeStatusPage() error {
 	binary.LittleEndian.PutUint32(mem[proto.OffStatusMagic:], proto.StatusMagic)
 	binary.LittleEndian.PutUint16(mem[proto.OffStatusVer:], proto.ABIVersion)
 	e.asleep = (*atomic.Uint32)(unsafe.Pointer(&mem[proto.OffStatusAsleep]))
-	e.epoch = (*atomic.Uint32)(unsafe.Pointer(&mem[proto.OffStatusEpoch]))
+	e.Epoch = (*atomic.Uint32)(unsafe.Pointer(&mem[proto.OffStatusEpoch]))
 	seals := unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_FUTURE_WRITE | unix.F_SEAL_SEAL
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
 		return fmt.Errorf("verbsd: sealing the status page: %w", err)
@@ -140,13 +140,13 @@ func (e *Engine) closeResources() {
 		unix.Munmap(e.status)
 		e.status = nil
 	}
-	if e.statusFD >= 0 {
-		unix.Close(e.statusFD)
-		e.statusFD = -1
+	if e.StatusFD >= 0 {
+		unix.Close(e.StatusFD)
+		e.StatusFD = -1
 	}
-	if e.epfd >= 0 {
-		unix.Close(e.epfd)
-		e.epfd = -1
+	if e.EpFD >= 0 {
+		unix.Close(e.EpFD)
+		e.EpFD = -1
 	}
 	e.wake.Close()
 }
@@ -156,7 +156,7 @@ func (e *Engine) closeResources() {
 // several engines, f runs on engine 0 while the others are parked
 // (engines.go device.do): commands may change any engine's state.
 func (e *Engine) Do(f func() error) error {
-	if e.shared {
+	if e.Shared {
 		return e.dev.do(f)
 	}
 	return e.do1(f)
@@ -168,7 +168,7 @@ func (e *Engine) do1(f func() error) error {
 	select {
 	case e.cmds <- c:
 	case <-e.stopped:
-		return errEngineStopped
+		return ErrEngineStopped
 	}
 	e.wake.Signal()
 	select {
@@ -179,7 +179,7 @@ func (e *Engine) do1(f func() error) error {
 		case err := <-c.done:
 			return err
 		default:
-			return errEngineStopped
+			return ErrEngineStopped
 		}
 	}
 }
@@ -187,7 +187,7 @@ func (e *Engine) do1(f func() error) error {
 // stop ends the engine loop and waits for it. Objects still installed are
 // released by the loop on its way out.
 func (e *Engine) stop() {
-	e.do1(func() error { e.quit = true; return nil })
+	e.do1(func() error { e.Quit = true; return nil })
 	<-e.stopped
 }
 
@@ -196,7 +196,7 @@ func (e *Engine) runCommands() bool {
 	for {
 		select {
 		case c := <-e.cmds:
-			c.done <- guardedCommand(c.f) // fault.go
+			c.done <- GuardedCommand(c.f) // fault.go
 			ran = true
 			e.scanAll = true // a command may change any QP (ready.go)
 		default:
@@ -215,13 +215,13 @@ func schedYield() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 func (e *Engine) run() {
 	runtime.LockOSThread()
 	e.pin()             // engines.go
-	guardClientMemory() // fault.go
+	GuardClientMemory() // fault.go
 	defer func() {
-		for _, s := range e.sessions {
-			e.teardownSession(s)
+		for _, s := range e.Sessions {
+			e.TeardownSession(s)
 		}
-		e.ext.closeAll() // transport.go
-		if !e.shared {
+		e.Ext.CloseAll() // transport.go
+		if !e.Shared {
 			e.asleep.Store(0)
 		}
 		close(e.stopped)
@@ -233,15 +233,15 @@ func (e *Engine) run() {
 	}()
 	lastWork := time.Now()
 	lastYield := lastWork
-	for !e.quit {
+	for !e.Quit {
 		work := e.runCommands()
-		if e.quit {
+		if e.Quit {
 			return
 		}
 		e.pollFDs(0)
 		now := time.Now()
 		work = e.guardedPass(now) || work // fault.go
-		work = e.ext.service(now) || work // transport.go
+		work = e.Ext.Service(now) || work // transport.go
 		if work {
 			e.workPasses++
 			lastWork = now
@@ -261,7 +261,7 @@ func (e *Engine) run() {
 			}
 			continue
 		}
-		if now.Sub(lastWork) < e.cfg.PollWindow {
+		if now.Sub(lastWork) < e.Cfg.PollWindow {
 			schedYield()
 			continue
 		}
@@ -279,7 +279,7 @@ func (e *Engine) run() {
 			e.scanAll = true // a timer or a blocked send (ready.go)
 		}
 		e.announceWake()
-		e.epoch.Add(1)
+		e.Epoch.Add(1)
 		e.wakeups++
 		lastWork = time.Now()
 	}
@@ -293,9 +293,9 @@ func (e *Engine) pollFDs(timeout int) {
 	var n int
 	var err error
 	if timeout == 0 {
-		n, err = rawEpollPoll(e.epfd, e.events[:]) // iov.go: never blocks
+		n, err = RawEpollPoll(e.EpFD, e.events[:]) // iov.go: never blocks
 	} else {
-		n, err = unix.EpollWait(e.epfd, e.events[:], timeout)
+		n, err = unix.EpollWait(e.EpFD, e.events[:], timeout)
 	}
 	if err != nil {
 		return // EINTR: the loop comes round again
@@ -305,21 +305,21 @@ func (e *Engine) pollFDs(timeout int) {
 		case int32(e.wake.FD()):
 			e.wake.Drain()
 		default:
-			if e.ext.event(ev.Fd) { // transport.go: not a QP's socket (a lingering RD port)
+			if e.Ext.Event(ev.Fd) { // transport.go: not a QP's socket (a lingering RD port)
 				continue
 			}
-			if s := e.bells[ev.Fd]; s != nil {
-				for _, q := range s.qps { // ready.go: a doorbell names a session
-					if q.eng == e { // engines.go: this engine's QPs of it
-						e.markReady(q)
+			if s := e.Bells[ev.Fd]; s != nil {
+				for _, q := range s.QPs { // ready.go: a doorbell names a session
+					if q.Eng == e { // engines.go: this engine's QPs of it
+						e.MarkReady(q)
 					}
 				}
 				continue
 			}
-			if q := e.byFD[ev.Fd]; q != nil {
-				if q.ops.event(ev.Events) { // transport.go
-					q.readable = true
-					e.markReady(q)
+			if q := e.ByFD[ev.Fd]; q != nil {
+				if q.Ops.Event(ev.Events) { // transport.go
+					q.Readable = true
+					e.MarkReady(q)
 				}
 			}
 		}
@@ -330,14 +330,14 @@ func (e *Engine) pollFDs(timeout int) {
 // blocked on a full socket buffer or a partial message will expire.
 func (e *Engine) sleepTimeout(now time.Time) int {
 	timeout := -1
-	if d, ok := e.ext.deadline(); ok { // transport.go: a lingering RD port ends
+	if d, ok := e.Ext.Deadline(); ok { // transport.go: a lingering RD port ends
 		timeout = max(int(d.Sub(now)/time.Millisecond)+1, 1)
 	}
-	for _, q := range e.qps {
-		if q.blocked {
+	for _, q := range e.QPs {
+		if q.Blocked {
 			return 1
 		}
-		if d, ok := q.ops.deadline(); ok { // the transport's timers
+		if d, ok := q.Ops.Deadline(); ok { // the transport's timers
 			ms := int(d.Sub(now)/time.Millisecond) + 1
 			if timeout < 0 || ms < timeout {
 				timeout = max(ms, 1)
@@ -351,9 +351,9 @@ func (e *Engine) sleepTimeout(now time.Time) int {
 // re-scan before sleeping), and puts those on the ready list.
 func (e *Engine) pending() bool {
 	found := false
-	for _, q := range e.qps {
+	for _, q := range e.QPs {
 		if q.hasWork() {
-			e.markReady(q)
+			e.MarkReady(q)
 			found = true
 		}
 	}
@@ -363,8 +363,8 @@ func (e *Engine) pending() bool {
 // pass serves every QP of the ready list (ready.go) once, round-robin,
 // starting one further each pass, then drops the quiescent ones.
 func (e *Engine) pass(now time.Time) bool {
-	e.passes++
-	if len(e.qps) == 0 {
+	e.Passes++
+	if len(e.QPs) == 0 {
 		return false
 	}
 	e.fillReady(now)
@@ -376,8 +376,8 @@ func (e *Engine) pass(now time.Time) bool {
 	e.rr = (e.rr + 1) % n
 	for i := range n {
 		q := e.ready[(e.rr+i)%n]
-		e.visits++
-		e.cur = q.s
+		e.Visits++
+		e.cur = q.S
 		if e.serveShared(q, now) { // engines.go
 			work = true
 			q.lastWork = now
@@ -388,57 +388,57 @@ func (e *Engine) pass(now time.Time) bool {
 	return work
 }
 
-func (e *Engine) count(q *QP, c counter, n int64) {
-	e.stats[c] += n
+func (e *Engine) Count(q *QP, c Counter, n int64) {
+	e.Stats[c] += n
 	if q != nil {
-		q.stats[c] += n
+		q.Stats[c] += n
 	}
 }
 
 // addQP installs a QP in the engine's polling set.
-func (e *Engine) addQP(q *QP) error {
-	if err := unix.EpollCtl(e.epfd, unix.EPOLL_CTL_ADD, q.fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(q.fd)}); err != nil {
+func (e *Engine) AddQP(q *QP) error {
+	if err := unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_ADD, q.FD, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(q.FD)}); err != nil {
 		return fmt.Errorf("verbsd: epoll_ctl: %w", err)
 	}
-	if err := e.bellWatch(q.s); err != nil { // engines.go
-		unix.EpollCtl(e.epfd, unix.EPOLL_CTL_DEL, q.fd, nil)
+	if err := e.bellWatch(q.S); err != nil { // engines.go
+		unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_DEL, q.FD, nil)
 		return err
 	}
-	q.ops.added() // transport.go
+	q.Ops.Added() // transport.go
 	e.dev.nextQPN++
-	q.qpn = e.dev.nextQPN
-	e.qps = append(e.qps, q)
-	e.byFD[int32(q.fd)] = q
-	e.markReady(q)
+	q.QPN = e.dev.nextQPN
+	e.QPs = append(e.QPs, q)
+	e.ByFD[int32(q.FD)] = q
+	e.MarkReady(q)
 	return nil
 }
 
 // addUnpolledQP installs a QP that has no socket to poll yet (an RC QP
 // before its connection): it gets its QP number and is served.
-func (e *Engine) addUnpolledQP(q *QP) error {
-	if err := e.bellWatch(q.s); err != nil { // engines.go
+func (e *Engine) AddUnpolledQP(q *QP) error {
+	if err := e.bellWatch(q.S); err != nil { // engines.go
 		return err
 	}
 	e.dev.nextQPN++
-	q.qpn = e.dev.nextQPN
-	e.qps = append(e.qps, q)
-	e.markReady(q)
+	q.QPN = e.dev.nextQPN
+	e.QPs = append(e.QPs, q)
+	e.MarkReady(q)
 	return nil
 }
 
 // removeQP takes a QP out of the polling set (the caller releases it).
-func (e *Engine) removeQP(q *QP) {
-	q.ops.removing() // transport.go: before its socket leaves the epoll set
-	unix.EpollCtl(e.epfd, unix.EPOLL_CTL_DEL, q.fd, nil)
-	delete(e.byFD, int32(q.fd))
+func (e *Engine) RemoveQP(q *QP) {
+	q.Ops.Removing() // transport.go: before its socket leaves the epoll set
+	unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_DEL, q.FD, nil)
+	delete(e.ByFD, int32(q.FD))
 	e.unready(q)
-	for i, x := range e.qps {
+	for i, x := range e.QPs {
 		if x == q {
-			e.qps = append(e.qps[:i], e.qps[i+1:]...)
-			e.bellUnwatch(q.s) // engines.go
+			e.QPs = append(e.QPs[:i], e.QPs[i+1:]...)
+			e.bellUnwatch(q.S) // engines.go
 			break
 		}
 	}
-	q.ops.removed() // transport.go: its socket may linger (RD)
+	q.Ops.Removed() // transport.go: its socket may linger (RD)
 
 }

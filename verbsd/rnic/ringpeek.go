@@ -1,4 +1,4 @@
-package verbsd
+package rnic
 
 import (
 	"unsafe"
@@ -7,13 +7,13 @@ import (
 	"github.com/iwarpd/iwarpd/proto"
 )
 
-// ringView lets the engine look at posted entries beyond the head of a
+// RingView lets the engine look at posted entries beyond the head of a
 // ring without consuming them (shm.Consumer only shows the head), so that it
 // can put several work requests into one sendmmsg/recvmmsg and still
 // consume them one by one, in order, as they complete. It locates the
 // entries from the ring's geometry and the address of the head slot;
 // whenever that does not add up it sees the head only.
-type ringView struct {
+type RingView struct {
 	entries []byte
 	stride  uint32
 	mask    uint32
@@ -21,19 +21,19 @@ type ringView struct {
 
 // newRingView describes the entries of a ring laid over mem (its header
 // first) with depth entries of stride octets.
-func newRingView(mem []byte, depth, stride uint32) ringView {
+func NewRingView(mem []byte, depth, stride uint32) RingView {
 	need := proto.RingHeaderLen + int(depth)*int(stride)
 	if !proto.ValidDepth(depth) || stride == 0 || len(mem) < need {
-		return ringView{}
+		return RingView{}
 	}
-	return ringView{entries: mem[proto.RingHeaderLen:need:need], stride: stride, mask: depth - 1}
+	return RingView{entries: mem[proto.RingHeaderLen:need:need], stride: stride, mask: depth - 1}
 }
 
 // lookahead returns the entries available to c: the head slot, its index
 // in the ring, and how many entries (the head included) can be seen with
 // at. n is 0 when nothing is posted; err is the consumer's (a corrupt
 // producer index).
-func (v *ringView) lookahead(c *shm.Consumer) (head []byte, idx uint32, n uint32, err error) {
+func (v *RingView) Lookahead(c *shm.Consumer) (head []byte, idx uint32, n uint32, err error) {
 	head, err = c.Peek()
 	if err != nil || head == nil {
 		return nil, 0, 0, err
@@ -54,10 +54,10 @@ func (v *ringView) lookahead(c *shm.Consumer) (head []byte, idx uint32, n uint32
 
 // depth is the number of entries of the ring (1 for a view that could not
 // be laid out: one entry at a time).
-func (v *ringView) depth() uint32 { return v.mask + 1 }
+func (v *RingView) Depth() uint32 { return v.mask + 1 }
 
 // at returns entry k after the head at index idx (k < n of lookahead).
-func (v *ringView) at(head []byte, idx, k uint32) []byte {
+func (v *RingView) At(head []byte, idx, k uint32) []byte {
 	if k == 0 {
 		return head
 	}
@@ -68,18 +68,18 @@ func (v *ringView) at(head []byte, idx, k uint32) []byte {
 // sqView and rqView describe q's own rings (laid out by createQP: the SQ at
 // the start of the region, the RQ after it); recvView is the RQ's or the
 // SRQ's.
-func (q *QP) sqView() *ringView {
+func (q *QP) SQView() *RingView {
 	if !q.views.done {
 		q.initViews()
 	}
 	return &q.views.sq
 }
 
-func (q *QP) recvView() *ringView {
+func (q *QP) RecvView() *RingView {
 	if !q.views.done {
 		q.initViews()
 	}
-	if q.srq != nil {
+	if q.SRQ != nil {
 		return &q.views.srq
 	}
 	return &q.views.rq
@@ -87,26 +87,26 @@ func (q *QP) recvView() *ringView {
 
 func (q *QP) initViews() {
 	q.views.done = true
-	if q.region == nil {
+	if q.Region == nil {
 		return
 	}
-	c := q.caps
+	c := q.Caps
 	sqStride := proto.SQEStride(c.MaxSendSGE, c.MaxInline)
-	q.views.sq = newRingView(q.region.mem, c.MaxSendWR, sqStride)
-	if q.rq != nil {
+	q.views.sq = NewRingView(q.Region.Mem, c.MaxSendWR, sqStride)
+	if q.Rq != nil {
 		sqBytes := proto.RingBytes(c.MaxSendWR, sqStride)
-		if sqBytes <= len(q.region.mem) {
-			q.views.rq = newRingView(q.region.mem[sqBytes:], c.MaxRecvWR, proto.RQEStride(c.MaxRecvSGE))
+		if sqBytes <= len(q.Region.Mem) {
+			q.views.rq = NewRingView(q.Region.Mem[sqBytes:], c.MaxRecvWR, proto.RQEStride(c.MaxRecvSGE))
 		}
 	}
-	if q.srq != nil && q.srq.ring != nil {
-		r := q.srq.ring
-		q.views.srq = newRingView(r.Bytes(), r.Depth(), r.Stride())
+	if q.SRQ != nil && q.SRQ.Ring != nil {
+		r := q.SRQ.Ring
+		q.views.srq = NewRingView(r.Bytes(), r.Depth(), r.Stride())
 	}
 }
 
 // qpViews caches a QP's ring views (engine-owned).
 type qpViews struct {
 	done        bool
-	sq, rq, srq ringView
+	sq, rq, srq RingView
 }

@@ -1,4 +1,4 @@
-package verbsd
+package rnic
 
 import (
 	"errors"
@@ -9,24 +9,24 @@ import (
 
 // opError is a failed control request: the errno for the reply header and a
 // message for people (proto.ErrorBody).
-type opError struct {
+type OpError struct {
 	errno unix.Errno
-	msg   string
+	Msg   string
 }
 
-func (e *opError) Error() string { return fmt.Sprintf("%s (%v)", e.msg, e.errno) }
+func (e *OpError) Error() string { return fmt.Sprintf("%s (%v)", e.Msg, e.errno) }
 
 // Unwrap lets errors.Is(err, unix.EINVAL) work.
-func (e *opError) Unwrap() error { return e.errno }
+func (e *OpError) Unwrap() error { return e.errno }
 
-func errf(errno unix.Errno, format string, args ...any) error {
-	return &opError{errno: errno, msg: fmt.Sprintf(format, args...)}
+func Errf(errno unix.Errno, format string, args ...any) error {
+	return &OpError{errno: errno, Msg: fmt.Sprintf(format, args...)}
 }
 
 // errnoOf returns the errno an error reply carries: the opError's, the first
 // errno found in the chain, else EINVAL.
-func errnoOf(err error) unix.Errno {
-	var oe *opError
+func ErrnoOf(err error) unix.Errno {
+	var oe *OpError
 	if errors.As(err, &oe) {
 		return oe.errno
 	}
@@ -38,4 +38,4 @@ func errnoOf(err error) unix.Errno {
 }
 
 // errEngineStopped is returned by engine.Do once the engine has stopped.
-var errEngineStopped = errf(unix.ENODEV, "iwarpd: the device is shutting down")
+var ErrEngineStopped = Errf(unix.ENODEV, "iwarpd: the device is shutting down")

@@ -1,4 +1,4 @@
-package verbsd
+package rnic
 
 import (
 	"fmt"
@@ -36,8 +36,8 @@ import (
 // With N = 1 none of this runs: one engine, unpinned, as before.
 
 // device is what the engines of one server share.
-type device struct {
-	engs []*Engine
+type Device struct {
+	Engs []*Engine
 	// mu serializes control commands (do): one at a time parks the others.
 	mu sync.Mutex
 	// nextQPN numbers QPs device-wide (commands only).
@@ -49,37 +49,37 @@ type device struct {
 	start    time.Time
 
 	// What every session shares.
-	cfg    *config.Config
-	log    config.Logger
-	users  userTable     // per-user resource counts (userlimits.go)
+	Cfg    *config.Config
+	Log    config.Logger
+	Users  UserTable     // per-user resource counts (userlimits.go)
 	nextID atomic.Uint64 // session ids
-	port   atomic.Uint32 // datagram port scan cursor (bindDgram)
+	Port   atomic.Uint32 // datagram port scan cursor (bindDgram)
 	// unprivStart is ip_unprivileged_port_start at start (bind.go).
-	unprivStart uint16
+	UnprivStart uint16
 }
 
 // newDevice makes cfg.Engines engines (at least one); engine 0 makes the
 // status page, the others write the same words.
-func newDevice(cfg *config.Config) (*device, error) {
+func NewDevice(cfg *config.Config) (*Device, error) {
 	n := max(cfg.Engines, 1)
-	d := &device{start: time.Now(), cfg: cfg, log: config.NopLogger{}}
-	cpus := allowedCPUs()
+	d := &Device{start: time.Now(), Cfg: cfg, Log: config.NopLogger{}}
+	cpus := AllowedCPUs()
 	for i := range n {
 		e, err := newEngine(cfg, i == 0)
 		if e != nil {
-			d.engs = append(d.engs, e)
+			d.Engs = append(d.Engs, e)
 		}
 		if err != nil {
-			d.closeResources()
+			d.CloseResources()
 			return nil, err
 		}
-		e.id, e.dev, e.shared, e.cpu = i, d, n > 1, -1
+		e.ID, e.dev, e.Shared, e.cpu = i, d, n > 1, -1
 		if n > 1 && len(cpus) > 0 {
 			e.cpu = cpus[i%len(cpus)]
 		}
 		if i > 0 {
-			e0 := d.engs[0]
-			e.asleep, e.epoch = e0.asleep, e0.epoch // engine 0 owns the page
+			e0 := d.Engs[0]
+			e.asleep, e.Epoch = e0.asleep, e0.Epoch // engine 0 owns the page
 		}
 	}
 	return d, nil
@@ -87,7 +87,7 @@ func newDevice(cfg *config.Config) (*device, error) {
 
 // allowedCPUs lists the CPUs this process may run on (sched_getaffinity):
 // engine i is pinned to the (i mod len)-th of them.
-func allowedCPUs() []int {
+func AllowedCPUs() []int {
 	var set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &set); err != nil {
 		return nil
@@ -101,21 +101,21 @@ func allowedCPUs() []int {
 	return cpus
 }
 
-func (d *device) run() {
-	for _, e := range d.engs {
+func (d *Device) Run() {
+	for _, e := range d.Engs {
 		go e.run()
 	}
 }
 
 // stop stops every engine (engine 0 last: it owns the sessions' teardown).
-func (d *device) stop() {
-	for i := len(d.engs) - 1; i >= 0; i-- {
-		d.engs[i].stop()
+func (d *Device) Stop() {
+	for i := len(d.Engs) - 1; i >= 0; i-- {
+		d.Engs[i].stop()
 	}
 }
 
-func (d *device) closeResources() {
-	for _, e := range d.engs {
+func (d *Device) CloseResources() {
+	for _, e := range d.Engs {
 		e.closeResources()
 	}
 }
@@ -123,14 +123,14 @@ func (d *device) closeResources() {
 // do runs f on engine 0 with every other engine parked in its command loop
 // (between two passes), so that f may change any engine's state. Engines
 // that have stopped are not waited for.
-func (d *device) do(f func() error) error {
+func (d *Device) do(f func() error) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	release := make(chan struct{})
 	defer close(release)
-	parked := make(chan struct{}, len(d.engs))
+	parked := make(chan struct{}, len(d.Engs))
 	var waiting []*Engine
-	for _, o := range d.engs[1:] {
+	for _, o := range d.Engs[1:] {
 		c := command{f: func() error { parked <- struct{}{}; <-release; return nil }, done: make(chan error, 1)}
 		select {
 		case o.cmds <- c:
@@ -145,15 +145,15 @@ func (d *device) do(f func() error) error {
 		case <-o.stopped:
 		}
 	}
-	return d.engs[0].do1(f)
+	return d.Engs[0].do1(f)
 }
 
 // place picks the engine of a new QP: the one with the fewest QPs, the
 // lowest id on a tie (spread). Runs inside a command.
-func (d *device) place() *Engine {
-	best := d.engs[0]
-	for _, e := range d.engs[1:] {
-		if len(e.qps) < len(best.qps) {
+func (d *Device) Place() *Engine {
+	best := d.Engs[0]
+	for _, e := range d.Engs[1:] {
+		if len(e.QPs) < len(best.QPs) {
 			best = e
 		}
 	}
@@ -163,7 +163,7 @@ func (d *device) place() *Engine {
 // announceSleep stores Asleep = 1 before the engine re-scans its QPs and
 // sleeps (Dekker with the client's post: engine.run).
 func (e *Engine) announceSleep() {
-	if !e.shared {
+	if !e.Shared {
 		e.asleep.Store(1)
 		return
 	}
@@ -177,7 +177,7 @@ func (e *Engine) announceSleep() {
 // announceWake undoes announceSleep: Asleep goes back to 0 when no engine
 // sleeps any more.
 func (e *Engine) announceWake() {
-	if !e.shared {
+	if !e.Shared {
 		e.asleep.Store(0)
 		return
 	}
@@ -199,8 +199,8 @@ func (e *Engine) pin() {
 	}
 	var set unix.CPUSet
 	set.Set(e.cpu)
-	if err := unix.SchedSetaffinity(0, &set); err != nil && e.cfg.Log != nil {
-		e.cfg.Log.Warnf("engine %d: cannot pin its thread to CPU %d (%v); it runs unpinned — check the daemon's CPU affinity (taskset, systemd CPUAffinity=)", e.id, e.cpu, err)
+	if err := unix.SchedSetaffinity(0, &set); err != nil && e.Cfg.Log != nil {
+		e.Cfg.Log.Warnf("engine %d: cannot pin its thread to CPU %d (%v); it runs unpinned — check the daemon's CPU affinity (taskset, systemd CPUAffinity=)", e.ID, e.cpu, err)
 		e.cpu = -1
 	}
 }
@@ -220,26 +220,26 @@ func (e *Engine) threadCPUTime() time.Duration {
 }
 
 // engineInfo is what iwarpctl shows of an engine. Runs inside a command.
-func (e *Engine) engineInfo() proto.EngineInfo {
-	return proto.EngineInfo{ID: e.id, CPU: e.cpu, QPs: len(e.qps), Passes: int64(e.passes), WorkPasses: int64(e.workPasses),
+func (e *Engine) EngineInfo() proto.EngineInfo {
+	return proto.EngineInfo{ID: e.ID, CPU: e.cpu, QPs: len(e.QPs), Passes: int64(e.Passes), WorkPasses: int64(e.workPasses),
 		Wakeups: int64(e.wakeups), CPUTimeNS: int64(e.threadCPUTime()), UptimeNS: int64(time.Since(e.dev.start))}
 }
 
 // bellWatch adds the session's doorbell to e's epoll set when e gets its
 // first QP of s (with one engine, it watches every doorbell from hello on).
 func (e *Engine) bellWatch(s *Session) error {
-	if !e.shared || s.bell < 0 {
+	if !e.Shared || s.Bell < 0 {
 		return nil
 	}
 	if s.bellRefs == nil {
 		s.bellRefs = map[*Engine]int{}
 	}
 	if s.bellRefs[e] == 0 {
-		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLET, Fd: int32(s.bell)}
-		if err := unix.EpollCtl(e.epfd, unix.EPOLL_CTL_ADD, s.bell, &ev); err != nil {
-			return fmt.Errorf("verbsd: engine %d: epoll_ctl (doorbell): %w", e.id, err)
+		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLET, Fd: int32(s.Bell)}
+		if err := unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_ADD, s.Bell, &ev); err != nil {
+			return fmt.Errorf("verbsd: engine %d: epoll_ctl (doorbell): %w", e.ID, err)
 		}
-		e.bells[int32(s.bell)] = s
+		e.Bells[int32(s.Bell)] = s
 	}
 	s.bellRefs[e]++
 	return nil
@@ -247,14 +247,14 @@ func (e *Engine) bellWatch(s *Session) error {
 
 // bellUnwatch undoes bellWatch when e loses its last QP of s.
 func (e *Engine) bellUnwatch(s *Session) {
-	if !e.shared || s.bell < 0 || s.bellRefs[e] == 0 {
+	if !e.Shared || s.Bell < 0 || s.bellRefs[e] == 0 {
 		return
 	}
 	s.bellRefs[e]--
 	if s.bellRefs[e] == 0 {
 		delete(s.bellRefs, e)
-		unix.EpollCtl(e.epfd, unix.EPOLL_CTL_DEL, s.bell, nil)
-		delete(e.bells, int32(s.bell))
+		unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_DEL, s.Bell, nil)
+		delete(e.Bells, int32(s.Bell))
 	}
 }
 
@@ -263,31 +263,31 @@ func (e *Engine) bellUnwatch(s *Session) {
 // applied, a session whose memory faulted left alone (its teardown is a
 // command: failFaulted). With one engine it is serviceQP.
 func (e *Engine) serveShared(q *QP, now time.Time) bool {
-	if !e.shared {
-		return q.ops.service(now)
+	if !e.Shared {
+		return q.Ops.Service(now)
 	}
-	if q.s.faulted.Load() {
+	if q.S.faulted.Load() {
 		return false
 	}
 	if q.cqOverran.Swap(false) {
-		e.errorQP(q, "its completion queue overran")
+		e.ErrorQP(q, "its completion queue overran")
 	}
-	if x := q.srq; x != nil {
+	if x := q.SRQ; x != nil {
 		x.mu.Lock()
 		defer x.mu.Unlock()
 	}
-	return q.ops.service(now)
+	return q.Ops.Service(now)
 }
 
 // hasWork reports whether the client published work the engine must act
 // on now (qpOps.hasWork), reading a shared SRQ under its mutex.
 func (q *QP) hasWork() bool {
-	if q.s.faulted.Load() {
+	if q.S.faulted.Load() {
 		return false
 	}
-	if x := q.srq; x != nil && q.eng != nil && q.eng.shared {
+	if x := q.SRQ; x != nil && q.Eng != nil && q.Eng.Shared {
 		x.mu.Lock()
 		defer x.mu.Unlock()
 	}
-	return q.ops.hasWork()
+	return q.Ops.HasWork()
 }

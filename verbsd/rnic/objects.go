@@ -1,4 +1,4 @@
-package verbsd
+package rnic
 
 import (
 	"math"
@@ -14,59 +14,59 @@ import (
 // The verbs objects of a session. They are owned by the engine goroutine:
 // control goroutines create and destroy them only inside engine.Do.
 
-type pd struct {
-	handle uint32
-	refs   int // MRs, QPs, SRQs using it
+type PD struct {
+	Handle uint32
+	Refs   int // MRs, QPs, SRQs using it
 }
 
-type mr struct {
-	handle uint32
-	lkey   uint32 // names the MR in its owner's work requests (keys.go)
-	rkey   uint32 // the STag remote peers name it by; never equal to lkey
-	pd     *pd
-	region *mapping    // memfd form: the daemon's mapping (nil for process memory)
-	mem    []byte      // memfd form: the registered octets, inside region.Mem
-	proc   *procRegion // process form: the octets in the client's address space (procmem.go)
-	addr   uint64      // where the client has the first registered octet
-	access proto.Access
+type MR struct {
+	Handle uint32
+	LKey   uint32 // names the MR in its owner's work requests (keys.go)
+	RKey   uint32 // the STag remote peers name it by; never equal to lkey
+	PD     *PD
+	Region *Mapping    // memfd form: the daemon's mapping (nil for process memory)
+	Mem    []byte      // memfd form: the registered octets, inside region.Mem
+	Proc   *ProcRegion // process form: the octets in the client's address space (procmem.go)
+	Addr   uint64      // where the client has the first registered octet
+	Access proto.Access
 	// invalid: the STag was invalidated (RC local invalidate or Send with
 	// Invalidate); it stays unusable, locally and remotely, until deregistered.
-	invalid atomic.Bool
+	Invalid atomic.Bool
 }
 
-type compChannel struct {
-	handle uint32
-	fd     int // the client's eventfd
-	refs   int // CQs bound to it
+type CompChannel struct {
+	Handle uint32
+	FD     int // the client's eventfd
+	Refs   int // CQs bound to it
 }
 
-type cq struct {
+type CQ struct {
 	// mu serializes production when QPs of several engines complete into
 	// it (engines.go; postCQE, overrunCQ).
 	mu      sync.Mutex
-	handle  uint32
-	depth   uint32
-	region  *mapping
-	ring    *shm.Ring
-	prod    *shm.Producer
-	ch      *compChannel
-	refs    int  // QPs using it
+	Handle  uint32
+	Depth   uint32
+	Region  *Mapping
+	Ring    *shm.Ring
+	Prod    *shm.Producer
+	Ch      *CompChannel
+	Refs    int  // QPs using it
 	overrun bool // overflowed: unusable, its completions are dropped
 }
 
-type srq struct {
+type SRQ struct {
 	// mu serializes consumption when QPs of several engines take receives
 	// from it: held for the whole service of such a QP (engines.go).
 	mu     sync.Mutex
-	handle uint32
-	pd     *pd
-	region *mapping
-	ring   *shm.Ring
-	cons   *shm.Consumer
-	maxWR  uint32
-	maxSGE uint32
-	limit  uint32 // SRQ limit event armed when > 0
-	refs   int    // QPs using it
+	Handle uint32
+	PD     *PD
+	Region *Mapping
+	Ring   *shm.Ring
+	Cons   *shm.Consumer
+	MaxWR  uint32
+	MaxSGE uint32
+	Limit  uint32 // SRQ limit event armed when > 0
+	Refs   int    // QPs using it
 }
 
 // translate turns (lkey, addr, length) of a work request into the daemon's
@@ -77,42 +77,42 @@ type srq struct {
 // the current QP: the mapping of a memfd region, or a staging buffer of a
 // process region (stage.go: a source read from the process now, a
 // destination written back by commit).
-func (q *QP) translate(sge proto.SGE, p *pd, write bool) ([]byte, proto.WCStatus) {
-	s := q.s
-	m, off, st := s.checkSGE(sge, p, write)
+func (q *QP) Translate(sge proto.SGE, p *PD, write bool) ([]byte, proto.WCStatus) {
+	s := q.S
+	m, off, st := s.CheckSGE(sge, p, write)
 	if st != proto.WCSuccess {
 		return nil, st
 	}
-	if m.proc != nil {
-		return q.eng.stage(s, m.proc, off, uint64(sge.Length), !write)
+	if m.Proc != nil {
+		return q.Eng.stage(s, m.Proc, off, uint64(sge.Length), !write)
 	}
-	return m.mem[off : off+uint64(sge.Length) : off+uint64(sge.Length)], proto.WCSuccess
+	return m.Mem[off : off+uint64(sge.Length) : off+uint64(sge.Length)], proto.WCSuccess
 }
 
 // subSGE is octets [from, from+n) of sge (within it: the caller checked).
-func subSGE(sge proto.SGE, from, n uint64) proto.SGE {
+func SubSGE(sge proto.SGE, from, n uint64) proto.SGE {
 	return proto.SGE{Addr: sge.Addr + from, Length: uint32(n), LKey: sge.LKey}
 }
 
 // checkSGE is translate's checks alone (for work requests validated before
 // their octets are used): the region and the offset of addr in it. A
 // source in process memory is probed (its first and last octets readable).
-func (s *Session) checkSGE(sge proto.SGE, p *pd, write bool) (*mr, uint64, proto.WCStatus) {
+func (s *Session) CheckSGE(sge proto.SGE, p *PD, write bool) (*MR, uint64, proto.WCStatus) {
 	m := s.mrByLKey(sge.LKey)
-	if m == nil || m.pd != p || m.invalid.Load() {
+	if m == nil || m.PD != p || m.Invalid.Load() {
 		return nil, 0, proto.WCLocProtErr
 	}
-	if write && m.access&proto.AccessLocalWrite == 0 {
+	if write && m.Access&proto.AccessLocalWrite == 0 {
 		return nil, 0, proto.WCLocProtErr
 	}
-	if sge.Addr < m.addr {
+	if sge.Addr < m.Addr {
 		return nil, 0, proto.WCLocProtErr
 	}
-	off := sge.Addr - m.addr
-	if off > m.size() || uint64(sge.Length) > m.size()-off {
+	off := sge.Addr - m.Addr
+	if off > m.Size() || uint64(sge.Length) > m.Size()-off {
 		return nil, 0, proto.WCLocProtErr
 	}
-	if m.proc != nil && !write && m.proc.probe(off, uint64(sge.Length)) != nil {
+	if m.Proc != nil && !write && m.Proc.probe(off, uint64(sge.Length)) != nil {
 		// A source in process memory that is gone fails at once, before
 		// anything of it is sent (procmem.go).
 		return nil, 0, proto.WCLocProtErr
@@ -121,15 +121,15 @@ func (s *Session) checkSGE(sge proto.SGE, p *pd, write bool) (*mr, uint64, proto
 }
 
 // size is the number of registered octets of m.
-func (m *mr) size() uint64 {
-	if m.proc != nil {
-		return m.proc.length
+func (m *MR) Size() uint64 {
+	if m.Proc != nil {
+		return m.Proc.Length
 	}
-	return uint64(len(m.mem))
+	return uint64(len(m.Mem))
 }
 
 // addrToSockaddr converts an address for sendmsg.
-func addrToSockaddr(a netip.AddrPort) unix.Sockaddr {
+func AddrToSockaddr(a netip.AddrPort) unix.Sockaddr {
 	ip := a.Addr()
 	if ip.Is4() || ip.Is4In6() {
 		return &unix.SockaddrInet4{Port: int(a.Port()), Addr: ip.Unmap().As4()}
@@ -151,9 +151,9 @@ func sockaddrToAddr(sa unix.Sockaddr) netip.AddrPort {
 // nextHandle allocates a session handle: from 1 upward, never reused.
 // Handles name objects on the control socket only: MR keys are random and
 // unrelated to them (keys.go). The bound keeps handles within 24 bits.
-func (s *Session) nextHandleID() (uint32, error) {
+func (s *Session) NextHandleID() (uint32, error) {
 	if s.lastHandle >= math.MaxUint32>>8 {
-		return 0, errf(unix.ENOMEM, "session handle space exhausted")
+		return 0, Errf(unix.ENOMEM, "session handle space exhausted")
 	}
 	s.lastHandle++
 	return s.lastHandle, nil

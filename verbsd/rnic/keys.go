@@ -1,4 +1,4 @@
-package verbsd
+package rnic
 
 import (
 	"crypto/rand"
@@ -22,7 +22,7 @@ import (
 // where its MR is, and no handle is derived from one.
 
 // randomU32 returns a random 32-bit value other than 0.
-func randomU32() uint32 {
+func RandomU32() uint32 {
 	var b [4]byte
 	for {
 		rand.Read(b[:]) // never fails on Linux (getrandom); a short read panics in the runtime
@@ -34,10 +34,10 @@ func randomU32() uint32 {
 
 // newMRKeys draws an lkey and an rkey, distinct from each other and from
 // every key of s's memory regions.
-func (s *Session) newMRKeys() (lkey, rkey uint32) {
+func (s *Session) NewMRKeys() (lkey, rkey uint32) {
 	for {
-		lkey, rkey = randomU32(), randomU32()
-		if lkey == rkey || s.keys[lkey] != nil || s.keys[rkey] != nil {
+		lkey, rkey = RandomU32(), RandomU32()
+		if lkey == rkey || s.Keys[lkey] != nil || s.Keys[rkey] != nil {
 			continue
 		}
 		return lkey, rkey
@@ -45,28 +45,28 @@ func (s *Session) newMRKeys() (lkey, rkey uint32) {
 }
 
 // addMRKeys enters m's keys in s's key table.
-func (s *Session) addMRKeys(m *mr) {
-	s.keys[m.lkey] = m
-	s.keys[m.rkey] = m
+func (s *Session) AddMRKeys(m *MR) {
+	s.Keys[m.LKey] = m
+	s.Keys[m.RKey] = m
 }
 
 // dropMRKeys removes m's keys from s's key table.
-func (s *Session) dropMRKeys(m *mr) {
-	delete(s.keys, m.lkey)
-	delete(s.keys, m.rkey)
+func (s *Session) DropMRKeys(m *MR) {
+	delete(s.Keys, m.LKey)
+	delete(s.Keys, m.RKey)
 }
 
 // mrByLKey returns the MR whose local key is k, or nil.
-func (s *Session) mrByLKey(k uint32) *mr {
-	if m := s.keys[k]; m != nil && m.lkey == k {
+func (s *Session) mrByLKey(k uint32) *MR {
+	if m := s.Keys[k]; m != nil && m.LKey == k {
 		return m
 	}
 	return nil
 }
 
 // mrByRKey returns the MR whose remote key (STag) is k, or nil.
-func (s *Session) mrByRKey(k uint32) *mr {
-	if m := s.keys[k]; m != nil && m.rkey == k {
+func (s *Session) MRByRKey(k uint32) *MR {
+	if m := s.Keys[k]; m != nil && m.RKey == k {
 		return m
 	}
 	return nil

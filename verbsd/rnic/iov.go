@@ -1,4 +1,4 @@
-package verbsd
+package rnic
 
 import (
 	"encoding/binary"
@@ -25,7 +25,7 @@ import (
 // The memory the iovecs point at must stay reachable from elsewhere
 // (registered memory, or buffers owned by the connection) until the
 // system call returns.
-func appendIovecs(iov []unix.Iovec, bufs ...[]byte) []unix.Iovec {
+func AppendIovecs(iov []unix.Iovec, bufs ...[]byte) []unix.Iovec {
 	for _, b := range bufs {
 		if len(b) == 0 {
 			continue
@@ -39,7 +39,7 @@ func appendIovecs(iov []unix.Iovec, bufs ...[]byte) []unix.Iovec {
 
 // rawReadv is readv(2) on a non-blocking descriptor (see above). It
 // returns 0, nil for an empty iov.
-func rawReadv(fd int, iov []unix.Iovec) (int, error) {
+func RawReadv(fd int, iov []unix.Iovec) (int, error) {
 	if len(iov) == 0 {
 		return 0, nil
 	}
@@ -52,7 +52,7 @@ func rawReadv(fd int, iov []unix.Iovec) (int, error) {
 
 // rawWritev is writev(2) on a non-blocking descriptor (see above). It
 // returns 0, nil for an empty iov.
-func rawWritev(fd int, iov []unix.Iovec) (int, error) {
+func RawWritev(fd int, iov []unix.Iovec) (int, error) {
 	if len(iov) == 0 {
 		return 0, nil
 	}
@@ -65,7 +65,7 @@ func rawWritev(fd int, iov []unix.Iovec) (int, error) {
 
 // rawEpollPoll is epoll_wait(2) with a zero timeout (it never blocks; see
 // above).
-func rawEpollPoll(epfd int, events []unix.EpollEvent) (int, error) {
+func RawEpollPoll(epfd int, events []unix.EpollEvent) (int, error) {
 	if len(events) == 0 {
 		return 0, nil
 	}
@@ -80,7 +80,7 @@ func rawEpollPoll(epfd int, events []unix.EpollEvent) (int, error) {
 // appendRange appends to dst the sub-slices of pieces that cover octets
 // [off, off+n) of their concatenation (no copy). Octets beyond the pieces
 // are silently not covered: callers pass ranges inside them.
-func appendRange(dst [][]byte, pieces [][]byte, off, n int) [][]byte {
+func AppendRange(dst [][]byte, pieces [][]byte, off, n int) [][]byte {
 	for _, p := range pieces {
 		if n <= 0 {
 			break
@@ -99,7 +99,7 @@ func appendRange(dst [][]byte, pieces [][]byte, off, n int) [][]byte {
 
 // copyRange copies octets [off, off+len(dst)) of the concatenation of
 // pieces into dst and returns how many it copied.
-func copyRange(dst []byte, pieces [][]byte, off int) int {
+func CopyRange(dst []byte, pieces [][]byte, off int) int {
 	done := 0
 	for _, p := range pieces {
 		if done == len(dst) {
@@ -117,7 +117,7 @@ func copyRange(dst []byte, pieces [][]byte, off int) int {
 
 // scatter copies src into the pieces in order and returns how many octets
 // fitted.
-func scatter(pieces [][]byte, src []byte) int {
+func Scatter(pieces [][]byte, src []byte) int {
 	done := 0
 	for _, p := range pieces {
 		if done == len(src) {
@@ -130,7 +130,7 @@ func scatter(pieces [][]byte, src []byte) int {
 
 // checksumRange returns the CRC32c of octets [0, n) of the concatenation of
 // pieces.
-func checksumRange(pieces [][]byte, n int) uint32 {
+func ChecksumRange(pieces [][]byte, n int) uint32 {
 	var c uint32
 	for _, p := range pieces {
 		if n <= 0 {
@@ -144,16 +144,16 @@ func checksumRange(pieces [][]byte, n int) uint32 {
 }
 
 // trailerAt reads the little-endian CRC trailer at octet off of pieces.
-func trailerAt(pieces [][]byte, off int) uint32 {
+func TrailerAt(pieces [][]byte, off int) uint32 {
 	var b [crc32c.Size]byte
-	copyRange(b[:], pieces, off)
+	CopyRange(b[:], pieces, off)
 	return binary.LittleEndian.Uint32(b[:])
 }
 
 // copyBetween copies n octets at offset off of the concatenation of src
 // into the concatenation of dst (from its start) and returns how many it
 // copied (fewer when either runs out).
-func copyBetween(dst, src [][]byte, off, n int) int {
+func CopyBetween(dst, src [][]byte, off, n int) int {
 	done, di, dOff := 0, 0, 0
 	for _, p := range src {
 		if done == n || di == len(dst) {

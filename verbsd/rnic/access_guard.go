@@ -1,4 +1,4 @@
-package verbsd
+package rnic
 
 import (
 	"fmt"
@@ -38,7 +38,7 @@ import (
 
 // dgramAccessError is the one error a datagram QP answers a refused remote
 // access with.
-var dgramAccessError = iwerr.RDMAPProtectionUnspecified
+var DgramAccessError = iwerr.RDMAPProtectionUnspecified
 
 // Limits of error replies and owner reports.
 const (
@@ -82,19 +82,19 @@ type accessGuard struct {
 // remoteAccess resolves a remote access from src to q's memory (STag, TO,
 // length, right) as rcLookup does; a refusal is counted and reported to
 // q's owner (rate-limited).
-func (e *Engine) remoteAccess(q *QP, src netip.AddrPort, stag uint32, to, n uint64, need proto.Access, now time.Time) ([]byte, rdmap.AccessFault) {
-	b, fault := q.rcLookup(stag, to, n, need)
+func (e *Engine) RemoteAccess(q *QP, src netip.AddrPort, stag uint32, to, n uint64, need proto.Access, now time.Time) ([]byte, rdmap.AccessFault) {
+	b, fault := q.LookupRemote(stag, to, n, need)
 	if fault == 0 {
 		return b, 0
 	}
-	e.count(q, cRemoteAccessRefused, 1)
+	e.Count(q, cRemoteAccessRefused, 1)
 	if fault == rdmap.FaultInvalidStag {
-		e.count(q, cRemoteInvalidStag, 1)
+		e.Count(q, cRemoteInvalidStag, 1)
 	}
 	g := &q.guard
 	g.unreported++
 	if g.report.take(now, reportRate, reportBurst) {
-		q.s.sendEvent(e, proto.Event{Type: proto.EventRemoteAccessRefused, Handle: q.handle,
+		q.S.SendEvent(e, proto.Event{Type: proto.EventRemoteAccessRefused, Handle: q.Handle,
 			Detail: fmt.Sprintf("remote access refused: %v from %v (STag %#08x, TO %#x, %d octets); %d refusal(s) since the last report",
 				fault, src, stag, to, n, g.unreported)})
 		g.unreported = 0
@@ -104,7 +104,7 @@ func (e *Engine) remoteAccess(q *QP, src netip.AddrPort, stag uint32, to, n uint
 
 // errorReplyAllowed reports whether q may answer src with an error message
 // now (UD; see above), counting the refusal otherwise.
-func (e *Engine) errorReplyAllowed(q *QP, src netip.AddrPort, now time.Time) bool {
+func (e *Engine) ErrorReplyAllowed(q *QP, src netip.AddrPort, now time.Time) bool {
 	g := &q.guard
 	b := g.replies[src]
 	if b == nil {
@@ -121,6 +121,6 @@ func (e *Engine) errorReplyAllowed(q *QP, src netip.AddrPort, now time.Time) boo
 	if b.take(now, errReplyRate, errReplyBurst) {
 		return true
 	}
-	e.count(q, cErrorMsgsLimited, 1)
+	e.Count(q, cErrorMsgsLimited, 1)
 	return false
 }

@@ -1,4 +1,4 @@
-package verbsd
+package rnic
 
 import (
 	"math"
@@ -13,41 +13,41 @@ import (
 
 // rcLookup resolves a remote access to q's registered memory: STag (the
 // MR's rkey, valid, in q's session), PD, access right need, TO range.
-func (q *QP) rcLookup(stag uint32, to, n uint64, need proto.Access) ([]byte, rdmap.AccessFault) {
-	m, off, f := q.rcCheck(stag, to, n, need)
+func (q *QP) LookupRemote(stag uint32, to, n uint64, need proto.Access) ([]byte, rdmap.AccessFault) {
+	m, off, f := q.CheckRemote(stag, to, n, need)
 	if f != 0 {
 		return nil, f
 	}
-	if m.proc != nil { // stage.go: a Read's source is read now; a Write's target is written back on commit
-		b, st := q.eng.stage(q.s, m.proc, off, n, need == proto.AccessRemoteRead)
+	if m.Proc != nil { // stage.go: a Read's source is read now; a Write's target is written back on commit
+		b, st := q.Eng.stage(q.S, m.Proc, off, n, need == proto.AccessRemoteRead)
 		if st != proto.WCSuccess {
 			return nil, rdmap.FaultBaseBounds
 		}
 		return b, 0
 	}
-	return m.mem[off : off+n : off+n], 0
+	return m.Mem[off : off+n : off+n], 0
 }
 
 // rcCheck is rcLookup's checks alone: the region and the offset of to in
 // it, for a request whose octets are used later (a Read Request: its
 // Response translates a window at a time, rcTxPayloads). A source in
 // process memory is probed (its first and last octets readable), not read.
-func (q *QP) rcCheck(stag uint32, to, n uint64, need proto.Access) (*mr, uint64, rdmap.AccessFault) {
-	m := q.s.mrByRKey(stag)
+func (q *QP) CheckRemote(stag uint32, to, n uint64, need proto.Access) (*MR, uint64, rdmap.AccessFault) {
+	m := q.S.MRByRKey(stag)
 	switch {
-	case m == nil || m.invalid.Load():
+	case m == nil || m.Invalid.Load():
 		return nil, 0, rdmap.FaultInvalidStag
-	case m.pd != q.pd:
+	case m.PD != q.PD:
 		return nil, 0, rdmap.FaultPDMismatch
-	case m.access&need == 0:
+	case m.Access&need == 0:
 		return nil, 0, rdmap.FaultAccessRights
 	case n > 0 && n-1 > math.MaxUint64-to:
 		return nil, 0, rdmap.FaultTOWrap
-	case to < m.addr || to-m.addr > m.size() || n > m.size()-(to-m.addr):
+	case to < m.Addr || to-m.Addr > m.Size() || n > m.Size()-(to-m.Addr):
 		return nil, 0, rdmap.FaultBaseBounds
 	}
-	off := to - m.addr
-	if m.proc != nil && need == proto.AccessRemoteRead && m.proc.probe(off, n) != nil {
+	off := to - m.Addr
+	if m.Proc != nil && need == proto.AccessRemoteRead && m.Proc.probe(off, n) != nil {
 		return nil, 0, rdmap.FaultBaseBounds
 	}
 	return m, off, 0

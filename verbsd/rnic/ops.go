@@ -1,0 +1,51 @@
+package rnic
+
+import "time"
+
+// QPOps is what the engine asks of a QP's transport (UD, RD, RC): the engine
+// core keeps the polling set, the ready list, timers and sleep, and knows no
+// transport; each QP's transport serves it.
+type QPOps interface {
+	// Added: the QP joined its engine's polling set (engine.addQP).
+	Added()
+	// HasWork reports whether the client published work to act on now
+	// (sends in RTS, work requests to flush in ERROR, receives posted for
+	// datagrams held back): the test before the engine sleeps.
+	HasWork() bool
+	// Due reports transport conditions that make the QP ready now beyond
+	// a readable or blocked socket and hasWork: a timer Due, a socket
+	// writable again.
+	Due(now time.Time) bool
+	// Deadline is the transport's next timer (retransmission, reassembly,
+	// connection close), if any: the engine sleeps no longer.
+	Deadline() (time.Time, bool)
+	// Service does at most PollBatch units of work and reports whether it
+	// did any.
+	Service(now time.Time) bool
+	// Event is an epoll Event on the QP's socket; it reports whether the
+	// socket is readable (false: the transport consumed the Event).
+	Event(events uint32) bool
+	// Removing: the QP leaves the polling set (destroy, session end) with
+	// its socket still open; removed: it left it.
+	Removing()
+	Removed()
+	// Closed: its socket and region were released (closeQP).
+	Closed()
+	// LogsOwnEnd reports whether the transport logs why the QP ended
+	// itself (a connected RC QP: rc_log.go), so errorQP need not.
+	LogsOwnEnd() bool
+}
+
+// EngineHooks is the transports' per-engine work beyond their QPs: a
+// destroyed RD QP's lingering port (rd_linger.go).
+type EngineHooks interface {
+	// Service does the work due now and reports whether it did any.
+	Service(now time.Time) bool
+	// Event takes an epoll Event on a descriptor that is none of the
+	// engine's QPs' and reports whether it was the transports'.
+	Event(fd int32) bool
+	// Deadline is the next such work's time, if any.
+	Deadline() (time.Time, bool)
+	// CloseAll releases everything (the engine stops).
+	CloseAll()
+}
