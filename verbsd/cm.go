@@ -54,7 +54,7 @@ type qpCM struct {
 // start initialises the session's CM state on first use: the event pump
 // and the watcher that releases everything when the session ends. Call
 // with mu held. It fails once the session is over.
-func (cm *cmSession) start(s *session) error {
+func (cm *cmSession) start(s *rcSession) error {
 	if cm.closed {
 		return rnic.Errf(unix.ENODEV, "the session is closing")
 	}
@@ -78,7 +78,7 @@ func (cm *cmSession) nextID() uint32 {
 
 // pump sends queued CM events to the client until the session ends, then
 // releases the session's listeners, pending requests and connects.
-func (cm *cmSession) pump(s *session) {
+func (cm *cmSession) pump(s *rcSession) {
 	defer cm.closeAll()
 	for {
 		select {
@@ -98,7 +98,7 @@ func (cm *cmSession) pump(s *session) {
 
 // post queues a CM event for the client. It never blocks (the engine calls
 // it through onRCClosed).
-func (cm *cmSession) post(s *session, ev proto.CMEvent) {
+func (cm *cmSession) post(s *rcSession, ev proto.CMEvent) {
 	cm.mu.Lock()
 	defer cm.mu.Unlock()
 	if !cm.started || cm.closed {
@@ -131,7 +131,7 @@ func (cm *cmSession) closeAll() {
 
 // reserveRC checks that QP handle is an RC QP in INIT that no Connect or
 // Accept owns, and marks it owned.
-func (s *session) reserveRC(handle uint32, op string) error {
+func (s *rcSession) reserveRC(handle uint32, op string) error {
 	return s.Eng.Do(func() error {
 		q := s.qp(handle)
 		switch {
@@ -152,7 +152,7 @@ func (s *session) reserveRC(handle uint32, op string) error {
 }
 
 // releaseRC gives up the ownership taken by reserveRC (the attempt failed).
-func (s *session) releaseRC(handle uint32) {
+func (s *rcSession) releaseRC(handle uint32) {
 	s.Eng.Do(func() error {
 		if q := s.qp(handle); q != nil {
 			q.cm.busy = false
@@ -164,7 +164,7 @@ func (s *session) releaseRC(handle uint32) {
 // attachConn hands a negotiated connection to the engine: the QP goes to
 // RTS (attachRC) and its end will be reported as a CMDisconnected event.
 // fd is owned by the engine afterwards, or closed here on failure.
-func (s *session) attachConn(handle uint32, a rcAttach) error {
+func (s *rcSession) attachConn(handle uint32, a rcAttach) error {
 	err := s.Eng.Do(func() error {
 		q := s.qp(handle)
 		if q == nil || !q.cm.busy {
@@ -269,22 +269,22 @@ func writeFull(c net.Conn, b []byte, deadline time.Time) error {
 	return err
 }
 
-// addRCQP installs an RC QP in the engine before it is connected: it gets
-// its QP number and is served (flushes in ERROR), but has no socket to poll
-// until attachRC.
-func (e *engine) addRCQP(q *qp) error {
-	q.e = e
-	return e.AddUnpolledQP(q.QP) // engine.go
-}
-
-// qpAddr is the address a QP reports: a UD QP's UDP address, a connected
-// RC QP's local TCP address, else "".
-func qpAddr(q *qp) string {
-	switch {
-	case q.Typ == proto.QPTypeRC && q.rc != nil && q.rc.local.IsValid():
-		return q.rc.local.String()
-	case q.Local.IsValid():
-		return q.Local.String()
-	}
-	return ""
+// disconnect asks the engine to end QP h's connection (gracefully, or
+// abortively with a Terminate); the end is reported by a CMDisconnected
+// event.
+func (s *rcSession) disconnect(h uint32, abort bool) error {
+	return s.Eng.Do(func() error {
+		c := s.QPs[h]
+		q := s.qp(h)
+		switch {
+		case c == nil:
+			return rnic.Errf(unix.EINVAL, "disconnect: no QP %d", h)
+		case q == nil:
+			return rnic.Errf(unix.EINVAL, "disconnect: QP %d is %v, not RC", h, c.Typ)
+		case q.rc == nil:
+			return rnic.Errf(unix.ENOTCONN, "disconnect: QP %d is not connected", h)
+		}
+		q.e.disconnectRC(q, abort)
+		return nil
+	})
 }

@@ -26,7 +26,7 @@ type cmActive struct {
 
 // connect validates a Connect request, takes the QP and starts the
 // initiator goroutine. The outcome is a CM event.
-func (s *session) connect(req proto.ConnectRequest) error {
+func (s *rcSession) connect(req proto.ConnectRequest) error {
 	const op = "connect"
 	cfg := s.Dev.Cfg.MPA
 	o := req.MPA
@@ -74,7 +74,7 @@ func (s *session) connect(req proto.ConnectRequest) error {
 }
 
 // cancelConnect stops the Connect in progress on QP handle, if any.
-func (s *session) cancelConnect(handle uint32) bool {
+func (s *rcSession) cancelConnect(handle uint32) bool {
 	s.cm.mu.Lock()
 	a := s.cm.active[handle]
 	s.cm.mu.Unlock()
@@ -86,7 +86,7 @@ func (s *session) cancelConnect(handle uint32) bool {
 
 // runConnect is the initiator: TCP connect, MPA Request, Reply, then the
 // hand-off to the engine. Every way out posts exactly one CM event.
-func (s *session) runConnect(a *cmActive, ap netip.AddrPort, policy mpa.Policy, timeout time.Duration) {
+func (s *rcSession) runConnect(a *cmActive, ap netip.AddrPort, policy mpa.Policy, timeout time.Duration) {
 	ev := s.initiate(a, ap, policy, timeout)
 	ev.QP = a.qp
 	if ev.Peer == "" {
@@ -105,7 +105,7 @@ func (s *session) runConnect(a *cmActive, ap netip.AddrPort, policy mpa.Policy, 
 	s.cm.post(s, ev)
 }
 
-func (s *session) initiate(a *cmActive, ap netip.AddrPort, policy mpa.Policy, timeout time.Duration) proto.CMEvent {
+func (s *rcSession) initiate(a *cmActive, ap netip.AddrPort, policy mpa.Policy, timeout time.Duration) proto.CMEvent {
 	d := net.Dialer{Timeout: timeout}
 	if dev := s.Dev.Cfg.Addr; dev.Is4() == ap.Addr().Is4() && dev.IsLoopback() == ap.Addr().IsLoopback() {
 		d.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(dev, 0))

@@ -23,7 +23,7 @@ import (
 // a time; beyond that the listener stops accepting (the kernel's backlog
 // holds the rest).
 type cmListener struct {
-	s      *session
+	s      *rcSession
 	handle uint32
 	ln     *net.TCPListener
 	addr   netip.AddrPort
@@ -46,7 +46,7 @@ type cmPending struct {
 }
 
 // listen opens a listener for session s on addr ("ip:port", ":port").
-func (s *session) listen(addr string, backlog int) (*cmListener, error) {
+func (s *rcSession) listen(addr string, backlog int) (*cmListener, error) {
 	if err := s.Dev.Cfg.MPA.Validate(); err != nil {
 		return nil, rnic.Errf(unix.EINVAL, "listen: the device's MPA policy: %v", err)
 	}
@@ -54,7 +54,7 @@ func (s *session) listen(addr string, backlog int) (*cmListener, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkListenAddr(ap); err != nil { // bind.go
+	if err := s.CheckListenAddr(ap); err != nil { // bind.go
 		return nil, err
 	}
 	if backlog <= 0 {
@@ -100,7 +100,7 @@ func (s *session) listen(addr string, backlog int) (*cmListener, error) {
 }
 
 // parseListenAddr reads "ip:port" or ":port" (the device address).
-func (s *session) parseListenAddr(addr string) (netip.AddrPort, error) {
+func (s *rcSession) parseListenAddr(addr string) (netip.AddrPort, error) {
 	bad := rnic.Errf(unix.EINVAL, "listen: address %q: want ip:port or :port", addr)
 	if len(addr) > 0 && addr[0] == ':' {
 		port, err := strconv.ParseUint(addr[1:], 10, 16)
@@ -117,7 +117,7 @@ func (s *session) parseListenAddr(addr string) (netip.AddrPort, error) {
 }
 
 // closeListener closes listener handle and drops its pending requests.
-func (s *session) closeListener(handle uint32) error {
+func (s *rcSession) closeListener(handle uint32) error {
 	cm := &s.cm
 	cm.mu.Lock()
 	l := cm.listeners[handle]
@@ -297,7 +297,7 @@ func (p *cmPending) abandon() { p.finish(true) }
 
 // accept answers pending request id with an MPA Reply carrying privateData
 // and the IRD/ORD block, and hands the connection to QP handle.
-func (s *session) accept(req proto.AcceptRequest) (*proto.CMEvent, error) {
+func (s *rcSession) accept(req proto.AcceptRequest) (*proto.CMEvent, error) {
 	const op = "accept"
 	cfg := s.Dev.Cfg.MPA
 	if req.IRD > config.MaxIRDORD || req.ORD > config.MaxIRDORD {
@@ -356,7 +356,7 @@ func (s *session) accept(req proto.AcceptRequest) (*proto.CMEvent, error) {
 
 // reject answers pending request id with an MPA Reply with R=1 carrying
 // privateData, then closes the connection.
-func (s *session) reject(req proto.RejectRequest) error {
+func (s *rcSession) reject(req proto.RejectRequest) error {
 	if len(req.PrivateData) > mpa.MaxPrivateData {
 		return rnic.Errf(unix.EINVAL, "reject: %d octets of private data, at most %d", len(req.PrivateData), mpa.MaxPrivateData)
 	}

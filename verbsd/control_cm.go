@@ -2,8 +2,6 @@ package verbsd
 
 import (
 	"github.com/iwarpd/iwarpd/proto"
-	"github.com/iwarpd/iwarpd/verbsd/rnic"
-	"golang.org/x/sys/unix"
 )
 
 // Control requests of the connection manager (cm*.go).
@@ -24,7 +22,7 @@ func (s *session) listenOp(body []byte, _ []int) (any, error) {
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	l, err := s.listen(req.Addr, req.Backlog)
+	l, err := s.rc.listen(req.Addr, req.Backlog)
 	if err != nil {
 		return nil, err
 	}
@@ -36,7 +34,7 @@ func (s *session) closeListenerOp(body []byte, _ []int) (any, error) {
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	return nil, s.closeListener(req.Handle)
+	return nil, s.rc.closeListener(req.Handle)
 }
 
 func (s *session) acceptOp(body []byte, _ []int) (any, error) {
@@ -44,7 +42,7 @@ func (s *session) acceptOp(body []byte, _ []int) (any, error) {
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	ev, err := s.accept(req)
+	ev, err := s.rc.accept(req)
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +54,7 @@ func (s *session) rejectOp(body []byte, _ []int) (any, error) {
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	return nil, s.reject(req)
+	return nil, s.rc.reject(req)
 }
 
 func (s *session) connectOp(body []byte, _ []int) (any, error) {
@@ -64,7 +62,7 @@ func (s *session) connectOp(body []byte, _ []int) (any, error) {
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	return nil, s.connect(req)
+	return nil, s.rc.connect(req)
 }
 
 // disconnectOp cancels a Connect in progress, or asks the engine to end the
@@ -75,20 +73,9 @@ func (s *session) disconnectOp(body []byte, _ []int) (any, error) {
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	if s.cancelConnect(req.QP) {
+	if s.rc.cancelConnect(req.QP) {
 		return nil, nil
 	}
-	return nil, s.Eng.Do(func() error {
-		q := s.qp(req.QP)
-		switch {
-		case q == nil:
-			return rnic.Errf(unix.EINVAL, "disconnect: no QP %d", req.QP)
-		case q.Typ != proto.QPTypeRC:
-			return rnic.Errf(unix.EINVAL, "disconnect: QP %d is %v, not RC", req.QP, q.Typ)
-		case q.rc == nil:
-			return rnic.Errf(unix.ENOTCONN, "disconnect: QP %d is not connected", req.QP)
-		}
-		q.e.disconnectRC(q, req.Abort)
-		return nil
-	})
+	return nil, s.rc.disconnect(req.QP, req.Abort) // cm.go
+
 }

@@ -1,11 +1,7 @@
 package verbsd
 
 import (
-	"errors"
-	"net/netip"
-
 	"github.com/iwarpd/iwarpd/internal/shm"
-	"github.com/iwarpd/iwarpd/llp/dgram"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"golang.org/x/sys/unix"
@@ -38,7 +34,7 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 	if req.MergeSendImm && req.Type != proto.QPTypeRC {
 		return nil, rnic.Errf(unix.EINVAL, "create-qp: merge_send_imm is an RC option; a UD or RD Send with Immediate takes one receive already")
 	}
-	if err := s.checkClientPort("create-qp", req.Port); err != nil {
+	if err := s.CheckClientPort("create-qp", req.Port); err != nil {
 		return nil, err
 	}
 	lim := s.Dev.Cfg.Limits
@@ -89,41 +85,45 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := newQP(&rnic.QP{S: s.Session, Caps: c, SigAll: req.SigAll, State: proto.QPStateReset, Region: m, FD: -1,
-		MaxRecvS: c.MaxRecvSGE, Typ: req.Type}) // transport.go
-	q.noCRC, q.mergeImm = req.NoCRC, req.MergeSendImm
-	if req.Type != proto.QPTypeRC {
-		q.qkey = req.QKey
+	core := &rnic.QP{S: s.Session, Caps: c, SigAll: req.SigAll, State: proto.QPStateReset, Region: m, FD: -1,
+		MaxRecvS: c.MaxRecvSGE, Typ: req.Type}
+	var t transportQP
+	fail := func(err error) (any, error) {
+		rnic.CloseQP(core)
+		return nil, err
+	}
+	if req.Type == proto.QPTypeRC {
+		t = newRCQP(core, req.NoCRC, req.MergeSendImm) // rc_view.go
+	} else {
+		q := newQP(core) // transport.go
+		q.noCRC, q.qkey = req.NoCRC, req.QKey
 		if q.qkey == 0 {
 			q.qkey = rnic.RandomU32() // keys.go; the client learns it from the reply
 		}
-	}
-	fail := func(err error) (any, error) {
-		rnic.CloseQP(q.QP)
-		return nil, err
+		t = q
 	}
 	sqRing, err := shm.NewRing(m.Mem[:sqBytes], proto.RingSQ, c.MaxSendWR, sqStride, false)
 	if err != nil {
 		return fail(rnic.Errf(unix.EINVAL, "create-qp: send queue: %v", err))
 	}
-	q.Sq = shm.NewConsumer(sqRing)
+	core.Sq = shm.NewConsumer(sqRing)
 	if req.SRQ == 0 {
 		rqRing, err := shm.NewRing(m.Mem[sqBytes:], proto.RingRQ, c.MaxRecvWR, rqStride, false)
 		if err != nil {
 			return fail(rnic.Errf(unix.EINVAL, "create-qp: receive queue: %v", err))
 		}
-		q.Rq = shm.NewConsumer(rqRing)
+		core.Rq = shm.NewConsumer(rqRing)
 	}
 	if req.Type == proto.QPTypeUD {
-		if q.FD, q.Local, err = bindUD(s.Dev, req.Port, s.PrivBind); err != nil {
+		if core.FD, core.Local, err = bindUD(s.Dev, req.Port, s.PrivBind); err != nil {
 			return fail(err)
 		}
 	}
 	if req.Type == proto.QPTypeRD { // rd_qp.go
-		if q.FD, q.Local, err = s.bindRD(req.Port); err != nil { // rd_linger.go
+		if core.FD, core.Local, err = s.bindRD(req.Port); err != nil { // rd_linger.go
 			return fail(err)
 		}
-		q.rd = newRDQP(rdQPConfig(&s.Dev.Cfg.RD, c), s.Dev.Cfg.DatagramSize, s.Dev.Cfg.SocketBuffer, nil) // the store of its engine, set when placed
+		t.(*qp).rd = newRDQP(rdQPConfig(&s.Dev.Cfg.RD, c), s.Dev.Cfg.DatagramSize, s.Dev.Cfg.SocketBuffer, nil) // the store of its engine, set when installed
 	}
 	var reply proto.CreateQPReply
 	err = s.Eng.Do(func() error {
@@ -140,7 +140,7 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 			if x = s.SRQs[req.SRQ]; x == nil {
 				return rnic.Errf(unix.EINVAL, "create-qp: no SRQ %d", req.SRQ)
 			}
-			q.MaxRecvS = x.MaxSGE
+			core.MaxRecvS = x.MaxSGE
 		}
 		if len(s.QPs) >= lim.MaxQP {
 			return rnic.Errf(unix.ENOMEM, "create-qp: session limit of %d QPs reached", lim.MaxQP)
@@ -149,17 +149,9 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 		if err != nil {
 			return err
 		}
-		q.Handle, q.PD, q.SendCQ, q.RecvCQ, q.SRQ = h, p, scq, rcq, x
-		q.Eng = s.Dev.Place() // engines.go
-		q.e = engOf(q.Eng)
-		if q.rd != nil {
-			q.rd.store = &q.e.rdStoreBytes
-		}
-		if q.Typ == proto.QPTypeRC {
-			if err := q.e.addRCQP(q); err != nil {
-				return err
-			}
-		} else if err := q.e.AddQP(q.QP); err != nil {
+		core.Handle, core.PD, core.SendCQ, core.RecvCQ, core.SRQ = h, p, scq, rcq, x
+		core.Eng = s.Dev.Place() // engines.go
+		if err := t.Install(core.Eng); err != nil {
 			return err
 		}
 		p.Refs++
@@ -168,8 +160,8 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 		if x != nil {
 			x.Refs++
 		}
-		s.QPs[h] = q.QP
-		reply = proto.CreateQPReply{Handle: h, QPN: q.QPN, Addr: qpAddr(q), QKey: q.qkey}
+		s.QPs[h] = core
+		reply = proto.CreateQPReply{Handle: h, QPN: core.QPN, Addr: addrString(t), QKey: t.QKey()}
 		return nil
 	})
 	if err != nil {
@@ -179,75 +171,20 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 	return &reply, nil
 }
 
-// bindUD opens a non-blocking UDP socket bound to the device address and
-// port (0: the next free port of the UD range).
-func bindUD(srv *rnic.Device, port uint16, priv bool) (int, netip.AddrPort, error) {
-	return bindDgram(srv, port, srv.Cfg.UDPorts, priv)
-}
-
-// bindDgram opens a non-blocking UDP socket bound to the device address and
-// port (0: the next free port of r; privileged ports only if priv, see
-// bind.go).
-func bindDgram(srv *rnic.Device, port uint16, r dgram.PortRange, priv bool) (int, netip.AddrPort, error) {
-	addr := srv.Cfg.Addr
-	family := unix.AF_INET
-	if !addr.Is4() {
-		family = unix.AF_INET6
-	}
-	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
-	if err != nil {
-		return -1, netip.AddrPort{}, rnic.Errf(unix.ENOMEM, "create-qp: socket: %v", err)
-	}
-	if n := srv.Cfg.SocketBuffer; n > 0 {
-		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, n)
-		setRecvBuffer(fd, n) // udpio_linux.go
-	}
-	try := func(p uint16) error {
-		return unix.Bind(fd, rnic.AddrToSockaddr(netip.AddrPortFrom(addr, p)))
-	}
-	if port != 0 {
-		if err := try(port); err != nil {
-			unix.Close(fd)
-			if errors.Is(err, unix.EADDRINUSE) {
-				return -1, netip.AddrPort{}, rnic.Errf(unix.EADDRINUSE, "create-qp: port %d is in use", port)
-			}
-			return -1, netip.AddrPort{}, rnic.Errf(unix.EINVAL, "create-qp: bind %s:%d: %v", addr, port, err)
-		}
-		return fd, netip.AddrPortFrom(addr, port), nil
-	}
-	n := r.Len()
-	start := int(srv.Port.Add(1))
-	for i := range n {
-		p := r.First + uint16((start+i)%n)
-		if privileged(srv, p) && !priv {
-			continue
-		}
-		err := try(p)
-		if err == nil {
-			return fd, netip.AddrPortFrom(addr, p), nil
-		}
-		if !errors.Is(err, unix.EADDRINUSE) {
-			unix.Close(fd)
-			return -1, netip.AddrPort{}, rnic.Errf(unix.EINVAL, "create-qp: bind %s:%d: %v", addr, p, err)
-		}
-	}
-	unix.Close(fd)
-	return -1, netip.AddrPort{}, rnic.Errf(unix.EADDRINUSE, "create-qp: every port of %d-%d is in use", r.First, r.Last)
-}
-
 func (s *session) modifyQP(body []byte, _ []int) (any, error) {
 	var req proto.ModifyQPRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
 	return nil, s.Eng.Do(func() error {
-		q := s.qp(req.QP)
+		q := s.QPs[req.QP]
 		if q == nil {
 			return rnic.Errf(unix.EINVAL, "modify-qp: no QP %d", req.QP)
 		}
+		t := transportOf(q)
 		from, to := q.State, req.State
-		if q.Typ == proto.QPTypeRC && (to == proto.QPStateRTR || to == proto.QPStateRTS) {
-			return rnic.Errf(unix.EINVAL, "modify-qp: RC QPs are connected with rdma-cm style Connect/Accept, not moved to %v", to)
+		if err := t.CheckModify(to, req.QKey); err != nil { // e.g. RC: connected by the CM
+			return err
 		}
 		ok := false
 		switch to {
@@ -263,20 +200,12 @@ func (s *session) modifyQP(body []byte, _ []int) (any, error) {
 		if !ok {
 			return rnic.Errf(unix.EINVAL, "modify-qp: %v → %v is not a valid transition", from, to)
 		}
-		if req.QKey != 0 {
-			if q.Typ == proto.QPTypeRC {
-				return rnic.Errf(unix.EINVAL, "modify-qp: a Q_Key is a datagram QP attribute; RC QPs have none")
-			}
-			q.qkey = req.QKey
-		}
 		if to == proto.QPStateReset {
 			rnic.DiscardPosted(q.Sq)
 			rnic.DiscardPosted(q.Rq)
-			q.sendSeg, q.Blocked = 0, false
-			q.reasm.reset()
-			q.wrec.reset()
-			q.rdReset() // rd_qp.go: a new life
+			q.Blocked = false
 		}
+		t.Modified(to, req.QKey) // a new Q_Key; RESET: a new life
 		if to == proto.QPStateError && from != to {
 			q.ErrWhy = "the client moved it to ERROR (modify-qp)"
 		}
@@ -292,11 +221,12 @@ func (s *session) queryQP(body []byte, _ []int) (any, error) {
 	}
 	var reply proto.QueryQPReply
 	return &reply, s.Eng.Do(func() error {
-		q := s.qp(req.Handle)
+		q := s.QPs[req.Handle]
 		if q == nil {
 			return rnic.Errf(unix.EINVAL, "query-qp: no QP %d", req.Handle)
 		}
-		reply = proto.QueryQPReply{Type: q.Typ, State: q.State, QPN: q.QPN, Addr: qpAddr(q), Caps: q.Caps, QKey: q.qkey}
+		t := transportOf(q)
+		reply = proto.QueryQPReply{Type: q.Typ, State: q.State, QPN: q.QPN, Addr: addrString(t), Caps: q.Caps, QKey: t.QKey()}
 		return nil
 	})
 }
@@ -307,13 +237,13 @@ func (s *session) destroyQP(body []byte, _ []int) (any, error) {
 		return nil, err
 	}
 	return nil, s.Eng.Do(func() error {
-		q := s.qp(req.Handle)
+		q := s.QPs[req.Handle]
 		if q == nil {
 			return rnic.Errf(unix.EINVAL, "destroy-qp: no QP %d", req.Handle)
 		}
 		delete(s.QPs, req.Handle)
-		q.e.RemoveQP(q.QP)
-		rnic.CloseQP(q.QP)
+		q.Eng.RemoveQP(q)
+		rnic.CloseQP(q)
 		s.QPHeld(q.Typ).Release() // userlimits.go
 		q.PD.Refs--
 		q.SendCQ.Refs--

@@ -41,7 +41,7 @@ func FuzzControlRequest(f *testing.F) {
 	f.Add(msg(proto.OpQueryQP, proto.Handle{Handle: 3}))
 	f.Add([]byte("IWRP"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		s := &session{Session: rnic.NewSession(srv.dev, nil), srv: srv}
+		s := newSessionOf(srv, rnic.NewSession(srv.dev, nil))
 		defer srv.eng.Do(func() error { srv.eng.TeardownSession(s.Session); return nil })
 		// Half the inputs go to a session that already said hello.
 		if len(b) > 0 && b[0]&1 == 0 {

@@ -2,8 +2,6 @@ package verbsd
 
 import (
 	"encoding/binary"
-	"sync/atomic"
-	"unsafe"
 
 	"github.com/iwarpd/iwarpd/ddp"
 	"github.com/iwarpd/iwarpd/iwerr"
@@ -29,15 +27,12 @@ import (
 // (atomicExecute), and its response queued in irq behind the Read
 // Responses due before it (RFC 7306 §6: in order, counted against IRD).
 
-// rcAtomicLen is the size of an atomic's target and result.
-const rcAtomicLen = 8
-
 // rcPrepareAtomic validates an atomic work request (operands and one
 // result SGE of 8 octets in the SQE body) and builds its Atomic Request.
-func (e *engine) rcPrepareAtomic(q *qp, sqe *proto.SQE, slot []byte, inline bool) proto.WCStatus {
+func (e *rcEngine) rcPrepareAtomic(q *rcQP, sqe *proto.SQE, slot []byte, inline bool) proto.WCStatus {
 	c := q.rc
 	t := &c.tx
-	req, sge, st := e.atomicRequest(q, sqe, slot, inline)
+	req, sge, st := rnic.AtomicRequest(q.QP, sqe, slot, inline)
 	if st != proto.WCSuccess {
 		return st
 	}
@@ -46,79 +41,16 @@ func (e *engine) rcPrepareAtomic(q *qp, sqe *proto.SQE, slot []byte, inline bool
 	req.ReqID = c.nextReqID
 	t.reqID = req.ReqID
 	req.Append(t.areq[:0])
-	t.total = rcAtomicLen
+	t.total = rnic.AtomicLen
 	msn, _ := c.msn.NextMSN(rdmap.QNReadRequest)
 	t.segs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(rdmap.OpAtomicRequest)), 0, rdmap.QNReadRequest, msn,
 		rdmap.AtomicRequestLen, c.maxUntagged)
 	return proto.WCSuccess
 }
 
-// atomicRequest reads an atomic SQE's operands and result SGE (checked:
-// 8 octets, local write) and returns the unmasked RFC 7306 request (ReqID
-// left to the caller) and the SGE.
-func (e *engine) atomicRequest(q *qp, sqe *proto.SQE, slot []byte, inline bool) (rdmap.AtomicRequest, proto.SGE, proto.WCStatus) {
-	if inline || sqe.NumSGE != 1 || len(slot) < proto.SQEHeaderLen+proto.AtomicOperandsLen+proto.SGELen {
-		return rdmap.AtomicRequest{}, proto.SGE{}, proto.WCLocQPOpErr
-	}
-	var body [proto.AtomicOperandsLen + proto.SGELen]byte
-	copy(body[:], slot[proto.SQEHeaderLen:])
-	ops := proto.GetAtomicOperands(body[:])
-	sge := proto.GetSGE(body[proto.AtomicOperandsLen:])
-	if sge.Length != rcAtomicLen {
-		return rdmap.AtomicRequest{}, sge, proto.WCLocLenErr
-	}
-	if _, st := q.Translate(sge, q.PD, true); st != proto.WCSuccess {
-		return rdmap.AtomicRequest{}, sge, st
-	}
-	r := rdmap.AtomicRequest{Stag: sqe.RKey, TO: sqe.RemoteAddr}
-	if sqe.Opcode == proto.WRFetchAdd {
-		r.Op, r.AddSwap = rdmap.AtomicFetchAdd, ops.CompareAdd
-	} else {
-		r.Op, r.Compare, r.AddSwap = rdmap.AtomicCmpSwap, ops.CompareAdd, ops.Swap
-		r.CompareMask, r.AddSwapMask = ^uint64(0), ^uint64(0)
-	}
-	return r, sge, proto.WCSuccess
-}
-
-// atomicTarget resolves and checks the target of an Atomic Request in q's
-// memory: STag, PD, AccessRemoteAtomic, bounds, alignment, operation. The
-// returned error is the RFC 5040/7306 Terminate code (zero if none).
-func (q *qp) atomicTarget(r *rdmap.AtomicRequest) ([]byte, iwerr.Error) {
-	b, f := q.LookupRemote(r.Stag, r.TO, rcAtomicLen, proto.AccessRemoteAtomic)
-	switch {
-	case f != 0:
-		return nil, rdmap.RDMAPError(f)
-	case r.TO%rcAtomicLen != 0 || uintptr(unsafe.Pointer(&b[0]))%rcAtomicLen != 0:
-		// Misaligned target: a base/bounds violation (docs/atomics.md).
-		return nil, iwerr.RDMAPBaseBounds
-	case !r.Op.Valid():
-		return nil, iwerr.RDMAPOperationUnspecified
-	}
-	return b, iwerr.Error{}
-}
-
-// atomicExecute performs r on the 8 aligned octets b (registered shared
-// memory) with the CPU's atomic instructions and returns the original
-// value: indivisible against any other atomic from any QP or transport
-// and against the owning process's atomics on the same word. The value is
-// the host's uint64 (what the owning process's CPU atomics see).
-func atomicExecute(b []byte, r *rdmap.AtomicRequest) uint64 {
-	p := (*uint64)(unsafe.Pointer(&b[0]))
-	if r.Op == rdmap.AtomicFetchAdd && r.AddSwapMask == 0 {
-		return atomic.AddUint64(p, r.AddSwap) - r.AddSwap
-	}
-	for {
-		old := atomic.LoadUint64(p)
-		v, store := r.Apply(old)
-		if !store || atomic.CompareAndSwapUint64(p, old, v) {
-			return old
-		}
-	}
-}
-
 // rcCheckAtomicRequest checks an Atomic Request segment (one segment, IRD,
 // target) before anything of it is acted on.
-func (e *engine) rcCheckAtomicRequest(q *qp, fail func(iwerr.Error, []byte) bool) bool {
+func (e *rcEngine) rcCheckAtomicRequest(q *rcQP, fail func(iwerr.Error, []byte) bool) bool {
 	c := q.rc
 	x := &c.rx
 	h := &x.h
@@ -133,7 +65,7 @@ func (e *engine) rcCheckAtomicRequest(q *qp, fail func(iwerr.Error, []byte) bool
 		return fail(iwerr.DDPInvalidMSNRange, nil)
 	}
 	r, _, _ := rdmap.ParseAtomicRequest(x.hdr[ddp.UntaggedHeaderLen:x.want])
-	if _, err := q.atomicTarget(&r); err != (iwerr.Error{}) {
+	if _, err := q.AtomicTarget(&r); err != (iwerr.Error{}) {
 		e.count(q, rnic.CAtomicErrors, 1)
 		return fail(err, nil)
 	}
@@ -143,16 +75,16 @@ func (e *engine) rcCheckAtomicRequest(q *qp, fail func(iwerr.Error, []byte) bool
 
 // rcCommitAtomicRequest executes an accepted Atomic Request whose CRC was
 // good and queues its response.
-func (e *engine) rcCommitAtomicRequest(q *qp) bool {
+func (e *rcEngine) rcCommitAtomicRequest(q *rcQP) bool {
 	c := q.rc
 	x := &c.rx
 	r, _, _ := rdmap.ParseAtomicRequest(x.hdr[ddp.UntaggedHeaderLen:x.want])
-	b, err := q.atomicTarget(&r)
+	b, err := q.AtomicTarget(&r)
 	if err != (iwerr.Error{}) { // cannot change within the pass; kept as a guard
 		e.rcTerminate(q, err, x.hdr[:ddp.UntaggedHeaderLen], nil, x.ulen)
 		return false
 	}
-	resp := rdmap.AtomicResponse{ReqID: r.ReqID, Original: atomicExecute(b, &r)}
+	resp := rdmap.AtomicResponse{ReqID: r.ReqID, Original: rnic.AtomicExecute(b, &r)}
 	e.count(q, rnic.CAtomicsIn, 1)
 	item := rcReadResp{atomic: true}
 	resp.Append(item.resp[:0])
@@ -163,7 +95,7 @@ func (e *engine) rcCommitAtomicRequest(q *qp) bool {
 
 // rcCheckAtomicResponse checks an Atomic Response against the oldest
 // outstanding Read or atomic: it must be that atomic's.
-func (e *engine) rcCheckAtomicResponse(q *qp, fail func(iwerr.Error, []byte) bool) bool {
+func (e *rcEngine) rcCheckAtomicResponse(q *rcQP, fail func(iwerr.Error, []byte) bool) bool {
 	c := q.rc
 	x := &c.rx
 	h := &x.h
@@ -185,18 +117,18 @@ func (e *engine) rcCheckAtomicResponse(q *qp, fail func(iwerr.Error, []byte) boo
 
 // rcCommitAtomicResponse stores the original value in the atomic's result
 // buffer (host byte order, as the verbs return it) and completes it.
-func (e *engine) rcCommitAtomicResponse(q *qp) bool {
+func (e *rcEngine) rcCommitAtomicResponse(q *rcQP) bool {
 	c := q.rc
 	x := &c.rx
 	resp, _, _ := rdmap.ParseAtomicResponse(x.hdr[ddp.UntaggedHeaderLen:x.want])
 	r := c.orq.head()
 	b, st := q.Translate(r.sge, q.PD, true)
-	if st != proto.WCSuccess || len(b) < rcAtomicLen {
+	if st != proto.WCSuccess || len(b) < rnic.AtomicLen {
 		e.rcTerminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
 		return false
 	}
 	binary.NativeEndian.PutUint64(b, resp.Original)
-	if e.CommitOne(b[:rcAtomicLen]) != nil { // stage.go: a process-memory result buffer went away
+	if e.CommitOne(b[:rnic.AtomicLen]) != nil { // stage.go: a process-memory result buffer went away
 		e.rcTerminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
 		return false
 	}
@@ -208,7 +140,7 @@ func (e *engine) rcCommitAtomicResponse(q *qp) bool {
 
 // rcCheckImmediate checks an Immediate Data message: exactly its 8 octets
 // in one segment (it then takes a receive like a Send).
-func (e *engine) rcCheckImmediate(q *qp, fail func(iwerr.Error, []byte) bool) bool {
+func (e *rcEngine) rcCheckImmediate(q *rcQP, fail func(iwerr.Error, []byte) bool) bool {
 	x := &q.rc.rx
 	h := &x.h
 	switch {

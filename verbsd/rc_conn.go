@@ -196,7 +196,7 @@ func (f *rcQueue[T]) pop() {
 // a responder transmits nothing until it received the initiator's first FPDU (RFC 5044 §7.1.2 / RFC 6581).
 //
 // On error q.rc is nil and the caller still owns a.FD.
-func (e *engine) attachRC(q *qp, a rcAttach) (err error) {
+func (e *rcEngine) attachRC(q *rcQP, a rcAttach) (err error) {
 	defer func() {
 		if err != nil {
 			q.rc = nil
@@ -306,7 +306,7 @@ func rcDepth(v uint16) int {
 // shuts down the sending half and waits (bounded) for the peer's FIN;
 // abortive sends a Terminate (RDMAP, remote operation, catastrophic) and
 // closes. Either way the QP ends in ERROR with the rest flushed.
-func (e *engine) disconnectRC(q *qp, abort bool) {
+func (e *rcEngine) disconnectRC(q *rcQP, abort bool) {
 	c := q.rc
 	if c == nil {
 		return
@@ -338,7 +338,7 @@ func (e *engine) disconnectRC(q *qp, abort bool) {
 // then a Terminate carrying err (and the offending headers, copied) goes
 // out, then our FIN; the QP ends in ERROR. Nothing more is received or
 // executed.
-func (e *engine) rcTerminate(q *qp, err iwerr.Error, ddpHdr, rdmaHdr []byte, segLen int) {
+func (e *rcEngine) rcTerminate(q *rcQP, err iwerr.Error, ddpHdr, rdmaHdr []byte, segLen int) {
 	c := q.rc
 	if c == nil || c.phase >= rcTerminating {
 		return
@@ -375,7 +375,7 @@ func (c *rcConn) buildTerm() rdmap.Terminate {
 }
 
 // setEpoll changes what the engine waits for on the socket.
-func (c *rcConn) setEpoll(e *engine, in, out bool) {
+func (c *rcConn) setEpoll(e *rcEngine, in, out bool) {
 	if c.fd < 0 || (in == c.rxOn && out == c.outOn) {
 		return
 	}
@@ -393,7 +393,7 @@ func (c *rcConn) setEpoll(e *engine, in, out bool) {
 // rcClose closes the socket and moves q to ERROR (flushing follows in the
 // next passes), then tells the CM. reason is used unless an earlier error
 // already decided one.
-func (e *engine) rcClose(q *qp, reason rcCloseReason, detail string) {
+func (e *rcEngine) rcClose(q *rcQP, reason rcCloseReason, detail string) {
 	c := q.rc
 	if c == nil || c.phase == rcClosed || c.phase == rcIdle {
 		return
@@ -432,7 +432,7 @@ func (e *engine) rcClose(q *qp, reason rcCloseReason, detail string) {
 
 // rcDeadline is when the engine must look at q again without a socket
 // event (a bounded wait of a closing connection).
-func (q *qp) rcDeadline() (time.Time, bool) {
+func (q *rcQP) rcDeadline() (time.Time, bool) {
 	if q.rc == nil || q.rc.deadline.IsZero() {
 		return time.Time{}, false
 	}
@@ -441,7 +441,7 @@ func (q *qp) rcDeadline() (time.Time, bool) {
 
 // rcHasWork reports whether serving q now can make progress without a
 // socket event (the engine's look before sleeping).
-func (q *qp) rcHasWork() bool {
+func (q *rcQP) rcHasWork() bool {
 	c := q.rc
 	switch q.State {
 	case proto.QPStateError:
@@ -507,13 +507,13 @@ func (q *qp) rcHasWork() bool {
 
 // closeDone reports whether a graceful close has done the work it must
 // before our FIN.
-func (c *rcConn) closeDone(q *qp) bool {
+func (c *rcConn) closeDone(q *rcQP) bool {
 	return c.closeBudget == 0 && c.tx.kind == txNone && c.pend.n == 0 && c.irq.len() == 0
 }
 
 // serviceRC does at most PollBatch units of work on the RC QP q in each
 // direction and reports whether it did any.
-func (e *engine) serviceRC(q *qp, now time.Time) bool {
+func (e *rcEngine) serviceRC(q *rcQP, now time.Time) bool {
 	c := q.rc
 	work := false
 	if c != nil && c.phase != rcIdle && c.phase != rcClosed {
@@ -559,7 +559,7 @@ func (e *engine) serviceRC(q *qp, now time.Time) bool {
 
 // rcShutdown sends our FIN (after the last FPDU) and waits, bounded, for
 // the peer's.
-func (e *engine) rcShutdown(q *qp) {
+func (e *rcEngine) rcShutdown(q *rcQP) {
 	c := q.rc
 	if c.reason == 0 {
 		c.reason = rcClosedGraceful
@@ -573,7 +573,7 @@ func (e *engine) rcShutdown(q *qp) {
 }
 
 // rcSocketError closes q's connection after a failed read or write.
-func (e *engine) rcSocketError(q *qp, err error) {
+func (e *rcEngine) rcSocketError(q *rcQP, err error) {
 	if errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET) {
 		e.rcClose(q, rcClosedSocketError, ": "+err.Error())
 		return
@@ -584,7 +584,7 @@ func (e *engine) rcSocketError(q *qp, err error) {
 // rcFlush completes, with WCWRFlushErr, the work of an ERROR QP: the work
 // requests taken but not completed (in order), the receive being filled,
 // then what is still posted; at most PollBatch per queue per pass.
-func (e *engine) rcFlush(q *qp) bool {
+func (e *rcEngine) rcFlush(q *rcQP) bool {
 	c := q.rc
 	work := false
 	if c != nil {
@@ -623,7 +623,7 @@ func (e *engine) rcFlush(q *qp) bool {
 		q.Sq.Advance()
 		q.Sq.Release()
 		e.count(q, rnic.CFlushed, 1)
-		e.PostCQE(q.S, q.SendCQ, &proto.CQE{WRID: sqe.WRID, Status: proto.WCWRFlushErr, Opcode: wcOpcodeOf(sqe.Opcode), QPN: q.QPN})
+		e.PostCQE(q.S, q.SendCQ, &proto.CQE{WRID: sqe.WRID, Status: proto.WCWRFlushErr, Opcode: rnic.WCOpcodeOf(sqe.Opcode), QPN: q.QPN})
 		work = true
 	}
 	if q.Rq == nil {
@@ -642,27 +642,6 @@ func (e *engine) rcFlush(q *qp) bool {
 		work = true
 	}
 	return work
-}
-
-// wcOpcodeOf is the completion opcode of a send work request.
-func wcOpcodeOf(op proto.SendOpcode) proto.WCOpcode {
-	switch op {
-	case proto.WRRDMAWrite:
-		return proto.WCRDMAWrite
-	case proto.WRRDMARead:
-		return proto.WCRDMARead
-	case proto.WRLocalInvalidate:
-		return proto.WCLocalInvalidate
-	case proto.WRWriteRecord, proto.WRWriteRecordWithImm:
-		return proto.WCWriteRecord
-	case proto.WRWriteWithImm:
-		return proto.WCRDMAWrite
-	case proto.WRFetchAdd:
-		return proto.WCFetchAdd
-	case proto.WRCmpSwap:
-		return proto.WCCmpSwap
-	}
-	return proto.WCSend
 }
 
 // rcPending is the window of send work requests taken from the SQ and not
@@ -723,7 +702,7 @@ func (p *rcPending) reset() {
 
 // rcComplete marks the work request seq done and posts every completion
 // that is now due, in order.
-func (e *engine) rcComplete(q *qp, seq uint64, status proto.WCStatus) {
+func (e *rcEngine) rcComplete(q *rcQP, seq uint64, status proto.WCStatus) {
 	c := q.rc
 	if p := c.pend.get(seq); p != nil {
 		p.done, p.status = true, status
@@ -737,9 +716,4 @@ func (e *engine) rcComplete(q *qp, seq uint64, status proto.WCStatus) {
 		c.pend.pop()
 	}
 	c.sqStalled = false
-}
-
-// termWord packs an iWARP error for CQE.Term.
-func termWord(err iwerr.Error) uint32 {
-	return uint32(err.Layer)<<16 | uint32(err.Type)<<8 | uint32(err.Code)
 }

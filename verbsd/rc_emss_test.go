@@ -19,7 +19,7 @@ func TestRCRefreshEMSS(t *testing.T) {
 	const n = 256 << 10
 	a, b := rcPairOf(t, 2*n, true, false, 0)
 	var sockMSS int
-	if err := a.engineQP(func(q *qp) error {
+	if err := a.engineQP(func(q *rcQP) error {
 		c := q.rc
 		if !c.emssAuto {
 			t.Errorf("EMSS %d from the socket is not followed", c.emss)
@@ -43,7 +43,7 @@ func TestRCRefreshEMSS(t *testing.T) {
 	b.postRecv(9, b.mr.SGE(0, 0))
 	a.postSend(proto.SQE{WRID: 9, Opcode: proto.WRSend}, nil, nil)
 	b.waitCQEs(b.rcq, 1, "the Send behind the Writes")
-	if err := a.engineQP(func(q *qp) error {
+	if err := a.engineQP(func(q *rcQP) error {
 		c := q.rc
 		v, err := unix.GetsockoptInt(c.fd, unix.IPPROTO_TCP, unix.TCP_MAXSEG)
 		if err != nil {

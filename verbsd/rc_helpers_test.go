@@ -189,20 +189,20 @@ func (n *rcEnd) waitState(want proto.QPState) {
 }
 
 // engineQP runs f on the engine with the daemon's qp.
-func (n *rcEnd) engineQP(f func(q *qp) error) error {
+func (n *rcEnd) engineQP(f func(q *rcQP) error) error {
 	return n.srv.eng.Do(func() error {
 		s := n.srv.eng.Sessions[n.c.Hello.SessionID]
-		if s == nil || sessionQP(s, n.qp) == nil {
-			return errors.New("no such QP")
+		if s == nil || s.QPs[n.qp] == nil || rcQPOf(s.QPs[n.qp]) == nil {
+			return errors.New("no such RC QP")
 		}
-		return f(sessionQP(s, n.qp))
+		return f(rcQPOf(s.QPs[n.qp]))
 	})
 }
 
 // attach hands fd to the engine as the connection of n's QP.
 func (n *rcEnd) attach(fd int, p mpa.Params, initiator bool, mss int) {
 	n.t.Helper()
-	err := n.engineQP(func(q *qp) error {
+	err := n.engineQP(func(q *rcQP) error {
 		q.onRCClosed = func(r rcCloseReason, term *rdmap.Terminate) {
 			n.mu.Lock()
 			n.closed = append(n.closed, r)
@@ -300,7 +300,7 @@ func (n *rcEnd) noCQE(cq *verbsdtest.CQ, what string) {
 
 func (n *rcEnd) counters() map[string]int64 {
 	var m map[string]int64
-	n.engineQP(func(q *qp) error { m = q.Stats.Snapshot(); return nil })
+	n.engineQP(func(q *rcQP) error { m = q.Stats.Snapshot(); return nil })
 	return m
 }
 

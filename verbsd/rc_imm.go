@@ -52,7 +52,7 @@ type rcHeldImm struct {
 // rcPrepareMergedImm sets c.tx up for a merged Send with Immediate (the
 // SGEs or inline data are in place): the tagged Immediate Data message,
 // then the Send. Both MSNs are taken now, in order.
-func (e *engine) rcPrepareMergedImm(q *qp, sqe *proto.SQE) {
+func (e *rcEngine) rcPrepareMergedImm(q *rcQP, sqe *proto.SQE) {
 	c := q.rc
 	t := &c.tx
 	t.immOp, t.immFirst, t.immPhase = rdmap.OpImmediateData, true, true
@@ -76,7 +76,7 @@ func rcIsSend(op rdmap.Opcode) bool {
 
 // rcHoldsImm reports whether the Immediate Data in c.rx (checked) is to
 // be held for the next Send rather than take a receive.
-func (e *engine) rcHoldsImm(q *qp) bool {
+func (e *rcEngine) rcHoldsImm(q *rcQP) bool {
 	if !q.mergeImm {
 		return false
 	}
@@ -87,7 +87,7 @@ func (e *engine) rcHoldsImm(q *qp) bool {
 
 // rcHoldImm keeps the tagged Immediate Data in c.rx (its CRC was good) for
 // the next Send.
-func (e *engine) rcHoldImm(q *qp) {
+func (e *rcEngine) rcHoldImm(q *rcQP) {
 	c := q.rc
 	x := &c.rx
 	d, _, _ := rdmap.ParseImmediateData(x.hdr[ddp.UntaggedHeaderLen:x.want])
@@ -109,7 +109,7 @@ func (c *rcConn) rcAttachImm() {
 
 // rcReleaseImm delivers a held Immediate Data that a Send did not follow
 // as RFC 7306 does: in a receive of its own. false: the QP is failing.
-func (e *engine) rcReleaseImm(q *qp) bool {
+func (e *rcEngine) rcReleaseImm(q *rcQP) bool {
 	c := q.rc
 	h := c.heldImm
 	c.heldImm.held = false
@@ -135,7 +135,7 @@ func (e *engine) rcReleaseImm(q *qp) bool {
 // rcCompleteRecv completes the receive WR of a fully received Send (with
 // the value of a merged Immediate Data) or Immediate Data, after the
 // remote invalidation a Send with Invalidate asks for.
-func (e *engine) rcCompleteRecv(q *qp) bool {
+func (e *rcEngine) rcCompleteRecv(q *rcQP) bool {
 	c := q.rc
 	x := &c.rx
 	r := &c.rqe

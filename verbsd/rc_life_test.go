@@ -10,6 +10,7 @@ import (
 	"github.com/iwarpd/iwarpd/mpa"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 )
 
 // expectReadRequests reads k FPDUs from the engine, all Read Requests.
@@ -117,7 +118,7 @@ func TestRCTerminateReceived(t *testing.T) {
 			a.waitState(proto.QPStateError)
 			cs := a.waitCQEs(a.scq, 2, "send queue")
 			if cs[0].WRID != 1 || cs[0].Status != proto.WCRemAccessErr || cs[0].Flags&proto.WCFlagTermValid == 0 ||
-				cs[0].Term != termWord(iwerr.RDMAPAccessRights) {
+				cs[0].Term != rnic.TermWord(iwerr.RDMAPAccessRights) {
 				t.Fatalf("terminated read: %+v", cs[0])
 			}
 			if cs[1].WRID != 2 || cs[1].Status != proto.WCWRFlushErr {
@@ -241,7 +242,7 @@ func TestRCDisconnect(t *testing.T) {
 	for i := range 4 {
 		a.postSend(proto.SQE{WRID: uint64(i), Opcode: proto.WRSend, Flags: proto.SendSignaled}, []proto.SGE{a.mr.SGE(0, 65536)}, nil)
 	}
-	a.engineQP(func(q *qp) error { q.e.disconnectRC(q, false); return nil })
+	a.engineQP(func(q *rcQP) error { q.e.disconnectRC(q, false); return nil })
 	cs := a.waitCQEs(a.scq, 4, "sends before the disconnect")
 	for i, c := range cs {
 		if c.Status != proto.WCSuccess || c.WRID != uint64(i) {
@@ -270,7 +271,7 @@ func TestRCDisconnect(t *testing.T) {
 	}
 
 	a, b = rcPairOf(t, 1<<16, false, false, 0)
-	a.engineQP(func(q *qp) error { q.e.disconnectRC(q, true); return nil })
+	a.engineQP(func(q *rcQP) error { q.e.disconnectRC(q, true); return nil })
 	if r, tm := b.waitClosed(); r != rcClosedTermReceived || tm.Err != iwerr.RDMAPCatastrophicStream {
 		t.Fatalf("b after abort: %v %+v", r, tm)
 	}
@@ -340,7 +341,7 @@ func TestRCSlowReader(t *testing.T) {
 		t.Fatalf("other QP: %v", s)
 	}
 	var held int
-	a.engineQP(func(q *qp) error { held = len(q.rc.tx.scratch) + q.rc.irq.len(); return nil })
+	a.engineQP(func(q *rcQP) error { held = len(q.rc.tx.scratch) + q.rc.irq.len(); return nil })
 	if held > 1024 {
 		t.Fatalf("%d octets of framing held", held)
 	}

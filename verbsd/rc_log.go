@@ -21,7 +21,7 @@ func (c *rcConn) setCause(s string) {
 // rcLogClosed logs the end of q's connection (rcClose, before its state
 // is cleared; removeQP). reason and detail are rcClose's; then says what
 // became of the QP.
-func (e *engine) rcLogClosed(q *qp, reason rcCloseReason, detail, then string) {
+func (e *rcEngine) rcLogClosed(q *rcQP, reason rcCloseReason, detail, then string) {
 	c := q.rc
 	log := q.S.Dev.Log
 	side := "responder"

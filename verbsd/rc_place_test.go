@@ -102,7 +102,7 @@ func TestRCMaxMessageArithmetic(t *testing.T) {
 		sges = append(sges, big)
 	}
 	q := proto.SQE{Opcode: proto.WRSend}
-	err := a.engineQP(func(x *qp) error {
+	err := a.engineQP(func(x *rcQP) error {
 		x.rc.tx.sges = x.rc.tx.sges[:0]
 		slot := make([]byte, proto.SQEHeaderLen+len(sges)*proto.SGELen)
 		for i, s := range sges {
@@ -110,7 +110,7 @@ func TestRCMaxMessageArithmetic(t *testing.T) {
 			s.Put(slot[proto.SQEHeaderLen+i*proto.SGELen:])
 		}
 		q.NumSGE = uint16(len(sges))
-		if st := engOf(x.Eng).rcCopyPayload(x, &q, slot, false); st != proto.WCLocProtErr {
+		if st := x.e.rcCopyPayload(x, &q, slot, false); st != proto.WCLocProtErr {
 			t.Errorf("SGEs beyond the MR: %v", st)
 		}
 		return nil

@@ -174,7 +174,7 @@ func TestRCSocketBuffers(t *testing.T) {
 	}
 	a, _ := rcPairOf(t, 4096, true, false, 0)
 	var snd, rcv int
-	if err := a.engineQP(func(q *qp) error {
+	if err := a.engineQP(func(q *rcQP) error {
 		var err error
 		if snd, err = unix.GetsockoptInt(q.rc.fd, unix.SOL_SOCKET, unix.SO_SNDBUF); err != nil {
 			return err

@@ -193,7 +193,7 @@ func (x *rcReader) Read(b []byte) (int, error) {
 
 // rcReceive reads and processes FPDUs of q until the socket is empty or
 // PollBatch FPDUs were processed.
-func (e *engine) rcReceive(q *qp) bool {
+func (e *rcEngine) rcReceive(q *rcQP) bool {
 	c := q.rc
 	if c.discard {
 		return e.rcDiscard(q)
@@ -232,7 +232,7 @@ func (e *engine) rcReceive(q *qp) bool {
 // rcRxError handles a failed read: the peer's FIN between FPDUs is a
 // graceful end, a marker mismatch is an MPA error (Terminate), anything
 // else ends the connection.
-func (e *engine) rcRxError(q *qp, err error) {
+func (e *rcEngine) rcRxError(q *rcQP, err error) {
 	switch {
 	case errors.Is(err, io.EOF):
 		e.rcClose(q, rcClosedGraceful, "")
@@ -245,7 +245,7 @@ func (e *engine) rcRxError(q *qp, err error) {
 
 // rcDiscard reads and drops what arrives after our Terminate, until the
 // peer's FIN.
-func (e *engine) rcDiscard(q *qp) bool {
+func (e *rcEngine) rcDiscard(q *rcQP) bool {
 	c := q.rc
 	c.rx.rd.reset() // read ahead: dropped too
 	if c.rx.scratch == nil {
@@ -268,7 +268,7 @@ func (e *engine) rcDiscard(q *qp) bool {
 
 // rcReadFPDU advances the FPDU being received; done reports that one was
 // completely processed.
-func (e *engine) rcReadFPDU(q *qp, rd *rcReader) (done bool, err error) {
+func (e *rcEngine) rcReadFPDU(q *rcQP, rd *rcReader) (done bool, err error) {
 	c := q.rc
 	x := &c.rx
 	for {
@@ -334,7 +334,7 @@ func (e *engine) rcReadFPDU(q *qp, rd *rcReader) (done bool, err error) {
 // rcRDMAPHeaderLen is how many octets of RDMAP header follow the DDP header
 // of x's segment and are read into x.hdr: a Read Request's 28, or up to 64
 // of a Terminate.
-func (e *engine) rcRDMAPHeaderLen(x *rcRx) int {
+func (e *rcEngine) rcRDMAPHeaderLen(x *rcRx) int {
 	if x.h.Tagged {
 		return 0
 	}
@@ -360,7 +360,7 @@ func (e *engine) rcRDMAPHeaderLen(x *rcRx) int {
 
 // rcCheck validates the segment whose headers are in c.rx and prepares its
 // placement. On a violation it starts the Terminate and returns false.
-func (e *engine) rcCheck(q *qp) bool {
+func (e *rcEngine) rcCheck(q *rcQP) bool {
 	c := q.rc
 	x := &c.rx
 	h := &x.h
@@ -450,7 +450,7 @@ func (e *engine) rcCheck(q *qp) bool {
 // rcCheckTagged checks an RDMA Write (against the MR table: STag, PD,
 // remote write, bounds) or a Read Response (against the oldest outstanding
 // Read: STag, TO in order, size).
-func (e *engine) rcCheckTagged(q *qp, fail func(iwerr.Error, []byte) bool) bool {
+func (e *rcEngine) rcCheckTagged(q *rcQP, fail func(iwerr.Error, []byte) bool) bool {
 	c := q.rc
 	x := &c.rx
 	h := &x.h
@@ -482,7 +482,7 @@ func (e *engine) rcCheckTagged(q *qp, fail func(iwerr.Error, []byte) bool) bool 
 
 // rcCheckSend checks a Send segment: it takes the receive WR at the
 // message's first segment, then checks MO and length against it.
-func (e *engine) rcCheckSend(q *qp, fail func(iwerr.Error, []byte) bool) bool {
+func (e *rcEngine) rcCheckSend(q *rcQP, fail func(iwerr.Error, []byte) bool) bool {
 	c := q.rc
 	x := &c.rx
 	h := &x.h
@@ -527,7 +527,7 @@ const (
 
 // rcTakeRecv takes the next receive WR (the QP's RQ or its SRQ) for the
 // Send now arriving: copied out of the ring and validated.
-func (e *engine) rcTakeRecv(q *qp) rqeResult {
+func (e *rcEngine) rcTakeRecv(q *rcQP) rqeResult {
 	c := q.rc
 	ring := q.RecvRing()
 	if ring == nil {
@@ -569,7 +569,7 @@ func (e *engine) rcTakeRecv(q *qp) rqeResult {
 			r.total += uint64(s.Length)
 		}
 	}
-	e.srqLimitCheck(q)
+	e.SRQLimitCheck(q.QP)
 	if st != proto.WCSuccess {
 		e.count(q, rnic.CWRErrors, 1)
 		e.PostCQE(q.S, q.RecvCQ, &proto.CQE{WRID: r.wrid, Status: st, Opcode: proto.WCRecv, QPN: q.QPN})
@@ -580,19 +580,9 @@ func (e *engine) rcTakeRecv(q *qp) rqeResult {
 	return rqeTaken
 }
 
-// srqLimitCheck raises the SRQ limit event once the SRQ fell below it.
-func (e *engine) srqLimitCheck(q *qp) {
-	if s := q.SRQ; s != nil && s.Limit > 0 {
-		if avail, err := s.Cons.Available(); err == nil && avail < s.Limit {
-			s.Limit = 0
-			q.S.SendEvent(e.Engine, proto.Event{Type: proto.EventSRQLimit, Handle: s.Handle})
-		}
-	}
-}
-
 // rcDest computes where the payload of the current segment goes, for this
 // pass: false if the memory went away (the QP is failing).
-func (e *engine) rcDest(q *qp) bool {
+func (e *rcEngine) rcDest(q *rcQP) bool {
 	c := q.rc
 	x := &c.rx
 	h := &x.h
@@ -651,7 +641,7 @@ func (e *engine) rcDest(q *qp) bool {
 // placed in went away (stage.go): a remote access error for an RDMA Write
 // (its target is the peer's to know), a local catastrophic error for a
 // Send's receive buffer or a Read's sink.
-func (e *engine) rcPlaceFault(q *qp) {
+func (e *rcEngine) rcPlaceFault(q *rcQP) {
 	x := &q.rc.rx
 	if x.op == rdmap.OpWrite {
 		e.rcTerminate(q, rdmap.TaggedError(rdmap.FaultBaseBounds), x.hdr[:x.h.Len()], nil, x.ulen)
@@ -675,7 +665,7 @@ func pieceAt(pieces [][]byte, off, n int) []byte {
 
 // rcPlace reads the segment's payload into its destination, all but the
 // held last octet, then that octet into the scratch.
-func (e *engine) rcPlace(q *qp, rd *rcReader) error {
+func (e *rcEngine) rcPlace(q *rcQP, rd *rcReader) error {
 	c := q.rc
 	x := &c.rx
 	if x.payLen == 0 {
@@ -721,7 +711,7 @@ func (e *engine) rcPlace(q *qp, rd *rcReader) error {
 
 // rcCommit acts on a segment whose CRC was good: the held last octet is
 // stored, and completed messages complete. false: the QP is failing.
-func (e *engine) rcCommit(q *qp) bool {
+func (e *rcEngine) rcCommit(q *rcQP) bool {
 	c := q.rc
 	x := &c.rx
 	h := &x.h

@@ -88,7 +88,7 @@ func TestRCSendWaitsForRoom(t *testing.T) {
 	a := newRCEnd(t, srv, path, rcOpts{bufSize: msg})
 	p, _ := rcParams(true, false, 4, 4)
 	r := connectRaw(t, a, p, true, 0)
-	if err := a.engineQP(func(q *qp) error {
+	if err := a.engineQP(func(q *rcQP) error {
 		return unix.SetsockoptInt(q.rc.fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 128<<10)
 	}); err != nil {
 		t.Fatal(err)

@@ -113,7 +113,7 @@ const (
 	rcTxMaxIOV     = 1024 // UIO_MAXIOV
 )
 
-func (t *rcTx) init(q *qp) {
+func (t *rcTx) init(q *rcQP) {
 	t.sges = make([]proto.SGE, 0, max(q.Caps.MaxSendSGE, 1))
 	t.inline = make([]byte, q.Caps.MaxInline)
 	// Framing scratch: length, PAD, CRC of each FPDU and one marker per
@@ -153,7 +153,7 @@ func (t *rcTx) startRTR(c *rcConn, typ mpa.RTRType) {
 
 // rcSend transmits FPDUs of q until the socket is full, there is nothing
 // to send, or PollBatch FPDUs went out.
-func (e *engine) rcSend(q *qp) bool {
+func (e *rcEngine) rcSend(q *rcQP) bool {
 	c := q.rc
 	t := &c.tx
 	t.fresh = false
@@ -257,7 +257,7 @@ func rcWritev(c *rcConn, vec [][]byte, skip int) (int, error) {
 // rcNextFPDU prepares the next FPDU to write, starting a new message if
 // none is in progress. ready: an FPDU is built; did: something happened
 // (a work request was taken, completed or failed).
-func (e *engine) rcNextFPDU(q *qp) (ready, did bool) {
+func (e *rcEngine) rcNextFPDU(q *rcQP) (ready, did bool) {
 	c := q.rc
 	t := &c.tx
 	if t.kind == txNone {
@@ -278,7 +278,7 @@ func (e *engine) rcNextFPDU(q *qp) (ready, did bool) {
 // pass. An FPDU cut by a short write is rebuilt identically, alone (the
 // sender's stream position is set back to its start). It returns false
 // when the payload is gone (the QP is failing).
-func (e *engine) rcBuildFPDU(q *qp) bool {
+func (e *rcEngine) rcBuildFPDU(q *rcQP) bool {
 	c := q.rc
 	t := &c.tx
 	if s := t.segs.Segment(t.seg); !t.fresh || int(s.Offset) < t.payLo || int(s.Offset)+s.Len > t.payHi {
@@ -370,7 +370,7 @@ func (t *rcTx) msgEnds(m *rcMsg) bool { return m.immOp == 0 || m.immPhase != m.i
 // the window reads each octet about once. The previous window's staging
 // buffers, if staged in this pass, go back to the pool at once
 // (e.unstage).
-func (e *engine) rcTxPayloads(q *qp, from int) bool {
+func (e *rcEngine) rcTxPayloads(q *rcQP, from int) bool {
 	c := q.rc
 	t := &c.tx
 	window := max(min(rcTxWindow, e.Cfg.PollBatch*min(rcTxBatchBytes, c.emss)), c.maxTagged, c.maxUntagged) // a segment at least
@@ -416,7 +416,7 @@ func (e *engine) rcTxPayloads(q *qp, from int) bool {
 // m.payloads; it only reads. The octets of registered memory translated
 // are [from, from+n) of the message (m.payLo, m.payHi); the small payloads
 // (immediate data, an atomic's or a Read's request, inline data) whole.
-func (e *engine) rcMsgPayloads(q *qp, m *rcMsg, from, n int) proto.WCStatus {
+func (e *rcEngine) rcMsgPayloads(q *rcQP, m *rcMsg, from, n int) proto.WCStatus {
 	m.payloads, m.payLo, m.payHi = m.payloads[:0], 0, math.MaxInt
 	switch {
 	case m.immPhase:
@@ -449,7 +449,7 @@ func (e *engine) rcMsgPayloads(q *qp, m *rcMsg, from, n int) proto.WCStatus {
 // rcTxBroken drops the message in transmission. If part of an FPDU went
 // out, the stream cannot be framed any more: the connection is closed at
 // once (no Terminate can follow).
-func (e *engine) rcTxBroken(q *qp) {
+func (e *rcEngine) rcTxBroken(q *rcQP) {
 	c := q.rc
 	partial := c.tx.inFPDU && c.tx.written > 0
 	c.tx.reset()
@@ -460,7 +460,7 @@ func (e *engine) rcTxBroken(q *qp) {
 
 // rcStartMessage picks the next message: a Read Response if one is due,
 // else the SQ head (local invalidations complete on the way).
-func (e *engine) rcStartMessage(q *qp) (ok, did bool) {
+func (e *rcEngine) rcStartMessage(q *rcQP) (ok, did bool) {
 	c := q.rc
 	t := &c.tx
 	if c.irq.len() > 0 && !c.irq.head().started {
@@ -519,7 +519,7 @@ func (e *engine) rcStartMessage(q *qp) (ok, did bool) {
 		if c.phase == rcClosing {
 			c.closeBudget--
 		}
-		seq := c.pend.push(rcPend{wrid: sqe.WRID, op: wcOpcodeOf(sqe.Opcode), len: uint32(t.total),
+		seq := c.pend.push(rcPend{wrid: sqe.WRID, op: rnic.WCOpcodeOf(sqe.Opcode), len: uint32(t.total),
 			signaled: sqe.Flags&proto.SendSignaled != 0})
 		did = true
 		if st != proto.WCSuccess || sqe.Opcode == proto.WRLocalInvalidate {
@@ -540,7 +540,7 @@ func (e *engine) rcStartMessage(q *qp) (ok, did bool) {
 			c.orq.push(rcRead{seq: seq, sge: t.readSGE, stag: t.readSGE.LKey, to: t.readSGE.Addr, size: uint32(t.total)})
 		}
 		if sqe.Opcode.Atomic() {
-			c.orq.push(rcRead{seq: seq, atomic: true, reqID: t.reqID, sge: t.readSGE, size: rcAtomicLen})
+			c.orq.push(rcRead{seq: seq, atomic: true, reqID: t.reqID, sge: t.readSGE, size: rnic.AtomicLen})
 		}
 		return true, true
 	}
@@ -549,7 +549,7 @@ func (e *engine) rcStartMessage(q *qp) (ok, did bool) {
 // rcPrepareWR copies and validates the work request sqe (slot is its
 // ring entry, for SGEs and inline data) into c.tx, and performs a local
 // invalidation. The status is not WCSuccess for a bad work request.
-func (e *engine) rcPrepareWR(q *qp, sqe *proto.SQE, slot []byte) proto.WCStatus {
+func (e *rcEngine) rcPrepareWR(q *rcQP, sqe *proto.SQE, slot []byte) proto.WCStatus {
 	c := q.rc
 	t := &c.tx
 	t.kind, t.wrOp, t.useIn, t.seg, t.fresh, t.total = txSQ, sqe.Opcode, false, 0, false, 0
@@ -642,7 +642,7 @@ func (e *engine) rcPrepareWR(q *qp, sqe *proto.SQE, slot []byte) proto.WCStatus 
 
 // rcCopyPayload copies the SGEs (validating them) or the inline data of a
 // Send or Write into c.tx.
-func (e *engine) rcCopyPayload(q *qp, sqe *proto.SQE, slot []byte, inline bool) proto.WCStatus {
+func (e *rcEngine) rcCopyPayload(q *rcQP, sqe *proto.SQE, slot []byte, inline bool) proto.WCStatus {
 	t := &q.rc.tx
 	if inline {
 		if sqe.InlineLen > q.Caps.MaxInline || int(sqe.InlineLen) > len(slot)-proto.SQEHeaderLen {
@@ -677,7 +677,7 @@ func (e *engine) rcCopyPayload(q *qp, sqe *proto.SQE, slot []byte, inline bool) 
 
 // rcFPDUSent accounts for a fully written FPDU; the message completes
 // with its last one.
-func (e *engine) rcFPDUSent(q *qp) {
+func (e *rcEngine) rcFPDUSent(q *rcQP) {
 	c := q.rc
 	t := &c.tx
 	t.seg++
@@ -720,7 +720,7 @@ func (e *engine) rcFPDUSent(q *qp) {
 
 // rcSendTerminate writes the Terminate FPDU (built once), then our FIN;
 // what the peer still sends is read and dropped until its FIN (bounded).
-func (e *engine) rcSendTerminate(q *qp) bool {
+func (e *rcEngine) rcSendTerminate(q *rcQP) bool {
 	c := q.rc
 	if c.termWire == nil {
 		t := c.buildTerm()

@@ -2,6 +2,7 @@ package verbsd
 
 import (
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 )
 
 // Batching across work requests (rc_tx.go sends one message at a time).
@@ -37,7 +38,7 @@ const rcAheadBytes = 256 << 10
 
 // rcBatchAhead appends the FPDUs of the messages after the current one to
 // the batch while they fit whole, taking new ones from the SQ.
-func (e *engine) rcBatchAhead(q *qp, limit int) {
+func (e *rcEngine) rcBatchAhead(q *rcQP, limit int) {
 	c := q.rc
 	t := &c.tx
 	for i := 0; len(t.wires) < rcTxMaxFPDUs; i++ {
@@ -58,7 +59,7 @@ func (e *engine) rcBatchAhead(q *qp, limit int) {
 
 // rcTakeAhead starts the SQ head as a message ahead of the current one,
 // if that is safe (see above), and returns it.
-func (e *engine) rcTakeAhead(q *qp) *rcMsg {
+func (e *rcEngine) rcTakeAhead(q *rcQP) *rcMsg {
 	c := q.rc
 	t := &c.tx
 	if !t.aheadRoom(q) || c.irq.len() > 0 || c.sqStalled || c.waitFirst ||
@@ -96,7 +97,7 @@ func (e *engine) rcTakeAhead(q *qp) *rcMsg {
 	if c.phase == rcClosing {
 		c.closeBudget--
 	}
-	m.seq = c.pend.push(rcPend{wrid: sqe.WRID, op: wcOpcodeOf(sqe.Opcode), len: uint32(m.total),
+	m.seq = c.pend.push(rcPend{wrid: sqe.WRID, op: rnic.WCOpcodeOf(sqe.Opcode), len: uint32(m.total),
 		signaled: sqe.Flags&proto.SendSignaled != 0})
 	if sqe.Opcode == proto.WRRDMARead {
 		c.orq.push(rcRead{seq: m.seq, sge: m.readSGE, stag: m.readSGE.LKey, to: m.readSGE.Addr, size: uint32(m.total)})
@@ -107,7 +108,7 @@ func (e *engine) rcTakeAhead(q *qp) *rcMsg {
 
 // aheadRoom reports whether the ahead ring has a free slot, making the
 // ring on first use (its size bounded by rcAheadBytes).
-func (t *rcTx) aheadRoom(q *qp) bool {
+func (t *rcTx) aheadRoom(q *rcQP) bool {
 	if t.ahead == nil {
 		per := cap(t.sges)*proto.SGELen + len(t.inline) + 256
 		n := min(rcTxMaxFPDUs-1, max(1, rcAheadBytes/per))

@@ -129,7 +129,7 @@ func rcBatchWire(t *testing.T, markers, block bool) {
 	}
 	fd := fdOf(t, c1)
 	a.attach(fd, p, true, mss)
-	if err := a.engineQP(func(q *qp) error {
+	if err := a.engineQP(func(q *rcQP) error {
 		return unix.SetsockoptInt(q.rc.fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 4096)
 	}); err != nil {
 		t.Fatal(err)

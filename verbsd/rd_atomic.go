@@ -80,7 +80,7 @@ func (c *rdAtomicCache) put(k rdAtomicKey, v rdAtomicEntry) {
 // Atomic Request.
 func (e *engine) rdPrepareAtomic(q *qp, w *rdWR, sqe *proto.SQE, slot []byte, inline bool) proto.WCStatus {
 	r := q.rd
-	req, sge, st := e.atomicRequest(q, sqe, slot, inline)
+	req, sge, st := rnic.AtomicRequest(q.QP, sqe, slot, inline)
 	if st != proto.WCSuccess {
 		return st
 	}
@@ -91,7 +91,7 @@ func (e *engine) rdPrepareAtomic(q *qp, w *rdWR, sqe *proto.SQE, slot []byte, in
 	req.ReqID = r.nextReqID
 	w.reqID = req.ReqID
 	req.Append(w.areq[:0])
-	w.sink, w.total = sge, rcAtomicLen
+	w.sink, w.total = sge, rnic.AtomicLen
 	r.msn[rdmap.QNReadRequest]++
 	w.msn = r.msn[rdmap.QNReadRequest]
 	w.segs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(rdmap.OpAtomicRequest)), 0, rdmap.QNReadRequest, w.msn,
@@ -115,14 +115,14 @@ func (e *engine) rdAtomicRequest(q *qp, src netip.AddrPort, h *ddp.Header, seg [
 		e.rdQueueAtomicResponse(q, src, req.ReqID, v.orig)
 		return
 	}
-	b, terr := q.atomicTarget(&req)
+	b, terr := q.AtomicTarget(&req)
 	if terr != (iwerr.Error{}) {
 		r.count(rdAccessErrors, 1)
 		e.count(q, rnic.CAtomicErrors, 1)
 		e.rdSendError(q, src, terr, seg[:hl], nil, len(seg))
 		return
 	}
-	orig := atomicExecute(b, &req)
+	orig := rnic.AtomicExecute(b, &req)
 	e.count(q, rnic.CAtomicsIn, 1)
 	r.atomicSeen.put(k, rdAtomicEntry{req: req, orig: orig})
 	e.rdQueueAtomicResponse(q, src, req.ReqID, orig)

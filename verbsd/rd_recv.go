@@ -441,7 +441,7 @@ func (e *engine) rdClaim(q *qp, m *rdInMsg) bool {
 	c.Advance()
 	c.Release()
 	q.rd.claimed++
-	e.srqLimitCheck(q)
+	e.SRQLimitCheck(q.QP)
 	return true
 }
 
@@ -660,7 +660,7 @@ func (e *engine) rdErrorIn(q *qp, src netip.AddrPort, body []byte) {
 				}
 				if w.peer == src && onQN && w.msn == oh.MSN && w.sent > 0 && !w.fatal && !w.completed {
 					if !w.done || w.status == proto.WCSuccess {
-						w.done, w.status, w.term = true, termStatus(t.Err), termWord(t.Err)
+						w.done, w.status, w.term = true, rnic.TermStatus(t.Err), rnic.TermWord(t.Err)
 					}
 					return
 				}

@@ -745,7 +745,7 @@ func (e *engine) rdComplete(q *qp) bool {
 }
 
 // rdWCOpcode is the completion opcode of w.
-func rdWCOpcode(w *rdWR) proto.WCOpcode { return wcOpcodeOf(w.op) }
+func rdWCOpcode(w *rdWR) proto.WCOpcode { return rnic.WCOpcodeOf(w.op) }
 
 // rdCompleteWR posts w's completion (if signaled or failed).
 func (e *engine) rdCompleteWR(q *qp, w *rdWR) {

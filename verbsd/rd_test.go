@@ -14,6 +14,7 @@ import (
 	"github.com/iwarpd/iwarpd/iwerr"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/verbsd/config"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 	"golang.org/x/sys/unix"
 )
@@ -496,7 +497,7 @@ func rdTooLong(t *testing.T, path string) {
 			t.Fatalf("%d octets: receive %+v", n, rc)
 		}
 		sc := waitN(t, a.scq, 1, "send")[0]
-		if sc.Status == proto.WCSuccess || sc.Flags&proto.WCFlagTermValid == 0 || sc.Term != termWord(iwerr.DDPMessageTooLong) {
+		if sc.Status == proto.WCSuccess || sc.Flags&proto.WCFlagTermValid == 0 || sc.Term != rnic.TermWord(iwerr.DDPMessageTooLong) {
 			t.Fatalf("%d octets: send completion %+v, want the remote error %v", n, sc, iwerr.DDPMessageTooLong)
 		}
 	}

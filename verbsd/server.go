@@ -46,7 +46,7 @@ func NewServer(cfg config.Config) (*Server, error) {
 		return nil, err
 	}
 	s.dev, s.eng = dev, dev.Engs[0]
-	dev.Log, dev.UnprivStart = s.log, unprivilegedPortStart() // bind.go
+	dev.Log, dev.UnprivStart = s.log, rnic.UnprivilegedPortStart() // bind.go
 	for _, e := range dev.Engs {
 		attachTransports(e) // transport.go
 	}
@@ -100,8 +100,8 @@ func (s *Server) Serve(l *net.UnixListener) error {
 			uc.Close()
 			return nil
 		}
-		sess := &session{Session: rnic.NewSession(s.dev, uc), srv: s}      // session_serve.go
-		sess.PrivBind = sess.Cred.Uid == 0 || mayBindPrivileged(sess.Cred) // bind.go
+		sess := newSessionOf(s, rnic.NewSession(s.dev, uc))                     // session_serve.go
+		sess.PrivBind = sess.Cred.Uid == 0 || rnic.MayBindPrivileged(sess.Cred) // bind.go
 		s.sessions[sess] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()
@@ -219,14 +219,11 @@ func sessionInfo(s *rnic.Session) proto.SessionInfo {
 		si.CQs = append(si.CQs, proto.CQInfo{Handle: h, Depth: c.Depth, Armed: c.Ring.Arm().Load() != proto.ArmNone})
 	}
 	for _, h := range sortedKeys(s.QPs) {
-		q := sessionQP(s, h)
+		q := s.QPs[h]
+		t := transportOf(q)
 		qi := proto.QPInfo{Handle: h, QPN: q.QPN, Type: q.Typ.String(), State: q.State.String(),
-			Addr: qpAddr(q), Counters: q.Stats.Snapshot(), Engine: q.e.ID}
-		qi.Counters["partial_messages"] = int64(q.reasm.partials())
-		if q.Typ == proto.QPTypeUD {
-			qi.Counters["drop_socket_full"] = q.socketDrops() // ud_backlog.go
-		}
-		q.rdInspect(qi.Counters) // rd_qp.go
+			Addr: addrString(t), Counters: q.Stats.Snapshot(), Engine: q.Eng.ID}
+		t.Inspect(qi.Counters) // the transport's own state
 		si.QPs = append(si.QPs, qi)
 	}
 	return si

@@ -15,9 +15,13 @@ import (
 type session struct {
 	*rnic.Session
 	srv *Server
-	// cm is the session's connection manager state (cm.go; its own lock,
-	// not engine-owned).
-	cm cmSession
+	// rc is the session as the RC connection manager sees it (cm.go).
+	rc *rcSession
+}
+
+// newSessionOf wraps a core session accepted by srv.
+func newSessionOf(srv *Server, core *rnic.Session) *session {
+	return &session{Session: core, srv: srv, rc: &rcSession{Session: core}}
 }
 
 // serve reads requests until the client goes away (or the server closes

@@ -73,10 +73,8 @@ type qp struct {
 	*rnic.QP
 	e *engine // its engine (set when installed: added)
 
-	noCRC bool
-	// mergeImm: an RC QP created with merge_send_imm (rc_imm.go).
-	mergeImm bool
-	qkey     uint32 // datagram QPs: the Q_Key every accepted datagram names (keys.go)
+	noCRC bool   // the client asked for no CRC32c trailer
+	qkey  uint32 // the Q_Key every accepted datagram names (keys.go)
 
 	// Send side (datagrams).
 	lastMSN uint32 // MSN of the last message sent or failed (first message: 1)
@@ -93,15 +91,8 @@ type qp struct {
 	wrec  wrecTable
 	mcast mcastState
 
-	// RC (nil rc on UD QPs; see rc_*.go).
-	rc         *rcConn
-	onRCClosed rcCloseFunc // set by the CM; told when the connection ends
-
 	// RD (nil on UD and RC QPs; see rd_*.go).
 	rd *rdQP
-
-	// Connection manager (cm*.go).
-	cm qpCM
 }
 
 // newQP makes a transport QP around a core one.
@@ -114,22 +105,15 @@ func newQP(c *rnic.QP) *qp {
 // qpOf returns the transport's view of a core QP.
 func qpOf(c *rnic.QP) *qp { return c.Ops.(*qp) }
 
-var _ = netip.AddrPort{}
-
 // Added (qpOps): UD and RD sockets get GRO (udpio_linux.go initSocket).
 func (q *qp) Added() {
 	q.e = engOf(q.Eng)
-	if q.Typ != proto.QPTypeRC {
-		q.e.initSocket(q)
-	}
+	q.e.initSocket(q)
 }
 
 // HasWork (qpOps) reports whether the client published work the engine
 // must act on now: sends in RTS, or anything to flush in ERROR.
 func (q *qp) HasWork() bool {
-	if q.Typ == proto.QPTypeRC {
-		return q.rcHasWork()
-	}
 	if q.rd != nil {
 		return q.rdHasWork() // rd_qp.go
 	}
@@ -156,9 +140,6 @@ func (q *qp) HasWork() bool {
 
 // Due (qpOps): a socket writable again (RC), a timer Due.
 func (q *qp) Due(now time.Time) bool {
-	if q.rc != nil && q.rc.outReady {
-		return true
-	}
 	d, ok := q.Deadline()
 	return ok && !d.After(now)
 }
@@ -176,7 +157,6 @@ func (q *qp) Deadline() (time.Time, bool) {
 	note(q.reasm.nextDeadline())
 	note(q.wrec.nextDeadline()) // a Write-Record to complete (wrec_recv.go)
 	note(q.rdDeadline())        // an RD timer: retransmission, delayed ACK (rd_qp.go)
-	note(q.rcDeadline())        // an RC connection closing (rc_conn.go)
 	return first, found
 }
 
@@ -184,9 +164,6 @@ func (q *qp) Deadline() (time.Time, bool) {
 // whether it did any.
 func (q *qp) Service(now time.Time) bool {
 	e := q.e
-	if q.Typ == proto.QPTypeRC {
-		return e.serviceRC(q, now) // rc_conn.go
-	}
 	if q.rd != nil {
 		return e.serviceRD(q, now) // rd_qp.go
 	}
@@ -226,9 +203,6 @@ func (q *qp) Event(events uint32) bool {
 		unix.GetsockoptInt(q.FD, unix.SOL_SOCKET, unix.SO_ERROR)
 		return false
 	}
-	if q.rc != nil && events&(unix.EPOLLOUT|unix.EPOLLERR|unix.EPOLLHUP) != 0 {
-		q.rc.outReady = true // rc_tx.go: a cut batch may go on
-	}
 	return true
 }
 
@@ -236,10 +210,6 @@ func (q *qp) Event(events uint32) bool {
 // drops are counted before its sockets close; multicast groups are left.
 func (q *qp) Removing() {
 	e := q.e
-	if c := q.rc; c != nil && c.phase != rcIdle && c.phase != rcClosed {
-		c.setCause("the local client destroyed the QP (or exited) with the connection up")
-		e.rcLogClosed(q, rcClosedSocketError, ": its socket closed", "QP destroyed")
-	}
 	if q.Typ == proto.QPTypeUD {
 		e.Stats[rnic.CDropSocketFull] += q.socketDrops() // ud_backlog.go: before its sockets close
 	}
@@ -259,8 +229,53 @@ func (q *qp) Closed() {
 	q.backlog = udBacklog{}
 }
 
-// LogsOwnEnd (qpOps): a connected RC QP logs when its connection ends.
-func (q *qp) LogsOwnEnd() bool { return q.rc != nil }
+// LogsOwnEnd (rnic.QPOps): errorQP logs why a datagram QP ended.
+func (q *qp) LogsOwnEnd() bool { return false }
+
+// Core returns the core QP.
+func (q *qp) Core() *rnic.QP { return q.QP }
+
+// Install (transportQP) puts the QP on engine e: its socket joins e's
+// epoll set, an RD QP's reorder store counts against e's budget.
+func (q *qp) Install(e *rnic.Engine) error {
+	q.e = engOf(e)
+	if q.rd != nil {
+		q.rd.store = &q.e.rdStoreBytes
+	}
+	return e.AddQP(q.QP)
+}
+
+// CheckModify (transportQP): every transition the core allows.
+func (q *qp) CheckModify(proto.QPState, uint32) error { return nil }
+
+// Modified (transportQP): a new Q_Key; RESET starts a new life (no partial
+// message, record or RD state survives).
+func (q *qp) Modified(to proto.QPState, qkey uint32) {
+	if qkey != 0 {
+		q.qkey = qkey
+	}
+	if to == proto.QPStateReset {
+		q.sendSeg = 0
+		q.reasm.reset()
+		q.wrec.reset()
+		q.rdReset() // rd_qp.go
+	}
+}
+
+// Addr (transportQP) is the QP's UDP address.
+func (q *qp) Addr() netip.AddrPort { return q.Local }
+
+// Inspect (transportQP): partial messages, socket drops (UD), RD state.
+func (q *qp) Inspect(m map[string]int64) {
+	m["partial_messages"] = int64(q.reasm.partials())
+	if q.Typ == proto.QPTypeUD {
+		m["drop_socket_full"] = q.socketDrops() // ud_backlog.go
+	}
+	q.rdInspect(m) // rd_qp.go
+}
+
+// QKey (transportQP).
+func (q *qp) QKey() uint32 { return q.qkey }
 
 // qp returns the session's QP with handle h as its transport sees it (nil
 // if there is none).

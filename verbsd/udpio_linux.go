@@ -165,14 +165,3 @@ func (e *engine) initSocket(q *qp) {
 		}
 	}
 }
-
-// setRecvBuffer sets a datagram socket's receive buffer, the UD QP's
-// receive backlog (ud_backlog.go), to n octets (the kernel doubles it for
-// its bookkeeping): forced past net.core.rmem_max when the daemon may
-// (CAP_NET_ADMIN: SO_RCVBUFFORCE), else capped there (SO_RCVBUF). The
-// memory is only taken while datagrams wait in it.
-func setRecvBuffer(fd, n int) {
-	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, n) != nil {
-		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, n)
-	}
-}

@@ -298,7 +298,7 @@ func TestRDWriteRecordImm(t *testing.T) {
 	a.post(t, proto.SQE{WRID: 60, Opcode: proto.WRWriteRecordWithImm, Flags: proto.SendSignaled, AH: ah, RKey: noRW.RKey,
 		RemoteAddr: noRW.Addr(0), Imm: 0xbad}, []proto.SGE{a.mr.SGE(0, 3000)})
 	if sc := waitN(t, a.scq, 1, "refused")[0]; sc.WRID != 60 || sc.Status != proto.WCRemAccessErr || sc.Opcode != proto.WCWriteRecord ||
-		sc.Flags&proto.WCFlagTermValid == 0 || sc.Term != termWord(rnic.DgramAccessError) {
+		sc.Flags&proto.WCFlagTermValid == 0 || sc.Term != rnic.TermWord(rnic.DgramAccessError) {
 		t.Fatalf("refused Write-Record with Immediate: %+v", sc)
 	}
 	time.Sleep(50 * time.Millisecond) // as above

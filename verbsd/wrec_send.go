@@ -8,6 +8,7 @@ import (
 	"github.com/iwarpd/iwarpd/llp/dgram"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 )
 
 // The sending side of RDMA Write-Record (docs/write-record.md): one tagged
@@ -111,9 +112,9 @@ func (r *rdQP) rdWriteRecordError(src netip.AddrPort, oh *ddp.Header, err iwerr.
 			continue
 		}
 		if !w.done || w.status == proto.WCSuccess {
-			w.done, w.status = true, termStatus(err)
+			w.done, w.status = true, rnic.TermStatus(err)
 		}
-		w.term = termWord(err)
+		w.term = rnic.TermWord(err)
 		return true
 	}
 	return false

@@ -1,4 +1,4 @@
-package verbsd
+package rnic
 
 import (
 	"bufio"
@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"golang.org/x/sys/unix"
 )
 
@@ -27,9 +26,9 @@ import (
 // capNetBindService is CAP_NET_BIND_SERVICE's bit (linux/capability.h).
 const capNetBindService = 10
 
-// unprivilegedPortStart reads net.ipv4.ip_unprivileged_port_start (ip(7));
+// UnprivilegedPortStart reads net.ipv4.ip_unprivileged_port_start (ip(7));
 // 1024 when it cannot be read.
-func unprivilegedPortStart() uint16 {
+func UnprivilegedPortStart() uint16 {
 	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_unprivileged_port_start")
 	if err != nil {
 		return 1024
@@ -41,10 +40,10 @@ func unprivilegedPortStart() uint16 {
 	return uint16(n)
 }
 
-// mayBindPrivileged reports whether the peer (SO_PEERCRED) could bind a
+// MayBindPrivileged reports whether the peer (SO_PEERCRED) could bind a
 // privileged port itself: uid 0, or CAP_NET_BIND_SERVICE in CapEff of
 // /proc/PID/status (proc(5)). Unknown = no.
-func mayBindPrivileged(cred unix.Ucred) bool {
+func MayBindPrivileged(cred unix.Ucred) bool {
 	if cred.Pid <= 0 {
 		return false
 	}
@@ -63,30 +62,30 @@ func mayBindPrivileged(cred unix.Ucred) bool {
 	return false
 }
 
-// privileged reports whether port needs privilege to bind.
-func privileged(d *rnic.Device, port uint16) bool {
+// Privileged reports whether port needs privilege to bind.
+func Privileged(d *Device, port uint16) bool {
 	return port != 0 && port < d.UnprivStart
 }
 
-// checkClientPort refuses an explicit port the session may not have.
-func (s *session) checkClientPort(op string, port uint16) error {
-	if privileged(s.Dev, port) && !s.PrivBind {
-		return rnic.Errf(unix.EACCES, "%s: port %d is privileged (below %d) and this client (uid %d) may not bind it itself",
+// CheckClientPort refuses an explicit port the session may not have.
+func (s *Session) CheckClientPort(op string, port uint16) error {
+	if Privileged(s.Dev, port) && !s.PrivBind {
+		return Errf(unix.EACCES, "%s: port %d is privileged (below %d) and this client (uid %d) may not bind it itself",
 			op, port, s.Dev.UnprivStart, s.Cred.Uid)
 	}
 	return nil
 }
 
-// checkListenAddr applies the rules above to an RC listener's address.
-func (s *session) checkListenAddr(ap netip.AddrPort) error {
+// CheckListenAddr applies the rules above to an RC listener's address.
+func (s *Session) CheckListenAddr(ap netip.AddrPort) error {
 	dev := s.Dev.Cfg.Addr
 	if dev.IsValid() && !dev.IsUnspecified() && ap.Addr() != dev {
-		return rnic.Errf(unix.EADDRNOTAVAIL, "listen: %s is not the device's address; iwarpd serves %s (listen on %s or :PORT)",
+		return Errf(unix.EADDRNOTAVAIL, "listen: %s is not the device's address; iwarpd serves %s (listen on %s or :PORT)",
 			ap.Addr(), dev, netip.AddrPortFrom(dev, ap.Port()))
 	}
 	if p := ap.Port(); p != 0 && !s.Dev.Cfg.ListenPorts.Contains(p) {
-		return rnic.Errf(unix.EACCES, "listen: port %d is outside the listener range %d-%d of this daemon (-listen-ports), or use port 0",
+		return Errf(unix.EACCES, "listen: port %d is outside the listener range %d-%d of this daemon (-listen-ports), or use port 0",
 			p, s.Dev.Cfg.ListenPorts.First, s.Dev.Cfg.ListenPorts.Last)
 	}
-	return s.checkClientPort("listen", ap.Port())
+	return s.CheckClientPort("listen", ap.Port())
 }
