@@ -44,6 +44,10 @@ var importRules = map[string]importRule{
 		project:    []string{"verbsd/config", "proto", "rdmap", "iwerr", "internal/crc32c", "internal/eventfd", "internal/shm"},
 		thirdParty: []string{"golang.org/x/sys"},
 	},
+	"verbsd/rc": {
+		project:    []string{"verbsd/rnic", "verbsd/config", "proto", "rdmap", "ddp", "mpa", "llp", "iwerr", "internal/crc32c", "internal/shm"},
+		thirdParty: []string{"golang.org/x/sys"},
+	},
 	"verbsd/...": {
 		project:    []string{"verbsd/...", "proto", "rdmap", "ddp", "mpa", "llp/...", "llp", "iwerr", "internal/..."},
 		thirdParty: []string{"golang.org/x/sys", "golang.org/x/net"},

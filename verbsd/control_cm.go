@@ -22,11 +22,11 @@ func (s *session) listenOp(body []byte, _ []int) (any, error) {
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	l, err := s.rc.listen(req.Addr, req.Backlog)
+	l, err := s.rc.Listen(req.Addr, req.Backlog)
 	if err != nil {
 		return nil, err
 	}
-	return &proto.ListenReply{Handle: l.handle, Addr: l.addr.String()}, nil
+	return &proto.ListenReply{Handle: l.Handle, Addr: l.Addr.String()}, nil
 }
 
 func (s *session) closeListenerOp(body []byte, _ []int) (any, error) {
@@ -34,7 +34,7 @@ func (s *session) closeListenerOp(body []byte, _ []int) (any, error) {
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	return nil, s.rc.closeListener(req.Handle)
+	return nil, s.rc.CloseListener(req.Handle)
 }
 
 func (s *session) acceptOp(body []byte, _ []int) (any, error) {
@@ -42,7 +42,7 @@ func (s *session) acceptOp(body []byte, _ []int) (any, error) {
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	ev, err := s.rc.accept(req)
+	ev, err := s.rc.Accept(req)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +54,7 @@ func (s *session) rejectOp(body []byte, _ []int) (any, error) {
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	return nil, s.rc.reject(req)
+	return nil, s.rc.Reject(req)
 }
 
 func (s *session) connectOp(body []byte, _ []int) (any, error) {
@@ -62,7 +62,7 @@ func (s *session) connectOp(body []byte, _ []int) (any, error) {
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	return nil, s.rc.connect(req)
+	return nil, s.rc.Connect(req)
 }
 
 // disconnectOp cancels a Connect in progress, or asks the engine to end the
@@ -73,9 +73,9 @@ func (s *session) disconnectOp(body []byte, _ []int) (any, error) {
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	if s.rc.cancelConnect(req.QP) {
+	if s.rc.CancelConnect(req.QP) {
 		return nil, nil
 	}
-	return nil, s.rc.disconnect(req.QP, req.Abort) // cm.go
+	return nil, s.rc.Disconnect(req.QP, req.Abort) // cm.go
 
 }

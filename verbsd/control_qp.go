@@ -3,6 +3,7 @@ package verbsd
 import (
 	"github.com/iwarpd/iwarpd/internal/shm"
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/verbsd/rc"
 	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"golang.org/x/sys/unix"
 )
@@ -93,7 +94,7 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 		return nil, err
 	}
 	if req.Type == proto.QPTypeRC {
-		t = newRCQP(core, req.NoCRC, req.MergeSendImm) // rc_view.go
+		t = rc.NewQP(core, req.NoCRC, req.MergeSendImm) // rc_view.go
 	} else {
 		q := newQP(core) // transport.go
 		q.noCRC, q.qkey = req.NoCRC, req.QKey

@@ -7,6 +7,7 @@ import (
 	"github.com/iwarpd/iwarpd/ddp"
 	"github.com/iwarpd/iwarpd/mpa"
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/verbsd/rc"
 	"golang.org/x/sys/unix"
 )
 
@@ -19,14 +20,14 @@ func TestRCRefreshEMSS(t *testing.T) {
 	const n = 256 << 10
 	a, b := rcPairOf(t, 2*n, true, false, 0)
 	var sockMSS int
-	if err := a.engineQP(func(q *rcQP) error {
-		c := q.rc
-		if !c.emssAuto {
-			t.Errorf("EMSS %d from the socket is not followed", c.emss)
+	if err := a.engineQP(func(q *rc.QP) error {
+		c := q.Conn
+		if !c.EmssAuto {
+			t.Errorf("EMSS %d from the socket is not followed", c.Emss)
 		}
-		c.emss, c.emssCheck = 1460, rcEMSSEvery-2
-		mulpdu := mpa.MULPDU(c.emss, false)
-		c.maxTagged, c.maxUntagged = ddp.MaxPayload(mulpdu, true, 0), ddp.MaxPayload(mulpdu, false, 0)
+		c.Emss, c.EmssCheck = 1460, rc.EMSSEvery-2
+		mulpdu := mpa.MULPDU(c.Emss, false)
+		c.MaxTagged, c.MaxUntagged = ddp.MaxPayload(mulpdu, true, 0), ddp.MaxPayload(mulpdu, false, 0)
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -43,15 +44,15 @@ func TestRCRefreshEMSS(t *testing.T) {
 	b.postRecv(9, b.mr.SGE(0, 0))
 	a.postSend(proto.SQE{WRID: 9, Opcode: proto.WRSend}, nil, nil)
 	b.waitCQEs(b.rcq, 1, "the Send behind the Writes")
-	if err := a.engineQP(func(q *rcQP) error {
-		c := q.rc
-		v, err := unix.GetsockoptInt(c.fd, unix.IPPROTO_TCP, unix.TCP_MAXSEG)
+	if err := a.engineQP(func(q *rc.QP) error {
+		c := q.Conn
+		v, err := unix.GetsockoptInt(c.Fd, unix.IPPROTO_TCP, unix.TCP_MAXSEG)
 		if err != nil {
 			return err
 		}
 		sockMSS = v
-		if c.emss != v || c.maxTagged != ddp.MaxPayload(mpa.MULPDU(v, false), true, 0) {
-			t.Errorf("EMSS %d, max tagged payload %d; socket MSS %d", c.emss, c.maxTagged, v)
+		if c.Emss != v || c.MaxTagged != ddp.MaxPayload(mpa.MULPDU(v, false), true, 0) {
+			t.Errorf("EMSS %d, max tagged payload %d; socket MSS %d", c.Emss, c.MaxTagged, v)
 		}
 		return nil
 	}); err != nil {

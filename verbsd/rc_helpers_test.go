@@ -16,6 +16,7 @@ import (
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
 	"github.com/iwarpd/iwarpd/verbsd/config"
+	"github.com/iwarpd/iwarpd/verbsd/rc"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 	"golang.org/x/sys/unix"
 )
@@ -71,7 +72,7 @@ type rcEnd struct {
 	caps     proto.QPCaps
 
 	mu     sync.Mutex
-	closed []rcCloseReason
+	closed []rc.CloseReason
 	terms  []*rdmap.Terminate
 }
 
@@ -189,27 +190,27 @@ func (n *rcEnd) waitState(want proto.QPState) {
 }
 
 // engineQP runs f on the engine with the daemon's qp.
-func (n *rcEnd) engineQP(f func(q *rcQP) error) error {
+func (n *rcEnd) engineQP(f func(q *rc.QP) error) error {
 	return n.srv.eng.Do(func() error {
 		s := n.srv.eng.Sessions[n.c.Hello.SessionID]
-		if s == nil || s.QPs[n.qp] == nil || rcQPOf(s.QPs[n.qp]) == nil {
+		if s == nil || s.QPs[n.qp] == nil || rc.QPOf(s.QPs[n.qp]) == nil {
 			return errors.New("no such RC QP")
 		}
-		return f(rcQPOf(s.QPs[n.qp]))
+		return f(rc.QPOf(s.QPs[n.qp]))
 	})
 }
 
 // attach hands fd to the engine as the connection of n's QP.
 func (n *rcEnd) attach(fd int, p mpa.Params, initiator bool, mss int) {
 	n.t.Helper()
-	err := n.engineQP(func(q *rcQP) error {
-		q.onRCClosed = func(r rcCloseReason, term *rdmap.Terminate) {
+	err := n.engineQP(func(q *rc.QP) error {
+		q.OnRCClosed = func(r rc.CloseReason, term *rdmap.Terminate) {
 			n.mu.Lock()
 			n.closed = append(n.closed, r)
 			n.terms = append(n.terms, term)
 			n.mu.Unlock()
 		}
-		return q.e.attachRC(q, rcAttach{FD: fd, Params: p, Initiator: initiator, MSS: mss})
+		return q.Engine.AttachRC(q, rc.Attach{FD: fd, Params: p, Initiator: initiator, MSS: mss})
 	})
 	if err != nil {
 		unix.Close(fd)
@@ -217,13 +218,13 @@ func (n *rcEnd) attach(fd int, p mpa.Params, initiator bool, mss int) {
 	}
 }
 
-func (n *rcEnd) closeReasons() ([]rcCloseReason, []*rdmap.Terminate) {
+func (n *rcEnd) closeReasons() ([]rc.CloseReason, []*rdmap.Terminate) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return append([]rcCloseReason(nil), n.closed...), append([]*rdmap.Terminate(nil), n.terms...)
+	return append([]rc.CloseReason(nil), n.closed...), append([]*rdmap.Terminate(nil), n.terms...)
 }
 
-func (n *rcEnd) waitClosed() (rcCloseReason, *rdmap.Terminate) {
+func (n *rcEnd) waitClosed() (rc.CloseReason, *rdmap.Terminate) {
 	n.t.Helper()
 	deadline := time.Now().Add(rcWait)
 	for time.Now().Before(deadline) {
@@ -300,7 +301,7 @@ func (n *rcEnd) noCQE(cq *verbsdtest.CQ, what string) {
 
 func (n *rcEnd) counters() map[string]int64 {
 	var m map[string]int64
-	n.engineQP(func(q *rcQP) error { m = q.Stats.Snapshot(); return nil })
+	n.engineQP(func(q *rc.QP) error { m = q.Stats.Snapshot(); return nil })
 	return m
 }
 

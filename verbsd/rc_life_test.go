@@ -10,6 +10,7 @@ import (
 	"github.com/iwarpd/iwarpd/mpa"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
+	"github.com/iwarpd/iwarpd/verbsd/rc"
 	"github.com/iwarpd/iwarpd/verbsd/rnic"
 )
 
@@ -128,7 +129,7 @@ func TestRCTerminateReceived(t *testing.T) {
 				t.Fatalf("flushed receive: %+v", c)
 			}
 			reason, tm := a.waitClosed()
-			if reason != rcClosedTermReceived || tm == nil || tm.Err != iwerr.RDMAPAccessRights || tm.SiwLayout != siw {
+			if reason != rc.ClosedTermReceived || tm == nil || tm.Err != iwerr.RDMAPAccessRights || tm.SiwLayout != siw {
 				t.Fatalf("onRCClosed(%v, %+v)", reason, tm)
 			}
 			// Posting to the ERROR QP flushes.
@@ -173,7 +174,7 @@ func TestRCInvalidate(t *testing.T) {
 	// b's QP is now in ERROR (local error): it sends a Terminate.
 	b.waitState(proto.QPStateError)
 	a.waitState(proto.QPStateError)
-	if r, tm := a.waitClosed(); r != rcClosedTermReceived || tm == nil || tm.Err != iwerr.RDMAPCatastrophicStream {
+	if r, tm := a.waitClosed(); r != rc.ClosedTermReceived || tm == nil || tm.Err != iwerr.RDMAPCatastrophicStream {
 		t.Fatalf("a: onRCClosed(%v, %+v)", r, tm)
 	}
 
@@ -188,10 +189,10 @@ func TestRCInvalidate(t *testing.T) {
 	}
 	a.postSend(proto.SQE{WRID: 2, Opcode: proto.WRRDMAWrite, Flags: proto.SendSignaled, RKey: b.mr.RKey, RemoteAddr: b.mr.Addr(0)}, nil, []byte("after"))
 	b.waitState(proto.QPStateError)
-	if r, tm := b.waitClosed(); r != rcClosedTermSent || tm.Err != iwerr.DDPInvalidStag {
+	if r, tm := b.waitClosed(); r != rc.ClosedTermSent || tm.Err != iwerr.DDPInvalidStag {
 		t.Fatalf("b: onRCClosed(%v, %+v)", r, tm)
 	}
-	if r, tm := a.waitClosed(); r != rcClosedTermReceived || tm.Err != iwerr.DDPInvalidStag {
+	if r, tm := a.waitClosed(); r != rc.ClosedTermReceived || tm.Err != iwerr.DDPInvalidStag {
 		t.Fatalf("a: onRCClosed(%v, %+v)", r, tm)
 	}
 	if string(b.mr.Buf[:5]) == "after" {
@@ -242,7 +243,7 @@ func TestRCDisconnect(t *testing.T) {
 	for i := range 4 {
 		a.postSend(proto.SQE{WRID: uint64(i), Opcode: proto.WRSend, Flags: proto.SendSignaled}, []proto.SGE{a.mr.SGE(0, 65536)}, nil)
 	}
-	a.engineQP(func(q *rcQP) error { q.e.disconnectRC(q, false); return nil })
+	a.engineQP(func(q *rc.QP) error { q.Engine.DisconnectRC(q, false); return nil })
 	cs := a.waitCQEs(a.scq, 4, "sends before the disconnect")
 	for i, c := range cs {
 		if c.Status != proto.WCSuccess || c.WRID != uint64(i) {
@@ -263,19 +264,19 @@ func TestRCDisconnect(t *testing.T) {
 	}
 	a.waitState(proto.QPStateError)
 	b.waitState(proto.QPStateError)
-	if r, _ := a.waitClosed(); r != rcClosedGraceful {
+	if r, _ := a.waitClosed(); r != rc.ClosedGraceful {
 		t.Fatalf("a: %v", r)
 	}
-	if r, _ := b.waitClosed(); r != rcClosedGraceful {
+	if r, _ := b.waitClosed(); r != rc.ClosedGraceful {
 		t.Fatalf("b: %v", r)
 	}
 
 	a, b = rcPairOf(t, 1<<16, false, false, 0)
-	a.engineQP(func(q *rcQP) error { q.e.disconnectRC(q, true); return nil })
-	if r, tm := b.waitClosed(); r != rcClosedTermReceived || tm.Err != iwerr.RDMAPCatastrophicStream {
+	a.engineQP(func(q *rc.QP) error { q.Engine.DisconnectRC(q, true); return nil })
+	if r, tm := b.waitClosed(); r != rc.ClosedTermReceived || tm.Err != iwerr.RDMAPCatastrophicStream {
 		t.Fatalf("b after abort: %v %+v", r, tm)
 	}
-	if r, _ := a.waitClosed(); r != rcClosedTermSent {
+	if r, _ := a.waitClosed(); r != rc.ClosedTermSent {
 		t.Fatalf("a after abort: %v", r)
 	}
 	a.waitState(proto.QPStateError)
@@ -310,7 +311,7 @@ func TestRCPeerDies(t *testing.T) {
 	if c := a.waitCQEs(a.rcq, 1, "receive")[0]; c.Status != proto.WCWRFlushErr {
 		t.Fatalf("receive %+v", c)
 	}
-	if reason, _ := a.waitClosed(); reason != rcClosedSocketError {
+	if reason, _ := a.waitClosed(); reason != rc.ClosedSocketError {
 		t.Fatalf("onRCClosed(%v)", reason)
 	}
 }
@@ -341,7 +342,7 @@ func TestRCSlowReader(t *testing.T) {
 		t.Fatalf("other QP: %v", s)
 	}
 	var held int
-	a.engineQP(func(q *rcQP) error { held = len(q.rc.tx.scratch) + q.rc.irq.len(); return nil })
+	a.engineQP(func(q *rc.QP) error { held = len(q.Conn.Tx.Scratch) + q.Conn.Irq.Len(); return nil })
 	if held > 1024 {
 		t.Fatalf("%d octets of framing held", held)
 	}

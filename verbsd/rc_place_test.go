@@ -11,6 +11,7 @@ import (
 	"github.com/iwarpd/iwarpd/mpa"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
+	"github.com/iwarpd/iwarpd/verbsd/rc"
 )
 
 // TestRCLastByteLast polls the last octet of RDMA Writes (and Read
@@ -70,16 +71,16 @@ func TestRCMaxMessageArithmetic(t *testing.T) {
 		max := ddp.MaxPayload(mulpdu, tagged, 0)
 		var s ddp.Segmenter
 		if tagged {
-			s, _ = ddp.TaggedSegments(uint8(rdmap.MakeControl(rdmap.OpWrite)), 5, math.MaxUint64-rcMaxMessage+1, rcMaxMessage, max)
+			s, _ = ddp.TaggedSegments(uint8(rdmap.MakeControl(rdmap.OpWrite)), 5, math.MaxUint64-rc.MaxMessage+1, rc.MaxMessage, max)
 		} else {
-			s, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(rdmap.OpSend)), 0, 0, 1, rcMaxMessage, max)
+			s, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(rdmap.OpSend)), 0, 0, 1, rc.MaxMessage, max)
 		}
-		want := uint32((rcMaxMessage + max - 1) / max)
+		want := uint32((rc.MaxMessage + max - 1) / max)
 		if s.Count() != want {
 			t.Fatalf("tagged %v: %d segments, want %d", tagged, s.Count(), want)
 		}
 		last := s.Segment(s.Count() - 1)
-		if !last.Header.Last || uint64(last.Offset)+uint64(last.Len) != rcMaxMessage || s.Segment(0).Header.Last {
+		if !last.Header.Last || uint64(last.Offset)+uint64(last.Len) != rc.MaxMessage || s.Segment(0).Header.Last {
 			t.Fatalf("tagged %v: last segment %+v", tagged, last)
 		}
 		if tagged && last.Header.TO+uint64(last.Len)-1 != math.MaxUint64 {
@@ -102,15 +103,15 @@ func TestRCMaxMessageArithmetic(t *testing.T) {
 		sges = append(sges, big)
 	}
 	q := proto.SQE{Opcode: proto.WRSend}
-	err := a.engineQP(func(x *rcQP) error {
-		x.rc.tx.sges = x.rc.tx.sges[:0]
+	err := a.engineQP(func(x *rc.QP) error {
+		x.Conn.Tx.Sges = x.Conn.Tx.Sges[:0]
 		slot := make([]byte, proto.SQEHeaderLen+len(sges)*proto.SGELen)
 		for i, s := range sges {
 			s.Length = 1 << 30 // a client lying in its own SQE: the MR check stops it first
 			s.Put(slot[proto.SQEHeaderLen+i*proto.SGELen:])
 		}
 		q.NumSGE = uint16(len(sges))
-		if st := x.e.rcCopyPayload(x, &q, slot, false); st != proto.WCLocProtErr {
+		if st := x.Engine.RcCopyPayload(x, &q, slot, false); st != proto.WCLocProtErr {
 			t.Errorf("SGEs beyond the MR: %v", st)
 		}
 		return nil

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/iwarpd/iwarpd/verbsd/rc"
 	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"golang.org/x/sys/unix"
 )
@@ -167,24 +168,24 @@ func TestRCSocketBuffers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = unix.SetsockoptInt(probe, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, rcSocketBuffer)
+	err = unix.SetsockoptInt(probe, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, rc.SocketBuffer)
 	unix.Close(probe)
 	if err != nil {
 		t.Skipf("cannot force socket buffers here (%v): autotuning is kept, nothing to check", err)
 	}
 	a, _ := rcPairOf(t, 4096, true, false, 0)
 	var snd, rcv int
-	if err := a.engineQP(func(q *rcQP) error {
+	if err := a.engineQP(func(q *rc.QP) error {
 		var err error
-		if snd, err = unix.GetsockoptInt(q.rc.fd, unix.SOL_SOCKET, unix.SO_SNDBUF); err != nil {
+		if snd, err = unix.GetsockoptInt(q.Conn.Fd, unix.SOL_SOCKET, unix.SO_SNDBUF); err != nil {
 			return err
 		}
-		rcv, err = unix.GetsockoptInt(q.rc.fd, unix.SOL_SOCKET, unix.SO_RCVBUF)
+		rcv, err = unix.GetsockoptInt(q.Conn.Fd, unix.SOL_SOCKET, unix.SO_RCVBUF)
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if snd < rcSocketBuffer || rcv < rcSocketBuffer {
-		t.Fatalf("SO_SNDBUF %d, SO_RCVBUF %d; want at least %d", snd, rcv, rcSocketBuffer)
+	if snd < rc.SocketBuffer || rcv < rc.SocketBuffer {
+		t.Fatalf("SO_SNDBUF %d, SO_RCVBUF %d; want at least %d", snd, rcv, rc.SocketBuffer)
 	}
 }

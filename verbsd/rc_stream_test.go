@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/verbsd/rc"
 	"golang.org/x/sys/unix"
 )
 
@@ -88,8 +89,8 @@ func TestRCSendWaitsForRoom(t *testing.T) {
 	a := newRCEnd(t, srv, path, rcOpts{bufSize: msg})
 	p, _ := rcParams(true, false, 4, 4)
 	r := connectRaw(t, a, p, true, 0)
-	if err := a.engineQP(func(q *rcQP) error {
-		return unix.SetsockoptInt(q.rc.fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 128<<10)
+	if err := a.engineQP(func(q *rc.QP) error {
+		return unix.SetsockoptInt(q.Conn.Fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 128<<10)
 	}); err != nil {
 		t.Fatal(err)
 	}

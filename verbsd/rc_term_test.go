@@ -9,6 +9,7 @@ import (
 	"github.com/iwarpd/iwarpd/iwerr"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
+	"github.com/iwarpd/iwarpd/verbsd/rc"
 )
 
 // TestRCTerminateSent drives an engine QP (responder) with a raw peer that
@@ -234,7 +235,7 @@ func TestRCTerminateSent(t *testing.T) {
 			e.r.expectEOF() // the engine sends its FIN after the Terminate
 			e.r.conn.Close()
 			e.b.waitState(proto.QPStateError)
-			if r, tm := e.b.waitClosed(); r != rcClosedTermSent || tm == nil || tm.Err != tc.want {
+			if r, tm := e.b.waitClosed(); r != rc.ClosedTermSent || tm == nil || tm.Err != tc.want {
 				t.Fatalf("onRCClosed(%v, %+v)", r, tm)
 			}
 			// The receive still posted is flushed.

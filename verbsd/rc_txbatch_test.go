@@ -10,6 +10,7 @@ import (
 	"github.com/iwarpd/iwarpd/mpa"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
+	"github.com/iwarpd/iwarpd/verbsd/rc"
 	"golang.org/x/sys/unix"
 )
 
@@ -129,8 +130,8 @@ func rcBatchWire(t *testing.T, markers, block bool) {
 	}
 	fd := fdOf(t, c1)
 	a.attach(fd, p, true, mss)
-	if err := a.engineQP(func(q *rcQP) error {
-		return unix.SetsockoptInt(q.rc.fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 4096)
+	if err := a.engineQP(func(q *rc.QP) error {
+		return unix.SetsockoptInt(q.Conn.Fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 4096)
 	}); err != nil {
 		t.Fatal(err)
 	}

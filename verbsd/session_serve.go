@@ -5,6 +5,7 @@ import (
 
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/verbsd/config"
+	"github.com/iwarpd/iwarpd/verbsd/rc"
 	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"golang.org/x/sys/unix"
 )
@@ -16,12 +17,12 @@ type session struct {
 	*rnic.Session
 	srv *Server
 	// rc is the session as the RC connection manager sees it (cm.go).
-	rc *rcSession
+	rc *rc.CM
 }
 
 // newSessionOf wraps a core session accepted by srv.
 func newSessionOf(srv *Server, core *rnic.Session) *session {
-	return &session{Session: core, srv: srv, rc: &rcSession{Session: core}}
+	return &session{Session: core, srv: srv, rc: &rc.CM{Session: core}}
 }
 
 // serve reads requests until the client goes away (or the server closes

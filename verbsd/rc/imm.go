@@ -1,4 +1,4 @@
-package verbsd
+package rc
 
 import (
 	"github.com/iwarpd/iwarpd/ddp"
@@ -52,9 +52,9 @@ type rcHeldImm struct {
 // rcPrepareMergedImm sets c.tx up for a merged Send with Immediate (the
 // SGEs or inline data are in place): the tagged Immediate Data message,
 // then the Send. Both MSNs are taken now, in order.
-func (e *rcEngine) rcPrepareMergedImm(q *rcQP, sqe *proto.SQE) {
-	c := q.rc
-	t := &c.tx
+func (e *rcEngine) rcPrepareMergedImm(q *QP, sqe *proto.SQE) {
+	c := q.Conn
+	t := &c.Tx
 	t.immOp, t.immFirst, t.immPhase = rdmap.OpImmediateData, true, true
 	d := rdmap.MakeMergedImmediateData(sqe.Imm)
 	t.imm = d.Raw
@@ -64,9 +64,9 @@ func (e *rcEngine) rcPrepareMergedImm(q *rcQP, sqe *proto.SQE) {
 	}
 	msn, _ := c.msn.NextMSN(rdmap.QNSend)
 	t.segs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(rdmap.OpImmediateData)), 0, rdmap.QNSend, msn,
-		rdmap.ImmediateDataLen, c.maxUntagged)
+		rdmap.ImmediateDataLen, c.MaxUntagged)
 	msn, _ = c.msn.NextMSN(rdmap.QNSend)
-	t.sendSegs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(op)), 0, rdmap.QNSend, msn, uint32(t.total), c.maxUntagged)
+	t.sendSegs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(op)), 0, rdmap.QNSend, msn, uint32(t.total), c.MaxUntagged)
 }
 
 // rcIsSend reports whether op is one of RFC 5040's four Sends.
@@ -76,19 +76,19 @@ func rcIsSend(op rdmap.Opcode) bool {
 
 // rcHoldsImm reports whether the Immediate Data in c.rx (checked) is to
 // be held for the next Send rather than take a receive.
-func (e *rcEngine) rcHoldsImm(q *rcQP) bool {
+func (e *rcEngine) rcHoldsImm(q *QP) bool {
 	if !q.mergeImm {
 		return false
 	}
-	x := &q.rc.rx
+	x := &q.Conn.rx
 	d, _, _ := rdmap.ParseImmediateData(x.hdr[ddp.UntaggedHeaderLen:x.want])
 	return d.Merged()
 }
 
 // rcHoldImm keeps the tagged Immediate Data in c.rx (its CRC was good) for
 // the next Send.
-func (e *rcEngine) rcHoldImm(q *rcQP) {
-	c := q.rc
+func (e *rcEngine) rcHoldImm(q *QP) {
+	c := q.Conn
 	x := &c.rx
 	d, _, _ := rdmap.ParseImmediateData(x.hdr[ddp.UntaggedHeaderLen:x.want])
 	c.heldImm = rcHeldImm{held: true, se: x.op == rdmap.OpImmediateDataSE, value: d.Value()}
@@ -109,8 +109,8 @@ func (c *rcConn) rcAttachImm() {
 
 // rcReleaseImm delivers a held Immediate Data that a Send did not follow
 // as RFC 7306 does: in a receive of its own. false: the QP is failing.
-func (e *rcEngine) rcReleaseImm(q *rcQP) bool {
-	c := q.rc
+func (e *rcEngine) rcReleaseImm(q *QP) bool {
+	c := q.Conn
 	h := c.heldImm
 	c.heldImm.held = false
 	switch e.rcTakeRecv(q) {
@@ -135,8 +135,8 @@ func (e *rcEngine) rcReleaseImm(q *rcQP) bool {
 // rcCompleteRecv completes the receive WR of a fully received Send (with
 // the value of a merged Immediate Data) or Immediate Data, after the
 // remote invalidation a Send with Invalidate asks for.
-func (e *rcEngine) rcCompleteRecv(q *rcQP) bool {
-	c := q.rc
+func (e *rcEngine) rcCompleteRecv(q *QP) bool {
+	c := q.Conn
 	x := &c.rx
 	r := &c.rqe
 	cqe := proto.CQE{WRID: r.wrid, Opcode: proto.WCRecv, ByteLen: r.placed, QPN: q.QPN}

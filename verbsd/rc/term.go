@@ -1,4 +1,4 @@
-package verbsd
+package rc
 
 import (
 	"github.com/iwarpd/iwarpd/iwerr"
@@ -13,8 +13,8 @@ import (
 // rcTermReceived handles the peer's Terminate: the oldest uncompleted work
 // request completes with the error it reports, the rest is flushed, the QP
 // goes to ERROR and the connection is closed.
-func (e *rcEngine) rcTermReceived(q *rcQP, b []byte) {
-	c := q.rc
+func (e *rcEngine) rcTermReceived(q *QP, b []byte) {
+	c := q.Conn
 	t, _, err := rdmap.ParseTerminate(b)
 	if err != nil {
 		t = rdmap.Terminate{Err: iwerr.RDMAPOperationUnspecified}
@@ -22,7 +22,7 @@ func (e *rcEngine) rcTermReceived(q *rcQP, b []byte) {
 	t.DDPHeader = append([]byte(nil), t.DDPHeader...)
 	t.RDMAPHeader = append([]byte(nil), t.RDMAPHeader...)
 	c.term = &t
-	c.reason = rcClosedTermReceived
+	c.reason = ClosedTermReceived
 	c.setCause("the peer sent a Terminate: " + t.Err.Error())
 	if c.pend.n > 0 {
 		p := c.pend.front()
@@ -32,5 +32,5 @@ func (e *rcEngine) rcTermReceived(q *rcQP, b []byte) {
 		q.State = proto.QPStateError
 		q.S.SendEvent(e.Engine, proto.Event{Type: proto.EventQPFatal, Handle: q.Handle, Detail: "terminate received: " + t.Err.Error()})
 	}
-	e.rcClose(q, rcClosedTermReceived, "")
+	e.rcClose(q, ClosedTermReceived, "")
 }

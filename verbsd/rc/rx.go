@@ -1,4 +1,4 @@
-package verbsd
+package rc
 
 import (
 	"errors"
@@ -193,8 +193,8 @@ func (x *rcReader) Read(b []byte) (int, error) {
 
 // rcReceive reads and processes FPDUs of q until the socket is empty or
 // PollBatch FPDUs were processed.
-func (e *rcEngine) rcReceive(q *rcQP) bool {
-	c := q.rc
+func (e *rcEngine) rcReceive(q *QP) bool {
+	c := q.Conn
 	if c.discard {
 		return e.rcDiscard(q)
 	}
@@ -203,7 +203,7 @@ func (e *rcEngine) rcReceive(q *rcQP) bool {
 		return false
 	}
 	rd := &c.rx.rd
-	rd.fd = c.fd
+	rd.fd = c.Fd
 	c.rx.fresh = false
 	work := false
 	for range e.Cfg.PollBatch {
@@ -221,7 +221,7 @@ func (e *rcEngine) rcReceive(q *rcQP) bool {
 			e.rcRxError(q, err)
 			return true
 		}
-		if !c.rxOn || c.fd < 0 {
+		if !c.rxOn || c.Fd < 0 {
 			q.Readable = false
 			return true
 		}
@@ -232,10 +232,10 @@ func (e *rcEngine) rcReceive(q *rcQP) bool {
 // rcRxError handles a failed read: the peer's FIN between FPDUs is a
 // graceful end, a marker mismatch is an MPA error (Terminate), anything
 // else ends the connection.
-func (e *rcEngine) rcRxError(q *rcQP, err error) {
+func (e *rcEngine) rcRxError(q *QP, err error) {
 	switch {
 	case errors.Is(err, io.EOF):
-		e.rcClose(q, rcClosedGraceful, "")
+		e.rcClose(q, ClosedGraceful, "")
 	case errors.Is(err, iwerr.MPAMarkerMismatch):
 		e.rcTerminate(q, iwerr.MPAMarkerMismatch, nil, nil, -1)
 	default:
@@ -245,14 +245,14 @@ func (e *rcEngine) rcRxError(q *rcQP, err error) {
 
 // rcDiscard reads and drops what arrives after our Terminate, until the
 // peer's FIN.
-func (e *rcEngine) rcDiscard(q *rcQP) bool {
-	c := q.rc
+func (e *rcEngine) rcDiscard(q *QP) bool {
+	c := q.Conn
 	c.rx.rd.reset() // read ahead: dropped too
 	if c.rx.scratch == nil {
 		c.rx.scratch = make([]byte, 4096)
 	}
 	for range e.Cfg.PollBatch {
-		n, err := rcFD(c.fd).Read(c.rx.scratch)
+		n, err := rcFD(c.Fd).Read(c.rx.scratch)
 		if n > 0 {
 			continue
 		}
@@ -260,7 +260,7 @@ func (e *rcEngine) rcDiscard(q *rcQP) bool {
 			q.Readable = false
 			return false
 		}
-		e.rcClose(q, rcClosedTermSent, "")
+		e.rcClose(q, ClosedTermSent, "")
 		return true
 	}
 	return true
@@ -268,8 +268,8 @@ func (e *rcEngine) rcDiscard(q *rcQP) bool {
 
 // rcReadFPDU advances the FPDU being received; done reports that one was
 // completely processed.
-func (e *rcEngine) rcReadFPDU(q *rcQP, rd *rcReader) (done bool, err error) {
-	c := q.rc
+func (e *rcEngine) rcReadFPDU(q *QP, rd *rcReader) (done bool, err error) {
+	c := q.Conn
 	x := &c.rx
 	for {
 		switch x.step {
@@ -360,8 +360,8 @@ func (e *rcEngine) rcRDMAPHeaderLen(x *rcRx) int {
 
 // rcCheck validates the segment whose headers are in c.rx and prepares its
 // placement. On a violation it starts the Terminate and returns false.
-func (e *rcEngine) rcCheck(q *rcQP) bool {
-	c := q.rc
+func (e *rcEngine) rcCheck(q *QP) bool {
+	c := q.Conn
 	x := &c.rx
 	h := &x.h
 	ddpHdr := x.hdr[:h.Len()]
@@ -424,7 +424,7 @@ func (e *rcEngine) rcCheck(q *rcQP) bool {
 			return fail(iwerr.DDPMessageTooLong, nil)
 		case x.ulen < ddp.UntaggedHeaderLen+rdmap.ReadRequestLen:
 			return fail(iwerr.RDMAPCatastrophicStream, nil)
-		case c.irq.len() >= c.ird:
+		case c.Irq.Len() >= c.ird:
 			// More Read Requests than our IRD: siw answers so.
 			return fail(iwerr.DDPInvalidMSNRange, nil)
 		}
@@ -437,7 +437,7 @@ func (e *rcEngine) rcCheck(q *rcQP) bool {
 				return fail(iwerr.RDMAPTOWrap, rdmaHdr)
 			}
 		}
-		if rr.Size > rcMaxMessage {
+		if rr.Size > MaxMessage {
 			return fail(iwerr.RDMAPOperationUnspecified, rdmaHdr)
 		}
 		x.payLen = 0
@@ -450,8 +450,8 @@ func (e *rcEngine) rcCheck(q *rcQP) bool {
 // rcCheckTagged checks an RDMA Write (against the MR table: STag, PD,
 // remote write, bounds) or a Read Response (against the oldest outstanding
 // Read: STag, TO in order, size).
-func (e *rcEngine) rcCheckTagged(q *rcQP, fail func(iwerr.Error, []byte) bool) bool {
-	c := q.rc
+func (e *rcEngine) rcCheckTagged(q *QP, fail func(iwerr.Error, []byte) bool) bool {
+	c := q.Conn
 	x := &c.rx
 	h := &x.h
 	n := uint64(x.payLen)
@@ -464,7 +464,7 @@ func (e *rcEngine) rcCheckTagged(q *rcQP, fail func(iwerr.Error, []byte) bool) b
 			return fail(rdmap.TaggedError(f), nil)
 		}
 	case rdmap.OpReadResponse:
-		if c.orq.len() == 0 || c.orq.head().atomic {
+		if c.orq.Len() == 0 || c.orq.head().atomic {
 			return fail(iwerr.RDMAPUnexpectedOpcode, nil)
 		}
 		r := c.orq.head()
@@ -482,8 +482,8 @@ func (e *rcEngine) rcCheckTagged(q *rcQP, fail func(iwerr.Error, []byte) bool) b
 
 // rcCheckSend checks a Send segment: it takes the receive WR at the
 // message's first segment, then checks MO and length against it.
-func (e *rcEngine) rcCheckSend(q *rcQP, fail func(iwerr.Error, []byte) bool) bool {
-	c := q.rc
+func (e *rcEngine) rcCheckSend(q *QP, fail func(iwerr.Error, []byte) bool) bool {
+	c := q.Conn
 	x := &c.rx
 	h := &x.h
 	if c.waitFirst && c.params.PeerToPeer && c.params.RTR == mpa.RTRSend && !c.rqe.active &&
@@ -527,8 +527,8 @@ const (
 
 // rcTakeRecv takes the next receive WR (the QP's RQ or its SRQ) for the
 // Send now arriving: copied out of the ring and validated.
-func (e *rcEngine) rcTakeRecv(q *rcQP) rqeResult {
-	c := q.rc
+func (e *rcEngine) rcTakeRecv(q *QP) rqeResult {
+	c := q.Conn
 	ring := q.RecvRing()
 	if ring == nil {
 		return rqeNone
@@ -582,8 +582,8 @@ func (e *rcEngine) rcTakeRecv(q *rcQP) rqeResult {
 
 // rcDest computes where the payload of the current segment goes, for this
 // pass: false if the memory went away (the QP is failing).
-func (e *rcEngine) rcDest(q *rcQP) bool {
-	c := q.rc
+func (e *rcEngine) rcDest(q *QP) bool {
+	c := q.Conn
 	x := &c.rx
 	h := &x.h
 	n := uint64(x.payLen)
@@ -641,8 +641,8 @@ func (e *rcEngine) rcDest(q *rcQP) bool {
 // placed in went away (stage.go): a remote access error for an RDMA Write
 // (its target is the peer's to know), a local catastrophic error for a
 // Send's receive buffer or a Read's sink.
-func (e *rcEngine) rcPlaceFault(q *rcQP) {
-	x := &q.rc.rx
+func (e *rcEngine) rcPlaceFault(q *QP) {
+	x := &q.Conn.rx
 	if x.op == rdmap.OpWrite {
 		e.rcTerminate(q, rdmap.TaggedError(rdmap.FaultBaseBounds), x.hdr[:x.h.Len()], nil, x.ulen)
 		return
@@ -665,8 +665,8 @@ func pieceAt(pieces [][]byte, off, n int) []byte {
 
 // rcPlace reads the segment's payload into its destination, all but the
 // held last octet, then that octet into the scratch.
-func (e *rcEngine) rcPlace(q *rcQP, rd *rcReader) error {
-	c := q.rc
+func (e *rcEngine) rcPlace(q *QP, rd *rcReader) error {
+	c := q.Conn
 	x := &c.rx
 	if x.payLen == 0 {
 		return nil
@@ -711,8 +711,8 @@ func (e *rcEngine) rcPlace(q *rcQP, rd *rcReader) error {
 
 // rcCommit acts on a segment whose CRC was good: the held last octet is
 // stored, and completed messages complete. false: the QP is failing.
-func (e *rcEngine) rcCommit(q *rcQP) bool {
-	c := q.rc
+func (e *rcEngine) rcCommit(q *QP) bool {
+	c := q.Conn
 	x := &c.rx
 	h := &x.h
 	if x.hold {
@@ -775,7 +775,7 @@ func (e *rcEngine) rcCommit(q *rcQP) bool {
 		r := rcReadResp{sinkStag: rr.SinkStag, sinkTO: rr.SinkTO, size: rr.Size, srcStag: rr.SourceStag, srcTO: rr.SourceTO}
 		copy(r.ddpHdr[:], x.hdr[:ddp.UntaggedHeaderLen])
 		copy(r.rdmaHdr[:], x.hdr[ddp.UntaggedHeaderLen:x.want])
-		c.irq.push(r)
+		c.Irq.push(r)
 	case rdmap.QNTerminate:
 		c.expMSN[2]++
 		e.rcTermReceived(q, x.hdr[ddp.UntaggedHeaderLen:x.want])

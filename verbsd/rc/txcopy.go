@@ -1,4 +1,4 @@
-package verbsd
+package rc
 
 // The MPA CRC of an FPDU (RFC 5044 §4.4) must cover the octets that go on
 // the wire. rc_tx.go writes FPDUs with writev straight from registered

@@ -1,4 +1,4 @@
-package verbsd
+package rc
 
 import (
 	"context"
@@ -26,7 +26,7 @@ type cmActive struct {
 
 // connect validates a Connect request, takes the QP and starts the
 // initiator goroutine. The outcome is a CM event.
-func (s *rcSession) connect(req proto.ConnectRequest) error {
+func (s *CM) Connect(req proto.ConnectRequest) error {
 	const op = "connect"
 	cfg := s.Dev.Cfg.MPA
 	o := req.MPA
@@ -42,7 +42,7 @@ func (s *rcSession) connect(req proto.ConnectRequest) error {
 	case o.RTR&^(proto.RTRSend|proto.RTRWrite|proto.RTRRead) != 0:
 		return rnic.Errf(unix.EINVAL, "%s: RTR set %#x unknown", op, uint8(o.RTR))
 	}
-	policy := initiatorPolicy(cfg, o, req.PrivateData, req.IRD, req.ORD)
+	policy := InitiatorPolicy(cfg, o, req.PrivateData, req.IRD, req.ORD)
 	if err := policy.Validate(); err != nil {
 		return rnic.Errf(unix.EINVAL, "%s: %v", op, err)
 	}
@@ -74,7 +74,7 @@ func (s *rcSession) connect(req proto.ConnectRequest) error {
 }
 
 // cancelConnect stops the Connect in progress on QP handle, if any.
-func (s *rcSession) cancelConnect(handle uint32) bool {
+func (s *CM) CancelConnect(handle uint32) bool {
 	s.cm.mu.Lock()
 	a := s.cm.active[handle]
 	s.cm.mu.Unlock()
@@ -86,7 +86,7 @@ func (s *rcSession) cancelConnect(handle uint32) bool {
 
 // runConnect is the initiator: TCP connect, MPA Request, Reply, then the
 // hand-off to the engine. Every way out posts exactly one CM event.
-func (s *rcSession) runConnect(a *cmActive, ap netip.AddrPort, policy mpa.Policy, timeout time.Duration) {
+func (s *CM) runConnect(a *cmActive, ap netip.AddrPort, policy mpa.Policy, timeout time.Duration) {
 	ev := s.initiate(a, ap, policy, timeout)
 	ev.QP = a.qp
 	if ev.Peer == "" {
@@ -105,14 +105,14 @@ func (s *rcSession) runConnect(a *cmActive, ap netip.AddrPort, policy mpa.Policy
 	s.cm.post(s, ev)
 }
 
-func (s *rcSession) initiate(a *cmActive, ap netip.AddrPort, policy mpa.Policy, timeout time.Duration) proto.CMEvent {
+func (s *CM) initiate(a *cmActive, ap netip.AddrPort, policy mpa.Policy, timeout time.Duration) proto.CMEvent {
 	d := net.Dialer{Timeout: timeout}
 	if dev := s.Dev.Cfg.Addr; dev.Is4() == ap.Addr().Is4() && dev.IsLoopback() == ap.Addr().IsLoopback() {
 		d.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(dev, 0))
 	}
 	c, err := d.DialContext(a.ctx, "tcp", ap.String())
 	if err != nil {
-		return dialEvent(a.ctx, err)
+		return DialEvent(a.ctx, err)
 	}
 	tc := c.(*net.TCPConn)
 	local := tcpAddr(tc.LocalAddr())
@@ -132,7 +132,7 @@ func (s *rcSession) initiate(a *cmActive, ap netip.AddrPort, policy mpa.Policy, 
 		return fail(proto.CMConnectionError, errnoOr(err, unix.ECONNRESET), "sending the MPA Request: "+err.Error())
 	}
 	buf := make([]byte, mpa.FrameHeaderLen+mpa.MaxPrivateData)
-	f, err := readFrame(tc, buf)
+	f, err := ReadFrame(tc, buf)
 	switch {
 	case err == nil:
 	case a.ctx.Err() != nil:
@@ -140,7 +140,7 @@ func (s *rcSession) initiate(a *cmActive, ap netip.AddrPort, policy mpa.Policy, 
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return fail(proto.CMTimedOut, unix.ETIMEDOUT, "no MPA Reply within "+timeout.String())
 	case errors.Is(err, mpa.ErrBadKey), errors.Is(err, mpa.ErrPrivateDataTooLong):
-		tc.Write(terminateFPDU(iwerr.MPAInvalidReqReply, req.CRC, false))
+		tc.Write(TerminateFPDU(iwerr.MPAInvalidReqReply, req.CRC, false))
 		return fail(proto.CMConnectionError, unix.EPROTO, "invalid MPA Reply: "+err.Error())
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return fail(proto.CMConnectionError, unix.ECONNRESET, "the responder closed the connection before its MPA Reply")
@@ -159,7 +159,7 @@ func (s *rcSession) initiate(a *cmActive, ap netip.AddrPort, policy mpa.Policy, 
 		case errors.As(err, &neg):
 			// RFC 6581 §7/§9, RFC 5044 §8: the initiator reports a bad
 			// Reply with a TERMINATE (LLP layer, MPA error), then closes.
-			tc.Write(terminateFPDU(neg.Term, req.CRC || f.CRC, f.Markers))
+			tc.Write(TerminateFPDU(neg.Term, req.CRC || f.CRC, f.Markers))
 			return fail(proto.CMConnectionError, unix.EPROTO, neg.Error())
 		}
 		return fail(proto.CMConnectionError, unix.EPROTO, err.Error())
@@ -181,7 +181,7 @@ func (s *rcSession) initiate(a *cmActive, ap netip.AddrPort, policy mpa.Policy, 
 }
 
 // dialEvent classifies a failed TCP connect.
-func dialEvent(ctx context.Context, err error) proto.CMEvent {
+func DialEvent(ctx context.Context, err error) proto.CMEvent {
 	ev := proto.CMEvent{Detail: err.Error()}
 	var ne net.Error
 	switch {

@@ -1,4 +1,4 @@
-package verbsd
+package rc
 
 import (
 	"errors"
@@ -44,7 +44,7 @@ type rcMsg struct {
 	kind     rcTxKind
 	wrOp     proto.SendOpcode
 	useIn    bool // payload is the inline copy
-	sges     []proto.SGE
+	Sges     []proto.SGE
 	inline   []byte
 	rreq     [rdmap.ReadRequestLen]byte
 	readSGE  proto.SGE
@@ -92,7 +92,7 @@ type rcTx struct {
 	ulp      [][]byte
 	vec      [][]byte
 	vecEnds  []int // vec[vecEnds[i-1]:vecEnds[i]] is the batch's FPDU i
-	scratch  []byte
+	Scratch  []byte
 	iov      []unix.Iovec
 
 	// With the MPA CRC on, the batch's payload octets are copied into
@@ -113,12 +113,12 @@ const (
 	rcTxMaxIOV     = 1024 // UIO_MAXIOV
 )
 
-func (t *rcTx) init(q *rcQP) {
-	t.sges = make([]proto.SGE, 0, max(q.Caps.MaxSendSGE, 1))
+func (t *rcTx) init(q *QP) {
+	t.Sges = make([]proto.SGE, 0, max(q.Caps.MaxSendSGE, 1))
 	t.inline = make([]byte, q.Caps.MaxInline)
 	// Framing scratch: length, PAD, CRC of each FPDU and one marker per
 	// 512 octets (and one split per FPDU).
-	t.scratch = make([]byte, 0, rcTxMaxFPDUs*16+4*(rcTxBatchBytes/mpa.MarkerInterval+2*rcTxMaxFPDUs)+
+	t.Scratch = make([]byte, 0, rcTxMaxFPDUs*16+4*(rcTxBatchBytes/mpa.MarkerInterval+2*rcTxMaxFPDUs)+
 		4*(mpa.MaxULPDU/mpa.MarkerInterval+2))
 	t.hdrs = make([]byte, 0, rcTxMaxFPDUs*ddp.UntaggedHeaderLen)
 	t.wires = make([]int, 0, rcTxMaxFPDUs)
@@ -137,29 +137,29 @@ func (t *rcTx) startRTR(c *rcConn, typ mpa.RTRType) {
 	switch typ {
 	case mpa.RTRWrite:
 		// STag 1, not 0: hardware peers refuse STag 0 (protocol-notes §0.4).
-		t.segs, _ = ddp.TaggedSegments(uint8(rdmap.MakeControl(rdmap.OpWrite)), 1, 0, 0, c.maxTagged)
+		t.segs, _ = ddp.TaggedSegments(uint8(rdmap.MakeControl(rdmap.OpWrite)), 1, 0, 0, c.MaxTagged)
 	case mpa.RTRRead:
 		rr := rdmap.ReadRequest{SinkStag: 1, SourceStag: 1}
 		rr.Append(t.rreq[:0])
 		msn, _ := c.msn.NextMSN(rdmap.QNReadRequest)
 		t.segs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(rdmap.OpReadRequest)), 0, rdmap.QNReadRequest, msn,
-			rdmap.ReadRequestLen, c.maxUntagged)
+			rdmap.ReadRequestLen, c.MaxUntagged)
 		c.orq.push(rcRead{internal: true, stag: 1})
 	default: // RTRSend
 		msn, _ := c.msn.NextMSN(rdmap.QNSend)
-		t.segs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(rdmap.OpSend)), 0, rdmap.QNSend, msn, 0, c.maxUntagged)
+		t.segs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(rdmap.OpSend)), 0, rdmap.QNSend, msn, 0, c.MaxUntagged)
 	}
 }
 
 // rcSend transmits FPDUs of q until the socket is full, there is nothing
 // to send, or PollBatch FPDUs went out.
-func (e *rcEngine) rcSend(q *rcQP) bool {
-	c := q.rc
-	t := &c.tx
+func (e *rcEngine) rcSend(q *QP) bool {
+	c := q.Conn
+	t := &c.Tx
 	t.fresh = false
 	work := false
 	for range e.Cfg.PollBatch {
-		if c.fd < 0 {
+		if c.Fd < 0 {
 			return true
 		}
 		switch c.phase {
@@ -234,7 +234,7 @@ func (e *rcEngine) rcSend(q *rcQP) bool {
 // rcWritev writes vec, less its first skip octets, to c's socket with one
 // writev (rawWritev: vec points at registered memory and c's buffers).
 func rcWritev(c *rcConn, vec [][]byte, skip int) (int, error) {
-	iov := c.tx.iov[:0]
+	iov := c.Tx.iov[:0]
 	for _, p := range vec {
 		if skip >= len(p) {
 			skip -= len(p)
@@ -243,10 +243,10 @@ func rcWritev(c *rcConn, vec [][]byte, skip int) (int, error) {
 		iov = rnic.AppendIovecs(iov, p[skip:])
 		skip = 0
 	}
-	c.tx.iov = iov[:0]
+	c.Tx.iov = iov[:0]
 	defer clear(iov) // no pointer into registered memory outlives the call
 	for {
-		n, err := rnic.RawWritev(c.fd, iov)
+		n, err := rnic.RawWritev(c.Fd, iov)
 		if err == unix.EINTR {
 			continue
 		}
@@ -257,9 +257,9 @@ func rcWritev(c *rcConn, vec [][]byte, skip int) (int, error) {
 // rcNextFPDU prepares the next FPDU to write, starting a new message if
 // none is in progress. ready: an FPDU is built; did: something happened
 // (a work request was taken, completed or failed).
-func (e *rcEngine) rcNextFPDU(q *rcQP) (ready, did bool) {
-	c := q.rc
-	t := &c.tx
+func (e *rcEngine) rcNextFPDU(q *QP) (ready, did bool) {
+	c := q.Conn
+	t := &c.Tx
 	if t.kind == txNone {
 		ok, d := e.rcStartMessage(q)
 		did = d
@@ -278,9 +278,9 @@ func (e *rcEngine) rcNextFPDU(q *rcQP) (ready, did bool) {
 // pass. An FPDU cut by a short write is rebuilt identically, alone (the
 // sender's stream position is set back to its start). It returns false
 // when the payload is gone (the QP is failing).
-func (e *rcEngine) rcBuildFPDU(q *rcQP) bool {
-	c := q.rc
-	t := &c.tx
+func (e *rcEngine) rcBuildFPDU(q *QP) bool {
+	c := q.Conn
+	t := &c.Tx
 	if s := t.segs.Segment(t.seg); !t.fresh || int(s.Offset) < t.payLo || int(s.Offset)+s.Len > t.payHi {
 		if !e.rcTxPayloads(q, int(s.Offset)) {
 			return false
@@ -298,13 +298,13 @@ func (e *rcEngine) rcBuildFPDU(q *rcQP) bool {
 		t.written = 0
 	}
 	c.snd.SetStreamPos(t.startPos)
-	t.vec, t.scratch, t.hdrs = t.vec[:0], t.scratch[:0], t.hdrs[:0]
+	t.vec, t.Scratch, t.hdrs = t.vec[:0], t.Scratch[:0], t.hdrs[:0]
 	t.vecEnds, t.bounce, t.owned = t.vecEnds[:0], t.bounce[:0], false
 	t.wires, t.done, t.ndone, t.wire = t.wires[:0], 0, 0, 0
 	// FPDU alignment (RFC 5044 §8; Wireshark's dissector relies on it):
 	// a batch beyond one TCP segment would be cut by TCP across FPDUs, so
 	// a batch holds whole FPDUs up to the EMSS only.
-	limit := min(rcTxBatchBytes, c.emss)
+	limit := min(rcTxBatchBytes, c.Emss)
 	all := t.appendSegs(c, &t.rcMsg, t.seg, last, limit)
 	if all && !resume && t.msgEnds(&t.rcMsg) {
 		e.rcBatchAhead(q, limit) // rc_txbatch.go
@@ -325,7 +325,7 @@ func (t *rcTx) appendSegs(c *rcConn, m *rcMsg, from, last uint32, limit int) boo
 		if len(t.wires) > 0 && t.wire+c.snd.WireLen(s.Header.Len()+s.Len) > limit {
 			return false
 		}
-		nvec, nscratch, pos, nbounce := len(t.vec), len(t.scratch), c.snd.StreamPos(), len(t.bounce)
+		nvec, nscratch, pos, nbounce := len(t.vec), len(t.Scratch), c.snd.StreamPos(), len(t.bounce)
 		h0 := len(t.hdrs)
 		t.hdrs = s.Header.Append(t.hdrs)
 		ulp := append(t.ulp[:0], t.hdrs[h0:len(t.hdrs):len(t.hdrs)])
@@ -337,9 +337,9 @@ func (t *rcTx) appendSegs(c *rcConn, m *rcMsg, from, last uint32, limit int) boo
 			ulp = t.rcCopyBatch(ulp)
 		}
 		t.ulp = ulp[:0]
-		t.vec, t.scratch = c.snd.AppendVec(t.vec, t.scratch, ulp...)
+		t.vec, t.Scratch = c.snd.AppendVec(t.vec, t.Scratch, ulp...)
 		if len(t.wires) > 0 && len(t.vec) > rcTxMaxIOV {
-			t.vec, t.scratch, t.hdrs = t.vec[:nvec], t.scratch[:nscratch], t.hdrs[:h0]
+			t.vec, t.Scratch, t.hdrs = t.vec[:nvec], t.Scratch[:nscratch], t.hdrs[:h0]
 			t.bounce = t.bounce[:nbounce]
 			c.snd.SetStreamPos(pos)
 			return false
@@ -370,10 +370,10 @@ func (t *rcTx) msgEnds(m *rcMsg) bool { return m.immOp == 0 || m.immPhase != m.i
 // the window reads each octet about once. The previous window's staging
 // buffers, if staged in this pass, go back to the pool at once
 // (e.unstage).
-func (e *rcEngine) rcTxPayloads(q *rcQP, from int) bool {
-	c := q.rc
-	t := &c.tx
-	window := max(min(rcTxWindow, e.Cfg.PollBatch*min(rcTxBatchBytes, c.emss)), c.maxTagged, c.maxUntagged) // a segment at least
+func (e *rcEngine) rcTxPayloads(q *QP, from int) bool {
+	c := q.Conn
+	t := &c.Tx
+	window := max(min(rcTxWindow, e.Cfg.PollBatch*min(rcTxBatchBytes, c.Emss)), c.MaxTagged, c.MaxUntagged) // a segment at least
 	if t.fresh {
 		e.Unstage(t.payloads)
 	}
@@ -384,7 +384,7 @@ func (e *rcEngine) rcTxPayloads(q *rcQP, from int) bool {
 			t.payloads = append(t.payloads, t.rreq[:])
 		}
 	case txReadResp:
-		r := c.irq.head()
+		r := c.Irq.head()
 		if r.atomic {
 			t.payloads = append(t.payloads, r.resp[:])
 			return true
@@ -416,7 +416,7 @@ func (e *rcEngine) rcTxPayloads(q *rcQP, from int) bool {
 // m.payloads; it only reads. The octets of registered memory translated
 // are [from, from+n) of the message (m.payLo, m.payHi); the small payloads
 // (immediate data, an atomic's or a Read's request, inline data) whole.
-func (e *rcEngine) rcMsgPayloads(q *rcQP, m *rcMsg, from, n int) proto.WCStatus {
+func (e *rcEngine) rcMsgPayloads(q *QP, m *rcMsg, from, n int) proto.WCStatus {
 	m.payloads, m.payLo, m.payHi = m.payloads[:0], 0, math.MaxInt
 	switch {
 	case m.immPhase:
@@ -431,7 +431,7 @@ func (e *rcEngine) rcMsgPayloads(q *rcQP, m *rcMsg, from, n int) proto.WCStatus 
 		hi := from + min(n, m.total-from)
 		m.payLo, m.payHi = from, hi
 		off := 0 // message offset of s
-		for _, s := range m.sges {
+		for _, s := range m.Sges {
 			sl := int(s.Length)
 			if lo, end := max(from, off), min(hi, off+sl); lo < end {
 				b, st := q.Translate(rnic.SubSGE(s, uint64(lo-off), uint64(end-lo)), q.PD, false)
@@ -449,32 +449,32 @@ func (e *rcEngine) rcMsgPayloads(q *rcQP, m *rcMsg, from, n int) proto.WCStatus 
 // rcTxBroken drops the message in transmission. If part of an FPDU went
 // out, the stream cannot be framed any more: the connection is closed at
 // once (no Terminate can follow).
-func (e *rcEngine) rcTxBroken(q *rcQP) {
-	c := q.rc
-	partial := c.tx.inFPDU && c.tx.written > 0
-	c.tx.reset()
+func (e *rcEngine) rcTxBroken(q *QP) {
+	c := q.Conn
+	partial := c.Tx.inFPDU && c.Tx.written > 0
+	c.Tx.reset()
 	if partial {
-		e.rcClose(q, rcClosedSocketError, ": a message could not be completed")
+		e.rcClose(q, ClosedSocketError, ": a message could not be completed")
 	}
 }
 
 // rcStartMessage picks the next message: a Read Response if one is due,
 // else the SQ head (local invalidations complete on the way).
-func (e *rcEngine) rcStartMessage(q *rcQP) (ok, did bool) {
-	c := q.rc
-	t := &c.tx
-	if c.irq.len() > 0 && !c.irq.head().started {
-		r := c.irq.head()
+func (e *rcEngine) rcStartMessage(q *QP) (ok, did bool) {
+	c := q.Conn
+	t := &c.Tx
+	if c.Irq.Len() > 0 && !c.Irq.head().started {
+		r := c.Irq.head()
 		r.started = true
 		c.rcRefreshEMSS() // between messages: the FPDU size may follow the MSS
 		if r.atomic {
 			msn, _ := c.msn.NextMSN(rdmap.QNAtomicResponse)
 			t.segs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(rdmap.OpAtomicResponse)), 0, rdmap.QNAtomicResponse, msn,
-				rdmap.AtomicResponseLen, c.maxUntagged)
+				rdmap.AtomicResponseLen, c.MaxUntagged)
 			t.kind, t.seg, t.fresh, t.total = txReadResp, 0, false, 0
 			return true, true
 		}
-		segs, err := ddp.TaggedSegments(uint8(rdmap.MakeControl(rdmap.OpReadResponse)), r.sinkStag, r.sinkTO, r.size, c.maxTagged)
+		segs, err := ddp.TaggedSegments(uint8(rdmap.MakeControl(rdmap.OpReadResponse)), r.sinkStag, r.sinkTO, r.size, c.MaxTagged)
 		if err != nil { // checked when the request arrived
 			e.rcTerminate(q, rdmap.RDMAPError(rdmap.FaultTOWrap), r.ddpHdr[:], r.rdmaHdr[:], -1)
 			return false, true
@@ -505,10 +505,10 @@ func (e *rcEngine) rcStartMessage(q *rcQP) (ok, did bool) {
 			// Responder: nothing goes out before the initiator's first FPDU.
 			return false, did
 		}
-		fence := sqe.Flags&proto.SendFence != 0 && c.orq.len() > 0
+		fence := sqe.Flags&proto.SendFence != 0 && c.orq.Len() > 0
 		// Reads and atomics share the ORD (RFC 7306 §6: Atomic Requests
 		// count against IRD/ORD as Read Requests do).
-		if fence || c.pend.full() || (sqe.Opcode == proto.WRRDMARead || sqe.Opcode.Atomic()) && c.orq.len() >= c.ord {
+		if fence || c.pend.full() || (sqe.Opcode == proto.WRRDMARead || sqe.Opcode.Atomic()) && c.orq.Len() >= c.ord {
 			c.sqStalled = true
 			return false, did
 		}
@@ -549,19 +549,19 @@ func (e *rcEngine) rcStartMessage(q *rcQP) (ok, did bool) {
 // rcPrepareWR copies and validates the work request sqe (slot is its
 // ring entry, for SGEs and inline data) into c.tx, and performs a local
 // invalidation. The status is not WCSuccess for a bad work request.
-func (e *rcEngine) rcPrepareWR(q *rcQP, sqe *proto.SQE, slot []byte) proto.WCStatus {
-	c := q.rc
-	t := &c.tx
+func (e *rcEngine) rcPrepareWR(q *QP, sqe *proto.SQE, slot []byte) proto.WCStatus {
+	c := q.Conn
+	t := &c.Tx
 	t.kind, t.wrOp, t.useIn, t.seg, t.fresh, t.total = txSQ, sqe.Opcode, false, 0, false, 0
 	t.immOp, t.immPhase, t.immFirst = 0, false, false
-	t.sges = t.sges[:0]
+	t.Sges = t.Sges[:0]
 	if !sqe.KnownFlags() {
 		return proto.WCLocQPOpErr
 	}
 	inline := sqe.Flags&proto.SendInline != 0
 	switch sqe.Opcode {
 	case proto.WRSend, proto.WRSendInvalidate, proto.WRRDMAWrite, proto.WRSendWithImm, proto.WRWriteWithImm:
-		if st := e.rcCopyPayload(q, sqe, slot, inline); st != proto.WCSuccess {
+		if st := e.RcCopyPayload(q, sqe, slot, inline); st != proto.WCSuccess {
 			return st
 		}
 	case proto.WRFetchAdd, proto.WRCmpSwap:
@@ -622,9 +622,9 @@ func (e *rcEngine) rcPrepareWR(q *rcQP, sqe *proto.SQE, slot []byte) proto.WCSta
 			op = rdmap.OpSendSE
 		}
 		msn, _ := c.msn.NextMSN(rdmap.QNSend)
-		t.segs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(op)), inv, rdmap.QNSend, msn, uint32(t.total), c.maxUntagged)
+		t.segs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(op)), inv, rdmap.QNSend, msn, uint32(t.total), c.MaxUntagged)
 	case proto.WRRDMAWrite, proto.WRWriteWithImm:
-		segs, err := ddp.TaggedSegments(uint8(rdmap.MakeControl(rdmap.OpWrite)), sqe.RKey, sqe.RemoteAddr, uint32(t.total), c.maxTagged)
+		segs, err := ddp.TaggedSegments(uint8(rdmap.MakeControl(rdmap.OpWrite)), sqe.RKey, sqe.RemoteAddr, uint32(t.total), c.MaxTagged)
 		if err != nil {
 			return proto.WCLocQPOpErr
 		}
@@ -635,15 +635,15 @@ func (e *rcEngine) rcPrepareWR(q *rcQP, sqe *proto.SQE, slot []byte) proto.WCSta
 		rr.Append(t.rreq[:0])
 		msn, _ := c.msn.NextMSN(rdmap.QNReadRequest)
 		t.segs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(rdmap.OpReadRequest)), 0, rdmap.QNReadRequest, msn,
-			rdmap.ReadRequestLen, c.maxUntagged)
+			rdmap.ReadRequestLen, c.MaxUntagged)
 	}
 	return proto.WCSuccess
 }
 
 // rcCopyPayload copies the SGEs (validating them) or the inline data of a
 // Send or Write into c.tx.
-func (e *rcEngine) rcCopyPayload(q *rcQP, sqe *proto.SQE, slot []byte, inline bool) proto.WCStatus {
-	t := &q.rc.tx
+func (e *rcEngine) RcCopyPayload(q *QP, sqe *proto.SQE, slot []byte, inline bool) proto.WCStatus {
+	t := &q.Conn.Tx
 	if inline {
 		if sqe.InlineLen > q.Caps.MaxInline || int(sqe.InlineLen) > len(slot)-proto.SQEHeaderLen {
 			return proto.WCLocLenErr
@@ -665,9 +665,9 @@ func (e *rcEngine) rcCopyPayload(q *rcQP, sqe *proto.SQE, slot []byte, inline bo
 		if _, _, st := q.S.CheckSGE(s, q.PD, false); st != proto.WCSuccess {
 			return st
 		}
-		t.sges = append(t.sges, s)
+		t.Sges = append(t.Sges, s)
 		total += int(s.Length)
-		if total > rcMaxMessage {
+		if total > MaxMessage {
 			return proto.WCLocLenErr
 		}
 	}
@@ -677,9 +677,9 @@ func (e *rcEngine) rcCopyPayload(q *rcQP, sqe *proto.SQE, slot []byte, inline bo
 
 // rcFPDUSent accounts for a fully written FPDU; the message completes
 // with its last one.
-func (e *rcEngine) rcFPDUSent(q *rcQP) {
-	c := q.rc
-	t := &c.tx
+func (e *rcEngine) rcFPDUSent(q *QP) {
+	c := q.Conn
+	t := &c.Tx
 	t.seg++
 	if t.seg < t.segs.Count() {
 		return
@@ -698,7 +698,7 @@ func (e *rcEngine) rcFPDUSent(q *rcQP) {
 			e.count(q, rnic.CBytesOut, int64(t.total))
 			msn, _ := c.msn.NextMSN(rdmap.QNSend)
 			t.segs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(t.immOp)), 0, rdmap.QNSend, msn,
-				rdmap.ImmediateDataLen, c.maxUntagged)
+				rdmap.ImmediateDataLen, c.MaxUntagged)
 			t.seg, t.fresh, t.immPhase = 0, false, true
 			t.payloads = t.payloads[:0]
 			return
@@ -711,7 +711,7 @@ func (e *rcEngine) rcFPDUSent(q *rcQP) {
 		}
 	case txReadResp:
 		e.count(q, rnic.CBytesOut, int64(t.total))
-		c.irq.pop()
+		c.Irq.pop()
 	}
 	t.kind = txNone
 	t.payloads = t.payloads[:0]
@@ -720,8 +720,8 @@ func (e *rcEngine) rcFPDUSent(q *rcQP) {
 
 // rcSendTerminate writes the Terminate FPDU (built once), then our FIN;
 // what the peer still sends is read and dropped until its FIN (bounded).
-func (e *rcEngine) rcSendTerminate(q *rcQP) bool {
-	c := q.rc
+func (e *rcEngine) rcSendTerminate(q *QP) bool {
+	c := q.Conn
 	if c.termWire == nil {
 		t := c.buildTerm()
 		msn, _ := c.msn.NextMSN(rdmap.QNTerminate)
@@ -732,7 +732,7 @@ func (e *rcEngine) rcSendTerminate(q *rcQP) bool {
 		c.termOff = 0
 	}
 	for c.termOff < len(c.termWire) {
-		n, err := unix.Write(c.fd, c.termWire[c.termOff:])
+		n, err := unix.Write(c.Fd, c.termWire[c.termOff:])
 		if n > 0 {
 			c.termOff += n
 			continue

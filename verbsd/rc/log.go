@@ -1,4 +1,4 @@
-package verbsd
+package rc
 
 import "fmt"
 
@@ -21,8 +21,8 @@ func (c *rcConn) setCause(s string) {
 // rcLogClosed logs the end of q's connection (rcClose, before its state
 // is cleared; removeQP). reason and detail are rcClose's; then says what
 // became of the QP.
-func (e *rcEngine) rcLogClosed(q *rcQP, reason rcCloseReason, detail, then string) {
-	c := q.rc
+func (e *rcEngine) rcLogClosed(q *QP, reason CloseReason, detail, then string) {
+	c := q.Conn
 	log := q.S.Dev.Log
 	side := "responder"
 	if c.initiator {
@@ -31,9 +31,9 @@ func (e *rcEngine) rcLogClosed(q *rcQP, reason rcCloseReason, detail, then strin
 	cause := c.cause
 	switch {
 	case cause != "":
-	case reason == rcClosedGraceful:
+	case reason == ClosedGraceful:
 		cause = "the peer closed the connection (TCP FIN)"
-	case reason == rcClosedSocketError:
+	case reason == ClosedSocketError:
 		cause = "the TCP connection failed"
 	default:
 		cause = reason.String()
@@ -41,7 +41,7 @@ func (e *rcEngine) rcLogClosed(q *rcQP, reason rcCloseReason, detail, then strin
 	term := ""
 	switch {
 	case c.term == nil:
-	case reason == rcClosedTermReceived || c.termWire != nil && c.termOff == len(c.termWire):
+	case reason == ClosedTermReceived || c.termWire != nil && c.termOff == len(c.termWire):
 		term = ", Terminate " + c.term.Err.Error()
 	default:
 		term = ", Terminate " + c.term.Err.Error() + " not sent"

@@ -1,4 +1,4 @@
-package verbsd
+package rc
 
 import (
 	"errors"
@@ -54,7 +54,7 @@ type qpCM struct {
 // start initialises the session's CM state on first use: the event pump
 // and the watcher that releases everything when the session ends. Call
 // with mu held. It fails once the session is over.
-func (cm *cmSession) start(s *rcSession) error {
+func (cm *cmSession) start(s *CM) error {
 	if cm.closed {
 		return rnic.Errf(unix.ENODEV, "the session is closing")
 	}
@@ -78,7 +78,7 @@ func (cm *cmSession) nextID() uint32 {
 
 // pump sends queued CM events to the client until the session ends, then
 // releases the session's listeners, pending requests and connects.
-func (cm *cmSession) pump(s *rcSession) {
+func (cm *cmSession) pump(s *CM) {
 	defer cm.closeAll()
 	for {
 		select {
@@ -98,7 +98,7 @@ func (cm *cmSession) pump(s *rcSession) {
 
 // post queues a CM event for the client. It never blocks (the engine calls
 // it through onRCClosed).
-func (cm *cmSession) post(s *rcSession, ev proto.CMEvent) {
+func (cm *cmSession) post(s *CM, ev proto.CMEvent) {
 	cm.mu.Lock()
 	defer cm.mu.Unlock()
 	if !cm.started || cm.closed {
@@ -131,7 +131,7 @@ func (cm *cmSession) closeAll() {
 
 // reserveRC checks that QP handle is an RC QP in INIT that no Connect or
 // Accept owns, and marks it owned.
-func (s *rcSession) reserveRC(handle uint32, op string) error {
+func (s *CM) reserveRC(handle uint32, op string) error {
 	return s.Eng.Do(func() error {
 		q := s.qp(handle)
 		switch {
@@ -141,7 +141,7 @@ func (s *rcSession) reserveRC(handle uint32, op string) error {
 			return rnic.Errf(unix.EINVAL, "%s: QP %d is %v; only RC QPs connect", op, handle, q.Typ)
 		case q.cm.busy:
 			return rnic.Errf(unix.EALREADY, "%s: QP %d is already connecting", op, handle)
-		case q.cm.connected || q.rc != nil:
+		case q.cm.connected || q.Conn != nil:
 			return rnic.Errf(unix.EISCONN, "%s: QP %d was already connected", op, handle)
 		case q.State != proto.QPStateInit:
 			return rnic.Errf(unix.EINVAL, "%s: QP %d is in %v; Connect and Accept need INIT", op, handle, q.State)
@@ -152,7 +152,7 @@ func (s *rcSession) reserveRC(handle uint32, op string) error {
 }
 
 // releaseRC gives up the ownership taken by reserveRC (the attempt failed).
-func (s *rcSession) releaseRC(handle uint32) {
+func (s *CM) releaseRC(handle uint32) {
 	s.Eng.Do(func() error {
 		if q := s.qp(handle); q != nil {
 			q.cm.busy = false
@@ -164,7 +164,7 @@ func (s *rcSession) releaseRC(handle uint32) {
 // attachConn hands a negotiated connection to the engine: the QP goes to
 // RTS (attachRC) and its end will be reported as a CMDisconnected event.
 // fd is owned by the engine afterwards, or closed here on failure.
-func (s *rcSession) attachConn(handle uint32, a rcAttach) error {
+func (s *CM) attachConn(handle uint32, a Attach) error {
 	err := s.Eng.Do(func() error {
 		q := s.qp(handle)
 		if q == nil || !q.cm.busy {
@@ -176,14 +176,14 @@ func (s *rcSession) attachConn(handle uint32, a rcAttach) error {
 			unix.Close(a.FD)
 			return rnic.Errf(unix.EINVAL, "QP %d left INIT (%v) while connecting", handle, q.State)
 		}
-		q.onRCClosed = func(reason rcCloseReason, term *rdmap.Terminate) {
+		q.OnRCClosed = func(reason CloseReason, term *rdmap.Terminate) {
 			s.cm.post(s, closedEvent(handle, reason, term))
 		}
-		if err := q.e.attachRC(q, a); err != nil {
-			if q.rc == nil {
+		if err := q.Engine.AttachRC(q, a); err != nil {
+			if q.Conn == nil {
 				unix.Close(a.FD)
 			}
-			q.onRCClosed = nil
+			q.OnRCClosed = nil
 			return err
 		}
 		q.cm.connected = true
@@ -196,12 +196,12 @@ func (s *rcSession) attachConn(handle uint32, a rcAttach) error {
 }
 
 // closedEvent is the CM event of a connection's end.
-func closedEvent(handle uint32, reason rcCloseReason, term *rdmap.Terminate) proto.CMEvent {
+func closedEvent(handle uint32, reason CloseReason, term *rdmap.Terminate) proto.CMEvent {
 	ev := proto.CMEvent{Type: proto.CMDisconnected, QP: handle, Detail: reason.String()}
 	switch reason {
-	case rcClosedTermReceived, rcClosedTermSent:
+	case ClosedTermReceived, ClosedTermSent:
 		ev.Status = int(unix.ECONNABORTED)
-	case rcClosedSocketError:
+	case ClosedSocketError:
 		ev.Status = int(unix.ECONNRESET)
 	}
 	if term != nil {
@@ -213,8 +213,8 @@ func closedEvent(handle uint32, reason rcCloseReason, term *rdmap.Terminate) pro
 // handOff turns a connected, negotiated net.TCPConn into the descriptor the
 // engine owns (non-blocking, close-on-exec) and fills the socket facts of
 // the attachment. c is closed; the socket lives on in the duplicate.
-func handOff(c *net.TCPConn, p mpa.Params, initiator bool) (rcAttach, error) {
-	a := rcAttach{FD: -1, Params: p, Initiator: initiator, Local: tcpAddr(c.LocalAddr()), Remote: tcpAddr(c.RemoteAddr())}
+func handOff(c *net.TCPConn, p mpa.Params, initiator bool) (Attach, error) {
+	a := Attach{FD: -1, Params: p, Initiator: initiator, Local: tcpAddr(c.LocalAddr()), Remote: tcpAddr(c.RemoteAddr())}
 	raw, err := c.SyscallConn()
 	if err != nil {
 		c.Close()
@@ -254,7 +254,7 @@ func tcpAddr(a net.Addr) netip.AddrPort {
 // QN 2, MSN 1, L=1, RDMAP opcode Terminate, carrying the Terminate header
 // of term (no DDP/RDMAP headers: an MPA error concerns no segment). crc and
 // markers are the framing negotiated so far.
-func terminateFPDU(term iwerr.Error, crc, markers bool) []byte {
+func TerminateFPDU(term iwerr.Error, crc, markers bool) []byte {
 	t := rdmap.TerminateFor(term, nil, nil)
 	h := ddp.Header{Last: true, Version: ddp.Version, ULPControl: uint8(rdmap.MakeControl(rdmap.OpTerminate)),
 		QN: rdmap.QNTerminate, MSN: 1}
@@ -272,7 +272,7 @@ func writeFull(c net.Conn, b []byte, deadline time.Time) error {
 // disconnect asks the engine to end QP h's connection (gracefully, or
 // abortively with a Terminate); the end is reported by a CMDisconnected
 // event.
-func (s *rcSession) disconnect(h uint32, abort bool) error {
+func (s *CM) Disconnect(h uint32, abort bool) error {
 	return s.Eng.Do(func() error {
 		c := s.QPs[h]
 		q := s.qp(h)
@@ -281,10 +281,10 @@ func (s *rcSession) disconnect(h uint32, abort bool) error {
 			return rnic.Errf(unix.EINVAL, "disconnect: no QP %d", h)
 		case q == nil:
 			return rnic.Errf(unix.EINVAL, "disconnect: QP %d is %v, not RC", h, c.Typ)
-		case q.rc == nil:
+		case q.Conn == nil:
 			return rnic.Errf(unix.ENOTCONN, "disconnect: QP %d is not connected", h)
 		}
-		q.e.disconnectRC(q, abort)
+		q.Engine.DisconnectRC(q, abort)
 		return nil
 	})
 }

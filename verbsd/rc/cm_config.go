@@ -1,4 +1,4 @@
-package verbsd
+package rc
 
 import (
 	"github.com/iwarpd/iwarpd/mpa"
@@ -34,7 +34,7 @@ func crcPolicy(c proto.MPACRC) mpa.CRCPolicy {
 
 // responderPolicy is the policy a listener negotiates with: the device's,
 // with the accepting client's private data and IRD/ORD.
-func responderPolicy(c config.MPAConfig, privateData []byte, ird, ord uint16) mpa.Policy {
+func ResponderPolicy(c config.MPAConfig, privateData []byte, ird, ord uint16) mpa.Policy {
 	return mpa.Policy{
 		Revision:    c.Revision,
 		CRC:         crcPolicy(c.CRC),
@@ -49,7 +49,7 @@ func responderPolicy(c config.MPAConfig, privateData []byte, ird, ord uint16) mp
 
 // initiatorPolicy is the device's policy overridden by the connection's
 // options.
-func initiatorPolicy(c config.MPAConfig, o proto.MPAOptions, privateData []byte, ird, ord uint16) mpa.Policy {
+func InitiatorPolicy(c config.MPAConfig, o proto.MPAOptions, privateData []byte, ird, ord uint16) mpa.Policy {
 	p := mpa.Policy{
 		Revision:    c.Revision,
 		CRC:         crcPolicy(c.CRC),

@@ -1,4 +1,4 @@
-package verbsd
+package rc
 
 import (
 	"encoding/binary"
@@ -23,10 +23,10 @@ import (
 // a time; beyond that the listener stops accepting (the kernel's backlog
 // holds the rest).
 type cmListener struct {
-	s      *rcSession
-	handle uint32
+	s      *CM
+	Handle uint32
 	ln     *net.TCPListener
-	addr   netip.AddrPort
+	Addr   netip.AddrPort
 	slots  chan struct{}
 	done   chan struct{}
 	once   sync.Once
@@ -46,7 +46,7 @@ type cmPending struct {
 }
 
 // listen opens a listener for session s on addr ("ip:port", ":port").
-func (s *rcSession) listen(addr string, backlog int) (*cmListener, error) {
+func (s *CM) Listen(addr string, backlog int) (*cmListener, error) {
 	if err := s.Dev.Cfg.MPA.Validate(); err != nil {
 		return nil, rnic.Errf(unix.EINVAL, "listen: the device's MPA policy: %v", err)
 	}
@@ -77,7 +77,7 @@ func (s *rcSession) listen(addr string, backlog int) (*cmListener, error) {
 		}
 		return nil, rnic.Errf(unix.EINVAL, "listen: %s: %v", ap, err)
 	}
-	l := &cmListener{s: s, ln: ln, addr: tcpAddr(ln.Addr()), slots: make(chan struct{}, backlog), done: make(chan struct{})}
+	l := &cmListener{s: s, ln: ln, Addr: tcpAddr(ln.Addr()), slots: make(chan struct{}, backlog), done: make(chan struct{})}
 	cm := &s.cm
 	cm.mu.Lock()
 	if err := cm.start(s); err != nil {
@@ -91,16 +91,16 @@ func (s *rcSession) listen(addr string, backlog int) (*cmListener, error) {
 		ln.Close()
 		return nil, rnic.Errf(unix.EMFILE, "listen: session limit of %d listeners reached (-max-listeners); close one first", max)
 	}
-	l.handle = cm.nextID()
-	cm.listeners[l.handle] = l
+	l.Handle = cm.nextID()
+	cm.listeners[l.Handle] = l
 	cm.mu.Unlock()
 	go l.acceptLoop()
-	s.Dev.Log.Debugf("session %d: listening on %s (listener %d, backlog %d)", s.ID, l.addr, l.handle, backlog)
+	s.Dev.Log.Debugf("session %d: listening on %s (listener %d, backlog %d)", s.ID, l.Addr, l.Handle, backlog)
 	return l, nil
 }
 
 // parseListenAddr reads "ip:port" or ":port" (the device address).
-func (s *rcSession) parseListenAddr(addr string) (netip.AddrPort, error) {
+func (s *CM) parseListenAddr(addr string) (netip.AddrPort, error) {
 	bad := rnic.Errf(unix.EINVAL, "listen: address %q: want ip:port or :port", addr)
 	if len(addr) > 0 && addr[0] == ':' {
 		port, err := strconv.ParseUint(addr[1:], 10, 16)
@@ -117,7 +117,7 @@ func (s *rcSession) parseListenAddr(addr string) (netip.AddrPort, error) {
 }
 
 // closeListener closes listener handle and drops its pending requests.
-func (s *rcSession) closeListener(handle uint32) error {
+func (s *CM) CloseListener(handle uint32) error {
 	cm := &s.cm
 	cm.mu.Lock()
 	l := cm.listeners[handle]
@@ -162,7 +162,7 @@ func (l *cmListener) acceptLoop() {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
-			l.s.Dev.Log.Warnf("session %d: listener %s: accept: %v", l.s.ID, l.addr, err)
+			l.s.Dev.Log.Warnf("session %d: listener %s: accept: %v", l.s.ID, l.Addr, err)
 			select { // EMFILE and friends: do not spin
 			case <-time.After(50 * time.Millisecond):
 			case <-l.done:
@@ -186,15 +186,15 @@ func (l *cmListener) handshake(c *net.TCPConn) {
 	c.SetReadDeadline(deadline)
 	peer, local := tcpAddr(c.RemoteAddr()), tcpAddr(c.LocalAddr())
 	buf := make([]byte, mpa.FrameHeaderLen+mpa.MaxPrivateData)
-	frame, err := readFrame(c, buf)
-	params, reject, err := judgeRequest(responderPolicy(cfg, nil, 0, 0), frame, err)
+	frame, err := ReadFrame(c, buf)
+	params, reject, err := JudgeRequest(ResponderPolicy(cfg, nil, 0, 0), frame, err)
 	if err != nil {
 		if reject != nil {
 			// RFC 5044 §7.1 / RFC 6581: an unacceptable Request is
 			// answered with a Reply whose R bit is set, then closed.
 			writeFull(c, reject, deadline)
 		}
-		s.Dev.Log.Debugf("session %d: listener %s: MPA Request from %s: %v", s.ID, l.addr, peer, err)
+		s.Dev.Log.Debugf("session %d: listener %s: MPA Request from %s: %v", s.ID, l.Addr, peer, err)
 		c.Close()
 		l.release()
 		return
@@ -202,7 +202,7 @@ func (l *cmListener) handshake(c *net.TCPConn) {
 	p := &cmPending{l: l, conn: c, req: frame, buf: buf, peer: peer, local: local}
 	cm := &s.cm
 	cm.mu.Lock()
-	if cm.closed || cm.listeners[l.handle] != l {
+	if cm.closed || cm.listeners[l.Handle] != l {
 		cm.mu.Unlock()
 		p.abandon()
 		return
@@ -216,7 +216,7 @@ func (l *cmListener) handshake(c *net.TCPConn) {
 		}
 	})
 	cm.mu.Unlock()
-	ev := proto.CMEvent{Type: proto.CMConnectRequest, Listener: l.handle, Conn: p.id, Peer: peer.String(),
+	ev := proto.CMEvent{Type: proto.CMConnectRequest, Listener: l.Handle, Conn: p.id, Peer: peer.String(),
 		Local: local.String(), PrivateData: clonePD(params.PeerPrivateData), IRD: params.PeerIRD, ORD: params.PeerORD,
 		MPA: &proto.MPAParams{Revision: frame.Revision, Enhanced: params.Enhanced, CRC: frame.CRC,
 			MarkersTx: frame.Markers, PeerToPeer: params.PeerToPeer, PeerIRD: params.PeerIRD, PeerORD: params.PeerORD}}
@@ -228,7 +228,7 @@ func (l *cmListener) handshake(c *net.TCPConn) {
 // frame that is no valid Request (bad key, PD_Length > 512, Rev > 2, R set,
 // a policy refusal) gets the Reject Reply to send before closing. On success
 // params are the initiator's offer (the Reply is built at Accept).
-func judgeRequest(policy mpa.Policy, f mpa.Frame, readErr error) (params mpa.Params, reject []byte, err error) {
+func JudgeRequest(policy mpa.Policy, f mpa.Frame, readErr error) (params mpa.Params, reject []byte, err error) {
 	if readErr != nil {
 		if errors.Is(readErr, mpa.ErrBadKey) || errors.Is(readErr, mpa.ErrPrivateDataTooLong) {
 			r := mpa.NewResponder(policy).Reject(nil)
@@ -245,7 +245,7 @@ func judgeRequest(policy mpa.Policy, f mpa.Frame, readErr error) (params mpa.Par
 
 // readFrame reads exactly one MPA Request or Reply (20 + PD_Length octets,
 // nothing more) into buf, which has room for the largest.
-func readFrame(c io.Reader, buf []byte) (mpa.Frame, error) {
+func ReadFrame(c io.Reader, buf []byte) (mpa.Frame, error) {
 	if _, err := io.ReadFull(c, buf[:mpa.FrameHeaderLen]); err != nil {
 		return mpa.Frame{}, err
 	}
@@ -297,7 +297,7 @@ func (p *cmPending) abandon() { p.finish(true) }
 
 // accept answers pending request id with an MPA Reply carrying privateData
 // and the IRD/ORD block, and hands the connection to QP handle.
-func (s *rcSession) accept(req proto.AcceptRequest) (*proto.CMEvent, error) {
+func (s *CM) Accept(req proto.AcceptRequest) (*proto.CMEvent, error) {
 	const op = "accept"
 	cfg := s.Dev.Cfg.MPA
 	if req.IRD > config.MaxIRDORD || req.ORD > config.MaxIRDORD {
@@ -309,7 +309,7 @@ func (s *rcSession) accept(req proto.AcceptRequest) (*proto.CMEvent, error) {
 	if p == nil {
 		return nil, rnic.Errf(unix.EINVAL, "%s: no connection request %d (answered, expired or never made)", op, req.Conn)
 	}
-	policy := responderPolicy(cfg, req.PrivateData, req.IRD, req.ORD)
+	policy := ResponderPolicy(cfg, req.PrivateData, req.IRD, req.ORD)
 	if p.req.Revision != 2 || !p.req.Enhanced {
 		policy.Revision = 1 // the private data budget of the Reply's revision
 	}
@@ -356,7 +356,7 @@ func (s *rcSession) accept(req proto.AcceptRequest) (*proto.CMEvent, error) {
 
 // reject answers pending request id with an MPA Reply with R=1 carrying
 // privateData, then closes the connection.
-func (s *rcSession) reject(req proto.RejectRequest) error {
+func (s *CM) Reject(req proto.RejectRequest) error {
 	if len(req.PrivateData) > mpa.MaxPrivateData {
 		return rnic.Errf(unix.EINVAL, "reject: %d octets of private data, at most %d", len(req.PrivateData), mpa.MaxPrivateData)
 	}
@@ -365,7 +365,7 @@ func (s *rcSession) reject(req proto.RejectRequest) error {
 		return rnic.Errf(unix.EINVAL, "reject: no connection request %d (answered, expired or never made)", req.Conn)
 	}
 	defer p.abandon()
-	r := mpa.NewResponder(responderPolicy(s.Dev.Cfg.MPA, nil, 0, 0))
+	r := mpa.NewResponder(ResponderPolicy(s.Dev.Cfg.MPA, nil, 0, 0))
 	r.HandleRequest(p.req) // sets the Reply's revision from the Request
 	f := r.Reject(req.PrivateData)
 	if err := writeFull(p.conn, f.Append(nil), time.Now().Add(s.Dev.Cfg.MPA.TimeoutOrDefault())); err != nil {

@@ -1,4 +1,4 @@
-package verbsd
+package rc
 
 import (
 	"errors"
@@ -38,7 +38,7 @@ import (
 
 // rcAttach is what the CM hands the engine once MPA negotiation succeeded on a
 // connected TCP socket.
-type rcAttach struct {
+type Attach struct {
 	FD        int        // connected TCP socket, set non-blocking by the CM; the engine owns it from now on
 	Params    mpa.Params // negotiated (CRC, markers per direction, IRD/ORD, P2P, RTR type, revision)
 	Initiator bool       // true on the active side
@@ -49,31 +49,31 @@ type rcAttach struct {
 
 // rcCloseReason says why an RC connection ended (reported to the CM through
 // qp.onRCClosed).
-type rcCloseReason uint8
+type CloseReason uint8
 
 const (
 	// rcClosedGraceful: the peer closed its half (FIN) or a requested
 	// graceful disconnect finished.
-	rcClosedGraceful rcCloseReason = iota + 1
+	ClosedGraceful CloseReason = iota + 1
 	// rcClosedTermReceived: the peer sent a Terminate (term is set).
-	rcClosedTermReceived
+	ClosedTermReceived
 	// rcClosedTermSent: this side detected an error and sent a Terminate
 	// (term is set), or an abortive disconnect was requested.
-	rcClosedTermSent
+	ClosedTermSent
 	// rcClosedSocketError: the socket failed (reset, write error, ...).
-	rcClosedSocketError
+	ClosedSocketError
 )
 
 // String names the reason.
-func (r rcCloseReason) String() string {
+func (r CloseReason) String() string {
 	switch r {
-	case rcClosedGraceful:
+	case ClosedGraceful:
 		return "disconnected"
-	case rcClosedTermReceived:
+	case ClosedTermReceived:
 		return "terminate received"
-	case rcClosedTermSent:
+	case ClosedTermSent:
 		return "terminate sent"
-	case rcClosedSocketError:
+	case ClosedSocketError:
 		return "connection lost"
 	}
 	return "unknown"
@@ -81,13 +81,13 @@ func (r rcCloseReason) String() string {
 
 // rcCloseFunc is the type of qp.onRCClosed: called on the engine goroutine
 // when the connection of an RC QP ends; it must not block.
-type rcCloseFunc func(reason rcCloseReason, term *rdmap.Terminate)
+type rcCloseFunc func(reason CloseReason, term *rdmap.Terminate)
 
 // RC limits.
 const (
 	rcDefaultDepth = 16      // IRD/ORD when the negotiation left them 0
 	rcMaxDepth     = 128     // IRD/ORD cap (siw's)
-	rcMaxMessage   = 1 << 31 // largest RC message (MO is 32 bits; the 2^31)
+	MaxMessage     = 1 << 31 // largest RC message (MO is 32 bits; the 2^31)
 	// rcCloseTimeout bounds the wait for the peer's FIN after our FIN
 	// (graceful close, or after a Terminate) and the time a Terminate may
 	// wait behind a full socket buffer.
@@ -105,7 +105,7 @@ const (
 	// 1000 MiB and 0.94–1.08 s of daemon CPU; with 16 MiB forced, 1.9–2.6 k
 	// and 0.84–0.93 s (iwarp-perf -window 64, loopback). The memory is
 	// only taken while data waits in it.
-	rcSocketBuffer = 16 << 20
+	SocketBuffer = 16 << 20
 )
 
 // rcPhase is the connection's life cycle (independent of q.state, which
@@ -123,17 +123,17 @@ const (
 
 // rcConn is the engine's state of one connected RC QP (engine-owned).
 type rcConn struct {
-	fd        int
+	Fd        int
 	phase     rcPhase
 	params    mpa.Params
 	initiator bool
 	local     netip.AddrPort
 	remote    netip.AddrPort
 
-	maxTagged, maxUntagged int    // payload octets per FPDU
-	emss                   int    // TCP segment payload (FPDU alignment)
-	emssAuto               bool   // emss follows the socket's TCP_MAXSEG (rcRefreshEMSS)
-	emssCheck              uint32 // messages started since TCP_MAXSEG was last read
+	MaxTagged, MaxUntagged int    // payload octets per FPDU
+	Emss                   int    // TCP segment payload (FPDU alignment)
+	EmssAuto               bool   // emss follows the socket's TCP_MAXSEG (rcRefreshEMSS)
+	EmssCheck              uint32 // messages started since TCP_MAXSEG was last read
 	ird, ord               int
 
 	rxOn, outOn bool      // EPOLLIN / EPOLLOUT registered
@@ -145,7 +145,7 @@ type rcConn struct {
 	closeBudget int       // graceful close: SQ entries still to execute
 	sqStalled   bool      // the SQ head waits for a Read Response (fence, ORD, completion window)
 
-	reason   rcCloseReason
+	reason   CloseReason
 	cause    string           // what ended the connection, first cause wins (rc_log.go)
 	term     *rdmap.Terminate // sent or received, for the report
 	termErr  iwerr.Error      // the Terminate to send
@@ -158,10 +158,10 @@ type rcConn struct {
 	// Send side.
 	snd  *mpa.Sender
 	msn  ddp.MSNCounter
-	tx   rcTx
+	Tx   rcTx
 	pend rcPending
 	orq  rcQueue[rcRead]     // outstanding RDMA Reads (requester), ≤ ord
-	irq  rcQueue[rcReadResp] // Read Requests to answer (responder), ≤ ird
+	Irq  rcQueue[rcReadResp] // Read Requests to answer (responder), ≤ ird
 
 	// Receive side.
 	rcv        *mpa.Receiver
@@ -178,7 +178,7 @@ type rcQueue[T any] struct {
 	items []T
 }
 
-func (f *rcQueue[T]) len() int    { return len(f.items) }
+func (f *rcQueue[T]) Len() int    { return len(f.items) }
 func (f *rcQueue[T]) push(v T)    { f.items = append(f.items, v) }
 func (f *rcQueue[T]) head() *T    { return &f.items[0] }
 func (f *rcQueue[T]) reset()      { f.items = f.items[:0] }
@@ -196,10 +196,10 @@ func (f *rcQueue[T]) pop() {
 // a responder transmits nothing until it received the initiator's first FPDU (RFC 5044 §7.1.2 / RFC 6581).
 //
 // On error q.rc is nil and the caller still owns a.FD.
-func (e *rcEngine) attachRC(q *rcQP, a rcAttach) (err error) {
+func (e *rcEngine) AttachRC(q *QP, a Attach) (err error) {
 	defer func() {
 		if err != nil {
-			q.rc = nil
+			q.Conn = nil
 		}
 	}()
 	if q.Typ != proto.QPTypeRC {
@@ -227,14 +227,14 @@ func (e *rcEngine) attachRC(q *rcQP, a rcAttach) (err error) {
 		return rnic.Errf(unix.EINVAL, "attach: MSS %d leaves %d octets per FPDU", mss, mulpdu)
 	}
 	p := a.Params
-	c := &rcConn{fd: a.FD, phase: rcOpen, params: p, initiator: a.Initiator, local: a.Local, remote: a.Remote,
-		maxTagged: ddp.MaxPayload(mulpdu, true, 0), maxUntagged: ddp.MaxPayload(mulpdu, false, 0),
-		ird: rcDepth(p.LocalIRD), ord: rcDepth(p.LocalORD), waitFirst: !a.Initiator, termSeg: -1, emss: mss,
-		emssAuto: mss == sockMSS,
+	c := &rcConn{Fd: a.FD, phase: rcOpen, params: p, initiator: a.Initiator, local: a.Local, remote: a.Remote,
+		MaxTagged: ddp.MaxPayload(mulpdu, true, 0), MaxUntagged: ddp.MaxPayload(mulpdu, false, 0),
+		ird: rcDepth(p.LocalIRD), ord: rcDepth(p.LocalORD), waitFirst: !a.Initiator, termSeg: -1, Emss: mss,
+		EmssAuto: mss == sockMSS,
 		snd:      mpa.NewSender(p.CRC, p.MarkersTx), rcv: mpa.NewReceiver(p.CRC, p.MarkersRx)}
 	c.expMSN = [ddp.QueueCount]uint32{1, 1, 1, 1}
 	c.pend.init(int(q.Caps.MaxSendWR))
-	c.tx.init(q)
+	c.Tx.init(q)
 	c.rqe.sges = make([]proto.SGE, 0, max(q.MaxRecvS, 1))
 	unix.SetsockoptInt(a.FD, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	setRCBuffers(a.FD)
@@ -242,12 +242,12 @@ func (e *rcEngine) attachRC(q *rcQP, a rcAttach) (err error) {
 		return rnic.Errf(unix.ENOMEM, "attach: epoll_ctl: %v", err)
 	}
 	c.rxOn = true
-	q.rc = c
+	q.Conn = c
 	q.FD = a.FD
 	e.ByFD[int32(a.FD)] = q.QP
 	q.Readable = true // data may have arrived with the MPA frames
 	if a.Initiator && p.PeerToPeer && p.RTR != mpa.RTRNone {
-		c.tx.startRTR(c, p.RTR)
+		c.Tx.startRTR(c, p.RTR)
 	}
 	q.State = proto.QPStateRTS
 	return nil
@@ -257,12 +257,12 @@ func (e *rcEngine) attachRC(q *rcQP, a rcAttach) (err error) {
 // rcSocketBuffer where the daemon is allowed to (see there); each is
 // left to autotuning otherwise.
 func setRCBuffers(fd int) {
-	unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, rcSocketBuffer)
-	unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rcSocketBuffer)
+	unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, SocketBuffer)
+	unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, SocketBuffer)
 }
 
 // rcEMSSEvery: rcRefreshEMSS reads TCP_MAXSEG once per this many messages.
-const rcEMSSEvery = 64
+const EMSSEvery = 64
 
 // rcRefreshEMSS follows the socket's MSS (RFC 5044 §5.4: MULPDU derives
 // from the current EMSS) between messages, every rcEMSSEvery messages,
@@ -274,23 +274,23 @@ const rcEMSSEvery = 64
 // stay within one segment of the MSS TCP uses now (alignment, RFC 5044
 // §8); the receiver takes FPDUs of any size up to its MULPDU bound.
 func (c *rcConn) rcRefreshEMSS() {
-	if !c.emssAuto {
+	if !c.EmssAuto {
 		return
 	}
-	if c.emssCheck++; c.emssCheck < rcEMSSEvery {
+	if c.EmssCheck++; c.EmssCheck < EMSSEvery {
 		return
 	}
-	c.emssCheck = 0
-	v, err := unix.GetsockoptInt(c.fd, unix.IPPROTO_TCP, unix.TCP_MAXSEG)
-	if err != nil || v <= 0 || v == c.emss {
+	c.EmssCheck = 0
+	v, err := unix.GetsockoptInt(c.Fd, unix.IPPROTO_TCP, unix.TCP_MAXSEG)
+	if err != nil || v <= 0 || v == c.Emss {
 		return // unchanged, or unknown: the current EMSS stays
 	}
 	mulpdu := mpa.MULPDU(v, c.params.MarkersTx)
 	if mulpdu < rcMinMULPDU {
 		return
 	}
-	c.emss = v
-	c.maxTagged, c.maxUntagged = ddp.MaxPayload(mulpdu, true, 0), ddp.MaxPayload(mulpdu, false, 0)
+	c.Emss = v
+	c.MaxTagged, c.MaxUntagged = ddp.MaxPayload(mulpdu, true, 0), ddp.MaxPayload(mulpdu, false, 0)
 }
 
 // rcDepth is an IRD/ORD: 0 (not negotiated) means the default; capped.
@@ -306,8 +306,8 @@ func rcDepth(v uint16) int {
 // shuts down the sending half and waits (bounded) for the peer's FIN;
 // abortive sends a Terminate (RDMAP, remote operation, catastrophic) and
 // closes. Either way the QP ends in ERROR with the rest flushed.
-func (e *rcEngine) disconnectRC(q *rcQP, abort bool) {
-	c := q.rc
+func (e *rcEngine) DisconnectRC(q *QP, abort bool) {
+	c := q.Conn
 	if c == nil {
 		return
 	}
@@ -338,8 +338,8 @@ func (e *rcEngine) disconnectRC(q *rcQP, abort bool) {
 // then a Terminate carrying err (and the offending headers, copied) goes
 // out, then our FIN; the QP ends in ERROR. Nothing more is received or
 // executed.
-func (e *rcEngine) rcTerminate(q *rcQP, err iwerr.Error, ddpHdr, rdmaHdr []byte, segLen int) {
-	c := q.rc
+func (e *rcEngine) rcTerminate(q *QP, err iwerr.Error, ddpHdr, rdmaHdr []byte, segLen int) {
+	c := q.Conn
 	if c == nil || c.phase >= rcTerminating {
 		return
 	}
@@ -349,7 +349,7 @@ func (e *rcEngine) rcTerminate(q *rcQP, err iwerr.Error, ddpHdr, rdmaHdr []byte,
 	c.termDDP = append(c.termDDP[:0], ddpHdr...)
 	c.termRDMA = append(c.termRDMA[:0], rdmaHdr...)
 	c.termSeg = segLen
-	c.reason = rcClosedTermSent
+	c.reason = ClosedTermSent
 	t := c.buildTerm()
 	c.term = &t
 	c.deadline = c.now.Add(rcCloseTimeout)
@@ -376,7 +376,7 @@ func (c *rcConn) buildTerm() rdmap.Terminate {
 
 // setEpoll changes what the engine waits for on the socket.
 func (c *rcConn) setEpoll(e *rcEngine, in, out bool) {
-	if c.fd < 0 || (in == c.rxOn && out == c.outOn) {
+	if c.Fd < 0 || (in == c.rxOn && out == c.outOn) {
 		return
 	}
 	c.rxOn, c.outOn = in, out
@@ -387,14 +387,14 @@ func (c *rcConn) setEpoll(e *rcEngine, in, out bool) {
 	if out {
 		ev |= unix.EPOLLOUT
 	}
-	unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_MOD, c.fd, &unix.EpollEvent{Events: ev, Fd: int32(c.fd)})
+	unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_MOD, c.Fd, &unix.EpollEvent{Events: ev, Fd: int32(c.Fd)})
 }
 
 // rcClose closes the socket and moves q to ERROR (flushing follows in the
 // next passes), then tells the CM. reason is used unless an earlier error
 // already decided one.
-func (e *rcEngine) rcClose(q *rcQP, reason rcCloseReason, detail string) {
-	c := q.rc
+func (e *rcEngine) rcClose(q *QP, reason CloseReason, detail string) {
+	c := q.Conn
 	if c == nil || c.phase == rcClosed || c.phase == rcIdle {
 		return
 	}
@@ -403,46 +403,46 @@ func (e *rcEngine) rcClose(q *rcQP, reason rcCloseReason, detail string) {
 	}
 	c.phase = rcClosed
 	e.rcLogClosed(q, reason, detail, "QP in ERROR")
-	if c.fd >= 0 {
-		unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_DEL, c.fd, nil)
-		delete(e.ByFD, int32(c.fd))
-		unix.Close(c.fd)
+	if c.Fd >= 0 {
+		unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_DEL, c.Fd, nil)
+		delete(e.ByFD, int32(c.Fd))
+		unix.Close(c.Fd)
 	}
-	c.fd, q.FD = -1, -1
+	c.Fd, q.FD = -1, -1
 	c.rxOn, c.outOn = false, false
 	c.rx.rd.reset()
 	q.Readable = false
 	c.deadline = time.Time{}
-	c.tx.reset()
+	c.Tx.reset()
 	c.orq.reset()
-	c.irq.reset()
+	c.Irq.reset()
 	switch q.State {
 	case proto.QPStateError, proto.QPStateReset, proto.QPStateInit:
 	default:
 		wasTerm := q.State == proto.QPStateSQE
 		q.State = proto.QPStateError
-		if !wasTerm && reason != rcClosedGraceful {
+		if !wasTerm && reason != ClosedGraceful {
 			q.S.SendEvent(e.Engine, proto.Event{Type: proto.EventQPFatal, Handle: q.Handle, Detail: reason.String() + detail})
 		}
 	}
-	if q.onRCClosed != nil {
-		q.onRCClosed(reason, c.term)
+	if q.OnRCClosed != nil {
+		q.OnRCClosed(reason, c.term)
 	}
 }
 
 // rcDeadline is when the engine must look at q again without a socket
 // event (a bounded wait of a closing connection).
-func (q *rcQP) rcDeadline() (time.Time, bool) {
-	if q.rc == nil || q.rc.deadline.IsZero() {
+func (q *QP) rcDeadline() (time.Time, bool) {
+	if q.Conn == nil || q.Conn.deadline.IsZero() {
 		return time.Time{}, false
 	}
-	return q.rc.deadline, true
+	return q.Conn.deadline, true
 }
 
 // rcHasWork reports whether serving q now can make progress without a
 // socket event (the engine's look before sleeping).
-func (q *rcQP) rcHasWork() bool {
-	c := q.rc
+func (q *QP) rcHasWork() bool {
+	c := q.Conn
 	switch q.State {
 	case proto.QPStateError:
 		if c != nil && (c.pend.n > 0 || c.rqe.active) {
@@ -491,7 +491,7 @@ func (q *rcQP) rcHasWork() bool {
 		if c.outOn || c.waitFirst {
 			return false
 		}
-		if c.tx.kind != txNone || c.irq.len() > 0 && !c.irq.head().started {
+		if c.Tx.kind != txNone || c.Irq.Len() > 0 && !c.Irq.head().started {
 			return true
 		}
 		if c.sqStalled || (c.phase == rcClosing && c.closeBudget == 0) {
@@ -507,14 +507,14 @@ func (q *rcQP) rcHasWork() bool {
 
 // closeDone reports whether a graceful close has done the work it must
 // before our FIN.
-func (c *rcConn) closeDone(q *rcQP) bool {
-	return c.closeBudget == 0 && c.tx.kind == txNone && c.pend.n == 0 && c.irq.len() == 0
+func (c *rcConn) closeDone(q *QP) bool {
+	return c.closeBudget == 0 && c.Tx.kind == txNone && c.pend.n == 0 && c.Irq.Len() == 0
 }
 
 // serviceRC does at most PollBatch units of work on the RC QP q in each
 // direction and reports whether it did any.
-func (e *rcEngine) serviceRC(q *rcQP, now time.Time) bool {
-	c := q.rc
+func (e *rcEngine) serviceRC(q *QP, now time.Time) bool {
+	c := q.Conn
 	work := false
 	if c != nil && c.phase != rcIdle && c.phase != rcClosed {
 		c.now = now
@@ -527,27 +527,27 @@ func (e *rcEngine) serviceRC(q *rcQP, now time.Time) bool {
 			}
 		case proto.QPStateReset, proto.QPStateInit, proto.QPStateRTR:
 			c.setCause("the local client reset the QP")
-			e.rcClose(q, rcClosedSocketError, ": the QP was reset")
+			e.rcClose(q, ClosedSocketError, ": the QP was reset")
 			c.pend.reset()
 			c.rqe.active = false
 			return true
 		}
 	}
-	if c != nil && c.fd >= 0 {
+	if c != nil && c.Fd >= 0 {
 		if q.Readable || c.rx.rd.pending() {
 			if e.rcReceive(q) {
 				work = true
 			}
 		}
-		if c.fd >= 0 && e.rcSend(q) {
+		if c.Fd >= 0 && e.rcSend(q) {
 			work = true
 		}
 		if c.phase == rcClosing && c.closeDone(q) {
 			e.rcShutdown(q)
 			work = true
 		}
-		if c.fd >= 0 && !c.deadline.IsZero() && now.After(c.deadline) {
-			e.rcClose(q, rcClosedSocketError, ": timed out closing")
+		if c.Fd >= 0 && !c.deadline.IsZero() && now.After(c.deadline) {
+			e.rcClose(q, ClosedSocketError, ": timed out closing")
 			work = true
 		}
 	}
@@ -559,33 +559,33 @@ func (e *rcEngine) serviceRC(q *rcQP, now time.Time) bool {
 
 // rcShutdown sends our FIN (after the last FPDU) and waits, bounded, for
 // the peer's.
-func (e *rcEngine) rcShutdown(q *rcQP) {
-	c := q.rc
+func (e *rcEngine) rcShutdown(q *QP) {
+	c := q.Conn
 	if c.reason == 0 {
-		c.reason = rcClosedGraceful
+		c.reason = ClosedGraceful
 	}
 	c.phase = rcDraining
 	c.deadline = c.now.Add(rcCloseTimeout)
 	c.setEpoll(e, true, false)
-	if err := unix.Shutdown(c.fd, unix.SHUT_WR); err != nil {
-		e.rcClose(q, rcClosedSocketError, ": shutdown: "+err.Error())
+	if err := unix.Shutdown(c.Fd, unix.SHUT_WR); err != nil {
+		e.rcClose(q, ClosedSocketError, ": shutdown: "+err.Error())
 	}
 }
 
 // rcSocketError closes q's connection after a failed read or write.
-func (e *rcEngine) rcSocketError(q *rcQP, err error) {
+func (e *rcEngine) rcSocketError(q *QP, err error) {
 	if errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET) {
-		e.rcClose(q, rcClosedSocketError, ": "+err.Error())
+		e.rcClose(q, ClosedSocketError, ": "+err.Error())
 		return
 	}
-	e.rcClose(q, rcClosedSocketError, ": "+err.Error())
+	e.rcClose(q, ClosedSocketError, ": "+err.Error())
 }
 
 // rcFlush completes, with WCWRFlushErr, the work of an ERROR QP: the work
 // requests taken but not completed (in order), the receive being filled,
 // then what is still posted; at most PollBatch per queue per pass.
-func (e *rcEngine) rcFlush(q *rcQP) bool {
-	c := q.rc
+func (e *rcEngine) rcFlush(q *QP) bool {
+	c := q.Conn
 	work := false
 	if c != nil {
 		for range e.Cfg.PollBatch {
@@ -702,8 +702,8 @@ func (p *rcPending) reset() {
 
 // rcComplete marks the work request seq done and posts every completion
 // that is now due, in order.
-func (e *rcEngine) rcComplete(q *rcQP, seq uint64, status proto.WCStatus) {
-	c := q.rc
+func (e *rcEngine) rcComplete(q *QP, seq uint64, status proto.WCStatus) {
+	c := q.Conn
 	if p := c.pend.get(seq); p != nil {
 		p.done, p.status = true, status
 	}

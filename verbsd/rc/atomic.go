@@ -1,4 +1,4 @@
-package verbsd
+package rc
 
 import (
 	"encoding/binary"
@@ -29,9 +29,9 @@ import (
 
 // rcPrepareAtomic validates an atomic work request (operands and one
 // result SGE of 8 octets in the SQE body) and builds its Atomic Request.
-func (e *rcEngine) rcPrepareAtomic(q *rcQP, sqe *proto.SQE, slot []byte, inline bool) proto.WCStatus {
-	c := q.rc
-	t := &c.tx
+func (e *rcEngine) rcPrepareAtomic(q *QP, sqe *proto.SQE, slot []byte, inline bool) proto.WCStatus {
+	c := q.Conn
+	t := &c.Tx
 	req, sge, st := rnic.AtomicRequest(q.QP, sqe, slot, inline)
 	if st != proto.WCSuccess {
 		return st
@@ -44,14 +44,14 @@ func (e *rcEngine) rcPrepareAtomic(q *rcQP, sqe *proto.SQE, slot []byte, inline 
 	t.total = rnic.AtomicLen
 	msn, _ := c.msn.NextMSN(rdmap.QNReadRequest)
 	t.segs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(rdmap.OpAtomicRequest)), 0, rdmap.QNReadRequest, msn,
-		rdmap.AtomicRequestLen, c.maxUntagged)
+		rdmap.AtomicRequestLen, c.MaxUntagged)
 	return proto.WCSuccess
 }
 
 // rcCheckAtomicRequest checks an Atomic Request segment (one segment, IRD,
 // target) before anything of it is acted on.
-func (e *rcEngine) rcCheckAtomicRequest(q *rcQP, fail func(iwerr.Error, []byte) bool) bool {
-	c := q.rc
+func (e *rcEngine) rcCheckAtomicRequest(q *QP, fail func(iwerr.Error, []byte) bool) bool {
+	c := q.Conn
 	x := &c.rx
 	h := &x.h
 	switch {
@@ -61,7 +61,7 @@ func (e *rcEngine) rcCheckAtomicRequest(q *rcQP, fail func(iwerr.Error, []byte) 
 		return fail(iwerr.DDPMessageTooLong, nil)
 	case x.ulen < ddp.UntaggedHeaderLen+rdmap.AtomicRequestLen:
 		return fail(iwerr.RDMAPCatastrophicStream, nil)
-	case c.irq.len() >= c.ird:
+	case c.Irq.Len() >= c.ird:
 		return fail(iwerr.DDPInvalidMSNRange, nil)
 	}
 	r, _, _ := rdmap.ParseAtomicRequest(x.hdr[ddp.UntaggedHeaderLen:x.want])
@@ -75,8 +75,8 @@ func (e *rcEngine) rcCheckAtomicRequest(q *rcQP, fail func(iwerr.Error, []byte) 
 
 // rcCommitAtomicRequest executes an accepted Atomic Request whose CRC was
 // good and queues its response.
-func (e *rcEngine) rcCommitAtomicRequest(q *rcQP) bool {
-	c := q.rc
+func (e *rcEngine) rcCommitAtomicRequest(q *QP) bool {
+	c := q.Conn
 	x := &c.rx
 	r, _, _ := rdmap.ParseAtomicRequest(x.hdr[ddp.UntaggedHeaderLen:x.want])
 	b, err := q.AtomicTarget(&r)
@@ -89,14 +89,14 @@ func (e *rcEngine) rcCommitAtomicRequest(q *rcQP) bool {
 	item := rcReadResp{atomic: true}
 	resp.Append(item.resp[:0])
 	copy(item.ddpHdr[:], x.hdr[:ddp.UntaggedHeaderLen])
-	c.irq.push(item)
+	c.Irq.push(item)
 	return true
 }
 
 // rcCheckAtomicResponse checks an Atomic Response against the oldest
 // outstanding Read or atomic: it must be that atomic's.
-func (e *rcEngine) rcCheckAtomicResponse(q *rcQP, fail func(iwerr.Error, []byte) bool) bool {
-	c := q.rc
+func (e *rcEngine) rcCheckAtomicResponse(q *QP, fail func(iwerr.Error, []byte) bool) bool {
+	c := q.Conn
 	x := &c.rx
 	h := &x.h
 	switch {
@@ -104,7 +104,7 @@ func (e *rcEngine) rcCheckAtomicResponse(q *rcQP, fail func(iwerr.Error, []byte)
 		return fail(iwerr.DDPInvalidMO, nil)
 	case x.ulen != ddp.UntaggedHeaderLen+rdmap.AtomicResponseLen:
 		return fail(iwerr.DDPMessageTooLong, nil)
-	case c.orq.len() == 0 || !c.orq.head().atomic:
+	case c.orq.Len() == 0 || !c.orq.head().atomic:
 		return fail(iwerr.RDMAPUnexpectedOpcode, nil)
 	}
 	resp, _, _ := rdmap.ParseAtomicResponse(x.hdr[ddp.UntaggedHeaderLen:x.want])
@@ -117,8 +117,8 @@ func (e *rcEngine) rcCheckAtomicResponse(q *rcQP, fail func(iwerr.Error, []byte)
 
 // rcCommitAtomicResponse stores the original value in the atomic's result
 // buffer (host byte order, as the verbs return it) and completes it.
-func (e *rcEngine) rcCommitAtomicResponse(q *rcQP) bool {
-	c := q.rc
+func (e *rcEngine) rcCommitAtomicResponse(q *QP) bool {
+	c := q.Conn
 	x := &c.rx
 	resp, _, _ := rdmap.ParseAtomicResponse(x.hdr[ddp.UntaggedHeaderLen:x.want])
 	r := c.orq.head()
@@ -140,8 +140,8 @@ func (e *rcEngine) rcCommitAtomicResponse(q *rcQP) bool {
 
 // rcCheckImmediate checks an Immediate Data message: exactly its 8 octets
 // in one segment (it then takes a receive like a Send).
-func (e *rcEngine) rcCheckImmediate(q *rcQP, fail func(iwerr.Error, []byte) bool) bool {
-	x := &q.rc.rx
+func (e *rcEngine) rcCheckImmediate(q *QP, fail func(iwerr.Error, []byte) bool) bool {
+	x := &q.Conn.rx
 	h := &x.h
 	switch {
 	case h.MO != 0 || !h.Last:

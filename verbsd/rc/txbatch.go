@@ -1,4 +1,4 @@
-package verbsd
+package rc
 
 import (
 	"github.com/iwarpd/iwarpd/proto"
@@ -38,9 +38,9 @@ const rcAheadBytes = 256 << 10
 
 // rcBatchAhead appends the FPDUs of the messages after the current one to
 // the batch while they fit whole, taking new ones from the SQ.
-func (e *rcEngine) rcBatchAhead(q *rcQP, limit int) {
-	c := q.rc
-	t := &c.tx
+func (e *rcEngine) rcBatchAhead(q *QP, limit int) {
+	c := q.Conn
+	t := &c.Tx
 	for i := 0; len(t.wires) < rcTxMaxFPDUs; i++ {
 		var m *rcMsg
 		if i < t.aLen {
@@ -59,10 +59,10 @@ func (e *rcEngine) rcBatchAhead(q *rcQP, limit int) {
 
 // rcTakeAhead starts the SQ head as a message ahead of the current one,
 // if that is safe (see above), and returns it.
-func (e *rcEngine) rcTakeAhead(q *rcQP) *rcMsg {
-	c := q.rc
-	t := &c.tx
-	if !t.aheadRoom(q) || c.irq.len() > 0 || c.sqStalled || c.waitFirst ||
+func (e *rcEngine) rcTakeAhead(q *QP) *rcMsg {
+	c := q.Conn
+	t := &c.Tx
+	if !t.aheadRoom(q) || c.Irq.Len() > 0 || c.sqStalled || c.waitFirst ||
 		q.State != proto.QPStateRTS && q.State != proto.QPStateSQD ||
 		c.phase != rcOpen && (c.phase != rcClosing || c.closeBudget == 0) {
 		return nil
@@ -79,8 +79,8 @@ func (e *rcEngine) rcTakeAhead(q *rcQP) *rcMsg {
 	default:
 		return nil
 	}
-	if sqe.Flags&proto.SendFence != 0 && c.orq.len() > 0 || c.pend.full() ||
-		sqe.Opcode == proto.WRRDMARead && c.orq.len() >= c.ord {
+	if sqe.Flags&proto.SendFence != 0 && c.orq.Len() > 0 || c.pend.full() ||
+		sqe.Opcode == proto.WRRDMARead && c.orq.Len() >= c.ord {
 		return nil
 	}
 	c.rcRefreshEMSS()
@@ -108,13 +108,13 @@ func (e *rcEngine) rcTakeAhead(q *rcQP) *rcMsg {
 
 // aheadRoom reports whether the ahead ring has a free slot, making the
 // ring on first use (its size bounded by rcAheadBytes).
-func (t *rcTx) aheadRoom(q *rcQP) bool {
+func (t *rcTx) aheadRoom(q *QP) bool {
 	if t.ahead == nil {
-		per := cap(t.sges)*proto.SGELen + len(t.inline) + 256
+		per := cap(t.Sges)*proto.SGELen + len(t.inline) + 256
 		n := min(rcTxMaxFPDUs-1, max(1, rcAheadBytes/per))
 		t.ahead = make([]rcMsg, n)
 		for i := range t.ahead {
-			t.ahead[i].sges = make([]proto.SGE, 0, cap(t.sges))
+			t.ahead[i].Sges = make([]proto.SGE, 0, cap(t.Sges))
 			t.ahead[i].inline = make([]byte, len(t.inline))
 		}
 	}
