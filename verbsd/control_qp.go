@@ -124,7 +124,7 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 		if core.FD, core.Local, err = s.bindRD(req.Port); err != nil { // rd_linger.go
 			return fail(err)
 		}
-		t.(*qp).rd = newRDQP(rdQPConfig(&s.Dev.Cfg.RD, c), s.Dev.Cfg.DatagramSize, s.Dev.Cfg.SocketBuffer, nil) // the store of its engine, set when installed
+		t = newRDQPView(t.(*qp), newRDQP(rdQPConfig(&s.Dev.Cfg.RD, c), s.Dev.Cfg.DatagramSize, s.Dev.Cfg.SocketBuffer, nil)) // rd_view.go; the store of its engine, set when installed
 	}
 	var reply proto.CreateQPReply
 	err = s.Eng.Do(func() error {

@@ -3,6 +3,7 @@ package verbsd
 import (
 	"sync"
 
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"golang.org/x/sys/unix"
 )
 
@@ -23,12 +24,10 @@ func setSendmmsg(srv *Server, f func(fd int, msgs []unix.Mmsghdr) (int, error)) 
 }
 
 // allQPs is every QP of srv, engine by engine (inside a command).
-func (srv *Server) allQPs() []*qp {
-	var qs []*qp
+func (srv *Server) allQPs() []*rnic.QP {
+	var qs []*rnic.QP
 	for _, e := range srv.dev.Engs {
-		for _, q := range e.QPs {
-			qs = append(qs, qpOf(q))
-		}
+		qs = append(qs, e.QPs...)
 	}
 	return qs
 }

@@ -78,7 +78,7 @@ func (c *rdAtomicCache) put(k rdAtomicKey, v rdAtomicEntry) {
 
 // rdPrepareAtomic validates an atomic work request into w and builds its
 // Atomic Request.
-func (e *engine) rdPrepareAtomic(q *qp, w *rdWR, sqe *proto.SQE, slot []byte, inline bool) proto.WCStatus {
+func (e *rdEngine) rdPrepareAtomic(q *rdQP, w *rdWR, sqe *proto.SQE, slot []byte, inline bool) proto.WCStatus {
 	r := q.rd
 	req, sge, st := rnic.AtomicRequest(q.QP, sqe, slot, inline)
 	if st != proto.WCSuccess {
@@ -102,7 +102,7 @@ func (e *engine) rdPrepareAtomic(q *qp, w *rdWR, sqe *proto.SQE, slot []byte, in
 // rdAtomicRequest executes (or answers from the replay cache) an Atomic
 // Request from src, or answers with an error message; nothing is modified
 // on an error, and the QP stays up.
-func (e *engine) rdAtomicRequest(q *qp, src netip.AddrPort, h *ddp.Header, seg []byte, hl int) {
+func (e *rdEngine) rdAtomicRequest(q *rdQP, src netip.AddrPort, h *ddp.Header, seg []byte, hl int) {
 	r := q.rd
 	req, _, err := rdmap.ParseAtomicRequest(seg[hl:])
 	if err != nil || !h.Last || h.MO != 0 || len(seg) != hl+rdmap.AtomicRequestLen {
@@ -130,7 +130,7 @@ func (e *engine) rdAtomicRequest(q *qp, src netip.AddrPort, h *ddp.Header, seg [
 
 // rdQueueAtomicResponse queues the Atomic Response to src, sent reliably
 // with the error messages (rdFill).
-func (e *engine) rdQueueAtomicResponse(q *qp, src netip.AddrPort, reqID uint32, orig uint64) {
+func (e *rdEngine) rdQueueAtomicResponse(q *rdQP, src netip.AddrPort, reqID uint32, orig uint64) {
 	r := q.rd
 	r.msn[rdmap.QNAtomicResponse]++
 	dh := ddp.Header{Last: true, Version: ddp.Version, ULPControl: uint8(rdmap.MakeControl(rdmap.OpAtomicResponse)),
@@ -144,7 +144,7 @@ func (e *engine) rdQueueAtomicResponse(q *qp, src netip.AddrPort, reqID uint32, 
 
 // rdAtomicResponse completes the atomic from src that an Atomic Response
 // names: the original value goes into its result buffer (host order).
-func (e *engine) rdAtomicResponse(q *qp, src netip.AddrPort, h *ddp.Header, seg []byte, hl int) {
+func (e *rdEngine) rdAtomicResponse(q *rdQP, src netip.AddrPort, h *ddp.Header, seg []byte, hl int) {
 	r := q.rd
 	resp, _, err := rdmap.ParseAtomicResponse(seg[hl:])
 	if err != nil || !h.Last || h.MO != 0 || len(seg) != hl+rdmap.AtomicResponseLen {
@@ -173,7 +173,7 @@ func (e *engine) rdAtomicResponse(q *qp, src netip.AddrPort, h *ddp.Header, seg 
 // rdPlaceSendImm places a segment of a Send with Immediate: the datagram
 // profile's Immediate Data opcode, its 8 octets before every segment's
 // payload; the receive completes with the value (WCFlagImm).
-func (e *engine) rdPlaceSendImm(q *qp, src netip.AddrPort, h *ddp.Header, seg []byte, hl int, solicited bool) {
+func (e *rdEngine) rdPlaceSendImm(q *rdQP, src netip.AddrPort, h *ddp.Header, seg []byte, hl int, solicited bool) {
 	r := q.rd
 	d, _, err := rdmap.ParseImmediateData(seg[hl:])
 	if err != nil {

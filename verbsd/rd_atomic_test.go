@@ -83,13 +83,13 @@ func TestRDAtomicReplayCache(t *testing.T) {
 	deliver := func(to uint64) {
 		t.Helper()
 		err := srv.eng.Do(func() error {
-			var qa, qb *qp
+			var qa, qb *rdQP
 			for _, q := range srv.allQPs() {
 				switch q.QPN {
 				case a.qp.QPN:
-					qa = q
+					qa = rdQPOf(q)
 				case b.qp.QPN:
-					qb = q
+					qb = rdQPOf(q)
 				}
 			}
 			req := rdmap.AtomicRequest{Op: rdmap.AtomicFetchAdd, ReqID: qa.rd.nextReqID, Stag: b.mr.RKey, TO: to, AddSwap: 5}
@@ -97,7 +97,7 @@ func TestRDAtomicReplayCache(t *testing.T) {
 				QN: rdmap.QNReadRequest, MSN: 1}
 			seg := req.Append(h.Append(nil))
 			src := netip.MustParseAddrPort(a.qp.Addr)
-			engOf(qb.Eng).rdAtomicRequest(qb, src, &h, seg, ddp.UntaggedHeaderLen)
+			qb.e.rdAtomicRequest(qb, src, &h, seg, ddp.UntaggedHeaderLen)
 			return nil
 		})
 		if err != nil {

@@ -20,10 +20,10 @@ import (
 const rdMaxPeerKeys = 1 << 16
 
 // peerKey returns the Q_Key to send to peer with (0 if unknown).
-func (r *rdQP) peerKey(peer netip.AddrPort) uint32 { return r.keys[peer] }
+func (r *rdState) peerKey(peer netip.AddrPort) uint32 { return r.keys[peer] }
 
 // setPeerKey records the key a work request names for peer.
-func (r *rdQP) setPeerKey(peer netip.AddrPort, k uint32) {
+func (r *rdState) setPeerKey(peer netip.AddrPort, k uint32) {
 	if old, ok := r.keys[peer]; ok || len(r.keys) < rdMaxPeerKeys {
 		if old != k {
 			r.keys[peer] = k
@@ -39,7 +39,7 @@ func (r *rdQP) setPeerKey(peer netip.AddrPort, k uint32) {
 
 // learnPeerKey records the Source Q_Key of an accepted datagram from peer,
 // if peer is not known yet and there is room.
-func (r *rdQP) learnPeerKey(peer netip.AddrPort, k uint32) {
+func (r *rdState) learnPeerKey(peer netip.AddrPort, k uint32) {
 	if _, ok := r.keys[peer]; !ok && len(r.keys) < rdMaxPeerKeys {
 		r.keys[peer] = k
 	}

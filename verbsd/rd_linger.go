@@ -64,14 +64,14 @@ type rdLingers struct {
 // rdClose is the RD part of removeQP, after q left the polling set and
 // before its socket closes: the ACKs it owes leave, its reorder store is
 // emptied, and its socket lingers (q.fd = -1 then: closeQP leaves it).
-func (e *engine) rdClose(q *qp, now time.Time) {
+func (e *rdEngine) rdClose(q *rdQP, now time.Time) {
 	e.rdCloseAcks(q, now) // rd_qp.go
 	q.rd.dropHeld()       // rd_recv.go: out of the device's reorder store
 	e.rdLingerStart(q, now)
 }
 
 // rdLingerStart makes q's socket linger, if any peer needs it.
-func (e *engine) rdLingerStart(q *qp, now time.Time) {
+func (e *rdEngine) rdLingerStart(q *rdQP, now time.Time) {
 	r := q.rd
 	d := r.cfg.RdLingerTime()
 	if d <= 0 || q.FD < 0 || e.Quit {
@@ -114,7 +114,7 @@ func (e *engine) rdLingerStart(q *qp, now time.Time) {
 
 // rdLingerEvent marks the lingering port of descriptor fd readable
 // (pollFDs); false if fd is no lingering port's.
-func (e *engine) rdLingerEvent(fd int32) bool {
+func (e *rdEngine) rdLingerEvent(fd int32) bool {
 	g := e.rdLinger.byFD[fd]
 	if g == nil {
 		return false
@@ -125,13 +125,13 @@ func (e *engine) rdLingerEvent(fd int32) bool {
 }
 
 // rdLingerDeadline is when the next lingering port ends (sleepTimeout).
-func (e *engine) rdLingerDeadline() (time.Time, bool) {
+func (e *rdEngine) rdLingerDeadline() (time.Time, bool) {
 	return e.rdLinger.next, len(e.rdLinger.byFD) > 0
 }
 
 // rdLingerService answers what the readable lingering ports received and
 // ends those whose time is up. It reports whether it read anything.
-func (e *engine) rdLingerService(now time.Time) bool {
+func (e *rdEngine) rdLingerService(now time.Time) bool {
 	ls := &e.rdLinger
 	if len(ls.byFD) == 0 {
 		return false
@@ -161,7 +161,7 @@ func (e *engine) rdLingerService(now time.Time) bool {
 }
 
 // rdLingerEnd closes a lingering port.
-func (e *engine) rdLingerEnd(g *rdLinger) {
+func (e *rdEngine) rdLingerEnd(g *rdLinger) {
 	ls := &e.rdLinger
 	unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_DEL, g.fd, nil)
 	unix.Close(g.fd)
@@ -171,7 +171,7 @@ func (e *engine) rdLingerEnd(g *rdLinger) {
 
 // rdLingerRelease ends the linger holding port (0: the one ending first),
 // for a new QP that needs the port (bindRD). It reports whether one ended.
-func (e *engine) rdLingerRelease(port uint16) bool {
+func (e *rdEngine) rdLingerRelease(port uint16) bool {
 	var victim *rdLinger
 	for _, g := range e.rdLinger.byFD {
 		if (port != 0 && g.local.Port() == port) || (port == 0 && (victim == nil || g.until.Before(victim.until))) {
@@ -187,7 +187,7 @@ func (e *engine) rdLingerRelease(port uint16) bool {
 }
 
 // rdLingerCloseAll closes every lingering port (the engine stops).
-func (e *engine) rdLingerCloseAll() {
+func (e *rdEngine) rdLingerCloseAll() {
 	for _, g := range e.rdLinger.byFD {
 		e.rdLingerEnd(g)
 	}
@@ -195,7 +195,7 @@ func (e *engine) rdLingerCloseAll() {
 
 // rdLingerReceive reads g's socket (one recvmmsg: at most recvSlots
 // buffers per pass) and sends the replies of its rd.Linger.
-func (e *engine) rdLingerReceive(g *rdLinger) bool {
+func (e *rdEngine) rdLingerReceive(g *rdLinger) bool {
 	ls := &e.rdLinger
 	if ls.buf == nil {
 		ls.buf = make([]byte, 64<<10)
@@ -236,7 +236,7 @@ func (e *engine) rdLingerReceive(g *rdLinger) bool {
 
 // rdLingerSend sends the replies acts from g's socket, in order (best
 // effort: one lost is answered again when its peer retransmits).
-func (e *engine) rdLingerSend(g *rdLinger, acts []rd.Action) {
+func (e *rdEngine) rdLingerSend(g *rdLinger, acts []rd.Action) {
 	ls := &e.rdLinger
 	const dlen = dgram.KeyHeaderLen + dgram.RDHeaderLen + crc32c.Size
 	for len(acts) > 0 {
@@ -272,7 +272,7 @@ func (e *engine) rdLingerSend(g *rdLinger, acts []rd.Action) {
 // rd_lingering (ports lingering now), rd_lingering_peers (peers they
 // remember), rd_lingers (started), rd_linger_taken_over, rd_linger_acks,
 // rd_linger_peers_dropped.
-func (e *engine) rdLingerInspect(m map[string]int64) {
+func (e *rdEngine) rdLingerInspect(m map[string]int64) {
 	ls := &e.rdLinger
 	m["rd_lingering"] += int64(len(ls.byFD))
 	m["rd_lingering_peers"] += int64(ls.peers)
@@ -296,7 +296,7 @@ func (s *session) bindRD(port uint16) (int, netip.AddrPort, error) {
 	released := false
 	release := func() error {
 		for _, e := range s.Dev.Engs {
-			if released = engOf(e).rdLingerRelease(port); released {
+			if released = rdEngOf(e).rdLingerRelease(port); released {
 				break
 			}
 		}

@@ -67,8 +67,8 @@ var rdCounterNames = [rdCounterCount]string{
 	rdDropResponse: "rd_drop_response", rdBacklogged: "rd_backlogged", rdReorderFull: "rd_reorder_full",
 }
 
-// rdQP is the engine's RD state of a QP (engine-owned).
-type rdQP struct {
+// rdState is the engine's RD state of a QP (engine-owned).
+type rdState struct {
 	cfg                *config.RDConfig
 	dgramSize, sockBuf int
 	ep                 *rd.Endpoint
@@ -165,7 +165,7 @@ func rdQPConfig(cfg *config.RDConfig, c proto.QPCaps) *config.RDConfig {
 //
 // store is the device's reorder-store total (engine.rdStoreBytes), which
 // the QP's held datagrams count against (-rd-reorder-bytes).
-func newRDQP(cfg *config.RDConfig, datagramSize, socketBuffer int, store *int) *rdQP {
+func newRDQP(cfg *config.RDConfig, datagramSize, socketBuffer int, store *int) *rdState {
 	inc := rand.Uint32()
 	for inc == 0 {
 		inc = rand.Uint32()
@@ -175,17 +175,17 @@ func newRDQP(cfg *config.RDConfig, datagramSize, socketBuffer int, store *int) *
 		link.Window = max(min(link.Window, socketBuffer/2/datagramSize), 8)
 	}
 	cryptorand.Read(link.CookieKey[:]) // the cookie secret of this life (llp/rd cookie.go); never fails (Go 1.24+)
-	return &rdQP{cfg: cfg, dgramSize: datagramSize, sockBuf: socketBuffer, store: store, ep: rd.NewEndpoint(link, inc), inMsgs: map[netip.AddrPort]*rdInMsg{},
+	return &rdState{cfg: cfg, dgramSize: datagramSize, sockBuf: socketBuffer, store: store, ep: rd.NewEndpoint(link, inc), inMsgs: map[netip.AddrPort]*rdInMsg{},
 		keys: map[netip.AddrPort]uint32{}, blocked: map[netip.AddrPort]struct{}{},
 		held: map[rdHeldKey][]byte{}, backlog: map[netip.AddrPort][]rdHeldKey{},
 		scratch: make([]byte, rdMaxBatch*rdScratchStride), buf: make([]byte, 64<<10)}
 }
 
-func (r *rdQP) count(c rdCounter, n int64) { r.stats[c] += n }
+func (r *rdState) count(c rdCounter, n int64) { r.stats[c] += n }
 
 // rdHasWork reports whether an RD QP has something to do now (before
 // sleeping): new work requests posted, or data to send with the window open.
-func (q *qp) rdHasWork() bool {
+func (q *rdQP) rdHasWork() bool {
 	r := q.rd
 	switch q.State {
 	case proto.QPStateRTS:
@@ -213,7 +213,7 @@ func (q *qp) rdHasWork() bool {
 }
 
 // rdDeadline is the earliest timer of q's state machine.
-func (q *qp) rdDeadline() (time.Time, bool) {
+func (q *rdQP) rdDeadline() (time.Time, bool) {
 	if q.rd == nil {
 		return time.Time{}, false
 	}
@@ -221,7 +221,7 @@ func (q *qp) rdDeadline() (time.Time, bool) {
 }
 
 // serviceRD does one pass of work on an RD QP.
-func (e *engine) serviceRD(q *qp, now time.Time) bool {
+func (e *rdEngine) serviceRD(q *rdQP, now time.Time) bool {
 	work := false
 	if q.Readable {
 		work = e.rdReceive(q, now)
@@ -230,7 +230,7 @@ func (e *engine) serviceRD(q *qp, now time.Time) bool {
 		if e.rdFlush(q) {
 			work = true
 		}
-		return e.flush(q) || work
+		return e.flush(q.qp) || work
 	}
 	if e.rdPoll(q, now) {
 		work = true
@@ -247,7 +247,7 @@ func (e *engine) serviceRD(q *qp, now time.Time) bool {
 // rdFlush completes, with WCWRFlushErr, the receives an ERROR RD QP
 // claimed and the work requests taken from the SQ, and forgets the send
 // state (the entries still in the SQ ring are flushed by flush).
-func (e *engine) rdFlush(q *qp) bool {
+func (e *rdEngine) rdFlush(q *rdQP) bool {
 	r := q.rd
 	work := false
 	for peer, m := range r.inMsgs {
@@ -277,7 +277,7 @@ func (e *engine) rdFlush(q *qp) bool {
 
 // rdReset forgets everything (the move to RESET): a new life with a new
 // incarnation, so that peers never confuse it with the old one.
-func (q *qp) rdReset() {
+func (q *rdQP) rdReset() {
 	if q.rd != nil {
 		q.rd.dropHeld()
 		q.rd = newRDQP(q.rd.cfg, q.rd.dgramSize, q.rd.sockBuf, q.rd.store)
@@ -285,7 +285,7 @@ func (q *qp) rdReset() {
 }
 
 // rdInspect adds q's RD counters to m.
-func (q *qp) rdInspect(m map[string]int64) {
+func (q *rdQP) rdInspect(m map[string]int64) {
 	if q.rd == nil {
 		return
 	}
@@ -309,9 +309,11 @@ func (q *qp) rdInspect(m map[string]int64) {
 
 // rdInspect adds the RD counters of every QP, and those of the lingering
 // ports (rd_linger.go), to the daemon's.
-func (e *engine) rdInspect(m map[string]int64) {
-	for _, q := range e.QPs {
-		qpOf(q).rdInspect(m)
+func (e *rdEngine) rdInspect(m map[string]int64) {
+	for _, c := range e.QPs {
+		if q := rdQPOf(c); q != nil {
+			q.rdInspect(m)
+		}
 	}
 	e.rdLingerInspect(m)
 }
@@ -324,7 +326,7 @@ func (e *engine) rdInspect(m map[string]int64) {
 // delivered message with WCRetryExcErr (issue 10: fi_pingpong's final
 // exchange, whose receiver closes as soon as it has the message). Best
 // effort: a datagram the kernel refuses now is not retried.
-func (e *engine) rdCloseAcks(q *qp, now time.Time) {
+func (e *rdEngine) rdCloseAcks(q *rdQP, now time.Time) {
 	r := q.rd
 	if r == nil || q.FD < 0 {
 		return
@@ -336,7 +338,7 @@ func (e *engine) rdCloseAcks(q *qp, now time.Time) {
 		if len(r.acks) == 0 {
 			return
 		}
-		b := &rdBatch{e: e, q: q}
+		b := &rdBatch{e: e.engine, q: q}
 		e.sb.reset(q.gso)
 		k := 0
 		for ; k < len(r.acks) && b.add(r.acks[k].peer, &r.acks[k].h, nil, nil, nil); k++ {

@@ -33,7 +33,7 @@ type rdInMsg struct {
 // rdReceive reads q's socket (recvmmsg into the slots' scratch: RD
 // datagrams are copied to their destination after the state machine
 // judged them) and handles every datagram.
-func (e *engine) rdReceive(q *qp, now time.Time) bool {
+func (e *rdEngine) rdReceive(q *rdQP, now time.Time) bool {
 	r := q.rd
 	rb := e.rb
 	work := false
@@ -67,7 +67,7 @@ func (e *engine) rdReceive(q *qp, now time.Time) bool {
 // GRO-coalesced buffer cut into its datagrams; truncated ones dropped),
 // copied into buf, with its source; counted on q (nil: the daemon's
 // counters only).
-func (e *engine) rdDatagrams(q *qp, got int, buf []byte) iter.Seq2[netip.AddrPort, []byte] {
+func (e *rdEngine) rdDatagrams(q *rdQP, got int, buf []byte) iter.Seq2[netip.AddrPort, []byte] {
 	return func(yield func(netip.AddrPort, []byte) bool) {
 		for i := range got {
 			s := &e.rb.slots[i]
@@ -95,7 +95,7 @@ func (e *engine) rdDatagrams(q *qp, got int, buf []byte) iter.Seq2[netip.AddrPor
 }
 
 // rdDatagram judges one RD datagram from src.
-func (e *engine) rdDatagram(q *qp, src netip.AddrPort, b []byte, now time.Time) {
+func (e *rdEngine) rdDatagram(q *rdQP, src netip.AddrPort, b []byte, now time.Time) {
 	r := q.rd
 	if q.State != proto.QPStateRTR && q.State != proto.QPStateRTS {
 		e.count(q, rnic.CDropNotReady, 1)
@@ -159,7 +159,7 @@ func rdIsRecord(seg []byte) bool {
 // now: a Send's first segment and a Write-Record's last need a posted
 // receive, a Read Request room among the responses, and nothing from src
 // may wait in the backlog.
-func (e *engine) rdReady(q *qp, src netip.AddrPort, seg []byte) bool {
+func (e *rdEngine) rdReady(q *rdQP, src netip.AddrPort, seg []byte) bool {
 	if len(q.rd.backlog[src]) > 0 {
 		return false
 	}
@@ -173,7 +173,7 @@ func (e *engine) rdReady(q *qp, src netip.AddrPort, seg []byte) bool {
 // same test as those arriving in order: a held Read Request delivered past
 // a full IRD was answered with a remote operation error (iwarp-perf -t rd
 // read-bw, once in CI).
-func (e *engine) rdCanDeliver(q *qp, src netip.AddrPort, seg []byte) bool {
+func (e *rdEngine) rdCanDeliver(q *rdQP, src netip.AddrPort, seg []byte) bool {
 	r := q.rd
 	if rdNeedsRecv(seg) {
 		return e.rdRecvAvailable(q, src, seg)
@@ -189,7 +189,7 @@ func (e *engine) rdCanDeliver(q *qp, src netip.AddrPort, seg []byte) bool {
 // rdRecvAvailable reports whether seg (rdNeedsRecv) from src can have a
 // receive: a Send claims one, a Write-Record completes into the ring's
 // head.
-func (e *engine) rdRecvAvailable(q *qp, src netip.AddrPort, seg []byte) bool {
+func (e *rdEngine) rdRecvAvailable(q *rdQP, src netip.AddrPort, seg []byte) bool {
 	if m := q.rd.inMsgs[src]; m != nil && m.claimed && !rdIsRecord(seg) {
 		return true // the abandoned message's receive is reused
 	}
@@ -199,7 +199,7 @@ func (e *engine) rdRecvAvailable(q *qp, src netip.AddrPort, seg []byte) bool {
 
 // rdDeliverHeld delivers a held datagram now in order (or queues it in the
 // backlog if it needs a receive and none is posted).
-func (e *engine) rdDeliverHeld(q *qp, peer netip.AddrPort, seq uint32, now time.Time) {
+func (e *rdEngine) rdDeliverHeld(q *rdQP, peer netip.AddrPort, seq uint32, now time.Time) {
 	r := q.rd
 	k := rdHeldKey{peer, seq}
 	seg, ok := r.held[k]
@@ -219,7 +219,7 @@ func (e *engine) rdDeliverHeld(q *qp, peer netip.AddrPort, seq uint32, now time.
 
 // rdDrainBacklog delivers backlogged datagrams that can be acted on now
 // (rdCanDeliver).
-func (e *engine) rdDrainBacklog(q *qp, now time.Time) bool {
+func (e *rdEngine) rdDrainBacklog(q *rdQP, now time.Time) bool {
 	r := q.rd
 	work := false
 	for peer, keys := range r.backlog {
@@ -247,7 +247,7 @@ func (e *engine) rdDrainBacklog(q *qp, now time.Time) bool {
 
 // dropPeerRecv forgets what peer was sending us (its sequence space was
 // reset): held and backlogged datagrams.
-func (r *rdQP) dropPeerRecv(peer netip.AddrPort) {
+func (r *rdState) dropPeerRecv(peer netip.AddrPort) {
 	for k, seg := range r.held {
 		if k.peer == peer {
 			delete(r.held, k)
@@ -263,7 +263,7 @@ func (r *rdQP) dropPeerRecv(peer netip.AddrPort) {
 // through the store, and a fresh allocation for each was garbage at the
 // line rate. The buffer's capacity is counted against the store's bounds
 // (storeRoom).
-func (r *rdQP) holdCopy(seg []byte) []byte {
+func (r *rdState) holdCopy(seg []byte) []byte {
 	var b []byte
 	switch n := len(r.free); {
 	case n > 0 && cap(r.free[n-1]) >= len(seg):
@@ -283,7 +283,7 @@ func (r *rdQP) holdCopy(seg []byte) []byte {
 // storeRoom reports whether an out-of-order segment of n octets fits in
 // the reorder store: this QP's (-rd-reorder-qp-bytes) and the device's
 // (-rd-reorder-bytes), counting a full datagram buffer as holdCopy may.
-func (r *rdQP) storeRoom(n int) bool {
+func (r *rdState) storeRoom(n int) bool {
 	cost := n
 	if n >= r.dgramSize/2 {
 		cost = max(n, r.dgramSize)
@@ -293,14 +293,14 @@ func (r *rdQP) storeRoom(n int) bool {
 
 // account adds n octets (negative: removes) to the reorder store of the
 // QP and of the device.
-func (r *rdQP) account(n int) {
+func (r *rdState) account(n int) {
 	r.heldBytes += n
 	*r.store += n
 }
 
 // release returns a reorder-store buffer for reuse (rdDeliver keeps no
 // reference to a segment). At most rdMaxFreeBytes are kept.
-func (r *rdQP) release(seg []byte) {
+func (r *rdState) release(seg []byte) {
 	r.account(-cap(seg))
 	if (len(r.free)+1)*r.dgramSize <= rdMaxFreeBytes && cap(seg) >= r.dgramSize {
 		r.free = append(r.free, seg[:0])
@@ -309,7 +309,7 @@ func (r *rdQP) release(seg []byte) {
 
 // dropHeld forgets the whole reorder store (the QP fails, restarts or
 // goes away).
-func (r *rdQP) dropHeld() {
+func (r *rdState) dropHeld() {
 	clear(r.held)
 	clear(r.backlog)
 	r.heldN = 0
@@ -321,7 +321,7 @@ const rdMaxFreeBytes = 1 << 20
 
 // rdDeliverSeq delivers the DATA datagram seq from src: an error message
 // about it holds back its acknowledgement (rdSendError).
-func (e *engine) rdDeliverSeq(q *qp, src netip.AddrPort, seq uint32, seg []byte, now time.Time) {
+func (e *rdEngine) rdDeliverSeq(q *rdQP, src netip.AddrPort, seq uint32, seg []byte, now time.Time) {
 	r := q.rd
 	r.curSeq, r.curValid = seq, true
 	e.rdDeliver(q, src, seg, now)
@@ -329,7 +329,7 @@ func (e *engine) rdDeliverSeq(q *qp, src netip.AddrPort, seq uint32, seg []byte,
 }
 
 // rdDeliver handles one DATA segment delivered in order from src.
-func (e *engine) rdDeliver(q *qp, src netip.AddrPort, seg []byte, now time.Time) {
+func (e *rdEngine) rdDeliver(q *rdQP, src netip.AddrPort, seg []byte, now time.Time) {
 	h, hl, err := ddp.Parse(seg)
 	if err != nil || h.Version != ddp.Version {
 		bad := iwerr.DDPUntaggedInvalidVersion
@@ -379,7 +379,7 @@ func (e *engine) rdDeliver(q *qp, src netip.AddrPort, seg []byte, now time.Time)
 }
 
 // rdBadMessage drops a message in error, counts it and tells its sender.
-func (e *engine) rdBadMessage(q *qp, src netip.AddrPort, err iwerr.Error, seg []byte, hl int) {
+func (e *rdEngine) rdBadMessage(q *rdQP, src netip.AddrPort, err iwerr.Error, seg []byte, hl int) {
 	q.rd.count(rdBadMessage, 1)
 	var dh []byte
 	if hl > 0 && hl <= len(seg) {
@@ -391,7 +391,7 @@ func (e *engine) rdBadMessage(q *qp, src netip.AddrPort, err iwerr.Error, seg []
 // rdSendError queues an error message (untagged QN 2, opcode Terminate,
 // the RFC 5040 §4.8 Terminate header naming the offending segment) to
 // peer, sent reliably. Never about an error message itself.
-func (e *engine) rdSendError(q *qp, peer netip.AddrPort, err iwerr.Error, ddpHdr, rdmaHdr []byte, segLen int) {
+func (e *rdEngine) rdSendError(q *rdQP, peer netip.AddrPort, err iwerr.Error, ddpHdr, rdmaHdr []byte, segLen int) {
 	r := q.rd
 	if len(ddpHdr) >= ddp.UntaggedHeaderLen && ddpHdr[0]&0x80 == 0 {
 		if h, _, e2 := ddp.Parse(ddpHdr); e2 == nil && h.QN == rdmap.QNTerminate {
@@ -420,7 +420,7 @@ func (e *engine) rdSendError(q *qp, peer netip.AddrPort, err iwerr.Error, ddpHdr
 }
 
 // rdClaim consumes the head receive for a Send from src into m.
-func (e *engine) rdClaim(q *qp, m *rdInMsg) bool {
+func (e *rdEngine) rdClaim(q *rdQP, m *rdInMsg) bool {
 	c := q.RecvRing()
 	slot, err := c.Peek()
 	if err != nil {
@@ -432,8 +432,8 @@ func (e *engine) rdClaim(q *qp, m *rdInMsg) bool {
 		return false
 	}
 	w := &e.rdRecv // its translated SGEs are reused: no allocation per message
-	if st := e.loadRecv(q, w, slot); st != proto.WCSuccess {
-		e.failWR(q, q.RecvCQ, w.WRID, proto.WCRecv, st)
+	if st := e.loadRecv(q.qp, w, slot); st != proto.WCSuccess {
+		e.failWR(q.qp, q.RecvCQ, w.WRID, proto.WCRecv, st)
 		return false
 	}
 	m.raw = append(m.raw[:0], slot...)
@@ -446,7 +446,7 @@ func (e *engine) rdClaim(q *qp, m *rdInMsg) bool {
 }
 
 // rdCompleteRecv posts the completion of m's receive.
-func (e *engine) rdCompleteRecv(q *qp, src netip.AddrPort, m *rdInMsg, st proto.WCStatus, n uint32, solicited bool) {
+func (e *rdEngine) rdCompleteRecv(q *rdQP, src netip.AddrPort, m *rdInMsg, st proto.WCStatus, n uint32, solicited bool) {
 	m.claimed = false
 	q.rd.claimed--
 	flags := proto.WCFlagSrcValid
@@ -469,7 +469,7 @@ func (e *engine) rdCompleteRecv(q *qp, src netip.AddrPort, m *rdInMsg, st proto.
 // rdPlaceSend places a Send segment into the receive its message claimed;
 // ulp octets of RDMAP header (a Send with Immediate's) follow the DDP
 // header of hl octets.
-func (e *engine) rdPlaceSend(q *qp, src netip.AddrPort, h *ddp.Header, seg []byte, hl, ulp int, solicited bool) {
+func (e *rdEngine) rdPlaceSend(q *rdQP, src netip.AddrPort, h *ddp.Header, seg []byte, hl, ulp int, solicited bool) {
 	r := q.rd
 	payload := seg[hl+ulp:]
 	m := r.inMsgs[src]
@@ -495,7 +495,7 @@ func (e *engine) rdPlaceSend(q *qp, src netip.AddrPort, h *ddp.Header, seg []byt
 		return
 	}
 	w := &e.rdRecv // its translated SGEs are reused: no allocation per message
-	if st := e.loadRecv(q, w, m.raw); st != proto.WCSuccess {
+	if st := e.loadRecv(q.qp, w, m.raw); st != proto.WCSuccess {
 		e.rdCompleteRecv(q, src, m, st, 0, solicited)
 		r.endInMsg(src, m)
 		e.errorQP(q, "receive work request "+st.String())
@@ -535,7 +535,7 @@ func (e *engine) rdPlaceSend(q *qp, src netip.AddrPort, h *ddp.Header, seg []byt
 const maxFreeInMsgs = 16
 
 // newInMsg returns a cleared receive-message record, reused if one is free.
-func (r *rdQP) newInMsg() *rdInMsg {
+func (r *rdState) newInMsg() *rdInMsg {
 	if n := len(r.freeMsgs); n > 0 {
 		m := r.freeMsgs[n-1]
 		r.freeMsgs = r.freeMsgs[:n-1]
@@ -546,7 +546,7 @@ func (r *rdQP) newInMsg() *rdInMsg {
 
 // endInMsg forgets src's finished message m (its receive completed and no
 // segment of it is still to be discarded).
-func (r *rdQP) endInMsg(src netip.AddrPort, m *rdInMsg) {
+func (r *rdState) endInMsg(src netip.AddrPort, m *rdInMsg) {
 	delete(r.inMsgs, src)
 	if len(r.freeMsgs) < maxFreeInMsgs {
 		*m = rdInMsg{raw: m.raw[:0]}
@@ -573,7 +573,7 @@ func scatterAt(bufs [][]byte, off int, data []byte) {
 // rdReadRequest validates an RDMA Read Request (as RC does: STag, PD,
 // RemoteRead, bounds) and queues its response, or answers with an error
 // message; the QP stays up either way.
-func (e *engine) rdReadRequest(q *qp, src netip.AddrPort, h *ddp.Header, seg []byte, hl int, now time.Time) {
+func (e *rdEngine) rdReadRequest(q *rdQP, src netip.AddrPort, h *ddp.Header, seg []byte, hl int, now time.Time) {
 	r := q.rd
 	rr, _, err := rdmap.ParseReadRequest(seg[hl:])
 	if err != nil || !h.Last || h.MO != 0 || len(seg) != hl+rdmap.ReadRequestLen {
@@ -608,7 +608,7 @@ func (e *engine) rdReadRequest(q *qp, src netip.AddrPort, h *ddp.Header, seg []b
 
 // rdPlaceResponse places a Read Response segment into the sink of the
 // oldest outstanding Read to src (responses come back in request order).
-func (e *engine) rdPlaceResponse(q *qp, src netip.AddrPort, h *ddp.Header, payload []byte) {
+func (e *rdEngine) rdPlaceResponse(q *rdQP, src netip.AddrPort, h *ddp.Header, payload []byte) {
 	r := q.rd
 	var w *rdWR
 	for _, x := range r.wrs {
@@ -647,7 +647,7 @@ func (e *engine) rdPlaceResponse(q *qp, src netip.AddrPort, h *ddp.Header, paylo
 // rdErrorIn handles an error message from src: the work request it names
 // completes with the error (the QP stays up); one naming nothing known is
 // counted and raised as EventQPAccessError.
-func (e *engine) rdErrorIn(q *qp, src netip.AddrPort, body []byte) {
+func (e *rdEngine) rdErrorIn(q *rdQP, src netip.AddrPort, body []byte) {
 	r := q.rd
 	e.count(q, rnic.CErrorMsgsIn, 1)
 	t, _, err := rdmap.ParseTerminate(body)

@@ -79,7 +79,7 @@ type rdErrMsg struct {
 var zeroPayload [dgram.MaxDatagramSize]byte
 
 // rdMaxPayload is the payload of one RD datagram's DDP segment.
-func (e *engine) rdMaxPayload(tagged bool, ulpHeader int) int {
+func (e *rdEngine) rdMaxPayload(tagged bool, ulpHeader int) int {
 	return ddp.MaxPayload(dgram.MaxSegment(e.Cfg.DatagramSize, true), tagged, ulpHeader)
 }
 
@@ -90,7 +90,7 @@ func (e *engine) rdMaxPayload(tagged bool, ulpHeader int) int {
 // would need. At most the ring's depth of work requests are taken and not
 // completed: with the ring, a QP has at most twice its SQ depth
 // outstanding.
-func (e *engine) rdTake(q *qp) bool {
+func (e *rdEngine) rdTake(q *rdQP) bool {
 	r := q.rd
 	v := q.SQView()
 	head, idx, avail, err := v.Lookahead(q.Sq)
@@ -119,7 +119,7 @@ func (e *engine) rdTake(q *qp) bool {
 const maxFreeWRs = 64
 
 // newWR returns a cleared work-request record, reused if one is free.
-func (r *rdQP) newWR() *rdWR {
+func (r *rdState) newWR() *rdWR {
 	if n := len(r.freeWRs); n > 0 {
 		w := r.freeWRs[n-1]
 		r.freeWRs = r.freeWRs[:n-1]
@@ -130,7 +130,7 @@ func (r *rdQP) newWR() *rdWR {
 
 // freeWR takes back w, completed and out of r.wrs (nothing else points to
 // a work request: tokens name it by sequence number, wrBySeq).
-func (r *rdQP) freeWR(w *rdWR) {
+func (r *rdState) freeWR(w *rdWR) {
 	if len(r.freeWRs) < maxFreeWRs {
 		*w = rdWR{sges: w.sges[:0]}
 		r.freeWRs = append(r.freeWRs, w)
@@ -138,7 +138,7 @@ func (r *rdQP) freeWR(w *rdWR) {
 }
 
 // rdPrepare validates the SQE in slot into w; a bad one is done (fatal).
-func (e *engine) rdPrepare(q *qp, w *rdWR, slot []byte) {
+func (e *rdEngine) rdPrepare(q *rdQP, w *rdWR, slot []byte) {
 	r := q.rd
 	var raw [proto.SQEHeaderLen]byte
 	copy(raw[:], slot)
@@ -237,7 +237,7 @@ func (e *engine) rdPrepare(q *qp, w *rdWR, slot []byte) {
 }
 
 // rdPoll runs the state machine's timers and acts on what it reports.
-func (e *engine) rdPoll(q *qp, now time.Time) bool {
+func (e *rdEngine) rdPoll(q *rdQP, now time.Time) bool {
 	r := q.rd
 	r.actions = r.ep.Poll(now, r.actions[:0])
 	work := len(r.actions) > 0
@@ -257,7 +257,7 @@ type rdPending struct {
 	h    dgram.RDHeader
 }
 
-func (e *engine) rdAction(q *qp, a *rd.Action, now time.Time) {
+func (e *rdEngine) rdAction(q *rdQP, a *rd.Action, now time.Time) {
 	r := q.rd
 	switch a.Kind {
 	case rd.Retransmit:
@@ -276,7 +276,7 @@ func (e *engine) rdAction(q *qp, a *rd.Action, now time.Time) {
 }
 
 // rdResolve records that a token was acknowledged (ok) or given up.
-func (e *engine) rdResolve(q *qp, tok rd.Token, ok bool) {
+func (e *rdEngine) rdResolve(q *rdQP, tok rd.Token, ok bool) {
 	r := q.rd
 	kind, seq, _ := splitToken(tok)
 	switch kind {
@@ -318,7 +318,7 @@ func (e *engine) rdResolve(q *qp, tok rd.Token, ok bool) {
 // wrBySeq finds the work request seq among those not completed (wrs is
 // in sequence order, with gaps where work requests completed out of
 // order).
-func (r *rdQP) wrBySeq(seq uint64) *rdWR {
+func (r *rdState) wrBySeq(seq uint64) *rdWR {
 	i, ok := slices.BinarySearchFunc(r.wrs, seq, func(w *rdWR, s uint64) int { return cmp.Compare(w.seq, s) })
 	if !ok {
 		return nil
@@ -329,7 +329,7 @@ func (r *rdQP) wrBySeq(seq uint64) *rdWR {
 // wrCanSend reports whether w (segments left to send) may send its next
 // segment now: its peer's window is open and, for a Read not yet started,
 // the ORD allows one more.
-func (r *rdQP) wrCanSend(w *rdWR) bool {
+func (r *rdState) wrCanSend(w *rdWR) bool {
 	if w.op.ReadOrAtomic() && w.sent == 0 && r.readsOut >= r.cfg.ORD {
 		return false
 	}
@@ -340,7 +340,7 @@ func (r *rdQP) wrCanSend(w *rdWR) bool {
 func (w *rdWR) toSend() bool { return !w.done && w.sent < w.segs.Count() }
 
 // sendable reports whether new DATA is waiting for an open window.
-func (r *rdQP) sendable() bool {
+func (r *rdState) sendable() bool {
 	if len(r.retx) > 0 || len(r.acks) > 0 {
 		return true
 	}
@@ -376,7 +376,7 @@ func (r *rdQP) sendable() bool {
 // rdBatch builds one sendmmsg vector of RD datagrams in e.sb.
 type rdBatch struct {
 	e    *engine
-	q    *qp
+	q    *rdQP
 	n    int
 	full bool
 }
@@ -423,7 +423,7 @@ func (b *rdBatch) add(peer netip.AddrPort, h *dgram.RDHeader, dh *ddp.Header, ul
 }
 
 // rdBuild appends the DATA datagram of token tok with RD header h.
-func (e *engine) rdBuild(b *rdBatch, peer netip.AddrPort, tok rd.Token, h *dgram.RDHeader) bool {
+func (e *rdEngine) rdBuild(b *rdBatch, peer netip.AddrPort, tok rd.Token, h *dgram.RDHeader) bool {
 	q := b.q
 	r := q.rd
 	kind, seq, seg := splitToken(tok)
@@ -477,7 +477,7 @@ func (e *engine) rdBuild(b *rdBatch, peer netip.AddrPort, tok rd.Token, h *dgram
 
 // rdPayload translates octets [off, off+n) of w's payload (for this pass);
 // if the memory went away the datagram carries zeros and w fails.
-func (e *engine) rdPayload(q *qp, w *rdWR, off, n int) [][]byte {
+func (e *rdEngine) rdPayload(q *rdQP, w *rdWR, off, n int) [][]byte {
 	if w.inline != nil {
 		return append(e.pieces[:0], w.inline[off:off+n])
 	}
@@ -511,14 +511,14 @@ func (e *engine) rdPayload(q *qp, w *rdWR, off, n int) [][]byte {
 // rdSend sends what is due: retransmissions, ACKs, error messages, Read
 // Responses, then the send queue's new segments, as far as the windows
 // allow, batched into sendmmsg calls.
-func (e *engine) rdSend(q *qp, now time.Time) bool {
+func (e *rdEngine) rdSend(q *rdQP, now time.Time) bool {
 	q.Blocked = false
 	work := false
 	if q.State == proto.QPStateRTS && e.rdTake(q) {
 		work = true
 	}
 	for range 4 { // bounded work per pass
-		b := &rdBatch{e: e, q: q}
+		b := &rdBatch{e: e.engine, q: q}
 		e.sb.reset(q.gso)
 		e.rdFill(b, now)
 		msgs := e.sb.finish()
@@ -535,7 +535,7 @@ func (e *engine) rdSend(q *qp, now time.Time) bool {
 }
 
 // rdFill fills one batch.
-func (e *engine) rdFill(b *rdBatch, now time.Time) {
+func (e *rdEngine) rdFill(b *rdBatch, now time.Time) {
 	q := b.q
 	r := q.rd
 	k := 0
@@ -634,13 +634,13 @@ func (e *engine) rdFill(b *rdBatch, now time.Time) {
 // has its sequence number already) to go first in the next batch. Left to
 // the state machine it would wait for a retransmission timeout: with 1 MiB
 // batches the last datagram of every 1 MiB message did (RTO per message).
-func (r *rdQP) deferDatagram(peer netip.AddrPort, tok rd.Token, h dgram.RDHeader) {
+func (r *rdState) deferDatagram(peer netip.AddrPort, tok rd.Token, h dgram.RDHeader) {
 	r.retx = append(r.retx, rdPending{peer, tok, h})
 }
 
 // rdTransmit hands a batch to the kernel. Datagrams the kernel does not
 // take are lost as far as the state machine knows: it retransmits them.
-func (e *engine) rdTransmit(q *qp, msgs []unix.Mmsghdr) {
+func (e *rdEngine) rdTransmit(q *rdQP, msgs []unix.Mmsghdr) {
 	off := 0
 	for off < len(msgs) {
 		sent, err := e.sendmmsg(q.FD, msgs[off:])
@@ -676,7 +676,7 @@ func (e *engine) rdTransmit(q *qp, msgs []unix.Mmsghdr) {
 // back the completions of the others, docs/rd.md); a fatal one (a local
 // error) when every one before it has completed. It forgets finished
 // responses and error messages.
-func (e *engine) rdComplete(q *qp) bool {
+func (e *rdEngine) rdComplete(q *rdQP) bool {
 	r := q.rd
 	work := false
 	clear(r.blocked) // peers with an earlier work request not completed
@@ -748,7 +748,7 @@ func (e *engine) rdComplete(q *qp) bool {
 func rdWCOpcode(w *rdWR) proto.WCOpcode { return rnic.WCOpcodeOf(w.op) }
 
 // rdCompleteWR posts w's completion (if signaled or failed).
-func (e *engine) rdCompleteWR(q *qp, w *rdWR) {
+func (e *rdEngine) rdCompleteWR(q *rdQP, w *rdWR) {
 	r := q.rd
 	if w.op.ReadOrAtomic() && w.sent > 0 {
 		r.readsOut--

@@ -120,7 +120,7 @@ func TestRDWriteRecordSizes(t *testing.T) {
 func ddpPayloadRD(t *testing.T) int {
 	t.Helper()
 	cfg := config.DefaultConfig()
-	e := &engine{Engine: &rnic.Engine{Cfg: &cfg}}
+	e := &rdEngine{engine: &engine{Engine: &rnic.Engine{Cfg: &cfg}}}
 	n := e.rdMaxPayload(true, rdmap.WriteRecordLen)
 	if n < 1000 || n > 65000 {
 		t.Fatalf("RD Write-Record payload %d", n)

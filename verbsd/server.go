@@ -155,7 +155,7 @@ func (s *Server) Inspect() (proto.Inspect, error) {
 
 // inspectAll is the daemon's state across engines. Runs inside a command.
 func inspectAll(d *rnic.Device) proto.Inspect {
-	in := engOf(d.Engs[0]).inspect()
+	in := engineInspect(d.Engs[0])
 	for _, e := range d.Engs[1:] {
 		for i, v := range e.Stats {
 			if v != 0 {
@@ -163,7 +163,7 @@ func inspectAll(d *rnic.Device) proto.Inspect {
 			}
 		}
 		in.Counters["qps"] += int64(len(e.QPs))
-		engOf(e).qpsInspect(in.Counters)
+		extInspect(e, in.Counters)
 	}
 	for _, e := range d.Engs {
 		in.Engines = append(in.Engines, e.EngineInfo())
@@ -171,13 +171,13 @@ func inspectAll(d *rnic.Device) proto.Inspect {
 	return in
 }
 
-// inspect runs on the engine.
-func (e *engine) inspect() proto.Inspect {
+// engineInspect runs on the engine.
+func engineInspect(e *rnic.Engine) proto.Inspect {
 	in := proto.Inspect{Counters: e.Stats.Snapshot(), Sessions: []proto.SessionInfo{}}
 	in.Counters["sessions"] = int64(len(e.Sessions))
 	in.Counters["qps"] = int64(len(e.QPs))
 	in.Counters["engine_epoch"] = int64(e.Epoch.Load())
-	e.qpsInspect(in.Counters)
+	extInspect(e, in.Counters)
 	for _, s := range e.Sessions {
 		in.Sessions = append(in.Sessions, sessionInfo(s))
 	}
@@ -185,14 +185,11 @@ func (e *engine) inspect() proto.Inspect {
 	return in
 }
 
-// qpsInspect adds to m what the engine's QPs hold of the daemon's
-// counters (RD state, UD socket drops).
-func (e *engine) qpsInspect(m map[string]int64) {
-	e.rdInspect(m) // rd_qp.go
-	for _, c := range e.QPs {
-		if q := qpOf(c); q.Typ == proto.QPTypeUD {
-			m["drop_socket_full"] += q.socketDrops() // ud_backlog.go: beside the destroyed QPs' (removeQP)
-		}
+// extInspect adds to m what the transports hold of the daemon's counters
+// on engine e (RD state, UD socket drops).
+func extInspect(e *rnic.Engine, m map[string]int64) {
+	for _, x := range e.Ext {
+		x.Inspect(m)
 	}
 }
 

@@ -9,9 +9,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// engine is an engine as the transports see it: the core engine and what
-// the datagram and RC paths keep per engine (scratch reused by every QP it
-// serves, one at a time; the RD reorder budget; lingering RD ports).
+// engine is an engine as the datagram transports see it: the core engine
+// and the scratch reused by every datagram QP it serves, one at a time.
 type engine struct {
 	*rnic.Engine
 
@@ -20,41 +19,49 @@ type engine struct {
 	curImm    uint32
 	curHasImm bool
 
-	// rdStoreBytes: octets held in the reorder stores of all RD QPs
-	// (rd_recv.go storeRoom, -rd-reorder-bytes).
-	rdStoreBytes int
-	// rdLinger: the ports of destroyed RD QPs that linger (rd_linger.go).
-	rdLinger rdLingers
-
 	// Data-path scratch, reused by every QP (one is served at a time).
 	sb      *sendBatch
 	sendWRs []sendWR
 	pieces  [][]byte
 	rb      *recvBatch
-	rdRecv  rnic.RecvWR // rd_recv.go: the RD receive being claimed or placed into
 	// sendmmsg is sysSendmmsg (tests wrap it to simulate short sends and
 	// kernels without GSO).
 	sendmmsg func(fd int, msgs []unix.Mmsghdr) (int, error)
 }
 
-// attachTransports gives a core engine its transport state.
-func attachTransports(c *rnic.Engine) *engine {
+// attachTransports gives a core engine its transports' per-engine state:
+// the datagram engine, and RD's on top of it (rd_view.go).
+func attachTransports(c *rnic.Engine) {
 	e := &engine{Engine: c, sb: newSendBatch(), sendWRs: make([]sendWR, maxSendWRs), pieces: make([][]byte, 0, 64),
 		rb: newRecvBatch(), sendmmsg: sysSendmmsg}
-	c.Ext = e
-	return e
+	c.Ext = append(c.Ext, e, &rdEngine{engine: e})
 }
 
-// engOf returns the transports' view of a core engine.
-func engOf(c *rnic.Engine) *engine { return c.Ext.(*engine) }
-
-// engineHooks (ops.go): lingering RD ports.
-func (e *engine) Service(now time.Time) bool { return e.rdLingerService(now) }
-func (e *engine) Event(fd int32) bool        { return e.rdLingerEvent(fd) }
-func (e *engine) Deadline() (time.Time, bool) {
-	return e.rdLingerDeadline()
+// engOf returns the datagram engine of a core engine.
+func engOf(c *rnic.Engine) *engine {
+	for _, x := range c.Ext {
+		if e, ok := x.(*engine); ok {
+			return e
+		}
+	}
+	panic("verbsd: an engine without its datagram transport")
 }
-func (e *engine) CloseAll() { e.rdLingerCloseAll() }
+
+// rnic.EngineHooks: UD has no work of its own beyond its QPs.
+func (e *engine) Service(time.Time) bool      { return false }
+func (e *engine) Event(int32) bool            { return false }
+func (e *engine) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (e *engine) CloseAll()                   {}
+
+// Inspect (rnic.EngineHooks): what the UD QPs' sockets dropped, beside
+// the destroyed QPs' (Removing).
+func (e *engine) Inspect(m map[string]int64) {
+	for _, c := range e.QPs {
+		if q, ok := c.Ops.(*qp); ok && q.Typ == proto.QPTypeUD {
+			m["drop_socket_full"] += q.socketDrops() // ud_backlog.go
+		}
+	}
+}
 
 // count, errorQP and markReady take the transports' QP.
 func (e *engine) count(q *qp, c rnic.Counter, n int64) {
@@ -90,9 +97,6 @@ type qp struct {
 	// and the multicast groups the QP is attached to (mcast*.go).
 	wrec  wrecTable
 	mcast mcastState
-
-	// RD (nil on UD and RC QPs; see rd_*.go).
-	rd *rdQP
 }
 
 // newQP makes a transport QP around a core one.
@@ -114,9 +118,6 @@ func (q *qp) Added() {
 // HasWork (qpOps) reports whether the client published work the engine
 // must act on now: sends in RTS, or anything to flush in ERROR.
 func (q *qp) HasWork() bool {
-	if q.rd != nil {
-		return q.rdHasWork() // rd_qp.go
-	}
 	if q.backlogWork() { // ud_backlog.go: a receive posted for what waits
 		return true
 	}
@@ -156,7 +157,6 @@ func (q *qp) Deadline() (time.Time, bool) {
 	}
 	note(q.reasm.nextDeadline())
 	note(q.wrec.nextDeadline()) // a Write-Record to complete (wrec_recv.go)
-	note(q.rdDeadline())        // an RD timer: retransmission, delayed ACK (rd_qp.go)
 	return first, found
 }
 
@@ -164,9 +164,6 @@ func (q *qp) Deadline() (time.Time, bool) {
 // whether it did any.
 func (q *qp) Service(now time.Time) bool {
 	e := q.e
-	if q.rd != nil {
-		return e.serviceRD(q, now) // rd_qp.go
-	}
 	work := false
 	if q.backlog.parked || q.backlog.waiting() {
 		work = e.resumeBacklog(q, now) // ud_backlog.go
@@ -218,9 +215,6 @@ func (q *qp) Removing() {
 
 // Removed (qpOps): an RD QP's owed ACKs leave, then its socket lingers.
 func (q *qp) Removed() {
-	if q.rd != nil {
-		q.e.rdClose(q, time.Now()) // rd_linger.go
-	}
 }
 
 // Closed (qpOps).
@@ -239,9 +233,6 @@ func (q *qp) Core() *rnic.QP { return q.QP }
 // epoll set, an RD QP's reorder store counts against e's budget.
 func (q *qp) Install(e *rnic.Engine) error {
 	q.e = engOf(e)
-	if q.rd != nil {
-		q.rd.store = &q.e.rdStoreBytes
-	}
 	return e.AddQP(q.QP)
 }
 
@@ -258,7 +249,6 @@ func (q *qp) Modified(to proto.QPState, qkey uint32) {
 		q.sendSeg = 0
 		q.reasm.reset()
 		q.wrec.reset()
-		q.rdReset() // rd_qp.go
 	}
 }
 
@@ -271,7 +261,6 @@ func (q *qp) Inspect(m map[string]int64) {
 	if q.Typ == proto.QPTypeUD {
 		m["drop_socket_full"] = q.socketDrops() // ud_backlog.go
 	}
-	q.rdInspect(m) // rd_qp.go
 }
 
 // QKey (transportQP).

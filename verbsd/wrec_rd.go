@@ -6,6 +6,8 @@ import (
 
 	"github.com/iwarpd/iwarpd/ddp"
 	"github.com/iwarpd/iwarpd/iwerr"
+	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/rdmap"
 	"github.com/iwarpd/iwarpd/verbsd/rnic"
 )
 
@@ -24,7 +26,7 @@ import (
 // seg[:hl] and len(seg)); the record has failed, and later segments of it
 // are dropped silently. A malformed segment (short Write-Record header,
 // inconsistent offsets) is dropped and counted, ok true.
-func (e *engine) writeRecordRD(q *qp, src netip.AddrPort, h *ddp.Header, seg []byte, hl int, now time.Time) (iwerr.Error, bool) {
+func (e *rdEngine) writeRecordRD(q *rdQP, src netip.AddrPort, h *ddp.Header, seg []byte, hl int, now time.Time) (iwerr.Error, bool) {
 	sg := wrecSegment{src: src, h: *h, ddpHdr: seg[:hl], segLen: len(seg), quiet: true}
 	n, ok := sg.parseHeader(seg) // wrec_recv.go: opcode 0xC, or 0xD with its Immediate Data
 	if !ok || hl != ddp.TaggedHeaderLen {
@@ -33,12 +35,63 @@ func (e *engine) writeRecordRD(q *qp, src netip.AddrPort, h *ddp.Header, seg []b
 	}
 	body := seg[n:]
 	sg.pieces, sg.n = [][]byte{body}, len(body)
-	r, st := e.acceptWriteRecord(q, &sg, now)
+	r, st := e.acceptWriteRecord(q.qp, &sg, now)
 	switch st {
 	case recordComplete:
-		e.completeRecord(q, r, e.headRecv(q), false)
+		e.completeRecord(q.qp, r, e.headRecv(q.qp), false)
 	case recordRefused:
 		return rnic.DgramAccessError, false // access_guard.go: one generic error on datagram QPs
 	}
 	return iwerr.Error{}, true
+}
+
+// rdPrepareWriteRecord finishes rdPrepare for a Write-Record work request
+// on an RD QP: it takes the next MSN of the QP (shared with Sends) as its
+// RecordID. A TO wrap is a local length error (fatal, as on UD).
+func (e *rdEngine) rdPrepareWriteRecord(q *rdQP, w *rdWR, sqe *proto.SQE) proto.WCStatus {
+	r := q.rd
+	segs, rec, err := writeRecordSegments(sqe, r.msn[rdmap.QNSend]+1, w.total, e.rdMaxPayload(true, wrecULPLen(sqe.Opcode)))
+	if err != nil { // TO + length wraps
+		return proto.WCLocLenErr
+	}
+	r.msn[rdmap.QNSend]++
+	w.msn, w.segs, w.rec, w.rkey, w.to = rec.RecordID, segs, rec, sqe.RKey, sqe.RemoteAddr
+	w.imm = rdmap.MakeImmediateData(sqe.Imm).Raw // sent after the header by WRWriteRecordWithImm
+	return proto.WCSuccess
+}
+
+// writeRecordHeader returns the Write-Record header of w's segment
+// starting at Message Offset off (and its Immediate Data for
+// WRWriteRecordWithImm), appended to b.
+func (w *rdWR) writeRecordHeader(b []byte, off uint32) []byte {
+	rec := w.rec
+	rec.MessageOffset = off
+	b = rec.Append(b)
+	if w.op == proto.WRWriteRecordWithImm {
+		b = append(b, w.imm[:]...)
+	}
+	return b
+}
+
+// rdWriteRecordError matches an error message from src naming the tagged
+// DDP header oh (the target refused a Write-Record segment: STag, bounds,
+// rights) with the oldest Write-Record to src, to that STag, whose range
+// holds oh.TO, that has no error yet and is not wholly acknowledged (the
+// target holds back the acknowledgement of a refused datagram until its
+// error message is through, so that work request is still open). It
+// completes with termStatus (WCRemAccessErr) and Term. false: no such
+// work request.
+func (r *rdState) rdWriteRecordError(src netip.AddrPort, oh *ddp.Header, err iwerr.Error) bool {
+	for _, w := range r.wrs {
+		if !w.op.WriteRecord() || w.peer != src || w.sent == 0 || w.fatal || w.completed || w.term != 0 ||
+			w.acked >= w.segs.Count() || w.rkey != oh.Stag || oh.TO < w.to || oh.TO-w.to > uint64(w.total) {
+			continue
+		}
+		if !w.done || w.status == proto.WCSuccess {
+			w.done, w.status = true, rnic.TermStatus(err)
+		}
+		w.term = rnic.TermWord(err)
+		return true
+	}
+	return false
 }

@@ -1,14 +1,10 @@
 package verbsd
 
 import (
-	"net/netip"
-
 	"github.com/iwarpd/iwarpd/ddp"
-	"github.com/iwarpd/iwarpd/iwerr"
 	"github.com/iwarpd/iwarpd/llp/dgram"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
-	"github.com/iwarpd/iwarpd/verbsd/rnic"
 )
 
 // The sending side of RDMA Write-Record (docs/write-record.md): one tagged
@@ -67,55 +63,4 @@ func (e *engine) prepareWriteRecord(wr *sendWR, sqe *proto.SQE, msn uint32, tota
 	wr.msn, wr.total, wr.segs, wr.rec = msn, total, segs, rec
 	wr.signaled = sqe.Flags&proto.SendSignaled != 0
 	return proto.WCSuccess
-}
-
-// rdPrepareWriteRecord finishes rdPrepare for a Write-Record work request
-// on an RD QP: it takes the next MSN of the QP (shared with Sends) as its
-// RecordID. A TO wrap is a local length error (fatal, as on UD).
-func (e *engine) rdPrepareWriteRecord(q *qp, w *rdWR, sqe *proto.SQE) proto.WCStatus {
-	r := q.rd
-	segs, rec, err := writeRecordSegments(sqe, r.msn[rdmap.QNSend]+1, w.total, e.rdMaxPayload(true, wrecULPLen(sqe.Opcode)))
-	if err != nil { // TO + length wraps
-		return proto.WCLocLenErr
-	}
-	r.msn[rdmap.QNSend]++
-	w.msn, w.segs, w.rec, w.rkey, w.to = rec.RecordID, segs, rec, sqe.RKey, sqe.RemoteAddr
-	w.imm = rdmap.MakeImmediateData(sqe.Imm).Raw // sent after the header by WRWriteRecordWithImm
-	return proto.WCSuccess
-}
-
-// writeRecordHeader returns the Write-Record header of w's segment
-// starting at Message Offset off (and its Immediate Data for
-// WRWriteRecordWithImm), appended to b.
-func (w *rdWR) writeRecordHeader(b []byte, off uint32) []byte {
-	rec := w.rec
-	rec.MessageOffset = off
-	b = rec.Append(b)
-	if w.op == proto.WRWriteRecordWithImm {
-		b = append(b, w.imm[:]...)
-	}
-	return b
-}
-
-// rdWriteRecordError matches an error message from src naming the tagged
-// DDP header oh (the target refused a Write-Record segment: STag, bounds,
-// rights) with the oldest Write-Record to src, to that STag, whose range
-// holds oh.TO, that has no error yet and is not wholly acknowledged (the
-// target holds back the acknowledgement of a refused datagram until its
-// error message is through, so that work request is still open). It
-// completes with termStatus (WCRemAccessErr) and Term. false: no such
-// work request.
-func (r *rdQP) rdWriteRecordError(src netip.AddrPort, oh *ddp.Header, err iwerr.Error) bool {
-	for _, w := range r.wrs {
-		if !w.op.WriteRecord() || w.peer != src || w.sent == 0 || w.fatal || w.completed || w.term != 0 ||
-			w.acked >= w.segs.Count() || w.rkey != oh.Stag || oh.TO < w.to || oh.TO-w.to > uint64(w.total) {
-			continue
-		}
-		if !w.done || w.status == proto.WCSuccess {
-			w.done, w.status = true, rnic.TermStatus(err)
-		}
-		w.term = rnic.TermWord(err)
-		return true
-	}
-	return false
 }

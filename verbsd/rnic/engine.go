@@ -24,7 +24,7 @@ type Engine struct {
 	Cfg *config.Config
 	// ext is what the transports keep per engine, and their per-engine
 	// work (a destroyed RD QP's lingering port): transport.go.
-	Ext EngineHooks
+	Ext []EngineHooks
 
 	// Engines per core (engines.go): this engine's index, the device its
 	// engines share, whether there are several (shared), the CPU its
@@ -220,7 +220,9 @@ func (e *Engine) run() {
 		for _, s := range e.Sessions {
 			e.TeardownSession(s)
 		}
-		e.Ext.CloseAll() // transport.go
+		for _, x := range e.Ext {
+			x.CloseAll()
+		}
 		if !e.Shared {
 			e.asleep.Store(0)
 		}
@@ -241,7 +243,9 @@ func (e *Engine) run() {
 		e.pollFDs(0)
 		now := time.Now()
 		work = e.guardedPass(now) || work // fault.go
-		work = e.Ext.Service(now) || work // transport.go
+		for _, x := range e.Ext {         // the transports' own work (a lingering RD port)
+			work = x.Service(now) || work
+		}
 		if work {
 			e.workPasses++
 			lastWork = now
@@ -305,7 +309,7 @@ func (e *Engine) pollFDs(timeout int) {
 		case int32(e.wake.FD()):
 			e.wake.Drain()
 		default:
-			if e.Ext.Event(ev.Fd) { // transport.go: not a QP's socket (a lingering RD port)
+			if e.extEvent(ev.Fd) { // not a QP's socket (a lingering RD port)
 				continue
 			}
 			if s := e.Bells[ev.Fd]; s != nil {
@@ -330,8 +334,13 @@ func (e *Engine) pollFDs(timeout int) {
 // blocked on a full socket buffer or a partial message will expire.
 func (e *Engine) sleepTimeout(now time.Time) int {
 	timeout := -1
-	if d, ok := e.Ext.Deadline(); ok { // transport.go: a lingering RD port ends
-		timeout = max(int(d.Sub(now)/time.Millisecond)+1, 1)
+	for _, x := range e.Ext { // a lingering RD port ends
+		if d, ok := x.Deadline(); ok {
+			ms := max(int(d.Sub(now)/time.Millisecond)+1, 1)
+			if timeout < 0 || ms < timeout {
+				timeout = ms
+			}
+		}
 	}
 	for _, q := range e.QPs {
 		if q.Blocked {
@@ -393,6 +402,17 @@ func (e *Engine) Count(q *QP, c Counter, n int64) {
 	if q != nil {
 		q.Stats[c] += n
 	}
+}
+
+// extEvent hands an event on a descriptor that is no QP's to the
+// transports and reports whether one took it.
+func (e *Engine) extEvent(fd int32) bool {
+	for _, x := range e.Ext {
+		if x.Event(fd) {
+			return true
+		}
+	}
+	return false
 }
 
 // addQP installs a QP in the engine's polling set.

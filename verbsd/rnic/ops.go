@@ -36,16 +36,18 @@ type QPOps interface {
 	LogsOwnEnd() bool
 }
 
-// EngineHooks is the transports' per-engine work beyond their QPs: a
+// EngineHooks is a transport's per-engine state and work beyond its QPs: a
 // destroyed RD QP's lingering port (rd_linger.go).
 type EngineHooks interface {
 	// Service does the work due now and reports whether it did any.
 	Service(now time.Time) bool
-	// Event takes an epoll Event on a descriptor that is none of the
+	// Event takes an epoll event on a descriptor that is none of the
 	// engine's QPs' and reports whether it was the transports'.
 	Event(fd int32) bool
 	// Deadline is the next such work's time, if any.
 	Deadline() (time.Time, bool)
 	// CloseAll releases everything (the engine stops).
 	CloseAll()
+	// Inspect adds the transport's engine-wide figures to m (iwarpctl).
+	Inspect(m map[string]int64)
 }
