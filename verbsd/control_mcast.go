@@ -3,6 +3,7 @@ package verbsd
 import (
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/verbsd/rnic"
+	"github.com/iwarpd/iwarpd/verbsd/ud"
 	"golang.org/x/sys/unix"
 )
 
@@ -28,18 +29,18 @@ func (s *session) mcastOp(body []byte, attach bool) (any, error) {
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	g, err := parseGroup(req.Group)
+	g, err := ud.ParseGroup(req.Group)
 	if err != nil {
 		return nil, err
 	}
 	return nil, s.Eng.Do(func() error {
-		q := s.qp(req.QP)
+		q := s.QPs[req.QP]
 		if q == nil {
 			return rnic.Errf(unix.EINVAL, "multicast: no QP %d", req.QP)
 		}
 		if attach {
-			return q.e.attachMcast(q, g)
+			return ud.AttachMcast(q, g) // mcast.go
 		}
-		return q.e.detachMcast(q, g)
+		return ud.DetachMcast(q, g)
 	})
 }

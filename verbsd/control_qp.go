@@ -5,6 +5,7 @@ import (
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/verbsd/rc"
 	"github.com/iwarpd/iwarpd/verbsd/rnic"
+	"github.com/iwarpd/iwarpd/verbsd/ud"
 	"golang.org/x/sys/unix"
 )
 
@@ -96,10 +97,10 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 	if req.Type == proto.QPTypeRC {
 		t = rc.NewQP(core, req.NoCRC, req.MergeSendImm) // rc_view.go
 	} else {
-		q := newQP(core) // transport.go
-		q.noCRC, q.qkey = req.NoCRC, req.QKey
-		if q.qkey == 0 {
-			q.qkey = rnic.RandomU32() // keys.go; the client learns it from the reply
+		q := ud.NewQP(core) // transport.go
+		q.NoCRC, q.Qkey = req.NoCRC, req.QKey
+		if q.Qkey == 0 {
+			q.Qkey = rnic.RandomU32() // keys.go; the client learns it from the reply
 		}
 		t = q
 	}
@@ -116,7 +117,7 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 		core.Rq = shm.NewConsumer(rqRing)
 	}
 	if req.Type == proto.QPTypeUD {
-		if core.FD, core.Local, err = bindUD(s.Dev, req.Port, s.PrivBind); err != nil {
+		if core.FD, core.Local, err = ud.BindUD(s.Dev, req.Port, s.PrivBind); err != nil {
 			return fail(err)
 		}
 	}
@@ -124,7 +125,7 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 		if core.FD, core.Local, err = s.bindRD(req.Port); err != nil { // rd_linger.go
 			return fail(err)
 		}
-		t = newRDQPView(t.(*qp), newRDQP(rdQPConfig(&s.Dev.Cfg.RD, c), s.Dev.Cfg.DatagramSize, s.Dev.Cfg.SocketBuffer, nil)) // rd_view.go; the store of its engine, set when installed
+		t = newRDQPView(t.(*ud.QP), newRDQP(rdQPConfig(&s.Dev.Cfg.RD, c), s.Dev.Cfg.DatagramSize, s.Dev.Cfg.SocketBuffer, nil)) // rd_view.go; the store of its engine, set when installed
 	}
 	var reply proto.CreateQPReply
 	err = s.Eng.Do(func() error {

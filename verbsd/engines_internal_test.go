@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/iwarpd/iwarpd/verbsd/rnic"
+	"github.com/iwarpd/iwarpd/verbsd/ud"
 	"golang.org/x/sys/unix"
 )
 
@@ -13,7 +14,7 @@ func setSendmmsg(srv *Server, f func(fd int, msgs []unix.Mmsghdr) (int, error)) 
 	var mu sync.Mutex
 	srv.eng.Do(func() error {
 		for _, e := range srv.dev.Engs {
-			engOf(e).sendmmsg = func(fd int, msgs []unix.Mmsghdr) (int, error) {
+			ud.EngOf(e).Sendmmsg = func(fd int, msgs []unix.Mmsghdr) (int, error) {
 				mu.Lock()
 				defer mu.Unlock()
 				return f(fd, msgs)

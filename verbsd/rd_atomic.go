@@ -80,7 +80,7 @@ func (c *rdAtomicCache) put(k rdAtomicKey, v rdAtomicEntry) {
 // Atomic Request.
 func (e *rdEngine) rdPrepareAtomic(q *rdQP, w *rdWR, sqe *proto.SQE, slot []byte, inline bool) proto.WCStatus {
 	r := q.rd
-	req, sge, st := rnic.AtomicRequest(q.QP, sqe, slot, inline)
+	req, sge, st := rnic.AtomicRequest(q.QP.QP, sqe, slot, inline)
 	if st != proto.WCSuccess {
 		return st
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/verbsd/config"
 	"github.com/iwarpd/iwarpd/verbsd/rnic"
+	"github.com/iwarpd/iwarpd/verbsd/ud"
 	"golang.org/x/sys/unix"
 )
 
@@ -35,11 +36,11 @@ type stashedDgram struct {
 
 func (l *stashLink) install(srv *Server) {
 	srv.eng.Do(func() error {
-		engOf(srv.eng).sendmmsg = func(fd int, msgs []unix.Mmsghdr) (int, error) {
+		ud.EngOf(srv.eng).Sendmmsg = func(fd int, msgs []unix.Mmsghdr) (int, error) {
 			l.mu.Lock()
 			defer l.mu.Unlock()
 			if fd != l.fd || !l.on {
-				return sysSendmmsg(fd, msgs)
+				return ud.SysSendmmsg(fd, msgs)
 			}
 			for i := range msgs {
 				h := &msgs[i].Hdr
@@ -51,7 +52,7 @@ func (l *stashLink) install(srv *Server) {
 				if err != nil {
 					continue // GSO is off: one RD datagram per message
 				}
-				to := getSockaddr((*unix.RawSockaddrInet6)(unsafe.Pointer(h.Name)), h.Namelen)
+				to := ud.GetSockaddr((*unix.RawSockaddrInet6)(unsafe.Pointer(h.Name)), h.Namelen)
 				l.stash = append(l.stash, stashedDgram{b: b, to: to, seq: d.RD.Seq})
 			}
 			return len(msgs), nil

@@ -10,6 +10,7 @@ import (
 	"github.com/iwarpd/iwarpd/llp/dgram"
 	"github.com/iwarpd/iwarpd/llp/rd"
 	"github.com/iwarpd/iwarpd/verbsd/rnic"
+	"github.com/iwarpd/iwarpd/verbsd/ud"
 	"golang.org/x/sys/unix"
 )
 
@@ -94,7 +95,7 @@ func (e *rdEngine) rdLingerStart(q *rdQP, now time.Time) {
 	if err := unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_ADD, q.FD, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(q.FD)}); err != nil {
 		return // the socket closes as without linger
 	}
-	g := &rdLinger{fd: q.FD, local: q.Local, qkey: q.qkey, noCRC: q.noCRC, keys: map[netip.AddrPort]uint32{}, l: l, until: now.Add(d)}
+	g := &rdLinger{fd: q.FD, local: q.Local, qkey: q.Qkey, noCRC: q.NoCRC, keys: map[netip.AddrPort]uint32{}, l: l, until: now.Add(d)}
 	for a, k := range r.keys {
 		if l.Has(a) {
 			g.keys[a] = k
@@ -201,9 +202,9 @@ func (e *rdEngine) rdLingerReceive(g *rdLinger) bool {
 		ls.buf = make([]byte, 64<<10)
 		ls.scratch = make([]byte, rdMaxBatch*rdScratchStride)
 	}
-	rb := e.rb
+	rb := e.Rb
 	acts := ls.acts[:0]
-	got, err := sysRecvmmsg(g.fd, rb.prepare(recvSlots))
+	got, err := ud.SysRecvmmsg(g.fd, rb.Prepare(ud.RecvSlots))
 	if err != nil {
 		if errors.Is(err, unix.EAGAIN) {
 			g.readable = false
@@ -211,7 +212,7 @@ func (e *rdEngine) rdLingerReceive(g *rdLinger) bool {
 		return false
 	}
 	e.count(nil, rnic.CRecvCalls, 1)
-	rb.received(got)
+	rb.Received(got)
 	for src, b := range e.rdDatagrams(nil, got, ls.buf) {
 		if k, err := dgram.ParseKeys(b); err != nil || k.QKey != g.qkey {
 			e.count(nil, rnic.CDropQKey, 1)
@@ -226,7 +227,7 @@ func (e *rdEngine) rdLingerReceive(g *rdLinger) bool {
 		}
 		acts = g.l.Receive(src, d.RD, acts) // one reply at most per datagram
 	}
-	if got < recvSlots {
+	if got < ud.RecvSlots {
 		g.readable = false
 	}
 	e.rdLingerSend(g, acts)
@@ -240,9 +241,9 @@ func (e *rdEngine) rdLingerSend(g *rdLinger, acts []rd.Action) {
 	ls := &e.rdLinger
 	const dlen = dgram.KeyHeaderLen + dgram.RDHeaderLen + crc32c.Size
 	for len(acts) > 0 {
-		e.sb.reset(false)
+		e.Sb.Reset(false)
 		n := 0
-		for ; n < len(acts) && n < rdMaxBatch && e.sb.fits(acts[n].Peer, dlen, 2, maxSendMsgs); n++ {
+		for ; n < len(acts) && n < rdMaxBatch && e.Sb.Fits(acts[n].Peer, dlen, 2, ud.MaxSendMsgs); n++ {
 			a := &acts[n]
 			sc := ls.scratch[n*rdScratchStride : (n+1)*rdScratchStride : (n+1)*rdScratchStride]
 			hdr := dgram.Keys{QKey: g.keys[a.Peer], SrcQKey: g.qkey}.Append(sc[:0])
@@ -253,12 +254,12 @@ func (e *rdEngine) rdLingerSend(g *rdLinger, acts []rd.Action) {
 			}
 			trailer := sc[len(hdr) : len(hdr)+crc32c.Size]
 			binary.LittleEndian.PutUint32(trailer, c)
-			e.sb.push(a.Peer, hdr, nil, trailer, dgramRef{})
+			e.Sb.Push(a.Peer, hdr, nil, trailer, ud.DgramRef{})
 			ls.acks++
 		}
 		acts = acts[n:]
-		msgs := e.sb.finish()
-		sent, err := e.sendmmsg(g.fd, msgs)
+		msgs := e.Sb.Finish()
+		sent, err := e.Sendmmsg(g.fd, msgs)
 		e.count(nil, rnic.CSendCalls, 1)
 		e.count(nil, rnic.CDatagramsOut, int64(max(sent, 0)))
 		if err != nil || sent < len(msgs) {
@@ -287,7 +288,7 @@ func (e *rdEngine) rdLingerInspect(m map[string]int64) {
 // lingering port is among them, that linger ends and the bind is tried
 // again: a new QP is never refused a port for a linger.
 func (s *session) bindRD(port uint16) (int, netip.AddrPort, error) {
-	fd, ap, err := bindDgram(s.Dev, port, s.Dev.Cfg.RDPorts, s.PrivBind)
+	fd, ap, err := ud.BindDgram(s.Dev, port, s.Dev.Cfg.RDPorts, s.PrivBind)
 	if !errors.Is(err, unix.EADDRINUSE) {
 		return fd, ap, err
 	}
@@ -305,5 +306,5 @@ func (s *session) bindRD(port uint16) (int, netip.AddrPort, error) {
 	if s.Eng.Do(release) != nil || !released {
 		return fd, ap, err
 	}
-	return bindDgram(s.Dev, port, s.Dev.Cfg.RDPorts, s.PrivBind)
+	return ud.BindDgram(s.Dev, port, s.Dev.Cfg.RDPorts, s.PrivBind)
 }

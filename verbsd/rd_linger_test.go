@@ -9,6 +9,7 @@ import (
 
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/verbsd/config"
+	"github.com/iwarpd/iwarpd/verbsd/ud"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 	"golang.org/x/sys/unix"
 )
@@ -26,9 +27,9 @@ type receiverLoss struct {
 
 func (l *receiverLoss) install(srv *Server) {
 	srv.eng.Do(func() error {
-		engOf(srv.eng).sendmmsg = func(fd int, msgs []unix.Mmsghdr) (int, error) {
+		ud.EngOf(srv.eng).Sendmmsg = func(fd int, msgs []unix.Mmsghdr) (int, error) {
 			if fd == l.keep {
-				return sysSendmmsg(fd, msgs)
+				return ud.SysSendmmsg(fd, msgs)
 			}
 			l.mu.Lock()
 			defer l.mu.Unlock()
@@ -37,7 +38,7 @@ func (l *receiverLoss) install(srv *Server) {
 					l.dropped++
 					continue
 				}
-				sysSendmmsg(fd, msgs[i:i+1])
+				ud.SysSendmmsg(fd, msgs[i:i+1])
 			}
 			return len(msgs), nil
 		}

@@ -230,7 +230,7 @@ func (e *rdEngine) serviceRD(q *rdQP, now time.Time) bool {
 		if e.rdFlush(q) {
 			work = true
 		}
-		return e.flush(q.qp) || work
+		return e.Flush(q.QP) || work
 	}
 	if e.rdPoll(q, now) {
 		work = true
@@ -338,14 +338,14 @@ func (e *rdEngine) rdCloseAcks(q *rdQP, now time.Time) {
 		if len(r.acks) == 0 {
 			return
 		}
-		b := &rdBatch{e: e.engine, q: q}
-		e.sb.reset(q.gso)
+		b := &rdBatch{e: e.Engine, q: q}
+		e.Sb.Reset(q.Gso)
 		k := 0
 		for ; k < len(r.acks) && b.add(r.acks[k].peer, &r.acks[k].h, nil, nil, nil); k++ {
 			r.count(rdAcksOut, 1)
 		}
 		r.acks = r.acks[:copy(r.acks, r.acks[k:])]
-		msgs := e.sb.finish()
+		msgs := e.Sb.Finish()
 		if len(msgs) == 0 {
 			return
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
 	"github.com/iwarpd/iwarpd/verbsd/rnic"
+	"github.com/iwarpd/iwarpd/verbsd/ud"
 	"golang.org/x/sys/unix"
 )
 
@@ -35,13 +36,13 @@ type rdInMsg struct {
 // judged them) and handles every datagram.
 func (e *rdEngine) rdReceive(q *rdQP, now time.Time) bool {
 	r := q.rd
-	rb := e.rb
+	rb := e.Rb
 	work := false
 	budget := e.Cfg.PollBatch
 	for budget > 0 {
-		rb.nrqe, rb.used = 0, 0
-		want := min(budget, recvSlots)
-		got, err := sysRecvmmsg(q.FD, rb.prepare(want))
+		rb.Nrqe, rb.Used = 0, 0
+		want := min(budget, ud.RecvSlots)
+		got, err := ud.SysRecvmmsg(q.FD, rb.Prepare(want))
 		if err != nil {
 			if errors.Is(err, unix.EAGAIN) {
 				q.Readable = false
@@ -51,7 +52,7 @@ func (e *rdEngine) rdReceive(q *rdQP, now time.Time) bool {
 		work = true
 		budget -= got
 		e.count(q, rnic.CRecvCalls, 1)
-		rb.received(got)
+		rb.Received(got)
 		for src, b := range e.rdDatagrams(q, got, r.buf) {
 			e.rdDatagram(q, src, b, now)
 		}
@@ -70,23 +71,23 @@ func (e *rdEngine) rdReceive(q *rdQP, now time.Time) bool {
 func (e *rdEngine) rdDatagrams(q *rdQP, got int, buf []byte) iter.Seq2[netip.AddrPort, []byte] {
 	return func(yield func(netip.AddrPort, []byte) bool) {
 		for i := range got {
-			s := &e.rb.slots[i]
-			if s.trunc {
+			s := &e.Rb.Slots[i]
+			if s.Trunc {
 				e.count(q, rnic.CDatagramsIn, 1)
 				e.count(q, rnic.CDropTruncated, 1)
 				continue
 			}
-			step := s.n
-			if s.gso > 0 && s.n > s.gso {
+			step := s.N
+			if s.Gso > 0 && s.N > s.Gso {
 				e.count(q, rnic.CGROCoalesced, 1)
-				step = s.gso
+				step = s.Gso
 			}
-			for off := 0; off < s.n; off += step {
-				n := min(step, s.n-off)
+			for off := 0; off < s.N; off += step {
+				n := min(step, s.N-off)
 				e.count(q, rnic.CDatagramsIn, 1)
 				b := buf[:n]
-				rnic.CopyRange(b, s.view, off)
-				if !yield(s.src, b) {
+				rnic.CopyRange(b, s.View, off)
+				if !yield(s.Src, b) {
 					return
 				}
 			}
@@ -101,11 +102,11 @@ func (e *rdEngine) rdDatagram(q *rdQP, src netip.AddrPort, b []byte, now time.Ti
 		e.count(q, rnic.CDropNotReady, 1)
 		return
 	}
-	if k, err := dgram.ParseKeys(b); err == nil && k.QKey != q.qkey {
+	if k, err := dgram.ParseKeys(b); err == nil && k.QKey != q.Qkey {
 		e.count(q, rnic.CDropQKey, 1) // not for this QP: nothing of it is acted upon
 		return
 	}
-	d, err := dgram.ParseRD(b, !q.noCRC)
+	d, err := dgram.ParseRD(b, !q.NoCRC)
 	if err != nil {
 		if errors.Is(err, dgram.ErrBadCRC) {
 			e.count(q, rnic.CDropCRC, 1)
@@ -432,8 +433,8 @@ func (e *rdEngine) rdClaim(q *rdQP, m *rdInMsg) bool {
 		return false
 	}
 	w := &e.rdRecv // its translated SGEs are reused: no allocation per message
-	if st := e.loadRecv(q.qp, w, slot); st != proto.WCSuccess {
-		e.failWR(q.qp, q.RecvCQ, w.WRID, proto.WCRecv, st)
+	if st := e.LoadRecv(q.QP, w, slot); st != proto.WCSuccess {
+		e.FailWR(q.QP, q.RecvCQ, w.WRID, proto.WCRecv, st)
 		return false
 	}
 	m.raw = append(m.raw[:0], slot...)
@@ -441,7 +442,7 @@ func (e *rdEngine) rdClaim(q *rdQP, m *rdInMsg) bool {
 	c.Advance()
 	c.Release()
 	q.rd.claimed++
-	e.SRQLimitCheck(q.QP)
+	e.SRQLimitCheck(q.QP.QP)
 	return true
 }
 
@@ -495,7 +496,7 @@ func (e *rdEngine) rdPlaceSend(q *rdQP, src netip.AddrPort, h *ddp.Header, seg [
 		return
 	}
 	w := &e.rdRecv // its translated SGEs are reused: no allocation per message
-	if st := e.loadRecv(q.qp, w, m.raw); st != proto.WCSuccess {
+	if st := e.LoadRecv(q.QP, w, m.raw); st != proto.WCSuccess {
 		e.rdCompleteRecv(q, src, m, st, 0, solicited)
 		r.endInMsg(src, m)
 		e.errorQP(q, "receive work request "+st.String())
@@ -585,7 +586,7 @@ func (e *rdEngine) rdReadRequest(q *rdQP, src netip.AddrPort, h *ddp.Header, seg
 	if int64(rr.Size) > int64(r.cfg.MaxMsg) {
 		fault = rdmap.FaultBaseBounds
 	} else {
-		_, fault = e.RemoteAccess(q.QP, src, rr.SourceStag, rr.SourceTO, uint64(rr.Size), proto.AccessRemoteRead, now) // access_guard.go
+		_, fault = e.RemoteAccess(q.QP.QP, src, rr.SourceStag, rr.SourceTO, uint64(rr.Size), proto.AccessRemoteRead, now) // access_guard.go
 	}
 	if fault != 0 {
 		r.count(rdAccessErrors, 1)
@@ -674,5 +675,5 @@ func (e *rdEngine) rdErrorIn(q *rdQP, src netip.AddrPort, body []byte) {
 	if err == nil {
 		detail += ": " + t.Err.Error()
 	}
-	q.S.SendEvent(e.Engine, proto.Event{Type: proto.EventQPAccessError, Handle: q.Handle, Detail: detail})
+	q.S.SendEvent(e.Engine.Engine, proto.Event{Type: proto.EventQPAccessError, Handle: q.Handle, Detail: detail})
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
 	"github.com/iwarpd/iwarpd/verbsd/rnic"
+	"github.com/iwarpd/iwarpd/verbsd/ud"
 	"golang.org/x/sys/unix"
 )
 
@@ -151,7 +152,7 @@ func (e *rdEngine) rdPrepare(q *rdQP, w *rdWR, slot []byte) {
 		fail(proto.WCLocQPOpErr)
 		return
 	}
-	dst, st := e.destination(&sqe) // ud_dest.go: a bad one fails this work request only
+	dst, st := e.Destination(&sqe) // ud_dest.go: a bad one fails this work request only
 	if st != proto.WCSuccess {
 		w.done, w.status = true, st
 		return
@@ -375,7 +376,7 @@ func (r *rdState) sendable() bool {
 
 // rdBatch builds one sendmmsg vector of RD datagrams in e.sb.
 type rdBatch struct {
-	e    *engine
+	e    *ud.Engine
 	q    *rdQP
 	n    int
 	full bool
@@ -397,19 +398,19 @@ func (b *rdBatch) add(peer netip.AddrPort, h *dgram.RDHeader, dh *ddp.Header, ul
 	for _, p := range pieces {
 		dlen += len(p)
 	}
-	if !b.e.sb.fits(peer, dlen, 2+len(pieces), b.e.Cfg.PollBatch) {
+	if !b.e.Sb.Fits(peer, dlen, 2+len(pieces), b.e.Cfg.PollBatch) {
 		b.full = true
 		return false
 	}
 	sc := r.scratch[b.n*rdScratchStride : (b.n+1)*rdScratchStride : (b.n+1)*rdScratchStride]
-	hdr := dgram.Keys{QKey: r.peerKey(peer), SrcQKey: b.q.qkey}.Append(sc[:0])
+	hdr := dgram.Keys{QKey: r.peerKey(peer), SrcQKey: b.q.Qkey}.Append(sc[:0])
 	hdr = h.Append(hdr)
 	if dh != nil {
 		hdr = dh.Append(hdr)
 	}
 	hdr = append(hdr, ulp...)
 	var c uint32
-	if !b.q.noCRC {
+	if !b.q.NoCRC {
 		c = crc32c.Update(0, hdr)
 		for _, p := range pieces {
 			c = crc32c.Update(c, p)
@@ -417,7 +418,7 @@ func (b *rdBatch) add(peer netip.AddrPort, h *dgram.RDHeader, dh *ddp.Header, ul
 	}
 	trailer := sc[len(hdr) : len(hdr)+crc32c.Size]
 	binary.LittleEndian.PutUint32(trailer, c)
-	b.e.sb.push(peer, hdr, pieces, trailer, dgramRef{})
+	b.e.Sb.Push(peer, hdr, pieces, trailer, ud.DgramRef{})
 	b.n++
 	return true
 }
@@ -439,7 +440,7 @@ func (e *rdEngine) rdBuild(b *rdBatch, peer netip.AddrPort, tok rd.Token, h *dgr
 		}
 		if w.op.Atomic() {
 			// Longer than the scratch's room for an RDMAP header: a piece.
-			return b.add(peer, h, &s.Header, nil, append(e.pieces[:0], w.areq[:]))
+			return b.add(peer, h, &s.Header, nil, append(e.Pieces[:0], w.areq[:]))
 		}
 		var ulp []byte
 		if w.op == proto.WRSendWithImm {
@@ -462,13 +463,13 @@ func (e *rdEngine) rdBuild(b *rdBatch, peer netip.AddrPort, tok rd.Token, h *dgr
 				mem = zeroPayload[:s.Len]
 				p.dead = true
 			}
-			e.pieces = append(e.pieces[:0], mem)
-			return b.add(peer, h, &s.Header, nil, e.pieces)
+			e.Pieces = append(e.Pieces[:0], mem)
+			return b.add(peer, h, &s.Header, nil, e.Pieces)
 		}
 	case tokErrMsg:
 		for _, m := range r.errs {
 			if m.seq == seq {
-				return b.add(peer, h, nil, nil, append(e.pieces[:0], m.body))
+				return b.add(peer, h, nil, nil, append(e.Pieces[:0], m.body))
 			}
 		}
 	}
@@ -479,7 +480,7 @@ func (e *rdEngine) rdBuild(b *rdBatch, peer netip.AddrPort, tok rd.Token, h *dgr
 // if the memory went away the datagram carries zeros and w fails.
 func (e *rdEngine) rdPayload(q *rdQP, w *rdWR, off, n int) [][]byte {
 	if w.inline != nil {
-		return append(e.pieces[:0], w.inline[off:off+n])
+		return append(e.Pieces[:0], w.inline[off:off+n])
 	}
 	r := q.rd
 	bufs := r.sgBufs[:0]
@@ -499,13 +500,13 @@ func (e *rdEngine) rdPayload(q *rdQP, w *rdWR, off, n int) [][]byte {
 			if !w.done {
 				w.done, w.status = true, st
 			}
-			return append(e.pieces[:0], zeroPayload[:n])
+			return append(e.Pieces[:0], zeroPayload[:n])
 		}
 		bufs = append(bufs, b)
 	}
 	r.sgBufs = bufs[:0]
-	e.pieces = append(e.pieces[:0], bufs...) // kept: its array is reused
-	return e.pieces
+	e.Pieces = append(e.Pieces[:0], bufs...) // kept: its array is reused
+	return e.Pieces
 }
 
 // rdSend sends what is due: retransmissions, ACKs, error messages, Read
@@ -518,10 +519,10 @@ func (e *rdEngine) rdSend(q *rdQP, now time.Time) bool {
 		work = true
 	}
 	for range 4 { // bounded work per pass
-		b := &rdBatch{e: e.engine, q: q}
-		e.sb.reset(q.gso)
+		b := &rdBatch{e: e.Engine, q: q}
+		e.Sb.Reset(q.Gso)
 		e.rdFill(b, now)
-		msgs := e.sb.finish()
+		msgs := e.Sb.Finish()
 		if len(msgs) == 0 {
 			break
 		}
@@ -558,7 +559,7 @@ func (e *rdEngine) rdFill(b *rdBatch, now time.Time) {
 			continue
 		}
 		m.sent = true
-		if !b.add(m.peer, &h, nil, nil, append(e.pieces[:0], m.body)) {
+		if !b.add(m.peer, &h, nil, nil, append(e.Pieces[:0], m.body)) {
 			r.deferDatagram(m.peer, tok, h)
 			break
 		}
@@ -643,10 +644,10 @@ func (r *rdState) deferDatagram(peer netip.AddrPort, tok rd.Token, h dgram.RDHea
 func (e *rdEngine) rdTransmit(q *rdQP, msgs []unix.Mmsghdr) {
 	off := 0
 	for off < len(msgs) {
-		sent, err := e.sendmmsg(q.FD, msgs[off:])
+		sent, err := e.Sendmmsg(q.FD, msgs[off:])
 		e.count(q, rnic.CSendCalls, 1)
 		for m := off; m < off+max(sent, 0); m++ {
-			refs := e.sb.msgDgrams(m)
+			refs := e.Sb.MsgDgrams(m)
 			if len(refs) > 1 {
 				e.count(q, rnic.CGSOSends, 1)
 			}
@@ -656,13 +657,13 @@ func (e *rdEngine) rdTransmit(q *rdQP, msgs []unix.Mmsghdr) {
 		if off == len(msgs) {
 			return
 		}
-		if err == nil || transientSendError(err) {
+		if err == nil || ud.TransientSendError(err) {
 			q.Blocked = true
 			e.count(q, rnic.CSendBlocked, 1)
 			return
 		}
-		if len(e.sb.msgDgrams(off)) > 1 && gsoRefused(err) {
-			q.gso = false
+		if len(e.Sb.MsgDgrams(off)) > 1 && ud.GSORefused(err) {
+			q.Gso = false
 			e.count(q, rnic.CGSOFallback, 1)
 		}
 		e.count(q, rnic.CSendErrors, 1)

@@ -15,6 +15,7 @@ import (
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/verbsd/config"
 	"github.com/iwarpd/iwarpd/verbsd/rnic"
+	"github.com/iwarpd/iwarpd/verbsd/ud"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 	"golang.org/x/sys/unix"
 )
@@ -239,7 +240,7 @@ func (l *lossyLink) install(srv *Server) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		if l.off {
-			return sysSendmmsg(fd, msgs)
+			return ud.SysSendmmsg(fd, msgs)
 		}
 		for i := 0; i < len(msgs); i++ {
 			l.n++
@@ -248,15 +249,15 @@ func (l *lossyLink) install(srv *Server) {
 				l.dropped++
 				continue
 			case l.reorder > 0 && l.n%l.reorder == 0 && i+1 < len(msgs):
-				sysSendmmsg(fd, msgs[i+1:i+2])
-				sysSendmmsg(fd, msgs[i:i+1])
+				ud.SysSendmmsg(fd, msgs[i+1:i+2])
+				ud.SysSendmmsg(fd, msgs[i:i+1])
 				i++
 				continue
 			case l.dup > 0 && l.n%l.dup == 0:
 				l.duplicated++
-				sysSendmmsg(fd, msgs[i:i+1])
+				ud.SysSendmmsg(fd, msgs[i:i+1])
 			}
-			sysSendmmsg(fd, msgs[i:i+1])
+			ud.SysSendmmsg(fd, msgs[i:i+1])
 		}
 		return len(msgs), nil
 	})

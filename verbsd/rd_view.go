@@ -5,12 +5,13 @@ import (
 
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/verbsd/rnic"
+	"github.com/iwarpd/iwarpd/verbsd/ud"
 )
 
 // rdEngine is an engine as the RD transport sees it: the datagram engine
 // (its scratch is shared with UD) and what RD keeps per engine.
 type rdEngine struct {
-	*engine
+	*ud.Engine
 
 	// rdStoreBytes: octets held in the reorder stores of all RD QPs
 	// (rd_recv.go storeRoom, -rd-reorder-bytes).
@@ -44,22 +45,22 @@ func (e *rdEngine) count(q *rdQP, c rnic.Counter, n int64) {
 		e.Count(nil, c, n)
 		return
 	}
-	e.Count(q.QP, c, n)
+	e.Count(q.QP.QP, c, n)
 }
-func (e *rdEngine) errorQP(q *rdQP, why string) { e.ErrorQP(q.QP, why) }
-func (e *rdEngine) markReady(q *rdQP)           { e.MarkReady(q.QP) }
+func (e *rdEngine) errorQP(q *rdQP, why string) { e.ErrorQP(q.QP.QP, why) }
+func (e *rdEngine) markReady(q *rdQP)           { e.MarkReady(q.QP.QP) }
 
 // rdQP is an RD queue pair (docs/rd.md): a datagram QP (socket,
 // Write-Record, reassembly) made reliable by its RD state.
 type rdQP struct {
-	*qp
+	*ud.QP
 	e  *rdEngine // its engine (set when installed)
 	rd *rdState
 }
 
 // newRDQPView makes the RD transport of a datagram QP.
-func newRDQPView(d *qp, st *rdState) *rdQP {
-	q := &rdQP{qp: d, rd: st}
+func newRDQPView(d *ud.QP, st *rdState) *rdQP {
+	q := &rdQP{QP: d, rd: st}
 	d.Ops = q
 	return q
 }
@@ -75,7 +76,7 @@ func rdQPOf(c *rnic.QP) *rdQP {
 func (q *rdQP) Install(e *rnic.Engine) error {
 	q.e = rdEngOf(e)
 	q.rd.store = &q.e.rdStoreBytes
-	return q.qp.Install(e)
+	return q.QP.Install(e)
 }
 
 // HasWork (rnic.QPOps).
@@ -90,7 +91,7 @@ func (q *rdQP) Due(now time.Time) bool {
 // Deadline (rnic.QPOps): the datagram timers and RD's (retransmission,
 // delayed ACK).
 func (q *rdQP) Deadline() (time.Time, bool) {
-	d, ok := q.qp.Deadline()
+	d, ok := q.QP.Deadline()
 	if r, rok := q.rdDeadline(); rok && (!ok || r.Before(d)) {
 		return r, true
 	}
@@ -105,7 +106,7 @@ func (q *rdQP) Removed() { q.e.rdClose(q, time.Now()) } // rd_linger.go
 
 // Modified (transportQP): the datagram QP's, and RESET starts RD anew.
 func (q *rdQP) Modified(to proto.QPState, qkey uint32) {
-	q.qp.Modified(to, qkey)
+	q.QP.Modified(to, qkey)
 	if to == proto.QPStateReset {
 		q.rdReset() // rd_qp.go
 	}
@@ -113,6 +114,6 @@ func (q *rdQP) Modified(to proto.QPState, qkey uint32) {
 
 // Inspect (transportQP): the datagram figures and RD's state.
 func (q *rdQP) Inspect(m map[string]int64) {
-	q.qp.Inspect(m)
+	q.QP.Inspect(m)
 	q.rdInspect(m) // rd_qp.go
 }

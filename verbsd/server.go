@@ -11,6 +11,7 @@ import (
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/verbsd/config"
 	"github.com/iwarpd/iwarpd/verbsd/rnic"
+	"github.com/iwarpd/iwarpd/verbsd/ud"
 )
 
 // Server is the verbs service: it accepts control connections (one session
@@ -151,6 +152,13 @@ func (s *Server) Inspect() (proto.Inspect, error) {
 	in.Device = s.cfg.DeviceAttr()
 	in.Port = s.cfg.PortAttr()
 	return in, err
+}
+
+// attachTransports gives a core engine its transports' per-engine state:
+// the datagram engine (UD), RD's on top of it; RC keeps none.
+func attachTransports(c *rnic.Engine) {
+	e := ud.NewEngine(c)
+	c.Ext = append(c.Ext, e, &rdEngine{Engine: e})
 }
 
 // inspectAll is the daemon's state across engines. Runs inside a command.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/verbsd/config"
+	"github.com/iwarpd/iwarpd/verbsd/ud"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 	"golang.org/x/sys/unix"
 )
@@ -210,9 +211,9 @@ func TestShortSendsResume(t *testing.T) {
 		case calls%3 == 0:
 			return 0, unix.EAGAIN
 		case len(msgs) > 1:
-			return sysSendmmsg(fd, msgs[:len(msgs)/2])
+			return ud.SysSendmmsg(fd, msgs[:len(msgs)/2])
 		}
-		return sysSendmmsg(fd, msgs)
+		return ud.SysSendmmsg(fd, msgs)
 	})
 	a := newFastNode(t, path, 16<<20)
 	b := newFastNode(t, path, 16<<20)
@@ -232,10 +233,10 @@ func TestGSOFallback(t *testing.T) {
 				if i == 0 {
 					return 0, unix.EIO
 				}
-				return sysSendmmsg(fd, msgs[:i])
+				return ud.SysSendmmsg(fd, msgs[:i])
 			}
 		}
-		return sysSendmmsg(fd, msgs)
+		return ud.SysSendmmsg(fd, msgs)
 	})
 	a := newFastNode(t, path, 16<<20)
 	b := newFastNode(t, path, 16<<20)

@@ -15,6 +15,7 @@ import (
 	"github.com/iwarpd/iwarpd/rdmap"
 	"github.com/iwarpd/iwarpd/verbsd/config"
 	"github.com/iwarpd/iwarpd/verbsd/rnic"
+	"github.com/iwarpd/iwarpd/verbsd/ud"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 	"golang.org/x/sys/unix"
 )
@@ -331,7 +332,7 @@ func TestWriteRecordImmWireBytes(t *testing.T) {
 			sent = append(sent, d)
 		}
 		mu.Unlock()
-		return sysSendmmsg(fd, msgs)
+		return ud.SysSendmmsg(fd, msgs)
 	})
 	a := newFastNode(t, path, 1<<16)
 	b := newWrecTarget(t, path, 1<<16, proto.AccessLocalWrite|proto.AccessRemoteWrite)

@@ -9,6 +9,7 @@ import (
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
 	"github.com/iwarpd/iwarpd/verbsd/rnic"
+	"github.com/iwarpd/iwarpd/verbsd/ud"
 )
 
 // writeRecordRD is the Write-Record hook of the RD receive path
@@ -27,19 +28,19 @@ import (
 // are dropped silently. A malformed segment (short Write-Record header,
 // inconsistent offsets) is dropped and counted, ok true.
 func (e *rdEngine) writeRecordRD(q *rdQP, src netip.AddrPort, h *ddp.Header, seg []byte, hl int, now time.Time) (iwerr.Error, bool) {
-	sg := wrecSegment{src: src, h: *h, ddpHdr: seg[:hl], segLen: len(seg), quiet: true}
-	n, ok := sg.parseHeader(seg) // wrec_recv.go: opcode 0xC, or 0xD with its Immediate Data
+	sg := ud.WrecSegment{Src: src, H: *h, DdpHdr: seg[:hl], SegLen: len(seg), Quiet: true}
+	n, ok := sg.ParseHeader(seg) // wrec_recv.go: opcode 0xC, or 0xD with its Immediate Data
 	if !ok || hl != ddp.TaggedHeaderLen {
 		e.count(q, rnic.CWrecDropped, 1)
 		return iwerr.Error{}, true
 	}
 	body := seg[n:]
-	sg.pieces, sg.n = [][]byte{body}, len(body)
-	r, st := e.acceptWriteRecord(q.qp, &sg, now)
+	sg.Pieces, sg.N = [][]byte{body}, len(body)
+	r, st := e.AcceptWriteRecord(q.QP, &sg, now)
 	switch st {
-	case recordComplete:
-		e.completeRecord(q.qp, r, e.headRecv(q.qp), false)
-	case recordRefused:
+	case ud.RecordComplete:
+		e.CompleteRecord(q.QP, r, e.HeadRecv(q.QP), false)
+	case ud.RecordRefused:
 		return rnic.DgramAccessError, false // access_guard.go: one generic error on datagram QPs
 	}
 	return iwerr.Error{}, true
@@ -50,7 +51,7 @@ func (e *rdEngine) writeRecordRD(q *rdQP, src netip.AddrPort, h *ddp.Header, seg
 // RecordID. A TO wrap is a local length error (fatal, as on UD).
 func (e *rdEngine) rdPrepareWriteRecord(q *rdQP, w *rdWR, sqe *proto.SQE) proto.WCStatus {
 	r := q.rd
-	segs, rec, err := writeRecordSegments(sqe, r.msn[rdmap.QNSend]+1, w.total, e.rdMaxPayload(true, wrecULPLen(sqe.Opcode)))
+	segs, rec, err := ud.WriteRecordSegments(sqe, r.msn[rdmap.QNSend]+1, w.total, e.rdMaxPayload(true, ud.WrecULPLen(sqe.Opcode)))
 	if err != nil { // TO + length wraps
 		return proto.WCLocLenErr
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/iwarpd/iwarpd/rdmap"
 	"github.com/iwarpd/iwarpd/verbsd/config"
 	"github.com/iwarpd/iwarpd/verbsd/rnic"
+	"github.com/iwarpd/iwarpd/verbsd/ud"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 	"golang.org/x/sys/unix"
 )
@@ -254,12 +255,12 @@ func TestWriteRecordLoss(t *testing.T) {
 				hdr = hdr[dgram.KeyHeaderLen:]
 			}
 			if len(hdr) >= 26 && hdr[0]&0x80 != 0 && hdr[1]&0x0f == 0xc && binary.BigEndian.Uint32(hdr[22:]) != 0 &&
-				binary.BigEndian.Uint32(hdr[22:]) == uint32(engOf(srv.eng).maxPayloadWriteRecord(proto.WRWriteRecord)) {
+				binary.BigEndian.Uint32(hdr[22:]) == uint32(ud.EngOf(srv.eng).MaxPayloadWriteRecord(proto.WRWriteRecord)) {
 				dropped.Add(1)
 				sent++
 				continue
 			}
-			n, err := sysSendmmsg(fd, msgs[i:i+1])
+			n, err := ud.SysSendmmsg(fd, msgs[i:i+1])
 			if n != 1 {
 				return sent, err
 			}
@@ -273,7 +274,7 @@ func TestWriteRecordLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := engOf(srv.eng).maxPayloadWriteRecord(proto.WRWriteRecord)
+	p := ud.EngOf(srv.eng).MaxPayloadWriteRecord(proto.WRWriteRecord)
 	size := 4*p + 77 // 5 segments
 	for j := range a.mr.Buf[:size] {
 		a.mr.Buf[j] = byte(j*3 + 1)
@@ -387,12 +388,12 @@ func FuzzWriteRecordDatagram(f *testing.F) {
 	// inside its Immediate Data.
 	withImm := func(b []byte, imm uint32) []byte {
 		d := rdmap.MakeImmediateData(imm)
-		b = slices.Concat(b[:wrecHeaderLen], d.Raw[:], b[wrecHeaderLen:])
+		b = slices.Concat(b[:ud.WrecHeaderLen], d.Raw[:], b[ud.WrecHeaderLen:])
 		b[1] = uint8(rdmap.MakeControl(rdmap.OpWriteRecordImm))
 		return b
 	}
 	f.Add(withImm(seg(tgt.RKey, tgt.Addr(0), 5, 5, 0, true, []byte("hello")), 0xcafe))
-	f.Add(withImm(seg(tgt.RKey, tgt.Addr(0), 6, 0, 0, true, nil), 1)[:wrecHeaderLen+3])
+	f.Add(withImm(seg(tgt.RKey, tgt.Addr(0), 6, 0, 0, true, nil), 1)[:ud.WrecHeaderLen+3])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if len(b) == 0 {
 			return

@@ -1,4 +1,4 @@
-package verbsd
+package ud
 
 import (
 	"net/netip"
@@ -88,7 +88,7 @@ func (b *udBacklog) waiting() bool { return b.next < len(b.ents) }
 
 // postedRecvs returns how many receives q has posted (RQ or SRQ); a
 // corrupt ring counts as one, so that the look-ahead finds and reports it.
-func (q *qp) postedRecvs() int {
+func (q *QP) postedRecvs() int {
 	n, err := q.RecvRing().Available()
 	if err != nil {
 		return 1
@@ -97,14 +97,14 @@ func (q *qp) postedRecvs() int {
 }
 
 // delivers reports whether q's state delivers datagrams (RTR, RTS).
-func (q *qp) delivers() bool {
+func (q *QP) delivers() bool {
 	return q.State == proto.QPStateRTR || q.State == proto.QPStateRTS
 }
 
 // backlogWork reports whether q's receive backlog can move now: it is
 // parked or holds datagrams, and a receive is posted (or q no longer
 // delivers, so what waits is dropped).
-func (q *qp) backlogWork() bool {
+func (q *QP) backlogWork() bool {
 	if !q.backlog.parked && !q.backlog.waiting() {
 		return false
 	}
@@ -113,7 +113,7 @@ func (q *qp) backlogWork() bool {
 
 // park takes EPOLLIN interest away from q's sockets: no receive is posted
 // for what they hold.
-func (e *engine) park(q *qp) {
+func (e *Engine) park(q *QP) {
 	if q.backlog.parked {
 		return
 	}
@@ -125,7 +125,7 @@ func (e *engine) park(q *qp) {
 
 // unpark gives q's sockets their EPOLLIN interest back and marks q
 // readable: it was parked with datagrams waiting.
-func (e *engine) unpark(q *qp) {
+func (e *Engine) unpark(q *QP) {
 	if !q.backlog.parked {
 		return
 	}
@@ -139,7 +139,7 @@ func (e *engine) unpark(q *qp) {
 // but for ENOMEM; then the interest stays as it was: a socket left
 // watched is read (and re-parked) on the next pass, one left unwatched is
 // read when q is unparked.
-func (e *engine) setInterest(q *qp, events uint32) {
+func (e *Engine) setInterest(q *QP, events uint32) {
 	ev := unix.EpollEvent{Events: events, Fd: int32(q.FD)}
 	unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_MOD, q.FD, &ev)
 	for _, m := range q.mcast.socks {
@@ -150,7 +150,7 @@ func (e *engine) setInterest(q *qp, events uint32) {
 
 // interest is the epoll events a new socket of q (a multicast group
 // attached) is added with.
-func (q *qp) interest() uint32 {
+func (q *QP) interest() uint32 {
 	if q.backlog.parked {
 		return 0
 	}
@@ -160,7 +160,7 @@ func (q *qp) interest() uint32 {
 // resumeBacklog judges q's held datagrams while receives are posted and
 // unparks q once nothing is held and a receive is posted (or q no longer
 // delivers). It reports whether it did any work.
-func (e *engine) resumeBacklog(q *qp, now time.Time) bool {
+func (e *Engine) resumeBacklog(q *QP, now time.Time) bool {
 	work := false
 	b := &q.backlog
 	if b.waiting() {
@@ -176,13 +176,13 @@ func (e *engine) resumeBacklog(q *qp, now time.Time) bool {
 // judgeHeld judges held datagrams in order, at most PollBatch, up to the
 // first that needs a receive when none is posted (q no longer
 // delivering: each is dropped as not ready).
-func (e *engine) judgeHeld(q *qp, now time.Time) bool {
+func (e *Engine) judgeHeld(q *QP, now time.Time) bool {
 	b := &q.backlog
-	rb := e.rb
+	rb := e.Rb
 	work := false
 	for k := 0; k < e.Cfg.PollBatch && b.waiting(); k++ {
 		deliver := q.delivers()
-		rb.nrqe, rb.used = 0, 0
+		rb.Nrqe, rb.Used = 0, 0
 		h := b.ents[b.next]
 		if deliver && q.postedRecvs() == 0 && q.needsRecv(b.held[h.off:h.off+h.n]) {
 			break
@@ -191,10 +191,10 @@ func (e *engine) judgeHeld(q *qp, now time.Time) bool {
 		work = true
 		// Slot 0 of the batch scratch: the sockets are not read while
 		// datagrams are held, so it is free.
-		s := &rb.slots[0]
-		s.view = append(s.view[:0], s.hdr[:], s.tail)
-		rnic.Scatter(s.view, b.held[h.off:h.off+h.n])
-		s.n, s.trunc, s.gso, s.src = h.n, false, 0, h.src
+		s := &rb.Slots[0]
+		s.View = append(s.View[:0], s.Hdr[:], s.Tail)
+		rnic.Scatter(s.View, b.held[h.off:h.off+h.n])
+		s.N, s.Trunc, s.Gso, s.Src = h.n, false, 0, h.src
 		rb.mcast = h.mcast
 		q.rwr.Valid = false
 		e.count(q, rnic.CDatagramsIn, 1)
@@ -214,12 +214,12 @@ func (e *engine) judgeHeld(q *qp, now time.Time) bool {
 // needHold reports whether the datagram of n octets at off of slot i,
 // about to be judged, must be held: q delivers, no receive is posted, and
 // it needs one.
-func (e *engine) needHold(q *qp, i, off, n int) bool {
+func (e *Engine) needHold(q *QP, i, off, n int) bool {
 	if !q.delivers() || q.postedRecvs() > 0 {
 		return false
 	}
 	var head [slotHeaderLen]byte
-	k := rnic.CopyRange(head[:min(n, slotHeaderLen)], e.rb.slots[i].view, off)
+	k := rnic.CopyRange(head[:min(n, slotHeaderLen)], e.Rb.Slots[i].View, off)
 	return q.needsRecv(head[:k])
 }
 
@@ -228,11 +228,11 @@ func (e *engine) needHold(q *qp, i, off, n int) bool {
 // (untagged, QN 0) or a Write-Record segment. A datagram too short for its
 // headers, of another Q_Key, an error message or of another opcode is
 // dropped or handled without one.
-func (q *qp) needsRecv(b []byte) bool {
+func (q *QP) needsRecv(b []byte) bool {
 	if len(b) < dgram.KeyHeaderLen+ddp.TaggedHeaderLen {
 		return false
 	}
-	if keys, _ := dgram.ParseKeys(b[:dgram.KeyHeaderLen]); keys.QKey != q.qkey {
+	if keys, _ := dgram.ParseKeys(b[:dgram.KeyHeaderLen]); keys.QKey != q.Qkey {
 		return false
 	}
 	b = b[dgram.KeyHeaderLen:]
@@ -253,8 +253,8 @@ func (q *qp) needsRecv(b []byte) bool {
 // headNeedsRecv peeks at the datagram at the head of socket fd (its first
 // octets, MSG_PEEK: it stays queued) and reports whether it needs a
 // receive; empty says the socket holds none.
-func (e *engine) headNeedsRecv(q *qp, fd int) (need, empty bool) {
-	head := &e.rb.peek
+func (e *Engine) headNeedsRecv(q *QP, fd int) (need, empty bool) {
+	head := &e.Rb.peek
 	// recvfrom(2) without a source address: it never blocks (MSG_DONTWAIT)
 	// and, raw, allocates nothing (iov.go).
 	n, _, errno := unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&head[0])), uintptr(len(head)),
@@ -268,13 +268,13 @@ func (e *engine) headNeedsRecv(q *qp, fd int) (need, empty bool) {
 }
 
 // hold copies n octets at off of slot i's view into q's held list.
-func (e *engine) hold(q *qp, i, off, n int) {
-	s := &e.rb.slots[i]
+func (e *Engine) hold(q *QP, i, off, n int) {
+	s := &e.Rb.Slots[i]
 	b := &q.backlog
 	at := len(b.held)
 	b.held = append(b.held, make([]byte, n)...)
-	rnic.CopyRange(b.held[at:], s.view, off)
-	b.ents = append(b.ents, heldDgram{off: at, n: n, src: s.src, mcast: e.rb.mcast})
+	rnic.CopyRange(b.held[at:], s.View, off)
+	b.ents = append(b.ents, heldDgram{off: at, n: n, src: s.Src, mcast: e.Rb.mcast})
 	e.count(q, rnic.CRecvHeld, 1)
 	e.park(q) // the sockets wait until the held datagrams are judged
 }
@@ -293,7 +293,7 @@ func (b *udBacklog) reset() {
 // socketDrops returns the datagrams the kernel dropped on q's sockets
 // (SO_MEMINFO, SK_MEMINFO_DROPS: a full receive buffer, mostly), for
 // Inspect.
-func (q *qp) socketDrops() int64 {
+func (q *QP) socketDrops() int64 {
 	n := sockDrops(q.FD)
 	for _, m := range q.mcast.socks {
 		n += sockDrops(m.fd)

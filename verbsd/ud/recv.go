@@ -1,4 +1,4 @@
-package verbsd
+package ud
 
 import (
 	"errors"
@@ -29,7 +29,7 @@ import (
 // posted receive. With UDP_GRO a buffer may hold several datagrams of one
 // flow (all of the segment size the kernel reports, but the last): they
 // are taken apart and judged one by one.
-func (e *engine) receive(q *qp, now time.Time) bool {
+func (e *Engine) receive(q *QP, now time.Time) bool {
 	if q.backlog.waiting() || q.backlog.parked { // ud_backlog.go: held datagrams come first
 		return false
 	}
@@ -50,16 +50,16 @@ func (e *engine) receive(q *qp, now time.Time) bool {
 // posted receives, and, when it has none, only for a datagram that cannot
 // consume one: a datagram that needs a receive and finds none is held, or
 // waits in the socket with q parked (ud_backlog.go).
-func (e *engine) receiveFrom(q *qp, fd int, mcast bool, now time.Time) bool {
+func (e *Engine) receiveFrom(q *QP, fd int, mcast bool, now time.Time) bool {
 	work := false
 	q.rwr.Valid = false // translations are good for one pass only
 	budget := e.Cfg.PollBatch
-	rb := e.rb
+	rb := e.Rb
 	rb.mcast = mcast
 	for budget > 0 {
 		deliver := q.delivers()
-		rb.nrqe, rb.used = 0, 0
-		want := min(budget, recvSlots)
+		rb.Nrqe, rb.Used = 0, 0
+		want := min(budget, RecvSlots)
 		if deliver {
 			posted := q.postedRecvs()
 			if posted == 0 {
@@ -82,7 +82,7 @@ func (e *engine) receiveFrom(q *qp, fd int, mcast bool, now time.Time) bool {
 			e.lookaheadRecv(q, want)
 			deliver = q.State != proto.QPStateError
 		}
-		got, err := sysRecvmmsg(fd, rb.prepare(want))
+		got, err := SysRecvmmsg(fd, rb.Prepare(want))
 		if err != nil {
 			if errors.Is(err, unix.EAGAIN) {
 				q.Readable = false
@@ -92,7 +92,7 @@ func (e *engine) receiveFrom(q *qp, fd int, mcast bool, now time.Time) bool {
 		work = true
 		budget -= got
 		e.count(q, rnic.CRecvCalls, 1)
-		rb.received(got)
+		rb.Received(got)
 		for i := range got {
 			e.slot(q, i, deliver, now)
 		}
@@ -112,8 +112,8 @@ func (e *engine) receiveFrom(q *qp, fd int, mcast bool, now time.Time) bool {
 // e.rb.rqes (without consuming them). A bad head completes with an error
 // and moves q to ERROR; a bad receive further on ends the look-ahead (it
 // fails when it is the head).
-func (e *engine) lookaheadRecv(q *qp, n int) {
-	rb := e.rb
+func (e *Engine) lookaheadRecv(q *QP, n int) {
+	rb := e.Rb
 	c := q.RecvRing()
 	v := q.RecvView()
 	head, idx, avail, err := v.Lookahead(c)
@@ -123,33 +123,33 @@ func (e *engine) lookaheadRecv(q *qp, n int) {
 		return
 	}
 	for k := range min(int(avail), n) {
-		w := &rb.rqes[k]
-		if st := e.loadRecv(q, w, v.At(head, idx, uint32(k))); st != proto.WCSuccess {
+		w := &rb.Rqes[k]
+		if st := e.LoadRecv(q, w, v.At(head, idx, uint32(k))); st != proto.WCSuccess {
 			if k == 0 {
-				e.failWR(q, q.RecvCQ, w.WRID, proto.WCRecv, st)
+				e.FailWR(q, q.RecvCQ, w.WRID, proto.WCRecv, st)
 			}
 			return
 		}
-		rb.nrqe = k + 1
+		rb.Nrqe = k + 1
 	}
 }
 
 // slot judges the datagram(s) in receive slot i. A datagram that finds no
 // posted receive, and every one after it in the batch, is held
 // (ud_backlog.go).
-func (e *engine) slot(q *qp, i int, deliver bool, now time.Time) {
-	s := &e.rb.slots[i]
+func (e *Engine) slot(q *QP, i int, deliver bool, now time.Time) {
+	s := &e.Rb.Slots[i]
 	switch {
 	case !deliver || !q.delivers():
 		e.count(q, rnic.CDatagramsIn, 1)
 		e.count(q, rnic.CDropNotReady, 1)
-	case s.trunc:
+	case s.Trunc:
 		e.count(q, rnic.CDatagramsIn, 1)
 		e.count(q, rnic.CDropTruncated, 1)
-	case s.gso > 0 && s.n > s.gso:
+	case s.Gso > 0 && s.N > s.Gso:
 		e.count(q, rnic.CGROCoalesced, 1)
-		for off := 0; off < s.n; off += s.gso {
-			n := min(s.gso, s.n-off)
+		for off := 0; off < s.N; off += s.Gso {
+			n := min(s.Gso, s.N-off)
 			if q.backlog.waiting() || e.needHold(q, i, off, n) {
 				e.hold(q, i, off, n)
 				continue
@@ -157,11 +157,11 @@ func (e *engine) slot(q *qp, i int, deliver bool, now time.Time) {
 			e.count(q, rnic.CDatagramsIn, 1)
 			e.datagram(q, i, off, n, now)
 		}
-	case q.backlog.waiting() || e.needHold(q, i, 0, s.n):
-		e.hold(q, i, 0, s.n)
+	case q.backlog.waiting() || e.needHold(q, i, 0, s.N):
+		e.hold(q, i, 0, s.N)
 	default:
 		e.count(q, rnic.CDatagramsIn, 1)
-		e.datagram(q, i, 0, s.n, now)
+		e.datagram(q, i, 0, s.N, now)
 	}
 }
 
@@ -170,9 +170,9 @@ func (e *engine) slot(q *qp, i int, deliver bool, now time.Time) {
 // reason; a datagram never errors the QP, which many peers share. The key
 // header is judged first: a datagram that does not name q's Q_Key is
 // dropped before anything else of it is looked at.
-func (e *engine) datagram(q *qp, i, off, n int, now time.Time) {
-	s := &e.rb.slots[i]
-	view := s.view
+func (e *Engine) datagram(q *QP, i, off, n int, now time.Time) {
+	s := &e.Rb.Slots[i]
+	view := s.View
 	if n < dgram.KeyHeaderLen+ddp.TaggedHeaderLen+crc32c.Size {
 		e.count(q, rnic.CDropTruncated, 1)
 		return
@@ -180,17 +180,17 @@ func (e *engine) datagram(q *qp, i, off, n int, now time.Time) {
 	var kb [dgram.KeyHeaderLen]byte
 	rnic.CopyRange(kb[:], view, off)
 	keys, _ := dgram.ParseKeys(kb[:])
-	if keys.QKey != q.qkey {
+	if keys.QKey != q.Qkey {
 		e.count(q, rnic.CDropQKey, 1)
 		return
 	}
 	body := n - crc32c.Size
-	if !q.noCRC && checksumAt(view, off, body) != rnic.TrailerAt(view, off+body) {
+	if !q.NoCRC && ChecksumAt(view, off, body) != rnic.TrailerAt(view, off+body) {
 		e.count(q, rnic.CDropCRC, 1)
 		return
 	}
 	// From here on off and n cover the DDP segment and the trailer.
-	e.rb.srcQKey = keys.SrcQKey
+	e.Rb.srcQKey = keys.SrcQKey
 	off += dgram.KeyHeaderLen
 	n -= dgram.KeyHeaderLen
 	body -= dgram.KeyHeaderLen
@@ -250,52 +250,52 @@ func (e *engine) datagram(q *qp, i, off, n int, now time.Time) {
 		}
 		if payload > w.Total {
 			e.count(q, rnic.CRecvTooLong, 1)
-			e.completeRecv(q, w, proto.WCLocLenErr, payload, s.src, solicited)
+			e.completeRecv(q, w, proto.WCLocLenErr, payload, s.Src, solicited)
 			return
 		}
 		e.count(q, rnic.CRecvCopied, 1)
-		rnic.CopyBetween(w.Bufs, s.view, off+ddp.UntaggedHeaderLen, payload)
-		e.completeRecv(q, w, proto.WCSuccess, payload, s.src, solicited)
+		rnic.CopyBetween(w.Bufs, s.View, off+ddp.UntaggedHeaderLen, payload)
+		e.completeRecv(q, w, proto.WCSuccess, payload, s.Src, solicited)
 		return
 	}
 	if uint64(h.MO)+uint64(payload) > uint64(e.Cfg.MaxMsgUD) || (payload == 0 && !h.Last) {
 		e.count(q, rnic.CDropBadSegment, 1)
 		return
 	}
-	msg, res := q.reasm.add(partialKey{src: s.src, msn: h.MSN}, h.MO, h.Last, view, off+hdrLen, payload,
+	msg, res := q.reasm.Add(PartialKey{src: s.Src, msn: h.MSN}, h.MO, h.Last, view, off+hdrLen, payload,
 		solicited, now.Add(e.Cfg.ReassemblyTimeout), e.Cfg.MaxPartial, e.Cfg.MaxMsgUD)
 	switch res {
-	case addEvicted:
+	case AddEvicted:
 		e.count(q, rnic.CReassemblyEvicted, 1)
-	case addBad:
+	case AddBad:
 		e.count(q, rnic.CDropBadSegment, 1)
 	}
 	if msg == nil {
 		return
 	}
-	defer q.reasm.release(msg)
+	defer q.reasm.Release(msg)
 	w := e.recvFor(q)
 	if w == nil {
 		e.count(q, rnic.CDropNoRecv, 1)
 		return
 	}
-	if len(msg.buf) > w.Total {
+	if len(msg.Buf) > w.Total {
 		e.count(q, rnic.CRecvTooLong, 1)
-		e.completeRecv(q, w, proto.WCLocLenErr, len(msg.buf), s.src, msg.solicited)
+		e.completeRecv(q, w, proto.WCLocLenErr, len(msg.Buf), s.Src, msg.solicited)
 		return
 	}
-	rnic.Scatter(w.Bufs, msg.buf)
-	e.completeRecv(q, w, proto.WCSuccess, len(msg.buf), s.src, msg.solicited)
+	rnic.Scatter(w.Bufs, msg.Buf)
+	e.completeRecv(q, w, proto.WCSuccess, len(msg.Buf), s.Src, msg.solicited)
 }
 
 // recvFor returns the receive the next message completes (the head of the
 // receive ring: translated by the batch's look-ahead, or loaded now), or
 // nil when none is posted (or the head is bad: it completes with an error
 // and q goes to ERROR).
-func (e *engine) recvFor(q *qp) (w *rnic.RecvWR) {
-	rb := e.rb
-	if c := rb.used; c < rb.nrqe {
-		return &rb.rqes[c]
+func (e *Engine) recvFor(q *QP) (w *rnic.RecvWR) {
+	rb := e.Rb
+	if c := rb.Used; c < rb.Nrqe {
+		return &rb.Rqes[c]
 	}
 	if q.State == proto.QPStateError {
 		return nil
@@ -310,8 +310,8 @@ func (e *engine) recvFor(q *qp) (w *rnic.RecvWR) {
 		return nil
 	}
 	w = &rb.extra
-	if st := e.loadRecv(q, w, slot); st != proto.WCSuccess {
-		e.failWR(q, q.RecvCQ, w.WRID, proto.WCRecv, st)
+	if st := e.LoadRecv(q, w, slot); st != proto.WCSuccess {
+		e.FailWR(q, q.RecvCQ, w.WRID, proto.WCRecv, st)
 		return nil
 	}
 	return w
@@ -319,7 +319,7 @@ func (e *engine) recvFor(q *qp) (w *rnic.RecvWR) {
 
 // loadRecv copies the RQE in slot into w, validates it and translates its
 // buffers (for this pass only).
-func (e *engine) loadRecv(q *qp, w *rnic.RecvWR, slot []byte) proto.WCStatus {
+func (e *Engine) LoadRecv(q *QP, w *rnic.RecvWR, slot []byte) proto.WCStatus {
 	var raw [proto.RQEHeaderLen]byte
 	copy(raw[:], slot)
 	rqe := proto.GetRQE(raw[:])
@@ -352,7 +352,7 @@ func (e *engine) loadRecv(q *qp, w *rnic.RecvWR, slot []byte) proto.WCStatus {
 }
 
 // completeRecv consumes the head receive w and posts its completion.
-func (e *engine) completeRecv(q *qp, w *rnic.RecvWR, status proto.WCStatus, n int, src netip.AddrPort, solicited bool) {
+func (e *Engine) completeRecv(q *QP, w *rnic.RecvWR, status proto.WCStatus, n int, src netip.AddrPort, solicited bool) {
 	fault := false
 	if status == proto.WCSuccess && e.Commit(w.Bufs, 0, n) != nil { // stage.go: process memory
 		status, fault = proto.WCLocProtErr, true
@@ -360,7 +360,7 @@ func (e *engine) completeRecv(q *qp, w *rnic.RecvWR, status proto.WCStatus, n in
 	c := q.RecvRing()
 	c.Advance()
 	c.Release()
-	e.rb.used++
+	e.Rb.Used++
 	w.Valid = false
 	flags := proto.WCFlagSrcValid
 	if solicited {

@@ -1,4 +1,4 @@
-package verbsd
+package ud
 
 import (
 	"fmt"
@@ -40,7 +40,7 @@ type mcastState struct {
 
 // mcastSendOptions sets the multicast send options on q's socket. A
 // failure is counted; the send then goes with the kernel's defaults.
-func (e *engine) mcastSendOptions(q *qp) {
+func (e *Engine) mcastSendOptions(q *QP) {
 	q.mcast.txReady = true
 	mc := e.Cfg.Mcast
 	loop := 1
@@ -64,7 +64,7 @@ func (e *engine) mcastSendOptions(q *qp) {
 }
 
 // parseGroup checks a group address: IPv4 multicast, port not 0.
-func parseGroup(s string) (netip.AddrPort, error) {
+func ParseGroup(s string) (netip.AddrPort, error) {
 	g, err := netip.ParseAddrPort(s)
 	if err != nil {
 		return netip.AddrPort{}, rnic.Errf(unix.EINVAL, "multicast group %q: want a.b.c.d:port", s)
@@ -77,10 +77,12 @@ func parseGroup(s string) (netip.AddrPort, error) {
 }
 
 // attachMcast attaches UD QP q to group (engine goroutine).
-func (e *engine) attachMcast(q *qp, group netip.AddrPort) error {
-	if q.Typ != proto.QPTypeUD {
-		return rnic.Errf(unix.EINVAL, "attach-mcast: QP %d is %v, not UD", q.Handle, q.Typ)
+func AttachMcast(c *rnic.QP, group netip.AddrPort) error {
+	q, ok := c.Ops.(*QP)
+	if !ok || q.Typ != proto.QPTypeUD {
+		return rnic.Errf(unix.EINVAL, "attach-mcast: QP %d is %v, not UD", c.Handle, c.Typ)
 	}
+	e := q.e
 	if !e.Cfg.Addr.Is4() {
 		return rnic.Errf(unix.EAFNOSUPPORT, "attach-mcast: the device address %v is not IPv4", e.Cfg.Addr)
 	}
@@ -107,7 +109,7 @@ func (e *engine) attachMcast(q *qp, group netip.AddrPort) error {
 }
 
 // openMcast opens a socket receiving group's datagrams.
-func (e *engine) openMcast(group netip.AddrPort) (int, error) {
+func (e *Engine) openMcast(group netip.AddrPort) (int, error) {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return -1, rnic.Errf(unix.ENOMEM, "attach-mcast: socket: %v", err)
@@ -144,7 +146,12 @@ func (e *engine) openMcast(group netip.AddrPort) (int, error) {
 }
 
 // detachMcast detaches q from group (engine goroutine).
-func (e *engine) detachMcast(q *qp, group netip.AddrPort) error {
+func DetachMcast(c *rnic.QP, group netip.AddrPort) error {
+	q, ok := c.Ops.(*QP)
+	if !ok {
+		return rnic.Errf(unix.EINVAL, "detach-mcast: QP %d is %v, not UD", c.Handle, c.Typ)
+	}
+	e := q.e
 	for i, m := range q.mcast.socks {
 		if m.group == group {
 			e.closeMcast(m)
@@ -156,14 +163,14 @@ func (e *engine) detachMcast(q *qp, group netip.AddrPort) error {
 }
 
 // detachAllMcast detaches q from every group (the QP is being destroyed).
-func (e *engine) detachAllMcast(q *qp) {
+func (e *Engine) detachAllMcast(q *QP) {
 	for _, m := range q.mcast.socks {
 		e.closeMcast(m)
 	}
 	q.mcast.socks = nil
 }
 
-func (e *engine) closeMcast(m *mcastSock) {
+func (e *Engine) closeMcast(m *mcastSock) {
 	if m.fd < 0 {
 		return
 	}

@@ -1,4 +1,4 @@
-package verbsd
+package ud
 
 import (
 	"github.com/iwarpd/iwarpd/ddp"
@@ -27,7 +27,7 @@ import (
 // msn) into tagged segments of at most maxPayload octets: opcode 0xC, or
 // 0xD (Write-Record with Immediate) for WRWriteRecordWithImm. The error is
 // the TO wrap of sqe.RemoteAddr + total.
-func writeRecordSegments(sqe *proto.SQE, msn uint32, total, maxPayload int) (ddp.Segmenter, rdmap.WriteRecord, error) {
+func WriteRecordSegments(sqe *proto.SQE, msn uint32, total, maxPayload int) (ddp.Segmenter, rdmap.WriteRecord, error) {
 	op := rdmap.OpWriteRecord
 	if sqe.Opcode == proto.WRWriteRecordWithImm {
 		op = rdmap.OpWriteRecordImm
@@ -38,7 +38,7 @@ func writeRecordSegments(sqe *proto.SQE, msn uint32, total, maxPayload int) (ddp
 
 // wrecULPLen is the RDMAP header octets of a Write-Record segment of
 // opcode op (WRWriteRecord or WRWriteRecordWithImm).
-func wrecULPLen(op proto.SendOpcode) int {
+func WrecULPLen(op proto.SendOpcode) int {
 	if op == proto.WRWriteRecordWithImm {
 		return rdmap.WriteRecordImmLen
 	}
@@ -47,14 +47,14 @@ func wrecULPLen(op proto.SendOpcode) int {
 
 // maxPayloadWriteRecord is the payload octets of one Write-Record segment
 // of opcode op in a UD datagram.
-func (e *engine) maxPayloadWriteRecord(op proto.SendOpcode) int {
-	return ddp.MaxPayload(dgram.MaxSegment(e.Cfg.DatagramSize, false), true, wrecULPLen(op))
+func (e *Engine) MaxPayloadWriteRecord(op proto.SendOpcode) int {
+	return ddp.MaxPayload(dgram.MaxSegment(e.Cfg.DatagramSize, false), true, WrecULPLen(op))
 }
 
 // prepareWriteRecord finishes prepareSend for a Write-Record work request
 // of total octets (already translated into wr.payloads).
-func (e *engine) prepareWriteRecord(wr *sendWR, sqe *proto.SQE, msn uint32, total int) proto.WCStatus {
-	segs, rec, err := writeRecordSegments(sqe, msn, total, e.maxPayloadWriteRecord(sqe.Opcode))
+func (e *Engine) prepareWriteRecord(wr *sendWR, sqe *proto.SQE, msn uint32, total int) proto.WCStatus {
+	segs, rec, err := WriteRecordSegments(sqe, msn, total, e.MaxPayloadWriteRecord(sqe.Opcode))
 	if err != nil { // TO + length wraps
 		return proto.WCLocLenErr
 	}

@@ -1,4 +1,4 @@
-package verbsd
+package ud
 
 import (
 	"errors"
@@ -11,14 +11,14 @@ import (
 
 // bindUD opens a non-blocking UDP socket bound to the device address and
 // port (0: the next free port of the UD range).
-func bindUD(srv *rnic.Device, port uint16, priv bool) (int, netip.AddrPort, error) {
-	return bindDgram(srv, port, srv.Cfg.UDPorts, priv)
+func BindUD(srv *rnic.Device, port uint16, priv bool) (int, netip.AddrPort, error) {
+	return BindDgram(srv, port, srv.Cfg.UDPorts, priv)
 }
 
 // bindDgram opens a non-blocking UDP socket bound to the device address and
 // port (0: the next free port of r; privileged ports only if priv, see
 // bind.go).
-func bindDgram(srv *rnic.Device, port uint16, r dgram.PortRange, priv bool) (int, netip.AddrPort, error) {
+func BindDgram(srv *rnic.Device, port uint16, r dgram.PortRange, priv bool) (int, netip.AddrPort, error) {
 	addr := srv.Cfg.Addr
 	family := unix.AF_INET
 	if !addr.Is4() {

@@ -1,4 +1,4 @@
-package verbsd
+package ud
 
 import (
 	"encoding/binary"
@@ -33,7 +33,7 @@ const errMsgMax = dgram.KeyHeaderLen + ddp.UntaggedHeaderLen + 52 + crc32c.Size
 // sendErrorMessage tells dst (whose Q_Key is qkey: the Source Q_Key of the
 // offending datagram) that its segment (DDP header ddpHdr, segLen octets)
 // was refused with err.
-func (e *engine) sendErrorMessage(q *qp, dst netip.AddrPort, qkey uint32, err iwerr.Error, ddpHdr []byte, segLen int) {
+func (e *Engine) sendErrorMessage(q *QP, dst netip.AddrPort, qkey uint32, err iwerr.Error, ddpHdr []byte, segLen int) {
 	t := rdmap.TerminateFor(err, ddpHdr, nil)
 	if t.DDPHeaderIncluded {
 		t.SetSegmentLength(uint16(min(segLen, 0xffff)))
@@ -42,11 +42,11 @@ func (e *engine) sendErrorMessage(q *qp, dst netip.AddrPort, qkey uint32, err iw
 	h := ddp.Header{Last: true, Version: ddp.Version, ULPControl: uint8(rdmap.MakeControl(rdmap.OpTerminate)),
 		QN: rdmap.QNTerminate, MSN: q.wrec.termMSN}
 	var buf [errMsgMax]byte
-	b := dgram.Keys{QKey: qkey, SrcQKey: q.qkey}.Append(buf[:0])
+	b := dgram.Keys{QKey: qkey, SrcQKey: q.Qkey}.Append(buf[:0])
 	b = h.Append(b)
 	b = t.Append(b)
 	var c uint32
-	if !q.noCRC {
+	if !q.NoCRC {
 		c = crc32c.Checksum(b)
 	}
 	b = binary.LittleEndian.AppendUint32(b, c)
@@ -61,18 +61,18 @@ func (e *engine) sendErrorMessage(q *qp, dst netip.AddrPort, qkey uint32, err iw
 // errorMessageIn handles a received error message (untagged, QN 2, opcode
 // Terminate): body octets (DDP header included, CRC excluded) at off of
 // receive slot i.
-func (e *engine) errorMessageIn(q *qp, i, off, body int, h *ddp.Header) {
-	s := &e.rb.slots[i]
+func (e *Engine) errorMessageIn(q *QP, i, off, body int, h *ddp.Header) {
+	s := &e.Rb.Slots[i]
 	var buf [errMsgMax]byte
 	n := min(body-ddp.UntaggedHeaderLen, len(buf))
-	rnic.CopyRange(buf[:n], s.view, off+ddp.UntaggedHeaderLen)
+	rnic.CopyRange(buf[:n], s.View, off+ddp.UntaggedHeaderLen)
 	t, _, err := rdmap.ParseTerminate(buf[:n])
 	if err != nil || !h.Last || h.MO != 0 {
 		e.count(q, rnic.CDropBadSegment, 1)
 		return
 	}
 	e.count(q, rnic.CErrorMsgsIn, 1)
-	detail := fmt.Sprintf("error message from %v: %v", s.src, t.Err)
+	detail := fmt.Sprintf("error message from %v: %v", s.Src, t.Err)
 	if t.DDPHeaderIncluded {
 		if dh, _, err := ddp.Parse(t.DDPHeader); err == nil {
 			if dh.Tagged {

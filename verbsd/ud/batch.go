@@ -1,4 +1,4 @@
-package verbsd
+package ud
 
 import (
 	"net/netip"
@@ -13,7 +13,7 @@ import (
 
 // Bounds of one sendmmsg batch (engine-wide scratch, allocated once).
 const (
-	maxSendMsgs   = 64      // msghdrs per sendmmsg
+	MaxSendMsgs   = 64      // msghdrs per sendmmsg
 	maxSendDgrams = 1024    // datagrams per batch
 	maxSendIOVs   = 4096    // iovecs per batch
 	maxSendBytes  = 1 << 20 // UDP payload octets per batch (one may exceed it alone)
@@ -26,9 +26,9 @@ const (
 
 // dgramRef names the work request (index in the batch) and segment a
 // datagram of the batch carries.
-type dgramRef struct {
+type DgramRef struct {
 	wr  int32
-	seg uint32
+	Seg uint32
 }
 
 // sendBatch is the vector of one sendmmsg under construction. Each message
@@ -37,13 +37,13 @@ type dgramRef struct {
 // (UDP_SEGMENT); its payload is the concatenation
 // [hdr1|payload1|crc1|hdr2|payload2|crc2|...] expressed by iovecs over the
 // header/CRC scratch and slices of registered memory: no staging copy.
-type sendBatch struct {
+type SendBatch struct {
 	msgs    []unix.Mmsghdr
-	names   []unix.RawSockaddrInet6
+	Names   []unix.RawSockaddrInet6
 	cmsgs   []uint64 // cmsgUDPLen/8 words per message (8-aligned)
 	iovs    []unix.Iovec
 	scratch []byte
-	dgrams  []dgramRef
+	dgrams  []DgramRef
 	first   []int // index in dgrams of each message's first datagram
 
 	nmsg, niov, ndg, bytes int
@@ -59,34 +59,34 @@ type sendBatch struct {
 	short   bool
 }
 
-func newSendBatch() *sendBatch {
-	return &sendBatch{
-		msgs:    make([]unix.Mmsghdr, maxSendMsgs),
-		names:   make([]unix.RawSockaddrInet6, maxSendMsgs),
-		cmsgs:   make([]uint64, maxSendMsgs*cmsgUDPLen/8),
+func NewSendBatch() *SendBatch {
+	return &SendBatch{
+		msgs:    make([]unix.Mmsghdr, MaxSendMsgs),
+		Names:   make([]unix.RawSockaddrInet6, MaxSendMsgs),
+		cmsgs:   make([]uint64, MaxSendMsgs*cmsgUDPLen/8),
 		iovs:    make([]unix.Iovec, maxSendIOVs),
 		scratch: make([]byte, maxSendDgrams*dgramScratch),
-		dgrams:  make([]dgramRef, maxSendDgrams),
-		first:   make([]int, maxSendMsgs+1),
+		dgrams:  make([]DgramRef, maxSendDgrams),
+		first:   make([]int, MaxSendMsgs+1),
 	}
 }
 
 // reset empties the batch; gso allows several datagrams per message.
-func (b *sendBatch) reset(gso bool) {
+func (b *SendBatch) Reset(gso bool) {
 	b.nmsg, b.niov, b.ndg, b.bytes = 0, 0, 0, 0
 	b.gso, b.open = gso, false
 }
 
 // joins reports whether a datagram of dlen octets and nio iovecs to dest
 // can go into the open message.
-func (b *sendBatch) joins(dest netip.AddrPort, dlen, nio int) bool {
-	return b.open && b.gso && !b.short && dest == b.dest && dlen <= b.segSize && b.count < maxGSOSegments &&
+func (b *SendBatch) joins(dest netip.AddrPort, dlen, nio int) bool {
+	return b.open && b.gso && !b.short && dest == b.dest && dlen <= b.segSize && b.count < MaxGSOSegments &&
 		b.mbytes+dlen <= maxGSOBytes && b.niov-b.iov0+nio <= maxIOVPerMsg
 }
 
 // fits reports whether a datagram of dlen octets made of nio iovecs to dest
 // can be added, with at most maxMsgs messages in the batch.
-func (b *sendBatch) fits(dest netip.AddrPort, dlen, nio, maxMsgs int) bool {
+func (b *SendBatch) Fits(dest netip.AddrPort, dlen, nio, maxMsgs int) bool {
 	if b.ndg == len(b.dgrams) || b.niov+nio > len(b.iovs) || (b.ndg > 0 && b.bytes+dlen > maxSendBytes) {
 		return false
 	}
@@ -94,14 +94,14 @@ func (b *sendBatch) fits(dest netip.AddrPort, dlen, nio, maxMsgs int) bool {
 }
 
 // nextScratch returns the header/CRC scratch of the next datagram.
-func (b *sendBatch) nextScratch() []byte {
+func (b *SendBatch) NextScratch() []byte {
 	off := b.ndg * dgramScratch
 	return b.scratch[off : off+dgramScratch : off+dgramScratch]
 }
 
 // push adds a datagram made of hdr (in nextScratch), pieces and crc (also in
 // nextScratch); the caller checked fits.
-func (b *sendBatch) push(dest netip.AddrPort, hdr []byte, pieces [][]byte, crc []byte, ref dgramRef) {
+func (b *SendBatch) Push(dest netip.AddrPort, hdr []byte, pieces [][]byte, crc []byte, ref DgramRef) {
 	dlen := len(hdr) + len(crc)
 	for _, p := range pieces {
 		dlen += len(p)
@@ -133,7 +133,7 @@ func (b *sendBatch) push(dest netip.AddrPort, hdr []byte, pieces [][]byte, crc [
 }
 
 // close fills in the msghdr of the open message.
-func (b *sendBatch) close() {
+func (b *SendBatch) close() {
 	if !b.open {
 		return
 	}
@@ -142,34 +142,34 @@ func (b *sendBatch) close() {
 	h := &b.msgs[i].Hdr
 	*h = unix.Msghdr{}
 	b.msgs[i].Len = 0
-	h.Namelen = putSockaddr(&b.names[i], b.dest)
-	h.Name = (*byte)(unsafe.Pointer(&b.names[i]))
+	h.Namelen = PutSockaddr(&b.Names[i], b.dest)
+	h.Name = (*byte)(unsafe.Pointer(&b.Names[i]))
 	h.Iov = &b.iovs[b.iov0]
 	h.SetIovlen(b.niov - b.iov0)
 	if b.count > 1 {
-		cm := b.cmsgBytes(i)
+		cm := b.CmsgBytes(i)
 		h.Control = &cm[0]
 		h.SetControllen(putSegmentCmsg(cm, uint16(b.segSize)))
 	}
 }
 
-func (b *sendBatch) cmsgBytes(i int) []byte {
+func (b *SendBatch) CmsgBytes(i int) []byte {
 	w := b.cmsgs[i*cmsgUDPLen/8 : (i+1)*cmsgUDPLen/8]
 	return unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), cmsgUDPLen)
 }
 
 // finish closes the batch and returns its messages.
-func (b *sendBatch) finish() []unix.Mmsghdr {
+func (b *SendBatch) Finish() []unix.Mmsghdr {
 	b.close()
 	b.first[b.nmsg] = b.ndg
 	return b.msgs[:b.nmsg]
 }
 
 // msgDgrams returns the datagrams of message i.
-func (b *sendBatch) msgDgrams(i int) []dgramRef { return b.dgrams[b.first[i]:b.first[i+1]] }
+func (b *SendBatch) MsgDgrams(i int) []DgramRef { return b.dgrams[b.first[i]:b.first[i+1]] }
 
 // recvSlots is the most datagram buffers of one recvmmsg.
-const recvSlots = 32
+const RecvSlots = 32
 
 // slotTailLen is the overflow scratch of a receive slot: any UDP payload,
 // also a GRO-coalesced one, fits behind the header scratch.
@@ -184,31 +184,31 @@ const slotTailLen = 64 << 10
 // looked ahead into the second overwrote the message the first had
 // completed).
 type recvSlot struct {
-	hdr  [slotHeaderLen]byte
-	tail []byte
+	Hdr  [slotHeaderLen]byte
+	Tail []byte
 	name unix.RawSockaddrInet6
 	cmsg [cmsgUDPLen / 8]uint64
-	view [][]byte // the pieces its iovecs cover
+	View [][]byte // the pieces its iovecs cover
 
-	n     int // octets received
-	trunc bool
-	gso   int // UDP_GRO segment size (0: one datagram)
-	src   netip.AddrPort
+	N     int // octets received
+	Trunc bool
+	Gso   int // UDP_GRO segment size (0: one datagram)
+	Src   netip.AddrPort
 }
 
 // slotHeaderLen is a slot's first piece: the key header and an untagged DDP
 // header, so that the headers of a single datagram are in one array.
 const slotHeaderLen = dgram.KeyHeaderLen + ddp.UntaggedHeaderLen
 
-// recvBatch is the engine's recvmmsg vector and the receives matched with
+// RecvBatch is the engine's recvmmsg vector and the receives matched with
 // its slots (looked ahead in the receive ring, consumed in order).
-type recvBatch struct {
-	slots []recvSlot
+type RecvBatch struct {
+	Slots []recvSlot
 	msgs  []unix.Mmsghdr
 	iovs  []unix.Iovec
-	rqes  []rnic.RecvWR // rqes[k]: the k-th posted receive after the head at the batch's start (translated, not placed into)
-	nrqe  int           // valid entries of rqes
-	used  int           // receives consumed in this batch
+	Rqes  []rnic.RecvWR // rqes[k]: the k-th posted receive after the head at the batch's start (translated, not placed into)
+	Nrqe  int           // valid entries of rqes
+	Used  int           // receives consumed in this batch
 	extra rnic.RecvWR   // a receive looked at beyond rqes
 	mcast bool          // the batch was read from a multicast group's socket
 	// srcQKey is the Source Q_Key of the datagram being judged: the key
@@ -219,10 +219,10 @@ type recvBatch struct {
 	peek [slotHeaderLen]byte
 }
 
-func newRecvBatch() *recvBatch {
-	b := &recvBatch{slots: make([]recvSlot, recvSlots), msgs: make([]unix.Mmsghdr, recvSlots),
-		rqes: make([]rnic.RecvWR, recvSlots)}
-	tails := make([]byte, recvSlots*slotTailLen)
+func NewRecvBatch() *RecvBatch {
+	b := &RecvBatch{Slots: make([]recvSlot, RecvSlots), msgs: make([]unix.Mmsghdr, RecvSlots),
+		Rqes: make([]rnic.RecvWR, RecvSlots)}
+	tails := make([]byte, RecvSlots*slotTailLen)
 	// Touch every page now: RD and GRO traffic land in the tails, and a
 	// first burst would otherwise fault them in one page at a time on the
 	// data path (and show up as memory growth of whatever traffic came
@@ -230,23 +230,23 @@ func newRecvBatch() *recvBatch {
 	for i := 0; i < len(tails); i += 4096 {
 		tails[i] = 0xff
 	}
-	for i := range b.slots {
-		b.slots[i].tail = tails[i*slotTailLen : (i+1)*slotTailLen : (i+1)*slotTailLen]
+	for i := range b.Slots {
+		b.Slots[i].Tail = tails[i*slotTailLen : (i+1)*slotTailLen : (i+1)*slotTailLen]
 	}
 	return b
 }
 
 // prepare sets up n slots, each [header scratch][tail scratch].
-func (b *recvBatch) prepare(n int) []unix.Mmsghdr {
+func (b *RecvBatch) Prepare(n int) []unix.Mmsghdr {
 	need := 2 * n
 	if len(b.iovs) < need {
 		b.iovs = make([]unix.Iovec, need)
 	}
 	k := 0
 	for i := range n {
-		s := &b.slots[i]
-		s.view = append(s.view[:0], s.hdr[:], s.tail)
-		s.n, s.trunc, s.gso = 0, false, 0
+		s := &b.Slots[i]
+		s.View = append(s.View[:0], s.Hdr[:], s.Tail)
+		s.N, s.Trunc, s.Gso = 0, false, 0
 		h := &b.msgs[i].Hdr
 		*h = unix.Msghdr{}
 		b.msgs[i].Len = 0
@@ -255,29 +255,29 @@ func (b *recvBatch) prepare(n int) []unix.Mmsghdr {
 		h.Control = (*byte)(unsafe.Pointer(&s.cmsg[0]))
 		h.SetControllen(cmsgUDPLen)
 		h.Iov = &b.iovs[k]
-		for _, p := range s.view {
+		for _, p := range s.View {
 			setIov(&b.iovs[k], p)
 			k++
 		}
-		h.SetIovlen(len(s.view))
+		h.SetIovlen(len(s.View))
 	}
 	return b.msgs[:n]
 }
 
 // received records what the kernel wrote for the first n slots.
-func (b *recvBatch) received(n int) {
+func (b *RecvBatch) Received(n int) {
 	for i := range n {
-		s, h := &b.slots[i], &b.msgs[i].Hdr
-		s.n = int(b.msgs[i].Len)
-		s.trunc = h.Flags&unix.MSG_TRUNC != 0
-		s.src = getSockaddr(&s.name, h.Namelen)
+		s, h := &b.Slots[i], &b.msgs[i].Hdr
+		s.N = int(b.msgs[i].Len)
+		s.Trunc = h.Flags&unix.MSG_TRUNC != 0
+		s.Src = GetSockaddr(&s.name, h.Namelen)
 		cm := unsafe.Slice((*byte)(unsafe.Pointer(&s.cmsg[0])), cmsgUDPLen)
-		s.gso = groSegmentSize(cm, int(h.Controllen))
+		s.Gso = GROSegmentSize(cm, int(h.Controllen))
 	}
 }
 
 // checksumAt returns the CRC32c of octets [off, off+n) of pieces.
-func checksumAt(pieces [][]byte, off, n int) uint32 {
+func ChecksumAt(pieces [][]byte, off, n int) uint32 {
 	var c uint32
 	for _, p := range pieces {
 		if n <= 0 {

@@ -1,4 +1,4 @@
-package verbsd
+package ud
 
 import (
 	"net/netip"
@@ -25,7 +25,7 @@ import (
 // class an unknown address handle number had under ABI 1; the caller
 // completes that work request with it and the QP goes on (ud_send.go,
 // rd_send.go).
-func (e *engine) destination(sqe *proto.SQE) (netip.AddrPort, proto.WCStatus) {
+func (e *Engine) Destination(sqe *proto.SQE) (netip.AddrPort, proto.WCStatus) {
 	dst, err := sqe.AH.AddrPort()
 	if err != nil || dst.Addr().Is4() != e.Cfg.Addr.Is4() || sqe.QKey == 0 { // Q_Key 0 names no QP (keys.go)
 		return netip.AddrPort{}, proto.WCLocQPOpErr
@@ -36,7 +36,7 @@ func (e *engine) destination(sqe *proto.SQE) (netip.AddrPort, proto.WCStatus) {
 // dropSend completes the head work request of q's send queue with status,
 // without sending anything, and leaves q as it is: a work request that
 // names a bad destination harms no other (a datagram QP serves many peers).
-func (e *engine) dropSend(q *qp, wrid uint64, status proto.WCStatus) {
+func (e *Engine) dropSend(q *QP, wrid uint64, status proto.WCStatus) {
 	e.count(q, rnic.CWRErrors, 1)
 	q.sendSeg = 0
 	q.Sq.Advance()

@@ -1,4 +1,4 @@
-package verbsd
+package ud
 
 import (
 	"bytes"
@@ -46,20 +46,20 @@ func udpPair(t testing.TB, gro bool) (int, int, netip.AddrPort) {
 
 // pushDatagram adds a datagram [hdr][payload][crc] to b (hdr and crc are
 // recognisable filler, not DDP).
-func pushDatagram(b *sendBatch, dest netip.AddrPort, payload []byte, ref dgramRef) bool {
+func pushDatagram(b *SendBatch, dest netip.AddrPort, payload []byte, ref DgramRef) bool {
 	dlen := 18 + len(payload) + 4
 	pieces := [][]byte{payload}
 	if len(payload) == 0 {
 		pieces = nil
 	}
-	if !b.fits(dest, dlen, 2+len(pieces), maxSendMsgs) {
+	if !b.Fits(dest, dlen, 2+len(pieces), MaxSendMsgs) {
 		return false
 	}
-	sc := b.nextScratch()
+	sc := b.NextScratch()
 	for i := range 22 {
-		sc[i] = byte(0xa0 + ref.seg)
+		sc[i] = byte(0xa0 + ref.Seg)
 	}
-	b.push(dest, sc[:18], pieces, sc[18:22], ref)
+	b.Push(dest, sc[:18], pieces, sc[18:22], ref)
 	return true
 }
 
@@ -68,21 +68,21 @@ func TestSendBatchGrouping(t *testing.T) {
 	d2 := netip.MustParseAddrPort("127.0.0.1:2000")
 	full := make([]byte, 100)
 	short := make([]byte, 40)
-	b := newSendBatch()
-	b.reset(true)
-	pushDatagram(b, d1, full, dgramRef{0, 0})
-	pushDatagram(b, d1, full, dgramRef{0, 1})
-	pushDatagram(b, d1, short, dgramRef{0, 2}) // shorter: ends the GSO message
-	pushDatagram(b, d1, full, dgramRef{1, 0})  // new message
-	pushDatagram(b, d2, full, dgramRef{2, 0})  // other destination: new message
-	pushDatagram(b, d2, make([]byte, 120), dgramRef{3, 0})
-	msgs := b.finish()
+	b := NewSendBatch()
+	b.Reset(true)
+	pushDatagram(b, d1, full, DgramRef{0, 0})
+	pushDatagram(b, d1, full, DgramRef{0, 1})
+	pushDatagram(b, d1, short, DgramRef{0, 2}) // shorter: ends the GSO message
+	pushDatagram(b, d1, full, DgramRef{1, 0})  // new message
+	pushDatagram(b, d2, full, DgramRef{2, 0})  // other destination: new message
+	pushDatagram(b, d2, make([]byte, 120), DgramRef{3, 0})
+	msgs := b.Finish()
 	if len(msgs) != 4 {
 		t.Fatalf("%d messages, want 4", len(msgs))
 	}
-	want := [][]dgramRef{{{0, 0}, {0, 1}, {0, 2}}, {{1, 0}}, {{2, 0}}, {{3, 0}}}
+	want := [][]DgramRef{{{0, 0}, {0, 1}, {0, 2}}, {{1, 0}}, {{2, 0}}, {{3, 0}}}
 	for i, w := range want {
-		got := b.msgDgrams(i)
+		got := b.MsgDgrams(i)
 		if len(got) != len(w) {
 			t.Fatalf("message %d: datagrams %v, want %v", i, got, w)
 		}
@@ -95,7 +95,7 @@ func TestSendBatchGrouping(t *testing.T) {
 	if h := msgs[0].Hdr; h.Iovlen != 9 || h.Controllen != uint64(unix.CmsgSpace(2)) {
 		t.Fatalf("GSO message: %d iovecs, control %d", h.Iovlen, h.Controllen)
 	}
-	cm := b.cmsgBytes(0)
+	cm := b.CmsgBytes(0)
 	if hdr := (*unix.Cmsghdr)(unsafe.Pointer(&cm[0])); hdr.Level != unix.SOL_UDP || hdr.Type != unix.UDP_SEGMENT ||
 		cm[unix.SizeofCmsghdr] != 122 || cm[unix.SizeofCmsghdr+1] != 0 {
 		t.Fatalf("UDP_SEGMENT cmsg %+v % x", hdr, cm)
@@ -105,35 +105,35 @@ func TestSendBatchGrouping(t *testing.T) {
 			t.Fatalf("message %d: control %d, %d iovecs", i, h.Controllen, h.Iovlen)
 		}
 	}
-	if getSockaddr(&b.names[2], msgs[2].Hdr.Namelen) != d2 {
-		t.Fatalf("destination %v", getSockaddr(&b.names[2], msgs[2].Hdr.Namelen))
+	if GetSockaddr(&b.Names[2], msgs[2].Hdr.Namelen) != d2 {
+		t.Fatalf("destination %v", GetSockaddr(&b.Names[2], msgs[2].Hdr.Namelen))
 	}
 
 	// Without GSO: one datagram per message.
-	b.reset(false)
+	b.Reset(false)
 	for i := range 3 {
-		pushDatagram(b, d1, full, dgramRef{0, uint32(i)})
+		pushDatagram(b, d1, full, DgramRef{0, uint32(i)})
 	}
-	if msgs := b.finish(); len(msgs) != 3 {
+	if msgs := b.Finish(); len(msgs) != 3 {
 		t.Fatalf("no GSO: %d messages", len(msgs))
 	}
 
 	// Bounds: segments per GSO message, octets per GSO message.
-	b.reset(true)
-	for i := range maxGSOSegments + 1 {
-		if !pushDatagram(b, d1, make([]byte, 10), dgramRef{0, uint32(i)}) {
+	b.Reset(true)
+	for i := range MaxGSOSegments + 1 {
+		if !pushDatagram(b, d1, make([]byte, 10), DgramRef{0, uint32(i)}) {
 			t.Fatal("batch full")
 		}
 	}
-	if msgs := b.finish(); len(msgs) != 2 || len(b.msgDgrams(0)) != maxGSOSegments {
-		t.Fatalf("segment bound: %d messages, %d in the first", len(msgs), len(b.msgDgrams(0)))
+	if msgs := b.Finish(); len(msgs) != 2 || len(b.MsgDgrams(0)) != MaxGSOSegments {
+		t.Fatalf("segment bound: %d messages, %d in the first", len(msgs), len(b.MsgDgrams(0)))
 	}
-	b.reset(true)
+	b.Reset(true)
 	big := make([]byte, 30000)
 	for i := range 3 {
-		pushDatagram(b, d1, big, dgramRef{0, uint32(i)})
+		pushDatagram(b, d1, big, DgramRef{0, uint32(i)})
 	}
-	if msgs := b.finish(); len(msgs) != 2 || len(b.msgDgrams(0)) != 2 {
+	if msgs := b.Finish(); len(msgs) != 2 || len(b.MsgDgrams(0)) != 2 {
 		t.Fatalf("octet bound: %d messages", len(msgs))
 	}
 }
@@ -144,25 +144,25 @@ func TestSendBatchGrouping(t *testing.T) {
 func TestSendmmsgGSOAndGRO(t *testing.T) {
 	for _, gro := range []bool{false, true} {
 		tx, rx, dest := udpPair(t, gro)
-		b := newSendBatch()
-		b.reset(true)
+		b := NewSendBatch()
+		b.Reset(true)
 		payloads := [][]byte{bytes.Repeat([]byte{1}, 1000), bytes.Repeat([]byte{2}, 1000), bytes.Repeat([]byte{3}, 500)}
 		for i, p := range payloads {
-			pushDatagram(b, dest, p, dgramRef{0, uint32(i)})
+			pushDatagram(b, dest, p, DgramRef{0, uint32(i)})
 		}
-		msgs := b.finish()
-		n, err := sysSendmmsg(tx, msgs)
-		if err != nil && gsoRefused(err) {
+		msgs := b.Finish()
+		n, err := SysSendmmsg(tx, msgs)
+		if err != nil && GSORefused(err) {
 			t.Skipf("kernel refuses UDP GSO: %v", err)
 		}
 		if err != nil || n != 1 {
 			t.Fatalf("sendmmsg = %d, %v", n, err)
 		}
 		var got [][]byte
-		rb := newRecvBatch()
+		rb := NewRecvBatch()
 		deadline := time.Now().Add(5 * time.Second)
 		for len(got) < 3 && time.Now().Before(deadline) {
-			k, err := sysRecvmmsg(rx, rb.prepare(recvSlots))
+			k, err := SysRecvmmsg(rx, rb.Prepare(RecvSlots))
 			if errors.Is(err, unix.EAGAIN) {
 				time.Sleep(time.Millisecond)
 				continue
@@ -170,23 +170,23 @@ func TestSendmmsgGSOAndGRO(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rb.received(k)
+			rb.Received(k)
 			for i := range k {
-				s := &rb.slots[i]
-				seg := s.n
-				if s.gso > 0 {
-					seg = s.gso
+				s := &rb.Slots[i]
+				seg := s.N
+				if s.Gso > 0 {
+					seg = s.Gso
 				}
-				for off := 0; off < s.n; off += seg {
-					d := make([]byte, min(seg, s.n-off))
-					rnic.CopyRange(d, s.view, off)
+				for off := 0; off < s.N; off += seg {
+					d := make([]byte, min(seg, s.N-off))
+					rnic.CopyRange(d, s.View, off)
 					got = append(got, d)
 				}
-				if gro && s.gso != 1022 {
-					t.Errorf("GRO segment size %d, want 1022", s.gso)
+				if gro && s.Gso != 1022 {
+					t.Errorf("GRO segment size %d, want 1022", s.Gso)
 				}
-				if s.src.Addr() != dest.Addr() {
-					t.Errorf("source %v", s.src)
+				if s.Src.Addr() != dest.Addr() {
+					t.Errorf("source %v", s.Src)
 				}
 			}
 		}
@@ -206,25 +206,25 @@ func TestSendmmsgGSOAndGRO(t *testing.T) {
 // not allocate.
 func TestBatchIOAllocs(t *testing.T) {
 	tx, rx, dest := udpPair(t, true)
-	b := newSendBatch()
-	rb := newRecvBatch()
+	b := NewSendBatch()
+	rb := NewRecvBatch()
 	payload := make([]byte, 1400)
 	pieces := [][]byte{payload[:700], payload[700:]}
 	allocs := testing.AllocsPerRun(200, func() {
-		b.reset(true)
+		b.Reset(true)
 		for i := range 8 {
-			sc := b.nextScratch()
-			b.push(dest, sc[:18], pieces, sc[18:22], dgramRef{int32(i), 0})
+			sc := b.NextScratch()
+			b.Push(dest, sc[:18], pieces, sc[18:22], DgramRef{int32(i), 0})
 		}
-		if _, err := sysSendmmsg(tx, b.finish()); err != nil {
+		if _, err := SysSendmmsg(tx, b.Finish()); err != nil {
 			t.Fatal(err)
 		}
 		for {
-			n, err := sysRecvmmsg(rx, rb.prepare(recvSlots))
+			n, err := SysRecvmmsg(rx, rb.Prepare(RecvSlots))
 			if err != nil {
 				break
 			}
-			rb.received(n)
+			rb.Received(n)
 		}
 	})
 	if allocs != 0 {
@@ -236,18 +236,18 @@ func TestBatchIOAllocs(t *testing.T) {
 // receives looked ahead (issue 13 point 9: a datagram dropped after recvmmsg
 // must not have touched a posted buffer).
 func TestPrepareKeepsClientMemoryOut(t *testing.T) {
-	rb := newRecvBatch()
+	rb := NewRecvBatch()
 	client := make([]byte, 4096)
-	for k := range rb.rqes {
-		rb.rqes[k].Bufs = [][]byte{client[k*64 : k*64+64]}
+	for k := range rb.Rqes {
+		rb.Rqes[k].Bufs = [][]byte{client[k*64 : k*64+64]}
 	}
-	rb.nrqe = len(rb.rqes)
-	msgs := rb.prepare(recvSlots)
+	rb.Nrqe = len(rb.Rqes)
+	msgs := rb.Prepare(RecvSlots)
 	lo, hi := uintptr(unsafe.Pointer(&client[0])), uintptr(unsafe.Pointer(&client[len(client)-1]))
 	for i := range msgs {
-		s := &rb.slots[i]
-		if len(s.view) != 2 || &s.view[0][0] != &s.hdr[0] || &s.view[1][0] != &s.tail[0] {
-			t.Fatalf("slot %d view has %d pieces, want [header][tail]", i, len(s.view))
+		s := &rb.Slots[i]
+		if len(s.View) != 2 || &s.View[0][0] != &s.Hdr[0] || &s.View[1][0] != &s.Tail[0] {
+			t.Fatalf("slot %d view has %d pieces, want [header][tail]", i, len(s.View))
 		}
 		iov := unsafe.Slice(msgs[i].Hdr.Iov, msgs[i].Hdr.Iovlen)
 		for _, v := range iov {
@@ -269,7 +269,7 @@ func TestCopyBetweenAndChecksumAt(t *testing.T) {
 		t.Fatalf("copyBetween into a short destination = %d %q", n, small[0])
 	}
 	flat := []byte("hdrabcdefgh")
-	if checksumAt(src, 2, 7) != rnic.ChecksumRange([][]byte{flat[2:9]}, 7) {
+	if ChecksumAt(src, 2, 7) != rnic.ChecksumRange([][]byte{flat[2:9]}, 7) {
 		t.Fatal("checksumAt differs from the CRC of the flat range")
 	}
 }
@@ -278,13 +278,13 @@ func TestSockaddrAndCmsg(t *testing.T) {
 	for _, s := range []string{"127.0.0.1:17000", "[::1]:9", "[fe80::1]:65535"} {
 		a := netip.MustParseAddrPort(s)
 		var raw unix.RawSockaddrInet6
-		n := putSockaddr(&raw, a)
-		if got := getSockaddr(&raw, n); got != a {
+		n := PutSockaddr(&raw, a)
+		if got := GetSockaddr(&raw, n); got != a {
 			t.Errorf("%v: round trip %v", a, got)
 		}
 	}
 	var raw unix.RawSockaddrInet6
-	if got := getSockaddr(&raw, 2); got.IsValid() {
+	if got := GetSockaddr(&raw, 2); got.IsValid() {
 		t.Errorf("short sockaddr: %v", got)
 	}
 	var w [4]uint64
@@ -294,14 +294,14 @@ func TestSockaddrAndCmsg(t *testing.T) {
 	h.SetLen(unix.CmsgLen(4))
 	cm[unix.SizeofCmsghdr] = 0xc8
 	cm[unix.SizeofCmsghdr+1] = 0x05
-	if got := groSegmentSize(cm, unix.CmsgSpace(4)); got != 1480 {
+	if got := GROSegmentSize(cm, unix.CmsgSpace(4)); got != 1480 {
 		t.Fatalf("GRO size %d", got)
 	}
-	if got := groSegmentSize(cm, 8); got != 0 {
+	if got := GROSegmentSize(cm, 8); got != 0 {
 		t.Fatalf("truncated control: %d", got)
 	}
 	h.SetLen(1000)
-	if got := groSegmentSize(cm, 32); got != 0 {
+	if got := GROSegmentSize(cm, 32); got != 0 {
 		t.Fatalf("bad length: %d", got)
 	}
 }
@@ -356,31 +356,31 @@ func TestRingViewLookahead(t *testing.T) {
 // TestReassemblerRanges: out of order, duplicates, partial overlaps, and
 // no allocation once warm.
 func TestReassemblerRanges(t *testing.T) {
-	var r reassembler
+	var r Reassembler
 	now := time.Unix(1000, 0)
-	key := partialKey{netip.MustParseAddrPort("10.0.0.1:1"), 7}
+	key := PartialKey{netip.MustParseAddrPort("10.0.0.1:1"), 7}
 	msg := []byte("abcdefghijkl")
-	add := func(mo int, last bool, n int) (*partial, addResult) {
-		return r.add(key, uint32(mo), last, [][]byte{msg[mo : mo+n]}, 0, n, false, now, 4, 1<<20)
+	add := func(mo int, last bool, n int) (*Partial, AddResult) {
+		return r.Add(key, uint32(mo), last, [][]byte{msg[mo : mo+n]}, 0, n, false, now, 4, 1<<20)
 	}
-	if p, res := add(8, true, 4); p != nil || res != addOK {
+	if p, res := add(8, true, 4); p != nil || res != AddOK {
 		t.Fatal("last alone completed")
 	}
 	add(0, false, 4)
-	if p, _ := add(0, false, 4); p != nil || r.partials() != 1 {
+	if p, _ := add(0, false, 4); p != nil || r.Partials() != 1 {
 		t.Fatal("duplicate changed the message")
 	}
-	if _, res := add(2, false, 4); res != addBad || r.partials() != 0 {
-		t.Fatalf("partial overlap: %v, %d partials", res, r.partials())
+	if _, res := add(2, false, 4); res != AddBad || r.Partials() != 0 {
+		t.Fatalf("partial overlap: %v, %d partials", res, r.Partials())
 	}
 	order := []int{4, 0, 8}
 	for _, mo := range order {
 		p, res := add(mo, mo == 8, 4)
 		if mo == 8 {
-			if p == nil || res != addOK || string(p.buf) != string(msg) {
+			if p == nil || res != AddOK || string(p.Buf) != string(msg) {
 				t.Fatalf("reassembled %v %v", p, res)
 			}
-			r.release(p)
+			r.Release(p)
 		} else if p != nil {
 			t.Fatal("completed early")
 		}
@@ -388,7 +388,7 @@ func TestReassemblerRanges(t *testing.T) {
 	allocs := testing.AllocsPerRun(100, func() {
 		for _, mo := range order {
 			if p, _ := add(mo, mo == 8, 4); p != nil {
-				r.release(p)
+				r.Release(p)
 			}
 		}
 	})
@@ -415,12 +415,12 @@ func FuzzReceivedMetadata(f *testing.F) {
 		if n < 0 {
 			n = -n
 		}
-		groSegmentSize(c[:min(len(control), 64)], n)
+		GROSegmentSize(c[:min(len(control), 64)], n)
 		var raw unix.RawSockaddrInet6
 		copy((*[unix.SizeofSockaddrInet6]byte)(unsafe.Pointer(&raw))[:], name)
-		if a := getSockaddr(&raw, namelen); a.IsValid() {
+		if a := GetSockaddr(&raw, namelen); a.IsValid() {
 			var back unix.RawSockaddrInet6
-			if got := getSockaddr(&back, putSockaddr(&back, a)); got != a {
+			if got := GetSockaddr(&back, PutSockaddr(&back, a)); got != a {
 				t.Fatalf("round trip %v -> %v", a, got)
 			}
 		}

@@ -1,4 +1,4 @@
-package verbsd
+package ud
 
 import (
 	"encoding/binary"
@@ -23,7 +23,7 @@ const (
 	maxIOVPerMsg = 1024
 	// maxGSOSegments is UDP_MAX_SEGMENTS of the kernel (64 before 6.x, 128
 	// after): the most datagrams one UDP_SEGMENT send may carry.
-	maxGSOSegments = 64
+	MaxGSOSegments = 64
 	// maxGSOBytes is the most UDP payload octets of one send, segmented or
 	// not (65535 − IPv4 header − UDP header).
 	maxGSOBytes = 65507
@@ -35,7 +35,7 @@ const (
 // sysSendmmsg sends msgs with one sendmmsg(2) (MSG_DONTWAIT) and returns how
 // many were sent. As the kernel does, an error is only reported when the
 // first message fails; a later failure shows as a short count.
-func sysSendmmsg(fd int, msgs []unix.Mmsghdr) (int, error) {
+func SysSendmmsg(fd int, msgs []unix.Mmsghdr) (int, error) {
 	if len(msgs) == 0 {
 		return 0, nil
 	}
@@ -50,7 +50,7 @@ func sysSendmmsg(fd int, msgs []unix.Mmsghdr) (int, error) {
 
 // sysRecvmmsg receives up to len(msgs) datagrams with one recvmmsg(2)
 // (MSG_DONTWAIT) and returns how many it got.
-func sysRecvmmsg(fd int, msgs []unix.Mmsghdr) (int, error) {
+func SysRecvmmsg(fd int, msgs []unix.Mmsghdr) (int, error) {
 	if len(msgs) == 0 {
 		return 0, nil
 	}
@@ -70,7 +70,7 @@ func setIov(iov *unix.Iovec, b []byte) {
 
 // putSockaddr writes a in the kernel's sockaddr_in / sockaddr_in6 form into
 // raw and returns its length.
-func putSockaddr(raw *unix.RawSockaddrInet6, a netip.AddrPort) uint32 {
+func PutSockaddr(raw *unix.RawSockaddrInet6, a netip.AddrPort) uint32 {
 	ip := a.Addr()
 	b := (*[unix.SizeofSockaddrInet6]byte)(unsafe.Pointer(raw))
 	clear(b[:])
@@ -88,7 +88,7 @@ func putSockaddr(raw *unix.RawSockaddrInet6, a netip.AddrPort) uint32 {
 }
 
 // getSockaddr reads a source address the kernel wrote into raw (n octets).
-func getSockaddr(raw *unix.RawSockaddrInet6, n uint32) netip.AddrPort {
+func GetSockaddr(raw *unix.RawSockaddrInet6, n uint32) netip.AddrPort {
 	b := (*[unix.SizeofSockaddrInet6]byte)(unsafe.Pointer(raw))
 	if n < 4 {
 		return netip.AddrPort{}
@@ -120,7 +120,7 @@ func putSegmentCmsg(b []byte, size uint16) int {
 
 // groSegmentSize returns the UDP_GRO segment size found in the control
 // messages b (the first n octets the kernel wrote), or 0.
-func groSegmentSize(b []byte, n int) int {
+func GROSegmentSize(b []byte, n int) int {
 	b = b[:min(n, len(b))]
 	for len(b) >= unix.SizeofCmsghdr {
 		h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
@@ -142,14 +142,14 @@ func groSegmentSize(b []byte, n int) int {
 
 // gsoRefused reports whether err from a UDP_SEGMENT send means the kernel
 // or the route cannot do UDP GSO (rather than a fault of the datagram).
-func gsoRefused(err error) bool {
+func GSORefused(err error) bool {
 	return errors.Is(err, unix.EIO) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOPROTOOPT) ||
 		errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EMSGSIZE)
 }
 
 // transientSendError reports whether a send should simply be retried later
 // (socket buffer full, interrupted).
-func transientSendError(err error) bool {
+func TransientSendError(err error) bool {
 	return errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.ENOBUFS) || errors.Is(err, unix.EINTR)
 }
 
@@ -157,8 +157,8 @@ func transientSendError(err error) bool {
 // UDP_GRO when enabled (the kernel may then hand over several datagrams of
 // one flow as one buffer, with their size in a UDP_GRO control message).
 // A kernel without UDP GRO is not an error: the QP runs without it.
-func (e *engine) initSocket(q *qp) {
-	q.gso = e.Cfg.GSO
+func (e *Engine) initSocket(q *QP) {
+	q.Gso = e.Cfg.GSO
 	if e.Cfg.GRO {
 		if err := unix.SetsockoptInt(q.FD, unix.SOL_UDP, unix.UDP_GRO, 1); err != nil {
 			e.count(q, rnic.CGROUnavailable, 1)

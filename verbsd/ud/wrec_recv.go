@@ -1,4 +1,4 @@
-package verbsd
+package ud
 
 import (
 	"encoding/binary"
@@ -45,17 +45,17 @@ import (
 // wrecHeaderLen is the tagged DDP header plus the Write-Record header;
 // wrecImmHeaderLen with the Immediate Data of opcode 0xD.
 const (
-	wrecHeaderLen    = ddp.TaggedHeaderLen + rdmap.WriteRecordLen
+	WrecHeaderLen    = ddp.TaggedHeaderLen + rdmap.WriteRecordLen
 	wrecImmHeaderLen = ddp.TaggedHeaderLen + rdmap.WriteRecordImmLen
 )
 
 // writeRecordSegment judges the tagged datagram of n octets at off of receive
 // slot i (CRC already checked) and places it.
-func (e *engine) writeRecordSegment(q *qp, i, off, n int, now time.Time) {
-	s := &e.rb.slots[i]
+func (e *Engine) writeRecordSegment(q *QP, i, off, n int, now time.Time) {
+	s := &e.Rb.Slots[i]
 	body := n - crc32c.Size // ≥ TaggedHeaderLen (datagram checked)
 	var hb [wrecImmHeaderLen]byte
-	rnic.CopyRange(hb[:min(body, wrecImmHeaderLen)], s.view, off)
+	rnic.CopyRange(hb[:min(body, wrecImmHeaderLen)], s.View, off)
 	h, _, err := ddp.Parse(hb[:ddp.TaggedHeaderLen])
 	if err != nil {
 		e.count(q, rnic.CDropTruncated, 1)
@@ -70,33 +70,33 @@ func (e *engine) writeRecordSegment(q *qp, i, off, n int, now time.Time) {
 		e.count(q, rnic.CDropTagged, 1)
 		return
 	}
-	seg := wrecSegment{src: s.src, srcQKey: e.rb.srcQKey, h: h, ddpHdr: hb[:ddp.TaggedHeaderLen], segLen: body,
-		pieces: s.view, quiet: e.rb.mcast}
-	hl, ok := seg.parseHeader(hb[:min(body, wrecImmHeaderLen)])
+	seg := WrecSegment{Src: s.Src, srcQKey: e.Rb.srcQKey, H: h, DdpHdr: hb[:ddp.TaggedHeaderLen], SegLen: body,
+		Pieces: s.View, Quiet: e.Rb.mcast}
+	hl, ok := seg.ParseHeader(hb[:min(body, wrecImmHeaderLen)])
 	if !ok {
 		e.count(q, rnic.CDropTruncated, 1)
 		return
 	}
-	seg.off, seg.n = off+hl, body-hl
-	r, st := e.acceptWriteRecord(q, &seg, now)
-	if st != recordComplete {
+	seg.off, seg.N = off+hl, body-hl
+	r, st := e.AcceptWriteRecord(q, &seg, now)
+	if st != RecordComplete {
 		return
 	}
-	e.completeRecord(q, r, e.recvFor(q), true)
+	e.CompleteRecord(q, r, e.recvFor(q), true)
 }
 
 // wrecSegment is one received Write-Record segment: its headers and where
 // its payload lies (n octets at off of pieces).
-type wrecSegment struct {
-	src     netip.AddrPort
+type WrecSegment struct {
+	Src     netip.AddrPort
 	srcQKey uint32 // the source's Q_Key, for the error message
-	h       ddp.Header
+	H       ddp.Header
 	wr      rdmap.WriteRecord
-	ddpHdr  []byte // the 14-octet tagged header as received (for the error message)
-	segLen  int    // DDP segment length (headers and payload)
-	pieces  [][]byte
-	off, n  int
-	quiet   bool   // send no error message (received on a multicast group; RD reports it itself)
+	DdpHdr  []byte // the 14-octet tagged header as received (for the error message)
+	SegLen  int    // DDP segment length (headers and payload)
+	Pieces  [][]byte
+	off, N  int
+	Quiet   bool   // send no error message (received on a multicast group; RD reports it itself)
 	hasImm  bool   // opcode 0xD: a Write-Record with Immediate
 	imm     uint32 // its immediate value (octets 0–3 of the Immediate Data)
 }
@@ -105,65 +105,65 @@ type wrecSegment struct {
 // Immediate Data) from b, the segment's first octets from its tagged DDP
 // header on (sg.h parsed), and returns the octets before the payload;
 // false: the segment is shorter than its headers.
-func (sg *wrecSegment) parseHeader(b []byte) (int, bool) {
-	if rdmap.Control(sg.h.ULPControl).Opcode() == rdmap.OpWriteRecordImm {
+func (sg *WrecSegment) ParseHeader(b []byte) (int, bool) {
+	if rdmap.Control(sg.H.ULPControl).Opcode() == rdmap.OpWriteRecordImm {
 		w, _, err := rdmap.ParseWriteRecordImm(b[min(len(b), ddp.TaggedHeaderLen):])
 		sg.wr, sg.hasImm, sg.imm = w.WriteRecord, true, w.Imm.Value()
 		return wrecImmHeaderLen, err == nil
 	}
 	w, _, err := rdmap.ParseWriteRecord(b[min(len(b), ddp.TaggedHeaderLen):])
 	sg.wr = w
-	return wrecHeaderLen, err == nil
+	return WrecHeaderLen, err == nil
 }
 
 type recordStatus uint8
 
 const (
 	recordPending  recordStatus = iota // placed, the record is not complete yet
-	recordComplete                     // placed, the record is complete: the caller completes it
+	RecordComplete                     // placed, the record is complete: the caller completes it
 	recordDropped                      // dropped (counted): malformed, duplicate, record failed
-	recordRefused                      // refused by the access checks (error message sent)
+	RecordRefused                      // refused by the access checks (error message sent)
 )
 
 // acceptWriteRecord validates and places one segment. On recordComplete the
 // record has left the table and the caller must hand it to completeRecord.
-func (e *engine) acceptWriteRecord(q *qp, sg *wrecSegment, now time.Time) (*wrecRecord, recordStatus) {
-	h, wr := &sg.h, &sg.wr
-	n := uint64(sg.n)
+func (e *Engine) AcceptWriteRecord(q *QP, sg *WrecSegment, now time.Time) (*WrecRecord, recordStatus) {
+	h, wr := &sg.H, &sg.wr
+	n := uint64(sg.N)
 	end := uint64(wr.MessageOffset) + n
 	if end > uint64(wr.MessageLength) || h.Last != (end == uint64(wr.MessageLength)) ||
 		(n == 0 && wr.MessageLength != 0) || h.TO < uint64(wr.MessageOffset) {
 		e.count(q, rnic.CWrecDropped, 1)
 		return nil, recordDropped
 	}
-	key := wrecKey{src: sg.src, stag: h.Stag, id: wr.RecordID}
+	key := WrecKey{Src: sg.Src, Stag: h.Stag, Id: wr.RecordID}
 	t := &q.wrec
-	if t.dead(key, now) {
+	if t.Dead(key, now) {
 		e.count(q, rnic.CWrecDropped, 1)
 		return nil, recordDropped
 	}
 	tomb := now.Add(4 * e.Cfg.ReassemblyTimeout)
-	dst, fault := e.RemoteAccess(q.QP, sg.src, h.Stag, h.TO, n, proto.AccessRemoteWrite, now) // access_guard.go
+	dst, fault := e.RemoteAccess(q.QP, sg.Src, h.Stag, h.TO, n, proto.AccessRemoteWrite, now) // access_guard.go
 	if fault != 0 {
 		e.count(q, rnic.CWrecAccessErr, 1)
 		if i := t.find(key); i >= 0 {
 			t.remove(i)
 		}
-		t.bury(key, tomb)
-		if !sg.quiet && e.ErrorReplyAllowed(q.QP, sg.src, now) {
-			e.sendErrorMessage(q, sg.src, sg.srcQKey, rnic.DgramAccessError, sg.ddpHdr, sg.segLen)
+		t.Bury(key, tomb)
+		if !sg.Quiet && e.ErrorReplyAllowed(q.QP, sg.Src, now) {
+			e.sendErrorMessage(q, sg.Src, sg.srcQKey, rnic.DgramAccessError, sg.DdpHdr, sg.SegLen)
 		}
-		return nil, recordRefused
+		return nil, RecordRefused
 	}
 	base := h.TO - uint64(wr.MessageOffset)
 	i := t.find(key)
 	if i < 0 {
 		if len(t.live) >= e.Cfg.MaxPartial {
 			old := t.remove(t.oldest())
-			t.bury(old.key, tomb)
+			t.Bury(old.key, tomb)
 			e.count(q, rnic.CWrecEvicted, 1)
 		}
-		t.live = append(t.live, &wrecRecord{key: key, base: base, length: wr.MessageLength, hasImm: sg.hasImm, imm: sg.imm})
+		t.live = append(t.live, &WrecRecord{key: key, base: base, length: wr.MessageLength, hasImm: sg.hasImm, imm: sg.imm})
 		i = len(t.live) - 1
 	}
 	r := t.live[i]
@@ -171,36 +171,36 @@ func (e *engine) acceptWriteRecord(q *qp, sg *wrecSegment, now time.Time) (*wrec
 		e.count(q, rnic.CWrecDropped, 1)
 		return nil, recordDropped
 	}
-	if _, ok := r.place(wr.MessageOffset, uint32(end)); !ok {
+	if _, ok := r.Place(wr.MessageOffset, uint32(end)); !ok {
 		t.remove(i)
-		t.bury(key, tomb)
+		t.Bury(key, tomb)
 		e.count(q, rnic.CWrecDropped, 1)
 		return nil, recordDropped
 	}
-	rnic.CopyRange(dst, sg.pieces, sg.off)
+	rnic.CopyRange(dst, sg.Pieces, sg.off)
 	if e.CommitOne(dst) != nil { // stage.go: the target's process memory went away
 		e.count(q, rnic.CWrecAccessErr, 1)
 		t.remove(i)
-		t.bury(key, tomb)
-		if !sg.quiet {
-			e.sendErrorMessage(q, sg.src, sg.srcQKey, rnic.DgramAccessError, sg.ddpHdr, sg.segLen)
+		t.Bury(key, tomb)
+		if !sg.Quiet {
+			e.sendErrorMessage(q, sg.Src, sg.srcQKey, rnic.DgramAccessError, sg.DdpHdr, sg.SegLen)
 		}
-		return nil, recordRefused
+		return nil, RecordRefused
 	}
 	e.count(q, rnic.CWrecPlaced, 1)
 	r.deadline = now.Add(e.Cfg.ReassemblyTimeout)
-	if r.got < uint64(r.length) || (r.length == 0 && !h.Last) {
+	if r.Got < uint64(r.length) || (r.length == 0 && !h.Last) {
 		return nil, recordPending
 	}
 	t.remove(i)
-	t.bury(key, tomb)
-	return r, recordComplete
+	t.Bury(key, tomb)
+	return r, RecordComplete
 }
 
 // headRecv loads the head of q's receive ring (outside a receive batch), or
 // returns nil when none is posted or it is bad (then it completed with an
 // error and q went to ERROR).
-func (e *engine) headRecv(q *qp) *rnic.RecvWR {
+func (e *Engine) HeadRecv(q *QP) *rnic.RecvWR {
 	if q.State != proto.QPStateRTR && q.State != proto.QPStateRTS {
 		return nil
 	}
@@ -214,8 +214,8 @@ func (e *engine) headRecv(q *qp) *rnic.RecvWR {
 		return nil
 	}
 	w := &q.wrec.recv
-	if st := e.loadRecv(q, w, slot); st != proto.WCSuccess {
-		e.failWR(q, q.RecvCQ, w.WRID, proto.WCRecv, st)
+	if st := e.LoadRecv(q, w, slot); st != proto.WCSuccess {
+		e.FailWR(q, q.RecvCQ, w.WRID, proto.WCRecv, st)
 		return nil
 	}
 	return w
@@ -223,7 +223,7 @@ func (e *engine) headRecv(q *qp) *rnic.RecvWR {
 
 // expireRecords completes, partly placed, the records of q whose deadline
 // passed (UD).
-func (e *engine) expireRecords(q *qp, now time.Time) bool {
+func (e *Engine) expireRecords(q *QP, now time.Time) bool {
 	t := &q.wrec
 	work := false
 	for i := 0; i < len(t.live); {
@@ -232,8 +232,8 @@ func (e *engine) expireRecords(q *qp, now time.Time) bool {
 			continue
 		}
 		r := t.remove(i)
-		t.bury(r.key, now.Add(4*e.Cfg.ReassemblyTimeout))
-		e.completeRecord(q, r, e.headRecv(q), false)
+		t.Bury(r.key, now.Add(4*e.Cfg.ReassemblyTimeout))
+		e.CompleteRecord(q, r, e.HeadRecv(q), false)
 		work = true
 	}
 	return work
@@ -241,7 +241,7 @@ func (e *engine) expireRecords(q *qp, now time.Time) bool {
 
 // completeRecord consumes receive w (nil: none posted) with r's completion.
 // inBatch says w came from recvFor in the current receive batch.
-func (e *engine) completeRecord(q *qp, r *wrecRecord, w *rnic.RecvWR, inBatch bool) {
+func (e *Engine) CompleteRecord(q *QP, r *WrecRecord, w *rnic.RecvWR, inBatch bool) {
 	if w == nil {
 		e.count(q, rnic.CWrecNoRecv, 1)
 		return
@@ -251,7 +251,7 @@ func (e *engine) completeRecord(q *qp, r *wrecRecord, w *rnic.RecvWR, inBatch bo
 		flags |= proto.WCFlagImm
 	}
 	status := proto.WCSuccess
-	if r.got < uint64(r.length) {
+	if r.Got < uint64(r.length) {
 		flags |= proto.WCFlagRecordTrim
 		e.count(q, rnic.CWrecTrimmed, 1)
 	} else {
@@ -260,14 +260,14 @@ func (e *engine) completeRecord(q *qp, r *wrecRecord, w *rnic.RecvWR, inBatch bo
 	if w.Total < 4 {
 		status = proto.WCLocLenErr
 	} else {
-		fit := min(len(r.spans), (w.Total-4)/8)
-		if fit < len(r.spans) {
+		fit := min(len(r.Spans), (w.Total-4)/8)
+		if fit < len(r.Spans) {
 			flags |= proto.WCFlagRecordTrim
 		}
 		b := binary.LittleEndian.AppendUint32(q.wrec.scratch[:0], uint32(fit))
-		for _, s := range r.spans[:fit] {
-			b = binary.LittleEndian.AppendUint32(b, s.start)
-			b = binary.LittleEndian.AppendUint32(b, s.end-s.start)
+		for _, s := range r.Spans[:fit] {
+			b = binary.LittleEndian.AppendUint32(b, s.Start)
+			b = binary.LittleEndian.AppendUint32(b, s.End-s.Start)
 		}
 		q.wrec.scratch = b[:0]
 		rnic.Scatter(w.Bufs, b)
@@ -279,11 +279,11 @@ func (e *engine) completeRecord(q *qp, r *wrecRecord, w *rnic.RecvWR, inBatch bo
 	c.Advance()
 	c.Release()
 	if inBatch {
-		e.rb.used++
+		e.Rb.Used++
 	}
 	w.Valid = false
 	e.count(q, rnic.CMessagesIn, 1)
-	e.count(q, rnic.CBytesIn, int64(r.got))
+	e.count(q, rnic.CBytesIn, int64(r.Got))
 	e.PostCQE(q.S, q.RecvCQ, &proto.CQE{WRID: w.WRID, Status: status, Opcode: proto.WCRecvWriteRecord, Flags: flags,
-		ByteLen: r.length, QPN: q.QPN, Src: r.key.src, InvStag: r.key.stag, TO: r.base, Imm: r.imm})
+		ByteLen: r.length, QPN: q.QPN, Src: r.key.Src, InvStag: r.key.Stag, TO: r.base, Imm: r.imm})
 }

@@ -1,4 +1,4 @@
-package verbsd
+package ud
 
 import (
 	"encoding/binary"
@@ -51,7 +51,7 @@ type sendWR struct {
 // complete in order as their last datagram is handed to the kernel; a short
 // send (socket buffer full) resumes at the first datagram not sent. At most
 // PollBatch msghdrs are sent per QP per pass.
-func (e *engine) send(q *qp) bool {
+func (e *Engine) send(q *QP) bool {
 	q.Blocked = false
 	work := false
 	budget := e.Cfg.PollBatch
@@ -68,23 +68,23 @@ func (e *engine) send(q *qp) bool {
 			break
 		}
 		work = true
-		sent, err := e.sendmmsg(q.FD, msgs)
+		sent, err := e.Sendmmsg(q.FD, msgs)
 		e.count(q, rnic.CSendCalls, 1)
 		e.sendDone(q, sent)
 		budget -= sent
 		if sent == len(msgs) {
 			continue
 		}
-		if err == nil || transientSendError(err) {
+		if err == nil || TransientSendError(err) {
 			q.Blocked = true
 			e.count(q, rnic.CSendBlocked, 1)
 			return true
 		}
-		refs := e.sb.msgDgrams(sent)
-		if len(refs) > 1 && gsoRefused(err) {
+		refs := e.Sb.MsgDgrams(sent)
+		if len(refs) > 1 && GSORefused(err) {
 			// The kernel or the route cannot segment: send datagrams one
 			// by one on this socket from now on.
-			q.gso = false
+			q.Gso = false
 			e.count(q, rnic.CGSOFallback, 1)
 			continue
 		}
@@ -108,7 +108,7 @@ func (e *engine) send(q *qp) bool {
 // that the head could not be sent and q went to ERROR (a bad work request,
 // a corrupt ring). dropped counts the work requests at the head that named
 // a bad destination: each completed with an error, q goes on (ud_dest.go).
-func (e *engine) buildSend(q *qp, maxMsgs int) (msgs []unix.Mmsghdr, stop bool, dropped int) {
+func (e *Engine) buildSend(q *QP, maxMsgs int) (msgs []unix.Mmsghdr, stop bool, dropped int) {
 	for {
 		msgs, stop, drop := e.buildSendOnce(q, maxMsgs-dropped)
 		if !drop {
@@ -123,7 +123,7 @@ func (e *engine) buildSend(q *qp, maxMsgs int) (msgs []unix.Mmsghdr, stop bool, 
 
 // buildSendOnce is one attempt of buildSend; drop reports that it completed
 // the head work request (a bad destination) and built nothing.
-func (e *engine) buildSendOnce(q *qp, maxMsgs int) (msgs []unix.Mmsghdr, stop, drop bool) {
+func (e *Engine) buildSendOnce(q *QP, maxMsgs int) (msgs []unix.Mmsghdr, stop, drop bool) {
 	v := q.SQView()
 	head, idx, avail, err := v.Lookahead(q.Sq)
 	if err != nil {
@@ -131,10 +131,10 @@ func (e *engine) buildSendOnce(q *qp, maxMsgs int) (msgs []unix.Mmsghdr, stop, d
 		e.errorQP(q, "send queue producer index is corrupt")
 		return nil, true, false
 	}
-	b := e.sb
-	b.reset(q.gso)
+	b := e.Sb
+	b.Reset(q.Gso)
 	if avail == 0 {
-		return b.finish(), false, false
+		return b.Finish(), false, false
 	}
 	pay := e.maxPayload()
 	for k := range min(avail, maxSendWRs) {
@@ -144,7 +144,7 @@ func (e *engine) buildSendOnce(q *qp, maxMsgs int) (msgs []unix.Mmsghdr, stop, d
 			case k > 0:
 				// sent (or failed) once the ones before it are done
 			case fatal || q.sendSeg > 0: // (a destination rewritten under a message half sent)
-				e.failWR(q, q.SendCQ, wr.wrid, proto.WCSend, st)
+				e.FailWR(q, q.SendCQ, wr.wrid, proto.WCSend, st)
 				return nil, true, false
 			default:
 				e.dropSend(q, wr.wrid, st)
@@ -158,8 +158,8 @@ func (e *engine) buildSendOnce(q *qp, maxMsgs int) (msgs []unix.Mmsghdr, stop, d
 		}
 		for ; seg < wr.segs.Count(); seg++ {
 			s := wr.segs.Segment(seg)
-			pieces := rnic.AppendRange(e.pieces[:0], wr.payloads, int(s.Offset), s.Len)
-			e.pieces = pieces[:0]
+			pieces := rnic.AppendRange(e.Pieces[:0], wr.payloads, int(s.Offset), s.Len)
+			e.Pieces = pieces[:0]
 			dlen := dgram.KeyHeaderLen + s.Header.Len() + s.Len + crc32c.Size
 			if wr.wrec {
 				dlen += rdmap.WriteRecordLen
@@ -167,11 +167,11 @@ func (e *engine) buildSendOnce(q *qp, maxMsgs int) (msgs []unix.Mmsghdr, stop, d
 			if wr.hasImm {
 				dlen += rdmap.ImmediateDataLen
 			}
-			if !b.fits(wr.dst, dlen, 2+len(pieces), maxMsgs) {
-				return b.finish(), false, false
+			if !b.Fits(wr.dst, dlen, 2+len(pieces), maxMsgs) {
+				return b.Finish(), false, false
 			}
-			sc := b.nextScratch()
-			hdr := dgram.Keys{QKey: wr.qkey, SrcQKey: q.qkey}.Append(sc[:0])
+			sc := b.NextScratch()
+			hdr := dgram.Keys{QKey: wr.qkey, SrcQKey: q.Qkey}.Append(sc[:0])
 			hdr = s.Header.Append(hdr)
 			if wr.wrec {
 				wr.rec.MessageOffset = s.Offset
@@ -181,7 +181,7 @@ func (e *engine) buildSendOnce(q *qp, maxMsgs int) (msgs []unix.Mmsghdr, stop, d
 				hdr = append(hdr, wr.imm[:]...)
 			}
 			var c uint32
-			if !q.noCRC {
+			if !q.NoCRC {
 				c = crc32c.Update(0, hdr)
 				for _, p := range pieces {
 					c = crc32c.Update(c, p)
@@ -189,26 +189,26 @@ func (e *engine) buildSendOnce(q *qp, maxMsgs int) (msgs []unix.Mmsghdr, stop, d
 			}
 			trailer := sc[len(hdr) : len(hdr)+crc32c.Size]
 			binary.LittleEndian.PutUint32(trailer, c)
-			b.push(wr.dst, hdr, pieces, trailer, dgramRef{wr: int32(k), seg: seg})
+			b.Push(wr.dst, hdr, pieces, trailer, DgramRef{wr: int32(k), Seg: seg})
 		}
 	}
-	return b.finish(), false, false
+	return b.Finish(), false, false
 }
 
 // sendDone accounts for the first sent msghdrs of e.sb: their datagrams
 // left, and every work request whose last datagram left is consumed and
 // completes (in order).
-func (e *engine) sendDone(q *qp, sent int) {
+func (e *Engine) sendDone(q *QP, sent int) {
 	for m := range sent {
-		refs := e.sb.msgDgrams(m)
+		refs := e.Sb.MsgDgrams(m)
 		if len(refs) > 1 {
 			e.count(q, rnic.CGSOSends, 1)
 		}
 		e.count(q, rnic.CDatagramsOut, int64(len(refs)))
 		for _, d := range refs {
 			wr := &e.sendWRs[d.wr]
-			if d.seg+1 < wr.segs.Count() {
-				q.sendSeg = d.seg + 1
+			if d.Seg+1 < wr.segs.Count() {
+				q.sendSeg = d.Seg + 1
 				continue
 			}
 			q.sendSeg = 0
@@ -229,7 +229,7 @@ func (e *engine) sendDone(q *qp, sent int) {
 }
 
 // maxPayload is the payload octets of one UD datagram's DDP segment.
-func (e *engine) maxPayload() int {
+func (e *Engine) maxPayload() int {
 	return ddp.MaxPayload(dgram.MaxSegment(e.Cfg.DatagramSize, false), false, 0)
 }
 
@@ -238,7 +238,7 @@ func (e *engine) maxPayload() int {
 // wr.inline); the message gets MSN msn. fatal says whether the failure
 // errors q (a bad work request) or fails this work request only (a bad
 // destination: ud_dest.go).
-func (e *engine) prepareSend(q *qp, wr *sendWR, slot []byte, msn uint32, maxPayload int) (st proto.WCStatus, fatal bool) {
+func (e *Engine) prepareSend(q *QP, wr *sendWR, slot []byte, msn uint32, maxPayload int) (st proto.WCStatus, fatal bool) {
 	var raw [proto.SQEHeaderLen]byte
 	copy(raw[:], slot)
 	sqe := proto.GetSQE(raw[:])
@@ -247,7 +247,7 @@ func (e *engine) prepareSend(q *qp, wr *sendWR, slot []byte, msn uint32, maxPayl
 		!sqe.KnownFlags() || sqe.Flags&proto.SendFence != 0 {
 		return proto.WCLocQPOpErr, true
 	}
-	dst, st := e.destination(&sqe)
+	dst, st := e.Destination(&sqe)
 	if st != proto.WCSuccess {
 		return st, false
 	}
@@ -260,7 +260,7 @@ func (e *engine) prepareSend(q *qp, wr *sendWR, slot []byte, msn uint32, maxPayl
 }
 
 // preparePayload finishes prepareSend: the payload and the segments.
-func (e *engine) preparePayload(q *qp, wr *sendWR, sqe *proto.SQE, slot []byte, msn uint32, maxPayload int) proto.WCStatus {
+func (e *Engine) preparePayload(q *QP, wr *sendWR, sqe *proto.SQE, slot []byte, msn uint32, maxPayload int) proto.WCStatus {
 	wr.payloads = wr.payloads[:0]
 	total := 0
 	if sqe.Flags&proto.SendInline != 0 {
@@ -318,7 +318,7 @@ func (e *engine) preparePayload(q *qp, wr *sendWR, sqe *proto.SQE, slot []byte, 
 
 // failWR completes the head work request of a queue with an error status and
 // moves q to ERROR (verbs: local errors error the QP); the rest is flushed.
-func (e *engine) failWR(q *qp, c *rnic.CQ, wrid uint64, op proto.WCOpcode, status proto.WCStatus) {
+func (e *Engine) FailWR(q *QP, c *rnic.CQ, wrid uint64, op proto.WCOpcode, status proto.WCStatus) {
 	e.count(q, rnic.CWRErrors, 1)
 	if op == proto.WCSend {
 		q.Sq.Advance()
@@ -336,7 +336,7 @@ func (e *engine) failWR(q *qp, c *rnic.CQ, wrid uint64, op proto.WCOpcode, statu
 
 // flush completes posted work requests of an ERROR QP with WCWRFlushErr,
 // at most PollBatch per queue per pass.
-func (e *engine) flush(q *qp) bool {
+func (e *Engine) Flush(q *QP) bool {
 	work := false
 	for range e.Cfg.PollBatch {
 		slot, err := q.Sq.Peek()

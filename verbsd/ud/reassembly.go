@@ -1,4 +1,4 @@
-package verbsd
+package ud
 
 import (
 	"github.com/iwarpd/iwarpd/verbsd/rnic"
@@ -22,35 +22,35 @@ import (
 // (one range when segments arrive in order), and partials are found by a
 // linear scan (there are at most MaxPartial).
 
-type partialKey struct {
+type PartialKey struct {
 	src netip.AddrPort
 	msn uint32
 }
 
 // span is a range [start, end) of received octets.
-type span struct{ start, end uint32 }
+type Span struct{ Start, End uint32 }
 
-type partial struct {
-	key       partialKey
-	buf       []byte
-	spans     []span // received ranges, sorted, disjoint, not adjacent
+type Partial struct {
+	key       PartialKey
+	Buf       []byte
+	spans     []Span // received ranges, sorted, disjoint, not adjacent
 	got       int    // octets received
 	total     int    // message length, -1 until the last segment
 	solicited bool
 	deadline  time.Time
 }
 
-type reassembler struct {
-	live []*partial
-	free []*partial
+type Reassembler struct {
+	live []*Partial
+	free []*Partial
 }
 
-type addResult int
+type AddResult int
 
 const (
-	addOK addResult = iota
-	addEvicted
-	addBad
+	AddOK AddResult = iota
+	AddEvicted
+	AddBad
 )
 
 // maxSegmentsPerMessage bounds the bookkeeping of one partial message.
@@ -62,9 +62,9 @@ const maxFreePartials = 2
 // add records n payload octets found at offset off of pieces as the segment
 // at mo of message key. It returns the message when it is complete (the
 // caller hands it back with release).
-func (r *reassembler) add(key partialKey, mo uint32, last bool, pieces [][]byte, off, n int, solicited bool,
-	deadline time.Time, maxPartial, maxMsg int) (*partial, addResult) {
-	res := addOK
+func (r *Reassembler) Add(key PartialKey, mo uint32, last bool, pieces [][]byte, off, n int, solicited bool,
+	deadline time.Time, maxPartial, maxMsg int) (*Partial, AddResult) {
+	res := AddOK
 	i := r.find(key)
 	if i < 0 {
 		if len(r.live) >= maxPartial && len(r.live) > 0 {
@@ -75,7 +75,7 @@ func (r *reassembler) add(key partialKey, mo uint32, last bool, pieces [][]byte,
 				}
 			}
 			r.drop(oldest)
-			res = addEvicted
+			res = AddEvicted
 		}
 		p := r.get()
 		p.key, p.total, p.deadline = key, -1, deadline
@@ -86,33 +86,33 @@ func (r *reassembler) add(key partialKey, mo uint32, last bool, pieces [][]byte,
 	end := uint64(mo) + uint64(n)
 	if end > uint64(maxMsg) {
 		r.drop(i)
-		return nil, addBad
+		return nil, AddBad
 	}
 	if p.covers(mo, uint32(end), last) {
 		return nil, res // a duplicate
 	}
 	if (p.total >= 0 && (int(end) > p.total || last)) || len(p.spans) >= maxSegmentsPerMessage || !p.insert(mo, uint32(end)) {
 		r.drop(i)
-		return nil, addBad
+		return nil, AddBad
 	}
 	if last {
-		if len(p.buf) > int(end) {
+		if len(p.Buf) > int(end) {
 			r.drop(i)
-			return nil, addBad
+			return nil, AddBad
 		}
 		p.total = int(end)
 		p.solicited = solicited
 	}
-	if len(p.buf) < int(end) {
-		if cap(p.buf) < int(end) {
-			nb := make([]byte, end, min(max(int(end), 2*cap(p.buf)), maxMsg))
-			copy(nb, p.buf)
-			p.buf = nb
+	if len(p.Buf) < int(end) {
+		if cap(p.Buf) < int(end) {
+			nb := make([]byte, end, min(max(int(end), 2*cap(p.Buf)), maxMsg))
+			copy(nb, p.Buf)
+			p.Buf = nb
 		} else {
-			p.buf = p.buf[:end]
+			p.Buf = p.Buf[:end]
 		}
 	}
-	rnic.CopyRange(p.buf[mo:end], pieces, off)
+	rnic.CopyRange(p.Buf[mo:end], pieces, off)
 	p.got += n
 	if p.total >= 0 && p.got == p.total {
 		r.live[i] = r.live[len(r.live)-1]
@@ -124,12 +124,12 @@ func (r *reassembler) add(key partialKey, mo uint32, last bool, pieces [][]byte,
 
 // covers reports whether [start, end) was received already (for an empty
 // last segment: whether the end is known and is start).
-func (p *partial) covers(start, end uint32, last bool) bool {
+func (p *Partial) covers(start, end uint32, last bool) bool {
 	if start == end {
 		return last && p.total == int(start)
 	}
 	for _, s := range p.spans {
-		if s.start <= start && end <= s.end {
+		if s.Start <= start && end <= s.End {
 			return true
 		}
 	}
@@ -138,39 +138,39 @@ func (p *partial) covers(start, end uint32, last bool) bool {
 
 // insert adds [start, end) to the received ranges, merging neighbours; it
 // reports false when the range overlaps one received (in part).
-func (p *partial) insert(start, end uint32) bool {
+func (p *Partial) insert(start, end uint32) bool {
 	if start == end {
 		return true
 	}
 	j := len(p.spans)
-	for j > 0 && p.spans[j-1].start >= end { // spans after the new one
+	for j > 0 && p.spans[j-1].Start >= end { // spans after the new one
 		j--
 	}
-	if j > 0 && p.spans[j-1].end > start {
+	if j > 0 && p.spans[j-1].End > start {
 		return false
 	}
-	if j < len(p.spans) && p.spans[j].start < end {
+	if j < len(p.spans) && p.spans[j].Start < end {
 		return false
 	}
-	joinPrev := j > 0 && p.spans[j-1].end == start
-	joinNext := j < len(p.spans) && p.spans[j].start == end
+	joinPrev := j > 0 && p.spans[j-1].End == start
+	joinNext := j < len(p.spans) && p.spans[j].Start == end
 	switch {
 	case joinPrev && joinNext:
-		p.spans[j-1].end = p.spans[j].end
+		p.spans[j-1].End = p.spans[j].End
 		p.spans = append(p.spans[:j], p.spans[j+1:]...)
 	case joinPrev:
-		p.spans[j-1].end = end
+		p.spans[j-1].End = end
 	case joinNext:
-		p.spans[j].start = start
+		p.spans[j].Start = start
 	default:
-		p.spans = append(p.spans, span{})
+		p.spans = append(p.spans, Span{})
 		copy(p.spans[j+1:], p.spans[j:])
-		p.spans[j] = span{start, end}
+		p.spans[j] = Span{start, end}
 	}
 	return true
 }
 
-func (r *reassembler) find(key partialKey) int {
+func (r *Reassembler) find(key PartialKey) int {
 	for i, p := range r.live {
 		if p.key == key {
 			return i
@@ -180,27 +180,27 @@ func (r *reassembler) find(key partialKey) int {
 }
 
 // get returns a recycled partial (or a new one).
-func (r *reassembler) get() *partial {
+func (r *Reassembler) get() *Partial {
 	if n := len(r.free); n > 0 {
 		p := r.free[n-1]
 		r.free = r.free[:n-1]
 		return p
 	}
-	return &partial{}
+	return &Partial{}
 }
 
 // drop forgets live partial i.
-func (r *reassembler) drop(i int) {
+func (r *Reassembler) drop(i int) {
 	p := r.live[i]
 	r.live[i] = r.live[len(r.live)-1]
 	r.live = r.live[:len(r.live)-1]
-	r.release(p)
+	r.Release(p)
 }
 
 // release recycles a partial (a completed message once delivered, or a
 // dropped one).
-func (r *reassembler) release(p *partial) {
-	p.buf, p.spans, p.got, p.total, p.solicited = p.buf[:0], p.spans[:0], 0, -1, false
+func (r *Reassembler) Release(p *Partial) {
+	p.Buf, p.spans, p.got, p.total, p.solicited = p.Buf[:0], p.spans[:0], 0, -1, false
 	if len(r.free) < maxFreePartials {
 		r.free = append(r.free, p)
 	}
@@ -208,7 +208,7 @@ func (r *reassembler) release(p *partial) {
 
 // expire drops partial messages whose deadline is before now and returns
 // how many.
-func (r *reassembler) expire(now time.Time) int {
+func (r *Reassembler) Expire(now time.Time) int {
 	n := 0
 	for i := 0; i < len(r.live); {
 		if r.live[i].deadline.Before(now) {
@@ -222,7 +222,7 @@ func (r *reassembler) expire(now time.Time) int {
 }
 
 // nextDeadline returns the earliest deadline of a partial message.
-func (r *reassembler) nextDeadline() (time.Time, bool) {
+func (r *Reassembler) NextDeadline() (time.Time, bool) {
 	var d time.Time
 	ok := false
 	for _, p := range r.live {
@@ -234,7 +234,7 @@ func (r *reassembler) nextDeadline() (time.Time, bool) {
 }
 
 // reset forgets everything (the QP was reset or closed).
-func (r *reassembler) reset() { r.live, r.free = nil, nil }
+func (r *Reassembler) reset() { r.live, r.free = nil, nil }
 
 // partials returns how many messages are partly reassembled.
-func (r *reassembler) partials() int { return len(r.live) }
+func (r *Reassembler) Partials() int { return len(r.live) }

@@ -1,4 +1,4 @@
-package verbsd
+package ud
 
 import (
 	"github.com/iwarpd/iwarpd/verbsd/rnic"
@@ -16,31 +16,31 @@ import (
 // Config.MaxPartial live records per QP (the oldest is forgotten for a new
 // one), maxWrecRanges ranges per record, maxWrecTombs tombstones.
 
-type wrecKey struct {
-	src  netip.AddrPort
-	stag uint32
-	id   uint32
+type WrecKey struct {
+	Src  netip.AddrPort
+	Stag uint32
+	Id   uint32
 }
 
-type wrecRecord struct {
-	key      wrecKey
+type WrecRecord struct {
+	key      WrecKey
 	base     uint64 // TO of the message's first octet
 	length   uint32 // MessageLength
-	spans    []span // placed ranges, offsets from base
-	got      uint64 // octets placed
+	Spans    []Span // placed ranges, offsets from base
+	Got      uint64 // octets placed
 	deadline time.Time
 	hasImm   bool   // a Write-Record with Immediate (opcode 0xD)
 	imm      uint32 // its immediate value
 }
 
 type wrecTomb struct {
-	key   wrecKey
+	key   WrecKey
 	until time.Time
 }
 
-type wrecTable struct {
-	live    []*wrecRecord
-	tombs   []wrecTomb // ring of maxWrecTombs
+type WrecTable struct {
+	live    []*WrecRecord
+	Tombs   []wrecTomb // ring of maxWrecTombs
 	tombAt  int
 	termMSN uint32      // MSN of the last error message the QP sent (QN 2)
 	scratch []byte      // the record written into a receive buffer
@@ -48,11 +48,11 @@ type wrecTable struct {
 }
 
 const (
-	maxWrecRanges = 1 << 12 // ranges kept per record (more: the record is dropped)
-	maxWrecTombs  = 256
+	MaxWrecRanges = 1 << 12 // ranges kept per record (more: the record is dropped)
+	MaxWrecTombs  = 256
 )
 
-func (t *wrecTable) find(k wrecKey) int {
+func (t *WrecTable) find(k WrecKey) int {
 	for i, r := range t.live {
 		if r.key == k {
 			return i
@@ -62,8 +62,8 @@ func (t *wrecTable) find(k wrecKey) int {
 }
 
 // dead reports whether k completed or failed recently.
-func (t *wrecTable) dead(k wrecKey, now time.Time) bool {
-	for _, x := range t.tombs {
+func (t *WrecTable) Dead(k WrecKey, now time.Time) bool {
+	for _, x := range t.Tombs {
 		if x.key == k && now.Before(x.until) {
 			return true
 		}
@@ -72,17 +72,17 @@ func (t *wrecTable) dead(k wrecKey, now time.Time) bool {
 }
 
 // bury remembers k until until.
-func (t *wrecTable) bury(k wrecKey, until time.Time) {
-	if len(t.tombs) < maxWrecTombs {
-		t.tombs = append(t.tombs, wrecTomb{k, until})
+func (t *WrecTable) Bury(k WrecKey, until time.Time) {
+	if len(t.Tombs) < MaxWrecTombs {
+		t.Tombs = append(t.Tombs, wrecTomb{k, until})
 		return
 	}
-	t.tombs[t.tombAt] = wrecTomb{k, until}
-	t.tombAt = (t.tombAt + 1) % maxWrecTombs
+	t.Tombs[t.tombAt] = wrecTomb{k, until}
+	t.tombAt = (t.tombAt + 1) % MaxWrecTombs
 }
 
 // remove takes live record i out (order is not kept).
-func (t *wrecTable) remove(i int) *wrecRecord {
+func (t *WrecTable) remove(i int) *WrecRecord {
 	r := t.live[i]
 	t.live[i] = t.live[len(t.live)-1]
 	t.live = t.live[:len(t.live)-1]
@@ -90,7 +90,7 @@ func (t *wrecTable) remove(i int) *wrecRecord {
 }
 
 // oldest returns the index of the live record with the earliest deadline.
-func (t *wrecTable) oldest() int {
+func (t *WrecTable) oldest() int {
 	o := 0
 	for i, r := range t.live {
 		if r.deadline.Before(t.live[o].deadline) {
@@ -101,7 +101,7 @@ func (t *wrecTable) oldest() int {
 }
 
 // nextDeadline returns the earliest deadline of a live record.
-func (t *wrecTable) nextDeadline() (time.Time, bool) {
+func (t *WrecTable) nextDeadline() (time.Time, bool) {
 	var d time.Time
 	ok := false
 	for _, r := range t.live {
@@ -113,46 +113,46 @@ func (t *wrecTable) nextDeadline() (time.Time, bool) {
 }
 
 // reset forgets everything (the QP was reset or closed).
-func (t *wrecTable) reset() { t.live, t.tombs, t.tombAt = nil, nil, 0 }
+func (t *WrecTable) reset() { t.live, t.Tombs, t.tombAt = nil, nil, 0 }
 
 // place records [start, end) as placed and returns how many of its octets
 // were new; ok is false when the record would need more than maxWrecRanges
 // ranges. Overlaps with placed ranges are allowed (a duplicated segment
 // rewrote the same octets).
-func (r *wrecRecord) place(start, end uint32) (added uint64, ok bool) {
+func (r *WrecRecord) Place(start, end uint32) (added uint64, ok bool) {
 	if start >= end {
 		return 0, true
 	}
 	// First range that ends at or after start; last that starts at or
 	// before end: those merge with [start, end).
 	i := 0
-	for i < len(r.spans) && r.spans[i].end < start {
+	for i < len(r.Spans) && r.Spans[i].End < start {
 		i++
 	}
 	j := i
 	covered := uint64(0)
 	ns, ne := start, end
-	for j < len(r.spans) && r.spans[j].start <= end {
-		s := r.spans[j]
-		lo, hi := max(s.start, start), min(s.end, end)
+	for j < len(r.Spans) && r.Spans[j].Start <= end {
+		s := r.Spans[j]
+		lo, hi := max(s.Start, start), min(s.End, end)
 		if hi > lo {
 			covered += uint64(hi - lo)
 		}
-		ns, ne = min(ns, s.start), max(ne, s.end)
+		ns, ne = min(ns, s.Start), max(ne, s.End)
 		j++
 	}
 	if i == j { // insert
-		if len(r.spans) >= maxWrecRanges {
+		if len(r.Spans) >= MaxWrecRanges {
 			return 0, false
 		}
-		r.spans = append(r.spans, span{})
-		copy(r.spans[i+1:], r.spans[i:])
-		r.spans[i] = span{ns, ne}
+		r.Spans = append(r.Spans, Span{})
+		copy(r.Spans[i+1:], r.Spans[i:])
+		r.Spans[i] = Span{ns, ne}
 	} else {
-		r.spans[i] = span{ns, ne}
-		r.spans = append(r.spans[:i+1], r.spans[j:]...)
+		r.Spans[i] = Span{ns, ne}
+		r.Spans = append(r.Spans[:i+1], r.Spans[j:]...)
 	}
 	added = uint64(end-start) - covered
-	r.got += added
+	r.Got += added
 	return added, true
 }
