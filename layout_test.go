@@ -52,6 +52,10 @@ var importRules = map[string]importRule{
 		project:    []string{"verbsd/rnic", "verbsd/config", "proto", "rdmap", "ddp", "llp/...", "llp", "iwerr", "internal/crc32c", "internal/shm"},
 		thirdParty: []string{"golang.org/x/sys"},
 	},
+	"verbsd/rd": {
+		project:    []string{"verbsd/ud", "verbsd/rnic", "verbsd/config", "proto", "rdmap", "ddp", "llp/...", "llp", "iwerr", "internal/crc32c", "internal/shm"},
+		thirdParty: []string{"golang.org/x/sys"},
+	},
 	"verbsd/...": {
 		project:    []string{"verbsd/...", "proto", "rdmap", "ddp", "mpa", "llp/...", "llp", "iwerr", "internal/..."},
 		thirdParty: []string{"golang.org/x/sys", "golang.org/x/net"},

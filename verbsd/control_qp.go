@@ -4,6 +4,7 @@ import (
 	"github.com/iwarpd/iwarpd/internal/shm"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/verbsd/rc"
+	"github.com/iwarpd/iwarpd/verbsd/rd"
 	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"github.com/iwarpd/iwarpd/verbsd/ud"
 	"golang.org/x/sys/unix"
@@ -56,8 +57,8 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 	if int(c.MaxInline) > lim.MaxInline {
 		return nil, rnic.Errf(unix.EINVAL, "create-qp: max_inline %d: the device allows %d", c.MaxInline, lim.MaxInline)
 	}
-	if c.MaxRdAtomic > rdMaxDepth || c.MaxDestRdAtomic > rdMaxDepth {
-		return nil, rnic.Errf(unix.EINVAL, "create-qp: max_rd_atomic %d / max_dest_rd_atomic %d: at most %d", c.MaxRdAtomic, c.MaxDestRdAtomic, rdMaxDepth)
+	if c.MaxRdAtomic > rd.RdMaxDepth || c.MaxDestRdAtomic > rd.RdMaxDepth {
+		return nil, rnic.Errf(unix.EINVAL, "create-qp: max_rd_atomic %d / max_dest_rd_atomic %d: at most %d", c.MaxRdAtomic, c.MaxDestRdAtomic, rd.RdMaxDepth)
 	}
 	if req.Type == proto.QPTypeUD && req.Port != 0 && !s.Dev.Cfg.UDPorts.Contains(req.Port) {
 		return nil, rnic.Errf(unix.EINVAL, "create-qp: port %d is outside the UD range %d-%d", req.Port, s.Dev.Cfg.UDPorts.First, s.Dev.Cfg.UDPorts.Last)
@@ -122,10 +123,10 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 		}
 	}
 	if req.Type == proto.QPTypeRD { // rd_qp.go
-		if core.FD, core.Local, err = s.bindRD(req.Port); err != nil { // rd_linger.go
+		if core.FD, core.Local, err = rd.BindRD(s.Session, req.Port); err != nil { // rd/linger.go: a lingering port is taken over
 			return fail(err)
 		}
-		t = newRDQPView(t.(*ud.QP), newRDQP(rdQPConfig(&s.Dev.Cfg.RD, c), s.Dev.Cfg.DatagramSize, s.Dev.Cfg.SocketBuffer, nil)) // rd_view.go; the store of its engine, set when installed
+		t = rd.NewQP(t.(*ud.QP), s.Dev.Cfg, c)
 	}
 	var reply proto.CreateQPReply
 	err = s.Eng.Do(func() error {

@@ -10,6 +10,7 @@ import (
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
 	"github.com/iwarpd/iwarpd/verbsd/config"
+	"github.com/iwarpd/iwarpd/verbsd/rd"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 )
 
@@ -83,21 +84,21 @@ func TestRDAtomicReplayCache(t *testing.T) {
 	deliver := func(to uint64) {
 		t.Helper()
 		err := srv.eng.Do(func() error {
-			var qa, qb *rdQP
+			var qa, qb *rd.QP
 			for _, q := range srv.allQPs() {
 				switch q.QPN {
 				case a.qp.QPN:
-					qa = rdQPOf(q)
+					qa = rd.QPOf(q)
 				case b.qp.QPN:
-					qb = rdQPOf(q)
+					qb = rd.QPOf(q)
 				}
 			}
-			req := rdmap.AtomicRequest{Op: rdmap.AtomicFetchAdd, ReqID: qa.rd.nextReqID, Stag: b.mr.RKey, TO: to, AddSwap: 5}
+			req := rdmap.AtomicRequest{Op: rdmap.AtomicFetchAdd, ReqID: qa.Rd.NextReqID, Stag: b.mr.RKey, TO: to, AddSwap: 5}
 			h := ddp.Header{Last: true, Version: ddp.Version, ULPControl: uint8(rdmap.MakeControl(rdmap.OpAtomicRequest)),
 				QN: rdmap.QNReadRequest, MSN: 1}
 			seg := req.Append(h.Append(nil))
 			src := netip.MustParseAddrPort(a.qp.Addr)
-			qb.e.rdAtomicRequest(qb, src, &h, seg, ddp.UntaggedHeaderLen)
+			qb.E.RdAtomicRequest(qb, src, &h, seg, ddp.UntaggedHeaderLen)
 			return nil
 		})
 		if err != nil {
@@ -118,27 +119,6 @@ func TestRDAtomicReplayCache(t *testing.T) {
 	}
 	// The requester drops the answers to requests it does not have.
 	waitFor(t, func() bool { return rdCounters(t, path, a.qp.QPN)["rd_drop_response"] == 2 }, "requester dropping 2 stray responses")
-}
-
-// TestRDAtomicCacheEviction: the replay cache keeps the last
-// rdAtomicCacheSize entries.
-func TestRDAtomicCacheEviction(t *testing.T) {
-	var c rdAtomicCache
-	src := netip.MustParseAddrPort("10.0.0.1:17500")
-	for i := range rdAtomicCacheSize + 10 {
-		c.put(rdAtomicKey{src, uint32(i)}, rdAtomicEntry{orig: uint64(i)})
-	}
-	if len(c.m) != rdAtomicCacheSize {
-		t.Fatalf("%d entries, want %d", len(c.m), rdAtomicCacheSize)
-	}
-	for i := range 10 {
-		if _, ok := c.get(rdAtomicKey{src, uint32(i)}); ok {
-			t.Fatalf("entry %d survived eviction", i)
-		}
-	}
-	if v, ok := c.get(rdAtomicKey{src, rdAtomicCacheSize + 9}); !ok || v.orig != rdAtomicCacheSize+9 {
-		t.Fatalf("newest entry: %v %v", v, ok)
-	}
 }
 
 // waitFor polls cond (bounded in count and time) until it holds.
@@ -179,7 +159,7 @@ func TestRDAtomicQPDepth(t *testing.T) {
 			t.Fatalf("CmpSwap %d: %+v, fetched %d", i, sc, binary.NativeEndian.Uint64(a.mr.Buf[64+8*i:]))
 		}
 	}
-	caps.MaxRdAtomic = rdMaxDepth + 1
+	caps.MaxRdAtomic = rd.RdMaxDepth + 1
 	if _, err := a.c.CreateQP(a.pd, a.scq, a.rcq, caps, verbsdtest.QPOptions{Type: proto.QPTypeRD}); err == nil {
 		t.Fatal("CreateQP accepted max_rd_atomic beyond the limit")
 	}

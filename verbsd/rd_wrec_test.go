@@ -9,6 +9,7 @@ import (
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
 	"github.com/iwarpd/iwarpd/verbsd/config"
+	"github.com/iwarpd/iwarpd/verbsd/rd"
 	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"github.com/iwarpd/iwarpd/verbsd/ud"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
@@ -121,8 +122,8 @@ func TestRDWriteRecordSizes(t *testing.T) {
 func ddpPayloadRD(t *testing.T) int {
 	t.Helper()
 	cfg := config.DefaultConfig()
-	e := &rdEngine{Engine: &ud.Engine{Engine: &rnic.Engine{Cfg: &cfg}}}
-	n := e.rdMaxPayload(true, rdmap.WriteRecordLen)
+	e := &rd.Engine{Engine: &ud.Engine{Engine: &rnic.Engine{Cfg: &cfg}}}
+	n := e.RdMaxPayload(true, rdmap.WriteRecordLen)
 	if n < 1000 || n > 65000 {
 		t.Fatalf("RD Write-Record payload %d", n)
 	}

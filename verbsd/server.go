@@ -10,6 +10,7 @@ import (
 
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/verbsd/config"
+	"github.com/iwarpd/iwarpd/verbsd/rd"
 	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"github.com/iwarpd/iwarpd/verbsd/ud"
 )
@@ -158,7 +159,7 @@ func (s *Server) Inspect() (proto.Inspect, error) {
 // the datagram engine (UD), RD's on top of it; RC keeps none.
 func attachTransports(c *rnic.Engine) {
 	e := ud.NewEngine(c)
-	c.Ext = append(c.Ext, e, &rdEngine{Engine: e})
+	c.Ext = append(c.Ext, e, &rd.Engine{Engine: e})
 }
 
 // inspectAll is the daemon's state across engines. Runs inside a command.

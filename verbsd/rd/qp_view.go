@@ -1,16 +1,17 @@
-package verbsd
+package rd
 
 import (
 	"time"
 
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/verbsd/config"
 	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"github.com/iwarpd/iwarpd/verbsd/ud"
 )
 
 // rdEngine is an engine as the RD transport sees it: the datagram engine
 // (its scratch is shared with UD) and what RD keeps per engine.
-type rdEngine struct {
+type Engine struct {
 	*ud.Engine
 
 	// rdStoreBytes: octets held in the reorder stores of all RD QPs
@@ -23,9 +24,9 @@ type rdEngine struct {
 }
 
 // rdEngOf returns the RD engine of a core engine.
-func rdEngOf(c *rnic.Engine) *rdEngine {
+func rdEngOf(c *rnic.Engine) *Engine {
 	for _, x := range c.Ext {
-		if e, ok := x.(*rdEngine); ok {
+		if e, ok := x.(*Engine); ok {
 			return e
 		}
 	}
@@ -33,64 +34,71 @@ func rdEngOf(c *rnic.Engine) *rdEngine {
 }
 
 // rnic.EngineHooks: the lingering ports of destroyed RD QPs (rd_linger.go).
-func (e *rdEngine) Service(now time.Time) bool  { return e.rdLingerService(now) }
-func (e *rdEngine) Event(fd int32) bool         { return e.rdLingerEvent(fd) }
-func (e *rdEngine) Deadline() (time.Time, bool) { return e.rdLingerDeadline() }
-func (e *rdEngine) CloseAll()                   { e.rdLingerCloseAll() }
-func (e *rdEngine) Inspect(m map[string]int64)  { e.rdInspect(m) } // rd_qp.go
+func (e *Engine) Service(now time.Time) bool  { return e.rdLingerService(now) }
+func (e *Engine) Event(fd int32) bool         { return e.rdLingerEvent(fd) }
+func (e *Engine) Deadline() (time.Time, bool) { return e.rdLingerDeadline() }
+func (e *Engine) CloseAll()                   { e.rdLingerCloseAll() }
+func (e *Engine) Inspect(m map[string]int64)  { e.rdInspect(m) } // rd_qp.go
 
 // count, errorQP and markReady take the RD QP.
-func (e *rdEngine) count(q *rdQP, c rnic.Counter, n int64) {
+func (e *Engine) count(q *QP, c rnic.Counter, n int64) {
 	if q == nil {
 		e.Count(nil, c, n)
 		return
 	}
 	e.Count(q.QP.QP, c, n)
 }
-func (e *rdEngine) errorQP(q *rdQP, why string) { e.ErrorQP(q.QP.QP, why) }
-func (e *rdEngine) markReady(q *rdQP)           { e.MarkReady(q.QP.QP) }
+func (e *Engine) errorQP(q *QP, why string) { e.ErrorQP(q.QP.QP, why) }
+func (e *Engine) markReady(q *QP)           { e.MarkReady(q.QP.QP) }
 
 // rdQP is an RD queue pair (docs/rd.md): a datagram QP (socket,
 // Write-Record, reassembly) made reliable by its RD state.
-type rdQP struct {
+type QP struct {
 	*ud.QP
-	e  *rdEngine // its engine (set when installed)
-	rd *rdState
+	E  *Engine // its engine (set when installed)
+	Rd *rdState
 }
 
 // newRDQPView makes the RD transport of a datagram QP.
-func newRDQPView(d *ud.QP, st *rdState) *rdQP {
-	q := &rdQP{QP: d, rd: st}
+func newQPView(d *ud.QP, st *rdState) *QP {
+	q := &QP{QP: d, Rd: st}
 	d.Ops = q
 	return q
 }
 
+// NewQP makes the RD transport of datagram QP d (its socket bound by
+// BindRD): RD state by the device's RD policy within the QP's caps; the
+// reorder store counts against the engine it is installed on.
+func NewQP(d *ud.QP, cfg *config.Config, caps proto.QPCaps) *QP {
+	return newQPView(d, newRDState(rdQPConfig(&cfg.RD, caps), cfg.DatagramSize, cfg.SocketBuffer, nil))
+}
+
 // rdQPOf returns the RD view of a core QP (nil if it is no RD QP).
-func rdQPOf(c *rnic.QP) *rdQP {
-	q, _ := c.Ops.(*rdQP)
+func QPOf(c *rnic.QP) *QP {
+	q, _ := c.Ops.(*QP)
 	return q
 }
 
 // Install (transportQP): the datagram QP's, and its reorder store counts
 // against the engine's budget.
-func (q *rdQP) Install(e *rnic.Engine) error {
-	q.e = rdEngOf(e)
-	q.rd.store = &q.e.rdStoreBytes
+func (q *QP) Install(e *rnic.Engine) error {
+	q.E = rdEngOf(e)
+	q.Rd.store = &q.E.rdStoreBytes
 	return q.QP.Install(e)
 }
 
 // HasWork (rnic.QPOps).
-func (q *rdQP) HasWork() bool { return q.rdHasWork() } // rd_qp.go
+func (q *QP) HasWork() bool { return q.rdHasWork() } // rd_qp.go
 
 // Due (rnic.QPOps): a timer due.
-func (q *rdQP) Due(now time.Time) bool {
+func (q *QP) Due(now time.Time) bool {
 	d, ok := q.Deadline()
 	return ok && !d.After(now)
 }
 
 // Deadline (rnic.QPOps): the datagram timers and RD's (retransmission,
 // delayed ACK).
-func (q *rdQP) Deadline() (time.Time, bool) {
+func (q *QP) Deadline() (time.Time, bool) {
 	d, ok := q.QP.Deadline()
 	if r, rok := q.rdDeadline(); rok && (!ok || r.Before(d)) {
 		return r, true
@@ -99,13 +107,13 @@ func (q *rdQP) Deadline() (time.Time, bool) {
 }
 
 // Service (rnic.QPOps).
-func (q *rdQP) Service(now time.Time) bool { return q.e.serviceRD(q, now) } // rd_qp.go
+func (q *QP) Service(now time.Time) bool { return q.E.serviceRD(q, now) } // rd_qp.go
 
 // Removed (rnic.QPOps): the ACKs it owes leave, then its socket lingers.
-func (q *rdQP) Removed() { q.e.rdClose(q, time.Now()) } // rd_linger.go
+func (q *QP) Removed() { q.E.rdClose(q, time.Now()) } // rd_linger.go
 
 // Modified (transportQP): the datagram QP's, and RESET starts RD anew.
-func (q *rdQP) Modified(to proto.QPState, qkey uint32) {
+func (q *QP) Modified(to proto.QPState, qkey uint32) {
 	q.QP.Modified(to, qkey)
 	if to == proto.QPStateReset {
 		q.rdReset() // rd_qp.go
@@ -113,7 +121,7 @@ func (q *rdQP) Modified(to proto.QPState, qkey uint32) {
 }
 
 // Inspect (transportQP): the datagram figures and RD's state.
-func (q *rdQP) Inspect(m map[string]int64) {
+func (q *QP) Inspect(m map[string]int64) {
 	q.QP.Inspect(m)
 	q.rdInspect(m) // rd_qp.go
 }

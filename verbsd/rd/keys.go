@@ -1,4 +1,4 @@
-package verbsd
+package rd
 
 import (
 	"net/netip"

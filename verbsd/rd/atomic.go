@@ -1,4 +1,4 @@
-package verbsd
+package rd
 
 import (
 	"encoding/binary"
@@ -78,32 +78,32 @@ func (c *rdAtomicCache) put(k rdAtomicKey, v rdAtomicEntry) {
 
 // rdPrepareAtomic validates an atomic work request into w and builds its
 // Atomic Request.
-func (e *rdEngine) rdPrepareAtomic(q *rdQP, w *rdWR, sqe *proto.SQE, slot []byte, inline bool) proto.WCStatus {
-	r := q.rd
+func (e *Engine) rdPrepareAtomic(q *QP, w *rdWR, sqe *proto.SQE, slot []byte, inline bool) proto.WCStatus {
+	r := q.Rd
 	req, sge, st := rnic.AtomicRequest(q.QP.QP, sqe, slot, inline)
 	if st != proto.WCSuccess {
 		return st
 	}
-	if r.nextReqID == 0 {
-		r.nextReqID = rand.Uint32() | 1
+	if r.NextReqID == 0 {
+		r.NextReqID = rand.Uint32() | 1
 	}
-	r.nextReqID++
-	req.ReqID = r.nextReqID
+	r.NextReqID++
+	req.ReqID = r.NextReqID
 	w.reqID = req.ReqID
 	req.Append(w.areq[:0])
 	w.sink, w.total = sge, rnic.AtomicLen
 	r.msn[rdmap.QNReadRequest]++
 	w.msn = r.msn[rdmap.QNReadRequest]
 	w.segs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(rdmap.OpAtomicRequest)), 0, rdmap.QNReadRequest, w.msn,
-		rdmap.AtomicRequestLen, e.rdMaxPayload(false, 0))
+		rdmap.AtomicRequestLen, e.RdMaxPayload(false, 0))
 	return proto.WCSuccess
 }
 
 // rdAtomicRequest executes (or answers from the replay cache) an Atomic
 // Request from src, or answers with an error message; nothing is modified
 // on an error, and the QP stays up.
-func (e *rdEngine) rdAtomicRequest(q *rdQP, src netip.AddrPort, h *ddp.Header, seg []byte, hl int) {
-	r := q.rd
+func (e *Engine) RdAtomicRequest(q *QP, src netip.AddrPort, h *ddp.Header, seg []byte, hl int) {
+	r := q.Rd
 	req, _, err := rdmap.ParseAtomicRequest(seg[hl:])
 	if err != nil || !h.Last || h.MO != 0 || len(seg) != hl+rdmap.AtomicRequestLen {
 		e.rdBadMessage(q, src, iwerr.RDMAPOperationUnspecified, seg, hl)
@@ -130,8 +130,8 @@ func (e *rdEngine) rdAtomicRequest(q *rdQP, src netip.AddrPort, h *ddp.Header, s
 
 // rdQueueAtomicResponse queues the Atomic Response to src, sent reliably
 // with the error messages (rdFill).
-func (e *rdEngine) rdQueueAtomicResponse(q *rdQP, src netip.AddrPort, reqID uint32, orig uint64) {
-	r := q.rd
+func (e *Engine) rdQueueAtomicResponse(q *QP, src netip.AddrPort, reqID uint32, orig uint64) {
+	r := q.Rd
 	r.msn[rdmap.QNAtomicResponse]++
 	dh := ddp.Header{Last: true, Version: ddp.Version, ULPControl: uint8(rdmap.MakeControl(rdmap.OpAtomicResponse)),
 		QN: rdmap.QNAtomicResponse, MSN: r.msn[rdmap.QNAtomicResponse]}
@@ -144,8 +144,8 @@ func (e *rdEngine) rdQueueAtomicResponse(q *rdQP, src netip.AddrPort, reqID uint
 
 // rdAtomicResponse completes the atomic from src that an Atomic Response
 // names: the original value goes into its result buffer (host order).
-func (e *rdEngine) rdAtomicResponse(q *rdQP, src netip.AddrPort, h *ddp.Header, seg []byte, hl int) {
-	r := q.rd
+func (e *Engine) rdAtomicResponse(q *QP, src netip.AddrPort, h *ddp.Header, seg []byte, hl int) {
+	r := q.Rd
 	resp, _, err := rdmap.ParseAtomicResponse(seg[hl:])
 	if err != nil || !h.Last || h.MO != 0 || len(seg) != hl+rdmap.AtomicResponseLen {
 		e.rdBadMessage(q, src, iwerr.RDMAPOperationUnspecified, seg, hl)
@@ -173,8 +173,8 @@ func (e *rdEngine) rdAtomicResponse(q *rdQP, src netip.AddrPort, h *ddp.Header, 
 // rdPlaceSendImm places a segment of a Send with Immediate: the datagram
 // profile's Immediate Data opcode, its 8 octets before every segment's
 // payload; the receive completes with the value (WCFlagImm).
-func (e *rdEngine) rdPlaceSendImm(q *rdQP, src netip.AddrPort, h *ddp.Header, seg []byte, hl int, solicited bool) {
-	r := q.rd
+func (e *Engine) rdPlaceSendImm(q *QP, src netip.AddrPort, h *ddp.Header, seg []byte, hl int, solicited bool) {
+	r := q.Rd
 	d, _, err := rdmap.ParseImmediateData(seg[hl:])
 	if err != nil {
 		e.rdBadMessage(q, src, iwerr.RDMAPOperationUnspecified, seg, hl)

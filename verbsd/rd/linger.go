@@ -1,4 +1,4 @@
-package verbsd
+package rd
 
 import (
 	"encoding/binary"
@@ -65,15 +65,15 @@ type rdLingers struct {
 // rdClose is the RD part of removeQP, after q left the polling set and
 // before its socket closes: the ACKs it owes leave, its reorder store is
 // emptied, and its socket lingers (q.fd = -1 then: closeQP leaves it).
-func (e *rdEngine) rdClose(q *rdQP, now time.Time) {
+func (e *Engine) rdClose(q *QP, now time.Time) {
 	e.rdCloseAcks(q, now) // rd_qp.go
-	q.rd.dropHeld()       // rd_recv.go: out of the device's reorder store
+	q.Rd.dropHeld()       // rd_recv.go: out of the device's reorder store
 	e.rdLingerStart(q, now)
 }
 
 // rdLingerStart makes q's socket linger, if any peer needs it.
-func (e *rdEngine) rdLingerStart(q *rdQP, now time.Time) {
-	r := q.rd
+func (e *Engine) rdLingerStart(q *QP, now time.Time) {
+	r := q.Rd
 	d := r.cfg.RdLingerTime()
 	if d <= 0 || q.FD < 0 || e.Quit {
 		return
@@ -115,7 +115,7 @@ func (e *rdEngine) rdLingerStart(q *rdQP, now time.Time) {
 
 // rdLingerEvent marks the lingering port of descriptor fd readable
 // (pollFDs); false if fd is no lingering port's.
-func (e *rdEngine) rdLingerEvent(fd int32) bool {
+func (e *Engine) rdLingerEvent(fd int32) bool {
 	g := e.rdLinger.byFD[fd]
 	if g == nil {
 		return false
@@ -126,13 +126,13 @@ func (e *rdEngine) rdLingerEvent(fd int32) bool {
 }
 
 // rdLingerDeadline is when the next lingering port ends (sleepTimeout).
-func (e *rdEngine) rdLingerDeadline() (time.Time, bool) {
+func (e *Engine) rdLingerDeadline() (time.Time, bool) {
 	return e.rdLinger.next, len(e.rdLinger.byFD) > 0
 }
 
 // rdLingerService answers what the readable lingering ports received and
 // ends those whose time is up. It reports whether it read anything.
-func (e *rdEngine) rdLingerService(now time.Time) bool {
+func (e *Engine) rdLingerService(now time.Time) bool {
 	ls := &e.rdLinger
 	if len(ls.byFD) == 0 {
 		return false
@@ -162,7 +162,7 @@ func (e *rdEngine) rdLingerService(now time.Time) bool {
 }
 
 // rdLingerEnd closes a lingering port.
-func (e *rdEngine) rdLingerEnd(g *rdLinger) {
+func (e *Engine) rdLingerEnd(g *rdLinger) {
 	ls := &e.rdLinger
 	unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_DEL, g.fd, nil)
 	unix.Close(g.fd)
@@ -172,7 +172,7 @@ func (e *rdEngine) rdLingerEnd(g *rdLinger) {
 
 // rdLingerRelease ends the linger holding port (0: the one ending first),
 // for a new QP that needs the port (bindRD). It reports whether one ended.
-func (e *rdEngine) rdLingerRelease(port uint16) bool {
+func (e *Engine) rdLingerRelease(port uint16) bool {
 	var victim *rdLinger
 	for _, g := range e.rdLinger.byFD {
 		if (port != 0 && g.local.Port() == port) || (port == 0 && (victim == nil || g.until.Before(victim.until))) {
@@ -188,7 +188,7 @@ func (e *rdEngine) rdLingerRelease(port uint16) bool {
 }
 
 // rdLingerCloseAll closes every lingering port (the engine stops).
-func (e *rdEngine) rdLingerCloseAll() {
+func (e *Engine) rdLingerCloseAll() {
 	for _, g := range e.rdLinger.byFD {
 		e.rdLingerEnd(g)
 	}
@@ -196,7 +196,7 @@ func (e *rdEngine) rdLingerCloseAll() {
 
 // rdLingerReceive reads g's socket (one recvmmsg: at most recvSlots
 // buffers per pass) and sends the replies of its rd.Linger.
-func (e *rdEngine) rdLingerReceive(g *rdLinger) bool {
+func (e *Engine) rdLingerReceive(g *rdLinger) bool {
 	ls := &e.rdLinger
 	if ls.buf == nil {
 		ls.buf = make([]byte, 64<<10)
@@ -237,7 +237,7 @@ func (e *rdEngine) rdLingerReceive(g *rdLinger) bool {
 
 // rdLingerSend sends the replies acts from g's socket, in order (best
 // effort: one lost is answered again when its peer retransmits).
-func (e *rdEngine) rdLingerSend(g *rdLinger, acts []rd.Action) {
+func (e *Engine) rdLingerSend(g *rdLinger, acts []rd.Action) {
 	ls := &e.rdLinger
 	const dlen = dgram.KeyHeaderLen + dgram.RDHeaderLen + crc32c.Size
 	for len(acts) > 0 {
@@ -273,7 +273,7 @@ func (e *rdEngine) rdLingerSend(g *rdLinger, acts []rd.Action) {
 // rd_lingering (ports lingering now), rd_lingering_peers (peers they
 // remember), rd_lingers (started), rd_linger_taken_over, rd_linger_acks,
 // rd_linger_peers_dropped.
-func (e *rdEngine) rdLingerInspect(m map[string]int64) {
+func (e *Engine) rdLingerInspect(m map[string]int64) {
 	ls := &e.rdLinger
 	m["rd_lingering"] += int64(len(ls.byFD))
 	m["rd_lingering_peers"] += int64(ls.peers)
@@ -287,7 +287,7 @@ func (e *rdEngine) rdLingerInspect(m map[string]int64) {
 // the port it asks for, or every port of the range, is in use and a
 // lingering port is among them, that linger ends and the bind is tried
 // again: a new QP is never refused a port for a linger.
-func (s *session) bindRD(port uint16) (int, netip.AddrPort, error) {
+func BindRD(s *rnic.Session, port uint16) (int, netip.AddrPort, error) {
 	fd, ap, err := ud.BindDgram(s.Dev, port, s.Dev.Cfg.RDPorts, s.PrivBind)
 	if !errors.Is(err, unix.EADDRINUSE) {
 		return fd, ap, err

@@ -1,4 +1,4 @@
-package verbsd
+package rd
 
 import (
 	"cmp"
@@ -80,7 +80,7 @@ type rdErrMsg struct {
 var zeroPayload [dgram.MaxDatagramSize]byte
 
 // rdMaxPayload is the payload of one RD datagram's DDP segment.
-func (e *rdEngine) rdMaxPayload(tagged bool, ulpHeader int) int {
+func (e *Engine) RdMaxPayload(tagged bool, ulpHeader int) int {
 	return ddp.MaxPayload(dgram.MaxSegment(e.Cfg.DatagramSize, true), tagged, ulpHeader)
 }
 
@@ -91,8 +91,8 @@ func (e *rdEngine) rdMaxPayload(tagged bool, ulpHeader int) int {
 // would need. At most the ring's depth of work requests are taken and not
 // completed: with the ring, a QP has at most twice its SQ depth
 // outstanding.
-func (e *rdEngine) rdTake(q *rdQP) bool {
-	r := q.rd
+func (e *Engine) rdTake(q *QP) bool {
+	r := q.Rd
 	v := q.SQView()
 	head, idx, avail, err := v.Lookahead(q.Sq)
 	if err != nil {
@@ -139,8 +139,8 @@ func (r *rdState) freeWR(w *rdWR) {
 }
 
 // rdPrepare validates the SQE in slot into w; a bad one is done (fatal).
-func (e *rdEngine) rdPrepare(q *rdQP, w *rdWR, slot []byte) {
-	r := q.rd
+func (e *Engine) rdPrepare(q *QP, w *rdWR, slot []byte) {
+	r := q.Rd
 	var raw [proto.SQEHeaderLen]byte
 	copy(raw[:], slot)
 	sqe := proto.GetSQE(raw[:])
@@ -214,7 +214,7 @@ func (e *rdEngine) rdPrepare(q *rdQP, w *rdWR, slot []byte) {
 		r.msn[rdmap.QNSend]++
 		w.msn = r.msn[rdmap.QNSend]
 		w.segs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(op)), 0, rdmap.QNSend, w.msn, uint32(w.total),
-			e.rdMaxPayload(false, hdr))
+			e.RdMaxPayload(false, hdr))
 	case proto.WRRDMARead:
 		if len(w.sges) == 1 {
 			w.sink = w.sges[0]
@@ -229,7 +229,7 @@ func (e *rdEngine) rdPrepare(q *rdQP, w *rdWR, slot []byte) {
 		r.msn[rdmap.QNReadRequest]++
 		w.msn = r.msn[rdmap.QNReadRequest]
 		w.segs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(rdmap.OpReadRequest)), 0, rdmap.QNReadRequest, w.msn,
-			rdmap.ReadRequestLen, e.rdMaxPayload(false, 0))
+			rdmap.ReadRequestLen, e.RdMaxPayload(false, 0))
 	case proto.WRWriteRecord, proto.WRWriteRecordWithImm:
 		if st := e.rdPrepareWriteRecord(q, w, &sqe); st != proto.WCSuccess { // wrec_send.go
 			fail(st)
@@ -238,8 +238,8 @@ func (e *rdEngine) rdPrepare(q *rdQP, w *rdWR, slot []byte) {
 }
 
 // rdPoll runs the state machine's timers and acts on what it reports.
-func (e *rdEngine) rdPoll(q *rdQP, now time.Time) bool {
-	r := q.rd
+func (e *Engine) rdPoll(q *QP, now time.Time) bool {
+	r := q.Rd
 	r.actions = r.ep.Poll(now, r.actions[:0])
 	work := len(r.actions) > 0
 	for i := range r.actions {
@@ -258,8 +258,8 @@ type rdPending struct {
 	h    dgram.RDHeader
 }
 
-func (e *rdEngine) rdAction(q *rdQP, a *rd.Action, now time.Time) {
-	r := q.rd
+func (e *Engine) rdAction(q *QP, a *rd.Action, now time.Time) {
+	r := q.Rd
 	switch a.Kind {
 	case rd.Retransmit:
 		r.retx = append(r.retx, rdPending{a.Peer, a.Token, a.Header})
@@ -277,8 +277,8 @@ func (e *rdEngine) rdAction(q *rdQP, a *rd.Action, now time.Time) {
 }
 
 // rdResolve records that a token was acknowledged (ok) or given up.
-func (e *rdEngine) rdResolve(q *rdQP, tok rd.Token, ok bool) {
-	r := q.rd
+func (e *Engine) rdResolve(q *QP, tok rd.Token, ok bool) {
+	r := q.Rd
 	kind, seq, _ := splitToken(tok)
 	switch kind {
 	case tokWR:
@@ -377,7 +377,7 @@ func (r *rdState) sendable() bool {
 // rdBatch builds one sendmmsg vector of RD datagrams in e.sb.
 type rdBatch struct {
 	e    *ud.Engine
-	q    *rdQP
+	q    *QP
 	n    int
 	full bool
 }
@@ -386,7 +386,7 @@ type rdBatch struct {
 // it, q's own), h, the DDP header dh, an optional RDMAP header, payload
 // pieces; crc per the QP.
 func (b *rdBatch) add(peer netip.AddrPort, h *dgram.RDHeader, dh *ddp.Header, ulp []byte, pieces [][]byte) bool {
-	r := b.q.rd
+	r := b.q.Rd
 	if b.n == rdMaxBatch {
 		b.full = true
 		return false
@@ -424,9 +424,9 @@ func (b *rdBatch) add(peer netip.AddrPort, h *dgram.RDHeader, dh *ddp.Header, ul
 }
 
 // rdBuild appends the DATA datagram of token tok with RD header h.
-func (e *rdEngine) rdBuild(b *rdBatch, peer netip.AddrPort, tok rd.Token, h *dgram.RDHeader) bool {
+func (e *Engine) rdBuild(b *rdBatch, peer netip.AddrPort, tok rd.Token, h *dgram.RDHeader) bool {
 	q := b.q
-	r := q.rd
+	r := q.Rd
 	kind, seq, seg := splitToken(tok)
 	switch kind {
 	case tokWR:
@@ -478,11 +478,11 @@ func (e *rdEngine) rdBuild(b *rdBatch, peer netip.AddrPort, tok rd.Token, h *dgr
 
 // rdPayload translates octets [off, off+n) of w's payload (for this pass);
 // if the memory went away the datagram carries zeros and w fails.
-func (e *rdEngine) rdPayload(q *rdQP, w *rdWR, off, n int) [][]byte {
+func (e *Engine) rdPayload(q *QP, w *rdWR, off, n int) [][]byte {
 	if w.inline != nil {
 		return append(e.Pieces[:0], w.inline[off:off+n])
 	}
-	r := q.rd
+	r := q.Rd
 	bufs := r.sgBufs[:0]
 	// Only the part of each SGE inside [off, off+n): a process MR's source
 	// is read from the process (stage.go), octets this datagram does not
@@ -512,7 +512,7 @@ func (e *rdEngine) rdPayload(q *rdQP, w *rdWR, off, n int) [][]byte {
 // rdSend sends what is due: retransmissions, ACKs, error messages, Read
 // Responses, then the send queue's new segments, as far as the windows
 // allow, batched into sendmmsg calls.
-func (e *rdEngine) rdSend(q *rdQP, now time.Time) bool {
+func (e *Engine) rdSend(q *QP, now time.Time) bool {
 	q.Blocked = false
 	work := false
 	if q.State == proto.QPStateRTS && e.rdTake(q) {
@@ -536,9 +536,9 @@ func (e *rdEngine) rdSend(q *rdQP, now time.Time) bool {
 }
 
 // rdFill fills one batch.
-func (e *rdEngine) rdFill(b *rdBatch, now time.Time) {
+func (e *Engine) rdFill(b *rdBatch, now time.Time) {
 	q := b.q
-	r := q.rd
+	r := q.Rd
 	k := 0
 	for ; k < len(r.retx) && !b.full; k++ {
 		p := &r.retx[k]
@@ -641,7 +641,7 @@ func (r *rdState) deferDatagram(peer netip.AddrPort, tok rd.Token, h dgram.RDHea
 
 // rdTransmit hands a batch to the kernel. Datagrams the kernel does not
 // take are lost as far as the state machine knows: it retransmits them.
-func (e *rdEngine) rdTransmit(q *rdQP, msgs []unix.Mmsghdr) {
+func (e *Engine) rdTransmit(q *QP, msgs []unix.Mmsghdr) {
 	off := 0
 	for off < len(msgs) {
 		sent, err := e.Sendmmsg(q.FD, msgs[off:])
@@ -677,8 +677,8 @@ func (e *rdEngine) rdTransmit(q *rdQP, msgs []unix.Mmsghdr) {
 // back the completions of the others, docs/rd.md); a fatal one (a local
 // error) when every one before it has completed. It forgets finished
 // responses and error messages.
-func (e *rdEngine) rdComplete(q *rdQP) bool {
-	r := q.rd
+func (e *Engine) rdComplete(q *QP) bool {
+	r := q.Rd
 	work := false
 	clear(r.blocked) // peers with an earlier work request not completed
 	for _, w := range r.wrs {
@@ -749,8 +749,8 @@ func (e *rdEngine) rdComplete(q *rdQP) bool {
 func rdWCOpcode(w *rdWR) proto.WCOpcode { return rnic.WCOpcodeOf(w.op) }
 
 // rdCompleteWR posts w's completion (if signaled or failed).
-func (e *rdEngine) rdCompleteWR(q *rdQP, w *rdWR) {
-	r := q.rd
+func (e *Engine) rdCompleteWR(q *QP, w *rdWR) {
+	r := q.Rd
 	if w.op.ReadOrAtomic() && w.sent > 0 {
 		r.readsOut--
 	}

@@ -1,4 +1,4 @@
-package verbsd
+package rd
 
 import (
 	"errors"
@@ -34,8 +34,8 @@ type rdInMsg struct {
 // rdReceive reads q's socket (recvmmsg into the slots' scratch: RD
 // datagrams are copied to their destination after the state machine
 // judged them) and handles every datagram.
-func (e *rdEngine) rdReceive(q *rdQP, now time.Time) bool {
-	r := q.rd
+func (e *Engine) rdReceive(q *QP, now time.Time) bool {
+	r := q.Rd
 	rb := e.Rb
 	work := false
 	budget := e.Cfg.PollBatch
@@ -68,7 +68,7 @@ func (e *rdEngine) rdReceive(q *rdQP, now time.Time) bool {
 // GRO-coalesced buffer cut into its datagrams; truncated ones dropped),
 // copied into buf, with its source; counted on q (nil: the daemon's
 // counters only).
-func (e *rdEngine) rdDatagrams(q *rdQP, got int, buf []byte) iter.Seq2[netip.AddrPort, []byte] {
+func (e *Engine) rdDatagrams(q *QP, got int, buf []byte) iter.Seq2[netip.AddrPort, []byte] {
 	return func(yield func(netip.AddrPort, []byte) bool) {
 		for i := range got {
 			s := &e.Rb.Slots[i]
@@ -96,8 +96,8 @@ func (e *rdEngine) rdDatagrams(q *rdQP, got int, buf []byte) iter.Seq2[netip.Add
 }
 
 // rdDatagram judges one RD datagram from src.
-func (e *rdEngine) rdDatagram(q *rdQP, src netip.AddrPort, b []byte, now time.Time) {
-	r := q.rd
+func (e *Engine) rdDatagram(q *QP, src netip.AddrPort, b []byte, now time.Time) {
+	r := q.Rd
 	if q.State != proto.QPStateRTR && q.State != proto.QPStateRTS {
 		e.count(q, rnic.CDropNotReady, 1)
 		return
@@ -160,8 +160,8 @@ func rdIsRecord(seg []byte) bool {
 // now: a Send's first segment and a Write-Record's last need a posted
 // receive, a Read Request room among the responses, and nothing from src
 // may wait in the backlog.
-func (e *rdEngine) rdReady(q *rdQP, src netip.AddrPort, seg []byte) bool {
-	if len(q.rd.backlog[src]) > 0 {
+func (e *Engine) rdReady(q *QP, src netip.AddrPort, seg []byte) bool {
+	if len(q.Rd.backlog[src]) > 0 {
 		return false
 	}
 	return e.rdCanDeliver(q, src, seg)
@@ -174,8 +174,8 @@ func (e *rdEngine) rdReady(q *rdQP, src netip.AddrPort, seg []byte) bool {
 // same test as those arriving in order: a held Read Request delivered past
 // a full IRD was answered with a remote operation error (iwarp-perf -t rd
 // read-bw, once in CI).
-func (e *rdEngine) rdCanDeliver(q *rdQP, src netip.AddrPort, seg []byte) bool {
-	r := q.rd
+func (e *Engine) rdCanDeliver(q *QP, src netip.AddrPort, seg []byte) bool {
+	r := q.Rd
 	if rdNeedsRecv(seg) {
 		return e.rdRecvAvailable(q, src, seg)
 	}
@@ -190,8 +190,8 @@ func (e *rdEngine) rdCanDeliver(q *rdQP, src netip.AddrPort, seg []byte) bool {
 // rdRecvAvailable reports whether seg (rdNeedsRecv) from src can have a
 // receive: a Send claims one, a Write-Record completes into the ring's
 // head.
-func (e *rdEngine) rdRecvAvailable(q *rdQP, src netip.AddrPort, seg []byte) bool {
-	if m := q.rd.inMsgs[src]; m != nil && m.claimed && !rdIsRecord(seg) {
+func (e *Engine) rdRecvAvailable(q *QP, src netip.AddrPort, seg []byte) bool {
+	if m := q.Rd.inMsgs[src]; m != nil && m.claimed && !rdIsRecord(seg) {
 		return true // the abandoned message's receive is reused
 	}
 	n, err := q.RecvRing().Available()
@@ -200,8 +200,8 @@ func (e *rdEngine) rdRecvAvailable(q *rdQP, src netip.AddrPort, seg []byte) bool
 
 // rdDeliverHeld delivers a held datagram now in order (or queues it in the
 // backlog if it needs a receive and none is posted).
-func (e *rdEngine) rdDeliverHeld(q *rdQP, peer netip.AddrPort, seq uint32, now time.Time) {
-	r := q.rd
+func (e *Engine) rdDeliverHeld(q *QP, peer netip.AddrPort, seq uint32, now time.Time) {
+	r := q.Rd
 	k := rdHeldKey{peer, seq}
 	seg, ok := r.held[k]
 	if !ok {
@@ -220,8 +220,8 @@ func (e *rdEngine) rdDeliverHeld(q *rdQP, peer netip.AddrPort, seq uint32, now t
 
 // rdDrainBacklog delivers backlogged datagrams that can be acted on now
 // (rdCanDeliver).
-func (e *rdEngine) rdDrainBacklog(q *rdQP, now time.Time) bool {
-	r := q.rd
+func (e *Engine) rdDrainBacklog(q *QP, now time.Time) bool {
+	r := q.Rd
 	work := false
 	for peer, keys := range r.backlog {
 		n := 0
@@ -322,15 +322,15 @@ const rdMaxFreeBytes = 1 << 20
 
 // rdDeliverSeq delivers the DATA datagram seq from src: an error message
 // about it holds back its acknowledgement (rdSendError).
-func (e *rdEngine) rdDeliverSeq(q *rdQP, src netip.AddrPort, seq uint32, seg []byte, now time.Time) {
-	r := q.rd
+func (e *Engine) rdDeliverSeq(q *QP, src netip.AddrPort, seq uint32, seg []byte, now time.Time) {
+	r := q.Rd
 	r.curSeq, r.curValid = seq, true
 	e.rdDeliver(q, src, seg, now)
 	r.curValid = false
 }
 
 // rdDeliver handles one DATA segment delivered in order from src.
-func (e *rdEngine) rdDeliver(q *rdQP, src netip.AddrPort, seg []byte, now time.Time) {
+func (e *Engine) rdDeliver(q *QP, src netip.AddrPort, seg []byte, now time.Time) {
 	h, hl, err := ddp.Parse(seg)
 	if err != nil || h.Version != ddp.Version {
 		bad := iwerr.DDPUntaggedInvalidVersion
@@ -365,7 +365,7 @@ func (e *rdEngine) rdDeliver(q *rdQP, src netip.AddrPort, seg []byte, now time.T
 	case h.QN == rdmap.QNSend && (op == rdmap.OpImmediateData || op == rdmap.OpImmediateDataSE):
 		e.rdPlaceSendImm(q, src, &h, seg, hl, op == rdmap.OpImmediateDataSE) // rd_atomic.go
 	case h.QN == rdmap.QNReadRequest && op == rdmap.OpAtomicRequest:
-		e.rdAtomicRequest(q, src, &h, seg, hl) // rd_atomic.go
+		e.RdAtomicRequest(q, src, &h, seg, hl) // rd_atomic.go
 	case h.QN == rdmap.QNAtomicResponse && op == rdmap.OpAtomicResponse:
 		e.rdAtomicResponse(q, src, &h, seg, hl) // rd_atomic.go
 	case h.QN == rdmap.QNReadRequest && op == rdmap.OpReadRequest:
@@ -380,8 +380,8 @@ func (e *rdEngine) rdDeliver(q *rdQP, src netip.AddrPort, seg []byte, now time.T
 }
 
 // rdBadMessage drops a message in error, counts it and tells its sender.
-func (e *rdEngine) rdBadMessage(q *rdQP, src netip.AddrPort, err iwerr.Error, seg []byte, hl int) {
-	q.rd.count(rdBadMessage, 1)
+func (e *Engine) rdBadMessage(q *QP, src netip.AddrPort, err iwerr.Error, seg []byte, hl int) {
+	q.Rd.count(rdBadMessage, 1)
 	var dh []byte
 	if hl > 0 && hl <= len(seg) {
 		dh = seg[:hl]
@@ -392,8 +392,8 @@ func (e *rdEngine) rdBadMessage(q *rdQP, src netip.AddrPort, err iwerr.Error, se
 // rdSendError queues an error message (untagged QN 2, opcode Terminate,
 // the RFC 5040 §4.8 Terminate header naming the offending segment) to
 // peer, sent reliably. Never about an error message itself.
-func (e *rdEngine) rdSendError(q *rdQP, peer netip.AddrPort, err iwerr.Error, ddpHdr, rdmaHdr []byte, segLen int) {
-	r := q.rd
+func (e *Engine) rdSendError(q *QP, peer netip.AddrPort, err iwerr.Error, ddpHdr, rdmaHdr []byte, segLen int) {
+	r := q.Rd
 	if len(ddpHdr) >= ddp.UntaggedHeaderLen && ddpHdr[0]&0x80 == 0 {
 		if h, _, e2 := ddp.Parse(ddpHdr); e2 == nil && h.QN == rdmap.QNTerminate {
 			return
@@ -421,7 +421,7 @@ func (e *rdEngine) rdSendError(q *rdQP, peer netip.AddrPort, err iwerr.Error, dd
 }
 
 // rdClaim consumes the head receive for a Send from src into m.
-func (e *rdEngine) rdClaim(q *rdQP, m *rdInMsg) bool {
+func (e *Engine) rdClaim(q *QP, m *rdInMsg) bool {
 	c := q.RecvRing()
 	slot, err := c.Peek()
 	if err != nil {
@@ -441,15 +441,15 @@ func (e *rdEngine) rdClaim(q *rdQP, m *rdInMsg) bool {
 	m.wrid, m.claimed = w.WRID, true
 	c.Advance()
 	c.Release()
-	q.rd.claimed++
+	q.Rd.claimed++
 	e.SRQLimitCheck(q.QP.QP)
 	return true
 }
 
 // rdCompleteRecv posts the completion of m's receive.
-func (e *rdEngine) rdCompleteRecv(q *rdQP, src netip.AddrPort, m *rdInMsg, st proto.WCStatus, n uint32, solicited bool) {
+func (e *Engine) rdCompleteRecv(q *QP, src netip.AddrPort, m *rdInMsg, st proto.WCStatus, n uint32, solicited bool) {
 	m.claimed = false
-	q.rd.claimed--
+	q.Rd.claimed--
 	flags := proto.WCFlagSrcValid
 	if solicited {
 		flags |= proto.WCFlagSolicited
@@ -470,8 +470,8 @@ func (e *rdEngine) rdCompleteRecv(q *rdQP, src netip.AddrPort, m *rdInMsg, st pr
 // rdPlaceSend places a Send segment into the receive its message claimed;
 // ulp octets of RDMAP header (a Send with Immediate's) follow the DDP
 // header of hl octets.
-func (e *rdEngine) rdPlaceSend(q *rdQP, src netip.AddrPort, h *ddp.Header, seg []byte, hl, ulp int, solicited bool) {
-	r := q.rd
+func (e *Engine) rdPlaceSend(q *QP, src netip.AddrPort, h *ddp.Header, seg []byte, hl, ulp int, solicited bool) {
+	r := q.Rd
 	payload := seg[hl+ulp:]
 	m := r.inMsgs[src]
 	if h.MO == 0 {
@@ -574,8 +574,8 @@ func scatterAt(bufs [][]byte, off int, data []byte) {
 // rdReadRequest validates an RDMA Read Request (as RC does: STag, PD,
 // RemoteRead, bounds) and queues its response, or answers with an error
 // message; the QP stays up either way.
-func (e *rdEngine) rdReadRequest(q *rdQP, src netip.AddrPort, h *ddp.Header, seg []byte, hl int, now time.Time) {
-	r := q.rd
+func (e *Engine) rdReadRequest(q *QP, src netip.AddrPort, h *ddp.Header, seg []byte, hl int, now time.Time) {
+	r := q.Rd
 	rr, _, err := rdmap.ParseReadRequest(seg[hl:])
 	if err != nil || !h.Last || h.MO != 0 || len(seg) != hl+rdmap.ReadRequestLen {
 		e.rdBadMessage(q, src, iwerr.RDMAPOperationUnspecified, seg, hl)
@@ -598,7 +598,7 @@ func (e *rdEngine) rdReadRequest(q *rdQP, src netip.AddrPort, h *ddp.Header, seg
 		return
 	}
 	segs, err := ddp.TaggedSegments(uint8(rdmap.MakeControl(rdmap.OpReadResponse)), rr.SinkStag, rr.SinkTO, rr.Size,
-		e.rdMaxPayload(true, 0))
+		e.RdMaxPayload(true, 0))
 	if err != nil {
 		e.rdBadMessage(q, src, iwerr.RDMAPOperationUnspecified, seg, hl)
 		return
@@ -609,8 +609,8 @@ func (e *rdEngine) rdReadRequest(q *rdQP, src netip.AddrPort, h *ddp.Header, seg
 
 // rdPlaceResponse places a Read Response segment into the sink of the
 // oldest outstanding Read to src (responses come back in request order).
-func (e *rdEngine) rdPlaceResponse(q *rdQP, src netip.AddrPort, h *ddp.Header, payload []byte) {
-	r := q.rd
+func (e *Engine) rdPlaceResponse(q *QP, src netip.AddrPort, h *ddp.Header, payload []byte) {
+	r := q.Rd
 	var w *rdWR
 	for _, x := range r.wrs {
 		if x.op == proto.WRRDMARead && x.peer == src && x.sent > 0 && !x.done && !x.respFinal {
@@ -648,8 +648,8 @@ func (e *rdEngine) rdPlaceResponse(q *rdQP, src netip.AddrPort, h *ddp.Header, p
 // rdErrorIn handles an error message from src: the work request it names
 // completes with the error (the QP stays up); one naming nothing known is
 // counted and raised as EventQPAccessError.
-func (e *rdEngine) rdErrorIn(q *rdQP, src netip.AddrPort, body []byte) {
-	r := q.rd
+func (e *Engine) rdErrorIn(q *QP, src netip.AddrPort, body []byte) {
+	r := q.Rd
 	e.count(q, rnic.CErrorMsgsIn, 1)
 	t, _, err := rdmap.ParseTerminate(body)
 	if err == nil && t.DDPHeaderIncluded {

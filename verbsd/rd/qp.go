@@ -1,4 +1,4 @@
-package verbsd
+package rd
 
 import (
 	cryptorand "crypto/rand"
@@ -88,7 +88,7 @@ type rdState struct {
 	// RFC 7306 atomics (rd_atomic.go): the next Request Identifier (from
 	// a random start per QP), Atomic Responses being sent (in errs), and
 	// the responder's replay cache.
-	nextReqID  uint32
+	NextReqID  uint32
 	atomicOut  int
 	atomicSeen rdAtomicCache
 	curImm     uint32 // Immediate Data of the Send being delivered (curHasImm)
@@ -139,7 +139,7 @@ const rdScratchStride = 88
 const rdMaxBatch = 256
 
 // rdMaxDepth bounds an RD QP's ORD and IRD (RDConfig.Validate's limit).
-const rdMaxDepth = 1024
+const RdMaxDepth = 1024
 
 // rdQPConfig is cfg with the QP's own outstanding Reads and atomics:
 // QPCaps.MaxRdAtomic as its ORD and MaxDestRdAtomic as its IRD where set
@@ -165,7 +165,7 @@ func rdQPConfig(cfg *config.RDConfig, c proto.QPCaps) *config.RDConfig {
 //
 // store is the device's reorder-store total (engine.rdStoreBytes), which
 // the QP's held datagrams count against (-rd-reorder-bytes).
-func newRDQP(cfg *config.RDConfig, datagramSize, socketBuffer int, store *int) *rdState {
+func newRDState(cfg *config.RDConfig, datagramSize, socketBuffer int, store *int) *rdState {
 	inc := rand.Uint32()
 	for inc == 0 {
 		inc = rand.Uint32()
@@ -185,8 +185,8 @@ func (r *rdState) count(c rdCounter, n int64) { r.stats[c] += n }
 
 // rdHasWork reports whether an RD QP has something to do now (before
 // sleeping): new work requests posted, or data to send with the window open.
-func (q *rdQP) rdHasWork() bool {
-	r := q.rd
+func (q *QP) rdHasWork() bool {
+	r := q.Rd
 	switch q.State {
 	case proto.QPStateRTS:
 		if n, err := q.Sq.Available(); err != nil || (n > 0 && uint32(len(r.wrs)) < q.SQView().Depth()) {
@@ -213,15 +213,15 @@ func (q *rdQP) rdHasWork() bool {
 }
 
 // rdDeadline is the earliest timer of q's state machine.
-func (q *rdQP) rdDeadline() (time.Time, bool) {
-	if q.rd == nil {
+func (q *QP) rdDeadline() (time.Time, bool) {
+	if q.Rd == nil {
 		return time.Time{}, false
 	}
-	return q.rd.ep.NextDeadline()
+	return q.Rd.ep.NextDeadline()
 }
 
 // serviceRD does one pass of work on an RD QP.
-func (e *rdEngine) serviceRD(q *rdQP, now time.Time) bool {
+func (e *Engine) serviceRD(q *QP, now time.Time) bool {
 	work := false
 	if q.Readable {
 		work = e.rdReceive(q, now)
@@ -247,8 +247,8 @@ func (e *rdEngine) serviceRD(q *rdQP, now time.Time) bool {
 // rdFlush completes, with WCWRFlushErr, the receives an ERROR RD QP
 // claimed and the work requests taken from the SQ, and forgets the send
 // state (the entries still in the SQ ring are flushed by flush).
-func (e *rdEngine) rdFlush(q *rdQP) bool {
-	r := q.rd
+func (e *Engine) rdFlush(q *QP) bool {
+	r := q.Rd
 	work := false
 	for peer, m := range r.inMsgs {
 		delete(r.inMsgs, peer)
@@ -277,22 +277,22 @@ func (e *rdEngine) rdFlush(q *rdQP) bool {
 
 // rdReset forgets everything (the move to RESET): a new life with a new
 // incarnation, so that peers never confuse it with the old one.
-func (q *rdQP) rdReset() {
-	if q.rd != nil {
-		q.rd.dropHeld()
-		q.rd = newRDQP(q.rd.cfg, q.rd.dgramSize, q.rd.sockBuf, q.rd.store)
+func (q *QP) rdReset() {
+	if q.Rd != nil {
+		q.Rd.dropHeld()
+		q.Rd = newRDState(q.Rd.cfg, q.Rd.dgramSize, q.Rd.sockBuf, q.Rd.store)
 	}
 }
 
 // rdInspect adds q's RD counters to m.
-func (q *rdQP) rdInspect(m map[string]int64) {
-	if q.rd == nil {
+func (q *QP) rdInspect(m map[string]int64) {
+	if q.Rd == nil {
 		return
 	}
-	for i, v := range q.rd.stats {
+	for i, v := range q.Rd.stats {
 		m[rdCounterNames[i]] += v
 	}
-	st := q.rd.ep.Stats()
+	st := q.Rd.ep.Stats()
 	for k, v := range map[string]uint64{"rd_retransmits": st.Retransmits, "rd_fast_retransmits": st.FastRetransmits,
 		"rd_timeouts": st.Timeouts, "rd_notready": st.NotReadySent, "rd_notready_received": st.NotReadyReceived,
 		"rd_dup": st.Duplicates, "rd_held": st.Held, "rd_dropped": st.Dropped, "rd_stale": st.Stale,
@@ -302,16 +302,16 @@ func (q *rdQP) rdInspect(m map[string]int64) {
 		"rd_replies_limited": st.RepliesLimited, "rd_handshake_resends": st.HandshakeResends} {
 		m[k] += int64(v)
 	}
-	m["rd_peers"] += int64(q.rd.ep.Peers())
-	m["rd_held_now"] += int64(q.rd.heldN)
-	m["rd_held_bytes"] += int64(q.rd.heldBytes)
+	m["rd_peers"] += int64(q.Rd.ep.Peers())
+	m["rd_held_now"] += int64(q.Rd.heldN)
+	m["rd_held_bytes"] += int64(q.Rd.heldBytes)
 }
 
 // rdInspect adds the RD counters of every QP, and those of the lingering
 // ports (rd_linger.go), to the daemon's.
-func (e *rdEngine) rdInspect(m map[string]int64) {
+func (e *Engine) rdInspect(m map[string]int64) {
 	for _, c := range e.QPs {
-		if q := rdQPOf(c); q != nil {
+		if q := QPOf(c); q != nil {
 			q.rdInspect(m)
 		}
 	}
@@ -326,8 +326,8 @@ func (e *rdEngine) rdInspect(m map[string]int64) {
 // delivered message with WCRetryExcErr (issue 10: fi_pingpong's final
 // exchange, whose receiver closes as soon as it has the message). Best
 // effort: a datagram the kernel refuses now is not retried.
-func (e *rdEngine) rdCloseAcks(q *rdQP, now time.Time) {
-	r := q.rd
+func (e *Engine) rdCloseAcks(q *QP, now time.Time) {
+	r := q.Rd
 	if r == nil || q.FD < 0 {
 		return
 	}

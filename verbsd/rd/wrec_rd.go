@@ -1,4 +1,4 @@
-package verbsd
+package rd
 
 import (
 	"net/netip"
@@ -27,7 +27,7 @@ import (
 // seg[:hl] and len(seg)); the record has failed, and later segments of it
 // are dropped silently. A malformed segment (short Write-Record header,
 // inconsistent offsets) is dropped and counted, ok true.
-func (e *rdEngine) writeRecordRD(q *rdQP, src netip.AddrPort, h *ddp.Header, seg []byte, hl int, now time.Time) (iwerr.Error, bool) {
+func (e *Engine) writeRecordRD(q *QP, src netip.AddrPort, h *ddp.Header, seg []byte, hl int, now time.Time) (iwerr.Error, bool) {
 	sg := ud.WrecSegment{Src: src, H: *h, DdpHdr: seg[:hl], SegLen: len(seg), Quiet: true}
 	n, ok := sg.ParseHeader(seg) // wrec_recv.go: opcode 0xC, or 0xD with its Immediate Data
 	if !ok || hl != ddp.TaggedHeaderLen {
@@ -49,9 +49,9 @@ func (e *rdEngine) writeRecordRD(q *rdQP, src netip.AddrPort, h *ddp.Header, seg
 // rdPrepareWriteRecord finishes rdPrepare for a Write-Record work request
 // on an RD QP: it takes the next MSN of the QP (shared with Sends) as its
 // RecordID. A TO wrap is a local length error (fatal, as on UD).
-func (e *rdEngine) rdPrepareWriteRecord(q *rdQP, w *rdWR, sqe *proto.SQE) proto.WCStatus {
-	r := q.rd
-	segs, rec, err := ud.WriteRecordSegments(sqe, r.msn[rdmap.QNSend]+1, w.total, e.rdMaxPayload(true, ud.WrecULPLen(sqe.Opcode)))
+func (e *Engine) rdPrepareWriteRecord(q *QP, w *rdWR, sqe *proto.SQE) proto.WCStatus {
+	r := q.Rd
+	segs, rec, err := ud.WriteRecordSegments(sqe, r.msn[rdmap.QNSend]+1, w.total, e.RdMaxPayload(true, ud.WrecULPLen(sqe.Opcode)))
 	if err != nil { // TO + length wraps
 		return proto.WCLocLenErr
 	}
