@@ -132,64 +132,6 @@ func (fd rcFD) Read(b []byte) (int, error) {
 	}
 }
 
-// rcReadAhead is the room of rcReader's look-ahead buffer: the trailer of
-// an FPDU (PAD, CRC), the next one's length and headers, or a few small
-// FPDUs whole.
-const rcReadAhead = 256
-
-// rcReader reads a non-blocking socket for mpa.Receiver with fewer system
-// calls: every read also reads up to rcReadAhead further octets into a
-// look-ahead buffer (one readv), and later reads are served from it first.
-// A payload read thus lands straight in its destination, and brings in the
-// FPDU's trailer and the next FPDU's length and headers with it; only the
-// octets that overflow into the buffer (at most rcReadAhead per system
-// call) are copied. What is buffered must be consumed before the engine
-// sleeps (epoll does not see it): see pending and serviceRC.
-type rcReader struct {
-	fd   int
-	r, w int
-	buf  [rcReadAhead]byte
-	iov  []unix.Iovec
-}
-
-// pending reports octets read from the socket and not yet consumed.
-func (x *rcReader) pending() bool { return x.r < x.w }
-
-// reset drops what is buffered.
-func (x *rcReader) reset() { x.r, x.w = 0, 0 }
-
-func (x *rcReader) Read(b []byte) (int, error) {
-	if x.r < x.w {
-		n := copy(b, x.buf[x.r:x.w])
-		x.r += n
-		return n, nil
-	}
-	x.r, x.w = 0, 0
-	if len(b) == 0 {
-		return 0, nil
-	}
-	// rawReadv: b is registered memory or the connection's header buffers.
-	x.iov = appendIovecs(x.iov[:0], b, x.buf[:])
-	for {
-		n, err := rawReadv(x.fd, x.iov)
-		if err == unix.EINTR {
-			continue
-		}
-		clear(x.iov)
-		if err != nil {
-			return 0, err
-		}
-		if n == 0 {
-			return 0, io.EOF
-		}
-		if n > len(b) {
-			x.w = n - len(b)
-			n = len(b)
-		}
-		return n, nil
-	}
-}
-
 // rcReceive reads and processes FPDUs of q until the socket is empty or
 // PollBatch FPDUs were processed.
 func (e *engine) rcReceive(q *qp) bool {
@@ -203,6 +145,7 @@ func (e *engine) rcReceive(q *qp) bool {
 	}
 	rd := &c.rx.rd
 	rd.fd = c.fd
+	defer func() { e.count(q, cRecvCalls, rd.takeCalls()) }() // rc_rxbuf.go
 	c.rx.fresh = false
 	work := false
 	for range e.cfg.PollBatch {
@@ -278,6 +221,7 @@ func (e *engine) rcReadFPDU(q *qp, rd *rcReader) (done bool, err error) {
 				return false, err
 			}
 			x.ulen, x.parsed = ulen, false
+			rd.observe(ulen) // rc_rxbuf.go
 			x.got = min(ulen, ddp.TaggedHeaderLen)
 			x.want = ddp.HeaderLen(x.hdr[:1])
 			x.step = rxHeaderRest
