@@ -22,7 +22,8 @@ import (
 // order: DDP version, QN, RDMAP version, opcode, then tagged (STag, PD,
 // access, bounds) or untagged (MSN, buffer, MO, length) checks. A
 // violation sends a Terminate with the RFC 6580 code and the offending
-// headers, and nothing more is read.
+// headers, and nothing more is read. Small FPDUs come many per readv
+// through the connection's receive buffer (rc_rxbuf.go).
 //
 // Last byte last (DESIGN.md §5): the final octet of an RDMA Write or Read
 // Response (the last octet of the segment with L set) is read into a
