@@ -23,7 +23,8 @@ import (
 // order: DDP version, QN, RDMAP version, opcode, then tagged (STag, PD,
 // access, bounds) or untagged (MSN, buffer, MO, length) checks. A
 // violation sends a Terminate with the RFC 6580 code and the offending
-// headers, and nothing more is read.
+// headers, and nothing more is read. Small FPDUs come many per readv
+// through the connection's receive buffer (rc_rxbuf.go).
 //
 // Last byte last (DESIGN.md §5): the final octet of an RDMA Write or Read
 // Response (the last octet of the segment with L set) is read into a
@@ -133,64 +134,6 @@ func (fd rcFD) Read(b []byte) (int, error) {
 	}
 }
 
-// rcReadAhead is the room of rcReader's look-ahead buffer: the trailer of
-// an FPDU (PAD, CRC), the next one's length and headers, or a few small
-// FPDUs whole.
-const rcReadAhead = 256
-
-// rcReader reads a non-blocking socket for mpa.Receiver with fewer system
-// calls: every read also reads up to rcReadAhead further octets into a
-// look-ahead buffer (one readv), and later reads are served from it first.
-// A payload read thus lands straight in its destination, and brings in the
-// FPDU's trailer and the next FPDU's length and headers with it; only the
-// octets that overflow into the buffer (at most rcReadAhead per system
-// call) are copied. What is buffered must be consumed before the engine
-// sleeps (epoll does not see it): see pending and serviceRC.
-type rcReader struct {
-	fd   int
-	r, w int
-	buf  [rcReadAhead]byte
-	iov  []unix.Iovec
-}
-
-// pending reports octets read from the socket and not yet consumed.
-func (x *rcReader) pending() bool { return x.r < x.w }
-
-// reset drops what is buffered.
-func (x *rcReader) reset() { x.r, x.w = 0, 0 }
-
-func (x *rcReader) Read(b []byte) (int, error) {
-	if x.r < x.w {
-		n := copy(b, x.buf[x.r:x.w])
-		x.r += n
-		return n, nil
-	}
-	x.r, x.w = 0, 0
-	if len(b) == 0 {
-		return 0, nil
-	}
-	// rawReadv: b is registered memory or the connection's header buffers.
-	x.iov = rnic.AppendIovecs(x.iov[:0], b, x.buf[:])
-	for {
-		n, err := rnic.RawReadv(x.fd, x.iov)
-		if err == unix.EINTR {
-			continue
-		}
-		clear(x.iov)
-		if err != nil {
-			return 0, err
-		}
-		if n == 0 {
-			return 0, io.EOF
-		}
-		if n > len(b) {
-			x.w = n - len(b)
-			n = len(b)
-		}
-		return n, nil
-	}
-}
-
 // rcReceive reads and processes FPDUs of q until the socket is empty or
 // PollBatch FPDUs were processed.
 func (e *rcEngine) rcReceive(q *QP) bool {
@@ -204,6 +147,7 @@ func (e *rcEngine) rcReceive(q *QP) bool {
 	}
 	rd := &c.rx.rd
 	rd.fd = c.Fd
+	defer func() { e.count(q, rnic.CRecvCalls, rd.takeCalls()) }() // rxbuf.go
 	c.rx.fresh = false
 	work := false
 	for range e.Cfg.PollBatch {
@@ -279,6 +223,7 @@ func (e *rcEngine) rcReadFPDU(q *QP, rd *rcReader) (done bool, err error) {
 				return false, err
 			}
 			x.ulen, x.parsed = ulen, false
+			rd.observe(ulen) // rxbuf.go
 			x.got = min(ulen, ddp.TaggedHeaderLen)
 			x.want = ddp.HeaderLen(x.hdr[:1])
 			x.step = rxHeaderRest

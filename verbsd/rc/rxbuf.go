@@ -1,0 +1,176 @@
+package rc
+
+import (
+	"io"
+	"sync"
+
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
+	"golang.org/x/sys/unix"
+)
+
+// RC receive batching: the reader under mpa.Receiver (rc_rx.go) reads
+// what the socket holds, up to rcRxBufSize octets, with one readv, and
+// serves the FPDUs in it — their lengths, headers, payloads, PAD and CRC
+// (RFC 5044 §4; markers, §5, are stripped by mpa.Receiver on top of this
+// reader) — from that buffer, so a burst of small FPDUs costs one system
+// call instead of one or two per FPDU. An FPDU cut by the end of a read is
+// carried over: mpa.Receiver and the FPDU state in rcRx are resumable at
+// any octet, and what stays buffered is served first by the next read.
+//
+// Large payloads are still read in place. The reader reads ahead a whole
+// buffer only while the stream carries small FPDUs: after rcRxSmallRun
+// FPDUs in a row whose ULPDUs are shorter than rcRxDirect (observe). Once
+// an FPDU is that large, each readv brings in only rcReadAhead octets
+// beyond what is asked for (the FPDU's trailer, the next FPDU's length and
+// headers), so a large payload is read with its destination in registered
+// memory first in the iovecs, not into the buffer and copied from it:
+// reading ahead whole buffers cut a 64 KiB Send stream's goodput by a
+// quarter and raised its CPU per message (docs/benchmarks.md, "RC receive
+// batching"). A 64 KiB message is one large FPDU and a short one on
+// loopback, hence the run of small FPDUs before reading ahead again.
+//
+// The buffer is taken from a pool for a read and given back as soon as it
+// is empty, so a connection holds one only while it has octets read and
+// not yet processed (the receive loop stops after PollBatch FPDUs; the
+// engine serves the QP again before it sleeps: see pending and rcHasWork).
+// An idle connection holds none (memory per peer, docs/memory.md).
+
+// rcRxBufSize is the most octets one readv of an RC socket brings in
+// beyond the destination of a large payload: 64 KiB, the largest TCP
+// segment (loopback's, or a GRO'd one) and about 740 FPDUs of 64-octet
+// Sends; PollBatch FPDUs are processed per pass, the rest waits in the
+// buffer for the next pass.
+const rcRxBufSize = 64 << 10
+
+// rcRxDirect: an FPDU whose ULPDU has at least this many octets is
+// large: its payload is read in place, with a look-ahead of rcReadAhead
+// octets only. Below it the payload still lands in place when nothing is
+// buffered (it comes first in the iovecs), and the FPDUs read behind it
+// are copied from the buffer.
+const rcRxDirect = 8 << 10
+
+// rcRxSmallRun small FPDUs in a row switch whole-buffer reads back on.
+const rcRxSmallRun = 4
+
+// rcReadAhead is the look-ahead while the stream carries large FPDUs: the
+// trailer of an FPDU (PAD, CRC), the next one's length and headers.
+const rcReadAhead = 256
+
+// rcRxPool holds the receive buffers of the RC connections that have none
+// (every engine takes from it; a buffer is only ever used by one engine at
+// a time).
+var rcRxPool = sync.Pool{New: func() any { return new([rcRxBufSize]byte) }}
+
+// rcReader reads a non-blocking socket for mpa.Receiver in as few system
+// calls as the data allows (see above). What is buffered must be consumed
+// before the engine sleeps (epoll does not see it): see pending and
+// serviceRC.
+type rcReader struct {
+	fd    int
+	r, w  int
+	buf   *[rcRxBufSize]byte // held while r < w; nil otherwise
+	iov   []unix.Iovec
+	calls int64 // readv calls made, for the recv_calls counter (takeCalls)
+	small int   // FPDUs in a row with ULPDUs shorter than rcRxDirect (observe)
+}
+
+// observe notes the ULPDU_Length of the FPDU now being received.
+func (x *rcReader) observe(ulen int) {
+	if ulen >= rcRxDirect {
+		x.small = 0
+	} else if x.small < rcRxSmallRun {
+		x.small++
+	}
+}
+
+// pending reports octets read from the socket and not yet consumed.
+func (x *rcReader) pending() bool { return x.r < x.w }
+
+// reset drops what is buffered.
+func (x *rcReader) reset() {
+	x.r, x.w = 0, 0
+	x.release()
+}
+
+// release gives the empty buffer back to the pool.
+func (x *rcReader) release() {
+	if x.buf != nil {
+		rcRxPool.Put(x.buf)
+		x.buf = nil
+	}
+}
+
+// takeCalls returns the readv calls made since the last take.
+func (x *rcReader) takeCalls() int64 {
+	n := x.calls
+	x.calls = 0
+	return n
+}
+
+// Read serves b from the buffer, or, when it is empty, reads the socket
+// into b and the buffer behind it with one readv.
+func (x *rcReader) Read(b []byte) (int, error) {
+	if x.r < x.w {
+		n := copy(b, x.buf[x.r:x.w])
+		x.r += n
+		if x.r == x.w {
+			x.r, x.w = 0, 0
+			x.release()
+		}
+		return n, nil
+	}
+	x.r, x.w = 0, 0
+	if len(b) == 0 {
+		return 0, nil
+	}
+	if x.buf == nil {
+		x.buf = rcRxPool.Get().(*[rcRxBufSize]byte)
+	}
+	ahead := x.buf[:rcReadAhead]
+	if x.small >= rcRxSmallRun && len(b) < rcRxDirect {
+		ahead = x.buf[:]
+	}
+	// rawReadv: b is registered memory or the connection's header buffers.
+	x.iov = rnic.AppendIovecs(x.iov[:0], b, ahead)
+	for {
+		n, err := rnic.RawReadv(x.fd, x.iov)
+		x.calls++
+		if err == unix.EINTR {
+			continue
+		}
+		clear(x.iov)
+		if n > len(b) {
+			x.w = n - len(b)
+			return len(b), nil
+		}
+		x.release()
+		if err != nil {
+			return 0, err
+		}
+		if n == 0 {
+			return 0, io.EOF
+		}
+		return n, nil
+	}
+}
+
+// RxState is what a connection's receive side holds, for tests and
+// inspection: the MPA stream position of the next octet to parse, octets
+// read from the socket and not yet parsed, and whether it holds a pooled
+// receive buffer.
+type RxState struct {
+	StreamPos   uint64
+	Buffered    int
+	HoldsBuffer bool
+}
+
+// RxState reports q's receive side (inside a command; zero if q is not
+// connected).
+func (q *QP) RxState() RxState {
+	c := q.Conn
+	if c == nil {
+		return RxState{}
+	}
+	rd := &c.rx.rd
+	return RxState{StreamPos: c.rcv.StreamPos(), Buffered: rd.w - rd.r, HoldsBuffer: rd.buf != nil}
+}
