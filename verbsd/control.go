@@ -106,7 +106,7 @@ func (s *session) regMR(body []byte, fds []int) (any, error) {
 	case req.Addr > math.MaxUint64-req.Length:
 		return nil, rnic.Errf(unix.EINVAL, "reg-mr: address range wraps")
 	}
-	if err := s.Dev.Users.Acquire(s.Session, config.ResRegistered, req.Length); err != nil { // userlimits.go
+	if err := s.Dev.Users.Acquire(s.Session, config.ResRegistered, req.Length); err != nil { // rnic/userlimits.go
 		return nil, err
 	}
 	var m *rnic.Mapping
@@ -143,7 +143,7 @@ func (s *session) regMR(body []byte, fds []int) (any, error) {
 		if err != nil {
 			return err
 		}
-		lkey, rkey := s.NewMRKeys() // keys.go
+		lkey, rkey := s.NewMRKeys() // rnic/keys.go
 		x := &rnic.MR{Handle: h, LKey: lkey, RKey: rkey, PD: p, Region: m, Proc: pr, Addr: req.Addr, Access: req.Access}
 		if m != nil {
 			x.Mem = m.Mem
@@ -163,7 +163,7 @@ func (s *session) regMR(body []byte, fds []int) (any, error) {
 	return &reply, nil
 }
 
-// processRegion checks a process-memory registration (procmem.go): no
+// processRegion checks a process-memory registration (rnic/procmem.go): no
 // descriptor, Offset 0, the session's peer pinned, the range reachable.
 func (s *session) processRegion(req *proto.RegMRRequest) (*rnic.ProcRegion, error) {
 	if req.Offset != 0 {
@@ -171,7 +171,7 @@ func (s *session) processRegion(req *proto.RegMRRequest) (*rnic.ProcRegion, erro
 	}
 	if req.Access&proto.AccessRemoteAtomic != 0 {
 		// A remote atomic must be indivisible against the owning process's
-		// own atomics on the word (rc_atomic.go atomicExecute): only memory
+		// own atomics on the word (rc/atomic.go atomicExecute): only memory
 		// the daemon maps can give that, process_vm_* cannot.
 		return nil, rnic.Errf(unix.EOPNOTSUPP, "reg-mr: remote atomic access needs memfd memory (an ofverbs Buffer), not process memory")
 	}

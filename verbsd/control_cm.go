@@ -76,6 +76,6 @@ func (s *session) disconnectOp(body []byte, _ []int) (any, error) {
 	if s.rc.CancelConnect(req.QP) {
 		return nil, nil
 	}
-	return nil, s.rc.Disconnect(req.QP, req.Abort) // cm.go
+	return nil, s.rc.Disconnect(req.QP, req.Abort) // rc/cm.go
 
 }

@@ -7,7 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Control requests of UD multicast (mcast.go).
+// Control requests of UD multicast (ud/mcast.go).
 
 func init() {
 	// control.go's init (which runs first: files initialise in name order)
@@ -39,7 +39,7 @@ func (s *session) mcastOp(body []byte, attach bool) (any, error) {
 			return rnic.Errf(unix.EINVAL, "multicast: no QP %d", req.QP)
 		}
 		if attach {
-			return ud.AttachMcast(q, g) // mcast.go
+			return ud.AttachMcast(q, g) // ud/mcast.go
 		}
 		return ud.DetachMcast(q, g)
 	})

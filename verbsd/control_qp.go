@@ -18,7 +18,7 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 	switch req.Type {
 	case proto.QPTypeUD:
 	case proto.QPTypeRC:
-		// merge_send_imm is RC's only (rc_imm.go): a datagram Send with
+		// merge_send_imm is RC's only (rc/imm.go): a datagram Send with
 		// Immediate is one message already.
 		// Connected with Connect/Accept (cm*.go): no socket until then.
 		if req.Port != 0 || req.NoCRC || req.QKey != 0 {
@@ -70,7 +70,7 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 	if req.SRQ == 0 {
 		size += proto.RingBytes(c.MaxRecvWR, rqStride)
 	}
-	held, err := s.HoldQP(req.Type) // userlimits.go
+	held, err := s.HoldQP(req.Type) // rnic/userlimits.go
 	if err != nil {
 		return nil, err
 	}
@@ -96,12 +96,12 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 		return nil, err
 	}
 	if req.Type == proto.QPTypeRC {
-		t = rc.NewQP(core, req.NoCRC, req.MergeSendImm) // rc_view.go
+		t = rc.NewQP(core, req.NoCRC, req.MergeSendImm) // rc/qp.go
 	} else {
-		q := ud.NewQP(core) // transport.go
+		q := ud.NewQP(core) // ud/qp.go
 		q.NoCRC, q.Qkey = req.NoCRC, req.QKey
 		if q.Qkey == 0 {
-			q.Qkey = rnic.RandomU32() // keys.go; the client learns it from the reply
+			q.Qkey = rnic.RandomU32() // rnic/keys.go; the client learns it from the reply
 		}
 		t = q
 	}
@@ -122,7 +122,7 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 			return fail(err)
 		}
 	}
-	if req.Type == proto.QPTypeRD { // rd_qp.go
+	if req.Type == proto.QPTypeRD { // rd/qp.go
 		if core.FD, core.Local, err = rd.BindRD(s.Session, req.Port); err != nil { // rd/linger.go: a lingering port is taken over
 			return fail(err)
 		}
@@ -153,7 +153,7 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 			return err
 		}
 		core.Handle, core.PD, core.SendCQ, core.RecvCQ, core.SRQ = h, p, scq, rcq, x
-		core.Eng = s.Dev.Place() // engines.go
+		core.Eng = s.Dev.Place() // rnic/engines.go
 		if err := t.Install(core.Eng); err != nil {
 			return err
 		}
@@ -247,7 +247,7 @@ func (s *session) destroyQP(body []byte, _ []int) (any, error) {
 		delete(s.QPs, req.Handle)
 		q.Eng.RemoveQP(q)
 		rnic.CloseQP(q)
-		s.QPHeld(q.Typ).Release() // userlimits.go
+		s.QPHeld(q.Typ).Release() // rnic/userlimits.go
 		q.PD.Refs--
 		q.SendCQ.Refs--
 		q.RecvCQ.Refs--

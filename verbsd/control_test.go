@@ -355,7 +355,7 @@ func TestShutdownNotifiesClients(t *testing.T) {
 }
 
 // TestRetiredAHRequests: the create-ah and destroy-ah requests of ABI 1
-// (ops 16, 17) are gone: an address handle is the client's (ud_dest.go).
+// (ops 16, 17) are gone: an address handle is the client's (ud/dest.go).
 func TestRetiredAHRequests(t *testing.T) {
 	_, path := startServer(t, nil)
 	c := dial(t, path)

@@ -1,38 +1,25 @@
-// Package verbsd is the software RNIC inside iwarpd: client sessions and
-// their verbs objects (PD, MR, completion channel, CQ, QP, SRQ; address
-// handles are the client's, ud_dest.go), and the polling engine that moves
-// data between shared-memory queues and the network.
+// Package verbsd is the control side of the software RNIC inside iwarpd:
+// a Server (NewServer, Serve, Close) accepts control connections
+// (SOCK_SEQPACKET, package proto), one session each, and serves their
+// requests: verbs objects (PD, MR, completion channel, CQ, SRQ, QP;
+// control.go, control_qp.go), connection management (control_cm.go, handed
+// to verbsd/rc's CM), multicast (control_mcast.go) and inspection
+// (inspect_page.go; iwarpctl). Requests that touch engine state run inside
+// rnic.Engine.Do.
 //
-// A Server (NewServer, Serve, Close) accepts control connections
-// (SOCK_SEQPACKET, package proto) and runs one engine goroutine, locked to
-// an OS thread, that owns every data-path object; control goroutines hand it
-// work through a bounded command queue and a wake eventfd (engine.Do). The
-// engine serves QPs round-robin with bounded work per pass, polls for
-// Config.PollWindow yielding the CPU between empty passes, then sleeps in
-// epoll_wait with the status page's Asleep word set (doorbell suppression).
+// The data path lives below (docs/architecture.md "The daemon's RNIC by
+// layer"): verbsd/rnic is the engine core (engines, polling, sessions'
+// objects and client memory, CQ delivery) and knows no transport;
+// verbsd/ud, verbsd/rd and verbsd/rc are the transports, each with its own
+// QP type driven by the engine through rnic.QPOps and by this package
+// through transportQP (qp_transport.go); verbsd/config is the daemon's
+// configuration.
 //
-// UD queue pairs run the datagram profile (docs/wire-format.md) over one
-// non-blocking UDP socket each: DDP untagged Send / Send with SE, CRC32c
-// trailer, DDP segmentation up to Config.MaxMsgUD with best-effort
-// reassembly. Sends gather straight from registered memory (sendmsg with
-// iovecs); single-datagram receives scatter straight into posted buffers.
-// RC and RD queue pairs are not supported yet (EOPNOTSUPP).
+// Everything read from shared memory or the control socket is untrusted:
+// requests are validated against the session's own objects; a bad one
+// fails with an errno and a message (rnic.Errf), never the daemon.
 //
-// Everything read from shared memory is untrusted: work requests are copied
-// then validated against the session's own objects; a bad one fails that
-// QP only. Malformed datagrams are dropped and counted, never fatal.
-//
-// Client memory (docs/memory-registration.md, docs/iwarpd.md "Client
-// memory"): memfd regions and rings are checked (memfd, not hugetlb,
-// sealed) and mapped without being populated (memory.go); process-memory
-// regions are reached with process_vm_readv/writev on the session's
-// pidfd-pinned peer (procmem.go) through staging buffers that every data
-// path commits before completing (stage.go: translate and rcLookup give
-// the view, commit writes it back; a new path that writes registered
-// memory must commit too). A fault on client memory fails that client's
-// session, never the daemon (fault.go). Per-user limits: userlimits.go.
-//
-// Imports: proto, rdmap, ddp, llp and its subpackages, internal/...; never
-// ofverbs, never gopacket or logrus (logging goes through the Logger
-// adapter passed in by cmd/iwarpd).
+// Imports: the verbsd packages, proto, the wire packages, internal/...;
+// never ofverbs, never gopacket or logrus (logging goes through the
+// config.Logger adapter passed in by cmd/iwarpd).
 package verbsd

@@ -10,8 +10,8 @@ import (
 
 // TestFaultContained: a SIGBUS on client memory (a mapping past the end of
 // a memfd shrunk under it: what a hugetlb hole or an unsealed memfd would
-// do, memory.go refuses both) in a goroutine guarded as the engine and the
-// sessions are (fault.go) fails that piece of work with EFAULT instead of
+// do, rnic/memory.go refuses both) in a goroutine guarded as the engine and the
+// sessions are (rnic/fault.go) fails that piece of work with EFAULT instead of
 // killing the process.
 func TestFaultContained(t *testing.T) {
 	fd, err := unix.MemfdCreate("fault", unix.MFD_CLOEXEC)

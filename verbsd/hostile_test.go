@@ -172,7 +172,7 @@ func TestForgedDatagrams(t *testing.T) {
 	// Then one good message. No receive is posted: the two datagrams too
 	// short for a header are judged (they could not consume one), the
 	// first that could (the Send with a bad CRC) parks the QP, and it and
-	// every datagram after it wait in the socket, unread (ud_backlog.go).
+	// every datagram after it wait in the socket, unread (ud/backlog.go).
 	conn.Write(good)
 	var c map[string]int64
 	deadline := time.Now().Add(wait())

@@ -84,7 +84,7 @@ type rcOpts struct {
 	srq      uint32 // use this SRQ (the client c must own it)
 	c        *verbsdtest.Client
 	pd       uint32
-	mergeImm bool // create the QP with merge_send_imm (rc_imm.go)
+	mergeImm bool // create the QP with merge_send_imm (rc/imm.go)
 }
 
 func newRCEnd(t testing.TB, srv *Server, path string, o rcOpts) *rcEnd {

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Tests of merge_send_imm (rc_imm.go): a raw peer sends the RFC 7306
+// Tests of merge_send_imm (rc/imm.go): a raw peer sends the RFC 7306
 // sequences a merging receiver must handle, and reads what a merging
 // sender writes; two engine QPs exchange merged Sends with Immediate mixed
 // with everything else.
@@ -282,7 +282,7 @@ func TestRCMergedImmSend(t *testing.T) {
 // TestRCMergedImmEngines: two merging engine QPs. Sends with Immediate
 // (0 octets to several FPDUs, some solicited) mixed with Sends, Writes and
 // Writes with Immediate, posted before the connection exists so that the
-// sender batches many of them per writev (rc_txbatch.go): every message
+// sender batches many of them per writev (rc/txbatch.go): every message
 // takes exactly one receive, in order, with its data, its length and its
 // value; Writes with Immediate complete as WCRecvRDMAWithImm.
 func TestRCMergedImmEngines(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestRawIO checks the engine's raw system calls (iov.go) on a connected
+// TestRawIO checks the engine's raw system calls (rnic/iov.go) on a connected
 // non-blocking TCP pair: a gather write of several slices (empty ones
 // skipped) arrives whole and in order through a scatter read; an empty
 // socket reports EAGAIN as an errno; empty vectors do nothing; a
@@ -86,7 +86,7 @@ func TestRawIO(t *testing.T) {
 
 // TestMapRegionPopulated checks that registering memory fills the
 // daemon's page tables for the pages the client has (prefaultResident,
-// memory.go), so the data path takes no page fault on them, and allocates
+// rnic/memory.go), so the data path takes no page fault on them, and allocates
 // none of the pages the client never touched (issue 13, point 5: a sparse
 // memfd must not cost the daemon its size). The daemon's share is read as
 // the mapping's Rss in /proc/self/smaps (pages this process maps).

@@ -12,7 +12,7 @@ import (
 	"github.com/iwarpd/iwarpd/verbsd/rc"
 )
 
-// Tests of RC receive batching (rc_rxbuf.go): a raw peer writes FPDUs in
+// Tests of RC receive batching (rc/rxbuf.go): a raw peer writes FPDUs in
 // bursts (many in one write) and one octet at a time, with CRC and markers
 // on and off; the engine must place and complete them all, in order.
 

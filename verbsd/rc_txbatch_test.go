@@ -18,7 +18,7 @@ import (
 // inline and gathered, Send with Solicited Event and with Invalidate,
 // Writes, Reads, Send and Write with Imm) before the connection exists,
 // so that the engine finds them all at once and writes the FPDUs of many
-// of them per writev (rc_txbatch.go); the sockets are small so that
+// of them per writev (rc/txbatch.go); the sockets are small so that
 // with block, the messages are larger and the raw peer reads nothing
 // until the engine finds its socket full, so that writes come back short
 // inside batches that span several messages. The raw peer reads the stream

@@ -8,7 +8,7 @@ import (
 )
 
 // TestRDBadAddressVector: on an RD QP too, a work request whose address
-// vector is bad (ud_dest.go) completes with a local QP operation error and
+// vector is bad (ud/dest.go) completes with a local QP operation error and
 // the QP goes on: the next Send to a good destination is delivered.
 func TestRDBadAddressVector(t *testing.T) {
 	_, path := startRD(t, nil)

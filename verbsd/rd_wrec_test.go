@@ -232,7 +232,7 @@ func TestRDWriteRecordAccessViolation(t *testing.T) {
 	for i, tc := range cases {
 		sc := scs[i]
 		// Whatever the fault, a datagram QP answers with one generic error
-		// (access_guard.go): a guesser cannot tell a bad STag from bounds.
+		// (rnic/access_guard.go): a guesser cannot tell a bad STag from bounds.
 		want := rnic.TermWord(rnic.DgramAccessError)
 		if sc.WRID != uint64(i) || sc.Status != proto.WCRemAccessErr || sc.Opcode != proto.WCWriteRecord ||
 			sc.Flags&proto.WCFlagTermValid == 0 || sc.Term != want {

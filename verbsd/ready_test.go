@@ -10,7 +10,7 @@ import (
 )
 
 // TestReadyListIdleQPs: with idle QPs beside one busy pair, the engine's
-// work per pass (QPs served plus QPs probed, ready.go) does not grow with
+// work per pass (QPs served plus QPs probed, rnic/ready.go) does not grow with
 // the number of idle QPs: 64 idle UD QPs cost a pass what 1 does. The
 // count is the engine's own (visits), not a time.
 func TestReadyListIdleQPs(t *testing.T) {

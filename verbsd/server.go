@@ -21,7 +21,7 @@ import (
 type Server struct {
 	cfg     config.Config
 	log     config.Logger
-	eng     *rnic.Engine // engine 0: control commands go through it (engines.go)
+	eng     *rnic.Engine // engine 0: control commands go through it (rnic/engines.go)
 	dev     *rnic.Device
 	reserve *fdReserve // accept.go
 
@@ -42,15 +42,15 @@ func NewServer(cfg config.Config) (*Server, error) {
 	if s.log == nil {
 		s.log = config.NopLogger{}
 	}
-	dev, err := rnic.NewDevice(&s.cfg) // engines.go
+	dev, err := rnic.NewDevice(&s.cfg) // rnic/engines.go
 	if err != nil {
 		s.reserve.close()
 		return nil, err
 	}
 	s.dev, s.eng = dev, dev.Engs[0]
-	dev.Log, dev.UnprivStart = s.log, rnic.UnprivilegedPortStart() // bind.go
+	dev.Log, dev.UnprivStart = s.log, rnic.UnprivilegedPortStart() // rnic/bind.go
 	for _, e := range dev.Engs {
-		attachTransports(e) // transport.go
+		attachTransports(e) // ud/qp.go
 	}
 	if n := len(dev.Engs); n > 1 && len(rnic.AllowedCPUs()) < n {
 		s.log.Warnf("%d engines on %d CPUs: engines share CPUs and compete for them; use -engines %d or fewer for one engine per CPU",
@@ -103,7 +103,7 @@ func (s *Server) Serve(l *net.UnixListener) error {
 			return nil
 		}
 		sess := newSessionOf(s, rnic.NewSession(s.dev, uc))                     // session_serve.go
-		sess.PrivBind = sess.Cred.Uid == 0 || rnic.MayBindPrivileged(sess.Cred) // bind.go
+		sess.PrivBind = sess.Cred.Uid == 0 || rnic.MayBindPrivileged(sess.Cred) // rnic/bind.go
 		s.sessions[sess] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()

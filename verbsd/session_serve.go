@@ -16,7 +16,7 @@ import (
 type session struct {
 	*rnic.Session
 	srv *Server
-	// rc is the session as the RC connection manager sees it (cm.go).
+	// rc is the session as the RC connection manager sees it (rc/cm.go).
 	rc *rc.CM
 }
 
@@ -28,7 +28,7 @@ func newSessionOf(srv *Server, core *rnic.Session) *session {
 // serve reads requests until the client goes away (or the server closes
 // the connection), then reclaims everything the session owned.
 func (s *session) serve() {
-	rnic.GuardClientMemory() // fault.go: a fault on client memory fails the request
+	rnic.GuardClientMemory() // rnic/fault.go: a fault on client memory fails the request
 	go s.PumpEvents()
 	defer func() {
 		close(s.Done)
@@ -91,7 +91,7 @@ func closeFDs(fds []int) {
 // close the connection after the reply.
 func (s *session) dispatch(h proto.Header, body []byte, fds []int) (reply any, rfds []int, err error, quit bool) {
 	defer func() { closeFDs(fds) }()
-	defer func() { // fault.go
+	defer func() { // rnic/fault.go
 		if r := recover(); r != nil {
 			addr, ok := rnic.FaultAddr(r)
 			if !ok {
@@ -135,7 +135,7 @@ func (s *session) doHello(h proto.Header, body []byte) (any, []int, error, bool)
 	if req.ABI != proto.ABIVersion {
 		return nil, nil, rnic.Errf(unix.EPROTO, "%s", (&proto.VersionError{Local: proto.ABIVersion, Peer: req.ABI, Side: "daemon"}).Error()), true
 	}
-	if err := s.Dev.Users.Acquire(s.Session, config.ResSessions, 1); err != nil { // userlimits.go
+	if err := s.Dev.Users.Acquire(s.Session, config.ResSessions, 1); err != nil { // rnic/userlimits.go
 		return nil, nil, err, true
 	}
 	s.Client = req.Client
@@ -151,7 +151,7 @@ func (s *session) doHello(h proto.Header, body []byte) (any, []int, error, bool)
 		}
 		s.Bell = fd
 		if !s.Eng.Shared {
-			s.Eng.Bells[int32(fd)] = s.Session // ready.go: its ring readies its QPs
+			s.Eng.Bells[int32(fd)] = s.Session // rnic/ready.go: its ring readies its QPs
 		}
 		s.Eng.Sessions[s.ID] = s.Session
 		s.Installed = true

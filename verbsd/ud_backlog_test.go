@@ -26,7 +26,7 @@ func backlogSize(i int) int {
 }
 
 // TestUDBacklog (issue 10): datagrams that arrive before any receive is
-// posted wait in the QP's socket (ud_backlog.go): the engine parks the QP,
+// posted wait in the QP's socket (ud/backlog.go): the engine parks the QP,
 // reads nothing and does not spin; once receives are posted — a few at a
 // time, so that a GRO buffer holds more messages than there are receives
 // — every message is delivered, in order, intact, and nothing is dropped.

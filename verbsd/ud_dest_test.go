@@ -9,7 +9,7 @@ import (
 )
 
 // badVectors are address vectors the engine must refuse on an IPv4 device
-// (proto.AddressVector, verbsd/ud_dest.go).
+// (proto.AddressVector, verbsd/ud/dest.go).
 func badVectors(good proto.AddressVector) map[string]proto.AddressVector {
 	v6 := proto.AddressVectorOf(netip.MustParseAddrPort("[::1]:17000"))
 	flags := good

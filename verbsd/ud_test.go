@@ -130,7 +130,7 @@ func TestSharedReceiveQueue(t *testing.T) {
 }
 
 // TestSharedReceiveQueueBacklog: two UD QPs on one SRQ, both parked with
-// messages waiting in their sockets (no receive posted, ud_backlog.go);
+// messages waiting in their sockets (no receive posted, ud/backlog.go);
 // receives posted to the SRQ wake both, and every message of each is
 // delivered, in its QP's order, none dropped.
 func TestSharedReceiveQueueBacklog(t *testing.T) {

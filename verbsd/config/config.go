@@ -45,7 +45,7 @@ type Config struct {
 	// ListenPorts is the TCP port range RC listeners may ask for (port 0,
 	// an ephemeral port, is always allowed). Ports below the kernel's
 	// ip_unprivileged_port_start are granted only to clients that could
-	// bind them themselves (bind.go).
+	// bind them themselves (rnic/bind.go).
 	ListenPorts dgram.PortRange
 	// DatagramSize is the largest UDP payload the daemon sends (segments
 	// larger messages with DDP); up to dgram.MaxDatagramSize.
@@ -67,7 +67,7 @@ type Config struct {
 	PollBatch int
 	// SocketBuffer is SO_SNDBUF/SO_RCVBUF of datagram sockets (0: kernel
 	// default). The receive buffer is a UD QP's receive backlog
-	// (ud_backlog.go), forced (SO_RCVBUFFORCE) where the daemon may.
+	// (ud/backlog.go), forced (SO_RCVBUFFORCE) where the daemon may.
 	SocketBuffer int
 	// GSO lets one sendmmsg message carry several datagrams of one
 	// destination, cut apart by the kernel (UDP_SEGMENT); a socket whose
@@ -77,15 +77,15 @@ type Config struct {
 	// (UDP_GRO); the engine takes them apart.
 	GRO    bool
 	Limits Limits
-	// UserLimits bound each Unix user's sessions together (userlimits.go).
+	// UserLimits bound each Unix user's sessions together (rnic/userlimits.go).
 	UserLimits UserLimits
-	// MPA is the device's policy for RC connection establishment (cm_config.go;
+	// MPA is the device's policy for RC connection establishment (rc/cm_config.go;
 	// the zero value is the RFC-conforming default).
 	MPA MPAConfig
-	// Mcast is the UD multicast policy (mcast_config.go; the zero value:
+	// Mcast is the UD multicast policy (config/mcast.go; the zero value:
 	// the interface of Addr, TTL 1, loopback on).
 	Mcast McastConfig
-	// RD is the reliable-datagram policy (rd_qp.go).
+	// RD is the reliable-datagram policy (rd/qp.go).
 	RD RDConfig
 	// Log receives the daemon's few log lines (session open/close, errors
 	// of control requests). Nil: discard. Never called per packet.
@@ -233,7 +233,7 @@ func (c *Config) DeviceAttr() proto.DeviceAttr {
 		MaxSRQ: l.MaxSRQ, MaxSRQWR: l.MaxSRQWR, MaxInline: l.MaxInline, MaxMsgUD: c.MaxMsgUD,
 		DatagramSize: c.DatagramSize, MaxCompChannel: l.MaxCompChannel,
 		// Remote atomics use the CPU's atomic instructions on the shared
-		// memory (rc_atomic.go atomicExecute).
+		// memory (rc/atomic.go atomicExecute).
 		AtomicCap: proto.AtomicGlob, MaxQPRdAtom: MaxIRDORD, MaxQPInitRdAtom: MaxIRDORD,
 	}
 }

@@ -28,7 +28,7 @@ var DefaultUserLimits = UserLimits{
 	Listeners:  1024,
 }
 
-// userRes is a resource counted per user.
+// UserRes is a resource counted per user.
 type UserRes int
 
 const (

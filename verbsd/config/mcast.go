@@ -21,7 +21,7 @@ type McastConfig struct {
 	NoLoop bool
 }
 
-// ttl returns the effective TTL.
+// Ttl returns the effective TTL.
 func (m McastConfig) Ttl() int {
 	if m.TTL == 0 {
 		return 1
@@ -37,7 +37,7 @@ func (m McastConfig) validate() error {
 	return nil
 }
 
-// mcastInterface resolves the interface index and IPv4 address used for
+// McastInterface resolves the interface index and IPv4 address used for
 // IP_ADD_MEMBERSHIP and IP_MULTICAST_IF: the named interface, else the one
 // holding addr, else (0, unspecified): the kernel's choice by route.
 func (m McastConfig) McastInterface(addr netip.Addr) (int, [4]byte, error) {

@@ -24,7 +24,7 @@ type RDConfig struct {
 	// (its sender resends it), never an in-order one (rd_reorder_full).
 	ReorderQPBytes, ReorderBytes int
 	// Linger is how long the port of a destroyed RD QP keeps answering its
-	// peers' retransmissions (rd_linger.go, -rd-linger): 0 is 2 ×
+	// peers' retransmissions (rd/linger.go, -rd-linger): 0 is 2 ×
 	// Link.MaxRTO, negative none.
 	Linger time.Duration
 }
@@ -59,7 +59,7 @@ func (c RDConfig) validate() error {
 	return nil
 }
 
-// rdLingerTime is how long a destroyed RD QP's port lingers: -rd-linger,
+// RdLingerTime is how long a destroyed RD QP's port lingers: -rd-linger,
 // 0 meaning 2 × -rd-rto-max (two retransmissions of the peer at its
 // largest timeout when ours are alike); negative: not at all.
 func (c *RDConfig) RdLingerTime() time.Duration {

@@ -128,7 +128,7 @@ func (e *rcEngine) rcCommitAtomicResponse(q *QP) bool {
 		return false
 	}
 	binary.NativeEndian.PutUint64(b, resp.Original)
-	if e.CommitOne(b[:rnic.AtomicLen]) != nil { // stage.go: a process-memory result buffer went away
+	if e.CommitOne(b[:rnic.AtomicLen]) != nil { // rnic/stage.go: a process-memory result buffer went away
 		e.rcTerminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
 		return false
 	}

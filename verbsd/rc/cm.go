@@ -20,12 +20,12 @@ import (
 // The connection manager (rdma_cm style) of RC queue pairs. It runs on its
 // own goroutines, never on the engine: TCP listen/accept/connect and the MPA
 // Request/Reply exchange use blocking sockets with deadlines. Only a
-// negotiated connection enters the engine, through attachRC (rc_conn.go),
+// negotiated connection enters the engine, through attachRC (rc/conn.go),
 // as a non-blocking descriptor. The engine reports the end of a connection
 // through qp.onRCClosed, which only queues a CM event.
 //
-// Files: cm.go (session state, events, hand-off), cm_listen.go (listeners,
-// responder), cm_connect.go (initiator), cm_config.go (device MPA policy),
+// Files: rc/cm.go (session state, events, hand-off), rc/cm_listen.go (listeners,
+// responder), rc/cm_connect.go (initiator), rc/cm_config.go (device MPA policy),
 // control_cm.go (control requests).
 
 // cmSession is a session's CM state. It has its own lock; QP fields (qp.cm)
@@ -86,7 +86,7 @@ func (cm *cmSession) pump(s *CM) {
 			if s.Conn == nil {
 				continue
 			}
-			// Never blocks on a client that does not read (session.go).
+			// Never blocks on a client that does not read (rnic/session.go).
 			if err := s.SendAsync(proto.Header{Version: proto.ABIVersion, Op: proto.OpCMEvent}, ev); err != nil {
 				s.Dev.Log.Debugf("session %d: cm event %v: %v", s.ID, ev.Type, err)
 			}
@@ -249,7 +249,7 @@ func tcpAddr(a net.Addr) netip.AddrPort {
 	return netip.AddrPort{}
 }
 
-// terminateFPDU builds the FPDU of an LLP (MPA) TERMINATE sent after a
+// TerminateFPDU builds the FPDU of an LLP (MPA) TERMINATE sent after a
 // failed negotiation (RFC 5044 §8, RFC 6581 §8): an untagged DDP segment on
 // QN 2, MSN 1, L=1, RDMAP opcode Terminate, carrying the Terminate header
 // of term (no DDP/RDMAP headers: an MPA error concerns no segment). crc and
@@ -269,7 +269,7 @@ func writeFull(c net.Conn, b []byte, deadline time.Time) error {
 	return err
 }
 
-// disconnect asks the engine to end QP h's connection (gracefully, or
+// Disconnect asks the engine to end QP h's connection (gracefully, or
 // abortively with a Terminate); the end is reported by a CMDisconnected
 // event.
 func (s *CM) Disconnect(h uint32, abort bool) error {

@@ -32,7 +32,7 @@ func crcPolicy(c proto.MPACRC) mpa.CRCPolicy {
 	return mpa.CRCPreferred
 }
 
-// responderPolicy is the policy a listener negotiates with: the device's,
+// ResponderPolicy is the policy a listener negotiates with: the device's,
 // with the accepting client's private data and IRD/ORD.
 func ResponderPolicy(c config.MPAConfig, privateData []byte, ird, ord uint16) mpa.Policy {
 	return mpa.Policy{
@@ -47,7 +47,7 @@ func ResponderPolicy(c config.MPAConfig, privateData []byte, ird, ord uint16) mp
 	}
 }
 
-// initiatorPolicy is the device's policy overridden by the connection's
+// InitiatorPolicy is the device's policy overridden by the connection's
 // options.
 func InitiatorPolicy(c config.MPAConfig, o proto.MPAOptions, privateData []byte, ird, ord uint16) mpa.Policy {
 	p := mpa.Policy{

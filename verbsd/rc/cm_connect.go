@@ -24,7 +24,7 @@ type cmActive struct {
 	cancel context.CancelFunc
 }
 
-// connect validates a Connect request, takes the QP and starts the
+// Connect validates a Connect request, takes the QP and starts the
 // initiator goroutine. The outcome is a CM event.
 func (s *CM) Connect(req proto.ConnectRequest) error {
 	const op = "connect"
@@ -73,7 +73,7 @@ func (s *CM) Connect(req proto.ConnectRequest) error {
 	return nil
 }
 
-// cancelConnect stops the Connect in progress on QP handle, if any.
+// CancelConnect stops the Connect in progress on QP handle, if any.
 func (s *CM) CancelConnect(handle uint32) bool {
 	s.cm.mu.Lock()
 	a := s.cm.active[handle]
@@ -180,7 +180,7 @@ func (s *CM) initiate(a *cmActive, ap netip.AddrPort, policy mpa.Policy, timeout
 		PrivateData: params.PeerPrivateData, IRD: params.LocalIRD, ORD: params.LocalORD, MPA: mpaParams(params)}
 }
 
-// dialEvent classifies a failed TCP connect.
+// DialEvent classifies a failed TCP connect.
 func DialEvent(ctx context.Context, err error) proto.CMEvent {
 	ev := proto.CMEvent{Detail: err.Error()}
 	var ne net.Error

@@ -45,7 +45,7 @@ type cmPending struct {
 	once        sync.Once
 }
 
-// listen opens a listener for session s on addr ("ip:port", ":port").
+// Listen opens a listener for session s on addr ("ip:port", ":port").
 func (s *CM) Listen(addr string, backlog int) (*cmListener, error) {
 	if err := s.Dev.Cfg.MPA.Validate(); err != nil {
 		return nil, rnic.Errf(unix.EINVAL, "listen: the device's MPA policy: %v", err)
@@ -54,14 +54,14 @@ func (s *CM) Listen(addr string, backlog int) (*cmListener, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.CheckListenAddr(ap); err != nil { // bind.go
+	if err := s.CheckListenAddr(ap); err != nil { // rnic/bind.go
 		return nil, err
 	}
 	if backlog <= 0 {
 		backlog = defaultBacklog
 	}
 	backlog = min(backlog, maxBacklog)
-	if err := s.Dev.Users.Acquire(s.Session, config.ResListeners, 1); err != nil { // userlimits.go
+	if err := s.Dev.Users.Acquire(s.Session, config.ResListeners, 1); err != nil { // rnic/userlimits.go
 		return nil, err
 	}
 	ln, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(ap))
@@ -116,7 +116,7 @@ func (s *CM) parseListenAddr(addr string) (netip.AddrPort, error) {
 	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), nil
 }
 
-// closeListener closes listener handle and drops its pending requests.
+// CloseListener closes listener handle and drops its pending requests.
 func (s *CM) CloseListener(handle uint32) error {
 	cm := &s.cm
 	cm.mu.Lock()
@@ -126,7 +126,7 @@ func (s *CM) CloseListener(handle uint32) error {
 		return rnic.Errf(unix.EINVAL, "close-listener: no listener %d", handle)
 	}
 	delete(cm.listeners, handle)
-	s.Dev.Users.Release(s.Session, config.ResListeners, 1) // userlimits.go
+	s.Dev.Users.Release(s.Session, config.ResListeners, 1) // rnic/userlimits.go
 	var drop []*cmPending
 	for id, p := range cm.pending {
 		if p.l == l {
@@ -223,7 +223,7 @@ func (l *cmListener) handshake(c *net.TCPConn) {
 	cm.post(s, ev)
 }
 
-// judgeRequest decides on an MPA Request read by readFrame (readErr is
+// JudgeRequest decides on an MPA Request read by readFrame (readErr is
 // readFrame's error). A timeout, EOF or reset gets no answer (reject nil); a
 // frame that is no valid Request (bad key, PD_Length > 512, Rev > 2, R set,
 // a policy refusal) gets the Reject Reply to send before closing. On success
@@ -243,7 +243,7 @@ func JudgeRequest(policy mpa.Policy, f mpa.Frame, readErr error) (params mpa.Par
 	return params, nil, nil
 }
 
-// readFrame reads exactly one MPA Request or Reply (20 + PD_Length octets,
+// ReadFrame reads exactly one MPA Request or Reply (20 + PD_Length octets,
 // nothing more) into buf, which has room for the largest.
 func ReadFrame(c io.Reader, buf []byte) (mpa.Frame, error) {
 	if _, err := io.ReadFull(c, buf[:mpa.FrameHeaderLen]); err != nil {
@@ -295,7 +295,7 @@ func (p *cmPending) finish(closeConn bool) {
 // abandon closes p without an answer (expired, listener or session closed).
 func (p *cmPending) abandon() { p.finish(true) }
 
-// accept answers pending request id with an MPA Reply carrying privateData
+// Accept answers pending request id with an MPA Reply carrying privateData
 // and the IRD/ORD block, and hands the connection to QP handle.
 func (s *CM) Accept(req proto.AcceptRequest) (*proto.CMEvent, error) {
 	const op = "accept"
@@ -354,7 +354,7 @@ func (s *CM) Accept(req proto.AcceptRequest) (*proto.CMEvent, error) {
 	return &ev, nil
 }
 
-// reject answers pending request id with an MPA Reply with R=1 carrying
+// Reject answers pending request id with an MPA Reply with R=1 carrying
 // privateData, then closes the connection.
 func (s *CM) Reject(req proto.RejectRequest) error {
 	if len(req.PrivateData) > mpa.MaxPrivateData {

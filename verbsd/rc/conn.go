@@ -17,11 +17,11 @@ import (
 // The RC data path: RDMAP over DDP over MPA over one non-blocking TCP
 // socket per QP, served by the engine loop like the datagram sockets.
 //
-//   - rc_conn.go: the hand-off from the CM (attachRC), connection life
+//   - rc/conn.go: the hand-off from the CM (attachRC), connection life
 //     cycle (RFC 5040 states mapped onto verbs states), flush.
-//   - rc_tx.go: the send side: SQ work requests and Read Responses cut into
+//   - rc/tx.go: the send side: SQ work requests and Read Responses cut into
 //     FPDUs ≤ MULPDU, written with writev straight from registered memory.
-//   - rc_rx.go: the receive side: FPDUs read with mpa.Receiver, checked
+//   - rc/rx.go: the receive side: FPDUs read with mpa.Receiver, checked
 //     (RFC 5041/5040 errors) and placed straight into registered memory.
 //
 // States. RFC 5040 §10's RDMAP stream states map onto proto.QPState:
@@ -146,7 +146,7 @@ type rcConn struct {
 	sqStalled   bool      // the SQ head waits for a Read Response (fence, ORD, completion window)
 
 	reason   CloseReason
-	cause    string           // what ended the connection, first cause wins (rc_log.go)
+	cause    string           // what ended the connection, first cause wins (rc/log.go)
 	term     *rdmap.Terminate // sent or received, for the report
 	termErr  iwerr.Error      // the Terminate to send
 	termDDP  []byte           // its copies of the offending headers
@@ -170,7 +170,7 @@ type rcConn struct {
 	nextReqID  uint32                 // last RFC 7306 Request Identifier sent
 	afterWrite bool                   // the last message received was an RDMA Write (an Immediate Data after it completes as WCRecvRDMAWithImm)
 	rqe        rcRecv                 // the receive WR of the Send being received
-	heldImm    rcHeldImm              // merge_send_imm: a tagged Immediate Data waiting for its Send (rc_imm.go)
+	heldImm    rcHeldImm              // merge_send_imm: a tagged Immediate Data waiting for its Send (rc/imm.go)
 }
 
 // rcQueue is a small FIFO (bounded by its user).
@@ -190,7 +190,7 @@ func (f *rcQueue[T]) pop() {
 	f.items = f.items[:n]
 }
 
-// attachRC installs a connected RC QP into the engine (engine goroutine only, via e.Do).
+// AttachRC installs a connected RC QP into the engine (engine goroutine only, via e.Do).
 // It moves the QP to RTS; on the initiator with Params.PeerToPeer it first sends the RTR FPDU
 // of Params.RTR (zero-length Write STag 1 TO 0 / zero-length Read Request / zero-length Send);
 // a responder transmits nothing until it received the initiator's first FPDU (RFC 5044 §7.1.2 / RFC 6581).
@@ -301,7 +301,7 @@ func rcDepth(v uint16) int {
 	return min(int(v), rcMaxDepth)
 }
 
-// disconnectRC ends q's connection at the client's request (engine
+// DisconnectRC ends q's connection at the client's request (engine
 // goroutine only, via e.Do): graceful finishes the work already posted,
 // shuts down the sending half and waits (bounded) for the peer's FIN;
 // abortive sends a Terminate (RDMAP, remote operation, catastrophic) and
@@ -480,7 +480,7 @@ func (q *QP) rcHasWork() bool {
 		}
 		if c.waitFirst && !c.outOn {
 			// Responder before the initiator's first FPDU: only a Local
-			// Invalidate may run (rc_tx.go), nothing goes out.
+			// Invalidate may run (rc/tx.go), nothing goes out.
 			if slot, err := q.Sq.Peek(); err == nil && slot != nil {
 				var raw [proto.SQEHeaderLen]byte
 				copy(raw[:], slot)

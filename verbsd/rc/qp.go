@@ -25,13 +25,13 @@ func (e *rcEngine) errorQP(q *QP, why string) { e.ErrorQP(q.QP, why) }
 func (e *rcEngine) markReady(q *QP)           { e.MarkReady(q.QP) }
 
 // rcQP is an RC queue pair: the core QP, its connection once established
-// (rc_conn.go) and the connection manager's hold on it (cm.go).
+// (rc/conn.go) and the connection manager's hold on it (rc/cm.go).
 type QP struct {
 	*rnic.QP
 	Engine *rcEngine // its engine (set when installed)
 
 	noCRC bool // the client asked for no MPA CRC (proto.CreateQPRequest.NoCRC)
-	// mergeImm: created with merge_send_imm (rc_imm.go).
+	// mergeImm: created with merge_send_imm (rc/imm.go).
 	mergeImm bool
 
 	Conn       *rcConn     // nil until connected (attachRC)
@@ -63,7 +63,7 @@ func (q *QP) Install(e *rnic.Engine) error {
 	return e.AddUnpolledQP(q.QP)
 }
 
-// CheckModify (transportQP): RC QPs are connected by the CM (cm.go) and
+// CheckModify (transportQP): RC QPs are connected by the CM (rc/cm.go) and
 // have no Q_Key.
 func (q *QP) CheckModify(to proto.QPState, qkey uint32) error {
 	if to == proto.QPStateRTR || to == proto.QPStateRTS {
@@ -107,7 +107,7 @@ func (q *QP) Due(now time.Time) bool {
 	return ok && !d.After(now)
 }
 
-// Deadline (rnic.QPOps): an RC connection closing (rc_conn.go).
+// Deadline (rnic.QPOps): an RC connection closing (rc/conn.go).
 func (q *QP) Deadline() (time.Time, bool) { return q.rcDeadline() }
 
 // Service (rnic.QPOps).
@@ -116,7 +116,7 @@ func (q *QP) Service(now time.Time) bool { return q.Engine.serviceRC(q, now) }
 // Event (rnic.QPOps): a socket writable again lets a cut batch go on.
 func (q *QP) Event(events uint32) bool {
 	if q.Conn != nil && events&(unix.EPOLLOUT|unix.EPOLLERR|unix.EPOLLHUP) != 0 {
-		q.Conn.outReady = true // rc_tx.go
+		q.Conn.outReady = true // rc/tx.go
 	}
 	return true
 }
@@ -137,7 +137,7 @@ func (q *QP) Closed()  {}
 func (q *QP) LogsOwnEnd() bool { return q.Conn != nil }
 
 // rcSession is a client session as the RC connection manager sees it: the
-// core session and its listeners and pending connections (cm.go).
+// core session and its listeners and pending connections (rc/cm.go).
 type CM struct {
 	*rnic.Session
 	cm cmSession

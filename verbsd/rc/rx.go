@@ -24,7 +24,7 @@ import (
 // access, bounds) or untagged (MSN, buffer, MO, length) checks. A
 // violation sends a Terminate with the RFC 6580 code and the offending
 // headers, and nothing more is read. Small FPDUs come many per readv
-// through the connection's receive buffer (rc_rxbuf.go).
+// through the connection's receive buffer (rc/rxbuf.go).
 //
 // Last byte last (DESIGN.md §5): the final octet of an RDMA Write or Read
 // Response (the last octet of the segment with L set) is read into a
@@ -64,7 +64,7 @@ type rcRx struct {
 	h       ddp.Header
 	op      rdmap.Opcode
 	rtr     bool // the zero-length Send RTR: consumed, not delivered
-	immHold bool // a tagged Immediate Data held for the next Send (rc_imm.go)
+	immHold bool // a tagged Immediate Data held for the next Send (rc/imm.go)
 	payLen  int
 	placed  int
 	hold    bool // the last payload octet goes through last
@@ -80,7 +80,7 @@ type rcRx struct {
 type rcRead struct {
 	seq      uint64
 	internal bool   // the RTR: no work request
-	atomic   bool   // an RFC 7306 atomic (rc_atomic.go): answered by an Atomic Response
+	atomic   bool   // an RFC 7306 atomic (rc/atomic.go): answered by an Atomic Response
 	reqID    uint32 // its Request Identifier
 	sge      proto.SGE
 	stag     uint32
@@ -99,7 +99,7 @@ type rcReadResp struct {
 	started  bool
 	ddpHdr   [ddp.UntaggedHeaderLen]byte
 	rdmaHdr  [rdmap.ReadRequestLen]byte
-	atomic   bool                          // an executed Atomic Request: send resp (rc_atomic.go)
+	atomic   bool                          // an executed Atomic Request: send resp (rc/atomic.go)
 	resp     [rdmap.AtomicResponseLen]byte // its Atomic Response
 }
 
@@ -110,7 +110,7 @@ type rcRecv struct {
 	sges   []proto.SGE
 	total  uint64
 	placed uint32
-	hasImm bool   // a merged Immediate Data's value completes with it (rc_imm.go)
+	hasImm bool   // a merged Immediate Data's value completes with it (rc/imm.go)
 	immSE  bool   // that Immediate Data had Solicited Event
 	imm    uint32 // its value
 }
@@ -335,7 +335,7 @@ func (e *rcEngine) rcCheck(q *QP) bool {
 	x.payLen = x.ulen - x.want
 	x.hold, x.rtr, x.immHold, x.dst = false, false, false, x.dst[:0]
 	if c.heldImm.held && !rcIsSend(x.op) && (h.Tagged || h.MSN == c.expMSN[h.QN]) && !e.rcReleaseImm(q) {
-		return false // a held Immediate Data not followed by a Send: its own receive (rc_imm.go)
+		return false // a held Immediate Data not followed by a Send: its own receive (rc/imm.go)
 	}
 	if h.Tagged {
 		return e.rcCheckTagged(q, fail)
@@ -346,20 +346,20 @@ func (e *rcEngine) rcCheck(q *QP) bool {
 	switch h.QN {
 	case rdmap.QNSend:
 		if x.op == rdmap.OpImmediateData || x.op == rdmap.OpImmediateDataSE {
-			if !e.rcCheckImmediate(q, fail) { // rc_atomic.go
+			if !e.rcCheckImmediate(q, fail) { // rc/atomic.go
 				return false
 			}
-			if e.rcHoldsImm(q) { // rc_imm.go: no receive
+			if e.rcHoldsImm(q) { // rc/imm.go: no receive
 				x.immHold = true
 				return true
 			}
 		}
 		return e.rcCheckSend(q, fail)
 	case rdmap.QNAtomicResponse:
-		return e.rcCheckAtomicResponse(q, fail) // rc_atomic.go
+		return e.rcCheckAtomicResponse(q, fail) // rc/atomic.go
 	case rdmap.QNReadRequest:
 		if x.op == rdmap.OpAtomicRequest {
-			return e.rcCheckAtomicRequest(q, fail) // rc_atomic.go
+			return e.rcCheckAtomicRequest(q, fail) // rc/atomic.go
 		}
 		rdmaHdr := x.hdr[ddp.UntaggedHeaderLen:x.want]
 		switch {
@@ -449,7 +449,7 @@ func (e *rcEngine) rcCheckSend(q *QP, fail func(iwerr.Error, []byte) bool) bool 
 			return false
 		}
 		if rcIsSend(x.op) {
-			c.rcAttachImm() // rc_imm.go
+			c.rcAttachImm() // rc/imm.go
 		}
 	}
 	if h.MO != c.rqe.placed {
@@ -583,7 +583,7 @@ func (e *rcEngine) rcDest(q *QP) bool {
 }
 
 // rcPlaceFault terminates q when the process memory a segment was being
-// placed in went away (stage.go): a remote access error for an RDMA Write
+// placed in went away (rnic/stage.go): a remote access error for an RDMA Write
 // (its target is the peer's to know), a local catastrophic error for a
 // Send's receive buffer or a Read's sink.
 func (e *rcEngine) rcPlaceFault(q *QP) {
@@ -629,7 +629,7 @@ func (e *rcEngine) rcPlace(q *QP, rd *rcReader) error {
 			return io.ErrUnexpectedEOF // cannot happen: the destination covers the payload
 		}
 		n, err := c.rcv.ReadPayload(rd, chunk)
-		if cerr := e.CommitOne(chunk[:n]); cerr != nil { // stage.go: process memory
+		if cerr := e.CommitOne(chunk[:n]); cerr != nil { // rnic/stage.go: process memory
 			e.rcPlaceFault(q)
 			return errRCStopped
 		}
@@ -666,7 +666,7 @@ func (e *rcEngine) rcCommit(q *QP) bool {
 		}
 		last := pieceAt(x.dst, x.payLen-1, 1)
 		last[0] = x.last[0]
-		if e.CommitOne(last) != nil { // stage.go: process memory
+		if e.CommitOne(last) != nil { // rnic/stage.go: process memory
 			e.rcPlaceFault(q)
 			return false
 		}
@@ -697,7 +697,7 @@ func (e *rcEngine) rcCommit(q *QP) bool {
 		}
 		if x.immHold {
 			c.expMSN[0]++
-			e.rcHoldImm(q) // rc_imm.go
+			e.rcHoldImm(q) // rc/imm.go
 			c.afterWrite = false
 			return true
 		}
@@ -710,11 +710,11 @@ func (e *rcEngine) rcCommit(q *QP) bool {
 		}
 	case rdmap.QNAtomicResponse:
 		c.expMSN[rdmap.QNAtomicResponse]++
-		return e.rcCommitAtomicResponse(q) // rc_atomic.go
+		return e.rcCommitAtomicResponse(q) // rc/atomic.go
 	case rdmap.QNReadRequest:
 		c.expMSN[1]++
 		if x.op == rdmap.OpAtomicRequest {
-			return e.rcCommitAtomicRequest(q) // rc_atomic.go
+			return e.rcCommitAtomicRequest(q) // rc/atomic.go
 		}
 		rr, _, _ := rdmap.ParseReadRequest(x.hdr[ddp.UntaggedHeaderLen:x.want])
 		r := rcReadResp{sinkStag: rr.SinkStag, sinkTO: rr.SinkTO, size: rr.Size, srcStag: rr.SourceStag, srcTO: rr.SourceTO}

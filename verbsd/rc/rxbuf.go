@@ -8,7 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// RC receive batching: the reader under mpa.Receiver (rc_rx.go) reads
+// RC receive batching: the reader under mpa.Receiver (rc/rx.go) reads
 // what the socket holds, up to rcRxBufSize octets, with one readv, and
 // serves the FPDUs in it — their lengths, headers, payloads, PAD and CRC
 // (RFC 5044 §4; markers, §5, are stripped by mpa.Receiver on top of this

@@ -8,7 +8,7 @@ import (
 )
 
 // The peer's Terminate on an RC connection (RFC 5040 §5.6 / §6.9, split
-// out of rc_rx.go).
+// out of rc/rx.go).
 
 // rcTermReceived handles the peer's Terminate: the oldest uncompleted work
 // request completes with the error it reports, the rest is flushed, the QP

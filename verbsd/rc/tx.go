@@ -14,7 +14,7 @@ import (
 
 // The RC send side. One message is current: a Read Response (first,
 // bounded by IRD), else the SQ head; the SQ messages behind it may be
-// started early so that their FPDUs share its writev (rc_txbatch.go).
+// started early so that their FPDUs share its writev (rc/txbatch.go).
 // Each DDP segment is one FPDU of at most MULPDU octets (by default one
 // TCP segment). The FPDUs that are ready (up to the EMSS, rcTxMaxFPDUs
 // FPDUs and rcTxMaxIOV iovecs) are written with one writev from [length | DDP
@@ -48,12 +48,12 @@ type rcMsg struct {
 	inline   []byte
 	rreq     [rdmap.ReadRequestLen]byte
 	readSGE  proto.SGE
-	areq     [rdmap.AtomicRequestLen]byte // an atomic's request (rc_atomic.go)
+	areq     [rdmap.AtomicRequestLen]byte // an atomic's request (rc/atomic.go)
 	reqID    uint32
 	imm      [rdmap.ImmediateDataLen]byte // Send/Write with Imm: the Immediate Data message that follows
 	immOp    rdmap.Opcode                 // its opcode (0: none)
 	immPhase bool                         // sending the Immediate Data message
-	immFirst bool                         // merged Send with Imm: the Immediate Data goes first (rc_imm.go)
+	immFirst bool                         // merged Send with Imm: the Immediate Data goes first (rc/imm.go)
 	sendSegs ddp.Segmenter                // then the Send's segments
 	total    int
 	segs     ddp.Segmenter
@@ -66,7 +66,7 @@ type rcMsg struct {
 }
 
 // rcTx is the message being transmitted (the embedded rcMsg), the
-// messages started after it (ahead, rc_txbatch.go) and the batch in
+// messages started after it (ahead, rc/txbatch.go) and the batch in
 // flight.
 type rcTx struct {
 	rcMsg
@@ -307,7 +307,7 @@ func (e *rcEngine) rcBuildFPDU(q *QP) bool {
 	limit := min(rcTxBatchBytes, c.Emss)
 	all := t.appendSegs(c, &t.rcMsg, t.seg, last, limit)
 	if all && !resume && t.msgEnds(&t.rcMsg) {
-		e.rcBatchAhead(q, limit) // rc_txbatch.go
+		e.rcBatchAhead(q, limit) // rc/txbatch.go
 	}
 	t.inFPDU = true
 	return true
@@ -365,7 +365,7 @@ func (t *rcTx) msgEnds(m *rcMsg) bool { return m.immOp == 0 || m.immPhase != m.i
 // Send/Write from registered memory a window of what one pass can send
 // (PollBatch batches, at most rcTxWindow octets; rcMsgPayloads). In
 // process memory every translation is a process_vm_readv into a staging
-// buffer (stage.go): translating the whole message in every pass read a
+// buffer (rnic/stage.go): translating the whole message in every pass read a
 // 1 MiB Read Response once per pass (about 12 times over an MTU of 1500),
 // the window reads each octet about once. The previous window's staging
 // buffers, if staged in this pass, go back to the pool at once
@@ -565,7 +565,7 @@ func (e *rcEngine) rcPrepareWR(q *QP, sqe *proto.SQE, slot []byte) proto.WCStatu
 			return st
 		}
 	case proto.WRFetchAdd, proto.WRCmpSwap:
-		return e.rcPrepareAtomic(q, sqe, slot, inline) // rc_atomic.go
+		return e.rcPrepareAtomic(q, sqe, slot, inline) // rc/atomic.go
 	case proto.WRRDMARead:
 		// One sink buffer: the Read Response is placed at one STag/TO
 		// (siw allows one SGE for Reads too).
@@ -586,7 +586,7 @@ func (e *rcEngine) rcPrepareWR(q *QP, sqe *proto.SQE, slot []byte) proto.WCStatu
 			return proto.WCLocQPOpErr
 		}
 	case proto.WRLocalInvalidate:
-		m := q.S.Keys[sqe.InvStag] // the owner may name either key (keys.go)
+		m := q.S.Keys[sqe.InvStag] // the owner may name either key (rnic/keys.go)
 		if m == nil || m.PD != q.PD {
 			return proto.WCLocProtErr
 		}
@@ -596,7 +596,7 @@ func (e *rcEngine) rcPrepareWR(q *QP, sqe *proto.SQE, slot []byte) proto.WCStatu
 		return proto.WCLocQPOpErr
 	}
 	if sqe.Opcode == proto.WRSendWithImm && q.mergeImm {
-		e.rcPrepareMergedImm(q, sqe) // rc_imm.go
+		e.rcPrepareMergedImm(q, sqe) // rc/imm.go
 		return proto.WCSuccess
 	}
 	if sqe.Opcode == proto.WRSendWithImm || sqe.Opcode == proto.WRWriteWithImm {
@@ -640,7 +640,7 @@ func (e *rcEngine) rcPrepareWR(q *QP, sqe *proto.SQE, slot []byte) proto.WCStatu
 	return proto.WCSuccess
 }
 
-// rcCopyPayload copies the SGEs (validating them) or the inline data of a
+// RcCopyPayload copies the SGEs (validating them) or the inline data of a
 // Send or Write into c.tx.
 func (e *rcEngine) RcCopyPayload(q *QP, sqe *proto.SQE, slot []byte, inline bool) proto.WCStatus {
 	t := &q.Conn.Tx
@@ -715,7 +715,7 @@ func (e *rcEngine) rcFPDUSent(q *QP) {
 	}
 	t.kind = txNone
 	t.payloads = t.payloads[:0]
-	t.promote() // rc_txbatch.go
+	t.promote() // rc/txbatch.go
 }
 
 // rcSendTerminate writes the Terminate FPDU (built once), then our FIN;

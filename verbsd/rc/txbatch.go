@@ -5,7 +5,7 @@ import (
 	"github.com/iwarpd/iwarpd/verbsd/rnic"
 )
 
-// Batching across work requests (rc_tx.go sends one message at a time).
+// Batching across work requests (rc/tx.go sends one message at a time).
 // When the batch of the current message holds all its remaining FPDUs
 // and has room left (the EMSS-aligned budget of rcBuildFPDU, rcTxMaxFPDUs
 // FPDUs, rcTxMaxIOV iovecs), the messages that follow it on the SQ are

@@ -1,7 +1,7 @@
 package rc
 
 // The MPA CRC of an FPDU (RFC 5044 §4.4) must cover the octets that go on
-// the wire. rc_tx.go writes FPDUs with writev straight from registered
+// the wire. rc/tx.go writes FPDUs with writev straight from registered
 // memory; the kernel copies the octets when writev runs, after the CRC was
 // computed. Registered memory may change in between: its owner's CPU
 // atomics on a word a peer reads (t_fi_atomic's counter), a Read of a

@@ -99,7 +99,7 @@ func (e *Engine) rdPrepareAtomic(q *QP, w *rdWR, sqe *proto.SQE, slot []byte, in
 	return proto.WCSuccess
 }
 
-// rdAtomicRequest executes (or answers from the replay cache) an Atomic
+// RdAtomicRequest executes (or answers from the replay cache) an Atomic
 // Request from src, or answers with an error message; nothing is modified
 // on an error, and the QP stays up.
 func (e *Engine) RdAtomicRequest(q *QP, src netip.AddrPort, h *ddp.Header, seg []byte, hl int) {
@@ -162,7 +162,7 @@ func (e *Engine) rdAtomicResponse(q *QP, src netip.AddrPort, h *ddp.Header, seg 
 		}
 		binary.NativeEndian.PutUint64(b, resp.Original)
 		w.done, w.status = true, proto.WCSuccess
-		if e.CommitOne(b) != nil { // stage.go: a process-memory result buffer went away
+		if e.CommitOne(b) != nil { // rnic/stage.go: a process-memory result buffer went away
 			w.status = proto.WCLocProtErr
 		}
 		return

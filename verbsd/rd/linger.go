@@ -42,7 +42,7 @@ type rdLinger struct {
 	local    netip.AddrPort
 	qkey     uint32 // the destroyed QP's Q_Key: datagrams naming another are dropped
 	noCRC    bool
-	keys     map[netip.AddrPort]uint32 // the remembered peers' Q_Keys (rd_keys.go)
+	keys     map[netip.AddrPort]uint32 // the remembered peers' Q_Keys (rd/keys.go)
 	l        *rd.Linger
 	until    time.Time
 	readable bool
@@ -66,8 +66,8 @@ type rdLingers struct {
 // before its socket closes: the ACKs it owes leave, its reorder store is
 // emptied, and its socket lingers (q.fd = -1 then: closeQP leaves it).
 func (e *Engine) rdClose(q *QP, now time.Time) {
-	e.rdCloseAcks(q, now) // rd_qp.go
-	q.Rd.dropHeld()       // rd_recv.go: out of the device's reorder store
+	e.rdCloseAcks(q, now) // rd/qp.go
+	q.Rd.dropHeld()       // rd/recv.go: out of the device's reorder store
 	e.rdLingerStart(q, now)
 }
 
@@ -283,7 +283,7 @@ func (e *Engine) rdLingerInspect(m map[string]int64) {
 	m["rd_linger_peers_dropped"] += ls.peersDropped
 }
 
-// bindRD binds the socket of a new RD QP (bindDgram over -rd-ports). When
+// BindRD binds the socket of a new RD QP (bindDgram over -rd-ports). When
 // the port it asks for, or every port of the range, is in use and a
 // lingering port is among them, that linger ends and the bind is tried
 // again: a new QP is never refused a port for a linger.
@@ -292,7 +292,7 @@ func BindRD(s *rnic.Session, port uint16) (int, netip.AddrPort, error) {
 	if !errors.Is(err, unix.EADDRINUSE) {
 		return fd, ap, err
 	}
-	// Control commands run with every other engine parked (engines.go),
+	// Control commands run with every other engine parked (rnic/engines.go),
 	// so engine 0 may end a linger any engine holds.
 	released := false
 	release := func() error {

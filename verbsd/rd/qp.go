@@ -74,7 +74,7 @@ type rdState struct {
 	ep                 *rd.Endpoint
 	curSeq             uint32                    // RD sequence number of the datagram being delivered
 	curValid           bool                      // curSeq is set (rdDeliverSeq)
-	keys               map[netip.AddrPort]uint32 // peers' Q_Keys (rd_keys.go)
+	keys               map[netip.AddrPort]uint32 // peers' Q_Keys (rd/keys.go)
 
 	// Send queue: the work requests taken from the SQ and not completed,
 	// in posting order; wrs[0] is the SQ ring's head (entries are consumed
@@ -85,7 +85,7 @@ type rdState struct {
 	readsOut int     // RDMA Reads and atomics in wrs not completed (ORD)
 	msn      [ddp.QueueCount]uint32
 
-	// RFC 7306 atomics (rd_atomic.go): the next Request Identifier (from
+	// RFC 7306 atomics (rd/atomic.go): the next Request Identifier (from
 	// a random start per QP), Atomic Responses being sent (in errs), and
 	// the responder's replay cache.
 	NextReqID  uint32
@@ -308,7 +308,7 @@ func (q *QP) rdInspect(m map[string]int64) {
 }
 
 // rdInspect adds the RD counters of every QP, and those of the lingering
-// ports (rd_linger.go), to the daemon's.
+// ports (rd/linger.go), to the daemon's.
 func (e *Engine) rdInspect(m map[string]int64) {
 	for _, c := range e.QPs {
 		if q := QPOf(c); q != nil {
@@ -318,7 +318,7 @@ func (e *Engine) rdInspect(m map[string]int64) {
 	e.rdLingerInspect(m)
 }
 
-// rdCloseAcks sends, when q is destroyed (rdClose, rd_linger.go), the
+// rdCloseAcks sends, when q is destroyed (rdClose, rd/linger.go), the
 // acknowledgements q owes its peers (llp/rd Endpoint.OwedAcks): delayed
 // ACKs not yet due and replies queued but not yet sent. Without them a
 // peer whose last message q delivered just before the close retransmits

@@ -15,11 +15,11 @@ type Engine struct {
 	*ud.Engine
 
 	// rdStoreBytes: octets held in the reorder stores of all RD QPs
-	// (rd_recv.go storeRoom, -rd-reorder-bytes).
+	// (rd/recv.go storeRoom, -rd-reorder-bytes).
 	rdStoreBytes int
-	// rdLinger: the ports of destroyed RD QPs that linger (rd_linger.go).
+	// rdLinger: the ports of destroyed RD QPs that linger (rd/linger.go).
 	rdLinger rdLingers
-	// rdRecv: the RD receive being claimed or placed into (rd_recv.go).
+	// rdRecv: the RD receive being claimed or placed into (rd/recv.go).
 	rdRecv rnic.RecvWR
 }
 
@@ -33,12 +33,12 @@ func rdEngOf(c *rnic.Engine) *Engine {
 	panic("verbsd: an engine without its RD transport")
 }
 
-// rnic.EngineHooks: the lingering ports of destroyed RD QPs (rd_linger.go).
+// rnic.EngineHooks: the lingering ports of destroyed RD QPs (rd/linger.go).
 func (e *Engine) Service(now time.Time) bool  { return e.rdLingerService(now) }
 func (e *Engine) Event(fd int32) bool         { return e.rdLingerEvent(fd) }
 func (e *Engine) Deadline() (time.Time, bool) { return e.rdLingerDeadline() }
 func (e *Engine) CloseAll()                   { e.rdLingerCloseAll() }
-func (e *Engine) Inspect(m map[string]int64)  { e.rdInspect(m) } // rd_qp.go
+func (e *Engine) Inspect(m map[string]int64)  { e.rdInspect(m) } // rd/qp.go
 
 // count, errorQP and markReady take the RD QP.
 func (e *Engine) count(q *QP, c rnic.Counter, n int64) {
@@ -88,7 +88,7 @@ func (q *QP) Install(e *rnic.Engine) error {
 }
 
 // HasWork (rnic.QPOps).
-func (q *QP) HasWork() bool { return q.rdHasWork() } // rd_qp.go
+func (q *QP) HasWork() bool { return q.rdHasWork() } // rd/qp.go
 
 // Due (rnic.QPOps): a timer due.
 func (q *QP) Due(now time.Time) bool {
@@ -107,21 +107,21 @@ func (q *QP) Deadline() (time.Time, bool) {
 }
 
 // Service (rnic.QPOps).
-func (q *QP) Service(now time.Time) bool { return q.E.serviceRD(q, now) } // rd_qp.go
+func (q *QP) Service(now time.Time) bool { return q.E.serviceRD(q, now) } // rd/qp.go
 
 // Removed (rnic.QPOps): the ACKs it owes leave, then its socket lingers.
-func (q *QP) Removed() { q.E.rdClose(q, time.Now()) } // rd_linger.go
+func (q *QP) Removed() { q.E.rdClose(q, time.Now()) } // rd/linger.go
 
 // Modified (transportQP): the datagram QP's, and RESET starts RD anew.
 func (q *QP) Modified(to proto.QPState, qkey uint32) {
 	q.QP.Modified(to, qkey)
 	if to == proto.QPStateReset {
-		q.rdReset() // rd_qp.go
+		q.rdReset() // rd/qp.go
 	}
 }
 
 // Inspect (transportQP): the datagram figures and RD's state.
 func (q *QP) Inspect(m map[string]int64) {
 	q.QP.Inspect(m)
-	q.rdInspect(m) // rd_qp.go
+	q.rdInspect(m) // rd/qp.go
 }

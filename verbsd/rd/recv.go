@@ -115,7 +115,7 @@ func (e *Engine) rdDatagram(q *QP, src netip.AddrPort, b []byte, now time.Time) 
 		}
 		return
 	}
-	r.learnPeerKey(src, d.Keys.SrcQKey) // rd_keys.go
+	r.learnPeerKey(src, d.Keys.SrcQKey) // rd/keys.go
 	if d.RD.Type == dgram.RDAck {
 		r.ep.Receive(now, src, d.RD, true)
 		return
@@ -351,7 +351,7 @@ func (e *Engine) rdDeliver(q *QP, src netip.AddrPort, seg []byte, now time.Time)
 		case rdmap.OpReadResponse:
 			e.rdPlaceResponse(q, src, &h, seg[hl:])
 		case rdmap.OpWriteRecord, rdmap.OpWriteRecordImm:
-			if err, ok := e.writeRecordRD(q, src, &h, seg, hl, now); !ok { // wrec_rd.go
+			if err, ok := e.writeRecordRD(q, src, &h, seg, hl, now); !ok { // rd/wrec_rd.go
 				e.rdSendError(q, src, err, seg[:hl], nil, len(seg))
 			}
 		default:
@@ -363,11 +363,11 @@ func (e *Engine) rdDeliver(q *QP, src netip.AddrPort, seg []byte, now time.Time)
 	case h.QN == rdmap.QNSend && (op == rdmap.OpSend || op == rdmap.OpSendSE):
 		e.rdPlaceSend(q, src, &h, seg, hl, 0, op == rdmap.OpSendSE)
 	case h.QN == rdmap.QNSend && (op == rdmap.OpImmediateData || op == rdmap.OpImmediateDataSE):
-		e.rdPlaceSendImm(q, src, &h, seg, hl, op == rdmap.OpImmediateDataSE) // rd_atomic.go
+		e.rdPlaceSendImm(q, src, &h, seg, hl, op == rdmap.OpImmediateDataSE) // rd/atomic.go
 	case h.QN == rdmap.QNReadRequest && op == rdmap.OpAtomicRequest:
-		e.RdAtomicRequest(q, src, &h, seg, hl) // rd_atomic.go
+		e.RdAtomicRequest(q, src, &h, seg, hl) // rd/atomic.go
 	case h.QN == rdmap.QNAtomicResponse && op == rdmap.OpAtomicResponse:
-		e.rdAtomicResponse(q, src, &h, seg, hl) // rd_atomic.go
+		e.rdAtomicResponse(q, src, &h, seg, hl) // rd/atomic.go
 	case h.QN == rdmap.QNReadRequest && op == rdmap.OpReadRequest:
 		e.rdReadRequest(q, src, &h, seg, hl, now)
 	case h.QN == rdmap.QNTerminate && op == rdmap.OpTerminate:
@@ -514,7 +514,7 @@ func (e *Engine) rdPlaceSend(q *QP, src netip.AddrPort, h *ddp.Header, seg []byt
 		return
 	}
 	scatterAt(w.Bufs, int(m.got), payload)
-	if e.Commit(w.Bufs, int(m.got), len(payload)) != nil { // stage.go: the receive's process memory went away
+	if e.Commit(w.Bufs, int(m.got), len(payload)) != nil { // rnic/stage.go: the receive's process memory went away
 		e.rdSendError(q, src, iwerr.RDMAPLocalCatastrophicError, seg[:hl], nil, len(seg))
 		e.rdCompleteRecv(q, src, m, proto.WCLocProtErr, uint32(end), solicited)
 		if m.discard = !h.Last; !m.discard {
@@ -586,11 +586,11 @@ func (e *Engine) rdReadRequest(q *QP, src netip.AddrPort, h *ddp.Header, seg []b
 	if int64(rr.Size) > int64(r.cfg.MaxMsg) {
 		fault = rdmap.FaultBaseBounds
 	} else {
-		_, fault = e.RemoteAccess(q.QP.QP, src, rr.SourceStag, rr.SourceTO, uint64(rr.Size), proto.AccessRemoteRead, now) // access_guard.go
+		_, fault = e.RemoteAccess(q.QP.QP, src, rr.SourceStag, rr.SourceTO, uint64(rr.Size), proto.AccessRemoteRead, now) // rnic/access_guard.go
 	}
 	if fault != 0 {
 		r.count(rdAccessErrors, 1)
-		e.rdSendError(q, src, rnic.DgramAccessError, seg[:hl], rh, len(seg)) // one generic error (access_guard.go)
+		e.rdSendError(q, src, rnic.DgramAccessError, seg[:hl], rh, len(seg)) // one generic error (rnic/access_guard.go)
 		return
 	}
 	if len(r.resps) >= r.cfg.IRD {
@@ -630,7 +630,7 @@ func (e *Engine) rdPlaceResponse(q *QP, src netip.AddrPort, h *ddp.Header, paylo
 			return
 		}
 		copy(dst, payload)
-		if e.CommitOne(dst) != nil { // stage.go: the sink's process memory went away
+		if e.CommitOne(dst) != nil { // rnic/stage.go: the sink's process memory went away
 			w.done, w.status, w.respFinal = true, proto.WCLocProtErr, true
 			return
 		}
@@ -666,7 +666,7 @@ func (e *Engine) rdErrorIn(q *QP, src netip.AddrPort, body []byte) {
 					return
 				}
 			}
-		} else if err == nil && oh.Tagged && r.rdWriteRecordError(src, &oh, t.Err) { // wrec_send.go
+		} else if err == nil && oh.Tagged && r.rdWriteRecordError(src, &oh, t.Err) { // ud/wrec_send.go
 			return
 		}
 	}

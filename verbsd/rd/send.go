@@ -48,7 +48,7 @@ type rdWR struct {
 	rec       rdmap.WriteRecord            // Write-Record: its header (MessageOffset set per segment)
 	rkey      uint32                       // Write-Record: the target STag
 	to        uint64                       // Write-Record: the tagged offset of the first octet
-	areq      [rdmap.AtomicRequestLen]byte // atomic: its Atomic Request (rd_atomic.go)
+	areq      [rdmap.AtomicRequestLen]byte // atomic: its Atomic Request (rd/atomic.go)
 	reqID     uint32                       // atomic: its Request Identifier
 	imm       [rdmap.ImmediateDataLen]byte // Send / Write-Record with Imm: in every segment
 }
@@ -72,14 +72,14 @@ type rdErrMsg struct {
 	body   []byte // DDP header + Terminate header (or Atomic Response)
 	sent   bool
 	done   bool
-	atomic bool // an Atomic Response (rd_atomic.go), not an error message
+	atomic bool // an Atomic Response (rd/atomic.go), not an error message
 }
 
 // zeroPayload stands in for octets that cannot be read any more (the
 // region was deregistered under a datagram the peer still expects).
 var zeroPayload [dgram.MaxDatagramSize]byte
 
-// rdMaxPayload is the payload of one RD datagram's DDP segment.
+// RdMaxPayload is the payload of one RD datagram's DDP segment.
 func (e *Engine) RdMaxPayload(tagged bool, ulpHeader int) int {
 	return ddp.MaxPayload(dgram.MaxSegment(e.Cfg.DatagramSize, true), tagged, ulpHeader)
 }
@@ -152,16 +152,16 @@ func (e *Engine) rdPrepare(q *QP, w *rdWR, slot []byte) {
 		fail(proto.WCLocQPOpErr)
 		return
 	}
-	dst, st := e.Destination(&sqe) // ud_dest.go: a bad one fails this work request only
+	dst, st := e.Destination(&sqe) // ud/dest.go: a bad one fails this work request only
 	if st != proto.WCSuccess {
 		w.done, w.status = true, st
 		return
 	}
 	w.peer = dst
-	r.setPeerKey(dst, sqe.QKey) // rd_keys.go
+	r.setPeerKey(dst, sqe.QKey) // rd/keys.go
 	inline := sqe.Flags&proto.SendInline != 0
 	if sqe.Opcode.Atomic() {
-		if st := e.rdPrepareAtomic(q, w, &sqe, slot, inline); st != proto.WCSuccess { // rd_atomic.go
+		if st := e.rdPrepareAtomic(q, w, &sqe, slot, inline); st != proto.WCSuccess { // rd/atomic.go
 			fail(st)
 		}
 		return
@@ -231,7 +231,7 @@ func (e *Engine) rdPrepare(q *QP, w *rdWR, slot []byte) {
 		w.segs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(rdmap.OpReadRequest)), 0, rdmap.QNReadRequest, w.msn,
 			rdmap.ReadRequestLen, e.RdMaxPayload(false, 0))
 	case proto.WRWriteRecord, proto.WRWriteRecordWithImm:
-		if st := e.rdPrepareWriteRecord(q, w, &sqe); st != proto.WCSuccess { // wrec_send.go
+		if st := e.rdPrepareWriteRecord(q, w, &sqe); st != proto.WCSuccess { // ud/wrec_send.go
 			fail(st)
 		}
 	}
@@ -448,7 +448,7 @@ func (e *Engine) rdBuild(b *rdBatch, peer netip.AddrPort, tok rd.Token, h *dgram
 		}
 		if w.op.WriteRecord() {
 			var rh [rdmap.WriteRecordImmLen]byte
-			ulp = w.writeRecordHeader(rh[:0], s.Offset) // wrec_send.go
+			ulp = w.writeRecordHeader(rh[:0], s.Offset) // ud/wrec_send.go
 		}
 		pieces := e.rdPayload(q, w, int(s.Offset), s.Len)
 		return b.add(peer, h, &s.Header, ulp, pieces)
@@ -485,7 +485,7 @@ func (e *Engine) rdPayload(q *QP, w *rdWR, off, n int) [][]byte {
 	r := q.Rd
 	bufs := r.sgBufs[:0]
 	// Only the part of each SGE inside [off, off+n): a process MR's source
-	// is read from the process (stage.go), octets this datagram does not
+	// is read from the process (rnic/stage.go), octets this datagram does not
 	// carry are not.
 	pos := 0
 	for _, sge := range w.sges {

@@ -13,10 +13,10 @@ import (
 )
 
 // writeRecordRD is the Write-Record hook of the RD receive path
-// (rd_recv.go's rdDeliver, for a tagged segment with opcode 0xC or 0xD): seg is
+// (rd/recv.go's rdDeliver, for a tagged segment with opcode 0xC or 0xD): seg is
 // the DDP segment delivered in order by RD (no CRC), h its parsed DDP
 // header of hl octets. It checks and places the segment exactly as on UD
-// (wrec_recv.go) and, when the record is whole, completes it into the head
+// (ud/wrec_recv.go) and, when the record is whole, completes it into the head
 // of q's receive ring (RD claims receives for Sends as their first
 // segment arrives, so the head is free). On RD a record completes only
 // whole: expireRecords does not run for RD QPs, so a partial record waits
@@ -29,7 +29,7 @@ import (
 // inconsistent offsets) is dropped and counted, ok true.
 func (e *Engine) writeRecordRD(q *QP, src netip.AddrPort, h *ddp.Header, seg []byte, hl int, now time.Time) (iwerr.Error, bool) {
 	sg := ud.WrecSegment{Src: src, H: *h, DdpHdr: seg[:hl], SegLen: len(seg), Quiet: true}
-	n, ok := sg.ParseHeader(seg) // wrec_recv.go: opcode 0xC, or 0xD with its Immediate Data
+	n, ok := sg.ParseHeader(seg) // ud/wrec_recv.go: opcode 0xC, or 0xD with its Immediate Data
 	if !ok || hl != ddp.TaggedHeaderLen {
 		e.count(q, rnic.CWrecDropped, 1)
 		return iwerr.Error{}, true
@@ -41,7 +41,7 @@ func (e *Engine) writeRecordRD(q *QP, src netip.AddrPort, h *ddp.Header, seg []b
 	case ud.RecordComplete:
 		e.CompleteRecord(q.QP, r, e.HeadRecv(q.QP), false)
 	case ud.RecordRefused:
-		return rnic.DgramAccessError, false // access_guard.go: one generic error on datagram QPs
+		return rnic.DgramAccessError, false // rnic/access_guard.go: one generic error on datagram QPs
 	}
 	return iwerr.Error{}, true
 }

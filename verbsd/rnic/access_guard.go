@@ -79,7 +79,7 @@ type accessGuard struct {
 	unreported int64 // refusals since the last event
 }
 
-// remoteAccess resolves a remote access from src to q's memory (STag, TO,
+// RemoteAccess resolves a remote access from src to q's memory (STag, TO,
 // length, right) as rcLookup does; a refusal is counted and reported to
 // q's owner (rate-limited).
 func (e *Engine) RemoteAccess(q *QP, src netip.AddrPort, stag uint32, to, n uint64, need proto.Access, now time.Time) ([]byte, rdmap.AccessFault) {
@@ -102,7 +102,7 @@ func (e *Engine) RemoteAccess(q *QP, src netip.AddrPort, stag uint32, to, n uint
 	return nil, fault
 }
 
-// errorReplyAllowed reports whether q may answer src with an error message
+// ErrorReplyAllowed reports whether q may answer src with an error message
 // now (UD; see above), counting the refusal otherwise.
 func (e *Engine) ErrorReplyAllowed(q *QP, src netip.AddrPort, now time.Time) bool {
 	g := &q.guard

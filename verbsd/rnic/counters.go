@@ -1,6 +1,6 @@
 package rnic
 
-// counter names one statistic kept per QP and for the whole daemon. The
+// Counter names one statistic kept per QP and for the whole daemon. The
 // names (counterNames) are what OpInspect reports and iwarpctl prints.
 type Counter int
 
@@ -33,7 +33,7 @@ const (
 	cProcessMemFaults  // process-memory accesses that failed (unmapped, process gone)
 	cProcessMemRead    // octets read from client processes (process_vm_readv)
 	cProcessMemWritten // octets written to client processes (process_vm_writev)
-	cProcessMemStaged  // octets of staging buffers taken for process memory (stage.go)
+	cProcessMemStaged  // octets of staging buffers taken for process memory (rnic/stage.go)
 	CSendCalls         // sendmmsg calls
 	CRecvCalls         // recvmmsg calls that returned datagrams
 	CGSOSends          // messages of a sendmmsg carrying several datagrams (UDP_SEGMENT)
@@ -51,17 +51,17 @@ const (
 	CWrecEvicted   // Write-Records forgotten to make room for new ones (no completion)
 	CErrorMsgsOut  // error messages (Terminate on QN 2) sent to a source
 	CErrorMsgsIn   // error messages received from a peer (async event EventQPAccessError)
-	// Keys (keys.go, access_guard.go).
+	// Keys (rnic/keys.go, rnic/access_guard.go).
 	CDropQKey            // datagrams whose Q_Key is not the QP's (dropped silently)
 	cRemoteAccessRefused // remote accesses refused by the STag/PD/rights/bounds checks (datagram QPs)
 	cRemoteInvalidStag   // of those, naming no valid STag (guesses)
 	cErrorMsgsLimited    // error messages not sent: per-source rate limit (UD)
-	// RFC 7306 atomics (rc_atomic.go, rd_atomic.go).
+	// RFC 7306 atomics (rc/atomic.go, rd/atomic.go).
 	CAtomicsIn     // Atomic Requests executed (responder)
 	CAtomicErrors  // Atomic Requests refused by the access, alignment or operation checks (nothing modified)
 	CAtomicReplays // RD Atomic Requests answered from the replay cache (not executed again)
-	CImmHeld       // tagged Immediate Data held for the next Send (merge_send_imm, rc_imm.go)
-	// The UD receive backlog (ud_backlog.go).
+	CImmHeld       // tagged Immediate Data held for the next Send (merge_send_imm, rc/imm.go)
+	// The UD receive backlog (ud/backlog.go).
 	CRecvParked     // times a UD QP stopped reading its sockets: datagrams waited and no receive was posted
 	CRecvHeld       // datagrams of a GRO buffer read beyond the posted receives, held in the daemon
 	CRecvHeldJudged // held datagrams judged once a receive was posted

@@ -8,14 +8,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// postCQE writes one completion into c and publishes it, then signals the
+// PostCQE writes one completion into c and publishes it, then signals the
 // completion channel if the CQ is armed for it (ArmNext, or ArmSolicited
 // and the completion is a solicited receive or an error). A full CQ is an
 // overrun: the CQ is marked (Overrun word, EventCQError), every QP of the
 // session using it goes to ERROR, and its completions are dropped from then
 // on. It never blocks.
 func (e *Engine) PostCQE(s *Session, c *CQ, cqe *proto.CQE) {
-	if e.Shared { // engines.go: QPs of other engines may complete into c
+	if e.Shared { // rnic/engines.go: QPs of other engines may complete into c
 		c.mu.Lock()
 		defer c.mu.Unlock()
 	}
@@ -42,7 +42,7 @@ func (e *Engine) PostCQE(s *Session, c *CQ, cqe *proto.CQE) {
 // blocking the engine: the descriptor is the client's (blocking), so the
 // engine writes only when poll says the write cannot block.
 //
-// Both calls are raw (iov.go): neither blocks, and going through the
+// Both calls are raw (rnic/iov.go): neither blocks, and going through the
 // scheduler's hooks once per completion cost futex hand-offs of the
 // engine's P on a daemon pinned to one CPU.
 func notifyChannel(fd int) {
@@ -70,7 +70,7 @@ func (e *Engine) overrunCQ(s *Session, c *CQ, why error) {
 	for _, q := range s.QPs {
 		if q.SendCQ == c || q.RecvCQ == c {
 			if q.Eng != e {
-				q.cqOverran.Store(true) // its engine moves it (engines.go serveShared)
+				q.cqOverran.Store(true) // its engine moves it (rnic/engines.go serveShared)
 				continue
 			}
 			e.ErrorQP(q, "its completion queue overran")
@@ -81,7 +81,7 @@ func (e *Engine) overrunCQ(s *Session, c *CQ, why error) {
 	}
 }
 
-// errorQP moves q to ERROR because of a local error (a bad work request, a
+// ErrorQP moves q to ERROR because of a local error (a bad work request, a
 // corrupt ring, an overrun CQ) and tells the client (EventQPFatal). Posted
 // work requests are flushed by the engine's passes.
 func (e *Engine) ErrorQP(q *QP, why string) {
@@ -90,14 +90,14 @@ func (e *Engine) ErrorQP(q *QP, why string) {
 	}
 	q.State = proto.QPStateError
 	q.ErrWhy = why
-	if !q.Ops.LogsOwnEnd() { // a connected RC QP logs when its connection ends (rc_log.go)
+	if !q.Ops.LogsOwnEnd() { // a connected RC QP logs when its connection ends (rc/log.go)
 		q.S.Dev.Log.Infof("session %d (pid %d): %v QP %d (QPN %d) moved to ERROR: %s; its work requests complete flushed",
 			q.S.ID, q.S.Cred.Pid, q.Typ, q.Handle, q.QPN, why)
 	}
 	q.S.SendEvent(e, proto.Event{Type: proto.EventQPFatal, Handle: q.Handle, Detail: why})
 }
 
-// sendEvent queues an asynchronous event for the session's writer; a full
+// SendEvent queues an asynchronous event for the session's writer; a full
 // queue drops it (counted) rather than block the engine.
 func (s *Session) SendEvent(e *Engine, ev proto.Event) {
 	select {

@@ -9,10 +9,10 @@
 // It knows no transport. A QP's transport (UD, RD, RC in the packages
 // above it) serves the QP through QPOps, and keeps per-engine state through
 // EngineHooks; the engine decides when: after a doorbell, a socket event,
-// a timer, or a probe of the client's rings (ready.go).
+// a timer, or a probe of the client's rings (rnic/ready.go).
 //
 // Every object is engine-owned: it is changed only on an engine (inside
 // Engine.Do for control commands, with every other engine parked), so a
-// pass reads the tables without locks (engines.go says what several
+// pass reads the tables without locks (rnic/engines.go says what several
 // engines share and how).
 package rnic

@@ -29,7 +29,7 @@ import (
 // wake-up, and the engine's own reads (the wake eventfd) are on a
 // descriptor no client ever receives.
 
-// newDoorbell creates a session's doorbell and adds it, edge-triggered, to
+// NewDoorbell creates a session's doorbell and adds it, edge-triggered, to
 // the engine's epoll set. Runs on the engine.
 func (e *Engine) NewDoorbell() (int, error) {
 	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
@@ -37,7 +37,7 @@ func (e *Engine) NewDoorbell() (int, error) {
 		return -1, Errf(unix.EMFILE, "creating the session's doorbell: %v", err)
 	}
 	if e.Shared {
-		return fd, nil // engines.go: watched by the engines of its QPs (bellWatch)
+		return fd, nil // rnic/engines.go: watched by the engines of its QPs (bellWatch)
 	}
 	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLET, Fd: int32(fd)}
 	if err := unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {

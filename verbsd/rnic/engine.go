@@ -23,10 +23,10 @@ import (
 type Engine struct {
 	Cfg *config.Config
 	// ext is what the transports keep per engine, and their per-engine
-	// work (a destroyed RD QP's lingering port): transport.go.
+	// work (a destroyed RD QP's lingering port): ud/qp.go.
 	Ext []EngineHooks
 
-	// Engines per core (engines.go): this engine's index, the device its
+	// Engines per core (rnic/engines.go): this engine's index, the device its
 	// engines share, whether there are several (shared), the CPU its
 	// thread is pinned to (-1: none) and the thread's id.
 	ID     int
@@ -58,7 +58,7 @@ type Engine struct {
 	QPs  []*QP
 	ByFD map[int32]*QP
 	rr   int
-	// The ready list (ready.go): the QPs a pass serves.
+	// The ready list (rnic/ready.go): the QPs a pass serves.
 	ready    []*QP
 	Bells    map[int32]*Session // doorbell descriptor → its session
 	probe    int                // the QP of qps the probe looked at last
@@ -66,8 +66,8 @@ type Engine struct {
 	Visits   uint64             // QPs served or probed, all passes (tests: work per pass)
 	Passes   uint64
 	Sessions map[uint64]*Session
-	cur      *Session    // the session being served (fault.go)
-	staged   []stagedBuf // staging buffers of the QP being served (stage.go)
+	cur      *Session    // the session being served (rnic/fault.go)
+	staged   []stagedBuf // staging buffers of the QP being served (rnic/stage.go)
 	nextQPN  uint32
 	Stats    counters
 	events   [64]unix.EpollEvent
@@ -79,7 +79,7 @@ type command struct {
 }
 
 // newEngine makes an engine; ownStatus makes it create the status page
-// (engine 0: the others share its words, engines.go).
+// (engine 0: the others share its words, rnic/engines.go).
 func newEngine(cfg *config.Config, ownStatus bool) (e *Engine, err error) {
 	e = &Engine{Cfg: cfg, cmds: make(chan command, 128), stopped: make(chan struct{}), EpFD: -1, StatusFD: -1,
 		ByFD: map[int32]*QP{}, Bells: map[int32]*Session{}, Sessions: map[uint64]*Session{}}
@@ -154,7 +154,7 @@ func (e *Engine) closeResources() {
 // Do runs f on the engine goroutine and returns its error. It returns
 // errEngineStopped, without running f, once the engine has stopped. With
 // several engines, f runs on engine 0 while the others are parked
-// (engines.go device.do): commands may change any engine's state.
+// (rnic/engines.go device.do): commands may change any engine's state.
 func (e *Engine) Do(f func() error) error {
 	if e.Shared {
 		return e.dev.do(f)
@@ -196,9 +196,9 @@ func (e *Engine) runCommands() bool {
 	for {
 		select {
 		case c := <-e.cmds:
-			c.done <- GuardedCommand(c.f) // fault.go
+			c.done <- GuardedCommand(c.f) // rnic/fault.go
 			ran = true
-			e.scanAll = true // a command may change any QP (ready.go)
+			e.scanAll = true // a command may change any QP (rnic/ready.go)
 		default:
 			return ran
 		}
@@ -214,8 +214,8 @@ func schedYield() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 // run is the engine goroutine.
 func (e *Engine) run() {
 	runtime.LockOSThread()
-	e.pin()             // engines.go
-	GuardClientMemory() // fault.go
+	e.pin()             // rnic/engines.go
+	GuardClientMemory() // rnic/fault.go
 	defer func() {
 		for _, s := range e.Sessions {
 			e.TeardownSession(s)
@@ -242,7 +242,7 @@ func (e *Engine) run() {
 		}
 		e.pollFDs(0)
 		now := time.Now()
-		work = e.guardedPass(now) || work // fault.go
+		work = e.guardedPass(now) || work // rnic/fault.go
 		for _, x := range e.Ext {         // the transports' own work (a lingering RD port)
 			work = x.Service(now) || work
 		}
@@ -272,7 +272,7 @@ func (e *Engine) run() {
 		// Sleep: announce it, then look once more at everything a client
 		// could have published before reading Asleep (Dekker with the
 		// client's producer store).
-		e.announceSleep() // engines.go
+		e.announceSleep() // rnic/engines.go
 		if len(e.cmds) > 0 || e.pending() {
 			e.announceWake()
 			continue
@@ -280,7 +280,7 @@ func (e *Engine) run() {
 		timeout := e.sleepTimeout(now)
 		e.pollFDs(timeout)
 		if timeout >= 0 {
-			e.scanAll = true // a timer or a blocked send (ready.go)
+			e.scanAll = true // a timer or a blocked send (rnic/ready.go)
 		}
 		e.announceWake()
 		e.Epoch.Add(1)
@@ -291,13 +291,13 @@ func (e *Engine) run() {
 
 // pollFDs runs epoll_wait with timeout (ms, -1 = forever) and marks the
 // ready QP sockets readable; it drains the wake eventfd. Doorbells
-// (doorbell.go) are edge-triggered and never read: their event is the
+// (rnic/doorbell.go) are edge-triggered and never read: their event is the
 // wake-up, and the default case ignores a descriptor that is no QP's.
 func (e *Engine) pollFDs(timeout int) {
 	var n int
 	var err error
 	if timeout == 0 {
-		n, err = RawEpollPoll(e.EpFD, e.events[:]) // iov.go: never blocks
+		n, err = RawEpollPoll(e.EpFD, e.events[:]) // rnic/iov.go: never blocks
 	} else {
 		n, err = unix.EpollWait(e.EpFD, e.events[:], timeout)
 	}
@@ -313,15 +313,15 @@ func (e *Engine) pollFDs(timeout int) {
 				continue
 			}
 			if s := e.Bells[ev.Fd]; s != nil {
-				for _, q := range s.QPs { // ready.go: a doorbell names a session
-					if q.Eng == e { // engines.go: this engine's QPs of it
+				for _, q := range s.QPs { // rnic/ready.go: a doorbell names a session
+					if q.Eng == e { // rnic/engines.go: this engine's QPs of it
 						e.MarkReady(q)
 					}
 				}
 				continue
 			}
 			if q := e.ByFD[ev.Fd]; q != nil {
-				if q.Ops.Event(ev.Events) { // transport.go
+				if q.Ops.Event(ev.Events) { // ud/qp.go
 					q.Readable = true
 					e.MarkReady(q)
 				}
@@ -369,7 +369,7 @@ func (e *Engine) pending() bool {
 	return found
 }
 
-// pass serves every QP of the ready list (ready.go) once, round-robin,
+// pass serves every QP of the ready list (rnic/ready.go) once, round-robin,
 // starting one further each pass, then drops the quiescent ones.
 func (e *Engine) pass(now time.Time) bool {
 	e.Passes++
@@ -387,11 +387,11 @@ func (e *Engine) pass(now time.Time) bool {
 		q := e.ready[(e.rr+i)%n]
 		e.Visits++
 		e.cur = q.S
-		if e.serveShared(q, now) { // engines.go
+		if e.serveShared(q, now) { // rnic/engines.go
 			work = true
 			q.lastWork = now
 		}
-		e.releaseStaged() // stage.go
+		e.releaseStaged() // rnic/stage.go
 	}
 	e.pruneReady(now)
 	return work
@@ -415,16 +415,16 @@ func (e *Engine) extEvent(fd int32) bool {
 	return false
 }
 
-// addQP installs a QP in the engine's polling set.
+// AddQP installs a QP in the engine's polling set.
 func (e *Engine) AddQP(q *QP) error {
 	if err := unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_ADD, q.FD, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(q.FD)}); err != nil {
 		return fmt.Errorf("verbsd: epoll_ctl: %w", err)
 	}
-	if err := e.bellWatch(q.S); err != nil { // engines.go
+	if err := e.bellWatch(q.S); err != nil { // rnic/engines.go
 		unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_DEL, q.FD, nil)
 		return err
 	}
-	q.Ops.Added() // transport.go
+	q.Ops.Added() // ud/qp.go
 	e.dev.nextQPN++
 	q.QPN = e.dev.nextQPN
 	e.QPs = append(e.QPs, q)
@@ -433,10 +433,10 @@ func (e *Engine) AddQP(q *QP) error {
 	return nil
 }
 
-// addUnpolledQP installs a QP that has no socket to poll yet (an RC QP
+// AddUnpolledQP installs a QP that has no socket to poll yet (an RC QP
 // before its connection): it gets its QP number and is served.
 func (e *Engine) AddUnpolledQP(q *QP) error {
-	if err := e.bellWatch(q.S); err != nil { // engines.go
+	if err := e.bellWatch(q.S); err != nil { // rnic/engines.go
 		return err
 	}
 	e.dev.nextQPN++
@@ -446,19 +446,19 @@ func (e *Engine) AddUnpolledQP(q *QP) error {
 	return nil
 }
 
-// removeQP takes a QP out of the polling set (the caller releases it).
+// RemoveQP takes a QP out of the polling set (the caller releases it).
 func (e *Engine) RemoveQP(q *QP) {
-	q.Ops.Removing() // transport.go: before its socket leaves the epoll set
+	q.Ops.Removing() // ud/qp.go: before its socket leaves the epoll set
 	unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_DEL, q.FD, nil)
 	delete(e.ByFD, int32(q.FD))
 	e.unready(q)
 	for i, x := range e.QPs {
 		if x == q {
 			e.QPs = append(e.QPs[:i], e.QPs[i+1:]...)
-			e.bellUnwatch(q.S) // engines.go
+			e.bellUnwatch(q.S) // rnic/engines.go
 			break
 		}
 	}
-	q.Ops.Removed() // transport.go: its socket may linger (RD)
+	q.Ops.Removed() // ud/qp.go: its socket may linger (RD)
 
 }

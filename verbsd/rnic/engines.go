@@ -35,7 +35,7 @@ import (
 //
 // With N = 1 none of this runs: one engine, unpinned, as before.
 
-// device is what the engines of one server share.
+// Device is what the engines of one server share.
 type Device struct {
 	Engs []*Engine
 	// mu serializes control commands (do): one at a time parks the others.
@@ -51,14 +51,14 @@ type Device struct {
 	// What every session shares.
 	Cfg    *config.Config
 	Log    config.Logger
-	Users  UserTable     // per-user resource counts (userlimits.go)
+	Users  UserTable     // per-user resource counts (rnic/userlimits.go)
 	nextID atomic.Uint64 // session ids
 	Port   atomic.Uint32 // datagram port scan cursor (bindDgram)
-	// unprivStart is ip_unprivileged_port_start at start (bind.go).
+	// UnprivStart is ip_unprivileged_port_start at start (rnic/bind.go).
 	UnprivStart uint16
 }
 
-// newDevice makes cfg.Engines engines (at least one); engine 0 makes the
+// NewDevice makes cfg.Engines engines (at least one); engine 0 makes the
 // status page, the others write the same words.
 func NewDevice(cfg *config.Config) (*Device, error) {
 	n := max(cfg.Engines, 1)
@@ -85,7 +85,7 @@ func NewDevice(cfg *config.Config) (*Device, error) {
 	return d, nil
 }
 
-// allowedCPUs lists the CPUs this process may run on (sched_getaffinity):
+// AllowedCPUs lists the CPUs this process may run on (sched_getaffinity):
 // engine i is pinned to the (i mod len)-th of them.
 func AllowedCPUs() []int {
 	var set unix.CPUSet
@@ -107,7 +107,7 @@ func (d *Device) Run() {
 	}
 }
 
-// stop stops every engine (engine 0 last: it owns the sessions' teardown).
+// Stop stops every engine (engine 0 last: it owns the sessions' teardown).
 func (d *Device) Stop() {
 	for i := len(d.Engs) - 1; i >= 0; i-- {
 		d.Engs[i].stop()
@@ -148,7 +148,7 @@ func (d *Device) do(f func() error) error {
 	return d.Engs[0].do1(f)
 }
 
-// place picks the engine of a new QP: the one with the fewest QPs, the
+// Place picks the engine of a new QP: the one with the fewest QPs, the
 // lowest id on a tie (spread). Runs inside a command.
 func (d *Device) Place() *Engine {
 	best := d.Engs[0]
@@ -219,7 +219,7 @@ func (e *Engine) threadCPUTime() time.Duration {
 	return time.Duration(ts.Nano())
 }
 
-// engineInfo is what iwarpctl shows of an engine. Runs inside a command.
+// EngineInfo is what iwarpctl shows of an engine. Runs inside a command.
 func (e *Engine) EngineInfo() proto.EngineInfo {
 	return proto.EngineInfo{ID: e.ID, CPU: e.cpu, QPs: len(e.QPs), Passes: int64(e.Passes), WorkPasses: int64(e.workPasses),
 		Wakeups: int64(e.wakeups), CPUTimeNS: int64(e.threadCPUTime()), UptimeNS: int64(time.Since(e.dev.start))}

@@ -7,7 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// opError is a failed control request: the errno for the reply header and a
+// OpError is a failed control request: the errno for the reply header and a
 // message for people (proto.ErrorBody).
 type OpError struct {
 	errno unix.Errno
@@ -23,7 +23,7 @@ func Errf(errno unix.Errno, format string, args ...any) error {
 	return &OpError{errno: errno, Msg: fmt.Sprintf(format, args...)}
 }
 
-// errnoOf returns the errno an error reply carries: the opError's, the first
+// ErrnoOf returns the errno an error reply carries: the opError's, the first
 // errno found in the chain, else EINVAL.
 func ErrnoOf(err error) unix.Errno {
 	var oe *OpError

@@ -10,7 +10,7 @@ import (
 
 // Faults on client memory (issue 13, point 2). The daemon maps client
 // memfds (rings, registered memory) and refuses memory whose pages can
-// vanish (memory.go: checkClientMemory), so a fault should not happen. If
+// vanish (rnic/memory.go: checkClientMemory), so a fault should not happen. If
 // one does all the same, it must fail the client whose memory faulted,
 // never the daemon: the goroutines that touch client memory — the engine,
 // and each session's control goroutine (which reads ring headers) — run
@@ -25,7 +25,7 @@ import (
 //     faults fails with EFAULT and the session is closed.
 // Any other panic is a bug in the daemon and is re-raised.
 
-// faultAddr reports whether r (a recovered value) is a memory fault that
+// FaultAddr reports whether r (a recovered value) is a memory fault that
 // SetPanicOnFault turned into a panic, and its address.
 func FaultAddr(r any) (uintptr, bool) {
 	if e, ok := r.(interface{ Addr() uintptr }); ok {
@@ -65,7 +65,7 @@ func (e *Engine) failFaulted(s *Session, addr uintptr) {
 		// loudly rather than hide it.
 		panic(fmt.Sprintf("verbsd: memory fault at %#x outside any session's work", addr))
 	}
-	// With several engines (engines.go) the teardown touches every
+	// With several engines (rnic/engines.go) the teardown touches every
 	// engine's state, so it is the command serve runs when the connection
 	// closes; until then no engine serves the session (serveShared, due),
 	// and only the first engine to fault says so.
@@ -84,7 +84,7 @@ func (e *Engine) failFaulted(s *Session, addr uintptr) {
 	}
 }
 
-// guardedCommand runs a control command on the engine goroutine; a fault
+// GuardedCommand runs a control command on the engine goroutine; a fault
 // fails the command with EFAULT (the control request's reply).
 func GuardedCommand(f func() error) (err error) {
 	defer func() {
@@ -101,6 +101,6 @@ func GuardedCommand(f func() error) (err error) {
 	return f()
 }
 
-// guardClientMemory turns faults of the calling goroutine into panics
+// GuardClientMemory turns faults of the calling goroutine into panics
 // (see above); the goroutine must recover them at its boundary.
 func GuardClientMemory() { debug.SetPanicOnFault(true) }

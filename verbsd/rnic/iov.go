@@ -21,7 +21,7 @@ import (
 // Calls that may block (epoll_wait with a timeout) keep the hooks, so that
 // the other goroutines and the GC can run while the engine sleeps.
 
-// appendIovecs appends to iov an iovec for each non-empty slice of bufs.
+// AppendIovecs appends to iov an iovec for each non-empty slice of bufs.
 // The memory the iovecs point at must stay reachable from elsewhere
 // (registered memory, or buffers owned by the connection) until the
 // system call returns.
@@ -37,7 +37,7 @@ func AppendIovecs(iov []unix.Iovec, bufs ...[]byte) []unix.Iovec {
 	return iov
 }
 
-// rawReadv is readv(2) on a non-blocking descriptor (see above). It
+// RawReadv is readv(2) on a non-blocking descriptor (see above). It
 // returns 0, nil for an empty iov.
 func RawReadv(fd int, iov []unix.Iovec) (int, error) {
 	if len(iov) == 0 {
@@ -50,7 +50,7 @@ func RawReadv(fd int, iov []unix.Iovec) (int, error) {
 	return int(n), nil
 }
 
-// rawWritev is writev(2) on a non-blocking descriptor (see above). It
+// RawWritev is writev(2) on a non-blocking descriptor (see above). It
 // returns 0, nil for an empty iov.
 func RawWritev(fd int, iov []unix.Iovec) (int, error) {
 	if len(iov) == 0 {
@@ -63,7 +63,7 @@ func RawWritev(fd int, iov []unix.Iovec) (int, error) {
 	return int(n), nil
 }
 
-// rawEpollPoll is epoll_wait(2) with a zero timeout (it never blocks; see
+// RawEpollPoll is epoll_wait(2) with a zero timeout (it never blocks; see
 // above).
 func RawEpollPoll(epfd int, events []unix.EpollEvent) (int, error) {
 	if len(events) == 0 {
@@ -77,7 +77,7 @@ func RawEpollPoll(epfd int, events []unix.EpollEvent) (int, error) {
 	return int(n), nil
 }
 
-// appendRange appends to dst the sub-slices of pieces that cover octets
+// AppendRange appends to dst the sub-slices of pieces that cover octets
 // [off, off+n) of their concatenation (no copy). Octets beyond the pieces
 // are silently not covered: callers pass ranges inside them.
 func AppendRange(dst [][]byte, pieces [][]byte, off, n int) [][]byte {
@@ -97,7 +97,7 @@ func AppendRange(dst [][]byte, pieces [][]byte, off, n int) [][]byte {
 	return dst
 }
 
-// copyRange copies octets [off, off+len(dst)) of the concatenation of
+// CopyRange copies octets [off, off+len(dst)) of the concatenation of
 // pieces into dst and returns how many it copied.
 func CopyRange(dst []byte, pieces [][]byte, off int) int {
 	done := 0
@@ -115,7 +115,7 @@ func CopyRange(dst []byte, pieces [][]byte, off int) int {
 	return done
 }
 
-// scatter copies src into the pieces in order and returns how many octets
+// Scatter copies src into the pieces in order and returns how many octets
 // fitted.
 func Scatter(pieces [][]byte, src []byte) int {
 	done := 0
@@ -128,7 +128,7 @@ func Scatter(pieces [][]byte, src []byte) int {
 	return done
 }
 
-// checksumRange returns the CRC32c of octets [0, n) of the concatenation of
+// ChecksumRange returns the CRC32c of octets [0, n) of the concatenation of
 // pieces.
 func ChecksumRange(pieces [][]byte, n int) uint32 {
 	var c uint32
@@ -143,14 +143,14 @@ func ChecksumRange(pieces [][]byte, n int) uint32 {
 	return c
 }
 
-// trailerAt reads the little-endian CRC trailer at octet off of pieces.
+// TrailerAt reads the little-endian CRC trailer at octet off of pieces.
 func TrailerAt(pieces [][]byte, off int) uint32 {
 	var b [crc32c.Size]byte
 	CopyRange(b[:], pieces, off)
 	return binary.LittleEndian.Uint32(b[:])
 }
 
-// copyBetween copies n octets at offset off of the concatenation of src
+// CopyBetween copies n octets at offset off of the concatenation of src
 // into the concatenation of dst (from its start) and returns how many it
 // copied (fewer when either runs out).
 func CopyBetween(dst, src [][]byte, off, n int) int {

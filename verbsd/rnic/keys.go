@@ -21,7 +21,7 @@ import (
 // their session, whose table (session.keys) is a hash map: no key says
 // where its MR is, and no handle is derived from one.
 
-// randomU32 returns a random 32-bit value other than 0.
+// RandomU32 returns a random 32-bit value other than 0.
 func RandomU32() uint32 {
 	var b [4]byte
 	for {
@@ -32,7 +32,7 @@ func RandomU32() uint32 {
 	}
 }
 
-// newMRKeys draws an lkey and an rkey, distinct from each other and from
+// NewMRKeys draws an lkey and an rkey, distinct from each other and from
 // every key of s's memory regions.
 func (s *Session) NewMRKeys() (lkey, rkey uint32) {
 	for {
@@ -44,13 +44,13 @@ func (s *Session) NewMRKeys() (lkey, rkey uint32) {
 	}
 }
 
-// addMRKeys enters m's keys in s's key table.
+// AddMRKeys enters m's keys in s's key table.
 func (s *Session) AddMRKeys(m *MR) {
 	s.Keys[m.LKey] = m
 	s.Keys[m.RKey] = m
 }
 
-// dropMRKeys removes m's keys from s's key table.
+// DropMRKeys removes m's keys from s's key table.
 func (s *Session) DropMRKeys(m *MR) {
 	delete(s.Keys, m.LKey)
 	delete(s.Keys, m.RKey)

@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// mapping is a part of a client's sealed memfd region mapped read-write in
+// Mapping is a part of a client's sealed memfd region mapped read-write in
 // the daemon. Only the pages needed are mapped, so a client cannot make the
 // daemon map a huge sparse file to register a few octets.
 type Mapping struct {
@@ -18,7 +18,7 @@ type Mapping struct {
 	Mem   []byte // the octets asked for, inside pages
 }
 
-// mapRegion checks that fd is memory whose pages cannot vanish under the
+// MapRegion checks that fd is memory whose pages cannot vanish under the
 // daemon (checkClientMemory), at least off+length octets long, and maps
 // [off, off+length) without populating it. It takes ownership of fd.
 func MapRegion(fd int, off, length uint64) (*Mapping, error) {
@@ -72,7 +72,7 @@ func MapRegion(fd int, off, length uint64) (*Mapping, error) {
 // Whatever slips through (a fault is still possible, for example a page the
 // kernel cannot allocate) fails the client's session, not the daemon: the
 // goroutines that touch client memory run with debug.SetPanicOnFault
-// (engine.go, session.go).
+// (rnic/engine.go, rnic/session.go).
 func checkClientMemory(fd int) (uint64, error) {
 	buf := make([]byte, 64)
 	n, err := unix.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd), buf)
@@ -158,7 +158,7 @@ func (m *Mapping) Close() {
 	m.fd, m.Pages, m.Mem = -1, nil, nil
 }
 
-// checkEventFD accepts only an eventfd as a completion channel: the engine
+// CheckEventFD accepts only an eventfd as a completion channel: the engine
 // writes to it and must know what it is writing to.
 func CheckEventFD(fd int) error {
 	buf := make([]byte, 64)

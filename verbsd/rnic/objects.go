@@ -21,12 +21,12 @@ type PD struct {
 
 type MR struct {
 	Handle uint32
-	LKey   uint32 // names the MR in its owner's work requests (keys.go)
+	LKey   uint32 // names the MR in its owner's work requests (rnic/keys.go)
 	RKey   uint32 // the STag remote peers name it by; never equal to lkey
 	PD     *PD
 	Region *Mapping    // memfd form: the daemon's mapping (nil for process memory)
 	Mem    []byte      // memfd form: the registered octets, inside region.Mem
-	Proc   *ProcRegion // process form: the octets in the client's address space (procmem.go)
+	Proc   *ProcRegion // process form: the octets in the client's address space (rnic/procmem.go)
 	Addr   uint64      // where the client has the first registered octet
 	Access proto.Access
 	// invalid: the STag was invalidated (RC local invalidate or Send with
@@ -42,7 +42,7 @@ type CompChannel struct {
 
 type CQ struct {
 	// mu serializes production when QPs of several engines complete into
-	// it (engines.go; postCQE, overrunCQ).
+	// it (rnic/engines.go; postCQE, overrunCQ).
 	mu      sync.Mutex
 	Handle  uint32
 	Depth   uint32
@@ -56,7 +56,7 @@ type CQ struct {
 
 type SRQ struct {
 	// mu serializes consumption when QPs of several engines take receives
-	// from it: held for the whole service of such a QP (engines.go).
+	// from it: held for the whole service of such a QP (rnic/engines.go).
 	mu     sync.Mutex
 	Handle uint32
 	PD     *PD
@@ -69,13 +69,13 @@ type SRQ struct {
 	Refs   int    // QPs using it
 }
 
-// translate turns (lkey, addr, length) of a work request into the daemon's
+// Translate turns (lkey, addr, length) of a work request into the daemon's
 // view of those octets, checking that the key belongs to this session and
 // pd, that [addr, addr+length) lies inside the region (overflow-safe) and
 // that the region grants write access if write is set. It returns a status
 // other than WCSuccess on any failure. The view is good for the service of
 // the current QP: the mapping of a memfd region, or a staging buffer of a
-// process region (stage.go: a source read from the process now, a
+// process region (rnic/stage.go: a source read from the process now, a
 // destination written back by commit).
 func (q *QP) Translate(sge proto.SGE, p *PD, write bool) ([]byte, proto.WCStatus) {
 	s := q.S
@@ -89,12 +89,12 @@ func (q *QP) Translate(sge proto.SGE, p *PD, write bool) ([]byte, proto.WCStatus
 	return m.Mem[off : off+uint64(sge.Length) : off+uint64(sge.Length)], proto.WCSuccess
 }
 
-// subSGE is octets [from, from+n) of sge (within it: the caller checked).
+// SubSGE is octets [from, from+n) of sge (within it: the caller checked).
 func SubSGE(sge proto.SGE, from, n uint64) proto.SGE {
 	return proto.SGE{Addr: sge.Addr + from, Length: uint32(n), LKey: sge.LKey}
 }
 
-// checkSGE is translate's checks alone (for work requests validated before
+// CheckSGE is translate's checks alone (for work requests validated before
 // their octets are used): the region and the offset of addr in it. A
 // source in process memory is probed (its first and last octets readable).
 func (s *Session) CheckSGE(sge proto.SGE, p *PD, write bool) (*MR, uint64, proto.WCStatus) {
@@ -114,13 +114,13 @@ func (s *Session) CheckSGE(sge proto.SGE, p *PD, write bool) (*MR, uint64, proto
 	}
 	if m.Proc != nil && !write && m.Proc.probe(off, uint64(sge.Length)) != nil {
 		// A source in process memory that is gone fails at once, before
-		// anything of it is sent (procmem.go).
+		// anything of it is sent (rnic/procmem.go).
 		return nil, 0, proto.WCLocProtErr
 	}
 	return m, off, proto.WCSuccess
 }
 
-// size is the number of registered octets of m.
+// Size is the number of registered octets of m.
 func (m *MR) Size() uint64 {
 	if m.Proc != nil {
 		return m.Proc.Length
@@ -128,7 +128,7 @@ func (m *MR) Size() uint64 {
 	return uint64(len(m.Mem))
 }
 
-// addrToSockaddr converts an address for sendmsg.
+// AddrToSockaddr converts an address for sendmsg.
 func AddrToSockaddr(a netip.AddrPort) unix.Sockaddr {
 	ip := a.Addr()
 	if ip.Is4() || ip.Is4In6() {
@@ -150,7 +150,7 @@ func sockaddrToAddr(sa unix.Sockaddr) netip.AddrPort {
 
 // nextHandle allocates a session handle: from 1 upward, never reused.
 // Handles name objects on the control socket only: MR keys are random and
-// unrelated to them (keys.go). The bound keeps handles within 24 bits.
+// unrelated to them (rnic/keys.go). The bound keeps handles within 24 bits.
 func (s *Session) NextHandleID() (uint32, error) {
 	if s.lastHandle >= math.MaxUint32>>8 {
 		return 0, Errf(unix.ENOMEM, "session handle space exhausted")

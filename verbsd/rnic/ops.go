@@ -32,12 +32,12 @@ type QPOps interface {
 	// Closed: its socket and region were released (closeQP).
 	Closed()
 	// LogsOwnEnd reports whether the transport logs why the QP ended
-	// itself (a connected RC QP: rc_log.go), so errorQP need not.
+	// itself (a connected RC QP: rc/log.go), so errorQP need not.
 	LogsOwnEnd() bool
 }
 
 // EngineHooks is a transport's per-engine state and work beyond its QPs: a
-// destroyed RD QP's lingering port (rd_linger.go).
+// destroyed RD QP's lingering port (rd/linger.go).
 type EngineHooks interface {
 	// Service does the work due now and reports whether it did any.
 	Service(now time.Time) bool

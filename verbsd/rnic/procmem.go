@@ -137,8 +137,8 @@ func (p *PeerProcess) access(b []byte, addr uint64, write bool) error {
 	return nil
 }
 
-// procRegion is registered memory in the peer's address space: the region
-// form of a process MR (memory.go has the memfd form, mapping).
+// ProcRegion is registered memory in the peer's address space: the region
+// form of a process MR (rnic/memory.go has the memfd form, mapping).
 type ProcRegion struct {
 	Peer   *PeerProcess
 	Addr   uint64
@@ -191,7 +191,7 @@ func (r *ProcRegion) probe(off, n uint64) error {
 	return nil
 }
 
-// probeProcessRange checks at registration that the daemon may reach
+// ProbeProcessRange checks at registration that the daemon may reach
 // [addr, addr+length) of the peer: its first and last octets are readable
 // (a verbs registration pins its pages; this catches an unmapped range and
 // a ptrace refusal at once, with a message saying what to do).

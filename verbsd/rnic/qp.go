@@ -13,13 +13,13 @@ import (
 // QP is the engine's part of a queue pair of any type: its rings in the
 // client's region, its socket, its CQs and SRQ, its state, and its place in
 // the engine's polling set (engine-owned). What a transport keeps besides
-// is behind ops (transport.go): the engine serves a QP only through it.
+// is behind ops (ud/qp.go): the engine serves a QP only through it.
 type QP struct {
 	S   *Session
-	Eng *Engine // the engine that owns and serves it (engines.go place)
-	Ops QPOps   // its transport (transport.go)
+	Eng *Engine // the engine that owns and serves it (rnic/engines.go place)
+	Ops QPOps   // its transport (ud/qp.go)
 	// cqOverran: a CQ it uses overran on another engine; its own engine
-	// moves it to ERROR at its next service (engines.go serveShared).
+	// moves it to ERROR at its next service (rnic/engines.go serveShared).
 	cqOverran atomic.Bool
 	Handle    uint32
 	QPN       uint32
@@ -31,7 +31,7 @@ type QP struct {
 	Caps      proto.QPCaps
 	SigAll    bool
 	State     proto.QPState
-	ErrWhy    string // why a local error or the client moved the QP to ERROR (errorQP, modify-qp; rc_log.go)
+	ErrWhy    string // why a local error or the client moved the QP to ERROR (errorQP, modify-qp; rc/log.go)
 
 	Region *Mapping
 	Sq     *shm.Consumer
@@ -42,17 +42,17 @@ type QP struct {
 	Readable bool // epoll said the socket is readable
 	Blocked  bool // the socket buffer was full (EAGAIN)
 
-	onReady  bool      // on the engine's ready list (ready.go)
+	onReady  bool      // on the engine's ready list (rnic/ready.go)
 	lastWork time.Time // the last pass that did work on it
 
 	views    qpViews // where its rings' entries are (look-ahead)
 	MaxRecvS uint32  // SGEs per RQE (QP's or SRQ's)
 
 	Stats counters
-	guard accessGuard // refused remote accesses (access_guard.go)
+	guard accessGuard // refused remote accesses (rnic/access_guard.go)
 }
 
-// recvWR is a copied, validated receive work request.
+// RecvWR is a copied, validated receive work request.
 type RecvWR struct {
 	Valid bool
 	WRID  uint64
@@ -60,7 +60,7 @@ type RecvWR struct {
 	Total int
 }
 
-// recvRing returns the consumer receives come from (the SRQ's or the QP's).
+// RecvRing returns the consumer receives come from (the SRQ's or the QP's).
 func (q *QP) RecvRing() *shm.Consumer {
 	if q.SRQ != nil {
 		return q.SRQ.Cons
@@ -68,7 +68,7 @@ func (q *QP) RecvRing() *shm.Consumer {
 	return q.Rq
 }
 
-// discardPosted drops every posted work request without completions (the
+// DiscardPosted drops every posted work request without completions (the
 // move to RESET).
 func DiscardPosted(c *shm.Consumer) {
 	if c == nil {
@@ -84,12 +84,12 @@ func DiscardPosted(c *shm.Consumer) {
 	c.Release()
 }
 
-// closeQP releases q's socket and region (after removeQP).
+// CloseQP releases q's socket and region (after removeQP).
 func CloseQP(q *QP) {
 	if q.FD >= 0 {
 		unix.Close(q.FD)
 		q.FD = -1
 	}
 	q.Region.Close()
-	q.Ops.Closed() // transport.go
+	q.Ops.Closed() // ud/qp.go
 }

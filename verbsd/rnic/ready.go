@@ -34,7 +34,7 @@ const (
 	readyLinger = time.Millisecond
 )
 
-// markReady puts q on the ready list (once).
+// MarkReady puts q on the ready list (once).
 func (e *Engine) MarkReady(q *QP) {
 	if !q.onReady {
 		q.onReady = true
@@ -58,13 +58,13 @@ func (e *Engine) unready(q *QP) {
 
 // due reports whether q has something to do now.
 func (q *QP) due(now time.Time) bool {
-	if q.S.faulted.Load() { // engines.go: its teardown is on its way
+	if q.S.faulted.Load() { // rnic/engines.go: its teardown is on its way
 		return false
 	}
 	if q.Readable || q.Blocked || q.hasWork() {
 		return true
 	}
-	return q.Ops.Due(now) // transport.go
+	return q.Ops.Due(now) // ud/qp.go
 }
 
 // fillReady adds to the ready list what a pass must serve beyond it:
@@ -82,7 +82,7 @@ func (e *Engine) fillReady(now time.Time) {
 		e.probe = (e.probe + 1) % n
 		q := e.QPs[e.probe]
 		e.Visits++
-		e.cur = q.S // the probe reads the client's rings (fault.go)
+		e.cur = q.S // the probe reads the client's rings (rnic/fault.go)
 		if !q.onReady && q.due(now) {
 			e.MarkReady(q)
 		}

@@ -18,7 +18,7 @@ func (q *QP) LookupRemote(stag uint32, to, n uint64, need proto.Access) ([]byte,
 	if f != 0 {
 		return nil, f
 	}
-	if m.Proc != nil { // stage.go: a Read's source is read now; a Write's target is written back on commit
+	if m.Proc != nil { // rnic/stage.go: a Read's source is read now; a Write's target is written back on commit
 		b, st := q.Eng.stage(q.S, m.Proc, off, n, need == proto.AccessRemoteRead)
 		if st != proto.WCSuccess {
 			return nil, rdmap.FaultBaseBounds

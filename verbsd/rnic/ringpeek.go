@@ -19,7 +19,7 @@ type RingView struct {
 	mask    uint32
 }
 
-// newRingView describes the entries of a ring laid over mem (its header
+// NewRingView describes the entries of a ring laid over mem (its header
 // first) with depth entries of stride octets.
 func NewRingView(mem []byte, depth, stride uint32) RingView {
 	need := proto.RingHeaderLen + int(depth)*int(stride)
@@ -29,7 +29,7 @@ func NewRingView(mem []byte, depth, stride uint32) RingView {
 	return RingView{entries: mem[proto.RingHeaderLen:need:need], stride: stride, mask: depth - 1}
 }
 
-// lookahead returns the entries available to c: the head slot, its index
+// Lookahead returns the entries available to c: the head slot, its index
 // in the ring, and how many entries (the head included) can be seen with
 // at. n is 0 when nothing is posted; err is the consumer's (a corrupt
 // producer index).
@@ -52,11 +52,11 @@ func (v *RingView) Lookahead(c *shm.Consumer) (head []byte, idx uint32, n uint32
 	return head, uint32(off / uintptr(v.stride)), avail, nil
 }
 
-// depth is the number of entries of the ring (1 for a view that could not
+// Depth is the number of entries of the ring (1 for a view that could not
 // be laid out: one entry at a time).
 func (v *RingView) Depth() uint32 { return v.mask + 1 }
 
-// at returns entry k after the head at index idx (k < n of lookahead).
+// At returns entry k after the head at index idx (k < n of lookahead).
 func (v *RingView) At(head []byte, idx, k uint32) []byte {
 	if k == 0 {
 		return head

@@ -22,11 +22,11 @@ type Session struct {
 	Conn   *proto.Conn // nil in the fuzz harness
 	Cred   unix.Ucred
 	Client string
-	// peer pins the client process for process-memory MRs (procmem.go);
+	// peer pins the client process for process-memory MRs (rnic/procmem.go);
 	// nil when it could not be opened (such registrations fail).
 	Peer    *PeerProcess
 	PeerErr error
-	// privBind: the client could bind privileged ports itself (bind.go).
+	// PrivBind: the client could bind privileged ports itself (rnic/bind.go).
 	PrivBind bool
 
 	Hello   bool
@@ -38,29 +38,29 @@ type Session struct {
 
 	// Engine-owned.
 	Installed bool
-	// faulted: its memory faulted on an engine other than 0 (fault.go);
+	// faulted: its memory faulted on an engine other than 0 (rnic/fault.go);
 	// no engine serves its QPs until its teardown.
 	faulted    atomic.Bool
-	Bell       int // the session's doorbell eventfd (doorbell.go); -1 if none
+	Bell       int // the session's doorbell eventfd (rnic/doorbell.go); -1 if none
 	lastHandle uint32
 	PDs        map[uint32]*PD
 	MRs        map[uint32]*MR
-	Keys       map[uint32]*MR // every MR's lkey and rkey (keys.go)
+	Keys       map[uint32]*MR // every MR's lkey and rkey (rnic/keys.go)
 	Channels   map[uint32]*CompChannel
 	CQs        map[uint32]*CQ
 	QPs        map[uint32]*QP
 	SRQs       map[uint32]*SRQ
 	RegBytes   uint64
-	stage      stagePool // staging buffers for process MRs (stage.go)
+	stage      stagePool // staging buffers for process MRs (rnic/stage.go)
 
-	// held is what the session holds of its user's limits (userlimits.go;
+	// held is what the session holds of its user's limits (rnic/userlimits.go;
 	// guarded by srv.users.mu).
 	held [config.NumUserRes]uint64
 	// eventsDropped counts asynchronous events lost to a full queue (the
-	// client does not read its control socket; cq.go sendEvent).
+	// client does not read its control socket; rnic/cq.go sendEvent).
 	EventsDropped atomic.Int64
 	// bellRefs: the QPs of this session on each engine (several engines),
-	// whose epoll set then holds its doorbell (engines.go bellWatch).
+	// whose epoll set then holds its doorbell (rnic/engines.go bellWatch).
 	bellRefs map[*Engine]int
 }
 
@@ -82,7 +82,7 @@ func NewSession(dev *Device, uc *net.UnixConn) *Session {
 	return s
 }
 
-// pumpEvents sends queued asynchronous events to the client. It never
+// PumpEvents sends queued asynchronous events to the client. It never
 // blocks the daemon on a client that does not read (issue 13, point 8): a
 // send that finds the socket buffer full keeps the event and retries with a
 // growing pause until the session ends, while sendEvent drops and counts
@@ -104,7 +104,7 @@ const (
 	asyncRetryMax   = 100 * time.Millisecond
 )
 
-// sendAsync sends an unsolicited message (event, CM event) with
+// SendAsync sends an unsolicited message (event, CM event) with
 // non-blocking sends, never holding writeMu while it waits: it returns nil
 // once sent, or an error when the send failed for another reason than a
 // full buffer or the session ended first.
@@ -129,7 +129,7 @@ func (s *Session) SendAsync(h proto.Header, body any) error {
 	}
 }
 
-// shutdown tells the client the device is going away and closes the
+// Shutdown tells the client the device is going away and closes the
 // connection; serve then reclaims the session. It never waits for the
 // client: the device-fatal event is sent only if no other send is in
 // progress and the socket has room, and closing the connection ends any
@@ -144,14 +144,14 @@ func (s *Session) Shutdown() {
 	s.Conn.Close()
 }
 
-// teardownSession destroys every object of s (engine side): the client went
+// TeardownSession destroys every object of s (engine side): the client went
 // away or the daemon is stopping.
 func (e *Engine) TeardownSession(s *Session) {
 	if !s.Installed {
 		return
 	}
 	for _, q := range s.QPs {
-		q.Eng.RemoveQP(q) // engines.go: each on its own engine
+		q.Eng.RemoveQP(q) // rnic/engines.go: each on its own engine
 		CloseQP(q)
 	}
 	for _, x := range s.SRQs {

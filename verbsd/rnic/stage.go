@@ -8,7 +8,7 @@ import (
 	"github.com/iwarpd/iwarpd/proto"
 )
 
-// Staging of process memory (procmem.go). Every data path of the engine
+// Staging of process memory (rnic/procmem.go). Every data path of the engine
 // works on the daemon's view of registered octets, a []byte good for the
 // current service of one QP (translate, rcLookup: "for this pass only").
 // For a memfd MR that view is the mapping itself (zero copy). For a
@@ -56,7 +56,7 @@ const (
 
 // stagePool is a session's free staging buffers (engine-owned).
 type stagePool struct {
-	// mu: engines serving QPs of one session share its pool (engines.go).
+	// mu: engines serving QPs of one session share its pool (rnic/engines.go).
 	mu    sync.Mutex
 	free  [stageClasses][][]byte
 	bytes int
@@ -135,7 +135,7 @@ func (e *Engine) releaseStaged() {
 	e.staged = e.staged[:0]
 }
 
-// unstage returns the staging buffers that pieces were translated to in
+// Unstage returns the staging buffers that pieces were translated to in
 // this pass (sources the data path is done with: nothing to commit) to
 // their sessions' pools before the pass ends, so that a message sent in
 // windows (rcTxPayloads) holds one window's staging at a time. Pieces of
@@ -163,7 +163,7 @@ func (e *Engine) Unstage(pieces [][]byte) {
 	}
 }
 
-// commit writes octets [off, off+n) of the concatenation of pieces that lie
+// Commit writes octets [off, off+n) of the concatenation of pieces that lie
 // in staging buffers to their processes (see above). An error (EFAULT: the
 // memory went away) means the octets did not reach the process.
 func (e *Engine) Commit(pieces [][]byte, off, n int) error {
@@ -188,7 +188,7 @@ func (e *Engine) Commit(pieces [][]byte, off, n int) error {
 	return nil
 }
 
-// commitOne is commit of one slice.
+// CommitOne is commit of one slice.
 func (e *Engine) CommitOne(b []byte) error {
 	if len(e.staged) == 0 || len(b) == 0 {
 		return nil

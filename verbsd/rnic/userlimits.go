@@ -16,7 +16,7 @@ type UserTable struct {
 	users map[uint32]*[config.NumUserRes]uint64
 }
 
-// acquire counts n of r for s's user, or fails with EDQUOT if that would
+// Acquire counts n of r for s's user, or fails with EDQUOT if that would
 // exceed the user's limit.
 func (t *UserTable) Acquire(s *Session, r config.UserRes, n uint64) error {
 	lim := s.Dev.Cfg.UserLimits.Limit(r)
@@ -40,7 +40,7 @@ func (t *UserTable) Acquire(s *Session, r config.UserRes, n uint64) error {
 	return nil
 }
 
-// release gives back n of r that s holds.
+// Release gives back n of r that s holds.
 func (t *UserTable) Release(s *Session, r config.UserRes, n uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -52,7 +52,7 @@ func (t *UserTable) Release(s *Session, r config.UserRes, n uint64) {
 	}
 }
 
-// releaseAll gives back everything s holds (the session ended).
+// ReleaseAll gives back everything s holds (the session ended).
 func (t *UserTable) ReleaseAll(s *Session) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -89,7 +89,7 @@ func (s *Session) QPHeld(t proto.QPType) QPHold {
 	return h
 }
 
-// holdQP counts a new QP of type t for s's user.
+// HoldQP counts a new QP of type t for s's user.
 func (s *Session) HoldQP(t proto.QPType) (QPHold, error) {
 	h := s.QPHeld(t)
 	if err := s.Dev.Users.Acquire(s, config.ResQPs, 1); err != nil {
@@ -104,7 +104,7 @@ func (s *Session) HoldQP(t proto.QPType) (QPHold, error) {
 	return h, nil
 }
 
-// release gives back what h holds (safe to call from the engine).
+// Release gives back what h holds (safe to call from the engine).
 func (h QPHold) Release() {
 	h.s.Dev.Users.Release(h.s, config.ResQPs, 1)
 	if h.ports > 0 {

@@ -256,7 +256,7 @@ func (q *QP) needsRecv(b []byte) bool {
 func (e *Engine) headNeedsRecv(q *QP, fd int) (need, empty bool) {
 	head := &e.Rb.peek
 	// recvfrom(2) without a source address: it never blocks (MSG_DONTWAIT)
-	// and, raw, allocates nothing (iov.go).
+	// and, raw, allocates nothing (rnic/iov.go).
 	n, _, errno := unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&head[0])), uintptr(len(head)),
 		unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
 	if errno != 0 {

@@ -24,14 +24,14 @@ const (
 	dgramScratch = 48
 )
 
-// dgramRef names the work request (index in the batch) and segment a
+// DgramRef names the work request (index in the batch) and segment a
 // datagram of the batch carries.
 type DgramRef struct {
 	wr  int32
 	Seg uint32
 }
 
-// sendBatch is the vector of one sendmmsg under construction. Each message
+// SendBatch is the vector of one sendmmsg under construction. Each message
 // is one UDP datagram or, with GSO, several datagrams for one destination,
 // all of the same length but maybe the last, which the kernel cuts apart
 // (UDP_SEGMENT); its payload is the concatenation
@@ -71,7 +71,7 @@ func NewSendBatch() *SendBatch {
 	}
 }
 
-// reset empties the batch; gso allows several datagrams per message.
+// Reset empties the batch; gso allows several datagrams per message.
 func (b *SendBatch) Reset(gso bool) {
 	b.nmsg, b.niov, b.ndg, b.bytes = 0, 0, 0, 0
 	b.gso, b.open = gso, false
@@ -84,7 +84,7 @@ func (b *SendBatch) joins(dest netip.AddrPort, dlen, nio int) bool {
 		b.mbytes+dlen <= maxGSOBytes && b.niov-b.iov0+nio <= maxIOVPerMsg
 }
 
-// fits reports whether a datagram of dlen octets made of nio iovecs to dest
+// Fits reports whether a datagram of dlen octets made of nio iovecs to dest
 // can be added, with at most maxMsgs messages in the batch.
 func (b *SendBatch) Fits(dest netip.AddrPort, dlen, nio, maxMsgs int) bool {
 	if b.ndg == len(b.dgrams) || b.niov+nio > len(b.iovs) || (b.ndg > 0 && b.bytes+dlen > maxSendBytes) {
@@ -93,13 +93,13 @@ func (b *SendBatch) Fits(dest netip.AddrPort, dlen, nio, maxMsgs int) bool {
 	return b.joins(dest, dlen, nio) || (b.nmsg < min(maxMsgs, len(b.msgs)) && nio <= maxIOVPerMsg)
 }
 
-// nextScratch returns the header/CRC scratch of the next datagram.
+// NextScratch returns the header/CRC scratch of the next datagram.
 func (b *SendBatch) NextScratch() []byte {
 	off := b.ndg * dgramScratch
 	return b.scratch[off : off+dgramScratch : off+dgramScratch]
 }
 
-// push adds a datagram made of hdr (in nextScratch), pieces and crc (also in
+// Push adds a datagram made of hdr (in nextScratch), pieces and crc (also in
 // nextScratch); the caller checked fits.
 func (b *SendBatch) Push(dest netip.AddrPort, hdr []byte, pieces [][]byte, crc []byte, ref DgramRef) {
 	dlen := len(hdr) + len(crc)
@@ -158,14 +158,14 @@ func (b *SendBatch) CmsgBytes(i int) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), cmsgUDPLen)
 }
 
-// finish closes the batch and returns its messages.
+// Finish closes the batch and returns its messages.
 func (b *SendBatch) Finish() []unix.Mmsghdr {
 	b.close()
 	b.first[b.nmsg] = b.ndg
 	return b.msgs[:b.nmsg]
 }
 
-// msgDgrams returns the datagrams of message i.
+// MsgDgrams returns the datagrams of message i.
 func (b *SendBatch) MsgDgrams(i int) []DgramRef { return b.dgrams[b.first[i]:b.first[i+1]] }
 
 // recvSlots is the most datagram buffers of one recvmmsg.
@@ -215,7 +215,7 @@ type RecvBatch struct {
 	// its error message, if any, names.
 	srcQKey uint32
 	// peek holds the headers of the datagram at the head of a socket
-	// (ud_backlog.go headNeedsRecv).
+	// (ud/backlog.go headNeedsRecv).
 	peek [slotHeaderLen]byte
 }
 
@@ -236,7 +236,7 @@ func NewRecvBatch() *RecvBatch {
 	return b
 }
 
-// prepare sets up n slots, each [header scratch][tail scratch].
+// Prepare sets up n slots, each [header scratch][tail scratch].
 func (b *RecvBatch) Prepare(n int) []unix.Mmsghdr {
 	need := 2 * n
 	if len(b.iovs) < need {
@@ -264,7 +264,7 @@ func (b *RecvBatch) Prepare(n int) []unix.Mmsghdr {
 	return b.msgs[:n]
 }
 
-// received records what the kernel wrote for the first n slots.
+// Received records what the kernel wrote for the first n slots.
 func (b *RecvBatch) Received(n int) {
 	for i := range n {
 		s, h := &b.Slots[i], &b.msgs[i].Hdr
@@ -276,7 +276,7 @@ func (b *RecvBatch) Received(n int) {
 	}
 }
 
-// checksumAt returns the CRC32c of octets [off, off+n) of pieces.
+// ChecksumAt returns the CRC32c of octets [off, off+n) of pieces.
 func ChecksumAt(pieces [][]byte, off, n int) uint32 {
 	var c uint32
 	for _, p := range pieces {

@@ -9,15 +9,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// bindUD opens a non-blocking UDP socket bound to the device address and
+// BindUD opens a non-blocking UDP socket bound to the device address and
 // port (0: the next free port of the UD range).
 func BindUD(srv *rnic.Device, port uint16, priv bool) (int, netip.AddrPort, error) {
 	return BindDgram(srv, port, srv.Cfg.UDPorts, priv)
 }
 
-// bindDgram opens a non-blocking UDP socket bound to the device address and
+// BindDgram opens a non-blocking UDP socket bound to the device address and
 // port (0: the next free port of r; privileged ports only if priv, see
-// bind.go).
+// rnic/bind.go).
 func BindDgram(srv *rnic.Device, port uint16, r dgram.PortRange, priv bool) (int, netip.AddrPort, error) {
 	addr := srv.Cfg.Addr
 	family := unix.AF_INET
@@ -30,7 +30,7 @@ func BindDgram(srv *rnic.Device, port uint16, r dgram.PortRange, priv bool) (int
 	}
 	if n := srv.Cfg.SocketBuffer; n > 0 {
 		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, n)
-		setRecvBuffer(fd, n) // udpio_linux.go
+		setRecvBuffer(fd, n) // ud/udpio_linux.go
 	}
 	try := func(p uint16) error {
 		return unix.Bind(fd, rnic.AddrToSockaddr(netip.AddrPortFrom(addr, p)))
@@ -66,7 +66,7 @@ func BindDgram(srv *rnic.Device, port uint16, r dgram.PortRange, priv bool) (int
 }
 
 // setRecvBuffer sets a datagram socket's receive buffer, the UD QP's
-// receive backlog (ud_backlog.go), to n octets (the kernel doubles it for
+// receive backlog (ud/backlog.go), to n octets (the kernel doubles it for
 // its bookkeeping): forced past net.core.rmem_max when the daemon may
 // (CAP_NET_ADMIN: SO_RCVBUFFORCE), else capped there (SO_RCVBUF). The
 // memory is only taken while datagrams wait in it.

@@ -17,17 +17,17 @@ import (
 // A group destination (docs/multicast.md) is an IPv4 multicast address in
 // the vector: the engine tells it from a unicast one by the address alone.
 
-// destination returns the destination of a datagram SQE: its address
+// Destination returns the destination of a datagram SQE: its address
 // vector decoded and checked (known family, no flags, port not zero, the
 // address of the family of the device address, which is the family of
 // every datagram socket: bindDgram) and a remote Q_Key (SQE.QKey, not 0).
 // A bad vector or a missing key is WCLocQPOpErr, the
 // class an unknown address handle number had under ABI 1; the caller
-// completes that work request with it and the QP goes on (ud_send.go,
-// rd_send.go).
+// completes that work request with it and the QP goes on (ud/send.go,
+// rd/send.go).
 func (e *Engine) Destination(sqe *proto.SQE) (netip.AddrPort, proto.WCStatus) {
 	dst, err := sqe.AH.AddrPort()
-	if err != nil || dst.Addr().Is4() != e.Cfg.Addr.Is4() || sqe.QKey == 0 { // Q_Key 0 names no QP (keys.go)
+	if err != nil || dst.Addr().Is4() != e.Cfg.Addr.Is4() || sqe.QKey == 0 { // Q_Key 0 names no QP (rnic/keys.go)
 		return netip.AddrPort{}, proto.WCLocQPOpErr
 	}
 	return dst, proto.WCSuccess

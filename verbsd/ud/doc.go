@@ -3,15 +3,15 @@
 // ../shared/datagram-iwarp.md over one non-blocking UDP socket per QP.
 //
 // A QP (qp.go) is a core rnic.QP with its socket, Q_Key, reassembly of
-// multi-datagram messages (reassembly.go), Write-Record records being
-// received (wrec_*.go), multicast groups (mcast.go) and receive backlog
+// multi-datagram messages (ud/reassembly.go), Write-Record records being
+// received (wrec_*.go), multicast groups (ud/mcast.go) and receive backlog
 // (backlog.go), served by the engine through rnic.QPOps. Sends (send.go)
 // segment work requests into DDP segments with a CRC32c trailer and leave in
-// sendmmsg batches with UDP GSO (batch.go, udpio_linux.go); receives
+// sendmmsg batches with UDP GSO (ud/batch.go, ud/udpio_linux.go); receives
 // (recv.go) read recvmmsg batches with UDP GRO and scatter single-datagram
 // messages straight into posted buffers. Engine (qp.go) is the per-engine
 // scratch every datagram QP of an engine reuses, UD's and RD's alike.
 //
 // Datagram ports are bound on behalf of clients within the configured
-// ranges (bind.go, rnic.CheckClientPort's rules).
+// ranges (rnic/bind.go, rnic.CheckClientPort's rules).
 package ud

@@ -63,7 +63,7 @@ func (e *Engine) mcastSendOptions(q *QP) {
 	}
 }
 
-// parseGroup checks a group address: IPv4 multicast, port not 0.
+// ParseGroup checks a group address: IPv4 multicast, port not 0.
 func ParseGroup(s string) (netip.AddrPort, error) {
 	g, err := netip.ParseAddrPort(s)
 	if err != nil {
@@ -76,7 +76,7 @@ func ParseGroup(s string) (netip.AddrPort, error) {
 	return g, nil
 }
 
-// attachMcast attaches UD QP q to group (engine goroutine).
+// AttachMcast attaches UD QP q to group (engine goroutine).
 func AttachMcast(c *rnic.QP, group netip.AddrPort) error {
 	q, ok := c.Ops.(*QP)
 	if !ok || q.Typ != proto.QPTypeUD {
@@ -98,7 +98,7 @@ func AttachMcast(c *rnic.QP, group netip.AddrPort) error {
 	if err != nil {
 		return err
 	}
-	// A parked QP (ud_backlog.go) watches its new socket once unparked.
+	// A parked QP (ud/backlog.go) watches its new socket once unparked.
 	if err := unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: q.interest(), Fd: int32(fd)}); err != nil {
 		unix.Close(fd)
 		return fmt.Errorf("verbsd: epoll_ctl: %w", err)
@@ -127,7 +127,7 @@ func (e *Engine) openMcast(group netip.AddrPort) (int, error) {
 		}
 	}
 	if e.Cfg.SocketBuffer > 0 {
-		setRecvBuffer(fd, e.Cfg.SocketBuffer) // udpio_linux.go
+		setRecvBuffer(fd, e.Cfg.SocketBuffer) // ud/udpio_linux.go
 	}
 	// Only the groups joined on this socket (not every group of the host).
 	unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_MULTICAST_ALL, 0)
@@ -145,7 +145,7 @@ func (e *Engine) openMcast(group netip.AddrPort) (int, error) {
 	return fd, nil
 }
 
-// detachMcast detaches q from group (engine goroutine).
+// DetachMcast detaches q from group (engine goroutine).
 func DetachMcast(c *rnic.QP, group netip.AddrPort) error {
 	q, ok := c.Ops.(*QP)
 	if !ok {

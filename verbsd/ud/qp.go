@@ -9,13 +9,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// engine is an engine as the datagram transports see it: the core engine
+// Engine is an engine as the datagram transports see it: the core engine
 // and the scratch reused by every datagram QP it serves, one at a time.
 type Engine struct {
 	*rnic.Engine
 
 	// The UD datagram being delivered is a Send with Immediate: its value
-	// (ud_recv.go datagram, completeRecv).
+	// (ud/recv.go datagram, completeRecv).
 	curImm    uint32
 	curHasImm bool
 
@@ -29,13 +29,13 @@ type Engine struct {
 	Sendmmsg func(fd int, msgs []unix.Mmsghdr) (int, error)
 }
 
-// newEngine makes the datagram engine of a core engine: its scratch.
+// NewEngine makes the datagram engine of a core engine: its scratch.
 func NewEngine(c *rnic.Engine) *Engine {
 	return &Engine{Engine: c, Sb: NewSendBatch(), sendWRs: make([]sendWR, maxSendWRs), Pieces: make([][]byte, 0, 64),
 		Rb: NewRecvBatch(), Sendmmsg: SysSendmmsg}
 }
 
-// engOf returns the datagram engine of a core engine.
+// EngOf returns the datagram engine of a core engine.
 func EngOf(c *rnic.Engine) *Engine {
 	for _, x := range c.Ext {
 		if e, ok := x.(*Engine); ok {
@@ -56,7 +56,7 @@ func (e *Engine) CloseAll()                   {}
 func (e *Engine) Inspect(m map[string]int64) {
 	for _, c := range e.QPs {
 		if q, ok := c.Ops.(*QP); ok && q.Typ == proto.QPTypeUD {
-			m["drop_socket_full"] += q.socketDrops() // ud_backlog.go
+			m["drop_socket_full"] += q.socketDrops() // ud/backlog.go
 		}
 	}
 }
@@ -79,7 +79,7 @@ type QP struct {
 	e *Engine // its engine (set when installed: added)
 
 	NoCRC bool   // the client asked for no CRC32c trailer
-	Qkey  uint32 // the Q_Key every accepted datagram names (keys.go)
+	Qkey  uint32 // the Q_Key every accepted datagram names (rnic/keys.go)
 
 	// Send side (datagrams).
 	lastMSN uint32 // MSN of the last message sent or failed (first message: 1)
@@ -89,7 +89,7 @@ type QP struct {
 	// Receive side (datagrams).
 	rwr     rnic.RecvWR
 	reasm   Reassembler
-	backlog udBacklog // UD: parked sockets, held datagrams (ud_backlog.go)
+	backlog udBacklog // UD: parked sockets, held datagrams (ud/backlog.go)
 
 	// Datagram extensions: Write-Record records being received (wrec*.go)
 	// and the multicast groups the QP is attached to (mcast*.go).
@@ -97,14 +97,14 @@ type QP struct {
 	mcast mcastState
 }
 
-// newQP makes a transport QP around a core one.
+// NewQP makes a transport QP around a core one.
 func NewQP(c *rnic.QP) *QP {
 	q := &QP{QP: c}
 	c.Ops = q
 	return q
 }
 
-// Added (qpOps): UD and RD sockets get GRO (udpio_linux.go initSocket).
+// Added (qpOps): UD and RD sockets get GRO (ud/udpio_linux.go initSocket).
 func (q *QP) Added() {
 	q.e = EngOf(q.Eng)
 	q.e.initSocket(q)
@@ -113,7 +113,7 @@ func (q *QP) Added() {
 // HasWork (qpOps) reports whether the client published work the engine
 // must act on now: sends in RTS, or anything to flush in ERROR.
 func (q *QP) HasWork() bool {
-	if q.backlogWork() { // ud_backlog.go: a receive posted for what waits
+	if q.backlogWork() { // ud/backlog.go: a receive posted for what waits
 		return true
 	}
 	switch q.State {
@@ -151,7 +151,7 @@ func (q *QP) Deadline() (time.Time, bool) {
 		}
 	}
 	note(q.reasm.NextDeadline())
-	note(q.wrec.nextDeadline()) // a Write-Record to complete (wrec_recv.go)
+	note(q.wrec.nextDeadline()) // a Write-Record to complete (ud/wrec_recv.go)
 	return first, found
 }
 
@@ -161,7 +161,7 @@ func (q *QP) Service(now time.Time) bool {
 	e := q.e
 	work := false
 	if q.backlog.parked || q.backlog.waiting() {
-		work = e.resumeBacklog(q, now) // ud_backlog.go
+		work = e.resumeBacklog(q, now) // ud/backlog.go
 	}
 	if q.Readable && e.receive(q, now) {
 		work = true
@@ -179,7 +179,7 @@ func (q *QP) Service(now time.Time) bool {
 	if n := q.reasm.Expire(now); n > 0 {
 		e.count(q, rnic.CReassemblyTimeout, int64(n))
 	}
-	if e.expireRecords(q, now) { // wrec_recv.go
+	if e.expireRecords(q, now) { // ud/wrec_recv.go
 		work = true
 	}
 	return work
@@ -190,7 +190,7 @@ func (q *QP) Service(now time.Time) bool {
 func (q *QP) Event(events uint32) bool {
 	if q.backlog.parked {
 		// Only EPOLLERR/EPOLLHUP reach a parked socket (no interest,
-		// ud_backlog.go): clear the error, or the level-triggered event
+		// ud/backlog.go): clear the error, or the level-triggered event
 		// would wake every epoll_wait.
 		unix.GetsockoptInt(q.FD, unix.SOL_SOCKET, unix.SO_ERROR)
 		return false
@@ -203,9 +203,9 @@ func (q *QP) Event(events uint32) bool {
 func (q *QP) Removing() {
 	e := q.e
 	if q.Typ == proto.QPTypeUD {
-		e.Stats[rnic.CDropSocketFull] += q.socketDrops() // ud_backlog.go: before its sockets close
+		e.Stats[rnic.CDropSocketFull] += q.socketDrops() // ud/backlog.go: before its sockets close
 	}
-	e.detachAllMcast(q) // mcast.go
+	e.detachAllMcast(q) // ud/mcast.go
 }
 
 // Removed (qpOps): an RD QP's owed ACKs leave, then its socket lingers.
@@ -254,7 +254,7 @@ func (q *QP) Addr() netip.AddrPort { return q.Local }
 func (q *QP) Inspect(m map[string]int64) {
 	m["partial_messages"] = int64(q.reasm.Partials())
 	if q.Typ == proto.QPTypeUD {
-		m["drop_socket_full"] = q.socketDrops() // ud_backlog.go
+		m["drop_socket_full"] = q.socketDrops() // ud/backlog.go
 	}
 }
 

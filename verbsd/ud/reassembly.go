@@ -27,7 +27,7 @@ type PartialKey struct {
 	msn uint32
 }
 
-// span is a range [start, end) of received octets.
+// Span is a range [start, end) of received octets.
 type Span struct{ Start, End uint32 }
 
 type Partial struct {
@@ -59,7 +59,7 @@ const maxSegmentsPerMessage = 1 << 16
 // maxFreePartials bounds the recycled partials (and buffers) kept per QP.
 const maxFreePartials = 2
 
-// add records n payload octets found at offset off of pieces as the segment
+// Add records n payload octets found at offset off of pieces as the segment
 // at mo of message key. It returns the message when it is complete (the
 // caller hands it back with release).
 func (r *Reassembler) Add(key PartialKey, mo uint32, last bool, pieces [][]byte, off, n int, solicited bool,
@@ -197,7 +197,7 @@ func (r *Reassembler) drop(i int) {
 	r.Release(p)
 }
 
-// release recycles a partial (a completed message once delivered, or a
+// Release recycles a partial (a completed message once delivered, or a
 // dropped one).
 func (r *Reassembler) Release(p *Partial) {
 	p.Buf, p.spans, p.got, p.total, p.solicited = p.Buf[:0], p.spans[:0], 0, -1, false
@@ -206,7 +206,7 @@ func (r *Reassembler) Release(p *Partial) {
 	}
 }
 
-// expire drops partial messages whose deadline is before now and returns
+// Expire drops partial messages whose deadline is before now and returns
 // how many.
 func (r *Reassembler) Expire(now time.Time) int {
 	n := 0
@@ -221,7 +221,7 @@ func (r *Reassembler) Expire(now time.Time) int {
 	return n
 }
 
-// nextDeadline returns the earliest deadline of a partial message.
+// NextDeadline returns the earliest deadline of a partial message.
 func (r *Reassembler) NextDeadline() (time.Time, bool) {
 	var d time.Time
 	ok := false
@@ -236,5 +236,5 @@ func (r *Reassembler) NextDeadline() (time.Time, bool) {
 // reset forgets everything (the QP was reset or closed).
 func (r *Reassembler) reset() { r.live, r.free = nil, nil }
 
-// partials returns how many messages are partly reassembled.
+// Partials returns how many messages are partly reassembled.
 func (r *Reassembler) Partials() int { return len(r.live) }

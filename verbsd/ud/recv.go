@@ -30,11 +30,11 @@ import (
 // flow (all of the segment size the kernel reports, but the last): they
 // are taken apart and judged one by one.
 func (e *Engine) receive(q *QP, now time.Time) bool {
-	if q.backlog.waiting() || q.backlog.parked { // ud_backlog.go: held datagrams come first
+	if q.backlog.waiting() || q.backlog.parked { // ud/backlog.go: held datagrams come first
 		return false
 	}
 	work := e.receiveFrom(q, q.FD, false, now)
-	for _, m := range q.mcast.socks { // multicast groups the QP is attached to (mcast.go)
+	for _, m := range q.mcast.socks { // multicast groups the QP is attached to (ud/mcast.go)
 		if q.backlog.waiting() || q.backlog.parked {
 			break
 		}
@@ -49,7 +49,7 @@ func (e *Engine) receive(q *QP, now time.Time) bool {
 // While q delivers, a recvmmsg asks for one datagram more than q has
 // posted receives, and, when it has none, only for a datagram that cannot
 // consume one: a datagram that needs a receive and finds none is held, or
-// waits in the socket with q parked (ud_backlog.go).
+// waits in the socket with q parked (ud/backlog.go).
 func (e *Engine) receiveFrom(q *QP, fd int, mcast bool, now time.Time) bool {
 	work := false
 	q.rwr.Valid = false // translations are good for one pass only
@@ -63,7 +63,7 @@ func (e *Engine) receiveFrom(q *QP, fd int, mcast bool, now time.Time) bool {
 		if deliver {
 			posted := q.postedRecvs()
 			if posted == 0 {
-				// ud_backlog.go: read the head only if it needs no receive.
+				// ud/backlog.go: read the head only if it needs no receive.
 				need, empty := e.headNeedsRecv(q, fd)
 				if empty {
 					q.Readable = false
@@ -136,7 +136,7 @@ func (e *Engine) lookaheadRecv(q *QP, n int) {
 
 // slot judges the datagram(s) in receive slot i. A datagram that finds no
 // posted receive, and every one after it in the batch, is held
-// (ud_backlog.go).
+// (ud/backlog.go).
 func (e *Engine) slot(q *QP, i int, deliver bool, now time.Time) {
 	s := &e.Rb.Slots[i]
 	switch {
@@ -197,7 +197,7 @@ func (e *Engine) datagram(q *QP, i, off, n int, now time.Time) {
 	var hb [ddp.UntaggedHeaderLen]byte
 	rnic.CopyRange(hb[:], view, off)
 	if hb[0]&0x80 != 0 {
-		e.writeRecordSegment(q, i, off, n, now) // wrec_recv.go (drops other tagged opcodes)
+		e.writeRecordSegment(q, i, off, n, now) // ud/wrec_recv.go (drops other tagged opcodes)
 		return
 	}
 	if body < ddp.UntaggedHeaderLen {
@@ -212,7 +212,7 @@ func (e *Engine) datagram(q *QP, i, off, n int, now time.Time) {
 	}
 	op := ctl.Opcode()
 	if op == rdmap.OpTerminate && h.QN == rdmap.QNTerminate {
-		e.errorMessageIn(q, i, off, body, &h) // wrec_term.go
+		e.errorMessageIn(q, i, off, body, &h) // ud/wrec_term.go
 		return
 	}
 	imm := op == rdmap.OpImmediateData || op == rdmap.OpImmediateDataSE
@@ -317,7 +317,7 @@ func (e *Engine) recvFor(q *QP) (w *rnic.RecvWR) {
 	return w
 }
 
-// loadRecv copies the RQE in slot into w, validates it and translates its
+// LoadRecv copies the RQE in slot into w, validates it and translates its
 // buffers (for this pass only).
 func (e *Engine) LoadRecv(q *QP, w *rnic.RecvWR, slot []byte) proto.WCStatus {
 	var raw [proto.RQEHeaderLen]byte
@@ -354,7 +354,7 @@ func (e *Engine) LoadRecv(q *QP, w *rnic.RecvWR, slot []byte) proto.WCStatus {
 // completeRecv consumes the head receive w and posts its completion.
 func (e *Engine) completeRecv(q *QP, w *rnic.RecvWR, status proto.WCStatus, n int, src netip.AddrPort, solicited bool) {
 	fault := false
-	if status == proto.WCSuccess && e.Commit(w.Bufs, 0, n) != nil { // stage.go: process memory
+	if status == proto.WCSuccess && e.Commit(w.Bufs, 0, n) != nil { // rnic/stage.go: process memory
 		status, fault = proto.WCLocProtErr, true
 	}
 	c := q.RecvRing()

@@ -19,14 +19,14 @@ import (
 type sendWR struct {
 	wrid     uint64
 	signaled bool
-	dst      netip.AddrPort // from the SQE's address vector (ud_dest.go)
+	dst      netip.AddrPort // from the SQE's address vector (ud/dest.go)
 	qkey     uint32         // the destination's Q_Key (SQE.QKey)
 	msn      uint32
 	total    int
 	segs     ddp.Segmenter
 	payloads [][]byte
 	inline   []byte
-	// Write-Record (wrec_send.go): its header, MessageOffset set per segment.
+	// Write-Record (ud/wrec_send.go): its header, MessageOffset set per segment.
 	wrec bool
 	rec  rdmap.WriteRecord
 	// Send with Immediate (docs/atomics.md) and Write-Record with
@@ -107,7 +107,7 @@ func (e *Engine) send(q *QP) bool {
 // the head's next segment on, with at most maxMsgs msghdrs. stop reports
 // that the head could not be sent and q went to ERROR (a bad work request,
 // a corrupt ring). dropped counts the work requests at the head that named
-// a bad destination: each completed with an error, q goes on (ud_dest.go).
+// a bad destination: each completed with an error, q goes on (ud/dest.go).
 func (e *Engine) buildSend(q *QP, maxMsgs int) (msgs []unix.Mmsghdr, stop bool, dropped int) {
 	for {
 		msgs, stop, drop := e.buildSendOnce(q, maxMsgs-dropped)
@@ -237,7 +237,7 @@ func (e *Engine) maxPayload() int {
 // its payload into wr.payloads (inline data is copied out of slot into
 // wr.inline); the message gets MSN msn. fatal says whether the failure
 // errors q (a bad work request) or fails this work request only (a bad
-// destination: ud_dest.go).
+// destination: ud/dest.go).
 func (e *Engine) prepareSend(q *QP, wr *sendWR, slot []byte, msn uint32, maxPayload int) (st proto.WCStatus, fatal bool) {
 	var raw [proto.SQEHeaderLen]byte
 	copy(raw[:], slot)
@@ -253,7 +253,7 @@ func (e *Engine) prepareSend(q *QP, wr *sendWR, slot []byte, msn uint32, maxPayl
 	}
 	wr.dst, wr.qkey = dst, sqe.QKey
 	if !q.mcast.txReady && dst.Addr().IsMulticast() {
-		e.mcastSendOptions(q) // mcast.go
+		e.mcastSendOptions(q) // ud/mcast.go
 	}
 	st = e.preparePayload(q, wr, &sqe, slot, msn, maxPayload)
 	return st, st != proto.WCSuccess
@@ -292,7 +292,7 @@ func (e *Engine) preparePayload(q *QP, wr *sendWR, sqe *proto.SQE, slot []byte, 
 	}
 	wr.wrec = sqe.Opcode.WriteRecord()
 	if wr.wrec {
-		return e.prepareWriteRecord(wr, sqe, msn, total) // wrec_send.go
+		return e.prepareWriteRecord(wr, sqe, msn, total) // ud/wrec_send.go
 	}
 	op := rdmap.OpSend
 	if sqe.Flags&proto.SendSolicited != 0 {
@@ -316,7 +316,7 @@ func (e *Engine) preparePayload(q *QP, wr *sendWR, sqe *proto.SQE, slot []byte, 
 	return proto.WCSuccess
 }
 
-// failWR completes the head work request of a queue with an error status and
+// FailWR completes the head work request of a queue with an error status and
 // moves q to ERROR (verbs: local errors error the QP); the rest is flushed.
 func (e *Engine) FailWR(q *QP, c *rnic.CQ, wrid uint64, op proto.WCOpcode, status proto.WCStatus) {
 	e.count(q, rnic.CWRErrors, 1)
@@ -334,7 +334,7 @@ func (e *Engine) FailWR(q *QP, c *rnic.CQ, wrid uint64, op proto.WCOpcode, statu
 	e.errorQP(q, "work request "+status.String())
 }
 
-// flush completes posted work requests of an ERROR QP with WCWRFlushErr,
+// Flush completes posted work requests of an ERROR QP with WCWRFlushErr,
 // at most PollBatch per queue per pass.
 func (e *Engine) Flush(q *QP) bool {
 	work := false

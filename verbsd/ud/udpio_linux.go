@@ -32,14 +32,14 @@ const (
 	cmsgUDPLen = unix.SizeofCmsghdr + 8
 )
 
-// sysSendmmsg sends msgs with one sendmmsg(2) (MSG_DONTWAIT) and returns how
+// SysSendmmsg sends msgs with one sendmmsg(2) (MSG_DONTWAIT) and returns how
 // many were sent. As the kernel does, an error is only reported when the
 // first message fails; a later failure shows as a short count.
 func SysSendmmsg(fd int, msgs []unix.Mmsghdr) (int, error) {
 	if len(msgs) == 0 {
 		return 0, nil
 	}
-	// MSG_DONTWAIT: it never blocks, so it goes raw (iov.go).
+	// MSG_DONTWAIT: it never blocks, so it goes raw (rnic/iov.go).
 	n, _, errno := unix.RawSyscall6(unix.SYS_SENDMMSG, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)),
 		unix.MSG_DONTWAIT, 0, 0)
 	if errno != 0 {
@@ -48,7 +48,7 @@ func SysSendmmsg(fd int, msgs []unix.Mmsghdr) (int, error) {
 	return int(n), nil
 }
 
-// sysRecvmmsg receives up to len(msgs) datagrams with one recvmmsg(2)
+// SysRecvmmsg receives up to len(msgs) datagrams with one recvmmsg(2)
 // (MSG_DONTWAIT) and returns how many it got.
 func SysRecvmmsg(fd int, msgs []unix.Mmsghdr) (int, error) {
 	if len(msgs) == 0 {
@@ -68,7 +68,7 @@ func setIov(iov *unix.Iovec, b []byte) {
 	iov.SetLen(len(b))
 }
 
-// putSockaddr writes a in the kernel's sockaddr_in / sockaddr_in6 form into
+// PutSockaddr writes a in the kernel's sockaddr_in / sockaddr_in6 form into
 // raw and returns its length.
 func PutSockaddr(raw *unix.RawSockaddrInet6, a netip.AddrPort) uint32 {
 	ip := a.Addr()
@@ -87,7 +87,7 @@ func PutSockaddr(raw *unix.RawSockaddrInet6, a netip.AddrPort) uint32 {
 	return unix.SizeofSockaddrInet6
 }
 
-// getSockaddr reads a source address the kernel wrote into raw (n octets).
+// GetSockaddr reads a source address the kernel wrote into raw (n octets).
 func GetSockaddr(raw *unix.RawSockaddrInet6, n uint32) netip.AddrPort {
 	b := (*[unix.SizeofSockaddrInet6]byte)(unsafe.Pointer(raw))
 	if n < 4 {
@@ -147,7 +147,7 @@ func GSORefused(err error) bool {
 		errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EMSGSIZE)
 }
 
-// transientSendError reports whether a send should simply be retried later
+// TransientSendError reports whether a send should simply be retried later
 // (socket buffer full, interrupted).
 func TransientSendError(err error) bool {
 	return errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.ENOBUFS) || errors.Is(err, unix.EINTR)

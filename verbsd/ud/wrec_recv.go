@@ -85,7 +85,7 @@ func (e *Engine) writeRecordSegment(q *QP, i, off, n int, now time.Time) {
 	e.CompleteRecord(q, r, e.recvFor(q), true)
 }
 
-// wrecSegment is one received Write-Record segment: its headers and where
+// WrecSegment is one received Write-Record segment: its headers and where
 // its payload lies (n octets at off of pieces).
 type WrecSegment struct {
 	Src     netip.AddrPort
@@ -101,7 +101,7 @@ type WrecSegment struct {
 	imm     uint32 // its immediate value (octets 0–3 of the Immediate Data)
 }
 
-// parseHeader decodes the Write-Record header (and, for opcode 0xD, the
+// ParseHeader decodes the Write-Record header (and, for opcode 0xD, the
 // Immediate Data) from b, the segment's first octets from its tagged DDP
 // header on (sg.h parsed), and returns the octets before the payload;
 // false: the segment is shorter than its headers.
@@ -125,7 +125,7 @@ const (
 	RecordRefused                      // refused by the access checks (error message sent)
 )
 
-// acceptWriteRecord validates and places one segment. On recordComplete the
+// AcceptWriteRecord validates and places one segment. On recordComplete the
 // record has left the table and the caller must hand it to completeRecord.
 func (e *Engine) AcceptWriteRecord(q *QP, sg *WrecSegment, now time.Time) (*WrecRecord, recordStatus) {
 	h, wr := &sg.H, &sg.wr
@@ -143,7 +143,7 @@ func (e *Engine) AcceptWriteRecord(q *QP, sg *WrecSegment, now time.Time) (*Wrec
 		return nil, recordDropped
 	}
 	tomb := now.Add(4 * e.Cfg.ReassemblyTimeout)
-	dst, fault := e.RemoteAccess(q.QP, sg.Src, h.Stag, h.TO, n, proto.AccessRemoteWrite, now) // access_guard.go
+	dst, fault := e.RemoteAccess(q.QP, sg.Src, h.Stag, h.TO, n, proto.AccessRemoteWrite, now) // rnic/access_guard.go
 	if fault != 0 {
 		e.count(q, rnic.CWrecAccessErr, 1)
 		if i := t.find(key); i >= 0 {
@@ -178,7 +178,7 @@ func (e *Engine) AcceptWriteRecord(q *QP, sg *WrecSegment, now time.Time) (*Wrec
 		return nil, recordDropped
 	}
 	rnic.CopyRange(dst, sg.Pieces, sg.off)
-	if e.CommitOne(dst) != nil { // stage.go: the target's process memory went away
+	if e.CommitOne(dst) != nil { // rnic/stage.go: the target's process memory went away
 		e.count(q, rnic.CWrecAccessErr, 1)
 		t.remove(i)
 		t.Bury(key, tomb)
@@ -197,7 +197,7 @@ func (e *Engine) AcceptWriteRecord(q *QP, sg *WrecSegment, now time.Time) (*Wrec
 	return r, RecordComplete
 }
 
-// headRecv loads the head of q's receive ring (outside a receive batch), or
+// HeadRecv loads the head of q's receive ring (outside a receive batch), or
 // returns nil when none is posted or it is bad (then it completed with an
 // error and q went to ERROR).
 func (e *Engine) HeadRecv(q *QP) *rnic.RecvWR {
@@ -239,7 +239,7 @@ func (e *Engine) expireRecords(q *QP, now time.Time) bool {
 	return work
 }
 
-// completeRecord consumes receive w (nil: none posted) with r's completion.
+// CompleteRecord consumes receive w (nil: none posted) with r's completion.
 // inBatch says w came from recvFor in the current receive batch.
 func (e *Engine) CompleteRecord(q *QP, r *WrecRecord, w *rnic.RecvWR, inBatch bool) {
 	if w == nil {
@@ -271,7 +271,7 @@ func (e *Engine) CompleteRecord(q *QP, r *WrecRecord, w *rnic.RecvWR, inBatch bo
 		}
 		q.wrec.scratch = b[:0]
 		rnic.Scatter(w.Bufs, b)
-		if e.Commit(w.Bufs, 0, len(b)) != nil { // stage.go
+		if e.Commit(w.Bufs, 0, len(b)) != nil { // rnic/stage.go
 			status = proto.WCLocProtErr
 		}
 	}

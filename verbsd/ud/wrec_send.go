@@ -17,13 +17,13 @@ import (
 // passes (and retransmissions) that send the message.
 //
 // On UD the message goes out by the same batched path as a Send
-// (ud_send.go) and completes when its last datagram left. On RD
-// (rd_send.go) its segments are DATA tokens like a Send's: the work request
+// (ud/send.go) and completes when its last datagram left. On RD
+// (rd/send.go) its segments are DATA tokens like a Send's: the work request
 // completes (WCWriteRecord) when every token is acknowledged, or with
 // WCRemAccessErr and Term when the target answers with an error message
 // (rdWriteRecordError).
 
-// writeRecordSegments cuts a Write-Record message of total octets (RecordID
+// WriteRecordSegments cuts a Write-Record message of total octets (RecordID
 // msn) into tagged segments of at most maxPayload octets: opcode 0xC, or
 // 0xD (Write-Record with Immediate) for WRWriteRecordWithImm. The error is
 // the TO wrap of sqe.RemoteAddr + total.
@@ -36,7 +36,7 @@ func WriteRecordSegments(sqe *proto.SQE, msn uint32, total, maxPayload int) (ddp
 	return segs, rdmap.WriteRecord{RecordID: msn, MessageLength: uint32(total)}, err
 }
 
-// wrecULPLen is the RDMAP header octets of a Write-Record segment of
+// WrecULPLen is the RDMAP header octets of a Write-Record segment of
 // opcode op (WRWriteRecord or WRWriteRecordWithImm).
 func WrecULPLen(op proto.SendOpcode) int {
 	if op == proto.WRWriteRecordWithImm {
@@ -45,7 +45,7 @@ func WrecULPLen(op proto.SendOpcode) int {
 	return rdmap.WriteRecordLen
 }
 
-// maxPayloadWriteRecord is the payload octets of one Write-Record segment
+// MaxPayloadWriteRecord is the payload octets of one Write-Record segment
 // of opcode op in a UD datagram.
 func (e *Engine) MaxPayloadWriteRecord(op proto.SendOpcode) int {
 	return ddp.MaxPayload(dgram.MaxSegment(e.Cfg.DatagramSize, false), true, WrecULPLen(op))
@@ -58,7 +58,7 @@ func (e *Engine) prepareWriteRecord(wr *sendWR, sqe *proto.SQE, msn uint32, tota
 	if err != nil { // TO + length wraps
 		return proto.WCLocLenErr
 	}
-	wr.hasImm = sqe.Opcode == proto.WRWriteRecordWithImm // its Immediate Data follows rec (ud_send.go)
+	wr.hasImm = sqe.Opcode == proto.WRWriteRecordWithImm // its Immediate Data follows rec (ud/send.go)
 	wr.imm = rdmap.MakeImmediateData(sqe.Imm).Raw
 	wr.msn, wr.total, wr.segs, wr.rec = msn, total, segs, rec
 	wr.signaled = sqe.Flags&proto.SendSignaled != 0

@@ -61,7 +61,7 @@ func (t *WrecTable) find(k WrecKey) int {
 	return -1
 }
 
-// dead reports whether k completed or failed recently.
+// Dead reports whether k completed or failed recently.
 func (t *WrecTable) Dead(k WrecKey, now time.Time) bool {
 	for _, x := range t.Tombs {
 		if x.key == k && now.Before(x.until) {
@@ -71,7 +71,7 @@ func (t *WrecTable) Dead(k WrecKey, now time.Time) bool {
 	return false
 }
 
-// bury remembers k until until.
+// Bury remembers k until until.
 func (t *WrecTable) Bury(k WrecKey, until time.Time) {
 	if len(t.Tombs) < MaxWrecTombs {
 		t.Tombs = append(t.Tombs, wrecTomb{k, until})
@@ -115,7 +115,7 @@ func (t *WrecTable) nextDeadline() (time.Time, bool) {
 // reset forgets everything (the QP was reset or closed).
 func (t *WrecTable) reset() { t.live, t.Tombs, t.tombAt = nil, nil, 0 }
 
-// place records [start, end) as placed and returns how many of its octets
+// Place records [start, end) as placed and returns how many of its octets
 // were new; ok is false when the record would need more than maxWrecRanges
 // ranges. Overlaps with placed ranges are allowed (a duplicated segment
 // rewrote the same octets).
