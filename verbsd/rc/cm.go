@@ -249,12 +249,12 @@ func tcpAddr(a net.Addr) netip.AddrPort {
 	return netip.AddrPort{}
 }
 
-// TerminateFPDU builds the FPDU of an LLP (MPA) TERMINATE sent after a
+// terminateFPDU builds the FPDU of an LLP (MPA) TERMINATE sent after a
 // failed negotiation (RFC 5044 §8, RFC 6581 §8): an untagged DDP segment on
 // QN 2, MSN 1, L=1, RDMAP opcode Terminate, carrying the Terminate header
 // of term (no DDP/RDMAP headers: an MPA error concerns no segment). crc and
 // markers are the framing negotiated so far.
-func TerminateFPDU(term iwerr.Error, crc, markers bool) []byte {
+func terminateFPDU(term iwerr.Error, crc, markers bool) []byte {
 	t := rdmap.TerminateFor(term, nil, nil)
 	h := ddp.Header{Last: true, Version: ddp.Version, ULPControl: uint8(rdmap.MakeControl(rdmap.OpTerminate)),
 		QN: rdmap.QNTerminate, MSN: 1}

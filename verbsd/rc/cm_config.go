@@ -32,9 +32,9 @@ func crcPolicy(c proto.MPACRC) mpa.CRCPolicy {
 	return mpa.CRCPreferred
 }
 
-// ResponderPolicy is the policy a listener negotiates with: the device's,
+// responderPolicy is the policy a listener negotiates with: the device's,
 // with the accepting client's private data and IRD/ORD.
-func ResponderPolicy(c config.MPAConfig, privateData []byte, ird, ord uint16) mpa.Policy {
+func responderPolicy(c config.MPAConfig, privateData []byte, ird, ord uint16) mpa.Policy {
 	return mpa.Policy{
 		Revision:    c.Revision,
 		CRC:         crcPolicy(c.CRC),
@@ -47,9 +47,9 @@ func ResponderPolicy(c config.MPAConfig, privateData []byte, ird, ord uint16) mp
 	}
 }
 
-// InitiatorPolicy is the device's policy overridden by the connection's
+// initiatorPolicy is the device's policy overridden by the connection's
 // options.
-func InitiatorPolicy(c config.MPAConfig, o proto.MPAOptions, privateData []byte, ird, ord uint16) mpa.Policy {
+func initiatorPolicy(c config.MPAConfig, o proto.MPAOptions, privateData []byte, ird, ord uint16) mpa.Policy {
 	p := mpa.Policy{
 		Revision:    c.Revision,
 		CRC:         crcPolicy(c.CRC),

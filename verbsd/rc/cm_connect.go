@@ -42,7 +42,7 @@ func (s *CM) Connect(req proto.ConnectRequest) error {
 	case o.RTR&^(proto.RTRSend|proto.RTRWrite|proto.RTRRead) != 0:
 		return rnic.Errf(unix.EINVAL, "%s: RTR set %#x unknown", op, uint8(o.RTR))
 	}
-	policy := InitiatorPolicy(cfg, o, req.PrivateData, req.IRD, req.ORD)
+	policy := initiatorPolicy(cfg, o, req.PrivateData, req.IRD, req.ORD)
 	if err := policy.Validate(); err != nil {
 		return rnic.Errf(unix.EINVAL, "%s: %v", op, err)
 	}
@@ -112,7 +112,7 @@ func (s *CM) initiate(a *cmActive, ap netip.AddrPort, policy mpa.Policy, timeout
 	}
 	c, err := d.DialContext(a.ctx, "tcp", ap.String())
 	if err != nil {
-		return DialEvent(a.ctx, err)
+		return dialEvent(a.ctx, err)
 	}
 	tc := c.(*net.TCPConn)
 	local := tcpAddr(tc.LocalAddr())
@@ -132,7 +132,7 @@ func (s *CM) initiate(a *cmActive, ap netip.AddrPort, policy mpa.Policy, timeout
 		return fail(proto.CMConnectionError, errnoOr(err, unix.ECONNRESET), "sending the MPA Request: "+err.Error())
 	}
 	buf := make([]byte, mpa.FrameHeaderLen+mpa.MaxPrivateData)
-	f, err := ReadFrame(tc, buf)
+	f, err := readFrame(tc, buf)
 	switch {
 	case err == nil:
 	case a.ctx.Err() != nil:
@@ -140,7 +140,7 @@ func (s *CM) initiate(a *cmActive, ap netip.AddrPort, policy mpa.Policy, timeout
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return fail(proto.CMTimedOut, unix.ETIMEDOUT, "no MPA Reply within "+timeout.String())
 	case errors.Is(err, mpa.ErrBadKey), errors.Is(err, mpa.ErrPrivateDataTooLong):
-		tc.Write(TerminateFPDU(iwerr.MPAInvalidReqReply, req.CRC, false))
+		tc.Write(terminateFPDU(iwerr.MPAInvalidReqReply, req.CRC, false))
 		return fail(proto.CMConnectionError, unix.EPROTO, "invalid MPA Reply: "+err.Error())
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return fail(proto.CMConnectionError, unix.ECONNRESET, "the responder closed the connection before its MPA Reply")
@@ -159,7 +159,7 @@ func (s *CM) initiate(a *cmActive, ap netip.AddrPort, policy mpa.Policy, timeout
 		case errors.As(err, &neg):
 			// RFC 6581 §7/§9, RFC 5044 §8: the initiator reports a bad
 			// Reply with a TERMINATE (LLP layer, MPA error), then closes.
-			tc.Write(TerminateFPDU(neg.Term, req.CRC || f.CRC, f.Markers))
+			tc.Write(terminateFPDU(neg.Term, req.CRC || f.CRC, f.Markers))
 			return fail(proto.CMConnectionError, unix.EPROTO, neg.Error())
 		}
 		return fail(proto.CMConnectionError, unix.EPROTO, err.Error())
@@ -180,8 +180,8 @@ func (s *CM) initiate(a *cmActive, ap netip.AddrPort, policy mpa.Policy, timeout
 		PrivateData: params.PeerPrivateData, IRD: params.LocalIRD, ORD: params.LocalORD, MPA: mpaParams(params)}
 }
 
-// DialEvent classifies a failed TCP connect.
-func DialEvent(ctx context.Context, err error) proto.CMEvent {
+// dialEvent classifies a failed TCP connect.
+func dialEvent(ctx context.Context, err error) proto.CMEvent {
 	ev := proto.CMEvent{Detail: err.Error()}
 	var ne net.Error
 	switch {

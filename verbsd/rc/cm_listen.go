@@ -186,8 +186,8 @@ func (l *cmListener) handshake(c *net.TCPConn) {
 	c.SetReadDeadline(deadline)
 	peer, local := tcpAddr(c.RemoteAddr()), tcpAddr(c.LocalAddr())
 	buf := make([]byte, mpa.FrameHeaderLen+mpa.MaxPrivateData)
-	frame, err := ReadFrame(c, buf)
-	params, reject, err := JudgeRequest(ResponderPolicy(cfg, nil, 0, 0), frame, err)
+	frame, err := readFrame(c, buf)
+	params, reject, err := judgeRequest(responderPolicy(cfg, nil, 0, 0), frame, err)
 	if err != nil {
 		if reject != nil {
 			// RFC 5044 §7.1 / RFC 6581: an unacceptable Request is
@@ -223,12 +223,12 @@ func (l *cmListener) handshake(c *net.TCPConn) {
 	cm.post(s, ev)
 }
 
-// JudgeRequest decides on an MPA Request read by readFrame (readErr is
+// judgeRequest decides on an MPA Request read by readFrame (readErr is
 // readFrame's error). A timeout, EOF or reset gets no answer (reject nil); a
 // frame that is no valid Request (bad key, PD_Length > 512, Rev > 2, R set,
 // a policy refusal) gets the Reject Reply to send before closing. On success
 // params are the initiator's offer (the Reply is built at Accept).
-func JudgeRequest(policy mpa.Policy, f mpa.Frame, readErr error) (params mpa.Params, reject []byte, err error) {
+func judgeRequest(policy mpa.Policy, f mpa.Frame, readErr error) (params mpa.Params, reject []byte, err error) {
 	if readErr != nil {
 		if errors.Is(readErr, mpa.ErrBadKey) || errors.Is(readErr, mpa.ErrPrivateDataTooLong) {
 			r := mpa.NewResponder(policy).Reject(nil)
@@ -243,9 +243,9 @@ func JudgeRequest(policy mpa.Policy, f mpa.Frame, readErr error) (params mpa.Par
 	return params, nil, nil
 }
 
-// ReadFrame reads exactly one MPA Request or Reply (20 + PD_Length octets,
+// readFrame reads exactly one MPA Request or Reply (20 + PD_Length octets,
 // nothing more) into buf, which has room for the largest.
-func ReadFrame(c io.Reader, buf []byte) (mpa.Frame, error) {
+func readFrame(c io.Reader, buf []byte) (mpa.Frame, error) {
 	if _, err := io.ReadFull(c, buf[:mpa.FrameHeaderLen]); err != nil {
 		return mpa.Frame{}, err
 	}
@@ -309,7 +309,7 @@ func (s *CM) Accept(req proto.AcceptRequest) (*proto.CMEvent, error) {
 	if p == nil {
 		return nil, rnic.Errf(unix.EINVAL, "%s: no connection request %d (answered, expired or never made)", op, req.Conn)
 	}
-	policy := ResponderPolicy(cfg, req.PrivateData, req.IRD, req.ORD)
+	policy := responderPolicy(cfg, req.PrivateData, req.IRD, req.ORD)
 	if p.req.Revision != 2 || !p.req.Enhanced {
 		policy.Revision = 1 // the private data budget of the Reply's revision
 	}
@@ -365,7 +365,7 @@ func (s *CM) Reject(req proto.RejectRequest) error {
 		return rnic.Errf(unix.EINVAL, "reject: no connection request %d (answered, expired or never made)", req.Conn)
 	}
 	defer p.abandon()
-	r := mpa.NewResponder(ResponderPolicy(s.Dev.Cfg.MPA, nil, 0, 0))
+	r := mpa.NewResponder(responderPolicy(s.Dev.Cfg.MPA, nil, 0, 0))
 	r.HandleRequest(p.req) // sets the Reply's revision from the Request
 	f := r.Reject(req.PrivateData)
 	if err := writeFull(p.conn, f.Append(nil), time.Now().Add(s.Dev.Cfg.MPA.TimeoutOrDefault())); err != nil {

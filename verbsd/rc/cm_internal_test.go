@@ -1,4 +1,4 @@
-package verbsd
+package rc
 
 import (
 	"bytes"
@@ -20,7 +20,6 @@ import (
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
 	"github.com/iwarpd/iwarpd/verbsd/config"
-	"github.com/iwarpd/iwarpd/verbsd/rc"
 	"golang.org/x/sys/unix"
 )
 
@@ -42,7 +41,7 @@ func TestTerminateFPDU(t *testing.T) {
 		term iwerr.Error
 		crc  bool
 	}{{iwerr.MPAInsufficientIRD, true}, {iwerr.MPANoMatchingRTR, false}, {iwerr.MPAInvalidReqReply, true}} {
-		b := rc.TerminateFPDU(tc.term, tc.crc, false)
+		b := terminateFPDU(tc.term, tc.crc, false)
 		// ULPDU_Length 22, untagged DDP L=1 DV=1, RDMAP RV=1 opcode 7,
 		// RsvdULP 0, QN 2, MSN 1, MO 0, Terminate Layer 2 EType 0 ECode,
 		// no flags; no pad (2+22 = 24); CRC.
@@ -74,7 +73,7 @@ func TestTerminateFPDU(t *testing.T) {
 }
 
 func TestJudgeRequest(t *testing.T) {
-	policy := rc.ResponderPolicy(config.MPAConfig{RTR: proto.RTRWrite | proto.RTRRead | proto.RTRSend}, nil, 0, 0)
+	policy := responderPolicy(config.MPAConfig{RTR: proto.RTRWrite | proto.RTRRead | proto.RTRSend}, nil, 0, 0)
 	for _, tc := range []struct {
 		name   string
 		in     string
@@ -107,8 +106,8 @@ func TestJudgeRequest(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			buf := make([]byte, mpa.FrameHeaderLen+mpa.MaxPrivateData)
-			f, rerr := rc.ReadFrame(bytes.NewReader(unhex(t, tc.in)), buf)
-			p, reject, err := rc.JudgeRequest(policy, f, rerr)
+			f, rerr := readFrame(bytes.NewReader(unhex(t, tc.in)), buf)
+			p, reject, err := judgeRequest(policy, f, rerr)
 			if tc.ok {
 				if err != nil || reject != nil {
 					t.Fatalf("err %v, reject % x", err, reject)
@@ -142,15 +141,15 @@ func FuzzJudgeRequest(f *testing.F) {
 		b, _ := hex.DecodeString(strings.ReplaceAll(s, " ", ""))
 		f.Add(b)
 	}
-	policy := rc.ResponderPolicy(config.MPAConfig{}, nil, 0, 0)
+	policy := responderPolicy(config.MPAConfig{}, nil, 0, 0)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		buf := make([]byte, mpa.FrameHeaderLen+mpa.MaxPrivateData)
 		r := bytes.NewReader(in)
-		fr, rerr := rc.ReadFrame(r, buf)
+		fr, rerr := readFrame(r, buf)
 		if consumed := len(in) - r.Len(); consumed > mpa.FrameHeaderLen+mpa.MaxPrivateData {
 			t.Fatalf("read %d octets", consumed)
 		}
-		p, reject, err := rc.JudgeRequest(policy, fr, rerr)
+		p, reject, err := judgeRequest(policy, fr, rerr)
 		switch {
 		case err == nil && reject != nil:
 			t.Fatal("accepted with a reject")
@@ -164,7 +163,7 @@ func FuzzJudgeRequest(f *testing.F) {
 				t.Fatalf("private data of %d", len(p.PeerPrivateData))
 			}
 			// A valid Request is accepted by Accept's responder too.
-			if _, _, err := mpa.NewResponder(rc.ResponderPolicy(config.MPAConfig{}, []byte("x"), 4, 4)).HandleRequest(fr); err != nil {
+			if _, _, err := mpa.NewResponder(responderPolicy(config.MPAConfig{}, []byte("x"), 4, 4)).HandleRequest(fr); err != nil {
 				t.Fatalf("Accept would fail: %v", err)
 			}
 		}
@@ -173,19 +172,19 @@ func FuzzJudgeRequest(f *testing.F) {
 
 func TestMPAConfigPolicies(t *testing.T) {
 	dev := config.MPAConfig{PeerToPeer: true, IRD: 8}
-	p := rc.InitiatorPolicy(dev, proto.MPAOptions{}, []byte("pd"), 0, 0)
+	p := initiatorPolicy(dev, proto.MPAOptions{}, []byte("pd"), 0, 0)
 	if p.Revision != 0 || !p.PeerToPeer || p.IRD != 8 || p.ORD != config.DefaultIRDORD || p.CRC != mpa.CRCPreferred || p.Validate() != nil {
 		t.Errorf("device defaults: %+v", p)
 	}
-	p = rc.InitiatorPolicy(dev, proto.MPAOptions{Revision: 1, CRC: proto.MPACRCOff, Markers: proto.ToggleOn}, nil, 3, 5)
+	p = initiatorPolicy(dev, proto.MPAOptions{Revision: 1, CRC: proto.MPACRCOff, Markers: proto.ToggleOn}, nil, 3, 5)
 	if p.Revision != 1 || p.PeerToPeer || p.CRC != mpa.CRCOff || !p.Markers || p.IRD != 3 || p.ORD != 5 || p.Validate() != nil {
 		t.Errorf("rev 1 override: %+v", p)
 	}
-	p = rc.InitiatorPolicy(config.MPAConfig{}, proto.MPAOptions{Revision: 1, PeerToPeer: proto.ToggleOn}, nil, 0, 0)
+	p = initiatorPolicy(config.MPAConfig{}, proto.MPAOptions{Revision: 1, PeerToPeer: proto.ToggleOn}, nil, 0, 0)
 	if p.Validate() == nil {
 		t.Error("explicit peer-to-peer on Rev 1 validated")
 	}
-	p = rc.InitiatorPolicy(config.MPAConfig{}, proto.MPAOptions{PeerToPeer: proto.ToggleOn, RTR: proto.RTRSend}, nil, 0, 0)
+	p = initiatorPolicy(config.MPAConfig{}, proto.MPAOptions{PeerToPeer: proto.ToggleOn, RTR: proto.RTRSend}, nil, 0, 0)
 	if !p.PeerToPeer || p.RTRTypes != mpa.RTRSetSend {
 		t.Errorf("RTR send: %+v", p)
 	}
@@ -208,21 +207,21 @@ func TestDialEvent(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	_, err = (&net.Dialer{Timeout: time.Second}).DialContext(context.Background(), "tcp", addr)
-	if ev := rc.DialEvent(context.Background(), err); ev.Type != proto.CMUnreachable || ev.Status != int(unix.ECONNREFUSED) {
+	if ev := dialEvent(context.Background(), err); ev.Type != proto.CMUnreachable || ev.Status != int(unix.ECONNREFUSED) {
 		t.Errorf("refused: %+v (%v)", ev, err)
 	}
 	for _, e := range []error{os.ErrDeadlineExceeded, &net.OpError{Op: "dial", Err: unix.ETIMEDOUT}, context.DeadlineExceeded} {
-		if ev := rc.DialEvent(context.Background(), e); ev.Type != proto.CMTimedOut || ev.Status != int(unix.ETIMEDOUT) {
+		if ev := dialEvent(context.Background(), e); ev.Type != proto.CMTimedOut || ev.Status != int(unix.ETIMEDOUT) {
 			t.Errorf("%v: %+v", e, ev)
 		}
 	}
-	if ev := rc.DialEvent(context.Background(), &net.OpError{Op: "dial", Err: unix.ENETUNREACH}); ev.Type != proto.CMUnreachable ||
+	if ev := dialEvent(context.Background(), &net.OpError{Op: "dial", Err: unix.ENETUNREACH}); ev.Type != proto.CMUnreachable ||
 		ev.Status != int(unix.ENETUNREACH) {
 		t.Errorf("unreachable: %+v", ev)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if ev := rc.DialEvent(ctx, errors.New("x")); ev.Type != proto.CMConnectionError || ev.Status != int(unix.ECANCELED) {
+	if ev := dialEvent(ctx, errors.New("x")); ev.Type != proto.CMConnectionError || ev.Status != int(unix.ECANCELED) {
 		t.Errorf("cancelled: %+v", ev)
 	}
 }
