@@ -5,11 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,37 +32,12 @@ var scaled = daemontest.Scaled
 func perfTimeout() string { return scaled(30 * time.Second).String() }
 
 // The out-of-band TCP ports (-p) of this package's tests: 26000-26099, a
-// block no other package uses, below the kernel's ephemeral range
-// (32768-60999). A port the kernel handed out (listen on :0) and that we
-// closed again may be taken by anyone before the server listens on it:
-// other packages' tests run in parallel and connect out of the ephemeral
-// range. Nothing hands out ports of this block but oobPort; the start is
-// spread by PID so that two runs at once rarely meet, and a port in use is
-// skipped.
-const (
-	oobPortBase  = 26000
-	oobPortCount = 100
-)
-
-var nextOOBPort atomic.Int32
+// block no other package uses (daemontest.TCPPorts).
+var oobPorts = daemontest.TCPPorts{Base: 26000, Count: 100}
 
 // oobPort returns a port of the package's block that was free on every
 // address a moment ago.
-func oobPort(t *testing.T) string {
-	t.Helper()
-	start := os.Getpid() % oobPortCount
-	for range oobPortCount {
-		port := oobPortBase + (start+int(nextOOBPort.Add(1)-1))%oobPortCount
-		l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
-		if err != nil {
-			continue
-		}
-		l.Close()
-		return fmt.Sprint(port)
-	}
-	t.Fatalf("no free TCP port in %d-%d", oobPortBase, oobPortBase+oobPortCount-1)
-	return ""
-}
+func oobPort(t *testing.T) string { return strconv.Itoa(oobPorts.Free(t)) }
 
 type outcome struct {
 	stdout, stderr string

@@ -3,13 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -100,36 +98,12 @@ func startDaemon(t *testing.T, name, udPorts string) string {
 		Extra: []string{"-log-level", "warn"}}).Sock
 }
 
-// The rping servers' TCP ports: 26100-26199. A port the kernel handed out
-// (listen on :0) and that we closed again could be taken by anyone before
-// the server listens on it (other packages' tests connect out of the
-// ephemeral range); nothing hands out ports of this block but serverPort.
-// The start is spread by PID so that two runs at once rarely meet, and a
-// port in use is skipped.
-const (
-	serverPortBase  = 26100
-	serverPortCount = 100
-)
-
-var nextServerPort atomic.Int32
+// The rping servers' TCP ports: 26100-26199 (daemontest.TCPPorts).
+var serverPorts = daemontest.TCPPorts{Base: 26100, Count: 100}
 
 // serverPort returns a port of the package's block that was free on every
 // address a moment ago.
-func serverPort(t *testing.T) string {
-	t.Helper()
-	start := os.Getpid() % serverPortCount
-	for range serverPortCount {
-		port := serverPortBase + (start+int(nextServerPort.Add(1)-1))%serverPortCount
-		l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
-		if err != nil {
-			continue
-		}
-		l.Close()
-		return strconv.Itoa(port)
-	}
-	t.Fatalf("no free TCP port in %d-%d", serverPortBase, serverPortBase+serverPortCount-1)
-	return ""
-}
+func serverPort(t *testing.T) string { return strconv.Itoa(serverPorts.Free(t)) }
 
 // refusedPort returns a loopback TCP port where a connection is certainly
 // refused until the test ends: a socket bound to it and never listening

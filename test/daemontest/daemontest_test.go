@@ -2,6 +2,7 @@ package daemontest
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"runtime"
 	"strings"
@@ -189,5 +190,35 @@ func TestBlocksInTurn(t *testing.T) {
 	}
 	if want := "100-109 110-119 120-129 100-109"; strings.Join(got, " ") != want {
 		t.Errorf("blocks %v, want %s", got, want)
+	}
+}
+
+// TCPPorts skips a port in use and fails the test when the whole block is.
+// Ports 23950-23951.
+func TestTCPPortsSkipInUse(t *testing.T) {
+	p := TCPPorts{Base: 23950, Count: 2}
+	first := p.Free(t)
+	if first < 23950 || first > 23951 {
+		t.Fatalf("Free = %d, outside the block", first)
+	}
+	l1, err := net.Listen("tcp", fmt.Sprintf(":%d", first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l1.Close()
+	for range 3 {
+		if got := p.Free(t); got == first {
+			t.Fatalf("Free = %d, a port in use", got)
+		}
+	}
+	l2, err := net.Listen("tcp", fmt.Sprintf(":%d", 23950+23951-first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	r := &recorder{TB: t}
+	r.run(func() { r.Errorf("Free returned %d", p.Free(r)) })
+	if rep := r.report(); !strings.Contains(rep, "no free TCP port in 23950-23951") {
+		t.Errorf("a block in use was not reported:\n%s", rep)
 	}
 }

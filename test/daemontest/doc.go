@@ -9,10 +9,10 @@
 // status (Wait).
 //
 // Suites call Main (or Build) from TestMain and Start from tests. Port
-// blocks are the caller's choice (Options.Ports, Blocks) so that suites
-// running in parallel never share a port; every block must lie below
-// Linux's ephemeral range (net.ipv4.ip_local_port_range, 32768-60999 by
-// default).
+// blocks are the caller's choice (Options.Ports, Blocks; TCPPorts for
+// listeners) so that suites running in parallel never share a port; every
+// block must lie below Linux's ephemeral range
+// (net.ipv4.ip_local_port_range, 32768-60999 by default).
 //
 // ofverbs's own tests (package ofverbs) cannot import this package, which
 // imports ofverbs: its external test package hands them Start

@@ -2,12 +2,10 @@ package daemontest
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -49,22 +47,6 @@ func (l *Buffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
-}
-
-// Blocks hands out a suite's private port ranges in turn: Count blocks of
-// Size ports from Base, then the first again (a daemon skips a port that
-// another process holds). Blocks must lie below Linux's ephemeral range
-// (doc.go).
-type Blocks struct {
-	Base, Size, Count int
-	next              atomic.Int32
-}
-
-// Next returns the next block as "first-last", the form of -ud-ports and
-// -rd-ports.
-func (b *Blocks) Next() string {
-	first := b.Base + b.Size*(int(b.next.Add(1)-1)%b.Count)
-	return fmt.Sprintf("%d-%d", first, first+b.Size-1)
 }
 
 // Eventually polls cond (bounded in count and time) until it holds.

@@ -3,12 +3,9 @@ package integration
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
-	"os"
 	"os/exec"
 	"slices"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -50,38 +47,14 @@ func startPerf(t *testing.T, args ...string) *perfProc {
 	return p
 }
 
-// TCP listening ports of this package: 29800-29899, below the kernel's
-// ephemeral range (32768-60999 by default). A port the kernel handed out
-// and that we closed again may be handed to anyone (another package's
-// tests run in parallel and connect out of the ephemeral range): a capture
-// filtering on it would record a stranger's connection, a listener on it
-// could fail with EADDRINUSE. Nothing hands out ports from this block but
-// freeTCPPort; the start is spread by PID so that two runs at once (two
-// checkouts on one machine) rarely meet, and a port in use is skipped.
-const (
-	tcpPortBase  = 29800
-	tcpPortCount = 100
-)
-
-var nextTCPPort atomic.Int32
+// TCP listening ports of this package: 29800-29899 (daemontest.TCPPorts:
+// a capture filtering on a port the kernel handed out could record a
+// stranger's connection, a listener on it could fail with EADDRINUSE).
+var tcpPorts = daemontest.TCPPorts{Base: 29800, Count: 100}
 
 // freeTCPPort returns a port of the package's TCP block that was free on
-// every address a moment ago (a listener bound it and let it go).
-func freeTCPPort(t *testing.T) int {
-	t.Helper()
-	start := os.Getpid() % tcpPortCount
-	for range tcpPortCount {
-		port := tcpPortBase + (start+int(nextTCPPort.Add(1)-1))%tcpPortCount
-		l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
-		if err != nil {
-			continue
-		}
-		l.Close()
-		return port
-	}
-	t.Fatalf("no free TCP port in %d-%d", tcpPortBase, tcpPortBase+tcpPortCount-1)
-	return 0
-}
+// every address a moment ago.
+func freeTCPPort(t *testing.T) int { return tcpPorts.Free(t) }
 
 // drainFrom consumes receive completions of e whose source is in from
 // (re-posting their slots), until none came for quiet; it returns how many.
