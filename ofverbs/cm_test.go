@@ -10,8 +10,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -24,54 +22,6 @@ import (
 
 // Connection manager tests against real daemons (one process per side
 // where it matters) and raw TCP peers that check the MPA bytes.
-
-// startDaemonArgs is startDaemon with extra iwarpd flags.
-func startDaemonArgs(t *testing.T, args ...string) *daemonProc {
-	t.Helper()
-	if len(args) == 0 {
-		return startDaemon(t)
-	}
-	bin := daemonBinary(t)
-	block := int(nextPortBlock.Add(1)-1) % 10
-	first, last := 27000+10*block, 27000+10*block+9
-	sock := filepath.Join(t.TempDir(), "s.sock")
-	var stderr bytes.Buffer
-	all := append([]string{"-socket", sock, "-ud-ports", fmt.Sprintf("%d-%d", first, last), "-log-level", "debug"}, args...)
-	cmd := exec.Command(bin, all...)
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(scaled(5 * time.Second)):
-			cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("iwarpd %v stderr:\n%s", args, stderr.String())
-		}
-	})
-	deadline := time.Now().Add(scaled(10 * time.Second))
-	for time.Now().Before(deadline) {
-		select {
-		case err := <-exited:
-			t.Fatalf("iwarpd %v exited: %v\n%s", args, err, stderr.String())
-		default:
-		}
-		if c, err := Open(WithSocket(sock), WithHelloTimeout(time.Second)); err == nil {
-			c.Close()
-			return &daemonProc{cmd: cmd, sock: sock, stderr: &stderr, first: first, last: last}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("iwarpd %v did not answer", args)
-	return nil
-}
 
 // newRCQP creates an RC QP in INIT with its own PD and CQs.
 func newRCQP(t *testing.T, c *Context) *QP {
@@ -471,7 +421,7 @@ func TestCMInvalidRequest(t *testing.T) {
 // accepts, after our SYN.
 func TestCMRequestTimeout(t *testing.T) {
 	mpaTimeout := scaled(time.Second).Truncate(time.Millisecond)
-	d := startDaemonArgs(t, "-mpa-timeout", mpaTimeout.String())
+	d := startDaemon(t, "-mpa-timeout", mpaTimeout.String())
 	c := d.open(t)
 	l, err := c.Listen(":0")
 	if err != nil {
@@ -622,8 +572,8 @@ func TestCMNegotiationMatrix(t *testing.T) {
 	cli := startDaemon(t)
 	asks := startDaemon(t) // CRC preferred
 	// Asks no CRC, accepts every RTR type, wants markers.
-	quiet := startDaemonArgs(t, "-mpa-crc", "off", "-mpa-rtr", "write,read,send", "-mpa-markers", "true")
-	rev1 := startDaemonArgs(t, "-mpa-rev", "1") // device default Rev 1
+	quiet := startDaemon(t, "-mpa-crc", "off", "-mpa-rtr", "write,read,send", "-mpa-markers", "true")
+	rev1 := startDaemon(t, "-mpa-rev", "1") // device default Rev 1
 	cc, c1 := cli.open(t), rev1.open(t)
 	ac, qc := asks.open(t), quiet.open(t)
 	al, err := ac.Listen(":0")
@@ -816,7 +766,7 @@ func (e *rcEP) send(t *testing.T, peer *rcEP, msg string) {
 // working connection in every MPA mode (client/server, the three RTRs,
 // Rev 1, CRC off, markers).
 func TestCMEstablishedCarriesData(t *testing.T) {
-	srv, cli := startDaemonArgs(t, "-mpa-rtr", "write,read,send"), startDaemon(t)
+	srv, cli := startDaemon(t, "-mpa-rtr", "write,read,send"), startDaemon(t)
 	sc, cc := srv.open(t), cli.open(t)
 	l, err := sc.Listen(":0")
 	if err != nil {

@@ -3,11 +3,8 @@ package ofverbs
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -18,140 +15,41 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// End-to-end tests against the real daemon, built from ./cmd/iwarpd and run
-// as a separate process per test. Timeouts scale with IWARPD_TEST_TIMEOUT_SCALE (a
-// factor, default 1) for slow machines; IWARPD_TEST_BIN runs a prebuilt
-// daemon instead of building one.
+// End-to-end tests against the real daemon, run as a separate process per
+// test by test/daemontest. This package's own tests cannot import
+// test/daemontest (it imports ofverbs: an import cycle), so the external
+// test package hands it over (daemontest_test.go sets StartDaemonForTest).
 
-var (
-	daemonBuild struct {
-		once sync.Once
-		bin  string
-		err  error
-		dir  string
-	}
-	nextPortBlock atomic.Int32
-)
+// StartDaemonForTest starts a daemon for t with extra iwarpd flags after
+// the defaults (test/daemontest.Start: a private socket and UD port block,
+// -log-level debug) and returns its socket, its -ud-ports range, and a
+// function that sends it a signal (its exit is then the test's doing).
+// daemontest_test.go sets it.
+var StartDaemonForTest func(t *testing.T, extra ...string) (sock, ports string, signal func(syscall.Signal))
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if daemonBuild.dir != "" {
-		os.RemoveAll(daemonBuild.dir)
-	}
-	os.Exit(code)
+// daemonProc is a daemon StartDaemonForTest started.
+type daemonProc struct {
+	sock   string
+	ports  string // -ud-ports
+	signal func(syscall.Signal)
 }
 
+// startDaemon runs iwarpd with the extra flags on a private socket and UD
+// port block of 27000-27099, and waits (bounded) until it answers Hello;
+// cleanup stops it and fails the test if it died on its own.
+func startDaemon(t *testing.T, extra ...string) *daemonProc {
+	t.Helper()
+	sock, ports, signal := StartDaemonForTest(t, extra...)
+	return &daemonProc{sock: sock, ports: ports, signal: signal}
+}
+
+// scaled multiplies d by IWARPD_TEST_TIMEOUT_SCALE (a factor, default 1),
+// for slow or loaded machines (test/daemontest.Scaled).
 func scaled(d time.Duration) time.Duration {
 	if f, err := strconv.ParseFloat(os.Getenv("IWARPD_TEST_TIMEOUT_SCALE"), 64); err == nil && f > 0 {
 		return time.Duration(float64(d) * f)
 	}
 	return d
-}
-
-// moduleRoot walks up from the working directory to go.mod.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
-}
-
-func daemonBinary(t *testing.T) string {
-	t.Helper()
-	b := &daemonBuild
-	b.once.Do(func() {
-		if bin := os.Getenv("IWARPD_TEST_BIN"); bin != "" {
-			b.bin = bin // a prebuilt daemon
-			return
-		}
-		root, err := moduleRoot()
-		if err != nil {
-			b.err = err
-			return
-		}
-		if b.dir, err = os.MkdirTemp("", "ofverbs-test-"); err != nil {
-			b.err = err
-			return
-		}
-		b.bin = filepath.Join(b.dir, "iwarpd")
-		cmd := exec.Command("go", "build", "-o", b.bin, "./cmd/iwarpd")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.err = fmt.Errorf("go build ./cmd/iwarpd: %v\n%s", err, out)
-		}
-	})
-	if b.err != nil {
-		t.Fatal(b.err)
-	}
-	return b.bin
-}
-
-type daemonProc struct {
-	cmd    *exec.Cmd
-	sock   string
-	stderr *bytes.Buffer
-	first  int
-	last   int
-}
-
-// startDaemon runs iwarpd on a private socket and UD port block of
-// 27000-27099, and waits (bounded) until it answers Hello.
-func startDaemon(t *testing.T) *daemonProc {
-	t.Helper()
-	bin := daemonBinary(t)
-	block := int(nextPortBlock.Add(1)-1) % 10
-	first, last := 27000+10*block, 27000+10*block+9
-	sock := filepath.Join(t.TempDir(), "s.sock")
-	var stderr bytes.Buffer
-	cmd := exec.Command(bin, "-socket", sock, "-ud-ports", fmt.Sprintf("%d-%d", first, last), "-log-level", "debug")
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	d := &daemonProc{cmd: cmd, sock: sock, stderr: &stderr, first: first, last: last}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(scaled(5 * time.Second)):
-			cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("iwarpd stderr:\n%s", stderr.String())
-		}
-	})
-	deadline := time.Now().Add(scaled(10 * time.Second))
-	var lastErr error
-	for time.Now().Before(deadline) {
-		select {
-		case err := <-exited:
-			exited <- err
-			t.Fatalf("iwarpd exited before answering: %v\n%s", err, stderr.String())
-		default:
-		}
-		c, err := Open(WithSocket(sock), WithHelloTimeout(time.Second))
-		if err == nil {
-			c.Close()
-			return d
-		}
-		lastErr = err
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("iwarpd did not answer Hello within %v: %v\n%s", scaled(10*time.Second), lastErr, stderr.String())
-	return nil
 }
 
 func (d *daemonProc) open(t *testing.T) *Context {
@@ -315,7 +213,7 @@ func TestDaemonOpenQueryList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if port.UDPorts != fmt.Sprintf("%d-%d", d.first, d.last) || port.State != "active" {
+	if port.UDPorts != d.ports || port.State != "active" {
 		t.Fatalf("port %+v", port)
 	}
 	devs, err := ListDevices(WithSocket(d.sock))
@@ -609,9 +507,7 @@ func TestDaemonKilledUnderClient(t *testing.T) {
 	got := make(chan error, 1)
 	go func() { _, err := e.ch.GetEvent(); got <- err }()
 	time.Sleep(20 * time.Millisecond)
-	if err := d.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	d.signal(syscall.SIGKILL)
 	select {
 	case err := <-got:
 		if !errors.Is(err, unix.ENODEV) {
@@ -740,9 +636,7 @@ func TestDaemonShutdownTellsClients(t *testing.T) {
 	if _, err := c.AllocPD(); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	d.signal(syscall.SIGTERM)
 	select {
 	case ev, ok := <-c.AsyncEvents():
 		if !ok || ev.Type != EventDeviceFatal {

@@ -1,92 +1,30 @@
 package main
 
 import (
-	"github.com/iwarpd/iwarpd/test/daemontest"
-
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/iwarpd/iwarpd/test/daemontest"
 )
 
 // These tests run the real binaries as separate processes: an iwarp-perf
 // server and client on 127.0.0.1, and for the ud tests a real iwarpd.
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
+// TestMain builds iwarp-perf and iwarpd once per test binary
+// (test/daemontest, which also starts the daemons).
+func TestMain(m *testing.M) { os.Exit(daemontest.Main(m, nil)) }
 
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found")
-		}
-		dir = parent
-	}
-}
-
-// binaries builds iwarp-perf and iwarpd once per test binary.
-func binaries(t *testing.T) (perf, daemon string) {
-	t.Helper()
-	root := moduleRoot(t)
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "iwarp-perf-test-")
-		if buildErr != nil {
-			return
-		}
-		for _, pkg := range []string{"./cmd/iwarp-perf", "./cmd/iwarpd"} {
-			cmd := exec.Command("go", "build", "-o", binDir+"/", pkg)
-			cmd.Dir = root
-			if out, err := cmd.CombinedOutput(); err != nil {
-				buildErr = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
-				return
-			}
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return filepath.Join(binDir, "iwarp-perf"), filepath.Join(binDir, "iwarpd")
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
-
-// scaled multiplies d by IWARPD_TEST_TIMEOUT_SCALE (a factor, default 1),
-// for slow or loaded machines. Every limit in these tests only bounds a
-// wait; none is a measurement.
-func scaled(d time.Duration) time.Duration {
-	if f, err := strconv.ParseFloat(os.Getenv("IWARPD_TEST_TIMEOUT_SCALE"), 64); err == nil && f > 0 {
-		return time.Duration(float64(d) * f)
-	}
-	return d
-}
+// scaled is test/daemontest.Scaled: every limit in these tests only bounds
+// a wait; none is a measurement.
+var scaled = daemontest.Scaled
 
 // perfTimeout is iwarp-perf's -timeout in these tests (its longest wait for
 // one message or for the peer; 10 s by default): generous, for a loaded
@@ -94,37 +32,12 @@ func scaled(d time.Duration) time.Duration {
 func perfTimeout() string { return scaled(30 * time.Second).String() }
 
 // The out-of-band TCP ports (-p) of this package's tests: 26000-26099, a
-// block no other package uses, below the kernel's ephemeral range
-// (32768-60999). A port the kernel handed out (listen on :0) and that we
-// closed again may be taken by anyone before the server listens on it:
-// other packages' tests run in parallel and connect out of the ephemeral
-// range. Nothing hands out ports of this block but oobPort; the start is
-// spread by PID so that two runs at once rarely meet, and a port in use is
-// skipped.
-const (
-	oobPortBase  = 26000
-	oobPortCount = 100
-)
-
-var nextOOBPort atomic.Int32
+// block no other package uses (daemontest.TCPPorts).
+var oobPorts = daemontest.TCPPorts{Base: 26000, Count: 100}
 
 // oobPort returns a port of the package's block that was free on every
 // address a moment ago.
-func oobPort(t *testing.T) string {
-	t.Helper()
-	start := os.Getpid() % oobPortCount
-	for range oobPortCount {
-		port := oobPortBase + (start+int(nextOOBPort.Add(1)-1))%oobPortCount
-		l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
-		if err != nil {
-			continue
-		}
-		l.Close()
-		return fmt.Sprint(port)
-	}
-	t.Fatalf("no free TCP port in %d-%d", oobPortBase, oobPortBase+oobPortCount-1)
-	return ""
-}
+func oobPort(t *testing.T) string { return strconv.Itoa(oobPorts.Free(t)) }
 
 type outcome struct {
 	stdout, stderr string
@@ -246,7 +159,7 @@ func checkBWReport(t *testing.T, r report, role, transport string, size, iters i
 }
 
 func TestRawUDPLatency(t *testing.T) {
-	bin, _ := binaries(t)
+	bin := daemontest.Bins["iwarp-perf"]
 	args := []string{"-raw", "udp", "-m", "lat", "-s", "64", "-n", "200"}
 	srv, cli := pair(t, bin, args, args)
 	mustSucceed(t, "server", srv)
@@ -275,7 +188,7 @@ func TestRawUDPLatency(t *testing.T) {
 // does not divide the 64-segment GSO limit, and of the largest datagram,
 // every one verified by both sides; ping-pong works over it too.
 func TestRawUDPBatch(t *testing.T) {
-	bin, _ := binaries(t)
+	bin := daemontest.Bins["iwarp-perf"]
 	for _, tc := range [][]string{
 		{"-m", "bw", "-s", "64", "-n", "5000"},
 		{"-m", "bw", "-s", "1500", "-n", "3000"},
@@ -306,7 +219,7 @@ func regexpRow(out string, size, iters int) bool {
 }
 
 func TestRawTCPBandwidth(t *testing.T) {
-	bin, _ := binaries(t)
+	bin := daemontest.Bins["iwarp-perf"]
 	args := []string{"-raw", "tcp", "-m", "bw", "-s", "65536", "-n", "200"}
 	srv, cli := pair(t, bin, args, args)
 	mustSucceed(t, "server", srv)
@@ -331,7 +244,7 @@ func TestRawTCPBandwidth(t *testing.T) {
 // TestRawAllSizes runs -a over both raw transports (few iterations): every
 // size must come back verified, in order.
 func TestRawAllSizes(t *testing.T) {
-	bin, _ := binaries(t)
+	bin := daemontest.Bins["iwarp-perf"]
 	for _, tt := range []struct {
 		raw, test string
 		largest   int
@@ -356,7 +269,7 @@ func TestRawAllSizes(t *testing.T) {
 }
 
 func TestDisagreement(t *testing.T) {
-	bin, _ := binaries(t)
+	bin := daemontest.Bins["iwarp-perf"]
 	srv, cli := pair(t, bin, []string{"-raw", "udp", "-m", "lat", "-n", "10"}, []string{"-raw", "udp", "-m", "bw", "-n", "10"})
 	for who, o := range map[string]outcome{"server": srv, "client": cli} {
 		if o.code != exitFailed || !strings.Contains(o.stderr, "client and server disagree") || !strings.Contains(o.stderr, "-m: client bw, server lat") {
@@ -366,7 +279,7 @@ func TestDisagreement(t *testing.T) {
 }
 
 func TestUsageErrors(t *testing.T) {
-	bin, _ := binaries(t)
+	bin := daemontest.Bins["iwarp-perf"]
 	for _, tt := range []struct {
 		args []string
 		want string
@@ -387,19 +300,19 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
-// startDaemon runs the real iwarpd (test/daemontest) on a temporary socket
-// with UD ports of its own and waits until it answers.
-func startDaemon(t *testing.T, bin, ports string, extra ...string) string {
+// startDaemon runs the real iwarpd (test/daemontest.Start) on a temporary
+// socket with UD ports of its own on 127.0.0.1, and returns the socket.
+func startDaemon(t *testing.T, ports string, extra ...string) string {
 	t.Helper()
-	return daemontest.Start(t, "iwarpd", daemontest.Options{Bin: bin, Ports: ports, Addr: "127.0.0.1", Extra: extra}).Sock
+	return daemontest.Start(t, "iwarpd-"+ports, daemontest.Options{Ports: ports, Addr: "127.0.0.1", Extra: extra}).Sock
 }
 
 // TestUD runs ud send lat and bw between two iwarpd daemons (one per node,
 // as on two hosts), each iwarp-perf talking to its own.
 func TestUD(t *testing.T) {
-	bin, daemon := binaries(t)
-	sockA := startDaemon(t, daemon, "27400-27419")
-	sockB := startDaemon(t, daemon, "27420-27439")
+	bin := daemontest.Bins["iwarp-perf"]
+	sockA := startDaemon(t, "27400-27419")
+	sockB := startDaemon(t, "27420-27439")
 	t.Run("lat", func(t *testing.T) {
 		args := []string{"-t", "ud", "-o", "send", "-m", "lat", "-s", "64", "-n", "200", "-json"}
 		srv, cli := pair(t, bin, append([]string{"-socket", sockA}, args...), append([]string{"-socket", sockB}, args...))
@@ -431,9 +344,9 @@ func TestUD(t *testing.T) {
 // daemons (one per node), each iwarp-perf talking to its own: exit 0, the
 // table, every message checked. No timing assertions.
 func TestRC(t *testing.T) {
-	bin, daemon := binaries(t)
-	sockA := startDaemon(t, daemon, "32040-32059")
-	sockB := startDaemon(t, daemon, "32060-32079")
+	bin := daemontest.Bins["iwarp-perf"]
+	sockA := startDaemon(t, "32040-32059")
+	sockB := startDaemon(t, "32060-32079")
 	run := func(t *testing.T, args ...string) (srv, cli outcome) {
 		t.Helper()
 		srv, cli = pair(t, bin, append([]string{"-socket", sockA}, args...), append([]string{"-socket", sockB}, args...))
@@ -490,7 +403,7 @@ func TestRC(t *testing.T) {
 // of docs/rd.md (the peer's stale state acknowledges a request it never
 // delivers), which is not what this test is about.
 func TestRD(t *testing.T) {
-	bin, daemon := binaries(t)
+	bin := daemontest.Bins["iwarp-perf"]
 	base := 32200
 	for _, tt := range []struct {
 		op, test string
@@ -512,8 +425,8 @@ func TestRD(t *testing.T) {
 		ports := func(i int) string { return fmt.Sprintf("%d-%d", first+20*i, first+20*i+19) }
 		timeout := perfTimeout()
 		t.Run(name, func(t *testing.T) {
-			sockA := startDaemon(t, daemon, ports(0), "-rd-ports", ports(1))
-			sockB := startDaemon(t, daemon, ports(2), "-rd-ports", ports(3))
+			sockA := startDaemon(t, ports(0), "-rd-ports", ports(1))
+			sockB := startDaemon(t, ports(2), "-rd-ports", ports(3))
 			args := []string{"-t", "rd", "-o", tt.op, "-m", tt.test, "-s", fmt.Sprint(tt.size), "-n", fmt.Sprint(tt.iters), "-json", "-timeout", timeout}
 			srv, cli := pair(t, bin, append([]string{"-socket", sockA}, args...), append([]string{"-socket", sockB}, args...))
 			mustSucceed(t, "server", srv)
@@ -533,9 +446,9 @@ func TestRD(t *testing.T) {
 // TestUDWriteRecord runs -t ud -o write-record lat (multi-datagram
 // messages) and bw between two daemons, and the table.
 func TestUDWriteRecord(t *testing.T) {
-	bin, daemon := binaries(t)
-	sockA := startDaemon(t, daemon, "32840-32859")
-	sockB := startDaemon(t, daemon, "32860-32879")
+	bin := daemontest.Bins["iwarp-perf"]
+	sockA := startDaemon(t, "32840-32859")
+	sockB := startDaemon(t, "32860-32879")
 	run := func(t *testing.T, args ...string) (srv, cli outcome) {
 		t.Helper()
 		args = append([]string{"-t", "ud", "-o", "write-record"}, args...)
@@ -576,9 +489,9 @@ func TestUDWriteRecord(t *testing.T) {
 // one 64 B message), far below the daemons' 4 MiB socket buffers; RD and
 // RC recover losses themselves.
 func TestMultiQP(t *testing.T) {
-	bin, daemon := binaries(t)
-	sockA := startDaemon(t, daemon, "34400-34419", "-rd-ports", "34420-34439")
-	sockB := startDaemon(t, daemon, "34440-34459", "-rd-ports", "34460-34479")
+	bin := daemontest.Bins["iwarp-perf"]
+	sockA := startDaemon(t, "34400-34419", "-rd-ports", "34420-34439")
+	sockB := startDaemon(t, "34440-34459", "-rd-ports", "34460-34479")
 	for _, kind := range []string{"ud", "rd", "rc"} {
 		run := func(t *testing.T, args ...string) (srv, cli outcome) {
 			t.Helper()

@@ -3,6 +3,8 @@ package main
 import (
 	"io"
 	"testing"
+
+	"github.com/iwarpd/iwarpd/test/daemontest"
 )
 
 // TestDatagramWriteImm runs -o write-imm on UD (lat and bw) and RD (lat):
@@ -11,7 +13,7 @@ import (
 // the run). Daemon ports: 24300-24379, a block no other package uses; the
 // RD run has daemons of its own (docs/rd.md's peer-restart note, as TestRD).
 func TestDatagramWriteImm(t *testing.T) {
-	bin, daemon := binaries(t)
+	bin := daemontest.Bins["iwarp-perf"]
 	run := func(t *testing.T, sockA, sockB string, args ...string) (srv, cli outcome) {
 		t.Helper()
 		args = append(append([]string{"-o", "write-imm", "-json"}, args...), "-timeout", perfTimeout())
@@ -21,8 +23,8 @@ func TestDatagramWriteImm(t *testing.T) {
 		return srv, cli
 	}
 	t.Run("ud", func(t *testing.T) {
-		sockA := startDaemon(t, daemon, "24300-24319")
-		sockB := startDaemon(t, daemon, "24320-24339")
+		sockA := startDaemon(t, "24300-24319")
+		sockB := startDaemon(t, "24320-24339")
 		srv, cli := run(t, sockA, sockB, "-t", "ud", "-m", "lat", "-s", "5000", "-n", "200")
 		for who, out := range map[string]string{"client": cli.stdout, "server": srv.stdout} {
 			checkOpLatReport(t, decodeReport(t, who, out), who, "ud", "write-imm", 5000, 200, 400)
@@ -33,8 +35,8 @@ func TestDatagramWriteImm(t *testing.T) {
 		}
 	})
 	t.Run("rd", func(t *testing.T) {
-		sockA := startDaemon(t, daemon, "24340-24349", "-rd-ports", "24350-24359")
-		sockB := startDaemon(t, daemon, "24360-24369", "-rd-ports", "24370-24379")
+		sockA := startDaemon(t, "24340-24349", "-rd-ports", "24350-24359")
+		sockB := startDaemon(t, "24360-24369", "-rd-ports", "24370-24379")
 		srv, cli := run(t, sockA, sockB, "-t", "rd", "-m", "lat", "-s", "5000", "-n", "100")
 		for who, out := range map[string]string{"client": cli.stdout, "server": srv.stdout} {
 			checkOpLatReport(t, decodeReport(t, who, out), who, "rd", "write-imm", 5000, 100, 200)

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"github.com/iwarpd/iwarpd/test/daemontest"
-
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -10,11 +8,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/iwarpd/iwarpd/internal/shm"
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/test/daemontest"
 )
 
 // sample is a daemon state with one session holding one of everything.
@@ -127,62 +125,12 @@ func TestHumanBytes(t *testing.T) {
 
 // --- tests with the real binaries ---
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
+// TestMain builds iwarpctl and iwarpd once per test binary
+// (test/daemontest, which also starts the daemons: UD ports 27300-27349 on
+// 127.0.0.1, or a test's own).
+func TestMain(m *testing.M) { os.Exit(daemontest.Main(m, nil)) }
 
-// moduleRoot walks up from the working directory to go.mod.
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found")
-		}
-		dir = parent
-	}
-}
-
-// binaries builds iwarpctl and iwarpd once per test binary.
-func binaries(t *testing.T) (ctl, daemon string) {
-	t.Helper()
-	root := moduleRoot(t)
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "iwarpctl-test-")
-		if buildErr != nil {
-			return
-		}
-		for _, pkg := range []string{"./cmd/iwarpctl", "./cmd/iwarpd"} {
-			cmd := exec.Command("go", "build", "-o", binDir+"/", pkg)
-			cmd.Dir = root
-			if out, err := cmd.CombinedOutput(); err != nil {
-				buildErr = errors.New("go build " + pkg + ": " + err.Error() + "\n" + string(out))
-				return
-			}
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return filepath.Join(binDir, "iwarpctl"), filepath.Join(binDir, "iwarpd")
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
+const udPorts = "27300-27349"
 
 func runCtl(t *testing.T, bin string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
@@ -202,7 +150,7 @@ func runCtl(t *testing.T, bin string, args ...string) (stdout, stderr string, co
 }
 
 func TestNotRunning(t *testing.T) {
-	ctl, _ := binaries(t)
+	ctl := daemontest.Bins["iwarpctl"]
 	sock := filepath.Join(t.TempDir(), "none.sock")
 	_, stderr, code := runCtl(t, ctl, "-socket", sock, "qps")
 	if code != exitNotRunning {
@@ -214,7 +162,7 @@ func TestNotRunning(t *testing.T) {
 }
 
 func TestUsage(t *testing.T) {
-	ctl, _ := binaries(t)
+	ctl := daemontest.Bins["iwarpctl"]
 	for _, args := range [][]string{{"bogus"}, {"qps", "cqs"}, {"-nosuchflag"}} {
 		_, stderr, code := runCtl(t, ctl, args...)
 		if code != exitUsage {
@@ -224,14 +172,6 @@ func TestUsage(t *testing.T) {
 	if _, _, code := runCtl(t, ctl, "-h"); code != exitOK {
 		t.Errorf("-h: exit status %d", code)
 	}
-}
-
-// startDaemon runs the real iwarpd (test/daemontest) on a temporary socket
-// and waits until it answers a Hello. Flags in extra come after (and so
-// override) the defaults, UD ports 27300-27349 on 127.0.0.1.
-func startDaemon(t *testing.T, bin string, extra ...string) string {
-	t.Helper()
-	return daemontest.Start(t, "iwarpd", daemontest.Options{Bin: bin, Ports: "27300-27349", Addr: "127.0.0.1", Extra: extra}).Sock
 }
 
 // rawSession is a verbs session made with proto directly (iwarpctl must not
@@ -336,8 +276,8 @@ func (s *rawSession) createUDQP(t *testing.T) string {
 // TestEnginesAgainstDaemon: iwarpctl engines of a daemon with -engines 2
 // and two QPs (spread: one each) — the engines, their QPs, pinned CPUs.
 func TestEnginesAgainstDaemon(t *testing.T) {
-	ctl, daemon := binaries(t)
-	sock := startDaemon(t, daemon, "-engines", "2")
+	ctl := daemontest.Bins["iwarpctl"]
+	sock := daemontest.Start(t, "iwarpd", daemontest.Options{Ports: udPorts, Addr: "127.0.0.1", Extra: []string{"-engines", "2"}}).Sock
 	openRawSession(t, sock) // each makes a UD QP
 	openRawSession(t, sock)
 	var engs []proto.EngineInfo
@@ -365,8 +305,8 @@ func TestEnginesAgainstDaemon(t *testing.T) {
 }
 
 func TestAgainstDaemon(t *testing.T) {
-	ctl, daemon := binaries(t)
-	sock := startDaemon(t, daemon)
+	ctl := daemontest.Bins["iwarpctl"]
+	sock := daemontest.Start(t, "iwarpd", daemontest.Options{Ports: udPorts, Addr: "127.0.0.1"}).Sock
 
 	// An idle daemon: no sessions besides iwarpctl's own inspect session
 	// (which the daemon may or may not list).

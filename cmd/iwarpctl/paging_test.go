@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/test/daemontest"
 )
 
 // Ports of TestPagedInspect: UD ports 28000-28399 (one per queue pair).
@@ -17,8 +18,8 @@ const pagedUDPorts = "28000-28399"
 // OpInspect was paged, the daemon could not send the reply and iwarpctl
 // timed out.
 func TestPagedInspect(t *testing.T) {
-	ctl, daemon := binaries(t)
-	sock := startDaemon(t, daemon, "-ud-ports", pagedUDPorts, "-max-qp", "200")
+	ctl := daemontest.Bins["iwarpctl"]
+	sock := daemontest.Start(t, "iwarpd", daemontest.Options{Ports: pagedUDPorts, Addr: "127.0.0.1", Extra: []string{"-max-qp", "200"}}).Sock
 
 	const perSession = 160
 	want := map[string]bool{}

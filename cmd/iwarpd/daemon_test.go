@@ -7,91 +7,36 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/test/daemontest"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 	"github.com/sirupsen/logrus"
 )
 
-// buildDaemon builds the real iwarpd binary once per test binary.
-func buildDaemon(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "iwarpd")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
+// The daemon's end-to-end tests start it through test/daemontest (built
+// once per test binary by TestMain). Their UD ports are 26300-26499, this
+// package's own block: below the kernel's ephemeral range (32768-60999),
+// which other tests' unbound sockets draw from, and named by no other
+// package's tests (verbsd's in-process daemons sweep 20000-60000; any daemon
+// skips a port in use).
 
-// scaled multiplies d by IWARPD_TEST_TIMEOUT_SCALE (a factor, default 1),
-// for slow or loaded machines.
-func scaled(d time.Duration) time.Duration {
-	if f, err := strconv.ParseFloat(os.Getenv("IWARPD_TEST_TIMEOUT_SCALE"), 64); err == nil && f > 0 {
-		return time.Duration(float64(d) * f)
-	}
-	return d
-}
-
-// waitFor polls cond every 10 ms until it holds, for at most 30 s (scaled):
-// a bound on the wait, not a measurement (a daemon starting on a loaded
-// machine may take seconds). A count alone would not do: each poll can take
-// far longer than 10 ms there.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	limit := scaled(30 * time.Second)
-	deadline := time.Now().Add(limit)
-	for {
-		if cond() {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not happen within %v", what, limit)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+func TestMain(m *testing.M) { os.Exit(daemontest.Main(m, nil)) }
 
 func isSocket(path string) bool {
 	fi, err := os.Lstat(path)
 	return err == nil && fi.Mode()&os.ModeSocket != 0
 }
 
-func startDaemon(t *testing.T, bin, sock string, extra ...string) (*exec.Cmd, *bytes.Buffer) {
-	t.Helper()
-	var stderr bytes.Buffer
-	cmd := exec.Command(bin, append([]string{"-socket", sock}, extra...)...)
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	})
-	waitFor(t, "the daemon to answer on its control socket", func() bool {
-		conn, err := net.Dial("unixpacket", sock)
-		if err != nil {
-			return false
-		}
-		conn.Close()
-		return true
-	})
-	return cmd, &stderr
-}
-
 func TestDaemonLifecycle(t *testing.T) {
-	bin := buildDaemon(t)
+	bin := daemontest.Bins["iwarpd"]
 	sock := filepath.Join(t.TempDir(), "run", "iwarpd.sock")
 
-	first, stderr := startDaemon(t, bin, sock, "-socket-mode", "0600")
+	first := daemontest.Start(t, "iwarpd", daemontest.Options{Sock: sock, Ports: "26300-26349", Extra: []string{"-socket-mode", "0600"}})
 	fi, err := os.Stat(sock)
 	if err != nil {
 		t.Fatal(err)
@@ -119,22 +64,19 @@ func TestDaemonLifecycle(t *testing.T) {
 	}
 
 	// SIGTERM: clean exit, socket removed.
-	if err := first.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := first.Wait(); err != nil {
-		t.Fatalf("daemon exit after SIGTERM: %v\n%s", err, stderr)
+	first.Signal(t, syscall.SIGTERM)
+	if err := first.Wait(t); err != nil {
+		t.Fatalf("daemon exit after SIGTERM: %v\n%s", err, first.Stderr)
 	}
 	if _, err := os.Lstat(sock); !os.IsNotExist(err) {
 		t.Errorf("socket still present after SIGTERM: %v", err)
 	}
-	if !strings.Contains(stderr.String(), "iwarpd stopped") {
-		t.Errorf("log does not record the shutdown:\n%s", stderr)
+	if !strings.Contains(first.Stderr.String(), "iwarpd stopped") {
+		t.Errorf("log does not record the shutdown:\n%s", first.Stderr)
 	}
 }
 
 func TestDaemonReplacesStaleSocket(t *testing.T) {
-	bin := buildDaemon(t)
 	sock := filepath.Join(t.TempDir(), "iwarpd.sock")
 	// A socket file nobody listens on, as a killed daemon leaves behind.
 	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
@@ -146,20 +88,20 @@ func TestDaemonReplacesStaleSocket(t *testing.T) {
 	if !isSocket(sock) {
 		t.Fatal("stale socket not created")
 	}
-	d, _ := startDaemon(t, bin, sock)
+	d := daemontest.Start(t, "iwarpd", daemontest.Options{Sock: sock, Ports: "26350-26399"})
 	conn, err := net.Dial("unixpacket", sock)
 	if err != nil {
 		t.Fatalf("daemon did not replace the stale socket: %v", err)
 	}
 	conn.Close()
-	d.Process.Signal(syscall.SIGINT)
-	if err := d.Wait(); err != nil {
+	d.Signal(t, syscall.SIGINT)
+	if err := d.Wait(t); err != nil {
 		t.Fatalf("exit after SIGINT: %v", err)
 	}
 }
 
 func TestDaemonRefusesNonSocketPath(t *testing.T) {
-	bin := buildDaemon(t)
+	bin := daemontest.Bins["iwarpd"]
 	path := filepath.Join(t.TempDir(), "iwarpd.sock")
 	if err := os.WriteFile(path, []byte("not a socket"), 0o644); err != nil {
 		t.Fatal(err)
@@ -256,16 +198,11 @@ func TestConfigFileAndPrecedence(t *testing.T) {
 // TestTwoDaemonsExchange runs two real daemons and moves Send messages
 // between their clients over UDP, then stops one with SIGTERM.
 func TestTwoDaemonsExchange(t *testing.T) {
-	bin := buildDaemon(t)
-	// UD ports 26300-26499 (UDP), this package's own block: below the
-	// kernel's ephemeral range (32768-60999), which other tests' unbound
-	// sockets draw from, and named by no other package's tests (verbsd's
-	// in-process daemons sweep 20000-60000; any daemon skips a port in use).
-	const base = 26300
+	const base = 26300 // the package's UD ports (TestMain)
 	sockA := filepath.Join(t.TempDir(), "a.sock")
 	sockB := filepath.Join(t.TempDir(), "b.sock")
-	dA, _ := startDaemon(t, bin, sockA, "-ud-ports", fmt.Sprintf("%d-%d", base, base+99), "-rd-ports", "0-0")
-	startDaemon(t, bin, sockB, "-ud-ports", fmt.Sprintf("%d-%d", base+100, base+199), "-rd-ports", "0-0")
+	dA := daemontest.Start(t, "iwarpd", daemontest.Options{Sock: sockA, Ports: fmt.Sprintf("%d-%d", base, base+99), Extra: []string{"-rd-ports", "0-0"}})
+	daemontest.Start(t, "iwarpd", daemontest.Options{Sock: sockB, Ports: fmt.Sprintf("%d-%d", base+100, base+199), Extra: []string{"-rd-ports", "0-0"}})
 	type side struct {
 		c   *verbsdtest.Client
 		pd  uint32
@@ -319,7 +256,7 @@ func TestTwoDaemonsExchange(t *testing.T) {
 				time.Sleep(10 * time.Microsecond)
 			}
 		}
-		got := b.cq.Wait(window, scaled(20*time.Second))
+		got := b.cq.Wait(window, daemontest.Scaled(20*time.Second))
 		for _, e := range got {
 			if e.Status != proto.WCSuccess || e.ByteLen != 64 {
 				t.Fatalf("completion %+v", e)
@@ -342,16 +279,16 @@ func TestTwoDaemonsExchange(t *testing.T) {
 	// One large multi-datagram message.
 	b.c.PostRecv(b.qp.RQ, 999999, []proto.SGE{b.mr.SGE(0, 1<<20)})
 	a.qp.PostSend(proto.SQE{WRID: 7, AH: ah, Flags: proto.SendSolicited}, []proto.SGE{a.mr.SGE(0, 200000)}, nil)
-	big := b.cq.Wait(1, scaled(20*time.Second))
+	big := b.cq.Wait(1, daemontest.Scaled(20*time.Second))
 	for len(big) == 1 && big[0].WRID != 999999 { // a late small one
-		big = b.cq.Wait(1, scaled(20*time.Second))
+		big = b.cq.Wait(1, daemontest.Scaled(20*time.Second))
 	}
 	if len(big) != 1 || big[0].Status != proto.WCSuccess || big[0].ByteLen != 200000 || !bytes.Equal(b.mr.Buf[:200000], a.mr.Buf[:200000]) {
 		t.Fatalf("large message: %+v", big)
 	}
 	// SIGTERM: the client is told, then disconnected.
-	dA.Process.Signal(syscall.SIGTERM)
-	a.c.Conn.UnixConn().SetReadDeadline(time.Now().Add(scaled(20 * time.Second)))
+	dA.Signal(t, syscall.SIGTERM)
+	a.c.Conn.UnixConn().SetReadDeadline(time.Now().Add(daemontest.Scaled(20 * time.Second)))
 	h, body, _, err := a.c.Conn.Receive()
 	var ev proto.Event
 	if err != nil || h.Op != proto.OpEvent || proto.Unmarshal(body, &ev) != nil || ev.Type != proto.EventDeviceFatal {
@@ -360,7 +297,7 @@ func TestTwoDaemonsExchange(t *testing.T) {
 	if _, _, _, err := a.c.Conn.Receive(); err == nil {
 		t.Fatal("connection open after device-fatal")
 	}
-	if err := dA.Wait(); err != nil {
+	if err := dA.Wait(t); err != nil {
 		t.Fatalf("daemon exit: %v", err)
 	}
 }

@@ -10,21 +10,21 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/iwarpd/iwarpd/test/daemontest"
 )
 
 // TestCPUProfile: -cpuprofile FILE writes a pprof profile (gzipped
 // protocol buffer) when the daemon stops on SIGTERM. Ports 34480-34499.
 func TestCPUProfile(t *testing.T) {
-	bin := buildDaemon(t)
+	bin := daemontest.Bins["iwarpd"]
 	dir := t.TempDir()
 	prof := filepath.Join(dir, "cpu.pprof")
-	d, stderr := startDaemon(t, bin, filepath.Join(dir, "iwarpd.sock"), "-ud-ports", "34480-34489", "-rd-ports", "34490-34499",
-		"-cpuprofile", prof)
-	if err := d.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Wait(); err != nil {
-		t.Fatalf("daemon exit after SIGTERM: %v\n%s", err, stderr)
+	d := daemontest.Start(t, "iwarpd", daemontest.Options{Sock: filepath.Join(dir, "iwarpd.sock"),
+		Ports: "34480-34489", Extra: []string{"-rd-ports", "34490-34499", "-cpuprofile", prof}})
+	d.Signal(t, syscall.SIGTERM)
+	if err := d.Wait(t); err != nil {
+		t.Fatalf("daemon exit after SIGTERM: %v\n%s", err, d.Stderr)
 	}
 	b, err := os.ReadFile(prof)
 	if err != nil {

@@ -1,22 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/iwarpd/iwarpd/ofverbs"
+	"github.com/iwarpd/iwarpd/test/daemontest"
 	"golang.org/x/sys/unix"
 )
 
@@ -29,95 +25,28 @@ import (
 // Every limit only bounds a wait (nothing is timed) and is stretched by
 // IWARPD_TEST_TIMEOUT_SCALE.
 
-var built struct {
-	once          sync.Once
-	dir           string
-	iwarpd, rping string
-	err           error
-}
+// TestMain builds rping, iwarpd and the tools once per test binary
+// (test/daemontest, which also starts the daemons).
+func TestMain(m *testing.M) { os.Exit(daemontest.Main(m, nil, "./examples/rping")) }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if built.dir != "" {
-		os.RemoveAll(built.dir)
-	}
-	os.Exit(code)
-}
-
-// binaries builds iwarpd and rping once per test binary.
-func binaries(t *testing.T) (iwarpd, rping string) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("builds and runs daemons; skipped with -short")
-	}
-	built.once.Do(func() {
-		dir, err := os.MkdirTemp("", "rping-test-")
-		if err != nil {
-			built.err = err
-			return
-		}
-		built.dir = dir
-		pkgs := []string{"."}
-		built.iwarpd = os.Getenv("RPING_TEST_IWARPD") // a prebuilt daemon, else ../../cmd/iwarpd
-		if built.iwarpd == "" {
-			pkgs = append(pkgs, "../../cmd/iwarpd")
-			built.iwarpd = filepath.Join(dir, "iwarpd")
-		}
-		cmd := exec.Command("go", append([]string{"build", "-o", dir + string(filepath.Separator)}, pkgs...)...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			built.err = fmt.Errorf("go build: %v\n%s", err, out)
-			return
-		}
-		built.rping = filepath.Join(dir, "rping")
-	})
-	if built.err != nil {
-		t.Fatal(built.err)
-	}
-	return built.iwarpd, built.rping
-}
-
-// scaled multiplies d by IWARPD_TEST_TIMEOUT_SCALE (a factor, default 1),
-// for slow or loaded machines.
-func scaled(d time.Duration) time.Duration {
-	if f, err := strconv.ParseFloat(os.Getenv("IWARPD_TEST_TIMEOUT_SCALE"), 64); err == nil && f > 0 {
-		return time.Duration(float64(d) * f)
-	}
-	return d
-}
+// scaled is test/daemontest.Scaled.
+var scaled = daemontest.Scaled
 
 // pingTimeout is rping's -timeout in these tests (its bound on the
 // connection set-up and on each step of a ping; 10 s by default).
 func pingTimeout() string { return scaled(30 * time.Second).String() }
 
-// syncBuffer collects a child's output while it runs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // proc is a running child process.
 type proc struct {
 	cmd            *exec.Cmd
-	stdout, stderr *syncBuffer
+	stdout, stderr *daemontest.Buffer
 	done           chan struct{}
 	err            error
 }
 
 func start(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(name, args...), stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{cmd: exec.Command(name, args...), stdout: &daemontest.Buffer{}, stderr: &daemontest.Buffer{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	p.cmd.Env = append(os.Environ(), "IWARPD_SOCKET=") // only the flags choose the daemon
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -161,60 +90,20 @@ func (p *proc) wait(t *testing.T, d time.Duration) int {
 	return 0
 }
 
-// startDaemon runs iwarpd on a private socket and waits until it answers.
-func startDaemon(t *testing.T, iwarpd, name, udPorts string) string {
+// startDaemon runs iwarpd (test/daemontest.Start; RPING_TEST_IWARPD names
+// a prebuilt one) on a private socket and returns the socket.
+func startDaemon(t *testing.T, name, udPorts string) string {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), name+".sock")
-	d := start(t, iwarpd, "-socket", sock, "-ud-ports", udPorts, "-log-level", "warn")
-	deadline := time.Now().Add(scaled(30 * time.Second))
-	for {
-		c, err := ofverbs.Open(ofverbs.WithSocket(sock), ofverbs.WithHelloTimeout(time.Second))
-		if err == nil {
-			c.Close()
-			return sock
-		}
-		select {
-		case <-d.done:
-			t.Fatalf("iwarpd %s exited: %v\n%s", name, d.err, d.stderr)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("iwarpd %s does not answer: %v\n%s", name, err, d.stderr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return daemontest.Start(t, name, daemontest.Options{Ports: udPorts, Bin: os.Getenv("RPING_TEST_IWARPD"),
+		Extra: []string{"-log-level", "warn"}}).Sock
 }
 
-// The rping servers' TCP ports: 26100-26199. A port the kernel handed out
-// (listen on :0) and that we closed again could be taken by anyone before
-// the server listens on it (other packages' tests connect out of the
-// ephemeral range); nothing hands out ports of this block but serverPort.
-// The start is spread by PID so that two runs at once rarely meet, and a
-// port in use is skipped.
-const (
-	serverPortBase  = 26100
-	serverPortCount = 100
-)
-
-var nextServerPort atomic.Int32
+// The rping servers' TCP ports: 26100-26199 (daemontest.TCPPorts).
+var serverPorts = daemontest.TCPPorts{Base: 26100, Count: 100}
 
 // serverPort returns a port of the package's block that was free on every
 // address a moment ago.
-func serverPort(t *testing.T) string {
-	t.Helper()
-	start := os.Getpid() % serverPortCount
-	for range serverPortCount {
-		port := serverPortBase + (start+int(nextServerPort.Add(1)-1))%serverPortCount
-		l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
-		if err != nil {
-			continue
-		}
-		l.Close()
-		return strconv.Itoa(port)
-	}
-	t.Fatalf("no free TCP port in %d-%d", serverPortBase, serverPortBase+serverPortCount-1)
-	return ""
-}
+func serverPort(t *testing.T) string { return strconv.Itoa(serverPorts.Free(t)) }
 
 // refusedPort returns a loopback TCP port where a connection is certainly
 // refused until the test ends: a socket bound to it and never listening
@@ -261,9 +150,12 @@ func startServer(t *testing.T, rping, sock, port string, extra ...string) *proc 
 }
 
 func TestRping(t *testing.T) {
-	iwarpd, rping := binaries(t)
-	sockA := startDaemon(t, iwarpd, "a", "26200-26249")
-	sockB := startDaemon(t, iwarpd, "b", "26250-26299")
+	if testing.Short() {
+		t.Skip("runs daemons; skipped with -short")
+	}
+	rping := daemontest.Bins["rping"]
+	sockA := startDaemon(t, "a", "26200-26249")
+	sockB := startDaemon(t, "b", "26250-26299")
 
 	tests := []struct {
 		name         string

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,41 +16,20 @@ import (
 
 // Port blocks of this package (see doc.go): UD 27600-27699, RD
 // 27700-27799, in blocks of 25 handed out in turn.
-const (
-	udPortBase = 27600
-	rdPortBase = 27700
-	portBlock  = 25
-	portBlocks = 4
+var (
+	udBlocks = daemontest.Blocks{Base: 27600, Size: 25, Count: 4}
+	rdBlocks = daemontest.Blocks{Base: 27700, Size: 25, Count: 4}
 )
 
-var nextBlock atomic.Int32
-
 // ports returns the next private UD and RD port blocks, "first-last".
-func ports() (ud, rd string) {
-	b := int(nextBlock.Add(1)-1) % portBlocks
-	u, r := udPortBase+b*portBlock, rdPortBase+b*portBlock
-	return fmt.Sprintf("%d-%d", u, u+portBlock-1), fmt.Sprintf("%d-%d", r, r+portBlock-1)
-}
+func ports() (ud, rd string) { return udBlocks.Next(), rdBlocks.Next() }
 
 // cBuild is where the sanitized C programs are ("" when they could not be
 // built: cSkip says why).
 var cBuild, cSkip string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "iwarpd-cclient-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "cclient:", err)
-		os.Exit(1)
-	}
-	code := 1
-	if err := daemontest.Build(dir); err != nil {
-		fmt.Fprintln(os.Stderr, "cclient:", err)
-	} else {
-		buildC(filepath.Join(dir, "c"))
-		code = m.Run()
-	}
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(daemontest.Main(m, func(dir string) { buildC(filepath.Join(dir, "c")) }))
 }
 
 // buildC builds libiwverbs and c/tests with ASan+UBSan into dir.

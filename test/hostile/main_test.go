@@ -3,7 +3,6 @@ package hostile
 import (
 	"fmt"
 	"os"
-	"sync/atomic"
 
 	"testing"
 
@@ -26,36 +25,14 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(f())
 	}
-	dir, err := os.MkdirTemp("", "iwarpd-hostile-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "hostile:", err)
-		os.Exit(1)
-	}
-	code := 1
-	if err := daemontest.Build(dir); err != nil {
-		fmt.Fprintln(os.Stderr, "hostile:", err)
-	} else {
-		code = m.Run()
-	}
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(daemontest.Main(m, nil))
 }
 
 // UD port blocks of 50 inside 27000-27499, handed out in turn.
-const (
-	portBase   = 27000
-	portBlock  = 50
-	portBlocks = 10
-)
-
-var nextBlock atomic.Int32
+var udBlocks = daemontest.Blocks{Base: 27000, Size: 50, Count: 10}
 
 // nextPorts returns the next private UD port block, "first-last".
-func nextPorts() string {
-	b := int(nextBlock.Add(1)-1) % portBlocks
-	first := portBase + b*portBlock
-	return fmt.Sprintf("%d-%d", first, first+portBlock-1)
-}
+func nextPorts() string { return udBlocks.Next() }
 
 // TestSmoke: the suite's daemon starts and a well-behaved client opens a
 // session.

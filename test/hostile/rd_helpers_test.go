@@ -23,22 +23,12 @@ import (
 // RD ports of the hostile RD tests (hostile_rd_test.go): 27580-27589, a
 // block of 5 per daemon, handed out in turn; 27590-27597 are the spoofed
 // source ports TestRDSpoofedFlood listens on.
-const (
-	rdPortBase   = 27580
-	rdPortBlock  = 5
-	rdPortBlocks = 2
-	rdListenBase = 27590
-)
+var rdBlocks = daemontest.Blocks{Base: 27580, Size: 5, Count: 2}
 
-var nextRDBlock int
+const rdListenBase = 27590
 
 // nextRDPorts returns the next RD port block, "first-last".
-func nextRDPorts() string {
-	b := nextRDBlock % rdPortBlocks
-	nextRDBlock++
-	first := rdPortBase + b*rdPortBlock
-	return fmt.Sprintf("%d-%d", first, first+rdPortBlock-1)
-}
+func nextRDPorts() string { return rdBlocks.Next() }
 
 // rdQP is a well-behaved RD QP in RTS with one registered buffer.
 type rdQP struct {

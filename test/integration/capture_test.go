@@ -24,6 +24,7 @@ import (
 	"github.com/iwarpd/iwarpd/dissect"
 	"github.com/iwarpd/iwarpd/ofverbs"
 	"github.com/iwarpd/iwarpd/test/conformance"
+	"github.com/iwarpd/iwarpd/test/daemontest"
 )
 
 // Conformance of live RC traffic: the scenarios run while dumpcap (or
@@ -416,8 +417,8 @@ func TestRCCaptureConformance(t *testing.T) {
 		{"rev1-crc", nil, ofverbs.MPAOptions{Revision: 1}, 1, true},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
-			da, db := startRCDaemons(t, "rccap", daemonOpts{}, sc.flags...)
-			ctxA, ctxB := da.open(t, "cap-server"), db.open(t, "cap-client")
+			da, db := startRCDaemons(t, "rccap", daemontest.Options{}, sc.flags...)
+			ctxA, ctxB := da.Open(t, "cap-server"), db.Open(t, "cap-client")
 			srv := newRCEP(t, "server", ctxA, 1<<16, rcAccessAll)
 			cli := newRCEP(t, "client", ctxB, 1<<16, rcAccessAll)
 			port := freeTCPPort(t)

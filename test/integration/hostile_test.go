@@ -15,6 +15,7 @@ import (
 	"github.com/iwarpd/iwarpd/llp/dgram"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
+	"github.com/iwarpd/iwarpd/test/daemontest"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 	"golang.org/x/sys/unix"
 )
@@ -30,8 +31,8 @@ type background struct {
 
 func startBackground(t *testing.T, d *daemon) *background {
 	t.Helper()
-	b1 := newEndpoint(t, "good-1", d.open(t, "good-1"), endpointOpts{maxMsg: 4096, nslots: 2})
-	b2 := newEndpoint(t, "good-2", d.open(t, "good-2"), endpointOpts{maxMsg: 4096, nslots: 2})
+	b1 := newEndpoint(t, "good-1", d.Open(t, "good-1"), endpointOpts{maxMsg: 4096, nslots: 2})
+	b2 := newEndpoint(t, "good-2", d.Open(t, "good-2"), endpointOpts{maxMsg: 4096, nslots: 2})
 	bg := &background{stop: make(chan struct{}), done: make(chan struct{})}
 	sched := sizeSchedule{cycle: []int{0, 1, 100, 1450, 1451, 4000}}
 	go func() {
@@ -87,7 +88,7 @@ type evil struct {
 
 func newEvil(t *testing.T, d *daemon) *evil {
 	t.Helper()
-	c, err := verbsdtest.Dial(d.sock, false)
+	c, err := verbsdtest.Dial(d.Sock, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,24 +149,24 @@ func waitCQEs(t *testing.T, cq *verbsdtest.CQ, n int, what string) []proto.CQE {
 // replies and drop counters, and two other clients keep exchanging
 // verified messages throughout.
 func TestHostileClient(t *testing.T) {
-	d := startDaemon(t, "hostile", daemonOpts{})
+	d := startDaemon(t, "hostile", daemontest.Options{})
 	bg := startBackground(t, d)
 	bg.progressed(t, "start")
 
 	t.Run("WorkRequests", func(t *testing.T) { hostileWorkRequests(t, d) })
-	d.checkAlive(t)
+	d.CheckAlive(t)
 	bg.progressed(t, "garbage work requests")
 
 	t.Run("RewrittenWQE", func(t *testing.T) { rewrittenWQE(t, d) })
-	d.checkAlive(t)
+	d.CheckAlive(t)
 	bg.progressed(t, "rewritten work requests")
 
 	t.Run("ControlMessages", func(t *testing.T) { malformedControl(t, d) })
-	d.checkAlive(t)
+	d.CheckAlive(t)
 	bg.progressed(t, "malformed control messages")
 
 	t.Run("Datagrams", func(t *testing.T) { forgedDatagrams(t, d) })
-	d.checkAlive(t)
+	d.CheckAlive(t)
 	bg.progressed(t, "forged datagrams")
 
 	bg.end()
@@ -329,7 +330,7 @@ func rewrittenWQE(t *testing.T, d *daemon) {
 			}
 		}
 		ev.state(t, q) // the daemon still answers about it
-		d.checkAlive(t)
+		d.CheckAlive(t)
 		if _, err := ev.c.Call(proto.OpDestroyQP, proto.Handle{Handle: q.Handle}, nil); err != nil {
 			t.Fatalf("destroy QP: %v", err)
 		}
@@ -343,7 +344,7 @@ func rewrittenWQE(t *testing.T, d *daemon) {
 // malformedControl sends broken control messages on a raw session: each
 // gets an error reply, the session and the daemon go on.
 func malformedControl(t *testing.T, d *daemon) {
-	c, err := verbsdtest.Dial(d.sock, false)
+	c, err := verbsdtest.Dial(d.Sock, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,7 +424,7 @@ func malformedControl(t *testing.T, d *daemon) {
 	}
 	// A session that skips Hello, and one of another ABI, are refused
 	// with an error (never served).
-	raw, err := proto.Dial(d.sock)
+	raw, err := proto.Dial(d.Sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,7 +436,7 @@ func malformedControl(t *testing.T, d *daemon) {
 	if h, _, _, err := raw.Receive(); err == nil && h.Status == 0 {
 		t.Errorf("a request before Hello was served: %+v", h)
 	}
-	old, err := proto.Dial(d.sock)
+	old, err := proto.Dial(d.Sock)
 	if err != nil {
 		t.Fatal(err)
 	}

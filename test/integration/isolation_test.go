@@ -9,6 +9,7 @@ import (
 
 	"github.com/iwarpd/iwarpd/ofverbs"
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/test/daemontest"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 	"golang.org/x/sys/unix"
 )
@@ -18,8 +19,8 @@ import (
 // connection) names A's handles and uses A's lkey. Every handle is EINVAL,
 // the key gives protection-error completions, and A never notices.
 func TestSessionIsolation(t *testing.T) {
-	d := startDaemon(t, "isolation", daemonOpts{})
-	ctxA := d.open(t, "session-a")
+	d := startDaemon(t, "isolation", daemontest.Options{})
+	ctxA := d.Open(t, "session-a")
 	// Enough objects in A that its later handles exceed anything B has.
 	for range 6 {
 		if _, err := ctxA.AllocPD(); err != nil {
@@ -34,7 +35,7 @@ func TestSessionIsolation(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	b, err := verbsdtest.Dial(d.sock, false)
+	b, err := verbsdtest.Dial(d.Sock, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,17 +3,15 @@ package integration
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
-	"os"
 	"os/exec"
 	"slices"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/iwarpd/iwarpd/ofverbs"
+	"github.com/iwarpd/iwarpd/test/daemontest"
 	"golang.org/x/sys/unix"
 )
 
@@ -49,38 +47,14 @@ func startPerf(t *testing.T, args ...string) *perfProc {
 	return p
 }
 
-// TCP listening ports of this package: 29800-29899, below the kernel's
-// ephemeral range (32768-60999 by default). A port the kernel handed out
-// and that we closed again may be handed to anyone (another package's
-// tests run in parallel and connect out of the ephemeral range): a capture
-// filtering on it would record a stranger's connection, a listener on it
-// could fail with EADDRINUSE. Nothing hands out ports from this block but
-// freeTCPPort; the start is spread by PID so that two runs at once (two
-// checkouts on one machine) rarely meet, and a port in use is skipped.
-const (
-	tcpPortBase  = 29800
-	tcpPortCount = 100
-)
-
-var nextTCPPort atomic.Int32
+// TCP listening ports of this package: 29800-29899 (daemontest.TCPPorts:
+// a capture filtering on a port the kernel handed out could record a
+// stranger's connection, a listener on it could fail with EADDRINUSE).
+var tcpPorts = daemontest.TCPPorts{Base: 29800, Count: 100}
 
 // freeTCPPort returns a port of the package's TCP block that was free on
-// every address a moment ago (a listener bound it and let it go).
-func freeTCPPort(t *testing.T) int {
-	t.Helper()
-	start := os.Getpid() % tcpPortCount
-	for range tcpPortCount {
-		port := tcpPortBase + (start+int(nextTCPPort.Add(1)-1))%tcpPortCount
-		l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
-		if err != nil {
-			continue
-		}
-		l.Close()
-		return port
-	}
-	t.Fatalf("no free TCP port in %d-%d", tcpPortBase, tcpPortBase+tcpPortCount-1)
-	return 0
-}
+// every address a moment ago.
+func freeTCPPort(t *testing.T) int { return tcpPorts.Free(t) }
 
 // drainFrom consumes receive completions of e whose source is in from
 // (re-posting their slots), until none came for quiet; it returns how many.
@@ -131,20 +105,20 @@ func drainFrom(t *testing.T, e *endpoint, from []netip.AddrPort, quiet, limit ti
 // gone), the orphaned iwarp-perf client fails instead of hanging and is
 // reclaimed in turn, and the survivors keep exchanging verified messages.
 func TestKilledClientReclaimed(t *testing.T) {
-	da := startDaemon(t, "kill-a", daemonOpts{})
-	db := startDaemon(t, "kill-b", daemonOpts{})
-	sa := newEndpoint(t, "survivor-a", da.open(t, "survivor-a"), endpointOpts{maxMsg: 1 << 16, nslots: 8})
-	sb := newEndpoint(t, "survivor-b", db.open(t, "survivor-b"), endpointOpts{maxMsg: 1 << 16, nslots: 8})
+	da := startDaemon(t, "kill-a", daemontest.Options{})
+	db := startDaemon(t, "kill-b", daemontest.Options{})
+	sa := newEndpoint(t, "survivor-a", da.Open(t, "survivor-a"), endpointOpts{maxMsg: 1 << 16, nslots: 8})
+	sb := newEndpoint(t, "survivor-b", db.Open(t, "survivor-b"), endpointOpts{maxMsg: 1 << 16, nslots: 8})
 	sched := sizeSchedule{cycle: []int{0, 1, 1000, 1450, 1451, 20000, 65536}}
 	if _, err := pingPong(sa, sb, 50, sched, t.Logf); err != nil {
 		t.Fatal(err)
 	}
 
-	victim := startVictim(t, da.sock, sa.qp.Endpoint())
+	victim := startVictim(t, da.Sock, sa.qp.Endpoint())
 	port := fmt.Sprint(freeTCPPort(t))
 	perfArgs := []string{"-m", "bw", "-s", "1024", "-n", "10000000", "-timeout", scaled(2 * time.Second).String(), "-p", port}
-	server := startPerf(t, append([]string{"-socket", da.sock}, perfArgs...)...)
-	client := startPerf(t, append([]string{"-socket", db.sock, "127.0.0.1"}, perfArgs...)...)
+	server := startPerf(t, append([]string{"-socket", da.Sock}, perfArgs...)...)
+	client := startPerf(t, append([]string{"-socket", db.Sock, "127.0.0.1"}, perfArgs...)...)
 
 	// Wait until A serves both victims with their QPs, and the stream runs.
 	victimPID, serverPID := int32(victim.cmd.Process.Pid), int32(server.cmd.Process.Pid)
@@ -220,12 +194,12 @@ func TestKilledClientReclaimed(t *testing.T) {
 		t.Fatalf("%d messages", st.messages)
 	}
 	// A reclaimed port can be taken again: a new QP on A works.
-	sa2 := newEndpoint(t, "newcomer-a", da.open(t, "newcomer"), endpointOpts{maxMsg: 4096, nslots: 2})
+	sa2 := newEndpoint(t, "newcomer-a", da.Open(t, "newcomer"), endpointOpts{maxMsg: 4096, nslots: 2})
 	if _, err := pingPong(sa2, sb, 20, sizeSchedule{cycle: []int{10, 4000}}, t.Logf); err != nil {
 		t.Fatal(err)
 	}
-	da.checkAlive(t)
-	db.checkAlive(t)
+	da.CheckAlive(t)
+	db.CheckAlive(t)
 }
 
 // TestDaemonKilledUnderClient: SIGKILL of the daemon while a client streams
@@ -233,8 +207,8 @@ func TestKilledClientReclaimed(t *testing.T) {
 // end with errors, every later control call fails with ENODEV promptly,
 // the session reports device-fatal, and nothing hangs.
 func TestDaemonKilledUnderClient(t *testing.T) {
-	d := startDaemon(t, "doomed", daemonOpts{})
-	ctx := d.open(t, "orphan")
+	d := startDaemon(t, "doomed", daemontest.Options{})
+	ctx := d.Open(t, "orphan")
 	attr, err := ctx.QueryDevice()
 	if err != nil {
 		t.Fatal(err)
@@ -276,7 +250,7 @@ func TestDaemonKilledUnderClient(t *testing.T) {
 		return d.qpCounters(t, a.qp.Addr().String())["messages_out"] > 1000
 	})
 
-	d.kill(t)
+	d.Kill(t)
 
 	select {
 	case err := <-eventErr:
@@ -351,7 +325,7 @@ events:
 	}
 	// A new session finds nobody (the socket is stale), promptly; so does
 	// iwarpctl.
-	if _, err := ofverbs.Open(ofverbs.WithSocket(d.sock), ofverbs.WithHelloTimeout(scaled(5*time.Second))); err == nil {
+	if _, err := ofverbs.Open(ofverbs.WithSocket(d.Sock), ofverbs.WithHelloTimeout(scaled(5*time.Second))); err == nil {
 		t.Error("Open succeeded on a dead daemon's socket")
 	}
 	if out, code := d.ctl(t, "status"); code != 3 {

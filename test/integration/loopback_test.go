@@ -3,6 +3,8 @@ package integration
 import (
 	"testing"
 	"time"
+
+	"github.com/iwarpd/iwarpd/test/daemontest"
 )
 
 // TestLoopbackTwoDaemons: two iwarpd processes on 127.0.0.1 with their own
@@ -22,9 +24,9 @@ func TestLoopbackTwoDaemons(t *testing.T) { loopback(t) }
 func TestLoopbackEthernetDatagrams(t *testing.T) { loopback(t, "-datagram-size", "1472") }
 
 func loopback(t *testing.T, flags ...string) {
-	da := startDaemon(t, "lo-a", daemonOpts{extra: flags})
-	db := startDaemon(t, "lo-b", daemonOpts{extra: flags})
-	ctxA, ctxB := da.open(t, "loopback-a"), db.open(t, "loopback-b")
+	da := startDaemon(t, "lo-a", daemontest.Options{Extra: flags})
+	db := startDaemon(t, "lo-b", daemontest.Options{Extra: flags})
+	ctxA, ctxB := da.Open(t, "loopback-a"), db.Open(t, "loopback-b")
 	attr, err := ctxA.QueryDevice()
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +77,7 @@ func loopback(t *testing.T, flags ...string) {
 	for _, d := range []*daemon{da, db} {
 		c := d.counters(t)
 		if c["drop_no_recv"] != 0 || c["drop_crc"] != 0 || c["recv_too_long"] != 0 {
-			t.Errorf("daemon %s counters: %v", d.name, c)
+			t.Errorf("daemon %s counters: %v", d.Name, c)
 		}
 	}
 }

@@ -5,18 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/iwarpd/iwarpd/ofverbs"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/test/daemontest"
-	"github.com/iwarpd/iwarpd/test/netns"
 )
 
 // helperEnv selects a helper mode of the test binary (see helper_test.go)
@@ -32,20 +28,9 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(helperEnv); mode != "" {
 		os.Exit(runHelper(mode))
 	}
-	dir, err := os.MkdirTemp("", "iwarpd-integration-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "integration:", err)
-		os.Exit(1)
-	}
-	code := 1
-	if err := daemontest.Build(dir); err != nil {
-		fmt.Fprintln(os.Stderr, "integration:", err)
-	} else {
+	os.Exit(daemontest.Main(m, func(string) {
 		bins.iwarpd, bins.iwarpctl, bins.perf = daemontest.Bins["iwarpd"], daemontest.Bins["iwarpctl"], daemontest.Bins["iwarp-perf"]
-		code = m.Run()
-	}
-	os.RemoveAll(dir)
-	os.Exit(code)
+	}))
 }
 
 // The shared helpers of test/daemontest, under this package's names.
@@ -63,47 +48,23 @@ type lockedBuffer = daemontest.Buffer
 // 20000-60000): a daemon skips a port in use. Single fixed ports, which
 // cannot be skipped, come from 19xxx (rd_test.go); TCP listening ports from
 // 29800-29899 (freeTCPPort).
-const (
-	portBase   = 29000
-	portBlock  = 50
-	portBlocks = 10
-)
-
-var nextBlock atomic.Int32
+var udBlocks = daemontest.Blocks{Base: 29000, Size: 50, Count: 10}
 
 // daemon is a running iwarpd process (test/daemontest) with the
 // iwarpctl-based inspection this package adds.
 type daemon struct {
 	*daemontest.Daemon
-	name, sock, ports string
-	cmd               *exec.Cmd
-	stderr            *lockedBuffer
 }
 
-type daemonOpts struct {
-	addr  string      // -addr (default: the daemon's, 127.0.0.1)
-	ns    *netns.Pair // run inside ns.Names[nsIndex]
-	nsIdx int
-	extra []string
-}
-
-// startDaemon runs iwarpd on a private socket and port block
-// (daemontest.Start: bounded wait for Hello; cleanup stops it and fails the
-// test if it died on its own).
-func startDaemon(t *testing.T, name string, o daemonOpts) *daemon {
+// startDaemon runs iwarpd (daemontest.Start) on a private socket and, unless
+// o.Ports names one, the next UD port block.
+func startDaemon(t *testing.T, name string, o daemontest.Options) *daemon {
 	t.Helper()
-	block := int(nextBlock.Add(1)-1) % portBlocks
-	first := portBase + block*portBlock
-	dd := daemontest.Start(t, name, daemontest.Options{Ports: fmt.Sprintf("%d-%d", first, first+portBlock-1),
-		Addr: o.addr, NS: o.ns, NSIdx: o.nsIdx, Extra: o.extra})
-	return &daemon{Daemon: dd, name: dd.Name, sock: dd.Sock, ports: dd.Ports, cmd: dd.Cmd, stderr: dd.Stderr}
+	if o.Ports == "" {
+		o.Ports = udBlocks.Next()
+	}
+	return &daemon{daemontest.Start(t, name, o)}
 }
-
-func (d *daemon) alive() bool                                       { return d.Alive() }
-func (d *daemon) stop()                                             { d.Stop() }
-func (d *daemon) kill(t *testing.T)                                 { d.Kill(t) }
-func (d *daemon) checkAlive(t *testing.T)                           { d.CheckAlive(t) }
-func (d *daemon) open(t *testing.T, client string) *ofverbs.Context { return d.Open(t, client) }
 
 // ctl runs iwarpctl against the daemon (bounded) and returns its stdout and
 // exit code.
@@ -112,7 +73,7 @@ func (d *daemon) ctl(t *testing.T, args ...string) ([]byte, int) {
 	ctx, cancel := context.WithTimeout(context.Background(), scaled(15*time.Second))
 	defer cancel()
 	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, bins.iwarpctl, append([]string{"-socket", d.sock}, args...)...)
+	cmd := exec.CommandContext(ctx, bins.iwarpctl, append([]string{"-socket", d.Sock}, args...)...)
 	cmd.Env = cleanEnv()
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/iwarpd/iwarpd/ofverbs"
+	"github.com/iwarpd/iwarpd/test/daemontest"
 	"github.com/iwarpd/iwarpd/test/netns"
 )
 
@@ -152,10 +153,10 @@ func TestMulticastNamespaces(t *testing.T) {
 	var daemons []*daemon
 	for i := range 3 {
 		ns := &netns.Pair{Names: [2]string{net.names[i], net.names[i]}}
-		d := startDaemon(t, fmt.Sprintf("mcast-%c", 'a'+i), daemonOpts{ns: ns, addr: net.addrs[i].String(),
-			extra: []string{"-mcast-if", net.links[i], "-mcast-ttl", "1", "-mcast-loop", "true"}})
+		d := startDaemon(t, fmt.Sprintf("mcast-%c", 'a'+i), daemontest.Options{NS: ns, Addr: net.addrs[i].String(),
+			Extra: []string{"-mcast-if", net.links[i], "-mcast-ttl", "1", "-mcast-loop", "true"}})
 		daemons = append(daemons, d)
-		ctx := d.open(t, fmt.Sprintf("mcast-member-%d", i))
+		ctx := d.Open(t, fmt.Sprintf("mcast-member-%d", i))
 		// Every member of a group shares its Q_Key, as on InfiniBand.
 		m := newEndpoint(t, fmt.Sprintf("member %d", i), ctx, endpointOpts{maxMsg: 4096, nslots: 4, qkey: mcastTestQKey})
 		if err := m.qp.AttachMcast(group); err != nil {
@@ -163,7 +164,7 @@ func TestMulticastNamespaces(t *testing.T) {
 		}
 		members = append(members, m)
 		if i == 0 {
-			sender = newEndpoint(t, "sender", d.open(t, "mcast-sender"), endpointOpts{maxMsg: 4096})
+			sender = newEndpoint(t, "sender", d.Open(t, "mcast-sender"), endpointOpts{maxMsg: 4096})
 		}
 	}
 	ah := sender.ahTo(t, ofverbs.Endpoint{Addr: group, QKey: mcastTestQKey})

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/iwarpd/iwarpd/ofverbs"
+	"github.com/iwarpd/iwarpd/test/daemontest"
 	"github.com/iwarpd/iwarpd/test/netns"
 )
 
@@ -89,8 +90,8 @@ func newImpairedLink(t *testing.T, suffix string, extra ...string) *impairedLink
 	// rate is per datagram (a GSO send is one packet of up to 64 datagrams
 	// to netem and iptables alike).
 	extra = append([]string{"-gso", "false"}, extra...)
-	l.da = startDaemon(t, "imp-a", daemonOpts{ns: pair, nsIdx: 0, addr: netemAddrs[0].Addr().String(), extra: extra})
-	l.db = startDaemon(t, "imp-b", daemonOpts{ns: pair, nsIdx: 1, addr: netemAddrs[1].Addr().String(), extra: extra})
+	l.da = startDaemon(t, "imp-a", daemontest.Options{NS: pair, NSIdx: 0, Addr: netemAddrs[0].Addr().String(), Extra: extra})
+	l.db = startDaemon(t, "imp-b", daemontest.Options{NS: pair, NSIdx: 1, Addr: netemAddrs[1].Addr().String(), Extra: extra})
 	return l
 }
 
@@ -224,8 +225,8 @@ func TestNetemRD(t *testing.T) {
 		t.Run(p.imp.name, func(t *testing.T) {
 			// Fresh QPs (and sessions) per profile: rdSequence posts
 			// their receives.
-			a := newRDEnd(t, "a", l.da.open(t, "netem-rd-a"), rdWindow*netemMaxMsg)
-			b := newRDEnd(t, "b", l.db.open(t, "netem-rd-b"), rdSlots*netemMaxMsg)
+			a := newRDEnd(t, "a", l.da.Open(t, "netem-rd-a"), rdWindow*netemMaxMsg)
+			b := newRDEnd(t, "b", l.db.Open(t, "netem-rd-b"), rdSlots*netemMaxMsg)
 			ah, err := a.pd.CreateAHTo(b.qp.Endpoint())
 			if err != nil {
 				t.Fatal(err)
@@ -251,8 +252,8 @@ func TestNetemRD(t *testing.T) {
 			}
 		})
 	}
-	l.da.checkAlive(t)
-	l.db.checkAlive(t)
+	l.da.CheckAlive(t)
+	l.db.CheckAlive(t)
 }
 
 const (
@@ -439,8 +440,8 @@ func TestNetemUD(t *testing.T) {
 		n   int
 	}{{impLoss1, 300}, {impLoss5, 300}, {impLoss20, 300}} {
 		t.Run(p.imp.name, func(t *testing.T) {
-			snd := newUDEnd(t, "snd", l.da.open(t, "netem-ud-snd"), slotSize, 0)
-			rcv := newUDEnd(t, "rcv", l.db.open(t, "netem-ud-rcv"), slotSize*nslots, 0)
+			snd := newUDEnd(t, "snd", l.da.Open(t, "netem-ud-snd"), slotSize, 0)
+			rcv := newUDEnd(t, "rcv", l.db.Open(t, "netem-ud-rcv"), slotSize*nslots, 0)
 			slot := func(i int) []byte { return rcv.mem[i*slotSize : (i+1)*slotSize] }
 			for i := range nslots {
 				rcv.postRecv(t, i, slot(i))
@@ -533,8 +534,8 @@ func TestNetemUD(t *testing.T) {
 			}
 		})
 	}
-	l.da.checkAlive(t)
-	l.db.checkAlive(t)
+	l.da.CheckAlive(t)
+	l.db.CheckAlive(t)
 }
 
 // TestNetemWriteRecordUD: Write-Records (4 KiB to 64 KiB, up to 46
@@ -550,8 +551,8 @@ func TestNetemWriteRecordUD(t *testing.T) {
 	recLen := ofverbs.RecordLen(64)
 	for _, imp := range []impairment{impLoss5, impLoss20, impDup} {
 		t.Run(imp.name, func(t *testing.T) {
-			snd := newUDEnd(t, "snd", l.da.open(t, "netem-wr-snd"), region*nmsg, 0)
-			tgt := newUDEnd(t, "tgt", l.db.open(t, "netem-wr-tgt"), region*nmsg+recLen*nrecv, ofverbs.AccessRemoteWrite)
+			snd := newUDEnd(t, "snd", l.da.Open(t, "netem-wr-snd"), region*nmsg, 0)
+			tgt := newUDEnd(t, "tgt", l.db.Open(t, "netem-wr-tgt"), region*nmsg+recLen*nrecv, ofverbs.AccessRemoteWrite)
 			data := tgt.mem[:region*nmsg]
 			recs := tgt.mem[region*nmsg:]
 			rec := func(i int) []byte { return recs[i*recLen : (i+1)*recLen] }
@@ -674,8 +675,8 @@ func TestNetemWriteRecordUD(t *testing.T) {
 			}
 		})
 	}
-	l.da.checkAlive(t)
-	l.db.checkAlive(t)
+	l.da.CheckAlive(t)
+	l.db.CheckAlive(t)
 }
 
 // checkHole fails unless got[lo:hi] still holds the pre-fill.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpd/iwarpd/test/daemontest"
 	"github.com/iwarpd/iwarpd/test/netns"
 )
 
@@ -47,9 +48,9 @@ func TestNetnsTwoDaemons(t *testing.T) {
 			}
 		}
 	})
-	da := startDaemon(t, "ns-a", daemonOpts{ns: pair, nsIdx: 0, addr: addrs[0].Addr().String()})
-	db := startDaemon(t, "ns-b", daemonOpts{ns: pair, nsIdx: 1, addr: addrs[1].Addr().String()})
-	ctxA, ctxB := da.open(t, "netns-a"), db.open(t, "netns-b")
+	da := startDaemon(t, "ns-a", daemontest.Options{NS: pair, NSIdx: 0, Addr: addrs[0].Addr().String()})
+	db := startDaemon(t, "ns-b", daemontest.Options{NS: pair, NSIdx: 1, Addr: addrs[1].Addr().String()})
+	ctxA, ctxB := da.Open(t, "netns-a"), db.Open(t, "netns-b")
 	attr, err := ctxA.QueryDevice()
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +94,7 @@ func TestNetnsTwoDaemons(t *testing.T) {
 	// The traffic really crossed the veth: each daemon saw datagrams.
 	for _, d := range []*daemon{da, db} {
 		if c := d.counters(t); c["datagrams_in"] == 0 || c["datagrams_out"] == 0 {
-			t.Errorf("daemon %s counters %v", d.name, c)
+			t.Errorf("daemon %s counters %v", d.Name, c)
 		}
 	}
 }

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/iwarpd/iwarpd/ofverbs"
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/test/daemontest"
 )
 
 // RC helpers: daemons on the RC tests' UDP port range, RC endpoints (an RC
@@ -26,14 +28,14 @@ const (
 
 // startRCDaemons starts two daemons (distinct sockets and UDP port blocks
 // inside 29500-29599) with the extra flags.
-func startRCDaemons(t *testing.T, name string, o daemonOpts, extra ...string) (*daemon, *daemon) {
+func startRCDaemons(t *testing.T, name string, o daemontest.Options, extra ...string) (*daemon, *daemon) {
 	t.Helper()
 	oa, ob := o, o
-	oa.extra = append([]string{"-ud-ports", rcPortsA}, extra...)
-	ob.extra = append([]string{"-ud-ports", rcPortsB}, extra...)
-	if o.ns != nil {
-		oa.nsIdx, ob.nsIdx = 0, 1
-		oa.addr, ob.addr = o.ns.Addrs[0].Addr().String(), o.ns.Addrs[1].Addr().String()
+	oa.Ports, ob.Ports = rcPortsA, rcPortsB
+	oa.Extra, ob.Extra = slices.Concat(o.Extra, extra), slices.Concat(o.Extra, extra)
+	if o.NS != nil {
+		oa.NSIdx, ob.NSIdx = 0, 1
+		oa.Addr, ob.Addr = o.NS.Addrs[0].Addr().String(), o.NS.Addrs[1].Addr().String()
 	}
 	return startDaemon(t, name+"-a", oa), startDaemon(t, name+"-b", ob)
 }

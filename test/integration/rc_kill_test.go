@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/iwarpd/iwarpd/ofverbs"
+	"github.com/iwarpd/iwarpd/test/daemontest"
 )
 
 // The test binary as an RC streamer (IWARPD_RC_HELPER=streamer): it
@@ -121,8 +122,8 @@ func rcStreamer() error {
 // goes to ERROR, its posted receives are flushed (WCWRFlushErr), it gets
 // CMDisconnected, all within bounded time; both daemons live on.
 func TestRCPeerKilledMidTransfer(t *testing.T) {
-	da, db := startRCDaemons(t, "rckill", daemonOpts{})
-	ctxA := da.open(t, "survivor")
+	da, db := startRCDaemons(t, "rckill", daemontest.Options{})
+	ctxA := da.Open(t, "survivor")
 	srv := newRCEP(t, "survivor", ctxA, rcStreamLen, rcAccessAll)
 	for i := range 4 {
 		if err := srv.postRecv(uint64(100+i), srv.scratch()[i*256:(i+1)*256]); err != nil {
@@ -145,7 +146,7 @@ func TestRCPeerKilledMidTransfer(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(cleanEnv(), rcHelperEnv+"=streamer", helperSocketEnv+"="+db.sock, helperPeerEnv+"="+l.Addr().String(),
+	cmd.Env = append(cleanEnv(), rcHelperEnv+"=streamer", helperSocketEnv+"="+db.Sock, helperPeerEnv+"="+l.Addr().String(),
 		fmt.Sprintf("%s=%#x", rcRKeyEnv, srv.mr.RKey()), fmt.Sprintf("%s=%#x", rcRAddrEnv, srv.mr.SGE(srv.dst()).Addr))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stderr := &lockedBuffer{}
@@ -223,6 +224,6 @@ func TestRCPeerKilledMidTransfer(t *testing.T) {
 	if wc, err := srv.pollWC(srv.scq, 10*time.Second); err != nil || wc.ID != 9 || wc.Status != ofverbs.WCWRFlushErr {
 		t.Errorf("send after the kill: %+v (%v), want flushed", wc, err)
 	}
-	da.checkAlive(t)
-	db.checkAlive(t)
+	da.CheckAlive(t)
+	db.CheckAlive(t)
 }

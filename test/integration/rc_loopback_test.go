@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/iwarpd/iwarpd/ofverbs"
+	"github.com/iwarpd/iwarpd/test/daemontest"
 	"github.com/iwarpd/iwarpd/test/netns"
 )
 
@@ -23,8 +24,8 @@ var rcSizes = []int{1, 4096, 65536, 1 << 20, 16 << 20}
 // responder, at 4 KiB the other way, and a local invalidate on each side;
 // every octet verified, every completion checked.
 func TestRCLoopbackOpcodes(t *testing.T) {
-	da, db := startRCDaemons(t, "rc", daemonOpts{})
-	ctxA, ctxB := da.open(t, "rc-server"), db.open(t, "rc-client")
+	da, db := startRCDaemons(t, "rc", daemontest.Options{})
+	ctxA, ctxB := da.Open(t, "rc-server"), db.Open(t, "rc-client")
 	srv := newRCEP(t, "server", ctxA, 16<<20, rcAccessAll)
 	cli := newRCEP(t, "client", ctxB, 16<<20, rcAccessAll)
 	l := listenOn(t, ctxA, 0)
@@ -64,8 +65,8 @@ func TestRCLoopbackOpcodes(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	da.checkAlive(t)
-	db.checkAlive(t)
+	da.CheckAlive(t)
+	db.CheckAlive(t)
 }
 
 // TestRCManyQPs: 8 RC connections between the two daemons exchanging at
@@ -73,8 +74,8 @@ func TestRCLoopbackOpcodes(t *testing.T) {
 // odd sizes), every octet verified.
 func TestRCManyQPs(t *testing.T) {
 	const pairs, rounds = 8, 60
-	da, db := startRCDaemons(t, "rcmany", daemonOpts{})
-	ctxA, ctxB := da.open(t, "rc-many-a"), db.open(t, "rc-many-b")
+	da, db := startRCDaemons(t, "rcmany", daemontest.Options{})
+	ctxA, ctxB := da.Open(t, "rc-many-a"), db.Open(t, "rc-many-b")
 	l := listenOn(t, ctxA, 0)
 	var srvs, clis []*rcEP
 	for i := range pairs {
@@ -122,8 +123,8 @@ func TestRCManyQPs(t *testing.T) {
 		t.Error(err)
 	}
 	t.Logf("%d pairs × %d rounds in %v", pairs, rounds, time.Since(start))
-	da.checkAlive(t)
-	db.checkAlive(t)
+	da.CheckAlive(t)
+	db.CheckAlive(t)
 }
 
 // TestRCNetns: the opcode test across two network namespaces (one daemon
@@ -148,8 +149,8 @@ func TestRCNetns(t *testing.T) {
 			t.Errorf("deleting the namespaces: %v", err)
 		}
 	})
-	da, db := startRCDaemons(t, "rcns", daemonOpts{ns: pair})
-	ctxA, ctxB := da.open(t, "rc-ns-server"), db.open(t, "rc-ns-client")
+	da, db := startRCDaemons(t, "rcns", daemontest.Options{NS: pair})
+	ctxA, ctxB := da.Open(t, "rc-ns-server"), db.Open(t, "rc-ns-client")
 	srv := newRCEP(t, "server", ctxA, 1<<20, rcAccessAll)
 	cli := newRCEP(t, "client", ctxB, 1<<20, rcAccessAll)
 	l := listenOn(t, ctxA, 0)
@@ -171,6 +172,6 @@ func TestRCNetns(t *testing.T) {
 	if _, err := rcLocalInvalidate(cli, 777); err != nil {
 		t.Fatal(err)
 	}
-	da.checkAlive(t)
-	db.checkAlive(t)
+	da.CheckAlive(t)
+	db.CheckAlive(t)
 }

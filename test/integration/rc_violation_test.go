@@ -7,6 +7,7 @@ import (
 
 	"github.com/iwarpd/iwarpd/iwerr"
 	"github.com/iwarpd/iwarpd/ofverbs"
+	"github.com/iwarpd/iwarpd/test/daemontest"
 )
 
 // TestRCAccessViolations: remote access violations over RC, each on its own
@@ -19,10 +20,10 @@ import (
 // flushed; the requester's work request completes with a remote access
 // error carrying the code, and its QP goes to ERROR too.
 func TestRCAccessViolations(t *testing.T) {
-	da, db := startRCDaemons(t, "rcviol", daemonOpts{})
+	da, db := startRCDaemons(t, "rcviol", daemontest.Options{})
 	port := freeTCPPort(t)
 	capt := startCapture(t, port)
-	ctxA := da.open(t, "viol-server")
+	ctxA := da.Open(t, "viol-server")
 	l := listenOn(t, ctxA, port)
 	cases := []struct {
 		name   string
@@ -59,7 +60,7 @@ func TestRCAccessViolations(t *testing.T) {
 			// The listener's session serves every case (events are told
 			// apart by QP handle); a fresh client session each time.
 			srv := newRCEP(t, "server", ctxA, 4096, c.access)
-			cli := newRCEP(t, "client", db.open(t, fmt.Sprintf("viol-client-%d", i)), 4096, rcAccessAll)
+			cli := newRCEP(t, "client", db.Open(t, fmt.Sprintf("viol-client-%d", i)), 4096, rcAccessAll)
 			rcConnectOn(t, l, srv, cli)
 			// A healthy exchange first.
 			if err := rcSend(cli, srv, 10, 60, sendKind{}); err != nil {
@@ -168,8 +169,8 @@ func TestRCAccessViolations(t *testing.T) {
 				c.want.Layer, c.want.Type, c.want.Code, c.want)
 		}
 	}
-	da.checkAlive(t)
-	db.checkAlive(t)
+	da.CheckAlive(t)
+	db.CheckAlive(t)
 }
 
 // rcConnectOn connects with the device's MPA defaults.

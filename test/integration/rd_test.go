@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/iwarpd/iwarpd/ofverbs"
+	"github.com/iwarpd/iwarpd/test/daemontest"
 )
 
 // rdEnd is an RD QP in RTS with one registered buffer.
@@ -109,6 +111,8 @@ func rdSendOnce(t *testing.T, a, b *rdEnd, ah *ofverbs.AH, id uint64, n int) ofv
 	return sc.Status
 }
 
+var nextRDRun atomic.Int32
+
 // TestRDTwoDaemons: Sends of 0 B .. 16 MiB and an RDMA Read between two
 // iwarpd processes; the peer daemon killed → WCRetryExcErr within a bounded
 // time and the QP stays usable; the peer restarted on the same port → sends
@@ -119,7 +123,8 @@ func TestRDTwoDaemons(t *testing.T) {
 	// again after the kill, and verbsd's tests (in parallel, another
 	// process) bind UDP ports sweeping 20000-60000, the kernel's ephemeral
 	// range starts at 32768; nothing else takes ports in 19000-19999.
-	rdPort := fmt.Sprintf("%d", 19600+int(nextBlock.Load()%10)*10)
+	// Each run (-count) takes the next of ten.
+	rdPort := fmt.Sprintf("%d", 19600+int(nextRDRun.Add(1)-1)%10*10)
 	// A failure must come from the dead peer, never from a busy machine:
 	// a datagram fails only after MaxRetries timeouts in a row without an
 	// acknowledgement. With 40 retries capped at 50 ms that is about 1.9 s
@@ -129,10 +134,10 @@ func TestRDTwoDaemons(t *testing.T) {
 	// a scheduling stall a loaded 2-core machine does produce. The dead
 	// peer is still declared dead within about 2 s, inside the 20 s wait.
 	fast := []string{"-rd-max-retries", "40", "-rd-rto-max", "50ms"}
-	da := startDaemon(t, "rd-a", daemonOpts{extra: append([]string{"-rd-ports", "19700-19709"}, fast...)})
-	db := startDaemon(t, "rd-b", daemonOpts{extra: append([]string{"-rd-ports", rdPort + "-" + rdPort}, fast...)})
-	a := newRDEnd(t, "a", da.open(t, "rd-a"), 17<<20)
-	b := newRDEnd(t, "b", db.open(t, "rd-b"), 17<<20)
+	da := startDaemon(t, "rd-a", daemontest.Options{Extra: append([]string{"-rd-ports", "19700-19709"}, fast...)})
+	db := startDaemon(t, "rd-b", daemontest.Options{Extra: append([]string{"-rd-ports", rdPort + "-" + rdPort}, fast...)})
+	a := newRDEnd(t, "a", da.Open(t, "rd-a"), 17<<20)
+	b := newRDEnd(t, "b", db.Open(t, "rd-b"), 17<<20)
 	ah, err := a.pd.CreateAHTo(b.qp.Endpoint())
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +159,7 @@ func TestRDTwoDaemons(t *testing.T) {
 		t.Fatalf("read: %+v %v", wc, err)
 	}
 	// Peer daemon killed.
-	db.kill(t)
+	db.Kill(t)
 	start := time.Now()
 	a.post(t, ofverbs.SendWR{ID: 60, Opcode: ofverbs.WRSend, AH: ah, Signaled: true, SGL: []ofverbs.SGE{a.mr.SGE(a.mem[:5000])}})
 	wc, err := a.wait(a.scq, 20*time.Second)
@@ -168,7 +173,7 @@ func TestRDTwoDaemons(t *testing.T) {
 	if os.Getenv("IWARPD_RD_RESTART_TEST") != "0" {
 		restartPart(t, da, a, b, ah, rdPort, fast)
 	}
-	da.checkAlive(t)
+	da.CheckAlive(t)
 	c := da.qpCounters(t, a.qp.Addr().String())
 	t.Logf("requester counters: retransmits %d retry_exceeded %d resets %d", c["rd_retransmits"], c["rd_retry_exceeded"], c["rd_resets"])
 	if c["rd_retry_exceeded"] < 1 {
@@ -182,8 +187,8 @@ func TestRDTwoDaemons(t *testing.T) {
 // WCRetryExcErr.
 func restartPart(t *testing.T, da *daemon, a, b *rdEnd, ah *ofverbs.AH, rdPort string, fast []string) {
 	// Peer restarted on the same address: a new life.
-	db2 := startDaemon(t, "rd-b2", daemonOpts{extra: append([]string{"-rd-ports", rdPort + "-" + rdPort}, fast...)})
-	b2 := newRDEnd(t, "b2", db2.open(t, "rd-b2"), 1<<20)
+	db2 := startDaemon(t, "rd-b2", daemontest.Options{Extra: append([]string{"-rd-ports", rdPort + "-" + rdPort}, fast...)})
+	b2 := newRDEnd(t, "b2", db2.Open(t, "rd-b2"), 1<<20)
 	defer func() {
 		if t.Failed() {
 			t.Logf("counters after the restart:\nb2 %v\na %v", db2.qpCounters(t, b2.qp.Addr().String()), da.qpCounters(t, a.qp.Addr().String()))

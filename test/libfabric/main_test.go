@@ -17,47 +17,31 @@ import (
 )
 
 // Port blocks of this package (doc.go).
+var (
+	udBlocks = daemontest.Blocks{Base: 27800, Size: 25, Count: 4}
+	rdBlocks = daemontest.Blocks{Base: 27900, Size: 25, Count: 4}
+)
+
 const (
-	udPortBase  = 27800
-	rdPortBase  = 27900
-	portBlock   = 25
-	portBlocks  = 4
 	ctrlPortLo  = 28000
 	ctrlPortCnt = 100
 )
 
 var (
-	nextBlock atomic.Int32
-	nextCtrl  atomic.Int32
-	provDir   string // holds libiwarpd-fi.so ("" when it could not be built: skipWhy says why)
-	skipWhy   string
-	buildErr  string
+	nextCtrl atomic.Int32
+	provDir  string // holds libiwarpd-fi.so ("" when it could not be built: skipWhy says why)
+	skipWhy  string
+	buildErr string
 )
 
-func ports() (ud, rd string) {
-	b := int(nextBlock.Add(1)-1) % portBlocks
-	u, r := udPortBase+b*portBlock, rdPortBase+b*portBlock
-	return fmt.Sprintf("%d-%d", u, u+portBlock-1), fmt.Sprintf("%d-%d", r, r+portBlock-1)
-}
+// ports returns the next private UD and RD port blocks, "first-last".
+func ports() (ud, rd string) { return udBlocks.Next(), rdBlocks.Next() }
 
 // ctrlPort is the next TCP port for an fi_pingpong control connection.
 func ctrlPort() int { return ctrlPortLo + int(nextCtrl.Add(1)-1)%ctrlPortCnt }
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "iwarpd-libfabric-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "libfabric:", err)
-		os.Exit(1)
-	}
-	code := 1
-	if err := daemontest.Build(dir); err != nil {
-		fmt.Fprintln(os.Stderr, "libfabric:", err)
-	} else {
-		buildProvider(filepath.Join(dir, "c"))
-		code = m.Run()
-	}
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(daemontest.Main(m, func(dir string) { buildProvider(filepath.Join(dir, "c")) }))
 }
 
 func buildProvider(dir string) {

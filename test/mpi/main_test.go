@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/iwarpd/iwarpd/test/daemontest"
@@ -14,23 +13,20 @@ import (
 )
 
 // Port blocks of this package (doc.go).
-const (
-	udPortBase = 28200
-	rdPortBase = 28300
-	portBlock  = 25
-	portBlocks = 4
+var (
+	udBlocks = daemontest.Blocks{Base: 28200, Size: 25, Count: 4}
+	rdBlocks = daemontest.Blocks{Base: 28300, Size: 25, Count: 4}
 )
 
 var (
-	nextBlock atomic.Int32
-	binDir    string // the test's temporary directory
-	progDir   string // the MPI programs, built by mpicc ("" when they could not be: mpiSkip/mpiErr say why)
-	provDir   string // holds libiwarpd-fi.so ("" when it could not be built: provSkip/provErr say why)
-	nsrsh     string // nsrsh.sh
-	mpiSkip   string
-	mpiErr    string
-	provSkip  string
-	provErr   string
+	binDir   string // the test's temporary directory
+	progDir  string // the MPI programs, built by mpicc ("" when they could not be: mpiSkip/mpiErr say why)
+	provDir  string // holds libiwarpd-fi.so ("" when it could not be built: provSkip/provErr say why)
+	nsrsh    string // nsrsh.sh
+	mpiSkip  string
+	mpiErr   string
+	provSkip string
+	provErr  string
 )
 
 // progs are the test programs in progs/ (check.h is their shared header).
@@ -40,29 +36,15 @@ var progs = []string{"wildunexp", "p2p", "anysrc", "trunc", "unexpected", "coll"
 var rxmProgs = []string{"bigmsg"}
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "iwarpd-mpi-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "mpi:", err)
-		os.Exit(1)
-	}
-	binDir = dir
-	code := 1
-	if err := daemontest.Build(dir); err != nil {
-		fmt.Fprintln(os.Stderr, "mpi:", err)
-	} else {
+	os.Exit(daemontest.Main(m, func(dir string) {
+		binDir = dir
 		buildProvider(filepath.Join(dir, "c"))
 		buildProgs(filepath.Join(dir, "progs"))
-		code = m.Run()
-	}
-	os.RemoveAll(dir)
-	os.Exit(code)
+	}))
 }
 
-func ports() (ud, rd string) {
-	b := int(nextBlock.Add(1)-1) % portBlocks
-	u, r := udPortBase+b*portBlock, rdPortBase+b*portBlock
-	return fmt.Sprintf("%d-%d", u, u+portBlock-1), fmt.Sprintf("%d-%d", r, r+portBlock-1)
-}
+// ports returns the next private UD and RD port blocks, "first-last".
+func ports() (ud, rd string) { return udBlocks.Next(), rdBlocks.Next() }
 
 // buildProvider builds libiwarpd-fi.so into dir with c/prov's Makefile.
 func buildProvider(dir string) {

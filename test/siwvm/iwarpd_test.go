@@ -7,16 +7,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/iwarpd/iwarpd/test/daemontest"
 )
 
 // interopMode is one MPA setting of the iwarpd <-> siw matrix, with the
@@ -145,22 +145,7 @@ func buildInteropBinaries(t *testing.T) interopBinaries {
 }
 
 // lockedBuffer is a bytes.Buffer safe for a process writer and a reader.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
+type lockedBuffer = daemontest.Buffer
 
 // hostProc is a host process the test started.
 type hostProc struct {
@@ -226,32 +211,17 @@ func (p *hostProc) String() string {
 	return fmt.Sprintf("%s\n--- stdout:\n%s--- stderr:\n%s", strings.Join(p.cmd.Args, " "), p.stdout, p.stderr)
 }
 
-// startInteropDaemon runs iwarpd with the mode's MPA flags on a private
-// socket and datagram ports of its own (slot), and waits until it answers.
+// startInteropDaemon runs iwarpd (test/daemontest.Start) with the mode's
+// MPA flags on a private socket and datagram ports of its own (slot), and
+// waits until it answers.
 func startInteropDaemon(t *testing.T, bins interopBinaries, m interopMode, slot int) string {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "iwarpd.sock")
 	base := 32100 + 20*slot
-	args := append([]string{"-socket", sock, "-addr", "127.0.0.1", "-log-level", "warn",
-		"-ud-ports", fmt.Sprintf("%d-%d", base, base+9), "-rd-ports", fmt.Sprintf("%d-%d", base+10, base+19),
-		"-mpa-timeout", "30s"}, m.daemonFlags()...)
-	d := startHost(t, bins.iwarpd, args...)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if c, err := net.Dial("unixpacket", sock); err == nil {
-			c.Close()
-			return sock
-		}
-		select {
-		case <-d.done:
-			t.Fatalf("iwarpd exited: %v\n%s", d.err, d)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("iwarpd does not answer on %s\n%s", sock, d)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	d := daemontest.Start(t, "iwarpd", daemontest.Options{Bin: bins.iwarpd, Addr: "127.0.0.1",
+		Ports: fmt.Sprintf("%d-%d", base, base+9),
+		Extra: append([]string{"-log-level", "warn", "-rd-ports", fmt.Sprintf("%d-%d", base+10, base+19),
+			"-mpa-timeout", "30s"}, m.daemonFlags()...)})
+	return d.Sock
 }
 
 // startRpingServer runs the host rping server (-d for its "listening on"

@@ -1,16 +1,9 @@
 package daemontest
 
 import (
-	"bytes"
-	"errors"
-	"fmt"
-	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -18,93 +11,20 @@ import (
 
 	"github.com/iwarpd/iwarpd/ofverbs"
 	"github.com/iwarpd/iwarpd/test/netns"
+	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 )
 
-// Bins are the programs Build compiled, by name ("iwarpd", "iwarpctl",
-// "iwarp-perf").
-var Bins = map[string]string{}
+// startWait bounds (scaled) the wait for a new daemon's first Hello.
+const startWait = 30 * time.Second
 
-// Build compiles ./cmd/iwarpd, ./cmd/iwarpctl and ./cmd/iwarp-perf of the
-// module above the working directory into dir and records them in Bins.
-func Build(dir string) error {
-	root, err := ModuleRoot()
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/iwarpd", "./cmd/iwarpctl", "./cmd/iwarp-perf")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("daemontest: go build ./cmd/...: %v\n%s", err, out)
-	}
-	for _, n := range []string{"iwarpd", "iwarpctl", "iwarp-perf"} {
-		Bins[n] = filepath.Join(dir, n)
-	}
-	return nil
-}
-
-// ModuleRoot walks up from the working directory to go.mod.
-func ModuleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("daemontest: go.mod not found above the test directory")
-		}
-		dir = parent
-	}
-}
-
-// Scaled multiplies d by IWARPD_TEST_TIMEOUT_SCALE (default 1).
-func Scaled(d time.Duration) time.Duration {
-	if f, err := strconv.ParseFloat(os.Getenv("IWARPD_TEST_TIMEOUT_SCALE"), 64); err == nil && f > 0 {
-		return time.Duration(float64(d) * f)
-	}
-	return d
-}
-
-// CleanEnv is the environment without IWARPD_* settings, so that only
-// flags configure a daemon.
-func CleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "IWARPD_") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
-
-// Buffer collects a child's output; safe to read while the child writes.
-type Buffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *Buffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *Buffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// Options configure Start.
+// Options configure Start. Flags of iwarpd are in docs/iwarpd.md.
 type Options struct {
 	Ports string      // -ud-ports "first-last" (required: a private block)
 	Addr  string      // -addr (default: the daemon's, 127.0.0.1)
+	Sock  string      // -socket (default: name.sock in a directory of the test's own)
 	NS    *netns.Pair // run inside NS.Names[NSIdx] when set
 	NSIdx int
-	Extra []string // more flags
+	Extra []string // more flags, after the ones above (so they win)
 	Env   []string // more environment (after CleanEnv)
 	Bin   string   // the iwarpd program (default: Bins["iwarpd"], from Build)
 }
@@ -115,15 +35,17 @@ type Daemon struct {
 	Sock   string
 	Ports  string
 	Cmd    *exec.Cmd
-	Stderr *Buffer
+	Stderr *Buffer // stdout and stderr: the daemon's log
 	exited chan struct{}
 	err    error
-	killed atomic.Bool
+	killed atomic.Bool // the test ended the daemon (Stop, Kill, Signal)
 }
 
-// Start runs iwarpd on a private socket and o.Ports, and waits (bounded)
-// until it answers Hello. Cleanup stops it and fails the test if it died
-// on its own.
+// Start runs iwarpd with -socket, -ud-ports, -log-level info, -addr (when
+// set), -engines IWARPD_TEST_ENGINES (when set; docs/engines.md) and
+// o.Extra, and waits (bounded) until it answers Hello. Cleanup stops it and
+// fails the test, with the daemon's log, if it died on its own; when the
+// test failed the log is printed too.
 func Start(t testing.TB, name string, o Options) *Daemon {
 	t.Helper()
 	bin := o.Bin
@@ -131,23 +53,26 @@ func Start(t testing.TB, name string, o Options) *Daemon {
 		bin = Bins["iwarpd"]
 	}
 	if bin == "" {
-		t.Fatal("daemontest: no iwarpd: call Build from TestMain or set Options.Bin")
+		t.Fatal("daemontest: no iwarpd: call Build or Main from TestMain or set Options.Bin")
 	}
 	if o.Ports == "" {
 		t.Fatal("daemontest: Options.Ports is required")
 	}
 	d := &Daemon{
 		Name:   name,
-		Sock:   filepath.Join(t.TempDir(), name+".sock"),
+		Sock:   o.Sock,
 		Ports:  o.Ports,
 		Stderr: &Buffer{},
 		exited: make(chan struct{}),
+	}
+	if d.Sock == "" {
+		d.Sock = filepath.Join(t.TempDir(), name+".sock")
 	}
 	args := []string{"-socket", d.Sock, "-ud-ports", d.Ports, "-log-level", "info"}
 	if o.Addr != "" {
 		args = append(args, "-addr", o.Addr)
 	}
-	if n := verbsdtest.Engines(); n > 0 { // IWARPD_TEST_ENGINES: before Extra, so a test's own -engines wins
+	if n := verbsdtest.Engines(); n > 0 { // before Extra, so a test's own -engines wins
 		args = append(args, "-engines", strconv.Itoa(n))
 	}
 	args = append(args, o.Extra...)
@@ -161,7 +86,7 @@ func Start(t testing.TB, name string, o Options) *Daemon {
 	d.Cmd.Stdout = d.Stderr
 	d.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := d.Cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", name, err)
+		t.Fatalf("starting daemon %s (%s): %v", name, bin, err)
 	}
 	go func() {
 		d.err = d.Cmd.Wait()
@@ -176,7 +101,7 @@ func Start(t testing.TB, name string, o Options) *Daemon {
 			t.Logf("daemon %s log:\n%s", name, d.Stderr)
 		}
 	})
-	deadline := time.Now().Add(Scaled(10 * time.Second))
+	deadline := time.Now().Add(Scaled(startWait))
 	var lastErr error
 	for i := 0; i < 10000 && time.Now().Before(deadline); i++ {
 		if !d.Alive() {
@@ -190,7 +115,7 @@ func Start(t testing.TB, name string, o Options) *Daemon {
 		lastErr = err
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("daemon %s did not answer within %v: %v\n%s", name, Scaled(10*time.Second), lastErr, d.Stderr)
+	t.Fatalf("daemon %s did not answer within %v: %v\n%s", name, Scaled(startWait), lastErr, d.Stderr)
 	return nil
 }
 
@@ -231,18 +156,34 @@ func (d *Daemon) Stop() bool {
 	}
 }
 
+// Signal sends sig to the daemon. Its exit is the test's doing from then
+// on: cleanup does not report it (Wait returns its status).
+func (d *Daemon) Signal(t testing.TB, sig syscall.Signal) {
+	t.Helper()
+	d.killed.Store(true)
+	if err := d.Cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal %v to daemon %s: %v", sig, d.Name, err)
+	}
+}
+
+// Wait waits (bounded) for the daemon to exit, as after Signal, and returns
+// its exit status: nil when it exited with status 0.
+func (d *Daemon) Wait(t testing.TB) error {
+	t.Helper()
+	select {
+	case <-d.exited:
+		return d.err
+	case <-time.After(Scaled(startWait)):
+		t.Fatalf("daemon %s still running after %v\n%s", d.Name, Scaled(startWait), d.Stderr)
+		return nil
+	}
+}
+
 // Kill ends the daemon with SIGKILL and waits (bounded) for it.
 func (d *Daemon) Kill(t testing.TB) {
 	t.Helper()
-	d.killed.Store(true)
-	if err := d.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatalf("kill %s: %v", d.Name, err)
-	}
-	select {
-	case <-d.exited:
-	case <-time.After(Scaled(10 * time.Second)):
-		t.Fatalf("daemon %s still running after SIGKILL", d.Name)
-	}
+	d.Signal(t, syscall.SIGKILL)
+	d.Wait(t)
 }
 
 // CheckAlive fails the test if the daemon has exited.
@@ -262,20 +203,4 @@ func (d *Daemon) Open(t testing.TB, client string) *ofverbs.Context {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
-}
-
-// Eventually polls cond (bounded in count and time) until it holds.
-func Eventually(t testing.TB, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(Scaled(timeout))
-	for i := 0; i < 100000; i++ {
-		if cond() {
-			return
-		}
-		if time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %v waiting for %s", Scaled(timeout), what)
 }
