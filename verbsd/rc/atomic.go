@@ -28,10 +28,10 @@ import (
 // Responses due before it (RFC 7306 §6: in order, counted against IRD).
 
 // rcPrepareAtomic validates an atomic work request (operands and one
-// result SGE of 8 octets in the SQE body) and builds its Atomic Request.
-func (e *rcEngine) rcPrepareAtomic(q *QP, sqe *proto.SQE, slot []byte, inline bool) proto.WCStatus {
+// result SGE of 8 octets in the SQE body) and builds its Atomic Request
+// in t.
+func (e *rcEngine) rcPrepareAtomic(q *QP, t *rcMsg, sqe *proto.SQE, slot []byte, inline bool) proto.WCStatus {
 	c := q.Conn
-	t := &c.Tx
 	req, sge, st := rnic.AtomicRequest(q.QP, sqe, slot, inline)
 	if st != proto.WCSuccess {
 		return st

@@ -49,12 +49,11 @@ type rcHeldImm struct {
 	hdr   [ddp.UntaggedHeaderLen]byte // its DDP header, for a Terminate
 }
 
-// rcPrepareMergedImm sets c.tx up for a merged Send with Immediate (the
+// rcPrepareMergedImm sets t up for a merged Send with Immediate (the
 // SGEs or inline data are in place): the tagged Immediate Data message,
 // then the Send. Both MSNs are taken now, in order.
-func (e *rcEngine) rcPrepareMergedImm(q *QP, sqe *proto.SQE) {
+func (e *rcEngine) rcPrepareMergedImm(q *QP, t *rcMsg, sqe *proto.SQE) {
 	c := q.Conn
-	t := &c.Tx
 	t.immOp, t.immFirst, t.immPhase = rdmap.OpImmediateData, true, true
 	d := rdmap.MakeMergedImmediateData(sqe.Imm)
 	t.imm = d.Raw

@@ -17,9 +17,12 @@ import (
 // started early so that their FPDUs share its writev (rc/txbatch.go).
 // Each DDP segment is one FPDU of at most MULPDU octets (by default one
 // TCP segment). The FPDUs that are ready (up to the EMSS, rcTxMaxFPDUs
-// FPDUs and rcTxMaxIOV iovecs) are written with one writev from [length | DDP
-// header | registered memory... | PAD+CRC]... (mpa.Sender.AppendVec): no
-// payload copy, and no more than one batch's framing held. A short write
+// FPDUs and rcTxMaxIOV iovecs) are written with one writev: with the MPA
+// CRC on, from the whole FPDUs built one after another in the connection's
+// bounce buffer (one copy of the payload, one iovec: rc/txcopy.go); with
+// it off, from [length | DDP header | registered memory... | PAD+CRC]...
+// (mpa.Sender.AppendVec: no payload copy). No more than one batch's
+// framing is held. A short write
 // accounts for the FPDUs it finished and resumes at the exact octet of the
 // one it cut; EAGAIN registers EPOLLOUT and stops the QP's sending until
 // the socket drains (back-pressure: nothing is buffered beyond the socket).
@@ -95,9 +98,9 @@ type rcTx struct {
 	Scratch  []byte
 	iov      []unix.Iovec
 
-	// With the MPA CRC on, the batch's payload octets are copied into
-	// bounce and the FPDUs are checksummed and written from there, so
-	// that the CRC covers exactly the octets on the wire (rcCopyBatch).
+	// With the MPA CRC on, the batch's FPDUs are built whole in bounce
+	// (payload copied) and checksummed and written from there, so that
+	// the CRC covers exactly the octets on the wire (rcAppendCopied).
 	// A batch cut by a short write then resumes from its own copy
 	// (owned) instead of being rebuilt from registered memory.
 	bounce []byte
@@ -234,15 +237,7 @@ func (e *rcEngine) rcSend(q *QP) bool {
 // rcWritev writes vec, less its first skip octets, to c's socket with one
 // writev (rawWritev: vec points at registered memory and c's buffers).
 func rcWritev(c *rcConn, vec [][]byte, skip int) (int, error) {
-	iov := c.Tx.iov[:0]
-	for _, p := range vec {
-		if skip >= len(p) {
-			skip -= len(p)
-			continue
-		}
-		iov = rnic.AppendIovecs(iov, p[skip:])
-		skip = 0
-	}
+	iov := rcIovecs(c.Tx.iov[:0], vec, skip) // rc/txcopy.go
 	c.Tx.iov = iov[:0]
 	defer clear(iov) // no pointer into registered memory outlives the call
 	for {
@@ -334,10 +329,11 @@ func (t *rcTx) appendSegs(c *rcConn, m *rcMsg, from, last uint32, limit int) boo
 		}
 		ulp = rnic.AppendRange(ulp, m.payloads, int(s.Offset)-m.payLo, s.Len)
 		if c.params.CRC {
-			ulp = t.rcCopyBatch(ulp)
+			t.rcAppendCopied(c, ulp) // rc/txcopy.go
+		} else {
+			t.vec, t.Scratch = c.snd.AppendVec(t.vec, t.Scratch, ulp...)
 		}
 		t.ulp = ulp[:0]
-		t.vec, t.Scratch = c.snd.AppendVec(t.vec, t.Scratch, ulp...)
 		if len(t.wires) > 0 && len(t.vec) > rcTxMaxIOV {
 			t.vec, t.Scratch, t.hdrs = t.vec[:nvec], t.Scratch[:nscratch], t.hdrs[:h0]
 			t.bounce = t.bounce[:nbounce]
@@ -513,7 +509,8 @@ func (e *rcEngine) rcStartMessage(q *QP) (ok, did bool) {
 			return false, did
 		}
 		c.rcRefreshEMSS()
-		st := e.rcPrepareWR(q, &sqe, slot)
+		t.fresh = false
+		st := e.rcPrepareWR(q, &t.rcMsg, &sqe, slot)
 		q.Sq.Advance()
 		q.Sq.Release()
 		if c.phase == rcClosing {
@@ -547,12 +544,12 @@ func (e *rcEngine) rcStartMessage(q *QP) (ok, did bool) {
 }
 
 // rcPrepareWR copies and validates the work request sqe (slot is its
-// ring entry, for SGEs and inline data) into c.tx, and performs a local
-// invalidation. The status is not WCSuccess for a bad work request.
-func (e *rcEngine) rcPrepareWR(q *QP, sqe *proto.SQE, slot []byte) proto.WCStatus {
+// ring entry, for SGEs and inline data) into t (the current message, or
+// one taken ahead: rc/txbatch.go), and performs a local invalidation. The
+// status is not WCSuccess for a bad work request.
+func (e *rcEngine) rcPrepareWR(q *QP, t *rcMsg, sqe *proto.SQE, slot []byte) proto.WCStatus {
 	c := q.Conn
-	t := &c.Tx
-	t.kind, t.wrOp, t.useIn, t.seg, t.fresh, t.total = txSQ, sqe.Opcode, false, 0, false, 0
+	t.kind, t.wrOp, t.useIn, t.seg, t.total = txSQ, sqe.Opcode, false, 0, 0
 	t.immOp, t.immPhase, t.immFirst = 0, false, false
 	t.Sges = t.Sges[:0]
 	if !sqe.KnownFlags() {
@@ -561,11 +558,11 @@ func (e *rcEngine) rcPrepareWR(q *QP, sqe *proto.SQE, slot []byte) proto.WCStatu
 	inline := sqe.Flags&proto.SendInline != 0
 	switch sqe.Opcode {
 	case proto.WRSend, proto.WRSendInvalidate, proto.WRRDMAWrite, proto.WRSendWithImm, proto.WRWriteWithImm:
-		if st := e.RcCopyPayload(q, sqe, slot, inline); st != proto.WCSuccess {
+		if st := e.rcCopyPayload(q, t, sqe, slot, inline); st != proto.WCSuccess {
 			return st
 		}
 	case proto.WRFetchAdd, proto.WRCmpSwap:
-		return e.rcPrepareAtomic(q, sqe, slot, inline) // rc/atomic.go
+		return e.rcPrepareAtomic(q, t, sqe, slot, inline) // rc/atomic.go
 	case proto.WRRDMARead:
 		// One sink buffer: the Read Response is placed at one STag/TO
 		// (siw allows one SGE for Reads too).
@@ -596,7 +593,7 @@ func (e *rcEngine) rcPrepareWR(q *QP, sqe *proto.SQE, slot []byte) proto.WCStatu
 		return proto.WCLocQPOpErr
 	}
 	if sqe.Opcode == proto.WRSendWithImm && q.mergeImm {
-		e.rcPrepareMergedImm(q, sqe) // rc/imm.go
+		e.rcPrepareMergedImm(q, t, sqe) // rc/imm.go
 		return proto.WCSuccess
 	}
 	if sqe.Opcode == proto.WRSendWithImm || sqe.Opcode == proto.WRWriteWithImm {
@@ -641,9 +638,14 @@ func (e *rcEngine) rcPrepareWR(q *QP, sqe *proto.SQE, slot []byte) proto.WCStatu
 }
 
 // RcCopyPayload copies the SGEs (validating them) or the inline data of a
-// Send or Write into c.tx.
+// Send or Write into the current message (for tests).
 func (e *rcEngine) RcCopyPayload(q *QP, sqe *proto.SQE, slot []byte, inline bool) proto.WCStatus {
-	t := &q.Conn.Tx
+	return e.rcCopyPayload(q, &q.Conn.Tx.rcMsg, sqe, slot, inline)
+}
+
+// rcCopyPayload copies the SGEs (validating them) or the inline data of a
+// Send or Write into t.
+func (e *rcEngine) rcCopyPayload(q *QP, t *rcMsg, sqe *proto.SQE, slot []byte, inline bool) proto.WCStatus {
 	if inline {
 		if sqe.InlineLen > q.Caps.MaxInline || int(sqe.InlineLen) > len(slot)-proto.SQEHeaderLen {
 			return proto.WCLocLenErr

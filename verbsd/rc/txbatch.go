@@ -85,10 +85,7 @@ func (e *rcEngine) rcTakeAhead(q *QP) *rcMsg {
 	}
 	c.rcRefreshEMSS()
 	m := &t.ahead[(t.aHead+t.aLen)%len(t.ahead)]
-	// rcPrepareWR fills the current message: give it the slot's.
-	t.rcMsg, *m = *m, t.rcMsg
-	st := e.rcPrepareWR(q, &sqe, slot)
-	t.rcMsg, *m = *m, t.rcMsg
+	st := e.rcPrepareWR(q, m, &sqe, slot)
 	if st != proto.WCSuccess {
 		return nil // no MSN was used; rcStartMessage fails it in turn
 	}

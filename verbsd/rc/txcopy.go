@@ -1,5 +1,12 @@
 package rc
 
+import (
+	"unsafe"
+
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
+	"golang.org/x/sys/unix"
+)
+
 // The MPA CRC of an FPDU (RFC 5044 §4.4) must cover the octets that go on
 // the wire. rc/tx.go writes FPDUs with writev straight from registered
 // memory; the kernel copies the octets when writev runs, after the CRC was
@@ -12,26 +19,27 @@ package rc
 // connection must survive it, as with a hardware RNIC, which checksums
 // the octets it has fetched.
 //
-// So with the CRC on, the payload of each FPDU of a batch is copied once
-// into the connection's bounce buffer, and the CRC and writev both use
-// that copy. A batch cut by a short write resumes from the copy of the
+// So with the CRC on, each FPDU of a batch is built whole (framing and
+// payload) in the connection's bounce buffer, the payload copied once,
+// and the CRC and writev both use that copy. A batch cut by a short write resumes from the copy of the
 // FPDU it cut (rcKeepCut), never from registered memory again: the rest
 // of that FPDU matches the part already sent and its CRC. Without the
 // CRC nothing checks the octets, and the FPDUs stay zero-copy.
 
-// rcCopyBatch replaces the payload slices of one FPDU's ULPDU (ulp[0] is
-// its DDP/RDMAP header, daemon memory) by one copy of them in t.bounce.
-// Slices of an earlier bounce array stay valid when append moves it.
-func (t *rcTx) rcCopyBatch(ulp [][]byte) [][]byte {
-	if len(ulp) < 2 {
-		return ulp
-	}
+// rcAppendCopied appends one FPDU carrying ulp (its DDP/RDMAP header,
+// daemon memory, then its payload slices) to the batch as a single slice
+// of t.bounce: mpa.Sender.AppendFPDU copies the payload there once, frames
+// it (length, markers, PAD) and checksums the contiguous octets, the same
+// octets AppendVec gives (mpa.TestAppendVecMatchesAppendFPDU). The FPDUs of
+// a batch are thus adjacent in bounce, and rcWritev hands them to the
+// kernel as one iovec: a batch of 32 small Sends is one iovec, not 128
+// (length, header, payload, PAD+CRC each). Slices of an earlier bounce
+// array stay valid when append moves it.
+func (t *rcTx) rcAppendCopied(c *rcConn, ulp [][]byte) {
 	start := len(t.bounce)
-	for _, p := range ulp[1:] {
-		t.bounce = append(t.bounce, p...)
-	}
+	t.bounce = c.snd.AppendFPDU(t.bounce, ulp...)
 	end := len(t.bounce)
-	return append(ulp[:1], t.bounce[start:end:end])
+	t.vec = append(t.vec, t.bounce[start:end:end])
 }
 
 // rcKeepCut keeps, of the batch a short write cut (t.ndone FPDUs written
@@ -52,4 +60,25 @@ func (t *rcTx) rcKeepCut(c *rcConn) {
 	t.wire = w
 	t.owned = true
 	c.snd.SetStreamPos(t.startPos + uint64(w))
+}
+
+// rcIovecs appends to iov the iovecs of vec less its first skip octets.
+// Slices that follow each other in memory (the FPDUs rcAppendCopied built
+// one after another in the bounce buffer) become one iovec: the same
+// octets in the same order, and the kernel copies them in one piece.
+func rcIovecs(iov []unix.Iovec, vec [][]byte, skip int) []unix.Iovec {
+	for _, p := range vec {
+		if skip >= len(p) {
+			skip -= len(p)
+			continue
+		}
+		p, skip = p[skip:], 0
+		if n := len(iov); n > 0 &&
+			uintptr(unsafe.Pointer(iov[n-1].Base))+uintptr(iov[n-1].Len) == uintptr(unsafe.Pointer(unsafe.SliceData(p))) {
+			iov[n-1].Len += uint64(len(p))
+			continue
+		}
+		iov = rnic.AppendIovecs(iov, p)
+	}
+	return iov
 }
