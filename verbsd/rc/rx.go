@@ -147,6 +147,7 @@ func (e *rcEngine) rcReceive(q *QP) bool {
 	}
 	rd := &c.rx.rd
 	rd.fd = c.Fd
+	rd.rearm()
 	defer func() { e.count(q, rnic.CRecvCalls, rd.takeCalls()) }() // rxbuf.go
 	c.rx.fresh = false
 	work := false

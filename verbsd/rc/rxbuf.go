@@ -72,7 +72,20 @@ type rcReader struct {
 	iov   []unix.Iovec
 	calls int64 // readv calls made, for the recv_calls counter (takeCalls)
 	small int   // FPDUs in a row with ULPDUs shorter than rcRxDirect (observe)
+	// dry: the last whole-buffer readv brought in less than it asked
+	// for, so the socket held nothing more then; until rearm, an empty
+	// buffer answers EAGAIN without another readv (see rearm).
+	dry bool
 }
+
+// rearm lets the next Read call readv again. The receive loop calls it
+// when it starts (rc/rx.go rcReceive): within one pass, a whole-buffer
+// readv that came back short means the next one would most likely find
+// the socket empty (EAGAIN, a system call for nothing: about one per
+// batch of small FPDUs before). Octets that arrive after it are not lost: the socket is
+// registered level-triggered (EPOLLIN), so the engine's next epoll_wait
+// marks the QP readable again and the next pass reads them.
+func (x *rcReader) rearm() { x.dry = false }
 
 // observe notes the ULPDU_Length of the FPDU now being received.
 func (x *rcReader) observe(ulen int) {
@@ -88,7 +101,7 @@ func (x *rcReader) pending() bool { return x.r < x.w }
 
 // reset drops what is buffered.
 func (x *rcReader) reset() {
-	x.r, x.w = 0, 0
+	x.r, x.w, x.dry = 0, 0, false
 	x.release()
 }
 
@@ -123,6 +136,9 @@ func (x *rcReader) Read(b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
+	if x.dry {
+		return 0, unix.EAGAIN
+	}
 	if x.buf == nil {
 		x.buf = rcRxPool.Get().(*[rcRxBufSize]byte)
 	}
@@ -139,6 +155,9 @@ func (x *rcReader) Read(b []byte) (int, error) {
 			continue
 		}
 		clear(x.iov)
+		// Only whole-buffer reads (small FPDUs) count: a large payload
+		// read in place arrives in pieces, and the next readv finds more.
+		x.dry = err == nil && len(ahead) == rcRxBufSize && n < len(b)+len(ahead)
 		if n > len(b) {
 			x.w = n - len(b)
 			return len(b), nil
