@@ -70,7 +70,7 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 	if req.SRQ == 0 {
 		size += proto.RingBytes(c.MaxRecvWR, rqStride)
 	}
-	held, err := s.HoldQP(req.Type) // rnic/userlimits.go
+	held, err := s.HoldQP(portsOf(req.Type)) // rnic/userlimits.go
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +247,7 @@ func (s *session) destroyQP(body []byte, _ []int) (any, error) {
 		delete(s.QPs, req.Handle)
 		q.Eng.RemoveQP(q)
 		rnic.CloseQP(q)
-		s.QPHeld(q.Typ).Release() // rnic/userlimits.go
+		s.QPHeld(portsOf(q.Typ)).Release() // rnic/userlimits.go
 		q.PD.Refs--
 		q.SendCQ.Refs--
 		q.RecvCQ.Refs--
@@ -256,4 +256,14 @@ func (s *session) destroyQP(body []byte, _ []int) (any, error) {
 		}
 		return nil
 	})
+}
+
+// portsOf is how many ports a QP of type t binds (counted against the
+// user's limit of ports): a datagram QP its UDP port, an RC QP none (its
+// connection's socket is the CM's).
+func portsOf(t proto.QPType) uint64 {
+	if t == proto.QPTypeRC {
+		return 0
+	}
+	return 1
 }

@@ -3,7 +3,6 @@ package rnic
 import (
 	"sync"
 
-	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/verbsd/config"
 	"golang.org/x/sys/unix"
 )
@@ -74,24 +73,19 @@ func (t *UserTable) dropIfIdleLocked(uid uint32, u *[config.NumUserRes]uint64) {
 	}
 }
 
-// QPHold is what one QP of a type holds of its user's limits: the QP, and
-// a UDP port when it is a datagram QP.
+// QPHold is what one QP holds of its user's limits: the QP, and the ports
+// it binds (a datagram QP's UDP port).
 type QPHold struct {
 	s     *Session
 	ports uint64
 }
 
-func (s *Session) QPHeld(t proto.QPType) QPHold {
-	h := QPHold{s: s}
-	if t != proto.QPTypeRC {
-		h.ports = 1
-	}
-	return h
-}
+// QPHeld is what a QP of s binding ports ports holds (to release it).
+func (s *Session) QPHeld(ports uint64) QPHold { return QPHold{s: s, ports: ports} }
 
-// HoldQP counts a new QP of type t for s's user.
-func (s *Session) HoldQP(t proto.QPType) (QPHold, error) {
-	h := s.QPHeld(t)
+// HoldQP counts a new QP binding ports ports for s's user.
+func (s *Session) HoldQP(ports uint64) (QPHold, error) {
+	h := s.QPHeld(ports)
 	if err := s.Dev.Users.Acquire(s, config.ResQPs, 1); err != nil {
 		return h, err
 	}
