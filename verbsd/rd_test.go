@@ -40,6 +40,9 @@ func startRD(t *testing.T, mutate func(*config.Config)) (*Server, string) {
 	cfg.UDPorts.First, cfg.UDPorts.Last = uint16(rdPortBase), uint16(rdPortBase+49)
 	cfg.RDPorts.First, cfg.RDPorts.Last = uint16(rdPortBase+50), uint16(rdPortBase+99)
 	rdPortBase += 100
+	if rdPortBase > 65535-100 { // -count=N runs many servers: wrap (daemons skip ports in use)
+		rdPortBase = 50000
+	}
 	cfg.RD.Link.MaxRTO = 200 * time.Millisecond
 	if mutate != nil {
 		mutate(&cfg)

@@ -231,6 +231,7 @@ type Endpoint struct {
 	hasBase bool
 	last    int64 // latest now seen
 	peers   map[netip.AddrPort]*peer
+	recent  *peer   // the peer peerAt found last (nil: none)
 	active  []*peer // peers with timers running
 	pending []Action
 	sweepAt int64
@@ -288,8 +289,23 @@ func (e *Endpoint) stamp(now time.Time) int64 {
 
 func (e *Endpoint) timeOf(t int64) time.Time { return e.base.Add(time.Duration(t)) }
 
+// peerAt returns addr's peer state, or nil. The peer found last is
+// remembered: a stream to one peer looks its peer up several times per
+// datagram (Send, CanSend, Receive, InOrder), and hashing a netip.AddrPort
+// each time was 4 % of an RD daemon's CPU at 64 B.
+func (e *Endpoint) peerAt(addr netip.AddrPort) *peer {
+	if p := e.recent; p != nil && p.addr == addr {
+		return p
+	}
+	p := e.peers[addr]
+	if p != nil {
+		e.recent = p
+	}
+	return p
+}
+
 func (e *Endpoint) lookup(t int64, addr netip.AddrPort, create bool) *peer {
-	if p := e.peers[addr]; p != nil {
+	if p := e.peerAt(addr); p != nil {
 		return p
 	}
 	if !create {
@@ -323,7 +339,7 @@ func (e *Endpoint) push(a Action) { e.pending = append(e.pending, a) }
 func (e *Endpoint) flush(out []Action) []Action {
 	for i := range e.pending {
 		if a := &e.pending[i]; a.Kind == DeliverHeld || a.Kind == DiscardHeld {
-			if p := e.peers[a.Peer]; p != nil {
+			if p := e.peerAt(a.Peer); p != nil {
 				p.draining, p.dropping = false, false
 			}
 		}
@@ -409,6 +425,9 @@ func (e *Endpoint) sweep(t int64) {
 		}
 		if p.nextSeq == 1 && p.rcvNext == 0 && t-p.lastSend >= it && t-p.lastRecv >= it {
 			delete(e.peers, addr)
+			if e.recent == p {
+				e.recent = nil
+			}
 			e.stats.PeersReclaimed++
 		}
 	}
@@ -522,7 +541,7 @@ func (e *Endpoint) queueReset(addr netip.AddrPort, ours, peerInc, victim uint32)
 	if len(e.pending) >= maxPending || peerInc == 0 {
 		return
 	}
-	if p := e.peers[addr]; (p == nil || !p.proven) && !e.mayReply(e.last, addr) {
+	if p := e.peerAt(addr); (p == nil || !p.proven) && !e.mayReply(e.last, addr) {
 		return // an unproven address: limited (cookie.go)
 	}
 	if victim == ours {
@@ -562,7 +581,7 @@ func (e *Endpoint) abandon(p *peer, kind ActionKind) {
 // request. Datagrams after seq are SACKed meanwhile (no retransmission).
 // A second call keeps the earliest seq and waits for the newer tok.
 func (e *Endpoint) HoldAcks(peer netip.AddrPort, seq uint32, tok Token) {
-	p := e.peers[peer]
+	p := e.peerAt(peer)
 	if p == nil || p.rcvNext == 0 || !dgram.SeqLess(seq, p.rcvNext) {
 		return
 	}

@@ -19,7 +19,7 @@ func (e *Endpoint) Receive(now time.Time, peer netip.AddrPort, h dgram.RDHeader,
 		e.stats.Dropped++
 		return Dropped
 	}
-	if p := e.peers[peer]; p != nil && h.Flags&dgram.FlagReset == 0 {
+	if p := e.peerAt(peer); p != nil && h.Flags&dgram.FlagReset == 0 {
 		p.extSACK = h.Flags&dgram.FlagExtSACK != 0
 	}
 	switch h.Type {
@@ -99,7 +99,7 @@ func (e *Endpoint) ackFrom(t int64, p *peer, h *dgram.RDHeader) {
 
 // receiveData handles a DATA datagram.
 func (e *Endpoint) receiveData(t int64, addr netip.AddrPort, h *dgram.RDHeader, ready bool) Verdict {
-	p0 := e.peers[addr]
+	p0 := e.peerAt(addr)
 	if h.EchoedIncarnation != 0 && !e.isOurs(p0, h.EchoedIncarnation) {
 		e.stats.Stale++
 		e.queueReset(addr, e.ours(p0), h.Incarnation, h.EchoedIncarnation) // meant for our previous life (limited when unproven)
@@ -276,7 +276,7 @@ func (e *Endpoint) OwedAcks(now time.Time, out []Action) []Action {
 // than held (the engine asks before it decides whether it has room to hold
 // it): peer has a receive space expecting seq, or none and seq is 1.
 func (e *Endpoint) InOrder(peer netip.AddrPort, seq uint32) bool {
-	p := e.peers[peer]
+	p := e.peerAt(peer)
 	if p == nil || p.rcvNext == 0 {
 		return seq == 1
 	}

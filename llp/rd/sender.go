@@ -13,7 +13,7 @@ import (
 // inside the window the peer advertised (one probe datagram is allowed
 // when the peer advertised 0 and nothing is outstanding).
 func (e *Endpoint) CanSend(peer netip.AddrPort) bool {
-	p := e.peers[peer]
+	p := e.peerAt(peer)
 	if p == nil {
 		return len(e.peers) < e.cfg.MaxPeers
 	}

@@ -262,3 +262,37 @@ func TestSimIdleReclaim(t *testing.T) {
 		t.Logf("peer stats %+v", st)
 	}
 }
+
+// A peer reclaimed while it is the one the endpoint looked up last (one
+// peer only: Endpoint.peerAt remembers it) gets a fresh state when it
+// talks again: the remembered one is forgotten with it, so that the new
+// state is in the peer table (timers, sweep, Peers) and a new space.
+func TestSimIdleReclaimLastPeer(t *testing.T) {
+	n := rdtest.NewNet(rdtest.LinkConfig{Delay: 100 * time.Microsecond}, 11)
+	cfg := rd.DefaultConfig()
+	cfg.IdleTimeout = time.Second
+	a := n.AddNode(cfg, 1)
+	b := n.AddNode(cfg, 2)
+	for round := range 3 {
+		a.Queue(b, rd.Token(10*round+1), rd.Token(10*round+2))
+		b.Queue(a, rd.Token(10*round+3))
+		want := 2 * (round + 1)
+		if !n.Run(n.Now.Add(time.Second), 100_000, func() bool { return a.Count(rd.Acked) == want }) {
+			t.Fatalf("round %d: acked %d/%d; %+v", round, a.Count(rd.Acked), want, a.EP.Stats())
+		}
+		if a.EP.Peers() != 1 || b.EP.Peers() != 1 {
+			t.Fatalf("round %d: peers a %d b %d while talking, want 1 each", round, a.EP.Peers(), b.EP.Peers())
+		}
+		n.Run(n.Now.Add(5*time.Second), 100_000, func() bool { return a.EP.Peers() == 0 && b.EP.Peers() == 0 })
+		if a.EP.Peers() != 0 || a.EP.Stats().PeersReclaimed != uint64(round+1) {
+			t.Fatalf("round %d: peers %d, reclaimed %d after idling", round, a.EP.Peers(), a.EP.Stats().PeersReclaimed)
+		}
+	}
+	checkClean(t, n)
+	if got := fmt.Sprint(b.Delivered[a.Addr]); got != "[1 2 11 12 21 22]" {
+		t.Errorf("b delivered %s", got)
+	}
+	if got := fmt.Sprint(a.Delivered[b.Addr]); got != "[3 13 23]" {
+		t.Errorf("a delivered %s", got)
+	}
+}

@@ -75,6 +75,7 @@ type rdState struct {
 	curSeq             uint32                    // RD sequence number of the datagram being delivered
 	curValid           bool                      // curSeq is set (rdDeliverSeq)
 	keys               map[netip.AddrPort]uint32 // peers' Q_Keys (rd/keys.go)
+	keyCache           peerKeyCache              // the entry of keys looked at last (rd/keys.go)
 
 	// Send queue: the work requests taken from the SQ and not completed,
 	// in posting order; wrs[0] is the SQ ring's head (entries are consumed
@@ -105,7 +106,7 @@ type rdState struct {
 	// Receive side.
 	inMsgs   map[netip.AddrPort]*rdInMsg    // Send being received, per peer
 	freeMsgs []*rdInMsg                     // finished inMsgs records kept for reuse (newInMsg)
-	blocked  map[netip.AddrPort]struct{}    // scratch of rdFill, sendable, rdComplete: peers whose later WRs wait
+	blocked  peerSet                        // scratch of rdFill, sendable, rdComplete: peers whose later WRs wait
 	held     map[rdHeldKey][]byte           // out-of-order DATA (reorder store)
 	free     [][]byte                       // recycled reorder-store buffers (holdCopy)
 	backlog  map[netip.AddrPort][]rdHeldKey // in-order DATA waiting for a receive
@@ -176,7 +177,7 @@ func newRDState(cfg *config.RDConfig, datagramSize, socketBuffer int, store *int
 	}
 	cryptorand.Read(link.CookieKey[:]) // the cookie secret of this life (llp/rd cookie.go); never fails (Go 1.24+)
 	return &rdState{cfg: cfg, dgramSize: datagramSize, sockBuf: socketBuffer, store: store, ep: rd.NewEndpoint(link, inc), inMsgs: map[netip.AddrPort]*rdInMsg{},
-		keys: map[netip.AddrPort]uint32{}, blocked: map[netip.AddrPort]struct{}{},
+		keys: map[netip.AddrPort]uint32{},
 		held: map[rdHeldKey][]byte{}, backlog: map[netip.AddrPort][]rdHeldKey{},
 		scratch: make([]byte, rdMaxBatch*rdScratchStride), buf: make([]byte, 64<<10)}
 }

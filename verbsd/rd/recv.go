@@ -191,7 +191,7 @@ func (e *Engine) rdCanDeliver(q *QP, src netip.AddrPort, seg []byte) bool {
 // receive: a Send claims one, a Write-Record completes into the ring's
 // head.
 func (e *Engine) rdRecvAvailable(q *QP, src netip.AddrPort, seg []byte) bool {
-	if m := q.Rd.inMsgs[src]; m != nil && m.claimed && !rdIsRecord(seg) {
+	if m := q.Rd.inMsg(src); m != nil && m.claimed && !rdIsRecord(seg) {
 		return true // the abandoned message's receive is reused
 	}
 	n, err := q.RecvRing().Available()
@@ -473,13 +473,22 @@ func (e *Engine) rdCompleteRecv(q *QP, src netip.AddrPort, m *rdInMsg, st proto.
 func (e *Engine) rdPlaceSend(q *QP, src netip.AddrPort, h *ddp.Header, seg []byte, hl, ulp int, solicited bool) {
 	r := q.Rd
 	payload := seg[hl+ulp:]
-	m := r.inMsgs[src]
+	m := r.inMsg(src)
 	if h.MO == 0 {
+		single := m == nil && h.Last
 		if m == nil {
 			m = r.newInMsg()
-			r.inMsgs[src] = m
+			if !single {
+				r.inMsgs[src] = m
+			}
 		}
+		// A message of one segment (the common case of small Sends) is
+		// claimed, placed and completed right here: its record never
+		// enters inMsgs (no map insert and delete per message).
 		if !m.claimed && !e.rdClaim(q, m) {
+			if single {
+				r.endInMsg(src, m)
+			}
 			e.count(q, rnic.CDropNoRecv, 1)
 			return
 		}
@@ -535,6 +544,16 @@ func (e *Engine) rdPlaceSend(q *QP, src netip.AddrPort, h *ddp.Header, seg []byt
 // many peers does not keep one per peer it ever heard from (docs/memory.md).
 const maxFreeInMsgs = 16
 
+// inMsg returns src's message being received, or nil (without hashing src
+// when no message is being received from anyone: small Sends, one segment
+// each, never enter inMsgs).
+func (r *rdState) inMsg(src netip.AddrPort) *rdInMsg {
+	if len(r.inMsgs) == 0 {
+		return nil
+	}
+	return r.inMsgs[src]
+}
+
 // newInMsg returns a cleared receive-message record, reused if one is free.
 func (r *rdState) newInMsg() *rdInMsg {
 	if n := len(r.freeMsgs); n > 0 {
@@ -547,8 +566,12 @@ func (r *rdState) newInMsg() *rdInMsg {
 
 // endInMsg forgets src's finished message m (its receive completed and no
 // segment of it is still to be discarded).
+// A record of a one-segment message was never in inMsgs (rdPlaceSend), and
+// src has no other: deleting src then is a no-op.
 func (r *rdState) endInMsg(src netip.AddrPort, m *rdInMsg) {
-	delete(r.inMsgs, src)
+	if len(r.inMsgs) > 0 {
+		delete(r.inMsgs, src)
+	}
 	if len(r.freeMsgs) < maxFreeInMsgs {
 		*m = rdInMsg{raw: m.raw[:0]}
 		r.freeMsgs = append(r.freeMsgs, m)

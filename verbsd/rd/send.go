@@ -355,7 +355,7 @@ func (r *rdState) sendable() bool {
 			return true
 		}
 	}
-	clear(r.blocked)
+	r.blocked.reset()
 	for _, w := range r.wrs {
 		if w.fatal {
 			return false // the QP fails there
@@ -363,13 +363,13 @@ func (r *rdState) sendable() bool {
 		if !w.toSend() {
 			continue
 		}
-		if _, ok := r.blocked[w.peer]; ok {
+		if r.blocked.has(w.peer) {
 			continue
 		}
 		if r.wrCanSend(w) {
 			return true
 		}
-		r.blocked[w.peer] = struct{}{}
+		r.blocked.add(w.peer)
 	}
 	return false
 }
@@ -593,7 +593,7 @@ func (e *Engine) rdFill(b *rdBatch, now time.Time) {
 	// Work requests go out in posting order per peer; a peer whose window
 	// is closed (or a Read the ORD holds back) stops only the later work
 	// requests to that peer, not those to others (docs/rd.md).
-	clear(r.blocked)
+	r.blocked.reset()
 	for _, w := range r.wrs {
 		if b.full {
 			return
@@ -604,7 +604,7 @@ func (e *Engine) rdFill(b *rdBatch, now time.Time) {
 		if !w.toSend() {
 			continue
 		}
-		if _, ok := r.blocked[w.peer]; ok {
+		if r.blocked.has(w.peer) {
 			continue
 		}
 		for !b.full && w.sent < w.segs.Count() && r.wrCanSend(w) {
@@ -626,7 +626,7 @@ func (e *Engine) rdFill(b *rdBatch, now time.Time) {
 			}
 		}
 		if w.sent < w.segs.Count() {
-			r.blocked[w.peer] = struct{}{} // its later work requests wait for it
+			r.blocked.add(w.peer) // its later work requests wait for it
 		}
 	}
 }
@@ -680,7 +680,7 @@ func (e *Engine) rdTransmit(q *QP, msgs []unix.Mmsghdr) {
 func (e *Engine) rdComplete(q *QP) bool {
 	r := q.Rd
 	work := false
-	clear(r.blocked) // peers with an earlier work request not completed
+	r.blocked.reset() // peers with an earlier work request not completed
 	for _, w := range r.wrs {
 		if w.completed {
 			continue
@@ -688,13 +688,13 @@ func (e *Engine) rdComplete(q *QP) bool {
 		if w.fatal {
 			break
 		}
-		if _, ok := r.blocked[w.peer]; !ok && w.done && w.resolved >= w.sent {
+		if !r.blocked.has(w.peer) && w.done && w.resolved >= w.sent {
 			e.rdCompleteWR(q, w)
 			w.completed = true
 			work = true
 			continue
 		}
-		r.blocked[w.peer] = struct{}{}
+		r.blocked.add(w.peer)
 	}
 	if work { // forget the completed ones (rdTake may take as many more)
 		n := 0
