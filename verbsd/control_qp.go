@@ -88,8 +88,8 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	core := &rnic.QP{S: s.Session, Caps: c, SigAll: req.SigAll, State: proto.QPStateReset, Region: m, FD: -1,
-		MaxRecvS: c.MaxRecvSGE, Typ: req.Type}
+	core := &rnic.QP{Session: s.Session, Caps: c, SigAll: req.SigAll, State: proto.QPStateReset, Region: m, FD: -1,
+		MaxRecvS: c.MaxRecvSGE, Type: req.Type}
 	var t transportQP
 	fail := func(err error) (any, error) {
 		rnic.CloseQP(core)
@@ -109,13 +109,13 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 	if err != nil {
 		return fail(rnic.Errf(unix.EINVAL, "create-qp: send queue: %v", err))
 	}
-	core.Sq = shm.NewConsumer(sqRing)
+	core.SQ = shm.NewConsumer(sqRing)
 	if req.SRQ == 0 {
 		rqRing, err := shm.NewRing(m.Mem[sqBytes:], proto.RingRQ, c.MaxRecvWR, rqStride, false)
 		if err != nil {
 			return fail(rnic.Errf(unix.EINVAL, "create-qp: receive queue: %v", err))
 		}
-		core.Rq = shm.NewConsumer(rqRing)
+		core.RQ = shm.NewConsumer(rqRing)
 	}
 	if req.Type == proto.QPTypeUD {
 		if core.FD, core.Local, err = ud.BindUD(s.Dev, req.Port, s.PrivBind); err != nil {
@@ -204,8 +204,8 @@ func (s *session) modifyQP(body []byte, _ []int) (any, error) {
 			return rnic.Errf(unix.EINVAL, "modify-qp: %v → %v is not a valid transition", from, to)
 		}
 		if to == proto.QPStateReset {
-			rnic.DiscardPosted(q.Sq)
-			rnic.DiscardPosted(q.Rq)
+			rnic.DiscardPosted(q.SQ)
+			rnic.DiscardPosted(q.RQ)
 			q.Blocked = false
 		}
 		t.Modified(to, req.QKey) // a new Q_Key; RESET: a new life
@@ -229,7 +229,7 @@ func (s *session) queryQP(body []byte, _ []int) (any, error) {
 			return rnic.Errf(unix.EINVAL, "query-qp: no QP %d", req.Handle)
 		}
 		t := transportOf(q)
-		reply = proto.QueryQPReply{Type: q.Typ, State: q.State, QPN: q.QPN, Addr: addrString(t), Caps: q.Caps, QKey: t.QKey()}
+		reply = proto.QueryQPReply{Type: q.Type, State: q.State, QPN: q.QPN, Addr: addrString(t), Caps: q.Caps, QKey: t.QKey()}
 		return nil
 	})
 }
@@ -247,7 +247,7 @@ func (s *session) destroyQP(body []byte, _ []int) (any, error) {
 		delete(s.QPs, req.Handle)
 		q.Eng.RemoveQP(q)
 		rnic.CloseQP(q)
-		s.QPHeld(portsOf(q.Typ)).Release() // rnic/userlimits.go
+		s.QPHeld(portsOf(q.Type)).Release() // rnic/userlimits.go
 		q.PD.Refs--
 		q.SendCQ.Refs--
 		q.RecvCQ.Refs--

@@ -227,7 +227,7 @@ func sessionInfo(s *rnic.Session) proto.SessionInfo {
 	for _, h := range sortedKeys(s.QPs) {
 		q := s.QPs[h]
 		t := transportOf(q)
-		qi := proto.QPInfo{Handle: h, QPN: q.QPN, Type: q.Typ.String(), State: q.State.String(),
+		qi := proto.QPInfo{Handle: h, QPN: q.QPN, Type: q.Type.String(), State: q.State.String(),
 			Addr: addrString(t), Counters: q.Stats.Snapshot(), Engine: q.Eng.ID}
 		t.Inspect(qi.Counters) // the transport's own state
 		si.QPs = append(si.QPs, qi)

@@ -137,8 +137,8 @@ func (s *CM) reserveRC(handle uint32, op string) error {
 		switch {
 		case q == nil:
 			return rnic.Errf(unix.EINVAL, "%s: no QP %d", op, handle)
-		case q.Typ != proto.QPTypeRC:
-			return rnic.Errf(unix.EINVAL, "%s: QP %d is %v; only RC QPs connect", op, handle, q.Typ)
+		case q.Type != proto.QPTypeRC:
+			return rnic.Errf(unix.EINVAL, "%s: QP %d is %v; only RC QPs connect", op, handle, q.Type)
 		case q.cm.busy:
 			return rnic.Errf(unix.EALREADY, "%s: QP %d is already connecting", op, handle)
 		case q.cm.connected || q.Conn != nil:
@@ -280,7 +280,7 @@ func (s *CM) Disconnect(h uint32, abort bool) error {
 		case c == nil:
 			return rnic.Errf(unix.EINVAL, "disconnect: no QP %d", h)
 		case q == nil:
-			return rnic.Errf(unix.EINVAL, "disconnect: QP %d is %v, not RC", h, c.Typ)
+			return rnic.Errf(unix.EINVAL, "disconnect: QP %d is %v, not RC", h, c.Type)
 		case q.Conn == nil:
 			return rnic.Errf(unix.ENOTCONN, "disconnect: QP %d is not connected", h)
 		}

@@ -202,7 +202,7 @@ func (e *rcEngine) AttachRC(q *QP, a Attach) (err error) {
 			q.Conn = nil
 		}
 	}()
-	if q.Typ != proto.QPTypeRC {
+	if q.Type != proto.QPTypeRC {
 		return rnic.Errf(unix.EINVAL, "attach: QP %d is not an RC QP", q.Handle)
 	}
 	if q.State != proto.QPStateInit {
@@ -321,7 +321,7 @@ func (e *rcEngine) DisconnectRC(q *QP, abort bool) {
 		}
 		if c.phase == rcOpen {
 			c.setCause("the local client disconnected gracefully")
-			n, _ := q.Sq.Available()
+			n, _ := q.SQ.Available()
 			c.phase = rcClosing
 			c.closeBudget = int(n)
 			c.deadline = time.Now().Add(rcCloseTimeout + time.Duration(n)*time.Millisecond)
@@ -361,7 +361,7 @@ func (e *rcEngine) rcTerminate(q *QP, err iwerr.Error, ddpHdr, rdmaHdr []byte, s
 			err.Layer == iwerr.LayerRDMAP && err.Type == iwerr.RDMAPRemoteProtection {
 			ev = proto.EventQPAccessError
 		}
-		q.S.SendEvent(e.Engine, proto.Event{Type: ev, Handle: q.Handle, Detail: "terminate sent: " + err.Error()})
+		q.Session.SendEvent(e.Engine, proto.Event{Type: ev, Handle: q.Handle, Detail: "terminate sent: " + err.Error()})
 	}
 }
 
@@ -422,7 +422,7 @@ func (e *rcEngine) rcClose(q *QP, reason CloseReason, detail string) {
 		wasTerm := q.State == proto.QPStateSQE
 		q.State = proto.QPStateError
 		if !wasTerm && reason != ClosedGraceful {
-			q.S.SendEvent(e.Engine, proto.Event{Type: proto.EventQPFatal, Handle: q.Handle, Detail: reason.String() + detail})
+			q.Session.SendEvent(e.Engine, proto.Event{Type: proto.EventQPFatal, Handle: q.Handle, Detail: reason.String() + detail})
 		}
 	}
 	if q.OnRCClosed != nil {
@@ -448,11 +448,11 @@ func (q *QP) rcHasWork() bool {
 		if c != nil && (c.pend.n > 0 || c.rqe.active) {
 			return true
 		}
-		if n, _ := q.Sq.Available(); n > 0 {
+		if n, _ := q.SQ.Available(); n > 0 {
 			return true
 		}
-		if q.Rq != nil {
-			if n, _ := q.Rq.Available(); n > 0 {
+		if q.RQ != nil {
+			if n, _ := q.RQ.Available(); n > 0 {
 				return true
 			}
 		}
@@ -481,7 +481,7 @@ func (q *QP) rcHasWork() bool {
 		if c.waitFirst && !c.outOn {
 			// Responder before the initiator's first FPDU: only a Local
 			// Invalidate may run (rc/tx.go), nothing goes out.
-			if slot, err := q.Sq.Peek(); err == nil && slot != nil {
+			if slot, err := q.SQ.Peek(); err == nil && slot != nil {
 				var raw [proto.SQEHeaderLen]byte
 				copy(raw[:], slot)
 				return proto.GetSQE(raw[:]).Opcode == proto.WRLocalInvalidate
@@ -497,7 +497,7 @@ func (q *QP) rcHasWork() bool {
 		if c.sqStalled || (c.phase == rcClosing && c.closeBudget == 0) {
 			return false
 		}
-		n, _ := q.Sq.Available()
+		n, _ := q.SQ.Available()
 		return n > 0
 	case proto.QPStateReset, proto.QPStateInit, proto.QPStateRTR:
 		return c != nil && c.phase != rcIdle && c.phase != rcClosed
@@ -597,7 +597,7 @@ func (e *rcEngine) rcFlush(q *QP) bool {
 			if !p.done || st == proto.WCSuccess {
 				st = proto.WCWRFlushErr
 			}
-			e.PostCQE(q.S, q.SendCQ, &proto.CQE{WRID: p.wrid, Status: st, Opcode: p.op, QPN: q.QPN, Term: p.term, Flags: p.flags})
+			e.PostCQE(q.Session, q.SendCQ, &proto.CQE{WRID: p.wrid, Status: st, Opcode: p.op, QPN: q.QPN, Term: p.term, Flags: p.flags})
 			e.count(q, rnic.CFlushed, 1)
 			c.pend.pop()
 			work = true
@@ -605,7 +605,7 @@ func (e *rcEngine) rcFlush(q *QP) bool {
 		if c.rqe.active {
 			c.rqe.active = false
 			e.count(q, rnic.CFlushed, 1)
-			e.PostCQE(q.S, q.RecvCQ, &proto.CQE{WRID: c.rqe.wrid, Status: proto.WCWRFlushErr, Opcode: proto.WCRecv, QPN: q.QPN})
+			e.PostCQE(q.Session, q.RecvCQ, &proto.CQE{WRID: c.rqe.wrid, Status: proto.WCWRFlushErr, Opcode: proto.WCRecv, QPN: q.QPN})
 			work = true
 		}
 		if c.pend.n > 0 {
@@ -613,32 +613,32 @@ func (e *rcEngine) rcFlush(q *QP) bool {
 		}
 	}
 	for range e.Cfg.PollBatch {
-		slot, err := q.Sq.Peek()
+		slot, err := q.SQ.Peek()
 		if err != nil || slot == nil {
 			break
 		}
 		var raw [proto.SQEHeaderLen]byte
 		copy(raw[:], slot)
 		sqe := proto.GetSQE(raw[:])
-		q.Sq.Advance()
-		q.Sq.Release()
+		q.SQ.Advance()
+		q.SQ.Release()
 		e.count(q, rnic.CFlushed, 1)
-		e.PostCQE(q.S, q.SendCQ, &proto.CQE{WRID: sqe.WRID, Status: proto.WCWRFlushErr, Opcode: rnic.WCOpcodeOf(sqe.Opcode), QPN: q.QPN})
+		e.PostCQE(q.Session, q.SendCQ, &proto.CQE{WRID: sqe.WRID, Status: proto.WCWRFlushErr, Opcode: rnic.WCOpcodeOf(sqe.Opcode), QPN: q.QPN})
 		work = true
 	}
-	if q.Rq == nil {
+	if q.RQ == nil {
 		return work
 	}
 	for range e.Cfg.PollBatch {
-		slot, err := q.Rq.Peek()
+		slot, err := q.RQ.Peek()
 		if err != nil || slot == nil {
 			break
 		}
 		wrid := proto.GetRQE(slot).WRID
-		q.Rq.Advance()
-		q.Rq.Release()
+		q.RQ.Advance()
+		q.RQ.Release()
 		e.count(q, rnic.CFlushed, 1)
-		e.PostCQE(q.S, q.RecvCQ, &proto.CQE{WRID: wrid, Status: proto.WCWRFlushErr, Opcode: proto.WCRecv, QPN: q.QPN})
+		e.PostCQE(q.Session, q.RecvCQ, &proto.CQE{WRID: wrid, Status: proto.WCWRFlushErr, Opcode: proto.WCRecv, QPN: q.QPN})
 		work = true
 	}
 	return work
@@ -710,7 +710,7 @@ func (e *rcEngine) rcComplete(q *QP, seq uint64, status proto.WCStatus) {
 	for c.pend.n > 0 && c.pend.front().done {
 		p := c.pend.front()
 		if p.status != proto.WCSuccess || p.signaled || q.SigAll {
-			e.PostCQE(q.S, q.SendCQ, &proto.CQE{WRID: p.wrid, Status: p.status, Opcode: p.op, ByteLen: p.len, QPN: q.QPN,
+			e.PostCQE(q.Session, q.SendCQ, &proto.CQE{WRID: p.wrid, Status: p.status, Opcode: p.op, ByteLen: p.len, QPN: q.QPN,
 				Flags: p.flags, Term: p.term})
 		}
 		c.pend.pop()

@@ -127,7 +127,7 @@ func (e *rcEngine) rcReleaseImm(q *QP) bool {
 	}
 	c.rqe.active = false
 	e.count(q, rnic.CMessagesIn, 1)
-	e.PostCQE(q.S, q.RecvCQ, &cqe)
+	e.PostCQE(q.Session, q.RecvCQ, &cqe)
 	return true
 }
 
@@ -159,7 +159,7 @@ func (e *rcEngine) rcCompleteRecv(q *QP) bool {
 	}
 	if x.op == rdmap.OpSendInvalidate || x.op == rdmap.OpSendSEInvalidate {
 		stag := x.h.ULPReserved
-		m := q.S.MRByRKey(stag)
+		m := q.Session.MRByRKey(stag)
 		if m == nil || m.PD != q.PD {
 			e.rcTerminate(q, iwerr.RDMAPCannotInvalidate, x.hdr[:ddp.UntaggedHeaderLen], nil, x.ulen)
 			return false
@@ -171,6 +171,6 @@ func (e *rcEngine) rcCompleteRecv(q *QP) bool {
 	r.active = false
 	e.count(q, rnic.CMessagesIn, 1)
 	e.count(q, rnic.CBytesIn, int64(r.placed))
-	e.PostCQE(q.S, q.RecvCQ, &cqe)
+	e.PostCQE(q.Session, q.RecvCQ, &cqe)
 	return true
 }

@@ -23,7 +23,7 @@ func (c *rcConn) setCause(s string) {
 // became of the QP.
 func (e *rcEngine) rcLogClosed(q *QP, reason CloseReason, detail, then string) {
 	c := q.Conn
-	log := q.S.Dev.Log
+	log := q.Session.Dev.Log
 	side := "responder"
 	if c.initiator {
 		side = "initiator"
@@ -51,5 +51,5 @@ func (e *rcEngine) rcLogClosed(q *QP, reason CloseReason, detail, then string) {
 		flushed = fmt.Sprintf("; %d work request(s) in progress complete flushed", c.pend.n)
 	}
 	log.Infof("session %d (pid %d): RC QP %d (QPN %d, %s, %v -> %v) connection ended, %s: %s (%s%s%s)%s",
-		q.S.ID, q.S.Cred.Pid, q.Handle, q.QPN, side, c.local, c.remote, then, cause, reason, detail, term, flushed)
+		q.Session.ID, q.Session.Cred.Pid, q.Handle, q.QPN, side, c.local, c.remote, then, cause, reason, detail, term, flushed)
 }

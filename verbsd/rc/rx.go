@@ -508,7 +508,7 @@ func (e *rcEngine) rcTakeRecv(q *QP) rqeResult {
 			off := proto.RQEHeaderLen + i*proto.SGELen
 			copy(sraw[:], slot[off:off+proto.SGELen])
 			s := proto.GetSGE(sraw[:])
-			if _, _, st = q.S.CheckSGE(s, p, true); st != proto.WCSuccess {
+			if _, _, st = q.Session.CheckSGE(s, p, true); st != proto.WCSuccess {
 				break
 			}
 			r.sges = append(r.sges, s)
@@ -518,7 +518,7 @@ func (e *rcEngine) rcTakeRecv(q *QP) rqeResult {
 	e.SRQLimitCheck(q.QP)
 	if st != proto.WCSuccess {
 		e.count(q, rnic.CWRErrors, 1)
-		e.PostCQE(q.S, q.RecvCQ, &proto.CQE{WRID: r.wrid, Status: st, Opcode: proto.WCRecv, QPN: q.QPN})
+		e.PostCQE(q.Session, q.RecvCQ, &proto.CQE{WRID: r.wrid, Status: st, Opcode: proto.WCRecv, QPN: q.QPN})
 		e.errorQP(q, "receive work request "+st.String())
 		return rqeBad
 	}

@@ -30,7 +30,7 @@ func (e *rcEngine) rcTermReceived(q *QP, b []byte) {
 	}
 	if q.State != proto.QPStateError {
 		q.State = proto.QPStateError
-		q.S.SendEvent(e.Engine, proto.Event{Type: proto.EventQPFatal, Handle: q.Handle, Detail: "terminate received: " + t.Err.Error()})
+		q.Session.SendEvent(e.Engine, proto.Event{Type: proto.EventQPFatal, Handle: q.Handle, Detail: "terminate received: " + t.Err.Error()})
 	}
 	e.rcClose(q, ClosedTermReceived, "")
 }

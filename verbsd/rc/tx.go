@@ -485,7 +485,7 @@ func (e *rcEngine) rcStartMessage(q *QP) (ok, did bool) {
 		if c.phase == rcClosing && c.closeBudget == 0 {
 			return false, did
 		}
-		slot, err := q.Sq.Peek()
+		slot, err := q.SQ.Peek()
 		if err != nil {
 			e.count(q, rnic.CWRErrors, 1)
 			e.errorQP(q, "send queue producer index is corrupt")
@@ -511,8 +511,8 @@ func (e *rcEngine) rcStartMessage(q *QP) (ok, did bool) {
 		c.rcRefreshEMSS()
 		t.fresh = false
 		st := e.rcPrepareWR(q, &t.rcMsg, &sqe, slot)
-		q.Sq.Advance()
-		q.Sq.Release()
+		q.SQ.Advance()
+		q.SQ.Release()
 		if c.phase == rcClosing {
 			c.closeBudget--
 		}
@@ -574,7 +574,7 @@ func (e *rcEngine) rcPrepareWR(q *QP, t *rcMsg, sqe *proto.SQE, slot []byte) pro
 			var sraw [proto.SGELen]byte
 			copy(sraw[:], slot[proto.SQEHeaderLen:])
 			t.readSGE = proto.GetSGE(sraw[:])
-			if _, _, st := q.S.CheckSGE(t.readSGE, q.PD, true); st != proto.WCSuccess {
+			if _, _, st := q.Session.CheckSGE(t.readSGE, q.PD, true); st != proto.WCSuccess {
 				return st
 			}
 			t.total = int(t.readSGE.Length)
@@ -583,7 +583,7 @@ func (e *rcEngine) rcPrepareWR(q *QP, t *rcMsg, sqe *proto.SQE, slot []byte) pro
 			return proto.WCLocQPOpErr
 		}
 	case proto.WRLocalInvalidate:
-		m := q.S.Keys[sqe.InvStag] // the owner may name either key (rnic/keys.go)
+		m := q.Session.Keys[sqe.InvStag] // the owner may name either key (rnic/keys.go)
 		if m == nil || m.PD != q.PD {
 			return proto.WCLocProtErr
 		}
@@ -664,7 +664,7 @@ func (e *rcEngine) rcCopyPayload(q *QP, t *rcMsg, sqe *proto.SQE, slot []byte, i
 		off := proto.SQEHeaderLen + i*proto.SGELen
 		copy(sraw[:], slot[off:off+proto.SGELen])
 		s := proto.GetSGE(sraw[:])
-		if _, _, st := q.S.CheckSGE(s, q.PD, false); st != proto.WCSuccess {
+		if _, _, st := q.Session.CheckSGE(s, q.PD, false); st != proto.WCSuccess {
 			return st
 		}
 		t.Sges = append(t.Sges, s)

@@ -67,7 +67,7 @@ func (e *rcEngine) rcTakeAhead(q *QP) *rcMsg {
 		c.phase != rcOpen && (c.phase != rcClosing || c.closeBudget == 0) {
 		return nil
 	}
-	slot, err := q.Sq.Peek()
+	slot, err := q.SQ.Peek()
 	if err != nil || slot == nil {
 		return nil // a corrupt index is reported by rcStartMessage
 	}
@@ -89,8 +89,8 @@ func (e *rcEngine) rcTakeAhead(q *QP) *rcMsg {
 	if st != proto.WCSuccess {
 		return nil // no MSN was used; rcStartMessage fails it in turn
 	}
-	q.Sq.Advance()
-	q.Sq.Release()
+	q.SQ.Advance()
+	q.SQ.Release()
 	if c.phase == rcClosing {
 		c.closeBudget--
 	}

@@ -190,7 +190,7 @@ func (q *QP) rdHasWork() bool {
 	r := q.Rd
 	switch q.State {
 	case proto.QPStateRTS:
-		if n, err := q.Sq.Available(); err != nil || (n > 0 && uint32(len(r.wrs)) < q.SQView().Depth()) {
+		if n, err := q.SQ.Available(); err != nil || (n > 0 && uint32(len(r.wrs)) < q.SQView().Depth()) {
 			return true
 		}
 		if len(r.backlog) > 0 {
@@ -200,11 +200,11 @@ func (q *QP) rdHasWork() bool {
 		}
 		return r.sendable()
 	case proto.QPStateError:
-		if n, _ := q.Sq.Available(); n > 0 {
+		if n, _ := q.SQ.Available(); n > 0 {
 			return true
 		}
-		if q.Rq != nil {
-			if n, _ := q.Rq.Available(); n > 0 {
+		if q.RQ != nil {
+			if n, _ := q.RQ.Available(); n > 0 {
 				return true
 			}
 		}
@@ -257,7 +257,7 @@ func (e *Engine) rdFlush(q *QP) bool {
 			continue // a message being discarded: its receive completed
 		}
 		e.count(q, rnic.CFlushed, 1)
-		e.PostCQE(q.S, q.RecvCQ, &proto.CQE{WRID: m.wrid, Status: proto.WCWRFlushErr, Opcode: proto.WCRecv, QPN: q.QPN})
+		e.PostCQE(q.Session, q.RecvCQ, &proto.CQE{WRID: m.wrid, Status: proto.WCWRFlushErr, Opcode: proto.WCRecv, QPN: q.QPN})
 		work = true
 	}
 	r.claimed = 0
@@ -268,7 +268,7 @@ func (e *Engine) rdFlush(q *QP) bool {
 			continue
 		}
 		e.count(q, rnic.CFlushed, 1)
-		e.PostCQE(q.S, q.SendCQ, &proto.CQE{WRID: w.wrid, Status: proto.WCWRFlushErr, Opcode: rdWCOpcode(w), QPN: q.QPN})
+		e.PostCQE(q.Session, q.SendCQ, &proto.CQE{WRID: w.wrid, Status: proto.WCWRFlushErr, Opcode: rdWCOpcode(w), QPN: q.QPN})
 		work = true
 	}
 	r.wrs, r.readsOut, r.resps, r.errs = nil, 0, nil, nil

@@ -463,7 +463,7 @@ func (e *Engine) rdCompleteRecv(q *QP, src netip.AddrPort, m *rdInMsg, st proto.
 		e.count(q, rnic.CMessagesIn, 1)
 		e.count(q, rnic.CBytesIn, int64(n))
 	}
-	e.PostCQE(q.S, q.RecvCQ, &proto.CQE{WRID: m.wrid, Status: st, Opcode: proto.WCRecv, Flags: flags, ByteLen: n,
+	e.PostCQE(q.Session, q.RecvCQ, &proto.CQE{WRID: m.wrid, Status: st, Opcode: proto.WCRecv, Flags: flags, ByteLen: n,
 		QPN: q.QPN, Src: src, Imm: imm})
 }
 
@@ -698,5 +698,5 @@ func (e *Engine) rdErrorIn(q *QP, src netip.AddrPort, body []byte) {
 	if err == nil {
 		detail += ": " + t.Err.Error()
 	}
-	q.S.SendEvent(e.Engine.Engine, proto.Event{Type: proto.EventQPAccessError, Handle: q.Handle, Detail: detail})
+	q.Session.SendEvent(e.Engine.Engine, proto.Event{Type: proto.EventQPAccessError, Handle: q.Handle, Detail: detail})
 }

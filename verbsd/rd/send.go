@@ -94,7 +94,7 @@ func (e *Engine) RdMaxPayload(tagged bool, ulpHeader int) int {
 func (e *Engine) rdTake(q *QP) bool {
 	r := q.Rd
 	v := q.SQView()
-	head, idx, avail, err := v.Lookahead(q.Sq)
+	head, idx, avail, err := v.Lookahead(q.SQ)
 	if err != nil {
 		e.count(q, rnic.CWRErrors, 1)
 		e.errorQP(q, "send queue producer index is corrupt")
@@ -107,10 +107,10 @@ func (e *Engine) rdTake(q *QP) bool {
 		r.nextWR++
 		e.rdPrepare(q, w, v.At(head, idx, took))
 		r.wrs = append(r.wrs, w)
-		q.Sq.Advance()
+		q.SQ.Advance()
 	}
 	if took > 0 {
-		q.Sq.Release()
+		q.SQ.Release()
 	}
 	return took > 0
 }
@@ -183,7 +183,7 @@ func (e *Engine) rdPrepare(q *QP, w *rdWR, slot []byte) {
 			off := proto.SQEHeaderLen + i*proto.SGELen
 			copy(sraw[:], slot[off:off+proto.SGELen])
 			sge := proto.GetSGE(sraw[:])
-			if _, _, st := q.S.CheckSGE(sge, q.PD, sqe.Opcode == proto.WRRDMARead); st != proto.WCSuccess {
+			if _, _, st := q.Session.CheckSGE(sge, q.PD, sqe.Opcode == proto.WRRDMARead); st != proto.WCSuccess {
 				fail(st)
 				return
 			}
@@ -714,7 +714,7 @@ func (e *Engine) rdComplete(q *QP) bool {
 			r.wrs[0] = nil
 			r.wrs = r.wrs[1:]
 			e.count(q, rnic.CWRErrors, 1)
-			e.PostCQE(q.S, q.SendCQ, &proto.CQE{WRID: w.wrid, Status: w.status, Opcode: proto.WCSend, QPN: q.QPN})
+			e.PostCQE(q.Session, q.SendCQ, &proto.CQE{WRID: w.wrid, Status: w.status, Opcode: proto.WCSend, QPN: q.QPN})
 			e.errorQP(q, "work request "+w.status.String()) // rdFlush flushes the later ones
 			return true
 		}
@@ -762,6 +762,6 @@ func (e *Engine) rdCompleteWR(q *QP, w *rdWR) {
 		if w.term != 0 {
 			cqe.Term, cqe.Flags = w.term, proto.WCFlagTermValid
 		}
-		e.PostCQE(q.S, q.SendCQ, &cqe)
+		e.PostCQE(q.Session, q.SendCQ, &cqe)
 	}
 }

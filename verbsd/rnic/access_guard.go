@@ -94,7 +94,7 @@ func (e *Engine) RemoteAccess(q *QP, src netip.AddrPort, stag uint32, to, n uint
 	g := &q.guard
 	g.unreported++
 	if g.report.take(now, reportRate, reportBurst) {
-		q.S.SendEvent(e, proto.Event{Type: proto.EventRemoteAccessRefused, Handle: q.Handle,
+		q.Session.SendEvent(e, proto.Event{Type: proto.EventRemoteAccessRefused, Handle: q.Handle,
 			Detail: fmt.Sprintf("remote access refused: %v from %v (STag %#08x, TO %#x, %d octets); %d refusal(s) since the last report",
 				fault, src, stag, to, n, g.unreported)})
 		g.unreported = 0

@@ -91,10 +91,10 @@ func (e *Engine) ErrorQP(q *QP, why string) {
 	q.State = proto.QPStateError
 	q.ErrWhy = why
 	if !q.Ops.LogsOwnEnd() { // a connected RC QP logs when its connection ends (rc/log.go)
-		q.S.Dev.Log.Infof("session %d (pid %d): %v QP %d (QPN %d) moved to ERROR: %s; its work requests complete flushed",
-			q.S.ID, q.S.Cred.Pid, q.Typ, q.Handle, q.QPN, why)
+		q.Session.Dev.Log.Infof("session %d (pid %d): %v QP %d (QPN %d) moved to ERROR: %s; its work requests complete flushed",
+			q.Session.ID, q.Session.Cred.Pid, q.Type, q.Handle, q.QPN, why)
 	}
-	q.S.SendEvent(e, proto.Event{Type: proto.EventQPFatal, Handle: q.Handle, Detail: why})
+	q.Session.SendEvent(e, proto.Event{Type: proto.EventQPFatal, Handle: q.Handle, Detail: why})
 }
 
 // SendEvent queues an asynchronous event for the session's writer; a full

@@ -386,7 +386,7 @@ func (e *Engine) pass(now time.Time) bool {
 	for i := range n {
 		q := e.ready[(e.rr+i)%n]
 		e.Visits++
-		e.cur = q.S
+		e.cur = q.Session
 		if e.serveShared(q, now) { // rnic/engines.go
 			work = true
 			q.lastWork = now
@@ -420,7 +420,7 @@ func (e *Engine) AddQP(q *QP) error {
 	if err := unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_ADD, q.FD, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(q.FD)}); err != nil {
 		return fmt.Errorf("verbsd: epoll_ctl: %w", err)
 	}
-	if err := e.bellWatch(q.S); err != nil { // rnic/engines.go
+	if err := e.bellWatch(q.Session); err != nil { // rnic/engines.go
 		unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_DEL, q.FD, nil)
 		return err
 	}
@@ -436,7 +436,7 @@ func (e *Engine) AddQP(q *QP) error {
 // AddUnpolledQP installs a QP that has no socket to poll yet (an RC QP
 // before its connection): it gets its QP number and is served.
 func (e *Engine) AddUnpolledQP(q *QP) error {
-	if err := e.bellWatch(q.S); err != nil { // rnic/engines.go
+	if err := e.bellWatch(q.Session); err != nil { // rnic/engines.go
 		return err
 	}
 	e.dev.nextQPN++
@@ -455,7 +455,7 @@ func (e *Engine) RemoveQP(q *QP) {
 	for i, x := range e.QPs {
 		if x == q {
 			e.QPs = append(e.QPs[:i], e.QPs[i+1:]...)
-			e.bellUnwatch(q.S) // rnic/engines.go
+			e.bellUnwatch(q.Session) // rnic/engines.go
 			break
 		}
 	}

@@ -266,7 +266,7 @@ func (e *Engine) serveShared(q *QP, now time.Time) bool {
 	if !e.Shared {
 		return q.Ops.Service(now)
 	}
-	if q.S.faulted.Load() {
+	if q.Session.faulted.Load() {
 		return false
 	}
 	if q.cqOverran.Swap(false) {
@@ -282,7 +282,7 @@ func (e *Engine) serveShared(q *QP, now time.Time) bool {
 // hasWork reports whether the client published work the engine must act
 // on now (qpOps.hasWork), reading a shared SRQ under its mutex.
 func (q *QP) hasWork() bool {
-	if q.S.faulted.Load() {
+	if q.Session.faulted.Load() {
 		return false
 	}
 	if x := q.SRQ; x != nil && q.Eng != nil && q.Eng.Shared {

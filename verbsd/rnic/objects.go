@@ -78,7 +78,7 @@ type SRQ struct {
 // process region (rnic/stage.go: a source read from the process now, a
 // destination written back by commit).
 func (q *QP) Translate(sge proto.SGE, p *PD, write bool) ([]byte, proto.WCStatus) {
-	s := q.S
+	s := q.Session
 	m, off, st := s.CheckSGE(sge, p, write)
 	if st != proto.WCSuccess {
 		return nil, st

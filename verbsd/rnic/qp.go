@@ -15,32 +15,32 @@ import (
 // the engine's polling set (engine-owned). What a transport keeps besides
 // is behind ops (ud/qp.go): the engine serves a QP only through it.
 type QP struct {
-	S   *Session
-	Eng *Engine // the engine that owns and serves it (rnic/engines.go place)
-	Ops QPOps   // its transport (ud/qp.go)
+	Session *Session // the client session that created it
+	Eng     *Engine  // the engine that owns and serves it (rnic/engines.go place)
+	Ops     QPOps    // its transport: ud.QP, rd.QP or rc.QP
 	// cqOverran: a CQ it uses overran on another engine; its own engine
 	// moves it to ERROR at its next service (rnic/engines.go serveShared).
 	cqOverran atomic.Bool
-	Handle    uint32
-	QPN       uint32
-	Typ       proto.QPType
-	PD        *PD
-	SendCQ    *CQ
-	RecvCQ    *CQ
-	SRQ       *SRQ
-	Caps      proto.QPCaps
-	SigAll    bool
-	State     proto.QPState
-	ErrWhy    string // why a local error or the client moved the QP to ERROR (errorQP, modify-qp; rc/log.go)
+	Handle    uint32        // the session's handle of it
+	QPN       uint32        // its QP number, device-wide
+	Type      proto.QPType  // UD, RD or RC
+	PD        *PD           // its protection domain
+	SendCQ    *CQ           // completions of its send queue
+	RecvCQ    *CQ           // completions of its receives
+	SRQ       *SRQ          // its shared receive queue; nil: its own RQ
+	Caps      proto.QPCaps  // queue depths, SGEs, inline size
+	SigAll    bool          // every send work request completes (sq_sig_all)
+	State     proto.QPState // RESET, INIT, RTR, RTS, ERROR
+	ErrWhy    string        // why a local error or the client moved the QP to ERROR (errorQP, modify-qp; rc/log.go)
 
-	Region *Mapping
-	Sq     *shm.Consumer
-	Rq     *shm.Consumer // nil with an SRQ
+	Region *Mapping      // the client's memfd holding its rings
+	SQ     *shm.Consumer // the send queue ring
+	RQ     *shm.Consumer // the receive queue ring; nil with an SRQ
 
-	FD       int
-	Local    netip.AddrPort
-	Readable bool // epoll said the socket is readable
-	Blocked  bool // the socket buffer was full (EAGAIN)
+	FD       int            // its socket (UDP; RC: the connection's), -1 if none
+	Local    netip.AddrPort // its socket's local address
+	Readable bool           // epoll said the socket is readable
+	Blocked  bool           // the socket buffer was full (EAGAIN)
 
 	onReady  bool      // on the engine's ready list (rnic/ready.go)
 	lastWork time.Time // the last pass that did work on it
@@ -65,7 +65,7 @@ func (q *QP) RecvRing() *shm.Consumer {
 	if q.SRQ != nil {
 		return q.SRQ.Cons
 	}
-	return q.Rq
+	return q.RQ
 }
 
 // DiscardPosted drops every posted work request without completions (the

@@ -58,7 +58,7 @@ func (e *Engine) unready(q *QP) {
 
 // due reports whether q has something to do now.
 func (q *QP) due(now time.Time) bool {
-	if q.S.faulted.Load() { // rnic/engines.go: its teardown is on its way
+	if q.Session.faulted.Load() { // rnic/engines.go: its teardown is on its way
 		return false
 	}
 	if q.Readable || q.Blocked || q.hasWork() {
@@ -82,7 +82,7 @@ func (e *Engine) fillReady(now time.Time) {
 		e.probe = (e.probe + 1) % n
 		q := e.QPs[e.probe]
 		e.Visits++
-		e.cur = q.S // the probe reads the client's rings (rnic/fault.go)
+		e.cur = q.Session // the probe reads the client's rings (rnic/fault.go)
 		if !q.onReady && q.due(now) {
 			e.MarkReady(q)
 		}
@@ -93,7 +93,7 @@ func (e *Engine) fillReady(now time.Time) {
 func (e *Engine) pruneReady(now time.Time) {
 	keep := e.ready[:0]
 	for _, q := range e.ready {
-		e.cur = q.S
+		e.cur = q.Session
 		if now.Sub(q.lastWork) < readyLinger || q.due(now) {
 			keep = append(keep, q)
 			continue

@@ -19,7 +19,7 @@ func (q *QP) LookupRemote(stag uint32, to, n uint64, need proto.Access) ([]byte,
 		return nil, f
 	}
 	if m.Proc != nil { // rnic/stage.go: a Read's source is read now; a Write's target is written back on commit
-		b, st := q.Eng.stage(q.S, m.Proc, off, n, need == proto.AccessRemoteRead)
+		b, st := q.Eng.stage(q.Session, m.Proc, off, n, need == proto.AccessRemoteRead)
 		if st != proto.WCSuccess {
 			return nil, rdmap.FaultBaseBounds
 		}
@@ -33,7 +33,7 @@ func (q *QP) LookupRemote(stag uint32, to, n uint64, need proto.Access) ([]byte,
 // Response translates a window at a time, rcTxPayloads). A source in
 // process memory is probed (its first and last octets readable), not read.
 func (q *QP) CheckRemote(stag uint32, to, n uint64, need proto.Access) (*MR, uint64, rdmap.AccessFault) {
-	m := q.S.MRByRKey(stag)
+	m := q.Session.MRByRKey(stag)
 	switch {
 	case m == nil || m.Invalid.Load():
 		return nil, 0, rdmap.FaultInvalidStag

@@ -93,7 +93,7 @@ func (q *QP) initViews() {
 	c := q.Caps
 	sqStride := proto.SQEStride(c.MaxSendSGE, c.MaxInline)
 	q.views.sq = NewRingView(q.Region.Mem, c.MaxSendWR, sqStride)
-	if q.Rq != nil {
+	if q.RQ != nil {
 		sqBytes := proto.RingBytes(c.MaxSendWR, sqStride)
 		if sqBytes <= len(q.Region.Mem) {
 			q.views.rq = NewRingView(q.Region.Mem[sqBytes:], c.MaxRecvWR, proto.RQEStride(c.MaxRecvSGE))

@@ -84,7 +84,7 @@ func (e *Engine) SRQLimitCheck(q *QP) {
 	if s := q.SRQ; s != nil && s.Limit > 0 {
 		if avail, err := s.Cons.Available(); err == nil && avail < s.Limit {
 			s.Limit = 0
-			q.S.SendEvent(e, proto.Event{Type: proto.EventSRQLimit, Handle: s.Handle})
+			q.Session.SendEvent(e, proto.Event{Type: proto.EventSRQLimit, Handle: s.Handle})
 		}
 	}
 }

@@ -39,7 +39,7 @@ func (e *Engine) Destination(sqe *proto.SQE) (netip.AddrPort, proto.WCStatus) {
 func (e *Engine) dropSend(q *QP, wrid uint64, status proto.WCStatus) {
 	e.count(q, rnic.CWRErrors, 1)
 	q.sendSeg = 0
-	q.Sq.Advance()
-	q.Sq.Release()
-	e.PostCQE(q.S, q.SendCQ, &proto.CQE{WRID: wrid, Status: status, Opcode: proto.WCSend, QPN: q.QPN})
+	q.SQ.Advance()
+	q.SQ.Release()
+	e.PostCQE(q.Session, q.SendCQ, &proto.CQE{WRID: wrid, Status: status, Opcode: proto.WCSend, QPN: q.QPN})
 }

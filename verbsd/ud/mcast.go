@@ -79,8 +79,8 @@ func ParseGroup(s string) (netip.AddrPort, error) {
 // AttachMcast attaches UD QP q to group (engine goroutine).
 func AttachMcast(c *rnic.QP, group netip.AddrPort) error {
 	q, ok := c.Ops.(*QP)
-	if !ok || q.Typ != proto.QPTypeUD {
-		return rnic.Errf(unix.EINVAL, "attach-mcast: QP %d is %v, not UD", c.Handle, c.Typ)
+	if !ok || q.Type != proto.QPTypeUD {
+		return rnic.Errf(unix.EINVAL, "attach-mcast: QP %d is %v, not UD", c.Handle, c.Type)
 	}
 	e := q.e
 	if !e.Cfg.Addr.Is4() {
@@ -149,7 +149,7 @@ func (e *Engine) openMcast(group netip.AddrPort) (int, error) {
 func DetachMcast(c *rnic.QP, group netip.AddrPort) error {
 	q, ok := c.Ops.(*QP)
 	if !ok {
-		return rnic.Errf(unix.EINVAL, "detach-mcast: QP %d is %v, not UD", c.Handle, c.Typ)
+		return rnic.Errf(unix.EINVAL, "detach-mcast: QP %d is %v, not UD", c.Handle, c.Type)
 	}
 	e := q.e
 	for i, m := range q.mcast.socks {

@@ -55,7 +55,7 @@ func (e *Engine) CloseAll()                   {}
 // the destroyed QPs' (Removing).
 func (e *Engine) Inspect(m map[string]int64) {
 	for _, c := range e.QPs {
-		if q, ok := c.Ops.(*QP); ok && q.Typ == proto.QPTypeUD {
+		if q, ok := c.Ops.(*QP); ok && q.Type == proto.QPTypeUD {
 			m["drop_socket_full"] += q.socketDrops() // ud/backlog.go
 		}
 	}
@@ -118,15 +118,15 @@ func (q *QP) HasWork() bool {
 	}
 	switch q.State {
 	case proto.QPStateRTS:
-		n, err := q.Sq.Available()
+		n, err := q.SQ.Available()
 		return n > 0 || err != nil || q.sendSeg != 0
 	case proto.QPStateError:
 		// A corrupt ring (err) is not work: nothing in it can be flushed.
-		if n, _ := q.Sq.Available(); n > 0 {
+		if n, _ := q.SQ.Available(); n > 0 {
 			return true
 		}
-		if q.Rq != nil {
-			if n, _ := q.Rq.Available(); n > 0 {
+		if q.RQ != nil {
+			if n, _ := q.RQ.Available(); n > 0 {
 				return true
 			}
 		}
@@ -202,7 +202,7 @@ func (q *QP) Event(events uint32) bool {
 // drops are counted before its sockets close; multicast groups are left.
 func (q *QP) Removing() {
 	e := q.e
-	if q.Typ == proto.QPTypeUD {
+	if q.Type == proto.QPTypeUD {
 		e.Stats[rnic.CDropSocketFull] += q.socketDrops() // ud/backlog.go: before its sockets close
 	}
 	e.detachAllMcast(q) // ud/mcast.go
@@ -253,7 +253,7 @@ func (q *QP) Addr() netip.AddrPort { return q.Local }
 // Inspect (transportQP): partial messages, socket drops (UD), RD state.
 func (q *QP) Inspect(m map[string]int64) {
 	m["partial_messages"] = int64(q.reasm.Partials())
-	if q.Typ == proto.QPTypeUD {
+	if q.Type == proto.QPTypeUD {
 		m["drop_socket_full"] = q.socketDrops() // ud/backlog.go
 	}
 }

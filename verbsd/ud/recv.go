@@ -373,12 +373,12 @@ func (e *Engine) completeRecv(q *QP, w *rnic.RecvWR, status proto.WCStatus, n in
 		e.count(q, rnic.CMessagesIn, 1)
 		e.count(q, rnic.CBytesIn, int64(n))
 	}
-	e.PostCQE(q.S, q.RecvCQ, &proto.CQE{WRID: w.WRID, Status: status, Opcode: proto.WCRecv, Flags: flags,
+	e.PostCQE(q.Session, q.RecvCQ, &proto.CQE{WRID: w.WRID, Status: status, Opcode: proto.WCRecv, Flags: flags,
 		ByteLen: uint32(n), QPN: q.QPN, Src: src, Imm: e.curImm})
 	if s := q.SRQ; s != nil && s.Limit > 0 {
 		if avail, err := s.Cons.Available(); err == nil && avail < s.Limit {
 			s.Limit = 0
-			q.S.SendEvent(e.Engine, proto.Event{Type: proto.EventSRQLimit, Handle: s.Handle})
+			q.Session.SendEvent(e.Engine, proto.Event{Type: proto.EventSRQLimit, Handle: s.Handle})
 		}
 	}
 	if fault {

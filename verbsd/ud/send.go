@@ -95,9 +95,9 @@ func (e *Engine) send(q *QP) bool {
 		e.count(q, rnic.CSendErrors, 1)
 		q.sendSeg = 0
 		q.lastMSN = wr.msn
-		q.Sq.Advance()
-		q.Sq.Release()
-		e.PostCQE(q.S, q.SendCQ, &proto.CQE{WRID: wr.wrid, Status: proto.WCGeneralErr, Opcode: proto.WCSend, QPN: q.QPN})
+		q.SQ.Advance()
+		q.SQ.Release()
+		e.PostCQE(q.Session, q.SendCQ, &proto.CQE{WRID: wr.wrid, Status: proto.WCGeneralErr, Opcode: proto.WCSend, QPN: q.QPN})
 		budget--
 	}
 	return work
@@ -125,7 +125,7 @@ func (e *Engine) buildSend(q *QP, maxMsgs int) (msgs []unix.Mmsghdr, stop bool, 
 // the head work request (a bad destination) and built nothing.
 func (e *Engine) buildSendOnce(q *QP, maxMsgs int) (msgs []unix.Mmsghdr, stop, drop bool) {
 	v := q.SQView()
-	head, idx, avail, err := v.Lookahead(q.Sq)
+	head, idx, avail, err := v.Lookahead(q.SQ)
 	if err != nil {
 		e.count(q, rnic.CWRErrors, 1)
 		e.errorQP(q, "send queue producer index is corrupt")
@@ -213,7 +213,7 @@ func (e *Engine) sendDone(q *QP, sent int) {
 			}
 			q.sendSeg = 0
 			q.lastMSN = wr.msn
-			q.Sq.Advance()
+			q.SQ.Advance()
 			e.count(q, rnic.CMessagesOut, 1)
 			e.count(q, rnic.CBytesOut, int64(wr.total))
 			if q.SigAll || wr.signaled {
@@ -221,11 +221,11 @@ func (e *Engine) sendDone(q *QP, sent int) {
 				if wr.wrec {
 					op = proto.WCWriteRecord
 				}
-				e.PostCQE(q.S, q.SendCQ, &proto.CQE{WRID: wr.wrid, Opcode: op, ByteLen: uint32(wr.total), QPN: q.QPN})
+				e.PostCQE(q.Session, q.SendCQ, &proto.CQE{WRID: wr.wrid, Opcode: op, ByteLen: uint32(wr.total), QPN: q.QPN})
 			}
 		}
 	}
-	q.Sq.Release()
+	q.SQ.Release()
 }
 
 // maxPayload is the payload octets of one UD datagram's DDP segment.
@@ -321,8 +321,8 @@ func (e *Engine) preparePayload(q *QP, wr *sendWR, sqe *proto.SQE, slot []byte, 
 func (e *Engine) FailWR(q *QP, c *rnic.CQ, wrid uint64, op proto.WCOpcode, status proto.WCStatus) {
 	e.count(q, rnic.CWRErrors, 1)
 	if op == proto.WCSend {
-		q.Sq.Advance()
-		q.Sq.Release()
+		q.SQ.Advance()
+		q.SQ.Release()
 		q.sendSeg = 0
 	} else {
 		rc := q.RecvRing()
@@ -330,7 +330,7 @@ func (e *Engine) FailWR(q *QP, c *rnic.CQ, wrid uint64, op proto.WCOpcode, statu
 		rc.Release()
 		q.rwr.Valid = false
 	}
-	e.PostCQE(q.S, c, &proto.CQE{WRID: wrid, Status: status, Opcode: op, QPN: q.QPN})
+	e.PostCQE(q.Session, c, &proto.CQE{WRID: wrid, Status: status, Opcode: op, QPN: q.QPN})
 	e.errorQP(q, "work request "+status.String())
 }
 
@@ -339,31 +339,31 @@ func (e *Engine) FailWR(q *QP, c *rnic.CQ, wrid uint64, op proto.WCOpcode, statu
 func (e *Engine) Flush(q *QP) bool {
 	work := false
 	for range e.Cfg.PollBatch {
-		slot, err := q.Sq.Peek()
+		slot, err := q.SQ.Peek()
 		if err != nil || slot == nil {
 			break
 		}
 		wrid := proto.GetSQE(slot).WRID
-		q.Sq.Advance()
-		q.Sq.Release()
+		q.SQ.Advance()
+		q.SQ.Release()
 		q.sendSeg = 0
 		e.count(q, rnic.CFlushed, 1)
-		e.PostCQE(q.S, q.SendCQ, &proto.CQE{WRID: wrid, Status: proto.WCWRFlushErr, Opcode: proto.WCSend, QPN: q.QPN})
+		e.PostCQE(q.Session, q.SendCQ, &proto.CQE{WRID: wrid, Status: proto.WCWRFlushErr, Opcode: proto.WCSend, QPN: q.QPN})
 		work = true
 	}
-	if q.Rq == nil {
+	if q.RQ == nil {
 		return work
 	}
 	for range e.Cfg.PollBatch {
-		slot, err := q.Rq.Peek()
+		slot, err := q.RQ.Peek()
 		if err != nil || slot == nil {
 			break
 		}
 		wrid := proto.GetRQE(slot).WRID
-		q.Rq.Advance()
-		q.Rq.Release()
+		q.RQ.Advance()
+		q.RQ.Release()
 		e.count(q, rnic.CFlushed, 1)
-		e.PostCQE(q.S, q.RecvCQ, &proto.CQE{WRID: wrid, Status: proto.WCWRFlushErr, Opcode: proto.WCRecv, QPN: q.QPN})
+		e.PostCQE(q.Session, q.RecvCQ, &proto.CQE{WRID: wrid, Status: proto.WCWRFlushErr, Opcode: proto.WCRecv, QPN: q.QPN})
 		work = true
 	}
 	return work

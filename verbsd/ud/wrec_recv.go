@@ -284,6 +284,6 @@ func (e *Engine) CompleteRecord(q *QP, r *WrecRecord, w *rnic.RecvWR, inBatch bo
 	w.Valid = false
 	e.count(q, rnic.CMessagesIn, 1)
 	e.count(q, rnic.CBytesIn, int64(r.Got))
-	e.PostCQE(q.S, q.RecvCQ, &proto.CQE{WRID: w.WRID, Status: status, Opcode: proto.WCRecvWriteRecord, Flags: flags,
+	e.PostCQE(q.Session, q.RecvCQ, &proto.CQE{WRID: w.WRID, Status: status, Opcode: proto.WCRecvWriteRecord, Flags: flags,
 		ByteLen: r.length, QPN: q.QPN, Src: r.key.Src, InvStag: r.key.Stag, TO: r.base, Imm: r.imm})
 }

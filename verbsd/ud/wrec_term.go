@@ -82,5 +82,5 @@ func (e *Engine) errorMessageIn(q *QP, i, off, body int, h *ddp.Header) {
 			}
 		}
 	}
-	q.S.SendEvent(e.Engine, proto.Event{Type: proto.EventQPAccessError, Handle: q.Handle, Detail: detail})
+	q.Session.SendEvent(e.Engine, proto.Event{Type: proto.EventQPAccessError, Handle: q.Handle, Detail: detail})
 }
