@@ -242,6 +242,9 @@ int iwvi_call_locked(struct iwv_session *s, enum w_op op, json_t *body, const in
 	}
 	if (r < 0)
 		return iwvi_seterr(s, r, "%s: sending the request", name);
+	s->calls++;
+	s->reg_mr_calls += op == W_OP_REG_MR;
+	s->dereg_mr_calls += op == W_OP_DEREG_MR;
 	int64_t deadline = iwvi_now_ns() + (int64_t)IWV_CALL_TIMEOUT_MS * 1000000LL;
 	for (;;) {
 		size_t len;
@@ -309,4 +312,13 @@ int iwvi_destroy_handle(struct iwv_session *s, enum w_op op, uint32_t handle)
 	if (r == -ENODEV)
 		return 0;
 	return r;
+}
+
+IWV_EXPORT void iwv_session_stats(struct iwv_session *s, struct iwv_session_stats *out)
+{
+	pthread_mutex_lock(&s->mu);
+	out->control_calls = s->calls;
+	out->reg_mr_calls = s->reg_mr_calls;
+	out->dereg_mr_calls = s->dereg_mr_calls;
+	pthread_mutex_unlock(&s->mu);
 }

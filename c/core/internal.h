@@ -56,6 +56,8 @@ struct iwv_session {
 	int64_t last_check;    /* atomic: monotonic ns of the last liveness check */
 	int fatal_sent;
 	uint64_t dropped;
+	/* control round trips (iwv_session_stats); mu held */
+	uint64_t calls, reg_mr_calls, dereg_mr_calls;
 	uint8_t *buf;          /* W_MAX_MESSAGE receive buffer */
 
 	char device[64], daemon[64], addr[64];

@@ -269,6 +269,7 @@ static int ep_close(struct fid *fid)
 		iwd_list_foreach_safe(&ep->tx_active, it, tmp)
 		iwd_tx_free(ep, iwd_container_of(it, struct iwd_tx, link));
 	}
+	iwd_freelist_fini(&ep->tx_free);
 	iwd_pool_fini(&ep->txp);
 	iwd_pool_fini(&ep->rxp);
 	/* fi_close(3): the endpoint's operations are discarded, completions
@@ -451,6 +452,7 @@ void iwd_ep_init(struct iwd_ep *ep, struct iwd_domain *dom, struct fi_info *info
 	ep->min_multi_recv = 64;
 	iwd_list_init(&ep->link);
 	iwd_list_init(&ep->tx_active);
+	iwd_freelist_init(&ep->tx_free, sizeof(struct iwd_tx));
 	if (info->src_addr && info->src_addrlen >= sizeof(struct sockaddr_in))
 		ep->want_port = ntohs(((struct sockaddr_in *)info->src_addr)->sin_port);
 

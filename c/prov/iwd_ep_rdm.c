@@ -294,6 +294,7 @@ static void tx_wc(struct iwd_ep *ep, struct iwd_tx *tx, const struct iwv_wc *wc)
 		tx->bounce = NULL;
 	}
 	if (err) {
+		tx->failed = 1;
 		iwd_ep_tx_err(ep, tx->context, tx->flags, err, wc->status, 0);
 		iwd_tx_free(ep, tx);
 		return;
@@ -391,8 +392,16 @@ ssize_t iwd_rdm_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 			h.rkey = iwv_mr_rkey(mr->vmr); /* zero copy: the peer reads the registered buffer */
 			h.addr = (uint64_t)(uintptr_t)iov[0].iov_base;
 		} else {
+			/* Zero copy from a cached registration (iwd_rcache.c): a
+			 * buffer sent again costs no control round trip. */
+			if (count == 1)
+				tx->rc = iwd_rcache_get(ep->dom, iov[0].iov_base, len, &h.rkey);
+			if (tx->rc) {
+				h.addr = (uint64_t)(uintptr_t)iov[0].iov_base;
+				goto rts;
+			}
 			tx->stage = iwd_stage_alloc(ep->dom, len);
-			if (!tx->stage && count == 1 &&
+			if (!tx->stage && count == 1 && !iwd_env.mr_cache &&
 			    iwv_reg_mr(ep->dom->pd, iov[0].iov_base, len, IWV_ACCESS_LOCAL_WRITE | IWV_ACCESS_REMOTE_READ,
 				       &tx->tmp_mr) == 0) {
 				h.rkey = iwv_mr_rkey(tx->tmp_mr);
@@ -408,6 +417,7 @@ ssize_t iwd_rdm_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 				h.addr = (uint64_t)(uintptr_t)tx->stage;
 			}
 		}
+	rts:
 		h.id = ++iwd_rdm(ep)->next_id;
 		tx->id = h.id;
 		tx->waiting_fin = 1;

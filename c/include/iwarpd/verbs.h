@@ -214,9 +214,23 @@ IWV_EXPORT void iwv_close(struct iwv_session *s);
 /* 0 while the session is alive, else -ENODEV. Checks the socket (no wait). */
 IWV_EXPORT int iwv_session_status(struct iwv_session *s);
 
-/* The last failure's explanation: of the session (from any thread), or with
- * s NULL of this thread's last iwv_open. Never NULL. The text is copied to a
- * thread-local buffer valid until this thread's next call of iwv_last_error. */
+/* Control round trips the session made so far (requests sent to the
+ * daemon over the control socket and waited for), and how many of them
+ * registered or deregistered memory: what a data path that should not
+ * touch the control plane is measured by (docs/c-client.md). */
+struct iwv_session_stats {
+	uint64_t control_calls;
+	uint64_t reg_mr_calls;
+	uint64_t dereg_mr_calls;
+};
+IWV_EXPORT void iwv_session_stats(struct iwv_session *s, struct iwv_session_stats *out);
+
+/* The last failure's explanation, per thread as errno is: of this thread's
+ * last failed call on s, or with s NULL of this thread's last iwv_open.
+ * Another thread's failure never overwrites it. Never NULL. The text is
+ * copied to a thread-local buffer valid until this thread's next call of
+ * iwv_last_error. A full queue (-ENOMEM from a post) is explained by a
+ * fixed text: the data path formats nothing. */
 IWV_EXPORT const char *iwv_last_error(struct iwv_session *s);
 
 /* strerror of a negative errno returned by this library. */
