@@ -75,9 +75,6 @@ struct iwv_session {
 	struct iwv_qp *qps;
 	struct iwv_srq *srqs;
 	struct iwv_listener *listeners;
-
-	pthread_mutex_t errmu;
-	char err[512];
 };
 
 struct iwv_buffer {
@@ -167,6 +164,9 @@ struct iwv_listener {
 /* errors.c */
 int iwvi_seterr(struct iwv_session *s, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int iwvi_seterr_open(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* seterr with a constant text, for the data path's expected failures (a
+ * full queue): no formatting, no lock (errors.c). */
+int iwvi_seterr_fixed(struct iwv_session *s, int err, const char *what);
 
 /* control.c: one request and its reply. body is consumed (decref'd); *reply
  * receives the decoded reply body (NULL if empty) to decref. mu is taken. */

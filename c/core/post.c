@@ -162,8 +162,7 @@ static int post_rq(struct iwv_session *s, struct rq *rq, const struct iwv_recv_w
 		uint8_t *slot = ring_next(&rq->ring, &err);
 		if (!slot) {
 			err = err ? iwvi_seterr(s, EIO, "post-recv: the daemon stored an impossible consumer index")
-				  : iwvi_seterr(s, ENOMEM, "post-recv: %s full (%u entries): posted %d of %d work requests", what,
-					   rq->depth, posted, n);
+				  : iwvi_seterr_fixed(s, ENOMEM, "post-recv: receive queue full: wait for completions");
 			break;
 		}
 		memset(slot, 0, W_RQE_HEADER_LEN);

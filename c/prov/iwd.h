@@ -295,6 +295,8 @@ struct iwd_cq {
 	size_t cap, head, count;
 	struct iwd_list errs;
 	size_t nerrs;
+	struct iwd_cq_err overrun; /* FI_EOVERRUN: completions lost for want of memory */
+	size_t lost;
 	int efd;  /* eventfd: provider-made completions wake waiters */
 	int epfd; /* FI_GETWAIT: efd + the domain's completion channel */
 	int refs;
