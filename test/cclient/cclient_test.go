@@ -5,6 +5,9 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"syscall"
@@ -108,6 +111,43 @@ func TestProcessMR(t *testing.T) {
 	}
 	a, b := pair(t)
 	mustPass(t, "t_procmr", runC(t, "t_procmr", a, b))
+}
+
+// TestQueueShare: several threads post to one send queue, one receive
+// queue, and poll one CQ at once (t_qshare.c), under ASan+UBSan; every
+// work request completes exactly once.
+func TestQueueShare(t *testing.T) {
+	needC(t)
+	a, _ := pair(t)
+	mustPass(t, "t_qshare", runC(t, "t_qshare", a, nil))
+}
+
+// TestQueueShareTSan runs t_qshare and t_threads built with
+// ThreadSanitizer: the per-queue locks and the session mutex leave no data
+// race.
+func TestQueueShareTSan(t *testing.T) {
+	needC(t)
+	if tsanBuild == "" {
+		t.Skip(tsanSkip)
+	}
+	a, _ := pair(t)
+	for _, name := range []string{"t_qshare", "t_threads"} {
+		ctx, cancel := context.WithTimeout(context.Background(), daemontest.Scaled(180*time.Second))
+		cmd := exec.CommandContext(ctx, filepath.Join(tsanBuild, "tests", name))
+		env := append(daemontest.CleanEnv(), "IWV_TEST_SOCK_A="+a.Sock, "TSAN_OPTIONS=halt_on_error=1:exitcode=66")
+		if s := os.Getenv("IWARPD_TEST_TIMEOUT_SCALE"); s != "" {
+			env = append(env, "IWARPD_TEST_TIMEOUT_SCALE="+s)
+		}
+		cmd.Env = env
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		cancel()
+		if err != nil || strings.Contains(stderr.String(), "ThreadSanitizer") {
+			t.Fatalf("%s under TSan: %v\nstdout:\n%s\nstderr:\n%s", name, err, stdout.String(), stderr.String())
+		}
+		mustPass(t, name, stdout.String())
+	}
 }
 
 // TestThreads: control calls from several threads at once, beside blocked

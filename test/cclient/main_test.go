@@ -58,7 +58,20 @@ func buildC(dir string) {
 		return
 	}
 	cBuild = dir
+	// The multi-threaded tests again under ThreadSanitizer (make -C c
+	// tsan): a toolchain without TSan is a skip of those tests only.
+	tdir := filepath.Join(dir, "tsan")
+	cmd = exec.Command("make", "-C", filepath.Join(root, "c"), "-s", "BUILD="+tdir, "SAN=tsan", "core", "tests")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		tsanSkip = fmt.Sprintf("make -C c SAN=tsan core tests failed (no ThreadSanitizer?): %v\n%s", err, out)
+		return
+	}
+	tsanBuild = tdir
 }
+
+// tsanBuild holds the ThreadSanitizer build of the C tests, or tsanSkip
+// says why there is none.
+var tsanBuild, tsanSkip string
 
 var buildErr string
 

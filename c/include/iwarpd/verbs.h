@@ -15,10 +15,13 @@
  * or the errno the daemon chose. iwv_last_error() gives the explanation.
  *
  * Threads: control calls (create/destroy/modify/query, CM, events) take the
- * session mutex and may be made from any thread. The data path is not
- * locked: posting to one queue (a QP's SQ, its RQ, an SRQ) and polling one
- * CQ are the caller's to serialize, as with verbs; different queues may be
- * used from different threads at once.
+ * session mutex and may be made from any thread. The data path takes a lock
+ * per queue, as libibverbs providers do (siw's sq_lock and rq_lock) and as
+ * ofverbs does: iwv_post_send (the QP's SQ), iwv_post_recv (its RQ),
+ * iwv_post_srq_recv (the SRQ) and iwv_poll_cq (the CQ) may be called on one
+ * queue from several threads at once; each call's work requests stay
+ * together and in order. Different queues never contend. Destroying a queue
+ * while another thread uses it is the caller's to prevent.
  *
  * Fork: descriptors are close-on-exec; a forked child must not use its
  * parent's session (it shares the parent's socket and rings). It may open
