@@ -5,7 +5,8 @@
  * CHECK (a libfabric call that must not fail), EXPECT (a condition; a miss
  * is printed and counted in failures), now_s, a bounded deadline scaled by
  * IWARPD_TEST_TIMEOUT_SCALE (fitest_set_deadline, fitest_check_deadline),
- * POST (a post retried while it says -FI_EAGAIN, within the deadline), and
+ * POST (a post retried while it says -FI_EAGAIN, within the deadline),
+ * fitest_open_eps (endpoints with their CQs on an AV, enabled) and
  * fitest_close (the objects of the fabric, then the verdict).
  *
  * Define FITEST_NAME (the program's name, a string literal) before
@@ -23,6 +24,7 @@
 
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 
 __attribute__((unused)) static int failures;
@@ -95,6 +97,21 @@ static inline void fitest_check_deadline(const char *what)
 		if (p_)                                                                    \
 			fitest_die("%s: %zd (%s)", what, p_, fi_strerror((int)-p_));       \
 	} while (0)
+
+/* fitest_open_eps opens n endpoints of info on dom, each with a CQ of its
+ * own (cqa) bound for transmit and receive, binds them to av and enables
+ * them. */
+static inline void fitest_open_eps(struct fid_domain *dom, struct fi_info *info, struct fid_av *av,
+				   struct fi_cq_attr *cqa, int n, struct fid_ep **ep, struct fid_cq **cq)
+{
+	for (int i = 0; i < n; i++) {
+		CHECK(fi_cq_open(dom, cqa, &cq[i], NULL));
+		CHECK(fi_endpoint(dom, info, &ep[i], NULL));
+		CHECK(fi_ep_bind(ep[i], &cq[i]->fid, FI_TRANSMIT | FI_RECV));
+		CHECK(fi_ep_bind(ep[i], &av->fid, 0));
+		CHECK(fi_enable(ep[i]));
+	}
+}
 
 /* fitest_close closes the AV, domain and fabric, frees info and hints,
  * and returns the exit status: 0 (printing "FITEST_NAME: ok") when no
