@@ -17,8 +17,8 @@
  * above progress, CM dispatch and util (docs/libfabric.md, "Layout").
  *
  * Locking: every object hangs off a domain and takes the domain's mutex
- * (FI_THREAD_SAFE); libiwverbs' data path is caller-serialized, which the
- * domain mutex provides. Progress is domain-wide: any call that reads a CQ
+ * (FI_THREAD_SAFE), which guards the provider's own state (libiwverbs
+ * locks each of its queues itself). Progress is domain-wide: any call that reads a CQ
  * or counter, or finds a queue full, polls every endpoint of the domain.
  */
 #ifndef IWD_H
