@@ -185,6 +185,9 @@ int iwvi_recv_msg(int sock, uint8_t *buf, int timeout_ms, size_t *len, int *fds,
 void iwvi_session_end(struct iwv_session *s); /* mu held */
 int iwvi_session_dead(struct iwv_session *s);  /* data path: cheap, rate-limited socket check */
 int64_t iwvi_now_ns(void);
+/* The poll(2) timeout until deadline (monotonic ns; -1: none): -1, the
+ * milliseconds left rounded up, or -ETIMEDOUT once it has passed. */
+int iwvi_poll_ms(int64_t deadline);
 
 /* events.c (mu held) */
 void iwvi_dispatch_event(struct iwv_session *s, const uint8_t *body, size_t len);

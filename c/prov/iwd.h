@@ -683,6 +683,9 @@ extern struct fi_ops_atomic iwd_no_atomic_ops;
 /* ---- addresses (iwd_util_addr.c) ---- */
 /* "a.b.c.d:port" to a sockaddr_in; -FI_EINVAL if it is not one. */
 int iwd_parse_sockaddr(const char *ipport, struct sockaddr_in *sin);
+/* Copies sin out as fi_getname / fi_getpeer do: -FI_ETOOSMALL with the
+ * size needed in *addrlen when it does not fit. */
+int iwd_give_sockaddr(const struct sockaddr_in *sin, void *addr, size_t *addrlen);
 
 static inline void iwd_lock(struct iwd_domain *d) { pthread_mutex_lock(&d->lock); }
 static inline void iwd_unlock(struct iwd_domain *d) { pthread_mutex_unlock(&d->lock); }

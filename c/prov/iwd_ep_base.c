@@ -400,25 +400,7 @@ static struct fi_ops ep_fi_ops = {
 int iwd_ep_getname(fid_t fid, void *addr, size_t *addrlen)
 {
 	struct iwd_ep *ep = iwd_container_of(fid, struct iwd_ep, ep_fid.fid);
-	size_t n;
-	if (!addrlen)
-		return -FI_EINVAL;
-	n = *addrlen;
-	*addrlen = sizeof(struct sockaddr_in);
-	if (n < sizeof(struct sockaddr_in))
-		return -FI_ETOOSMALL;
-	if (!addr)
-		return -FI_EINVAL;
-	memcpy(addr, &ep->name, sizeof(struct sockaddr_in));
-	return 0;
-}
-
-static int ep_getpeer(struct fid_ep *fid, void *addr, size_t *addrlen)
-{
-	IWD_UNUSED(fid);
-	IWD_UNUSED(addr);
-	IWD_UNUSED(addrlen);
-	return -FI_ENOSYS;
+	return iwd_give_sockaddr(&ep->name, addr, addrlen);
 }
 
 /* The connectionless types' fi_ops_cm: a name and nothing else (ask for a
@@ -427,7 +409,7 @@ static struct fi_ops_cm ep_cm_ops = {
 	.size = sizeof(struct fi_ops_cm),
 	.setname = iwd_no_setname,
 	.getname = iwd_ep_getname,
-	.getpeer = ep_getpeer,
+	.getpeer = iwd_no_getpeer,
 	.connect = iwd_no_connect,
 	.listen = iwd_no_listen,
 	.accept = iwd_no_accept,

@@ -5,9 +5,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"syscall"
@@ -132,21 +129,7 @@ func TestQueueShareTSan(t *testing.T) {
 	}
 	a, _ := pair(t)
 	for _, name := range []string{"t_qshare", "t_threads"} {
-		ctx, cancel := context.WithTimeout(context.Background(), daemontest.Scaled(180*time.Second))
-		cmd := exec.CommandContext(ctx, filepath.Join(tsanBuild, "tests", name))
-		env := append(daemontest.CleanEnv(), "IWV_TEST_SOCK_A="+a.Sock, "TSAN_OPTIONS=halt_on_error=1:exitcode=66")
-		if s := os.Getenv("IWARPD_TEST_TIMEOUT_SCALE"); s != "" {
-			env = append(env, "IWARPD_TEST_TIMEOUT_SCALE="+s)
-		}
-		cmd.Env = env
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		cancel()
-		if err != nil || strings.Contains(stderr.String(), "ThreadSanitizer") {
-			t.Fatalf("%s under TSan: %v\nstdout:\n%s\nstderr:\n%s", name, err, stdout.String(), stderr.String())
-		}
-		mustPass(t, name, stdout.String())
+		mustPass(t, name, runCIn(t, tsanBuild, name, a, nil))
 	}
 }
 
