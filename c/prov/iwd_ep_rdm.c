@@ -54,23 +54,28 @@ int iwd_rdm_enable(struct iwd_ep *ep)
 {
 	struct iwd_rdm_ep *r = iwd_rdm(ep);
 	size_t i;
-	int ret;
-	ret = iwd_pool_init(ep->dom, &ep->txp, HDR + r->eager_max, ep->sq_depth);
-	if (!ret)
-		ret = iwd_pool_init(ep->dom, &ep->rxp, HDR + r->eager_max, ep->rq_depth);
-	if (!ret) {
-		r->bounces = calloc(ep->rq_depth, sizeof(*r->bounces));
-		if (!r->bounces)
-			ret = -FI_ENOMEM;
+	int ret = 0;
+	/* A second fi_enable after a failure: with nothing posted the first
+	 * undid everything; with some bounce receives posted (they stay with
+	 * the pool until fi_close) it goes on from the first not posted. */
+	if (!r->bounces) {
+		ret = iwd_pool_init(ep->dom, &ep->txp, HDR + r->eager_max, ep->sq_depth);
+		if (!ret)
+			ret = iwd_pool_init(ep->dom, &ep->rxp, HDR + r->eager_max, ep->rq_depth);
+		if (!ret) {
+			r->bounces = calloc(ep->rq_depth, sizeof(*r->bounces));
+			if (!r->bounces)
+				ret = -FI_ENOMEM;
+		}
 	}
-	for (i = 0; !ret && i < ep->rq_depth; i++) {
+	for (i = r->rx_posted; !ret && i < ep->rq_depth; i++) {
 		r->bounces[i].wr.kind = IWD_WR_RX_BOUNCE;
-		r->bounces[i].slot = iwd_pool_get(&ep->rxp);
+		if (!r->bounces[i].slot)
+			r->bounces[i].slot = iwd_pool_get(&ep->rxp);
 		ret = post_bounce(ep, &r->bounces[i]);
 	}
 	if (ret && !r->rx_posted)
-		rdm_unenable(ep); /* a second fi_enable starts afresh */
-	/* Receives posted into the pool stay with it until fi_close. */
+		rdm_unenable(ep);
 	return ret;
 }
 
