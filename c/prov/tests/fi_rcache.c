@@ -82,6 +82,16 @@ int main(int argc, char **argv)
 	hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED;
 	hints->fabric_attr->prov_name = strdup(argc > 1 ? argv[1] : "iwarpd");
 	CHECK(fi_getinfo(FI_VERSION(1, 9), NULL, NULL, 0, hints, &info));
+	/* The provider itself, not a utility provider layered on it
+	 * (iwarpd;ofi_rxd), whose domain would not know the stats ops. */
+	while (info && strcmp(info->fabric_attr->prov_name, hints->fabric_attr->prov_name)) {
+		struct fi_info *next = info->next;
+		info->next = NULL;
+		fi_freeinfo(info);
+		info = next;
+	}
+	if (!info)
+		fitest_die("no fi_info of provider %s itself", hints->fabric_attr->prov_name);
 	CHECK(fi_fabric(info->fabric_attr, &fab, NULL));
 	CHECK(fi_domain(fab, info, &dom, NULL));
 	CHECK(fi_open_ops(&dom->fid, FI_IWARPD_STATS_OPS, 0, (void **)&ops, NULL));
