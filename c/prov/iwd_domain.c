@@ -1,7 +1,8 @@
 /*
  * iwd_domain.c — the domain (fi_domain(3)): a protection domain and a
  * completion channel in the fabric's session, staging memory for
- * rendezvous of unregistered buffers, and domain-wide progress.
+ * rendezvous of unregistered buffers, and the FI_IWARPD_PROGRESS_THREAD
+ * (domain-wide progress itself is iwd_progress.c).
  */
 #include <errno.h>
 #include <poll.h>
@@ -10,53 +11,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "fi_ext_iwarpd.h"
 #include "iwd.h"
-
-void iwd_domain_progress(struct iwd_domain *dom)
-{
-	struct iwd_list *it, *tmp;
-	iwd_list_foreach_safe(&dom->eps, it, tmp)
-	{
-		struct iwd_ep *ep = iwd_container_of(it, struct iwd_ep, link);
-		iwd_ep_progress(ep);
-	}
-}
-
-void iwd_domain_arm(struct iwd_domain *dom)
-{
-	struct iwd_list *it;
-	iwd_list_foreach(&dom->eps, it)
-	{
-		struct iwd_ep *ep = iwd_container_of(it, struct iwd_ep, link);
-		if (ep->vcq)
-			iwv_req_notify_cq(ep->vcq, 0);
-	}
-}
-
-void iwd_domain_drain_chan(struct iwd_domain *dom)
-{
-	struct iwv_cq *cq;
-	int i;
-	for (i = 0; i < 1024; i++) {
-		if (iwv_get_cq_event(dom->chan, &cq, 0) < 0)
-			break;
-		iwv_ack_cq_events(cq, 1);
-	}
-}
-
-int iwd_domain_check(struct iwd_domain *dom)
-{
-	if (dom->dead)
-		return -FI_ENODEV;
-	if (iwv_session_status(dom->fab->s)) {
-		if (!dom->dead)
-			IWD_WARN(FI_LOG_DOMAIN, "iwarpd: the daemon went away (%s); restart iwarpd and the application\n",
-				 iwv_last_error(dom->fab->s));
-		dom->dead = 1;
-		return -FI_ENODEV;
-	}
-	return 0;
-}
 
 /* FI_IWARPD_PROGRESS_THREAD: advances rendezvous steps while the
  * application computes. It sleeps on the completion channel with every
@@ -103,6 +59,7 @@ static int domain_close(struct fid *fid)
 		pthread_join(dom->thread, NULL);
 		close(dom->stop_fd);
 	}
+	iwd_rcache_fini(&dom->rcache);
 	iwd_stage_fini(dom);
 	if (dom->chan)
 		iwv_destroy_comp_channel(dom->chan);
@@ -180,12 +137,45 @@ static struct fi_ops_mr mr_ops = {
 	.regattr = iwd_mr_regattr,
 };
 
+/* FI_IWARPD_STATS_OPS (fi_ext_iwarpd.h): the session's control round
+ * trips and the registration cache's counters. */
+static void stats_get(struct fid_domain *domain, struct fi_iwarpd_stats *out)
+{
+	struct iwd_domain *dom = iwd_container_of(domain, struct iwd_domain, domain_fid);
+	struct iwv_session_stats ss;
+	iwv_session_stats(dom->fab->s, &ss);
+	iwd_lock(dom);
+	out->control_calls = ss.control_calls;
+	out->reg_mr_calls = ss.reg_mr_calls;
+	out->dereg_mr_calls = ss.dereg_mr_calls;
+	out->mr_cache_hits = dom->rcache.hits;
+	out->mr_cache_misses = dom->rcache.misses;
+	out->mr_cache_entries = dom->rcache.n;
+	iwd_unlock(dom);
+}
+
+static struct fi_iwarpd_stats_ops stats_ops = {
+	.size = sizeof(struct fi_iwarpd_stats_ops),
+	.get = stats_get,
+};
+
+static int domain_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops, void *context)
+{
+	IWD_UNUSED(fid);
+	IWD_UNUSED(flags);
+	IWD_UNUSED(context);
+	if (!name || !ops || strcmp(name, FI_IWARPD_STATS_OPS))
+		return -FI_ENOSYS;
+	*ops = &stats_ops;
+	return 0;
+}
+
 static struct fi_ops domain_fi_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = domain_close,
 	.bind = domain_bind,
 	.control = iwd_no_control,
-	.ops_open = iwd_no_ops_open,
+	.ops_open = domain_ops_open,
 };
 
 int iwd_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **out, void *context)
@@ -223,6 +213,7 @@ int iwd_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_
 	ret = iwd_stage_init(dom, iwd_env.staging);
 	if (ret)
 		goto fail;
+	iwd_rcache_init(&dom->rcache, iwd_env.mr_cache);
 	dom->domain_fid.fid.fclass = FI_CLASS_DOMAIN;
 	dom->domain_fid.fid.context = context;
 	dom->domain_fid.fid.ops = &domain_fi_ops;
