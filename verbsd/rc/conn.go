@@ -583,7 +583,8 @@ func (e *rcEngine) rcSocketError(q *QP, err error) {
 
 // rcFlush completes, with WCWRFlushErr, the work of an ERROR QP: the work
 // requests taken but not completed (in order), the receive being filled,
-// then what is still posted; at most PollBatch per queue per pass.
+// then what is still posted (rnic/flush.go FlushPosted); at most PollBatch
+// per queue per pass.
 func (e *rcEngine) rcFlush(q *QP) bool {
 	c := q.Conn
 	work := false
@@ -612,36 +613,7 @@ func (e *rcEngine) rcFlush(q *QP) bool {
 			return true
 		}
 	}
-	for range e.Cfg.PollBatch {
-		slot, err := q.SQ.Peek()
-		if err != nil || slot == nil {
-			break
-		}
-		var raw [proto.SQEHeaderLen]byte
-		copy(raw[:], slot)
-		sqe := proto.GetSQE(raw[:])
-		q.SQ.Advance()
-		q.SQ.Release()
-		e.count(q, rnic.CFlushed, 1)
-		e.PostCQE(q.Session, q.SendCQ, &proto.CQE{WRID: sqe.WRID, Status: proto.WCWRFlushErr, Opcode: rnic.WCOpcodeOf(sqe.Opcode), QPN: q.QPN})
-		work = true
-	}
-	if q.RQ == nil {
-		return work
-	}
-	for range e.Cfg.PollBatch {
-		slot, err := q.RQ.Peek()
-		if err != nil || slot == nil {
-			break
-		}
-		wrid := proto.GetRQE(slot).WRID
-		q.RQ.Advance()
-		q.RQ.Release()
-		e.count(q, rnic.CFlushed, 1)
-		e.PostCQE(q.Session, q.RecvCQ, &proto.CQE{WRID: wrid, Status: proto.WCWRFlushErr, Opcode: proto.WCRecv, QPN: q.QPN})
-		work = true
-	}
-	return work
+	return e.FlushPosted(q.QP) || work
 }
 
 // rcPending is the window of send work requests taken from the SQ and not
