@@ -12,7 +12,7 @@ import (
 )
 
 // TestRCRefreshEMSS: an EMSS read from the socket is read again between
-// messages (rcRefreshEMSS): a connection whose EMSS is stale (set back to
+// messages (refreshEMSS): a connection whose EMSS is stale (set back to
 // 1460 here, as the half-window bound leaves a fresh loopback socket at
 // 32 KiB) takes the socket's TCP_MAXSEG at the next check, its FPDU
 // payload bounds follow, and the Writes around the change arrive intact.

@@ -99,7 +99,7 @@ func TestRCRxBurst(t *testing.T) {
 }
 
 // TestRCRxMixed: small Sends, then RDMA Writes whose payloads are larger
-// than the buffer's direct-read bound (rcRxDirect: read in place), then
+// than the buffer's direct-read bound (rxDirect: read in place), then
 // small Sends again, all in one write: the reader switches between
 // whole-buffer reads and direct reads with a large payload partly
 // buffered, and every octet lands where it belongs; the held last octet of

@@ -85,7 +85,7 @@ func TestRCTerminateSent(t *testing.T) {
 		}},
 		{name: "ird exceeded", ird: 1, want: iwerr.DDPInvalidMSNRange, hdrs: true, run: func(e *env) ([]byte, []byte) {
 			// Two Read Requests in one write, so that the engine reads
-			// the second (in the same receive loop, rcReceive) while the
+			// the second (in the same receive loop, receive) while the
 			// first is still queued: one more than IRD 1. Sent by two
 			// writes, the first response could go out (into a 16 MiB
 			// socket buffer) before the second request arrived, which

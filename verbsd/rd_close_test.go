@@ -13,7 +13,7 @@ import (
 // ACK — must not leave its peer retransmitting into a closed port until
 // the retry count runs out and failing a delivered message with
 // WCRetryExcErr. The daemon sends the ACKs it owes at destroy
-// (rdCloseAcks). The ACK delay here is an hour and the peer's RTO half a
+// (closeAcks). The ACK delay here is an hour and the peer's RTO half a
 // second: before, the Send failed every time (unless the destroy took
 // longer than the RTO, when the retransmission's ACKREQ got the ACK).
 // The same holds when the receiver's client exits (its session's QPs go

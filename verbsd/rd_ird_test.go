@@ -98,11 +98,11 @@ func (l *stashLink) release(t *testing.T) {
 // TestRDHeldReadWaitsForIRD (issue 11, commit 1523180): a Read Request
 // held in the reorder store and released by the datagram filling the gap
 // must wait for room in the IRD as one arriving in order does
-// (rdCanDeliver). The responder's IRD is 1; the requester sends 8
+// (canDeliver). The responder's IRD is 1; the requester sends 8
 // requests at once and the link swaps the first two: the second (a Read
 // Request) is held, the first (a Read, or an atomic: they share the IRD)
 // fills the IRD, and the second is released into a full IRD. Before
-// rdCanDeliver was applied to released datagrams it was answered with an
+// canDeliver was applied to released datagrams it was answered with an
 // error message and the Read completed with WCRemOpErr (5 runs of 5 with
 // the check reverted); now it waits in the backlog (rd_backlogged) and
 // every request completes with its data.

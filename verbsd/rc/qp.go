@@ -9,34 +9,34 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// rcEngine is an engine as the RC transport sees it (it keeps nothing per
+// engine is an engine as the RC transport sees it (it keeps nothing per
 // engine: each RC QP has its own view of the engine serving it).
-type rcEngine struct{ *rnic.Engine }
+type engine struct{ *rnic.Engine }
 
 // count, errorQP and markReady take the RC QP.
-func (e *rcEngine) count(q *QP, c rnic.Counter, n int64) {
+func (e *engine) count(q *QP, c rnic.Counter, n int64) {
 	if q == nil {
 		e.Count(nil, c, n)
 		return
 	}
 	e.Count(q.QP, c, n)
 }
-func (e *rcEngine) errorQP(q *QP, why string) { e.ErrorQP(q.QP, why) }
-func (e *rcEngine) markReady(q *QP)           { e.MarkReady(q.QP) }
+func (e *engine) errorQP(q *QP, why string) { e.ErrorQP(q.QP, why) }
+func (e *engine) markReady(q *QP)           { e.MarkReady(q.QP) }
 
 // rcQP is an RC queue pair: the core QP, its connection once established
 // (rc/conn.go) and the connection manager's hold on it (rc/cm.go).
 type QP struct {
 	*rnic.QP
-	Engine *rcEngine // its engine (set when installed)
+	Engine *engine // its engine (set when installed)
 
 	noCRC bool // the client asked for no MPA CRC (proto.CreateQPRequest.NoCRC)
 	// mergeImm: created with merge_send_imm (rc/imm.go).
 	mergeImm bool
 
-	Conn       *rcConn     // nil until connected (attachRC)
-	OnRCClosed rcCloseFunc // set by the CM; told when the connection ends
-	cm         qpCM        // connection manager state (cm*.go)
+	Conn       *conn     // nil until connected (attachRC)
+	OnRCClosed closeFunc // set by the CM; told when the connection ends
+	cm         qpCM      // connection manager state (cm*.go)
 }
 
 // newRCQP makes the RC transport of a core QP.
@@ -59,7 +59,7 @@ func (q *QP) Core() *rnic.QP { return q.QP }
 // number and is served (flushes in ERROR), but has no socket to poll until
 // attachRC.
 func (q *QP) Install(e *rnic.Engine) error {
-	q.Engine = &rcEngine{e}
+	q.Engine = &engine{e}
 	return e.AddUnpolledQP(q.QP)
 }
 
@@ -96,19 +96,19 @@ func (q *QP) QKey() uint32 { return 0 }
 func (q *QP) Added() {}
 
 // HasWork (rnic.QPOps).
-func (q *QP) HasWork() bool { return q.rcHasWork() }
+func (q *QP) HasWork() bool { return q.hasWork() }
 
 // Due (rnic.QPOps): the socket writable again, or a closing timer due.
 func (q *QP) Due(now time.Time) bool {
 	if q.Conn != nil && q.Conn.outReady {
 		return true
 	}
-	d, ok := q.rcDeadline()
+	d, ok := q.deadline()
 	return ok && !d.After(now)
 }
 
 // Deadline (rnic.QPOps): an RC connection closing (rc/conn.go).
-func (q *QP) Deadline() (time.Time, bool) { return q.rcDeadline() }
+func (q *QP) Deadline() (time.Time, bool) { return q.deadline() }
 
 // Service (rnic.QPOps).
 func (q *QP) Service(now time.Time) bool { return q.Engine.serviceRC(q, now) }
@@ -123,9 +123,9 @@ func (q *QP) Event(events uint32) bool {
 
 // Removing (rnic.QPOps): a connection still up is logged.
 func (q *QP) Removing() {
-	if c := q.Conn; c != nil && c.phase != rcIdle && c.phase != rcClosed {
+	if c := q.Conn; c != nil && c.phase != idle && c.phase != closed {
 		c.setCause("the local client destroyed the QP (or exited) with the connection up")
-		q.Engine.rcLogClosed(q, ClosedSocketError, ": its socket closed", "QP destroyed")
+		q.Engine.logClosed(q, ClosedSocketError, ": its socket closed", "QP destroyed")
 	}
 }
 

@@ -41,49 +41,49 @@ func splitToken(t rd.Token) (kind int, seq uint64, seg uint32) {
 	return int(t >> 62), uint64(t>>tokSegBits) & tokSeqMask, uint32(t) & (1<<tokSegBits - 1)
 }
 
-// rdCounter names the RD statistics of a QP (Inspect: rd_*).
-type rdCounter int
+// counter names the RD statistics of a QP (Inspect: rd_*).
+type counter int
 
 const (
-	rdRetryExceeded   rdCounter = iota // work requests completed with WCRetryExcErr
-	rdAcksOut                          // standalone ACK datagrams sent
-	rdAccessErrors                     // Read Requests refused (access, bounds, STag)
-	rdMsgTooLong                       // Sends longer than the receive they claimed
-	rdBadMessage                       // DATA with a bad DDP/RDMAP header, QN or opcode (error message sent)
-	rdErrMsgDropped                    // error messages not sent: queue full
-	rdErrMsgUnmatched                  // error messages received naming no known work request
-	rdReadBytesOut                     // Read Response payload octets sent (responder)
-	rdDropFraming                      // datagrams dropped: RD header, truncated
-	rdDropResponse                     // Read Response segments matching no outstanding Read
-	rdBacklogged                       // in-order DATA kept until a receive is posted
-	rdReorderFull                      // out-of-order DATA dropped: the reorder store was full (-rd-reorder-*bytes)
-	rdCounterCount
+	retryExceeded   counter = iota // work requests completed with WCRetryExcErr
+	acksOut                        // standalone ACK datagrams sent
+	accessErrors                   // Read Requests refused (access, bounds, STag)
+	msgTooLong                     // Sends longer than the receive they claimed
+	badMessage                     // DATA with a bad DDP/RDMAP header, QN or opcode (error message sent)
+	errMsgDropped                  // error messages not sent: queue full
+	errMsgUnmatched                // error messages received naming no known work request
+	readBytesOut                   // Read Response payload octets sent (responder)
+	dropFraming                    // datagrams dropped: RD header, truncated
+	dropResponse                   // Read Response segments matching no outstanding Read
+	backlogged                     // in-order DATA kept until a receive is posted
+	reorderFull                    // out-of-order DATA dropped: the reorder store was full (-rd-reorder-*bytes)
+	counterCount
 )
 
-var rdCounterNames = [rdCounterCount]string{
-	rdRetryExceeded: "rd_retry_exceeded", rdAcksOut: "rd_acks_out", rdAccessErrors: "rd_access_errors",
-	rdMsgTooLong: "rd_msg_too_long", rdBadMessage: "rd_bad_message", rdErrMsgDropped: "rd_error_msgs_dropped",
-	rdErrMsgUnmatched: "rd_error_msgs_unmatched", rdReadBytesOut: "rd_read_bytes_out", rdDropFraming: "rd_drop_framing",
-	rdDropResponse: "rd_drop_response", rdBacklogged: "rd_backlogged", rdReorderFull: "rd_reorder_full",
+var counterNames = [counterCount]string{
+	retryExceeded: "rd_retry_exceeded", acksOut: "rd_acks_out", accessErrors: "rd_access_errors",
+	msgTooLong: "rd_msg_too_long", badMessage: "rd_bad_message", errMsgDropped: "rd_error_msgs_dropped",
+	errMsgUnmatched: "rd_error_msgs_unmatched", readBytesOut: "rd_read_bytes_out", dropFraming: "rd_drop_framing",
+	dropResponse: "rd_drop_response", backlogged: "rd_backlogged", reorderFull: "rd_reorder_full",
 }
 
-// rdState is the engine's RD state of a QP (engine-owned).
-type rdState struct {
+// state is the engine's RD state of a QP (engine-owned).
+type state struct {
 	cfg                *config.RDConfig
 	dgramSize, sockBuf int
 	ep                 *rd.Endpoint
 	curSeq             uint32                    // RD sequence number of the datagram being delivered
-	curValid           bool                      // curSeq is set (rdDeliverSeq)
+	curValid           bool                      // curSeq is set (deliverSeq)
 	keys               map[netip.AddrPort]uint32 // peers' Q_Keys (rd/keys.go)
 	keyCache           peerKeyCache              // the entry of keys looked at last (rd/keys.go)
 
 	// Send queue: the work requests taken from the SQ and not completed,
 	// in posting order; wrs[0] is the SQ ring's head (entries are consumed
 	// from the ring when they complete).
-	wrs      []*rdWR
-	freeWRs  []*rdWR // completed records kept for reuse (newWR)
-	nextWR   uint64  // sequence number of the next WR taken
-	readsOut int     // RDMA Reads and atomics in wrs not completed (ORD)
+	wrs      []*wr
+	freeWRs  []*wr  // completed records kept for reuse (newWR)
+	nextWR   uint64 // sequence number of the next WR taken
+	readsOut int    // RDMA Reads and atomics in wrs not completed (ORD)
 	msn      [ddp.QueueCount]uint32
 
 	// RFC 7306 atomics (rd/atomic.go): the next Request Identifier (from
@@ -91,25 +91,25 @@ type rdState struct {
 	// the responder's replay cache.
 	NextReqID  uint32
 	atomicOut  int
-	atomicSeen rdAtomicCache
+	atomicSeen atomicCache
 	curImm     uint32 // Immediate Data of the Send being delivered (curHasImm)
 	curHasImm  bool
 
 	// Responder: accepted Read Requests being answered, in order.
-	resps    []*rdResp
+	resps    []*resp
 	nextResp uint64
 
 	// Error messages being sent (reliably).
-	errs    []*rdErrMsg
+	errs    []*errMsg
 	nextErr uint64
 
 	// Receive side.
-	inMsgs   map[netip.AddrPort]*rdInMsg    // Send being received, per peer
-	freeMsgs []*rdInMsg                     // finished inMsgs records kept for reuse (newInMsg)
-	blocked  peerSet                        // scratch of rdFill, sendable, rdComplete: peers whose later WRs wait
-	held     map[rdHeldKey][]byte           // out-of-order DATA (reorder store)
-	free     [][]byte                       // recycled reorder-store buffers (holdCopy)
-	backlog  map[netip.AddrPort][]rdHeldKey // in-order DATA waiting for a receive
+	inMsgs   map[netip.AddrPort]*inMsg    // Send being received, per peer
+	freeMsgs []*inMsg                     // finished inMsgs records kept for reuse (newInMsg)
+	blocked  peerSet                      // scratch of fill, sendable, complete: peers whose later WRs wait
+	held     map[heldKey][]byte           // out-of-order DATA (reorder store)
+	free     [][]byte                     // recycled reorder-store buffers (holdCopy)
+	backlog  map[netip.AddrPort][]heldKey // in-order DATA waiting for a receive
 	heldN    int
 	// heldBytes: buffer octets of held (this QP's reorder store); store:
 	// the device's total (ReorderQPBytes, ReorderBytes).
@@ -118,34 +118,34 @@ type rdState struct {
 	claimed   int // receives consumed from the ring, not completed
 
 	actions []rd.Action
-	retx    []rdPending // retransmissions due
-	acks    []rdPending // standalone ACKs due
+	retx    []pending // retransmissions due
+	acks    []pending // standalone ACKs due
 	sgBufs  [][]byte
 	scratch []byte // RD+DDP+RDMAP headers and trailers of one batch
 	buf     []byte // one received datagram, contiguous
 
-	stats [rdCounterCount]int64
+	stats [counterCount]int64
 }
 
-type rdHeldKey struct {
+type heldKey struct {
 	peer netip.AddrPort
 	seq  uint32
 }
 
-// rdScratchStride is the scratch of one datagram: key header (8), RD
+// scratchStride is the scratch of one datagram: key header (8), RD
 // header (24), DDP header (18), RDMAP header (28), CRC (4), rounded up.
-const rdScratchStride = 88
+const scratchStride = 88
 
-// rdMaxBatch bounds the datagrams of one RD sendmmsg batch.
-const rdMaxBatch = 256
+// maxBatch bounds the datagrams of one RD sendmmsg batch.
+const maxBatch = 256
 
 // rdMaxDepth bounds an RD QP's ORD and IRD (RDConfig.Validate's limit).
 const RdMaxDepth = 1024
 
-// rdQPConfig is cfg with the QP's own outstanding Reads and atomics:
+// qpConfig is cfg with the QP's own outstanding Reads and atomics:
 // QPCaps.MaxRdAtomic as its ORD and MaxDestRdAtomic as its IRD where set
 // (max_rd_atomic, max_dest_rd_atomic; 0: the daemon's -rd-ord / -rd-ird).
-func rdQPConfig(cfg *config.RDConfig, c proto.QPCaps) *config.RDConfig {
+func qpConfig(cfg *config.RDConfig, c proto.QPCaps) *config.RDConfig {
 	if c.MaxRdAtomic == 0 && c.MaxDestRdAtomic == 0 {
 		return cfg
 	}
@@ -164,9 +164,9 @@ func rdQPConfig(cfg *config.RDConfig, c proto.QPCaps) *config.RDConfig {
 // socket buffer: more would overflow the receiver's socket and turn into
 // loss.
 //
-// store is the device's reorder-store total (engine.rdStoreBytes), which
+// store is the device's reorder-store total (engine.storeBytes), which
 // the QP's held datagrams count against (-rd-reorder-bytes).
-func newRDState(cfg *config.RDConfig, datagramSize, socketBuffer int, store *int) *rdState {
+func newRDState(cfg *config.RDConfig, datagramSize, socketBuffer int, store *int) *state {
 	inc := rand.Uint32()
 	for inc == 0 {
 		inc = rand.Uint32()
@@ -176,17 +176,17 @@ func newRDState(cfg *config.RDConfig, datagramSize, socketBuffer int, store *int
 		link.Window = max(min(link.Window, socketBuffer/2/datagramSize), 8)
 	}
 	cryptorand.Read(link.CookieKey[:]) // the cookie secret of this life (llp/rd cookie.go); never fails (Go 1.24+)
-	return &rdState{cfg: cfg, dgramSize: datagramSize, sockBuf: socketBuffer, store: store, ep: rd.NewEndpoint(link, inc), inMsgs: map[netip.AddrPort]*rdInMsg{},
+	return &state{cfg: cfg, dgramSize: datagramSize, sockBuf: socketBuffer, store: store, ep: rd.NewEndpoint(link, inc), inMsgs: map[netip.AddrPort]*inMsg{},
 		keys: map[netip.AddrPort]uint32{},
-		held: map[rdHeldKey][]byte{}, backlog: map[netip.AddrPort][]rdHeldKey{},
-		scratch: make([]byte, rdMaxBatch*rdScratchStride), buf: make([]byte, 64<<10)}
+		held: map[heldKey][]byte{}, backlog: map[netip.AddrPort][]heldKey{},
+		scratch: make([]byte, maxBatch*scratchStride), buf: make([]byte, 64<<10)}
 }
 
-func (r *rdState) count(c rdCounter, n int64) { r.stats[c] += n }
+func (r *state) count(c counter, n int64) { r.stats[c] += n }
 
-// rdHasWork reports whether an RD QP has something to do now (before
+// hasWork reports whether an RD QP has something to do now (before
 // sleeping): new work requests posted, or data to send with the window open.
-func (q *QP) rdHasWork() bool {
+func (q *QP) hasWork() bool {
 	r := q.Rd
 	switch q.State {
 	case proto.QPStateRTS:
@@ -213,8 +213,8 @@ func (q *QP) rdHasWork() bool {
 	return false
 }
 
-// rdDeadline is the earliest timer of q's state machine.
-func (q *QP) rdDeadline() (time.Time, bool) {
+// deadline is the earliest timer of q's state machine.
+func (q *QP) deadline() (time.Time, bool) {
 	if q.Rd == nil {
 		return time.Time{}, false
 	}
@@ -225,30 +225,30 @@ func (q *QP) rdDeadline() (time.Time, bool) {
 func (e *Engine) serviceRD(q *QP, now time.Time) bool {
 	work := false
 	if q.Readable {
-		work = e.rdReceive(q, now)
+		work = e.receive(q, now)
 	}
 	if q.State == proto.QPStateError {
-		if e.rdFlush(q) {
+		if e.flush(q) {
 			work = true
 		}
 		return e.Flush(q.QP) || work
 	}
-	if e.rdPoll(q, now) {
+	if e.poll(q, now) {
 		work = true
 	}
-	if e.rdSend(q, now) {
+	if e.send(q, now) {
 		work = true
 	}
-	if e.rdComplete(q) {
+	if e.complete(q) {
 		work = true
 	}
 	return work
 }
 
-// rdFlush completes, with WCWRFlushErr, the receives an ERROR RD QP
+// flush completes, with WCWRFlushErr, the receives an ERROR RD QP
 // claimed and the work requests taken from the SQ, and forgets the send
 // state (the entries still in the SQ ring are flushed by flush).
-func (e *Engine) rdFlush(q *QP) bool {
+func (e *Engine) flush(q *QP) bool {
 	r := q.Rd
 	work := false
 	for peer, m := range r.inMsgs {
@@ -268,7 +268,7 @@ func (e *Engine) rdFlush(q *QP) bool {
 			continue
 		}
 		e.count(q, rnic.CFlushed, 1)
-		e.PostCQE(q.Session, q.SendCQ, &proto.CQE{WRID: w.wrid, Status: proto.WCWRFlushErr, Opcode: rdWCOpcode(w), QPN: q.QPN})
+		e.PostCQE(q.Session, q.SendCQ, &proto.CQE{WRID: w.wrid, Status: proto.WCWRFlushErr, Opcode: wcOpcode(w), QPN: q.QPN})
 		work = true
 	}
 	r.wrs, r.readsOut, r.resps, r.errs = nil, 0, nil, nil
@@ -276,22 +276,22 @@ func (e *Engine) rdFlush(q *QP) bool {
 	return work
 }
 
-// rdReset forgets everything (the move to RESET): a new life with a new
+// reset forgets everything (the move to RESET): a new life with a new
 // incarnation, so that peers never confuse it with the old one.
-func (q *QP) rdReset() {
+func (q *QP) reset() {
 	if q.Rd != nil {
 		q.Rd.dropHeld()
 		q.Rd = newRDState(q.Rd.cfg, q.Rd.dgramSize, q.Rd.sockBuf, q.Rd.store)
 	}
 }
 
-// rdInspect adds q's RD counters to m.
-func (q *QP) rdInspect(m map[string]int64) {
+// inspect adds q's RD counters to m.
+func (q *QP) inspect(m map[string]int64) {
 	if q.Rd == nil {
 		return
 	}
 	for i, v := range q.Rd.stats {
-		m[rdCounterNames[i]] += v
+		m[counterNames[i]] += v
 	}
 	st := q.Rd.ep.Stats()
 	for k, v := range map[string]uint64{"rd_retransmits": st.Retransmits, "rd_fast_retransmits": st.FastRetransmits,
@@ -308,18 +308,18 @@ func (q *QP) rdInspect(m map[string]int64) {
 	m["rd_held_bytes"] += int64(q.Rd.heldBytes)
 }
 
-// rdInspect adds the RD counters of every QP, and those of the lingering
+// inspect adds the RD counters of every QP, and those of the lingering
 // ports (rd/linger.go), to the daemon's.
-func (e *Engine) rdInspect(m map[string]int64) {
+func (e *Engine) inspect(m map[string]int64) {
 	for _, c := range e.QPs {
 		if q := QPOf(c); q != nil {
-			q.rdInspect(m)
+			q.inspect(m)
 		}
 	}
-	e.rdLingerInspect(m)
+	e.lingerInspect(m)
 }
 
-// rdCloseAcks sends, when q is destroyed (rdClose, rd/linger.go), the
+// closeAcks sends, when q is destroyed (close, rd/linger.go), the
 // acknowledgements q owes its peers (llp/rd Endpoint.OwedAcks): delayed
 // ACKs not yet due and replies queued but not yet sent. Without them a
 // peer whose last message q delivered just before the close retransmits
@@ -327,23 +327,23 @@ func (e *Engine) rdInspect(m map[string]int64) {
 // delivered message with WCRetryExcErr (issue 10: fi_pingpong's final
 // exchange, whose receiver closes as soon as it has the message). Best
 // effort: a datagram the kernel refuses now is not retried.
-func (e *Engine) rdCloseAcks(q *QP, now time.Time) {
+func (e *Engine) closeAcks(q *QP, now time.Time) {
 	r := q.Rd
 	if r == nil || q.FD < 0 {
 		return
 	}
 	for _, a := range r.ep.OwedAcks(now, r.actions[:0]) {
-		r.acks = append(r.acks, rdPending{a.Peer, a.Token, a.Header})
+		r.acks = append(r.acks, pending{a.Peer, a.Token, a.Header})
 	}
-	for range 64 { // bounded: rdMaxBatch ACKs per batch
+	for range 64 { // bounded: maxBatch ACKs per batch
 		if len(r.acks) == 0 {
 			return
 		}
-		b := &rdBatch{e: e.Engine, q: q}
+		b := &batch{e: e.Engine, q: q}
 		e.Sb.Reset(q.Gso)
 		k := 0
 		for ; k < len(r.acks) && b.add(r.acks[k].peer, &r.acks[k].h, nil, nil, nil); k++ {
-			r.count(rdAcksOut, 1)
+			r.count(acksOut, 1)
 		}
 		r.acks = r.acks[:copy(r.acks, r.acks[k:])]
 		msgs := e.Sb.Finish()
@@ -351,7 +351,7 @@ func (e *Engine) rdCloseAcks(q *QP, now time.Time) {
 			return
 		}
 		q.Blocked = false
-		e.rdTransmit(q, msgs)
+		e.transmit(q, msgs)
 		if q.Blocked {
 			return // the socket's buffer is full: the rest are lost
 		}

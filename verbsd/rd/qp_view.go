@@ -14,17 +14,17 @@ import (
 type Engine struct {
 	*ud.Engine
 
-	// rdStoreBytes: octets held in the reorder stores of all RD QPs
+	// storeBytes: octets held in the reorder stores of all RD QPs
 	// (rd/recv.go storeRoom, -rd-reorder-bytes).
-	rdStoreBytes int
-	// rdLinger: the ports of destroyed RD QPs that linger (rd/linger.go).
-	rdLinger rdLingers
-	// rdRecv: the RD receive being claimed or placed into (rd/recv.go).
-	rdRecv rnic.RecvWR
+	storeBytes int
+	// linger: the ports of destroyed RD QPs that linger (rd/linger.go).
+	linger lingers
+	// recv: the RD receive being claimed or placed into (rd/recv.go).
+	recv rnic.RecvWR
 }
 
-// rdEngOf returns the RD engine of a core engine.
-func rdEngOf(c *rnic.Engine) *Engine {
+// engOf returns the RD engine of a core engine.
+func engOf(c *rnic.Engine) *Engine {
 	for _, x := range c.Ext {
 		if e, ok := x.(*Engine); ok {
 			return e
@@ -34,11 +34,11 @@ func rdEngOf(c *rnic.Engine) *Engine {
 }
 
 // rnic.EngineHooks: the lingering ports of destroyed RD QPs (rd/linger.go).
-func (e *Engine) Service(now time.Time) bool  { return e.rdLingerService(now) }
-func (e *Engine) Event(fd int32) bool         { return e.rdLingerEvent(fd) }
-func (e *Engine) Deadline() (time.Time, bool) { return e.rdLingerDeadline() }
-func (e *Engine) CloseAll()                   { e.rdLingerCloseAll() }
-func (e *Engine) Inspect(m map[string]int64)  { e.rdInspect(m) } // rd/qp.go
+func (e *Engine) Service(now time.Time) bool  { return e.lingerService(now) }
+func (e *Engine) Event(fd int32) bool         { return e.lingerEvent(fd) }
+func (e *Engine) Deadline() (time.Time, bool) { return e.lingerDeadline() }
+func (e *Engine) CloseAll()                   { e.lingerCloseAll() }
+func (e *Engine) Inspect(m map[string]int64)  { e.inspect(m) } // rd/qp.go
 
 // count, errorQP and markReady take the RD QP.
 func (e *Engine) count(q *QP, c rnic.Counter, n int64) {
@@ -56,11 +56,11 @@ func (e *Engine) markReady(q *QP)           { e.MarkReady(q.QP.QP) }
 type QP struct {
 	*ud.QP
 	E  *Engine // its engine (set when installed)
-	Rd *rdState
+	Rd *state
 }
 
 // newRDQPView makes the RD transport of a datagram QP.
-func newQPView(d *ud.QP, st *rdState) *QP {
+func newQPView(d *ud.QP, st *state) *QP {
 	q := &QP{QP: d, Rd: st}
 	d.Ops = q
 	return q
@@ -70,7 +70,7 @@ func newQPView(d *ud.QP, st *rdState) *QP {
 // BindRD): RD state by the device's RD policy within the QP's caps; the
 // reorder store counts against the engine it is installed on.
 func NewQP(d *ud.QP, cfg *config.Config, caps proto.QPCaps) *QP {
-	return newQPView(d, newRDState(rdQPConfig(&cfg.RD, caps), cfg.DatagramSize, cfg.SocketBuffer, nil))
+	return newQPView(d, newRDState(qpConfig(&cfg.RD, caps), cfg.DatagramSize, cfg.SocketBuffer, nil))
 }
 
 // rdQPOf returns the RD view of a core QP (nil if it is no RD QP).
@@ -82,13 +82,13 @@ func QPOf(c *rnic.QP) *QP {
 // Install (transportQP): the datagram QP's, and its reorder store counts
 // against the engine's budget.
 func (q *QP) Install(e *rnic.Engine) error {
-	q.E = rdEngOf(e)
-	q.Rd.store = &q.E.rdStoreBytes
+	q.E = engOf(e)
+	q.Rd.store = &q.E.storeBytes
 	return q.QP.Install(e)
 }
 
 // HasWork (rnic.QPOps).
-func (q *QP) HasWork() bool { return q.rdHasWork() } // rd/qp.go
+func (q *QP) HasWork() bool { return q.hasWork() } // rd/qp.go
 
 // Due (rnic.QPOps): a timer due.
 func (q *QP) Due(now time.Time) bool {
@@ -100,7 +100,7 @@ func (q *QP) Due(now time.Time) bool {
 // delayed ACK).
 func (q *QP) Deadline() (time.Time, bool) {
 	d, ok := q.QP.Deadline()
-	if r, rok := q.rdDeadline(); rok && (!ok || r.Before(d)) {
+	if r, rok := q.deadline(); rok && (!ok || r.Before(d)) {
 		return r, true
 	}
 	return d, ok
@@ -110,18 +110,18 @@ func (q *QP) Deadline() (time.Time, bool) {
 func (q *QP) Service(now time.Time) bool { return q.E.serviceRD(q, now) } // rd/qp.go
 
 // Removed (rnic.QPOps): the ACKs it owes leave, then its socket lingers.
-func (q *QP) Removed() { q.E.rdClose(q, time.Now()) } // rd/linger.go
+func (q *QP) Removed() { q.E.close(q, time.Now()) } // rd/linger.go
 
 // Modified (transportQP): the datagram QP's, and RESET starts RD anew.
 func (q *QP) Modified(to proto.QPState, qkey uint32) {
 	q.QP.Modified(to, qkey)
 	if to == proto.QPStateReset {
-		q.rdReset() // rd/qp.go
+		q.reset() // rd/qp.go
 	}
 }
 
 // Inspect (transportQP): the datagram figures and RD's state.
 func (q *QP) Inspect(m map[string]int64) {
 	q.QP.Inspect(m)
-	q.rdInspect(m) // rd/qp.go
+	q.inspect(m) // rd/qp.go
 }

@@ -28,9 +28,9 @@ func (q *QP) LookupRemote(stag uint32, to, n uint64, need proto.Access) ([]byte,
 	return m.Mem[off : off+n : off+n], 0
 }
 
-// rcCheck is rcLookup's checks alone: the region and the offset of to in
+// check is rcLookup's checks alone: the region and the offset of to in
 // it, for a request whose octets are used later (a Read Request: its
-// Response translates a window at a time, rcTxPayloads). A source in
+// Response translates a window at a time, txPayloads). A source in
 // process memory is probed (its first and last octets readable), not read.
 func (q *QP) CheckRemote(stag uint32, to, n uint64, need proto.Access) (*MR, uint64, rdmap.AccessFault) {
 	m := q.Session.MRByRKey(stag)

@@ -138,7 +138,7 @@ func (e *Engine) releaseStaged() {
 // Unstage returns the staging buffers that pieces were translated to in
 // this pass (sources the data path is done with: nothing to commit) to
 // their sessions' pools before the pass ends, so that a message sent in
-// windows (rcTxPayloads) holds one window's staging at a time. Pieces of
+// windows (txPayloads) holds one window's staging at a time. Pieces of
 // mapped memory are not staged and are left alone. A piece must come from
 // this pass: a buffer released at the end of an earlier one may be staged
 // again now for something else.
