@@ -36,7 +36,7 @@ var importRules = map[string]importRule{
 	"rdmap":           {project: []string{"iwerr", "ddp", "llp"}},
 	"proto":           {thirdParty: []string{"golang.org/x/sys"}},
 	"ofverbs":         {project: []string{"proto", "internal/..."}, thirdParty: []string{"golang.org/x/sys"}},
-	// verbsd by layer (issue 12 item 5): the configuration is a leaf; the
+	// verbsd by layer: the configuration is a leaf; the
 	// engine core (rnic) knows no transport and no control protocol; the
 	// transports build on it; verbsd (control) on all of them.
 	"verbsd/config": {project: []string{"proto", "llp/..."}},

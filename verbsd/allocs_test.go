@@ -11,7 +11,7 @@ import (
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 )
 
-// Zero allocations per message in steady state (issue 12 item 2): one
+// Zero allocations per message in steady state: one
 // message at a time, post receive → post send → engine → socket → engine
 // → both completions, for UD, RD and RC Send, through the real engine of
 // an in-process daemon and real loopback sockets. testing.AllocsPerRun
@@ -166,8 +166,7 @@ func rcAllocs(t *testing.T, size int) {
 	})
 }
 
-// wait10 is the longest wait for one message's completions.
-// wait bounds each message's round; computed once (scaled parses the
+// wait bounds each message's round (10 s, scaled); computed once (scaled parses the
 // environment, and a failed parse allocates: with no
 // IWARPD_TEST_TIMEOUT_SCALE every message counted one allocation).
 var wait = scaled(10 * time.Second)

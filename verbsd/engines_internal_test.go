@@ -9,7 +9,7 @@ import (
 )
 
 // setSendmmsg makes every engine of srv send through f (a test's wrapper
-// of sysSendmmsg), one call at a time: f may keep unsynchronized state.
+// of SysSendmmsg), one call at a time: f may keep unsynchronized state.
 func setSendmmsg(srv *Server, f func(fd int, msgs []unix.Mmsghdr) (int, error)) {
 	var mu sync.Mutex
 	srv.eng.Do(func() error {

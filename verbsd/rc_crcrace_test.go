@@ -11,7 +11,7 @@ import (
 	"github.com/iwarpd/iwarpd/proto"
 )
 
-// TestRCReadOfChangingMemory (issue 11): RDMA Reads, and RDMA Writes, of
+// TestRCReadOfChangingMemory: RDMA Reads, and RDMA Writes, of
 // registered memory that its owner changes at the same time (CPU atomics
 // on a counter the peer polls with Reads, as t_fi_atomic's clients do)
 // must complete: the data is whatever the memory held (RFC 5040 §7.4 says

@@ -23,7 +23,7 @@ import (
 
 // Test harness for the RC data path: RC QPs created through the control
 // protocol, connected by hand (a loopback TCP pair and mpa.Params both
-// sides agree on) through attachRC, the CM's hand-off.
+// sides agree on) through AttachRC, the CM's hand-off.
 
 const rcWait = 20 * time.Second
 

@@ -14,7 +14,7 @@ import (
 	"github.com/iwarpd/iwarpd/verbsd/rnic"
 )
 
-// expectReadRequests reads k FPDUs from the engine, all Read Requests.
+// readRequests reads k FPDUs from the engine, all Read Requests.
 func (r *rawPeer) readRequests(k int) []rdmap.ReadRequest {
 	r.t.Helper()
 	var out []rdmap.ReadRequest

@@ -52,7 +52,7 @@ func (l *logLines) wait(t *testing.T, want ...string) string {
 
 // TestRCLogsWhyQPErrors: the end of an RC connection is logged at info on
 // both sides, with the cause as each side saw it and the Terminate
-// (issue 11: a flushed QP and nothing in the log).
+// (never a flushed QP and nothing in the log).
 func TestRCLogsWhyQPErrors(t *testing.T) {
 	var log logLines
 	srv, path := rcServer(t, func(c *config.Config) { c.Log = &log })

@@ -87,7 +87,7 @@ func TestRawIO(t *testing.T) {
 // TestMapRegionPopulated checks that registering memory fills the
 // daemon's page tables for the pages the client has (prefaultResident,
 // rnic/memory.go), so the data path takes no page fault on them, and allocates
-// none of the pages the client never touched (issue 13, point 5: a sparse
+// none of the pages the client never touched (a sparse
 // memfd must not cost the daemon its size). The daemon's share is read as
 // the mapping's Rss in /proc/self/smaps (pages this process maps).
 func TestMapRegionPopulated(t *testing.T) {
@@ -161,7 +161,7 @@ func mappingRss(addr uintptr) (int, error) {
 }
 
 // TestRCSocketBuffers checks that an attached RC socket has its buffers
-// forced to rcSocketBuffer when the daemon may force them (the kernel
+// forced to SocketBuffer when the daemon may force them (the kernel
 // reports twice the size set, for its bookkeeping).
 func TestRCSocketBuffers(t *testing.T) {
 	probe, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)

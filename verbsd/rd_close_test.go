@@ -8,7 +8,7 @@ import (
 	"github.com/iwarpd/iwarpd/verbsd/config"
 )
 
-// Issue 10 (fi_pingpong's teardown): a receiver that destroys its RD QP
+// fi_pingpong's teardown: a receiver that destroys its RD QP
 // as soon as the last message is in — while the daemon still delays the
 // ACK — must not leave its peer retransmitting into a closed port until
 // the retry count runs out and failing a delivered message with

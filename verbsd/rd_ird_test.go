@@ -95,7 +95,7 @@ func (l *stashLink) release(t *testing.T) {
 	l.stash = nil
 }
 
-// TestRDHeldReadWaitsForIRD (issue 11, commit 1523180): a Read Request
+// TestRDHeldReadWaitsForIRD: a Read Request
 // held in the reorder store and released by the datagram filling the gap
 // must wait for room in the IRD as one arriving in order does
 // (canDeliver). The responder's IRD is 1; the requester sends 8

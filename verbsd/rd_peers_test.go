@@ -41,7 +41,7 @@ func newRDNodeSQ(t *testing.T, path string, size int, sqDepth uint32) *rdNode {
 	return n
 }
 
-// Issue 13 point 12: a Send to a dead peer (its window closes, its
+// A Send to a dead peer (its window closes, its
 // datagrams are retried for a long time) holds back neither the later
 // Sends to a live peer on the same QP nor their completions, even when
 // they are many more than the SQ's depth (the dead one holds no ring

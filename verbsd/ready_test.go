@@ -66,7 +66,7 @@ func TestReadyListIdleQPs(t *testing.T) {
 		t.Logf("%d idle QPs + 2 busy: %d passes, %.2f QPs visited per pass", idle, p1-p0, perPass[idle])
 	}
 	// A scan of every QP visits 66 a pass; the ready list 2 busy QPs plus
-	// at most readyProbe probes (and, rarely, a whole scan after a command
+	// at most ReadyProbe probes (and, rarely, a whole scan after a command
 	// or a timed wake-up).
 	if perPass[64] > 2+rnic.ReadyProbe+2 {
 		t.Errorf("64 idle QPs: %.2f QPs visited per pass, want at most %d (2 busy + %d probed)", perPass[64], 2+rnic.ReadyProbe+2, rnic.ReadyProbe)

@@ -211,7 +211,7 @@ func sortedKeys[V any](m map[uint32]V) []uint32 {
 	return keys
 }
 
-// info runs on the engine.
+// sessionInfo runs on the engine.
 func sessionInfo(s *rnic.Session) proto.SessionInfo {
 	si := proto.SessionInfo{ID: s.ID, PID: s.Cred.Pid, UID: s.Cred.Uid, GID: s.Cred.Gid, Client: s.Client,
 		PDs: len(s.PDs), SRQs: len(s.SRQs), RegBytes: s.RegBytes, EventsDropped: s.EventsDropped.Load(),

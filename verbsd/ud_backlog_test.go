@@ -25,7 +25,7 @@ func backlogSize(i int) int {
 	return 64
 }
 
-// TestUDBacklog (issue 10): datagrams that arrive before any receive is
+// TestUDBacklog: datagrams that arrive before any receive is
 // posted wait in the QP's socket (ud/backlog.go): the engine parks the QP,
 // reads nothing and does not spin; once receives are posted — a few at a
 // time, so that a GRO buffer holds more messages than there are receives

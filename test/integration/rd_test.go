@@ -81,7 +81,7 @@ func (e *rdEnd) recv(t *testing.T, id uint64, n int) {
 	}
 }
 
-// sendTo sends n octets from the start of a's buffer to b and checks both
+// rdSendOnce sends n octets from the start of a's buffer to b and checks both
 // completions and the bytes; it returns the send completion's status.
 func rdSendOnce(t *testing.T, a, b *rdEnd, ah *ofverbs.AH, id uint64, n int) ofverbs.WCStatus {
 	t.Helper()

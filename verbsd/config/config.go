@@ -233,7 +233,7 @@ func (c *Config) DeviceAttr() proto.DeviceAttr {
 		MaxSRQ: l.MaxSRQ, MaxSRQWR: l.MaxSRQWR, MaxInline: l.MaxInline, MaxMsgUD: c.MaxMsgUD,
 		DatagramSize: c.DatagramSize, MaxCompChannel: l.MaxCompChannel,
 		// Remote atomics use the CPU's atomic instructions on the shared
-		// memory (rc/atomic.go atomicExecute).
+		// memory (rnic/semantics.go AtomicExecute).
 		AtomicCap: proto.AtomicGlob, MaxQPRdAtom: MaxIRDORD, MaxQPInitRdAtom: MaxIRDORD,
 	}
 }

@@ -24,7 +24,7 @@ import (
 // defined operation; a violation sends a Terminate and nothing is
 // modified. An accepted request is executed once, when its FPDU's CRC is
 // good, with the CPU's atomic instructions on the shared memory
-// (atomicExecute), and its response queued in irq behind the Read
+// (rnic.AtomicExecute), and its response queued in irq behind the Read
 // Responses due before it (RFC 7306 §6: in order, counted against IRD).
 
 // prepareAtomic validates an atomic work request (operands and one

@@ -17,7 +17,7 @@ import (
 // The RC data path: RDMAP over DDP over MPA over one non-blocking TCP
 // socket per QP, served by the engine loop like the datagram sockets.
 //
-//   - rc/conn.go: the hand-off from the CM (attachRC), connection life
+//   - rc/conn.go: the hand-off from the CM (AttachRC), connection life
 //     cycle (RFC 5040 states mapped onto verbs states), flush.
 //   - rc/tx.go: the send side: SQ work requests and Read Responses cut into
 //     FPDUs ≤ MULPDU, written with writev straight from registered memory.
@@ -36,7 +36,7 @@ import (
 // region may be deregistered between passes, see deregMR): every slice of
 // registered memory the data path uses is looked up again in each pass.
 
-// rcAttach is what the CM hands the engine once MPA negotiation succeeded on a
+// Attach is what the CM hands the engine once MPA negotiation succeeded on a
 // connected TCP socket.
 type Attach struct {
 	FD        int        // connected TCP socket, set non-blocking by the CM; the engine owns it from now on
@@ -47,20 +47,20 @@ type Attach struct {
 	Local, Remote netip.AddrPort
 }
 
-// rcCloseReason says why an RC connection ended (reported to the CM through
-// qp.onRCClosed).
+// CloseReason says why an RC connection ended (reported to the CM through
+// q.OnRCClosed).
 type CloseReason uint8
 
 const (
-	// rcClosedGraceful: the peer closed its half (FIN) or a requested
+	// ClosedGraceful: the peer closed its half (FIN) or a requested
 	// graceful disconnect finished.
 	ClosedGraceful CloseReason = iota + 1
-	// rcClosedTermReceived: the peer sent a Terminate (term is set).
+	// ClosedTermReceived: the peer sent a Terminate (term is set).
 	ClosedTermReceived
-	// rcClosedTermSent: this side detected an error and sent a Terminate
+	// ClosedTermSent: this side detected an error and sent a Terminate
 	// (term is set), or an abortive disconnect was requested.
 	ClosedTermSent
-	// rcClosedSocketError: the socket failed (reset, write error, ...).
+	// ClosedSocketError: the socket failed (reset, write error, ...).
 	ClosedSocketError
 )
 
@@ -79,7 +79,7 @@ func (r CloseReason) String() string {
 	return "unknown"
 }
 
-// closeFunc is the type of qp.onRCClosed: called on the engine goroutine
+// closeFunc is the type of q.OnRCClosed: called on the engine goroutine
 // when the connection of an RC QP ends; it must not block.
 type closeFunc func(reason CloseReason, term *rdmap.Terminate)
 
@@ -94,7 +94,7 @@ const (
 	closeTimeout = 2 * time.Second
 	// minMULPDU: below this an FPDU cannot carry an Atomic Request (the longest one-segment request).
 	minMULPDU = ddp.UntaggedHeaderLen + rdmap.AtomicRequestLen + 4
-	// rcSocketBuffer is the send and receive buffer of an RC socket when
+	// SocketBuffer is the send and receive buffer of an RC socket when
 	// the daemon may force it (CAP_NET_ADMIN: SO_SNDBUFFORCE and
 	// SO_RCVBUFFORCE); otherwise the kernel's autotuning is left alone
 	// (the unforced options are capped at wmem_max/rmem_max, often below
@@ -254,18 +254,18 @@ func (e *engine) AttachRC(q *QP, a Attach) (err error) {
 }
 
 // setRCBuffers forces the socket buffers of an RC socket to
-// rcSocketBuffer where the daemon is allowed to (see there); each is
+// SocketBuffer where the daemon is allowed to (see there); each is
 // left to autotuning otherwise.
 func setRCBuffers(fd int) {
 	unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, SocketBuffer)
 	unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, SocketBuffer)
 }
 
-// rcEMSSEvery: refreshEMSS reads TCP_MAXSEG once per this many messages.
+// EMSSEvery: refreshEMSS reads TCP_MAXSEG once per this many messages.
 const EMSSEvery = 64
 
 // refreshEMSS follows the socket's MSS (RFC 5044 §5.4: MULPDU derives
-// from the current EMSS) between messages, every rcEMSSEvery messages,
+// from the current EMSS) between messages, every EMSSEvery messages,
 // when the EMSS came from the socket. Linux bounds the MSS by half the
 // largest window the peer advertised: right after the handshake a
 // loopback socket reports 32 KiB, and 64 KiB once the window has grown,

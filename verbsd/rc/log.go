@@ -19,7 +19,7 @@ func (c *conn) setCause(s string) {
 }
 
 // logClosed logs the end of q's connection (close, before its state
-// is cleared; removeQP). reason and detail are close's; then says what
+// is cleared; RemoveQP). reason and detail are close's; then says what
 // became of the QP.
 func (e *engine) logClosed(q *QP, reason CloseReason, detail, then string) {
 	c := q.Conn

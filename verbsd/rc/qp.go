@@ -24,7 +24,7 @@ func (e *engine) count(q *QP, c rnic.Counter, n int64) {
 func (e *engine) errorQP(q *QP, why string) { e.ErrorQP(q.QP, why) }
 func (e *engine) markReady(q *QP)           { e.MarkReady(q.QP) }
 
-// rcQP is an RC queue pair: the core QP, its connection once established
+// QP is an RC queue pair: the core QP, its connection once established
 // (rc/conn.go) and the connection manager's hold on it (rc/cm.go).
 type QP struct {
 	*rnic.QP
@@ -34,19 +34,19 @@ type QP struct {
 	// mergeImm: created with merge_send_imm (rc/imm.go).
 	mergeImm bool
 
-	Conn       *conn     // nil until connected (attachRC)
+	Conn       *conn     // nil until connected (AttachRC)
 	OnRCClosed closeFunc // set by the CM; told when the connection ends
 	cm         qpCM      // connection manager state (cm*.go)
 }
 
-// newRCQP makes the RC transport of a core QP.
+// NewQP makes the RC transport of a core QP.
 func NewQP(c *rnic.QP, noCRC, mergeImm bool) *QP {
 	q := &QP{QP: c, noCRC: noCRC, mergeImm: mergeImm}
 	c.Ops = q
 	return q
 }
 
-// rcQPOf returns the RC view of a core QP (nil if it is no RC QP).
+// QPOf returns the RC view of a core QP (nil if it is no RC QP).
 func QPOf(c *rnic.QP) *QP {
 	q, _ := c.Ops.(*QP)
 	return q
@@ -57,7 +57,7 @@ func (q *QP) Core() *rnic.QP { return q.QP }
 
 // Install puts the QP on engine e before it is connected: it gets its QP
 // number and is served (flushes in ERROR), but has no socket to poll until
-// attachRC.
+// AttachRC.
 func (q *QP) Install(e *rnic.Engine) error {
 	q.Engine = &engine{e}
 	return e.AddUnpolledQP(q.QP)
@@ -92,7 +92,7 @@ func (q *QP) Inspect(map[string]int64) {}
 // QKey: RC QPs have none.
 func (q *QP) QKey() uint32 { return 0 }
 
-// Added (rnic.QPOps): nothing to set up (attachRC polls the socket).
+// Added (rnic.QPOps): nothing to set up (AttachRC polls the socket).
 func (q *QP) Added() {}
 
 // HasWork (rnic.QPOps).
@@ -136,7 +136,7 @@ func (q *QP) Closed()  {}
 // LogsOwnEnd (rnic.QPOps): a connected RC QP logs when its connection ends.
 func (q *QP) LogsOwnEnd() bool { return q.Conn != nil }
 
-// rcSession is a client session as the RC connection manager sees it: the
+// CM is a client session as the RC connection manager sees it: the
 // core session and its listeners and pending connections (rc/cm.go).
 type CM struct {
 	*rnic.Session

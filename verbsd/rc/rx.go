@@ -546,7 +546,7 @@ func (e *engine) dest(q *QP) bool {
 		// Only the segment's octets of the sink are translated: in process
 		// memory each translation is a staging buffer of its length, and a
 		// whole 1 MiB sink per 1448-octet FPDU cost more in allocation
-		// and zeroing than the transfer (issue 10, iwarpd;ofi_rxm).
+		// and zeroing than the transfer (iwarpd;ofi_rxm).
 		r := c.orq.head()
 		if uint64(r.placed)+n > uint64(r.sge.Length) {
 			e.terminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)

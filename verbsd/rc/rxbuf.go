@@ -146,7 +146,7 @@ func (x *reader) Read(b []byte) (int, error) {
 	if x.small >= rxSmallRun && len(b) < rxDirect {
 		ahead = x.buf[:]
 	}
-	// rawReadv: b is registered memory or the connection's header buffers.
+	// RawReadv: b is registered memory or the connection's header buffers.
 	x.iov = rnic.AppendIovecs(x.iov[:0], b, ahead)
 	for {
 		n, err := rnic.RawReadv(x.fd, x.iov)

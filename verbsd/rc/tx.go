@@ -235,7 +235,7 @@ func (e *engine) send(q *QP) bool {
 }
 
 // writev writes vec, less its first skip octets, to c's socket with one
-// writev (rawWritev: vec points at registered memory and c's buffers).
+// writev (RawWritev: vec points at registered memory and c's buffers).
 func writev(c *conn, vec [][]byte, skip int) (int, error) {
 	iov := iovecs(c.Tx.iov[:0], vec, skip) // rc/txcopy.go
 	c.Tx.iov = iov[:0]

@@ -14,7 +14,7 @@ import (
 // atomics on a word a peer reads (t_fi_atomic's counter), a Read of a
 // buffer being written locally, a Send buffer reused early. A change in
 // that window sent an FPDU whose CRC did not match, and the peer ended
-// the connection (Terminate, MPA CRC error; issue 11). The data of such
+// the connection (Terminate, MPA CRC error). The data of such
 // a transfer is undefined (it is whatever the memory held), but the
 // connection must survive it, as with a hardware RNIC, which checksums
 // the octets it has fetched.

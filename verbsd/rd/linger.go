@@ -26,7 +26,7 @@ import (
 //
 // The port stays bound while it lingers: a new QP taking a port from the
 // range skips it. A new QP that needs it — it asks for that port, or every
-// other port of -rd-ports is in use — takes it over (bindRD): the linger
+// other port of -rd-ports is in use — takes it over (BindRD): the linger
 // ends, and the new life answers the old one's peers with RESET as it
 // would have without linger ("Peer restarted").
 
@@ -62,9 +62,9 @@ type lingers struct {
 	started, takenOver, acks, peersDropped int64
 }
 
-// close is the RD part of removeQP, after q left the polling set and
+// close is the RD part of RemoveQP, after q left the polling set and
 // before its socket closes: the ACKs it owes leave, its reorder store is
-// emptied, and its socket lingers (q.fd = -1 then: closeQP leaves it).
+// emptied, and its socket lingers (q.fd = -1 then: CloseQP leaves it).
 func (e *Engine) close(q *QP, now time.Time) {
 	e.closeAcks(q, now) // rd/qp.go
 	q.Rd.dropHeld()     // rd/recv.go: out of the device's reorder store
@@ -171,7 +171,7 @@ func (e *Engine) lingerEnd(g *linger) {
 }
 
 // lingerRelease ends the linger holding port (0: the one ending first),
-// for a new QP that needs the port (bindRD). It reports whether one ended.
+// for a new QP that needs the port (BindRD). It reports whether one ended.
 func (e *Engine) lingerRelease(port uint16) bool {
 	var victim *linger
 	for _, g := range e.linger.byFD {
@@ -283,7 +283,7 @@ func (e *Engine) lingerInspect(m map[string]int64) {
 	m["rd_linger_peers_dropped"] += ls.peersDropped
 }
 
-// BindRD binds the socket of a new RD QP (bindDgram over -rd-ports). When
+// BindRD binds the socket of a new RD QP (BindDgram over -rd-ports). When
 // the port it asks for, or every port of the range, is in use and a
 // lingering port is among them, that linger ends and the bind is tried
 // again: a new QP is never refused a port for a linger.

@@ -139,7 +139,7 @@ const scratchStride = 88
 // maxBatch bounds the datagrams of one RD sendmmsg batch.
 const maxBatch = 256
 
-// rdMaxDepth bounds an RD QP's ORD and IRD (RDConfig.Validate's limit).
+// RdMaxDepth bounds an RD QP's ORD and IRD (RDConfig.Validate's limit).
 const RdMaxDepth = 1024
 
 // qpConfig is cfg with the QP's own outstanding Reads and atomics:
@@ -159,7 +159,7 @@ func qpConfig(cfg *config.RDConfig, c proto.QPCaps) *config.RDConfig {
 	return &own
 }
 
-// newRDQP makes the RD state of a new QP (or of a QP's new life). The
+// newRDState makes the RD state of a new QP (or of a QP's new life). The
 // window is clamped so that a window of datagrams fills at most half the
 // socket buffer: more would overflow the receiver's socket and turn into
 // loss.
@@ -324,8 +324,8 @@ func (e *Engine) inspect(m map[string]int64) {
 // ACKs not yet due and replies queued but not yet sent. Without them a
 // peer whose last message q delivered just before the close retransmits
 // it into a closed port until its retry count runs out and completes a
-// delivered message with WCRetryExcErr (issue 10: fi_pingpong's final
-// exchange, whose receiver closes as soon as it has the message). Best
+// delivered message with WCRetryExcErr (fi_pingpong's final exchange,
+// whose receiver closes as soon as it has the message). Best
 // effort: a datagram the kernel refuses now is not retried.
 func (e *Engine) closeAcks(q *QP, now time.Time) {
 	r := q.Rd

@@ -9,7 +9,7 @@ import (
 	"github.com/iwarpd/iwarpd/verbsd/ud"
 )
 
-// rdEngine is an engine as the RD transport sees it: the datagram engine
+// Engine is an engine as the RD transport sees it: the datagram engine
 // (its scratch is shared with UD) and what RD keeps per engine.
 type Engine struct {
 	*ud.Engine
@@ -51,7 +51,7 @@ func (e *Engine) count(q *QP, c rnic.Counter, n int64) {
 func (e *Engine) errorQP(q *QP, why string) { e.ErrorQP(q.QP.QP, why) }
 func (e *Engine) markReady(q *QP)           { e.MarkReady(q.QP.QP) }
 
-// rdQP is an RD queue pair (docs/rd.md): a datagram QP (socket,
+// QP is an RD queue pair (docs/rd.md): a datagram QP (socket,
 // Write-Record, reassembly) made reliable by its RD state.
 type QP struct {
 	*ud.QP
@@ -59,7 +59,7 @@ type QP struct {
 	Rd *state
 }
 
-// newRDQPView makes the RD transport of a datagram QP.
+// newQPView makes the RD transport of a datagram QP.
 func newQPView(d *ud.QP, st *state) *QP {
 	q := &QP{QP: d, Rd: st}
 	d.Ops = q
@@ -73,7 +73,7 @@ func NewQP(d *ud.QP, cfg *config.Config, caps proto.QPCaps) *QP {
 	return newQPView(d, newRDState(qpConfig(&cfg.RD, caps), cfg.DatagramSize, cfg.SocketBuffer, nil))
 }
 
-// rdQPOf returns the RD view of a core QP (nil if it is no RD QP).
+// QPOf returns the RD view of a core QP (nil if it is no RD QP).
 func QPOf(c *rnic.QP) *QP {
 	q, _ := c.Ops.(*QP)
 	return q

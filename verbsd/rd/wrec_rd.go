@@ -80,7 +80,7 @@ func (w *wr) writeRecordHeader(b []byte, off uint32) []byte {
 // holds oh.TO, that has no error yet and is not wholly acknowledged (the
 // target holds back the acknowledgement of a refused datagram until its
 // error message is through, so that work request is still open). It
-// completes with termStatus (WCRemAccessErr) and Term. false: no such
+// completes with TermStatus (WCRemAccessErr) and Term. false: no such
 // work request.
 func (r *state) writeRecordError(src netip.AddrPort, oh *ddp.Header, err iwerr.Error) bool {
 	for _, w := range r.wrs {

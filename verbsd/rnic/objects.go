@@ -29,7 +29,7 @@ type MR struct {
 	Proc   *ProcRegion // process form: the octets in the client's address space (rnic/procmem.go)
 	Addr   uint64      // where the client has the first registered octet
 	Access proto.Access
-	// invalid: the STag was invalidated (RC local invalidate or Send with
+	// Invalid: the STag was invalidated (RC local invalidate or Send with
 	// Invalidate); it stays unusable, locally and remotely, until deregistered.
 	Invalid atomic.Bool
 }
@@ -42,7 +42,7 @@ type CompChannel struct {
 
 type CQ struct {
 	// mu serializes production when QPs of several engines complete into
-	// it (rnic/engines.go; postCQE, overrunCQ).
+	// it (rnic/engines.go; PostCQE, overrunCQ).
 	mu      sync.Mutex
 	Handle  uint32
 	Depth   uint32
@@ -148,7 +148,7 @@ func sockaddrToAddr(sa unix.Sockaddr) netip.AddrPort {
 	return netip.AddrPort{}
 }
 
-// nextHandle allocates a session handle: from 1 upward, never reused.
+// NextHandleID allocates a session handle: from 1 upward, never reused.
 // Handles name objects on the control socket only: MR keys are random and
 // unrelated to them (rnic/keys.go). The bound keeps handles within 24 bits.
 func (s *Session) NextHandleID() (uint32, error) {

@@ -6,7 +6,7 @@ import "time"
 // core keeps the polling set, the ready list, timers and sleep, and knows no
 // transport; each QP's transport serves it.
 type QPOps interface {
-	// Added: the QP joined its engine's polling set (engine.addQP).
+	// Added: the QP joined its engine's polling set (engine.AddQP).
 	Added()
 	// HasWork reports whether the client published work to act on now
 	// (sends in RTS, work requests to flush in ERROR, receives posted for
@@ -29,7 +29,7 @@ type QPOps interface {
 	// its socket still open; removed: it left it.
 	Removing()
 	Removed()
-	// Closed: its socket and region were released (closeQP).
+	// Closed: its socket and region were released (CloseQP).
 	Closed()
 	// LogsOwnEnd reports whether the transport logs why the QP ended
 	// itself (a connected RC QP: rc/log.go), so errorQP need not.
