@@ -10,6 +10,7 @@ import (
 
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/verbsd/config"
+	"github.com/iwarpd/iwarpd/verbsd/rc"
 	"github.com/iwarpd/iwarpd/verbsd/rd"
 	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"github.com/iwarpd/iwarpd/verbsd/ud"
@@ -155,11 +156,12 @@ func (s *Server) Inspect() (proto.Inspect, error) {
 	return in, err
 }
 
-// attachTransports gives a core engine its transports' per-engine state:
-// the datagram engine (UD), RD's on top of it; RC keeps none.
+// attachTransports gives a core engine its transports' per-engine state
+// (found again with rnic.ExtOf): the datagram engine (UD), RD's on top of
+// it, RC's.
 func attachTransports(c *rnic.Engine) {
 	e := ud.NewEngine(c)
-	c.Ext = append(c.Ext, e, &rd.Engine{Engine: e})
+	c.Ext = append(c.Ext, e, &rd.Engine{Engine: e}, rc.NewEngine(c))
 }
 
 // inspectAll is the daemon's state across engines. Runs inside a command.

@@ -85,7 +85,7 @@ type Config struct {
 	// Mcast is the UD multicast policy (config/mcast.go; the zero value:
 	// the interface of Addr, TTL 1, loopback on).
 	Mcast McastConfig
-	// RD is the reliable-datagram policy (rd/qp.go).
+	// RD is the reliable-datagram policy (rd/state.go).
 	RD RDConfig
 	// Log receives the daemon's few log lines (session open/close, errors
 	// of control requests). Nil: discard. Never called per packet.

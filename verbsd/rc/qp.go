@@ -9,9 +9,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// engine is an engine as the RC transport sees it (it keeps nothing per
-// engine: each RC QP has its own view of the engine serving it).
+// engine is an engine as the RC transport sees it: it keeps nothing per
+// engine and has no work beyond its QPs (rnic.EngineHooks).
 type engine struct{ *rnic.Engine }
+
+// NewEngine is the RC transport's part of core engine c (its Ext).
+func NewEngine(c *rnic.Engine) rnic.EngineHooks { return &engine{c} }
+
+func (e *engine) Service(time.Time) bool      { return false }
+func (e *engine) Event(int32) bool            { return false }
+func (e *engine) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (e *engine) CloseAll()                   {}
+func (e *engine) Inspect(map[string]int64)    {}
 
 // count, errorQP and markReady take the RC QP.
 func (e *engine) count(q *QP, c rnic.Counter, n int64) {
@@ -59,7 +68,7 @@ func (q *QP) Core() *rnic.QP { return q.QP }
 // number and is served (flushes in ERROR), but has no socket to poll until
 // AttachRC.
 func (q *QP) Install(e *rnic.Engine) error {
-	q.Engine = &engine{e}
+	q.Engine = rnic.ExtOf[*engine](e)
 	return e.AddUnpolledQP(q.QP)
 }
 

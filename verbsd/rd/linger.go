@@ -66,7 +66,7 @@ type lingers struct {
 // before its socket closes: the ACKs it owes leave, its reorder store is
 // emptied, and its socket lingers (q.fd = -1 then: CloseQP leaves it).
 func (e *Engine) close(q *QP, now time.Time) {
-	e.closeAcks(q, now) // rd/qp.go
+	e.closeAcks(q, now) // rd/state.go
 	q.Rd.dropHeld()     // rd/recv.go: out of the device's reorder store
 	e.lingerStart(q, now)
 }

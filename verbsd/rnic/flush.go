@@ -10,7 +10,7 @@ import "github.com/iwarpd/iwarpd/proto"
 // in ERROR, outstanding and later posted work requests complete flushed).
 // Receives posted to an SRQ stay there for its other QPs: they belong to
 // the SRQ, not to the QP. Work the transport took from the rings and has
-// not completed is its own to flush first (ud/send.go Flush, rd/qp.go
+// not completed is its own to flush first (ud/send.go Flush, rd/state.go
 // serviceRD, rc/conn.go flush), so that completions keep posting order.
 //
 // It reports whether it completed anything.

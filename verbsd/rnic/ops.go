@@ -1,6 +1,9 @@
 package rnic
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // QPOps is what the engine asks of a QP's transport (UD, RD, RC): the engine
 // core keeps the polling set, the ready list, timers and sleep, and knows no
@@ -50,4 +53,17 @@ type EngineHooks interface {
 	CloseAll()
 	// Inspect adds the transport's engine-wide figures to m (iwarpctl).
 	Inspect(m map[string]int64)
+}
+
+// ExtOf returns the per-engine state of type T that the server gave e
+// (Ext: verbsd/server.go attachTransports), the one way every transport
+// finds its view of the engine serving a QP. It panics without one: an
+// engine is never started without its transports.
+func ExtOf[T EngineHooks](e *Engine) T {
+	for _, x := range e.Ext {
+		if t, ok := x.(T); ok {
+			return t
+		}
+	}
+	panic(fmt.Sprintf("verbsd: engine %d has no %T", e.ID, *new(T)))
 }

@@ -36,14 +36,7 @@ func NewEngine(c *rnic.Engine) *Engine {
 }
 
 // EngOf returns the datagram engine of a core engine.
-func EngOf(c *rnic.Engine) *Engine {
-	for _, x := range c.Ext {
-		if e, ok := x.(*Engine); ok {
-			return e
-		}
-	}
-	panic("verbsd: an engine without its datagram transport")
-}
+func EngOf(c *rnic.Engine) *Engine { return rnic.ExtOf[*Engine](c) }
 
 // rnic.EngineHooks: UD has no work of its own beyond its QPs.
 func (e *Engine) Service(time.Time) bool      { return false }
