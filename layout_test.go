@@ -64,10 +64,11 @@ var importRules = map[string]importRule{
 		project:    []string{"iwerr", "internal/crc32c", "mpa", "ddp", "rdmap", "llp", "llp/dgram"},
 		thirdParty: []string{"github.com/google/gopacket"},
 	},
-	"internal/pcapgen": {thirdParty: []string{"github.com/google/gopacket"}},
-	"internal/shm":     {project: []string{"proto"}, thirdParty: []string{"golang.org/x/sys"}},
-	"internal/eventfd": {thirdParty: []string{"golang.org/x/sys"}},
-	"internal/sockdir": {thirdParty: []string{"golang.org/x/sys"}},
+	"internal/pcapgen":  {thirdParty: []string{"github.com/google/gopacket"}},
+	"internal/shm":      {project: []string{"proto"}, thirdParty: []string{"golang.org/x/sys"}},
+	"internal/eventfd":  {thirdParty: []string{"golang.org/x/sys"}},
+	"internal/sockdir":  {thirdParty: []string{"golang.org/x/sys"}},
+	"internal/testwait": {},
 	// The only importer of gonum.org/v1/plot: the benchmark report's PNGs.
 	"internal/benchreport": {thirdParty: []string{"gonum.org/v1/plot"}},
 	"cmd/...": {

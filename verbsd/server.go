@@ -156,6 +156,11 @@ func (s *Server) Inspect() (proto.Inspect, error) {
 	return in, err
 }
 
+// Device is the software RNIC the server runs: its engines (Engs; a
+// command runs on Engs[0] through Do), sessions and configuration. For
+// inspection and tests; the engines own what it holds (rnic/engines.go).
+func (s *Server) Device() *rnic.Device { return s.dev }
+
 // attachTransports gives a core engine its transports' per-engine state
 // (found again with rnic.ExtOf): the datagram engine (UD), RD's on top of
 // it, RC's.
