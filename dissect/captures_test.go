@@ -14,29 +14,12 @@ import (
 	"time"
 
 	"github.com/google/gopacket/pcapgo"
+	"github.com/iwarpd/iwarpd/internal/captures"
 	"github.com/iwarpd/iwarpd/internal/testwait"
 )
 
-// capturesDir finds shared/captures by walking up from the test's working
-// directory, or skips.
-func capturesDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		c := filepath.Join(dir, "shared", "captures")
-		if fi, err := os.Stat(c); err == nil && fi.IsDir() {
-			return c
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("no shared/captures directory above the test's working directory: siw capture tests skipped")
-		}
-		dir = parent
-	}
-}
+// capturesDir is shared/captures, or skips (internal/captures).
+func capturesDir(t testing.TB) string { return captures.Dir(t) }
 
 func decodeCapture(t testing.TB, name string) []*Event {
 	t.Helper()

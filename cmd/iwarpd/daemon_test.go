@@ -22,8 +22,8 @@ import (
 // once per test binary by TestMain). Their UD ports are 26300-26499, this
 // package's own block: below the kernel's ephemeral range (32768-60999),
 // which other tests' unbound sockets draw from, and named by no other
-// package's tests (verbsd's in-process daemons sweep 20000-60000; any daemon
-// skips a port in use).
+// package's tests (the port map: test/daemontest doc.go; any daemon skips a
+// port in use).
 
 func TestMain(m *testing.M) { os.Exit(daemontest.Main(m, nil)) }
 
