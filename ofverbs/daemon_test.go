@@ -73,13 +73,12 @@ type endpoint struct {
 }
 
 type epOpts struct {
-	bufSize  int
-	srq      bool
-	maxSGE   uint32
-	inline   uint32
-	depth    uint32
-	channel  bool
-	noRecvWR bool
+	bufSize int
+	srq     bool
+	maxSGE  uint32
+	inline  uint32
+	depth   uint32
+	channel bool
 }
 
 func newEndpoint(t *testing.T, c *ofverbs.Context, o epOpts) *endpoint {

@@ -204,12 +204,11 @@ func TestTwoDaemonsExchange(t *testing.T) {
 	dA := daemontest.Start(t, "iwarpd", daemontest.Options{Sock: sockA, Ports: fmt.Sprintf("%d-%d", base, base+99), Extra: []string{"-rd-ports", "0-0"}})
 	daemontest.Start(t, "iwarpd", daemontest.Options{Sock: sockB, Ports: fmt.Sprintf("%d-%d", base+100, base+199), Extra: []string{"-rd-ports", "0-0"}})
 	type side struct {
-		c   *verbsdtest.Client
-		pd  uint32
-		mr  *verbsdtest.MR
-		cq  *verbsdtest.CQ
-		qp  *verbsdtest.QP
-		buf []byte
+		c  *verbsdtest.Client
+		pd uint32
+		mr *verbsdtest.MR
+		cq *verbsdtest.CQ
+		qp *verbsdtest.QP
 	}
 	open := func(sock string) *side {
 		c, err := verbsdtest.Dial(sock, false)

@@ -31,18 +31,17 @@ const luaDissector = "../../contrib/wireshark/iwarp-datagram.lua"
 
 // want is what tshark must report for one frame; "" fields must be absent.
 type want struct {
-	opcode     string // iwarp_rdma.opcode, e.g. "0x03"
-	qn, msn    string
-	mo         string
-	stag, to   string
-	crc        string // iwarp_dgram.crc.status: 1 good, 0 bad
-	rdType     string
-	seq        string
-	cumack     string
-	recordID   string
-	imm        string // iwarp_dgram.imm.value (Send with Immediate)
-	expert     string // expected _ws.expert.message substring ("" = none)
-	frameLabel string
+	opcode   string // iwarp_rdma.opcode, e.g. "0x03"
+	qn, msn  string
+	mo       string
+	stag, to string
+	crc      string // iwarp_dgram.crc.status: 1 good, 0 bad
+	rdType   string
+	seq      string
+	cumack   string
+	recordID string
+	imm      string // iwarp_dgram.imm.value (Send with Immediate)
+	expert   string // expected _ws.expert.message substring ("" = none)
 }
 
 type frame struct {

@@ -20,13 +20,12 @@ import (
 func TestRCTerminateSent(t *testing.T) {
 	const size = 1 << 16
 	type env struct {
-		b         *rcEnd
-		noWrite   *rcEnd // same session: an MR without remote rights
-		otherPD   uint32
-		otherMR   uint32 // an MR of another PD of b's session
-		noRights  uint32 // an MR of b's PD without remote access
-		r         *rawPeer
-		offending []byte // the FPDU that broke the rule
+		b        *rcEnd
+		noWrite  *rcEnd // same session: an MR without remote rights
+		otherPD  uint32
+		otherMR  uint32 // an MR of another PD of b's session
+		noRights uint32 // an MR of b's PD without remote access
+		r        *rawPeer
 	}
 	readReq := func(rr rdmap.ReadRequest) []byte { return rr.Append(nil) }
 	cases := []struct {

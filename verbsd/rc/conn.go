@@ -178,11 +178,10 @@ type queue[T any] struct {
 	items []T
 }
 
-func (f *queue[T]) Len() int    { return len(f.items) }
-func (f *queue[T]) push(v T)    { f.items = append(f.items, v) }
-func (f *queue[T]) head() *T    { return &f.items[0] }
-func (f *queue[T]) reset()      { f.items = f.items[:0] }
-func (f *queue[T]) at(i int) *T { return &f.items[i] }
+func (f *queue[T]) Len() int { return len(f.items) }
+func (f *queue[T]) push(v T) { f.items = append(f.items, v) }
+func (f *queue[T]) head() *T { return &f.items[0] }
+func (f *queue[T]) reset()   { f.items = f.items[:0] }
 func (f *queue[T]) pop() {
 	n := copy(f.items, f.items[1:])
 	var zero T

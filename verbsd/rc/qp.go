@@ -22,7 +22,7 @@ func (e *engine) Deadline() (time.Time, bool) { return time.Time{}, false }
 func (e *engine) CloseAll()                   {}
 func (e *engine) Inspect(map[string]int64)    {}
 
-// count, errorQP and markReady take the RC QP.
+// count and errorQP take the RC QP.
 func (e *engine) count(q *QP, c rnic.Counter, n int64) {
 	if q == nil {
 		e.Count(nil, c, n)
@@ -31,7 +31,6 @@ func (e *engine) count(q *QP, c rnic.Counter, n int64) {
 	e.Count(q.QP, c, n)
 }
 func (e *engine) errorQP(q *QP, why string) { e.ErrorQP(q.QP, why) }
-func (e *engine) markReady(q *QP)           { e.MarkReady(q.QP) }
 
 // QP is an RC queue pair: the core QP, its connection once established
 // (rc/conn.go) and the connection manager's hold on it (rc/cm.go).

@@ -33,7 +33,7 @@ func (e *Engine) Deadline() (time.Time, bool) { return e.lingerDeadline() }
 func (e *Engine) CloseAll()                   { e.lingerCloseAll() }
 func (e *Engine) Inspect(m map[string]int64)  { e.inspect(m) } // rd/state.go
 
-// count, errorQP and markReady take the RD QP.
+// count and errorQP take the RD QP.
 func (e *Engine) count(q *QP, c rnic.Counter, n int64) {
 	if q == nil {
 		e.Count(nil, c, n)
@@ -42,7 +42,6 @@ func (e *Engine) count(q *QP, c rnic.Counter, n int64) {
 	e.Count(q.QP.QP, c, n)
 }
 func (e *Engine) errorQP(q *QP, why string) { e.ErrorQP(q.QP.QP, why) }
-func (e *Engine) markReady(q *QP)           { e.MarkReady(q.QP.QP) }
 
 // QP is an RD queue pair (docs/rd.md): a datagram QP (socket,
 // Write-Record, reassembly) made reliable by its RD state.

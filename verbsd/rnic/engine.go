@@ -68,7 +68,6 @@ type Engine struct {
 	Sessions map[uint64]*Session
 	cur      *Session    // the session being served (rnic/fault.go)
 	staged   []stagedBuf // staging buffers of the QP being served (rnic/stage.go)
-	nextQPN  uint32
 	Stats    counters
 	events   [64]unix.EpollEvent
 }

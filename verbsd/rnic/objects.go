@@ -137,17 +137,6 @@ func AddrToSockaddr(a netip.AddrPort) unix.Sockaddr {
 	return &unix.SockaddrInet6{Port: int(a.Port()), Addr: ip.As16()}
 }
 
-// sockaddrToAddr converts a recvmsg source address.
-func sockaddrToAddr(sa unix.Sockaddr) netip.AddrPort {
-	switch a := sa.(type) {
-	case *unix.SockaddrInet4:
-		return netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))
-	case *unix.SockaddrInet6:
-		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr).Unmap(), uint16(a.Port))
-	}
-	return netip.AddrPort{}
-}
-
 // NextHandleID allocates a session handle: from 1 upward, never reused.
 // Handles name objects on the control socket only: MR keys are random and
 // unrelated to them (rnic/keys.go). The bound keeps handles within 24 bits.

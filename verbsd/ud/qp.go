@@ -54,7 +54,7 @@ func (e *Engine) Inspect(m map[string]int64) {
 	}
 }
 
-// count, errorQP and markReady take the transports' QP.
+// count and errorQP take the transports' QP.
 func (e *Engine) count(q *QP, c rnic.Counter, n int64) {
 	if q == nil {
 		e.Engine.Count(nil, c, n)
@@ -63,7 +63,6 @@ func (e *Engine) count(q *QP, c rnic.Counter, n int64) {
 	e.Engine.Count(q.QP, c, n)
 }
 func (e *Engine) errorQP(q *QP, why string) { e.Engine.ErrorQP(q.QP, why) }
-func (e *Engine) markReady(q *QP)           { e.Engine.MarkReady(q.QP) }
 
 // QP is a queue pair as its transport sees it: the core QP and the state
 // of its type (UD, RD, RC and the connection manager).
