@@ -158,9 +158,16 @@ func (n *node) send(t testing.TB, ah proto.AddressVector, wrid uint64, flags uin
 	}
 }
 
+// waitCQEs waits (wait()) for n completions of cq, or fails t.
 func waitCQEs(t testing.TB, cq *verbsdtest.CQ, n int, what string) []proto.CQE {
 	t.Helper()
-	got := cq.Wait(n, wait())
+	return waitCQEsWithin(t, cq, n, what, wait())
+}
+
+// waitCQEsWithin waits at most d for n completions of cq, or fails t.
+func waitCQEsWithin(t testing.TB, cq *verbsdtest.CQ, n int, what string, d time.Duration) []proto.CQE {
+	t.Helper()
+	got := cq.Wait(n, d)
 	if len(got) != n {
 		t.Fatalf("%s: %d completions, want %d: %+v", what, len(got), n, got)
 	}
@@ -217,3 +224,45 @@ func addrOf(t testing.TB, s string) netip.AddrPort {
 }
 
 var _ = fmt.Sprint
+
+// dgramNode is a UD or RD QP in RTS (verbsdtest's raw client) with one
+// registered buffer and CQs of 4096 entries.
+type dgramNode struct {
+	c        *verbsdtest.Client
+	pd       uint32
+	mr       *verbsdtest.MR
+	scq, rcq *verbsdtest.CQ
+	qp       *verbsdtest.QP
+}
+
+// newDgramNode dials path and makes a dgramNode of typ: a buffer of size
+// octets registered with local write and access, an SQ of sqDepth entries,
+// 1024 receives, 4 SGEs, 64 inline octets.
+func newDgramNode(t *testing.T, path string, size int, typ proto.QPType, access proto.Access, sqDepth uint32) *dgramNode {
+	t.Helper()
+	c, err := verbsdtest.Dial(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	n := &dgramNode{c: c}
+	check := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.pd, err = c.AllocPD()
+	check(err)
+	n.mr, err = c.RegMR(n.pd, size, proto.AccessLocalWrite|access)
+	check(err)
+	n.scq, err = c.CreateCQ(4096, 0)
+	check(err)
+	n.rcq, err = c.CreateCQ(4096, 0)
+	check(err)
+	caps := proto.QPCaps{MaxSendWR: sqDepth, MaxRecvWR: 1024, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInline: 64}
+	n.qp, err = c.CreateQP(n.pd, n.scq, n.rcq, caps, verbsdtest.QPOptions{Type: typ})
+	check(err)
+	check(n.qp.ToRTS())
+	return n
+}

@@ -82,7 +82,7 @@ func TestRCRxBurst(t *testing.T) {
 					if c.Status != proto.WCSuccess || c.WRID != uint64(i) || int(c.ByteLen) != len(want[i]) {
 						t.Fatalf("completion %d: %+v, want WRID %d, %d octets", i, c, i, len(want[i]))
 					}
-					rcCheckBytes(t, fmt.Sprintf("send %d", i), b.mr.Buf[i*256:i*256+len(want[i])], want[i])
+					checkBytes(t, fmt.Sprintf("send %d", i), b.mr.Buf[i*256:i*256+len(want[i])], want[i])
 				}
 				calls := b.counters()["recv_calls"] - before
 				t.Logf("%d FPDUs (%d octets) in %d readv calls", k, len(burst), calls)
@@ -144,10 +144,10 @@ func TestRCRxMixed(t *testing.T) {
 				if c.Status != proto.WCSuccess || c.WRID != uint64(i) || int(c.ByteLen) != len(sends[i]) {
 					t.Fatalf("completion %d: %+v", i, c)
 				}
-				rcCheckBytes(t, fmt.Sprintf("send %d", i), b.mr.Buf[sendAt(i):sendAt(i)+len(sends[i])], sends[i])
+				checkBytes(t, fmt.Sprintf("send %d", i), b.mr.Buf[sendAt(i):sendAt(i)+len(sends[i])], sends[i])
 			}
 			// The Sends behind the Writes completed: the Writes are placed.
-			rcCheckBytes(t, "writes", b.mr.Buf[:big*bigLen], want)
+			checkBytes(t, "writes", b.mr.Buf[:big*bigLen], want)
 			rcRxNoBuffer(t, b)
 		})
 	}
@@ -189,9 +189,9 @@ func TestRCRxOctetAtATime(t *testing.T) {
 				if c.Status != proto.WCSuccess || c.WRID != uint64(i) || int(c.ByteLen) != lens[i] {
 					t.Fatalf("completion %d: %+v", i, c)
 				}
-				rcCheckBytes(t, fmt.Sprintf("send %d", i), b.mr.Buf[4096+i*256:4096+i*256+lens[i]], rcRxPayload(i, lens[i]))
+				checkBytes(t, fmt.Sprintf("send %d", i), b.mr.Buf[4096+i*256:4096+i*256+lens[i]], rcRxPayload(i, lens[i]))
 			}
-			rcCheckBytes(t, "write", b.mr.Buf[:len(wr)], wr)
+			checkBytes(t, "write", b.mr.Buf[:len(wr)], wr)
 			rcRxNoBuffer(t, b)
 		})
 	}
@@ -264,7 +264,7 @@ func TestRCRxCRCErrorInBurst(t *testing.T) {
 					t.Fatalf("completion %d: %+v, want status %v", i, c, want)
 				}
 				if want == proto.WCSuccess {
-					rcCheckBytes(t, fmt.Sprintf("send %d", i), b.mr.Buf[i*256:i*256+40+i], rcRxPayload(i, 40+i))
+					checkBytes(t, fmt.Sprintf("send %d", i), b.mr.Buf[i*256:i*256+40+i], rcRxPayload(i, 40+i))
 				}
 			}
 			if got := b.counters()["drop_crc"]; got != 1 {

@@ -51,7 +51,7 @@ func TestRCStream(t *testing.T) {
 				if c := b.waitCQEs(b.rcq, 1, "send after writes")[0]; c.WRID != 500 || c.Status != proto.WCSuccess {
 					t.Fatalf("round %d: recv CQE %+v", r, c)
 				}
-				rcCheckBytes(t, fmt.Sprintf("round %d: writes", r), b.mr.Buf, a.mr.Buf)
+				checkBytes(t, fmt.Sprintf("round %d: writes", r), b.mr.Buf, a.mr.Buf)
 			}
 			// Reads the other way: a pulls b's memory (ORD 16, rcParams).
 			rcFill(b.mr.Buf, 42)
@@ -65,7 +65,7 @@ func TestRCStream(t *testing.T) {
 					t.Fatalf("read CQE %d: %+v", i, c)
 				}
 			}
-			rcCheckBytes(t, "reads", a.mr.Buf, b.mr.Buf)
+			checkBytes(t, "reads", a.mr.Buf, b.mr.Buf)
 			if got := a.counters()["bytes_out"]; got < rounds*window*msg {
 				t.Fatalf("bytes_out %d, want at least %d", got, rounds*window*msg)
 			}
@@ -122,7 +122,7 @@ func TestRCSendWaitsForRoom(t *testing.T) {
 		if !h.Tagged || h.TO != off {
 			t.Fatalf("segment %+v at offset %d", h, off)
 		}
-		rcCheckBytes(t, fmt.Sprintf("Write %d at %d", msgs, off%msg), payload, a.mr.Buf[off%msg:off%msg+uint64(len(payload))])
+		checkBytes(t, fmt.Sprintf("Write %d at %d", msgs, off%msg), payload, a.mr.Buf[off%msg:off%msg+uint64(len(payload))])
 		off += uint64(len(payload))
 		if h.Last {
 			msgs++

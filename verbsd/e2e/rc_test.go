@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"fmt"
 	"testing"
 
@@ -11,17 +10,6 @@ import (
 func rcFill(b []byte, seed int) {
 	for i := range b {
 		b[i] = byte(i*7 + seed*13 + i>>9)
-	}
-}
-
-func rcCheckBytes(t testing.TB, what string, got, want []byte) {
-	t.Helper()
-	if !bytes.Equal(got, want) {
-		i := 0
-		for i < len(got) && i < len(want) && got[i] == want[i] {
-			i++
-		}
-		t.Fatalf("%s: payload differs at octet %d of %d", what, i, len(want))
 	}
 }
 
@@ -77,7 +65,7 @@ func TestRCSendSizes(t *testing.T) {
 					rc.QPN != b.qpn || (rc.Flags&proto.WCFlagSolicited != 0) != (i%2 == 1) {
 					t.Fatalf("recv CQE %+v", rc)
 				}
-				rcCheckBytes(t, fmt.Sprintf("send of %d", n), b.mr.Buf[off:off+n], a.mr.Buf[off:off+n])
+				checkBytes(t, fmt.Sprintf("send of %d", n), b.mr.Buf[off:off+n], a.mr.Buf[off:off+n])
 				off += n
 				if off+1<<20 > size {
 					off = 0
@@ -122,7 +110,7 @@ func TestRCWrite(t *testing.T) {
 		if r.WRID != 1000 || r.ByteLen != 0 {
 			t.Fatalf("recv CQE %+v (a Write must not consume a receive)", r)
 		}
-		rcCheckBytes(t, fmt.Sprintf("write of %d", n), b.mr.Buf[7:7+n], want)
+		checkBytes(t, fmt.Sprintf("write of %d", n), b.mr.Buf[7:7+n], want)
 		if b.mr.Buf[7+n] != 0 || b.mr.Buf[6] != 0 {
 			t.Fatalf("write of %d spilled", n)
 		}
@@ -140,8 +128,8 @@ func TestRCWrite(t *testing.T) {
 	if r.ByteLen != uint32(len(in)) {
 		t.Fatalf("inline recv %+v", r)
 	}
-	rcCheckBytes(t, "inline write", b.mr.Buf[100:100+len(in)], in)
-	rcCheckBytes(t, "inline send (SGE list)", append(append([]byte(nil), b.mr.Buf[200:210]...), b.mr.Buf[300:300+len(in)-10]...), in)
+	checkBytes(t, "inline write", b.mr.Buf[100:100+len(in)], in)
+	checkBytes(t, "inline send (SGE list)", append(append([]byte(nil), b.mr.Buf[200:210]...), b.mr.Buf[300:300+len(in)-10]...), in)
 }
 
 // TestRCRead reads with ORD 4 and 12 Reads posted at once: at most 4 are
@@ -199,7 +187,7 @@ func TestRCRead(t *testing.T) {
 			}
 		}
 		if !overwritten {
-			rcCheckBytes(t, fmt.Sprintf("read %d of %d", i, r.n), a.mr.Buf[r.dst:r.dst+r.n], b.mr.Buf[r.src:r.src+r.n])
+			checkBytes(t, fmt.Sprintf("read %d of %d", i, r.n), a.mr.Buf[r.dst:r.dst+r.n], b.mr.Buf[r.src:r.src+r.n])
 		}
 	}
 	b.waitCQEs(b.rcq, 1, "send between reads")

@@ -183,7 +183,7 @@ func rcBatchWire(t *testing.T, markers, block bool) {
 		}
 	}
 	for _, rd := range reads {
-		rcCheckBytes(t, "read", a.mr.Buf[rd.sink:rd.sink+rd.size], a.mr.Buf[rd.src:rd.src+rd.size])
+		checkBytes(t, "read", a.mr.Buf[rd.sink:rd.sink+rd.size], a.mr.Buf[rd.src:rd.src+rd.size])
 	}
 	cs := a.counters()
 	t.Logf("messages_out %d, send_calls %d, send_blocked %d", cs["messages_out"], cs["send_calls"], cs["send_blocked"])

@@ -14,31 +14,7 @@ import (
 // newRDNodeSQ is newRDNode with an SQ of sqDepth entries.
 func newRDNodeSQ(t *testing.T, path string, size int, sqDepth uint32) *rdNode {
 	t.Helper()
-	c, err := verbsdtest.Dial(path, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	n := &rdNode{c: c}
-	check := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	n.pd, err = c.AllocPD()
-	check(err)
-	n.mr, err = c.RegMR(n.pd, size, proto.AccessLocalWrite)
-	check(err)
-	n.scq, err = c.CreateCQ(4096, 0)
-	check(err)
-	n.rcq, err = c.CreateCQ(4096, 0)
-	check(err)
-	caps := proto.QPCaps{MaxSendWR: sqDepth, MaxRecvWR: 1024, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInline: 64}
-	n.qp, err = c.CreateQP(n.pd, n.scq, n.rcq, caps, verbsdtest.QPOptions{Type: proto.QPTypeRD})
-	check(err)
-	check(n.qp.ToRTS())
-	return n
+	return newDgramNode(t, path, size, proto.QPTypeRD, 0, sqDepth)
 }
 
 // A Send to a dead peer (its window closes, its

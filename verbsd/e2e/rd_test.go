@@ -19,13 +19,8 @@ import (
 )
 
 // rdNode is a client with an RD QP in RTS.
-type rdNode struct {
-	c        *verbsdtest.Client
-	pd       uint32
-	mr       *verbsdtest.MR
-	scq, rcq *verbsdtest.CQ
-	qp       *verbsdtest.QP
-}
+// rdNode is an RD dgramNode.
+type rdNode = dgramNode
 
 // startRD starts a server with RD ports (serve) and a short RTO ceiling.
 func startRD(t *testing.T, mutate func(*config.Config)) (*verbsd.Server, string) {
@@ -35,31 +30,7 @@ func startRD(t *testing.T, mutate func(*config.Config)) (*verbsd.Server, string)
 
 func newRDNode(t *testing.T, path string, size int, access proto.Access) *rdNode {
 	t.Helper()
-	c, err := verbsdtest.Dial(path, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	n := &rdNode{c: c}
-	check := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	n.pd, err = c.AllocPD()
-	check(err)
-	n.mr, err = c.RegMR(n.pd, size, proto.AccessLocalWrite|access)
-	check(err)
-	n.scq, err = c.CreateCQ(4096, 0)
-	check(err)
-	n.rcq, err = c.CreateCQ(4096, 0)
-	check(err)
-	caps := proto.QPCaps{MaxSendWR: 1024, MaxRecvWR: 1024, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInline: 64}
-	n.qp, err = c.CreateQP(n.pd, n.scq, n.rcq, caps, verbsdtest.QPOptions{Type: proto.QPTypeRD})
-	check(err)
-	check(n.qp.ToRTS())
-	return n
+	return newDgramNode(t, path, size, proto.QPTypeRD, access, 1024)
 }
 
 func (n *rdNode) ah(t *testing.T, peer *rdNode) proto.AddressVector {
@@ -96,13 +67,10 @@ func rdWait() time.Duration {
 	return scaled(20 * time.Second)
 }
 
+// waitN waits (rdWait) for n completions of cq, or fails t.
 func waitN(t *testing.T, cq *verbsdtest.CQ, n int, what string) []proto.CQE {
 	t.Helper()
-	got := cq.Wait(n, rdWait())
-	if len(got) != n {
-		t.Fatalf("%s: %d completions, want %d: %+v", what, len(got), n, got)
-	}
-	return got
+	return waitCQEsWithin(t, cq, n, what, rdWait())
 }
 
 func pattern(b []byte, seed int) {

@@ -15,13 +15,8 @@ import (
 
 // fastNode is a client with a UD QP in RTS (internal tests of the batched
 // data path; the external tests have their own helpers).
-type fastNode struct {
-	c        *verbsdtest.Client
-	pd       uint32
-	mr       *verbsdtest.MR
-	scq, rcq *verbsdtest.CQ
-	qp       *verbsdtest.QP
-}
+// fastNode is a UD dgramNode.
+type fastNode = dgramNode
 
 func startFast(t *testing.T, mutate func(*config.Config)) (*verbsd.Server, string) {
 	t.Helper()
@@ -30,31 +25,7 @@ func startFast(t *testing.T, mutate func(*config.Config)) (*verbsd.Server, strin
 
 func newFastNode(t *testing.T, path string, size int) *fastNode {
 	t.Helper()
-	c, err := verbsdtest.Dial(path, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	n := &fastNode{c: c}
-	check := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	n.pd, err = c.AllocPD()
-	check(err)
-	n.mr, err = c.RegMR(n.pd, size, proto.AccessLocalWrite)
-	check(err)
-	n.scq, err = c.CreateCQ(4096, 0)
-	check(err)
-	n.rcq, err = c.CreateCQ(4096, 0)
-	check(err)
-	caps := proto.QPCaps{MaxSendWR: 1024, MaxRecvWR: 1024, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInline: 64}
-	n.qp, err = c.CreateQP(n.pd, n.scq, n.rcq, caps, verbsdtest.QPOptions{})
-	check(err)
-	check(n.qp.ToRTS())
-	return n
+	return newDgramNode(t, path, size, proto.QPTypeUD, 0, 1024)
 }
 
 // stream sends count messages of the given sizes (cycling) from a to b,
