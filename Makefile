@@ -69,10 +69,13 @@ race:
 fuzz:
 	./scripts/fuzz.sh $(FUZZTIME)
 
+# gofmt, go vet and staticcheck (installed by scripts/install-lint-deps.sh,
+# pinned; its checks are staticcheck's defaults).
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	@sc=$$(GO=$(GO) ./scripts/install-lint-deps.sh | tail -n 1) && echo "staticcheck ./..." && $$sc ./...
 
 # Go benchmarks of the wire layers; each prints beside its baseline
 # (raw CRC32c) measured in the same run. Then the benchmark suite

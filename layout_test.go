@@ -36,7 +36,7 @@ var importRules = map[string]importRule{
 	"rdmap":           {project: []string{"iwerr", "ddp", "llp"}},
 	"proto":           {thirdParty: []string{"golang.org/x/sys"}},
 	"ofverbs":         {project: []string{"proto", "internal/..."}, thirdParty: []string{"golang.org/x/sys"}},
-	// verbsd by layer (issue 12 item 5): the configuration is a leaf; the
+	// verbsd by layer: the configuration is a leaf; the
 	// engine core (rnic) knows no transport and no control protocol; the
 	// transports build on it; verbsd (control) on all of them.
 	"verbsd/config": {project: []string{"proto", "llp/..."}},
@@ -64,10 +64,12 @@ var importRules = map[string]importRule{
 		project:    []string{"iwerr", "internal/crc32c", "mpa", "ddp", "rdmap", "llp", "llp/dgram"},
 		thirdParty: []string{"github.com/google/gopacket"},
 	},
-	"internal/pcapgen": {thirdParty: []string{"github.com/google/gopacket"}},
-	"internal/shm":     {project: []string{"proto"}, thirdParty: []string{"golang.org/x/sys"}},
-	"internal/eventfd": {thirdParty: []string{"golang.org/x/sys"}},
-	"internal/sockdir": {thirdParty: []string{"golang.org/x/sys"}},
+	"internal/pcapgen":  {thirdParty: []string{"github.com/google/gopacket"}},
+	"internal/shm":      {project: []string{"proto"}, thirdParty: []string{"golang.org/x/sys"}},
+	"internal/eventfd":  {thirdParty: []string{"golang.org/x/sys"}},
+	"internal/sockdir":  {thirdParty: []string{"golang.org/x/sys"}},
+	"internal/testwait": {},
+	"internal/captures": {},
 	// The only importer of gonum.org/v1/plot: the benchmark report's PNGs.
 	"internal/benchreport": {thirdParty: []string{"gonum.org/v1/plot"}},
 	"cmd/...": {

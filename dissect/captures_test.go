@@ -14,28 +14,12 @@ import (
 	"time"
 
 	"github.com/google/gopacket/pcapgo"
+	"github.com/iwarpd/iwarpd/internal/captures"
+	"github.com/iwarpd/iwarpd/internal/testwait"
 )
 
-// capturesDir finds shared/captures by walking up from the test's working
-// directory, or skips.
-func capturesDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		c := filepath.Join(dir, "shared", "captures")
-		if fi, err := os.Stat(c); err == nil && fi.IsDir() {
-			return c
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("no shared/captures directory above the test's working directory: siw capture tests skipped")
-		}
-		dir = parent
-	}
-}
+// capturesDir is shared/captures, or skips (internal/captures).
+func capturesDir(t testing.TB) string { return captures.Dir(t) }
 
 func decodeCapture(t testing.TB, name string) []*Event {
 	t.Helper()
@@ -140,7 +124,7 @@ func TestCapturesMatchTshark(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(capturesDir(t), "*.pcap*"))
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), scaledTimeout(60*time.Second))
+			ctx, cancel := context.WithTimeout(context.Background(), testwait.Scaled(60*time.Second))
 			defer cancel()
 			out, err := exec.CommandContext(ctx, tshark, "-2", "-r", f, "-o", "tcp.try_heuristic_first:TRUE",
 				"--disable-protocol", "rpcordma", "--disable-protocol", "smb_direct",
@@ -228,14 +212,4 @@ func TestPcapng(t *testing.T) {
 	if got != want || !strings.Contains(got, "MPA-FPDU") {
 		t.Fatalf("pcapng decode differs:\n%s\nwant\n%s", got, want)
 	}
-}
-
-// scaledTimeout multiplies d by IWARPD_TEST_TIMEOUT_SCALE (default 1): the
-// bound on an external tool only stops a hang, and a loaded machine (go
-// test runs packages in parallel) may need it stretched.
-func scaledTimeout(d time.Duration) time.Duration {
-	if f, err := strconv.ParseFloat(os.Getenv("IWARPD_TEST_TIMEOUT_SCALE"), 64); err == nil && f > 0 {
-		return time.Duration(float64(d) * f)
-	}
-	return d
 }

@@ -6,12 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/iwarpd/iwarpd/internal/captures"
 )
 
 // The captures of real Linux siw traffic beside the design docs
 // (../shared/captures, see its README) must decode: frames, negotiation,
-// and every FPDU with a valid CRC when CRC was negotiated.
-const capturesDir = "../../shared/captures"
+// and every FPDU with a valid CRC when CRC was negotiated
+// (TestSiwCaptures).
 
 // tcpStreams reads a little-endian Ethernet/IPv4 pcap and returns the TCP
 // payload of each direction (keyed by source port), in sequence order,
@@ -61,9 +63,10 @@ func tcpStreams(t *testing.T, path string) (map[uint16][]byte, []uint16) {
 }
 
 func TestSiwCaptures(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join(capturesDir, "*.pcap"))
+	dir := captures.Dir(t)
+	files, _ := filepath.Glob(filepath.Join(dir, "*.pcap"))
 	if len(files) == 0 {
-		t.Skip("no captures in " + capturesDir)
+		t.Skipf("no .pcap in %s: update the project's shared/ directory beside the checkout", dir)
 	}
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {

@@ -1,4 +1,4 @@
-package ofverbs
+package ofverbs_test
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/iwarpd/iwarpd/internal/crc32c"
+	"github.com/iwarpd/iwarpd/ofverbs"
 	"golang.org/x/sys/unix"
 )
 
@@ -24,7 +25,7 @@ import (
 // where it matters) and raw TCP peers that check the MPA bytes.
 
 // newRCQP creates an RC QP in INIT with its own PD and CQs.
-func newRCQP(t *testing.T, c *Context) *QP {
+func newRCQP(t *testing.T, c *ofverbs.Context) *ofverbs.QP {
 	t.Helper()
 	pd, err := c.AllocPD()
 	if err != nil {
@@ -38,18 +39,18 @@ func newRCQP(t *testing.T, c *Context) *QP {
 	if err != nil {
 		t.Fatal(err)
 	}
-	qp, err := pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: scq, RecvCQ: rcq,
-		Cap: QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 2, MaxRecvSGE: 2}})
+	qp, err := pd.CreateQP(ofverbs.QPInitAttr{Type: ofverbs.QPTypeRC, SendCQ: scq, RecvCQ: rcq,
+		Cap: ofverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 2, MaxRecvSGE: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := qp.ModifyState(QPStateInit); err != nil {
+	if err := qp.ModifyState(ofverbs.QPStateInit); err != nil {
 		t.Fatal(err)
 	}
 	return qp
 }
 
-func qpState(t *testing.T, q *QP) QPState {
+func qpState(t *testing.T, q *ofverbs.QP) ofverbs.QPState {
 	t.Helper()
 	a, err := q.Query()
 	if err != nil {
@@ -91,7 +92,7 @@ func expectEOF(t *testing.T, c net.Conn) {
 
 // acceptOne answers the next request of l on q (in a goroutine); reject
 // non-nil rejects with it instead.
-func acceptOne(l *Listener, q *QP, p ConnParam, reject []byte) chan any {
+func acceptOne(l *ofverbs.Listener, q *ofverbs.QP, p ofverbs.ConnParam, reject []byte) chan any {
 	done := make(chan any, 1)
 	go func() {
 		r, err := l.GetRequest(scaled(15 * time.Second))
@@ -113,14 +114,14 @@ func acceptOne(l *Listener, q *QP, p ConnParam, reject []byte) chan any {
 	return done
 }
 
-func request(t *testing.T, done chan any) *ConnRequest {
+func request(t *testing.T, done chan any) *ofverbs.ConnRequest {
 	t.Helper()
 	select {
 	case v := <-done:
 		if err, ok := v.(error); ok {
 			t.Fatalf("passive side: %v", err)
 		}
-		return v.(*ConnRequest)
+		return v.(*ofverbs.ConnRequest)
 	case <-time.After(scaled(20 * time.Second)):
 		t.Fatal("passive side did not finish")
 	}
@@ -193,8 +194,8 @@ func TestCMConnectAcceptPrivateDataAndIRDORD(t *testing.T) {
 		t.Fatal(err)
 	}
 	sqp, cqp := newRCQP(t, sc), newRCQP(t, cc)
-	done := acceptOne(l, sqp, ConnParam{PrivateData: []byte("server hello"), IRD: 6, ORD: 10}, nil)
-	if err := cqp.Connect(l.Addr(), ConnParam{PrivateData: []byte("client hello"), IRD: 8, ORD: 4}); err != nil {
+	done := acceptOne(l, sqp, ofverbs.ConnParam{PrivateData: []byte("server hello"), IRD: 6, ORD: 10}, nil)
+	if err := cqp.Connect(l.Addr(), ofverbs.ConnParam{PrivateData: []byte("client hello"), IRD: 8, ORD: 4}); err != nil {
 		t.Fatalf("Connect: %v", err)
 	}
 	r := request(t, done)
@@ -212,17 +213,17 @@ func TestCMConnectAcceptPrivateDataAndIRDORD(t *testing.T) {
 		si.MPA.PeerIRD != 8 || si.MPA.PeerORD != 4 || si.Local != l.Addr() || si.Peer != ci.Local || !si.MPA.CRC {
 		t.Errorf("responder: %+v (initiator local %v)", si, ci.Local)
 	}
-	for _, q := range []*QP{cqp, sqp} {
-		if s := qpState(t, q); s != QPStateRTS {
+	for _, q := range []*ofverbs.QP{cqp, sqp} {
+		if s := qpState(t, q); s != ofverbs.QPStateRTS {
 			t.Errorf("%v after connect: %v, want RTS", q, s)
 		}
 	}
 	// A connected QP connects no more; an RC QP is not moved to RTS by hand.
-	if err := cqp.Connect(l.Addr(), ConnParam{}); !errors.Is(err, unix.EISCONN) {
+	if err := cqp.Connect(l.Addr(), ofverbs.ConnParam{}); !errors.Is(err, unix.EISCONN) {
 		t.Errorf("second Connect: %v, want EISCONN", err)
 	}
 	q := newRCQP(t, cc)
-	if err := q.ModifyState(QPStateRTR); !errors.Is(err, unix.EINVAL) {
+	if err := q.ModifyState(ofverbs.QPStateRTR); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("RC INIT→RTR by Modify: %v, want EINVAL", err)
 	}
 }
@@ -235,22 +236,22 @@ func TestCMReject(t *testing.T) {
 		t.Fatal(err)
 	}
 	cqp := newRCQP(t, cc)
-	for i, opt := range []MPAOptions{{}, {Revision: 1}} {
-		done := acceptOne(l, nil, ConnParam{}, []byte(fmt.Sprintf("go away %d", i)))
-		err := cqp.Connect(l.Addr(), ConnParam{PrivateData: []byte("let me in"), MPA: opt})
-		var rej *RejectedError
-		if !errors.Is(err, ErrRejected) || !errors.As(err, &rej) || string(rej.PrivateData) != fmt.Sprintf("go away %d", i) {
+	for i, opt := range []ofverbs.MPAOptions{{}, {Revision: 1}} {
+		done := acceptOne(l, nil, ofverbs.ConnParam{}, []byte(fmt.Sprintf("go away %d", i)))
+		err := cqp.Connect(l.Addr(), ofverbs.ConnParam{PrivateData: []byte("let me in"), MPA: opt})
+		var rej *ofverbs.RejectedError
+		if !errors.Is(err, ofverbs.ErrRejected) || !errors.As(err, &rej) || string(rej.PrivateData) != fmt.Sprintf("go away %d", i) {
 			t.Fatalf("Connect %+v: %v, want a rejection with private data", opt, err)
 		}
 		request(t, done)
 		// The QP stays in INIT and can try again.
-		if s := qpState(t, cqp); s != QPStateInit {
+		if s := qpState(t, cqp); s != ofverbs.QPStateInit {
 			t.Fatalf("after rejection: %v", s)
 		}
 	}
 	// Answering a request twice, or one never made, fails.
-	done := acceptOne(l, nil, ConnParam{}, []byte("no"))
-	cqp.Connect(l.Addr(), ConnParam{})
+	done := acceptOne(l, nil, ofverbs.ConnParam{}, []byte("no"))
+	cqp.Connect(l.Addr(), ofverbs.ConnParam{})
 	r := request(t, done)
 	if err := r.Reject(nil); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("second Reject: %v, want EINVAL", err)
@@ -320,16 +321,16 @@ func TestCMUnreachable(t *testing.T) {
 	q := newRCQP(t, c)
 	// The timeout only bounds the wait: a refusal on loopback is immediate
 	// (no timing is asserted).
-	err := q.Connect(addr, ConnParam{Timeout: scaled(30 * time.Second)})
-	if !errors.Is(err, unix.ECONNREFUSED) || errors.Is(err, ErrRejected) {
+	err := q.Connect(addr, ofverbs.ConnParam{Timeout: scaled(30 * time.Second)})
+	if !errors.Is(err, unix.ECONNREFUSED) || errors.Is(err, ofverbs.ErrRejected) {
 		t.Fatalf("Connect to a closed port: %v, want ECONNREFUSED", err)
 	}
-	if s := qpState(t, q); s != QPStateInit {
+	if s := qpState(t, q); s != ofverbs.QPStateInit {
 		t.Errorf("after failure: %v", s)
 	}
 	// A UD QP does not connect.
 	ud := newEndpoint(t, c, epOpts{depth: 4})
-	if err := ud.qp.Connect(addr, ConnParam{}); !errors.Is(err, unix.EINVAL) {
+	if err := ud.qp.Connect(addr, ofverbs.ConnParam{}); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("UD Connect: %v, want EINVAL", err)
 	}
 }
@@ -364,7 +365,7 @@ func TestCMTimedOut(t *testing.T) {
 	// daemon's clock starts after ours.
 	timeout := scaled(time.Second).Truncate(time.Millisecond) // the protocol carries milliseconds
 	start := time.Now()
-	err = q.Connect(netip.MustParseAddrPort(ln.Addr().String()), ConnParam{Timeout: timeout})
+	err = q.Connect(netip.MustParseAddrPort(ln.Addr().String()), ofverbs.ConnParam{Timeout: timeout})
 	el := time.Since(start)
 	if !errors.Is(err, unix.ETIMEDOUT) {
 		t.Fatalf("Connect to a silent peer: %v, want ETIMEDOUT", err)
@@ -451,7 +452,7 @@ func TestCMRequestTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Accept(newRCQP(t, c), ConnParam{}); !errors.Is(err, unix.EINVAL) {
+	if err := r.Accept(newRCQP(t, c), ofverbs.ConnParam{}); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("Accept of an expired request: %v, want EINVAL", err)
 	}
 }
@@ -489,7 +490,7 @@ func TestCMWireReply(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := r.Accept(q, ConnParam{PrivateData: []byte("xyz"), IRD: 6, ORD: 10}); err != nil {
+		if err := r.Accept(q, ofverbs.ConnParam{PrivateData: []byte("xyz"), IRD: 6, ORD: 10}); err != nil {
 			t.Fatalf("%s: Accept: %v", tc.name, err)
 		}
 		want := unhexT(t, tc.reply)
@@ -510,16 +511,16 @@ func TestCMWireRequestAndTerminate(t *testing.T) {
 	for _, tc := range []struct {
 		name, reply string
 		code        byte
-		opt         MPAOptions
+		opt         ofverbs.MPAOptions
 		req         string
 		crc         bool
 	}{
-		{"insufficient IRD", "4d504120494420526570204672616d65 50 02 0004 0004 0009", 0x06, MPAOptions{},
+		{"insufficient IRD", "4d504120494420526570204672616d65 50 02 0004 0004 0009", 0x06, ofverbs.MPAOptions{},
 			"4d504120494420526571204672616d65 50 02 0006 0008 0004 6869", true},
 		{"no matching RTR", "4d504120494420526570204672616d65 10 02 0004 8004 4004", 0x07,
-			MPAOptions{PeerToPeer: ToggleOn, RTR: RTRWrite, CRC: MPACRCOff},
+			ofverbs.MPAOptions{PeerToPeer: ofverbs.ToggleOn, RTR: ofverbs.RTRWrite, CRC: ofverbs.MPACRCOff},
 			"4d504120494420526571204672616d65 10 02 0006 8008 8004 6869", false},
-		{"S missing", "4d504120494420526570204672616d65 40 02 0000", 0x04, MPAOptions{PeerToPeer: ToggleOn},
+		{"S missing", "4d504120494420526570204672616d65 40 02 0000", 0x04, ofverbs.MPAOptions{PeerToPeer: ofverbs.ToggleOn},
 			"4d504120494420526571204672616d65 50 02 0006 8008 c004 6869", true},
 	} {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -529,7 +530,7 @@ func TestCMWireRequestAndTerminate(t *testing.T) {
 		q := newRCQP(t, c)
 		res := make(chan error, 1)
 		go func() {
-			res <- q.Connect(netip.MustParseAddrPort(ln.Addr().String()), ConnParam{PrivateData: []byte("hi"), IRD: 8, ORD: 4, MPA: tc.opt})
+			res <- q.Connect(netip.MustParseAddrPort(ln.Addr().String()), ofverbs.ConnParam{PrivateData: []byte("hi"), IRD: 8, ORD: 4, MPA: tc.opt})
 		}()
 		conn, err := ln.Accept()
 		ln.Close()
@@ -587,26 +588,26 @@ func TestCMNegotiationMatrix(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		quiet    bool
-		opt      MPAOptions
+		opt      ofverbs.MPAOptions
 		rev      uint8
 		crc, p2p bool
-		rtr      RTRSet
+		rtr      ofverbs.RTRSet
 		markers  bool // the initiator asks for markers
 		devRev1  bool // the initiator's daemon runs -mpa-rev 1
 	}{
-		{name: "rev1 crc off", quiet: true, opt: MPAOptions{Revision: 1, CRC: MPACRCOff}, rev: 1},
-		{name: "rev1 crc asked", quiet: true, opt: MPAOptions{Revision: 1}, rev: 1, crc: true},
-		{name: "rev1 responder asks", opt: MPAOptions{Revision: 1, CRC: MPACRCOff}, rev: 1, crc: true},
+		{name: "rev1 crc off", quiet: true, opt: ofverbs.MPAOptions{Revision: 1, CRC: ofverbs.MPACRCOff}, rev: 1},
+		{name: "rev1 crc asked", quiet: true, opt: ofverbs.MPAOptions{Revision: 1}, rev: 1, crc: true},
+		{name: "rev1 responder asks", opt: ofverbs.MPAOptions{Revision: 1, CRC: ofverbs.MPACRCOff}, rev: 1, crc: true},
 		{name: "rev1 device default", rev: 1, crc: true, devRev1: true},
-		{name: "rev2 from a rev1 device", opt: MPAOptions{Revision: 2}, rev: 2, crc: true, devRev1: true},
-		{name: "rev2 crc off", quiet: true, opt: MPAOptions{CRC: MPACRCOff}, rev: 2},
-		{name: "rev2 crc required", opt: MPAOptions{CRC: MPACRCRequired}, rev: 2, crc: true},
-		{name: "markers both ways", quiet: true, opt: MPAOptions{Markers: ToggleOn}, rev: 2, crc: true, markers: true},
-		{name: "markers asked of a device without", opt: MPAOptions{Markers: ToggleOn}, rev: 2, crc: true, markers: true},
-		{name: "p2p write", quiet: true, opt: MPAOptions{PeerToPeer: ToggleOn, RTR: RTRWrite}, rev: 2, crc: true, p2p: true, rtr: RTRWrite},
-		{name: "p2p read", quiet: true, opt: MPAOptions{PeerToPeer: ToggleOn, RTR: RTRRead, CRC: MPACRCOff}, rev: 2, p2p: true, rtr: RTRRead},
-		{name: "p2p send", quiet: true, opt: MPAOptions{PeerToPeer: ToggleOn, RTR: RTRSend}, rev: 2, crc: true, p2p: true, rtr: RTRSend},
-		{name: "p2p default set", opt: MPAOptions{PeerToPeer: ToggleOn}, rev: 2, crc: true, p2p: true, rtr: RTRWrite},
+		{name: "rev2 from a rev1 device", opt: ofverbs.MPAOptions{Revision: 2}, rev: 2, crc: true, devRev1: true},
+		{name: "rev2 crc off", quiet: true, opt: ofverbs.MPAOptions{CRC: ofverbs.MPACRCOff}, rev: 2},
+		{name: "rev2 crc required", opt: ofverbs.MPAOptions{CRC: ofverbs.MPACRCRequired}, rev: 2, crc: true},
+		{name: "markers both ways", quiet: true, opt: ofverbs.MPAOptions{Markers: ofverbs.ToggleOn}, rev: 2, crc: true, markers: true},
+		{name: "markers asked of a device without", opt: ofverbs.MPAOptions{Markers: ofverbs.ToggleOn}, rev: 2, crc: true, markers: true},
+		{name: "p2p write", quiet: true, opt: ofverbs.MPAOptions{PeerToPeer: ofverbs.ToggleOn, RTR: ofverbs.RTRWrite}, rev: 2, crc: true, p2p: true, rtr: ofverbs.RTRWrite},
+		{name: "p2p read", quiet: true, opt: ofverbs.MPAOptions{PeerToPeer: ofverbs.ToggleOn, RTR: ofverbs.RTRRead, CRC: ofverbs.MPACRCOff}, rev: 2, p2p: true, rtr: ofverbs.RTRRead},
+		{name: "p2p send", quiet: true, opt: ofverbs.MPAOptions{PeerToPeer: ofverbs.ToggleOn, RTR: ofverbs.RTRSend}, rev: 2, crc: true, p2p: true, rtr: ofverbs.RTRSend},
+		{name: "p2p default set", opt: ofverbs.MPAOptions{PeerToPeer: ofverbs.ToggleOn}, rev: 2, crc: true, p2p: true, rtr: ofverbs.RTRWrite},
 	} {
 		l, sctx, cctx := al, ac, cc
 		if tc.quiet {
@@ -616,13 +617,13 @@ func TestCMNegotiationMatrix(t *testing.T) {
 			cctx = c1
 		}
 		sqp, cqp := newRCQP(t, sctx), newRCQP(t, cctx)
-		done := acceptOne(l, sqp, ConnParam{PrivateData: []byte("s")}, nil)
-		if err := cqp.Connect(l.Addr(), ConnParam{PrivateData: []byte("c"), MPA: tc.opt}); err != nil {
+		done := acceptOne(l, sqp, ofverbs.ConnParam{PrivateData: []byte("s")}, nil)
+		if err := cqp.Connect(l.Addr(), ofverbs.ConnParam{PrivateData: []byte("c"), MPA: tc.opt}); err != nil {
 			t.Fatalf("%s: Connect: %v", tc.name, err)
 		}
 		r := request(t, done)
 		ci, si := cqp.ConnInfo(), sqp.ConnInfo()
-		for side, m := range map[string]MPAParams{"initiator": ci.MPA, "responder": si.MPA} {
+		for side, m := range map[string]ofverbs.MPAParams{"initiator": ci.MPA, "responder": si.MPA} {
 			if m.Revision != tc.rev || m.CRC != tc.crc || m.PeerToPeer != tc.p2p || m.RTR != tc.rtr || m.Enhanced != (tc.rev == 2) {
 				t.Errorf("%s: %s negotiated %+v", tc.name, side, m)
 			}
@@ -646,7 +647,7 @@ func TestCMNegotiationMatrix(t *testing.T) {
 }
 
 // waitCM returns the next event of type want on q (others are skipped).
-func waitCM(t *testing.T, q *QP, want CMEventType) CMEvent {
+func waitCM(t *testing.T, q *ofverbs.QP, want ofverbs.CMEventType) ofverbs.CMEvent {
 	t.Helper()
 	timeout := time.After(scaled(15 * time.Second))
 	for {
@@ -670,12 +671,12 @@ func TestCMDisconnect(t *testing.T) {
 	}
 	for _, abort := range []bool{false, true} {
 		sqp, cqp := newRCQP(t, sc), newRCQP(t, cc)
-		done := acceptOne(l, sqp, ConnParam{}, nil)
-		if err := cqp.Connect(l.Addr(), ConnParam{}); err != nil {
+		done := acceptOne(l, sqp, ofverbs.ConnParam{}, nil)
+		if err := cqp.Connect(l.Addr(), ofverbs.ConnParam{}); err != nil {
 			t.Fatal(err)
 		}
 		request(t, done)
-		waitCM(t, sqp, CMEstablished)
+		waitCM(t, sqp, ofverbs.CMEstablished)
 		if abort {
 			err = cqp.Abort()
 		} else {
@@ -684,15 +685,15 @@ func TestCMDisconnect(t *testing.T) {
 		if err != nil {
 			t.Fatalf("abort %v: %v", abort, err)
 		}
-		ce, se := waitCM(t, cqp, CMDisconnected), waitCM(t, sqp, CMDisconnected)
+		ce, se := waitCM(t, cqp, ofverbs.CMDisconnected), waitCM(t, sqp, ofverbs.CMDisconnected)
 		if !abort && (ce.Errno != 0 || se.Errno != 0) {
 			t.Errorf("graceful: initiator %+v, responder %+v", ce, se)
 		}
 		if abort && se.Errno != unix.ECONNABORTED {
 			t.Errorf("abort: responder %+v, want ECONNABORTED (Terminate received)", se)
 		}
-		for _, q := range []*QP{cqp, sqp} {
-			if s := qpState(t, q); s != QPStateError {
+		for _, q := range []*ofverbs.QP{cqp, sqp} {
+			if s := qpState(t, q); s != ofverbs.QPStateError {
 				t.Errorf("abort %v: %v is %v after the disconnect, want ERROR", abort, q, s)
 			}
 		}
@@ -705,13 +706,13 @@ func TestCMDisconnect(t *testing.T) {
 
 // rcEP is an RC QP in INIT with a registered buffer.
 type rcEP struct {
-	qp       *QP
-	mr       *MR
+	qp       *ofverbs.QP
+	mr       *ofverbs.MR
 	buf      []byte
-	scq, rcq *CQ
+	scq, rcq *ofverbs.CQ
 }
 
-func newRCEP(t *testing.T, c *Context) *rcEP {
+func newRCEP(t *testing.T, c *ofverbs.Context) *rcEP {
 	t.Helper()
 	pd, err := c.AllocPD()
 	if err != nil {
@@ -722,7 +723,7 @@ func newRCEP(t *testing.T, c *Context) *rcEP {
 		t.Fatal(err)
 	}
 	e := &rcEP{buf: b.Bytes()}
-	if e.mr, err = pd.RegMR(e.buf, AccessLocalWrite); err != nil {
+	if e.mr, err = pd.RegMR(e.buf, ofverbs.AccessLocalWrite); err != nil {
 		t.Fatal(err)
 	}
 	if e.scq, err = c.CreateCQ(16, nil); err != nil {
@@ -731,14 +732,14 @@ func newRCEP(t *testing.T, c *Context) *rcEP {
 	if e.rcq, err = c.CreateCQ(16, nil); err != nil {
 		t.Fatal(err)
 	}
-	if e.qp, err = pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: e.scq, RecvCQ: e.rcq,
-		Cap: QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+	if e.qp, err = pd.CreateQP(ofverbs.QPInitAttr{Type: ofverbs.QPTypeRC, SendCQ: e.scq, RecvCQ: e.rcq,
+		Cap: ofverbs.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.qp.ModifyState(QPStateInit); err != nil {
+	if err := e.qp.ModifyState(ofverbs.QPStateInit); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := e.qp.PostRecv([]RecvWR{{ID: 1, SGL: []SGE{e.mr.SGE(e.buf[:1024])}}}); n != 1 || err != nil {
+	if n, err := e.qp.PostRecv([]ofverbs.RecvWR{{ID: 1, SGL: []ofverbs.SGE{e.mr.SGE(e.buf[:1024])}}}); n != 1 || err != nil {
 		t.Fatalf("PostRecv: %d, %v", n, err)
 	}
 	return e
@@ -750,7 +751,7 @@ func (e *rcEP) send(t *testing.T, peer *rcEP, msg string) {
 	t.Helper()
 	src := e.buf[2048 : 2048+len(msg)]
 	copy(src, msg)
-	if n, err := e.qp.PostSend([]SendWR{{ID: 7, Opcode: WRSend, SGL: []SGE{e.mr.SGE(src)}, Signaled: true}}); n != 1 || err != nil {
+	if n, err := e.qp.PostSend([]ofverbs.SendWR{{ID: 7, Opcode: ofverbs.WRSend, SGL: []ofverbs.SGE{e.mr.SGE(src)}, Signaled: true}}); n != 1 || err != nil {
 		t.Fatalf("PostSend: %d, %v", n, err)
 	}
 	if wc := waitWC(t, e.scq, 1, 10*time.Second)[0]; wc.Err() != nil || wc.ID != 7 {
@@ -772,14 +773,14 @@ func TestCMEstablishedCarriesData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, opt := range []MPAOptions{{}, {Revision: 1}, {CRC: MPACRCOff}, {Markers: ToggleOn},
-		{PeerToPeer: ToggleOn, RTR: RTRWrite}, {PeerToPeer: ToggleOn, RTR: RTRRead}, {PeerToPeer: ToggleOn, RTR: RTRSend}} {
+	for _, opt := range []ofverbs.MPAOptions{{}, {Revision: 1}, {CRC: ofverbs.MPACRCOff}, {Markers: ofverbs.ToggleOn},
+		{PeerToPeer: ofverbs.ToggleOn, RTR: ofverbs.RTRWrite}, {PeerToPeer: ofverbs.ToggleOn, RTR: ofverbs.RTRRead}, {PeerToPeer: ofverbs.ToggleOn, RTR: ofverbs.RTRSend}} {
 		s, c := newRCEP(t, sc), newRCEP(t, cc)
-		if opt.RTR == RTRSend { // the RTR may consume a receive at the responder (the datapath decides)
-			s.qp.PostRecv([]RecvWR{{ID: 1, SGL: []SGE{s.mr.SGE(s.buf[:1024])}}})
+		if opt.RTR == ofverbs.RTRSend { // the RTR may consume a receive at the responder (the datapath decides)
+			s.qp.PostRecv([]ofverbs.RecvWR{{ID: 1, SGL: []ofverbs.SGE{s.mr.SGE(s.buf[:1024])}}})
 		}
-		done := acceptOne(l, s.qp, ConnParam{}, nil)
-		if err := c.qp.Connect(l.Addr(), ConnParam{MPA: opt}); err != nil {
+		done := acceptOne(l, s.qp, ofverbs.ConnParam{}, nil)
+		if err := c.qp.Connect(l.Addr(), ofverbs.ConnParam{MPA: opt}); err != nil {
 			t.Fatalf("%+v: Connect: %v", opt, err)
 		}
 		request(t, done)

@@ -1,60 +1,57 @@
-package ofverbs
+package ofverbs_test
 
 import (
 	"bytes"
 	"errors"
 	"net/netip"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/iwarpd/iwarpd/ofverbs"
+	"github.com/iwarpd/iwarpd/test/daemontest"
 	"golang.org/x/sys/unix"
 )
 
 // End-to-end tests against the real daemon, run as a separate process per
-// test by test/daemontest. This package's own tests cannot import
-// test/daemontest (it imports ofverbs: an import cycle), so the external
-// test package hands it over (daemontest_test.go sets StartDaemonForTest).
+// test by test/daemontest (which imports ofverbs: these tests are the
+// external test package).
 
-// StartDaemonForTest starts a daemon for t with extra iwarpd flags after
-// the defaults (test/daemontest.Start: a private socket and UD port block,
-// -log-level debug) and returns its socket, its -ud-ports range, and a
-// function that sends it a signal (its exit is then the test's doing).
-// daemontest_test.go sets it.
-var StartDaemonForTest func(t *testing.T, extra ...string) (sock, ports string, signal func(syscall.Signal))
+// udBlocks: the UD port blocks of this package's daemons, 24000-24099
+// (test/daemontest doc.go).
+var udBlocks = daemontest.Blocks{Base: 24000, Size: 10, Count: 10}
 
-// daemonProc is a daemon StartDaemonForTest started.
+// TestMain builds the programs (test/daemontest.Main).
+func TestMain(m *testing.M) { os.Exit(daemontest.Main(m, nil)) }
+
+// daemonProc is a daemon startDaemon started.
 type daemonProc struct {
 	sock   string
 	ports  string // -ud-ports
 	signal func(syscall.Signal)
 }
 
-// startDaemon runs iwarpd with the extra flags on a private socket and UD
-// port block of 27000-27099, and waits (bounded) until it answers Hello;
-// cleanup stops it and fails the test if it died on its own.
+// startDaemon runs iwarpd (test/daemontest.Start) with the extra flags
+// after -log-level debug on a private socket and the next UD port block,
+// and waits (bounded) until it answers Hello; cleanup stops it and fails
+// the test if it died on its own.
 func startDaemon(t *testing.T, extra ...string) *daemonProc {
 	t.Helper()
-	sock, ports, signal := StartDaemonForTest(t, extra...)
-	return &daemonProc{sock: sock, ports: ports, signal: signal}
+	ports := udBlocks.Next()
+	d := daemontest.Start(t, "iwarpd-"+ports, daemontest.Options{Ports: ports,
+		Extra: append([]string{"-log-level", "debug"}, extra...)})
+	return &daemonProc{sock: d.Sock, ports: d.Ports, signal: func(sig syscall.Signal) { d.Signal(t, sig) }}
 }
 
-// scaled multiplies d by IWARPD_TEST_TIMEOUT_SCALE (a factor, default 1),
-// for slow or loaded machines (test/daemontest.Scaled).
-func scaled(d time.Duration) time.Duration {
-	if f, err := strconv.ParseFloat(os.Getenv("IWARPD_TEST_TIMEOUT_SCALE"), 64); err == nil && f > 0 {
-		return time.Duration(float64(d) * f)
-	}
-	return d
-}
+// scaled stretches a timeout on slow machines (IWARPD_TEST_TIMEOUT_SCALE).
+var scaled = daemontest.Scaled
 
-func (d *daemonProc) open(t *testing.T) *Context {
+func (d *daemonProc) open(t *testing.T) *ofverbs.Context {
 	t.Helper()
-	c, err := Open(WithSocket(d.sock), WithClientName(t.Name()))
+	c, err := ofverbs.Open(ofverbs.WithSocket(d.sock), ofverbs.WithClientName(t.Name()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,28 +61,27 @@ func (d *daemonProc) open(t *testing.T) *Context {
 
 // endpoint is a UD QP with a registered buffer and its CQs.
 type endpoint struct {
-	ctx    *Context
-	pd     *PD
-	buf    *Buffer
-	mr     *MR
-	ch     *CompChannel
-	sendCQ *CQ
-	recvCQ *CQ
-	qp     *QP
-	srq    *SRQ
+	ctx    *ofverbs.Context
+	pd     *ofverbs.PD
+	buf    *ofverbs.Buffer
+	mr     *ofverbs.MR
+	ch     *ofverbs.CompChannel
+	sendCQ *ofverbs.CQ
+	recvCQ *ofverbs.CQ
+	qp     *ofverbs.QP
+	srq    *ofverbs.SRQ
 }
 
 type epOpts struct {
-	bufSize  int
-	srq      bool
-	maxSGE   uint32
-	inline   uint32
-	depth    uint32
-	channel  bool
-	noRecvWR bool
+	bufSize int
+	srq     bool
+	maxSGE  uint32
+	inline  uint32
+	depth   uint32
+	channel bool
 }
 
-func newEndpoint(t *testing.T, c *Context, o epOpts) *endpoint {
+func newEndpoint(t *testing.T, c *ofverbs.Context, o epOpts) *endpoint {
 	t.Helper()
 	if o.bufSize == 0 {
 		o.bufSize = 1 << 20
@@ -108,7 +104,7 @@ func newEndpoint(t *testing.T, c *Context, o epOpts) *endpoint {
 	must(err)
 	e.buf, err = c.AllocBuffer(o.bufSize)
 	must(err)
-	e.mr, err = e.pd.RegMR(e.buf.Bytes(), AccessLocalWrite)
+	e.mr, err = e.pd.RegMR(e.buf.Bytes(), ofverbs.AccessLocalWrite)
 	must(err)
 	if o.channel {
 		e.ch, err = c.CreateCompChannel()
@@ -118,10 +114,10 @@ func newEndpoint(t *testing.T, c *Context, o epOpts) *endpoint {
 	must(err)
 	e.recvCQ, err = c.CreateCQ(int(o.depth), e.ch)
 	must(err)
-	attr := QPInitAttr{Type: QPTypeUD, SendCQ: e.sendCQ, RecvCQ: e.recvCQ,
-		Cap: QPCap{MaxSendWR: o.depth, MaxRecvWR: o.depth, MaxSendSGE: o.maxSGE, MaxRecvSGE: o.maxSGE, MaxInline: o.inline}}
+	attr := ofverbs.QPInitAttr{Type: ofverbs.QPTypeUD, SendCQ: e.sendCQ, RecvCQ: e.recvCQ,
+		Cap: ofverbs.QPCap{MaxSendWR: o.depth, MaxRecvWR: o.depth, MaxSendSGE: o.maxSGE, MaxRecvSGE: o.maxSGE, MaxInline: o.inline}}
 	if o.srq {
-		e.srq, err = e.pd.CreateSRQ(SRQInitAttr{MaxWR: o.depth, MaxSGE: o.maxSGE})
+		e.srq, err = e.pd.CreateSRQ(ofverbs.SRQInitAttr{MaxWR: o.depth, MaxSGE: o.maxSGE})
 		must(err)
 		attr.SRQ = e.srq
 	}
@@ -130,11 +126,11 @@ func newEndpoint(t *testing.T, c *Context, o epOpts) *endpoint {
 	if !e.qp.Addr().IsValid() {
 		t.Fatalf("UD QP has no address: %v", e.qp.Addr())
 	}
-	must(e.qp.ModifyState(QPStateInit, QPStateRTR, QPStateRTS))
+	must(e.qp.ModifyState(ofverbs.QPStateInit, ofverbs.QPStateRTR, ofverbs.QPStateRTS))
 	return e
 }
 
-func (e *endpoint) ahTo(t *testing.T, peer *endpoint) *AH {
+func (e *endpoint) ahTo(t *testing.T, peer *endpoint) *ofverbs.AH {
 	t.Helper()
 	ah, err := e.pd.CreateAHTo(peer.qp.Endpoint())
 	if err != nil {
@@ -147,10 +143,10 @@ func (e *endpoint) ahTo(t *testing.T, peer *endpoint) *AH {
 func (e *endpoint) postRecvs(t *testing.T, first, n, size int) {
 	t.Helper()
 	b := e.buf.Bytes()
-	wrs := make([]RecvWR, n)
+	wrs := make([]ofverbs.RecvWR, n)
 	for i := range wrs {
 		off := (first + i) * size
-		wrs[i] = RecvWR{ID: uint64(first + i), SGL: []SGE{e.mr.SGE(b[off : off+size])}}
+		wrs[i] = ofverbs.RecvWR{ID: uint64(first + i), SGL: []ofverbs.SGE{e.mr.SGE(b[off : off+size])}}
 	}
 	post := e.qp.PostRecv
 	if e.srq != nil {
@@ -162,10 +158,10 @@ func (e *endpoint) postRecvs(t *testing.T, first, n, size int) {
 }
 
 // waitWC polls cq until n completions arrived (or fails after timeout).
-func waitWC(t *testing.T, cq *CQ, n int, timeout time.Duration) []WC {
+func waitWC(t *testing.T, cq *ofverbs.CQ, n int, timeout time.Duration) []ofverbs.WC {
 	t.Helper()
-	out := make([]WC, 0, n)
-	wcs := make([]WC, 16)
+	out := make([]ofverbs.WC, 0, n)
+	wcs := make([]ofverbs.WC, 16)
 	deadline := time.Now().Add(scaled(timeout))
 	for len(out) < n {
 		got, err := cq.Poll(wcs[:min(len(wcs), n-len(out))])
@@ -184,10 +180,10 @@ func waitWC(t *testing.T, cq *CQ, n int, timeout time.Duration) []WC {
 }
 
 // expectNoWC checks that cq stays empty for a while.
-func expectNoWC(t *testing.T, cq *CQ, d time.Duration) {
+func expectNoWC(t *testing.T, cq *ofverbs.CQ, d time.Duration) {
 	t.Helper()
 	time.Sleep(d)
-	wcs := make([]WC, 4)
+	wcs := make([]ofverbs.WC, 4)
 	if n, _ := cq.Poll(wcs); n != 0 {
 		t.Fatalf("unexpected completions: %+v", wcs[:n])
 	}
@@ -216,13 +212,13 @@ func TestDaemonOpenQueryList(t *testing.T) {
 	if port.UDPorts != d.ports || port.State != "active" {
 		t.Fatalf("port %+v", port)
 	}
-	devs, err := ListDevices(WithSocket(d.sock))
+	devs, err := ofverbs.ListDevices(ofverbs.WithSocket(d.sock))
 	if err != nil || len(devs) != 1 || devs[0].Name != attr.Name || devs[0].Attr != attr {
 		t.Fatalf("ListDevices = %+v, %v", devs, err)
 	}
-	t.Setenv(EnvSocket, d.sock)
-	if devs, err := ListDevices(); err != nil || len(devs) != 1 {
-		t.Fatalf("ListDevices via %s = %+v, %v", EnvSocket, devs, err)
+	t.Setenv(ofverbs.EnvSocket, d.sock)
+	if devs, err := ofverbs.ListDevices(); err != nil || len(devs) != 1 {
+		t.Fatalf("ListDevices via %s = %+v, %v", ofverbs.EnvSocket, devs, err)
 	}
 }
 
@@ -234,27 +230,27 @@ func pingPong(t *testing.T, a, b *endpoint, sizes []int) {
 	for round, size := range sizes {
 		for _, dir := range []struct {
 			from, to *endpoint
-			ah       *AH
+			ah       *ofverbs.AH
 		}{{a, b, abAH}, {b, a, baAH}} {
 			from, to := dir.from, dir.to
 			to.postRecvs(t, 0, 1, slot)
 			msg := from.buf.Bytes()[slot : slot+size]
 			pattern(msg, round)
 			clear(to.buf.Bytes()[:slot])
-			n, err := from.qp.PostSend([]SendWR{{ID: uint64(1000 + round), Opcode: WRSend, SGL: []SGE{from.mr.SGE(msg)}, Signaled: true, AH: dir.ah}})
+			n, err := from.qp.PostSend([]ofverbs.SendWR{{ID: uint64(1000 + round), Opcode: ofverbs.WRSend, SGL: []ofverbs.SGE{from.mr.SGE(msg)}, Signaled: true, AH: dir.ah}})
 			if n != 1 || err != nil {
 				t.Fatalf("PostSend = %d, %v", n, err)
 			}
 			sw := waitWC(t, from.sendCQ, 1, 5*time.Second)[0]
-			if sw.Err() != nil || sw.ID != uint64(1000+round) || sw.Opcode != WCSend || sw.ByteLen != uint32(size) {
+			if sw.Err() != nil || sw.ID != uint64(1000+round) || sw.Opcode != ofverbs.WCSend || sw.ByteLen != uint32(size) {
 				t.Fatalf("send completion %+v (%v)", sw, sw.Err())
 			}
 			rw := waitWC(t, to.recvCQ, 1, 5*time.Second)[0]
-			if rw.Err() != nil || rw.ID != 0 || rw.Opcode != WCRecv || rw.ByteLen != uint32(size) {
+			if rw.Err() != nil || rw.ID != 0 || rw.Opcode != ofverbs.WCRecv || rw.ByteLen != uint32(size) {
 				t.Fatalf("round %d size %d: receive completion %+v (%v)", round, size, rw, rw.Err())
 			}
-			if rw.Flags&WCFlagSrcValid == 0 || rw.Src != from.qp.Addr() || rw.QPN != to.qp.QPN() {
-				t.Fatalf("receive completion source %v (valid %v) QPN %d, want %v QPN %d", rw.Src, rw.Flags&WCFlagSrcValid != 0, rw.QPN, from.qp.Addr(), to.qp.QPN())
+			if rw.Flags&ofverbs.WCFlagSrcValid == 0 || rw.Src != from.qp.Addr() || rw.QPN != to.qp.QPN() {
+				t.Fatalf("receive completion source %v (valid %v) QPN %d, want %v QPN %d", rw.Src, rw.Flags&ofverbs.WCFlagSrcValid != 0, rw.QPN, from.qp.Addr(), to.qp.QPN())
 			}
 			if got := to.buf.Bytes()[:size]; !bytes.Equal(got, msg) {
 				t.Fatalf("round %d size %d: payload differs", round, size)
@@ -292,7 +288,7 @@ func TestDaemonSolicitedEvent(t *testing.T) {
 	}
 	msg := a.mr.SGE(a.buf.Bytes()[:100])
 	// A plain send completes but does not wake a solicited-only arming.
-	if n, err := a.qp.PostSend([]SendWR{{ID: 1, SGL: []SGE{msg}, AH: ah}}); n != 1 || err != nil {
+	if n, err := a.qp.PostSend([]ofverbs.SendWR{{ID: 1, SGL: []ofverbs.SGE{msg}, AH: ah}}); n != 1 || err != nil {
 		t.Fatal(n, err)
 	}
 	w := waitWC(t, b.recvCQ, 1, 5*time.Second)[0]
@@ -303,7 +299,7 @@ func TestDaemonSolicitedEvent(t *testing.T) {
 		t.Fatalf("event for an unsolicited message: %v %v", cq, err)
 	}
 	// Send with Solicited Event: one event, the CQ is named.
-	if n, err := a.qp.PostSend([]SendWR{{ID: 2, SGL: []SGE{msg}, AH: ah, Solicited: true}}); n != 1 || err != nil {
+	if n, err := a.qp.PostSend([]ofverbs.SendWR{{ID: 2, SGL: []ofverbs.SGE{msg}, AH: ah, Solicited: true}}); n != 1 || err != nil {
 		t.Fatal(n, err)
 	}
 	cq, err := b.ch.GetEventTimeout(scaled(5 * time.Second))
@@ -319,7 +315,7 @@ func TestDaemonSolicitedEvent(t *testing.T) {
 	if err := b.recvCQ.ReqNotify(false); err != nil {
 		t.Fatal(err)
 	}
-	a.qp.PostSend([]SendWR{{ID: 3, SGL: []SGE{msg}, AH: ah}})
+	a.qp.PostSend([]ofverbs.SendWR{{ID: 3, SGL: []ofverbs.SGE{msg}, AH: ah}})
 	if cq, err := b.ch.GetEventTimeout(scaled(5 * time.Second)); err != nil || cq != b.recvCQ {
 		t.Fatalf("GetEvent after ReqNotify(false) = %v, %v", cq, err)
 	}
@@ -337,11 +333,11 @@ func TestDaemonUnsignaledInlineAndSGEs(t *testing.T) {
 	// Unsignaled sends: only the signaled last one completes at the sender.
 	const count = 10
 	b.postRecvs(t, 0, count, 1024)
-	wrs := make([]SendWR, count)
+	wrs := make([]ofverbs.SendWR, count)
 	for i := range wrs {
 		m := ab[i*1024 : i*1024+50+i]
 		pattern(m, i)
-		wrs[i] = SendWR{ID: uint64(i), SGL: []SGE{a.mr.SGE(m)}, AH: ah, Signaled: i == count-1}
+		wrs[i] = ofverbs.SendWR{ID: uint64(i), SGL: []ofverbs.SGE{a.mr.SGE(m)}, AH: ah, Signaled: i == count-1}
 	}
 	if n, err := a.qp.PostSend(wrs); n != count || err != nil {
 		t.Fatal(n, err)
@@ -367,8 +363,8 @@ func TestDaemonUnsignaledInlineAndSGEs(t *testing.T) {
 	pattern(inl, 7)
 	want1 := bytes.Clone(inl)
 	want2 := []byte("inline from a Go slice")
-	if n, err := a.qp.PostSend([]SendWR{
-		{ID: 20, Inline: true, SGL: []SGE{a.mr.SGE(inl[:60]), a.mr.SGE(inl[60:])}, AH: ah, Signaled: true},
+	if n, err := a.qp.PostSend([]ofverbs.SendWR{
+		{ID: 20, Inline: true, SGL: []ofverbs.SGE{a.mr.SGE(inl[:60]), a.mr.SGE(inl[60:])}, AH: ah, Signaled: true},
 		{ID: 21, Inline: true, InlineData: want2, AH: ah, Signaled: true},
 	}); n != 2 || err != nil {
 		t.Fatal(n, err)
@@ -392,11 +388,11 @@ func TestDaemonUnsignaledInlineAndSGEs(t *testing.T) {
 	}
 	bb := b.buf.Bytes()
 	clear(bb[:300000])
-	if n, err := b.qp.PostRecv([]RecvWR{{ID: 30, SGL: []SGE{b.mr.SGE(bb[5000:5700]), b.mr.SGE(bb[9000:10000])}}}); n != 1 || err != nil {
+	if n, err := b.qp.PostRecv([]ofverbs.RecvWR{{ID: 30, SGL: []ofverbs.SGE{b.mr.SGE(bb[5000:5700]), b.mr.SGE(bb[9000:10000])}}}); n != 1 || err != nil {
 		t.Fatal(n, err)
 	}
-	sgl := []SGE{a.mr.SGE(pieces[0]), a.mr.SGE(pieces[1]), a.mr.SGE(pieces[2])}
-	if n, err := a.qp.PostSend([]SendWR{{ID: 31, SGL: sgl, AH: ah, Signaled: true}}); n != 1 || err != nil {
+	sgl := []ofverbs.SGE{a.mr.SGE(pieces[0]), a.mr.SGE(pieces[1]), a.mr.SGE(pieces[2])}
+	if n, err := a.qp.PostSend([]ofverbs.SendWR{{ID: 31, SGL: sgl, AH: ah, Signaled: true}}); n != 1 || err != nil {
 		t.Fatal(n, err)
 	}
 	waitWC(t, a.sendCQ, 1, 5*time.Second)
@@ -420,7 +416,7 @@ func TestDaemonSRQ(t *testing.T) {
 	for i := range 8 {
 		m := a.buf.Bytes()[i*2048 : i*2048+300+i]
 		pattern(m, i)
-		if n, err := a.qp.PostSend([]SendWR{{ID: uint64(i), SGL: []SGE{a.mr.SGE(m)}, AH: ah}}); n != 1 || err != nil {
+		if n, err := a.qp.PostSend([]ofverbs.SendWR{{ID: uint64(i), SGL: []ofverbs.SGE{a.mr.SGE(m)}, AH: ah}}); n != 1 || err != nil {
 			t.Fatal(n, err)
 		}
 	}
@@ -440,7 +436,7 @@ func TestDaemonErrorsKeepErrno(t *testing.T) {
 	c := d.open(t)
 	e := newEndpoint(t, c, epOpts{bufSize: 8192})
 	// Unknown handles are EINVAL (verbs convention).
-	if err := (&QP{ctx: c, handle: 9999}).Modify(QPAttr{State: QPStateInit}); !errors.Is(err, unix.EINVAL) {
+	if err := ofverbs.ForgedQP(c, 9999).Modify(ofverbs.QPAttr{State: ofverbs.QPStateInit}); !errors.Is(err, unix.EINVAL) {
 		t.Fatalf("modify unknown QP: %v", err)
 	}
 	// An address handle is checked by the client (ABI 2): a bad address or
@@ -451,12 +447,12 @@ func TestDaemonErrorsKeepErrno(t *testing.T) {
 	if _, err := e.pd.CreateAH(netip.MustParseAddrPort("[2001:db8::1]:4791")); !errors.Is(err, unix.EINVAL) {
 		t.Fatalf("IPv6 AH on an IPv4 device: %v", err)
 	}
-	var ve *Error
-	if _, err := (&PD{ctx: c, handle: 9999}).RegMR(e.buf.Bytes(), AccessLocalWrite); !errors.As(err, &ve) || ve.Errno != unix.EINVAL || ve.Msg == "" {
+	var ve *ofverbs.Error
+	if _, err := ofverbs.ForgedPD(c, 9999).RegMR(e.buf.Bytes(), ofverbs.AccessLocalWrite); !errors.As(err, &ve) || ve.Errno != unix.EINVAL || ve.Msg == "" {
 		t.Fatalf("RegMR on unknown PD: %#v", err)
 	}
 	// Invalid access flags (remote write without local write).
-	if _, err := e.pd.RegMR(e.buf.Bytes()[:100], AccessRemoteWrite); !errors.Is(err, unix.EINVAL) {
+	if _, err := e.pd.RegMR(e.buf.Bytes()[:100], ofverbs.AccessRemoteWrite); !errors.Is(err, unix.EINVAL) {
 		t.Fatalf("RegMR with invalid access: %v", err)
 	}
 	// A PD in use cannot go.
@@ -464,31 +460,31 @@ func TestDaemonErrorsKeepErrno(t *testing.T) {
 		t.Fatalf("dealloc busy PD: %v", err)
 	}
 	// Bad state transition.
-	if err := e.qp.Modify(QPAttr{State: QPStateRTR}); !errors.Is(err, unix.EINVAL) {
+	if err := e.qp.Modify(ofverbs.QPAttr{State: ofverbs.QPStateRTR}); !errors.Is(err, unix.EINVAL) {
 		t.Fatalf("RTS→RTR: %v", err)
 	}
 	// Other session's handle.
 	c2 := d.open(t)
-	if err := (&QP{ctx: c2, handle: e.qp.Handle()}).Modify(QPAttr{State: QPStateError}); !errors.Is(err, unix.EINVAL) {
+	if err := ofverbs.ForgedQP(c2, e.qp.Handle()).Modify(ofverbs.QPAttr{State: ofverbs.QPStateError}); !errors.Is(err, unix.EINVAL) {
 		t.Fatalf("another session's QP: %v", err)
 	}
 	// A bad lkey fails the work request with a protection error, and the
 	// QP goes to ERROR.
 	ah := e.ahTo(t, e)
 	e.postRecvs(t, 0, 1, 1024)
-	if n, err := e.qp.PostSend([]SendWR{{ID: 77, SGL: []SGE{{Addr: e.mr.Addr(), Length: 10, LKey: e.mr.LKey() ^ 0xff}}, AH: ah}}); n != 1 || err != nil {
+	if n, err := e.qp.PostSend([]ofverbs.SendWR{{ID: 77, SGL: []ofverbs.SGE{{Addr: e.mr.Addr(), Length: 10, LKey: e.mr.LKey() ^ 0xff}}, AH: ah}}); n != 1 || err != nil {
 		t.Fatal(n, err)
 	}
 	w := waitWC(t, e.sendCQ, 1, 5*time.Second)[0]
-	if w.ID != 77 || w.Status != WCLocProtErr {
+	if w.ID != 77 || w.Status != ofverbs.WCLocProtErr {
 		t.Fatalf("bad lkey completion %+v", w)
 	}
 	attr, err := e.qp.Query()
-	if err != nil || attr.State != QPStateError || attr.QPN != e.qp.QPN() {
+	if err != nil || attr.State != ofverbs.QPStateError || attr.QPN != e.qp.QPN() {
 		t.Fatalf("QP after a local error: %+v, %v", attr, err)
 	}
 	rw := waitWC(t, e.recvCQ, 1, 5*time.Second)[0]
-	if rw.Status != WCWRFlushErr {
+	if rw.Status != ofverbs.WCWRFlushErr {
 		t.Fatalf("posted receive after ERROR: %+v", rw)
 	}
 	// The session is still fine.
@@ -529,13 +525,13 @@ func TestDaemonKilledUnderClient(t *testing.T) {
 	}
 	var fatal bool
 	for ev := range c.AsyncEvents() {
-		fatal = fatal || ev.Type == EventDeviceFatal
+		fatal = fatal || ev.Type == ofverbs.EventDeviceFatal
 	}
 	if !fatal {
 		t.Fatal("no device-fatal event")
 	}
 	// The data path still accepts work (nothing will complete).
-	if n, err := e.qp.PostRecv([]RecvWR{{ID: 1, SGL: []SGE{e.mr.SGE(e.buf.Bytes()[:10])}}}); n != 1 || err != nil {
+	if n, err := e.qp.PostRecv([]ofverbs.RecvWR{{ID: 1, SGL: []ofverbs.SGE{e.mr.SGE(e.buf.Bytes()[:10])}}}); n != 1 || err != nil {
 		t.Fatalf("PostRecv after death: %d %v", n, err)
 	}
 	if err := c.Close(); err != nil {
@@ -564,7 +560,7 @@ func TestDaemonConcurrentPostAndPoll(t *testing.T) {
 					m[j] = byte(id)
 				}
 				for {
-					n, err := a.qp.PostSend([]SendWR{{ID: uint64(id), SGL: []SGE{a.mr.SGE(m)}, AH: ah, Signaled: true}})
+					n, err := a.qp.PostSend([]ofverbs.SendWR{{ID: uint64(id), SGL: []ofverbs.SGE{a.mr.SGE(m)}, AH: ah, Signaled: true}})
 					if n == 1 {
 						break
 					}
@@ -582,7 +578,7 @@ func TestDaemonConcurrentPostAndPoll(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			wcs := make([]WC, 8)
+			wcs := make([]ofverbs.WC, 8)
 			deadline := time.Now().Add(scaled(10 * time.Second))
 			for sent.Load() < workers*each && time.Now().Before(deadline) {
 				n, err := a.sendCQ.Poll(wcs)
@@ -639,7 +635,7 @@ func TestDaemonShutdownTellsClients(t *testing.T) {
 	d.signal(syscall.SIGTERM)
 	select {
 	case ev, ok := <-c.AsyncEvents():
-		if !ok || ev.Type != EventDeviceFatal {
+		if !ok || ev.Type != ofverbs.EventDeviceFatal {
 			t.Fatalf("event %+v (open %v), want device-fatal", ev, ok)
 		}
 	case <-time.After(scaled(5 * time.Second)):

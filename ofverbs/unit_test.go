@@ -12,9 +12,13 @@ import (
 	"time"
 
 	"github.com/iwarpd/iwarpd/internal/shm"
+	"github.com/iwarpd/iwarpd/internal/testwait"
 	"github.com/iwarpd/iwarpd/proto"
 	"golang.org/x/sys/unix"
 )
+
+// scaled stretches a timeout on slow machines (IWARPD_TEST_TIMEOUT_SCALE).
+var scaled = testwait.Scaled
 
 func TestOpenQueryAndList(t *testing.T) {
 	d := newFakeDaemon(t)

@@ -23,18 +23,20 @@ import (
 //	128  Consumer  u32
 //	192  Arm       u32  CQ only: ArmNone, ArmNext, ArmSolicited (client sets, daemon clears)
 //	196  Overrun   u32  CQ only: set by the daemon when the CQ overflowed
+const RingMagic uint32 = 0x51525749 // "IWRQ"
+
+// Offsets in the ring header (untyped: used with any integer type).
 const (
-	RingMagic       uint32 = 0x51525749 // "IWRQ"
-	RingHeaderLen          = 256
-	OffRingMagic           = 0
-	OffRingVersion         = 4
-	OffRingKind            = 6
-	OffRingDepth           = 8
-	OffRingStride          = 12
-	OffRingProducer        = 64
-	OffRingConsumer        = 128
-	OffRingArm             = 192
-	OffRingOverrun         = 196
+	RingHeaderLen   = 256
+	OffRingMagic    = 0
+	OffRingVersion  = 4
+	OffRingKind     = 6
+	OffRingDepth    = 8
+	OffRingStride   = 12
+	OffRingProducer = 64
+	OffRingConsumer = 128
+	OffRingArm      = 192
+	OffRingOverrun  = 196
 )
 
 // RingKind says what a ring holds.
@@ -151,8 +153,10 @@ const (
 	// WRWriteRecordWithImm is a Write-Record carrying Imm (UD, RD;
 	// docs/write-record.md): the target's record completion has WCFlagImm.
 	WRWriteRecordWithImm SendOpcode = 10
-	wrOpcodeCount                   = 11
 )
+
+// wrOpcodeCount is one past the last send opcode.
+const wrOpcodeCount = 11
 
 func (op SendOpcode) String() string {
 	switch op {

@@ -42,7 +42,7 @@ func (f AccessFault) String() string {
 // is reported as what it is, the RDMAP Remote Protection Error "access
 // rights violation" (RFC 5040 §4.8, code 0x02; the error handling of
 // §7.4.1), not as "invalid STag" (siw's choice, which told the peer the
-// wrong thing; issue 13). An unknown fault maps to "invalid STag".
+// wrong thing). An unknown fault maps to "invalid STag".
 func TaggedError(f AccessFault) iwerr.Error {
 	switch f {
 	case FaultAccessRights:

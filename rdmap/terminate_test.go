@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/iwarpd/iwarpd/ddp"
+	"github.com/iwarpd/iwarpd/internal/captures"
 	"github.com/iwarpd/iwarpd/iwerr"
 )
 
@@ -214,14 +215,13 @@ func TestTerminateFor(t *testing.T) {
 }
 
 // TestTerminateFromCapture reads Linux siw's Terminate out of the capture in
-// ../../shared/captures (skipped where the file is absent) and checks it is
+// shared/captures (internal/captures: skipped, saying so, where it is absent) and checks it is
 // the termSiwHex golden above, and that the frame's DDP header is a
 // Terminate: untagged, L, QN 2, MSN 1, MO 0.
 func TestTerminateFromCapture(t *testing.T) {
-	const path = "../../shared/captures/host-probe-terminate-bounds.pcap"
-	data, err := os.ReadFile(path)
+	data, err := os.ReadFile(captures.File(t, "host-probe-terminate-bounds.pcap"))
 	if err != nil {
-		t.Skipf("capture not available: %v", err)
+		t.Fatal(err)
 	}
 	var found [][]byte
 	for _, p := range pcapTCPPayloads(t, data) {

@@ -3,8 +3,9 @@
 # iWARP dissectors are the conformance reference), iproute2 (network
 # namespaces, tc netem), iptables and nftables (loss and duplication on
 # kernels without netem) and libfabric-bin/-dev (the libfabric provider's
-# tests). Idempotent: does nothing when everything is present. Tests that
-# need a missing tool skip with a message naming this script.
+# tests), and staticcheck for `make lint` (scripts/install-lint-deps.sh).
+# Idempotent: does nothing when everything is present. Tests that need a
+# missing tool skip with a message naming this script.
 set -euo pipefail
 
 need=()
@@ -21,6 +22,9 @@ pkg-config --exists jansson 2>/dev/null || need+=(libjansson-dev pkg-config)
 
 # Open MPI, mpicc and fi_info for test/mpi and the MPI benchmark (never fails).
 "$(dirname "$0")/install-mpi-deps.sh" || true
+# staticcheck for `make lint` (Go module proxy, no root; make lint fails
+# without it, so a failure here is only reported).
+"$(dirname "$0")/install-lint-deps.sh" >/dev/null || true
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

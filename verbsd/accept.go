@@ -10,8 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Accepting control connections when descriptors run out (issue 13, point
-// 7). accept(2) fails with EMFILE/ENFILE while the connection stays in the
+// Accepting control connections when descriptors run out. accept(2) fails with EMFILE/ENFILE while the connection stays in the
 // backlog, so retrying at once spins (a core and a log line each time).
 // Serve instead
 //   - keeps one descriptor in reserve (/dev/null): on EMFILE it closes it,

@@ -171,7 +171,7 @@ func (s *session) processRegion(req *proto.RegMRRequest) (*rnic.ProcRegion, erro
 	}
 	if req.Access&proto.AccessRemoteAtomic != 0 {
 		// A remote atomic must be indivisible against the owning process's
-		// own atomics on the word (rc/atomic.go atomicExecute): only memory
+		// own atomics on the word (rnic/semantics.go AtomicExecute): only memory
 		// the daemon maps can give that, process_vm_* cannot.
 		return nil, rnic.Errf(unix.EOPNOTSUPP, "reg-mr: remote atomic access needs memfd memory (an ofverbs Buffer), not process memory")
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/verbsd/config"
+	"github.com/iwarpd/iwarpd/verbsd/rc"
 	"github.com/iwarpd/iwarpd/verbsd/rd"
 	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"github.com/iwarpd/iwarpd/verbsd/ud"
@@ -155,11 +156,17 @@ func (s *Server) Inspect() (proto.Inspect, error) {
 	return in, err
 }
 
-// attachTransports gives a core engine its transports' per-engine state:
-// the datagram engine (UD), RD's on top of it; RC keeps none.
+// Device is the software RNIC the server runs: its engines (Engs; a
+// command runs on Engs[0] through Do), sessions and configuration. For
+// inspection and tests; the engines own what it holds (rnic/engines.go).
+func (s *Server) Device() *rnic.Device { return s.dev }
+
+// attachTransports gives a core engine its transports' per-engine state
+// (found again with rnic.ExtOf): the datagram engine (UD), RD's on top of
+// it, RC's.
 func attachTransports(c *rnic.Engine) {
 	e := ud.NewEngine(c)
-	c.Ext = append(c.Ext, e, &rd.Engine{Engine: e})
+	c.Ext = append(c.Ext, e, &rd.Engine{Engine: e}, rc.NewEngine(c))
 }
 
 // inspectAll is the daemon's state across engines. Runs inside a command.
@@ -211,7 +218,7 @@ func sortedKeys[V any](m map[uint32]V) []uint32 {
 	return keys
 }
 
-// info runs on the engine.
+// sessionInfo runs on the engine.
 func sessionInfo(s *rnic.Session) proto.SessionInfo {
 	si := proto.SessionInfo{ID: s.ID, PID: s.Cred.Pid, UID: s.Cred.Uid, GID: s.Cred.Gid, Client: s.Client,
 		PDs: len(s.PDs), SRQs: len(s.SRQs), RegBytes: s.RegBytes, EventsDropped: s.EventsDropped.Load(),

@@ -14,18 +14,10 @@ import (
 	"time"
 
 	"github.com/iwarpd/iwarpd/internal/benchreport"
+	"github.com/iwarpd/iwarpd/internal/testwait"
 )
 
 func ptr(v float64) *float64 { return &v }
-
-// scaled multiplies d by IWARPD_TEST_TIMEOUT_SCALE (a factor, default 1), as
-// the other packages' tests do, for slow or loaded machines.
-func scaled(d time.Duration) time.Duration {
-	if f, err := strconv.ParseFloat(os.Getenv("IWARPD_TEST_TIMEOUT_SCALE"), 64); err == nil && f > 0 {
-		return time.Duration(float64(d) * f)
-	}
-	return d
-}
 
 func TestSummarize(t *testing.T) {
 	tests := []struct {
@@ -322,10 +314,10 @@ func TestSmokeLoopback(t *testing.T) {
 	// moderately loaded 2-core machine, so the suite gets about 8× that and
 	// each run (server + client, 100 messages) or message wait far more than
 	// it needs, all stretched by IWARPD_TEST_TIMEOUT_SCALE.
-	suiteLimit := scaled(5 * time.Minute)
+	suiteLimit := testwait.Scaled(5 * time.Minute)
 	cmd := exec.Command(filepath.Join(bin, "iwarp-bench"), "-bin", bin, "-quick", "-scenario", "loopback",
 		"-n", "100", "-bw-n", "50", "-fi=false", "-idle", "200ms", "-out", results,
-		"-run-timeout", scaled(2*time.Minute).String(), "-perf-timeout", scaled(30*time.Second).String())
+		"-run-timeout", testwait.Scaled(2*time.Minute).String(), "-perf-timeout", testwait.Scaled(30*time.Second).String())
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	done := make(chan error, 1)
 	if err := cmd.Start(); err != nil {

@@ -91,10 +91,10 @@ func bidirSteps(s *session, cfg *benchConfig, sc *scenario, a, b *node) []step {
 				fwd, err := s.runPerf(cfg, a, b, t)
 				back := <-rev
 				if err != nil {
-					return "", fmt.Errorf("B to A: %w", err)
+					return "", fmt.Errorf("run from B to A: %w", err)
 				}
 				if back.err != nil {
-					return "", fmt.Errorf("A to B: %w", back.err)
+					return "", fmt.Errorf("run from A to B: %w", back.err)
 				}
 				g1, g2 := fwd.Results[0].Bandwidth.AvgGbps, back.rep.Results[0].Bandwidth.AvgGbps
 				sc.record(key, r, g1+g2)

@@ -33,8 +33,7 @@ import (
 // the wait discipline of the suite (-poll-window).
 
 var (
-	cpuSizes      = []int{64, 1024, 65536}
-	quickCPUSizes = []int{64}
+	cpuSizes = []int{64, 1024, 65536}
 	// cpuSeriesList are the transports of the experiment; raw-udp and
 	// raw-tcp are the baselines.
 	cpuSeriesList = []string{"raw-udp", "raw-tcp", "ud", "rd", "rc"}

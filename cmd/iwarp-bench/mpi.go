@@ -189,15 +189,14 @@ func parseMPIResults(out string) map[string]float64 {
 
 // mpiEnv is where the section's jobs run: the nodes and their daemons.
 type mpiEnv struct {
-	s       *session
-	cfg     *benchConfig
-	pair    *netns.Pair // nil: loopback
-	prog    string
-	nsrsh   string
-	dir     string
-	iface   string
-	blocks  int
-	daemons []*node
+	s      *session
+	cfg    *benchConfig
+	pair   *netns.Pair // nil: loopback
+	prog   string
+	nsrsh  string
+	dir    string
+	iface  string
+	blocks int
 }
 
 // startDaemons starts one iwarpd per node (fresh) and returns the nodes.

@@ -27,7 +27,7 @@ type session struct {
 	mu       sync.Mutex
 	procs    map[*exec.Cmd]struct{}
 	cleanups []func()
-	rdRuns   int // RD runs so far (nextRDPort)
+	rdRuns   int // RD runs so far (nextRDPorts)
 }
 
 // The size of each daemon's RD port range (startNodes; where they are:

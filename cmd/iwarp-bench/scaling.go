@@ -24,9 +24,8 @@ import (
 // default: 44 runs a round at full size), interleaved with the rest.
 
 var (
-	fullScalingQPs  = []int{1, 2, 4, 8, 16, 32, 64}
-	quickScalingQPs = []int{1, 4}
-	scalingSeries   = []string{"ud", "rd", "rc"}
+	fullScalingQPs = []int{1, 2, 4, 8, 16, 32, 64}
+	scalingSeries  = []string{"ud", "rd", "rc"}
 )
 
 // scalingBase is the raw baseline of transport tr's throughput.

@@ -119,16 +119,6 @@ func readKernelMem() (kernelMem, error) {
 	return k, nil
 }
 
-// total is the kernel memory counted per peer: buffers plus slab objects
-// (slab left out when unreadable).
-func (k kernelMem) total() int64 {
-	t := k.TCPBuf + k.UDPBuf
-	if k.Slab > 0 {
-		t += k.Slab
-	}
-	return t
-}
-
 // hubSockets is what ss -m says about the sockets of one side.
 type hubSockets struct {
 	Count int   // sockets matched

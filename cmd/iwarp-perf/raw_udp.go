@@ -24,7 +24,6 @@ type udpTransport struct {
 	pat   pattern
 	w     waiter
 	rbuf  []byte // largest message + 1, so that a longer datagram shows as a wrong length
-	got   []byte
 	hdrs  []mmsghdr
 	iovs  []unix.Iovec
 	cbuf  [8]byte

@@ -392,7 +392,7 @@ func (t *verbsTransport) readBW(p pattern, size, iters, window, batch int) (side
 				return r, fmt.Errorf("%s: %w", describeRC("Read", wc.ID, size), err)
 			}
 			if wc.ID < done || wc.ID >= posted || completed[wc.ID%depth] {
-				return r, fmt.Errorf("Read completion for iteration %d: not outstanding (%d..%d are)", wc.ID, done, posted-1)
+				return r, fmt.Errorf("completion of Read iteration %d: not outstanding (%d..%d are)", wc.ID, done, posted-1)
 			}
 			if wc.ID != done {
 				t.outOfOrder++

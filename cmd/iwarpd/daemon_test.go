@@ -22,8 +22,8 @@ import (
 // once per test binary by TestMain). Their UD ports are 26300-26499, this
 // package's own block: below the kernel's ephemeral range (32768-60999),
 // which other tests' unbound sockets draw from, and named by no other
-// package's tests (verbsd's in-process daemons sweep 20000-60000; any daemon
-// skips a port in use).
+// package's tests (the port map: test/daemontest doc.go; any daemon skips a
+// port in use).
 
 func TestMain(m *testing.M) { os.Exit(daemontest.Main(m, nil)) }
 
@@ -204,12 +204,11 @@ func TestTwoDaemonsExchange(t *testing.T) {
 	dA := daemontest.Start(t, "iwarpd", daemontest.Options{Sock: sockA, Ports: fmt.Sprintf("%d-%d", base, base+99), Extra: []string{"-rd-ports", "0-0"}})
 	daemontest.Start(t, "iwarpd", daemontest.Options{Sock: sockB, Ports: fmt.Sprintf("%d-%d", base+100, base+199), Extra: []string{"-rd-ports", "0-0"}})
 	type side struct {
-		c   *verbsdtest.Client
-		pd  uint32
-		mr  *verbsdtest.MR
-		cq  *verbsdtest.CQ
-		qp  *verbsdtest.QP
-		buf []byte
+		c  *verbsdtest.Client
+		pd uint32
+		mr *verbsdtest.MR
+		cq *verbsdtest.CQ
+		qp *verbsdtest.QP
 	}
 	open := func(sock string) *side {
 		c, err := verbsdtest.Dial(sock, false)

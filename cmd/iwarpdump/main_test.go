@@ -18,23 +18,13 @@ import (
 	"github.com/google/gopacket/pcapgo"
 
 	"github.com/iwarpd/iwarpd/ddp"
+	"github.com/iwarpd/iwarpd/internal/captures"
 	"github.com/iwarpd/iwarpd/llp/dgram"
 	"github.com/iwarpd/iwarpd/rdmap"
 )
 
-func capturesDir(t *testing.T) string {
-	dir, _ := os.Getwd()
-	for {
-		c := filepath.Join(dir, "shared", "captures")
-		if fi, err := os.Stat(c); err == nil && fi.IsDir() {
-			return c
-		}
-		if filepath.Dir(dir) == dir {
-			t.Skip("no shared/captures directory above the test's working directory")
-		}
-		dir = filepath.Dir(dir)
-	}
-}
+// capturesDir is shared/captures, or skips (internal/captures).
+func capturesDir(t *testing.T) string { return captures.Dir(t) }
 
 // writeUDPcap writes a pcap of two UD datagrams, the second with a bad CRC.
 func writeUDPcap(t *testing.T, path string) {

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/google/gopacket/pcapgo"
 
 	"github.com/iwarpd/iwarpd/ddp"
+	"github.com/iwarpd/iwarpd/internal/testwait"
 	"github.com/iwarpd/iwarpd/rdmap"
 )
 
@@ -31,18 +31,17 @@ const luaDissector = "../../contrib/wireshark/iwarp-datagram.lua"
 
 // want is what tshark must report for one frame; "" fields must be absent.
 type want struct {
-	opcode     string // iwarp_rdma.opcode, e.g. "0x03"
-	qn, msn    string
-	mo         string
-	stag, to   string
-	crc        string // iwarp_dgram.crc.status: 1 good, 0 bad
-	rdType     string
-	seq        string
-	cumack     string
-	recordID   string
-	imm        string // iwarp_dgram.imm.value (Send with Immediate)
-	expert     string // expected _ws.expert.message substring ("" = none)
-	frameLabel string
+	opcode   string // iwarp_rdma.opcode, e.g. "0x03"
+	qn, msn  string
+	mo       string
+	stag, to string
+	crc      string // iwarp_dgram.crc.status: 1 good, 0 bad
+	rdType   string
+	seq      string
+	cumack   string
+	recordID string
+	imm      string // iwarp_dgram.imm.value (Send with Immediate)
+	expert   string // expected _ws.expert.message substring ("" = none)
 }
 
 type frame struct {
@@ -246,7 +245,7 @@ func runTshark(t *testing.T, path string, extra ...string) []map[string]string {
 	for _, f := range tsharkFields {
 		args = append(args, "-e", f)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), scaledTimeout(120*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Scaled(120*time.Second))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, tshark, args...)
 	var stdout, stderr bytes.Buffer
@@ -346,14 +345,4 @@ func TestTsharkPortPreference(t *testing.T) {
 	if r[0]["iwarp_dgram.framing"] != "0" || r[0]["iwarp_ddp.msn"] != "1" || r[0]["iwarp_dgram.crc.status"] != "1" {
 		t.Fatalf("not decoded with iwarp_dgram.ud_ports set: %v", r[0])
 	}
-}
-
-// scaledTimeout multiplies d by IWARPD_TEST_TIMEOUT_SCALE (default 1): the
-// bound on an external tool only stops a hang, and a loaded machine (go
-// test runs packages in parallel) may need it stretched.
-func scaledTimeout(d time.Duration) time.Duration {
-	if f, err := strconv.ParseFloat(os.Getenv("IWARPD_TEST_TIMEOUT_SCALE"), 64); err == nil && f > 0 {
-		return time.Duration(float64(d) * f)
-	}
-	return d
 }

@@ -50,7 +50,7 @@ func TestUnprovenDataKeepsNothing(t *testing.T) {
 			now = now.Add(time.Millisecond) // 1 M datagrams/s
 		}
 	}
-	out = e.Poll(now, out[:0])
+	e.Poll(now, out[:0])
 	st := e.Stats()
 	if e.Peers() != 0 || st.Held != 0 || st.PeersCreated != 0 {
 		t.Fatalf("peers %d, held %d, created %d: want none", e.Peers(), st.Held, st.PeersCreated)

@@ -6,5 +6,6 @@
 // checked, immediate data on every transport, and every access violation.
 //
 // Ports: UD blocks 25000-25399 (8 blocks of 50), RD ports 25400-25599,
-// RC listeners 25600-25799; nothing else uses 25000-25799.
+// RC listeners port 0 (the daemon picks it); nothing else uses
+// 25000-25599.
 package atomics

@@ -215,7 +215,7 @@ type rcServer struct {
 
 func newRCServer(t *testing.T, srv *ep, ip string) *rcServer {
 	t.Helper()
-	l, err := srv.ctx.Listen(fmt.Sprintf("%s:%d", ip, rcPort()))
+	l, err := srv.ctx.Listen(ip + ":0") // the daemon picks the port (Listener.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,21 +15,15 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/iwarpd/iwarpd/internal/testwait"
 )
 
 // Timeout bounds every external command (tshark, iwarpdump; go build gets
 // three times as long): 60 s, stretched by IWARPD_TEST_TIMEOUT_SCALE. It
 // only stops a hang — tshark takes a second or two even on a loaded
 // machine.
-var Timeout = scaledTimeout(60 * time.Second)
-
-// scaledTimeout multiplies d by IWARPD_TEST_TIMEOUT_SCALE (default 1).
-func scaledTimeout(d time.Duration) time.Duration {
-	if f, err := strconv.ParseFloat(os.Getenv("IWARPD_TEST_TIMEOUT_SCALE"), 64); err == nil && f > 0 {
-		return time.Duration(float64(d) * f)
-	}
-	return d
-}
+var Timeout = testwait.Scaled(60 * time.Second)
 
 // DefaultTshark is where Debian installs tshark.
 const DefaultTshark = "/usr/bin/tshark"

@@ -14,7 +14,20 @@
 // block must lie below Linux's ephemeral range
 // (net.ipv4.ip_local_port_range, 32768-60999 by default).
 //
-// ofverbs's own tests (package ofverbs) cannot import this package, which
-// imports ofverbs: its external test package hands them Start
-// (ofverbs/daemontest_test.go).
+// The suites' private blocks (UD and RD unless said; none may overlap):
+//
+//	19600-19899  test/integration: single RD ports (rd_test.go, flush_test.go)
+//	20000-23899  verbsd/e2e: in-process servers, 39 blocks of 100
+//	23900-23951  test/daemontest's own tests (TCP: 23950-23951)
+//	24000-24099  ofverbs
+//	25000-25599  test/atomics (RC listeners: port 0)
+//	26000-26199  cmd/iwarp-perf, examples/rping (TCP)
+//	26300-26499  cmd/iwarpd
+//	27000-27499  test/hostile (RD 27580-27589)
+//	27600-27999  test/cclient, test/libfabric
+//	28200-28399  test/mpi
+//	29000-29899  test/integration (RC 29500-29599, TCP 29800-29899)
+//
+// ofverbs's end-to-end tests are its external test package (ofverbs_test),
+// since this package imports ofverbs.
 package daemontest

@@ -20,8 +20,15 @@ type Blocks struct {
 // Next returns the next block as "first-last", the form of -ud-ports and
 // -rd-ports.
 func (b *Blocks) Next() string {
-	first := b.Base + b.Size*(int(b.next.Add(1)-1)%b.Count)
-	return fmt.Sprintf("%d-%d", first, first+b.Size-1)
+	first, last := b.NextRange()
+	return fmt.Sprintf("%d-%d", first, last)
+}
+
+// NextRange returns the next block's first and last port (for a daemon
+// configured in the test process: config.Config's port ranges).
+func (b *Blocks) NextRange() (first, last int) {
+	first = b.Base + b.Size*(int(b.next.Add(1)-1)%b.Count)
+	return first, first + b.Size - 1
 }
 
 // TCPPorts hands out the TCP listening ports of a suite's private block:

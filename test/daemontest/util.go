@@ -3,21 +3,18 @@ package daemontest
 import (
 	"bytes"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/iwarpd/iwarpd/internal/testwait"
 )
 
 // Scaled multiplies d by IWARPD_TEST_TIMEOUT_SCALE (default 1), for slow or
-// loaded machines. Every limit scaled with it only bounds a wait.
-func Scaled(d time.Duration) time.Duration {
-	if f, err := strconv.ParseFloat(os.Getenv("IWARPD_TEST_TIMEOUT_SCALE"), 64); err == nil && f > 0 {
-		return time.Duration(float64(d) * f)
-	}
-	return d
-}
+// loaded machines (internal/testwait). Every limit scaled with it only
+// bounds a wait.
+func Scaled(d time.Duration) time.Duration { return testwait.Scaled(d) }
 
 // CleanEnv is the environment without IWARPD_* settings, so that only
 // flags configure a daemon.

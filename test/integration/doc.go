@@ -25,6 +25,10 @@
 //     ofverbs client makes every call fail promptly, never hang.
 //   - isolation_test.go: handles and keys of one session are invalid in
 //     another.
+//   - flush_test.go: a UD, RD and RC QP in ERROR flush a work request of
+//     every opcode they take, and their receives, each with WCWRFlushErr,
+//     its wr_id and its own opcode, in posting order; an SRQ's receives
+//     outlive a QP of it that errors (RD port blocks of 19800-19899).
 //
 // Every wait is bounded; timeouts scale with IWARPD_TEST_TIMEOUT_SCALE (a
 // factor, default 1). Nothing asserts on speed.

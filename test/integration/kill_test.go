@@ -17,11 +17,10 @@ import (
 
 // perfProc is a running iwarp-perf.
 type perfProc struct {
-	cmd    *exec.Cmd
-	out    *lockedBuffer
-	done   chan struct{}
-	err    error
-	killed bool
+	cmd  *exec.Cmd
+	out  *lockedBuffer
+	done chan struct{}
+	err  error
 }
 
 func startPerf(t *testing.T, args ...string) *perfProc {

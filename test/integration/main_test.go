@@ -44,8 +44,7 @@ var (
 type lockedBuffer = daemontest.Buffer
 
 // UD port blocks of 50 inside 29000-29499, handed out in turn. Another
-// process may hold some of them (verbsd's tests, running in parallel, sweep
-// 20000-60000): a daemon skips a port in use. Single fixed ports, which
+// process may hold some of them: a daemon skips a port in use. Single fixed ports, which
 // cannot be skipped, come from 19xxx (rd_test.go); TCP listening ports from
 // 29800-29899 (freeTCPPort).
 var udBlocks = daemontest.Blocks{Base: 29000, Size: 50, Count: 10}

@@ -20,10 +20,9 @@ import (
 // mcastNet is three network namespaces whose veths meet on a bridge in a
 // fourth.
 type mcastNet struct {
-	names  [4]string // a, b, c, then the bridge's
-	links  [3]string // the veth end inside names[i]
-	addrs  [3]netip.Addr
-	closed bool
+	names [4]string // a, b, c, then the bridge's
+	links [3]string // the veth end inside names[i]
+	addrs [3]netip.Addr
 }
 
 // mcastTestQKey is the Q_Key the group's members share.

@@ -81,7 +81,7 @@ func (e *rdEnd) recv(t *testing.T, id uint64, n int) {
 	}
 }
 
-// sendTo sends n octets from the start of a's buffer to b and checks both
+// rdSendOnce sends n octets from the start of a's buffer to b and checks both
 // completions and the bytes; it returns the send completion's status.
 func rdSendOnce(t *testing.T, a, b *rdEnd, ah *ofverbs.AH, id uint64, n int) ofverbs.WCStatus {
 	t.Helper()
@@ -120,10 +120,8 @@ var nextRDRun atomic.Int32
 // The restart part runs by default (IWARPD_RD_RESTART_TEST=0 skips it).
 func TestRDTwoDaemons(t *testing.T) {
 	// RD ports from 19600-19709: the restart part needs b's port free
-	// again after the kill, and verbsd's tests (in parallel, another
-	// process) bind UDP ports sweeping 20000-60000, the kernel's ephemeral
-	// range starts at 32768; nothing else takes ports in 19000-19999.
-	// Each run (-count) takes the next of ten.
+	// again after the kill, and no other suite takes ports of 19600-19799
+	// (test/daemontest doc.go). Each run (-count) takes the next of ten.
 	rdPort := fmt.Sprintf("%d", 19600+int(nextRDRun.Add(1)-1)%10*10)
 	// A failure must come from the dead peer, never from a busy machine:
 	// a datagram fails only after MaxRetries timeouts in a row without an

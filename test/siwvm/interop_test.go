@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -172,8 +171,7 @@ func checkIwarpdump(t *testing.T, capture []byte) {
 			return
 		}
 		iwarpdump.path = filepath.Join(dir, "iwarpdump")
-		goCmd := filepath.Join(runtime.GOROOT(), "bin", "go")
-		out, err := exec.Command(goCmd, "build", "-o", iwarpdump.path, "github.com/iwarpd/iwarpd/cmd/iwarpdump").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", iwarpdump.path, "github.com/iwarpd/iwarpd/cmd/iwarpdump").CombinedOutput()
 		if err != nil {
 			iwarpdump.err = fmt.Errorf("%v: %s", err, out)
 		}

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -129,8 +128,7 @@ type interopBinaries struct {
 func buildInteropBinaries(t *testing.T) interopBinaries {
 	t.Helper()
 	dir := t.TempDir()
-	goCmd := filepath.Join(runtime.GOROOT(), "bin", "go")
-	cmd := exec.Command(goCmd, "build", "-o", dir+string(filepath.Separator),
+	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
 		"github.com/iwarpd/iwarpd/cmd/iwarpd",
 		"github.com/iwarpd/iwarpd/cmd/iwarpdump",
 		"github.com/iwarpd/iwarpd/examples/rping")

@@ -85,7 +85,7 @@ type Config struct {
 	// Mcast is the UD multicast policy (config/mcast.go; the zero value:
 	// the interface of Addr, TTL 1, loopback on).
 	Mcast McastConfig
-	// RD is the reliable-datagram policy (rd/qp.go).
+	// RD is the reliable-datagram policy (rd/state.go).
 	RD RDConfig
 	// Log receives the daemon's few log lines (session open/close, errors
 	// of control requests). Nil: discard. Never called per packet.
@@ -233,7 +233,7 @@ func (c *Config) DeviceAttr() proto.DeviceAttr {
 		MaxSRQ: l.MaxSRQ, MaxSRQWR: l.MaxSRQWR, MaxInline: l.MaxInline, MaxMsgUD: c.MaxMsgUD,
 		DatagramSize: c.DatagramSize, MaxCompChannel: l.MaxCompChannel,
 		// Remote atomics use the CPU's atomic instructions on the shared
-		// memory (rc/atomic.go atomicExecute).
+		// memory (rnic/semantics.go AtomicExecute).
 		AtomicCap: proto.AtomicGlob, MaxQPRdAtom: MaxIRDORD, MaxQPInitRdAtom: MaxIRDORD,
 	}
 }

@@ -4,8 +4,8 @@ import "fmt"
 
 // UserLimits bound what all sessions of one Unix user (the SO_PEERCRED uid
 // of their control connections) hold together, so that one user cannot
-// exhaust the daemon for the others by opening many sessions (issue 13,
-// point 5: 5 000 sessions in 3.2 s, each with the per-session Limits). A
+// exhaust the daemon for the others by opening many sessions (5 000
+// sessions in 3.2 s, each with the per-session Limits). A
 // zero field means no limit. Every user is counted, root too. Exceeding a
 // limit fails the request with EDQUOT and a message naming the limit and
 // its configuration key (docs/iwarpd.md "Limits per user").
@@ -40,7 +40,7 @@ const (
 	NumUserRes
 )
 
-// userResInfo names each resource and its configuration key (cmd/iwarpd).
+// UserResInfo names each resource and its configuration key (cmd/iwarpd).
 var UserResInfo = [NumUserRes]struct{ What, Key string }{
 	ResSessions:   {"sessions", "user-max-sessions"},
 	ResRegistered: {"registered octets", "user-max-registered-bytes"},

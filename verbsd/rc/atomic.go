@@ -24,13 +24,13 @@ import (
 // defined operation; a violation sends a Terminate and nothing is
 // modified. An accepted request is executed once, when its FPDU's CRC is
 // good, with the CPU's atomic instructions on the shared memory
-// (atomicExecute), and its response queued in irq behind the Read
+// (rnic.AtomicExecute), and its response queued in irq behind the Read
 // Responses due before it (RFC 7306 §6: in order, counted against IRD).
 
-// rcPrepareAtomic validates an atomic work request (operands and one
+// prepareAtomic validates an atomic work request (operands and one
 // result SGE of 8 octets in the SQE body) and builds its Atomic Request
 // in t.
-func (e *rcEngine) rcPrepareAtomic(q *QP, t *rcMsg, sqe *proto.SQE, slot []byte, inline bool) proto.WCStatus {
+func (e *engine) prepareAtomic(q *QP, t *msg, sqe *proto.SQE, slot []byte, inline bool) proto.WCStatus {
 	c := q.Conn
 	req, sge, st := rnic.AtomicRequest(q.QP, sqe, slot, inline)
 	if st != proto.WCSuccess {
@@ -48,9 +48,9 @@ func (e *rcEngine) rcPrepareAtomic(q *QP, t *rcMsg, sqe *proto.SQE, slot []byte,
 	return proto.WCSuccess
 }
 
-// rcCheckAtomicRequest checks an Atomic Request segment (one segment, IRD,
+// checkAtomicRequest checks an Atomic Request segment (one segment, IRD,
 // target) before anything of it is acted on.
-func (e *rcEngine) rcCheckAtomicRequest(q *QP, fail func(iwerr.Error, []byte) bool) bool {
+func (e *engine) checkAtomicRequest(q *QP, fail func(iwerr.Error, []byte) bool) bool {
 	c := q.Conn
 	x := &c.rx
 	h := &x.h
@@ -73,29 +73,29 @@ func (e *rcEngine) rcCheckAtomicRequest(q *QP, fail func(iwerr.Error, []byte) bo
 	return true
 }
 
-// rcCommitAtomicRequest executes an accepted Atomic Request whose CRC was
+// commitAtomicRequest executes an accepted Atomic Request whose CRC was
 // good and queues its response.
-func (e *rcEngine) rcCommitAtomicRequest(q *QP) bool {
+func (e *engine) commitAtomicRequest(q *QP) bool {
 	c := q.Conn
 	x := &c.rx
 	r, _, _ := rdmap.ParseAtomicRequest(x.hdr[ddp.UntaggedHeaderLen:x.want])
 	b, err := q.AtomicTarget(&r)
 	if err != (iwerr.Error{}) { // cannot change within the pass; kept as a guard
-		e.rcTerminate(q, err, x.hdr[:ddp.UntaggedHeaderLen], nil, x.ulen)
+		e.terminate(q, err, x.hdr[:ddp.UntaggedHeaderLen], nil, x.ulen)
 		return false
 	}
 	resp := rdmap.AtomicResponse{ReqID: r.ReqID, Original: rnic.AtomicExecute(b, &r)}
 	e.count(q, rnic.CAtomicsIn, 1)
-	item := rcReadResp{atomic: true}
+	item := readResp{atomic: true}
 	resp.Append(item.resp[:0])
 	copy(item.ddpHdr[:], x.hdr[:ddp.UntaggedHeaderLen])
 	c.Irq.push(item)
 	return true
 }
 
-// rcCheckAtomicResponse checks an Atomic Response against the oldest
+// checkAtomicResponse checks an Atomic Response against the oldest
 // outstanding Read or atomic: it must be that atomic's.
-func (e *rcEngine) rcCheckAtomicResponse(q *QP, fail func(iwerr.Error, []byte) bool) bool {
+func (e *engine) checkAtomicResponse(q *QP, fail func(iwerr.Error, []byte) bool) bool {
 	c := q.Conn
 	x := &c.rx
 	h := &x.h
@@ -115,32 +115,32 @@ func (e *rcEngine) rcCheckAtomicResponse(q *QP, fail func(iwerr.Error, []byte) b
 	return true
 }
 
-// rcCommitAtomicResponse stores the original value in the atomic's result
+// commitAtomicResponse stores the original value in the atomic's result
 // buffer (host byte order, as the verbs return it) and completes it.
-func (e *rcEngine) rcCommitAtomicResponse(q *QP) bool {
+func (e *engine) commitAtomicResponse(q *QP) bool {
 	c := q.Conn
 	x := &c.rx
 	resp, _, _ := rdmap.ParseAtomicResponse(x.hdr[ddp.UntaggedHeaderLen:x.want])
 	r := c.orq.head()
 	b, st := q.Translate(r.sge, q.PD, true)
 	if st != proto.WCSuccess || len(b) < rnic.AtomicLen {
-		e.rcTerminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
+		e.terminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
 		return false
 	}
 	binary.NativeEndian.PutUint64(b, resp.Original)
 	if e.CommitOne(b[:rnic.AtomicLen]) != nil { // rnic/stage.go: a process-memory result buffer went away
-		e.rcTerminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
+		e.terminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
 		return false
 	}
-	e.rcComplete(q, r.seq, proto.WCSuccess)
+	e.complete(q, r.seq, proto.WCSuccess)
 	c.orq.pop()
 	c.sqStalled = false
 	return true
 }
 
-// rcCheckImmediate checks an Immediate Data message: exactly its 8 octets
+// checkImmediate checks an Immediate Data message: exactly its 8 octets
 // in one segment (it then takes a receive like a Send).
-func (e *rcEngine) rcCheckImmediate(q *QP, fail func(iwerr.Error, []byte) bool) bool {
+func (e *engine) checkImmediate(q *QP, fail func(iwerr.Error, []byte) bool) bool {
 	x := &q.Conn.rx
 	h := &x.h
 	switch {

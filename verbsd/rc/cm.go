@@ -20,9 +20,9 @@ import (
 // The connection manager (rdma_cm style) of RC queue pairs. It runs on its
 // own goroutines, never on the engine: TCP listen/accept/connect and the MPA
 // Request/Reply exchange use blocking sockets with deadlines. Only a
-// negotiated connection enters the engine, through attachRC (rc/conn.go),
+// negotiated connection enters the engine, through AttachRC (rc/conn.go),
 // as a non-blocking descriptor. The engine reports the end of a connection
-// through qp.onRCClosed, which only queues a CM event.
+// through q.OnRCClosed, which only queues a CM event.
 //
 // Files: rc/cm.go (session state, events, hand-off), rc/cm_listen.go (listeners,
 // responder), rc/cm_connect.go (initiator), rc/cm_config.go (device MPA policy),
@@ -97,7 +97,7 @@ func (cm *cmSession) pump(s *CM) {
 }
 
 // post queues a CM event for the client. It never blocks (the engine calls
-// it through onRCClosed).
+// it through OnRCClosed).
 func (cm *cmSession) post(s *CM, ev proto.CMEvent) {
 	cm.mu.Lock()
 	defer cm.mu.Unlock()
@@ -162,7 +162,7 @@ func (s *CM) releaseRC(handle uint32) {
 }
 
 // attachConn hands a negotiated connection to the engine: the QP goes to
-// RTS (attachRC) and its end will be reported as a CMDisconnected event.
+// RTS (AttachRC) and its end will be reported as a CMDisconnected event.
 // fd is owned by the engine afterwards, or closed here on failure.
 func (s *CM) attachConn(handle uint32, a Attach) error {
 	err := s.Eng.Do(func() error {

@@ -17,7 +17,7 @@ import (
 // The RC data path: RDMAP over DDP over MPA over one non-blocking TCP
 // socket per QP, served by the engine loop like the datagram sockets.
 //
-//   - rc/conn.go: the hand-off from the CM (attachRC), connection life
+//   - rc/conn.go: the hand-off from the CM (AttachRC), connection life
 //     cycle (RFC 5040 states mapped onto verbs states), flush.
 //   - rc/tx.go: the send side: SQ work requests and Read Responses cut into
 //     FPDUs ≤ MULPDU, written with writev straight from registered memory.
@@ -36,7 +36,7 @@ import (
 // region may be deregistered between passes, see deregMR): every slice of
 // registered memory the data path uses is looked up again in each pass.
 
-// rcAttach is what the CM hands the engine once MPA negotiation succeeded on a
+// Attach is what the CM hands the engine once MPA negotiation succeeded on a
 // connected TCP socket.
 type Attach struct {
 	FD        int        // connected TCP socket, set non-blocking by the CM; the engine owns it from now on
@@ -47,20 +47,20 @@ type Attach struct {
 	Local, Remote netip.AddrPort
 }
 
-// rcCloseReason says why an RC connection ended (reported to the CM through
-// qp.onRCClosed).
+// CloseReason says why an RC connection ended (reported to the CM through
+// q.OnRCClosed).
 type CloseReason uint8
 
 const (
-	// rcClosedGraceful: the peer closed its half (FIN) or a requested
+	// ClosedGraceful: the peer closed its half (FIN) or a requested
 	// graceful disconnect finished.
 	ClosedGraceful CloseReason = iota + 1
-	// rcClosedTermReceived: the peer sent a Terminate (term is set).
+	// ClosedTermReceived: the peer sent a Terminate (term is set).
 	ClosedTermReceived
-	// rcClosedTermSent: this side detected an error and sent a Terminate
+	// ClosedTermSent: this side detected an error and sent a Terminate
 	// (term is set), or an abortive disconnect was requested.
 	ClosedTermSent
-	// rcClosedSocketError: the socket failed (reset, write error, ...).
+	// ClosedSocketError: the socket failed (reset, write error, ...).
 	ClosedSocketError
 )
 
@@ -79,22 +79,22 @@ func (r CloseReason) String() string {
 	return "unknown"
 }
 
-// rcCloseFunc is the type of qp.onRCClosed: called on the engine goroutine
+// closeFunc is the type of q.OnRCClosed: called on the engine goroutine
 // when the connection of an RC QP ends; it must not block.
-type rcCloseFunc func(reason CloseReason, term *rdmap.Terminate)
+type closeFunc func(reason CloseReason, term *rdmap.Terminate)
 
 // RC limits.
 const (
-	rcDefaultDepth = 16      // IRD/ORD when the negotiation left them 0
-	rcMaxDepth     = 128     // IRD/ORD cap (siw's)
-	MaxMessage     = 1 << 31 // largest RC message (MO is 32 bits; the 2^31)
-	// rcCloseTimeout bounds the wait for the peer's FIN after our FIN
+	defaultDepth = 16      // IRD/ORD when the negotiation left them 0
+	maxDepth     = 128     // IRD/ORD cap (siw's)
+	MaxMessage   = 1 << 31 // largest RC message (MO is 32 bits; the 2^31)
+	// closeTimeout bounds the wait for the peer's FIN after our FIN
 	// (graceful close, or after a Terminate) and the time a Terminate may
 	// wait behind a full socket buffer.
-	rcCloseTimeout = 2 * time.Second
-	// rcMinMULPDU: below this an FPDU cannot carry an Atomic Request (the longest one-segment request).
-	rcMinMULPDU = ddp.UntaggedHeaderLen + rdmap.AtomicRequestLen + 4
-	// rcSocketBuffer is the send and receive buffer of an RC socket when
+	closeTimeout = 2 * time.Second
+	// minMULPDU: below this an FPDU cannot carry an Atomic Request (the longest one-segment request).
+	minMULPDU = ddp.UntaggedHeaderLen + rdmap.AtomicRequestLen + 4
+	// SocketBuffer is the send and receive buffer of an RC socket when
 	// the daemon may force it (CAP_NET_ADMIN: SO_SNDBUFFORCE and
 	// SO_RCVBUFFORCE); otherwise the kernel's autotuning is left alone
 	// (the unforced options are capped at wmem_max/rmem_max, often below
@@ -108,23 +108,23 @@ const (
 	SocketBuffer = 16 << 20
 )
 
-// rcPhase is the connection's life cycle (independent of q.state, which
+// phase is the connection's life cycle (independent of q.state, which
 // the client and errorQP may change between passes).
-type rcPhase uint8
+type phase uint8
 
 const (
-	rcIdle        rcPhase = iota // no connection yet
-	rcOpen                       // operational
-	rcClosing                    // graceful disconnect: finishing posted work
-	rcTerminating                // a Terminate waits for the FPDU in flight, then goes out
-	rcDraining                   // our FIN is sent; waiting (bounded) for the peer's
-	rcClosed                     // socket closed
+	idle        phase = iota // no connection yet
+	open                     // operational
+	closing                  // graceful disconnect: finishing posted work
+	terminating              // a Terminate waits for the FPDU in flight, then goes out
+	draining                 // our FIN is sent; waiting (bounded) for the peer's
+	closed                   // socket closed
 )
 
-// rcConn is the engine's state of one connected RC QP (engine-owned).
-type rcConn struct {
+// conn is the engine's state of one connected RC QP (engine-owned).
+type conn struct {
 	Fd        int
-	phase     rcPhase
+	phase     phase
 	params    mpa.Params
 	initiator bool
 	local     netip.AddrPort
@@ -132,7 +132,7 @@ type rcConn struct {
 
 	MaxTagged, MaxUntagged int    // payload octets per FPDU
 	Emss                   int    // TCP segment payload (FPDU alignment)
-	EmssAuto               bool   // emss follows the socket's TCP_MAXSEG (rcRefreshEMSS)
+	EmssAuto               bool   // emss follows the socket's TCP_MAXSEG (refreshEMSS)
 	EmssCheck              uint32 // messages started since TCP_MAXSEG was last read
 	ird, ord               int
 
@@ -158,32 +158,31 @@ type rcConn struct {
 	// Send side.
 	snd  *mpa.Sender
 	msn  ddp.MSNCounter
-	Tx   rcTx
-	pend rcPending
-	orq  rcQueue[rcRead]     // outstanding RDMA Reads (requester), ≤ ord
-	Irq  rcQueue[rcReadResp] // Read Requests to answer (responder), ≤ ird
+	Tx   tx
+	pend pending
+	orq  queue[read]     // outstanding RDMA Reads (requester), ≤ ord
+	Irq  queue[readResp] // Read Requests to answer (responder), ≤ ird
 
 	// Receive side.
 	rcv        *mpa.Receiver
-	rx         rcRx
+	rx         rx
 	expMSN     [ddp.QueueCount]uint32 // next expected MSN per untagged queue (QN 3: RFC 7306 Atomic Responses)
 	nextReqID  uint32                 // last RFC 7306 Request Identifier sent
 	afterWrite bool                   // the last message received was an RDMA Write (an Immediate Data after it completes as WCRecvRDMAWithImm)
-	rqe        rcRecv                 // the receive WR of the Send being received
-	heldImm    rcHeldImm              // merge_send_imm: a tagged Immediate Data waiting for its Send (rc/imm.go)
+	rqe        recv                   // the receive WR of the Send being received
+	heldImm    heldImm                // merge_send_imm: a tagged Immediate Data waiting for its Send (rc/imm.go)
 }
 
-// rcQueue is a small FIFO (bounded by its user).
-type rcQueue[T any] struct {
+// queue is a small FIFO (bounded by its user).
+type queue[T any] struct {
 	items []T
 }
 
-func (f *rcQueue[T]) Len() int    { return len(f.items) }
-func (f *rcQueue[T]) push(v T)    { f.items = append(f.items, v) }
-func (f *rcQueue[T]) head() *T    { return &f.items[0] }
-func (f *rcQueue[T]) reset()      { f.items = f.items[:0] }
-func (f *rcQueue[T]) at(i int) *T { return &f.items[i] }
-func (f *rcQueue[T]) pop() {
+func (f *queue[T]) Len() int { return len(f.items) }
+func (f *queue[T]) push(v T) { f.items = append(f.items, v) }
+func (f *queue[T]) head() *T { return &f.items[0] }
+func (f *queue[T]) reset()   { f.items = f.items[:0] }
+func (f *queue[T]) pop() {
 	n := copy(f.items, f.items[1:])
 	var zero T
 	f.items[n] = zero
@@ -196,7 +195,7 @@ func (f *rcQueue[T]) pop() {
 // a responder transmits nothing until it received the initiator's first FPDU (RFC 5044 §7.1.2 / RFC 6581).
 //
 // On error q.rc is nil and the caller still owns a.FD.
-func (e *rcEngine) AttachRC(q *QP, a Attach) (err error) {
+func (e *engine) AttachRC(q *QP, a Attach) (err error) {
 	defer func() {
 		if err != nil {
 			q.Conn = nil
@@ -223,13 +222,13 @@ func (e *rcEngine) AttachRC(q *QP, a Attach) (err error) {
 		}
 	}
 	mulpdu := mpa.MULPDU(mss, a.Params.MarkersTx)
-	if mulpdu < rcMinMULPDU {
+	if mulpdu < minMULPDU {
 		return rnic.Errf(unix.EINVAL, "attach: MSS %d leaves %d octets per FPDU", mss, mulpdu)
 	}
 	p := a.Params
-	c := &rcConn{Fd: a.FD, phase: rcOpen, params: p, initiator: a.Initiator, local: a.Local, remote: a.Remote,
+	c := &conn{Fd: a.FD, phase: open, params: p, initiator: a.Initiator, local: a.Local, remote: a.Remote,
 		MaxTagged: ddp.MaxPayload(mulpdu, true, 0), MaxUntagged: ddp.MaxPayload(mulpdu, false, 0),
-		ird: rcDepth(p.LocalIRD), ord: rcDepth(p.LocalORD), waitFirst: !a.Initiator, termSeg: -1, Emss: mss,
+		ird: depth(p.LocalIRD), ord: depth(p.LocalORD), waitFirst: !a.Initiator, termSeg: -1, Emss: mss,
 		EmssAuto: mss == sockMSS,
 		snd:      mpa.NewSender(p.CRC, p.MarkersTx), rcv: mpa.NewReceiver(p.CRC, p.MarkersRx)}
 	c.expMSN = [ddp.QueueCount]uint32{1, 1, 1, 1}
@@ -254,18 +253,18 @@ func (e *rcEngine) AttachRC(q *QP, a Attach) (err error) {
 }
 
 // setRCBuffers forces the socket buffers of an RC socket to
-// rcSocketBuffer where the daemon is allowed to (see there); each is
+// SocketBuffer where the daemon is allowed to (see there); each is
 // left to autotuning otherwise.
 func setRCBuffers(fd int) {
 	unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, SocketBuffer)
 	unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, SocketBuffer)
 }
 
-// rcEMSSEvery: rcRefreshEMSS reads TCP_MAXSEG once per this many messages.
+// EMSSEvery: refreshEMSS reads TCP_MAXSEG once per this many messages.
 const EMSSEvery = 64
 
-// rcRefreshEMSS follows the socket's MSS (RFC 5044 §5.4: MULPDU derives
-// from the current EMSS) between messages, every rcEMSSEvery messages,
+// refreshEMSS follows the socket's MSS (RFC 5044 §5.4: MULPDU derives
+// from the current EMSS) between messages, every EMSSEvery messages,
 // when the EMSS came from the socket. Linux bounds the MSS by half the
 // largest window the peer advertised: right after the handshake a
 // loopback socket reports 32 KiB, and 64 KiB once the window has grown,
@@ -273,7 +272,7 @@ const EMSSEvery = 64
 // system calls per octet) for the life of the connection. The FPDUs
 // stay within one segment of the MSS TCP uses now (alignment, RFC 5044
 // §8); the receiver takes FPDUs of any size up to its MULPDU bound.
-func (c *rcConn) rcRefreshEMSS() {
+func (c *conn) refreshEMSS() {
 	if !c.EmssAuto {
 		return
 	}
@@ -286,19 +285,19 @@ func (c *rcConn) rcRefreshEMSS() {
 		return // unchanged, or unknown: the current EMSS stays
 	}
 	mulpdu := mpa.MULPDU(v, c.params.MarkersTx)
-	if mulpdu < rcMinMULPDU {
+	if mulpdu < minMULPDU {
 		return
 	}
 	c.Emss = v
 	c.MaxTagged, c.MaxUntagged = ddp.MaxPayload(mulpdu, true, 0), ddp.MaxPayload(mulpdu, false, 0)
 }
 
-// rcDepth is an IRD/ORD: 0 (not negotiated) means the default; capped.
-func rcDepth(v uint16) int {
+// depth is an IRD/ORD: 0 (not negotiated) means the default; capped.
+func depth(v uint16) int {
 	if v == 0 {
-		return rcDefaultDepth
+		return defaultDepth
 	}
-	return min(int(v), rcMaxDepth)
+	return min(int(v), maxDepth)
 }
 
 // DisconnectRC ends q's connection at the client's request (engine
@@ -306,44 +305,44 @@ func rcDepth(v uint16) int {
 // shuts down the sending half and waits (bounded) for the peer's FIN;
 // abortive sends a Terminate (RDMAP, remote operation, catastrophic) and
 // closes. Either way the QP ends in ERROR with the rest flushed.
-func (e *rcEngine) DisconnectRC(q *QP, abort bool) {
+func (e *engine) DisconnectRC(q *QP, abort bool) {
 	c := q.Conn
 	if c == nil {
 		return
 	}
 	switch c.phase {
-	case rcOpen, rcClosing:
+	case open, closing:
 		if abort {
 			c.now = time.Now()
 			c.setCause("the local client disconnected abortively")
-			e.rcTerminate(q, iwerr.RDMAPCatastrophicStream, nil, nil, -1)
+			e.terminate(q, iwerr.RDMAPCatastrophicStream, nil, nil, -1)
 			return
 		}
-		if c.phase == rcOpen {
+		if c.phase == open {
 			c.setCause("the local client disconnected gracefully")
 			n, _ := q.SQ.Available()
-			c.phase = rcClosing
+			c.phase = closing
 			c.closeBudget = int(n)
-			c.deadline = time.Now().Add(rcCloseTimeout + time.Duration(n)*time.Millisecond)
+			c.deadline = time.Now().Add(closeTimeout + time.Duration(n)*time.Millisecond)
 			if q.State == proto.QPStateRTS {
 				q.State = proto.QPStateSQD
 			}
 		}
-	case rcIdle:
+	case idle:
 		// Not connected: nothing to say to anyone.
 	}
 }
 
-// rcTerminate starts the Terminate state: the FPDU in flight is finished,
+// terminate starts the Terminate state: the FPDU in flight is finished,
 // then a Terminate carrying err (and the offending headers, copied) goes
 // out, then our FIN; the QP ends in ERROR. Nothing more is received or
 // executed.
-func (e *rcEngine) rcTerminate(q *QP, err iwerr.Error, ddpHdr, rdmaHdr []byte, segLen int) {
+func (e *engine) terminate(q *QP, err iwerr.Error, ddpHdr, rdmaHdr []byte, segLen int) {
 	c := q.Conn
-	if c == nil || c.phase >= rcTerminating {
+	if c == nil || c.phase >= terminating {
 		return
 	}
-	c.phase = rcTerminating
+	c.phase = terminating
 	c.setCause("this daemon detected " + err.Error())
 	c.termErr = err
 	c.termDDP = append(c.termDDP[:0], ddpHdr...)
@@ -352,7 +351,7 @@ func (e *rcEngine) rcTerminate(q *QP, err iwerr.Error, ddpHdr, rdmaHdr []byte, s
 	c.reason = ClosedTermSent
 	t := c.buildTerm()
 	c.term = &t
-	c.deadline = c.now.Add(rcCloseTimeout)
+	c.deadline = c.now.Add(closeTimeout)
 	c.setEpoll(e, false, c.outOn)
 	if q.State != proto.QPStateError {
 		q.State = proto.QPStateSQE
@@ -366,7 +365,7 @@ func (e *rcEngine) rcTerminate(q *QP, err iwerr.Error, ddpHdr, rdmaHdr []byte, s
 }
 
 // buildTerm returns the Terminate header to send (aliasing c's copies).
-func (c *rcConn) buildTerm() rdmap.Terminate {
+func (c *conn) buildTerm() rdmap.Terminate {
 	t := rdmap.TerminateFor(c.termErr, c.termDDP, c.termRDMA)
 	if t.DDPHeaderIncluded && c.termSeg >= 0 && c.termSeg <= 0xffff {
 		t.SetSegmentLength(uint16(c.termSeg))
@@ -375,7 +374,7 @@ func (c *rcConn) buildTerm() rdmap.Terminate {
 }
 
 // setEpoll changes what the engine waits for on the socket.
-func (c *rcConn) setEpoll(e *rcEngine, in, out bool) {
+func (c *conn) setEpoll(e *engine, in, out bool) {
 	if c.Fd < 0 || (in == c.rxOn && out == c.outOn) {
 		return
 	}
@@ -390,19 +389,19 @@ func (c *rcConn) setEpoll(e *rcEngine, in, out bool) {
 	unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_MOD, c.Fd, &unix.EpollEvent{Events: ev, Fd: int32(c.Fd)})
 }
 
-// rcClose closes the socket and moves q to ERROR (flushing follows in the
+// close closes the socket and moves q to ERROR (flushing follows in the
 // next passes), then tells the CM. reason is used unless an earlier error
 // already decided one.
-func (e *rcEngine) rcClose(q *QP, reason CloseReason, detail string) {
+func (e *engine) close(q *QP, reason CloseReason, detail string) {
 	c := q.Conn
-	if c == nil || c.phase == rcClosed || c.phase == rcIdle {
+	if c == nil || c.phase == closed || c.phase == idle {
 		return
 	}
 	if c.reason != 0 {
 		reason = c.reason
 	}
-	c.phase = rcClosed
-	e.rcLogClosed(q, reason, detail, "QP in ERROR")
+	c.phase = closed
+	e.logClosed(q, reason, detail, "QP in ERROR")
 	if c.Fd >= 0 {
 		unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_DEL, c.Fd, nil)
 		delete(e.ByFD, int32(c.Fd))
@@ -430,18 +429,18 @@ func (e *rcEngine) rcClose(q *QP, reason CloseReason, detail string) {
 	}
 }
 
-// rcDeadline is when the engine must look at q again without a socket
+// deadline is when the engine must look at q again without a socket
 // event (a bounded wait of a closing connection).
-func (q *QP) rcDeadline() (time.Time, bool) {
+func (q *QP) deadline() (time.Time, bool) {
 	if q.Conn == nil || q.Conn.deadline.IsZero() {
 		return time.Time{}, false
 	}
 	return q.Conn.deadline, true
 }
 
-// rcHasWork reports whether serving q now can make progress without a
+// hasWork reports whether serving q now can make progress without a
 // socket event (the engine's look before sleeping).
-func (q *QP) rcHasWork() bool {
+func (q *QP) hasWork() bool {
 	c := q.Conn
 	switch q.State {
 	case proto.QPStateError:
@@ -460,19 +459,19 @@ func (q *QP) rcHasWork() bool {
 			return false
 		}
 		switch c.phase {
-		case rcOpen, rcClosing: // the Terminate must be started
+		case open, closing: // the Terminate must be started
 			return true
-		case rcTerminating:
+		case terminating:
 			return !c.outOn
 		}
 		return false // draining waits for the socket or its deadline
 	case proto.QPStateSQE:
-		return c != nil && c.phase == rcTerminating && !c.outOn
+		return c != nil && c.phase == terminating && !c.outOn
 	case proto.QPStateRTS, proto.QPStateSQD:
-		if c == nil || c.phase == rcIdle || c.phase == rcClosed {
+		if c == nil || c.phase == idle || c.phase == closed {
 			return false
 		}
-		if c.phase == rcClosing && c.closeDone(q) {
+		if c.phase == closing && c.closeDone(q) {
 			return true
 		}
 		if c.rxOn && !c.discard && c.rx.rd.pending() {
@@ -494,40 +493,40 @@ func (q *QP) rcHasWork() bool {
 		if c.Tx.kind != txNone || c.Irq.Len() > 0 && !c.Irq.head().started {
 			return true
 		}
-		if c.sqStalled || (c.phase == rcClosing && c.closeBudget == 0) {
+		if c.sqStalled || (c.phase == closing && c.closeBudget == 0) {
 			return false
 		}
 		n, _ := q.SQ.Available()
 		return n > 0
 	case proto.QPStateReset, proto.QPStateInit, proto.QPStateRTR:
-		return c != nil && c.phase != rcIdle && c.phase != rcClosed
+		return c != nil && c.phase != idle && c.phase != closed
 	}
 	return false
 }
 
 // closeDone reports whether a graceful close has done the work it must
 // before our FIN.
-func (c *rcConn) closeDone(q *QP) bool {
+func (c *conn) closeDone(q *QP) bool {
 	return c.closeBudget == 0 && c.Tx.kind == txNone && c.pend.n == 0 && c.Irq.Len() == 0
 }
 
 // serviceRC does at most PollBatch units of work on the RC QP q in each
 // direction and reports whether it did any.
-func (e *rcEngine) serviceRC(q *QP, now time.Time) bool {
+func (e *engine) serviceRC(q *QP, now time.Time) bool {
 	c := q.Conn
 	work := false
-	if c != nil && c.phase != rcIdle && c.phase != rcClosed {
+	if c != nil && c.phase != idle && c.phase != closed {
 		c.now = now
 		// The client (ModifyQP) or errorQP may have moved the QP.
 		switch q.State {
 		case proto.QPStateError:
-			if c.phase < rcTerminating {
+			if c.phase < terminating {
 				c.setCause("the QP was moved to ERROR locally (" + q.ErrWhy + ")")
-				e.rcTerminate(q, iwerr.RDMAPCatastrophicStream, nil, nil, -1)
+				e.terminate(q, iwerr.RDMAPCatastrophicStream, nil, nil, -1)
 			}
 		case proto.QPStateReset, proto.QPStateInit, proto.QPStateRTR:
 			c.setCause("the local client reset the QP")
-			e.rcClose(q, ClosedSocketError, ": the QP was reset")
+			e.close(q, ClosedSocketError, ": the QP was reset")
 			c.pend.reset()
 			c.rqe.active = false
 			return true
@@ -535,56 +534,57 @@ func (e *rcEngine) serviceRC(q *QP, now time.Time) bool {
 	}
 	if c != nil && c.Fd >= 0 {
 		if q.Readable || c.rx.rd.pending() {
-			if e.rcReceive(q) {
+			if e.receive(q) {
 				work = true
 			}
 		}
-		if c.Fd >= 0 && e.rcSend(q) {
+		if c.Fd >= 0 && e.send(q) {
 			work = true
 		}
-		if c.phase == rcClosing && c.closeDone(q) {
-			e.rcShutdown(q)
+		if c.phase == closing && c.closeDone(q) {
+			e.shutdown(q)
 			work = true
 		}
 		if c.Fd >= 0 && !c.deadline.IsZero() && now.After(c.deadline) {
-			e.rcClose(q, ClosedSocketError, ": timed out closing")
+			e.close(q, ClosedSocketError, ": timed out closing")
 			work = true
 		}
 	}
-	if q.State == proto.QPStateError && e.rcFlush(q) {
+	if q.State == proto.QPStateError && e.flush(q) {
 		work = true
 	}
 	return work
 }
 
-// rcShutdown sends our FIN (after the last FPDU) and waits, bounded, for
+// shutdown sends our FIN (after the last FPDU) and waits, bounded, for
 // the peer's.
-func (e *rcEngine) rcShutdown(q *QP) {
+func (e *engine) shutdown(q *QP) {
 	c := q.Conn
 	if c.reason == 0 {
 		c.reason = ClosedGraceful
 	}
-	c.phase = rcDraining
-	c.deadline = c.now.Add(rcCloseTimeout)
+	c.phase = draining
+	c.deadline = c.now.Add(closeTimeout)
 	c.setEpoll(e, true, false)
 	if err := unix.Shutdown(c.Fd, unix.SHUT_WR); err != nil {
-		e.rcClose(q, ClosedSocketError, ": shutdown: "+err.Error())
+		e.close(q, ClosedSocketError, ": shutdown: "+err.Error())
 	}
 }
 
-// rcSocketError closes q's connection after a failed read or write.
-func (e *rcEngine) rcSocketError(q *QP, err error) {
+// socketError closes q's connection after a failed read or write.
+func (e *engine) socketError(q *QP, err error) {
 	if errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET) {
-		e.rcClose(q, ClosedSocketError, ": "+err.Error())
+		e.close(q, ClosedSocketError, ": "+err.Error())
 		return
 	}
-	e.rcClose(q, ClosedSocketError, ": "+err.Error())
+	e.close(q, ClosedSocketError, ": "+err.Error())
 }
 
-// rcFlush completes, with WCWRFlushErr, the work of an ERROR QP: the work
+// flush completes, with WCWRFlushErr, the work of an ERROR QP: the work
 // requests taken but not completed (in order), the receive being filled,
-// then what is still posted; at most PollBatch per queue per pass.
-func (e *rcEngine) rcFlush(q *QP) bool {
+// then what is still posted (rnic/flush.go FlushPosted); at most PollBatch
+// per queue per pass.
+func (e *engine) flush(q *QP) bool {
 	c := q.Conn
 	work := false
 	if c != nil {
@@ -612,50 +612,21 @@ func (e *rcEngine) rcFlush(q *QP) bool {
 			return true
 		}
 	}
-	for range e.Cfg.PollBatch {
-		slot, err := q.SQ.Peek()
-		if err != nil || slot == nil {
-			break
-		}
-		var raw [proto.SQEHeaderLen]byte
-		copy(raw[:], slot)
-		sqe := proto.GetSQE(raw[:])
-		q.SQ.Advance()
-		q.SQ.Release()
-		e.count(q, rnic.CFlushed, 1)
-		e.PostCQE(q.Session, q.SendCQ, &proto.CQE{WRID: sqe.WRID, Status: proto.WCWRFlushErr, Opcode: rnic.WCOpcodeOf(sqe.Opcode), QPN: q.QPN})
-		work = true
-	}
-	if q.RQ == nil {
-		return work
-	}
-	for range e.Cfg.PollBatch {
-		slot, err := q.RQ.Peek()
-		if err != nil || slot == nil {
-			break
-		}
-		wrid := proto.GetRQE(slot).WRID
-		q.RQ.Advance()
-		q.RQ.Release()
-		e.count(q, rnic.CFlushed, 1)
-		e.PostCQE(q.Session, q.RecvCQ, &proto.CQE{WRID: wrid, Status: proto.WCWRFlushErr, Opcode: proto.WCRecv, QPN: q.QPN})
-		work = true
-	}
-	return work
+	return e.FlushPosted(q.QP) || work
 }
 
-// rcPending is the window of send work requests taken from the SQ and not
+// pending is the window of send work requests taken from the SQ and not
 // yet completed, in posting order: completions are posted in that order
 // (a Send after a Read completes after it). It is bounded by the SQ depth:
 // the SQ head waits while it is full.
-type rcPending struct {
-	e    []rcPend
+type pending struct {
+	e    []pend
 	head int
 	n    int
 	seq0 uint64 // sequence number of the head
 }
 
-type rcPend struct {
+type pend struct {
 	wrid     uint64
 	op       proto.WCOpcode
 	len      uint32
@@ -666,43 +637,43 @@ type rcPend struct {
 	term     uint32
 }
 
-func (p *rcPending) init(depth int) {
-	p.e = make([]rcPend, max(depth, 1))
+func (p *pending) init(depth int) {
+	p.e = make([]pend, max(depth, 1))
 	p.head, p.n = 0, 0
 }
 
-func (p *rcPending) full() bool { return p.n == len(p.e) }
+func (p *pending) full() bool { return p.n == len(p.e) }
 
-func (p *rcPending) push(v rcPend) uint64 {
+func (p *pending) push(v pend) uint64 {
 	p.e[(p.head+p.n)%len(p.e)] = v
 	p.n++
 	return p.seq0 + uint64(p.n-1)
 }
 
-func (p *rcPending) get(seq uint64) *rcPend {
+func (p *pending) get(seq uint64) *pend {
 	if seq < p.seq0 || seq >= p.seq0+uint64(p.n) {
 		return nil
 	}
 	return &p.e[(p.head+int(seq-p.seq0))%len(p.e)]
 }
 
-func (p *rcPending) front() *rcPend { return &p.e[p.head] }
+func (p *pending) front() *pend { return &p.e[p.head] }
 
-func (p *rcPending) pop() {
+func (p *pending) pop() {
 	p.head = (p.head + 1) % len(p.e)
 	p.n--
 	p.seq0++
 }
 
-func (p *rcPending) reset() {
+func (p *pending) reset() {
 	for p.n > 0 {
 		p.pop()
 	}
 }
 
-// rcComplete marks the work request seq done and posts every completion
+// complete marks the work request seq done and posts every completion
 // that is now due, in order.
-func (e *rcEngine) rcComplete(q *QP, seq uint64, status proto.WCStatus) {
+func (e *engine) complete(q *QP, seq uint64, status proto.WCStatus) {
 	c := q.Conn
 	if p := c.pend.get(seq); p != nil {
 		p.done, p.status = true, status

@@ -20,12 +20,12 @@ import (
 //   - sending, a WRSendWithImm is the Immediate Data message FIRST,
 //     carrying rdmap.ImmediateMergeTag in octets 4–7 (plain opcode 0x8),
 //     then the Send (OpSendSE when the work request is solicited), back to
-//     back on the stream (rcPrepareMergedImm); the work request completes
+//     back on the stream (prepareMergedImm); the work request completes
 //     with the Send, its payload zero-copy as any Send's;
 //   - receiving, a tagged Immediate Data consumes no receive: the value is
-//     held (rcHoldImm) and reported, with WCFlagImm (and WCFlagSolicited if
+//     held (holdImm) and reported, with WCFlagImm (and WCFlagSolicited if
 //     the Immediate Data had SE), in the completion of the next Send, which
-//     takes one receive as usual (rcAttachImm) — also when it is 0 octets;
+//     takes one receive as usual (attachImm) — also when it is 0 octets;
 //   - an Immediate Data without the tag (an RFC 7306 peer, or a Write with
 //     Immediate: iwarpd sends it untagged) is handled exactly as without
 //     the option, so WCRecvRDMAWithImm after a Write is unchanged;
@@ -34,25 +34,25 @@ import (
 //     Terminate: arbitrary sequences from a peer that tags but does not
 //     follow with a Send), the held Immediate Data is delivered first as
 //     RFC 7306 delivers it — one receive, WCRecv, WCFlagImm, ByteLen 0
-//     (rcReleaseImm); with no receive posted that is RFC 5041's Terminate
+//     (releaseImm); with no receive posted that is RFC 5041's Terminate
 //     "invalid MSN, no buffer" naming the Immediate Data's DDP header;
 //   - a held value dies with the connection: it consumed no receive, so
 //     there is nothing to flush.
 //
 // Without the option nothing changes (siw interop, docs/siw-interop.md).
 
-// rcHeldImm is a tagged Immediate Data waiting for its Send.
-type rcHeldImm struct {
+// heldImm is a tagged Immediate Data waiting for its Send.
+type heldImm struct {
 	held  bool
 	se    bool // it was OpImmediateDataSE
 	value uint32
 	hdr   [ddp.UntaggedHeaderLen]byte // its DDP header, for a Terminate
 }
 
-// rcPrepareMergedImm sets t up for a merged Send with Immediate (the
+// prepareMergedImm sets t up for a merged Send with Immediate (the
 // SGEs or inline data are in place): the tagged Immediate Data message,
 // then the Send. Both MSNs are taken now, in order.
-func (e *rcEngine) rcPrepareMergedImm(q *QP, t *rcMsg, sqe *proto.SQE) {
+func (e *engine) prepareMergedImm(q *QP, t *msg, sqe *proto.SQE) {
 	c := q.Conn
 	t.immOp, t.immFirst, t.immPhase = rdmap.OpImmediateData, true, true
 	d := rdmap.MakeMergedImmediateData(sqe.Imm)
@@ -68,14 +68,14 @@ func (e *rcEngine) rcPrepareMergedImm(q *QP, t *rcMsg, sqe *proto.SQE) {
 	t.sendSegs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(op)), 0, rdmap.QNSend, msn, uint32(t.total), c.MaxUntagged)
 }
 
-// rcIsSend reports whether op is one of RFC 5040's four Sends.
-func rcIsSend(op rdmap.Opcode) bool {
+// isSend reports whether op is one of RFC 5040's four Sends.
+func isSend(op rdmap.Opcode) bool {
 	return op == rdmap.OpSend || op == rdmap.OpSendSE || op == rdmap.OpSendInvalidate || op == rdmap.OpSendSEInvalidate
 }
 
-// rcHoldsImm reports whether the Immediate Data in c.rx (checked) is to
+// holdsImm reports whether the Immediate Data in c.rx (checked) is to
 // be held for the next Send rather than take a receive.
-func (e *rcEngine) rcHoldsImm(q *QP) bool {
+func (e *engine) holdsImm(q *QP) bool {
 	if !q.mergeImm {
 		return false
 	}
@@ -84,20 +84,20 @@ func (e *rcEngine) rcHoldsImm(q *QP) bool {
 	return d.Merged()
 }
 
-// rcHoldImm keeps the tagged Immediate Data in c.rx (its CRC was good) for
+// holdImm keeps the tagged Immediate Data in c.rx (its CRC was good) for
 // the next Send.
-func (e *rcEngine) rcHoldImm(q *QP) {
+func (e *engine) holdImm(q *QP) {
 	c := q.Conn
 	x := &c.rx
 	d, _, _ := rdmap.ParseImmediateData(x.hdr[ddp.UntaggedHeaderLen:x.want])
-	c.heldImm = rcHeldImm{held: true, se: x.op == rdmap.OpImmediateDataSE, value: d.Value()}
+	c.heldImm = heldImm{held: true, se: x.op == rdmap.OpImmediateDataSE, value: d.Value()}
 	copy(c.heldImm.hdr[:], x.hdr[:ddp.UntaggedHeaderLen])
 	e.count(q, rnic.CImmHeld, 1)
 }
 
-// rcAttachImm gives the held value, if any, to the receive the Send now
+// attachImm gives the held value, if any, to the receive the Send now
 // arriving has just taken.
-func (c *rcConn) rcAttachImm() {
+func (c *conn) attachImm() {
 	r := &c.rqe
 	r.hasImm = c.heldImm.held
 	if r.hasImm {
@@ -106,19 +106,19 @@ func (c *rcConn) rcAttachImm() {
 	}
 }
 
-// rcReleaseImm delivers a held Immediate Data that a Send did not follow
+// releaseImm delivers a held Immediate Data that a Send did not follow
 // as RFC 7306 does: in a receive of its own. false: the QP is failing.
-func (e *rcEngine) rcReleaseImm(q *QP) bool {
+func (e *engine) releaseImm(q *QP) bool {
 	c := q.Conn
 	h := c.heldImm
 	c.heldImm.held = false
-	switch e.rcTakeRecv(q) {
+	switch e.takeRecv(q) {
 	case rqeNone:
 		e.count(q, rnic.CDropNoRecv, 1)
-		e.rcTerminate(q, iwerr.DDPInvalidMSNNoBuffer, h.hdr[:], nil, ddp.UntaggedHeaderLen+rdmap.ImmediateDataLen)
+		e.terminate(q, iwerr.DDPInvalidMSNNoBuffer, h.hdr[:], nil, ddp.UntaggedHeaderLen+rdmap.ImmediateDataLen)
 		return false
 	case rqeBad:
-		e.rcTerminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
+		e.terminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
 		return false
 	}
 	cqe := proto.CQE{WRID: c.rqe.wrid, Opcode: proto.WCRecv, Flags: proto.WCFlagImm, Imm: h.value, QPN: q.QPN}
@@ -131,10 +131,10 @@ func (e *rcEngine) rcReleaseImm(q *QP) bool {
 	return true
 }
 
-// rcCompleteRecv completes the receive WR of a fully received Send (with
+// completeRecv completes the receive WR of a fully received Send (with
 // the value of a merged Immediate Data) or Immediate Data, after the
 // remote invalidation a Send with Invalidate asks for.
-func (e *rcEngine) rcCompleteRecv(q *QP) bool {
+func (e *engine) completeRecv(q *QP) bool {
 	c := q.Conn
 	x := &c.rx
 	r := &c.rqe
@@ -161,7 +161,7 @@ func (e *rcEngine) rcCompleteRecv(q *QP) bool {
 		stag := x.h.ULPReserved
 		m := q.Session.MRByRKey(stag)
 		if m == nil || m.PD != q.PD {
-			e.rcTerminate(q, iwerr.RDMAPCannotInvalidate, x.hdr[:ddp.UntaggedHeaderLen], nil, x.ulen)
+			e.terminate(q, iwerr.RDMAPCannotInvalidate, x.hdr[:ddp.UntaggedHeaderLen], nil, x.ulen)
 			return false
 		}
 		m.Invalid.Store(true)

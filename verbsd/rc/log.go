@@ -12,16 +12,16 @@ import "fmt"
 
 // setCause records what is ending the connection; the first cause wins
 // (the later ones are consequences of it).
-func (c *rcConn) setCause(s string) {
+func (c *conn) setCause(s string) {
 	if c.cause == "" {
 		c.cause = s
 	}
 }
 
-// rcLogClosed logs the end of q's connection (rcClose, before its state
-// is cleared; removeQP). reason and detail are rcClose's; then says what
+// logClosed logs the end of q's connection (close, before its state
+// is cleared; RemoveQP). reason and detail are close's; then says what
 // became of the QP.
-func (e *rcEngine) rcLogClosed(q *QP, reason CloseReason, detail, then string) {
+func (e *engine) logClosed(q *QP, reason CloseReason, detail, then string) {
 	c := q.Conn
 	log := q.Session.Dev.Log
 	side := "responder"

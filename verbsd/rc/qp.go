@@ -9,44 +9,52 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// rcEngine is an engine as the RC transport sees it (it keeps nothing per
-// engine: each RC QP has its own view of the engine serving it).
-type rcEngine struct{ *rnic.Engine }
+// engine is an engine as the RC transport sees it: it keeps nothing per
+// engine and has no work beyond its QPs (rnic.EngineHooks).
+type engine struct{ *rnic.Engine }
 
-// count, errorQP and markReady take the RC QP.
-func (e *rcEngine) count(q *QP, c rnic.Counter, n int64) {
+// NewEngine is the RC transport's part of core engine c (its Ext).
+func NewEngine(c *rnic.Engine) rnic.EngineHooks { return &engine{c} }
+
+func (e *engine) Service(time.Time) bool      { return false }
+func (e *engine) Event(int32) bool            { return false }
+func (e *engine) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (e *engine) CloseAll()                   {}
+func (e *engine) Inspect(map[string]int64)    {}
+
+// count and errorQP take the RC QP.
+func (e *engine) count(q *QP, c rnic.Counter, n int64) {
 	if q == nil {
 		e.Count(nil, c, n)
 		return
 	}
 	e.Count(q.QP, c, n)
 }
-func (e *rcEngine) errorQP(q *QP, why string) { e.ErrorQP(q.QP, why) }
-func (e *rcEngine) markReady(q *QP)           { e.MarkReady(q.QP) }
+func (e *engine) errorQP(q *QP, why string) { e.ErrorQP(q.QP, why) }
 
-// rcQP is an RC queue pair: the core QP, its connection once established
+// QP is an RC queue pair: the core QP, its connection once established
 // (rc/conn.go) and the connection manager's hold on it (rc/cm.go).
 type QP struct {
 	*rnic.QP
-	Engine *rcEngine // its engine (set when installed)
+	Engine *engine // its engine (set when installed)
 
 	noCRC bool // the client asked for no MPA CRC (proto.CreateQPRequest.NoCRC)
 	// mergeImm: created with merge_send_imm (rc/imm.go).
 	mergeImm bool
 
-	Conn       *rcConn     // nil until connected (attachRC)
-	OnRCClosed rcCloseFunc // set by the CM; told when the connection ends
-	cm         qpCM        // connection manager state (cm*.go)
+	Conn       *conn     // nil until connected (AttachRC)
+	OnRCClosed closeFunc // set by the CM; told when the connection ends
+	cm         qpCM      // connection manager state (cm*.go)
 }
 
-// newRCQP makes the RC transport of a core QP.
+// NewQP makes the RC transport of a core QP.
 func NewQP(c *rnic.QP, noCRC, mergeImm bool) *QP {
 	q := &QP{QP: c, noCRC: noCRC, mergeImm: mergeImm}
 	c.Ops = q
 	return q
 }
 
-// rcQPOf returns the RC view of a core QP (nil if it is no RC QP).
+// QPOf returns the RC view of a core QP (nil if it is no RC QP).
 func QPOf(c *rnic.QP) *QP {
 	q, _ := c.Ops.(*QP)
 	return q
@@ -57,9 +65,9 @@ func (q *QP) Core() *rnic.QP { return q.QP }
 
 // Install puts the QP on engine e before it is connected: it gets its QP
 // number and is served (flushes in ERROR), but has no socket to poll until
-// attachRC.
+// AttachRC.
 func (q *QP) Install(e *rnic.Engine) error {
-	q.Engine = &rcEngine{e}
+	q.Engine = rnic.ExtOf[*engine](e)
 	return e.AddUnpolledQP(q.QP)
 }
 
@@ -92,23 +100,23 @@ func (q *QP) Inspect(map[string]int64) {}
 // QKey: RC QPs have none.
 func (q *QP) QKey() uint32 { return 0 }
 
-// Added (rnic.QPOps): nothing to set up (attachRC polls the socket).
+// Added (rnic.QPOps): nothing to set up (AttachRC polls the socket).
 func (q *QP) Added() {}
 
 // HasWork (rnic.QPOps).
-func (q *QP) HasWork() bool { return q.rcHasWork() }
+func (q *QP) HasWork() bool { return q.hasWork() }
 
 // Due (rnic.QPOps): the socket writable again, or a closing timer due.
 func (q *QP) Due(now time.Time) bool {
 	if q.Conn != nil && q.Conn.outReady {
 		return true
 	}
-	d, ok := q.rcDeadline()
+	d, ok := q.deadline()
 	return ok && !d.After(now)
 }
 
 // Deadline (rnic.QPOps): an RC connection closing (rc/conn.go).
-func (q *QP) Deadline() (time.Time, bool) { return q.rcDeadline() }
+func (q *QP) Deadline() (time.Time, bool) { return q.deadline() }
 
 // Service (rnic.QPOps).
 func (q *QP) Service(now time.Time) bool { return q.Engine.serviceRC(q, now) }
@@ -123,9 +131,9 @@ func (q *QP) Event(events uint32) bool {
 
 // Removing (rnic.QPOps): a connection still up is logged.
 func (q *QP) Removing() {
-	if c := q.Conn; c != nil && c.phase != rcIdle && c.phase != rcClosed {
+	if c := q.Conn; c != nil && c.phase != idle && c.phase != closed {
 		c.setCause("the local client destroyed the QP (or exited) with the connection up")
-		q.Engine.rcLogClosed(q, ClosedSocketError, ": its socket closed", "QP destroyed")
+		q.Engine.logClosed(q, ClosedSocketError, ": its socket closed", "QP destroyed")
 	}
 }
 
@@ -136,7 +144,7 @@ func (q *QP) Closed()  {}
 // LogsOwnEnd (rnic.QPOps): a connected RC QP logs when its connection ends.
 func (q *QP) LogsOwnEnd() bool { return q.Conn != nil }
 
-// rcSession is a client session as the RC connection manager sees it: the
+// CM is a client session as the RC connection manager sees it: the
 // core session and its listeners and pending connections (rc/cm.go).
 type CM struct {
 	*rnic.Session

@@ -40,10 +40,10 @@ import (
 // errRCStopped stops the receive loop: the QP is terminating or closed.
 var errRCStopped = errors.New("verbsd: rc: receive stopped")
 
-type rcRxStep uint8
+type rxStep uint8
 
 const (
-	rxHeader rcRxStep = iota
+	rxHeader rxStep = iota
 	rxHeaderRest
 	rxPayload
 	rxFinish
@@ -53,9 +53,9 @@ const (
 // (a Terminate: 4 + 2 + 18 + 28).
 const rxHeaderMax = ddp.UntaggedHeaderLen + 64
 
-// rcRx is the FPDU being received.
-type rcRx struct {
-	step    rcRxStep
+// rx is the FPDU being received.
+type rx struct {
+	step    rxStep
 	hdr     [rxHeaderMax]byte
 	got     int // octets of hdr filled
 	want    int // octets of hdr to fill
@@ -73,11 +73,11 @@ type rcRx struct {
 	dst     [][]byte // destination of the payload (this pass)
 	fresh   bool
 	scratch []byte // discard buffer while draining after a Terminate
-	rd      rcReader
+	rd      reader
 }
 
-// rcRead is an outstanding RDMA Read (requester).
-type rcRead struct {
+// read is an outstanding RDMA Read (requester).
+type read struct {
 	seq      uint64
 	internal bool   // the RTR: no work request
 	atomic   bool   // an RFC 7306 atomic (rc/atomic.go): answered by an Atomic Response
@@ -89,8 +89,8 @@ type rcRead struct {
 	placed   uint32
 }
 
-// rcReadResp is an accepted Read Request to answer (responder).
-type rcReadResp struct {
+// readResp is an accepted Read Request to answer (responder).
+type readResp struct {
 	sinkStag uint32
 	sinkTO   uint64
 	size     uint32
@@ -103,8 +103,8 @@ type rcReadResp struct {
 	resp     [rdmap.AtomicResponseLen]byte // its Atomic Response
 }
 
-// rcRecv is the receive WR of the Send being received.
-type rcRecv struct {
+// recv is the receive WR of the Send being received.
+type recv struct {
 	active bool
 	wrid   uint64
 	sges   []proto.SGE
@@ -115,10 +115,10 @@ type rcRecv struct {
 	imm    uint32 // its value
 }
 
-// rcFD reads a non-blocking socket (what is left after a Terminate).
-type rcFD int
+// fd reads a non-blocking socket (what is left after a Terminate).
+type fd int
 
-func (fd rcFD) Read(b []byte) (int, error) {
+func (fd fd) Read(b []byte) (int, error) {
 	for {
 		n, err := unix.Read(int(fd), b)
 		if err == unix.EINTR {
@@ -134,12 +134,12 @@ func (fd rcFD) Read(b []byte) (int, error) {
 	}
 }
 
-// rcReceive reads and processes FPDUs of q until the socket is empty or
+// receive reads and processes FPDUs of q until the socket is empty or
 // PollBatch FPDUs were processed.
-func (e *rcEngine) rcReceive(q *QP) bool {
+func (e *engine) receive(q *QP) bool {
 	c := q.Conn
 	if c.discard {
-		return e.rcDiscard(q)
+		return e.discard(q)
 	}
 	if !c.rxOn {
 		q.Readable = false
@@ -152,7 +152,7 @@ func (e *rcEngine) rcReceive(q *QP) bool {
 	c.rx.fresh = false
 	work := false
 	for range e.Cfg.PollBatch {
-		done, err := e.rcReadFPDU(q, rd)
+		done, err := e.readFPDU(q, rd)
 		work = work || done
 		switch {
 		case err == nil:
@@ -163,7 +163,7 @@ func (e *rcEngine) rcReceive(q *QP) bool {
 			q.Readable = false
 			return true
 		default:
-			e.rcRxError(q, err)
+			e.rxError(q, err)
 			return true
 		}
 		if !c.rxOn || c.Fd < 0 {
@@ -174,30 +174,30 @@ func (e *rcEngine) rcReceive(q *QP) bool {
 	return true
 }
 
-// rcRxError handles a failed read: the peer's FIN between FPDUs is a
+// rxError handles a failed read: the peer's FIN between FPDUs is a
 // graceful end, a marker mismatch is an MPA error (Terminate), anything
 // else ends the connection.
-func (e *rcEngine) rcRxError(q *QP, err error) {
+func (e *engine) rxError(q *QP, err error) {
 	switch {
 	case errors.Is(err, io.EOF):
-		e.rcClose(q, ClosedGraceful, "")
+		e.close(q, ClosedGraceful, "")
 	case errors.Is(err, iwerr.MPAMarkerMismatch):
-		e.rcTerminate(q, iwerr.MPAMarkerMismatch, nil, nil, -1)
+		e.terminate(q, iwerr.MPAMarkerMismatch, nil, nil, -1)
 	default:
-		e.rcSocketError(q, err)
+		e.socketError(q, err)
 	}
 }
 
-// rcDiscard reads and drops what arrives after our Terminate, until the
+// discard reads and drops what arrives after our Terminate, until the
 // peer's FIN.
-func (e *rcEngine) rcDiscard(q *QP) bool {
+func (e *engine) discard(q *QP) bool {
 	c := q.Conn
 	c.rx.rd.reset() // read ahead: dropped too
 	if c.rx.scratch == nil {
 		c.rx.scratch = make([]byte, 4096)
 	}
 	for range e.Cfg.PollBatch {
-		n, err := rcFD(c.Fd).Read(c.rx.scratch)
+		n, err := fd(c.Fd).Read(c.rx.scratch)
 		if n > 0 {
 			continue
 		}
@@ -205,15 +205,15 @@ func (e *rcEngine) rcDiscard(q *QP) bool {
 			q.Readable = false
 			return false
 		}
-		e.rcClose(q, ClosedTermSent, "")
+		e.close(q, ClosedTermSent, "")
 		return true
 	}
 	return true
 }
 
-// rcReadFPDU advances the FPDU being received; done reports that one was
+// readFPDU advances the FPDU being received; done reports that one was
 // completely processed.
-func (e *rcEngine) rcReadFPDU(q *QP, rd *rcReader) (done bool, err error) {
+func (e *engine) readFPDU(q *QP, rd *reader) (done bool, err error) {
 	c := q.Conn
 	x := &c.rx
 	for {
@@ -229,7 +229,7 @@ func (e *rcEngine) rcReadFPDU(q *QP, rd *rcReader) (done bool, err error) {
 			x.want = ddp.HeaderLen(x.hdr[:1])
 			x.step = rxHeaderRest
 			if ulen < x.want {
-				e.rcTerminate(q, iwerr.RDMAPCatastrophicStream, nil, nil, ulen)
+				e.terminate(q, iwerr.RDMAPCatastrophicStream, nil, nil, ulen)
 				return true, errRCStopped
 			}
 		case rxHeaderRest:
@@ -246,15 +246,15 @@ func (e *rcEngine) rcReadFPDU(q *QP, rd *rcReader) (done bool, err error) {
 			if !x.parsed {
 				x.h, _, _ = ddp.Parse(x.hdr[:x.want])
 				x.parsed = true
-				x.want += e.rcRDMAPHeaderLen(x)
+				x.want += e.rdmapHeaderLen(x)
 				continue
 			}
-			if !e.rcCheck(q) {
+			if !e.check(q) {
 				return true, errRCStopped
 			}
 			x.step, x.placed, x.lastGot, x.fresh = rxPayload, 0, false, false
 		case rxPayload:
-			if err := e.rcPlace(q, rd); err != nil {
+			if err := e.place(q, rd); err != nil {
 				return false, err
 			}
 			x.step = rxFinish
@@ -262,14 +262,14 @@ func (e *rcEngine) rcReadFPDU(q *QP, rd *rcReader) (done bool, err error) {
 			if err := c.rcv.Finish(rd); err != nil {
 				if errors.Is(err, iwerr.MPACRCError) {
 					e.count(q, rnic.CDropCRC, 1)
-					e.rcTerminate(q, iwerr.MPACRCError, nil, nil, -1)
+					e.terminate(q, iwerr.MPACRCError, nil, nil, -1)
 					return true, errRCStopped
 				}
 				return false, err
 			}
 			x.step = rxHeader
 			c.waitFirst = false
-			if !e.rcCommit(q) {
+			if !e.commit(q) {
 				return true, errRCStopped
 			}
 			return true, nil
@@ -277,10 +277,10 @@ func (e *rcEngine) rcReadFPDU(q *QP, rd *rcReader) (done bool, err error) {
 	}
 }
 
-// rcRDMAPHeaderLen is how many octets of RDMAP header follow the DDP header
+// rdmapHeaderLen is how many octets of RDMAP header follow the DDP header
 // of x's segment and are read into x.hdr: a Read Request's 28, or up to 64
 // of a Terminate.
-func (e *rcEngine) rcRDMAPHeaderLen(x *rcRx) int {
+func (e *engine) rdmapHeaderLen(x *rx) int {
 	if x.h.Tagged {
 		return 0
 	}
@@ -304,15 +304,15 @@ func (e *rcEngine) rcRDMAPHeaderLen(x *rcRx) int {
 	return 0
 }
 
-// rcCheck validates the segment whose headers are in c.rx and prepares its
+// check validates the segment whose headers are in c.rx and prepares its
 // placement. On a violation it starts the Terminate and returns false.
-func (e *rcEngine) rcCheck(q *QP) bool {
+func (e *engine) check(q *QP) bool {
 	c := q.Conn
 	x := &c.rx
 	h := &x.h
 	ddpHdr := x.hdr[:h.Len()]
 	fail := func(err iwerr.Error, rdmaHdr []byte) bool {
-		e.rcTerminate(q, err, ddpHdr, rdmaHdr, x.ulen)
+		e.terminate(q, err, ddpHdr, rdmaHdr, x.ulen)
 		return false
 	}
 	if h.Version != ddp.Version {
@@ -335,11 +335,11 @@ func (e *rcEngine) rcCheck(q *QP) bool {
 	}
 	x.payLen = x.ulen - x.want
 	x.hold, x.rtr, x.immHold, x.dst = false, false, false, x.dst[:0]
-	if c.heldImm.held && !rcIsSend(x.op) && (h.Tagged || h.MSN == c.expMSN[h.QN]) && !e.rcReleaseImm(q) {
+	if c.heldImm.held && !isSend(x.op) && (h.Tagged || h.MSN == c.expMSN[h.QN]) && !e.releaseImm(q) {
 		return false // a held Immediate Data not followed by a Send: its own receive (rc/imm.go)
 	}
 	if h.Tagged {
-		return e.rcCheckTagged(q, fail)
+		return e.checkTagged(q, fail)
 	}
 	if h.MSN != c.expMSN[h.QN] {
 		return fail(iwerr.DDPInvalidMSNRange, nil)
@@ -347,20 +347,20 @@ func (e *rcEngine) rcCheck(q *QP) bool {
 	switch h.QN {
 	case rdmap.QNSend:
 		if x.op == rdmap.OpImmediateData || x.op == rdmap.OpImmediateDataSE {
-			if !e.rcCheckImmediate(q, fail) { // rc/atomic.go
+			if !e.checkImmediate(q, fail) { // rc/atomic.go
 				return false
 			}
-			if e.rcHoldsImm(q) { // rc/imm.go: no receive
+			if e.holdsImm(q) { // rc/imm.go: no receive
 				x.immHold = true
 				return true
 			}
 		}
-		return e.rcCheckSend(q, fail)
+		return e.checkSend(q, fail)
 	case rdmap.QNAtomicResponse:
-		return e.rcCheckAtomicResponse(q, fail) // rc/atomic.go
+		return e.checkAtomicResponse(q, fail) // rc/atomic.go
 	case rdmap.QNReadRequest:
 		if x.op == rdmap.OpAtomicRequest {
-			return e.rcCheckAtomicRequest(q, fail) // rc/atomic.go
+			return e.checkAtomicRequest(q, fail) // rc/atomic.go
 		}
 		rdmaHdr := x.hdr[ddp.UntaggedHeaderLen:x.want]
 		switch {
@@ -393,10 +393,10 @@ func (e *rcEngine) rcCheck(q *QP) bool {
 	return true
 }
 
-// rcCheckTagged checks an RDMA Write (against the MR table: STag, PD,
+// checkTagged checks an RDMA Write (against the MR table: STag, PD,
 // remote write, bounds) or a Read Response (against the oldest outstanding
 // Read: STag, TO in order, size).
-func (e *rcEngine) rcCheckTagged(q *QP, fail func(iwerr.Error, []byte) bool) bool {
+func (e *engine) checkTagged(q *QP, fail func(iwerr.Error, []byte) bool) bool {
 	c := q.Conn
 	x := &c.rx
 	h := &x.h
@@ -426,9 +426,9 @@ func (e *rcEngine) rcCheckTagged(q *QP, fail func(iwerr.Error, []byte) bool) boo
 	return true
 }
 
-// rcCheckSend checks a Send segment: it takes the receive WR at the
+// checkSend checks a Send segment: it takes the receive WR at the
 // message's first segment, then checks MO and length against it.
-func (e *rcEngine) rcCheckSend(q *QP, fail func(iwerr.Error, []byte) bool) bool {
+func (e *engine) checkSend(q *QP, fail func(iwerr.Error, []byte) bool) bool {
 	c := q.Conn
 	x := &c.rx
 	h := &x.h
@@ -441,16 +441,16 @@ func (e *rcEngine) rcCheckSend(q *QP, fail func(iwerr.Error, []byte) bool) bool 
 		if h.MO != 0 {
 			return fail(iwerr.DDPInvalidMO, nil)
 		}
-		switch e.rcTakeRecv(q) {
+		switch e.takeRecv(q) {
 		case rqeNone:
 			e.count(q, rnic.CDropNoRecv, 1)
 			return fail(iwerr.DDPInvalidMSNNoBuffer, nil)
 		case rqeBad:
-			e.rcTerminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
+			e.terminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
 			return false
 		}
-		if rcIsSend(x.op) {
-			c.rcAttachImm() // rc/imm.go
+		if isSend(x.op) {
+			c.attachImm() // rc/imm.go
 		}
 	}
 	if h.MO != c.rqe.placed {
@@ -471,9 +471,9 @@ const (
 	rqeBad             // a bad receive WR: completed in error, QP in ERROR
 )
 
-// rcTakeRecv takes the next receive WR (the QP's RQ or its SRQ) for the
+// takeRecv takes the next receive WR (the QP's RQ or its SRQ) for the
 // Send now arriving: copied out of the ring and validated.
-func (e *rcEngine) rcTakeRecv(q *QP) rqeResult {
+func (e *engine) takeRecv(q *QP) rqeResult {
 	c := q.Conn
 	ring := q.RecvRing()
 	if ring == nil {
@@ -526,9 +526,9 @@ func (e *rcEngine) rcTakeRecv(q *QP) rqeResult {
 	return rqeTaken
 }
 
-// rcDest computes where the payload of the current segment goes, for this
+// dest computes where the payload of the current segment goes, for this
 // pass: false if the memory went away (the QP is failing).
-func (e *rcEngine) rcDest(q *QP) bool {
+func (e *engine) dest(q *QP) bool {
 	c := q.Conn
 	x := &c.rx
 	h := &x.h
@@ -538,7 +538,7 @@ func (e *rcEngine) rcDest(q *QP) bool {
 	case x.op == rdmap.OpWrite:
 		b, f := q.LookupRemote(h.Stag, h.TO, n, proto.AccessRemoteWrite)
 		if f != 0 {
-			e.rcTerminate(q, rdmap.TaggedError(f), x.hdr[:h.Len()], nil, x.ulen)
+			e.terminate(q, rdmap.TaggedError(f), x.hdr[:h.Len()], nil, x.ulen)
 			return false
 		}
 		x.dst = append(x.dst, b)
@@ -546,15 +546,15 @@ func (e *rcEngine) rcDest(q *QP) bool {
 		// Only the segment's octets of the sink are translated: in process
 		// memory each translation is a staging buffer of its length, and a
 		// whole 1 MiB sink per 1448-octet FPDU cost more in allocation
-		// and zeroing than the transfer (issue 10, iwarpd;ofi_rxm).
+		// and zeroing than the transfer (iwarpd;ofi_rxm).
 		r := c.orq.head()
 		if uint64(r.placed)+n > uint64(r.sge.Length) {
-			e.rcTerminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
+			e.terminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
 			return false
 		}
 		b, st := q.Translate(rnic.SubSGE(r.sge, uint64(r.placed), n), q.PD, true)
 		if st != proto.WCSuccess {
-			e.rcTerminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
+			e.terminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
 			return false
 		}
 		x.dst = append(x.dst, b)
@@ -571,7 +571,7 @@ func (e *rcEngine) rcDest(q *QP) bool {
 			if a, z := max(lo, off), min(hi, end); a < z {
 				b, st := q.Translate(rnic.SubSGE(s, a-off, z-a), p, true)
 				if st != proto.WCSuccess {
-					e.rcTerminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
+					e.terminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
 					return false
 				}
 				x.dst = append(x.dst, b)
@@ -583,17 +583,17 @@ func (e *rcEngine) rcDest(q *QP) bool {
 	return true
 }
 
-// rcPlaceFault terminates q when the process memory a segment was being
+// placeFault terminates q when the process memory a segment was being
 // placed in went away (rnic/stage.go): a remote access error for an RDMA Write
 // (its target is the peer's to know), a local catastrophic error for a
 // Send's receive buffer or a Read's sink.
-func (e *rcEngine) rcPlaceFault(q *QP) {
+func (e *engine) placeFault(q *QP) {
 	x := &q.Conn.rx
 	if x.op == rdmap.OpWrite {
-		e.rcTerminate(q, rdmap.TaggedError(rdmap.FaultBaseBounds), x.hdr[:x.h.Len()], nil, x.ulen)
+		e.terminate(q, rdmap.TaggedError(rdmap.FaultBaseBounds), x.hdr[:x.h.Len()], nil, x.ulen)
 		return
 	}
-	e.rcTerminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
+	e.terminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
 }
 
 // pieceAt returns the part of the concatenation of pieces at [off,
@@ -609,15 +609,15 @@ func pieceAt(pieces [][]byte, off, n int) []byte {
 	return nil
 }
 
-// rcPlace reads the segment's payload into its destination, all but the
+// place reads the segment's payload into its destination, all but the
 // held last octet, then that octet into the scratch.
-func (e *rcEngine) rcPlace(q *QP, rd *rcReader) error {
+func (e *engine) place(q *QP, rd *reader) error {
 	c := q.Conn
 	x := &c.rx
 	if x.payLen == 0 {
 		return nil
 	}
-	if !x.fresh && !e.rcDest(q) {
+	if !x.fresh && !e.dest(q) {
 		return errRCStopped
 	}
 	end := x.payLen
@@ -631,7 +631,7 @@ func (e *rcEngine) rcPlace(q *QP, rd *rcReader) error {
 		}
 		n, err := c.rcv.ReadPayload(rd, chunk)
 		if cerr := e.CommitOne(chunk[:n]); cerr != nil { // rnic/stage.go: process memory
-			e.rcPlaceFault(q)
+			e.placeFault(q)
 			return errRCStopped
 		}
 		x.placed += n
@@ -655,20 +655,20 @@ func (e *rcEngine) rcPlace(q *QP, rd *rcReader) error {
 	return nil
 }
 
-// rcCommit acts on a segment whose CRC was good: the held last octet is
+// commit acts on a segment whose CRC was good: the held last octet is
 // stored, and completed messages complete. false: the QP is failing.
-func (e *rcEngine) rcCommit(q *QP) bool {
+func (e *engine) commit(q *QP) bool {
 	c := q.Conn
 	x := &c.rx
 	h := &x.h
 	if x.hold {
-		if !x.fresh && !e.rcDest(q) {
+		if !x.fresh && !e.dest(q) {
 			return false
 		}
 		last := pieceAt(x.dst, x.payLen-1, 1)
 		last[0] = x.last[0]
 		if e.CommitOne(last) != nil { // rnic/stage.go: process memory
-			e.rcPlaceFault(q)
+			e.placeFault(q)
 			return false
 		}
 	}
@@ -682,7 +682,7 @@ func (e *rcEngine) rcCommit(q *QP) bool {
 			r.placed += uint32(x.payLen)
 			if h.Last {
 				if !r.internal {
-					e.rcComplete(q, r.seq, proto.WCSuccess)
+					e.complete(q, r.seq, proto.WCSuccess)
 				}
 				c.orq.pop()
 				c.sqStalled = false
@@ -698,33 +698,33 @@ func (e *rcEngine) rcCommit(q *QP) bool {
 		}
 		if x.immHold {
 			c.expMSN[0]++
-			e.rcHoldImm(q) // rc/imm.go
+			e.holdImm(q) // rc/imm.go
 			c.afterWrite = false
 			return true
 		}
 		c.rqe.placed += uint32(x.payLen)
 		if h.Last {
 			c.expMSN[0]++
-			ok := e.rcCompleteRecv(q)
+			ok := e.completeRecv(q)
 			c.afterWrite = false
 			return ok
 		}
 	case rdmap.QNAtomicResponse:
 		c.expMSN[rdmap.QNAtomicResponse]++
-		return e.rcCommitAtomicResponse(q) // rc/atomic.go
+		return e.commitAtomicResponse(q) // rc/atomic.go
 	case rdmap.QNReadRequest:
 		c.expMSN[1]++
 		if x.op == rdmap.OpAtomicRequest {
-			return e.rcCommitAtomicRequest(q) // rc/atomic.go
+			return e.commitAtomicRequest(q) // rc/atomic.go
 		}
 		rr, _, _ := rdmap.ParseReadRequest(x.hdr[ddp.UntaggedHeaderLen:x.want])
-		r := rcReadResp{sinkStag: rr.SinkStag, sinkTO: rr.SinkTO, size: rr.Size, srcStag: rr.SourceStag, srcTO: rr.SourceTO}
+		r := readResp{sinkStag: rr.SinkStag, sinkTO: rr.SinkTO, size: rr.Size, srcStag: rr.SourceStag, srcTO: rr.SourceTO}
 		copy(r.ddpHdr[:], x.hdr[:ddp.UntaggedHeaderLen])
 		copy(r.rdmaHdr[:], x.hdr[ddp.UntaggedHeaderLen:x.want])
 		c.Irq.push(r)
 	case rdmap.QNTerminate:
 		c.expMSN[2]++
-		e.rcTermReceived(q, x.hdr[ddp.UntaggedHeaderLen:x.want])
+		e.termReceived(q, x.hdr[ddp.UntaggedHeaderLen:x.want])
 		return false
 	}
 	return true

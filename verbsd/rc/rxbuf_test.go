@@ -18,7 +18,7 @@ func testPayload(i, n int) []byte {
 	return p
 }
 
-// TestRCRxReaderUnit drives rcReader over a socket pair: whole-buffer
+// TestRCRxReaderUnit drives reader over a socket pair: whole-buffer
 // reads while the stream carries small FPDUs, direct reads with a small
 // look-ahead once a large one is seen, EOF, and the buffer going back to
 // the pool when empty.
@@ -27,13 +27,13 @@ func TestRCRxReaderUnit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rd := &rcReader{fd: fds[1]}
+	rd := &reader{fd: fds[1]}
 	data := testPayload(3, 5000)
 	if _, err := unix.Write(fds[0], data); err != nil {
 		t.Fatal(err)
 	}
 	// Small FPDUs seen: a 2-octet read brings in everything.
-	for range rcRxSmallRun {
+	for range rxSmallRun {
 		rd.observe(100)
 	}
 	var hdr [2]byte
@@ -61,13 +61,13 @@ func TestRCRxReaderUnit(t *testing.T) {
 		t.Fatalf("after a short read: Read = %d, %v, want EAGAIN without a readv", n, err)
 	}
 	rd.rearm()
-	// A large FPDU seen: a small read looks ahead rcReadAhead octets only.
-	rd.observe(rcRxDirect)
+	// A large FPDU seen: a small read looks ahead readAhead octets only.
+	rd.observe(rxDirect)
 	if n, err := rd.Read(hdr[:]); n != 2 || err != nil {
 		t.Fatalf("Read = %d, %v", n, err)
 	}
-	if rd.w-rd.r != rcReadAhead || rd.takeCalls() != 1 {
-		t.Fatalf("%d octets buffered after a large FPDU, want %d", rd.w-rd.r, rcReadAhead)
+	if rd.w-rd.r != readAhead || rd.takeCalls() != 1 {
+		t.Fatalf("%d octets buffered after a large FPDU, want %d", rd.w-rd.r, readAhead)
 	}
 	rd.reset()
 	if rd.pending() || rd.buf != nil {

@@ -10,10 +10,10 @@ import (
 // The peer's Terminate on an RC connection (RFC 5040 §5.6 / §6.9, split
 // out of rc/rx.go).
 
-// rcTermReceived handles the peer's Terminate: the oldest uncompleted work
+// termReceived handles the peer's Terminate: the oldest uncompleted work
 // request completes with the error it reports, the rest is flushed, the QP
 // goes to ERROR and the connection is closed.
-func (e *rcEngine) rcTermReceived(q *QP, b []byte) {
+func (e *engine) termReceived(q *QP, b []byte) {
 	c := q.Conn
 	t, _, err := rdmap.ParseTerminate(b)
 	if err != nil {
@@ -32,5 +32,5 @@ func (e *rcEngine) rcTermReceived(q *QP, b []byte) {
 		q.State = proto.QPStateError
 		q.Session.SendEvent(e.Engine, proto.Event{Type: proto.EventQPFatal, Handle: q.Handle, Detail: "terminate received: " + t.Err.Error()})
 	}
-	e.rcClose(q, ClosedTermReceived, "")
+	e.close(q, ClosedTermReceived, "")
 }

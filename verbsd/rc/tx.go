@@ -16,8 +16,8 @@ import (
 // bounded by IRD), else the SQ head; the SQ messages behind it may be
 // started early so that their FPDUs share its writev (rc/txbatch.go).
 // Each DDP segment is one FPDU of at most MULPDU octets (by default one
-// TCP segment). The FPDUs that are ready (up to the EMSS, rcTxMaxFPDUs
-// FPDUs and rcTxMaxIOV iovecs) are written with one writev: with the MPA
+// TCP segment). The FPDUs that are ready (up to the EMSS, txMaxFPDUs
+// FPDUs and txMaxIOV iovecs) are written with one writev: with the MPA
 // CRC on, from the whole FPDUs built one after another in the connection's
 // bounce buffer (one copy of the payload, one iovec: rc/txcopy.go); with
 // it off, from [length | DDP header | registered memory... | PAD+CRC]...
@@ -31,20 +31,20 @@ import (
 // into the socket (as siw does): DESIGN.md's "when the LLP has delivered
 // them" is approximated by TCP having accepted them. A Read completes when
 // its whole Read Response is placed. Completions are posted in posting
-// order (rcPending).
+// order (pending).
 
-type rcTxKind uint8
+type txKind uint8
 
 const (
-	txNone     rcTxKind = iota
-	txSQ                // a send work request
-	txReadResp          // the Read Response of irq's head
-	txRTR               // the peer-to-peer RTR message
+	txNone     txKind = iota
+	txSQ              // a send work request
+	txReadResp        // the Read Response of irq's head
+	txRTR             // the peer-to-peer RTR message
 )
 
-// rcMsg is one message's transmit state.
-type rcMsg struct {
-	kind     rcTxKind
+// msg is one message's transmit state.
+type msg struct {
+	kind     txKind
 	wrOp     proto.SendOpcode
 	useIn    bool // payload is the inline copy
 	Sges     []proto.SGE
@@ -62,28 +62,28 @@ type rcMsg struct {
 	segs     ddp.Segmenter
 	seg      uint32 // segment being sent
 	seq      uint64 // the pending work request (txSQ)
-	// payloads hold the message's octets [payLo, payHi) (rcTxPayloads: a
+	// payloads hold the message's octets [payLo, payHi) (txPayloads: a
 	// window of a large message in process memory, else all of it).
 	payloads     [][]byte
 	payLo, payHi int
 }
 
-// rcTx is the message being transmitted (the embedded rcMsg), the
+// tx is the message being transmitted (the embedded msg), the
 // messages started after it (ahead, rc/txbatch.go) and the batch in
 // flight.
-type rcTx struct {
-	rcMsg
+type tx struct {
+	msg
 	fresh bool // payloads translated in this pass
 
 	// ahead is a ring of SQ messages taken after the current one so that
 	// their FPDUs share its writev; aHead is the oldest, aLen how many.
-	ahead       []rcMsg
+	ahead       []msg
 	aHead, aLen int
 
 	// The batch in flight: FPDUs of segments seg, seg+1, ... of the
 	// message, starting at stream position startPos; written octets of it
 	// are on the wire. wires[i] is the wire length of its FPDU i; done
-	// octets (ndone FPDUs) of it are accounted for (rcFPDUSent).
+	// octets (ndone FPDUs) of it are accounted for (fpduSent).
 	inFPDU   bool
 	startPos uint64
 	written  int
@@ -100,34 +100,34 @@ type rcTx struct {
 
 	// With the MPA CRC on, the batch's FPDUs are built whole in bounce
 	// (payload copied) and checksummed and written from there, so that
-	// the CRC covers exactly the octets on the wire (rcAppendCopied).
+	// the CRC covers exactly the octets on the wire (appendCopied).
 	// A batch cut by a short write then resumes from its own copy
 	// (owned) instead of being rebuilt from registered memory.
 	bounce []byte
 	owned  bool
 }
 
-// Batch limits of one writev; rcTxWindow bounds the payload octets
-// translated at once (rcTxPayloads), at least one batch.
+// Batch limits of one writev; txWindow bounds the payload octets
+// translated at once (txPayloads), at least one batch.
 const (
-	rcTxWindow     = rcTxBatchBytes
-	rcTxBatchBytes = 128 << 10
-	rcTxMaxFPDUs   = 64
-	rcTxMaxIOV     = 1024 // UIO_MAXIOV
+	txWindow     = txBatchBytes
+	txBatchBytes = 128 << 10
+	txMaxFPDUs   = 64
+	txMaxIOV     = 1024 // UIO_MAXIOV
 )
 
-func (t *rcTx) init(q *QP) {
+func (t *tx) init(q *QP) {
 	t.Sges = make([]proto.SGE, 0, max(q.Caps.MaxSendSGE, 1))
 	t.inline = make([]byte, q.Caps.MaxInline)
 	// Framing scratch: length, PAD, CRC of each FPDU and one marker per
 	// 512 octets (and one split per FPDU).
-	t.Scratch = make([]byte, 0, rcTxMaxFPDUs*16+4*(rcTxBatchBytes/mpa.MarkerInterval+2*rcTxMaxFPDUs)+
+	t.Scratch = make([]byte, 0, txMaxFPDUs*16+4*(txBatchBytes/mpa.MarkerInterval+2*txMaxFPDUs)+
 		4*(mpa.MaxULPDU/mpa.MarkerInterval+2))
-	t.hdrs = make([]byte, 0, rcTxMaxFPDUs*ddp.UntaggedHeaderLen)
-	t.wires = make([]int, 0, rcTxMaxFPDUs)
+	t.hdrs = make([]byte, 0, txMaxFPDUs*ddp.UntaggedHeaderLen)
+	t.wires = make([]int, 0, txMaxFPDUs)
 }
 
-func (t *rcTx) reset() {
+func (t *tx) reset() {
 	t.kind, t.inFPDU, t.written, t.payloads = txNone, false, 0, t.payloads[:0]
 	t.dropAhead()
 	t.wires, t.done, t.ndone = t.wires[:0], 0, 0
@@ -135,7 +135,7 @@ func (t *rcTx) reset() {
 }
 
 // startRTR queues the peer-to-peer RTR message (initiator).
-func (t *rcTx) startRTR(c *rcConn, typ mpa.RTRType) {
+func (t *tx) startRTR(c *conn, typ mpa.RTRType) {
 	t.kind, t.seg, t.fresh, t.total = txRTR, 0, false, 0
 	switch typ {
 	case mpa.RTRWrite:
@@ -147,16 +147,16 @@ func (t *rcTx) startRTR(c *rcConn, typ mpa.RTRType) {
 		msn, _ := c.msn.NextMSN(rdmap.QNReadRequest)
 		t.segs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(rdmap.OpReadRequest)), 0, rdmap.QNReadRequest, msn,
 			rdmap.ReadRequestLen, c.MaxUntagged)
-		c.orq.push(rcRead{internal: true, stag: 1})
+		c.orq.push(read{internal: true, stag: 1})
 	default: // RTRSend
 		msn, _ := c.msn.NextMSN(rdmap.QNSend)
 		t.segs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(rdmap.OpSend)), 0, rdmap.QNSend, msn, 0, c.MaxUntagged)
 	}
 }
 
-// rcSend transmits FPDUs of q until the socket is full, there is nothing
+// send transmits FPDUs of q until the socket is full, there is nothing
 // to send, or PollBatch FPDUs went out.
-func (e *rcEngine) rcSend(q *QP) bool {
+func (e *engine) send(q *QP) bool {
 	c := q.Conn
 	t := &c.Tx
 	t.fresh = false
@@ -166,15 +166,15 @@ func (e *rcEngine) rcSend(q *QP) bool {
 			return true
 		}
 		switch c.phase {
-		case rcTerminating:
+		case terminating:
 			if !t.inFPDU || t.written == 0 {
 				if t.inFPDU {
 					c.snd.SetStreamPos(t.startPos) // nothing of the batch went out
 				}
 				t.reset()
-				return e.rcSendTerminate(q) || work
+				return e.sendTerminate(q) || work
 			}
-		case rcDraining, rcClosed, rcIdle:
+		case draining, closed, idle:
 			return work
 		}
 		if t.inFPDU && c.outOn && !c.outReady {
@@ -183,15 +183,15 @@ func (e *rcEngine) rcSend(q *QP) bool {
 			return work
 		}
 		if !t.inFPDU {
-			ready, did := e.rcNextFPDU(q)
+			ready, did := e.nextFPDU(q)
 			work = work || did
 			if !ready {
 				return work
 			}
-		} else if !t.fresh && !t.owned && !e.rcBuildFPDU(q) {
+		} else if !t.fresh && !t.owned && !e.buildFPDU(q) {
 			return true
 		}
-		n, err := rcWritev(c, t.vec, t.written)
+		n, err := writev(c, t.vec, t.written)
 		e.count(q, rnic.CSendCalls, 1)
 		if n > 0 {
 			t.written += n
@@ -201,7 +201,7 @@ func (e *rcEngine) rcSend(q *QP) bool {
 		for t.ndone < len(t.wires) && t.written-t.done >= t.wires[t.ndone] {
 			t.done += t.wires[t.ndone]
 			t.ndone++
-			e.rcFPDUSent(q)
+			e.fpduSent(q)
 		}
 		if t.written == t.wire {
 			t.inFPDU, t.owned = false, false
@@ -211,12 +211,12 @@ func (e *rcEngine) rcSend(q *QP) bool {
 		}
 		// Stopped inside the batch: it resumes with the FPDU it cut, at
 		// the octet it stopped at (rebuilt in a later pass, or from the
-		// batch's own copy: rcKeepCut).
+		// batch's own copy: keepCut).
 		t.startPos += uint64(t.done)
 		t.written -= t.done
 		t.wire -= t.done
 		if c.params.CRC {
-			t.rcKeepCut(c)
+			t.keepCut(c)
 		} else {
 			t.wires = t.wires[:0]
 		}
@@ -228,16 +228,16 @@ func (e *rcEngine) rcSend(q *QP) bool {
 			c.setEpoll(e, c.rxOn, true)
 			return work
 		}
-		e.rcSocketError(q, err)
+		e.socketError(q, err)
 		return true
 	}
 	return true
 }
 
-// rcWritev writes vec, less its first skip octets, to c's socket with one
-// writev (rawWritev: vec points at registered memory and c's buffers).
-func rcWritev(c *rcConn, vec [][]byte, skip int) (int, error) {
-	iov := rcIovecs(c.Tx.iov[:0], vec, skip) // rc/txcopy.go
+// writev writes vec, less its first skip octets, to c's socket with one
+// writev (RawWritev: vec points at registered memory and c's buffers).
+func writev(c *conn, vec [][]byte, skip int) (int, error) {
+	iov := iovecs(c.Tx.iov[:0], vec, skip) // rc/txcopy.go
 	c.Tx.iov = iov[:0]
 	defer clear(iov) // no pointer into registered memory outlives the call
 	for {
@@ -249,35 +249,35 @@ func rcWritev(c *rcConn, vec [][]byte, skip int) (int, error) {
 	}
 }
 
-// rcNextFPDU prepares the next FPDU to write, starting a new message if
+// nextFPDU prepares the next FPDU to write, starting a new message if
 // none is in progress. ready: an FPDU is built; did: something happened
 // (a work request was taken, completed or failed).
-func (e *rcEngine) rcNextFPDU(q *QP) (ready, did bool) {
+func (e *engine) nextFPDU(q *QP) (ready, did bool) {
 	c := q.Conn
 	t := &c.Tx
 	if t.kind == txNone {
-		ok, d := e.rcStartMessage(q)
+		ok, d := e.startMessage(q)
 		did = d
 		if !ok {
 			return false, did
 		}
 	}
-	if !e.rcBuildFPDU(q) {
+	if !e.buildFPDU(q) {
 		return false, true
 	}
 	return true, true
 }
 
-// rcBuildFPDU builds the vector of the batch of FPDUs starting with the
+// buildFPDU builds the vector of the batch of FPDUs starting with the
 // current segment, translating the payload first if it was not in this
 // pass. An FPDU cut by a short write is rebuilt identically, alone (the
 // sender's stream position is set back to its start). It returns false
 // when the payload is gone (the QP is failing).
-func (e *rcEngine) rcBuildFPDU(q *QP) bool {
+func (e *engine) buildFPDU(q *QP) bool {
 	c := q.Conn
 	t := &c.Tx
 	if s := t.segs.Segment(t.seg); !t.fresh || int(s.Offset) < t.payLo || int(s.Offset)+s.Len > t.payHi {
-		if !e.rcTxPayloads(q, int(s.Offset)) {
+		if !e.txPayloads(q, int(s.Offset)) {
 			return false
 		}
 		t.fresh = true
@@ -299,10 +299,10 @@ func (e *rcEngine) rcBuildFPDU(q *QP) bool {
 	// FPDU alignment (RFC 5044 §8; Wireshark's dissector relies on it):
 	// a batch beyond one TCP segment would be cut by TCP across FPDUs, so
 	// a batch holds whole FPDUs up to the EMSS only.
-	limit := min(rcTxBatchBytes, c.Emss)
-	all := t.appendSegs(c, &t.rcMsg, t.seg, last, limit)
-	if all && !resume && t.msgEnds(&t.rcMsg) {
-		e.rcBatchAhead(q, limit) // rc/txbatch.go
+	limit := min(txBatchBytes, c.Emss)
+	all := t.appendSegs(c, &t.msg, t.seg, last, limit)
+	if all && !resume && t.msgEnds(&t.msg) {
+		e.batchAhead(q, limit) // rc/txbatch.go
 	}
 	t.inFPDU = true
 	return true
@@ -311,9 +311,9 @@ func (e *rcEngine) rcBuildFPDU(q *QP) bool {
 // appendSegs appends the FPDUs of segments [from, last) of m to the batch
 // while they fit (the first FPDU of a batch always does) and reports
 // whether all did.
-func (t *rcTx) appendSegs(c *rcConn, m *rcMsg, from, last uint32, limit int) bool {
+func (t *tx) appendSegs(c *conn, m *msg, from, last uint32, limit int) bool {
 	for i := from; i < last; i++ {
-		if len(t.wires) >= rcTxMaxFPDUs {
+		if len(t.wires) >= txMaxFPDUs {
 			return false
 		}
 		s := m.segs.Segment(i)
@@ -329,12 +329,12 @@ func (t *rcTx) appendSegs(c *rcConn, m *rcMsg, from, last uint32, limit int) boo
 		}
 		ulp = rnic.AppendRange(ulp, m.payloads, int(s.Offset)-m.payLo, s.Len)
 		if c.params.CRC {
-			t.rcAppendCopied(c, ulp) // rc/txcopy.go
+			t.appendCopied(c, ulp) // rc/txcopy.go
 		} else {
 			t.vec, t.Scratch = c.snd.AppendVec(t.vec, t.Scratch, ulp...)
 		}
 		t.ulp = ulp[:0]
-		if len(t.wires) > 0 && len(t.vec) > rcTxMaxIOV {
+		if len(t.wires) > 0 && len(t.vec) > txMaxIOV {
 			t.vec, t.Scratch, t.hdrs = t.vec[:nvec], t.Scratch[:nscratch], t.hdrs[:h0]
 			t.bounce = t.bounce[:nbounce]
 			c.snd.SetStreamPos(pos)
@@ -354,22 +354,22 @@ func (t *rcTx) appendSegs(c *rcConn, m *rcMsg, from, last uint32, limit int) boo
 // msgEnds reports whether m's last segment ends its work request (an
 // Immediate Data message follows a Send or Write with Imm, or precedes
 // the Send of a merged Send with Imm).
-func (t *rcTx) msgEnds(m *rcMsg) bool { return m.immOp == 0 || m.immPhase != m.immFirst }
+func (t *tx) msgEnds(m *msg) bool { return m.immOp == 0 || m.immPhase != m.immFirst }
 
-// rcTxPayloads translates the current message's payload for this pass,
+// txPayloads translates the current message's payload for this pass,
 // from message offset from on: all of it, or for a Read Response or a
 // Send/Write from registered memory a window of what one pass can send
-// (PollBatch batches, at most rcTxWindow octets; rcMsgPayloads). In
+// (PollBatch batches, at most txWindow octets; msgPayloads). In
 // process memory every translation is a process_vm_readv into a staging
 // buffer (rnic/stage.go): translating the whole message in every pass read a
 // 1 MiB Read Response once per pass (about 12 times over an MTU of 1500),
 // the window reads each octet about once. The previous window's staging
 // buffers, if staged in this pass, go back to the pool at once
 // (e.unstage).
-func (e *rcEngine) rcTxPayloads(q *QP, from int) bool {
+func (e *engine) txPayloads(q *QP, from int) bool {
 	c := q.Conn
 	t := &c.Tx
-	window := max(min(rcTxWindow, e.Cfg.PollBatch*min(rcTxBatchBytes, c.Emss)), c.MaxTagged, c.MaxUntagged) // a segment at least
+	window := max(min(txWindow, e.Cfg.PollBatch*min(txBatchBytes, c.Emss)), c.MaxTagged, c.MaxUntagged) // a segment at least
 	if t.fresh {
 		e.Unstage(t.payloads)
 	}
@@ -392,15 +392,15 @@ func (e *rcEngine) rcTxPayloads(q *QP, from int) bool {
 		b, f := q.LookupRemote(r.srcStag, r.srcTO+uint64(from), uint64(n), proto.AccessRemoteRead)
 		if f != 0 {
 			// Deregistered or invalidated since the request was accepted.
-			e.rcTxBroken(q)
-			e.rcTerminate(q, rdmap.RDMAPError(f), r.ddpHdr[:], r.rdmaHdr[:], ddp.UntaggedHeaderLen+rdmap.ReadRequestLen)
+			e.txBroken(q)
+			e.terminate(q, rdmap.RDMAPError(f), r.ddpHdr[:], r.rdmaHdr[:], ddp.UntaggedHeaderLen+rdmap.ReadRequestLen)
 			return false
 		}
 		t.payloads, t.payLo, t.payHi = append(t.payloads, b), from, from+n
 	case txSQ:
-		if st := e.rcMsgPayloads(q, &t.rcMsg, from, window); st != proto.WCSuccess {
-			e.rcTxBroken(q)
-			e.rcComplete(q, t.seq, st)
+		if st := e.msgPayloads(q, &t.msg, from, window); st != proto.WCSuccess {
+			e.txBroken(q)
+			e.complete(q, t.seq, st)
 			e.errorQP(q, "a send buffer was deregistered or invalidated while in use")
 			return false
 		}
@@ -408,11 +408,11 @@ func (e *rcEngine) rcTxPayloads(q *QP, from int) bool {
 	return true
 }
 
-// rcMsgPayloads translates the payload of the SQ message m into
+// msgPayloads translates the payload of the SQ message m into
 // m.payloads; it only reads. The octets of registered memory translated
 // are [from, from+n) of the message (m.payLo, m.payHi); the small payloads
 // (immediate data, an atomic's or a Read's request, inline data) whole.
-func (e *rcEngine) rcMsgPayloads(q *QP, m *rcMsg, from, n int) proto.WCStatus {
+func (e *engine) msgPayloads(q *QP, m *msg, from, n int) proto.WCStatus {
 	m.payloads, m.payLo, m.payHi = m.payloads[:0], 0, math.MaxInt
 	switch {
 	case m.immPhase:
@@ -442,27 +442,27 @@ func (e *rcEngine) rcMsgPayloads(q *QP, m *rcMsg, from, n int) proto.WCStatus {
 	return proto.WCSuccess
 }
 
-// rcTxBroken drops the message in transmission. If part of an FPDU went
+// txBroken drops the message in transmission. If part of an FPDU went
 // out, the stream cannot be framed any more: the connection is closed at
 // once (no Terminate can follow).
-func (e *rcEngine) rcTxBroken(q *QP) {
+func (e *engine) txBroken(q *QP) {
 	c := q.Conn
 	partial := c.Tx.inFPDU && c.Tx.written > 0
 	c.Tx.reset()
 	if partial {
-		e.rcClose(q, ClosedSocketError, ": a message could not be completed")
+		e.close(q, ClosedSocketError, ": a message could not be completed")
 	}
 }
 
-// rcStartMessage picks the next message: a Read Response if one is due,
+// startMessage picks the next message: a Read Response if one is due,
 // else the SQ head (local invalidations complete on the way).
-func (e *rcEngine) rcStartMessage(q *QP) (ok, did bool) {
+func (e *engine) startMessage(q *QP) (ok, did bool) {
 	c := q.Conn
 	t := &c.Tx
 	if c.Irq.Len() > 0 && !c.Irq.head().started {
 		r := c.Irq.head()
 		r.started = true
-		c.rcRefreshEMSS() // between messages: the FPDU size may follow the MSS
+		c.refreshEMSS() // between messages: the FPDU size may follow the MSS
 		if r.atomic {
 			msn, _ := c.msn.NextMSN(rdmap.QNAtomicResponse)
 			t.segs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(rdmap.OpAtomicResponse)), 0, rdmap.QNAtomicResponse, msn,
@@ -472,7 +472,7 @@ func (e *rcEngine) rcStartMessage(q *QP) (ok, did bool) {
 		}
 		segs, err := ddp.TaggedSegments(uint8(rdmap.MakeControl(rdmap.OpReadResponse)), r.sinkStag, r.sinkTO, r.size, c.MaxTagged)
 		if err != nil { // checked when the request arrived
-			e.rcTerminate(q, rdmap.RDMAPError(rdmap.FaultTOWrap), r.ddpHdr[:], r.rdmaHdr[:], -1)
+			e.terminate(q, rdmap.RDMAPError(rdmap.FaultTOWrap), r.ddpHdr[:], r.rdmaHdr[:], -1)
 			return false, true
 		}
 		t.kind, t.segs, t.seg, t.fresh, t.total = txReadResp, segs, 0, false, int(r.size)
@@ -482,7 +482,7 @@ func (e *rcEngine) rcStartMessage(q *QP) (ok, did bool) {
 		return false, false
 	}
 	for {
-		if c.phase == rcClosing && c.closeBudget == 0 {
+		if c.phase == closing && c.closeBudget == 0 {
 			return false, did
 		}
 		slot, err := q.SQ.Peek()
@@ -508,15 +508,15 @@ func (e *rcEngine) rcStartMessage(q *QP) (ok, did bool) {
 			c.sqStalled = true
 			return false, did
 		}
-		c.rcRefreshEMSS()
+		c.refreshEMSS()
 		t.fresh = false
-		st := e.rcPrepareWR(q, &t.rcMsg, &sqe, slot)
+		st := e.prepareWR(q, &t.msg, &sqe, slot)
 		q.SQ.Advance()
 		q.SQ.Release()
-		if c.phase == rcClosing {
+		if c.phase == closing {
 			c.closeBudget--
 		}
-		seq := c.pend.push(rcPend{wrid: sqe.WRID, op: rnic.WCOpcodeOf(sqe.Opcode), len: uint32(t.total),
+		seq := c.pend.push(pend{wrid: sqe.WRID, op: rnic.WCOpcodeOf(sqe.Opcode), len: uint32(t.total),
 			signaled: sqe.Flags&proto.SendSignaled != 0})
 		did = true
 		if st != proto.WCSuccess || sqe.Opcode == proto.WRLocalInvalidate {
@@ -524,30 +524,30 @@ func (e *rcEngine) rcStartMessage(q *QP) (ok, did bool) {
 		}
 		if st != proto.WCSuccess {
 			e.count(q, rnic.CWRErrors, 1)
-			e.rcComplete(q, seq, st)
+			e.complete(q, seq, st)
 			e.errorQP(q, "work request "+st.String())
 			return false, true
 		}
 		if sqe.Opcode == proto.WRLocalInvalidate {
-			e.rcComplete(q, seq, proto.WCSuccess)
+			e.complete(q, seq, proto.WCSuccess)
 			continue
 		}
 		t.seq = seq
 		if sqe.Opcode == proto.WRRDMARead {
-			c.orq.push(rcRead{seq: seq, sge: t.readSGE, stag: t.readSGE.LKey, to: t.readSGE.Addr, size: uint32(t.total)})
+			c.orq.push(read{seq: seq, sge: t.readSGE, stag: t.readSGE.LKey, to: t.readSGE.Addr, size: uint32(t.total)})
 		}
 		if sqe.Opcode.Atomic() {
-			c.orq.push(rcRead{seq: seq, atomic: true, reqID: t.reqID, sge: t.readSGE, size: rnic.AtomicLen})
+			c.orq.push(read{seq: seq, atomic: true, reqID: t.reqID, sge: t.readSGE, size: rnic.AtomicLen})
 		}
 		return true, true
 	}
 }
 
-// rcPrepareWR copies and validates the work request sqe (slot is its
+// prepareWR copies and validates the work request sqe (slot is its
 // ring entry, for SGEs and inline data) into t (the current message, or
 // one taken ahead: rc/txbatch.go), and performs a local invalidation. The
 // status is not WCSuccess for a bad work request.
-func (e *rcEngine) rcPrepareWR(q *QP, t *rcMsg, sqe *proto.SQE, slot []byte) proto.WCStatus {
+func (e *engine) prepareWR(q *QP, t *msg, sqe *proto.SQE, slot []byte) proto.WCStatus {
 	c := q.Conn
 	t.kind, t.wrOp, t.useIn, t.seg, t.total = txSQ, sqe.Opcode, false, 0, 0
 	t.immOp, t.immPhase, t.immFirst = 0, false, false
@@ -558,11 +558,11 @@ func (e *rcEngine) rcPrepareWR(q *QP, t *rcMsg, sqe *proto.SQE, slot []byte) pro
 	inline := sqe.Flags&proto.SendInline != 0
 	switch sqe.Opcode {
 	case proto.WRSend, proto.WRSendInvalidate, proto.WRRDMAWrite, proto.WRSendWithImm, proto.WRWriteWithImm:
-		if st := e.rcCopyPayload(q, t, sqe, slot, inline); st != proto.WCSuccess {
+		if st := e.copyPayload(q, t, sqe, slot, inline); st != proto.WCSuccess {
 			return st
 		}
 	case proto.WRFetchAdd, proto.WRCmpSwap:
-		return e.rcPrepareAtomic(q, t, sqe, slot, inline) // rc/atomic.go
+		return e.prepareAtomic(q, t, sqe, slot, inline) // rc/atomic.go
 	case proto.WRRDMARead:
 		// One sink buffer: the Read Response is placed at one STag/TO
 		// (siw allows one SGE for Reads too).
@@ -593,7 +593,7 @@ func (e *rcEngine) rcPrepareWR(q *QP, t *rcMsg, sqe *proto.SQE, slot []byte) pro
 		return proto.WCLocQPOpErr
 	}
 	if sqe.Opcode == proto.WRSendWithImm && q.mergeImm {
-		e.rcPrepareMergedImm(q, t, sqe) // rc/imm.go
+		e.prepareMergedImm(q, t, sqe) // rc/imm.go
 		return proto.WCSuccess
 	}
 	if sqe.Opcode == proto.WRSendWithImm || sqe.Opcode == proto.WRWriteWithImm {
@@ -639,13 +639,13 @@ func (e *rcEngine) rcPrepareWR(q *QP, t *rcMsg, sqe *proto.SQE, slot []byte) pro
 
 // RcCopyPayload copies the SGEs (validating them) or the inline data of a
 // Send or Write into the current message (for tests).
-func (e *rcEngine) RcCopyPayload(q *QP, sqe *proto.SQE, slot []byte, inline bool) proto.WCStatus {
-	return e.rcCopyPayload(q, &q.Conn.Tx.rcMsg, sqe, slot, inline)
+func (e *engine) RcCopyPayload(q *QP, sqe *proto.SQE, slot []byte, inline bool) proto.WCStatus {
+	return e.copyPayload(q, &q.Conn.Tx.msg, sqe, slot, inline)
 }
 
-// rcCopyPayload copies the SGEs (validating them) or the inline data of a
+// copyPayload copies the SGEs (validating them) or the inline data of a
 // Send or Write into t.
-func (e *rcEngine) rcCopyPayload(q *QP, t *rcMsg, sqe *proto.SQE, slot []byte, inline bool) proto.WCStatus {
+func (e *engine) copyPayload(q *QP, t *msg, sqe *proto.SQE, slot []byte, inline bool) proto.WCStatus {
 	if inline {
 		if sqe.InlineLen > q.Caps.MaxInline || int(sqe.InlineLen) > len(slot)-proto.SQEHeaderLen {
 			return proto.WCLocLenErr
@@ -677,9 +677,9 @@ func (e *rcEngine) rcCopyPayload(q *QP, t *rcMsg, sqe *proto.SQE, slot []byte, i
 	return proto.WCSuccess
 }
 
-// rcFPDUSent accounts for a fully written FPDU; the message completes
+// fpduSent accounts for a fully written FPDU; the message completes
 // with its last one.
-func (e *rcEngine) rcFPDUSent(q *QP) {
+func (e *engine) fpduSent(q *QP) {
 	c := q.Conn
 	t := &c.Tx
 	t.seg++
@@ -709,7 +709,7 @@ func (e *rcEngine) rcFPDUSent(q *QP) {
 			e.count(q, rnic.CBytesOut, int64(t.total))
 		}
 		if t.wrOp != proto.WRRDMARead && !t.wrOp.Atomic() {
-			e.rcComplete(q, t.seq, proto.WCSuccess)
+			e.complete(q, t.seq, proto.WCSuccess)
 		}
 	case txReadResp:
 		e.count(q, rnic.CBytesOut, int64(t.total))
@@ -720,9 +720,9 @@ func (e *rcEngine) rcFPDUSent(q *QP) {
 	t.promote() // rc/txbatch.go
 }
 
-// rcSendTerminate writes the Terminate FPDU (built once), then our FIN;
+// sendTerminate writes the Terminate FPDU (built once), then our FIN;
 // what the peer still sends is read and dropped until its FIN (bounded).
-func (e *rcEngine) rcSendTerminate(q *QP) bool {
+func (e *engine) sendTerminate(q *QP) bool {
 	c := q.Conn
 	if c.termWire == nil {
 		t := c.buildTerm()
@@ -743,11 +743,11 @@ func (e *rcEngine) rcSendTerminate(q *QP) bool {
 			c.setEpoll(e, false, true)
 			return false
 		}
-		e.rcSocketError(q, err)
+		e.socketError(q, err)
 		return true
 	}
 	e.count(q, rnic.CMessagesOut, 1)
 	c.discard = true
-	e.rcShutdown(q)
+	e.shutdown(q)
 	return true
 }

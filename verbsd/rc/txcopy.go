@@ -14,7 +14,7 @@ import (
 // atomics on a word a peer reads (t_fi_atomic's counter), a Read of a
 // buffer being written locally, a Send buffer reused early. A change in
 // that window sent an FPDU whose CRC did not match, and the peer ended
-// the connection (Terminate, MPA CRC error; issue 11). The data of such
+// the connection (Terminate, MPA CRC error). The data of such
 // a transfer is undefined (it is whatever the memory held), but the
 // connection must survive it, as with a hardware RNIC, which checksums
 // the octets it has fetched.
@@ -22,31 +22,31 @@ import (
 // So with the CRC on, each FPDU of a batch is built whole (framing and
 // payload) in the connection's bounce buffer, the payload copied once,
 // and the CRC and writev both use that copy. A batch cut by a short write resumes from the copy of the
-// FPDU it cut (rcKeepCut), never from registered memory again: the rest
+// FPDU it cut (keepCut), never from registered memory again: the rest
 // of that FPDU matches the part already sent and its CRC. Without the
 // CRC nothing checks the octets, and the FPDUs stay zero-copy.
 
-// rcAppendCopied appends one FPDU carrying ulp (its DDP/RDMAP header,
+// appendCopied appends one FPDU carrying ulp (its DDP/RDMAP header,
 // daemon memory, then its payload slices) to the batch as a single slice
 // of t.bounce: mpa.Sender.AppendFPDU copies the payload there once, frames
 // it (length, markers, PAD) and checksums the contiguous octets, the same
 // octets AppendVec gives (mpa.TestAppendVecMatchesAppendFPDU). The FPDUs of
-// a batch are thus adjacent in bounce, and rcWritev hands them to the
+// a batch are thus adjacent in bounce, and writev hands them to the
 // kernel as one iovec: a batch of 32 small Sends is one iovec, not 128
 // (length, header, payload, PAD+CRC each). Slices of an earlier bounce
 // array stay valid when append moves it.
-func (t *rcTx) rcAppendCopied(c *rcConn, ulp [][]byte) {
+func (t *tx) appendCopied(c *conn, ulp [][]byte) {
 	start := len(t.bounce)
 	t.bounce = c.snd.AppendFPDU(t.bounce, ulp...)
 	end := len(t.bounce)
 	t.vec = append(t.vec, t.bounce[start:end:end])
 }
 
-// rcKeepCut keeps, of the batch a short write cut (t.ndone FPDUs written
+// keepCut keeps, of the batch a short write cut (t.ndone FPDUs written
 // whole, t.written octets of the next), only that next FPDU, as built:
 // the batch resumes from it without a rebuild (t.owned), and the FPDUs
 // after it are built again when it is out.
-func (t *rcTx) rcKeepCut(c *rcConn) {
+func (t *tx) keepCut(c *conn) {
 	i := t.ndone
 	from := 0
 	if i > 0 {
@@ -62,11 +62,11 @@ func (t *rcTx) rcKeepCut(c *rcConn) {
 	c.snd.SetStreamPos(t.startPos + uint64(w))
 }
 
-// rcIovecs appends to iov the iovecs of vec less its first skip octets.
-// Slices that follow each other in memory (the FPDUs rcAppendCopied built
+// iovecs appends to iov the iovecs of vec less its first skip octets.
+// Slices that follow each other in memory (the FPDUs appendCopied built
 // one after another in the bounce buffer) become one iovec: the same
 // octets in the same order, and the kernel copies them in one piece.
-func rcIovecs(iov []unix.Iovec, vec [][]byte, skip int) []unix.Iovec {
+func iovecs(iov []unix.Iovec, vec [][]byte, skip int) []unix.Iovec {
 	for _, p := range vec {
 		if skip >= len(p) {
 			skip -= len(p)

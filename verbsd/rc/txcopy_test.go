@@ -13,7 +13,7 @@ import (
 )
 
 // TestRCTxCopiedBatch builds batches of FPDUs the way the send side does
-// with the MPA CRC on (rcAppendCopied: each FPDU whole in the bounce
+// with the MPA CRC on (appendCopied: each FPDU whole in the bounce
 // buffer), with and without markers, from ULPDUs gathered from several
 // pieces (a header, payload slices of 0..1500 octets, PAD 0..3), and
 // checks that the octets are those of the zero-copy framing
@@ -25,7 +25,7 @@ func TestRCTxCopiedBatch(t *testing.T) {
 	sizes := []int{0, 1, 3, 64, 509, 1024, 1500, 2, 64}
 	for _, markers := range []bool{false, true} {
 		t.Run(fmt.Sprintf("markers=%v", markers), func(t *testing.T) {
-			c := &rcConn{snd: mpa.NewSender(true, markers)}
+			c := &conn{snd: mpa.NewSender(true, markers)}
 			ref := mpa.NewSender(true, markers)
 			// The stream does not start at 0: markers fall inside FPDUs.
 			c.snd.SetStreamPos(300)
@@ -39,7 +39,7 @@ func TestRCTxCopiedBatch(t *testing.T) {
 				hdr := testPayload(100+i, 18)
 				p := testPayload(i, n)
 				ulp := [][]byte{hdr, p[:n/3], p[n/3:]}
-				tx.rcAppendCopied(c, ulp)
+				tx.appendCopied(c, ulp)
 				vec, scratch = ref.AppendVec(vec[:0], scratch[:0], ulp...)
 				for _, v := range vec {
 					want = append(want, v...)
@@ -51,11 +51,11 @@ func TestRCTxCopiedBatch(t *testing.T) {
 			if c.snd.StreamPos() != ref.StreamPos() {
 				t.Fatalf("stream position %d, want %d", c.snd.StreamPos(), ref.StreamPos())
 			}
-			if iov := rcIovecs(nil, tx.vec, 0); len(iov) != 1 {
+			if iov := iovecs(nil, tx.vec, 0); len(iov) != 1 {
 				t.Fatalf("a batch built in one bounce buffer is %d iovecs, want 1", len(iov))
 			}
 			for _, skip := range []int{0, 1, 2, 20, 21, len(want) / 2, len(want) - 1} {
-				got := writevRead(t, rcIovecs(nil, tx.vec, skip))
+				got := writevRead(t, iovecs(nil, tx.vec, skip))
 				if !bytes.Equal(got, want[skip:]) {
 					t.Fatalf("skip %d: %d octets differ from the AppendVec framing (%d octets)", skip, len(got), len(want)-skip)
 				}
@@ -74,12 +74,12 @@ func TestRCTxIovecsApart(t *testing.T) {
 	for _, p := range vec {
 		want = append(want, p...)
 	}
-	iov := rcIovecs(nil, vec, 0)
+	iov := iovecs(nil, vec, 0)
 	if len(iov) != 4 { // a[:40], b[:50], a[40:], b[50:]
 		t.Fatalf("%d iovecs, want 4", len(iov))
 	}
 	for _, skip := range []int{0, 10, 39, 40, 90, 91, len(want) - 1} {
-		if got := writevRead(t, rcIovecs(nil, vec, skip)); !bytes.Equal(got, want[skip:]) {
+		if got := writevRead(t, iovecs(nil, vec, skip)); !bytes.Equal(got, want[skip:]) {
 			t.Fatalf("skip %d: octets differ", skip)
 		}
 	}

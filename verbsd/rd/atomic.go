@@ -26,7 +26,7 @@ import (
 // The replay cache is the second guard, for what the LLP admits may be
 // delivered again: a datagram of a sequence space the receiver had
 // already forgotten (idle reclamation, a peer restart; llp/rd doc.go).
-// The responder remembers the outcome of the last rdAtomicCacheSize
+// The responder remembers the outcome of the last atomicCacheSize
 // atomics it executed per QP, keyed by (source address, Request
 // Identifier) and checked against the whole request: a request found there
 // is answered with the remembered original value and not executed again.
@@ -34,51 +34,51 @@ import (
 // restarted requester is not confused with its previous life (and a
 // different request with a reused identifier does not match: it runs).
 
-// rdAtomicCacheSize bounds the replay cache of an RD QP (about 100 octets
+// atomicCacheSize bounds the replay cache of an RD QP (about 100 octets
 // an entry).
-const rdAtomicCacheSize = 1024
+const atomicCacheSize = 1024
 
-type rdAtomicKey struct {
+type atomicKey struct {
 	peer  netip.AddrPort
 	reqID uint32
 }
 
-type rdAtomicEntry struct {
+type atomicEntry struct {
 	req  rdmap.AtomicRequest
 	orig uint64
 }
 
-// rdAtomicCache remembers executed atomics, oldest evicted first.
-type rdAtomicCache struct {
-	m    map[rdAtomicKey]rdAtomicEntry
-	ring []rdAtomicKey
+// atomicCache remembers executed atomics, oldest evicted first.
+type atomicCache struct {
+	m    map[atomicKey]atomicEntry
+	ring []atomicKey
 	next int
 }
 
-func (c *rdAtomicCache) get(k rdAtomicKey) (rdAtomicEntry, bool) {
+func (c *atomicCache) get(k atomicKey) (atomicEntry, bool) {
 	v, ok := c.m[k]
 	return v, ok
 }
 
-func (c *rdAtomicCache) put(k rdAtomicKey, v rdAtomicEntry) {
+func (c *atomicCache) put(k atomicKey, v atomicEntry) {
 	if c.m == nil {
-		c.m = make(map[rdAtomicKey]rdAtomicEntry)
+		c.m = make(map[atomicKey]atomicEntry)
 	}
 	if _, ok := c.m[k]; !ok {
-		if len(c.ring) < rdAtomicCacheSize {
+		if len(c.ring) < atomicCacheSize {
 			c.ring = append(c.ring, k)
 		} else {
 			delete(c.m, c.ring[c.next])
 			c.ring[c.next] = k
-			c.next = (c.next + 1) % rdAtomicCacheSize
+			c.next = (c.next + 1) % atomicCacheSize
 		}
 	}
 	c.m[k] = v
 }
 
-// rdPrepareAtomic validates an atomic work request into w and builds its
+// prepareAtomic validates an atomic work request into w and builds its
 // Atomic Request.
-func (e *Engine) rdPrepareAtomic(q *QP, w *rdWR, sqe *proto.SQE, slot []byte, inline bool) proto.WCStatus {
+func (e *Engine) prepareAtomic(q *QP, w *wr, sqe *proto.SQE, slot []byte, inline bool) proto.WCStatus {
 	r := q.Rd
 	req, sge, st := rnic.AtomicRequest(q.QP.QP, sqe, slot, inline)
 	if st != proto.WCSuccess {
@@ -106,49 +106,49 @@ func (e *Engine) RdAtomicRequest(q *QP, src netip.AddrPort, h *ddp.Header, seg [
 	r := q.Rd
 	req, _, err := rdmap.ParseAtomicRequest(seg[hl:])
 	if err != nil || !h.Last || h.MO != 0 || len(seg) != hl+rdmap.AtomicRequestLen {
-		e.rdBadMessage(q, src, iwerr.RDMAPOperationUnspecified, seg, hl)
+		e.badMessage(q, src, iwerr.RDMAPOperationUnspecified, seg, hl)
 		return
 	}
-	k := rdAtomicKey{src, req.ReqID}
+	k := atomicKey{src, req.ReqID}
 	if v, ok := r.atomicSeen.get(k); ok && v.req == req {
 		e.count(q, rnic.CAtomicReplays, 1)
-		e.rdQueueAtomicResponse(q, src, req.ReqID, v.orig)
+		e.queueAtomicResponse(q, src, req.ReqID, v.orig)
 		return
 	}
 	b, terr := q.AtomicTarget(&req)
 	if terr != (iwerr.Error{}) {
-		r.count(rdAccessErrors, 1)
+		r.count(accessErrors, 1)
 		e.count(q, rnic.CAtomicErrors, 1)
-		e.rdSendError(q, src, terr, seg[:hl], nil, len(seg))
+		e.sendError(q, src, terr, seg[:hl], nil, len(seg))
 		return
 	}
 	orig := rnic.AtomicExecute(b, &req)
 	e.count(q, rnic.CAtomicsIn, 1)
-	r.atomicSeen.put(k, rdAtomicEntry{req: req, orig: orig})
-	e.rdQueueAtomicResponse(q, src, req.ReqID, orig)
+	r.atomicSeen.put(k, atomicEntry{req: req, orig: orig})
+	e.queueAtomicResponse(q, src, req.ReqID, orig)
 }
 
-// rdQueueAtomicResponse queues the Atomic Response to src, sent reliably
-// with the error messages (rdFill).
-func (e *Engine) rdQueueAtomicResponse(q *QP, src netip.AddrPort, reqID uint32, orig uint64) {
+// queueAtomicResponse queues the Atomic Response to src, sent reliably
+// with the error messages (fill).
+func (e *Engine) queueAtomicResponse(q *QP, src netip.AddrPort, reqID uint32, orig uint64) {
 	r := q.Rd
 	r.msn[rdmap.QNAtomicResponse]++
 	dh := ddp.Header{Last: true, Version: ddp.Version, ULPControl: uint8(rdmap.MakeControl(rdmap.OpAtomicResponse)),
 		QN: rdmap.QNAtomicResponse, MSN: r.msn[rdmap.QNAtomicResponse]}
 	resp := rdmap.AtomicResponse{ReqID: reqID, Original: orig}
 	body := resp.Append(dh.Append(make([]byte, 0, ddp.UntaggedHeaderLen+rdmap.AtomicResponseLen)))
-	r.errs = append(r.errs, &rdErrMsg{seq: r.nextErr, peer: src, body: body, atomic: true})
+	r.errs = append(r.errs, &errMsg{seq: r.nextErr, peer: src, body: body, atomic: true})
 	r.nextErr++
 	r.atomicOut++
 }
 
-// rdAtomicResponse completes the atomic from src that an Atomic Response
+// atomicResponse completes the atomic from src that an Atomic Response
 // names: the original value goes into its result buffer (host order).
-func (e *Engine) rdAtomicResponse(q *QP, src netip.AddrPort, h *ddp.Header, seg []byte, hl int) {
+func (e *Engine) atomicResponse(q *QP, src netip.AddrPort, h *ddp.Header, seg []byte, hl int) {
 	r := q.Rd
 	resp, _, err := rdmap.ParseAtomicResponse(seg[hl:])
 	if err != nil || !h.Last || h.MO != 0 || len(seg) != hl+rdmap.AtomicResponseLen {
-		e.rdBadMessage(q, src, iwerr.RDMAPOperationUnspecified, seg, hl)
+		e.badMessage(q, src, iwerr.RDMAPOperationUnspecified, seg, hl)
 		return
 	}
 	for _, w := range r.wrs {
@@ -167,20 +167,20 @@ func (e *Engine) rdAtomicResponse(q *QP, src netip.AddrPort, h *ddp.Header, seg 
 		}
 		return
 	}
-	r.count(rdDropResponse, 1) // a duplicate, or for a request given up
+	r.count(dropResponse, 1) // a duplicate, or for a request given up
 }
 
-// rdPlaceSendImm places a segment of a Send with Immediate: the datagram
+// placeSendImm places a segment of a Send with Immediate: the datagram
 // profile's Immediate Data opcode, its 8 octets before every segment's
 // payload; the receive completes with the value (WCFlagImm).
-func (e *Engine) rdPlaceSendImm(q *QP, src netip.AddrPort, h *ddp.Header, seg []byte, hl int, solicited bool) {
+func (e *Engine) placeSendImm(q *QP, src netip.AddrPort, h *ddp.Header, seg []byte, hl int, solicited bool) {
 	r := q.Rd
 	d, _, err := rdmap.ParseImmediateData(seg[hl:])
 	if err != nil {
-		e.rdBadMessage(q, src, iwerr.RDMAPOperationUnspecified, seg, hl)
+		e.badMessage(q, src, iwerr.RDMAPOperationUnspecified, seg, hl)
 		return
 	}
 	r.curImm, r.curHasImm = d.Value(), true
-	e.rdPlaceSend(q, src, h, seg, hl, rdmap.ImmediateDataLen, solicited)
+	e.placeSend(q, src, h, seg, hl, rdmap.ImmediateDataLen, solicited)
 	r.curImm, r.curHasImm = 0, false
 }

@@ -6,7 +6,7 @@
 // retransmission, a bounded reorder store and RDMA Read and atomics over
 // datagrams with an IRD/ORD and a replay cache.
 //
-// A QP (qp_view.go) is a ud.QP and its RD state (qp.go), served by the
+// A QP (qp.go) is a ud.QP and its RD state (state.go), served by the
 // engine through rnic.QPOps: send.go builds DATA datagrams from work
 // requests (and rebuilds them from their tokens on retransmission), recv.go
 // orders, places and acknowledges what arrives, atomic.go answers atomics,

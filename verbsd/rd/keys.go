@@ -15,9 +15,9 @@ import (
 // Q_Key 0, which it drops: it retransmits, and is learned once there is
 // room.
 
-// rdMaxPeerKeys bounds an RD QP's peer key table (12 octets and a map slot
+// maxPeerKeys bounds an RD QP's peer key table (12 octets and a map slot
 // per peer; the RD layer's own per-peer state is far larger).
-const rdMaxPeerKeys = 1 << 16
+const maxPeerKeys = 1 << 16
 
 // peerKeyCache remembers the entry of r.keys looked at last: a stream to
 // one peer names its key on every work request (setPeerKey), learns it from
@@ -30,7 +30,7 @@ type peerKeyCache struct {
 }
 
 // cachedKey returns peer's key and whether it is known, through the cache.
-func (r *rdState) cachedKey(peer netip.AddrPort) (uint32, bool) {
+func (r *state) cachedKey(peer netip.AddrPort) (uint32, bool) {
 	if c := &r.keyCache; c.ok && c.peer == peer {
 		return c.k, true
 	}
@@ -42,14 +42,14 @@ func (r *rdState) cachedKey(peer netip.AddrPort) (uint32, bool) {
 }
 
 // peerKey returns the Q_Key to send to peer with (0 if unknown).
-func (r *rdState) peerKey(peer netip.AddrPort) uint32 {
+func (r *state) peerKey(peer netip.AddrPort) uint32 {
 	k, _ := r.cachedKey(peer)
 	return k
 }
 
 // setPeerKey records the key a work request names for peer.
-func (r *rdState) setPeerKey(peer netip.AddrPort, k uint32) {
-	if old, ok := r.cachedKey(peer); ok || len(r.keys) < rdMaxPeerKeys {
+func (r *state) setPeerKey(peer netip.AddrPort, k uint32) {
+	if old, ok := r.cachedKey(peer); ok || len(r.keys) < maxPeerKeys {
 		if old != k || !ok {
 			r.keys[peer] = k
 			r.keyCache = peerKeyCache{ok: true, peer: peer, k: k}
@@ -66,8 +66,8 @@ func (r *rdState) setPeerKey(peer netip.AddrPort, k uint32) {
 
 // learnPeerKey records the Source Q_Key of an accepted datagram from peer,
 // if peer is not known yet and there is room.
-func (r *rdState) learnPeerKey(peer netip.AddrPort, k uint32) {
-	if _, ok := r.cachedKey(peer); !ok && len(r.keys) < rdMaxPeerKeys {
+func (r *state) learnPeerKey(peer netip.AddrPort, k uint32) {
+	if _, ok := r.cachedKey(peer); !ok && len(r.keys) < maxPeerKeys {
 		r.keys[peer] = k
 		r.keyCache = peerKeyCache{ok: true, peer: peer, k: k}
 	}

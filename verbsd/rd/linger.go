@@ -15,7 +15,7 @@ import (
 )
 
 // RD linger (docs/rd.md "Destroying a QP"): a destroyed RD QP sends the
-// acknowledgements it owes once (rdCloseAcks); over a lossy path that ACK
+// acknowledgements it owes once (closeAcks); over a lossy path that ACK
 // can be lost, and a QP that is gone cannot answer the retransmission, so
 // its peer would complete a message that was delivered with
 // WCRetryExcErr. As TCP's TIME-WAIT (RFC 9293 §3.6, §3.10.7.4), the engine keeps
@@ -26,18 +26,18 @@ import (
 //
 // The port stays bound while it lingers: a new QP taking a port from the
 // range skips it. A new QP that needs it — it asks for that port, or every
-// other port of -rd-ports is in use — takes it over (bindRD): the linger
+// other port of -rd-ports is in use — takes it over (BindRD): the linger
 // ends, and the new life answers the old one's peers with RESET as it
 // would have without linger ("Peer restarted").
 
-// rdLingerMaxPeers bounds the peers all lingering ports of the device
+// lingerMaxPeers bounds the peers all lingering ports of the device
 // remember (rd.LingerPeerBytes plus a map entry each: a few MiB at most);
 // a QP destroyed when the budget is spent lingers with fewer peers or not
 // at all (rd_linger_peers_dropped).
-const rdLingerMaxPeers = 1 << 16
+const lingerMaxPeers = 1 << 16
 
-// rdLinger is one lingering port.
-type rdLinger struct {
+// linger is one lingering port.
+type linger struct {
 	fd       int
 	local    netip.AddrPort
 	qkey     uint32 // the destroyed QP's Q_Key: datagrams naming another are dropped
@@ -48,10 +48,10 @@ type rdLinger struct {
 	readable bool
 }
 
-// rdLingers is the engine's table of lingering ports and their counters.
-type rdLingers struct {
-	byFD     map[int32]*rdLinger
-	peers    int       // peers remembered by all of them (rdLingerMaxPeers)
+// lingers is the engine's table of lingering ports and their counters.
+type lingers struct {
+	byFD     map[int32]*linger
+	peers    int       // peers remembered by all of them (lingerMaxPeers)
 	next     time.Time // earliest until
 	readable bool      // some linger is readable
 	acts     []rd.Action
@@ -62,24 +62,24 @@ type rdLingers struct {
 	started, takenOver, acks, peersDropped int64
 }
 
-// rdClose is the RD part of removeQP, after q left the polling set and
+// close is the RD part of RemoveQP, after q left the polling set and
 // before its socket closes: the ACKs it owes leave, its reorder store is
-// emptied, and its socket lingers (q.fd = -1 then: closeQP leaves it).
-func (e *Engine) rdClose(q *QP, now time.Time) {
-	e.rdCloseAcks(q, now) // rd/qp.go
-	q.Rd.dropHeld()       // rd/recv.go: out of the device's reorder store
-	e.rdLingerStart(q, now)
+// emptied, and its socket lingers (q.fd = -1 then: CloseQP leaves it).
+func (e *Engine) close(q *QP, now time.Time) {
+	e.closeAcks(q, now) // rd/state.go
+	q.Rd.dropHeld()     // rd/recv.go: out of the device's reorder store
+	e.lingerStart(q, now)
 }
 
-// rdLingerStart makes q's socket linger, if any peer needs it.
-func (e *Engine) rdLingerStart(q *QP, now time.Time) {
+// lingerStart makes q's socket linger, if any peer needs it.
+func (e *Engine) lingerStart(q *QP, now time.Time) {
 	r := q.Rd
 	d := r.cfg.RdLingerTime()
 	if d <= 0 || q.FD < 0 || e.Quit {
 		return
 	}
-	ls := &e.rdLinger
-	budget := rdLingerMaxPeers - ls.peers
+	ls := &e.linger
+	budget := lingerMaxPeers - ls.peers
 	want := r.ep.Linger(now, d, 0)
 	if want == nil {
 		return
@@ -95,14 +95,14 @@ func (e *Engine) rdLingerStart(q *QP, now time.Time) {
 	if err := unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_ADD, q.FD, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(q.FD)}); err != nil {
 		return // the socket closes as without linger
 	}
-	g := &rdLinger{fd: q.FD, local: q.Local, qkey: q.Qkey, noCRC: q.NoCRC, keys: map[netip.AddrPort]uint32{}, l: l, until: now.Add(d)}
+	g := &linger{fd: q.FD, local: q.Local, qkey: q.Qkey, noCRC: q.NoCRC, keys: map[netip.AddrPort]uint32{}, l: l, until: now.Add(d)}
 	for a, k := range r.keys {
 		if l.Has(a) {
 			g.keys[a] = k
 		}
 	}
 	if ls.byFD == nil {
-		ls.byFD = map[int32]*rdLinger{}
+		ls.byFD = map[int32]*linger{}
 	}
 	if len(ls.byFD) == 0 || g.until.Before(ls.next) {
 		ls.next = g.until
@@ -113,27 +113,27 @@ func (e *Engine) rdLingerStart(q *QP, now time.Time) {
 	q.FD = -1 // the linger owns the socket now
 }
 
-// rdLingerEvent marks the lingering port of descriptor fd readable
+// lingerEvent marks the lingering port of descriptor fd readable
 // (pollFDs); false if fd is no lingering port's.
-func (e *Engine) rdLingerEvent(fd int32) bool {
-	g := e.rdLinger.byFD[fd]
+func (e *Engine) lingerEvent(fd int32) bool {
+	g := e.linger.byFD[fd]
 	if g == nil {
 		return false
 	}
 	g.readable = true
-	e.rdLinger.readable = true
+	e.linger.readable = true
 	return true
 }
 
-// rdLingerDeadline is when the next lingering port ends (sleepTimeout).
-func (e *Engine) rdLingerDeadline() (time.Time, bool) {
-	return e.rdLinger.next, len(e.rdLinger.byFD) > 0
+// lingerDeadline is when the next lingering port ends (sleepTimeout).
+func (e *Engine) lingerDeadline() (time.Time, bool) {
+	return e.linger.next, len(e.linger.byFD) > 0
 }
 
-// rdLingerService answers what the readable lingering ports received and
+// lingerService answers what the readable lingering ports received and
 // ends those whose time is up. It reports whether it read anything.
-func (e *Engine) rdLingerService(now time.Time) bool {
-	ls := &e.rdLinger
+func (e *Engine) lingerService(now time.Time) bool {
+	ls := &e.linger
 	if len(ls.byFD) == 0 {
 		return false
 	}
@@ -142,7 +142,7 @@ func (e *Engine) rdLingerService(now time.Time) bool {
 		ls.readable = false
 		for _, g := range ls.byFD {
 			if g.readable {
-				work = e.rdLingerReceive(g) || work
+				work = e.lingerReceive(g) || work
 				ls.readable = ls.readable || g.readable
 			}
 		}
@@ -151,7 +151,7 @@ func (e *Engine) rdLingerService(now time.Time) bool {
 		var next time.Time
 		for _, g := range ls.byFD {
 			if !now.Before(g.until) {
-				e.rdLingerEnd(g)
+				e.lingerEnd(g)
 			} else if next.IsZero() || g.until.Before(next) {
 				next = g.until
 			}
@@ -161,20 +161,20 @@ func (e *Engine) rdLingerService(now time.Time) bool {
 	return work
 }
 
-// rdLingerEnd closes a lingering port.
-func (e *Engine) rdLingerEnd(g *rdLinger) {
-	ls := &e.rdLinger
+// lingerEnd closes a lingering port.
+func (e *Engine) lingerEnd(g *linger) {
+	ls := &e.linger
 	unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_DEL, g.fd, nil)
 	unix.Close(g.fd)
 	delete(ls.byFD, int32(g.fd))
 	ls.peers -= g.l.Peers()
 }
 
-// rdLingerRelease ends the linger holding port (0: the one ending first),
-// for a new QP that needs the port (bindRD). It reports whether one ended.
-func (e *Engine) rdLingerRelease(port uint16) bool {
-	var victim *rdLinger
-	for _, g := range e.rdLinger.byFD {
+// lingerRelease ends the linger holding port (0: the one ending first),
+// for a new QP that needs the port (BindRD). It reports whether one ended.
+func (e *Engine) lingerRelease(port uint16) bool {
+	var victim *linger
+	for _, g := range e.linger.byFD {
 		if (port != 0 && g.local.Port() == port) || (port == 0 && (victim == nil || g.until.Before(victim.until))) {
 			victim = g
 		}
@@ -182,25 +182,25 @@ func (e *Engine) rdLingerRelease(port uint16) bool {
 	if victim == nil {
 		return false
 	}
-	e.rdLingerEnd(victim)
-	e.rdLinger.takenOver++
+	e.lingerEnd(victim)
+	e.linger.takenOver++
 	return true
 }
 
-// rdLingerCloseAll closes every lingering port (the engine stops).
-func (e *Engine) rdLingerCloseAll() {
-	for _, g := range e.rdLinger.byFD {
-		e.rdLingerEnd(g)
+// lingerCloseAll closes every lingering port (the engine stops).
+func (e *Engine) lingerCloseAll() {
+	for _, g := range e.linger.byFD {
+		e.lingerEnd(g)
 	}
 }
 
-// rdLingerReceive reads g's socket (one recvmmsg: at most recvSlots
+// lingerReceive reads g's socket (one recvmmsg: at most recvSlots
 // buffers per pass) and sends the replies of its rd.Linger.
-func (e *Engine) rdLingerReceive(g *rdLinger) bool {
-	ls := &e.rdLinger
+func (e *Engine) lingerReceive(g *linger) bool {
+	ls := &e.linger
 	if ls.buf == nil {
 		ls.buf = make([]byte, 64<<10)
-		ls.scratch = make([]byte, rdMaxBatch*rdScratchStride)
+		ls.scratch = make([]byte, maxBatch*scratchStride)
 	}
 	rb := e.Rb
 	acts := ls.acts[:0]
@@ -213,7 +213,7 @@ func (e *Engine) rdLingerReceive(g *rdLinger) bool {
 	}
 	e.count(nil, rnic.CRecvCalls, 1)
 	rb.Received(got)
-	for src, b := range e.rdDatagrams(nil, got, ls.buf) {
+	for src, b := range e.datagrams(nil, got, ls.buf) {
 		if k, err := dgram.ParseKeys(b); err != nil || k.QKey != g.qkey {
 			e.count(nil, rnic.CDropQKey, 1)
 			continue
@@ -230,22 +230,22 @@ func (e *Engine) rdLingerReceive(g *rdLinger) bool {
 	if got < ud.RecvSlots {
 		g.readable = false
 	}
-	e.rdLingerSend(g, acts)
+	e.lingerSend(g, acts)
 	ls.acts = acts[:0]
 	return true
 }
 
-// rdLingerSend sends the replies acts from g's socket, in order (best
+// lingerSend sends the replies acts from g's socket, in order (best
 // effort: one lost is answered again when its peer retransmits).
-func (e *Engine) rdLingerSend(g *rdLinger, acts []rd.Action) {
-	ls := &e.rdLinger
+func (e *Engine) lingerSend(g *linger, acts []rd.Action) {
+	ls := &e.linger
 	const dlen = dgram.KeyHeaderLen + dgram.RDHeaderLen + crc32c.Size
 	for len(acts) > 0 {
 		e.Sb.Reset(false)
 		n := 0
-		for ; n < len(acts) && n < rdMaxBatch && e.Sb.Fits(acts[n].Peer, dlen, 2, ud.MaxSendMsgs); n++ {
+		for ; n < len(acts) && n < maxBatch && e.Sb.Fits(acts[n].Peer, dlen, 2, ud.MaxSendMsgs); n++ {
 			a := &acts[n]
-			sc := ls.scratch[n*rdScratchStride : (n+1)*rdScratchStride : (n+1)*rdScratchStride]
+			sc := ls.scratch[n*scratchStride : (n+1)*scratchStride : (n+1)*scratchStride]
 			hdr := dgram.Keys{QKey: g.keys[a.Peer], SrcQKey: g.qkey}.Append(sc[:0])
 			hdr = a.Header.Append(hdr)
 			var c uint32
@@ -269,12 +269,12 @@ func (e *Engine) rdLingerSend(g *rdLinger, acts []rd.Action) {
 	}
 }
 
-// rdLingerInspect adds the lingering ports' counters to m (the daemon's):
+// lingerInspect adds the lingering ports' counters to m (the daemon's):
 // rd_lingering (ports lingering now), rd_lingering_peers (peers they
 // remember), rd_lingers (started), rd_linger_taken_over, rd_linger_acks,
 // rd_linger_peers_dropped.
-func (e *Engine) rdLingerInspect(m map[string]int64) {
-	ls := &e.rdLinger
+func (e *Engine) lingerInspect(m map[string]int64) {
+	ls := &e.linger
 	m["rd_lingering"] += int64(len(ls.byFD))
 	m["rd_lingering_peers"] += int64(ls.peers)
 	m["rd_lingers"] += ls.started
@@ -283,7 +283,7 @@ func (e *Engine) rdLingerInspect(m map[string]int64) {
 	m["rd_linger_peers_dropped"] += ls.peersDropped
 }
 
-// BindRD binds the socket of a new RD QP (bindDgram over -rd-ports). When
+// BindRD binds the socket of a new RD QP (BindDgram over -rd-ports). When
 // the port it asks for, or every port of the range, is in use and a
 // lingering port is among them, that linger ends and the bind is tried
 // again: a new QP is never refused a port for a linger.
@@ -297,7 +297,7 @@ func BindRD(s *rnic.Session, port uint16) (int, netip.AddrPort, error) {
 	released := false
 	release := func() error {
 		for _, e := range s.Dev.Engs {
-			if released = rdEngOf(e).rdLingerRelease(port); released {
+			if released = engOf(e).lingerRelease(port); released {
 				break
 			}
 		}

@@ -6,7 +6,7 @@ import "net/netip"
 const peerSetInline = 4
 
 // peerSet is a set of peer addresses for the per-pass scans of the send
-// queue (rdFill, sendable, rdComplete: the peers whose later work requests
+// queue (fill, sendable, complete: the peers whose later work requests
 // wait, RFC 5040 §5.5 ordering per peer). It is cleared and refilled every
 // pass, once per outstanding work request: with one or a few peers — the
 // common case — membership is a comparison of a few addresses instead of a

@@ -55,7 +55,7 @@ func TestPeerSet(t *testing.T) {
 // one, a learned key never replaces a known one, and a peer forgotten to
 // make room is not answered from the cache.
 func TestPeerKeyCache(t *testing.T) {
-	r := &rdState{keys: map[netip.AddrPort]uint32{}}
+	r := &state{keys: map[netip.AddrPort]uint32{}}
 	a, b := peerN(1), peerN(2)
 	r.learnPeerKey(a, 10)
 	if k := r.peerKey(a); k != 10 {
@@ -79,20 +79,20 @@ func TestPeerKeyCache(t *testing.T) {
 	}
 	// Full table: naming a new peer forgets one; whichever it was, the
 	// cache answers as the table does.
-	r = &rdState{keys: map[netip.AddrPort]uint32{}}
-	for i := range rdMaxPeerKeys {
+	r = &state{keys: map[netip.AddrPort]uint32{}}
+	for i := range maxPeerKeys {
 		r.learnPeerKey(peerN(i), uint32(i)+1)
 	}
-	c := peerN(rdMaxPeerKeys + 5)
-	for i := range rdMaxPeerKeys {
+	c := peerN(maxPeerKeys + 5)
+	for i := range maxPeerKeys {
 		_ = r.peerKey(peerN(i)) // every one cached in turn
 	}
 	r.setPeerKey(c, 7)
-	if len(r.keys) != rdMaxPeerKeys || r.peerKey(c) != 7 {
+	if len(r.keys) != maxPeerKeys || r.peerKey(c) != 7 {
 		t.Fatalf("table %d entries, c's key %d", len(r.keys), r.peerKey(c))
 	}
 	forgotten := 0
-	for i := range rdMaxPeerKeys {
+	for i := range maxPeerKeys {
 		p := peerN(i)
 		k, ok := r.keys[p]
 		if got := r.peerKey(p); got != k {

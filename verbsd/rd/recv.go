@@ -17,10 +17,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// rdInMsg is the Send being received from one peer: the receive it claimed
+// inMsg is the Send being received from one peer: the receive it claimed
 // (consumed from the ring when its first segment arrived; RD delivers a
 // peer's segments in order, so one message per peer is in progress).
-type rdInMsg struct {
+type inMsg struct {
 	raw     []byte // copy of the RQE
 	wrid    uint64
 	msn     uint32
@@ -31,10 +31,10 @@ type rdInMsg struct {
 	claimed bool // raw holds a receive not completed
 }
 
-// rdReceive reads q's socket (recvmmsg into the slots' scratch: RD
+// receive reads q's socket (recvmmsg into the slots' scratch: RD
 // datagrams are copied to their destination after the state machine
 // judged them) and handles every datagram.
-func (e *Engine) rdReceive(q *QP, now time.Time) bool {
+func (e *Engine) receive(q *QP, now time.Time) bool {
 	r := q.Rd
 	rb := e.Rb
 	work := false
@@ -53,8 +53,8 @@ func (e *Engine) rdReceive(q *QP, now time.Time) bool {
 		budget -= got
 		e.count(q, rnic.CRecvCalls, 1)
 		rb.Received(got)
-		for src, b := range e.rdDatagrams(q, got, r.buf) {
-			e.rdDatagram(q, src, b, now)
+		for src, b := range e.datagrams(q, got, r.buf) {
+			e.datagram(q, src, b, now)
 		}
 		if got < want {
 			q.Readable = false
@@ -64,11 +64,11 @@ func (e *Engine) rdReceive(q *QP, now time.Time) bool {
 	return work
 }
 
-// rdDatagrams yields each datagram of the first got slots of e.rb (a
+// datagrams yields each datagram of the first got slots of e.rb (a
 // GRO-coalesced buffer cut into its datagrams; truncated ones dropped),
 // copied into buf, with its source; counted on q (nil: the daemon's
 // counters only).
-func (e *Engine) rdDatagrams(q *QP, got int, buf []byte) iter.Seq2[netip.AddrPort, []byte] {
+func (e *Engine) datagrams(q *QP, got int, buf []byte) iter.Seq2[netip.AddrPort, []byte] {
 	return func(yield func(netip.AddrPort, []byte) bool) {
 		for i := range got {
 			s := &e.Rb.Slots[i]
@@ -95,8 +95,8 @@ func (e *Engine) rdDatagrams(q *QP, got int, buf []byte) iter.Seq2[netip.AddrPor
 	}
 }
 
-// rdDatagram judges one RD datagram from src.
-func (e *Engine) rdDatagram(q *QP, src netip.AddrPort, b []byte, now time.Time) {
+// datagram judges one RD datagram from src.
+func (e *Engine) datagram(q *QP, src netip.AddrPort, b []byte, now time.Time) {
 	r := q.Rd
 	if q.State != proto.QPStateRTR && q.State != proto.QPStateRTS {
 		e.count(q, rnic.CDropNotReady, 1)
@@ -111,7 +111,7 @@ func (e *Engine) rdDatagram(q *QP, src netip.AddrPort, b []byte, now time.Time) 
 		if errors.Is(err, dgram.ErrBadCRC) {
 			e.count(q, rnic.CDropCRC, 1)
 		} else {
-			r.count(rdDropFraming, 1)
+			r.count(dropFraming, 1)
 		}
 		return
 	}
@@ -121,26 +121,26 @@ func (e *Engine) rdDatagram(q *QP, src netip.AddrPort, b []byte, now time.Time) 
 		return
 	}
 	seg := d.Segment
-	ready := e.rdReady(q, src, seg)
+	ready := e.ready(q, src, seg)
 	if ready && !r.ep.InOrder(src, d.RD.Seq) && !r.storeRoom(len(seg)) {
 		ready = false // out of order and the reorder store is full: the sender resends it
-		r.count(rdReorderFull, 1)
+		r.count(reorderFull, 1)
 	}
 	switch r.ep.Receive(now, src, d.RD, ready) {
 	case rd.Deliver:
-		e.rdDeliverSeq(q, src, d.RD.Seq, seg, now)
+		e.deliverSeq(q, src, d.RD.Seq, seg, now)
 	case rd.Hold:
-		r.held[rdHeldKey{src, d.RD.Seq}] = r.holdCopy(seg)
+		r.held[heldKey{src, d.RD.Seq}] = r.holdCopy(seg)
 		r.heldN++
 	}
 }
 
-// rdNeedsRecv reports whether seg needs a posted receive to be delivered:
+// needsRecv reports whether seg needs a posted receive to be delivered:
 // it starts a Send (it claims a receive), or it is the last segment of a
 // Write-Record (RD delivers a record whole and in order, so that segment
 // completes it into the head receive: without one the completion would
 // be lost, wrec_no_recv). Either then gets NOTREADY flow control.
-func rdNeedsRecv(seg []byte) bool {
+func needsRecv(seg []byte) bool {
 	h, _, err := ddp.Parse(seg)
 	if err != nil {
 		return false
@@ -151,33 +151,33 @@ func rdNeedsRecv(seg []byte) bool {
 	return h.QN == rdmap.QNSend && h.MO == 0
 }
 
-// rdIsRecord reports whether seg is a Write-Record segment.
-func rdIsRecord(seg []byte) bool {
+// isRecord reports whether seg is a Write-Record segment.
+func isRecord(seg []byte) bool {
 	return len(seg) >= 2 && seg[0]&0x80 != 0 && rdmap.Control(seg[1]).Opcode().IsWriteRecord()
 }
 
-// rdReady reports whether the datagram seg from src could be delivered
+// ready reports whether the datagram seg from src could be delivered
 // now: a Send's first segment and a Write-Record's last need a posted
 // receive, a Read Request room among the responses, and nothing from src
 // may wait in the backlog.
-func (e *Engine) rdReady(q *QP, src netip.AddrPort, seg []byte) bool {
+func (e *Engine) ready(q *QP, src netip.AddrPort, seg []byte) bool {
 	if len(q.Rd.backlog[src]) > 0 {
 		return false
 	}
-	return e.rdCanDeliver(q, src, seg)
+	return e.canDeliver(q, src, seg)
 }
 
-// rdCanDeliver reports whether an in-order datagram from src can be acted
+// canDeliver reports whether an in-order datagram from src can be acted
 // on now: one that needs a receive needs a posted one, and a Read or
 // Atomic Request (queue number 1, RFC 5040 §5.1, RFC 7306) room in the
 // IRD. Datagrams released from the reorder store and the backlog pass the
 // same test as those arriving in order: a held Read Request delivered past
 // a full IRD was answered with a remote operation error (iwarp-perf -t rd
 // read-bw, once in CI).
-func (e *Engine) rdCanDeliver(q *QP, src netip.AddrPort, seg []byte) bool {
+func (e *Engine) canDeliver(q *QP, src netip.AddrPort, seg []byte) bool {
 	r := q.Rd
-	if rdNeedsRecv(seg) {
-		return e.rdRecvAvailable(q, src, seg)
+	if needsRecv(seg) {
+		return e.recvAvailable(q, src, seg)
 	}
 	if len(seg) >= ddp.UntaggedHeaderLen && seg[0]&0x80 == 0 {
 		if h, _, err := ddp.Parse(seg); err == nil && h.QN == rdmap.QNReadRequest {
@@ -187,52 +187,52 @@ func (e *Engine) rdCanDeliver(q *QP, src netip.AddrPort, seg []byte) bool {
 	return true
 }
 
-// rdRecvAvailable reports whether seg (rdNeedsRecv) from src can have a
+// recvAvailable reports whether seg (needsRecv) from src can have a
 // receive: a Send claims one, a Write-Record completes into the ring's
 // head.
-func (e *Engine) rdRecvAvailable(q *QP, src netip.AddrPort, seg []byte) bool {
-	if m := q.Rd.inMsg(src); m != nil && m.claimed && !rdIsRecord(seg) {
+func (e *Engine) recvAvailable(q *QP, src netip.AddrPort, seg []byte) bool {
+	if m := q.Rd.inMsg(src); m != nil && m.claimed && !isRecord(seg) {
 		return true // the abandoned message's receive is reused
 	}
 	n, err := q.RecvRing().Available()
 	return err == nil && n > 0
 }
 
-// rdDeliverHeld delivers a held datagram now in order (or queues it in the
+// deliverHeld delivers a held datagram now in order (or queues it in the
 // backlog if it needs a receive and none is posted).
-func (e *Engine) rdDeliverHeld(q *QP, peer netip.AddrPort, seq uint32, now time.Time) {
+func (e *Engine) deliverHeld(q *QP, peer netip.AddrPort, seq uint32, now time.Time) {
 	r := q.Rd
-	k := rdHeldKey{peer, seq}
+	k := heldKey{peer, seq}
 	seg, ok := r.held[k]
 	if !ok {
 		return
 	}
-	if len(r.backlog[peer]) > 0 || !e.rdCanDeliver(q, peer, seg) {
+	if len(r.backlog[peer]) > 0 || !e.canDeliver(q, peer, seg) {
 		r.backlog[peer] = append(r.backlog[peer], k)
-		r.count(rdBacklogged, 1)
+		r.count(backlogged, 1)
 		return
 	}
 	delete(r.held, k)
 	r.heldN--
-	e.rdDeliverSeq(q, peer, seq, seg, now)
+	e.deliverSeq(q, peer, seq, seg, now)
 	r.release(seg)
 }
 
-// rdDrainBacklog delivers backlogged datagrams that can be acted on now
-// (rdCanDeliver).
-func (e *Engine) rdDrainBacklog(q *QP, now time.Time) bool {
+// drainBacklog delivers backlogged datagrams that can be acted on now
+// (canDeliver).
+func (e *Engine) drainBacklog(q *QP, now time.Time) bool {
 	r := q.Rd
 	work := false
 	for peer, keys := range r.backlog {
 		n := 0
 		for n < len(keys) {
 			seg := r.held[keys[n]]
-			if !e.rdCanDeliver(q, peer, seg) {
+			if !e.canDeliver(q, peer, seg) {
 				break
 			}
 			delete(r.held, keys[n])
 			r.heldN--
-			e.rdDeliverSeq(q, peer, keys[n].seq, seg, now)
+			e.deliverSeq(q, peer, keys[n].seq, seg, now)
 			r.release(seg)
 			n++
 			work = true
@@ -248,7 +248,7 @@ func (e *Engine) rdDrainBacklog(q *QP, now time.Time) bool {
 
 // dropPeerRecv forgets what peer was sending us (its sequence space was
 // reset): held and backlogged datagrams.
-func (r *rdState) dropPeerRecv(peer netip.AddrPort) {
+func (r *state) dropPeerRecv(peer netip.AddrPort) {
 	for k, seg := range r.held {
 		if k.peer == peer {
 			delete(r.held, k)
@@ -264,7 +264,7 @@ func (r *rdState) dropPeerRecv(peer netip.AddrPort) {
 // through the store, and a fresh allocation for each was garbage at the
 // line rate. The buffer's capacity is counted against the store's bounds
 // (storeRoom).
-func (r *rdState) holdCopy(seg []byte) []byte {
+func (r *state) holdCopy(seg []byte) []byte {
 	var b []byte
 	switch n := len(r.free); {
 	case n > 0 && cap(r.free[n-1]) >= len(seg):
@@ -284,7 +284,7 @@ func (r *rdState) holdCopy(seg []byte) []byte {
 // storeRoom reports whether an out-of-order segment of n octets fits in
 // the reorder store: this QP's (-rd-reorder-qp-bytes) and the device's
 // (-rd-reorder-bytes), counting a full datagram buffer as holdCopy may.
-func (r *rdState) storeRoom(n int) bool {
+func (r *state) storeRoom(n int) bool {
 	cost := n
 	if n >= r.dgramSize/2 {
 		cost = max(n, r.dgramSize)
@@ -294,105 +294,105 @@ func (r *rdState) storeRoom(n int) bool {
 
 // account adds n octets (negative: removes) to the reorder store of the
 // QP and of the device.
-func (r *rdState) account(n int) {
+func (r *state) account(n int) {
 	r.heldBytes += n
 	*r.store += n
 }
 
-// release returns a reorder-store buffer for reuse (rdDeliver keeps no
-// reference to a segment). At most rdMaxFreeBytes are kept.
-func (r *rdState) release(seg []byte) {
+// release returns a reorder-store buffer for reuse (deliver keeps no
+// reference to a segment). At most maxFreeBytes are kept.
+func (r *state) release(seg []byte) {
 	r.account(-cap(seg))
-	if (len(r.free)+1)*r.dgramSize <= rdMaxFreeBytes && cap(seg) >= r.dgramSize {
+	if (len(r.free)+1)*r.dgramSize <= maxFreeBytes && cap(seg) >= r.dgramSize {
 		r.free = append(r.free, seg[:0])
 	}
 }
 
 // dropHeld forgets the whole reorder store (the QP fails, restarts or
 // goes away).
-func (r *rdState) dropHeld() {
+func (r *state) dropHeld() {
 	clear(r.held)
 	clear(r.backlog)
 	r.heldN = 0
 	r.account(-r.heldBytes)
 }
 
-// rdMaxFreeBytes bounds the recycled reorder-store buffers of a QP.
-const rdMaxFreeBytes = 1 << 20
+// maxFreeBytes bounds the recycled reorder-store buffers of a QP.
+const maxFreeBytes = 1 << 20
 
-// rdDeliverSeq delivers the DATA datagram seq from src: an error message
-// about it holds back its acknowledgement (rdSendError).
-func (e *Engine) rdDeliverSeq(q *QP, src netip.AddrPort, seq uint32, seg []byte, now time.Time) {
+// deliverSeq delivers the DATA datagram seq from src: an error message
+// about it holds back its acknowledgement (sendError).
+func (e *Engine) deliverSeq(q *QP, src netip.AddrPort, seq uint32, seg []byte, now time.Time) {
 	r := q.Rd
 	r.curSeq, r.curValid = seq, true
-	e.rdDeliver(q, src, seg, now)
+	e.deliver(q, src, seg, now)
 	r.curValid = false
 }
 
-// rdDeliver handles one DATA segment delivered in order from src.
-func (e *Engine) rdDeliver(q *QP, src netip.AddrPort, seg []byte, now time.Time) {
+// deliver handles one DATA segment delivered in order from src.
+func (e *Engine) deliver(q *QP, src netip.AddrPort, seg []byte, now time.Time) {
 	h, hl, err := ddp.Parse(seg)
 	if err != nil || h.Version != ddp.Version {
 		bad := iwerr.DDPUntaggedInvalidVersion
 		if len(seg) > 0 && seg[0]&0x80 != 0 {
 			bad = iwerr.DDPTaggedInvalidVersion
 		}
-		e.rdBadMessage(q, src, bad, seg, hl)
+		e.badMessage(q, src, bad, seg, hl)
 		return
 	}
 	ctl := rdmap.Control(h.ULPControl)
 	if ctl.Version() != rdmap.Version {
-		e.rdBadMessage(q, src, iwerr.RDMAPInvalidVersion, seg, hl)
+		e.badMessage(q, src, iwerr.RDMAPInvalidVersion, seg, hl)
 		return
 	}
 	op := ctl.Opcode()
 	if h.Tagged {
 		switch op {
 		case rdmap.OpReadResponse:
-			e.rdPlaceResponse(q, src, &h, seg[hl:])
+			e.placeResponse(q, src, &h, seg[hl:])
 		case rdmap.OpWriteRecord, rdmap.OpWriteRecordImm:
 			if err, ok := e.writeRecordRD(q, src, &h, seg, hl, now); !ok { // rd/wrec_rd.go
-				e.rdSendError(q, src, err, seg[:hl], nil, len(seg))
+				e.sendError(q, src, err, seg[:hl], nil, len(seg))
 			}
 		default:
-			e.rdBadMessage(q, src, iwerr.RDMAPUnexpectedOpcode, seg, hl)
+			e.badMessage(q, src, iwerr.RDMAPUnexpectedOpcode, seg, hl)
 		}
 		return
 	}
 	switch {
 	case h.QN == rdmap.QNSend && (op == rdmap.OpSend || op == rdmap.OpSendSE):
-		e.rdPlaceSend(q, src, &h, seg, hl, 0, op == rdmap.OpSendSE)
+		e.placeSend(q, src, &h, seg, hl, 0, op == rdmap.OpSendSE)
 	case h.QN == rdmap.QNSend && (op == rdmap.OpImmediateData || op == rdmap.OpImmediateDataSE):
-		e.rdPlaceSendImm(q, src, &h, seg, hl, op == rdmap.OpImmediateDataSE) // rd/atomic.go
+		e.placeSendImm(q, src, &h, seg, hl, op == rdmap.OpImmediateDataSE) // rd/atomic.go
 	case h.QN == rdmap.QNReadRequest && op == rdmap.OpAtomicRequest:
 		e.RdAtomicRequest(q, src, &h, seg, hl) // rd/atomic.go
 	case h.QN == rdmap.QNAtomicResponse && op == rdmap.OpAtomicResponse:
-		e.rdAtomicResponse(q, src, &h, seg, hl) // rd/atomic.go
+		e.atomicResponse(q, src, &h, seg, hl) // rd/atomic.go
 	case h.QN == rdmap.QNReadRequest && op == rdmap.OpReadRequest:
-		e.rdReadRequest(q, src, &h, seg, hl, now)
+		e.readRequest(q, src, &h, seg, hl, now)
 	case h.QN == rdmap.QNTerminate && op == rdmap.OpTerminate:
-		e.rdErrorIn(q, src, seg[hl:])
+		e.errorIn(q, src, seg[hl:])
 	case h.QN > rdmap.QNAtomicResponse:
-		e.rdBadMessage(q, src, iwerr.DDPInvalidQN, seg, hl)
+		e.badMessage(q, src, iwerr.DDPInvalidQN, seg, hl)
 	default:
-		e.rdBadMessage(q, src, iwerr.RDMAPUnexpectedOpcode, seg, hl)
+		e.badMessage(q, src, iwerr.RDMAPUnexpectedOpcode, seg, hl)
 	}
 }
 
-// rdBadMessage drops a message in error, counts it and tells its sender.
-func (e *Engine) rdBadMessage(q *QP, src netip.AddrPort, err iwerr.Error, seg []byte, hl int) {
-	q.Rd.count(rdBadMessage, 1)
+// badMessage drops a message in error, counts it and tells its sender.
+func (e *Engine) badMessage(q *QP, src netip.AddrPort, err iwerr.Error, seg []byte, hl int) {
+	q.Rd.count(badMessage, 1)
 	var dh []byte
 	if hl > 0 && hl <= len(seg) {
 		dh = seg[:hl]
 	}
-	e.rdSendError(q, src, err, dh, nil, len(seg))
+	e.sendError(q, src, err, dh, nil, len(seg))
 }
 
-// rdSendError queues an error message (untagged QN 2, opcode Terminate,
+// sendError queues an error message (untagged QN 2, opcode Terminate,
 // the RFC 5040 §4.8 Terminate header naming the offending segment) to
 // peer, sent reliably. Never about an error message itself.
-func (e *Engine) rdSendError(q *QP, peer netip.AddrPort, err iwerr.Error, ddpHdr, rdmaHdr []byte, segLen int) {
+func (e *Engine) sendError(q *QP, peer netip.AddrPort, err iwerr.Error, ddpHdr, rdmaHdr []byte, segLen int) {
 	r := q.Rd
 	if len(ddpHdr) >= ddp.UntaggedHeaderLen && ddpHdr[0]&0x80 == 0 {
 		if h, _, e2 := ddp.Parse(ddpHdr); e2 == nil && h.QN == rdmap.QNTerminate {
@@ -400,7 +400,7 @@ func (e *Engine) rdSendError(q *QP, peer netip.AddrPort, err iwerr.Error, ddpHdr
 		}
 	}
 	if len(r.errs) >= r.cfg.MaxErrorMessages {
-		r.count(rdErrMsgDropped, 1)
+		r.count(errMsgDropped, 1)
 		return
 	}
 	if r.curValid {
@@ -415,13 +415,13 @@ func (e *Engine) rdSendError(q *QP, peer netip.AddrPort, err iwerr.Error, ddpHdr
 	t.SetSegmentLength(uint16(min(segLen, 0xffff)))
 	body := dh.Append(nil)
 	body = t.Append(body)
-	r.errs = append(r.errs, &rdErrMsg{seq: r.nextErr, peer: peer, body: body})
+	r.errs = append(r.errs, &errMsg{seq: r.nextErr, peer: peer, body: body})
 	r.nextErr++
 	e.count(q, rnic.CErrorMsgsOut, 1)
 }
 
-// rdClaim consumes the head receive for a Send from src into m.
-func (e *Engine) rdClaim(q *QP, m *rdInMsg) bool {
+// claim consumes the head receive for a Send from src into m.
+func (e *Engine) claim(q *QP, m *inMsg) bool {
 	c := q.RecvRing()
 	slot, err := c.Peek()
 	if err != nil {
@@ -432,7 +432,7 @@ func (e *Engine) rdClaim(q *QP, m *rdInMsg) bool {
 	if slot == nil {
 		return false
 	}
-	w := &e.rdRecv // its translated SGEs are reused: no allocation per message
+	w := &e.recv // its translated SGEs are reused: no allocation per message
 	if st := e.LoadRecv(q.QP, w, slot); st != proto.WCSuccess {
 		e.FailWR(q.QP, q.RecvCQ, w.WRID, proto.WCRecv, st)
 		return false
@@ -446,8 +446,8 @@ func (e *Engine) rdClaim(q *QP, m *rdInMsg) bool {
 	return true
 }
 
-// rdCompleteRecv posts the completion of m's receive.
-func (e *Engine) rdCompleteRecv(q *QP, src netip.AddrPort, m *rdInMsg, st proto.WCStatus, n uint32, solicited bool) {
+// completeRecv posts the completion of m's receive.
+func (e *Engine) completeRecv(q *QP, src netip.AddrPort, m *inMsg, st proto.WCStatus, n uint32, solicited bool) {
 	m.claimed = false
 	q.Rd.claimed--
 	flags := proto.WCFlagSrcValid
@@ -467,10 +467,10 @@ func (e *Engine) rdCompleteRecv(q *QP, src netip.AddrPort, m *rdInMsg, st proto.
 		QPN: q.QPN, Src: src, Imm: imm})
 }
 
-// rdPlaceSend places a Send segment into the receive its message claimed;
+// placeSend places a Send segment into the receive its message claimed;
 // ulp octets of RDMAP header (a Send with Immediate's) follow the DDP
 // header of hl octets.
-func (e *Engine) rdPlaceSend(q *QP, src netip.AddrPort, h *ddp.Header, seg []byte, hl, ulp int, solicited bool) {
+func (e *Engine) placeSend(q *QP, src netip.AddrPort, h *ddp.Header, seg []byte, hl, ulp int, solicited bool) {
 	r := q.Rd
 	payload := seg[hl+ulp:]
 	m := r.inMsg(src)
@@ -485,7 +485,7 @@ func (e *Engine) rdPlaceSend(q *QP, src netip.AddrPort, h *ddp.Header, seg []byt
 		// A message of one segment (the common case of small Sends) is
 		// claimed, placed and completed right here: its record never
 		// enters inMsgs (no map insert and delete per message).
-		if !m.claimed && !e.rdClaim(q, m) {
+		if !m.claimed && !e.claim(q, m) {
 			if single {
 				r.endInMsg(src, m)
 			}
@@ -504,19 +504,19 @@ func (e *Engine) rdPlaceSend(q *QP, src netip.AddrPort, h *ddp.Header, seg []byt
 		}
 		return
 	}
-	w := &e.rdRecv // its translated SGEs are reused: no allocation per message
+	w := &e.recv // its translated SGEs are reused: no allocation per message
 	if st := e.LoadRecv(q.QP, w, m.raw); st != proto.WCSuccess {
-		e.rdCompleteRecv(q, src, m, st, 0, solicited)
+		e.completeRecv(q, src, m, st, 0, solicited)
 		r.endInMsg(src, m)
 		e.errorQP(q, "receive work request "+st.String())
 		return
 	}
 	end := uint64(m.got) + uint64(len(payload))
 	if end > uint64(w.Total) {
-		r.count(rdMsgTooLong, 1)
+		r.count(msgTooLong, 1)
 		e.count(q, rnic.CRecvTooLong, 1)
-		e.rdSendError(q, src, iwerr.DDPMessageTooLong, seg[:hl], nil, len(seg))
-		e.rdCompleteRecv(q, src, m, proto.WCLocLenErr, uint32(min(end, 1<<32-1)), solicited)
+		e.sendError(q, src, iwerr.DDPMessageTooLong, seg[:hl], nil, len(seg))
+		e.completeRecv(q, src, m, proto.WCLocLenErr, uint32(min(end, 1<<32-1)), solicited)
 		if m.discard = !h.Last; !m.discard {
 			r.endInMsg(src, m)
 		}
@@ -524,8 +524,8 @@ func (e *Engine) rdPlaceSend(q *QP, src netip.AddrPort, h *ddp.Header, seg []byt
 	}
 	scatterAt(w.Bufs, int(m.got), payload)
 	if e.Commit(w.Bufs, int(m.got), len(payload)) != nil { // rnic/stage.go: the receive's process memory went away
-		e.rdSendError(q, src, iwerr.RDMAPLocalCatastrophicError, seg[:hl], nil, len(seg))
-		e.rdCompleteRecv(q, src, m, proto.WCLocProtErr, uint32(end), solicited)
+		e.sendError(q, src, iwerr.RDMAPLocalCatastrophicError, seg[:hl], nil, len(seg))
+		e.completeRecv(q, src, m, proto.WCLocProtErr, uint32(end), solicited)
 		if m.discard = !h.Last; !m.discard {
 			r.endInMsg(src, m)
 		}
@@ -534,7 +534,7 @@ func (e *Engine) rdPlaceSend(q *QP, src netip.AddrPort, h *ddp.Header, seg []byt
 	}
 	m.got = uint32(end)
 	if h.Last {
-		e.rdCompleteRecv(q, src, m, proto.WCSuccess, m.got, solicited)
+		e.completeRecv(q, src, m, proto.WCSuccess, m.got, solicited)
 		r.endInMsg(src, m)
 	}
 }
@@ -547,7 +547,7 @@ const maxFreeInMsgs = 16
 // inMsg returns src's message being received, or nil (without hashing src
 // when no message is being received from anyone: small Sends, one segment
 // each, never enter inMsgs).
-func (r *rdState) inMsg(src netip.AddrPort) *rdInMsg {
+func (r *state) inMsg(src netip.AddrPort) *inMsg {
 	if len(r.inMsgs) == 0 {
 		return nil
 	}
@@ -555,25 +555,25 @@ func (r *rdState) inMsg(src netip.AddrPort) *rdInMsg {
 }
 
 // newInMsg returns a cleared receive-message record, reused if one is free.
-func (r *rdState) newInMsg() *rdInMsg {
+func (r *state) newInMsg() *inMsg {
 	if n := len(r.freeMsgs); n > 0 {
 		m := r.freeMsgs[n-1]
 		r.freeMsgs = r.freeMsgs[:n-1]
 		return m
 	}
-	return &rdInMsg{}
+	return &inMsg{}
 }
 
 // endInMsg forgets src's finished message m (its receive completed and no
 // segment of it is still to be discarded).
-// A record of a one-segment message was never in inMsgs (rdPlaceSend), and
+// A record of a one-segment message was never in inMsgs (placeSend), and
 // src has no other: deleting src then is a no-op.
-func (r *rdState) endInMsg(src netip.AddrPort, m *rdInMsg) {
+func (r *state) endInMsg(src netip.AddrPort, m *inMsg) {
 	if len(r.inMsgs) > 0 {
 		delete(r.inMsgs, src)
 	}
 	if len(r.freeMsgs) < maxFreeInMsgs {
-		*m = rdInMsg{raw: m.raw[:0]}
+		*m = inMsg{raw: m.raw[:0]}
 		r.freeMsgs = append(r.freeMsgs, m)
 	}
 }
@@ -594,14 +594,14 @@ func scatterAt(bufs [][]byte, off int, data []byte) {
 	}
 }
 
-// rdReadRequest validates an RDMA Read Request (as RC does: STag, PD,
+// readRequest validates an RDMA Read Request (as RC does: STag, PD,
 // RemoteRead, bounds) and queues its response, or answers with an error
 // message; the QP stays up either way.
-func (e *Engine) rdReadRequest(q *QP, src netip.AddrPort, h *ddp.Header, seg []byte, hl int, now time.Time) {
+func (e *Engine) readRequest(q *QP, src netip.AddrPort, h *ddp.Header, seg []byte, hl int, now time.Time) {
 	r := q.Rd
 	rr, _, err := rdmap.ParseReadRequest(seg[hl:])
 	if err != nil || !h.Last || h.MO != 0 || len(seg) != hl+rdmap.ReadRequestLen {
-		e.rdBadMessage(q, src, iwerr.RDMAPOperationUnspecified, seg, hl)
+		e.badMessage(q, src, iwerr.RDMAPOperationUnspecified, seg, hl)
 		return
 	}
 	rh := seg[hl : hl+rdmap.ReadRequestLen]
@@ -612,29 +612,29 @@ func (e *Engine) rdReadRequest(q *QP, src netip.AddrPort, h *ddp.Header, seg []b
 		_, fault = e.RemoteAccess(q.QP.QP, src, rr.SourceStag, rr.SourceTO, uint64(rr.Size), proto.AccessRemoteRead, now) // rnic/access_guard.go
 	}
 	if fault != 0 {
-		r.count(rdAccessErrors, 1)
-		e.rdSendError(q, src, rnic.DgramAccessError, seg[:hl], rh, len(seg)) // one generic error (rnic/access_guard.go)
+		r.count(accessErrors, 1)
+		e.sendError(q, src, rnic.DgramAccessError, seg[:hl], rh, len(seg)) // one generic error (rnic/access_guard.go)
 		return
 	}
 	if len(r.resps) >= r.cfg.IRD {
-		e.rdSendError(q, src, iwerr.RDMAPOperationUnspecified, seg[:hl], rh, len(seg))
+		e.sendError(q, src, iwerr.RDMAPOperationUnspecified, seg[:hl], rh, len(seg))
 		return
 	}
 	segs, err := ddp.TaggedSegments(uint8(rdmap.MakeControl(rdmap.OpReadResponse)), rr.SinkStag, rr.SinkTO, rr.Size,
 		e.RdMaxPayload(true, 0))
 	if err != nil {
-		e.rdBadMessage(q, src, iwerr.RDMAPOperationUnspecified, seg, hl)
+		e.badMessage(q, src, iwerr.RDMAPOperationUnspecified, seg, hl)
 		return
 	}
-	r.resps = append(r.resps, &rdResp{seq: r.nextResp, peer: src, srcStag: rr.SourceStag, srcTO: rr.SourceTO, segs: segs})
+	r.resps = append(r.resps, &resp{seq: r.nextResp, peer: src, srcStag: rr.SourceStag, srcTO: rr.SourceTO, segs: segs})
 	r.nextResp++
 }
 
-// rdPlaceResponse places a Read Response segment into the sink of the
+// placeResponse places a Read Response segment into the sink of the
 // oldest outstanding Read to src (responses come back in request order).
-func (e *Engine) rdPlaceResponse(q *QP, src netip.AddrPort, h *ddp.Header, payload []byte) {
+func (e *Engine) placeResponse(q *QP, src netip.AddrPort, h *ddp.Header, payload []byte) {
 	r := q.Rd
-	var w *rdWR
+	var w *wr
 	for _, x := range r.wrs {
 		if x.op == proto.WRRDMARead && x.peer == src && x.sent > 0 && !x.done && !x.respFinal {
 			w = x
@@ -643,7 +643,7 @@ func (e *Engine) rdPlaceResponse(q *QP, src netip.AddrPort, h *ddp.Header, paylo
 	}
 	if w == nil || h.Stag != w.sink.LKey || h.TO != w.sink.Addr+uint64(w.placed) ||
 		uint64(w.placed)+uint64(len(payload)) > uint64(w.total) {
-		r.count(rdDropResponse, 1)
+		r.count(dropResponse, 1)
 		return
 	}
 	if len(payload) > 0 {
@@ -668,10 +668,10 @@ func (e *Engine) rdPlaceResponse(q *QP, src netip.AddrPort, h *ddp.Header, paylo
 	}
 }
 
-// rdErrorIn handles an error message from src: the work request it names
+// errorIn handles an error message from src: the work request it names
 // completes with the error (the QP stays up); one naming nothing known is
 // counted and raised as EventQPAccessError.
-func (e *Engine) rdErrorIn(q *QP, src netip.AddrPort, body []byte) {
+func (e *Engine) errorIn(q *QP, src netip.AddrPort, body []byte) {
 	r := q.Rd
 	e.count(q, rnic.CErrorMsgsIn, 1)
 	t, _, err := rdmap.ParseTerminate(body)
@@ -689,11 +689,11 @@ func (e *Engine) rdErrorIn(q *QP, src netip.AddrPort, body []byte) {
 					return
 				}
 			}
-		} else if err == nil && oh.Tagged && r.rdWriteRecordError(src, &oh, t.Err) { // ud/wrec_send.go
+		} else if err == nil && oh.Tagged && r.writeRecordError(src, &oh, t.Err) { // ud/wrec_send.go
 			return
 		}
 	}
-	r.count(rdErrMsgUnmatched, 1)
+	r.count(errMsgUnmatched, 1)
 	detail := "error message from " + src.String()
 	if err == nil {
 		detail += ": " + t.Err.Error()

@@ -19,10 +19,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// rdWR is a send work request of an RD QP taken from the SQ: a copy of its
+// wr is a send work request of an RD QP taken from the SQ: a copy of its
 // SQE (consumed from the ring when taken), enough to rebuild any of its
 // datagrams, and its progress.
-type rdWR struct {
+type wr struct {
 	seq       uint64
 	wrid      uint64
 	op        proto.SendOpcode // WRSend(WithImm), WRRDMARead, WRWriteRecord(WithImm) or an atomic
@@ -37,7 +37,7 @@ type rdWR struct {
 	acked     uint32
 	resolved  uint32 // segments acked or failed
 	done      bool
-	completed bool // its completion is posted (rdComplete then drops it from wrs)
+	completed bool // its completion is posted (complete then drops it from wrs)
 	fatal     bool // a local error: the QP goes to ERROR when it is the head
 	status    proto.WCStatus
 	term      uint32 // iWARP error of an error message (WCFlagTermValid)
@@ -53,8 +53,8 @@ type rdWR struct {
 	imm       [rdmap.ImmediateDataLen]byte // Send / Write-Record with Imm: in every segment
 }
 
-// rdResp is an accepted RDMA Read Request being answered.
-type rdResp struct {
+// resp is an accepted RDMA Read Request being answered.
+type resp struct {
 	seq      uint64
 	peer     netip.AddrPort
 	srcStag  uint32
@@ -65,8 +65,8 @@ type rdResp struct {
 	dead     bool // the source went away or a datagram failed: send no more
 }
 
-// rdErrMsg is an error message (untagged QN 2, opcode Terminate) being sent.
-type rdErrMsg struct {
+// errMsg is an error message (untagged QN 2, opcode Terminate) being sent.
+type errMsg struct {
 	seq    uint64
 	peer   netip.AddrPort
 	body   []byte // DDP header + Terminate header (or Atomic Response)
@@ -84,14 +84,14 @@ func (e *Engine) RdMaxPayload(tagged bool, ulpHeader int) int {
 	return ddp.MaxPayload(dgram.MaxSegment(e.Cfg.DatagramSize, true), tagged, ulpHeader)
 }
 
-// rdTake copies newly posted SQEs into r.wrs and consumes them from the
+// take copies newly posted SQEs into r.wrs and consumes them from the
 // ring at once (the copy has everything a datagram is rebuilt from), so
 // that a work request waiting for one peer — a dead one retries for
 // seconds — holds no ring slot that later work requests to other peers
 // would need. At most the ring's depth of work requests are taken and not
 // completed: with the ring, a QP has at most twice its SQ depth
 // outstanding.
-func (e *Engine) rdTake(q *QP) bool {
+func (e *Engine) take(q *QP) bool {
 	r := q.Rd
 	v := q.SQView()
 	head, idx, avail, err := v.Lookahead(q.SQ)
@@ -105,7 +105,7 @@ func (e *Engine) rdTake(q *QP) bool {
 		w := r.newWR()
 		w.seq = r.nextWR
 		r.nextWR++
-		e.rdPrepare(q, w, v.At(head, idx, took))
+		e.prepare(q, w, v.At(head, idx, took))
 		r.wrs = append(r.wrs, w)
 		q.SQ.Advance()
 	}
@@ -120,26 +120,26 @@ func (e *Engine) rdTake(q *QP) bool {
 const maxFreeWRs = 64
 
 // newWR returns a cleared work-request record, reused if one is free.
-func (r *rdState) newWR() *rdWR {
+func (r *state) newWR() *wr {
 	if n := len(r.freeWRs); n > 0 {
 		w := r.freeWRs[n-1]
 		r.freeWRs = r.freeWRs[:n-1]
 		return w
 	}
-	return &rdWR{}
+	return &wr{}
 }
 
 // freeWR takes back w, completed and out of r.wrs (nothing else points to
 // a work request: tokens name it by sequence number, wrBySeq).
-func (r *rdState) freeWR(w *rdWR) {
+func (r *state) freeWR(w *wr) {
 	if len(r.freeWRs) < maxFreeWRs {
-		*w = rdWR{sges: w.sges[:0]}
+		*w = wr{sges: w.sges[:0]}
 		r.freeWRs = append(r.freeWRs, w)
 	}
 }
 
-// rdPrepare validates the SQE in slot into w; a bad one is done (fatal).
-func (e *Engine) rdPrepare(q *QP, w *rdWR, slot []byte) {
+// prepare validates the SQE in slot into w; a bad one is done (fatal).
+func (e *Engine) prepare(q *QP, w *wr, slot []byte) {
 	r := q.Rd
 	var raw [proto.SQEHeaderLen]byte
 	copy(raw[:], slot)
@@ -161,7 +161,7 @@ func (e *Engine) rdPrepare(q *QP, w *rdWR, slot []byte) {
 	r.setPeerKey(dst, sqe.QKey) // rd/keys.go
 	inline := sqe.Flags&proto.SendInline != 0
 	if sqe.Opcode.Atomic() {
-		if st := e.rdPrepareAtomic(q, w, &sqe, slot, inline); st != proto.WCSuccess { // rd/atomic.go
+		if st := e.prepareAtomic(q, w, &sqe, slot, inline); st != proto.WCSuccess { // rd/atomic.go
 			fail(st)
 		}
 		return
@@ -231,53 +231,53 @@ func (e *Engine) rdPrepare(q *QP, w *rdWR, slot []byte) {
 		w.segs, _ = ddp.UntaggedSegments(uint8(rdmap.MakeControl(rdmap.OpReadRequest)), 0, rdmap.QNReadRequest, w.msn,
 			rdmap.ReadRequestLen, e.RdMaxPayload(false, 0))
 	case proto.WRWriteRecord, proto.WRWriteRecordWithImm:
-		if st := e.rdPrepareWriteRecord(q, w, &sqe); st != proto.WCSuccess { // ud/wrec_send.go
+		if st := e.prepareWriteRecord(q, w, &sqe); st != proto.WCSuccess { // ud/wrec_send.go
 			fail(st)
 		}
 	}
 }
 
-// rdPoll runs the state machine's timers and acts on what it reports.
-func (e *Engine) rdPoll(q *QP, now time.Time) bool {
+// poll runs the state machine's timers and acts on what it reports.
+func (e *Engine) poll(q *QP, now time.Time) bool {
 	r := q.Rd
 	r.actions = r.ep.Poll(now, r.actions[:0])
 	work := len(r.actions) > 0
 	for i := range r.actions {
-		e.rdAction(q, &r.actions[i], now)
+		e.action(q, &r.actions[i], now)
 	}
-	if e.rdDrainBacklog(q, now) {
+	if e.drainBacklog(q, now) {
 		work = true
 	}
 	return work
 }
 
-// rdPending is what rdPoll left to send: retransmissions and ACKs.
-type rdPending struct {
+// pending is what poll left to send: retransmissions and ACKs.
+type pending struct {
 	peer netip.AddrPort
 	tok  rd.Token
 	h    dgram.RDHeader
 }
 
-func (e *Engine) rdAction(q *QP, a *rd.Action, now time.Time) {
+func (e *Engine) action(q *QP, a *rd.Action, now time.Time) {
 	r := q.Rd
 	switch a.Kind {
 	case rd.Retransmit:
-		r.retx = append(r.retx, rdPending{a.Peer, a.Token, a.Header})
+		r.retx = append(r.retx, pending{a.Peer, a.Token, a.Header})
 	case rd.SendAck:
-		r.acks = append(r.acks, rdPending{a.Peer, a.Token, a.Header})
+		r.acks = append(r.acks, pending{a.Peer, a.Token, a.Header})
 	case rd.Acked, rd.Failed:
-		e.rdResolve(q, a.Token, a.Kind == rd.Acked)
+		e.resolve(q, a.Token, a.Kind == rd.Acked)
 	case rd.DeliverHeld:
-		e.rdDeliverHeld(q, a.Peer, a.Header.Seq, now)
+		e.deliverHeld(q, a.Peer, a.Header.Seq, now)
 	case rd.PeerReset:
-		e.rdResolve(q, a.Token, false)
+		e.resolve(q, a.Token, false)
 	case rd.DiscardHeld:
 		r.dropPeerRecv(a.Peer)
 	}
 }
 
-// rdResolve records that a token was acknowledged (ok) or given up.
-func (e *Engine) rdResolve(q *QP, tok rd.Token, ok bool) {
+// resolve records that a token was acknowledged (ok) or given up.
+func (e *Engine) resolve(q *QP, tok rd.Token, ok bool) {
 	r := q.Rd
 	kind, seq, _ := splitToken(tok)
 	switch kind {
@@ -295,7 +295,7 @@ func (e *Engine) rdResolve(q *QP, tok rd.Token, ok bool) {
 			return
 		}
 		if !w.done {
-			r.count(rdRetryExceeded, 1)
+			r.count(retryExceeded, 1)
 			w.done, w.status = true, proto.WCRetryExcErr
 		}
 	case tokResp:
@@ -319,8 +319,8 @@ func (e *Engine) rdResolve(q *QP, tok rd.Token, ok bool) {
 // wrBySeq finds the work request seq among those not completed (wrs is
 // in sequence order, with gaps where work requests completed out of
 // order).
-func (r *rdState) wrBySeq(seq uint64) *rdWR {
-	i, ok := slices.BinarySearchFunc(r.wrs, seq, func(w *rdWR, s uint64) int { return cmp.Compare(w.seq, s) })
+func (r *state) wrBySeq(seq uint64) *wr {
+	i, ok := slices.BinarySearchFunc(r.wrs, seq, func(w *wr, s uint64) int { return cmp.Compare(w.seq, s) })
 	if !ok {
 		return nil
 	}
@@ -330,7 +330,7 @@ func (r *rdState) wrBySeq(seq uint64) *rdWR {
 // wrCanSend reports whether w (segments left to send) may send its next
 // segment now: its peer's window is open and, for a Read not yet started,
 // the ORD allows one more.
-func (r *rdState) wrCanSend(w *rdWR) bool {
+func (r *state) wrCanSend(w *wr) bool {
 	if w.op.ReadOrAtomic() && w.sent == 0 && r.readsOut >= r.cfg.ORD {
 		return false
 	}
@@ -338,10 +338,10 @@ func (r *rdState) wrCanSend(w *rdWR) bool {
 }
 
 // toSend reports whether w has segments to send.
-func (w *rdWR) toSend() bool { return !w.done && w.sent < w.segs.Count() }
+func (w *wr) toSend() bool { return !w.done && w.sent < w.segs.Count() }
 
 // sendable reports whether new DATA is waiting for an open window.
-func (r *rdState) sendable() bool {
+func (r *state) sendable() bool {
 	if len(r.retx) > 0 || len(r.acks) > 0 {
 		return true
 	}
@@ -374,8 +374,8 @@ func (r *rdState) sendable() bool {
 	return false
 }
 
-// rdBatch builds one sendmmsg vector of RD datagrams in e.sb.
-type rdBatch struct {
+// batch builds one sendmmsg vector of RD datagrams in e.sb.
+type batch struct {
 	e    *ud.Engine
 	q    *QP
 	n    int
@@ -385,9 +385,9 @@ type rdBatch struct {
 // add appends one datagram: the key header (the peer's Q_Key as q knows
 // it, q's own), h, the DDP header dh, an optional RDMAP header, payload
 // pieces; crc per the QP.
-func (b *rdBatch) add(peer netip.AddrPort, h *dgram.RDHeader, dh *ddp.Header, ulp []byte, pieces [][]byte) bool {
+func (b *batch) add(peer netip.AddrPort, h *dgram.RDHeader, dh *ddp.Header, ulp []byte, pieces [][]byte) bool {
 	r := b.q.Rd
-	if b.n == rdMaxBatch {
+	if b.n == maxBatch {
 		b.full = true
 		return false
 	}
@@ -402,7 +402,7 @@ func (b *rdBatch) add(peer netip.AddrPort, h *dgram.RDHeader, dh *ddp.Header, ul
 		b.full = true
 		return false
 	}
-	sc := r.scratch[b.n*rdScratchStride : (b.n+1)*rdScratchStride : (b.n+1)*rdScratchStride]
+	sc := r.scratch[b.n*scratchStride : (b.n+1)*scratchStride : (b.n+1)*scratchStride]
 	hdr := dgram.Keys{QKey: r.peerKey(peer), SrcQKey: b.q.Qkey}.Append(sc[:0])
 	hdr = h.Append(hdr)
 	if dh != nil {
@@ -423,8 +423,8 @@ func (b *rdBatch) add(peer netip.AddrPort, h *dgram.RDHeader, dh *ddp.Header, ul
 	return true
 }
 
-// rdBuild appends the DATA datagram of token tok with RD header h.
-func (e *Engine) rdBuild(b *rdBatch, peer netip.AddrPort, tok rd.Token, h *dgram.RDHeader) bool {
+// build appends the DATA datagram of token tok with RD header h.
+func (e *Engine) build(b *batch, peer netip.AddrPort, tok rd.Token, h *dgram.RDHeader) bool {
 	q := b.q
 	r := q.Rd
 	kind, seq, seg := splitToken(tok)
@@ -450,7 +450,7 @@ func (e *Engine) rdBuild(b *rdBatch, peer netip.AddrPort, tok rd.Token, h *dgram
 			var rh [rdmap.WriteRecordImmLen]byte
 			ulp = w.writeRecordHeader(rh[:0], s.Offset) // ud/wrec_send.go
 		}
-		pieces := e.rdPayload(q, w, int(s.Offset), s.Len)
+		pieces := e.payload(q, w, int(s.Offset), s.Len)
 		return b.add(peer, h, &s.Header, ulp, pieces)
 	case tokResp:
 		for _, p := range r.resps {
@@ -476,9 +476,9 @@ func (e *Engine) rdBuild(b *rdBatch, peer netip.AddrPort, tok rd.Token, h *dgram
 	return true
 }
 
-// rdPayload translates octets [off, off+n) of w's payload (for this pass);
+// payload translates octets [off, off+n) of w's payload (for this pass);
 // if the memory went away the datagram carries zeros and w fails.
-func (e *Engine) rdPayload(q *QP, w *rdWR, off, n int) [][]byte {
+func (e *Engine) payload(q *QP, w *wr, off, n int) [][]byte {
 	if w.inline != nil {
 		return append(e.Pieces[:0], w.inline[off:off+n])
 	}
@@ -509,25 +509,25 @@ func (e *Engine) rdPayload(q *QP, w *rdWR, off, n int) [][]byte {
 	return e.Pieces
 }
 
-// rdSend sends what is due: retransmissions, ACKs, error messages, Read
+// send sends what is due: retransmissions, ACKs, error messages, Read
 // Responses, then the send queue's new segments, as far as the windows
 // allow, batched into sendmmsg calls.
-func (e *Engine) rdSend(q *QP, now time.Time) bool {
+func (e *Engine) send(q *QP, now time.Time) bool {
 	q.Blocked = false
 	work := false
-	if q.State == proto.QPStateRTS && e.rdTake(q) {
+	if q.State == proto.QPStateRTS && e.take(q) {
 		work = true
 	}
 	for range 4 { // bounded work per pass
-		b := &rdBatch{e: e.Engine, q: q}
+		b := &batch{e: e.Engine, q: q}
 		e.Sb.Reset(q.Gso)
-		e.rdFill(b, now)
+		e.fill(b, now)
 		msgs := e.Sb.Finish()
 		if len(msgs) == 0 {
 			break
 		}
 		work = true
-		e.rdTransmit(q, msgs)
+		e.transmit(q, msgs)
 		if !b.full || q.Blocked {
 			break
 		}
@@ -535,14 +535,14 @@ func (e *Engine) rdSend(q *QP, now time.Time) bool {
 	return work
 }
 
-// rdFill fills one batch.
-func (e *Engine) rdFill(b *rdBatch, now time.Time) {
+// fill fills one batch.
+func (e *Engine) fill(b *batch, now time.Time) {
 	q := b.q
 	r := q.Rd
 	k := 0
 	for ; k < len(r.retx) && !b.full; k++ {
 		p := &r.retx[k]
-		if !e.rdBuild(b, p.peer, p.tok, &p.h) {
+		if !e.build(b, p.peer, p.tok, &p.h) {
 			break
 		}
 	}
@@ -570,7 +570,7 @@ func (e *Engine) rdFill(b *rdBatch, now time.Time) {
 		if !b.add(p.peer, &p.h, nil, nil, nil) {
 			break
 		}
-		r.count(rdAcksOut, 1)
+		r.count(acksOut, 1)
 	}
 	r.acks = r.acks[:copy(r.acks, r.acks[k:])]
 	for _, p := range r.resps {
@@ -581,8 +581,8 @@ func (e *Engine) rdFill(b *rdBatch, now time.Time) {
 				break
 			}
 			p.sent++
-			r.count(rdReadBytesOut, int64(p.segs.Segment(p.sent-1).Len))
-			if !e.rdBuild(b, p.peer, tok, &h) {
+			r.count(readBytesOut, int64(p.segs.Segment(p.sent-1).Len))
+			if !e.build(b, p.peer, tok, &h) {
 				r.deferDatagram(p.peer, tok, h)
 			}
 		}
@@ -621,7 +621,7 @@ func (e *Engine) rdFill(b *rdBatch, now time.Time) {
 				e.count(q, rnic.CMessagesOut, 1)
 				e.count(q, rnic.CBytesOut, int64(w.total))
 			}
-			if !e.rdBuild(b, w.peer, tok, &h) {
+			if !e.build(b, w.peer, tok, &h) {
 				r.deferDatagram(w.peer, tok, h)
 			}
 		}
@@ -635,13 +635,13 @@ func (e *Engine) rdFill(b *rdBatch, now time.Time) {
 // has its sequence number already) to go first in the next batch. Left to
 // the state machine it would wait for a retransmission timeout: with 1 MiB
 // batches the last datagram of every 1 MiB message did (RTO per message).
-func (r *rdState) deferDatagram(peer netip.AddrPort, tok rd.Token, h dgram.RDHeader) {
-	r.retx = append(r.retx, rdPending{peer, tok, h})
+func (r *state) deferDatagram(peer netip.AddrPort, tok rd.Token, h dgram.RDHeader) {
+	r.retx = append(r.retx, pending{peer, tok, h})
 }
 
-// rdTransmit hands a batch to the kernel. Datagrams the kernel does not
+// transmit hands a batch to the kernel. Datagrams the kernel does not
 // take are lost as far as the state machine knows: it retransmits them.
-func (e *Engine) rdTransmit(q *QP, msgs []unix.Mmsghdr) {
+func (e *Engine) transmit(q *QP, msgs []unix.Mmsghdr) {
 	off := 0
 	for off < len(msgs) {
 		sent, err := e.Sendmmsg(q.FD, msgs[off:])
@@ -671,13 +671,13 @@ func (e *Engine) rdTransmit(q *QP, msgs []unix.Mmsghdr) {
 	}
 }
 
-// rdComplete completes the work requests whose datagrams are all
+// complete completes the work requests whose datagrams are all
 // resolved, in posting order per peer (a work request waits for the
 // earlier ones to its own peer only: one unreachable peer does not hold
 // back the completions of the others, docs/rd.md); a fatal one (a local
 // error) when every one before it has completed. It forgets finished
 // responses and error messages.
-func (e *Engine) rdComplete(q *QP) bool {
+func (e *Engine) complete(q *QP) bool {
 	r := q.Rd
 	work := false
 	r.blocked.reset() // peers with an earlier work request not completed
@@ -689,14 +689,14 @@ func (e *Engine) rdComplete(q *QP) bool {
 			break
 		}
 		if !r.blocked.has(w.peer) && w.done && w.resolved >= w.sent {
-			e.rdCompleteWR(q, w)
+			e.completeWR(q, w)
 			w.completed = true
 			work = true
 			continue
 		}
 		r.blocked.add(w.peer)
 	}
-	if work { // forget the completed ones (rdTake may take as many more)
+	if work { // forget the completed ones (take may take as many more)
 		n := 0
 		for _, w := range r.wrs {
 			if w.completed {
@@ -715,7 +715,7 @@ func (e *Engine) rdComplete(q *QP) bool {
 			r.wrs = r.wrs[1:]
 			e.count(q, rnic.CWRErrors, 1)
 			e.PostCQE(q.Session, q.SendCQ, &proto.CQE{WRID: w.wrid, Status: w.status, Opcode: proto.WCSend, QPN: q.QPN})
-			e.errorQP(q, "work request "+w.status.String()) // rdFlush flushes the later ones
+			e.errorQP(q, "work request "+w.status.String()) // flush flushes the later ones
 			return true
 		}
 	}
@@ -745,11 +745,11 @@ func (e *Engine) rdComplete(q *QP) bool {
 	return work
 }
 
-// rdWCOpcode is the completion opcode of w.
-func rdWCOpcode(w *rdWR) proto.WCOpcode { return rnic.WCOpcodeOf(w.op) }
+// wcOpcode is the completion opcode of w.
+func wcOpcode(w *wr) proto.WCOpcode { return rnic.WCOpcodeOf(w.op) }
 
-// rdCompleteWR posts w's completion (if signaled or failed).
-func (e *Engine) rdCompleteWR(q *QP, w *rdWR) {
+// completeWR posts w's completion (if signaled or failed).
+func (e *Engine) completeWR(q *QP, w *wr) {
 	r := q.Rd
 	if w.op.ReadOrAtomic() && w.sent > 0 {
 		r.readsOut--
@@ -758,7 +758,7 @@ func (e *Engine) rdCompleteWR(q *QP, w *rdWR) {
 		e.count(q, rnic.CWRErrors, 1)
 	}
 	if w.signaled || w.status != proto.WCSuccess {
-		cqe := proto.CQE{WRID: w.wrid, Status: w.status, Opcode: rdWCOpcode(w), ByteLen: uint32(w.total), QPN: q.QPN}
+		cqe := proto.CQE{WRID: w.wrid, Status: w.status, Opcode: wcOpcode(w), ByteLen: uint32(w.total), QPN: q.QPN}
 		if w.term != 0 {
 			cqe.Term, cqe.Flags = w.term, proto.WCFlagTermValid
 		}

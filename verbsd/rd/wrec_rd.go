@@ -13,7 +13,7 @@ import (
 )
 
 // writeRecordRD is the Write-Record hook of the RD receive path
-// (rd/recv.go's rdDeliver, for a tagged segment with opcode 0xC or 0xD): seg is
+// (rd/recv.go's deliver, for a tagged segment with opcode 0xC or 0xD): seg is
 // the DDP segment delivered in order by RD (no CRC), h its parsed DDP
 // header of hl octets. It checks and places the segment exactly as on UD
 // (ud/wrec_recv.go) and, when the record is whole, completes it into the head
@@ -23,7 +23,7 @@ import (
 // for its retransmitted segments (or is evicted by newer ones).
 //
 // It sends nothing: when the access checks refuse the segment it returns
-// the error (ok false) for the caller to report reliably (rdSendError with
+// the error (ok false) for the caller to report reliably (sendError with
 // seg[:hl] and len(seg)); the record has failed, and later segments of it
 // are dropped silently. A malformed segment (short Write-Record header,
 // inconsistent offsets) is dropped and counted, ok true.
@@ -46,10 +46,10 @@ func (e *Engine) writeRecordRD(q *QP, src netip.AddrPort, h *ddp.Header, seg []b
 	return iwerr.Error{}, true
 }
 
-// rdPrepareWriteRecord finishes rdPrepare for a Write-Record work request
+// prepareWriteRecord finishes prepare for a Write-Record work request
 // on an RD QP: it takes the next MSN of the QP (shared with Sends) as its
 // RecordID. A TO wrap is a local length error (fatal, as on UD).
-func (e *Engine) rdPrepareWriteRecord(q *QP, w *rdWR, sqe *proto.SQE) proto.WCStatus {
+func (e *Engine) prepareWriteRecord(q *QP, w *wr, sqe *proto.SQE) proto.WCStatus {
 	r := q.Rd
 	segs, rec, err := ud.WriteRecordSegments(sqe, r.msn[rdmap.QNSend]+1, w.total, e.RdMaxPayload(true, ud.WrecULPLen(sqe.Opcode)))
 	if err != nil { // TO + length wraps
@@ -64,7 +64,7 @@ func (e *Engine) rdPrepareWriteRecord(q *QP, w *rdWR, sqe *proto.SQE) proto.WCSt
 // writeRecordHeader returns the Write-Record header of w's segment
 // starting at Message Offset off (and its Immediate Data for
 // WRWriteRecordWithImm), appended to b.
-func (w *rdWR) writeRecordHeader(b []byte, off uint32) []byte {
+func (w *wr) writeRecordHeader(b []byte, off uint32) []byte {
 	rec := w.rec
 	rec.MessageOffset = off
 	b = rec.Append(b)
@@ -74,15 +74,15 @@ func (w *rdWR) writeRecordHeader(b []byte, off uint32) []byte {
 	return b
 }
 
-// rdWriteRecordError matches an error message from src naming the tagged
+// writeRecordError matches an error message from src naming the tagged
 // DDP header oh (the target refused a Write-Record segment: STag, bounds,
 // rights) with the oldest Write-Record to src, to that STag, whose range
 // holds oh.TO, that has no error yet and is not wholly acknowledged (the
 // target holds back the acknowledgement of a refused datagram until its
 // error message is through, so that work request is still open). It
-// completes with termStatus (WCRemAccessErr) and Term. false: no such
+// completes with TermStatus (WCRemAccessErr) and Term. false: no such
 // work request.
-func (r *rdState) rdWriteRecordError(src netip.AddrPort, oh *ddp.Header, err iwerr.Error) bool {
+func (r *state) writeRecordError(src netip.AddrPort, oh *ddp.Header, err iwerr.Error) bool {
 	for _, w := range r.wrs {
 		if !w.op.WriteRecord() || w.peer != src || w.sent == 0 || w.fatal || w.completed || w.term != 0 ||
 			w.acked >= w.segs.Count() || w.rkey != oh.Stag || oh.TO < w.to || oh.TO-w.to > uint64(w.total) {

@@ -10,7 +10,7 @@ import (
 	"github.com/iwarpd/iwarpd/rdmap"
 )
 
-// Remote access refusals on datagram QPs (issue 13 point 4). A datagram QP
+// Remote access refusals on datagram QPs. A datagram QP
 // serves any peer that holds its Q_Key, with no connection to tear down, so
 // a peer may try STag after STag. Every refused remote access (Write-Record
 // placement, RD Read source) is
@@ -36,7 +36,7 @@ import (
 //     (the requester's work request waits for them), so they are never
 //     dropped; the RD window paces them and MaxErrorMessages bounds them.
 
-// dgramAccessError is the one error a datagram QP answers a refused remote
+// DgramAccessError is the one error a datagram QP answers a refused remote
 // access with.
 var DgramAccessError = iwerr.RDMAPProtectionUnspecified
 
@@ -80,7 +80,7 @@ type accessGuard struct {
 }
 
 // RemoteAccess resolves a remote access from src to q's memory (STag, TO,
-// length, right) as rcLookup does; a refusal is counted and reported to
+// length, right) as LookupRemote does; a refusal is counted and reported to
 // q's owner (rate-limited).
 func (e *Engine) RemoteAccess(q *QP, src netip.AddrPort, stag uint32, to, n uint64, need proto.Access, now time.Time) ([]byte, rdmap.AccessFault) {
 	b, fault := q.LookupRemote(stag, to, n, need)

@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Binds on behalf of clients (issue 13, point 10). A daemon running as root
+// Binds on behalf of clients. A daemon running as root
 // could bind any port on any address; a client gets only
 //   - ports inside the configured ranges (UDP: -ud-ports, -rd-ports; TCP
 //     listeners: -listen-ports, or port 0),

@@ -40,7 +40,7 @@ const (
 	CGSOFallback       // UDP GSO refused by the kernel: disabled on that socket
 	CGROUnavailable    // UDP_GRO could not be enabled on a socket
 	CGROCoalesced      // received buffers holding several datagrams (UDP_GRO)
-	CRecvCopied        // single-datagram messages copied into their receive (every one since issue 13: judged before placed)
+	CRecvCopied        // single-datagram messages copied into their receive (every one: judged before placed)
 	// Write-Record and error messages (wrec*.go).
 	CWrecPlaced    // Write-Record segments placed
 	CWrecComplete  // Write-Records completed with every octet placed

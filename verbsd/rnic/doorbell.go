@@ -15,7 +15,7 @@ import (
 // O_NONBLOCK, read the counter, or fill it. So the engine never calls read()
 // or write() on a doorbell — a read on a description the client made
 // blocking, emptied by the client between epoll_wait and the read, would
-// stop the engine (issue 13, point 1). Instead the engine registers the
+// stop the engine. Instead the engine registers the
 // doorbell with EPOLLET and only ever epoll_waits on it: eventfd(2)'s write
 // wakes the wait queue on every successful write, whatever the counter
 // holds, so each ring is one edge and nothing needs resetting. What a

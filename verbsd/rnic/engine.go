@@ -22,7 +22,7 @@ import (
 // eventfd, its wake eventfd and every datagram socket.
 type Engine struct {
 	Cfg *config.Config
-	// ext is what the transports keep per engine, and their per-engine
+	// Ext is what the transports keep per engine, and their per-engine
 	// work (a destroyed RD QP's lingering port): ud/qp.go.
 	Ext []EngineHooks
 
@@ -68,7 +68,6 @@ type Engine struct {
 	Sessions map[uint64]*Session
 	cur      *Session    // the session being served (rnic/fault.go)
 	staged   []stagedBuf // staging buffers of the QP being served (rnic/stage.go)
-	nextQPN  uint32
 	Stats    counters
 	events   [64]unix.EpollEvent
 }
@@ -152,7 +151,7 @@ func (e *Engine) closeResources() {
 }
 
 // Do runs f on the engine goroutine and returns its error. It returns
-// errEngineStopped, without running f, once the engine has stopped. With
+// ErrEngineStopped, without running f, once the engine has stopped. With
 // several engines, f runs on engine 0 while the others are parked
 // (rnic/engines.go device.do): commands may change any engine's state.
 func (e *Engine) Do(f func() error) error {

@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Engines per core (issue 12 item 4; docs/engines.md). With Config.Engines
+// Engines per core (docs/engines.md). With Config.Engines
 // = N > 1 the device runs N engines, each a goroutine locked to an OS thread
 // pinned to one CPU, each owning the QPs placed on it: their sockets (its
 // epoll set), rings, timers and ready list. What QPs of different engines
@@ -21,7 +21,7 @@ import (
 //     parked between two passes (device.do): the session tables (PDs, MRs,
 //     keys, CQs, SRQs, QPs), placement and every engine's QP set change only
 //     when no pass runs anywhere, so a pass reads them without locks.
-//   - A CQ is produced into under its own mutex (cq.mu, postCQE): the
+//   - A CQ is produced into under its own mutex (cq.mu, PostCQE): the
 //     completions of one QP come from its one engine in order; those of
 //     different QPs interleave whole.
 //   - An SRQ is consumed under its own mutex (srq.mu), held for the whole
@@ -53,7 +53,7 @@ type Device struct {
 	Log    config.Logger
 	Users  UserTable     // per-user resource counts (rnic/userlimits.go)
 	nextID atomic.Uint64 // session ids
-	Port   atomic.Uint32 // datagram port scan cursor (bindDgram)
+	Port   atomic.Uint32 // datagram port scan cursor (BindDgram)
 	// UnprivStart is ip_unprivileged_port_start at start (rnic/bind.go).
 	UnprivStart uint16
 }
@@ -258,10 +258,10 @@ func (e *Engine) bellUnwatch(s *Session) {
 	}
 }
 
-// serveShared serves q (serviceQP) with what sharing across engines asks:
+// serveShared serves q (QPOps.Service) with what sharing across engines asks:
 // the SRQ held for the whole service, a CQ overrun seen by another engine
 // applied, a session whose memory faulted left alone (its teardown is a
-// command: failFaulted). With one engine it is serviceQP.
+// command: failFaulted). With one engine it is QPOps.Service.
 func (e *Engine) serveShared(q *QP, now time.Time) bool {
 	if !e.Shared {
 		return q.Ops.Service(now)
@@ -280,7 +280,7 @@ func (e *Engine) serveShared(q *QP, now time.Time) bool {
 }
 
 // hasWork reports whether the client published work the engine must act
-// on now (qpOps.hasWork), reading a shared SRQ under its mutex.
+// on now (QPOps.HasWork), reading a shared SRQ under its mutex.
 func (q *QP) hasWork() bool {
 	if q.Session.faulted.Load() {
 		return false

@@ -23,7 +23,7 @@ func Errf(errno unix.Errno, format string, args ...any) error {
 	return &OpError{errno: errno, Msg: fmt.Sprintf(format, args...)}
 }
 
-// ErrnoOf returns the errno an error reply carries: the opError's, the first
+// ErrnoOf returns the errno an error reply carries: the OpError's, the first
 // errno found in the chain, else EINVAL.
 func ErrnoOf(err error) unix.Errno {
 	var oe *OpError
@@ -37,5 +37,5 @@ func ErrnoOf(err error) unix.Errno {
 	return unix.EINVAL
 }
 
-// errEngineStopped is returned by engine.Do once the engine has stopped.
+// ErrEngineStopped is returned by engine.Do once the engine has stopped.
 var ErrEngineStopped = Errf(unix.ENODEV, "iwarpd: the device is shutting down")

@@ -8,7 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Faults on client memory (issue 13, point 2). The daemon maps client
+// Faults on client memory. The daemon maps client
 // memfds (rings, registered memory) and refuses memory whose pages can
 // vanish (rnic/memory.go: checkClientMemory), so a fault should not happen. If
 // one does all the same, it must fail the client whose memory faulted,

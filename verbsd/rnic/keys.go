@@ -6,7 +6,7 @@ import (
 )
 
 // Keys a remote peer must present: memory-region STags and datagram QP
-// Q_Keys (issue 13 point 4). Both are drawn from crypto/rand over all 32
+// Q_Keys. Both are drawn from crypto/rand over all 32
 // bits, so a peer that was not told a key can only guess it: one chance in
 // 2^32 per try and key, with every miss counted and reported to the owner
 // (access_report.go).
@@ -64,7 +64,7 @@ func (s *Session) mrByLKey(k uint32) *MR {
 	return nil
 }
 
-// mrByRKey returns the MR whose remote key (STag) is k, or nil.
+// MRByRKey returns the MR whose remote key (STag) is k, or nil.
 func (s *Session) MRByRKey(k uint32) *MR {
 	if m := s.Keys[k]; m != nil && m.RKey == k {
 		return m

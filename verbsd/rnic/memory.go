@@ -39,7 +39,7 @@ func MapRegion(fd int, off, length uint64) (*Mapping, error) {
 	page := uint64(unix.Getpagesize())
 	start := off &^ (page - 1)
 	end := (off + length + page - 1) &^ (page - 1)
-	// Never MAP_POPULATE client memory (issue 13, point 5): populating a
+	// Never MAP_POPULATE client memory: populating a
 	// shared mapping allocates every page of the file, so a client's 2 GiB
 	// sparse memfd cost the daemon 2 GiB (charged to its cgroup) for a
 	// client that had touched 5 MB. Only the pages the file already has
@@ -55,8 +55,7 @@ func MapRegion(fd int, off, length uint64) (*Mapping, error) {
 }
 
 // checkClientMemory accepts only descriptors whose pages cannot vanish
-// while the daemon has them mapped, and returns the file's size (issue 13,
-// point 2: a client that backed a CQ ring with an MFD_HUGETLB memfd and
+// while the daemon has them mapped, and returns the file's size (a client that backed a CQ ring with an MFD_HUGETLB memfd and
 // punched its page out killed the daemon with SIGBUS on its next CQE):
 //   - a memfd (memfd_create(2); /proc/self/fd names it "/memfd:..."), not
 //     any other file, socket or device;

@@ -29,7 +29,7 @@ type MR struct {
 	Proc   *ProcRegion // process form: the octets in the client's address space (rnic/procmem.go)
 	Addr   uint64      // where the client has the first registered octet
 	Access proto.Access
-	// invalid: the STag was invalidated (RC local invalidate or Send with
+	// Invalid: the STag was invalidated (RC local invalidate or Send with
 	// Invalidate); it stays unusable, locally and remotely, until deregistered.
 	Invalid atomic.Bool
 }
@@ -42,7 +42,7 @@ type CompChannel struct {
 
 type CQ struct {
 	// mu serializes production when QPs of several engines complete into
-	// it (rnic/engines.go; postCQE, overrunCQ).
+	// it (rnic/engines.go; PostCQE, overrunCQ).
 	mu      sync.Mutex
 	Handle  uint32
 	Depth   uint32
@@ -137,18 +137,7 @@ func AddrToSockaddr(a netip.AddrPort) unix.Sockaddr {
 	return &unix.SockaddrInet6{Port: int(a.Port()), Addr: ip.As16()}
 }
 
-// sockaddrToAddr converts a recvmsg source address.
-func sockaddrToAddr(sa unix.Sockaddr) netip.AddrPort {
-	switch a := sa.(type) {
-	case *unix.SockaddrInet4:
-		return netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))
-	case *unix.SockaddrInet6:
-		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr).Unmap(), uint16(a.Port))
-	}
-	return netip.AddrPort{}
-}
-
-// nextHandle allocates a session handle: from 1 upward, never reused.
+// NextHandleID allocates a session handle: from 1 upward, never reused.
 // Handles name objects on the control socket only: MR keys are random and
 // unrelated to them (rnic/keys.go). The bound keeps handles within 24 bits.
 func (s *Session) NextHandleID() (uint32, error) {

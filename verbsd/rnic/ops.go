@@ -1,12 +1,15 @@
 package rnic
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // QPOps is what the engine asks of a QP's transport (UD, RD, RC): the engine
 // core keeps the polling set, the ready list, timers and sleep, and knows no
 // transport; each QP's transport serves it.
 type QPOps interface {
-	// Added: the QP joined its engine's polling set (engine.addQP).
+	// Added: the QP joined its engine's polling set (engine.AddQP).
 	Added()
 	// HasWork reports whether the client published work to act on now
 	// (sends in RTS, work requests to flush in ERROR, receives posted for
@@ -29,7 +32,7 @@ type QPOps interface {
 	// its socket still open; removed: it left it.
 	Removing()
 	Removed()
-	// Closed: its socket and region were released (closeQP).
+	// Closed: its socket and region were released (CloseQP).
 	Closed()
 	// LogsOwnEnd reports whether the transport logs why the QP ended
 	// itself (a connected RC QP: rc/log.go), so errorQP need not.
@@ -50,4 +53,17 @@ type EngineHooks interface {
 	CloseAll()
 	// Inspect adds the transport's engine-wide figures to m (iwarpctl).
 	Inspect(m map[string]int64)
+}
+
+// ExtOf returns the per-engine state of type T that the server gave e
+// (Ext: verbsd/server.go attachTransports), the one way every transport
+// finds its view of the engine serving a QP. It panics without one: an
+// engine is never started without its transports.
+func ExtOf[T EngineHooks](e *Engine) T {
+	for _, x := range e.Ext {
+		if t, ok := x.(T); ok {
+			return t
+		}
+	}
+	panic(fmt.Sprintf("verbsd: engine %d has no %T", e.ID, *new(T)))
 }

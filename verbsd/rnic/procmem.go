@@ -55,7 +55,7 @@ type PeerProcess struct {
 // peerCheckEvery bounds how long an access relies on an earlier poll.
 const peerCheckEvery = time.Millisecond
 
-// monoStart is the origin of peerProcess.checkedAt.
+// monoStart is the origin of PeerProcess.checkedAt.
 var monoStart = time.Now()
 
 // openPeer pins the process on the other end of the connected Unix socket

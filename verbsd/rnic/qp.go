@@ -84,7 +84,7 @@ func DiscardPosted(c *shm.Consumer) {
 	c.Release()
 }
 
-// CloseQP releases q's socket and region (after removeQP).
+// CloseQP releases q's socket and region (after RemoveQP).
 func CloseQP(q *QP) {
 	if q.FD >= 0 {
 		unix.Close(q.FD)

@@ -2,22 +2,22 @@ package rnic
 
 import "time"
 
-// The ready list (issue 12 item 3): a pass serves the QPs that can have
+// The ready list: a pass serves the QPs that can have
 // work, not every QP, so that N idle QPs beside one busy one cost a pass
 // what none would.
 //
 // A QP goes on the list when
 //   - epoll says its socket is readable (or, RC, writable again) — pollFDs;
-//   - it is installed (addQP, addRCQP) or a control command ran (any
+//   - it is installed (AddQP, AddUnpolledQP) or a control command ran (any
 //     command may change any QP: state, connection, destruction), or the
 //     engine woke from sleep (a doorbell names a session, not a QP): then
 //     the next pass serves every QP once (scanAll);
-//   - the probe finds work on it: each pass looks at readyProbe more QPs
+//   - the probe finds work on it: each pass looks at ReadyProbe more QPs
 //     of the whole set, round-robin, with the same test the engine makes
 //     before it sleeps (qp.hasWork, a timer due). A client that posts
 //     while the engine is awake rings no doorbell (DESIGN.md §3: no
 //     syscall per work request), and the rings are the client's memory,
-//     so a post on a QP off the list is seen within ⌈N/readyProbe⌉
+//     so a post on a QP off the list is seen within ⌈N/ReadyProbe⌉
 //     passes; a QP that worked within readyLinger stays on the list, so a
 //     busy QP's next post is seen in the next pass.
 //
@@ -27,7 +27,7 @@ import "time"
 // at every QP (pending, sleepTimeout): once per sleep, not per pass.
 
 const (
-	// readyProbe is how many QPs of the whole set a pass looks at for
+	// ReadyProbe is how many QPs of the whole set a pass looks at for
 	// work beyond the ready list.
 	ReadyProbe = 8
 	// readyLinger is how long a QP that did work stays on the list.
@@ -42,7 +42,7 @@ func (e *Engine) MarkReady(q *QP) {
 	}
 }
 
-// unready takes q off the ready list (removeQP).
+// unready takes q off the ready list (RemoveQP).
 func (e *Engine) unready(q *QP) {
 	if !q.onReady {
 		return

@@ -11,7 +11,7 @@ import (
 // access rights, tagged offset range), for RDMA Writes, Read Requests and
 // Read Responses of RC and RD, and atomics.
 
-// rcLookup resolves a remote access to q's registered memory: STag (the
+// LookupRemote resolves a remote access to q's registered memory: STag (the
 // MR's rkey, valid, in q's session), PD, access right need, TO range.
 func (q *QP) LookupRemote(stag uint32, to, n uint64, need proto.Access) ([]byte, rdmap.AccessFault) {
 	m, off, f := q.CheckRemote(stag, to, n, need)
@@ -28,9 +28,9 @@ func (q *QP) LookupRemote(stag uint32, to, n uint64, need proto.Access) ([]byte,
 	return m.Mem[off : off+n : off+n], 0
 }
 
-// rcCheck is rcLookup's checks alone: the region and the offset of to in
+// CheckRemote is LookupRemote's checks alone: the region and the offset of to in
 // it, for a request whose octets are used later (a Read Request: its
-// Response translates a window at a time, rcTxPayloads). A source in
+// Response translates a window at a time, txPayloads). A source in
 // process memory is probed (its first and last octets readable), not read.
 func (q *QP) CheckRemote(stag uint32, to, n uint64, need proto.Access) (*MR, uint64, rdmap.AccessFault) {
 	m := q.Session.MRByRKey(stag)

@@ -65,8 +65,8 @@ func (v *RingView) At(head []byte, idx, k uint32) []byte {
 	return v.entries[off : off+v.stride : off+v.stride]
 }
 
-// sqView and rqView describe q's own rings (laid out by createQP: the SQ at
-// the start of the region, the RQ after it); recvView is the RQ's or the
+// SQView describes q's send queue ring (laid out by createQP: the SQ at
+// the start of the region, the RQ after it); RecvView the RQ's or the
 // SRQ's.
 func (q *QP) SQView() *RingView {
 	if !q.views.done {

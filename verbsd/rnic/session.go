@@ -22,7 +22,7 @@ type Session struct {
 	Conn   *proto.Conn // nil in the fuzz harness
 	Cred   unix.Ucred
 	Client string
-	// peer pins the client process for process-memory MRs (rnic/procmem.go);
+	// Peer pins the client process for process-memory MRs (rnic/procmem.go);
 	// nil when it could not be opened (such registrations fail).
 	Peer    *PeerProcess
 	PeerErr error
@@ -56,8 +56,8 @@ type Session struct {
 	// held is what the session holds of its user's limits (rnic/userlimits.go;
 	// guarded by srv.users.mu).
 	held [config.NumUserRes]uint64
-	// eventsDropped counts asynchronous events lost to a full queue (the
-	// client does not read its control socket; rnic/cq.go sendEvent).
+	// EventsDropped counts asynchronous events lost to a full queue (the
+	// client does not read its control socket; rnic/cq.go SendEvent).
 	EventsDropped atomic.Int64
 	// bellRefs: the QPs of this session on each engine (several engines),
 	// whose epoll set then holds its doorbell (rnic/engines.go bellWatch).
@@ -83,9 +83,9 @@ func NewSession(dev *Device, uc *net.UnixConn) *Session {
 }
 
 // PumpEvents sends queued asynchronous events to the client. It never
-// blocks the daemon on a client that does not read (issue 13, point 8): a
+// blocks the daemon on a client that does not read: a
 // send that finds the socket buffer full keeps the event and retries with a
-// growing pause until the session ends, while sendEvent drops and counts
+// growing pause until the session ends, while SendEvent drops and counts
 // what no longer fits the queue (events_dropped in iwarpctl).
 func (s *Session) PumpEvents() {
 	for {
@@ -98,14 +98,14 @@ func (s *Session) PumpEvents() {
 	}
 }
 
-// Bounds of sendAsync's pause while a client's socket buffer is full.
+// Bounds of SendAsync's pause while a client's socket buffer is full.
 const (
 	asyncRetryFirst = time.Millisecond
 	asyncRetryMax   = 100 * time.Millisecond
 )
 
 // SendAsync sends an unsolicited message (event, CM event) with
-// non-blocking sends, never holding writeMu while it waits: it returns nil
+// non-blocking sends, never holding WriteMu while it waits: it returns nil
 // once sent, or an error when the send failed for another reason than a
 // full buffer or the session ended first.
 func (s *Session) SendAsync(h proto.Header, body any) error {

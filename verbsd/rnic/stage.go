@@ -10,23 +10,23 @@ import (
 
 // Staging of process memory (rnic/procmem.go). Every data path of the engine
 // works on the daemon's view of registered octets, a []byte good for the
-// current service of one QP (translate, rcLookup: "for this pass only").
+// current service of one QP (translate, LookupRemote: "for this pass only").
 // For a memfd MR that view is the mapping itself (zero copy). For a
 // process MR it is a staging buffer:
 //
-//   - a source (translate with write false, rcLookup for remote read) is
+//   - a source (translate with write false, LookupRemote for remote read) is
 //     read from the process at once (process_vm_readv) — the data path
 //     then sends from the staging buffer as from a mapping;
-//   - a destination (translate with write true, rcLookup for remote write)
+//   - a destination (translate with write true, LookupRemote for remote write)
 //     is a staging buffer the data path places into; every place that
-//     writes into a destination then calls commit (or commitOne) for the
+//     writes into a destination then calls commit (or CommitOne) for the
 //     octets it wrote, which writes them to the process
 //     (process_vm_writev) before the completion that makes them visible.
 //     Only octets actually placed are written back, never the rest of a
 //     posted buffer (two receives may share memory, verbs allows it).
 //
 // commit finds the staging buffer a slice lies in by address: data paths
-// keep passing sub-slices of what translate returned (appendRange,
+// keep passing sub-slices of what translate returned (AppendRange,
 // pieceAt). Mapped memory is not staged, so for it commit is a no-op (a
 // length check when nothing is staged).
 //
@@ -138,7 +138,7 @@ func (e *Engine) releaseStaged() {
 // Unstage returns the staging buffers that pieces were translated to in
 // this pass (sources the data path is done with: nothing to commit) to
 // their sessions' pools before the pass ends, so that a message sent in
-// windows (rcTxPayloads) holds one window's staging at a time. Pieces of
+// windows (txPayloads) holds one window's staging at a time. Pieces of
 // mapped memory are not staged and are left alone. A piece must come from
 // this pass: a buffer released at the end of an earlier one may be staged
 // again now for something else.

@@ -9,7 +9,7 @@ import (
 
 // UserTable counts each user's resources; every session also keeps what
 // it holds (session.held), so that whatever a session still holds when it
-// ends is given back at once (releaseAll), whichever path ended it.
+// ends is given back at once (ReleaseAll), whichever path ended it.
 type UserTable struct {
 	mu    sync.Mutex
 	users map[uint32]*[config.NumUserRes]uint64

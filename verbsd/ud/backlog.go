@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The UD receive backlog (issue 10; docs/iwarpd.md "UD receive backlog").
+// The UD receive backlog (docs/iwarpd.md "UD receive backlog").
 //
 // A UD QP's socket receive buffer is its receive backlog, as a NIC's
 // receive ring is an adapter's: the engine reads a UD QP's sockets (its
@@ -37,7 +37,7 @@ import (
 // soon as a receive is posted, or when it no longer delivers (ERROR,
 // RESET: the datagrams waiting are then read and dropped as not ready, as
 // before): the probe or the pre-sleep re-scan finds it (a client posting
-// to a sleeping engine rings the doorbell), and serviceQP unparks it
+// to a sleeping engine rings the doorbell), and Service unparks it
 // (EPOLLIN again) and reads at once.
 //
 // What needs a receive. Only a datagram that may consume a receive waits

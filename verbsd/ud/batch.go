@@ -99,8 +99,8 @@ func (b *SendBatch) NextScratch() []byte {
 	return b.scratch[off : off+dgramScratch : off+dgramScratch]
 }
 
-// Push adds a datagram made of hdr (in nextScratch), pieces and crc (also in
-// nextScratch); the caller checked fits.
+// Push adds a datagram made of hdr (in NextScratch), pieces and crc (also in
+// NextScratch); the caller checked fits.
 func (b *SendBatch) Push(dest netip.AddrPort, hdr []byte, pieces [][]byte, crc []byte, ref DgramRef) {
 	dlen := len(hdr) + len(crc)
 	for _, p := range pieces {
@@ -168,7 +168,7 @@ func (b *SendBatch) Finish() []unix.Mmsghdr {
 // MsgDgrams returns the datagrams of message i.
 func (b *SendBatch) MsgDgrams(i int) []DgramRef { return b.dgrams[b.first[i]:b.first[i+1]] }
 
-// recvSlots is the most datagram buffers of one recvmmsg.
+// RecvSlots is the most datagram buffers of one recvmmsg.
 const RecvSlots = 32
 
 // slotTailLen is the overflow scratch of a receive slot: any UDP payload,
@@ -179,8 +179,8 @@ const slotTailLen = 64 << 10
 // and what the kernel wrote back. No client memory is ever in a slot's
 // view: a datagram is judged whole (Q_Key, CRC, headers, lengths) before
 // any octet of it is copied into a posted receive, so that a datagram
-// dropped later never touches client memory (issue 13 point 9: with
-// several receives posted on one buffer, as verbs allows, a junk datagram
+// dropped later never touches client memory (with several
+// receives posted on one buffer, as verbs allows, a junk datagram
 // looked ahead into the second overwrote the message the first had
 // completed).
 type recvSlot struct {

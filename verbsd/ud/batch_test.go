@@ -233,7 +233,7 @@ func TestBatchIOAllocs(t *testing.T) {
 }
 
 // A receive batch never points the kernel at client memory, even with
-// receives looked ahead (issue 13 point 9: a datagram dropped after recvmmsg
+// receives looked ahead (a datagram dropped after recvmmsg
 // must not have touched a posted buffer).
 func TestPrepareKeepsClientMemoryOut(t *testing.T) {
 	rb := NewRecvBatch()

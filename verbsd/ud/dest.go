@@ -20,7 +20,7 @@ import (
 // Destination returns the destination of a datagram SQE: its address
 // vector decoded and checked (known family, no flags, port not zero, the
 // address of the family of the device address, which is the family of
-// every datagram socket: bindDgram) and a remote Q_Key (SQE.QKey, not 0).
+// every datagram socket: BindDgram) and a remote Q_Key (SQE.QKey, not 0).
 // A bad vector or a missing key is WCLocQPOpErr, the
 // class an unknown address handle number had under ABI 1; the caller
 // completes that work request with it and the QP goes on (ud/send.go,

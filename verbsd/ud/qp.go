@@ -24,7 +24,7 @@ type Engine struct {
 	sendWRs []sendWR
 	Pieces  [][]byte
 	Rb      *RecvBatch
-	// sendmmsg is sysSendmmsg (tests wrap it to simulate short sends and
+	// Sendmmsg is SysSendmmsg (tests wrap it to simulate short sends and
 	// kernels without GSO).
 	Sendmmsg func(fd int, msgs []unix.Mmsghdr) (int, error)
 }
@@ -36,14 +36,7 @@ func NewEngine(c *rnic.Engine) *Engine {
 }
 
 // EngOf returns the datagram engine of a core engine.
-func EngOf(c *rnic.Engine) *Engine {
-	for _, x := range c.Ext {
-		if e, ok := x.(*Engine); ok {
-			return e
-		}
-	}
-	panic("verbsd: an engine without its datagram transport")
-}
+func EngOf(c *rnic.Engine) *Engine { return rnic.ExtOf[*Engine](c) }
 
 // rnic.EngineHooks: UD has no work of its own beyond its QPs.
 func (e *Engine) Service(time.Time) bool      { return false }
@@ -61,7 +54,7 @@ func (e *Engine) Inspect(m map[string]int64) {
 	}
 }
 
-// count, errorQP and markReady take the transports' QP.
+// count and errorQP take the transports' QP.
 func (e *Engine) count(q *QP, c rnic.Counter, n int64) {
 	if q == nil {
 		e.Engine.Count(nil, c, n)
@@ -70,9 +63,8 @@ func (e *Engine) count(q *QP, c rnic.Counter, n int64) {
 	e.Engine.Count(q.QP, c, n)
 }
 func (e *Engine) errorQP(q *QP, why string) { e.Engine.ErrorQP(q.QP, why) }
-func (e *Engine) markReady(q *QP)           { e.Engine.MarkReady(q.QP) }
 
-// qp is a queue pair as its transport sees it: the core QP and the state
+// QP is a queue pair as its transport sees it: the core QP and the state
 // of its type (UD, RD, RC and the connection manager).
 type QP struct {
 	*rnic.QP
@@ -104,13 +96,13 @@ func NewQP(c *rnic.QP) *QP {
 	return q
 }
 
-// Added (qpOps): UD and RD sockets get GRO (ud/udpio_linux.go initSocket).
+// Added (rnic.QPOps): UD and RD sockets get GRO (ud/udpio_linux.go initSocket).
 func (q *QP) Added() {
 	q.e = EngOf(q.Eng)
 	q.e.initSocket(q)
 }
 
-// HasWork (qpOps) reports whether the client published work the engine
+// HasWork (rnic.QPOps) reports whether the client published work the engine
 // must act on now: sends in RTS, or anything to flush in ERROR.
 func (q *QP) HasWork() bool {
 	if q.backlogWork() { // ud/backlog.go: a receive posted for what waits
@@ -134,13 +126,13 @@ func (q *QP) HasWork() bool {
 	return false
 }
 
-// Due (qpOps): a socket writable again (RC), a timer Due.
+// Due (rnic.QPOps): a socket writable again (RC), a timer Due.
 func (q *QP) Due(now time.Time) bool {
 	d, ok := q.Deadline()
 	return ok && !d.After(now)
 }
 
-// Deadline (qpOps): the earliest of the reassembly, Write-Record, RD and
+// Deadline (rnic.QPOps): the earliest of the reassembly, Write-Record, RD and
 // RC timers.
 func (q *QP) Deadline() (time.Time, bool) {
 	var first time.Time
@@ -155,7 +147,7 @@ func (q *QP) Deadline() (time.Time, bool) {
 	return first, found
 }
 
-// Service (qpOps) does at most PollBatch units of work on q and reports
+// Service (rnic.QPOps) does at most PollBatch units of work on q and reports
 // whether it did any.
 func (q *QP) Service(now time.Time) bool {
 	e := q.e
@@ -185,7 +177,7 @@ func (q *QP) Service(now time.Time) bool {
 	return work
 }
 
-// Event (qpOps): a parked UD socket's error is cleared and consumed; an
+// Event (rnic.QPOps): a parked UD socket's error is cleared and consumed; an
 // RC socket writable again lets a cut batch go on.
 func (q *QP) Event(events uint32) bool {
 	if q.backlog.parked {
@@ -198,7 +190,7 @@ func (q *QP) Event(events uint32) bool {
 	return true
 }
 
-// Removing (qpOps): a connection still up is logged; a UD QP's socket
+// Removing (rnic.QPOps): a connection still up is logged; a UD QP's socket
 // drops are counted before its sockets close; multicast groups are left.
 func (q *QP) Removing() {
 	e := q.e
@@ -208,11 +200,11 @@ func (q *QP) Removing() {
 	e.detachAllMcast(q) // ud/mcast.go
 }
 
-// Removed (qpOps): an RD QP's owed ACKs leave, then its socket lingers.
+// Removed (rnic.QPOps): an RD QP's owed ACKs leave, then its socket lingers.
 func (q *QP) Removed() {
 }
 
-// Closed (qpOps).
+// Closed (rnic.QPOps).
 func (q *QP) Closed() {
 	q.reasm.reset()
 	q.backlog = udBacklog{}

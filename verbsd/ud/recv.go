@@ -21,10 +21,10 @@ import (
 // a single-datagram message is then copied into the receive it completes
 // (the head of the ring; the receives are looked at ahead and translated
 // once per batch, not placed into), and nothing else of the client's is
-// written. (Until issue 13 the slots' vectors pointed into the posted
-// receives' buffers, saving that copy; a datagram dropped afterwards, a bad
-// CRC or a wrong key, had already overwritten a buffer that another
-// receive on the same memory had completed.) Segments of larger messages
+// written: were the slots' vectors to point into the posted receives'
+// buffers, a datagram dropped afterwards (a bad CRC, a wrong key) would
+// already have overwritten a buffer that another receive on the same
+// memory had completed. Segments of larger messages
 // are copied into a reassembly buffer and, once complete, into the next
 // posted receive. With UDP_GRO a buffer may hold several datagrams of one
 // flow (all of the segment size the kernel reports, but the last): they

@@ -334,37 +334,10 @@ func (e *Engine) FailWR(q *QP, c *rnic.CQ, wrid uint64, op proto.WCOpcode, statu
 	e.errorQP(q, "work request "+status.String())
 }
 
-// Flush completes posted work requests of an ERROR QP with WCWRFlushErr,
-// at most PollBatch per queue per pass.
+// Flush completes the posted work requests of an ERROR QP with
+// WCWRFlushErr (rnic/flush.go FlushPosted); the head send's segmenting
+// starts over.
 func (e *Engine) Flush(q *QP) bool {
-	work := false
-	for range e.Cfg.PollBatch {
-		slot, err := q.SQ.Peek()
-		if err != nil || slot == nil {
-			break
-		}
-		wrid := proto.GetSQE(slot).WRID
-		q.SQ.Advance()
-		q.SQ.Release()
-		q.sendSeg = 0
-		e.count(q, rnic.CFlushed, 1)
-		e.PostCQE(q.Session, q.SendCQ, &proto.CQE{WRID: wrid, Status: proto.WCWRFlushErr, Opcode: proto.WCSend, QPN: q.QPN})
-		work = true
-	}
-	if q.RQ == nil {
-		return work
-	}
-	for range e.Cfg.PollBatch {
-		slot, err := q.RQ.Peek()
-		if err != nil || slot == nil {
-			break
-		}
-		wrid := proto.GetRQE(slot).WRID
-		q.RQ.Advance()
-		q.RQ.Release()
-		e.count(q, rnic.CFlushed, 1)
-		e.PostCQE(q.Session, q.RecvCQ, &proto.CQE{WRID: wrid, Status: proto.WCWRFlushErr, Opcode: proto.WCRecv, QPN: q.QPN})
-		work = true
-	}
-	return work
+	q.sendSeg = 0
+	return e.FlushPosted(q.QP)
 }

@@ -21,7 +21,7 @@ import (
 const (
 	// maxIOVPerMsg is UIO_MAXIOV: the most iovecs of one msghdr.
 	maxIOVPerMsg = 1024
-	// maxGSOSegments is UDP_MAX_SEGMENTS of the kernel (64 before 6.x, 128
+	// MaxGSOSegments is UDP_MAX_SEGMENTS of the kernel (64 before 6.x, 128
 	// after): the most datagrams one UDP_SEGMENT send may carry.
 	MaxGSOSegments = 64
 	// maxGSOBytes is the most UDP payload octets of one send, segmented or
@@ -118,7 +118,7 @@ func putSegmentCmsg(b []byte, size uint16) int {
 	return unix.CmsgSpace(2)
 }
 
-// groSegmentSize returns the UDP_GRO segment size found in the control
+// GROSegmentSize returns the UDP_GRO segment size found in the control
 // messages b (the first n octets the kernel wrote), or 0.
 func GROSegmentSize(b []byte, n int) int {
 	b = b[:min(n, len(b))]
@@ -140,7 +140,7 @@ func GROSegmentSize(b []byte, n int) int {
 	return 0
 }
 
-// gsoRefused reports whether err from a UDP_SEGMENT send means the kernel
+// GSORefused reports whether err from a UDP_SEGMENT send means the kernel
 // or the route cannot do UDP GSO (rather than a fault of the datagram).
 func GSORefused(err error) bool {
 	return errors.Is(err, unix.EIO) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOPROTOOPT) ||

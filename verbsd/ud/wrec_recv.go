@@ -42,7 +42,7 @@ import (
 // 4 octets completes with WCLocLenErr. No receive posted: the record is
 // dropped and counted (its data stays placed).
 
-// wrecHeaderLen is the tagged DDP header plus the Write-Record header;
+// WrecHeaderLen is the tagged DDP header plus the Write-Record header;
 // wrecImmHeaderLen with the Immediate Data of opcode 0xD.
 const (
 	WrecHeaderLen    = ddp.TaggedHeaderLen + rdmap.WriteRecordLen
@@ -125,8 +125,8 @@ const (
 	RecordRefused                      // refused by the access checks (error message sent)
 )
 
-// AcceptWriteRecord validates and places one segment. On recordComplete the
-// record has left the table and the caller must hand it to completeRecord.
+// AcceptWriteRecord validates and places one segment. On RecordComplete the
+// record has left the table and the caller must hand it to CompleteRecord.
 func (e *Engine) AcceptWriteRecord(q *QP, sg *WrecSegment, now time.Time) (*WrecRecord, recordStatus) {
 	h, wr := &sg.H, &sg.wr
 	n := uint64(sg.N)

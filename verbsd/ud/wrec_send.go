@@ -21,7 +21,7 @@ import (
 // (rd/send.go) its segments are DATA tokens like a Send's: the work request
 // completes (WCWriteRecord) when every token is acknowledged, or with
 // WCRemAccessErr and Term when the target answers with an error message
-// (rdWriteRecordError).
+// (writeRecordError).
 
 // WriteRecordSegments cuts a Write-Record message of total octets (RecordID
 // msn) into tagged segments of at most maxPayload octets: opcode 0xC, or

@@ -14,7 +14,7 @@ import (
 // duplicated segment neither starts a second record (a second completion)
 // nor draws a second error message. Everything is bounded: at most
 // Config.MaxPartial live records per QP (the oldest is forgotten for a new
-// one), maxWrecRanges ranges per record, maxWrecTombs tombstones.
+// one), MaxWrecRanges ranges per record, MaxWrecTombs tombstones.
 
 type WrecKey struct {
 	Src  netip.AddrPort
@@ -40,7 +40,7 @@ type wrecTomb struct {
 
 type WrecTable struct {
 	live    []*WrecRecord
-	Tombs   []wrecTomb // ring of maxWrecTombs
+	Tombs   []wrecTomb // ring of MaxWrecTombs
 	tombAt  int
 	termMSN uint32      // MSN of the last error message the QP sent (QN 2)
 	scratch []byte      // the record written into a receive buffer
@@ -116,7 +116,7 @@ func (t *WrecTable) nextDeadline() (time.Time, bool) {
 func (t *WrecTable) reset() { t.live, t.Tombs, t.tombAt = nil, nil, 0 }
 
 // Place records [start, end) as placed and returns how many of its octets
-// were new; ok is false when the record would need more than maxWrecRanges
+// were new; ok is false when the record would need more than MaxWrecRanges
 // ranges. Overlaps with placed ranges are allowed (a duplicated segment
 // rewrote the same octets).
 func (r *WrecRecord) Place(start, end uint32) (added uint64, ok bool) {
