@@ -74,7 +74,8 @@ func (e *Engine) failFaulted(s *Session, addr uintptr) {
 	}
 	if log := s.Dev.Log; log != nil {
 		log.Warnf("session %d (pid %d, uid %d): its shared memory faulted at %#x; session closed "+
-			"(the client's memory went away under the daemon)", s.ID, s.Cred.Pid, s.Cred.Uid, addr)
+			"(a page of the client's memory is not there: punched out after registration, rnic/holeguard.go, "+
+			"or the memory went away under the daemon)", s.ID, s.Cred.Pid, s.Cred.Uid, addr)
 	}
 	if !e.Shared {
 		e.TeardownSession(s)
