@@ -35,6 +35,7 @@ func init() { helpers["holes"] = helperHoles }
 //	refused-cq ERRNO MSG     create-cq on a memfd never written
 //	punched RSS              the region registered, then punched; the client's VmRSS
 //	attack STATUS DETAIL     how the Write-Records into the holes ended
+//	event WHAT               the asynchronous event that says why
 //	resident N               pages of the region the file holds afterwards
 //	done
 //
@@ -179,6 +180,14 @@ func helperHoles() int {
 		}
 	}
 	fmt.Printf("attack %s %s\n", status, detail)
+	// Why: the QP's fatal event names the cause (bounded wait).
+	why := "no event"
+	select {
+	case ev := <-c.AsyncEvents():
+		why = ev.String() + ": " + ev.Detail
+	case <-time.After(daemontest.Scaled(10 * time.Second)):
+	}
+	fmt.Printf("event %s\n", why)
 	fmt.Printf("resident %d\n", residentPages(mem, page))
 	fmt.Println("done")
 	done := make(chan struct{})
@@ -297,6 +306,9 @@ func TestHostileHoles(t *testing.T) {
 	}
 	if !strings.HasPrefix(said["attack"], "failed ") {
 		t.Errorf("the Write-Records into the punched region: %q; want them to fail", said["attack"])
+	}
+	if !strings.Contains(said["event"], "not present") {
+		t.Errorf("the attacker's event: %q; want the QP's fatal event saying a page is not present", said["event"])
 	}
 	bound := int64(holesSize / 10)
 	if afterRSS-beforeRSS > bound {
