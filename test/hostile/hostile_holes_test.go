@@ -184,7 +184,7 @@ func helperHoles() int {
 	why := "no event"
 	select {
 	case ev := <-c.AsyncEvents():
-		why = ev.String() + ": " + ev.Detail
+		why = ev.String()
 	case <-time.After(daemontest.Scaled(10 * time.Second)):
 	}
 	fmt.Printf("event %s\n", why)
