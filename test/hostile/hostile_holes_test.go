@@ -2,6 +2,7 @@ package hostile
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -321,4 +322,137 @@ func TestHostileHoles(t *testing.T) {
 	}
 	d.CheckAlive(t)
 	g.check(t, "after the attack")
+}
+
+// holesListenPort is TestHostileHolesRC's RC listener (doc.go: ports).
+const holesListenPort = 26870
+
+// TestHostileHolesRC: over RC between two daemons, an RDMA Write into a
+// memfd region of the target's that it punched out after registering it:
+// the target's daemon does not fill the holes (the readv into the mapping
+// fails with EFAULT) and answers as for unmapped process memory, a
+// Terminate with the RFC 5040 tagged base-or-bounds error (the writer's
+// remote access error); the pages stay holes, a Write into the part still
+// present was placed before, and both daemons live on.
+func TestHostileHolesRC(t *testing.T) {
+	da := daemontest.Start(t, "holes-rc-a", daemontest.Options{Ports: nextPorts()})
+	db := daemontest.Start(t, "holes-rc-b", daemontest.Options{Ports: nextPorts()})
+	ca, cb := da.Open(t, "holes-rc-a"), db.Open(t, "holes-rc-b")
+	a := newPMEnd(t, "a", ca, ofverbs.QPTypeRC, 1<<20)
+	b := newPMEnd(t, "b", cb, ofverbs.QPTypeRC, 1<<16)
+	pmConnect(t, holesListenPort, b, a)
+	const size = 8 << 20
+	buf, err := cb.AllocBuffer(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := buf.Bytes()
+	mr, err := b.pd.RegMR(mem, pmAccess)
+	if err != nil || mr.Process() {
+		t.Fatalf("reg-mr of a Buffer: %v (process memory: %v)", err, err == nil && mr.Process())
+	}
+	fill(a.mem, 5)
+	a.post(t, ofverbs.SendWR{ID: 1, Opcode: ofverbs.WRRDMAWrite, Signaled: true,
+		SGL: []ofverbs.SGE{a.mr.SGE(a.mem)}, RemoteAddr: mr.Addr(), RKey: mr.RKey()})
+	a.expect(t, a.scq, "write into the present part", ofverbs.WCSuccess)
+	daemontest.Eventually(t, "write into the present part placed", 10*time.Second, func() bool {
+		return bytes.Equal(mem[:len(a.mem)], a.mem)
+	})
+	if err := unix.Madvise(mem[size/2:], unix.MADV_REMOVE); err != nil {
+		t.Fatal(err)
+	}
+	// A Read behind the Write is outstanding when the Terminate comes (the
+	// Write itself may complete first: RC completes it once TCP took it).
+	wrs := []ofverbs.SendWR{{ID: 100, Opcode: ofverbs.WRRDMAWrite, Signaled: true,
+		SGL: []ofverbs.SGE{a.mr.SGE(a.mem)}, RemoteAddr: mr.Addr() + size/2, RKey: mr.RKey()},
+		{ID: 101, Opcode: ofverbs.WRRDMARead, Signaled: true, SGL: []ofverbs.SGE{a.mr.SGE(a.mem[:16])},
+			RemoteAddr: mr.Addr(), RKey: mr.RKey()}}
+	if n, err := a.qp.PostSend(wrs); n != len(wrs) {
+		t.Fatalf("post: %d, %v", n, err)
+	}
+	remoteErr := 0
+	for k := range wrs {
+		wc, err := a.wait(a.scq)
+		switch {
+		case err != nil:
+			t.Fatalf("write into the punched part: completion %d: %v", k, err)
+		case wc.Status == ofverbs.WCRemAccessErr && wc.Flags&ofverbs.WCFlagTermValid != 0:
+			remoteErr++
+		case wc.Status == ofverbs.WCSuccess && wc.ID == 100 && remoteErr == 0:
+		case wc.Status == ofverbs.WCWRFlushErr && remoteErr > 0:
+		default:
+			t.Fatalf("write into the punched part: completion %+v", wc)
+		}
+	}
+	if remoteErr != 1 {
+		t.Fatalf("write into the punched part: %d remote access errors at the writer, want 1", remoteErr)
+	}
+	if n := residentPages(mem[size/2:], unix.Getpagesize()); n != 0 {
+		t.Fatalf("the punched part holds %d pages again: the daemon allocated them", n)
+	}
+	da.CheckAlive(t)
+	db.CheckAlive(t)
+}
+
+// TestHostileHolesUDReceive: a UD receive posted into a memfd region the
+// client punched out after registering it: the datagram's placement (the
+// kernel's copy into the mapping, or the daemon's) fails instead of
+// filling the hole; the receiving QP goes to ERROR with an event saying
+// why, its receive completes flushed, the pages stay holes, and the
+// sender's QP and the daemon go on.
+func TestHostileHolesUDReceive(t *testing.T) {
+	d := daemontest.Start(t, "holes-ud", daemontest.Options{Ports: nextPorts()})
+	ctx := d.Open(t, "holes-ud")
+	a := newPMEnd(t, "a", ctx, ofverbs.QPTypeUD, 1<<16)
+	b := newPMEnd(t, "b", ctx, ofverbs.QPTypeUD, 1<<16)
+	const size = 1 << 20
+	buf, err := ctx.AllocBuffer(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := buf.Bytes()
+	mr, err := b.pd.RegMR(mem, pmAccess)
+	if err != nil || mr.Process() {
+		t.Fatalf("reg-mr of a Buffer: %v", err)
+	}
+	if err := unix.Madvise(mem[size/2:], unix.MADV_REMOVE); err != nil {
+		t.Fatal(err)
+	}
+	ah, err := a.pd.CreateAHTo(b.qp.Endpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.postRecv(t, 7, mr.SGE(mem[size/2:size/2+8192]))
+	fill(a.mem[:4096], 9)
+	a.post(t, ofverbs.SendWR{ID: 1, Opcode: ofverbs.WRSend, AH: ah, Signaled: true, SGL: []ofverbs.SGE{a.mr.SGE(a.mem[:4096])}})
+	a.expect(t, a.scq, "send", ofverbs.WCSuccess)
+	wc, err := b.wait(b.rcq)
+	if err != nil || wc.ID != 7 || wc.Status == ofverbs.WCSuccess {
+		t.Fatalf("the receive into the punched part: %+v, %v; want it to fail", wc, err)
+	}
+	select {
+	case ev := <-ctx.AsyncEvents():
+		if ev.QP != b.qp || !strings.Contains(ev.Detail, "not present") {
+			t.Fatalf("event %v (QP %p, want b's %p); want b's fatal event saying a page is not present", ev, ev.QP, b.qp)
+		}
+	case <-time.After(daemontest.Scaled(10 * time.Second)):
+		t.Fatal("no asynchronous event for b's QP")
+	}
+	if n := residentPages(mem[size/2:], unix.Getpagesize()); n != 0 {
+		t.Fatalf("the punched part holds %d pages again: the daemon allocated them", n)
+	}
+	// a's QP goes on: a send to a third QP.
+	c := newPMEnd(t, "c", ctx, ofverbs.QPTypeUD, 1<<16)
+	ahc, err := a.pd.CreateAHTo(c.qp.Endpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.postRecv(t, 8, c.mr.SGE(c.mem[:4096]))
+	a.post(t, ofverbs.SendWR{ID: 2, Opcode: ofverbs.WRSend, AH: ahc, Signaled: true, SGL: []ofverbs.SGE{a.mr.SGE(a.mem[:4096])}})
+	a.expect(t, a.scq, "send after", ofverbs.WCSuccess)
+	c.expect(t, c.rcq, "receive after", ofverbs.WCSuccess)
+	if !bytes.Equal(c.mem[:4096], a.mem[:4096]) {
+		t.Fatal("the message after the fault differs")
+	}
+	d.CheckAlive(t)
 }
