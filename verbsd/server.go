@@ -57,6 +57,14 @@ func NewServer(cfg config.Config) (*Server, error) {
 		s.log.Warnf("%d engines on %d CPUs: engines share CPUs and compete for them; use -engines %d or fewer for one engine per CPU",
 			n, len(rnic.AllowedCPUs()), len(rnic.AllowedCPUs()))
 	}
+	if how, err := rnic.HoleGuard(); err != nil { // rnic/holeguard.go
+		s.log.Warnf("client memory is not guarded against holes punched after registration (%v): a client can make "+
+			"the daemon allocate pages of its registered memory, charged to the daemon, up to user-max-registered-bytes; "+
+			"run the daemon as root or give it access to /dev/userfaultfd (docs/security.md)", err)
+	} else {
+		s.log.Infof("client memory guarded against holes (%s): the daemon never allocates a client's page", how)
+	}
+	s.log.Infof("memory limits for MemTotal %d octets (%s): %s", config.MemTotal(), config.MachineRule, s.cfg.LimitsSummary())
 	dev.Run()
 	return s, nil
 }

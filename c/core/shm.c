@@ -36,6 +36,15 @@ int iwvi_region_create(struct region *r, const char *name, size_t size)
 	void *mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (mem == MAP_FAILED)
 		goto fail;
+	/* The creator allocates every page now (charged to it, as a verbs
+	 * registration pins its pages): the daemon refuses a region with a page
+	 * not allocated and never allocates one itself (docs/memory-registration.md
+	 * "Who pays for the pages"). MADV_POPULATE_WRITE is Linux 5.14; before,
+	 * a write to each page does it (the region is new: all zero). */
+	if (madvise(mem, size, MADV_POPULATE_WRITE) != 0) {
+		for (size_t off = 0; off < size; off += W_PAGE_SIZE)
+			((volatile char *)mem)[off] = 0;
+	}
 	r->fd = fd;
 	r->mem = mem;
 	r->len = size;

@@ -247,6 +247,10 @@ int iwd_mr_regv(struct fid *fid, const struct iovec *iov, size_t count, uint64_t
 int iwd_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_t flags, struct fid_mr **mr);
 /* The lkey of desc if it covers [addr, addr+len) with a daemon registration. */
 int iwd_desc_lkey(void *desc, const void *addr, size_t len, uint32_t *lkey);
+/* -FI_EINVAL if a desc is not a live MR of this provider or a buffer is NULL
+ * with a non-zero length (checked by every data transfer call before it
+ * touches either; docs/libfabric.md "Failures"), else 0. */
+int iwd_check_iov(const struct iovec *iov, void **desc, size_t count);
 
 /* ---- address vectors (iwd_av.c) ---- */
 struct iwd_av_entry {

@@ -147,7 +147,7 @@ static ssize_t dg_recv(struct iwd_ep *ep, const struct iovec *iov, void **desc, 
 	uint32_t lkey;
 	int direct = desc != NULL && count > 0, ret, nsge = 0;
 
-	if (count > IWD_IOV_LIMIT || (count && !iov))
+	if (count > IWD_IOV_LIMIT || iwd_check_iov(iov, desc, count))
 		return -FI_EINVAL;
 	if (op_flags & FI_MULTI_RECV)
 		return -FI_ENOSYS;
@@ -230,7 +230,7 @@ static ssize_t dg_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, 
 	size_t len;
 	int nsge = 0, ret;
 
-	if (count > IWD_IOV_LIMIT || (count && !iov))
+	if (count > IWD_IOV_LIMIT || iwd_check_iov(iov, desc, count))
 		return -FI_EINVAL;
 	len = iwd_iov_len(iov, count);
 	if (len > ep->info->ep_attr->max_msg_size)

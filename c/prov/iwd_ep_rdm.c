@@ -348,7 +348,7 @@ ssize_t iwd_rdm_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 	size_t len;
 	int nsge = 0, ret, attempt;
 
-	if (count > IWD_IOV_LIMIT || (count && !iov))
+	if (count > IWD_IOV_LIMIT || iwd_check_iov(iov, desc, count))
 		return -FI_EINVAL;
 	len = iwd_iov_len(iov, count);
 	if ((op_flags & FI_INJECT) && len > iwd_rdm(ep)->eager_max)
@@ -487,7 +487,7 @@ ssize_t iwd_rdm_recv(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 	size_t i;
 	int done = 0;
 
-	if (count > IWD_IOV_LIMIT || (count && !iov))
+	if (count > IWD_IOV_LIMIT || iwd_check_iov(iov, desc, count))
 		return -FI_EINVAL;
 	if ((op_flags & FI_MULTI_RECV) && (tagged || count != 1))
 		return -FI_EINVAL;

@@ -30,6 +30,89 @@
 
 #define IWD_MR_ACCESS (FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)
 
+/* The live MRs of the process, sorted by address: a desc is looked up here
+ * before it is dereferenced, so that an application's bogus desc (a
+ * pointer that never was, or no longer is, an MR of this provider) fails
+ * the call with -FI_EINVAL instead of crashing the application
+ * (docs/libfabric.md "Failures"; issue 18). A binary search under a
+ * mutex of its own (a leaf lock) per descriptor posted. */
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+static const struct iwd_mr **live;
+static size_t live_n, live_cap;
+
+/* live_find: the index of mr in live, or where it would go (live_mu held). */
+static size_t live_find(const void *mr)
+{
+	size_t lo = 0, hi = live_n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if ((uintptr_t)live[mid] < (uintptr_t)mr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static int live_add(const struct iwd_mr *mr)
+{
+	size_t i;
+	pthread_mutex_lock(&live_mu);
+	if (live_n == live_cap) {
+		size_t ncap = live_cap ? live_cap * 2 : 64;
+		const struct iwd_mr **nl = realloc(live, ncap * sizeof(*nl));
+		if (!nl) {
+			pthread_mutex_unlock(&live_mu);
+			return -FI_ENOMEM;
+		}
+		live = nl;
+		live_cap = ncap;
+	}
+	i = live_find(mr);
+	memmove(&live[i + 1], &live[i], (live_n - i) * sizeof(*live));
+	live[i] = mr;
+	live_n++;
+	pthread_mutex_unlock(&live_mu);
+	return 0;
+}
+
+static void live_del(const struct iwd_mr *mr)
+{
+	size_t i;
+	pthread_mutex_lock(&live_mu);
+	i = live_find(mr);
+	if (i < live_n && live[i] == mr) {
+		memmove(&live[i], &live[i + 1], (live_n - i - 1) * sizeof(*live));
+		live_n--;
+	}
+	pthread_mutex_unlock(&live_mu);
+}
+
+static int live_has(const void *desc)
+{
+	size_t i;
+	int found;
+	pthread_mutex_lock(&live_mu);
+	i = live_find(desc);
+	found = i < live_n && (const void *)live[i] == desc;
+	pthread_mutex_unlock(&live_mu);
+	return found;
+}
+
+int iwd_check_iov(const struct iovec *iov, void **desc, size_t count)
+{
+	size_t i;
+	if (count && !iov)
+		return -FI_EINVAL;
+	for (i = 0; i < count; i++) {
+		if (!iov[i].iov_base && iov[i].iov_len)
+			return -FI_EINVAL;
+		if (desc && desc[i] && !live_has(desc[i]))
+			return -FI_EINVAL;
+	}
+	return 0;
+}
+
 /* Drops an MR's hold on its adopted pages; the last one gives them back. */
 static void adopt_put(struct iwd_domain *dom, struct iwd_adopt *a)
 {
@@ -56,6 +139,7 @@ static int mr_close(struct fid *fid)
 				 iwv_last_error(mr->dom->fab->s));
 		}
 	}
+	live_del(mr);
 	if (mr->adopt)
 		adopt_put(mr->dom, mr->adopt);
 	iwd_lock(mr->dom);
@@ -209,6 +293,10 @@ int iwd_mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t access, ui
 	mr->addr = (void *)buf;
 	mr->len = len;
 	mr->access = access;
+	if (live_add(mr)) {
+		free(mr);
+		return -FI_ENOMEM;
+	}
 	vacc = IWV_ACCESS_LOCAL_WRITE;
 	if (access & FI_REMOTE_READ)
 		vacc |= IWV_ACCESS_REMOTE_READ;
@@ -225,6 +313,7 @@ int iwd_mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t access, ui
 		 * access to it is refused by the peer's daemon (no key). */
 		if (ret != -EINVAL || iwd_domain_check(dom)) {
 			IWD_WARN(FI_LOG_MR, "iwarpd: registering %p+%zu: %s\n", buf, len, iwv_last_error(dom->fab->s));
+			live_del(mr);
 			free(mr);
 			return iwd_errno(ret);
 		}
@@ -268,7 +357,7 @@ int iwd_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_t flag
 int iwd_desc_lkey(void *desc, const void *addr, size_t len, uint32_t *lkey)
 {
 	struct iwd_mr *mr = desc;
-	if (!mr || !mr->vmr || mr->mr_fid.fid.fclass != FI_CLASS_MR)
+	if (!mr || !live_has(mr) || !mr->vmr || mr->mr_fid.fid.fclass != FI_CLASS_MR)
 		return 0;
 	if ((const char *)addr < (char *)mr->addr || (const char *)addr + len > (char *)mr->addr + mr->len)
 		return 0;

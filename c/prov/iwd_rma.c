@@ -46,7 +46,7 @@ static ssize_t rma_op(struct iwd_ep *ep, int is_read, const struct iovec *iov, v
 	size_t len, i;
 	int nsge = 0, ret;
 
-	if (count > IWD_IOV_LIMIT || (count && !iov))
+	if (count > IWD_IOV_LIMIT || iwd_check_iov(iov, desc, count))
 		return -FI_EINVAL;
 	if (op_flags & FI_REMOTE_CQ_DATA) {
 		if (is_read || !ep->ops->rma_write)

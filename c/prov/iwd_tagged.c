@@ -149,6 +149,8 @@ size_t iwd_iov_copy_out(void *dst, const struct iovec *iov, size_t cnt, size_t l
 		size_t n = iov[i].iov_len;
 		if (n > len - done)
 			n = len - done;
+		if (n && !iov[i].iov_base)
+			break; /* refused before (iwd_check_iov): never a crash */
 		if (n)
 			memcpy((char *)dst + done, iov[i].iov_base, n);
 		done += n;

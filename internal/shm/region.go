@@ -45,12 +45,18 @@ func Create(name string, size int) (*Region, error) {
 		return nil, fmt.Errorf("shm: mapping %s: %w", name, err)
 	}
 	// The creator allocates the pages now (MADV_POPULATE_WRITE, Linux
-	// 5.14; best effort), as a verbs registration pins its pages: the
-	// memory is the creator's (charged to it), and the peer that maps the
-	// region fills its page tables from the pages present instead of
-	// faulting on its data path (verbsd never populates client memory
-	// itself: verbsd/memory.go).
-	unix.Madvise(mem, unix.MADV_POPULATE_WRITE)
+	// 5.14; before, a write to each page, all zero), as a verbs
+	// registration pins its pages: the memory is the creator's (charged to
+	// it), and the peer that maps the region fills its page tables from
+	// the pages present instead of faulting on its data path. verbsd
+	// refuses a region with a page not allocated and never allocates one
+	// itself (verbsd/rnic/holeguard.go; docs/memory-registration.md "Who
+	// pays for the pages").
+	if unix.Madvise(mem, unix.MADV_POPULATE_WRITE) != nil {
+		for off := 0; off < size; off += unix.Getpagesize() {
+			mem[off] = 0
+		}
+	}
 	return &Region{fd: fd, Mem: mem}, nil
 }
 

@@ -8,6 +8,7 @@
 // fixed ports 27500-27599 (27580-27599: the RD tests, rd_helpers_test.go);
 // process-memory tests (procmem_test.go, procmem_window_test.go): RD ports
 // 26800-26819, TCP listeners 26850-26853; per-user limits
-// (hostile_limits_test.go): TCP listeners 26860-26862; all below Linux's
+// (hostile_limits_test.go): TCP listeners 26860-26862; holes in client
+// memory (hostile_holes_test.go): TCP listener 26870; all below Linux's
 // ephemeral range.
 package hostile

@@ -130,7 +130,7 @@ var DefaultListenPorts = dgram.PortRange{First: 1024, Last: 65535}
 
 // DefaultConfig returns the defaults of a single-host device on 127.0.0.1.
 func DefaultConfig() Config {
-	return Config{
+	c := Config{
 		Device:            "iwarpd0",
 		Version:           "dev",
 		Addr:              netip.AddrFrom4([4]byte{127, 0, 0, 1}),
@@ -151,6 +151,8 @@ func DefaultConfig() Config {
 		Limits:            DefaultLimits,
 		UserLimits:        DefaultUserLimits,
 	}
+	c.FitToMachine(MemTotal()) // config/machine.go
+	return c
 }
 
 // minDatagramSize leaves room for a DDP untagged header, the CRC and some

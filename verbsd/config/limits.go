@@ -19,7 +19,9 @@ type UserLimits struct {
 
 // DefaultUserLimits: room for a node full of MPI ranks of one user (a
 // session, a few QPs and one port per rank), far below what exhausts the
-// daemon's descriptors or address space.
+// daemon's descriptors or address space. These are the ceilings:
+// DefaultConfig fits the memory-bound ones to the machine's RAM
+// (config/machine.go).
 var DefaultUserLimits = UserLimits{
 	Sessions:   1024,
 	Registered: 64 << 30,

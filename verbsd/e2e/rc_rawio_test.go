@@ -3,12 +3,8 @@ package e2e
 import (
 	"bytes"
 	"errors"
-	"fmt"
-	"os"
-	"strings"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/iwarpd/iwarpd/verbsd/rc"
 	"github.com/iwarpd/iwarpd/verbsd/rnic"
@@ -82,82 +78,6 @@ func TestRawIO(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Fatal("octets differ after a gather write and scatter reads")
 	}
-}
-
-// TestMapRegionPopulated checks that registering memory fills the
-// daemon's page tables for the pages the client has (prefaultResident,
-// rnic/memory.go), so the data path takes no page fault on them, and allocates
-// none of the pages the client never touched (a sparse
-// memfd must not cost the daemon its size). The daemon's share is read as
-// the mapping's Rss in /proc/self/smaps (pages this process maps).
-func TestMapRegionPopulated(t *testing.T) {
-	const size = 256 << 10
-	// A sealed memfd made by hand (shm.Create populates all of it).
-	fd, err := unix.MemfdCreate("populate", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Ftruncate(fd, size); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW); err != nil {
-		t.Fatal(err)
-	}
-	client, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(client)
-	for i := 0; i < size/2; i += unix.Getpagesize() {
-		client[i] = 1 // the client touches the first half
-	}
-	m, err := rnic.MapRegion(fd, 0, size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	vec := make([]byte, len(m.Pages)/unix.Getpagesize())
-	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m.Pages[0])), uintptr(len(m.Pages)),
-		uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
-		t.Fatalf("mincore: %v", errno)
-	}
-	for i, v := range vec {
-		if resident := v&1 != 0; resident != (i < len(vec)/2) {
-			t.Fatalf("page %d of %d: resident %v after mapRegion; want only the client's half", i, len(vec), resident)
-		}
-	}
-	rss, err := mappingRss(uintptr(unsafe.Pointer(&m.Pages[0])))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rss != size/2 {
-		t.Fatalf("the daemon maps %d octets of the region; want the %d the client touched", rss, size/2)
-	}
-}
-
-// mappingRss reads the Rss of the mapping starting at addr from
-// /proc/self/smaps.
-func mappingRss(addr uintptr) (int, error) {
-	b, err := os.ReadFile("/proc/self/smaps")
-	if err != nil {
-		return 0, err
-	}
-	prefix := fmt.Sprintf("%x-", addr)
-	in := false
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, prefix) {
-			in = true
-			continue
-		}
-		if in && strings.HasPrefix(line, "Rss:") {
-			var kb int
-			if _, err := fmt.Sscanf(strings.TrimPrefix(line, "Rss:"), "%d", &kb); err != nil {
-				return 0, err
-			}
-			return kb << 10, nil
-		}
-	}
-	return 0, fmt.Errorf("no mapping at %#x in /proc/self/smaps", addr)
 }
 
 // TestRCSocketBuffers checks that an attached RC socket has its buffers

@@ -635,6 +635,14 @@ func (e *engine) place(q *QP, rd *reader) error {
 			return errRCStopped
 		}
 		x.placed += n
+		if errors.Is(err, unix.EFAULT) {
+			// The readv into the destination (a memfd region) met a page
+			// that is not there (punched out after registration,
+			// rnic/holeguard.go): as for unmapped process memory.
+			e.count(q, rnic.CMemoryFaults, 1)
+			e.placeFault(q)
+			return errRCStopped
+		}
 		if err != nil {
 			return err
 		}

@@ -29,7 +29,7 @@ const (
 	CFlushed
 	cCQOverruns
 	cEventsDropped
-	cMemoryFaults
+	CMemoryFaults
 	cProcessMemFaults  // process-memory accesses that failed (unmapped, process gone)
 	cProcessMemRead    // octets read from client processes (process_vm_readv)
 	cProcessMemWritten // octets written to client processes (process_vm_writev)
@@ -70,7 +70,7 @@ const (
 )
 
 var CounterNames = [counterCount]string{
-	cMemoryFaults:        "memory_faults",
+	CMemoryFaults:        "memory_faults",
 	cProcessMemFaults:    "process_mem_faults",
 	cProcessMemRead:      "process_mem_read_bytes",
 	cProcessMemWritten:   "process_mem_written_bytes",

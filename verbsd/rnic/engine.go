@@ -67,6 +67,7 @@ type Engine struct {
 	Passes   uint64
 	Sessions map[uint64]*Session
 	cur      *Session    // the session being served (rnic/fault.go)
+	curQP    *QP         // the QP being served in a pass (rnic/fault.go: a fault in its memory regions fails it alone)
 	staged   []stagedBuf // staging buffers of the QP being served (rnic/stage.go)
 	Stats    counters
 	events   [64]unix.EpollEvent
@@ -385,11 +386,12 @@ func (e *Engine) pass(now time.Time) bool {
 	for i := range n {
 		q := e.ready[(e.rr+i)%n]
 		e.Visits++
-		e.cur = q.Session
+		e.cur, e.curQP = q.Session, q
 		if e.serveShared(q, now) { // rnic/engines.go
 			work = true
 			q.lastWork = now
 		}
+		e.curQP = nil
 		e.releaseStaged() // rnic/stage.go
 	}
 	e.pruneReady(now)

@@ -19,8 +19,10 @@ type Mapping struct {
 }
 
 // MapRegion checks that fd is memory whose pages cannot vanish under the
-// daemon (checkClientMemory), at least off+length octets long, and maps
-// [off, off+length) without populating it. It takes ownership of fd.
+// daemon (checkClientMemory), at least off+length octets long, with every
+// page of [off, off+length) allocated by the client (checkNoHoles), and
+// maps that range guarded against holes (guardHoles: the daemon never
+// allocates a page of it, rnic/holeguard.go). It takes ownership of fd.
 func MapRegion(fd int, off, length uint64) (*Mapping, error) {
 	fail := func(err error) (*Mapping, error) {
 		unix.Close(fd)
@@ -39,6 +41,10 @@ func MapRegion(fd int, off, length uint64) (*Mapping, error) {
 	page := uint64(unix.Getpagesize())
 	start := off &^ (page - 1)
 	end := (off + length + page - 1) &^ (page - 1)
+	// Only pages the client has allocated, now and later (rnic/holeguard.go).
+	if err := checkNoHoles(fd, start, end, size); err != nil {
+		return fail(err)
+	}
 	// Never MAP_POPULATE client memory: populating a
 	// shared mapping allocates every page of the file, so a client's 2 GiB
 	// sparse memfd cost the daemon 2 GiB (charged to its cgroup) for a
@@ -48,6 +54,10 @@ func MapRegion(fd int, off, length uint64) (*Mapping, error) {
 	pages, err := unix.Mmap(fd, int64(start), int(end-start), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return fail(Errf(unix.ENOMEM, "mapping %d octets: %v", end-start, err))
+	}
+	if err := guardHoles(pages); err != nil && err != errNoHoleGuard {
+		unix.Munmap(pages)
+		return fail(err)
 	}
 	prefaultResident(pages)
 	lo := off - start

@@ -67,6 +67,17 @@ func (t *UserTable) ReleaseAll(s *Session) {
 	}
 }
 
+// Held is what uid holds now, every resource (zero once its last session
+// has ended and released everything).
+func (t *UserTable) Held(uid uint32) [config.NumUserRes]uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if u := t.users[uid]; u != nil {
+		return *u
+	}
+	return [config.NumUserRes]uint64{}
+}
+
 func (t *UserTable) dropIfIdleLocked(uid uint32, u *[config.NumUserRes]uint64) {
 	if *u == ([config.NumUserRes]uint64{}) {
 		delete(t.users, uid)

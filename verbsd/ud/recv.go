@@ -86,6 +86,12 @@ func (e *Engine) receiveFrom(q *QP, fd int, mcast bool, now time.Time) bool {
 		if err != nil {
 			if errors.Is(err, unix.EAGAIN) {
 				q.Readable = false
+			} else if errors.Is(err, unix.EFAULT) {
+				// A posted receive's memory has a page that is not there
+				// (punched out after registration: rnic/holeguard.go); the
+				// kernel dropped the datagram. A local error of this QP.
+				e.count(q, rnic.CMemoryFaults, 1)
+				e.errorQP(q, "a posted receive's memory has a page that is not present (punched out after registration)")
 			}
 			break
 		}
