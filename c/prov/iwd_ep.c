@@ -560,7 +560,11 @@ int iwd_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep *
 	iwd_list_init(&ep->rx_reqs);
 	iwd_list_init(&ep->cm_link);
 	iwd_match_init(&ep->m, (info->caps & FI_DIRECTED_RECV) != 0);
-	if (info->src_addr && info->src_addrlen >= sizeof(struct sockaddr_in))
+	/* A datagram QP binds the port src_addr names. An RC QP has no port
+	 * of its own: its connection's ports are the listener's (accepting:
+	 * a connection request's info carries the listener's address) or the
+	 * kernel's (connecting), fi_cm(3); issue 19. */
+	if (info->ep_attr->type != FI_EP_MSG && info->src_addr && info->src_addrlen >= sizeof(struct sockaddr_in))
 		ep->want_port = ntohs(((struct sockaddr_in *)info->src_addr)->sin_port);
 
 	ep->ep_fid.fid.fclass = FI_CLASS_EP;
