@@ -1,8 +1,9 @@
 /*
  * events.c — asynchronous events (OpEvent, proto.Event) and connection
  * manager events (OpCMEvent, proto.CMEvent): queued in the session as they
- * are read off the socket, by whichever call reads it, and handed out by
- * iwv_get_async_event / iwv_cm_get_event. No thread of our own: a waiter
+ * are read off the socket, by whichever call reads it (control.c), and
+ * handed out by iwv_get_async_event / iwv_cm_get_event (getevent.c). No
+ * thread of our own: a waiter
  * polls the socket and the queue's eventfd without holding the session
  * mutex, then reads under it (as rdma_cm's event channel, rdma_get_cm_event(3)).
  */
@@ -104,9 +105,9 @@ void iwvi_dispatch_event(struct iwv_session *s, const uint8_t *body, size_t len)
 	iwvi_update_evfd(s);
 }
 
-/* resolve_cm and resolve_async find the objects an event names, when it is
+/* iwvi_resolve_cm and iwvi_resolve_async find the objects an event names, when it is
  * handed out (mu held): an object destroyed meanwhile is not returned. */
-static void resolve_cm(struct iwv_session *s, struct iwv_cm_event *ev)
+void iwvi_resolve_cm(struct iwv_session *s, struct iwv_cm_event *ev)
 {
 	ev->listener = NULL;
 	for (struct iwv_listener *l = s->listeners; l && ev->listener_handle; l = l->next)
@@ -115,7 +116,7 @@ static void resolve_cm(struct iwv_session *s, struct iwv_cm_event *ev)
 	ev->qp = ev->qp_handle ? iwvi_find_qp(s, ev->qp_handle) : NULL;
 }
 
-static void resolve_async(struct iwv_session *s, struct iwv_async_event *ev)
+void iwvi_resolve_async(struct iwv_session *s, struct iwv_async_event *ev)
 {
 	ev->qp = NULL;
 	ev->cq = NULL;
@@ -147,7 +148,7 @@ void iwvi_cm_event_from_json(struct iwv_session *s, json_t *j, struct iwv_cm_eve
 	ev->listener_handle = (uint32_t)iwvi_jget_u64(j, "listener");
 	ev->conn_id = (uint32_t)iwvi_jget_u64(j, "conn");
 	ev->qp_handle = (uint32_t)iwvi_jget_u64(j, "qp");
-	resolve_cm(s, ev);
+	iwvi_resolve_cm(s, ev);
 	iwvi_jget_str(j, "peer", ev->peer, sizeof ev->peer);
 	iwvi_jget_str(j, "local", ev->local, sizeof ev->local);
 	int n = iwvi_jget_bytes(j, "private_data", ev->private_data, sizeof ev->private_data);
@@ -185,86 +186,4 @@ void iwvi_dispatch_cm_event(struct iwv_session *s, const uint8_t *body, size_t l
 	json_decref(j);
 	iwvi_evq_push(&s->cm_q, n);
 	iwvi_update_evfd(s);
-}
-
-int iwvi_wait_events(struct iwv_session *s, int efd, int64_t deadline)
-{
-	int wait = -1;
-	if (deadline >= 0) {
-		int64_t left = deadline - iwvi_now_ns();
-		if (left <= 0)
-			return -ETIMEDOUT;
-		wait = (int)((left + 999999) / 1000000);
-	}
-	struct pollfd p[2] = {{.fd = s->sock, .events = POLLIN}, {.fd = efd, .events = POLLIN}};
-	if (poll(p, 2, wait) < 0 && errno != EINTR)
-		return -errno;
-	return 0;
-}
-
-static int64_t deadline_of(int timeout_ms)
-{
-	return timeout_ms < 0 ? -1 : iwvi_now_ns() + (int64_t)timeout_ms * 1000000LL;
-}
-
-IWV_EXPORT int iwv_event_fd(struct iwv_session *s)
-{
-	return s->epfd;
-}
-
-IWV_EXPORT int iwv_get_async_event(struct iwv_session *s, struct iwv_async_event *ev, int timeout_ms)
-{
-	int64_t deadline = deadline_of(timeout_ms);
-	for (;;) {
-		pthread_mutex_lock(&s->mu);
-		iwvi_pump(s);
-		struct evnode *n = iwvi_evq_pop(&s->async_q);
-		if (n) {
-			*ev = n->u.async;
-			free(n);
-			resolve_async(s, ev);
-			iwvi_update_evfd(s);
-			pthread_mutex_unlock(&s->mu);
-			return 0;
-		}
-		if (__atomic_load_n(&s->dead, __ATOMIC_ACQUIRE)) {
-			int first = !s->fatal_sent;
-			s->fatal_sent = 1;
-			pthread_mutex_unlock(&s->mu);
-			if (first) {
-				memset(ev, 0, sizeof *ev);
-				ev->type = IWV_EVENT_DEVICE_FATAL;
-				strcpy(ev->detail, "iwarpd: daemon closed the session");
-				return 0;
-			}
-			return iwvi_seterr(s, ENODEV, "get-async-event: iwarpd: daemon closed the session");
-		}
-		pthread_mutex_unlock(&s->mu);
-		if (iwvi_wait_events(s, s->async_efd, deadline) == -ETIMEDOUT)
-			return iwvi_seterr(s, ETIMEDOUT, "get-async-event: no event within %d ms", timeout_ms);
-	}
-}
-
-IWV_EXPORT int iwv_cm_get_event(struct iwv_session *s, struct iwv_cm_event *ev, int timeout_ms)
-{
-	int64_t deadline = deadline_of(timeout_ms);
-	for (;;) {
-		pthread_mutex_lock(&s->mu);
-		iwvi_pump(s);
-		struct evnode *n = iwvi_evq_pop(&s->cm_q);
-		if (n) {
-			*ev = n->u.cm;
-			free(n);
-			resolve_cm(s, ev);
-			iwvi_update_evfd(s);
-			pthread_mutex_unlock(&s->mu);
-			return 0;
-		}
-		int dead = __atomic_load_n(&s->dead, __ATOMIC_ACQUIRE);
-		pthread_mutex_unlock(&s->mu);
-		if (dead)
-			return iwvi_seterr(s, ENODEV, "cm-get-event: iwarpd: daemon closed the session");
-		if (iwvi_wait_events(s, s->cm_efd, deadline) == -ETIMEDOUT)
-			return iwvi_seterr(s, ETIMEDOUT, "cm-get-event: no event within %d ms", timeout_ms);
-	}
 }

@@ -191,7 +191,9 @@ void iwvi_evq_push(struct evqueue *q, struct evnode *n);
 struct evnode *iwvi_evq_pop(struct evqueue *q);
 void iwvi_evq_free(struct evqueue *q);
 void iwvi_update_evfd(struct iwv_session *s);
-int iwvi_wait_events(struct iwv_session *s, int efd, int64_t deadline); /* mu NOT held */
+/* The objects an event names, looked up when it is handed out. */
+void iwvi_resolve_cm(struct iwv_session *s, struct iwv_cm_event *ev);
+void iwvi_resolve_async(struct iwv_session *s, struct iwv_async_event *ev);
 void iwvi_cm_event_from_json(struct iwv_session *s, json_t *j, struct iwv_cm_event *ev);
 
 /* json.c */

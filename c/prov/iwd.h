@@ -101,17 +101,31 @@ struct iwd_fabric {
 	struct iwv_device_attr dev;
 	struct sockaddr_in addr;   /* the device's address (port 0) */
 	struct iwd_list eqs;
-	struct iwd_list cm_objs;   /* passive endpoints */
-	struct iwd_list msg_eps;   /* MSG endpoints (CM events name their QP) */
+	struct iwd_list cm_objs;   /* struct iwd_cm_obj: whoever CM events are for */
 	int refs;
 };
 
 int iwd_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context);
-/* Opens a session with the FI_IWARPD_* parameters; explains failures. */
+/* Opens a session with the FI_IWARPD_* parameters; explains failures (iwd_session.c). */
 int iwd_session_open(struct iwv_session **s);
-int iwd_parse_sockaddr(const char *ipport, struct sockaddr_in *sin);
-/* Pulls every waiting CM event of the fabric's session into the EQs. */
-void iwd_fabric_cm_progress(struct iwd_fabric *fab);
+
+/* ---- CM event dispatch (iwd_cm.c) ----
+ * Whoever a CM event is for registers here: a passive endpoint keyed by
+ * its listener (connection requests), a MSG endpoint by its QP (every
+ * other event). Progress calls the owner through its handler, so the
+ * dispatch knows no endpoint type. */
+struct iwd_cm_obj {
+	struct iwd_list link;  /* fab->cm_objs */
+	const void *key;       /* the struct iwv_listener or struct iwv_qp its events name */
+	/* Handles one event; the fabric lock is held. */
+	void (*event)(struct iwd_cm_obj *obj, struct iwv_cm_event *ev);
+};
+/* Adds or removes obj; the fabric lock is held. */
+void iwd_cm_register(struct iwd_fabric *fab, struct iwd_cm_obj *obj);
+void iwd_cm_unregister(struct iwd_cm_obj *obj);
+/* Pulls every waiting CM event of the fabric's session to its owner; a
+ * connection request nobody listens for is rejected. */
+void iwd_cm_progress(struct iwd_fabric *fab);
 
 /* ---- domain (iwd_domain.c) ---- */
 struct iwd_ep;
@@ -138,7 +152,9 @@ struct iwd_domain {
 };
 
 int iwd_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **dom, void *context);
-/* Polls every endpoint of the domain; the domain lock is held. */
+
+/* ---- domain-wide progress (iwd_progress.c) ---- */
+/* Polls every endpoint of the domain (through its ops); the domain lock is held. */
 void iwd_domain_progress(struct iwd_domain *dom);
 /* Arms every endpoint's verbs CQ (for a wait); the lock is held. */
 void iwd_domain_arm(struct iwd_domain *dom);
@@ -265,8 +281,8 @@ void iwd_cq_purge(struct iwd_cq *cq, const void *owner);
 /* Whether owner has a (successful) completion in cq not read yet; the
  * domain lock is held. */
 int iwd_cq_has_owned(const struct iwd_cq *cq, const void *owner);
-/* The wait set shared by CQs and counters (epoll on an eventfd and the
- * domain's completion channel). */
+/* ---- the wait object of CQs and counters (iwd_util_wait.c): epoll on an
+ * eventfd and the domain's completion channel ---- */
 int iwd_wait_init(struct iwd_domain *dom, int *efd, int *epfd);
 void iwd_wait_fini(int efd, int epfd);
 void iwd_wait_signal(int efd);
@@ -307,10 +323,12 @@ int iwd_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_e
 /* Queues an event (entry of len bytes copied); the fabric lock is held. */
 int iwd_eq_trywait(struct iwd_eq *eq);
 int iwd_eq_push(struct iwd_eq *eq, uint32_t event, const void *entry, size_t len, int is_err);
-/* Queues an event that is read only once iwd_msg_drained(after) says so:
+/* Queues an event that is read only once ready(arg) returns nonzero:
  * the FI_SHUTDOWN of a connection comes after the completions that arrived
- * before it (iwd_eq.c). The fabric lock is held. */
-int iwd_eq_push_after(struct iwd_eq *eq, uint32_t event, const void *entry, size_t len, struct iwd_ep *after);
+ * before it (iwd_eq.c). ready is called with the fabric lock held; the
+ * event is purged (iwd_eq_purge) before arg goes away. */
+int iwd_eq_push_after(struct iwd_eq *eq, uint32_t event, const void *entry, size_t len, int (*ready)(void *arg),
+		      void *arg);
 /* Drops the unread events about fid (a closed endpoint): fi_close(3) frees
  * them, and ofi_rxm relies on it (rxm_cm_progress). fab->lock is held. */
 void iwd_eq_purge(struct iwd_eq *eq, const struct fid *fid);
@@ -437,6 +455,9 @@ struct iwd_tx {
 	int waiting_fin;
 	int posted;                 /* the SQ WR is outstanding */
 	int cntr_kind;              /* which counter to bump: 0 send, 1 write, 2 read */
+	/* RMA and atomics: completes the request (iwd_rma_done); NULL: the
+	 * type's own send completion. */
+	void (*done)(struct iwd_ep *ep, struct iwd_tx *tx, const struct iwv_wc *wc);
 	/* RMA read into a non-registered buffer: copy out on completion */
 	struct iovec iov[IWD_IOV_LIMIT];
 	size_t iov_count;
@@ -471,12 +492,56 @@ struct iwd_rxreq {
 	int pending;                /* waiting for SQ space or staging */
 };
 
+/* What an endpoint type does differently: the shared code (iwd_ep_base.c,
+ * iwd_ep_data.c, iwd_rma.c, iwd_atomic.c, iwd_progress.c) calls through
+ * this table and never asks which type it has; each type's file fills one
+ * (iwd_ep_rdm.c, iwd_ep_dgram.c, iwd_ep_msg.c), as libfabric's util
+ * endpoints carry a progress function and rxd/tcp their own ops. */
+struct iwd_ep_ops {
+	/* The QP is RD or UD: destinations come from an AV (fi_ep_bind
+	 * FI_CLASS_AV, required by fi_enable), sends carry IWD_QKEY, and
+	 * fi_close lingers until the endpoint's sends completed. */
+	int datagram;
+	/* fi_enable: bounce pools and what else the type needs; the domain
+	 * lock is held. On failure it leaves nothing set up. */
+	int (*enable)(struct iwd_ep *ep);
+	/* fi_close, before the QP is destroyed; no lock held. May be NULL. */
+	void (*disconnect)(struct iwd_ep *ep);
+	/* fi_close, after the QP is destroyed: frees the type's requests;
+	 * the domain lock is held. */
+	void (*fini)(struct iwd_ep *ep);
+	/* Polls the endpoint and runs its protocol (iwd_progress.c); the
+	 * domain lock is held. */
+	void (*progress)(struct iwd_ep *ep);
+	/* One verbs completion of the endpoint's CQ; the domain lock is held. */
+	void (*wc)(struct iwd_ep *ep, struct iwv_wc *wc);
+	/* After a poll: protocol steps that waited for queue space. May be NULL. */
+	void (*retry)(struct iwd_ep *ep);
+	/* fi_cancel; the domain lock is held. */
+	ssize_t (*cancel)(struct iwd_ep *ep, void *context);
+	/* fi_rx_size_left when receives are not QP receives. May be NULL. */
+	ssize_t (*rx_size_left)(struct iwd_ep *ep);
+	/* Where a transmit to dest goes: the AV entry (*av) of a datagram
+	 * endpoint, or NULL for a connected one; -FI_ENOTCONN / -FI_EINVAL.
+	 * The domain lock is held. */
+	int (*tx_dest)(struct iwd_ep *ep, fi_addr_t dest, const struct iwv_av **av);
+	/* Posts an RDMA Write (the opcode is the type's) and, with
+	 * FI_REMOTE_CQ_DATA, what delivers data to the target; the domain
+	 * lock is held. NULL: no RMA. */
+	int (*rma_write)(struct iwd_ep *ep, struct iwv_send_wr *wr, uint64_t op_flags, uint64_t data, size_t len,
+			 const struct iwv_av *av);
+};
+
+/* What every endpoint type has. Each type embeds it first in its own
+ * object (struct iwd_rdm_ep in iwd_rdm.h, struct iwd_dgram_ep and
+ * struct iwd_msg_ep in iwd_dgram.h). */
 struct iwd_ep {
 	struct fid_ep ep_fid;
+	const struct iwd_ep_ops *ops;
 	struct iwd_domain *dom;
 	struct fi_info *info;
-	enum fi_ep_type type;
 	uint64_t caps;
+	uint64_t cq_data_max;           /* largest FI_REMOTE_CQ_DATA value; 0: none */
 	struct iwd_list link;           /* dom->eps */
 	struct iwd_cq *tx_cq, *rx_cq;
 	int tx_selective, rx_selective; /* FI_SELECTIVE_COMPLETION */
@@ -491,39 +556,28 @@ struct iwd_ep {
 	int enabled;
 	/* bounce buffers */
 	struct iwd_pool txp, rxp;
-	struct iwd_bounce *bounces;     /* RDM: one work request context per rxp slot */
-	size_t rx_posted;               /* RDM bounce receives in the RQ */
 	size_t sq_depth, sq_used;
 	size_t rq_depth, rq_used;
-	/* RDM */
-	struct iwd_match m;
-	struct iwd_list tx_active;      /* requests awaiting SQ completion or FIN */
-	struct iwd_list pending_ctrl;   /* FINs waiting for SQ space (iwd_ctrl) */
-	struct iwd_list pending_reads;  /* rendezvous reads waiting for SQ space/staging */
-	struct iwd_list rx_reqs;        /* DGRAM/MSG posted receives (cancel) */
-	uint64_t next_id;
-	size_t min_multi_recv;
-	size_t eager_max;
-	/* MSG */
-	int cm_state;                   /* iwd_ep_msg.c */
-	struct iwd_list cm_link;        /* fab->cm_objs */
-	uint32_t conn_id;               /* accepted request */
-	unsigned char cm_data[IWD_CM_DATA_SIZE];
-	size_t cm_data_len;
-	struct sockaddr_in peer;
+	size_t min_multi_recv;          /* FI_OPT_MIN_MULTI_RECV */
+	struct iwd_list tx_active;      /* transmit requests not yet completed */
 };
 
-struct iwd_ctrl {                       /* a FIN waiting for SQ space */
-	struct iwd_list link;
-	struct iwd_hdr h;
-	struct iwv_av av;
-};
-
-int iwd_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **ep, void *context);
-int iwd_ep_getname(fid_t fid, void *addr, size_t *addrlen);
-/* The endpoint's QP and queues, on fi_enable. */
+/* ---- the endpoint object (iwd_ep_base.c) ---- */
+/* Fills the common part of a new endpoint of any type. */
+void iwd_ep_init(struct iwd_ep *ep, struct iwd_domain *dom, struct fi_info *info, void *context,
+		 const struct iwd_ep_ops *ops);
+/* The endpoint's verbs CQ and QP (at open). */
 int iwd_ep_create_qp(struct iwd_ep *ep, enum iwv_qp_type qpt, size_t rx_depth);
-/* Polls ep's verbs CQ and runs the protocol; the domain lock is held. */
+/* Adds an opened endpoint to its domain, or undoes iwd_ep_init and
+ * iwd_ep_create_qp when ret is an error; frees ep then. Returns ret. */
+int iwd_ep_opened(struct iwd_ep *ep, int ret, struct fid_ep **out);
+int iwd_ep_getname(fid_t fid, void *addr, size_t *addrlen);
+/* The rx queue depth an fi_info asks for. */
+size_t iwd_ep_rx_depth(const struct fi_info *info);
+
+/* ---- the data path every type shares (iwd_ep_data.c) ---- */
+/* Polls ep's verbs CQ, hands each completion to ep->ops->wc, then
+ * ep->ops->retry; the domain lock is held. */
 void iwd_ep_progress(struct iwd_ep *ep);
 /* Completion helpers (selective completion, counters). */
 void iwd_ep_tx_done(struct iwd_ep *ep, void *context, uint64_t flags, uint64_t op_flags, size_t len, int cntr_kind);
@@ -535,6 +589,8 @@ void iwd_ep_rx_err(struct iwd_ep *ep, void *context, uint64_t flags, size_t len,
 /* The source fi_addr of a completion (FI_SOURCE), or FI_ADDR_NOTAVAIL. */
 fi_addr_t iwd_ep_src(struct iwd_ep *ep, const struct iwv_wc *wc);
 int iwd_wc_errno(const struct iwv_wc *wc);
+/* The AV entry of dest (ops->tx_dest of datagram endpoints). */
+int iwd_ep_av_dest(struct iwd_ep *ep, fi_addr_t dest, const struct iwv_av **av);
 /* Posts a send WR; maps queue full to -FI_EAGAIN. */
 int iwd_ep_post_send(struct iwd_ep *ep, struct iwv_send_wr *wr);
 /* Common transmit preparation: gathers iov into SGEs (desc, bounce or staging). */
@@ -542,77 +598,52 @@ int iwd_tx_gather(struct iwd_ep *ep, struct iwd_tx *tx, const struct iovec *iov,
 		  const void *hdr, size_t hdr_len, struct iwv_sge *sge, int *nsge, int force_copy);
 struct iwd_tx *iwd_tx_new(struct iwd_ep *ep, void *context, uint64_t flags, uint64_t op_flags);
 void iwd_tx_free(struct iwd_ep *ep, struct iwd_tx *tx);
-/* Lock + progress + -FI_EAGAIN helper for full queues. */
-int iwd_ep_check(struct iwd_ep *ep);
 
-extern struct fi_ops_msg iwd_rdm_msg_ops;
-extern struct fi_ops_tagged iwd_rdm_tagged_ops;
-extern struct fi_ops_msg iwd_dgram_msg_ops;
+/* The creator of endpoints (iwd_ep.c): the one place that picks a type,
+ * and each type's open (iwd_rdm_ops.c, iwd_ep_dgram.c, iwd_ep_msg.c). */
+int iwd_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **ep, void *context);
+int iwd_rdm_ep_open(struct iwd_domain *dom, struct fi_info *info, struct fid_ep **ep, void *context);
+int iwd_dgram_ep_open(struct iwd_domain *dom, struct fi_info *info, struct fid_ep **ep, void *context);
+int iwd_msg_ep_open(struct iwd_domain *dom, struct fi_info *info, struct fid_ep **ep, void *context);
+
+/* RMA over RD and RC (iwd_rma.c), atomics (iwd_atomic.c). */
 extern struct fi_ops_rma iwd_rma_ops;
 extern struct fi_ops_atomic iwd_atomic_ops;
-extern struct fi_ops_atomic iwd_no_atomic_ops;
-extern struct fi_ops_tagged iwd_no_tagged_ops; /* iwd_ep_noops.c */
-extern struct fi_ops_rma iwd_no_rma_ops;
-extern struct fi_ops_cm iwd_ep_cm_ops;
-extern struct fi_ops_cm iwd_msg_cm_ops;
-
-int iwd_rdm_enable(struct iwd_ep *ep);
-void iwd_rdm_fini(struct iwd_ep *ep);
-void iwd_rdm_wc(struct iwd_ep *ep, struct iwv_wc *wc);
-void iwd_rdm_retry(struct iwd_ep *ep);
-/* Sends a header-only control message (FIN, WDATA), queued if the SQ is full. */
-int iwd_rdm_ctrl(struct iwd_ep *ep, const struct iwd_hdr *h, const struct iwv_av *av);
-ssize_t iwd_rdm_cancel(struct iwd_ep *ep, void *context);
-/* RDM internals shared by iwd_ep_rdm.c, iwd_rdm_rndv.c and iwd_rdm_ops.c. */
-ssize_t iwd_rdm_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, size_t count, fi_addr_t dest,
-		     uint64_t tag, uint64_t data, void *context, uint64_t op_flags, int tagged);
-ssize_t iwd_rdm_recv(struct iwd_ep *ep, const struct iovec *iov, void **desc, size_t count, fi_addr_t src,
-		     uint64_t tag, uint64_t ignore, void *context, uint64_t op_flags, int tagged);
-/* Completion flags of a receive and FI_MULTI_RECV space accounting. */
-uint64_t iwd_rdm_rx_cflags(const struct iwd_rx *rx, uint32_t hflags);
-uint64_t iwd_rdm_multi_consume(struct iwd_ep *ep, struct iwd_rx *rx);
-/* Rendezvous (iwd_rdm_rndv.c): start the RDMA Read of a matched RTS,
- * finish it (returns 1 when the receive was freed), FIN both ways. */
-int iwd_rdm_start_read(struct iwd_ep *ep, struct iwd_rx *rx, uint32_t hflags, uint64_t tag, uint64_t data,
-		       size_t mlen, uint32_t rkey, uint64_t raddr, uint64_t id, fi_addr_t src, const uint8_t ip[16],
-		       uint16_t port);
-int iwd_rdm_read_done(struct iwd_ep *ep, struct iwd_rxreq *rr, int err, int prov_errno);
-void iwd_rdm_send_fin(struct iwd_ep *ep, uint64_t id, const uint8_t ip[16], uint16_t port);
-void iwd_rdm_fin(struct iwd_ep *ep, uint64_t id);
-
-int iwd_dgram_enable(struct iwd_ep *ep);
-void iwd_dgram_wc(struct iwd_ep *ep, struct iwv_wc *wc);
-ssize_t iwd_dgram_cancel(struct iwd_ep *ep, void *context);
-void iwd_dgram_fini(struct iwd_ep *ep);
-
-/* MSG endpoints (iwd_ep_msg.c) and passive endpoints (iwd_pep.c). */
-int iwd_msg_enable(struct iwd_ep *ep);
-void iwd_msg_fini(struct iwd_ep *ep);
-int iwd_passive_ep(struct fid_fabric *fabric, struct fi_info *info, struct fid_pep **pep, void *context);
-void iwd_cm_dispatch(struct iwd_fabric *fab, struct iwv_cm_event *ev);
-/* CM events of MSG endpoints (found by QP); the fabric lock is held. */
-void iwd_msg_cm_event(struct iwd_fabric *fab, struct iwv_cm_event *ev);
-/* Endpoints with a QP in the fabric, for CM dispatch (fab->lock). */
-void iwd_msg_register(struct iwd_ep *ep);
-/* Pulls ep's completions from the daemon and reports whether the
- * application has read every successful one; fab->lock is held, the
- * domain lock is not. */
-int iwd_msg_drained(struct iwd_ep *ep);
+/* The completion of an RMA or atomic transmit (tx->done). */
+void iwd_rma_done(struct iwd_ep *ep, struct iwd_tx *tx, const struct iwv_wc *wc);
 
 /* FI_ATOMIC (iwd_atomic.c): kind 0 write, 1 fetch, 2 compare. */
 int iwd_atomic_valid(int kind, enum fi_datatype dt, enum fi_op op);
 int iwd_query_atomic(struct fid_domain *domain, enum fi_datatype dt, enum fi_op op, struct fi_atomic_attr *attr,
 		     uint64_t flags);
 
-/* RMA over RD and RC (iwd_rma.c). */
-void iwd_rma_wc(struct iwd_ep *ep, struct iwd_tx *tx, struct iwv_wc *wc);
+/* Passive endpoints (iwd_pep.c). */
+int iwd_passive_ep(struct fid_fabric *fabric, struct fi_info *info, struct fid_pep **pep, void *context);
 
-static inline void iwd_lock(struct iwd_domain *d) { pthread_mutex_lock(&d->lock); }
-static inline void iwd_unlock(struct iwd_domain *d) { pthread_mutex_unlock(&d->lock); }
-
-/* Shared fid helpers. */
+/* ---- operations an object does not offer (iwd_util_noops.c) ---- */
 int iwd_no_bind(struct fid *fid, struct fid *bfid, uint64_t flags);
 int iwd_no_control(struct fid *fid, int command, void *arg);
 int iwd_no_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops, void *context);
+int iwd_no_setname(fid_t fid, void *addr, size_t addrlen);
+int iwd_no_getpeer(struct fid_ep *ep, void *addr, size_t *addrlen);
+int iwd_no_connect(struct fid_ep *ep, const void *addr, const void *param, size_t paramlen);
+int iwd_no_listen(struct fid_pep *pep);
+int iwd_no_accept(struct fid_ep *ep, const void *param, size_t paramlen);
+int iwd_no_reject(struct fid_pep *pep, fid_t handle, const void *param, size_t paramlen);
+int iwd_no_shutdown(struct fid_ep *ep, uint64_t flags);
+int iwd_no_join(struct fid_ep *ep, const void *addr, uint64_t flags, struct fid_mc **mc, void *context);
+ssize_t iwd_no_cancel(fid_t fid, void *context);
+int iwd_no_tx_ctx(struct fid_ep *sep, int index, struct fi_tx_attr *attr, struct fid_ep **tx_ep, void *context);
+int iwd_no_rx_ctx(struct fid_ep *sep, int index, struct fi_rx_attr *attr, struct fid_ep **rx_ep, void *context);
+extern struct fi_ops_tagged iwd_no_tagged_ops;
+extern struct fi_ops_rma iwd_no_rma_ops;
+extern struct fi_ops_atomic iwd_no_atomic_ops;
+
+/* ---- addresses (iwd_util_addr.c) ---- */
+/* "a.b.c.d:port" to a sockaddr_in; -FI_EINVAL if it is not one. */
+int iwd_parse_sockaddr(const char *ipport, struct sockaddr_in *sin);
+
+static inline void iwd_lock(struct iwd_domain *d) { pthread_mutex_lock(&d->lock); }
+static inline void iwd_unlock(struct iwd_domain *d) { pthread_mutex_unlock(&d->lock); }
 
 #endif /* IWD_H */

@@ -81,16 +81,9 @@ static ssize_t atomic_op(struct iwd_ep *ep, int kind, const void *buf, const voi
 		ret = -FI_EOPBADSTATE;
 		goto out;
 	}
-	if (ep->type == FI_EP_RDM) {
-		av = iwd_av_lookup(ep->av, dest);
-		if (!av) {
-			ret = -FI_EINVAL;
-			goto out;
-		}
-	} else if (ep->cm_state != 2) {
-		ret = -FI_ENOTCONN;
+	ret = ep->ops->tx_dest(ep, dest, &av);
+	if (ret)
 		goto out;
-	}
 	if (ep->sq_used >= ep->sq_depth || !ep->txp.nfree)
 		iwd_domain_progress(ep->dom);
 	tx = iwd_tx_new(ep, context, FI_ATOMIC | (kind == AT_WRITE ? FI_WRITE : FI_READ), op_flags);
@@ -104,8 +97,9 @@ static ssize_t atomic_op(struct iwd_ep *ep, int kind, const void *buf, const voi
 		ret = -FI_EAGAIN;
 		goto out;
 	}
-	/* iwd_rma_wc: kind 2 (read) copies the bounce into iov, kind 1 (write) discards it. */
+	/* iwd_rma_done: kind 2 (read) copies the bounce into iov, kind 1 (write) discards it. */
 	tx->cntr_kind = kind == AT_WRITE ? 1 : 2;
+	tx->done = iwd_rma_done;
 	tx->len = sizeof(uint64_t);
 	if (kind != AT_WRITE) {
 		tx->iov[0].iov_base = result;
@@ -368,110 +362,4 @@ struct fi_ops_atomic iwd_atomic_ops = {
 	.writevalid = a_writevalid,
 	.readwritevalid = a_readwritevalid,
 	.compwritevalid = a_compwritevalid,
-};
-
-/* ---- endpoints without atomics (FI_EP_DGRAM) ---- */
-
-static ssize_t na_write(struct fid_ep *f, const void *b, size_t n, void *d, fi_addr_t a, uint64_t ad, uint64_t k,
-			enum fi_datatype dt, enum fi_op op, void *c)
-{
-	IWD_UNUSED(f), IWD_UNUSED(b), IWD_UNUSED(n), IWD_UNUSED(d), IWD_UNUSED(a), IWD_UNUSED(ad), IWD_UNUSED(k);
-	IWD_UNUSED(dt), IWD_UNUSED(op), IWD_UNUSED(c);
-	return -FI_EOPNOTSUPP;
-}
-
-static ssize_t na_writev(struct fid_ep *f, const struct fi_ioc *v, void **d, size_t n, fi_addr_t a, uint64_t ad,
-			 uint64_t k, enum fi_datatype dt, enum fi_op op, void *c)
-{
-	IWD_UNUSED(f), IWD_UNUSED(v), IWD_UNUSED(d), IWD_UNUSED(n), IWD_UNUSED(a), IWD_UNUSED(ad), IWD_UNUSED(k);
-	IWD_UNUSED(dt), IWD_UNUSED(op), IWD_UNUSED(c);
-	return -FI_EOPNOTSUPP;
-}
-
-static ssize_t na_writemsg(struct fid_ep *f, const struct fi_msg_atomic *m, uint64_t fl)
-{
-	IWD_UNUSED(f), IWD_UNUSED(m), IWD_UNUSED(fl);
-	return -FI_EOPNOTSUPP;
-}
-
-static ssize_t na_inject(struct fid_ep *f, const void *b, size_t n, fi_addr_t a, uint64_t ad, uint64_t k,
-			 enum fi_datatype dt, enum fi_op op)
-{
-	IWD_UNUSED(f), IWD_UNUSED(b), IWD_UNUSED(n), IWD_UNUSED(a), IWD_UNUSED(ad), IWD_UNUSED(k), IWD_UNUSED(dt);
-	IWD_UNUSED(op);
-	return -FI_EOPNOTSUPP;
-}
-
-static ssize_t na_readwrite(struct fid_ep *f, const void *b, size_t n, void *d, void *r, void *rd, fi_addr_t a,
-			    uint64_t ad, uint64_t k, enum fi_datatype dt, enum fi_op op, void *c)
-{
-	IWD_UNUSED(f), IWD_UNUSED(b), IWD_UNUSED(n), IWD_UNUSED(d), IWD_UNUSED(r), IWD_UNUSED(rd), IWD_UNUSED(a);
-	IWD_UNUSED(ad), IWD_UNUSED(k), IWD_UNUSED(dt), IWD_UNUSED(op), IWD_UNUSED(c);
-	return -FI_EOPNOTSUPP;
-}
-
-static ssize_t na_readwritev(struct fid_ep *f, const struct fi_ioc *v, void **d, size_t n, struct fi_ioc *r,
-			     void **rd, size_t rn, fi_addr_t a, uint64_t ad, uint64_t k, enum fi_datatype dt,
-			     enum fi_op op, void *c)
-{
-	IWD_UNUSED(f), IWD_UNUSED(v), IWD_UNUSED(d), IWD_UNUSED(n), IWD_UNUSED(r), IWD_UNUSED(rd), IWD_UNUSED(rn);
-	IWD_UNUSED(a), IWD_UNUSED(ad), IWD_UNUSED(k), IWD_UNUSED(dt), IWD_UNUSED(op), IWD_UNUSED(c);
-	return -FI_EOPNOTSUPP;
-}
-
-static ssize_t na_readwritemsg(struct fid_ep *f, const struct fi_msg_atomic *m, struct fi_ioc *r, void **rd,
-			       size_t rn, uint64_t fl)
-{
-	IWD_UNUSED(f), IWD_UNUSED(m), IWD_UNUSED(r), IWD_UNUSED(rd), IWD_UNUSED(rn), IWD_UNUSED(fl);
-	return -FI_EOPNOTSUPP;
-}
-
-static ssize_t na_compwrite(struct fid_ep *f, const void *b, size_t n, void *d, const void *cp, void *cd, void *r,
-			    void *rd, fi_addr_t a, uint64_t ad, uint64_t k, enum fi_datatype dt, enum fi_op op,
-			    void *c)
-{
-	IWD_UNUSED(f), IWD_UNUSED(b), IWD_UNUSED(n), IWD_UNUSED(d), IWD_UNUSED(cp), IWD_UNUSED(cd), IWD_UNUSED(r);
-	IWD_UNUSED(rd), IWD_UNUSED(a), IWD_UNUSED(ad), IWD_UNUSED(k), IWD_UNUSED(dt), IWD_UNUSED(op), IWD_UNUSED(c);
-	return -FI_EOPNOTSUPP;
-}
-
-static ssize_t na_compwritev(struct fid_ep *f, const struct fi_ioc *v, void **d, size_t n, const struct fi_ioc *cv,
-			     void **cd, size_t cn, struct fi_ioc *r, void **rd, size_t rn, fi_addr_t a, uint64_t ad,
-			     uint64_t k, enum fi_datatype dt, enum fi_op op, void *c)
-{
-	IWD_UNUSED(f), IWD_UNUSED(v), IWD_UNUSED(d), IWD_UNUSED(n), IWD_UNUSED(cv), IWD_UNUSED(cd), IWD_UNUSED(cn);
-	IWD_UNUSED(r), IWD_UNUSED(rd), IWD_UNUSED(rn), IWD_UNUSED(a), IWD_UNUSED(ad), IWD_UNUSED(k), IWD_UNUSED(dt);
-	IWD_UNUSED(op), IWD_UNUSED(c);
-	return -FI_EOPNOTSUPP;
-}
-
-static ssize_t na_compwritemsg(struct fid_ep *f, const struct fi_msg_atomic *m, const struct fi_ioc *cv, void **cd,
-			       size_t cn, struct fi_ioc *r, void **rd, size_t rn, uint64_t fl)
-{
-	IWD_UNUSED(f), IWD_UNUSED(m), IWD_UNUSED(cv), IWD_UNUSED(cd), IWD_UNUSED(cn), IWD_UNUSED(r), IWD_UNUSED(rd);
-	IWD_UNUSED(rn), IWD_UNUSED(fl);
-	return -FI_EOPNOTSUPP;
-}
-
-static int na_valid(struct fid_ep *f, enum fi_datatype dt, enum fi_op op, size_t *count)
-{
-	IWD_UNUSED(f), IWD_UNUSED(dt), IWD_UNUSED(op), IWD_UNUSED(count);
-	return -FI_EOPNOTSUPP;
-}
-
-struct fi_ops_atomic iwd_no_atomic_ops = {
-	.size = sizeof(struct fi_ops_atomic),
-	.write = na_write,
-	.writev = na_writev,
-	.writemsg = na_writemsg,
-	.inject = na_inject,
-	.readwrite = na_readwrite,
-	.readwritev = na_readwritev,
-	.readwritemsg = na_readwritemsg,
-	.compwrite = na_compwrite,
-	.compwritev = na_compwritev,
-	.compwritemsg = na_compwritemsg,
-	.writevalid = na_valid,
-	.readwritevalid = na_valid,
-	.compwritevalid = na_valid,
 };

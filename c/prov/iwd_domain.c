@@ -1,7 +1,8 @@
 /*
  * iwd_domain.c — the domain (fi_domain(3)): a protection domain and a
  * completion channel in the fabric's session, staging memory for
- * rendezvous of unregistered buffers, and domain-wide progress.
+ * rendezvous of unregistered buffers, and the FI_IWARPD_PROGRESS_THREAD
+ * (domain-wide progress itself is iwd_progress.c).
  */
 #include <errno.h>
 #include <poll.h>
@@ -11,52 +12,6 @@
 #include <unistd.h>
 
 #include "iwd.h"
-
-void iwd_domain_progress(struct iwd_domain *dom)
-{
-	struct iwd_list *it, *tmp;
-	iwd_list_foreach_safe(&dom->eps, it, tmp)
-	{
-		struct iwd_ep *ep = iwd_container_of(it, struct iwd_ep, link);
-		iwd_ep_progress(ep);
-	}
-}
-
-void iwd_domain_arm(struct iwd_domain *dom)
-{
-	struct iwd_list *it;
-	iwd_list_foreach(&dom->eps, it)
-	{
-		struct iwd_ep *ep = iwd_container_of(it, struct iwd_ep, link);
-		if (ep->vcq)
-			iwv_req_notify_cq(ep->vcq, 0);
-	}
-}
-
-void iwd_domain_drain_chan(struct iwd_domain *dom)
-{
-	struct iwv_cq *cq;
-	int i;
-	for (i = 0; i < 1024; i++) {
-		if (iwv_get_cq_event(dom->chan, &cq, 0) < 0)
-			break;
-		iwv_ack_cq_events(cq, 1);
-	}
-}
-
-int iwd_domain_check(struct iwd_domain *dom)
-{
-	if (dom->dead)
-		return -FI_ENODEV;
-	if (iwv_session_status(dom->fab->s)) {
-		if (!dom->dead)
-			IWD_WARN(FI_LOG_DOMAIN, "iwarpd: the daemon went away (%s); restart iwarpd and the application\n",
-				 iwv_last_error(dom->fab->s));
-		dom->dead = 1;
-		return -FI_ENODEV;
-	}
-	return 0;
-}
 
 /* FI_IWARPD_PROGRESS_THREAD: advances rendezvous steps while the
  * application computes. It sleeps on the completion channel with every

@@ -3,8 +3,8 @@
  * libfabric errno, the source address of a completion (FI_SOURCE), CQ and
  * counter reporting of transmit and receive completions (fi_cq(3),
  * fi_cntr(3)), posting sends with -FI_EAGAIN on a full queue, transmit
- * contexts and gathering, and per-endpoint progress that dispatches each
- * verbs completion to the type's protocol code.
+ * contexts and gathering, and per-endpoint progress that hands each verbs
+ * completion to the type's protocol code through ep->ops.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -86,12 +86,18 @@ void iwd_ep_rx_err(struct iwd_ep *ep, void *context, uint64_t flags, size_t len,
 				      err, prov_errno, src);
 }
 
+int iwd_ep_av_dest(struct iwd_ep *ep, fi_addr_t dest, const struct iwv_av **av)
+{
+	*av = iwd_av_lookup(ep->av, dest);
+	return *av ? 0 : -FI_EINVAL;
+}
+
 int iwd_ep_post_send(struct iwd_ep *ep, struct iwv_send_wr *wr)
 {
 	int ret;
 	if (ep->sq_used >= ep->sq_depth)
 		return -FI_EAGAIN;
-	if (ep->type != FI_EP_MSG)
+	if (ep->ops->datagram)
 		wr->remote_qkey = IWD_QKEY;
 	ret = iwv_post_send(ep->qp, wr, 1);
 	if (ret == 1) {
@@ -191,18 +197,11 @@ void iwd_ep_progress(struct iwd_ep *ep)
 		for (i = 0; i < n; i++) {
 			if (wc[i].opcode < IWV_WC_RECV)
 				ep->sq_used--;
-			switch (ep->type) {
-			case FI_EP_RDM:
-				iwd_rdm_wc(ep, &wc[i]);
-				break;
-			default:
-				iwd_dgram_wc(ep, &wc[i]);
-				break;
-			}
+			ep->ops->wc(ep, &wc[i]);
 		}
 		if (n < 32)
 			break;
 	}
-	if (ep->type == FI_EP_RDM)
-		iwd_rdm_retry(ep);
+	if (ep->ops->retry)
+		ep->ops->retry(ep);
 }

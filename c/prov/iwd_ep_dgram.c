@@ -1,6 +1,7 @@
 /*
- * iwd_ep_dgram.c — FI_EP_DGRAM over a UD queue pair, and the send/receive
- * data path FI_EP_MSG shares over an RC queue pair (fi_msg(3)). No header:
+ * iwd_ep_dgram.c — FI_EP_DGRAM over a UD queue pair (its object, ops and
+ * open), and the send/receive data path FI_EP_MSG shares over an RC queue
+ * pair (fi_msg(3)). No header:
  * a message is the payload, so libfabric's ofi_rxd and ofi_rxm can layer
  * their own protocols on it. Each fi_recv posts exactly one receive work
  * request, straight into the application's buffer when its descriptor is a
@@ -11,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "iwd.h"
+#include "iwd_dgram.h"
 
 static struct iwd_ep *ep_of(struct fid_ep *f) { return iwd_container_of(f, struct iwd_ep, ep_fid); }
 
@@ -19,18 +20,20 @@ int iwd_dgram_enable(struct iwd_ep *ep)
 {
 	size_t slot = ep->info->ep_attr->max_msg_size;
 	int ret;
-	if (ep->type == FI_EP_MSG || slot > iwd_env.dgram_max)
+	if (iwd_dgram(ep)->stage_large || slot > iwd_env.dgram_max)
 		slot = iwd_env.dgram_max;
 	ret = iwd_pool_init(ep->dom, &ep->txp, slot, ep->sq_depth);
 	if (!ret)
 		ret = iwd_pool_init(ep->dom, &ep->rxp, slot, ep->rq_depth);
+	if (ret)
+		iwd_pool_fini(&ep->txp); /* a second fi_enable starts afresh */
 	return ret;
 }
 
 void iwd_dgram_fini(struct iwd_ep *ep)
 {
 	struct iwd_list *it, *tmp;
-	iwd_list_foreach_safe(&ep->rx_reqs, it, tmp)
+	iwd_list_foreach_safe(&iwd_dgram(ep)->rx_reqs, it, tmp)
 	{
 		struct iwd_rxreq *rr = iwd_container_of(it, struct iwd_rxreq, link);
 		iwd_list_remove(it);
@@ -57,7 +60,7 @@ static void rxreq_free(struct iwd_ep *ep, struct iwd_rxreq *rr)
 static void rx_wc(struct iwd_ep *ep, struct iwd_rxreq *rr, const struct iwv_wc *wc)
 {
 	uint64_t f = FI_RECV | FI_MSG;
-	fi_addr_t src = ep->type == FI_EP_DGRAM ? iwd_ep_src(ep, wc) : FI_ADDR_NOTAVAIL;
+	fi_addr_t src = iwd_ep_src(ep, wc); /* FI_ADDR_NOTAVAIL without an AV (MSG) */
 	int err = iwd_wc_errno(wc);
 	size_t n = wc->byte_len;
 
@@ -100,8 +103,8 @@ static void tx_wc(struct iwd_ep *ep, struct iwd_tx *tx, const struct iwv_wc *wc)
 {
 	int err = iwd_wc_errno(wc);
 	tx->posted = 0;
-	if (tx->cntr_kind) {
-		iwd_rma_wc(ep, tx, (struct iwv_wc *)wc);
+	if (tx->done) {
+		tx->done(ep, tx, wc);
 		return;
 	}
 	if (err)
@@ -183,10 +186,10 @@ static ssize_t dg_recv(struct iwd_ep *ep, const struct iovec *iov, void **desc, 
 		else if (direct && iov[i].iov_len)
 			sge[nsge++] = (struct iwv_sge){(uint64_t)(uintptr_t)iov[i].iov_base, (uint32_t)iov[i].iov_len, lkey};
 	}
-	iwd_list_insert_tail(&ep->rx_reqs, &rr->link);
+	iwd_list_insert_tail(&iwd_dgram(ep)->rx_reqs, &rr->link);
 	if (!direct) {
 		nsge = 1;
-		if (len > ep->rxp.slot_size && ep->type == FI_EP_MSG) {
+		if (len > ep->rxp.slot_size && iwd_dgram(ep)->stage_large) {
 			rr->bounce = iwd_stage_alloc(ep->dom, len);
 			rr->bounce_len = len;
 			rr->stage = rr->bounce != NULL;
@@ -235,13 +238,13 @@ static ssize_t dg_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, 
 	if ((op_flags & FI_INJECT) && len > ep->info->tx_attr->inject_size)
 		return -FI_EMSGSIZE;
 	if (op_flags & FI_REMOTE_CQ_DATA) {
-		/* MSG only: a Send with Immediate on a merge_send_imm QP (one
-		 * receive at the peer, zero-copy as a Send); DGRAM offers no CQ
-		 * data (cq_data_size 0). */
-		if (ep->type != FI_EP_MSG || !(ep->caps & FI_REMOTE_CQ_DATA))
+		/* MSG: a Send with Immediate on a merge_send_imm QP (one
+		 * receive at the peer, zero-copy as a Send), cq_data_size 4;
+		 * DGRAM offers no CQ data (cq_data_max 0). */
+		if (!ep->cq_data_max || !(ep->caps & FI_REMOTE_CQ_DATA))
 			return -FI_ENOSYS;
-		if (data > UINT32_MAX)
-			return -FI_EINVAL; /* cq_data_size 4 */
+		if (data > ep->cq_data_max)
+			return -FI_EINVAL;
 	}
 	iwd_lock(ep->dom);
 	if (ep->dom->dead) {
@@ -252,15 +255,10 @@ static ssize_t dg_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, 
 		iwd_unlock(ep->dom);
 		return -FI_EOPBADSTATE;
 	}
-	if (ep->type == FI_EP_DGRAM) {
-		av = iwd_av_lookup(ep->av, dest);
-		if (!av) {
-			iwd_unlock(ep->dom);
-			return -FI_EINVAL;
-		}
-	} else if (ep->cm_state != 2 /* connected */) {
+	ret = ep->ops->tx_dest(ep, dest, &av);
+	if (ret) {
 		iwd_unlock(ep->dom);
-		return -FI_ENOTCONN;
+		return ret;
 	}
 	if (ep->sq_used >= ep->sq_depth || !ep->txp.nfree)
 		iwd_domain_progress(ep->dom);
@@ -271,7 +269,7 @@ static ssize_t dg_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, 
 	}
 	tx->len = len;
 	ret = iwd_tx_gather(ep, tx, iov, desc, count, NULL, 0, sge, &nsge, (op_flags & FI_INJECT) != 0);
-	if (ret == -FI_EMSGSIZE && ep->type == FI_EP_MSG) {
+	if (ret == -FI_EMSGSIZE && iwd_dgram(ep)->stage_large) {
 		/* Larger than a bounce slot and not registered: stage it. */
 		tx->stage = iwd_stage_alloc(ep->dom, len);
 		if (!tx->stage) {
@@ -369,6 +367,12 @@ static ssize_t m_injectdata(struct fid_ep *f, const void *buf, size_t len, uint6
 	return dg_send(ep_of(f), &iov, NULL, 1, dest, NULL, FI_INJECT | FI_REMOTE_CQ_DATA, data);
 }
 
+void iwd_dgram_init(struct iwd_dgram_ep *d)
+{
+	iwd_list_init(&d->rx_reqs);
+	d->ep.ep_fid.msg = &iwd_dgram_msg_ops;
+}
+
 struct fi_ops_msg iwd_dgram_msg_ops = {
 	.size = sizeof(struct fi_ops_msg),
 	.recv = m_recv,
@@ -381,3 +385,25 @@ struct fi_ops_msg iwd_dgram_msg_ops = {
 	.senddata = m_senddata,
 	.injectdata = m_injectdata,
 };
+
+static const struct iwd_ep_ops dgram_ops = {
+	.datagram = 1,
+	.enable = iwd_dgram_enable,
+	.fini = iwd_dgram_fini,
+	.progress = iwd_ep_progress,
+	.wc = iwd_dgram_wc,
+	.cancel = iwd_dgram_cancel,
+	.tx_dest = iwd_ep_av_dest,
+};
+
+int iwd_dgram_ep_open(struct iwd_domain *dom, struct fi_info *info, struct fid_ep **out, void *context)
+{
+	struct iwd_dgram_ep *d = calloc(1, sizeof(*d));
+	int ret;
+	if (!d)
+		return -FI_ENOMEM;
+	iwd_ep_init(&d->ep, dom, info, context, &dgram_ops);
+	iwd_dgram_init(d);
+	ret = d->ep.info ? iwd_ep_create_qp(&d->ep, IWV_QPT_UD, iwd_ep_rx_depth(info)) : -FI_ENOMEM;
+	return iwd_ep_opened(&d->ep, ret, out);
+}

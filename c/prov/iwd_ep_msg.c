@@ -2,8 +2,9 @@
  * iwd_ep_msg.c — FI_EP_MSG over an RC queue pair (fi_cm(3)): fi_connect
  * and fi_accept through the daemon's connection manager (MPA over TCP,
  * RFC 5044; connection data up to IWD_CM_DATA_SIZE octets travels as MPA
- * private data), FI_CONNECTED / FI_SHUTDOWN events, fi_shutdown. The data
- * path is iwd_ep_dgram.c's and RMA iwd_rma.c's.
+ * private data), FI_CONNECTED / FI_SHUTDOWN events, fi_shutdown; the MSG
+ * endpoint object, its ops and open. The data path is iwd_ep_dgram.c's and
+ * RMA iwd_rma.c's.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -11,10 +12,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "iwd.h"
+#include "iwd_dgram.h"
 
 enum { CM_IDLE = 0, CM_CONNECTING = 1, CM_CONNECTED = 2, CM_SHUTDOWN = 3 };
 
+/* A MSG endpoint: the DGRAM object's data path plus the connection. */
+struct iwd_msg_ep {
+	struct iwd_dgram_ep dg;         /* first: an iwd_ep pointer is one */
+	int cm_state;
+	struct iwd_cm_obj cm;           /* fab->cm_objs, keyed by the QP */
+	struct sockaddr_in peer;
+};
+
+static struct iwd_msg_ep *msg_of(struct iwd_ep *ep) { return iwd_container_of(ep, struct iwd_msg_ep, dg.ep); }
 static struct iwd_ep *ep_of(struct fid_ep *f) { return iwd_container_of(f, struct iwd_ep, ep_fid); }
 
 struct iwd_connreq_pub { /* the head of iwd_pep.c's struct iwd_connreq */
@@ -22,56 +32,49 @@ struct iwd_connreq_pub { /* the head of iwd_pep.c's struct iwd_connreq */
 	uint32_t conn_id;
 };
 
-int iwd_msg_enable(struct iwd_ep *ep)
-{
-	int ret = iwd_dgram_enable(ep);
-	if (ret)
-		return ret;
-	return 0;
-}
+static void cm_event(struct iwd_cm_obj *obj, struct iwv_cm_event *ev);
 
-void iwd_msg_register(struct iwd_ep *ep)
+/* Makes CM events about the QP come to this endpoint. */
+static void msg_register(struct iwd_ep *ep)
 {
 	struct iwd_fabric *fab = ep->dom->fab;
+	struct iwd_msg_ep *m = msg_of(ep);
 	pthread_mutex_lock(&fab->lock);
-	if (iwd_list_empty(&ep->cm_link))
-		iwd_list_insert_tail(&fab->msg_eps, &ep->cm_link);
+	if (iwd_list_empty(&m->cm.link)) {
+		m->cm.key = ep->qp;
+		m->cm.event = cm_event;
+		iwd_cm_register(fab, &m->cm);
+	}
 	pthread_mutex_unlock(&fab->lock);
 }
 
-void iwd_msg_fini(struct iwd_ep *ep)
+/* fi_close, before the QP goes (ops->disconnect). */
+static void msg_disconnect(struct iwd_ep *ep)
 {
 	struct iwd_fabric *fab = ep->dom->fab;
-	if (ep->cm_state == CM_CONNECTED)
+	if (msg_of(ep)->cm_state == CM_CONNECTED)
 		iwv_disconnect(ep->qp, 1);
 	pthread_mutex_lock(&fab->lock);
-	iwd_list_remove(&ep->cm_link);
+	iwd_cm_unregister(&msg_of(ep)->cm);
 	/* No event names ep from here on (CM dispatch no longer finds it),
-	 * so none waits in iwd_msg_drained for queues about to go. */
+	 * so none waits in msg_drained for queues about to go. */
 	iwd_eq_purge(ep->eq, &ep->ep_fid.fid);
 	pthread_mutex_unlock(&fab->lock);
 }
 
-int iwd_msg_drained(struct iwd_ep *ep)
+/* Pulls ep's completions from the daemon and reports whether the
+ * application has read every successful one (the readiness of its
+ * FI_SHUTDOWN, iwd_eq_push_after); fab->lock is held, the domain lock is
+ * not. */
+static int msg_drained(void *arg)
 {
+	struct iwd_ep *ep = arg;
 	int unread;
 	iwd_lock(ep->dom);
 	iwd_ep_progress(ep);
 	unread = iwd_cq_has_owned(ep->rx_cq, ep) || iwd_cq_has_owned(ep->tx_cq, ep);
 	iwd_unlock(ep->dom);
 	return !unread;
-}
-
-static struct iwd_ep *ep_of_qp(struct iwd_fabric *fab, struct iwv_qp *qp)
-{
-	struct iwd_list *it;
-	iwd_list_foreach(&fab->msg_eps, it)
-	{
-		struct iwd_ep *ep = iwd_container_of(it, struct iwd_ep, cm_link);
-		if (ep->qp == qp)
-			return ep;
-	}
-	return NULL;
 }
 
 static void push_connected(struct iwd_ep *ep, const void *data, size_t dlen)
@@ -96,7 +99,7 @@ static void push_shutdown(struct iwd_ep *ep)
 	memset(&e, 0, sizeof(e));
 	e.fid = &ep->ep_fid.fid;
 	if (ep->eq)
-		iwd_eq_push_after(ep->eq, FI_SHUTDOWN, &e, sizeof(e), ep);
+		iwd_eq_push_after(ep->eq, FI_SHUTDOWN, &e, sizeof(e), msg_drained, ep);
 }
 
 static void push_err(struct iwd_ep *ep, int err, int prov_errno)
@@ -111,45 +114,45 @@ static void push_err(struct iwd_ep *ep, int err, int prov_errno)
 		iwd_eq_push(ep->eq, 0, &e, sizeof(e), 1);
 }
 
-void iwd_msg_cm_event(struct iwd_fabric *fab, struct iwv_cm_event *ev)
+/* A CM event about the endpoint's QP (m->cm.event); the fabric lock is held. */
+static void cm_event(struct iwd_cm_obj *obj, struct iwv_cm_event *ev)
 {
-	struct iwd_ep *ep = ep_of_qp(fab, ev->qp);
-	if (!ep)
-		return;
+	struct iwd_msg_ep *m = iwd_container_of(obj, struct iwd_msg_ep, cm);
+	struct iwd_ep *ep = &m->dg.ep;
 	switch (ev->type) {
 	case IWV_CM_ESTABLISHED:
-		if (ep->cm_state == CM_CONNECTED)
+		if (msg_of(ep)->cm_state == CM_CONNECTED)
 			return; /* fi_accept reported it already */
-		ep->cm_state = CM_CONNECTED;
+		msg_of(ep)->cm_state = CM_CONNECTED;
 		iwd_parse_sockaddr(ev->local, &ep->name);
-		iwd_parse_sockaddr(ev->peer, &ep->peer);
+		iwd_parse_sockaddr(ev->peer, &msg_of(ep)->peer);
 		push_connected(ep, ev->private_data, ev->private_data_len);
 		break;
 	case IWV_CM_REJECTED:
-		ep->cm_state = CM_IDLE;
+		msg_of(ep)->cm_state = CM_IDLE;
 		push_err(ep, FI_ECONNREFUSED, ev->status);
 		break;
 	case IWV_CM_UNREACHABLE:
-		ep->cm_state = CM_IDLE;
+		msg_of(ep)->cm_state = CM_IDLE;
 		push_err(ep, FI_EHOSTUNREACH, ev->status);
 		break;
 	case IWV_CM_TIMED_OUT:
-		ep->cm_state = CM_IDLE;
+		msg_of(ep)->cm_state = CM_IDLE;
 		push_err(ep, FI_ETIMEDOUT, ev->status);
 		break;
 	case IWV_CM_CONNECTION_ERROR:
-		if (ep->cm_state == CM_CONNECTED) {
-			ep->cm_state = CM_SHUTDOWN;
+		if (msg_of(ep)->cm_state == CM_CONNECTED) {
+			msg_of(ep)->cm_state = CM_SHUTDOWN;
 			push_shutdown(ep);
 		} else {
-			ep->cm_state = CM_IDLE;
+			msg_of(ep)->cm_state = CM_IDLE;
 			push_err(ep, FI_ECONNRESET, ev->status);
 		}
 		break;
 	case IWV_CM_DISCONNECTED:
-		if (ep->cm_state == CM_SHUTDOWN)
+		if (msg_of(ep)->cm_state == CM_SHUTDOWN)
 			return; /* our own fi_shutdown */
-		ep->cm_state = CM_SHUTDOWN;
+		msg_of(ep)->cm_state = CM_SHUTDOWN;
 		push_shutdown(ep);
 		break;
 	default:
@@ -165,7 +168,7 @@ static int ensure_enabled(struct iwd_ep *ep)
 	if (!ep->enabled)
 		ret = fi_enable(&ep->ep_fid);
 	if (!ret)
-		iwd_msg_register(ep);
+		msg_register(ep);
 	return ret;
 }
 
@@ -184,18 +187,18 @@ static int msg_connect(struct fid_ep *f, const void *addr, const void *param, si
 	ret = ensure_enabled(ep);
 	if (ret)
 		return ret;
-	if (ep->cm_state != CM_IDLE)
+	if (msg_of(ep)->cm_state != CM_IDLE)
 		return -FI_EOPBADSTATE;
 	inet_ntop(AF_INET, &sin->sin_addr, ip, sizeof(ip));
 	snprintf(dst, sizeof(dst), "%s:%u", ip, ntohs(sin->sin_port));
 	memset(&p, 0, sizeof(p));
 	p.private_data = param;
 	p.private_data_len = (uint16_t)paramlen;
-	ep->cm_state = CM_CONNECTING;
-	ep->peer = *sin;
+	msg_of(ep)->cm_state = CM_CONNECTING;
+	msg_of(ep)->peer = *sin;
 	ret = iwv_connect(ep->qp, dst, &p);
 	if (ret) {
-		ep->cm_state = CM_IDLE;
+		msg_of(ep)->cm_state = CM_IDLE;
 		IWD_WARN(FI_LOG_EP_CTRL, "iwarpd: connecting to %s: %s\n", dst, iwv_last_error(ep->dom->fab->s));
 		return iwd_errno(ret);
 	}
@@ -224,18 +227,18 @@ static int msg_accept(struct fid_ep *f, const void *param, size_t paramlen)
 	ev = calloc(1, sizeof(*ev));
 	if (!ev)
 		return -FI_ENOMEM;
-	ep->cm_state = CM_CONNECTING;
+	msg_of(ep)->cm_state = CM_CONNECTING;
 	ret = iwv_accept(fab->s, cr->conn_id, ep->qp, &p, ev);
 	if (ret) {
-		ep->cm_state = CM_IDLE;
+		msg_of(ep)->cm_state = CM_IDLE;
 		IWD_WARN(FI_LOG_EP_CTRL, "iwarpd: accepting a connection: %s\n", iwv_last_error(fab->s));
 		free(ev);
 		return iwd_errno(ret);
 	}
 	pthread_mutex_lock(&fab->lock);
-	ep->cm_state = CM_CONNECTED;
+	msg_of(ep)->cm_state = CM_CONNECTED;
 	iwd_parse_sockaddr(ev->local, &ep->name);
-	iwd_parse_sockaddr(ev->peer, &ep->peer);
+	iwd_parse_sockaddr(ev->peer, &msg_of(ep)->peer);
 	push_connected(ep, NULL, 0);
 	pthread_mutex_unlock(&fab->lock);
 	free(ev);
@@ -249,9 +252,9 @@ static int msg_shutdown(struct fid_ep *f, uint64_t flags)
 	struct iwd_ep *ep = ep_of(f);
 	int ret;
 	IWD_UNUSED(flags);
-	if (ep->cm_state != CM_CONNECTED)
+	if (msg_of(ep)->cm_state != CM_CONNECTED)
 		return 0;
-	ep->cm_state = CM_SHUTDOWN;
+	msg_of(ep)->cm_state = CM_SHUTDOWN;
 	ret = iwv_disconnect(ep->qp, 0);
 	return ret == -ENODEV ? 0 : iwd_errno(ret);
 }
@@ -266,7 +269,7 @@ static int msg_getpeer(struct fid_ep *f, void *addr, size_t *addrlen)
 	*addrlen = sizeof(struct sockaddr_in);
 	if (n < sizeof(struct sockaddr_in))
 		return -FI_ETOOSMALL;
-	memcpy(addr, &ep->peer, sizeof(ep->peer));
+	memcpy(addr, &msg_of(ep)->peer, sizeof(msg_of(ep)->peer));
 	return 0;
 }
 
@@ -280,48 +283,71 @@ static int msg_getname(fid_t fid, void *addr, size_t *addrlen)
 	return iwd_ep_getname(fid, addr, addrlen);
 }
 
-static int msg_setname(fid_t fid, void *addr, size_t addrlen)
-{
-	IWD_UNUSED(fid);
-	IWD_UNUSED(addr);
-	IWD_UNUSED(addrlen);
-	return -FI_ENOSYS;
-}
-
-static int msg_listen(struct fid_pep *pep)
-{
-	IWD_UNUSED(pep);
-	return -FI_ENOSYS;
-}
-
-static int msg_reject(struct fid_pep *pep, fid_t handle, const void *param, size_t paramlen)
-{
-	IWD_UNUSED(pep);
-	IWD_UNUSED(handle);
-	IWD_UNUSED(param);
-	IWD_UNUSED(paramlen);
-	return -FI_ENOSYS;
-}
-
-static int msg_join(struct fid_ep *ep, const void *addr, uint64_t flags, struct fid_mc **mc, void *context)
-{
-	IWD_UNUSED(ep);
-	IWD_UNUSED(addr);
-	IWD_UNUSED(flags);
-	IWD_UNUSED(mc);
-	IWD_UNUSED(context);
-	return -FI_ENOSYS;
-}
-
-struct fi_ops_cm iwd_msg_cm_ops = {
+static struct fi_ops_cm msg_cm_ops = {
 	.size = sizeof(struct fi_ops_cm),
-	.setname = msg_setname,
+	.setname = iwd_no_setname,
 	.getname = msg_getname,
 	.getpeer = msg_getpeer,
 	.connect = msg_connect,
-	.listen = msg_listen,
+	.listen = iwd_no_listen,
 	.accept = msg_accept,
-	.reject = msg_reject,
+	.reject = iwd_no_reject,
 	.shutdown = msg_shutdown,
-	.join = msg_join,
+	.join = iwd_no_join,
 };
+
+/* A transmit goes to the connected peer (ops->tx_dest). */
+static int msg_tx_dest(struct iwd_ep *ep, fi_addr_t dest, const struct iwv_av **av)
+{
+	IWD_UNUSED(dest);
+	*av = NULL;
+	return msg_of(ep)->cm_state == CM_CONNECTED ? 0 : -FI_ENOTCONN;
+}
+
+/* RMA Write over RC (ops->rma_write): with FI_REMOTE_CQ_DATA an RDMA Write
+ * with Immediate (RFC 7306; 32-bit data, consuming a receive at the
+ * target: FI_RX_CQ_DATA mode). */
+static int msg_rma_write(struct iwd_ep *ep, struct iwv_send_wr *wr, uint64_t op_flags, uint64_t data, size_t len,
+			 const struct iwv_av *av)
+{
+	IWD_UNUSED(len);
+	IWD_UNUSED(av);
+	wr->opcode = IWV_WR_RDMA_WRITE;
+	if (op_flags & FI_REMOTE_CQ_DATA) {
+		wr->opcode = IWV_WR_RDMA_WRITE_WITH_IMM;
+		wr->imm = (uint32_t)data;
+	}
+	return iwd_ep_post_send(ep, wr);
+}
+
+static const struct iwd_ep_ops msg_ops = {
+	.datagram = 0,
+	.enable = iwd_dgram_enable,
+	.disconnect = msg_disconnect,
+	.fini = iwd_dgram_fini,
+	.progress = iwd_ep_progress,
+	.wc = iwd_dgram_wc,
+	.cancel = iwd_dgram_cancel,
+	.tx_dest = msg_tx_dest,
+	.rma_write = msg_rma_write,
+};
+
+int iwd_msg_ep_open(struct iwd_domain *dom, struct fi_info *info, struct fid_ep **out, void *context)
+{
+	struct iwd_msg_ep *m = calloc(1, sizeof(*m));
+	struct iwd_ep *ep;
+	int ret;
+	if (!m)
+		return -FI_ENOMEM;
+	ep = &m->dg.ep;
+	iwd_ep_init(ep, dom, info, context, &msg_ops);
+	iwd_dgram_init(&m->dg);
+	m->dg.stage_large = 1;
+	iwd_list_init(&m->cm.link);
+	ep->cq_data_max = UINT32_MAX; /* cq_data_size 4 */
+	ep->ep_fid.rma = &iwd_rma_ops;
+	ep->ep_fid.atomic = &iwd_atomic_ops;
+	ep->ep_fid.cm = &msg_cm_ops;
+	ret = ep->info ? iwd_ep_create_qp(ep, IWV_QPT_RC, iwd_ep_rx_depth(info)) : -FI_ENOMEM;
+	return iwd_ep_opened(ep, ret, out);
+}

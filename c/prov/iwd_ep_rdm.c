@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "iwd.h"
+#include "iwd_rdm.h"
 
 #define HDR IWD_HDR_LEN
 
@@ -36,37 +36,48 @@ static int post_bounce(struct iwd_ep *ep, struct iwd_bounce *b)
 		IWD_WARN(FI_LOG_EP_DATA, "iwarpd: reposting a receive buffer: %s\n", iwv_strerror(ret));
 		return iwd_errno(ret < 0 ? ret : -EIO);
 	}
-	ep->rx_posted++;
+	iwd_rdm(ep)->rx_posted++;
 	return 0;
+}
+
+/* Undoes what iwd_rdm_enable set up; the domain lock is held. The
+ * bounce receives already posted go with the QP (fi_close). */
+static void rdm_unenable(struct iwd_ep *ep)
+{
+	free(iwd_rdm(ep)->bounces);
+	iwd_rdm(ep)->bounces = NULL;
+	iwd_pool_fini(&ep->rxp);
+	iwd_pool_fini(&ep->txp);
 }
 
 int iwd_rdm_enable(struct iwd_ep *ep)
 {
+	struct iwd_rdm_ep *r = iwd_rdm(ep);
 	size_t i;
 	int ret;
-	ret = iwd_pool_init(ep->dom, &ep->txp, HDR + ep->eager_max, ep->sq_depth);
-	if (ret)
-		return ret;
-	ret = iwd_pool_init(ep->dom, &ep->rxp, HDR + ep->eager_max, ep->rq_depth);
-	if (ret)
-		return ret;
-	ep->bounces = calloc(ep->rq_depth, sizeof(*ep->bounces));
-	if (!ep->bounces)
-		return -FI_ENOMEM;
-	for (i = 0; i < ep->rq_depth; i++) {
-		ep->bounces[i].wr.kind = IWD_WR_RX_BOUNCE;
-		ep->bounces[i].slot = iwd_pool_get(&ep->rxp);
-		ret = post_bounce(ep, &ep->bounces[i]);
-		if (ret)
-			return ret;
+	ret = iwd_pool_init(ep->dom, &ep->txp, HDR + r->eager_max, ep->sq_depth);
+	if (!ret)
+		ret = iwd_pool_init(ep->dom, &ep->rxp, HDR + r->eager_max, ep->rq_depth);
+	if (!ret) {
+		r->bounces = calloc(ep->rq_depth, sizeof(*r->bounces));
+		if (!r->bounces)
+			ret = -FI_ENOMEM;
 	}
-	return 0;
+	for (i = 0; !ret && i < ep->rq_depth; i++) {
+		r->bounces[i].wr.kind = IWD_WR_RX_BOUNCE;
+		r->bounces[i].slot = iwd_pool_get(&ep->rxp);
+		ret = post_bounce(ep, &r->bounces[i]);
+	}
+	if (ret && !r->rx_posted)
+		rdm_unenable(ep); /* a second fi_enable starts afresh */
+	/* Receives posted into the pool stay with it until fi_close. */
+	return ret;
 }
 
 void iwd_rdm_fini(struct iwd_ep *ep)
 {
 	struct iwd_list *it, *tmp;
-	iwd_list_foreach_safe(&ep->rx_reqs, it, tmp)
+	iwd_list_foreach_safe(&iwd_rdm(ep)->reads, it, tmp)
 	{
 		struct iwd_rxreq *rr = iwd_container_of(it, struct iwd_rxreq, link);
 		iwd_list_remove(it);
@@ -76,14 +87,14 @@ void iwd_rdm_fini(struct iwd_ep *ep)
 			free(rr->rx);
 		free(rr);
 	}
-	iwd_list_foreach_safe(&ep->pending_ctrl, it, tmp)
+	iwd_list_foreach_safe(&iwd_rdm(ep)->pending_ctrl, it, tmp)
 	{
 		iwd_list_remove(it);
 		free(iwd_container_of(it, struct iwd_ctrl, link));
 	}
-	iwd_match_fini(&ep->m);
-	free(ep->bounces);
-	ep->bounces = NULL;
+	iwd_match_fini(&iwd_rdm(ep)->m);
+	free(iwd_rdm(ep)->bounces);
+	iwd_rdm(ep)->bounces = NULL;
 }
 
 /* ---- control messages: WDATA (FIN and rendezvous: iwd_rdm_rndv.c) ---- */
@@ -100,26 +111,6 @@ static void handle_wdata(struct iwd_ep *ep, const struct iwd_hdr *h, const struc
 }
 
 /* ---- delivery ---- */
-
-uint64_t iwd_rdm_rx_cflags(const struct iwd_rx *rx, uint32_t hflags)
-{
-	uint64_t f = FI_RECV | ((rx->flags & IWD_RX_TAGGED_FLAG) ? FI_TAGGED : FI_MSG);
-	if (hflags & IWD_HF_CQDATA)
-		f |= FI_REMOTE_CQ_DATA;
-	return f | (rx->flags & FI_COMPLETION);
-}
-
-/* FI_MULTI_RECV: after a message consumed space, release the buffer when
- * less than the minimum is left; the completion reported last carries
- * FI_MULTI_RECV. Returns the flag to add to the completion being made. */
-uint64_t iwd_rdm_multi_consume(struct iwd_ep *ep, struct iwd_rx *rx)
-{
-	if (rx->released || rx->len - rx->used >= ep->min_multi_recv)
-		return 0;
-	iwd_list_remove(&rx->link);
-	rx->released = 1;
-	return rx->inflight ? 0 : FI_MULTI_RECV;
-}
 
 /* Returns 1 when rx was freed. */
 static int deliver_eager(struct iwd_ep *ep, struct iwd_rx *rx, uint32_t hflags, uint64_t tag, uint64_t data,
@@ -168,7 +159,7 @@ static void rx_arrival(struct iwd_ep *ep, const struct iwd_hdr *h, const void *p
 {
 	int tagged = (h->flags & IWD_HF_TAGGED) != 0;
 	fi_addr_t src = iwd_ep_src(ep, wc);
-	struct iwd_rx *rx = iwd_match_posted(&ep->m, tagged, src, h->tag);
+	struct iwd_rx *rx = iwd_match_posted(&iwd_rdm(ep)->m, tagged, src, h->tag);
 	struct iwd_unexp *u;
 
 	if (rx && (rx->flags & FI_MULTI_RECV) && h->op == IWD_OP_EAGER && plen > rx->len - rx->used) {
@@ -179,7 +170,7 @@ static void rx_arrival(struct iwd_ep *ep, const struct iwd_hdr *h, const void *p
 			iwd_ep_rx_done(ep, rx->context, FI_RECV | FI_MSG | FI_MULTI_RECV, 0, NULL, 0, 0, FI_ADDR_NOTAVAIL);
 			free(rx);
 		}
-		rx = iwd_match_posted(&ep->m, tagged, src, h->tag);
+		rx = iwd_match_posted(&iwd_rdm(ep)->m, tagged, src, h->tag);
 	}
 	if (rx) {
 		if (h->op == IWD_OP_RTS)
@@ -208,10 +199,10 @@ static void rx_arrival(struct iwd_ep *ep, const struct iwd_hdr *h, const void *p
 	u->port = wc->src_port;
 	if (!u->rndv && plen)
 		memcpy(u->payload, payload, plen);
-	iwd_list_insert_tail(tagged ? &ep->m.unexp_tag : &ep->m.unexp_msg, &u->link);
-	ep->m.nunexp++;
+	iwd_list_insert_tail(tagged ? &iwd_rdm(ep)->m.unexp_tag : &iwd_rdm(ep)->m.unexp_msg, &u->link);
+	iwd_rdm(ep)->m.nunexp++;
 	if (src == FI_ADDR_NOTAVAIL)
-		ep->m.nunknown++;
+		iwd_rdm(ep)->m.nunknown++;
 }
 
 /* A message can arrive before the application inserted its sender into
@@ -220,10 +211,10 @@ static void rx_arrival(struct iwd_ep *ep, const struct iwd_hdr *h, const void *p
  * queue, so that a receive directed at that peer still finds it. */
 static void resolve_unknown(struct iwd_ep *ep)
 {
-	struct iwd_list *hs[2] = {&ep->m.unexp_msg, &ep->m.unexp_tag}, *it;
+	struct iwd_list *hs[2] = {&iwd_rdm(ep)->m.unexp_msg, &iwd_rdm(ep)->m.unexp_tag}, *it;
 	size_t left = 0;
 	int i;
-	if (!ep->m.nunknown)
+	if (!iwd_rdm(ep)->m.nunknown)
 		return;
 	for (i = 0; i < 2; i++) {
 		iwd_list_foreach(hs[i], it)
@@ -236,13 +227,13 @@ static void resolve_unknown(struct iwd_ep *ep)
 				left++;
 		}
 	}
-	ep->m.nunknown = left;
+	iwd_rdm(ep)->m.nunknown = left;
 }
 
 static void rx_bounce(struct iwd_ep *ep, struct iwd_bounce *b, const struct iwv_wc *wc)
 {
 	struct iwd_hdr h;
-	ep->rx_posted--;
+	iwd_rdm(ep)->rx_posted--;
 	if (wc->status != IWV_WC_SUCCESS) {
 		if (wc->status == IWV_WC_WR_FLUSH_ERR)
 			return;
@@ -294,8 +285,8 @@ static void tx_wc(struct iwd_ep *ep, struct iwd_tx *tx, const struct iwv_wc *wc)
 {
 	int err = iwd_wc_errno(wc);
 	tx->posted = 0;
-	if (tx->cntr_kind) {
-		iwd_rma_wc(ep, tx, (struct iwv_wc *)wc);
+	if (tx->done) {
+		tx->done(ep, tx, wc);
 		return;
 	}
 	if (tx->bounce) {
@@ -354,7 +345,7 @@ ssize_t iwd_rdm_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 	if (count > IWD_IOV_LIMIT || (count && !iov))
 		return -FI_EINVAL;
 	len = iwd_iov_len(iov, count);
-	if ((op_flags & FI_INJECT) && len > ep->eager_max)
+	if ((op_flags & FI_INJECT) && len > iwd_rdm(ep)->eager_max)
 		return -FI_EMSGSIZE;
 	if (len > ep->info->ep_attr->max_msg_size)
 		return -FI_EMSGSIZE;
@@ -389,7 +380,7 @@ ssize_t iwd_rdm_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 		return -FI_ENOMEM;
 	}
 	tx->len = len;
-	if (len <= ep->eager_max) {
+	if (len <= iwd_rdm(ep)->eager_max) {
 		h.op = IWD_OP_EAGER;
 		ret = iwd_tx_gather(ep, tx, iov, desc, count, &h, HDR, sge, &nsge, (op_flags & FI_INJECT) != 0);
 	} else {
@@ -417,7 +408,7 @@ ssize_t iwd_rdm_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 				h.addr = (uint64_t)(uintptr_t)tx->stage;
 			}
 		}
-		h.id = ++ep->next_id;
+		h.id = ++iwd_rdm(ep)->next_id;
 		tx->id = h.id;
 		tx->waiting_fin = 1;
 		ret = iwd_tx_gather(ep, tx, NULL, NULL, 0, &h, HDR, sge, &nsge, 1);
@@ -445,6 +436,32 @@ ssize_t iwd_rdm_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 	return 0;
 }
 
+/* RMA Write (ops->rma_write): RD has no plain RDMA Write, so it is a
+ * Write-Record, which places the data the same way and takes one of the
+ * target's bounce receives for its record (reposted by rx_bounce). With
+ * FI_REMOTE_CQ_DATA the daemon's RD has no Write with Immediate: a
+ * header-only WDATA message carrying the 64-bit data follows to the same
+ * peer QP, which RD delivers after the Write (in order per pair of QPs);
+ * the target reports it without consuming a receive (handle_wdata). */
+int iwd_rdm_rma_write(struct iwd_ep *ep, struct iwv_send_wr *wr, uint64_t op_flags, uint64_t data, size_t len,
+		      const struct iwv_av *av)
+{
+	int ret;
+	if ((op_flags & FI_REMOTE_CQ_DATA) && ep->sq_used + 1 >= ep->sq_depth)
+		return -FI_EAGAIN; /* room for the Write and its WDATA */
+	wr->opcode = IWV_WR_WRITE_RECORD;
+	ret = iwd_ep_post_send(ep, wr);
+	if (ret || !(op_flags & FI_REMOTE_CQ_DATA))
+		return ret;
+	{
+		struct iwd_hdr h = {.op = IWD_OP_WDATA, .magic = IWD_HDR_MAGIC, .data = data, .len = len,
+				    .addr = wr->remote_addr};
+		if (iwd_rdm_ctrl(ep, &h, av))
+			IWD_WARN(FI_LOG_EP_DATA, "iwarpd: no memory for the CQ data of a Write: the target will not see it\n");
+	}
+	return 0;
+}
+
 /* ---- receive ---- */
 
 ssize_t iwd_rdm_recv(struct iwd_ep *ep, const struct iovec *iov, void **desc, size_t count, fi_addr_t src,
@@ -459,7 +476,7 @@ ssize_t iwd_rdm_recv(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 		return -FI_EINVAL;
 	if ((op_flags & FI_MULTI_RECV) && (tagged || count != 1))
 		return -FI_EINVAL;
-	if (!ep->m.directed)
+	if (!iwd_rdm(ep)->m.directed)
 		src = FI_ADDR_UNSPEC;
 	iwd_lock(ep->dom);
 	if (ep->dom->dead) {
@@ -474,7 +491,7 @@ ssize_t iwd_rdm_recv(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 	if (tagged && (op_flags & FI_PEEK)) {
 		iwd_domain_progress(ep->dom);
 		resolve_unknown(ep);
-		u = iwd_match_unexp(&ep->m, 1, src, tag, ignore, 1, NULL);
+		u = iwd_match_unexp(&iwd_rdm(ep)->m, 1, src, tag, ignore, 1, NULL);
 		if (!u) {
 			iwd_ep_rx_err(ep, context, FI_RECV | FI_TAGGED, 0, 0, tag, 0, FI_ENOMSG, 0, FI_ADDR_NOTAVAIL);
 		} else {
@@ -484,7 +501,7 @@ ssize_t iwd_rdm_recv(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 				u->claim_ctx = context;
 			}
 			if (op_flags & FI_DISCARD) {
-				iwd_match_unexp(&ep->m, 1, src, tag, ignore, 0, (op_flags & FI_CLAIM) ? context : NULL);
+				iwd_match_unexp(&iwd_rdm(ep)->m, 1, src, tag, ignore, 0, (op_flags & FI_CLAIM) ? context : NULL);
 				if (u->rndv)
 					iwd_rdm_send_fin(ep, u->id, u->ip, u->port);
 				free(u);
@@ -498,7 +515,7 @@ ssize_t iwd_rdm_recv(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 	}
 	if (tagged && (op_flags & FI_CLAIM)) {
 		void *claim = context;
-		u = iwd_match_unexp(&ep->m, 1, src, tag, ignore, 0, claim);
+		u = iwd_match_unexp(&iwd_rdm(ep)->m, 1, src, tag, ignore, 0, claim);
 		if (!u) {
 			iwd_unlock(ep->dom);
 			return -FI_EINVAL;
@@ -513,8 +530,8 @@ ssize_t iwd_rdm_recv(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 		}
 		rx = calloc(1, sizeof(*rx));
 		if (!rx) {
-			iwd_list_insert_head(&ep->m.unexp_tag, &u->link);
-			ep->m.nunexp++;
+			iwd_list_insert_head(&iwd_rdm(ep)->m.unexp_tag, &u->link);
+			iwd_rdm(ep)->m.nunexp++;
 			iwd_unlock(ep->dom);
 			return -FI_ENOMEM;
 		}
@@ -553,30 +570,30 @@ ssize_t iwd_rdm_recv(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 	iwd_list_init(&rx->link);
 	for (i = 0; i < 1u << 20; i++) {
 		int multi = (rx->flags & FI_MULTI_RECV) != 0;
-		u = iwd_match_unexp(&ep->m, tagged, src, tag, ignore, 0, NULL);
+		u = iwd_match_unexp(&iwd_rdm(ep)->m, tagged, src, tag, ignore, 0, NULL);
 		if (!u)
 			break;
 		if (multi && !u->rndv && u->len > rx->len - rx->used) {
-			iwd_list_insert_head(&ep->m.unexp_msg, &u->link);
-			ep->m.nunexp++;
+			iwd_list_insert_head(&iwd_rdm(ep)->m.unexp_msg, &u->link);
+			iwd_rdm(ep)->m.nunexp++;
 			break;
 		}
 		if (multi && !rx->released && iwd_list_empty(&rx->link))
-			iwd_list_insert_tail(&ep->m.posted_msg, &rx->link); /* iwd_rdm_multi_consume unlinks it */
+			iwd_list_insert_tail(&iwd_rdm(ep)->m.posted_msg, &rx->link); /* iwd_rdm_multi_consume unlinks it */
 		if (deliver_unexp(ep, rx, u) || !multi || rx->released) {
 			done = 1;
 			break;
 		}
 	}
 	if (!done && iwd_list_empty(&rx->link))
-		iwd_list_insert_tail(tagged ? &ep->m.posted_tag : &ep->m.posted_msg, &rx->link);
+		iwd_list_insert_tail(tagged ? &iwd_rdm(ep)->m.posted_tag : &iwd_rdm(ep)->m.posted_msg, &rx->link);
 	iwd_unlock(ep->dom);
 	return 0;
 }
 
 ssize_t iwd_rdm_cancel(struct iwd_ep *ep, void *context)
 {
-	struct iwd_rx *rx = iwd_match_cancel(&ep->m, context);
+	struct iwd_rx *rx = iwd_match_cancel(&iwd_rdm(ep)->m, context);
 	if (!rx)
 		return -FI_ENOENT;
 	iwd_ep_rx_err(ep, context, FI_RECV | ((rx->flags & IWD_RX_TAGGED_FLAG) ? FI_TAGGED : FI_MSG), 0, 0, rx->tag, 0,

@@ -27,19 +27,22 @@ struct iwd_eq_ev {
 	struct iwd_list link;
 	uint32_t event;
 	int is_err;
-	struct iwd_ep *after; /* held until iwd_msg_drained(after), then NULL */
+	int (*ready)(void *arg); /* held until ready(arg), then NULL */
+	void *arg;
 	size_t len;
 	unsigned char data[];
 };
 
-static int push(struct iwd_eq *eq, uint32_t event, const void *entry, size_t len, int is_err, struct iwd_ep *after)
+static int push(struct iwd_eq *eq, uint32_t event, const void *entry, size_t len, int is_err,
+		int (*ready)(void *arg), void *arg)
 {
 	struct iwd_eq_ev *ev = malloc(sizeof(*ev) + len);
 	if (!ev)
 		return -FI_ENOMEM;
 	ev->event = event;
 	ev->is_err = is_err;
-	ev->after = after;
+	ev->ready = ready;
+	ev->arg = arg;
 	ev->len = len;
 	memcpy(ev->data, entry, len);
 	iwd_list_insert_tail(&eq->events, &ev->link);
@@ -50,26 +53,27 @@ static int push(struct iwd_eq *eq, uint32_t event, const void *entry, size_t len
 
 int iwd_eq_push(struct iwd_eq *eq, uint32_t event, const void *entry, size_t len, int is_err)
 {
-	return push(eq, event, entry, len, is_err, NULL);
+	return push(eq, event, entry, len, is_err, NULL, NULL);
 }
 
-int iwd_eq_push_after(struct iwd_eq *eq, uint32_t event, const void *entry, size_t len, struct iwd_ep *after)
+int iwd_eq_push_after(struct iwd_eq *eq, uint32_t event, const void *entry, size_t len, int (*ready)(void *arg),
+		      void *arg)
 {
-	return push(eq, event, entry, len, 0, after);
+	return push(eq, event, entry, len, 0, ready, arg);
 }
 
 /* The oldest event that may be read now, or NULL; fab->lock is held. The
  * endpoint an event waits for is alive: closing it purges its events
- * under this lock before its queues go (iwd_msg_fini). */
+ * under this lock before its queues go (iwd_ep_msg.c msg_disconnect). */
 static struct iwd_eq_ev *first_ready(struct iwd_eq *eq)
 {
 	struct iwd_list *it;
 	iwd_list_foreach(&eq->events, it)
 	{
 		struct iwd_eq_ev *ev = iwd_container_of(it, struct iwd_eq_ev, link);
-		if (ev->after && iwd_msg_drained(ev->after))
-			ev->after = NULL;
-		if (!ev->after)
+		if (ev->ready && ev->ready(ev->arg))
+			ev->ready = NULL;
+		if (!ev->ready)
 			return ev;
 	}
 	return NULL;
@@ -122,7 +126,7 @@ static ssize_t eq_read(struct fid_eq *eq_fid, uint32_t *event, void *buf, size_t
 {
 	struct iwd_eq *eq = iwd_container_of(eq_fid, struct iwd_eq, eq_fid);
 	ssize_t ret;
-	iwd_fabric_cm_progress(eq->fab);
+	iwd_cm_progress(eq->fab);
 	pthread_mutex_lock(&eq->fab->lock);
 	ret = eq_read_locked(eq, event, buf, len, flags);
 	pthread_mutex_unlock(&eq->fab->lock);
@@ -138,7 +142,7 @@ static ssize_t eq_readerr(struct fid_eq *eq_fid, struct fi_eq_err_entry *buf, ui
 	ssize_t ret = -FI_EAGAIN;
 	if (!buf)
 		return -FI_EINVAL;
-	iwd_fabric_cm_progress(eq->fab);
+	iwd_cm_progress(eq->fab);
 	pthread_mutex_lock(&eq->fab->lock);
 	ev = first_ready(eq);
 	if (ev) {
@@ -223,7 +227,7 @@ static const char *eq_strerror(struct fid_eq *eq_fid, int prov_errno, const void
 int iwd_eq_trywait(struct iwd_eq *eq)
 {
 	int ret;
-	iwd_fabric_cm_progress(eq->fab);
+	iwd_cm_progress(eq->fab);
 	pthread_mutex_lock(&eq->fab->lock);
 	ret = first_ready(eq) ? -FI_EAGAIN : 0;
 	pthread_mutex_unlock(&eq->fab->lock);

@@ -10,52 +10,6 @@
 
 #include "iwd.h"
 
-int iwd_session_open(struct iwv_session **s)
-{
-	struct iwv_open_attr a = {
-		.socket = iwd_env.socket,
-		.client_name = NULL,
-		.hello_timeout_ms = iwd_env.timeout_ms,
-	};
-	int ret = iwv_open(&a, s);
-	if (ret) {
-		char path[256] = "";
-		if (iwd_env.socket)
-			snprintf(path, sizeof(path), "%s", iwd_env.socket);
-		else
-			iwv_default_socket(path, sizeof(path));
-		IWD_INFO(FI_LOG_CORE,
-			 "iwarpd: no daemon at %s (%s); start iwarpd or set FI_IWARPD_SOCKET / IWARPD_SOCKET\n", path,
-			 iwv_last_error(NULL));
-		*s = NULL;
-		return iwd_errno(ret);
-	}
-	return 0;
-}
-
-int iwd_parse_sockaddr(const char *ipport, struct sockaddr_in *sin)
-{
-	char buf[IWV_ADDR_STRLEN];
-	char *colon;
-	long port;
-	memset(sin, 0, sizeof(*sin));
-	snprintf(buf, sizeof(buf), "%s", ipport);
-	colon = strrchr(buf, ':');
-	if (!colon)
-		return -FI_EINVAL;
-	*colon = 0;
-	port = strtol(colon + 1, NULL, 10);
-	if (port < 0 || port > 65535)
-		return -FI_EINVAL;
-	sin->sin_family = AF_INET;
-	sin->sin_port = htons((uint16_t)port);
-	if (!buf[0])
-		return 0;
-	if (inet_pton(AF_INET, buf, &sin->sin_addr) != 1)
-		return -FI_EINVAL;
-	return 0;
-}
-
 static int fabric_close(struct fid *fid)
 {
 	struct iwd_fabric *fab = iwd_container_of(fid, struct iwd_fabric, fabric_fid.fid);
@@ -144,7 +98,6 @@ int iwd_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric, voi
 	pthread_mutex_init(&fab->lock, NULL);
 	iwd_list_init(&fab->eqs);
 	iwd_list_init(&fab->cm_objs);
-	iwd_list_init(&fab->msg_eps);
 	fab->fabric_fid.fid.fclass = FI_CLASS_FABRIC;
 	fab->fabric_fid.fid.context = context;
 	fab->fabric_fid.fid.ops = &fabric_fi_ops;
@@ -152,30 +105,4 @@ int iwd_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric, voi
 	fab->fabric_fid.api_version = IWD_FI_VERSION;
 	*fabric = &fab->fabric_fid;
 	return 0;
-}
-
-int iwd_no_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
-{
-	IWD_UNUSED(fid);
-	IWD_UNUSED(bfid);
-	IWD_UNUSED(flags);
-	return -FI_ENOSYS;
-}
-
-int iwd_no_control(struct fid *fid, int command, void *arg)
-{
-	IWD_UNUSED(fid);
-	IWD_UNUSED(command);
-	IWD_UNUSED(arg);
-	return -FI_ENOSYS;
-}
-
-int iwd_no_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops, void *context)
-{
-	IWD_UNUSED(fid);
-	IWD_UNUSED(name);
-	IWD_UNUSED(flags);
-	IWD_UNUSED(ops);
-	IWD_UNUSED(context);
-	return -FI_ENOSYS;
 }

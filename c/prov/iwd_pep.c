@@ -2,7 +2,7 @@
  * iwd_pep.c — passive endpoints (fi_endpoint(3), fi_cm(3)): a listener in
  * the daemon (RC over TCP with MPA); each connection request becomes an
  * FI_CONNREQ event whose info->handle names the request for fi_accept or
- * fi_reject. Also the fabric-wide CM event dispatch.
+ * fi_reject (iwd_cm.c hands it over).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -19,7 +19,7 @@ struct iwd_pep {
 	struct iwd_eq *eq;
 	struct iwv_listener *l;
 	struct sockaddr_in name;
-	struct iwd_list link; /* fab->cm_objs (peps only: endpoints are found by QP) */
+	struct iwd_cm_obj cm; /* fab->cm_objs, keyed by the listener */
 };
 
 /* The request behind an FI_CONNREQ (info->handle). */
@@ -52,6 +52,9 @@ static int pep_listen(struct fid_pep *f)
 		IWD_WARN(FI_LOG_EP_CTRL, "iwarpd: listening on %s: %s\n", addr, iwv_last_error(pep->fab->s));
 		return iwd_errno(ret);
 	}
+	pthread_mutex_lock(&pep->fab->lock);
+	pep->cm.key = pep->l;
+	pthread_mutex_unlock(&pep->fab->lock);
 	iwd_parse_sockaddr(iwv_listener_addr(pep->l), &pep->name);
 	if (pep->name.sin_addr.s_addr == htonl(INADDR_ANY))
 		pep->name.sin_addr = pep->fab->addr.sin_addr;
@@ -94,59 +97,17 @@ static int pep_setname(fid_t fid, void *addr, size_t addrlen)
 	return 0;
 }
 
-static int pep_getpeer(struct fid_ep *ep, void *addr, size_t *addrlen)
-{
-	IWD_UNUSED(ep);
-	IWD_UNUSED(addr);
-	IWD_UNUSED(addrlen);
-	return -FI_ENOSYS;
-}
-
-static int pep_connect(struct fid_ep *ep, const void *addr, const void *param, size_t paramlen)
-{
-	IWD_UNUSED(ep);
-	IWD_UNUSED(addr);
-	IWD_UNUSED(param);
-	IWD_UNUSED(paramlen);
-	return -FI_ENOSYS;
-}
-
-static int pep_accept(struct fid_ep *ep, const void *param, size_t paramlen)
-{
-	IWD_UNUSED(ep);
-	IWD_UNUSED(param);
-	IWD_UNUSED(paramlen);
-	return -FI_ENOSYS;
-}
-
-static int pep_shutdown(struct fid_ep *ep, uint64_t flags)
-{
-	IWD_UNUSED(ep);
-	IWD_UNUSED(flags);
-	return -FI_ENOSYS;
-}
-
-static int pep_join(struct fid_ep *ep, const void *addr, uint64_t flags, struct fid_mc **mc, void *context)
-{
-	IWD_UNUSED(ep);
-	IWD_UNUSED(addr);
-	IWD_UNUSED(flags);
-	IWD_UNUSED(mc);
-	IWD_UNUSED(context);
-	return -FI_ENOSYS;
-}
-
 static struct fi_ops_cm pep_cm_ops = {
 	.size = sizeof(struct fi_ops_cm),
 	.setname = pep_setname,
 	.getname = pep_getname,
-	.getpeer = pep_getpeer,
-	.connect = pep_connect,
+	.getpeer = iwd_no_getpeer,
+	.connect = iwd_no_connect,
 	.listen = pep_listen,
-	.accept = pep_accept,
+	.accept = iwd_no_accept,
 	.reject = pep_reject,
-	.shutdown = pep_shutdown,
-	.join = pep_join,
+	.shutdown = iwd_no_shutdown,
+	.join = iwd_no_join,
 };
 
 static int pep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
@@ -170,7 +131,7 @@ static int pep_close(struct fid *fid)
 	if (pep->l)
 		iwv_listener_close(pep->l);
 	pthread_mutex_lock(&pep->fab->lock);
-	iwd_list_remove(&pep->link);
+	iwd_cm_unregister(&pep->cm);
 	if (pep->eq)
 		pep->eq->refs--;
 	pep->fab->refs--;
@@ -194,13 +155,6 @@ static struct fi_ops pep_fi_ops = {
 	.control = pep_control,
 	.ops_open = iwd_no_ops_open,
 };
-
-static ssize_t pep_nocancel(fid_t fid, void *context)
-{
-	IWD_UNUSED(fid);
-	IWD_UNUSED(context);
-	return -FI_ENOSYS;
-}
 
 static int pep_getopt(fid_t fid, int level, int optname, void *optval, size_t *optlen)
 {
@@ -226,66 +180,24 @@ static int pep_setopt(fid_t fid, int level, int optname, const void *optval, siz
 
 static struct fi_ops_ep pep_ops = {
 	.size = sizeof(struct fi_ops_ep),
-	.cancel = pep_nocancel,
+	.cancel = iwd_no_cancel,
 	.getopt = pep_getopt,
 	.setopt = pep_setopt,
 };
 
-int iwd_passive_ep(struct fid_fabric *fabric, struct fi_info *info, struct fid_pep **out, void *context)
+/* A connection request to the listener (pep->cm.event); the fabric lock
+ * is held. */
+static void connreq(struct iwd_cm_obj *obj, struct iwv_cm_event *ev)
 {
-	struct iwd_fabric *fab = iwd_container_of(fabric, struct iwd_fabric, fabric_fid);
-	struct iwd_pep *pep;
-	if (!info || !out || (info->ep_attr && info->ep_attr->type != FI_EP_MSG))
-		return -FI_EINVAL;
-	pep = calloc(1, sizeof(*pep));
-	if (!pep)
-		return -FI_ENOMEM;
-	pep->info = fi_dupinfo(info);
-	if (!pep->info) {
-		free(pep);
-		return -FI_ENOMEM;
-	}
-	pep->fab = fab;
-	pep->name.sin_family = AF_INET;
-	if (info->src_addr && info->src_addrlen >= sizeof(struct sockaddr_in))
-		memcpy(&pep->name, info->src_addr, sizeof(pep->name));
-	pep->pep_fid.fid.fclass = FI_CLASS_PEP;
-	pep->pep_fid.fid.context = context;
-	pep->pep_fid.fid.ops = &pep_fi_ops;
-	pep->pep_fid.ops = &pep_ops;
-	pep->pep_fid.cm = &pep_cm_ops;
-	pthread_mutex_lock(&fab->lock);
-	iwd_list_insert_tail(&fab->cm_objs, &pep->link);
-	fab->refs++;
-	pthread_mutex_unlock(&fab->lock);
-	*out = &pep->pep_fid;
-	return 0;
-}
-
-/* ---- CM event dispatch (the fabric lock is held) ---- */
-
-static struct iwd_pep *pep_of_listener(struct iwd_fabric *fab, struct iwv_listener *l)
-{
-	struct iwd_list *it;
-	iwd_list_foreach(&fab->cm_objs, it)
-	{
-		struct iwd_pep *p = iwd_container_of(it, struct iwd_pep, link);
-		if (p->l == l)
-			return p;
-	}
-	return NULL;
-}
-
-static void connreq(struct iwd_fabric *fab, struct iwv_cm_event *ev)
-{
-	struct iwd_pep *pep = pep_of_listener(fab, ev->listener);
+	struct iwd_pep *pep = iwd_container_of(obj, struct iwd_pep, cm);
+	struct iwd_fabric *fab = pep->fab;
 	struct iwd_connreq *cr;
 	struct fi_info *info;
 	unsigned char buf[sizeof(struct fi_eq_cm_entry) + IWD_CM_DATA_SIZE];
 	struct fi_eq_cm_entry *e = (struct fi_eq_cm_entry *)buf;
 	size_t dlen = ev->private_data_len > IWD_CM_DATA_SIZE ? IWD_CM_DATA_SIZE : ev->private_data_len;
 
-	if (!pep || !pep->eq) {
+	if (!pep->eq || ev->type != IWV_CM_CONNECT_REQUEST) {
 		iwv_reject(fab->s, ev->conn_id, NULL, 0);
 		return;
 	}
@@ -316,23 +228,34 @@ static void connreq(struct iwd_fabric *fab, struct iwv_cm_event *ev)
 	iwd_eq_push(pep->eq, FI_CONNREQ, buf, sizeof(*e) + dlen, 0);
 }
 
-void iwd_cm_dispatch(struct iwd_fabric *fab, struct iwv_cm_event *ev)
+int iwd_passive_ep(struct fid_fabric *fabric, struct fi_info *info, struct fid_pep **out, void *context)
 {
-	if (ev->type == IWV_CM_CONNECT_REQUEST)
-		connreq(fab, ev);
-	else
-		iwd_msg_cm_event(fab, ev);
-}
-
-void iwd_fabric_cm_progress(struct iwd_fabric *fab)
-{
-	struct iwv_cm_event ev;
-	int i;
-	for (i = 0; i < 64; i++) {
-		if (iwv_cm_get_event(fab->s, &ev, 0))
-			break;
-		pthread_mutex_lock(&fab->lock);
-		iwd_cm_dispatch(fab, &ev);
-		pthread_mutex_unlock(&fab->lock);
+	struct iwd_fabric *fab = iwd_container_of(fabric, struct iwd_fabric, fabric_fid);
+	struct iwd_pep *pep;
+	if (!info || !out || (info->ep_attr && info->ep_attr->type != FI_EP_MSG))
+		return -FI_EINVAL;
+	pep = calloc(1, sizeof(*pep));
+	if (!pep)
+		return -FI_ENOMEM;
+	pep->info = fi_dupinfo(info);
+	if (!pep->info) {
+		free(pep);
+		return -FI_ENOMEM;
 	}
+	pep->fab = fab;
+	pep->name.sin_family = AF_INET;
+	if (info->src_addr && info->src_addrlen >= sizeof(struct sockaddr_in))
+		memcpy(&pep->name, info->src_addr, sizeof(pep->name));
+	pep->pep_fid.fid.fclass = FI_CLASS_PEP;
+	pep->pep_fid.fid.context = context;
+	pep->pep_fid.fid.ops = &pep_fi_ops;
+	pep->pep_fid.ops = &pep_ops;
+	pep->pep_fid.cm = &pep_cm_ops;
+	pthread_mutex_lock(&fab->lock);
+	pep->cm.event = connreq;
+	iwd_cm_register(fab, &pep->cm);
+	fab->refs++;
+	pthread_mutex_unlock(&fab->lock);
+	*out = &pep->pep_fid;
+	return 0;
 }

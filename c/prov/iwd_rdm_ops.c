@@ -1,10 +1,12 @@
 /*
- * iwd_rdm_ops.c — the fi_ops_msg (fi_msg(3)) and fi_ops_tagged
- * (fi_tagged(3)) tables of FI_EP_RDM endpoints: thin entry points that
- * unpack the libfabric call forms into iwd_rdm_send / iwd_rdm_recv
- * (iwd_ep_rdm.c).
+ * iwd_rdm_ops.c — the FI_EP_RDM endpoint object: opening one (an RD queue
+ * pair), its iwd_ep_ops, and its fi_ops_msg (fi_msg(3)) and fi_ops_tagged
+ * (fi_tagged(3)) tables: thin entry points that unpack the libfabric call
+ * forms into iwd_rdm_send / iwd_rdm_recv (iwd_ep_rdm.c).
  */
-#include "iwd.h"
+#include <stdlib.h>
+
+#include "iwd_rdm.h"
 
 static struct iwd_ep *ep_of(struct fid_ep *f) { return iwd_container_of(f, struct iwd_ep, ep_fid); }
 
@@ -65,7 +67,7 @@ static ssize_t m_injectdata(struct fid_ep *f, const void *buf, size_t len, uint6
 	return iwd_rdm_send(ep_of(f), &iov, NULL, 1, dest, 0, data, NULL, FI_INJECT | FI_REMOTE_CQ_DATA, 0);
 }
 
-struct fi_ops_msg iwd_rdm_msg_ops = {
+static struct fi_ops_msg rdm_msg_ops = {
 	.size = sizeof(struct fi_ops_msg),
 	.recv = m_recv,
 	.recvv = m_recvv,
@@ -140,7 +142,7 @@ static ssize_t t_injectdata(struct fid_ep *f, const void *buf, size_t len, uint6
 	return iwd_rdm_send(ep_of(f), &iov, NULL, 1, dest, tag, data, NULL, FI_INJECT | FI_REMOTE_CQ_DATA, 1);
 }
 
-struct fi_ops_tagged iwd_rdm_tagged_ops = {
+static struct fi_ops_tagged rdm_tagged_ops = {
 	.size = sizeof(struct fi_ops_tagged),
 	.recv = t_recv,
 	.recvv = t_recvv,
@@ -152,3 +154,44 @@ struct fi_ops_tagged iwd_rdm_tagged_ops = {
 	.senddata = t_senddata,
 	.injectdata = t_injectdata,
 };
+
+/* fi_rx_size_left(3): receives queue in the provider (tag matching). */
+static ssize_t rdm_rx_size_left(struct iwd_ep *ep)
+{
+	IWD_UNUSED(ep);
+	return (ssize_t)IWD_RX_SIZE;
+}
+
+static const struct iwd_ep_ops rdm_ops = {
+	.datagram = 1,
+	.enable = iwd_rdm_enable,
+	.fini = iwd_rdm_fini,
+	.progress = iwd_ep_progress,
+	.wc = iwd_rdm_wc,
+	.retry = iwd_rdm_retry,
+	.cancel = iwd_rdm_cancel,
+	.rx_size_left = rdm_rx_size_left,
+	.tx_dest = iwd_ep_av_dest,
+	.rma_write = iwd_rdm_rma_write,
+};
+
+int iwd_rdm_ep_open(struct iwd_domain *dom, struct fi_info *info, struct fid_ep **out, void *context)
+{
+	struct iwd_rdm_ep *r = calloc(1, sizeof(*r));
+	int ret;
+	if (!r)
+		return -FI_ENOMEM;
+	iwd_ep_init(&r->ep, dom, info, context, &rdm_ops);
+	r->eager_max = iwd_env.eager_max;
+	r->ep.cq_data_max = UINT64_MAX;
+	iwd_list_init(&r->pending_ctrl);
+	iwd_list_init(&r->pending_reads);
+	iwd_list_init(&r->reads);
+	iwd_match_init(&r->m, (info->caps & FI_DIRECTED_RECV) != 0);
+	r->ep.ep_fid.msg = &rdm_msg_ops;
+	r->ep.ep_fid.tagged = &rdm_tagged_ops;
+	r->ep.ep_fid.rma = &iwd_rma_ops;
+	r->ep.ep_fid.atomic = &iwd_atomic_ops;
+	ret = r->ep.info ? iwd_ep_create_qp(&r->ep, IWV_QPT_RD, iwd_env.rx_bufs) : -FI_ENOMEM;
+	return iwd_ep_opened(&r->ep, ret, out);
+}

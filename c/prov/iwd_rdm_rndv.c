@@ -11,9 +11,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "iwd.h"
+#include "iwd_rdm.h"
 
 #define HDR IWD_HDR_LEN
+
+/* ---- delivery helpers shared with iwd_ep_rdm.c ---- */
+
+uint64_t iwd_rdm_rx_cflags(const struct iwd_rx *rx, uint32_t hflags)
+{
+	uint64_t f = FI_RECV | ((rx->flags & IWD_RX_TAGGED_FLAG) ? FI_TAGGED : FI_MSG);
+	if (hflags & IWD_HF_CQDATA)
+		f |= FI_REMOTE_CQ_DATA;
+	return f | (rx->flags & FI_COMPLETION);
+}
+
+/* FI_MULTI_RECV: after a message consumed space, release the buffer when
+ * less than the minimum is left; the completion reported last carries
+ * FI_MULTI_RECV. Returns the flag to add to the completion being made. */
+uint64_t iwd_rdm_multi_consume(struct iwd_ep *ep, struct iwd_rx *rx)
+{
+	if (rx->released || rx->len - rx->used >= ep->min_multi_recv)
+		return 0;
+	iwd_list_remove(&rx->link);
+	rx->released = 1;
+	return rx->inflight ? 0 : FI_MULTI_RECV;
+}
 
 static void av_from(struct iwv_av *av, const uint8_t ip[16], uint16_t port)
 {
@@ -54,14 +76,14 @@ static int post_ctrl(struct iwd_ep *ep, const struct iwd_hdr *h, const struct iw
 int iwd_rdm_ctrl(struct iwd_ep *ep, const struct iwd_hdr *h, const struct iwv_av *av)
 {
 	struct iwd_ctrl *c;
-	if (iwd_list_empty(&ep->pending_ctrl) && post_ctrl(ep, h, av) == 0)
+	if (iwd_list_empty(&iwd_rdm(ep)->pending_ctrl) && post_ctrl(ep, h, av) == 0)
 		return 0;
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -FI_ENOMEM;
 	c->h = *h;
 	c->av = *av;
-	iwd_list_insert_tail(&ep->pending_ctrl, &c->link);
+	iwd_list_insert_tail(&iwd_rdm(ep)->pending_ctrl, &c->link);
 	return 0;
 }
 
@@ -209,13 +231,13 @@ int iwd_rdm_start_read(struct iwd_ep *ep, struct iwd_rx *rx, uint32_t hflags, ui
 		cap = rx->len;
 	}
 	rr->olen = mlen > cap ? mlen - cap : 0;
-	iwd_list_insert_tail(&ep->rx_reqs, &rr->link);
+	iwd_list_insert_tail(&iwd_rdm(ep)->reads, &rr->link);
 	if (mlen - rr->olen == 0)
 		return iwd_rdm_read_done(ep, rr, 0, 0);
-	if (!iwd_list_empty(&ep->pending_reads) || post_read(ep, rr)) {
+	if (!iwd_list_empty(&iwd_rdm(ep)->pending_reads) || post_read(ep, rr)) {
 		iwd_list_remove(&rr->link);
 		rr->pending = 1;
-		iwd_list_insert_tail(&ep->pending_reads, &rr->link);
+		iwd_list_insert_tail(&iwd_rdm(ep)->pending_reads, &rr->link);
 	}
 	return 0;
 }
@@ -223,7 +245,7 @@ int iwd_rdm_start_read(struct iwd_ep *ep, struct iwd_rx *rx, uint32_t hflags, ui
 void iwd_rdm_retry(struct iwd_ep *ep)
 {
 	struct iwd_list *it, *tmp;
-	iwd_list_foreach_safe(&ep->pending_ctrl, it, tmp)
+	iwd_list_foreach_safe(&iwd_rdm(ep)->pending_ctrl, it, tmp)
 	{
 		struct iwd_ctrl *c = iwd_container_of(it, struct iwd_ctrl, link);
 		if (post_ctrl(ep, &c->h, &c->av))
@@ -231,13 +253,13 @@ void iwd_rdm_retry(struct iwd_ep *ep)
 		iwd_list_remove(it);
 		free(c);
 	}
-	iwd_list_foreach_safe(&ep->pending_reads, it, tmp)
+	iwd_list_foreach_safe(&iwd_rdm(ep)->pending_reads, it, tmp)
 	{
 		struct iwd_rxreq *rr = iwd_container_of(it, struct iwd_rxreq, link);
 		if (post_read(ep, rr))
 			break;
 		iwd_list_remove(it);
 		rr->pending = 0;
-		iwd_list_insert_tail(&ep->rx_reqs, &rr->link);
+		iwd_list_insert_tail(&iwd_rdm(ep)->reads, &rr->link);
 	}
 }

@@ -21,7 +21,7 @@
 
 static struct iwd_ep *ep_of(struct fid_ep *f) { return iwd_container_of(f, struct iwd_ep, ep_fid); }
 
-void iwd_rma_wc(struct iwd_ep *ep, struct iwd_tx *tx, struct iwv_wc *wc)
+void iwd_rma_done(struct iwd_ep *ep, struct iwd_tx *tx, const struct iwv_wc *wc)
 {
 	int err = iwd_wc_errno(wc);
 	if (!err && tx->cntr_kind == 2) {
@@ -49,12 +49,12 @@ static ssize_t rma_op(struct iwd_ep *ep, int is_read, const struct iovec *iov, v
 	if (count > IWD_IOV_LIMIT || (count && !iov))
 		return -FI_EINVAL;
 	if (op_flags & FI_REMOTE_CQ_DATA) {
-		if (is_read || ep->type == FI_EP_DGRAM)
+		if (is_read || !ep->ops->rma_write)
 			return -FI_EINVAL;
 		if (!(ep->caps & FI_REMOTE_CQ_DATA))
 			return -FI_ENOSYS;
-		if (ep->type == FI_EP_MSG && data > UINT32_MAX)
-			return -FI_EINVAL; /* cq_data_size 4 */
+		if (data > ep->cq_data_max)
+			return -FI_EINVAL; /* MSG: cq_data_size 4 */
 	}
 	len = iwd_iov_len(iov, count);
 	if ((op_flags & FI_INJECT) && (is_read || len > ep->info->tx_attr->inject_size))
@@ -70,28 +70,20 @@ static ssize_t rma_op(struct iwd_ep *ep, int is_read, const struct iovec *iov, v
 		iwd_unlock(ep->dom);
 		return -FI_EOPBADSTATE;
 	}
-	if (ep->type == FI_EP_RDM) {
-		av = iwd_av_lookup(ep->av, dest);
-		if (!av) {
-			iwd_unlock(ep->dom);
-			return -FI_EINVAL;
-		}
-	} else if (ep->cm_state != 2) {
+	ret = ep->ops->tx_dest(ep, dest, &av);
+	if (ret) {
 		iwd_unlock(ep->dom);
-		return -FI_ENOTCONN;
+		return ret;
 	}
 	if (ep->sq_used + 1 >= ep->sq_depth || !ep->txp.nfree)
 		iwd_domain_progress(ep->dom);
-	if (ep->type == FI_EP_RDM && (op_flags & FI_REMOTE_CQ_DATA) && ep->sq_used + 1 >= ep->sq_depth) {
-		iwd_unlock(ep->dom);
-		return -FI_EAGAIN; /* room for the Write and its WDATA */
-	}
 	tx = iwd_tx_new(ep, context, FI_RMA | (is_read ? FI_READ : FI_WRITE), op_flags);
 	if (!tx) {
 		iwd_unlock(ep->dom);
 		return -FI_ENOMEM;
 	}
 	tx->cntr_kind = is_read ? 2 : 1;
+	tx->done = iwd_rma_done;
 	tx->len = len;
 	if (is_read) {
 		uint32_t lk[IWD_IOV_LIMIT];
@@ -143,32 +135,22 @@ static ssize_t rma_op(struct iwd_ep *ep, int is_read, const struct iovec *iov, v
 	}
 	memset(&wr, 0, sizeof(wr));
 	wr.wr_id = (uint64_t)(uintptr_t)tx;
-	/* RD has no plain RDMA Write: Write-Record places the data the same
-	 * way and takes one of the target's bounce receives for its record,
-	 * which the target reposts (iwd_ep_rdm.c). */
-	wr.opcode = is_read ? IWV_WR_RDMA_READ : ep->type == FI_EP_RDM ? IWV_WR_WRITE_RECORD : IWV_WR_RDMA_WRITE;
-	if (ep->type == FI_EP_MSG && (op_flags & FI_REMOTE_CQ_DATA)) {
-		wr.opcode = IWV_WR_RDMA_WRITE_WITH_IMM;
-		wr.imm = (uint32_t)data;
-	}
+	wr.opcode = IWV_WR_RDMA_READ;
 	wr.flags = IWV_SEND_SIGNALED;
 	wr.num_sge = (uint16_t)nsge;
 	wr.sg_list = sge;
 	wr.av = av;
 	wr.remote_addr = addr;
 	wr.rkey = (uint32_t)key;
-	ret = iwd_ep_post_send(ep, &wr);
+	/* A Write is the type's (ops->rma_write): Write-Record over RD, RDMA
+	 * Write over RC, and how CQ data travels with it. */
+	ret = is_read ? iwd_ep_post_send(ep, &wr) : ep->ops->rma_write(ep, &wr, op_flags, data, len, av);
 	if (ret) {
 		iwd_tx_free(ep, tx);
 		iwd_unlock(ep->dom);
 		return ret;
 	}
 	tx->posted = 1;
-	if (ep->type == FI_EP_RDM && (op_flags & FI_REMOTE_CQ_DATA)) {
-		struct iwd_hdr h = {.op = IWD_OP_WDATA, .magic = IWD_HDR_MAGIC, .data = data, .len = len, .addr = addr};
-		if (iwd_rdm_ctrl(ep, &h, av))
-			IWD_WARN(FI_LOG_EP_DATA, "iwarpd: no memory for the CQ data of a Write: the target will not see it\n");
-	}
 	iwd_unlock(ep->dom);
 	return 0;
 }

@@ -26,7 +26,7 @@ $(PROV_ATOMIC_TEST) $(PROV_MSGDATA_TEST): $(BUILD)/prov/t_%: prov/tests/t_%.c
 	$(CC) -std=gnu11 $(WARN) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
 		-fno-sanitize-recover=all -o $@ $< -lfabric
 
-$(BUILD)/prov/%.o: prov/%.c prov/iwd.h prov/iwd_list.h $(CORE_HDRS)
+$(BUILD)/prov/%.o: prov/%.c $(wildcard prov/*.h) $(CORE_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_CORE) -Iprov -c $< -o $@
 
