@@ -202,7 +202,6 @@ func startDaemon(bin, sock, addr string, portBase int, logPath string) (*daemon,
 	cmd := exec.Command(bin, "-socket", sock, "-addr", addr, "-log-level", "info",
 		"-ud-ports", fmt.Sprintf("%d-%d", ud, ud+499), "-rd-ports", fmt.Sprintf("%d-%d", ud+500, ud+999))
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
 		log.Close()
 		return nil, fmt.Errorf("starting %s: %w (run make build)", bin, err)

@@ -15,5 +15,6 @@
 // Table prints passed/failed/notrun per configuration.
 //
 // cmd/fabtests-run is the command `make fabtests` runs; this package's test
-// runs the native RDM and iwarpd;ofi_rxm configurations in `make test`.
+// runs the native RDM and iwarpd;ofi_rxm configurations in `make test`
+// (ports 24000-24999, private to it: fabtests_test.go).
 package fabtests

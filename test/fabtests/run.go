@@ -201,7 +201,9 @@ func (r *Runner) start(ctx context.Context, env, args []string) *proc {
 	p.cmd = exec.Command(argv[0], argv[1:]...)
 	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// No Pdeathsig: Linux sends it when the forking thread ends, which in a
+	// Go program is not the end of the runner.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := p.cmd.Start(); err != nil {
 		p.err = err
 		close(p.done)
