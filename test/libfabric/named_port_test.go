@@ -47,3 +47,14 @@ func freeTriple(t *testing.T) int {
 func TestNamedPorts(t *testing.T) {
 	runProvProgram(t, "fi_named_port", strconv.Itoa(freeTriple(t)))
 }
+
+// TestSemantics runs c/prov/tests/fi_semantics.c (issue 19 items 4 and 5,
+// what fabtests' fi_getinfo_test, fi_av_test, fi_cq_test and
+// fi_msg_inject found): honest fi_getinfo attributes (tx/rx caps,
+// msg_order, control progress, FI_MR_BASIC, RDM CQ data with
+// fi_inject_writedata), FI_SYNC_ERR's 0 for a good address, fi_cq_signal
+// waking a blocked fi_cq_sread, and a completion for fi_sendmsg with the
+// FI_INJECT flag (none for fi_inject).
+func TestSemantics(t *testing.T) {
+	runProvProgram(t, "fi_semantics")
+}
