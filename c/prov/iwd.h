@@ -249,6 +249,12 @@ struct iwd_cq_err {
 	const void *owner;
 };
 
+/* ep_attr->protocol of FI_EP_RDM and FI_EP_DGRAM: the datagram-iWARP RD
+ * and UD profiles over UDP (docs/wire-format.md), provider-specific values
+ * (fi_endpoint(3)). */
+#define IWD_PROTO_RD (FI_PROV_SPECIFIC | 1)
+#define IWD_PROTO_UD (FI_PROV_SPECIFIC | 2)
+
 /* An op_flags bit of the provider's own (libfabric's flags end below bit
  * 60): the operation reports no completion — fi_inject*, and the
  * provider's own control messages. FI_INJECT alone (fi_sendmsg with the

@@ -49,6 +49,24 @@ static size_t cq_data_size(enum fi_ep_type type, uint64_t caps)
 	return 0;
 }
 
+/* The wire protocol of each type (fi_endpoint(3) protocol). MSG speaks
+ * iWARP itself (RFC 5040/5041/5044): FI_PROTO_IWARP. RDM and DGRAM speak
+ * the datagram-iWARP RD and UD profiles over UDP (docs/wire-format.md),
+ * which neither FI_PROTO_IWARP_RDM (a reliable datagram over iWARP RC
+ * connections) nor FI_PROTO_UDP (raw UDP) describes: provider-specific
+ * values (FI_PROV_SPECIFIC), IWD_PROTO_RD and IWD_PROTO_UD. */
+static uint32_t ep_protocol(enum fi_ep_type type)
+{
+	switch (type) {
+	case FI_EP_MSG:
+		return FI_PROTO_IWARP;
+	case FI_EP_RDM:
+		return IWD_PROTO_RD;
+	default:
+		return IWD_PROTO_UD;
+	}
+}
+
 /* The ordering of messages an endpoint type keeps (fi_endpoint(3)
  * msg_order). MSG: one RC stream, processed in order at the target —
  * Sends, RDMA Writes and RDMA Read Requests alike (RFC 5040 5.5) — so
@@ -221,8 +239,7 @@ static int fill_info(uint32_t version, enum fi_ep_type type, const struct iwd_de
 				return reject(type, __LINE__);
 			if (hints->ep_attr->protocol != FI_PROTO_UNSPEC) {
 				uint32_t p = hints->ep_attr->protocol;
-				if (!((type == FI_EP_RDM && p == FI_PROTO_IWARP_RDM) ||
-				      (type == FI_EP_MSG && p == FI_PROTO_IWARP) || (type == FI_EP_DGRAM && p == FI_PROTO_UDP)))
+				if (p != ep_protocol(type))
 					return reject(type, __LINE__);
 			}
 			if (hints->ep_attr->tx_ctx_cnt > 1 || (hints->ep_attr->rx_ctx_cnt > 1 &&
@@ -279,7 +296,7 @@ static int fill_info(uint32_t version, enum fi_ep_type type, const struct iwd_de
 	fi->addr_format = FI_SOCKADDR_IN;
 
 	fi->ep_attr->type = type;
-	fi->ep_attr->protocol = type == FI_EP_RDM ? FI_PROTO_IWARP_RDM : type == FI_EP_MSG ? FI_PROTO_IWARP : FI_PROTO_UDP;
+	fi->ep_attr->protocol = ep_protocol(type);
 	fi->ep_attr->protocol_version = 1;
 	fi->ep_attr->max_msg_size = max_msg;
 	fi->ep_attr->msg_prefix_size = 0;

@@ -16,5 +16,5 @@
 //
 // cmd/fabtests-run is the command `make fabtests` runs; this package's test
 // runs the native RDM and iwarpd;ofi_rxm configurations in `make test`
-// (ports 24000-24999, private to it: fabtests_test.go).
+// (ports 24400-24499, 24700-24799 and 24900-24999: fabtests_test.go).
 package fabtests

@@ -13,10 +13,12 @@ import (
 )
 
 // Ports of this package's test (private, doc.go): servers of configuration
-// i from 24000+100*i (Runner.PortBase), the daemon's UD 24900-24949 and RD
-// 24950-24999.
+// i (its index in Configs) from 24100+100*i (Runner.PortBase) — native RDM
+// 24400-24499, iwarpd;ofi_rxm 24700-24799 — and the daemon's UD
+// 24900-24949 and RD 24950-24999 (test/libfabric's atomics take
+// 24000-24099, cmd/iwarp-perf 24300-24379).
 const (
-	ciPortBase = 24000
+	ciPortBase = 24100
 	ciUDPorts  = "24900-24949"
 	ciRDPorts  = "24950-24999"
 )

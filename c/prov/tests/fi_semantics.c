@@ -9,7 +9,8 @@
  *            control_progress FI_PROGRESS_AUTO hint is honoured; an
  *            FI_MR_BASIC hint gets mr_mode FI_MR_BASIC; RDM offers
  *            FI_REMOTE_CQ_DATA with its cq_data_size and fi_inject_writedata
- *            works.
+ *            works; RDM and DGRAM name provider-specific protocols (not
+ *            FI_PROTO_IWARP_RDM, FI_PROTO_UDP), MSG FI_PROTO_IWARP.
  *   av       fi_av(3) FI_SYNC_ERR: a good address's entry is set to 0.
  *   signal   fi_cq(3) fi_cq_signal: a blocked fi_cq_sread (no timeout)
  *            returns (alarm(30) stops a hang).
@@ -62,6 +63,9 @@ static void getinfo(void)
 		EXPECT(!(fi->rx_attr->caps & BAD_ATTR_CAPS), "ep type %d: rx_attr caps %s", fi->ep_attr->type,
 		       fi_tostr(&fi->rx_attr->caps, FI_TYPE_CAPS));
 		EXPECT(!(fi->rx_attr->caps & ~fi->caps), "ep type %d: rx_attr caps beyond info caps", fi->ep_attr->type);
+		EXPECT(fi->ep_attr->type == FI_EP_MSG ? fi->ep_attr->protocol == FI_PROTO_IWARP
+						       : (fi->ep_attr->protocol & FI_PROV_SPECIFIC) != 0,
+		       "ep type %d: protocol %s", fi->ep_attr->type, fi_tostr(&fi->ep_attr->protocol, FI_TYPE_PROTOCOL));
 		if (fi->domain_attr->cq_data_size)
 			EXPECT(fi->caps & FI_REMOTE_CQ_DATA, "ep type %d: cq_data_size %zu without FI_REMOTE_CQ_DATA",
 			       fi->ep_attr->type, fi->domain_attr->cq_data_size);
