@@ -14,7 +14,8 @@
 
 #include "iwd_dgram.h"
 
-enum { CM_IDLE = 0, CM_CONNECTING = 1, CM_CONNECTED = 2, CM_SHUTDOWN = 3 };
+/* CM_SHUTDOWN: this side called fi_shutdown; CM_CLOSED: FI_SHUTDOWN given. */
+enum { CM_IDLE = 0, CM_CONNECTING = 1, CM_CONNECTED = 2, CM_SHUTDOWN = 3, CM_CLOSED = 4 };
 
 /* A MSG endpoint: the DGRAM object's data path plus the connection. */
 struct iwd_msg_ep {
@@ -141,8 +142,8 @@ static void cm_event(struct iwd_cm_obj *obj, struct iwv_cm_event *ev)
 		push_err(ep, FI_ETIMEDOUT, ev->status);
 		break;
 	case IWV_CM_CONNECTION_ERROR:
-		if (msg_of(ep)->cm_state == CM_CONNECTED) {
-			msg_of(ep)->cm_state = CM_SHUTDOWN;
+		if (msg_of(ep)->cm_state == CM_CONNECTED || msg_of(ep)->cm_state == CM_SHUTDOWN) {
+			msg_of(ep)->cm_state = CM_CLOSED;
 			push_shutdown(ep);
 		} else {
 			msg_of(ep)->cm_state = CM_IDLE;
@@ -150,9 +151,13 @@ static void cm_event(struct iwd_cm_obj *obj, struct iwv_cm_event *ev)
 		}
 		break;
 	case IWV_CM_DISCONNECTED:
-		if (msg_of(ep)->cm_state == CM_SHUTDOWN)
-			return; /* our own fi_shutdown */
-		msg_of(ep)->cm_state = CM_SHUTDOWN;
+		/* The connection is over, whoever ended it: FI_SHUTDOWN, once —
+		 * after this side's own fi_shutdown too, as verbs (rdma_cm's
+		 * DISCONNECTED) and tcp report it, and as both sides calling
+		 * fi_shutdown expect (fabtests' fi_cm_data; issue 19). */
+		if (msg_of(ep)->cm_state == CM_CLOSED)
+			return;
+		msg_of(ep)->cm_state = CM_CLOSED;
 		push_shutdown(ep);
 		break;
 	default:

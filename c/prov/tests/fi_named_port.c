@@ -9,6 +9,8 @@
  *   2. RDM and DGRAM: src_addr 127.0.0.1:PORT+1 / PORT+2 — ports outside
  *      the daemon's -rd-ports/-ud-ports, as fabtests' 9228 — give an
  *      endpoint whose fi_getname says that port.
+ *      Both ends then call fi_shutdown and each gets FI_SHUTDOWN (before,
+ *      neither did: fabtests' fi_cm_data waited forever).
  *   3. A src_addr the daemon does not serve (127.0.0.2) is refused by
  *      fi_getinfo (-FI_ENODATA), not first by fi_endpoint.
  *
@@ -145,6 +147,16 @@ static void msg_accept(int port)
 		n = fi_cq_read(cq, &c, 1);
 	}
 	EXPECT(n == 1 && !memcmp(rbuf, sbuf, sizeof(sbuf)), "message: %zd \"%.*s\"", n, (int)sizeof(rbuf), rbuf);
+	/* Both sides end it with fi_shutdown: each gets FI_SHUTDOWN (fi_cm(3),
+	 * as fabtests' fi_cm_data expects). */
+	CHECK(fi_shutdown(ep, 0));
+	CHECK(fi_shutdown(cep, 0));
+	n = next_event(eq, &ev, e, sizeof(evbuf));
+	EXPECT(n > 0 && ev == FI_SHUTDOWN && e->fid == &ep->fid, "accepting side after fi_shutdown: %zd event %u", n,
+	       ev);
+	n = next_event(ceq, &ev, e, sizeof(evbuf));
+	EXPECT(n > 0 && ev == FI_SHUTDOWN && e->fid == &cep->fid, "connecting side after fi_shutdown: %zd event %u", n,
+	       ev);
 
 	CHECK(fi_close(&ep->fid));
 	CHECK(fi_close(&cep->fid));

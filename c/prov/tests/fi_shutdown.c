@@ -239,7 +239,7 @@ static void round_trip(struct fi_info *info, struct side *r, struct side *s, str
 	CHECK(fi_close(&r->ep->fid));
 	n = fi_cq_read(r->cq, &c, 1);
 	EXPECT(n == -FI_EAGAIN, "%s: CQ read after closing the endpoint: %zd", how, n);
-	if (!abort) /* its own fi_shutdown brings the sender no event */
+	if (!abort) /* the sender's own FI_SHUTDOWN, if there yet, goes with it */
 		CHECK(fi_close(&s->ep->fid));
 }
 
