@@ -64,6 +64,18 @@ type Runner struct {
 	MemLimit uint64        // address space per process in octets (prlimit --as); 0: none
 	Jobs     int           // configurations run at once (at least 1)
 	Progress func(Result)  // called after each test when not nil (from several goroutines)
+
+	fixed sync.Mutex // held by a test on a fixed port (fixedPort)
+}
+
+// fixedPort lists the programs that use a TCP port of their own choosing,
+// the same in every configuration: the out-of-band control socket of
+// common/shared.c (port 3000, FT_OPT_OOB_CTRL) and fi_cm_data's 2710. Two
+// configurations must not run them at once (runfabtests.sh runs one test
+// at a time).
+var fixedPort = map[string]bool{
+	"fi_av_xfer": true, "fi_bw": true, "fi_multi_recv": true, "fi_rdm_rma_trigger": true,
+	"fi_unexpected_msg": true, "fi_dgram_pingpong": true, "fi_cm_data": true,
 }
 
 // Run runs every test each configuration runs and returns the results,
@@ -123,6 +135,10 @@ func testIndex(t Test, fallback int) int {
 
 // one runs t in configuration c with the server on port.
 func (r *Runner) one(ctx context.Context, c Config, t Test, port int) Result {
+	if fixedPort[strings.Fields(t.Line)[0]] {
+		r.fixed.Lock()
+		defer r.fixed.Unlock()
+	}
 	start := time.Now()
 	res := Result{Config: c.Name, Test: t}
 	args := strings.Fields(strings.NewReplacer("SERVER_ADDR", r.Addr, "GOOD_ADDR", r.Addr).Replace(t.Line))
