@@ -23,6 +23,7 @@ struct iwd_msg_ep {
 	int cm_state;
 	struct iwd_cm_obj cm;           /* fab->cm_objs, keyed by the QP */
 	struct sockaddr_in peer;
+	uint16_t from_port; /* opened on a passive endpoint's address: connect from its port */
 };
 
 static struct iwd_msg_ep *msg_of(struct iwd_ep *ep) { return iwd_container_of(ep, struct iwd_msg_ep, dg.ep); }
@@ -199,6 +200,7 @@ static int msg_connect(struct fid_ep *f, const void *addr, const void *param, si
 	memset(&p, 0, sizeof(p));
 	p.private_data = param;
 	p.private_data_len = (uint16_t)paramlen;
+	p.local_port = msg_of(ep)->from_port;
 	msg_of(ep)->cm_state = CM_CONNECTING;
 	msg_of(ep)->peer = *sin;
 	ret = iwv_connect(ep->qp, dst, &p);
@@ -353,6 +355,16 @@ int iwd_msg_ep_open(struct iwd_domain *dom, struct fi_info *info, struct fid_ep 
 	ep->ep_fid.rma = &iwd_rma_ops;
 	ep->ep_fid.atomic = &iwd_atomic_ops;
 	ep->ep_fid.cm = &msg_cm_ops;
+	/* fi_endpoint(3): info->handle a passive endpoint: the active one takes
+	 * its address (fi_getname says it; fi_connect connects from it). */
+	if (info->handle && info->handle->fclass == FI_CLASS_PEP) {
+		struct sockaddr_in sin;
+		size_t len = sizeof(sin);
+		if (!fi_getname(info->handle, &sin, &len) && sin.sin_family == AF_INET) {
+			ep->name = sin;
+			m->from_port = ntohs(sin.sin_port);
+		}
+	}
 	ret = ep->info ? iwd_ep_create_qp(ep, IWV_QPT_RC, iwd_ep_rx_depth(info)) : -FI_ENOMEM;
 	return iwd_ep_opened(ep, ret, out);
 }

@@ -134,3 +134,39 @@ func TestFabtestsCI(t *testing.T) {
 	}
 	d.CheckAlive(t)
 }
+
+// TestMSGConnectionSemantics runs fabtests' fi_msg_sockets and fi_cm_data
+// over the native MSG endpoint (issue 19 item 5): an active endpoint
+// opened with info->handle = a passive endpoint has, and connects from,
+// that endpoint's address; both ends calling fi_shutdown each get
+// FI_SHUTDOWN; connection data rides on connect, accept and reject.
+func TestMSGConnectionSemantics(t *testing.T) {
+	if buildErr != "" {
+		t.Fatal(buildErr)
+	}
+	if provDir == "" {
+		t.Skip(skipWhy)
+	}
+	d := daemontest.Start(t, "fabtests-msg", daemontest.Options{Ports: ciUDPorts, Extra: []string{"-rd-ports", ciRDPorts}})
+	c, _ := ConfigByName("MSG")
+	env := []string{"FI_PROVIDER_PATH=" + provDir, "FI_IWARPD_SOCKET=" + d.Sock}
+	for _, kv := range daemontest.CleanEnv() {
+		if !strings.HasPrefix(kv, "FI_") {
+			env = append(env, kv)
+		}
+	}
+	var tests []Test
+	for _, tt := range Tests() {
+		if tt.Line == "fi_msg_sockets" || tt.Line == "fi_cm_data" {
+			tests = append(tests, tt)
+		}
+	}
+	r := &Runner{Bin: filepath.Join(suiteDir, "bin"), Env: env, Addr: "127.0.0.1", PortBase: ciPortBase,
+		Timeout: daemontest.Scaled(30 * time.Second), MemLimit: 4 << 30, Jobs: 1}
+	for _, res := range r.Run(context.Background(), []Config{c}, tests)[0] {
+		if res.Outcome != Pass {
+			t.Errorf("%s", Failure(res))
+		}
+	}
+	d.CheckAlive(t)
+}
