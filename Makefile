@@ -5,7 +5,7 @@ FUZZTIME ?= 10s
 BENCHTIME ?= 200ms
 TESTFLAGS ?=
 
-.PHONY: build run test race fuzz lint bench bench-deps clean deps build-deps c c-asan install fabtests
+.PHONY: build run test race fuzz lint bench bench-deps clean deps build-deps c c-asan c-tsan install fabtests
 
 build: build-deps
 	$(GO) build -o $(BIN)/ ./cmd/...
@@ -29,6 +29,11 @@ c:
 # builds its own sanitized copy).
 c-asan:
 	$(MAKE) -C c asan
+
+# core + tests with ThreadSanitizer, in c/build-tsan (test/cclient builds
+# its own copy and runs the multi-threaded tests under it).
+c-tsan:
+	$(MAKE) -C c tsan
 
 # gcc, make, pkg-config, libjansson-dev, libfabric-dev (idempotent).
 build-deps:

@@ -49,6 +49,16 @@ int64_t iwvi_now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+int iwvi_poll_ms(int64_t deadline)
+{
+	if (deadline < 0)
+		return -1;
+	int64_t left = deadline - iwvi_now_ns();
+	if (left <= 0)
+		return -ETIMEDOUT;
+	return (int)((left + 999999) / 1000000);
+}
+
 int iwvi_send_msg(int sock, uint16_t version, uint16_t op, uint32_t seq, const char *body, size_t len, const int *fds,
 	     int nfds)
 {
@@ -104,13 +114,9 @@ int iwvi_recv_msg(int sock, uint8_t *buf, int timeout_ms, size_t *len, int *fds,
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			int wait = -1;
-			if (deadline >= 0) {
-				int64_t left = deadline - iwvi_now_ns();
-				if (left <= 0)
-					return -ETIMEDOUT;
-				wait = (int)((left + 999999) / 1000000);
-			}
+			int wait = iwvi_poll_ms(deadline);
+			if (wait == -ETIMEDOUT)
+				return -ETIMEDOUT;
 			struct pollfd p = {.fd = sock, .events = POLLIN};
 			if (poll(&p, 1, wait) < 0 && errno != EINTR)
 				return -errno;
@@ -242,6 +248,9 @@ int iwvi_call_locked(struct iwv_session *s, enum w_op op, json_t *body, const in
 	}
 	if (r < 0)
 		return iwvi_seterr(s, r, "%s: sending the request", name);
+	s->calls++;
+	s->reg_mr_calls += op == W_OP_REG_MR;
+	s->dereg_mr_calls += op == W_OP_DEREG_MR;
 	int64_t deadline = iwvi_now_ns() + (int64_t)IWV_CALL_TIMEOUT_MS * 1000000LL;
 	for (;;) {
 		size_t len;
@@ -309,4 +318,13 @@ int iwvi_destroy_handle(struct iwv_session *s, enum w_op op, uint32_t handle)
 	if (r == -ENODEV)
 		return 0;
 	return r;
+}
+
+IWV_EXPORT void iwv_session_stats(struct iwv_session *s, struct iwv_session_stats *out)
+{
+	pthread_mutex_lock(&s->mu);
+	out->control_calls = s->calls;
+	out->reg_mr_calls = s->reg_mr_calls;
+	out->dereg_mr_calls = s->dereg_mr_calls;
+	pthread_mutex_unlock(&s->mu);
 }

@@ -273,9 +273,12 @@ IWV_EXPORT int iwv_poll_cq(struct iwv_cq *cq, int n, struct iwv_wc *wc)
 {
 	if (n < 0 || (n > 0 && !wc))
 		return -EINVAL;
+	pthread_mutex_lock(&cq->ring.lock);
 	int64_t avail = ring_available(&cq->ring);
-	if (avail < 0)
+	if (avail < 0) {
+		pthread_mutex_unlock(&cq->ring.lock);
 		return iwvi_seterr(cq->s, EIO, "poll-cq: the daemon stored an impossible producer index");
+	}
 	int k = avail < n ? (int)avail : n;
 	for (int i = 0; i < k; i++) {
 		uint8_t e[W_CQE_SIZE];
@@ -285,6 +288,7 @@ IWV_EXPORT int iwv_poll_cq(struct iwv_cq *cq, int n, struct iwv_wc *wc)
 		cq->ring.tail++;
 	}
 	ring_release(&cq->ring);
+	pthread_mutex_unlock(&cq->ring.lock);
 	if (k == 0 && n > 0 && iwvi_session_dead(cq->s))
 		return iwvi_seterr(cq->s, ENODEV, "poll-cq: iwarpd: daemon closed the session");
 	return k;

@@ -17,13 +17,9 @@
 
 static int wait_events(struct iwv_session *s, int efd, int64_t deadline)
 {
-	int wait = -1;
-	if (deadline >= 0) {
-		int64_t left = deadline - iwvi_now_ns();
-		if (left <= 0)
-			return -ETIMEDOUT;
-		wait = (int)((left + 999999) / 1000000);
-	}
+	int wait = iwvi_poll_ms(deadline);
+	if (wait == -ETIMEDOUT)
+		return -ETIMEDOUT;
 	struct pollfd p[2] = {{.fd = s->sock, .events = POLLIN}, {.fd = efd, .events = POLLIN}};
 	if (poll(p, 2, wait) < 0 && errno != EINTR)
 		return -errno;

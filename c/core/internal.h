@@ -56,6 +56,8 @@ struct iwv_session {
 	int64_t last_check;    /* atomic: monotonic ns of the last liveness check */
 	int fatal_sent;
 	uint64_t dropped;
+	/* control round trips (iwv_session_stats); mu held */
+	uint64_t calls, reg_mr_calls, dereg_mr_calls;
 	uint8_t *buf;          /* W_MAX_MESSAGE receive buffer */
 
 	char device[64], daemon[64], addr[64];
@@ -73,9 +75,6 @@ struct iwv_session {
 	struct iwv_qp *qps;
 	struct iwv_srq *srqs;
 	struct iwv_listener *listeners;
-
-	pthread_mutex_t errmu;
-	char err[512];
 };
 
 struct iwv_buffer {
@@ -165,6 +164,9 @@ struct iwv_listener {
 /* errors.c */
 int iwvi_seterr(struct iwv_session *s, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int iwvi_seterr_open(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* seterr with a constant text, for the data path's expected failures (a
+ * full queue): no formatting, no lock (errors.c). */
+int iwvi_seterr_fixed(struct iwv_session *s, int err, const char *what);
 
 /* control.c: one request and its reply. body is consumed (decref'd); *reply
  * receives the decoded reply body (NULL if empty) to decref. mu is taken. */
@@ -183,6 +185,9 @@ int iwvi_recv_msg(int sock, uint8_t *buf, int timeout_ms, size_t *len, int *fds,
 void iwvi_session_end(struct iwv_session *s); /* mu held */
 int iwvi_session_dead(struct iwv_session *s);  /* data path: cheap, rate-limited socket check */
 int64_t iwvi_now_ns(void);
+/* The poll(2) timeout until deadline (monotonic ns; -1: none): -1, the
+ * milliseconds left rounded up, or -ETIMEDOUT once it has passed. */
+int iwvi_poll_ms(int64_t deadline);
 
 /* events.c (mu held) */
 void iwvi_dispatch_event(struct iwv_session *s, const uint8_t *body, size_t len);

@@ -121,6 +121,7 @@ IWV_EXPORT int iwv_post_send(struct iwv_qp *qp, const struct iwv_send_wr *wr, in
 	if (iwvi_session_dead(qp->s))
 		return iwvi_seterr(qp->s, ENODEV, "post-send: iwarpd: daemon closed the session");
 	int posted = 0, err = 0;
+	pthread_mutex_lock(&qp->sq.lock);
 	for (int i = 0; i < n; i++) {
 		int64_t inl = check_send(qp, &wr[i]);
 		if (inl < 0) {
@@ -130,15 +131,16 @@ IWV_EXPORT int iwv_post_send(struct iwv_qp *qp, const struct iwv_send_wr *wr, in
 		uint8_t *slot = ring_next(&qp->sq, &err);
 		if (!slot) {
 			err = err ? iwvi_seterr(qp->s, EIO, "post-send: the daemon stored an impossible consumer index")
-				  : iwvi_seterr(qp->s, ENOMEM, "post-send: send queue full (%u entries): posted %d of %d work requests",
-					   qp->sq_depth, posted, n);
+				  : iwvi_seterr_fixed(qp->s, ENOMEM, "post-send: send queue full: wait for completions");
 			break;
 		}
 		encode_send(qp, slot, &wr[i], (uint32_t)inl);
 		posted++;
 	}
-	if (posted > 0) {
+	if (posted > 0)
 		ring_publish(&qp->sq);
+	pthread_mutex_unlock(&qp->sq.lock);
+	if (posted > 0) {
 		ring_doorbell(qp->s);
 		return posted;
 	}
@@ -152,6 +154,7 @@ static int post_rq(struct iwv_session *s, struct rq *rq, const struct iwv_recv_w
 	if (iwvi_session_dead(s))
 		return iwvi_seterr(s, ENODEV, "post-recv: iwarpd: daemon closed the session");
 	int posted = 0, err = 0;
+	pthread_mutex_lock(&rq->ring.lock);
 	for (int i = 0; i < n; i++) {
 		const struct iwv_recv_wr *w = &wr[i];
 		if (w->num_sge > rq->max_sge || (w->num_sge > 0 && !w->sg_list)) {
@@ -162,8 +165,7 @@ static int post_rq(struct iwv_session *s, struct rq *rq, const struct iwv_recv_w
 		uint8_t *slot = ring_next(&rq->ring, &err);
 		if (!slot) {
 			err = err ? iwvi_seterr(s, EIO, "post-recv: the daemon stored an impossible consumer index")
-				  : iwvi_seterr(s, ENOMEM, "post-recv: %s full (%u entries): posted %d of %d work requests", what,
-					   rq->depth, posted, n);
+				  : iwvi_seterr_fixed(s, ENOMEM, "post-recv: receive queue full: wait for completions");
 			break;
 		}
 		memset(slot, 0, W_RQE_HEADER_LEN);
@@ -173,8 +175,10 @@ static int post_rq(struct iwv_session *s, struct rq *rq, const struct iwv_recv_w
 			put_sge(slot + W_RQE_HEADER_LEN + j * W_SGE_LEN, &w->sg_list[j]);
 		posted++;
 	}
-	if (posted > 0) {
+	if (posted > 0)
 		ring_publish(&rq->ring);
+	pthread_mutex_unlock(&rq->ring.lock);
+	if (posted > 0) {
 		ring_doorbell(s);
 		return posted;
 	}

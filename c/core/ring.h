@@ -22,6 +22,7 @@
 #define IWV_RING_H
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -38,6 +39,12 @@ struct ring {
 	uint32_t *producer, *consumer, *arm, *overrun;
 	uint32_t head, pub;  /* producer side: next slot, last published */
 	uint32_t tail, rel;  /* consumer side: next slot, last released */
+	/* Our side of the ring, one user at a time: iwv_post_send/recv/srq_recv
+	 * and iwv_poll_cq hold it for the whole call (a lock per SQ, RQ, SRQ
+	 * and CQ, as ofverbs' per-queue mutex and siw's sq_lock/rq_lock), so
+	 * several threads may post to or poll one queue. A default mutex holds
+	 * no resources: nothing destroys it. */
+	pthread_mutex_t lock;
 };
 
 /* ring_init lays a fresh ring (header written) over mem, which holds
@@ -52,6 +59,7 @@ static inline void ring_init(struct ring *r, void *mem, enum w_ring_kind kind, u
 	w_put16(b + W_OFF_RING_KIND, (uint16_t)kind);
 	w_put32(b + W_OFF_RING_DEPTH, depth);
 	w_put32(b + W_OFF_RING_STRIDE, stride);
+	pthread_mutex_init(&r->lock, NULL);
 	r->mem = b;
 	r->entries = b + W_RING_HEADER_LEN;
 	r->depth = depth;

@@ -59,7 +59,6 @@ static void free_session(struct iwv_session *s)
 	iwvi_evq_free(&s->cm_q);
 	free(s->buf);
 	pthread_mutex_destroy(&s->mu);
-	pthread_mutex_destroy(&s->errmu);
 	free(s);
 }
 
@@ -177,10 +176,8 @@ IWV_EXPORT int iwv_open(const struct iwv_open_attr *attr, struct iwv_session **o
 	if (!s)
 		return iwvi_seterr_open(ENOMEM, "open");
 	pthread_mutex_init(&s->mu, NULL);
-	pthread_mutex_init(&s->errmu, NULL);
 	s->sock = s->doorbell = s->async_efd = s->cm_efd = s->epfd = -1;
 	s->abi = a.abi ? a.abi : IWV_ABI_VERSION;
-	strcpy(s->err, "no error");
 	if (!(s->buf = malloc(W_MAX_MESSAGE))) {
 		r = iwvi_seterr_open(ENOMEM, "open");
 		goto fail;

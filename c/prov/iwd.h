@@ -7,12 +7,18 @@
  *   FI_EP_DGRAM over UD queue pairs, one message per work request;
  *   FI_EP_MSG   over RC queue pairs (MPA private data carries CM data).
  * One file per libfabric object, as libfabric's own providers are laid out
- * (fi_provider(7)). libfabric's util framework is not installed by
- * libfabric-dev, so the ops tables are our own.
+ * (fi_provider(7)). Each endpoint type is its own object embedding struct
+ * iwd_ep and carrying a struct iwd_ep_ops the shared code calls through
+ * (as ofi_rxd and tcp do); only iwd_ep.c picks a type. libfabric's util
+ * framework is not installed by libfabric-dev, so the provider has a small
+ * one of its own (iwd_util_*.c, iwd_list.h). Calls run one way, down:
+ * objects and their ops tables (fabric, domain, endpoint types) above the
+ * data path (ep_data, rma, atomic), above CQs, counters, EQs and MRs,
+ * above progress, CM dispatch and util (docs/libfabric.md, "Layout").
  *
  * Locking: every object hangs off a domain and takes the domain's mutex
- * (FI_THREAD_SAFE); libiwverbs' data path is caller-serialized, which the
- * domain mutex provides. Progress is domain-wide: any call that reads a CQ
+ * (FI_THREAD_SAFE), which guards the provider's own state (libiwverbs
+ * locks each of its queues itself). Progress is domain-wide: any call that reads a CQ
  * or counter, or finds a queue full, polls every endpoint of the domain.
  */
 #ifndef IWD_H
@@ -72,6 +78,7 @@ struct iwd_params {
 	int progress_thread;  /* FI_IWARPD_PROGRESS_THREAD: auto progress of protocol steps */
 	int timeout_ms;       /* FI_IWARPD_TIMEOUT_MS: daemon answer timeout */
 	int atomic_adopt;     /* FI_IWARPD_ATOMIC_ADOPT: adopt heap pages for atomic targets */
+	size_t mr_cache;      /* FI_IWARPD_MR_CACHE: registrations a domain caches (0: none) */
 };
 extern struct iwd_params iwd_env;
 
@@ -127,6 +134,25 @@ void iwd_cm_unregister(struct iwd_cm_obj *obj);
  * connection request nobody listens for is rejected. */
 void iwd_cm_progress(struct iwd_fabric *fab);
 
+/* ---- free lists of fixed-size objects (iwd_util_freelist.c) ---- */
+struct iwd_freelist {
+	void *head;
+	size_t size;
+};
+void iwd_freelist_init(struct iwd_freelist *fl, size_t size);
+/* A zeroed object: from the list, or newly allocated (NULL: no memory). */
+void *iwd_freelist_get(struct iwd_freelist *fl);
+void iwd_freelist_put(struct iwd_freelist *fl, void *obj);
+void iwd_freelist_fini(struct iwd_freelist *fl);
+
+/* ---- the registration cache (iwd_rcache.c) ---- */
+struct iwd_rcache_entry;
+struct iwd_rcache {
+	struct iwd_list lru;
+	size_t n, max;
+	uint64_t hits, misses;
+};
+
 /* ---- domain (iwd_domain.c) ---- */
 struct iwd_ep;
 
@@ -144,6 +170,7 @@ struct iwd_domain {
 	struct iwd_list adopted;    /* struct iwd_adopt: pages adopted as atomic targets */
 	struct iwd_list eps;        /* every endpoint: domain-wide progress */
 	struct iwd_stage *stage;
+	struct iwd_rcache rcache;   /* registrations of unregistered send buffers */
 	int refs;
 	int dead;                   /* the daemon went away */
 	pthread_t thread;           /* FI_IWARPD_PROGRESS_THREAD */
@@ -162,6 +189,15 @@ void iwd_domain_arm(struct iwd_domain *dom);
 void iwd_domain_drain_chan(struct iwd_domain *dom);
 /* -FI_ENODEV style check of the session; sets dom->dead. */
 int iwd_domain_check(struct iwd_domain *dom);
+
+/* The registration cache (iwd_rcache.c); the domain lock is held. get
+ * returns an entry covering [addr, addr+len) with remote read access and
+ * its rkey, registering on a miss (NULL: none could be made); put gives it
+ * back, failed when the transmit using it failed (the entry is dropped). */
+void iwd_rcache_init(struct iwd_rcache *rc, size_t max);
+void iwd_rcache_fini(struct iwd_rcache *rc);
+struct iwd_rcache_entry *iwd_rcache_get(struct iwd_domain *dom, const void *addr, size_t len, uint32_t *rkey);
+void iwd_rcache_put(struct iwd_domain *dom, struct iwd_rcache_entry *e, int failed);
 
 /* ---- registered bounce buffers and staging (iwd_buf.c) ---- */
 struct iwd_pool {
@@ -271,6 +307,8 @@ struct iwd_cq {
 	size_t cap, head, count;
 	struct iwd_list errs;
 	size_t nerrs;
+	struct iwd_cq_err overrun; /* FI_EOVERRUN: completions lost for want of memory */
+	size_t lost;
 	int efd;  /* eventfd: provider-made completions wake waiters */
 	int epfd; /* FI_GETWAIT: efd + the domain's completion channel */
 	int refs;
@@ -404,7 +442,7 @@ size_t iwd_iov_copy_in(const struct iovec *iov, size_t cnt, size_t off, const vo
 size_t iwd_iov_copy_out(void *dst, const struct iovec *iov, size_t cnt, size_t len);
 size_t iwd_iov_len(const struct iovec *iov, size_t cnt);
 
-/* ---- endpoints (iwd_ep.c, iwd_ep_rdm.c, iwd_ep_dgram.c, iwd_ep_msg.c) ---- */
+/* ---- endpoints: work requests and the RDM header ---- */
 
 /* What a work request id points at: every context starts with this kind. */
 enum iwd_wr_kind {
@@ -463,7 +501,9 @@ struct iwd_tx {
 	void *bounce;               /* tx pool slot (eager header + payload) */
 	void *stage;                /* rendezvous staging chunk */
 	size_t stage_len;
-	struct iwv_mr *tmp_mr;      /* registered on the fly */
+	struct iwv_mr *tmp_mr;      /* registered on the fly (FI_IWARPD_MR_CACHE=0) */
+	struct iwd_rcache_entry *rc; /* a cached registration of the buffer */
+	int failed;                 /* completed in error: rc is dropped */
 	uint64_t id;                /* rendezvous id (FIN) */
 	int waiting_fin;
 	int posted;                 /* the SQ WR is outstanding */
@@ -573,6 +613,7 @@ struct iwd_ep {
 	size_t rq_depth, rq_used;
 	size_t min_multi_recv;          /* FI_OPT_MIN_MULTI_RECV */
 	struct iwd_list tx_active;      /* transmit requests not yet completed */
+	struct iwd_freelist tx_free;    /* struct iwd_tx for reuse */
 };
 
 /* ---- the endpoint object (iwd_ep_base.c) ---- */
@@ -655,6 +696,9 @@ extern struct fi_ops_atomic iwd_no_atomic_ops;
 /* ---- addresses (iwd_util_addr.c) ---- */
 /* "a.b.c.d:port" to a sockaddr_in; -FI_EINVAL if it is not one. */
 int iwd_parse_sockaddr(const char *ipport, struct sockaddr_in *sin);
+/* Copies sin out as fi_getname / fi_getpeer do: -FI_ETOOSMALL with the
+ * size needed in *addrlen when it does not fit. */
+int iwd_give_sockaddr(const struct sockaddr_in *sin, void *addr, size_t *addrlen);
 
 static inline void iwd_lock(struct iwd_domain *d) { pthread_mutex_lock(&d->lock); }
 static inline void iwd_unlock(struct iwd_domain *d) { pthread_mutex_unlock(&d->lock); }

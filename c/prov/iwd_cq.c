@@ -22,6 +22,25 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* A completion that could not be stored (no memory to grow the ring or for
+ * an error entry) is never dropped silently: the CQ reports FI_EOVERRUN
+ * (fi_cq(3)) through fi_cq_readerr, once, with the number lost as
+ * prov_errno, from an entry it owns (no allocation). */
+static void overrun(struct iwd_cq *cq)
+{
+	if (!cq->lost++) {
+		memset(&cq->overrun, 0, sizeof(cq->overrun));
+		cq->overrun.e.err = FI_EOVERRUN;
+		cq->overrun.src = FI_ADDR_NOTAVAIL;
+		iwd_list_insert_tail(&cq->errs, &cq->overrun.link);
+		cq->nerrs++;
+		if (cq->wait_obj != FI_WAIT_NONE)
+			iwd_wait_signal(cq->efd);
+	}
+	cq->overrun.e.prov_errno = cq->lost > INT32_MAX ? INT32_MAX : (int)cq->lost;
+	IWD_WARN(FI_LOG_CQ, "iwarpd: CQ overrun: no memory for a completion; fi_cq_readerr reports FI_EOVERRUN\n");
+}
+
 void iwd_cq_push_owned(struct iwd_cq *cq, const void *owner, void *context, uint64_t flags, size_t len, void *buf,
 		       uint64_t data, uint64_t tag, fi_addr_t src)
 {
@@ -30,7 +49,7 @@ void iwd_cq_push_owned(struct iwd_cq *cq, const void *owner, void *context, uint
 		size_t ncap = cq->cap * 2, i;
 		struct iwd_cqe *nr = malloc(ncap * sizeof(*nr));
 		if (!nr) {
-			IWD_WARN(FI_LOG_CQ, "iwarpd: CQ overflow and no memory to grow it: a completion is lost\n");
+			overrun(cq);
 			return;
 		}
 		for (i = 0; i < cq->count; i++)
@@ -62,7 +81,7 @@ void iwd_cq_push_err_owned(struct iwd_cq *cq, const void *owner, void *context, 
 	IWD_INFO(FI_LOG_CQ, "iwarpd: error completion: %s (verbs status %d), flags %#llx, %zu octets, %zu truncated\n",
 		 fi_strerror(err), prov_errno, (unsigned long long)flags, len, olen);
 	if (!e) {
-		IWD_WARN(FI_LOG_CQ, "iwarpd: no memory for an error completion: it is lost\n");
+		overrun(cq);
 		return;
 	}
 	e->e.op_context = context;
@@ -97,7 +116,7 @@ void iwd_cq_purge(struct iwd_cq *cq, const void *owner)
 	iwd_list_foreach_safe(&cq->errs, it, tmp)
 	{
 		struct iwd_cq_err *e = iwd_container_of(it, struct iwd_cq_err, link);
-		if (e->owner == owner) {
+		if (e->owner == owner && e != &cq->overrun) {
 			iwd_list_remove(it);
 			cq->nerrs--;
 			free(e);
@@ -194,7 +213,7 @@ static ssize_t cq_read(struct fid_cq *cq_fid, void *buf, size_t count)
 static ssize_t cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *buf, uint64_t flags)
 {
 	struct iwd_cq *cq = iwd_container_of(cq_fid, struct iwd_cq, cq_fid);
-	struct iwd_cq_err *e;
+	struct iwd_cq_err *e, o;
 	size_t err_data_size;
 	void *err_data;
 	IWD_UNUSED(flags);
@@ -210,6 +229,12 @@ static ssize_t cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *buf, ui
 	e = iwd_container_of(cq->errs.next, struct iwd_cq_err, link);
 	iwd_list_remove(&e->link);
 	cq->nerrs--;
+	if (e == &cq->overrun) {
+		/* Copied under the lock: it is the CQ's, reused by the next overrun. */
+		o = cq->overrun;
+		cq->lost = 0;
+		e = &o;
+	}
 	iwd_unlock(cq->dom);
 	/* API >= 1.5: keep the caller's err_data buffer; we have none to give. */
 	err_data = buf->err_data;
@@ -222,7 +247,8 @@ static ssize_t cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *buf, ui
 	} else {
 		memcpy(buf, &e->e, offsetof(struct fi_cq_err_entry, err_data_size));
 	}
-	free(e);
+	if (e != &o)
+		free(e);
 	return 1;
 }
 
@@ -355,7 +381,8 @@ static int cq_close(struct fid *fid)
 	iwd_list_foreach_safe(&cq->errs, it, tmp)
 	{
 		iwd_list_remove(it);
-		free(iwd_container_of(it, struct iwd_cq_err, link));
+		if (it != &cq->overrun.link)
+			free(iwd_container_of(it, struct iwd_cq_err, link));
 	}
 	iwd_wait_fini(cq->efd, cq->epfd);
 	iwd_lock(cq->dom);

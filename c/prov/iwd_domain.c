@@ -11,6 +11,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "fi_ext_iwarpd.h"
 #include "iwd.h"
 
 /* FI_IWARPD_PROGRESS_THREAD: advances rendezvous steps while the
@@ -58,6 +59,7 @@ static int domain_close(struct fid *fid)
 		pthread_join(dom->thread, NULL);
 		close(dom->stop_fd);
 	}
+	iwd_rcache_fini(&dom->rcache);
 	iwd_stage_fini(dom);
 	if (dom->chan)
 		iwv_destroy_comp_channel(dom->chan);
@@ -135,12 +137,45 @@ static struct fi_ops_mr mr_ops = {
 	.regattr = iwd_mr_regattr,
 };
 
+/* FI_IWARPD_STATS_OPS (fi_ext_iwarpd.h): the session's control round
+ * trips and the registration cache's counters. */
+static void stats_get(struct fid_domain *domain, struct fi_iwarpd_stats *out)
+{
+	struct iwd_domain *dom = iwd_container_of(domain, struct iwd_domain, domain_fid);
+	struct iwv_session_stats ss;
+	iwv_session_stats(dom->fab->s, &ss);
+	iwd_lock(dom);
+	out->control_calls = ss.control_calls;
+	out->reg_mr_calls = ss.reg_mr_calls;
+	out->dereg_mr_calls = ss.dereg_mr_calls;
+	out->mr_cache_hits = dom->rcache.hits;
+	out->mr_cache_misses = dom->rcache.misses;
+	out->mr_cache_entries = dom->rcache.n;
+	iwd_unlock(dom);
+}
+
+static struct fi_iwarpd_stats_ops stats_ops = {
+	.size = sizeof(struct fi_iwarpd_stats_ops),
+	.get = stats_get,
+};
+
+static int domain_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops, void *context)
+{
+	IWD_UNUSED(fid);
+	IWD_UNUSED(flags);
+	IWD_UNUSED(context);
+	if (!name || !ops || strcmp(name, FI_IWARPD_STATS_OPS))
+		return -FI_ENOSYS;
+	*ops = &stats_ops;
+	return 0;
+}
+
 static struct fi_ops domain_fi_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = domain_close,
 	.bind = domain_bind,
 	.control = iwd_no_control,
-	.ops_open = iwd_no_ops_open,
+	.ops_open = domain_ops_open,
 };
 
 int iwd_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **out, void *context)
@@ -178,6 +213,7 @@ int iwd_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_
 	ret = iwd_stage_init(dom, iwd_env.staging);
 	if (ret)
 		goto fail;
+	iwd_rcache_init(&dom->rcache, iwd_env.mr_cache);
 	dom->domain_fid.fid.fclass = FI_CLASS_DOMAIN;
 	dom->domain_fid.fid.context = context;
 	dom->domain_fid.fid.ops = &domain_fi_ops;

@@ -269,6 +269,7 @@ static int ep_close(struct fid *fid)
 		iwd_list_foreach_safe(&ep->tx_active, it, tmp)
 		iwd_tx_free(ep, iwd_container_of(it, struct iwd_tx, link));
 	}
+	iwd_freelist_fini(&ep->tx_free);
 	iwd_pool_fini(&ep->txp);
 	iwd_pool_fini(&ep->rxp);
 	/* fi_close(3): the endpoint's operations are discarded, completions
@@ -399,25 +400,7 @@ static struct fi_ops ep_fi_ops = {
 int iwd_ep_getname(fid_t fid, void *addr, size_t *addrlen)
 {
 	struct iwd_ep *ep = iwd_container_of(fid, struct iwd_ep, ep_fid.fid);
-	size_t n;
-	if (!addrlen)
-		return -FI_EINVAL;
-	n = *addrlen;
-	*addrlen = sizeof(struct sockaddr_in);
-	if (n < sizeof(struct sockaddr_in))
-		return -FI_ETOOSMALL;
-	if (!addr)
-		return -FI_EINVAL;
-	memcpy(addr, &ep->name, sizeof(struct sockaddr_in));
-	return 0;
-}
-
-static int ep_getpeer(struct fid_ep *fid, void *addr, size_t *addrlen)
-{
-	IWD_UNUSED(fid);
-	IWD_UNUSED(addr);
-	IWD_UNUSED(addrlen);
-	return -FI_ENOSYS;
+	return iwd_give_sockaddr(&ep->name, addr, addrlen);
 }
 
 /* The connectionless types' fi_ops_cm: a name and nothing else (ask for a
@@ -426,7 +409,7 @@ static struct fi_ops_cm ep_cm_ops = {
 	.size = sizeof(struct fi_ops_cm),
 	.setname = iwd_no_setname,
 	.getname = iwd_ep_getname,
-	.getpeer = ep_getpeer,
+	.getpeer = iwd_no_getpeer,
 	.connect = iwd_no_connect,
 	.listen = iwd_no_listen,
 	.accept = iwd_no_accept,
@@ -451,6 +434,7 @@ void iwd_ep_init(struct iwd_ep *ep, struct iwd_domain *dom, struct fi_info *info
 	ep->min_multi_recv = 64;
 	iwd_list_init(&ep->link);
 	iwd_list_init(&ep->tx_active);
+	iwd_freelist_init(&ep->tx_free, sizeof(struct iwd_tx));
 	/* A datagram QP binds the port src_addr names. An RC QP has no port
 	 * of its own: its connection's ports are the listener's (accepting:
 	 * a connection request's info carries the listener's address) or the

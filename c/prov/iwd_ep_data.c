@@ -117,7 +117,7 @@ int iwd_ep_post_send(struct iwd_ep *ep, struct iwv_send_wr *wr)
 
 struct iwd_tx *iwd_tx_new(struct iwd_ep *ep, void *context, uint64_t flags, uint64_t op_flags)
 {
-	struct iwd_tx *tx = calloc(1, sizeof(*tx));
+	struct iwd_tx *tx = iwd_freelist_get(&ep->tx_free);
 	if (!tx)
 		return NULL;
 	tx->wr.kind = IWD_WR_TX_REQ;
@@ -138,7 +138,9 @@ void iwd_tx_free(struct iwd_ep *ep, struct iwd_tx *tx)
 		iwd_stage_free(ep->dom, tx->stage, tx->stage_len);
 	if (tx->tmp_mr)
 		iwv_dereg_mr(tx->tmp_mr);
-	free(tx);
+	if (tx->rc)
+		iwd_rcache_put(ep->dom, tx->rc, tx->failed);
+	iwd_freelist_put(&ep->tx_free, tx);
 }
 
 int iwd_tx_gather(struct iwd_ep *ep, struct iwd_tx *tx, const struct iovec *iov, void **desc, size_t count,

@@ -268,16 +268,7 @@ static int msg_shutdown(struct fid_ep *f, uint64_t flags)
 
 static int msg_getpeer(struct fid_ep *f, void *addr, size_t *addrlen)
 {
-	struct iwd_ep *ep = ep_of(f);
-	size_t n;
-	if (!addrlen)
-		return -FI_EINVAL;
-	n = *addrlen;
-	*addrlen = sizeof(struct sockaddr_in);
-	if (n < sizeof(struct sockaddr_in))
-		return -FI_ETOOSMALL;
-	memcpy(addr, &msg_of(ep)->peer, sizeof(msg_of(ep)->peer));
-	return 0;
+	return iwd_give_sockaddr(&msg_of(ep_of(f))->peer, addr, addrlen);
 }
 
 static int msg_getname(fid_t fid, void *addr, size_t *addrlen)

@@ -54,23 +54,28 @@ int iwd_rdm_enable(struct iwd_ep *ep)
 {
 	struct iwd_rdm_ep *r = iwd_rdm(ep);
 	size_t i;
-	int ret;
-	ret = iwd_pool_init(ep->dom, &ep->txp, HDR + r->eager_max, ep->sq_depth);
-	if (!ret)
-		ret = iwd_pool_init(ep->dom, &ep->rxp, HDR + r->eager_max, ep->rq_depth);
-	if (!ret) {
-		r->bounces = calloc(ep->rq_depth, sizeof(*r->bounces));
-		if (!r->bounces)
-			ret = -FI_ENOMEM;
+	int ret = 0;
+	/* A second fi_enable after a failure: with nothing posted the first
+	 * undid everything; with some bounce receives posted (they stay with
+	 * the pool until fi_close) it goes on from the first not posted. */
+	if (!r->bounces) {
+		ret = iwd_pool_init(ep->dom, &ep->txp, HDR + r->eager_max, ep->sq_depth);
+		if (!ret)
+			ret = iwd_pool_init(ep->dom, &ep->rxp, HDR + r->eager_max, ep->rq_depth);
+		if (!ret) {
+			r->bounces = calloc(ep->rq_depth, sizeof(*r->bounces));
+			if (!r->bounces)
+				ret = -FI_ENOMEM;
+		}
 	}
-	for (i = 0; !ret && i < ep->rq_depth; i++) {
+	for (i = r->rx_posted; !ret && i < ep->rq_depth; i++) {
 		r->bounces[i].wr.kind = IWD_WR_RX_BOUNCE;
-		r->bounces[i].slot = iwd_pool_get(&ep->rxp);
+		if (!r->bounces[i].slot)
+			r->bounces[i].slot = iwd_pool_get(&ep->rxp);
 		ret = post_bounce(ep, &r->bounces[i]);
 	}
 	if (ret && !r->rx_posted)
-		rdm_unenable(ep); /* a second fi_enable starts afresh */
-	/* Receives posted into the pool stay with it until fi_close. */
+		rdm_unenable(ep);
 	return ret;
 }
 
@@ -294,6 +299,7 @@ static void tx_wc(struct iwd_ep *ep, struct iwd_tx *tx, const struct iwv_wc *wc)
 		tx->bounce = NULL;
 	}
 	if (err) {
+		tx->failed = 1;
 		iwd_ep_tx_err(ep, tx->context, tx->flags, err, wc->status, 0);
 		iwd_tx_free(ep, tx);
 		return;
@@ -391,8 +397,16 @@ ssize_t iwd_rdm_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 			h.rkey = iwv_mr_rkey(mr->vmr); /* zero copy: the peer reads the registered buffer */
 			h.addr = (uint64_t)(uintptr_t)iov[0].iov_base;
 		} else {
+			/* Zero copy from a cached registration (iwd_rcache.c): a
+			 * buffer sent again costs no control round trip. */
+			if (count == 1)
+				tx->rc = iwd_rcache_get(ep->dom, iov[0].iov_base, len, &h.rkey);
+			if (tx->rc) {
+				h.addr = (uint64_t)(uintptr_t)iov[0].iov_base;
+				goto rts;
+			}
 			tx->stage = iwd_stage_alloc(ep->dom, len);
-			if (!tx->stage && count == 1 &&
+			if (!tx->stage && count == 1 && !iwd_env.mr_cache &&
 			    iwv_reg_mr(ep->dom->pd, iov[0].iov_base, len, IWV_ACCESS_LOCAL_WRITE | IWV_ACCESS_REMOTE_READ,
 				       &tx->tmp_mr) == 0) {
 				h.rkey = iwv_mr_rkey(tx->tmp_mr);
@@ -408,6 +422,7 @@ ssize_t iwd_rdm_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 				h.addr = (uint64_t)(uintptr_t)tx->stage;
 			}
 		}
+	rts:
 		h.id = ++iwd_rdm(ep)->next_id;
 		tx->id = h.id;
 		tx->waiting_fin = 1;

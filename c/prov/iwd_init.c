@@ -17,6 +17,7 @@ struct iwd_params iwd_env = {
 	.progress_thread = 0,
 	.timeout_ms = 2000,
 	.atomic_adopt = 1,
+	.mr_cache = 64,
 };
 
 static void iwd_cleanup(void) {}
@@ -108,6 +109,9 @@ FI_EXT_INI
 	fi_param_define(&iwd_prov, "atomic_adopt", FI_PARAM_BOOL,
 			"In a domain with FI_ATOMIC, move the pages of an MR with FI_REMOTE_WRITE into shared memory in "
 			"place so that it can be an atomic target (default yes; docs/libfabric.md)");
+	fi_param_define(&iwd_prov, "mr_cache", FI_PARAM_SIZE_T,
+			"Registrations of unregistered send buffers a domain keeps for reuse by later rendezvous "
+			"sends (default 64; 0: register per send only when staging is busy; docs/libfabric.md)");
 
 	if (fi_param_get_str(&iwd_prov, "socket", &s) == FI_SUCCESS && s && *s)
 		iwd_env.socket = s;
@@ -115,6 +119,7 @@ FI_EXT_INI
 	iwd_size_param("rx_bufs", &iwd_env.rx_bufs);
 	iwd_size_param("staging", &iwd_env.staging);
 	iwd_size_param("dgram_max", &iwd_env.dgram_max);
+	iwd_size_param("mr_cache", &iwd_env.mr_cache);
 	if (fi_param_get_bool(&iwd_prov, "progress_thread", &b) == FI_SUCCESS)
 		iwd_env.progress_thread = b;
 	if (fi_param_get_int(&iwd_prov, "timeout_ms", &b) == FI_SUCCESS && b > 0)

@@ -77,15 +77,7 @@ static int pep_reject(struct fid_pep *f, fid_t handle, const void *param, size_t
 static int pep_getname(fid_t fid, void *addr, size_t *addrlen)
 {
 	struct iwd_pep *pep = iwd_container_of(fid, struct iwd_pep, pep_fid.fid);
-	size_t n;
-	if (!addrlen)
-		return -FI_EINVAL;
-	n = *addrlen;
-	*addrlen = sizeof(struct sockaddr_in);
-	if (n < sizeof(struct sockaddr_in))
-		return -FI_ETOOSMALL;
-	memcpy(addr, &pep->name, sizeof(pep->name));
-	return 0;
+	return iwd_give_sockaddr(&pep->name, addr, addrlen);
 }
 
 static int pep_setname(fid_t fid, void *addr, size_t addrlen)

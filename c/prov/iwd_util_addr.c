@@ -1,7 +1,8 @@
 /*
  * iwd_util_addr.c — addresses: the "a.b.c.d:port" strings libiwverbs
  * speaks (listener, CM event and device addresses) as the sockaddr_in
- * that libfabric's FI_SOCKADDR_IN names (fi_getinfo(3) addr_format).
+ * that libfabric's FI_SOCKADDR_IN names (fi_getinfo(3) addr_format), and
+ * handing one to fi_getname / fi_getpeer (fi_cm(3)).
  */
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -30,5 +31,20 @@ int iwd_parse_sockaddr(const char *ipport, struct sockaddr_in *sin)
 		return 0;
 	if (inet_pton(AF_INET, buf, &sin->sin_addr) != 1)
 		return -FI_EINVAL;
+	return 0;
+}
+
+int iwd_give_sockaddr(const struct sockaddr_in *sin, void *addr, size_t *addrlen)
+{
+	size_t n;
+	if (!addrlen)
+		return -FI_EINVAL;
+	n = *addrlen;
+	*addrlen = sizeof(struct sockaddr_in);
+	if (n < sizeof(struct sockaddr_in))
+		return -FI_ETOOSMALL;
+	if (!addr)
+		return -FI_EINVAL;
+	memcpy(addr, sin, sizeof(struct sockaddr_in));
 	return 0;
 }

@@ -13,49 +13,49 @@
 
 static ssize_t nt_recv(struct fid_ep *e, void *b, size_t l, void *d, fi_addr_t s, uint64_t t, uint64_t i, void *c)
 {
-	(void)e, (void)b, (void)l, (void)d, (void)s, (void)t, (void)i, (void)c;
+	IWD_UNUSED(e), IWD_UNUSED(b), IWD_UNUSED(l), IWD_UNUSED(d), IWD_UNUSED(s), IWD_UNUSED(t), IWD_UNUSED(i), IWD_UNUSED(c);
 	return -FI_ENOSYS;
 }
 static ssize_t nt_recvv(struct fid_ep *e, const struct iovec *v, void **d, size_t n, fi_addr_t s, uint64_t t,
 			uint64_t i, void *c)
 {
-	(void)e, (void)v, (void)d, (void)n, (void)s, (void)t, (void)i, (void)c;
+	IWD_UNUSED(e), IWD_UNUSED(v), IWD_UNUSED(d), IWD_UNUSED(n), IWD_UNUSED(s), IWD_UNUSED(t), IWD_UNUSED(i), IWD_UNUSED(c);
 	return -FI_ENOSYS;
 }
 static ssize_t nt_recvmsg(struct fid_ep *e, const struct fi_msg_tagged *m, uint64_t f)
 {
-	(void)e, (void)m, (void)f;
+	IWD_UNUSED(e), IWD_UNUSED(m), IWD_UNUSED(f);
 	return -FI_ENOSYS;
 }
 static ssize_t nt_send(struct fid_ep *e, const void *b, size_t l, void *d, fi_addr_t a, uint64_t t, void *c)
 {
-	(void)e, (void)b, (void)l, (void)d, (void)a, (void)t, (void)c;
+	IWD_UNUSED(e), IWD_UNUSED(b), IWD_UNUSED(l), IWD_UNUSED(d), IWD_UNUSED(a), IWD_UNUSED(t), IWD_UNUSED(c);
 	return -FI_ENOSYS;
 }
 static ssize_t nt_sendv(struct fid_ep *e, const struct iovec *v, void **d, size_t n, fi_addr_t a, uint64_t t, void *c)
 {
-	(void)e, (void)v, (void)d, (void)n, (void)a, (void)t, (void)c;
+	IWD_UNUSED(e), IWD_UNUSED(v), IWD_UNUSED(d), IWD_UNUSED(n), IWD_UNUSED(a), IWD_UNUSED(t), IWD_UNUSED(c);
 	return -FI_ENOSYS;
 }
 static ssize_t nt_sendmsg(struct fid_ep *e, const struct fi_msg_tagged *m, uint64_t f)
 {
-	(void)e, (void)m, (void)f;
+	IWD_UNUSED(e), IWD_UNUSED(m), IWD_UNUSED(f);
 	return -FI_ENOSYS;
 }
 static ssize_t nt_inject(struct fid_ep *e, const void *b, size_t l, fi_addr_t a, uint64_t t)
 {
-	(void)e, (void)b, (void)l, (void)a, (void)t;
+	IWD_UNUSED(e), IWD_UNUSED(b), IWD_UNUSED(l), IWD_UNUSED(a), IWD_UNUSED(t);
 	return -FI_ENOSYS;
 }
 static ssize_t nt_senddata(struct fid_ep *e, const void *b, size_t l, void *d, uint64_t x, fi_addr_t a, uint64_t t,
 			   void *c)
 {
-	(void)e, (void)b, (void)l, (void)d, (void)x, (void)a, (void)t, (void)c;
+	IWD_UNUSED(e), IWD_UNUSED(b), IWD_UNUSED(l), IWD_UNUSED(d), IWD_UNUSED(x), IWD_UNUSED(a), IWD_UNUSED(t), IWD_UNUSED(c);
 	return -FI_ENOSYS;
 }
 static ssize_t nt_injectdata(struct fid_ep *e, const void *b, size_t l, uint64_t x, fi_addr_t a, uint64_t t)
 {
-	(void)e, (void)b, (void)l, (void)x, (void)a, (void)t;
+	IWD_UNUSED(e), IWD_UNUSED(b), IWD_UNUSED(l), IWD_UNUSED(x), IWD_UNUSED(a), IWD_UNUSED(t);
 	return -FI_ENOSYS;
 }
 struct fi_ops_tagged iwd_no_tagged_ops = {
@@ -73,39 +73,39 @@ struct fi_ops_tagged iwd_no_tagged_ops = {
 
 static ssize_t nr_rw(struct fid_ep *e, void *b, size_t l, void *d, fi_addr_t a, uint64_t ad, uint64_t k, void *c)
 {
-	(void)e, (void)b, (void)l, (void)d, (void)a, (void)ad, (void)k, (void)c;
+	IWD_UNUSED(e), IWD_UNUSED(b), IWD_UNUSED(l), IWD_UNUSED(d), IWD_UNUSED(a), IWD_UNUSED(ad), IWD_UNUSED(k), IWD_UNUSED(c);
 	return -FI_ENOSYS;
 }
 static ssize_t nr_w(struct fid_ep *e, const void *b, size_t l, void *d, fi_addr_t a, uint64_t ad, uint64_t k, void *c)
 {
-	(void)e, (void)b, (void)l, (void)d, (void)a, (void)ad, (void)k, (void)c;
+	IWD_UNUSED(e), IWD_UNUSED(b), IWD_UNUSED(l), IWD_UNUSED(d), IWD_UNUSED(a), IWD_UNUSED(ad), IWD_UNUSED(k), IWD_UNUSED(c);
 	return -FI_ENOSYS;
 }
 static ssize_t nr_v(struct fid_ep *e, const struct iovec *v, void **d, size_t n, fi_addr_t a, uint64_t ad, uint64_t k,
 		    void *c)
 {
-	(void)e, (void)v, (void)d, (void)n, (void)a, (void)ad, (void)k, (void)c;
+	IWD_UNUSED(e), IWD_UNUSED(v), IWD_UNUSED(d), IWD_UNUSED(n), IWD_UNUSED(a), IWD_UNUSED(ad), IWD_UNUSED(k), IWD_UNUSED(c);
 	return -FI_ENOSYS;
 }
 static ssize_t nr_msg(struct fid_ep *e, const struct fi_msg_rma *m, uint64_t f)
 {
-	(void)e, (void)m, (void)f;
+	IWD_UNUSED(e), IWD_UNUSED(m), IWD_UNUSED(f);
 	return -FI_ENOSYS;
 }
 static ssize_t nr_inject(struct fid_ep *e, const void *b, size_t l, fi_addr_t a, uint64_t ad, uint64_t k)
 {
-	(void)e, (void)b, (void)l, (void)a, (void)ad, (void)k;
+	IWD_UNUSED(e), IWD_UNUSED(b), IWD_UNUSED(l), IWD_UNUSED(a), IWD_UNUSED(ad), IWD_UNUSED(k);
 	return -FI_ENOSYS;
 }
 static ssize_t nr_wdata(struct fid_ep *e, const void *b, size_t l, void *d, uint64_t x, fi_addr_t a, uint64_t ad,
 			uint64_t k, void *c)
 {
-	(void)e, (void)b, (void)l, (void)d, (void)x, (void)a, (void)ad, (void)k, (void)c;
+	IWD_UNUSED(e), IWD_UNUSED(b), IWD_UNUSED(l), IWD_UNUSED(d), IWD_UNUSED(x), IWD_UNUSED(a), IWD_UNUSED(ad), IWD_UNUSED(k), IWD_UNUSED(c);
 	return -FI_ENOSYS;
 }
 static ssize_t nr_idata(struct fid_ep *e, const void *b, size_t l, uint64_t x, fi_addr_t a, uint64_t ad, uint64_t k)
 {
-	(void)e, (void)b, (void)l, (void)x, (void)a, (void)ad, (void)k;
+	IWD_UNUSED(e), IWD_UNUSED(b), IWD_UNUSED(l), IWD_UNUSED(x), IWD_UNUSED(a), IWD_UNUSED(ad), IWD_UNUSED(k);
 	return -FI_ENOSYS;
 }
 struct fi_ops_rma iwd_no_rma_ops = {

@@ -110,6 +110,29 @@ func TestProcessMR(t *testing.T) {
 	mustPass(t, "t_procmr", runC(t, "t_procmr", a, b))
 }
 
+// TestQueueShare: several threads post to one send queue, one receive
+// queue, and poll one CQ at once (t_qshare.c), under ASan+UBSan; every
+// work request completes exactly once.
+func TestQueueShare(t *testing.T) {
+	needC(t)
+	a, _ := pair(t)
+	mustPass(t, "t_qshare", runC(t, "t_qshare", a, nil))
+}
+
+// TestQueueShareTSan runs t_qshare and t_threads built with
+// ThreadSanitizer: the per-queue locks and the session mutex leave no data
+// race.
+func TestQueueShareTSan(t *testing.T) {
+	needC(t)
+	if tsanBuild == "" {
+		t.Skip(tsanSkip)
+	}
+	a, _ := pair(t)
+	for _, name := range []string{"t_qshare", "t_threads"} {
+		mustPass(t, name, runCIn(t, tsanBuild, name, a, nil))
+	}
+}
+
 // TestThreads: control calls from several threads at once, beside blocked
 // event waiters and a data-path thread (t_threads.c).
 func TestThreads(t *testing.T) {

@@ -58,7 +58,20 @@ func buildC(dir string) {
 		return
 	}
 	cBuild = dir
+	// The multi-threaded tests again under ThreadSanitizer (make -C c
+	// tsan): a toolchain without TSan is a skip of those tests only.
+	tdir := filepath.Join(dir, "tsan")
+	cmd = exec.Command("make", "-C", filepath.Join(root, "c"), "-s", "BUILD="+tdir, "SAN=tsan", "core", "tests")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		tsanSkip = fmt.Sprintf("make -C c SAN=tsan core tests failed (no ThreadSanitizer?): %v\n%s", err, out)
+		return
+	}
+	tsanBuild = tdir
 }
+
+// tsanBuild holds the ThreadSanitizer build of the C tests, or tsanSkip
+// says why there is none.
+var tsanBuild, tsanSkip string
 
 var buildErr string
 
@@ -85,11 +98,17 @@ func pair(t *testing.T) (a, b *daemontest.Daemon) {
 
 // cmdC prepares C test program name against daemons a and b.
 func cmdC(ctx context.Context, t *testing.T, name string, a, b *daemontest.Daemon) *exec.Cmd {
+	return cmdCIn(ctx, t, cBuild, name, a, b)
+}
+
+// cmdCIn prepares program name of the C build in dir (ASan+UBSan or TSan).
+func cmdCIn(ctx context.Context, t *testing.T, dir, name string, a, b *daemontest.Daemon) *exec.Cmd {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, filepath.Join(cBuild, "tests", name))
+	cmd := exec.CommandContext(ctx, filepath.Join(dir, "tests", name))
 	env := append(daemontest.CleanEnv(), "IWV_TEST_SOCK_A="+a.Sock,
 		"ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=66",
-		"UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1")
+		"UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1",
+		"TSAN_OPTIONS=halt_on_error=1:exitcode=66")
 	if b != nil {
 		env = append(env, "IWV_TEST_SOCK_B="+b.Sock)
 	}
@@ -104,9 +123,15 @@ func cmdC(ctx context.Context, t *testing.T, name string, a, b *daemontest.Daemo
 // standard output; a non-zero exit fails the test with its output.
 func runC(t *testing.T, name string, a, b *daemontest.Daemon) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), daemontest.Scaled(120*time.Second))
+	return runCIn(t, cBuild, name, a, b)
+}
+
+// runCIn is runC for the C build in dir.
+func runCIn(t *testing.T, dir, name string, a, b *daemontest.Daemon) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), daemontest.Scaled(180*time.Second))
 	defer cancel()
-	cmd := cmdC(ctx, t, name, a, b)
+	cmd := cmdCIn(ctx, t, dir, name, a, b)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

@@ -15,10 +15,13 @@
  * or the errno the daemon chose. iwv_last_error() gives the explanation.
  *
  * Threads: control calls (create/destroy/modify/query, CM, events) take the
- * session mutex and may be made from any thread. The data path is not
- * locked: posting to one queue (a QP's SQ, its RQ, an SRQ) and polling one
- * CQ are the caller's to serialize, as with verbs; different queues may be
- * used from different threads at once.
+ * session mutex and may be made from any thread. The data path takes a lock
+ * per queue, as libibverbs providers do (siw's sq_lock and rq_lock) and as
+ * ofverbs does: iwv_post_send (the QP's SQ), iwv_post_recv (its RQ),
+ * iwv_post_srq_recv (the SRQ) and iwv_poll_cq (the CQ) may be called on one
+ * queue from several threads at once; each call's work requests stay
+ * together and in order. Different queues never contend. Destroying a queue
+ * while another thread uses it is the caller's to prevent.
  *
  * Fork: descriptors are close-on-exec; a forked child must not use its
  * parent's session (it shares the parent's socket and rings). It may open
@@ -214,9 +217,23 @@ IWV_EXPORT void iwv_close(struct iwv_session *s);
 /* 0 while the session is alive, else -ENODEV. Checks the socket (no wait). */
 IWV_EXPORT int iwv_session_status(struct iwv_session *s);
 
-/* The last failure's explanation: of the session (from any thread), or with
- * s NULL of this thread's last iwv_open. Never NULL. The text is copied to a
- * thread-local buffer valid until this thread's next call of iwv_last_error. */
+/* Control round trips the session made so far (requests sent to the
+ * daemon over the control socket and waited for), and how many of them
+ * registered or deregistered memory: what a data path that should not
+ * touch the control plane is measured by (docs/c-client.md). */
+struct iwv_session_stats {
+	uint64_t control_calls;
+	uint64_t reg_mr_calls;
+	uint64_t dereg_mr_calls;
+};
+IWV_EXPORT void iwv_session_stats(struct iwv_session *s, struct iwv_session_stats *out);
+
+/* The last failure's explanation, per thread as errno is: of this thread's
+ * last failed call on s, or with s NULL of this thread's last iwv_open.
+ * Another thread's failure never overwrites it. Never NULL. The text is
+ * copied to a thread-local buffer valid until this thread's next call of
+ * iwv_last_error. A full queue (-ENOMEM from a post) is explained by a
+ * fixed text: the data path formats nothing. */
 IWV_EXPORT const char *iwv_last_error(struct iwv_session *s);
 
 /* strerror of a negative errno returned by this library. */

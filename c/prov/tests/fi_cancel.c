@@ -88,12 +88,7 @@ int main(int argc, char **argv)
 	CHECK(fi_av_open(dom, &ava, &av, NULL));
 	struct side *sides[2] = {&a, &b};
 	for (int i = 0; i < 2; i++) {
-		struct side *s = sides[i];
-		CHECK(fi_cq_open(dom, &cqa, &s->cq, NULL));
-		CHECK(fi_endpoint(dom, info, &s->ep, NULL));
-		CHECK(fi_ep_bind(s->ep, &s->cq->fid, FI_TRANSMIT | FI_RECV));
-		CHECK(fi_ep_bind(s->ep, &av->fid, 0));
-		CHECK(fi_enable(s->ep));
+		fitest_open_eps(dom, info, av, &cqa, 1, &sides[i]->ep, &sides[i]->cq);
 	}
 	namelen = sizeof(name);
 	CHECK(fi_getname(&b.ep->fid, name, &namelen));

@@ -42,15 +42,8 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 
-#define CHECK(call)                                                                              \
-	do {                                                                                     \
-		ssize_t rc_ = (call);                                                            \
-		if (rc_ < 0) {                                                                   \
-			fprintf(stderr, "fi_progress: %s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
-				fi_strerror((int)-rc_));                                         \
-			exit(1);                                                                 \
-		}                                                                                \
-	} while (0)
+#define FITEST_NAME "fi_progress"
+#include "fitest.h"
 
 struct oob_info { /* target -> initiator, host order (same host or same arch) */
 	uint64_t addr, key, len;
@@ -65,12 +58,7 @@ static struct fid_av *av;
 static struct fid_cq *cq;
 static struct fi_info *info;
 
-static double now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
+static double now_ms(void) { return now_s() * 1e3; }
 
 static void xfer(int fd, void *buf, size_t n, int send_it)
 {
@@ -110,9 +98,9 @@ static void wait_cq(double limit_ms, const char *what)
 	}
 }
 
-/* post retries an operation the provider refuses with -FI_EAGAIN (a
+/* POST_QUIET retries an operation the provider refuses with -FI_EAGAIN (a
  * connection being set up, a full queue), driving progress meanwhile. */
-#define POST(call)                                                              \
+#define POST_QUIET(call)                                                              \
 	do {                                                                    \
 		ssize_t r_;                                                     \
 		double end_ = now_ms() + 30000;                                 \
@@ -237,14 +225,14 @@ int main(int argc, char **argv)
 
 	/* Warm-up: one message each way (connections, address resolution). */
 	if (peer) {
-		POST(fi_send(ep, small, 8, fi_mr_desc(smr), other, &ctx[0]));
+		POST_QUIET(fi_send(ep, small, 8, fi_mr_desc(smr), other, &ctx[0]));
 		wait_cq(30000, "warm-up send");
-		POST(fi_recv(ep, small, sizeof(small), fi_mr_desc(smr), FI_ADDR_UNSPEC, &ctx[1]));
+		POST_QUIET(fi_recv(ep, small, sizeof(small), fi_mr_desc(smr), FI_ADDR_UNSPEC, &ctx[1]));
 		wait_cq(30000, "warm-up receive");
 	} else {
-		POST(fi_recv(ep, small, sizeof(small), fi_mr_desc(smr), FI_ADDR_UNSPEC, &ctx[1]));
+		POST_QUIET(fi_recv(ep, small, sizeof(small), fi_mr_desc(smr), FI_ADDR_UNSPEC, &ctx[1]));
 		wait_cq(30000, "warm-up receive");
-		POST(fi_send(ep, small, 8, fi_mr_desc(smr), other, &ctx[0]));
+		POST_QUIET(fi_send(ep, small, 8, fi_mr_desc(smr), other, &ctx[0]));
 		wait_cq(30000, "warm-up send");
 	}
 
@@ -254,7 +242,7 @@ int main(int argc, char **argv)
 		for (size_t i = 0; i < size; i++)
 			buf[i] = strcmp(op, "read") ? 0 : pattern(i);
 		if (!strcmp(op, "send"))
-			POST(fi_recv(ep, buf, size, fi_mr_desc(mr), FI_ADDR_UNSPEC, &ctx[2]));
+			POST_QUIET(fi_recv(ep, buf, size, fi_mr_desc(mr), FI_ADDR_UNSPEC, &ctx[2]));
 		xfer(fd, &go, 1, 1);
 		/* Compute: no libfabric call until the initiator is done or busy ms. */
 		double t0 = now_ms(), init_ms = 0;
@@ -325,11 +313,11 @@ int main(int argc, char **argv)
 		xfer(fd, &go, 1, 0);
 		double t0 = now_ms();
 		if (!strcmp(op, "write"))
-			POST(fi_write(ep, buf, size, fi_mr_desc(mr), other, it.addr, it.key, &ctx[2]));
+			POST_QUIET(fi_write(ep, buf, size, fi_mr_desc(mr), other, it.addr, it.key, &ctx[2]));
 		else if (!strcmp(op, "read"))
-			POST(fi_read(ep, buf, size, fi_mr_desc(mr), other, it.addr, it.key, &ctx[2]));
+			POST_QUIET(fi_read(ep, buf, size, fi_mr_desc(mr), other, it.addr, it.key, &ctx[2]));
 		else
-			POST(fi_send(ep, buf, size, fi_mr_desc(mr), other, &ctx[2]));
+			POST_QUIET(fi_send(ep, buf, size, fi_mr_desc(mr), other, &ctx[2]));
 		wait_cq(30000 + busy, op);
 		double ms = now_ms() - t0;
 		xfer(fd, &ms, sizeof(ms), 1); /* also ends the target's computing */

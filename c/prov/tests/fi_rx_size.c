@@ -82,13 +82,7 @@ int main(int argc, char **argv)
 	CHECK(fi_fabric(info->fabric_attr, &fab, NULL));
 	CHECK(fi_domain(fab, info, &dom, NULL));
 	CHECK(fi_av_open(dom, &ava, &av, NULL));
-	for (int i = 0; i < 2; i++) {
-		CHECK(fi_cq_open(dom, &cqa, &cq[i], NULL));
-		CHECK(fi_endpoint(dom, info, &ep[i], NULL));
-		CHECK(fi_ep_bind(ep[i], &cq[i]->fid, FI_TRANSMIT | FI_RECV));
-		CHECK(fi_ep_bind(ep[i], &av->fid, 0));
-		CHECK(fi_enable(ep[i]));
-	}
+	fitest_open_eps(dom, info, av, &cqa, 2, ep, cq);
 	namelen = sizeof(name);
 	CHECK(fi_getname(&ep[1]->fid, name, &namelen));
 	EXPECT(fi_av_insert(av, name, 1, &peer, 0, NULL) == 1, "fi_av_insert");

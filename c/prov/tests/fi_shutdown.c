@@ -36,30 +36,12 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 
+#define FITEST_NAME "fi_shutdown"
+#include "fitest.h"
+
 #define NRECV 8 /* receives the receiver posts */
 #define NMSG 3  /* messages the sender sends */
 #define MSGLEN 48
-
-static int failures;
-
-#define CHECK(call)                                                                                  \
-	do {                                                                                         \
-		ssize_t rc_ = (call);                                                                \
-		if (rc_ < 0) {                                                                       \
-			fprintf(stderr, "fi_shutdown: %s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
-				fi_strerror((int)-rc_));                                             \
-			exit(1);                                                                     \
-		}                                                                                    \
-	} while (0)
-#define EXPECT(cond, ...)                                                           \
-	do {                                                                        \
-		if (!(cond)) {                                                      \
-			fprintf(stderr, "fi_shutdown: %s:%d: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__);                               \
-			fputc('\n', stderr);                                        \
-			failures++;                                                 \
-		}                                                                   \
-	} while (0)
 
 struct side {
 	struct fid_fabric *fab;
@@ -68,21 +50,6 @@ struct side {
 	struct fid_cq *cq;
 	struct fid_ep *ep;
 };
-
-static double scale = 1;
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static void die(const char *what)
-{
-	fprintf(stderr, "fi_shutdown: %s\n", what);
-	exit(1);
-}
 
 static void open_side(struct side *s, struct fi_info *info)
 {
@@ -109,7 +76,7 @@ static struct fid_ep *open_ep(struct side *s, struct fi_info *info)
  * reported as -err. */
 static ssize_t next_event(struct side *s, uint32_t *ev, struct fi_eq_cm_entry *e, size_t len, double secs)
 {
-	double end = now_s() + secs * scale;
+	double end = now_s() + secs * fitest_scale();
 	while (now_s() < end) {
 		ssize_t n = fi_eq_sread(s->eq, ev, e, len, 100, 0);
 		if (n > 0)
@@ -122,7 +89,7 @@ static ssize_t next_event(struct side *s, uint32_t *ev, struct fi_eq_cm_entry *e
 		if (n != -FI_EAGAIN && n != -FI_ETIMEDOUT)
 			CHECK(n);
 	}
-	die("no EQ event in time");
+	fitest_die("no EQ event in time");
 	return 0;
 }
 
@@ -149,7 +116,7 @@ static void round_trip(struct fi_info *info, struct side *r, struct side *s, str
 	CHECK(fi_connect(s->ep, pep_addr, NULL, 0));
 	n = next_event(r, &ev, e, sizeof(evbuf), 10);
 	if (n < 0 || ev != FI_CONNREQ)
-		die("no FI_CONNREQ");
+		fitest_die("no FI_CONNREQ");
 	r->ep = open_ep(r, e->info);
 	memset(rbuf, 0, sizeof(rbuf));
 	for (i = 0; i < NRECV; i++)
@@ -158,17 +125,17 @@ static void round_trip(struct fi_info *info, struct side *r, struct side *s, str
 	fi_freeinfo(e->info);
 	n = next_event(r, &ev, e, sizeof(evbuf), 10);
 	if (n < 0 || ev != FI_CONNECTED)
-		die("the receiver saw no FI_CONNECTED");
+		fitest_die("the receiver saw no FI_CONNECTED");
 	n = next_event(s, &ev, e, sizeof(evbuf), 10);
 	if (n < 0 || ev != FI_CONNECTED)
-		die("the sender saw no FI_CONNECTED");
+		fitest_die("the sender saw no FI_CONNECTED");
 
 	/* 1. NMSG messages, each completed, then the end of the connection. */
 	for (i = 0; i < NMSG; i++) {
 		snprintf(sbuf[i], MSGLEN, "message %d (%s)", i, how);
 		CHECK(fi_send(s->ep, sbuf[i], MSGLEN, NULL, 0, &sctx[i]));
 	}
-	for (got = 0, end = now_s() + 10 * scale; got < NMSG && now_s() < end;) {
+	for (got = 0, end = now_s() + 10 * fitest_scale(); got < NMSG && now_s() < end;) {
 		n = fi_cq_read(s->cq, &c, 1);
 		if (n == 1) {
 			EXPECT(c.op_context == &sctx[got], "send completion %d: context %p", got, c.op_context);
@@ -178,7 +145,7 @@ static void round_trip(struct fi_info *info, struct side *r, struct side *s, str
 		}
 	}
 	if (got < NMSG)
-		die("the sends did not complete");
+		fitest_die("the sends did not complete");
 	if (abort)
 		CHECK(fi_close(&s->ep->fid));
 	else
@@ -186,7 +153,7 @@ static void round_trip(struct fi_info *info, struct side *r, struct side *s, str
 
 	/* 2. The flushed receives only (fi_cq_readerr leaves the messages
 	 * alone): once they are there, the receiver's QP has ended. */
-	for (flushed = 0, end = now_s() + 10 * scale; flushed < NRECV - NMSG && now_s() < end;) {
+	for (flushed = 0, end = now_s() + 10 * fitest_scale(); flushed < NRECV - NMSG && now_s() < end;) {
 		memset(&err, 0, sizeof(err));
 		n = fi_cq_readerr(r->cq, &err, 0);
 		if (n == 1) {
@@ -198,7 +165,7 @@ static void round_trip(struct fi_info *info, struct side *r, struct side *s, str
 	}
 	EXPECT(flushed == NRECV - NMSG, "%s: %d receives flushed, want %d", how, flushed, NRECV - NMSG);
 	/* Its FI_SHUTDOWN waits for the messages; a later event does not. */
-	for (end = now_s() + 0.5 * scale; now_s() < end;) {
+	for (end = now_s() + 0.5 * fitest_scale(); now_s() < end;) {
 		n = fi_eq_read(r->eq, &ev, e, sizeof(evbuf), 0);
 		EXPECT(n == -FI_EAGAIN, "%s: EQ read %zd (event %u) while %d messages were unread", how, n,
 		       n > 0 ? ev : 0, NMSG);
@@ -219,7 +186,7 @@ static void round_trip(struct fi_info *info, struct side *r, struct side *s, str
 	CHECK(fi_close(&ep2->fid));
 
 	/* 3. The messages, then FI_SHUTDOWN; closing then leaves nothing. */
-	for (got = 0, end = now_s() + 10 * scale; got < NMSG && now_s() < end;) {
+	for (got = 0, end = now_s() + 10 * fitest_scale(); got < NMSG && now_s() < end;) {
 		n = fi_cq_read(r->cq, &c, 1);
 		if (n == 1) {
 			EXPECT(c.op_context == &rctx[got] && c.len == MSGLEN && (c.flags & FI_RECV),
@@ -250,12 +217,8 @@ int main(int argc, char **argv)
 	struct fid_pep *pep;
 	char addr[64];
 	size_t alen = sizeof(addr);
-	const char *sc = getenv("IWARPD_TEST_TIMEOUT_SCALE");
-
-	if (sc && atof(sc) >= 1)
-		scale = atof(sc);
 	if (!hints)
-		die("fi_allocinfo");
+		fitest_die("fi_allocinfo");
 	hints->ep_attr->type = FI_EP_MSG;
 	hints->caps = FI_MSG;
 	hints->addr_format = FI_SOCKADDR_IN;

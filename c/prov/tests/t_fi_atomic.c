@@ -37,6 +37,9 @@
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
+#define FITEST_NAME "t_fi_atomic"
+#include "fitest.h"
+
 #define T_TIMEOUT_S 60
 #define NWORDS 24
 #define W_COUNTER 0
@@ -49,7 +52,6 @@
 #define DONE_TAG 0x77
 #define MAXC 16
 
-static const char *role = "?";
 static struct fid_fabric *fabric;
 static struct fid_domain *domain;
 static struct fid_av *av;
@@ -59,48 +61,7 @@ static struct fid_ep *ep;
 static struct fi_info *info;
 static fi_addr_t peer = FI_ADDR_UNSPEC;
 static int is_msg;
-static double deadline_s;
 static int last_prov_errno; /* of the last error completion (the verbs status) */
-
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fprintf(stderr, "t_fi_atomic %s: FAIL: ", role);
-	vfprintf(stderr, fmt, ap);
-	fprintf(stderr, "\n");
-	va_end(ap);
-	exit(1);
-}
-
-#define CHECK(call)                                                                          \
-	do {                                                                                 \
-		ssize_t r_ = (call);                                                         \
-		if (r_)                                                                      \
-			die("%s:%d %s = %zd (%s)", __FILE__, __LINE__, #call, r_, fi_strerror((int)-r_)); \
-	} while (0)
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static void set_deadline(void)
-{
-	const char *s = getenv("IWARPD_TEST_TIMEOUT_SCALE");
-	double scale = s ? atof(s) : 1;
-	if (scale < 1)
-		scale = 1;
-	deadline_s = now_s() + T_TIMEOUT_S * scale;
-}
-
-static void check_deadline(const char *what)
-{
-	if (now_s() > deadline_s)
-		die("timed out waiting for %s", what);
-}
 
 /* Reads one completion (entry) or an error entry (returns its err). */
 static int cq_wait(struct fi_cq_data_entry *e, const char *what)
@@ -113,7 +74,7 @@ static int cq_wait(struct fi_cq_data_entry *e, const char *what)
 			struct fi_cq_err_entry err;
 			memset(&err, 0, sizeof(err));
 			if (fi_cq_readerr(cq, &err, 0) != 1)
-				die("fi_cq_readerr after -FI_EAVAIL");
+				fitest_die("fi_cq_readerr after -FI_EAVAIL");
 			memset(e, 0, sizeof(*e));
 			e->op_context = err.op_context;
 			e->flags = err.flags;
@@ -121,28 +82,16 @@ static int cq_wait(struct fi_cq_data_entry *e, const char *what)
 			return err.err;
 		}
 		if (n != -FI_EAGAIN)
-			die("fi_cq_read (%s): %s", what, fi_strerror((int)-n));
-		check_deadline(what);
+			fitest_die("fi_cq_read (%s): %s", what, fi_strerror((int)-n));
+		fitest_check_deadline(what);
 	}
 }
-
-/* Posts with -FI_EAGAIN retried (the provider progresses inside the call). */
-#define POST(call, what)                                                      \
-	do {                                                                  \
-		ssize_t p_;                                                   \
-		while ((p_ = (call)) == -FI_EAGAIN) {                         \
-			sched_yield();                                        \
-			check_deadline(what);                                 \
-		}                                                             \
-		if (p_)                                                       \
-			die("%s: %zd (%s)", what, p_, fi_strerror((int)-p_)); \
-	} while (0)
 
 static struct fi_info *hints_for(const char *type)
 {
 	struct fi_info *h = fi_allocinfo();
 	if (!h)
-		die("fi_allocinfo");
+		fitest_die("fi_allocinfo");
 	is_msg = strcmp(type, "msg") == 0;
 	h->ep_attr->type = is_msg ? FI_EP_MSG : FI_EP_RDM;
 	h->caps = FI_MSG | FI_RMA | FI_ATOMIC | FI_REMOTE_CQ_DATA | (is_msg ? 0 : FI_TAGGED);
@@ -159,9 +108,9 @@ static void open_common(struct fi_info *fi)
 	struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_DATA, .size = 256};
 	struct fi_eq_attr ea = {.wait_obj = FI_WAIT_UNSPEC};
 	if (!(fi->caps & FI_ATOMIC) || !(fi->caps & FI_REMOTE_CQ_DATA))
-		die("fi_getinfo: caps %#llx lack FI_ATOMIC or FI_REMOTE_CQ_DATA", (unsigned long long)fi->caps);
+		fitest_die("fi_getinfo: caps %#llx lack FI_ATOMIC or FI_REMOTE_CQ_DATA", (unsigned long long)fi->caps);
 	if (fi->domain_attr->cq_data_size < 4)
-		die("cq_data_size %zu < 4", fi->domain_attr->cq_data_size);
+		fitest_die("cq_data_size %zu < 4", fi->domain_attr->cq_data_size);
 	CHECK(fi_fabric(fi->fabric_attr, &fabric, NULL));
 	CHECK(fi_domain(fabric, fi, &domain, NULL));
 	CHECK(fi_cq_open(domain, &ca, &cq, NULL));
@@ -197,17 +146,17 @@ static uint32_t wait_cm(uint32_t want, struct fi_eq_cm_entry *entry)
 			if (ev == FI_SHUTDOWN)
 				continue;
 			if (want ? ev != want : ev != FI_CONNREQ && ev != FI_CONNECTED)
-				die("EQ event %u, want %u", ev, want);
+				fitest_die("EQ event %u, want %u", ev, want);
 			return ev;
 		}
 		if (n == -FI_EAVAIL) {
 			struct fi_eq_err_entry err = {0};
 			fi_eq_readerr(eq, &err, 0);
-			die("EQ error %d (%s)", err.err, fi_strerror(err.err));
+			fitest_die("EQ error %d (%s)", err.err, fi_strerror(err.err));
 		}
 		if (n != -FI_EAGAIN && n != -FI_ETIMEDOUT && n < 0)
-			die("fi_eq_sread: %s", fi_strerror((int)-n));
-		check_deadline("a connection event");
+			fitest_die("fi_eq_sread: %s", fi_strerror((int)-n));
+		fitest_check_deadline("a connection event");
 	}
 }
 
@@ -234,14 +183,14 @@ static int server(int argc, char **argv)
 	size_t nlen = sizeof(struct sockaddr_in);
 	struct sockaddr_in sin;
 
-	role = "server";
+	fitest_role = "server";
 	if (argc < 4)
-		die("usage: server rdm|msg NCLIENTS M K");
+		fitest_die("usage: server rdm|msg NCLIENTS M K");
 	nclients = atoi(argv[1]);
 	m = atoi(argv[2]);
 	k = atoi(argv[3]);
 	if (nclients < 1 || nclients > MAXC)
-		die("NCLIENTS 1..%d", MAXC);
+		fitest_die("NCLIENTS 1..%d", MAXC);
 	h = hints_for(argv[0]);
 	CHECK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h, &fi));
 	fi_freeinfo(h);
@@ -249,7 +198,7 @@ static int server(int argc, char **argv)
 	open_common(fi);
 	/* A heap target that is not page-aligned: the provider adopts its pages. */
 	if (!raw)
-		die("malloc");
+		fitest_die("malloc");
 	tgt = (volatile uint64_t *)(void *)(((uintptr_t)raw + 7) & ~(uintptr_t)7);
 	memset((void *)tgt, 0, NWORDS * 8);
 	CHECK(fi_mr_reg(domain, (void *)tgt, NWORDS * 8, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &mr, NULL));
@@ -272,8 +221,8 @@ static int server(int argc, char **argv)
 	printf("READY %s:%u %llu %llu\n", name, ntohs(sin.sin_port), (unsigned long long)fi_mr_key(mr),
 	       (unsigned long long)(uintptr_t)tgt);
 	fflush(stdout);
-	set_deadline();
-	deadline_s += T_TIMEOUT_S * 2; /* the clients start after READY */
+	fitest_set_deadline(T_TIMEOUT_S);
+	fitest_deadline_s += T_TIMEOUT_S * 2; /* the clients start after READY */
 
 	if (is_msg) {
 		/* One connection per client, each with receives for writedata and
@@ -290,7 +239,7 @@ static int server(int argc, char **argv)
 				continue;
 			}
 			if (neps == nclients)
-				die("more connection requests than clients");
+				fitest_die("more connection requests than clients");
 			eps[neps] = open_ep(ce.e.info);
 			for (i = 0; i < 4; i++) {
 				struct rxslot *s = &slots[neps * 4 + i];
@@ -314,7 +263,7 @@ static int server(int argc, char **argv)
 		}
 		n = fi_cq_read(cq, &e, 1);
 		if (n == -FI_EAGAIN) {
-			check_deadline("the clients");
+			fitest_check_deadline("the clients");
 			continue;
 		}
 		if (n == -FI_EAVAIL) {
@@ -322,26 +271,26 @@ static int server(int argc, char **argv)
 			fi_cq_readerr(cq, &err, 0);
 			if (is_msg && err.err == FI_ECANCELED)
 				continue; /* the receives left when a finished client disconnected */
-			die("receive error %d (%s), flags %#llx, provider errno %d", err.err, fi_strerror(err.err),
+			fitest_die("receive error %d (%s), flags %#llx, provider errno %d", err.err, fi_strerror(err.err),
 			    (unsigned long long)err.flags, err.prov_errno);
 		}
 		if (n != 1)
-			die("fi_cq_read: %s", fi_strerror((int)-n));
+			fitest_die("fi_cq_read: %s", fi_strerror((int)-n));
 		if (e.flags & FI_RMA) {
 			uint64_t id = e.data & 0xffff;
 			if (!(e.flags & FI_REMOTE_WRITE) || !(e.flags & FI_REMOTE_CQ_DATA) || (e.data >> 16) != 0xD0D0 ||
 			    id >= (uint64_t)nclients)
-				die("writedata completion: flags %#llx data %#llx", (unsigned long long)e.flags,
+				fitest_die("writedata completion: flags %#llx data %#llx", (unsigned long long)e.flags,
 				    (unsigned long long)e.data);
 			if (tgt[W_WDATA + id] != 0xAB00 + id)
-				die("writedata of client %llu: the Write's data is %#llx, not placed before the CQ data",
+				fitest_die("writedata of client %llu: the Write's data is %#llx, not placed before the CQ data",
 				    (unsigned long long)id, (unsigned long long)tgt[W_WDATA + id]);
 			nwdata++;
 		} else if (e.flags & FI_TAGGED) {
 			struct rxslot *s = e.op_context;
 			if (!(e.flags & FI_REMOTE_CQ_DATA) || (e.data >> 16) != 0x7E7E || e.len != 8 ||
 			    s->buf[0] != (e.data & 0xffff))
-				die("tsenddata completion: flags %#llx data %#llx len %zu payload %llu",
+				fitest_die("tsenddata completion: flags %#llx data %#llx len %zu payload %llu",
 				    (unsigned long long)e.flags, (unsigned long long)e.data, e.len,
 				    (unsigned long long)s->buf[0]);
 			ntsend++;
@@ -349,18 +298,18 @@ static int server(int argc, char **argv)
 			struct rxslot *s = e.op_context;
 			if (e.flags & FI_REMOTE_CQ_DATA) {
 				if ((e.data >> 16) != 0x5E5E || e.len != 8 || s->buf[0] != (e.data & 0xffff))
-					die("senddata completion: data %#llx len %zu payload %llu", (unsigned long long)e.data,
+					fitest_die("senddata completion: data %#llx len %zu payload %llu", (unsigned long long)e.data,
 					    e.len, (unsigned long long)s->buf[0]);
 				nsend++;
 			} else if (e.len == 8 && s->buf[0] == 0xD09E) {
 				ndone++;
 			} else {
-				die("unexpected message: flags %#llx len %zu", (unsigned long long)e.flags, e.len);
+				fitest_die("unexpected message: flags %#llx len %zu", (unsigned long long)e.flags, e.len);
 			}
 			if (!is_msg)
 				CHECK(fi_recv(ep, s->buf, sizeof(s->buf), NULL, FI_ADDR_UNSPEC, s));
 		} else {
-			die("unexpected completion flags %#llx", (unsigned long long)e.flags);
+			fitest_die("unexpected completion flags %#llx", (unsigned long long)e.flags);
 		}
 	}
 	while (local < LOCAL_ADDS) {
@@ -373,18 +322,18 @@ static int server(int argc, char **argv)
 	/* Each client: m fetch-adds of 1 (+1 FI_ATOMIC_READ of 0) on the counter;
 	 * non-fetch sums of 3*m + 5 + 7 + 11 + (-2) + 2; k lock rounds. */
 	if (tgt[W_COUNTER] != (uint64_t)nclients * m + LOCAL_ADDS)
-		die("counter %llu, want %llu", (unsigned long long)tgt[W_COUNTER],
+		fitest_die("counter %llu, want %llu", (unsigned long long)tgt[W_COUNTER],
 		    (unsigned long long)nclients * m + LOCAL_ADDS);
 	if (tgt[W_SUM] != (uint64_t)nclients * (3 * (uint64_t)m + 5 + 7 + 11))
-		die("sum %llu, want %llu", (unsigned long long)tgt[W_SUM],
+		fitest_die("sum %llu, want %llu", (unsigned long long)tgt[W_SUM],
 		    (unsigned long long)nclients * (3 * (uint64_t)m + 23));
 	if (tgt[W_PROT] != (uint64_t)nclients * k)
-		die("protected counter %llu, want %llu: the CSWAP lock did not exclude", (unsigned long long)tgt[W_PROT],
+		fitest_die("protected counter %llu, want %llu: the CSWAP lock did not exclude", (unsigned long long)tgt[W_PROT],
 		    (unsigned long long)nclients * k);
 	if (tgt[W_LOCK] != 0)
-		die("lock left at %llu", (unsigned long long)tgt[W_LOCK]);
+		fitest_die("lock left at %llu", (unsigned long long)tgt[W_LOCK]);
 	if (nsend != nclients || ntsend != (is_msg ? 0 : nclients) || nwdata != nclients)
-		die("CQ data: %d senddata, %d tsenddata, %d writedata for %d clients", nsend, ntsend, nwdata, nclients);
+		fitest_die("CQ data: %d senddata, %d tsenddata, %d writedata for %d clients", nsend, ntsend, nwdata, nclients);
 	/* RD: the ACK of a client's last message ("done") goes out once when
 	 * this endpoint's QP is destroyed and can be lost; the daemon's linger
 	 * acknowledges the client's retransmission (docs/rd.md, "Destroying a
@@ -398,7 +347,7 @@ static int server(int argc, char **argv)
 	CHECK(fi_close(&mr->fid));
 	/* The adopted pages are private again and keep their contents. */
 	if (tgt[W_SUM] != (uint64_t)nclients * (3 * (uint64_t)m + 23))
-		die("target changed when its MR closed");
+		fitest_die("target changed when its MR closed");
 	free(raw);
 	printf("SERVER OK\n");
 	return 0;
@@ -416,9 +365,9 @@ static uint64_t fetch(enum fi_op op, enum fi_datatype dt, int64_t v, uint64_t wo
 	POST(fi_fetch_atomic(ep, &v, 1, NULL, &res, NULL, peer, base + 8 * word, key, dt, op, &ctx), what);
 	err = cq_wait(&e, what);
 	if (err)
-		die("%s: completion error %d (%s)", what, err, fi_strerror(err));
+		fitest_die("%s: completion error %d (%s)", what, err, fi_strerror(err));
 	if (e.op_context != &ctx || !(e.flags & FI_ATOMIC) || !(e.flags & FI_READ))
-		die("%s: completion context/flags %#llx", what, (unsigned long long)e.flags);
+		fitest_die("%s: completion context/flags %#llx", what, (unsigned long long)e.flags);
 	return res;
 }
 
@@ -432,9 +381,9 @@ static uint64_t cswap(uint64_t cmp, uint64_t swp, uint64_t word, const char *wha
 	     what);
 	err = cq_wait(&e, what);
 	if (err)
-		die("%s: completion error %d (%s)", what, err, fi_strerror(err));
+		fitest_die("%s: completion error %d (%s)", what, err, fi_strerror(err));
 	if (e.op_context != &ctx || !(e.flags & FI_ATOMIC))
-		die("%s: completion context/flags %#llx", what, (unsigned long long)e.flags);
+		fitest_die("%s: completion context/flags %#llx", what, (unsigned long long)e.flags);
 	return res;
 }
 
@@ -443,15 +392,15 @@ static void wait_ok(void *ctx, uint64_t want_flags, const char *what)
 	struct fi_cq_data_entry e;
 	int err = cq_wait(&e, what);
 	if (err)
-		die("%s: completion error %d (%s), verbs status %d", what, err, fi_strerror(err), last_prov_errno);
+		fitest_die("%s: completion error %d (%s), verbs status %d", what, err, fi_strerror(err), last_prov_errno);
 	if (e.op_context != ctx || (e.flags & want_flags) != want_flags)
-		die("%s: completion context %p/%p flags %#llx", what, e.op_context, ctx, (unsigned long long)e.flags);
+		fitest_die("%s: completion context %p/%p flags %#llx", what, e.op_context, ctx, (unsigned long long)e.flags);
 }
 
 static void expect(ssize_t got, ssize_t want, const char *what)
 {
 	if (got != want)
-		die("%s = %zd (%s), want %zd (%s)", what, got, fi_strerror((int)-got), want, fi_strerror((int)-want));
+		fitest_die("%s = %zd (%s), want %zd (%s)", what, got, fi_strerror((int)-got), want, fi_strerror((int)-want));
 }
 
 static void validity(void)
@@ -462,7 +411,7 @@ static void validity(void)
 	uint32_t v32 = 1;
 	expect(fi_atomicvalid(ep, FI_UINT64, FI_SUM, &cnt), 0, "fi_atomicvalid(UINT64, SUM)");
 	if (cnt != 1)
-		die("fi_atomicvalid count %zu", cnt);
+		fitest_die("fi_atomicvalid count %zu", cnt);
 	expect(fi_atomicvalid(ep, FI_INT64, FI_SUM, &cnt), 0, "fi_atomicvalid(INT64, SUM)");
 	expect(fi_fetch_atomicvalid(ep, FI_UINT64, FI_ATOMIC_READ, &cnt), 0, "fi_fetch_atomicvalid(ATOMIC_READ)");
 	expect(fi_compare_atomicvalid(ep, FI_INT64, FI_CSWAP, &cnt), 0, "fi_compare_atomicvalid(INT64, CSWAP)");
@@ -473,7 +422,7 @@ static void validity(void)
 	expect(fi_compare_atomicvalid(ep, FI_UINT64, FI_MSWAP, &cnt), -FI_EOPNOTSUPP, "fi_compare_atomicvalid(MSWAP)");
 	expect(fi_query_atomic(domain, FI_UINT64, FI_SUM, &attr, 0), 0, "fi_query_atomic(SUM)");
 	if (attr.count != 1 || attr.size != 8)
-		die("fi_query_atomic: count %zu size %zu", attr.count, attr.size);
+		fitest_die("fi_query_atomic: count %zu size %zu", attr.count, attr.size);
 	expect(fi_query_atomic(domain, FI_INT64, FI_CSWAP, &attr, FI_COMPARE_ATOMIC), 0, "fi_query_atomic(CSWAP)");
 	expect(fi_query_atomic(domain, FI_UINT64, FI_CSWAP, &attr, 0), -FI_EOPNOTSUPP, "fi_query_atomic(CSWAP, write)");
 	expect(fi_query_atomic(domain, FI_FLOAT, FI_SUM, &attr, FI_FETCH_ATOMIC), -FI_EOPNOTSUPP,
@@ -522,8 +471,8 @@ static void lock_rounds(int id, int k)
 	for (i = 0; i < k; i++) {
 		for (spins = 0; (got = cswap(0, me, W_LOCK, "lock acquire")) != 0; spins++) {
 			if (got == me)
-				die("lock already held by me");
-			check_deadline("the lock");
+				fitest_die("lock already held by me");
+			fitest_check_deadline("the lock");
 		}
 		/* Critical section: a non-atomic read-modify-write by RMA. */
 		POST(fi_read(ep, &val, 8, NULL, peer, base + 8 * W_PROT, key, &rctx), "fi_read");
@@ -533,7 +482,7 @@ static void lock_rounds(int id, int k)
 		wait_ok(&wctx, FI_RMA | FI_WRITE, "fi_write(protected)");
 		got = cswap(me, 0, W_LOCK, "lock release");
 		if (got != me)
-			die("lock release found %llu, not me (%llu): mutual exclusion broken", (unsigned long long)got,
+			fitest_die("lock release found %llu, not me (%llu): mutual exclusion broken", (unsigned long long)got,
 			    (unsigned long long)me);
 	}
 }
@@ -550,12 +499,12 @@ static void compare_forms(int id)
 	do {
 		cur = fetch(FI_ATOMIC_READ, FI_UINT64, 0, W_SCRATCH, "FI_ATOMIC_READ scratch");
 		got = cswap(cur, mine, W_SCRATCH, "cswap scratch");
-		check_deadline("scratch");
+		fitest_check_deadline("scratch");
 	} while (got != cur);
 	/* Wrong compare: nothing changes (unless another client swapped meanwhile). */
 	got = cswap(mine + 0x10000, 0x9999, W_SCRATCH, "cswap wrong compare");
 	if (got == mine + 0x10000)
-		die("cswap with a compare nobody wrote matched");
+		fitest_die("cswap with a compare nobody wrote matched");
 	/* compwritev: compare mine (if still there) with swap other, then back */
 	POST(fi_compare_atomicv(ep, &ioc, NULL, 1, &cioc, NULL, 1, &rioc, NULL, 1, peer, base + 8 * W_SCRATCH, key,
 				FI_UINT64, FI_CSWAP, &ctx),
@@ -580,7 +529,7 @@ static void compare_forms(int id)
 		POST(fi_fetch_atomicmsg(ep, &msg, &r1, NULL, 1, FI_COMPLETION), "fi_fetch_atomicmsg");
 		wait_ok(&ctx, FI_ATOMIC | FI_READ, "fi_fetch_atomicmsg(ATOMIC_READ)");
 		if (res == 0)
-			die("FI_ATOMIC_READ of the counter read 0 after this client's fetch-adds");
+			fitest_die("FI_ATOMIC_READ of the counter read 0 after this client's fetch-adds");
 	}
 }
 
@@ -593,9 +542,9 @@ static void misaligned(void)
 	     "misaligned fetch");
 	err = cq_wait(&e, "misaligned fetch");
 	if (err != FI_EACCES)
-		die("a misaligned target completed with %d (%s), want FI_EACCES", err, fi_strerror(err));
+		fitest_die("a misaligned target completed with %d (%s), want FI_EACCES", err, fi_strerror(err));
 	if (e.op_context != &ctx)
-		die("misaligned: error entry context");
+		fitest_die("misaligned: error entry context");
 }
 
 static void cq_data(int id)
@@ -633,26 +582,26 @@ static int client(int argc, char **argv)
 	uint64_t *fetched, done = 0xD09E;
 	double t0, t1, t2;
 
-	role = "client";
+	fitest_role = "client";
 	if (argc < 7)
-		die("usage: client rdm|msg ip:port key base ID M K");
+		fitest_die("usage: client rdm|msg ip:port key base ID M K");
 	snprintf(host, sizeof(host), "%s", argv[1]);
 	colon = strchr(host, ':');
 	if (!colon)
-		die("address %s", argv[1]);
+		fitest_die("address %s", argv[1]);
 	*colon = 0;
 	key = strtoull(argv[2], NULL, 0);
 	base = strtoull(argv[3], NULL, 0);
 	id = atoi(argv[4]);
 	m = atoi(argv[5]);
 	k = atoi(argv[6]);
-	set_deadline();
+	fitest_set_deadline(T_TIMEOUT_S);
 	h = hints_for(argv[0]);
 	memset(&sin, 0, sizeof(sin));
 	sin.sin_family = AF_INET;
 	sin.sin_port = htons((uint16_t)atoi(colon + 1));
 	if (inet_pton(AF_INET, host, &sin.sin_addr) != 1)
-		die("address %s", host);
+		fitest_die("address %s", host);
 	if (is_msg) {
 		h->dest_addr = malloc(sizeof(sin));
 		memcpy(h->dest_addr, &sin, sizeof(sin));
@@ -673,7 +622,7 @@ static int client(int argc, char **argv)
 		peer = 0;
 	} else {
 		if (fi_av_insert(av, &sin, 1, &peer, 0, NULL) != 1)
-			die("fi_av_insert %s", argv[1]);
+			fitest_die("fi_av_insert %s", argv[1]);
 	}
 	validity();
 	fetched = calloc((size_t)m, sizeof(*fetched));
@@ -697,7 +646,7 @@ static int client(int argc, char **argv)
 	fflush(stdout);
 	for (i = 1; i < m; i++)
 		if (fetched[i] <= fetched[i - 1])
-			die("fetch-add results not increasing: %llu then %llu", (unsigned long long)fetched[i - 1],
+			fitest_die("fetch-add results not increasing: %llu then %llu", (unsigned long long)fetched[i - 1],
 			    (unsigned long long)fetched[i]);
 	free(fetched);
 	nonfetch_sums(m);
@@ -722,7 +671,7 @@ int main(int argc, char **argv)
 	else if (argc >= 2 && strcmp(argv[1], "client") == 0)
 		ret = client(argc - 2, argv + 2);
 	else
-		die("usage: t_fi_atomic server|client ...");
+		fitest_die("usage: t_fi_atomic server|client ...");
 	if (eq)
 		fi_close(&eq->fid);
 	if (av)

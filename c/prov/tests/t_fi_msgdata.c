@@ -38,6 +38,9 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 
+#define FITEST_NAME "t_fi_msgdata"
+#include "fitest.h"
+
 #define T_TIMEOUT_S 60
 #define SLOT (96 << 10) /* one receive's room in the server's buffer */
 #define BIG (80 << 10)	/* several FPDUs */
@@ -61,57 +64,12 @@ static const struct {
 };
 #define NMSGS (sizeof(msgs) / sizeof(msgs[0]))
 
-static const char *role = "?";
 static struct fid_fabric *fabric;
 static struct fid_domain *domain;
 static struct fid_cq *cq;
 static struct fid_eq *eq;
 static struct fid_ep *ep;
 static struct fi_info *info;
-static double deadline_s;
-
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fprintf(stderr, "t_fi_msgdata %s: FAIL: ", role);
-	vfprintf(stderr, fmt, ap);
-	fprintf(stderr, "\n");
-	va_end(ap);
-	exit(1);
-}
-
-#define CHECK(call)                                                                                   \
-	do {                                                                                          \
-		ssize_t r_ = (call);                                                                  \
-		if (r_)                                                                               \
-			die("%s:%d %s = %zd (%s)", __FILE__, __LINE__, #call, r_, fi_strerror((int)-r_)); \
-	} while (0)
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static void check_deadline(const char *what)
-{
-	if (now_s() > deadline_s)
-		die("timed out waiting for %s", what);
-}
-
-/* Posts with -FI_EAGAIN retried (the provider progresses inside the call). */
-#define POST(call, what)                                                      \
-	do {                                                                  \
-		ssize_t p_;                                                   \
-		while ((p_ = (call)) == -FI_EAGAIN) {                         \
-			sched_yield();                                        \
-			check_deadline(what);                                 \
-		}                                                             \
-		if (p_)                                                       \
-			die("%s: %zd (%s)", what, p_, fi_strerror((int)-p_)); \
-	} while (0)
 
 /* One completion; an error entry is fatal. */
 static void cq_wait(struct fi_cq_data_entry *e, const char *what)
@@ -124,12 +82,12 @@ static void cq_wait(struct fi_cq_data_entry *e, const char *what)
 			struct fi_cq_err_entry err;
 			memset(&err, 0, sizeof(err));
 			fi_cq_readerr(cq, &err, 0);
-			die("%s: error completion %d (%s), provider errno %d", what, err.err, fi_strerror(err.err),
+			fitest_die("%s: error completion %d (%s), provider errno %d", what, err.err, fi_strerror(err.err),
 			    err.prov_errno);
 		}
 		if (n != -FI_EAGAIN)
-			die("fi_cq_read (%s): %s", what, fi_strerror((int)-n));
-		check_deadline(what);
+			fitest_die("fi_cq_read (%s): %s", what, fi_strerror((int)-n));
+		fitest_check_deadline(what);
 	}
 }
 
@@ -141,11 +99,9 @@ static void open_common(const struct sockaddr_in *dest)
 	struct fi_info *h = fi_allocinfo();
 	struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_DATA, .size = 64};
 	struct fi_eq_attr ea = {.wait_obj = FI_WAIT_UNSPEC};
-	const char *s = getenv("IWARPD_TEST_TIMEOUT_SCALE");
-	double scale = s ? atof(s) : 1;
-	deadline_s = now_s() + T_TIMEOUT_S * (scale < 1 ? 1 : scale);
+	fitest_set_deadline(T_TIMEOUT_S);
 	if (!h)
-		die("fi_allocinfo");
+		fitest_die("fi_allocinfo");
 	h->ep_attr->type = FI_EP_MSG;
 	h->caps = FI_MSG | FI_RMA | FI_REMOTE_CQ_DATA;
 	h->mode = FI_RX_CQ_DATA;
@@ -161,7 +117,7 @@ static void open_common(const struct sockaddr_in *dest)
 	CHECK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h, &info));
 	fi_freeinfo(h);
 	if (!(info->caps & FI_REMOTE_CQ_DATA) || info->domain_attr->cq_data_size != 4)
-		die("fi_getinfo: caps %#llx, cq_data_size %zu: want FI_REMOTE_CQ_DATA and 4",
+		fitest_die("fi_getinfo: caps %#llx, cq_data_size %zu: want FI_REMOTE_CQ_DATA and 4",
 		    (unsigned long long)info->caps, info->domain_attr->cq_data_size);
 	CHECK(fi_fabric(info->fabric_attr, &fabric, NULL));
 	CHECK(fi_domain(fabric, info, &domain, NULL));
@@ -186,17 +142,17 @@ static void wait_cm(uint32_t want, struct fi_eq_cm_entry *entry)
 		ssize_t n = fi_eq_sread(eq, &ev, entry, sizeof(*entry) + 64, 200, 0);
 		if (n > 0) {
 			if (ev != want)
-				die("EQ event %u, want %u", ev, want);
+				fitest_die("EQ event %u, want %u", ev, want);
 			return;
 		}
 		if (n == -FI_EAVAIL) {
 			struct fi_eq_err_entry err = {0};
 			fi_eq_readerr(eq, &err, 0);
-			die("EQ error %d (%s)", err.err, fi_strerror(err.err));
+			fitest_die("EQ error %d (%s)", err.err, fi_strerror(err.err));
 		}
 		if (n != -FI_EAGAIN && n != -FI_ETIMEDOUT && n < 0)
-			die("fi_eq_sread: %s", fi_strerror((int)-n));
-		check_deadline("a connection event");
+			fitest_die("fi_eq_sread: %s", fi_strerror((int)-n));
+		fitest_check_deadline("a connection event");
 	}
 }
 
@@ -217,7 +173,7 @@ static void pong(unsigned char *b, void *desc)
 		}
 		if (e.op_context != b || e.len != 8 || !(e.flags & FI_REMOTE_CQ_DATA) != !with_data ||
 		    (with_data && e.data != got - ROUNDS))
-			die("ping %zu: completion context %p flags %#llx len %zu data %#llx", got, e.op_context,
+			fitest_die("ping %zu: completion context %p flags %#llx len %zu data %#llx", got, e.op_context,
 			    (unsigned long long)e.flags, e.len, (unsigned long long)e.data);
 		got++;
 		if (got < 2 * ROUNDS)
@@ -247,7 +203,7 @@ static double ping(unsigned char *b, void *desc, int data)
 			else if (e.op_context == b + 64 && e.len == 8 && !(e.flags & FI_REMOTE_CQ_DATA))
 				seen |= 2;
 			else
-				die("pong %d: completion context %p flags %#llx", i, e.op_context, (unsigned long long)e.flags);
+				fitest_die("pong %d: completion context %p flags %#llx", i, e.op_context, (unsigned long long)e.flags);
 		}
 	}
 	return (now_s() - t0) * 1e6 / ROUNDS;
@@ -266,9 +222,9 @@ static int server(void)
 		char data[64];
 	} ce;
 
-	role = "server";
+	fitest_role = "server";
 	if (!buf || !plain)
-		die("calloc");
+		fitest_die("calloc");
 	open_common(NULL);
 	CHECK(fi_mr_reg(domain, buf, (NMSGS + 1) * SLOT, FI_SEND | FI_RECV | FI_REMOTE_WRITE, 0, 0, 0, &mr, NULL));
 	CHECK(fi_passive_ep(fabric, info, &pep, NULL));
@@ -279,7 +235,7 @@ static int server(void)
 	printf("READY %s:%u %llu %llu\n", name, ntohs(sin.sin_port), (unsigned long long)fi_mr_key(mr),
 	       (unsigned long long)(uintptr_t)warea);
 	fflush(stdout);
-	deadline_s += T_TIMEOUT_S; /* the client starts after READY */
+	fitest_deadline_s += T_TIMEOUT_S; /* the client starts after READY */
 	wait_cm(FI_CONNREQ, &ce.e);
 	ep = open_ep(ce.e.info);
 	for (i = 0; i < NMSGS; i++) {
@@ -310,12 +266,12 @@ static int server(void)
 		}
 		if (e.op_context != (void *)&msgs[i] || e.flags != want ||
 		    (msgs[i].kind != WRITEDATA && e.len != len) || ((want & FI_REMOTE_CQ_DATA) && e.data != msgs[i].data))
-			die("message %zu: completion context %p flags %#llx len %zu data %#llx, want %p %#llx %zu %#llx", i,
+			fitest_die("message %zu: completion context %p flags %#llx len %zu data %#llx, want %p %#llx %zu %#llx", i,
 			    e.op_context, (unsigned long long)e.flags, e.len, (unsigned long long)e.data,
 			    (void *)&msgs[i], (unsigned long long)want, len, (unsigned long long)msgs[i].data);
 		for (j = 0; j < len; j++)
 			if (got[j] != pat(i, j))
-				die("message %zu: octet %zu is %u, want %u", i, j, got[j], pat(i, j));
+				fitest_die("message %zu: octet %zu is %u, want %u", i, j, got[j], pat(i, j));
 	}
 	pong(warea + PONG, fi_mr_desc(mr));
 	printf("SERVER OK %zu messages, %d pings\n", NMSGS, 2 * ROUNDS);
@@ -332,7 +288,7 @@ static void wait_sent(void *ctx, uint64_t flags, const char *what)
 	struct fi_cq_data_entry e;
 	cq_wait(&e, what);
 	if (e.op_context != ctx || (e.flags & flags) != flags)
-		die("%s: completion context %p flags %#llx", what, e.op_context, (unsigned long long)e.flags);
+		fitest_die("%s: completion context %p flags %#llx", what, e.op_context, (unsigned long long)e.flags);
 }
 
 static int client(const char *addr, const char *keys, const char *bases)
@@ -349,15 +305,15 @@ static int client(const char *addr, const char *keys, const char *bases)
 		char data[64];
 	} ce;
 
-	role = "client";
+	fitest_role = "client";
 	if (sscanf(addr, "%63s", host) != 1 || !(colon = strchr(host, ':')) || !buf || !heap)
-		die("address %s", addr);
+		fitest_die("address %s", addr);
 	*colon = 0;
 	memset(&sin, 0, sizeof(sin));
 	sin.sin_family = AF_INET;
 	sin.sin_port = htons((uint16_t)atoi(colon + 1));
 	if (inet_pton(AF_INET, host, &sin.sin_addr) != 1)
-		die("address %s", host);
+		fitest_die("address %s", host);
 	open_common(&sin);
 	ep = open_ep(info);
 	CHECK(fi_mr_reg(domain, buf, NMSGS * SLOT, FI_SEND | FI_RECV | FI_WRITE, 0, 0, 0, &mr, NULL));
@@ -366,7 +322,7 @@ static int client(const char *addr, const char *keys, const char *bases)
 	/* cq_data_size is 4: wider data is refused before anything is sent. */
 	if (fi_senddata(ep, buf, 8, fi_mr_desc(mr), 1ull << 32, 0, &ctx) != -FI_EINVAL ||
 	    fi_injectdata(ep, buf, 8, 1ull << 32, 0) != -FI_EINVAL)
-		die("CQ data beyond 32 bits was not refused with -FI_EINVAL");
+		fitest_die("CQ data beyond 32 bits was not refused with -FI_EINVAL");
 	for (i = 0; i < NMSGS; i++) {
 		unsigned char *src = msgs[i].unregistered ? heap : buf + i * SLOT;
 		void *desc = msgs[i].unregistered ? NULL : fi_mr_desc(mr);
@@ -427,7 +383,7 @@ int main(int argc, char **argv)
 	else if (argc == 5 && strcmp(argv[1], "client") == 0)
 		ret = client(argv[2], argv[3], argv[4]);
 	else
-		die("usage: t_fi_msgdata server | client ip:port key base (the server's READY line)");
+		fitest_die("usage: t_fi_msgdata server | client ip:port key base (the server's READY line)");
 	if (eq)
 		fi_close(&eq->fid);
 	if (cq)

@@ -1,0 +1,36 @@
+/*
+ * fi_ext_iwarpd.h — what the iwarpd provider offers beyond libfabric's API,
+ * through fi_open_ops(3) on a domain (as other providers' fi_ext_*.h do).
+ *
+ *   struct fi_iwarpd_stats_ops *ops;
+ *   fi_open_ops(&domain->fid, FI_IWARPD_STATS_OPS, 0, (void **)&ops, NULL);
+ *   ops->get(domain, &stats);
+ *
+ * Counters of the domain's fabric session with the daemon and of the
+ * domain's registration cache (docs/libfabric.md "Registration cache").
+ */
+#ifndef FI_EXT_IWARPD_H
+#define FI_EXT_IWARPD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rdma/fi_domain.h>
+
+#define FI_IWARPD_STATS_OPS "iwarpd_stats"
+
+struct fi_iwarpd_stats {
+	uint64_t control_calls;    /* control round trips of the fabric's session */
+	uint64_t reg_mr_calls;     /* ... of them memory registrations */
+	uint64_t dereg_mr_calls;   /* ... and deregistrations */
+	uint64_t mr_cache_hits;    /* rendezvous sends that reused a cached registration */
+	uint64_t mr_cache_misses;  /* ... that registered */
+	uint64_t mr_cache_entries; /* registrations the cache holds now */
+};
+
+struct fi_iwarpd_stats_ops {
+	size_t size; /* sizeof(struct fi_iwarpd_stats_ops) */
+	void (*get)(struct fid_domain *domain, struct fi_iwarpd_stats *out);
+};
+
+#endif /* FI_EXT_IWARPD_H */
