@@ -291,6 +291,9 @@ static int fill_info(uint32_t version, enum fi_ep_type type, const struct iwd_de
 	fi = fi_allocinfo();
 	if (!fi)
 		return -FI_ENOMEM;
+	/* fi_getinfo(3) handle: a passive endpoint named in the hints comes
+	 * back, so that fi_endpoint opens on its address (fi_endpoint(3)). */
+	fi->handle = hints ? hints->handle : NULL;
 	fi->caps = caps;
 	fi->mode = (type == FI_EP_MSG && (caps & FI_REMOTE_CQ_DATA)) ? FI_RX_CQ_DATA : 0;
 	fi->addr_format = FI_SOCKADDR_IN;
