@@ -77,6 +77,13 @@ static uint64_t msg_order(enum fi_ep_type type)
 	return type == FI_EP_MSG ? FI_ORDER_STRICT : FI_ORDER_SAS;
 }
 
+/* The largest RMA message whose RAW/WAR/WAW ordering holds
+ * (fi_endpoint(3) max_order_*_size). */
+static size_t rma_order_size(enum fi_ep_type type, size_t max_msg)
+{
+	return type == FI_EP_MSG ? max_msg : 0;
+}
+
 uint64_t iwd_mr_mode_required(uint32_t version, enum fi_ep_type type, uint64_t caps)
 {
 	IWD_UNUSED(type);
@@ -237,6 +244,10 @@ static int fill_info(uint32_t version, enum fi_ep_type type, const struct iwd_de
 				return reject(type, __LINE__);
 			if (hints->ep_attr->max_msg_size > max_msg)
 				return reject(type, __LINE__);
+			if (hints->ep_attr->max_order_raw_size > rma_order_size(type, max_msg) ||
+			    hints->ep_attr->max_order_war_size > rma_order_size(type, max_msg) ||
+			    hints->ep_attr->max_order_waw_size > rma_order_size(type, max_msg))
+				return reject(type, __LINE__);
 			if (hints->ep_attr->protocol != FI_PROTO_UNSPEC) {
 				uint32_t p = hints->ep_attr->protocol;
 				if (p != ep_protocol(type))
@@ -305,9 +316,11 @@ static int fill_info(uint32_t version, enum fi_ep_type type, const struct iwd_de
 	fi->ep_attr->msg_prefix_size = 0;
 	fi->ep_attr->tx_ctx_cnt = 1;
 	fi->ep_attr->rx_ctx_cnt = 1;
-	fi->ep_attr->max_order_raw_size = 0;
-	fi->ep_attr->max_order_war_size = 0;
-	fi->ep_attr->max_order_waw_size = 0;
+	/* RMA ordering (RAW, WAR, WAW) holds for a whole message on MSG's one
+	 * stream (msg_order FI_ORDER_STRICT); the other types keep none. */
+	fi->ep_attr->max_order_raw_size = rma_order_size(type, max_msg);
+	fi->ep_attr->max_order_war_size = rma_order_size(type, max_msg);
+	fi->ep_attr->max_order_waw_size = rma_order_size(type, max_msg);
 	/* All 64 tag bits match; echo a format the application asked for. */
 	fi->ep_attr->mem_tag_format = (caps & FI_TAGGED) ? 0xAAAAAAAAAAAAAAAAull : 0;
 	if ((caps & FI_TAGGED) && hints && hints->ep_attr && hints->ep_attr->mem_tag_format)

@@ -70,12 +70,14 @@ type Runner struct {
 
 // fixedPort lists the programs that use a TCP port of their own choosing,
 // the same in every configuration: the out-of-band control socket of
-// common/shared.c (port 3000, FT_OPT_OOB_CTRL) and fi_cm_data's 2710. Two
+// common/shared.c (port 3000, FT_OPT_OOB_CTRL and the OOB sockets of
+// fi_multi_ep and fi_rdm_multi_client) and fi_cm_data's 2710. Two
 // configurations must not run them at once (runfabtests.sh runs one test
 // at a time).
 var fixedPort = map[string]bool{
 	"fi_av_xfer": true, "fi_bw": true, "fi_multi_recv": true, "fi_rdm_rma_trigger": true,
-	"fi_unexpected_msg": true, "fi_dgram_pingpong": true, "fi_cm_data": true,
+	"fi_unexpected_msg": true, "fi_dgram_pingpong": true, "fi_cm_data": true, "fi_multi_ep": true,
+	"fi_rdm_multi_client": true,
 }
 
 // Run runs every test each configuration runs and returns the results,

@@ -86,6 +86,10 @@ static void getinfo(void)
 		       (info->rx_attr->msg_order & FI_ORDER_STRICT) == FI_ORDER_STRICT,
 	       "MSG msg_order tx %#llx rx %#llx, want FI_ORDER_STRICT", (unsigned long long)info->tx_attr->msg_order,
 	       (unsigned long long)info->rx_attr->msg_order);
+	EXPECT(info->ep_attr->max_order_raw_size && info->ep_attr->max_order_war_size &&
+		       info->ep_attr->max_order_waw_size,
+	       "MSG keeps RAW/WAR/WAW but max_order sizes %zu/%zu/%zu", info->ep_attr->max_order_raw_size,
+	       info->ep_attr->max_order_war_size, info->ep_attr->max_order_waw_size);
 	fi_freeinfo(info);
 	fi_freeinfo(h);
 
