@@ -15,7 +15,8 @@
 #include "iwd_dgram.h"
 
 /* CM_SHUTDOWN: this side called fi_shutdown; CM_CLOSED: FI_SHUTDOWN given. */
-enum { CM_IDLE = 0, CM_CONNECTING = 1, CM_CONNECTED = 2, CM_SHUTDOWN = 3, CM_CLOSED = 4 };
+/* CM_ACCEPTING: inside fi_accept, which reports FI_CONNECTED itself. */
+enum { CM_IDLE = 0, CM_CONNECTING = 1, CM_CONNECTED = 2, CM_SHUTDOWN = 3, CM_CLOSED = 4, CM_ACCEPTING = 5 };
 
 /* A MSG endpoint: the DGRAM object's data path plus the connection. */
 struct iwd_msg_ep {
@@ -123,8 +124,12 @@ static void cm_event(struct iwd_cm_obj *obj, struct iwv_cm_event *ev)
 	struct iwd_ep *ep = &m->dg.ep;
 	switch (ev->type) {
 	case IWV_CM_ESTABLISHED:
-		if (msg_of(ep)->cm_state == CM_CONNECTED)
-			return; /* fi_accept reported it already */
+		/* Only a connect in progress: fi_accept reported FI_CONNECTED
+		 * already, and the application may have called fi_shutdown
+		 * since (a second FI_CONNECTED, with the peer's data, then came
+		 * before FI_SHUTDOWN: fabtests' fi_cm_data read -FI_ETOOSMALL). */
+		if (msg_of(ep)->cm_state != CM_CONNECTING)
+			return;
 		msg_of(ep)->cm_state = CM_CONNECTED;
 		iwd_parse_sockaddr(ev->local, &ep->name);
 		iwd_parse_sockaddr(ev->peer, &msg_of(ep)->peer);
@@ -234,7 +239,7 @@ static int msg_accept(struct fid_ep *f, const void *param, size_t paramlen)
 	ev = calloc(1, sizeof(*ev));
 	if (!ev)
 		return -FI_ENOMEM;
-	msg_of(ep)->cm_state = CM_CONNECTING;
+	msg_of(ep)->cm_state = CM_ACCEPTING;
 	ret = iwv_accept(fab->s, cr->conn_id, ep->qp, &p, ev);
 	if (ret) {
 		msg_of(ep)->cm_state = CM_IDLE;
