@@ -82,7 +82,10 @@ func setup(dir string) {
 // knownFailures are the tests of the CI configurations that fail today,
 // each with its reason (docs/libfabric.md "fabtests"): logged, not failed.
 // Any other failure fails the test.
-var knownFailures = map[string]string{}
+var knownFailures = map[string]string{
+	"iwarpd;ofi_rxm: fi_bw -e rdm -v -T 1":    "RxM over iwarpd MSG endpoints hangs in fi_bw's windowed sends (issue 19 item 5, open)",
+	"iwarpd;ofi_rxm: fi_bw -e rdm -v -T 1 -U": "RxM over iwarpd MSG endpoints hangs in fi_bw's windowed sends (issue 19 item 5, open)",
+}
 
 // TestFabtestsCI runs fabtests' unit, functional and short sets over the
 // native RDM endpoint (FI_PROVIDER=^ofi_rxm,ofi_rxd: RDM and untyped unit
