@@ -80,8 +80,9 @@ func setup(dir string) {
 }
 
 // knownFailures are the tests of the CI configurations that fail today,
-// each with its reason (docs/libfabric.md "fabtests"): logged, not failed.
-// Any other failure fails the test.
+// each with its reason (docs/libfabric.md "fabtests"): not started (they
+// would spend their timeout), and named in the log. Any other failure fails
+// the test.
 var knownFailures = map[string]string{
 	"iwarpd;ofi_rxm: fi_bw -e rdm -v -T 1":    "RxM over iwarpd MSG endpoints hangs in fi_bw's windowed sends (issue 19 item 5, open)",
 	"iwarpd;ofi_rxm: fi_bw -e rdm -v -T 1 -U": "RxM over iwarpd MSG endpoints hangs in fi_bw's windowed sends (issue 19 item 5, open)",
@@ -112,7 +113,15 @@ func TestFabtestsCI(t *testing.T) {
 		}
 	}
 	r := &Runner{Bin: filepath.Join(suiteDir, "bin"), Env: env, Addr: "127.0.0.1", PortBase: ciPortBase,
-		Timeout: daemontest.Scaled(30 * time.Second), MemLimit: 4 << 30, Jobs: 2}
+		Timeout: daemontest.Scaled(30 * time.Second), MemLimit: 4 << 30, Jobs: 2,
+		// A known failure (a hang, mostly) would only spend its timeout.
+		Skip: func(c Config, tt Test) bool {
+			why, ok := knownFailures[c.Name+": "+tt.Line]
+			if ok {
+				t.Logf("not started: %s: %s (known failure: %s)", c.Name, tt.Line, why)
+			}
+			return ok
+		}}
 	ctx, cancel := context.WithTimeout(context.Background(), daemontest.Scaled(8*time.Minute))
 	defer cancel()
 	results := r.Run(ctx, cfgs, Tests())

@@ -64,6 +64,7 @@ type Runner struct {
 	MemLimit uint64        // address space per process in octets (prlimit --as); 0: none
 	Jobs     int           // configurations run at once (at least 1)
 	Progress func(Result)  // called after each test when not nil (from several goroutines)
+	Skip     func(Config, Test) bool // when not nil, a test it names is not started
 
 	fixed sync.Mutex // held by a test on a fixed port (fixedPort)
 }
@@ -100,7 +101,7 @@ func (r *Runner) Run(ctx context.Context, configs []Config, tests []Test) [][]Re
 				if ctx.Err() != nil {
 					return
 				}
-				if !c.Runs(t) {
+				if !c.Runs(t) || (r.Skip != nil && r.Skip(c, t)) {
 					continue
 				}
 				res := r.one(ctx, c, t, r.PortBase+100*idx+testIndex(t, ti))
