@@ -56,14 +56,14 @@ type Result struct {
 // j (its index in Tests) use server port PortBase + 100*i + j, so
 // configurations can run at once on one address.
 type Runner struct {
-	Bin      string        // the suite's bin directory (Build)
-	Env      []string      // every test process's environment (Config.Env is added)
-	Addr     string        // the server's address, and the client's source
-	PortBase int           // first server port
-	Timeout  time.Duration // per process, from its start
-	MemLimit uint64        // address space per process in octets (prlimit --as); 0: none
-	Jobs     int           // configurations run at once (at least 1)
-	Progress func(Result)  // called after each test when not nil (from several goroutines)
+	Bin      string                  // the suite's bin directory (Build)
+	Env      []string                // every test process's environment (Config.Env is added)
+	Addr     string                  // the server's address, and the client's source
+	PortBase int                     // first server port
+	Timeout  time.Duration           // per process, from its start
+	MemLimit uint64                  // address space per process in octets (prlimit --as); 0: none
+	Jobs     int                     // configurations run at once (at least 1)
+	Progress func(Result)            // called after each test when not nil (from several goroutines)
 	Skip     func(Config, Test) bool // when not nil, a test it names is not started
 
 	fixed sync.Mutex // held by a test on a fixed port (fixedPort)
