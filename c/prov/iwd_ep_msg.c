@@ -323,11 +323,32 @@ static int msg_rma_write(struct iwd_ep *ep, struct iwv_send_wr *wr, uint64_t op_
 	return iwd_ep_post_send(ep, wr);
 }
 
+/* fi_close of an MSG endpoint (ops->fini; the domain lock is held): each
+ * receive still posted is reported as an FI_ECANCELED error completion
+ * that outlives the endpoint (no owner, so iwd_cq_purge keeps it), as a
+ * verbs QP's flush does. ofi_rxm posts rx_attr->size buffers of its own on
+ * every connection and takes them back only from those completions, read
+ * right after fi_close (rxm_close_conn, rxm_flush_msg_cq): without them a
+ * connection refused and retried leaked its buffers, ~1 GB/s (issue 19
+ * item 2). */
+static void msg_fini(struct iwd_ep *ep)
+{
+	struct iwd_list *it;
+	if (ep->rx_cq)
+		iwd_list_foreach(&iwd_dgram(ep)->rx_reqs, it)
+		{
+			struct iwd_rxreq *rr = iwd_container_of(it, struct iwd_rxreq, link);
+			iwd_cq_push_err(ep->rx_cq, rr->context, FI_RECV | FI_MSG, 0, NULL, 0, 0, 0, FI_ECANCELED, 0,
+					FI_ADDR_NOTAVAIL);
+		}
+	iwd_dgram_fini(ep);
+}
+
 static const struct iwd_ep_ops msg_ops = {
 	.datagram = 0,
 	.enable = iwd_dgram_enable,
 	.disconnect = msg_disconnect,
-	.fini = iwd_dgram_fini,
+	.fini = msg_fini,
 	.progress = iwd_ep_progress,
 	.wc = iwd_dgram_wc,
 	.cancel = iwd_dgram_cancel,
