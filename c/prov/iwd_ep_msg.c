@@ -140,8 +140,10 @@ static void cm_event(struct iwd_cm_obj *obj, struct iwv_cm_event *ev)
 		push_err(ep, FI_ECONNREFUSED, ev->status);
 		break;
 	case IWV_CM_UNREACHABLE:
+		/* A TCP connect refused (nobody listens on the port) is the
+		 * peer's refusal, FI_ECONNREFUSED as for a rejected request. */
 		msg_of(ep)->cm_state = CM_IDLE;
-		push_err(ep, FI_EHOSTUNREACH, ev->status);
+		push_err(ep, ev->status == ECONNREFUSED ? FI_ECONNREFUSED : FI_EHOSTUNREACH, ev->status);
 		break;
 	case IWV_CM_TIMED_OUT:
 		msg_of(ep)->cm_state = CM_IDLE;

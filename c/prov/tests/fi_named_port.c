@@ -172,6 +172,46 @@ static void msg_accept(int port)
 	fi_freeinfo(h);
 }
 
+/* 1b. A connect to the port after its listener closed is refused:
+ * FI_ECONNREFUSED (it said FI_EHOSTUNREACH; ofi_rxm tells the two apart). */
+static void msg_refused(int port)
+{
+	struct fi_info *h = hints_for(FI_EP_MSG, "127.0.0.1", 0), *info;
+	struct fid_fabric *fab;
+	struct fid_domain *dom;
+	struct fid_eq *eq;
+	struct fid_cq *cq;
+	struct fid_ep *ep;
+	struct fi_eq_attr ea = {.wait_obj = FI_WAIT_UNSPEC};
+	struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_MSG, .wait_obj = FI_WAIT_NONE};
+	unsigned char evbuf[sizeof(struct fi_eq_cm_entry) + 256];
+	struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	uint32_t ev;
+	ssize_t n;
+
+	inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+	CHECK(fi_getinfo(FI_VERSION(1, 9), NULL, NULL, 0, h, &info));
+	CHECK(fi_fabric(info->fabric_attr, &fab, NULL));
+	CHECK(fi_eq_open(fab, &ea, &eq, NULL));
+	CHECK(fi_domain(fab, info, &dom, NULL));
+	CHECK(fi_cq_open(dom, &ca, &cq, NULL));
+	CHECK(fi_endpoint(dom, info, &ep, NULL));
+	CHECK(fi_ep_bind(ep, &eq->fid, 0));
+	CHECK(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV));
+	CHECK(fi_enable(ep));
+	CHECK(fi_connect(ep, &to, NULL, 0));
+	n = next_event(eq, &ev, (struct fi_eq_cm_entry *)evbuf, sizeof(evbuf));
+	EXPECT(n == -FI_ECONNREFUSED, "connect to a closed port: %zd (%s), want -FI_ECONNREFUSED", n,
+	       n < 0 ? fi_strerror((int)-n) : "an event");
+	CHECK(fi_close(&ep->fid));
+	CHECK(fi_close(&cq->fid));
+	CHECK(fi_close(&dom->fid));
+	CHECK(fi_close(&eq->fid));
+	CHECK(fi_close(&fab->fid));
+	fi_freeinfo(info);
+	fi_freeinfo(h);
+}
+
 /* 2. A datagram endpoint on a named port outside the daemon's ranges. */
 static void dgram_port(enum fi_ep_type type, int port)
 {
@@ -222,6 +262,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	msg_accept(port);
+	msg_refused(port);
 	dgram_port(FI_EP_RDM, port + 1);
 	dgram_port(FI_EP_DGRAM, port + 2);
 
