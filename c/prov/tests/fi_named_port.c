@@ -6,6 +6,8 @@
  *      opened from its connection request's info (whose src_addr is the
  *      listener's address) opens, accepts and receives a message. Before,
  *      its RC QP asked the daemon for PORT and fi_endpoint failed.
+ *      A connect to the port once its listener is closed ends in
+ *      FI_ECONNREFUSED.
  *   2. RDM and DGRAM: src_addr 127.0.0.1:PORT+1 / PORT+2 — ports outside
  *      the daemon's -rd-ports/-ud-ports, as fabtests' 9228 — give an
  *      endpoint whose fi_getname says that port.
