@@ -5,7 +5,7 @@ FUZZTIME ?= 10s
 BENCHTIME ?= 200ms
 TESTFLAGS ?=
 
-.PHONY: build run test race fuzz lint bench bench-deps clean deps build-deps c c-asan c-tsan install
+.PHONY: build run test race fuzz lint bench bench-deps clean deps build-deps c c-asan c-tsan install fabtests
 
 build: build-deps
 	$(GO) build -o $(BIN)/ ./cmd/...
@@ -47,6 +47,16 @@ install: build
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(BIN)/* $(DESTDIR)$(PREFIX)/bin/
 	$(MAKE) -C c install
+
+# libfabric's conformance suite, fabtests v1.17.0 (../shared/conformance),
+# against this checkout's provider and the reference providers tcp and
+# udp;ofi_rxd in one run (docs/libfabric.md "fabtests"): built once into
+# build/fabtests, then cmd/fabtests-run with FABTESTSFLAGS (e.g.
+# FABTESTSFLAGS="-configs 'native RDM' -run fi_rdm -v").
+FABTESTSFLAGS ?=
+fabtests: build
+	$(GO) build -o $(BIN)/ ./cmd/fabtests-run
+	./$(BIN)/fabtests-run $(FABTESTSFLAGS)
 
 # Runs the daemon on its embedded defaults (foreground; Ctrl-C stops it).
 run: build

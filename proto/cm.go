@@ -61,6 +61,11 @@ type ConnectRequest struct {
 	// TimeoutMs bounds the TCP connect and the wait for the MPA Reply
 	// (0: the device's MPA timeout).
 	TimeoutMs uint32 `json:"timeout_ms,omitempty"`
+	// LocalPort binds the connection's TCP socket to this port of the
+	// device's address before connecting (0: a port the kernel picks); a
+	// port the client could bind itself (libfabric: an active endpoint
+	// opened on a passive endpoint's address, fi_endpoint(3) info->handle).
+	LocalPort uint16 `json:"local_port,omitempty"`
 }
 
 // DisconnectRequest ends QP's connection: gracefully (finish what was

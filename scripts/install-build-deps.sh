@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the C parts of iwarpd need to build (c/, docs/c-client.md):
 # gcc, make, pkg-config, libjansson-dev (JSON of the control protocol) and
-# libfabric-dev (the libfabric provider). Idempotent and non-interactive:
+# libfabric-dev (the libfabric provider); autoconf, automake and libtool
+# (building libfabric's conformance suite, `make fabtests`). Idempotent and non-interactive:
 # does nothing when everything is present. `make build` and `make test`
 # run it; without root it only says what is missing (the C build is then
 # skipped with a message naming this script).
@@ -13,6 +14,9 @@ command -v make >/dev/null 2>&1 || need+=(make)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 if ! pkg-config --exists jansson 2>/dev/null; then need+=(libjansson-dev); fi
 if [ ! -f /usr/include/rdma/fabric.h ]; then need+=(libfabric-dev); fi
+command -v autoreconf >/dev/null 2>&1 || need+=(autoconf)
+command -v automake >/dev/null 2>&1 || need+=(automake)
+command -v libtoolize >/dev/null 2>&1 || need+=(libtool)
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

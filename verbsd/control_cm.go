@@ -62,6 +62,9 @@ func (s *session) connectOp(body []byte, _ []int) (any, error) {
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
+	if err := s.CheckClientPort("connect", req.LocalPort); err != nil { // rnic/bind.go
+		return nil, err
+	}
 	return nil, s.rc.Connect(req)
 }
 

@@ -28,8 +28,8 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 		if s.Dev.Cfg.RDPorts.Len() == 0 || s.Dev.Cfg.RDPorts.First == 0 {
 			return nil, rnic.Errf(unix.EOPNOTSUPP, "create-qp: RD queue pairs are disabled (empty RD port range)")
 		}
-		if req.Port != 0 && !s.Dev.Cfg.RDPorts.Contains(req.Port) {
-			return nil, rnic.Errf(unix.EINVAL, "create-qp: port %d is outside the RD range %d-%d", req.Port, s.Dev.Cfg.RDPorts.First, s.Dev.Cfg.RDPorts.Last)
+		if req.Port != 0 && s.Dev.Cfg.UDPorts.Contains(req.Port) {
+			return nil, rnic.Errf(unix.EINVAL, "create-qp: port %d is in the UD range %d-%d (-ud-ports), kept for UD QPs; name another port or 0", req.Port, s.Dev.Cfg.UDPorts.First, s.Dev.Cfg.UDPorts.Last)
 		}
 	default:
 		return nil, rnic.Errf(unix.EINVAL, "create-qp: unknown QP type %d", req.Type)
@@ -60,8 +60,11 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 	if c.MaxRdAtomic > rd.RdMaxDepth || c.MaxDestRdAtomic > rd.RdMaxDepth {
 		return nil, rnic.Errf(unix.EINVAL, "create-qp: max_rd_atomic %d / max_dest_rd_atomic %d: at most %d", c.MaxRdAtomic, c.MaxDestRdAtomic, rd.RdMaxDepth)
 	}
-	if req.Type == proto.QPTypeUD && req.Port != 0 && !s.Dev.Cfg.UDPorts.Contains(req.Port) {
-		return nil, rnic.Errf(unix.EINVAL, "create-qp: port %d is outside the UD range %d-%d", req.Port, s.Dev.Cfg.UDPorts.First, s.Dev.Cfg.UDPorts.Last)
+	// A named port need not lie in the type's range (the range is the pool
+	// of port 0): any port the client could bind itself (CheckClientPort)
+	// works, as bind(2) would for it, except the other type's pool.
+	if req.Type == proto.QPTypeUD && req.Port != 0 && s.Dev.Cfg.RDPorts.Len() > 0 && s.Dev.Cfg.RDPorts.Contains(req.Port) {
+		return nil, rnic.Errf(unix.EINVAL, "create-qp: port %d is in the RD range %d-%d (-rd-ports), kept for RD QPs; name another port or 0", req.Port, s.Dev.Cfg.RDPorts.First, s.Dev.Cfg.RDPorts.Last)
 	}
 	sqStride := proto.SQEStride(c.MaxSendSGE, c.MaxInline)
 	rqStride := proto.RQEStride(c.MaxRecvSGE)

@@ -98,6 +98,8 @@ IWV_EXPORT int iwv_connect(struct iwv_qp *qp, const char *addr, const struct iwv
 			r = -ENOMEM;
 		if (!r && p->timeout_ms)
 			r = iwvi_jset_u64(req, "timeout_ms", p->timeout_ms);
+		if (!r && p->local_port)
+			r = iwvi_jset_u64(req, "local_port", p->local_port);
 	}
 	if (!r) {
 		r = json_object_set_new(req, "mpa", mpa) ? -ENOMEM : 0;

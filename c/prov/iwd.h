@@ -289,6 +289,18 @@ struct iwd_cq_err {
 	const void *owner;
 };
 
+/* ep_attr->protocol of FI_EP_RDM and FI_EP_DGRAM: the datagram-iWARP RD
+ * and UD profiles over UDP (docs/wire-format.md), provider-specific values
+ * (fi_endpoint(3)). */
+#define IWD_PROTO_RD (FI_PROV_SPECIFIC | 1)
+#define IWD_PROTO_UD (FI_PROV_SPECIFIC | 2)
+
+/* An op_flags bit of the provider's own (libfabric's flags end below bit
+ * 60): the operation reports no completion — fi_inject*, and the
+ * provider's own control messages. FI_INJECT alone (fi_sendmsg with the
+ * flag) still completes (fi_msg(3)). */
+#define IWD_NOCOMP (1ULL << 62)
+
 struct iwd_cq {
 	struct fid_cq cq_fid;
 	struct iwd_domain *dom;
@@ -304,6 +316,7 @@ struct iwd_cq {
 	int efd;  /* eventfd: provider-made completions wake waiters */
 	int epfd; /* FI_GETWAIT: efd + the domain's completion channel */
 	int refs;
+	int signaled; /* fi_cq_signal not yet seen by a blocked read (__atomic) */
 };
 int iwd_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_cq **cq, void *context);
 /* Adds a completion made by owner (an endpoint, or NULL); the domain lock

@@ -194,7 +194,7 @@ static ssize_t a_writemsg(struct fid_ep *f, const struct fi_msg_atomic *msg, uin
 static ssize_t a_inject(struct fid_ep *f, const void *buf, size_t count, fi_addr_t dest, uint64_t addr, uint64_t key,
 			enum fi_datatype dt, enum fi_op op)
 {
-	return atomic_op(ep_of(f), AT_WRITE, buf, NULL, NULL, count, dest, addr, key, dt, op, NULL, FI_INJECT);
+	return atomic_op(ep_of(f), AT_WRITE, buf, NULL, NULL, count, dest, addr, key, dt, op, NULL, FI_INJECT | IWD_NOCOMP);
 }
 
 /* ---- fetching ---- */

@@ -49,6 +49,41 @@ static size_t cq_data_size(enum fi_ep_type type, uint64_t caps)
 	return 0;
 }
 
+/* The wire protocol of each type (fi_endpoint(3) protocol). MSG speaks
+ * iWARP itself (RFC 5040/5041/5044): FI_PROTO_IWARP. RDM and DGRAM speak
+ * the datagram-iWARP RD and UD profiles over UDP (docs/wire-format.md),
+ * which neither FI_PROTO_IWARP_RDM (a reliable datagram over iWARP RC
+ * connections) nor FI_PROTO_UDP (raw UDP) describes: provider-specific
+ * values (FI_PROV_SPECIFIC), IWD_PROTO_RD and IWD_PROTO_UD. */
+static uint32_t ep_protocol(enum fi_ep_type type)
+{
+	switch (type) {
+	case FI_EP_MSG:
+		return FI_PROTO_IWARP;
+	case FI_EP_RDM:
+		return IWD_PROTO_RD;
+	default:
+		return IWD_PROTO_UD;
+	}
+}
+
+/* The ordering of messages an endpoint type keeps (fi_endpoint(3)
+ * msg_order). MSG: one RC stream, processed in order at the target —
+ * Sends, RDMA Writes and RDMA Read Requests alike (RFC 5040 5.5) — so
+ * every FI_ORDER_STRICT pair; not FI_ORDER_DATA. RDM and DGRAM: Sends
+ * after Sends only. */
+static uint64_t msg_order(enum fi_ep_type type)
+{
+	return type == FI_EP_MSG ? FI_ORDER_STRICT : FI_ORDER_SAS;
+}
+
+/* The largest RMA message whose RAW/WAR/WAW ordering holds
+ * (fi_endpoint(3) max_order_*_size). */
+static size_t rma_order_size(enum fi_ep_type type, size_t max_msg)
+{
+	return type == FI_EP_MSG ? max_msg : 0;
+}
+
 uint64_t iwd_mr_mode_required(uint32_t version, enum fi_ep_type type, uint64_t caps)
 {
 	IWD_UNUSED(type);
@@ -179,6 +214,11 @@ static int fill_info(uint32_t version, enum fi_ep_type type, const struct iwd_de
 	 * fi_addr 0 (docs/mpi.md). */
 	if (type == FI_EP_MSG && (!hints || (hints->mode & FI_RX_CQ_DATA)))
 		caps |= FI_REMOTE_CQ_DATA;
+	/* RDM: always (its CQ data rides in the provider's header, costing a
+	 * receive nothing), so cq_data_size 8 and fi_writedata,
+	 * fi_inject_writedata and fi_senddata agree with caps (issue 19). */
+	if (type == FI_EP_RDM)
+		caps |= FI_REMOTE_CQ_DATA;
 	/* An MSG Write with Immediate consumes a posted receive (RFC 7306): the
 	 * application must accept FI_RX_CQ_DATA to get FI_REMOTE_CQ_DATA. */
 	if (type == FI_EP_MSG && (caps & FI_REMOTE_CQ_DATA) && hints && !(hints->mode & FI_RX_CQ_DATA)) {
@@ -204,10 +244,13 @@ static int fill_info(uint32_t version, enum fi_ep_type type, const struct iwd_de
 				return reject(type, __LINE__);
 			if (hints->ep_attr->max_msg_size > max_msg)
 				return reject(type, __LINE__);
+			if (hints->ep_attr->max_order_raw_size > rma_order_size(type, max_msg) ||
+			    hints->ep_attr->max_order_war_size > rma_order_size(type, max_msg) ||
+			    hints->ep_attr->max_order_waw_size > rma_order_size(type, max_msg))
+				return reject(type, __LINE__);
 			if (hints->ep_attr->protocol != FI_PROTO_UNSPEC) {
 				uint32_t p = hints->ep_attr->protocol;
-				if (!((type == FI_EP_RDM && p == FI_PROTO_IWARP_RDM) ||
-				      (type == FI_EP_MSG && p == FI_PROTO_IWARP) || (type == FI_EP_DGRAM && p == FI_PROTO_UDP)))
+				if (p != ep_protocol(type))
 					return reject(type, __LINE__);
 			}
 			if (hints->ep_attr->tx_ctx_cnt > 1 || (hints->ep_attr->rx_ctx_cnt > 1 &&
@@ -224,18 +267,16 @@ static int fill_info(uint32_t version, enum fi_ep_type type, const struct iwd_de
 				return reject(type, __LINE__);
 			if (hints->tx_attr->comp_order & ~(uint64_t)FI_ORDER_NONE)
 				return reject(type, __LINE__);
-			if (hints->tx_attr->msg_order & ~(uint64_t)(FI_ORDER_SAS | FI_ORDER_NONE))
-				if (type != FI_EP_MSG)
-					return reject(type, __LINE__);
+			if (hints->tx_attr->msg_order & ~msg_order(type))
+				return reject(type, __LINE__);
 		}
 		if (hints->rx_attr) {
 			if (hints->rx_attr->iov_limit > IWD_IOV_LIMIT || hints->rx_attr->size > 65536)
 				return reject(type, __LINE__);
 			if (hints->rx_attr->total_buffered_recv > 0 && type == FI_EP_MSG)
 				return reject(type, __LINE__);
-			if (hints->rx_attr->msg_order & ~(uint64_t)(FI_ORDER_SAS | FI_ORDER_NONE))
-				if (type != FI_EP_MSG)
-					return reject(type, __LINE__);
+			if (hints->rx_attr->msg_order & ~msg_order(type))
+				return reject(type, __LINE__);
 		}
 		if (hints->domain_attr) {
 			const struct fi_domain_attr *d = hints->domain_attr;
@@ -261,30 +302,38 @@ static int fill_info(uint32_t version, enum fi_ep_type type, const struct iwd_de
 	fi = fi_allocinfo();
 	if (!fi)
 		return -FI_ENOMEM;
+	/* fi_getinfo(3) handle: a passive endpoint named in the hints comes
+	 * back, so that fi_endpoint opens on its address (fi_endpoint(3)). */
+	fi->handle = hints ? hints->handle : NULL;
 	fi->caps = caps;
 	fi->mode = (type == FI_EP_MSG && (caps & FI_REMOTE_CQ_DATA)) ? FI_RX_CQ_DATA : 0;
 	fi->addr_format = FI_SOCKADDR_IN;
 
 	fi->ep_attr->type = type;
-	fi->ep_attr->protocol = type == FI_EP_RDM ? FI_PROTO_IWARP_RDM : type == FI_EP_MSG ? FI_PROTO_IWARP : FI_PROTO_UDP;
+	fi->ep_attr->protocol = ep_protocol(type);
 	fi->ep_attr->protocol_version = 1;
 	fi->ep_attr->max_msg_size = max_msg;
 	fi->ep_attr->msg_prefix_size = 0;
 	fi->ep_attr->tx_ctx_cnt = 1;
 	fi->ep_attr->rx_ctx_cnt = 1;
-	fi->ep_attr->max_order_raw_size = 0;
-	fi->ep_attr->max_order_war_size = 0;
-	fi->ep_attr->max_order_waw_size = 0;
+	/* RMA ordering (RAW, WAR, WAW) holds for a whole message on MSG's one
+	 * stream (msg_order FI_ORDER_STRICT); the other types keep none. */
+	fi->ep_attr->max_order_raw_size = rma_order_size(type, max_msg);
+	fi->ep_attr->max_order_war_size = rma_order_size(type, max_msg);
+	fi->ep_attr->max_order_waw_size = rma_order_size(type, max_msg);
 	/* All 64 tag bits match; echo a format the application asked for. */
 	fi->ep_attr->mem_tag_format = (caps & FI_TAGGED) ? 0xAAAAAAAAAAAAAAAAull : 0;
 	if ((caps & FI_TAGGED) && hints && hints->ep_attr && hints->ep_attr->mem_tag_format)
 		fi->ep_attr->mem_tag_format = hints->ep_attr->mem_tag_format;
 
+	/* tx_attr/rx_attr caps are the primary capabilities and their
+	 * modifiers for that direction (fi_endpoint(3)); FI_REMOTE_CQ_DATA,
+	 * FI_LOCAL_COMM and FI_REMOTE_COMM are the endpoint's and the domain's. */
 	fi->tx_attr->caps = caps & ~(uint64_t)(FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_MULTI_RECV |
-					       FI_DIRECTED_RECV | FI_SOURCE);
+					       FI_DIRECTED_RECV | FI_SOURCE | FI_REMOTE_CQ_DATA | IWD_COMM_CAPS);
 	fi->tx_attr->mode = 0;
 	fi->tx_attr->op_flags = hints && hints->tx_attr ? hints->tx_attr->op_flags : 0;
-	fi->tx_attr->msg_order = FI_ORDER_SAS;
+	fi->tx_attr->msg_order = msg_order(type);
 	fi->tx_attr->comp_order = FI_ORDER_NONE;
 	fi->tx_attr->inject_size = type == FI_EP_DGRAM ? max_msg : iwd_env.eager_max;
 	/* MSG: ofi_rxm offers its own inject size derived from ours but then
@@ -295,10 +344,10 @@ static int fill_info(uint32_t version, enum fi_ep_type type, const struct iwd_de
 	fi->tx_attr->iov_limit = IWD_IOV_LIMIT;
 	fi->tx_attr->rma_iov_limit = (caps & FI_RMA) ? IWD_RMA_IOV_LIMIT : 0;
 
-	fi->rx_attr->caps = caps & ~(uint64_t)(FI_SEND | FI_READ | FI_WRITE);
+	fi->rx_attr->caps = caps & ~(uint64_t)(FI_SEND | FI_READ | FI_WRITE | FI_REMOTE_CQ_DATA | IWD_COMM_CAPS);
 	fi->rx_attr->mode = fi->mode;
 	fi->rx_attr->op_flags = hints && hints->rx_attr ? hints->rx_attr->op_flags : 0;
-	fi->rx_attr->msg_order = FI_ORDER_SAS;
+	fi->rx_attr->msg_order = msg_order(type);
 	fi->rx_attr->comp_order = FI_ORDER_NONE;
 	fi->rx_attr->total_buffered_recv = 0;
 	fi->rx_attr->size = IWD_RX_SIZE;
@@ -308,7 +357,12 @@ static int fill_info(uint32_t version, enum fi_ep_type type, const struct iwd_de
 	fi->domain_attr->threading = (hints && hints->domain_attr && hints->domain_attr->threading)
 					     ? hints->domain_attr->threading
 					     : FI_THREAD_SAFE;
+	/* Connections are made and ended by the daemon, address vectors are
+	 * synchronous: control operations progress without the application
+	 * (FI_PROGRESS_AUTO, as verbs), which may still ask for MANUAL. */
 	fi->domain_attr->control_progress = FI_PROGRESS_MANUAL;
+	if (hints && hints->domain_attr && hints->domain_attr->control_progress == FI_PROGRESS_AUTO)
+		fi->domain_attr->control_progress = FI_PROGRESS_AUTO;
 	fi->domain_attr->data_progress = iwd_env.progress_thread ? FI_PROGRESS_AUTO : FI_PROGRESS_MANUAL;
 	if (hints && hints->domain_attr && hints->domain_attr->data_progress == FI_PROGRESS_MANUAL)
 		fi->domain_attr->data_progress = FI_PROGRESS_MANUAL;
@@ -317,6 +371,12 @@ static int fill_info(uint32_t version, enum fi_ep_type type, const struct iwd_de
 						 : FI_RM_ENABLED;
 	fi->domain_attr->av_type = (hints && hints->domain_attr) ? hints->domain_attr->av_type : FI_AV_UNSPEC;
 	fi->domain_attr->mr_mode = (int)required;
+	/* An application of API 1.5 or later asking FI_MR_BASIC gets
+	 * FI_MR_BASIC, which is exactly VIRT_ADDR|ALLOCATED|PROV_KEY
+	 * (fi_mr(3)). */
+	if (hints && hints->domain_attr && hints->domain_attr->mr_mode == FI_MR_BASIC &&
+	    FI_VERSION_GE(version ? version : IWD_FI_VERSION, FI_VERSION(1, 5)) && !(required & ~(uint64_t)IWD_MR_RMA))
+		fi->domain_attr->mr_mode = FI_MR_BASIC;
 	fi->domain_attr->mr_key_size = 4;
 	fi->domain_attr->cq_data_size = cq_data_size(type, caps);
 	fi->domain_attr->cq_cnt = dev->attr.max_cq ? dev->attr.max_cq : 256;

@@ -159,6 +159,10 @@ static int av_insert(struct fid_av *av_fid, const void *addr, size_t count, fi_a
 				((int *)context)[i] = -ret;
 		} else {
 			n++;
+			/* fi_av(3) FI_SYNC_ERR: every entry gets its result, 0 for
+			 * an address inserted. */
+			if (flags & FI_SYNC_ERR && context)
+				((int *)context)[i] = 0;
 		}
 		if (fi_addr)
 			fi_addr[i] = a;

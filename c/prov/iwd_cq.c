@@ -276,6 +276,9 @@ static ssize_t cq_sreadfrom(struct fid_cq *cq_fid, void *buf, size_t count, fi_a
 		iwd_unlock(cq->dom);
 		if (ret != -FI_EAGAIN)
 			return ret;
+		/* fi_cq_signal (fi_cq(3)): the blocked read returns at once. */
+		if (__atomic_exchange_n(&cq->signaled, 0, __ATOMIC_ACQ_REL))
+			return -FI_EAGAIN;
 		left = deadline < 0 ? 1000 : (int)(deadline - now_ms());
 		if (left <= 0)
 			return -FI_EAGAIN;
@@ -293,6 +296,7 @@ static ssize_t cq_sread(struct fid_cq *cq_fid, void *buf, size_t count, const vo
 static int cq_signal(struct fid_cq *cq_fid)
 {
 	struct iwd_cq *cq = iwd_container_of(cq_fid, struct iwd_cq, cq_fid);
+	__atomic_store_n(&cq->signaled, 1, __ATOMIC_RELEASE);
 	iwd_wait_signal(cq->efd);
 	return 0;
 }

@@ -435,7 +435,11 @@ void iwd_ep_init(struct iwd_ep *ep, struct iwd_domain *dom, struct fi_info *info
 	iwd_list_init(&ep->link);
 	iwd_list_init(&ep->tx_active);
 	iwd_freelist_init(&ep->tx_free, sizeof(struct iwd_tx));
-	if (info->src_addr && info->src_addrlen >= sizeof(struct sockaddr_in))
+	/* A datagram QP binds the port src_addr names. An RC QP has no port
+	 * of its own: its connection's ports are the listener's (accepting:
+	 * a connection request's info carries the listener's address) or the
+	 * kernel's (connecting), fi_cm(3); issue 19. */
+	if (info->ep_attr->type != FI_EP_MSG && info->src_addr && info->src_addrlen >= sizeof(struct sockaddr_in))
 		ep->want_port = ntohs(((struct sockaddr_in *)info->src_addr)->sin_port);
 
 	ep->ep_fid.fid.fclass = FI_CLASS_EP;

@@ -50,7 +50,9 @@ void iwd_ep_tx_done(struct iwd_ep *ep, void *context, uint64_t flags, uint64_t o
 {
 	struct iwd_cntr *c = cntr_kind == 1 ? ep->write_cntr : cntr_kind == 2 ? ep->read_cntr : ep->send_cntr;
 	iwd_cntr_inc(c);
-	if (op_flags & FI_INJECT)
+	/* Only the fi_inject* calls go without a completion (fi_msg(3)); a
+	 * send with the FI_INJECT flag completes like any other. */
+	if (op_flags & IWD_NOCOMP)
 		return;
 	if (ep->tx_selective && !(op_flags & FI_COMPLETION))
 		return;

@@ -350,7 +350,7 @@ static ssize_t m_sendmsg(struct fid_ep *f, const struct fi_msg *msg, uint64_t fl
 static ssize_t m_inject(struct fid_ep *f, const void *buf, size_t len, fi_addr_t dest)
 {
 	struct iovec iov = {(void *)buf, len};
-	return dg_send(ep_of(f), &iov, NULL, 1, dest, NULL, FI_INJECT, 0);
+	return dg_send(ep_of(f), &iov, NULL, 1, dest, NULL, FI_INJECT | IWD_NOCOMP, 0);
 }
 
 /* fi_senddata / fi_injectdata: MSG only (DGRAM: -FI_ENOSYS, dg_send). */
@@ -364,7 +364,7 @@ static ssize_t m_senddata(struct fid_ep *f, const void *buf, size_t len, void *d
 static ssize_t m_injectdata(struct fid_ep *f, const void *buf, size_t len, uint64_t data, fi_addr_t dest)
 {
 	struct iovec iov = {(void *)buf, len};
-	return dg_send(ep_of(f), &iov, NULL, 1, dest, NULL, FI_INJECT | FI_REMOTE_CQ_DATA, data);
+	return dg_send(ep_of(f), &iov, NULL, 1, dest, NULL, FI_INJECT | IWD_NOCOMP | FI_REMOTE_CQ_DATA, data);
 }
 
 void iwd_dgram_init(struct iwd_dgram_ep *d)

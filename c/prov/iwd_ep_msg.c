@@ -14,7 +14,9 @@
 
 #include "iwd_dgram.h"
 
-enum { CM_IDLE = 0, CM_CONNECTING = 1, CM_CONNECTED = 2, CM_SHUTDOWN = 3 };
+/* CM_SHUTDOWN: this side called fi_shutdown; CM_CLOSED: FI_SHUTDOWN given. */
+/* CM_ACCEPTING: inside fi_accept, which reports FI_CONNECTED itself. */
+enum { CM_IDLE = 0, CM_CONNECTING = 1, CM_CONNECTED = 2, CM_SHUTDOWN = 3, CM_CLOSED = 4, CM_ACCEPTING = 5 };
 
 /* A MSG endpoint: the DGRAM object's data path plus the connection. */
 struct iwd_msg_ep {
@@ -22,6 +24,7 @@ struct iwd_msg_ep {
 	int cm_state;
 	struct iwd_cm_obj cm;           /* fab->cm_objs, keyed by the QP */
 	struct sockaddr_in peer;
+	uint16_t from_port; /* opened on a passive endpoint's address: connect from its port */
 };
 
 static struct iwd_msg_ep *msg_of(struct iwd_ep *ep) { return iwd_container_of(ep, struct iwd_msg_ep, dg.ep); }
@@ -121,8 +124,12 @@ static void cm_event(struct iwd_cm_obj *obj, struct iwv_cm_event *ev)
 	struct iwd_ep *ep = &m->dg.ep;
 	switch (ev->type) {
 	case IWV_CM_ESTABLISHED:
-		if (msg_of(ep)->cm_state == CM_CONNECTED)
-			return; /* fi_accept reported it already */
+		/* Only a connect in progress: fi_accept reported FI_CONNECTED
+		 * already, and the application may have called fi_shutdown
+		 * since (a second FI_CONNECTED, with the peer's data, then came
+		 * before FI_SHUTDOWN: fabtests' fi_cm_data read -FI_ETOOSMALL). */
+		if (msg_of(ep)->cm_state != CM_CONNECTING)
+			return;
 		msg_of(ep)->cm_state = CM_CONNECTED;
 		iwd_parse_sockaddr(ev->local, &ep->name);
 		iwd_parse_sockaddr(ev->peer, &msg_of(ep)->peer);
@@ -133,16 +140,18 @@ static void cm_event(struct iwd_cm_obj *obj, struct iwv_cm_event *ev)
 		push_err(ep, FI_ECONNREFUSED, ev->status);
 		break;
 	case IWV_CM_UNREACHABLE:
+		/* A TCP connect refused (nobody listens on the port) is the
+		 * peer's refusal, FI_ECONNREFUSED as for a rejected request. */
 		msg_of(ep)->cm_state = CM_IDLE;
-		push_err(ep, FI_EHOSTUNREACH, ev->status);
+		push_err(ep, ev->status == ECONNREFUSED ? FI_ECONNREFUSED : FI_EHOSTUNREACH, ev->status);
 		break;
 	case IWV_CM_TIMED_OUT:
 		msg_of(ep)->cm_state = CM_IDLE;
 		push_err(ep, FI_ETIMEDOUT, ev->status);
 		break;
 	case IWV_CM_CONNECTION_ERROR:
-		if (msg_of(ep)->cm_state == CM_CONNECTED) {
-			msg_of(ep)->cm_state = CM_SHUTDOWN;
+		if (msg_of(ep)->cm_state == CM_CONNECTED || msg_of(ep)->cm_state == CM_SHUTDOWN) {
+			msg_of(ep)->cm_state = CM_CLOSED;
 			push_shutdown(ep);
 		} else {
 			msg_of(ep)->cm_state = CM_IDLE;
@@ -150,9 +159,13 @@ static void cm_event(struct iwd_cm_obj *obj, struct iwv_cm_event *ev)
 		}
 		break;
 	case IWV_CM_DISCONNECTED:
-		if (msg_of(ep)->cm_state == CM_SHUTDOWN)
-			return; /* our own fi_shutdown */
-		msg_of(ep)->cm_state = CM_SHUTDOWN;
+		/* The connection is over, whoever ended it: FI_SHUTDOWN, once —
+		 * after this side's own fi_shutdown too, as verbs (rdma_cm's
+		 * DISCONNECTED) and tcp report it, and as both sides calling
+		 * fi_shutdown expect (fabtests' fi_cm_data; issue 19). */
+		if (msg_of(ep)->cm_state == CM_CLOSED)
+			return;
+		msg_of(ep)->cm_state = CM_CLOSED;
 		push_shutdown(ep);
 		break;
 	default:
@@ -194,6 +207,7 @@ static int msg_connect(struct fid_ep *f, const void *addr, const void *param, si
 	memset(&p, 0, sizeof(p));
 	p.private_data = param;
 	p.private_data_len = (uint16_t)paramlen;
+	p.local_port = msg_of(ep)->from_port;
 	msg_of(ep)->cm_state = CM_CONNECTING;
 	msg_of(ep)->peer = *sin;
 	ret = iwv_connect(ep->qp, dst, &p);
@@ -227,7 +241,7 @@ static int msg_accept(struct fid_ep *f, const void *param, size_t paramlen)
 	ev = calloc(1, sizeof(*ev));
 	if (!ev)
 		return -FI_ENOMEM;
-	msg_of(ep)->cm_state = CM_CONNECTING;
+	msg_of(ep)->cm_state = CM_ACCEPTING;
 	ret = iwv_accept(fab->s, cr->conn_id, ep->qp, &p, ev);
 	if (ret) {
 		msg_of(ep)->cm_state = CM_IDLE;
@@ -311,11 +325,32 @@ static int msg_rma_write(struct iwd_ep *ep, struct iwv_send_wr *wr, uint64_t op_
 	return iwd_ep_post_send(ep, wr);
 }
 
+/* fi_close of an MSG endpoint (ops->fini; the domain lock is held): each
+ * receive still posted is reported as an FI_ECANCELED error completion
+ * that outlives the endpoint (no owner, so iwd_cq_purge keeps it), as a
+ * verbs QP's flush does. ofi_rxm posts rx_attr->size buffers of its own on
+ * every connection and takes them back only from those completions, read
+ * right after fi_close (rxm_close_conn, rxm_flush_msg_cq): without them a
+ * connection refused and retried leaked its buffers, ~1 GB/s (issue 19
+ * item 2). */
+static void msg_fini(struct iwd_ep *ep)
+{
+	struct iwd_list *it;
+	if (ep->rx_cq)
+		iwd_list_foreach(&iwd_dgram(ep)->rx_reqs, it)
+		{
+			struct iwd_rxreq *rr = iwd_container_of(it, struct iwd_rxreq, link);
+			iwd_cq_push_err(ep->rx_cq, rr->context, FI_RECV | FI_MSG, 0, NULL, 0, 0, 0, FI_ECANCELED, 0,
+					FI_ADDR_NOTAVAIL);
+		}
+	iwd_dgram_fini(ep);
+}
+
 static const struct iwd_ep_ops msg_ops = {
 	.datagram = 0,
 	.enable = iwd_dgram_enable,
 	.disconnect = msg_disconnect,
-	.fini = iwd_dgram_fini,
+	.fini = msg_fini,
 	.progress = iwd_ep_progress,
 	.wc = iwd_dgram_wc,
 	.cancel = iwd_dgram_cancel,
@@ -339,6 +374,16 @@ int iwd_msg_ep_open(struct iwd_domain *dom, struct fi_info *info, struct fid_ep 
 	ep->ep_fid.rma = &iwd_rma_ops;
 	ep->ep_fid.atomic = &iwd_atomic_ops;
 	ep->ep_fid.cm = &msg_cm_ops;
+	/* fi_endpoint(3): info->handle a passive endpoint: the active one takes
+	 * its address (fi_getname says it; fi_connect connects from it). */
+	if (info->handle && info->handle->fclass == FI_CLASS_PEP) {
+		struct sockaddr_in sin;
+		size_t len = sizeof(sin);
+		if (!fi_getname(info->handle, &sin, &len) && sin.sin_family == AF_INET) {
+			ep->name = sin;
+			m->from_port = ntohs(sin.sin_port);
+		}
+	}
 	ret = ep->info ? iwd_ep_create_qp(ep, IWV_QPT_RC, iwd_ep_rx_depth(info)) : -FI_ENOMEM;
 	return iwd_ep_opened(ep, ret, out);
 }

@@ -51,7 +51,7 @@ static ssize_t m_sendmsg(struct fid_ep *f, const struct fi_msg *msg, uint64_t fl
 static ssize_t m_inject(struct fid_ep *f, const void *buf, size_t len, fi_addr_t dest)
 {
 	struct iovec iov = {(void *)buf, len};
-	return iwd_rdm_send(ep_of(f), &iov, NULL, 1, dest, 0, 0, NULL, FI_INJECT, 0);
+	return iwd_rdm_send(ep_of(f), &iov, NULL, 1, dest, 0, 0, NULL, FI_INJECT | IWD_NOCOMP, 0);
 }
 
 static ssize_t m_senddata(struct fid_ep *f, const void *buf, size_t len, void *desc, uint64_t data, fi_addr_t dest,
@@ -64,7 +64,7 @@ static ssize_t m_senddata(struct fid_ep *f, const void *buf, size_t len, void *d
 static ssize_t m_injectdata(struct fid_ep *f, const void *buf, size_t len, uint64_t data, fi_addr_t dest)
 {
 	struct iovec iov = {(void *)buf, len};
-	return iwd_rdm_send(ep_of(f), &iov, NULL, 1, dest, 0, data, NULL, FI_INJECT | FI_REMOTE_CQ_DATA, 0);
+	return iwd_rdm_send(ep_of(f), &iov, NULL, 1, dest, 0, data, NULL, FI_INJECT | IWD_NOCOMP | FI_REMOTE_CQ_DATA, 0);
 }
 
 static struct fi_ops_msg rdm_msg_ops = {
@@ -125,7 +125,7 @@ static ssize_t t_sendmsg(struct fid_ep *f, const struct fi_msg_tagged *msg, uint
 static ssize_t t_inject(struct fid_ep *f, const void *buf, size_t len, fi_addr_t dest, uint64_t tag)
 {
 	struct iovec iov = {(void *)buf, len};
-	return iwd_rdm_send(ep_of(f), &iov, NULL, 1, dest, tag, 0, NULL, FI_INJECT, 1);
+	return iwd_rdm_send(ep_of(f), &iov, NULL, 1, dest, tag, 0, NULL, FI_INJECT | IWD_NOCOMP, 1);
 }
 
 static ssize_t t_senddata(struct fid_ep *f, const void *buf, size_t len, void *desc, uint64_t data, fi_addr_t dest,
@@ -139,7 +139,7 @@ static ssize_t t_injectdata(struct fid_ep *f, const void *buf, size_t len, uint6
 			    uint64_t tag)
 {
 	struct iovec iov = {(void *)buf, len};
-	return iwd_rdm_send(ep_of(f), &iov, NULL, 1, dest, tag, data, NULL, FI_INJECT | FI_REMOTE_CQ_DATA, 1);
+	return iwd_rdm_send(ep_of(f), &iov, NULL, 1, dest, tag, data, NULL, FI_INJECT | IWD_NOCOMP | FI_REMOTE_CQ_DATA, 1);
 }
 
 static struct fi_ops_tagged rdm_tagged_ops = {

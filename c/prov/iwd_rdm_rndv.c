@@ -53,7 +53,7 @@ static int post_ctrl(struct iwd_ep *ep, const struct iwd_hdr *h, const struct iw
 	int ret;
 	if (ep->sq_used >= ep->sq_depth || !ep->txp.nfree)
 		return -FI_EAGAIN;
-	tx = iwd_tx_new(ep, NULL, 0, FI_INJECT);
+	tx = iwd_tx_new(ep, NULL, 0, FI_INJECT | IWD_NOCOMP);
 	if (!tx)
 		return -FI_ENOMEM;
 	tx->wr.kind = IWD_WR_CTRL;

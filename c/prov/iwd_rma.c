@@ -200,7 +200,7 @@ static ssize_t r_writemsg(struct fid_ep *f, const struct fi_msg_rma *msg, uint64
 static ssize_t r_inject(struct fid_ep *f, const void *buf, size_t len, fi_addr_t dest, uint64_t addr, uint64_t key)
 {
 	struct iovec iov = {(void *)buf, len};
-	return rma_op(ep_of(f), 0, &iov, NULL, 1, dest, addr, key, NULL, FI_INJECT, 0);
+	return rma_op(ep_of(f), 0, &iov, NULL, 1, dest, addr, key, NULL, FI_INJECT | IWD_NOCOMP, 0);
 }
 
 static ssize_t r_writedata(struct fid_ep *f, const void *buf, size_t len, void *desc, uint64_t data, fi_addr_t dest,
@@ -214,7 +214,7 @@ static ssize_t r_injectdata(struct fid_ep *f, const void *buf, size_t len, uint6
 			    uint64_t addr, uint64_t key)
 {
 	struct iovec iov = {(void *)buf, len};
-	return rma_op(ep_of(f), 0, &iov, NULL, 1, dest, addr, key, NULL, FI_INJECT | FI_REMOTE_CQ_DATA, data);
+	return rma_op(ep_of(f), 0, &iov, NULL, 1, dest, addr, key, NULL, FI_INJECT | IWD_NOCOMP | FI_REMOTE_CQ_DATA, data);
 }
 
 struct fi_ops_rma iwd_rma_ops = {

@@ -21,8 +21,9 @@ func TestCancel(t *testing.T) {
 }
 
 // runProvProgram builds c/prov/tests/<name>.c with ASan and UBSan and runs
-// it against a real daemon: it must print "<name>: ok".
-func runProvProgram(t *testing.T, name string) {
+// it against a real daemon with args (default: "iwarpd"): it must print
+// "<name>: ok".
+func runProvProgram(t *testing.T, name string, args ...string) {
 	needProvider(t)
 	root, err := daemontest.ModuleRoot()
 	if err != nil {
@@ -38,7 +39,10 @@ func runProvProgram(t *testing.T, name string) {
 	d := daemon(t, name, daemontest.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), daemontest.Scaled(60*time.Second))
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "iwarpd")
+	if len(args) == 0 {
+		args = []string{"iwarpd"}
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
 	// Leaks of libfabric itself are not ours to judge here.
 	cmd.Env = fiEnv(d, append([]string{"ASAN_OPTIONS=detect_leaks=0"}, native...)...)
 	out, err = cmd.CombinedOutput()

@@ -15,5 +15,6 @@
 //
 // Ports (private to this package): daemons UD 27800-27899 and RD
 // 27900-27999, in blocks of 25; fi_pingpong's control connections TCP
-// 28000-28099; namespaces 169.254.85.1/24 and .2/24, named "iwfi" + PID.
+// 28000-28099; TestNamedPorts' named ports 28100-28198; namespaces
+// 169.254.85.1/24 and .2/24, named "iwfi" + PID.
 package libfabric

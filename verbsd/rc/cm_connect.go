@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/iwarpd/iwarpd/iwerr"
@@ -19,9 +20,10 @@ import (
 
 // cmActive is a Connect in progress (the initiator side).
 type cmActive struct {
-	qp     uint32
-	ctx    context.Context
-	cancel context.CancelFunc
+	qp        uint32
+	localPort uint16 // ConnectRequest.LocalPort
+	ctx       context.Context
+	cancel    context.CancelFunc
 }
 
 // Connect validates a Connect request, takes the QP and starts the
@@ -65,7 +67,7 @@ func (s *CM) Connect(req proto.ConnectRequest) error {
 		s.releaseRC(req.QP)
 		return err
 	}
-	a := &cmActive{qp: req.QP}
+	a := &cmActive{qp: req.QP, localPort: req.LocalPort}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	cm.active[req.QP] = a
 	cm.mu.Unlock()
@@ -108,7 +110,18 @@ func (s *CM) runConnect(a *cmActive, ap netip.AddrPort, policy mpa.Policy, timeo
 func (s *CM) initiate(a *cmActive, ap netip.AddrPort, policy mpa.Policy, timeout time.Duration) proto.CMEvent {
 	d := net.Dialer{Timeout: timeout}
 	if dev := s.Dev.Cfg.Addr; dev.Is4() == ap.Addr().Is4() && dev.IsLoopback() == ap.Addr().IsLoopback() {
-		d.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(dev, 0))
+		d.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(dev, a.localPort))
+	} else if a.localPort != 0 {
+		d.LocalAddr = &net.TCPAddr{Port: int(a.localPort)}
+	}
+	if a.localPort != 0 {
+		// The port of a listener just closed (a passive endpoint's) may
+		// still have connections in TIME_WAIT.
+		d.Control = func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEADDR, 1) })
+			return serr
+		}
 	}
 	c, err := d.DialContext(a.ctx, "tcp", ap.String())
 	if err != nil {

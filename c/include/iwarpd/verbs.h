@@ -554,6 +554,7 @@ struct iwv_conn_param {
 	uint16_t ird, ord; /* 0: the device default */
 	struct iwv_mpa_options mpa; /* iwv_connect only */
 	uint32_t timeout_ms;        /* iwv_connect only; 0: the device's MPA timeout */
+	uint16_t local_port;        /* iwv_connect only; the TCP port to connect from (0: the kernel's) */
 };
 
 struct iwv_mpa_params {
