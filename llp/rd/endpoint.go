@@ -199,6 +199,7 @@ type Action struct {
 // Stats counts events of an Endpoint.
 type Stats struct {
 	Sent, Retransmits, FastRetransmits, Timeouts uint64
+	Probes                                       uint64 // tail probes (rtt.go probing): resent after a probe timeout, not counted as timeouts
 	Acked, Failed, PeerResets                    uint64
 	Delivered, Held, Duplicates, Dropped, Stale  uint64
 	NotReadySent, NotReadyReceived               uint64
