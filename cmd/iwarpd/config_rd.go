@@ -21,7 +21,7 @@ func addRDFlags(str func(name, value, usage string) *string, def vcfg.RDConfig) 
 	l := def.Link
 	return rdFlags{
 		window:     str("rd-window", strconv.Itoa(l.Window), "RD: unacknowledged datagrams per peer (send window, receive window advertised)"),
-		retries:    str("rd-max-retries", strconv.Itoa(l.MaxRetries), "RD: retransmissions of one datagram before its work request fails (retry exceeded)"),
+		retries:    str("rd-max-retries", strconv.Itoa(l.MaxRetries), "RD: retransmission timeouts of one datagram before its work request fails (retry exceeded); fast retransmissions and tail probes do not count"),
 		rtoMin:     str("rd-rto-min", l.MinRTO.String(), "RD: smallest retransmission timeout (`duration`)"),
 		rtoMax:     str("rd-rto-max", l.MaxRTO.String(), "RD: largest retransmission timeout, after backoff (`duration`)"),
 		rtoInitial: str("rd-rto-initial", l.InitialRTO.String(), "RD: retransmission timeout before any RTT sample (`duration`)"),

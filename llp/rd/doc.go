@@ -90,7 +90,12 @@
 //
 // Timeouts back off per datagram on timeouts only; an acknowledgement
 // covering datagrams sent before the latest timeout gives an RTT sample
-// measured from the timeout (sender.go processAck, peer.rtoAt).
+// measured from the timeout (sender.go processAck, peer.rtoAt). While the
+// peer acknowledges or SACKs, the oldest datagram is resent after a probe
+// timeout of two SRTT instead (a tail probe, RFC 8985 §7; rtt.go
+// probing): no backoff, not counted against MaxRetries, at most
+// maxProbes in a row without progress before the RFC 6298 timeouts take
+// over. Only those timeouts count against MaxRetries.
 //
 // Imports: the standard library, iwerr, llp/dgram. The simulated lossy,
 // reordering, duplicating link used by the tests is package rd/rdtest.

@@ -17,7 +17,7 @@ type Config struct {
 	InitialRTO      time.Duration // before any RTT sample (default 20ms)
 	MinRTO          time.Duration // default 2ms
 	MaxRTO          time.Duration // default 1s; also caps the backed-off timeout
-	MaxRetries      int           // retransmissions of one datagram before it fails (default 15)
+	MaxRetries      int           // retransmission timeouts of one datagram before it fails (default 15); fast retransmissions and tail probes (the path delivers) do not count
 	NotReadyBackoff time.Duration // first wait after NOTREADY (default 1ms, doubling to MaxRTO); not counted against MaxRetries
 	AckDelay        time.Duration // delayed standalone ACK (default 200µs); piggybacked when DATA goes that way first
 	IdleTimeout     time.Duration // send half reset after this idle; receive half after 2×; then the peer is freed (default 30s)
@@ -199,6 +199,7 @@ type Action struct {
 // Stats counts events of an Endpoint.
 type Stats struct {
 	Sent, Retransmits, FastRetransmits, Timeouts uint64
+	Probes                                       uint64 // tail probes (rtt.go probing): resent after a probe timeout, not counted as timeouts
 	Acked, Failed, PeerResets                    uint64
 	Delivered, Held, Duplicates, Dropped, Stale  uint64
 	NotReadySent, NotReadyReceived               uint64

@@ -81,6 +81,11 @@ type peer struct {
 	reoPersist uint8  // > 0: the path was seen reordering, holes wait a reordering window; counts down per repaired hole
 	extSACK    bool   // the peer sets dgram.FlagExtSACK: it takes SACK Block ACKs
 	nrBackoff  uint8  // NOTREADY back-offs in a row: the next waits Config.NotReadyBackoff·2^nrBackoff
+	// probes counts the tail probes (probe) sent since the peer last
+	// acknowledged or SACKed something new; progressed: it has in this
+	// space (the path delivers).
+	probes     uint8
+	progressed bool
 	// proven: the address proved it receives there (its DATA carried our
 	// cookie, or it acknowledged our DATA): DATA from its incarnation is
 	// taken without a cookie (cookie.go).
@@ -141,6 +146,7 @@ func (p *peer) resetSend(window int) {
 	p.spaceAcked, p.checkAck = false, false
 	p.nrBackoff = 0
 	p.reoAt, p.sackHigh, p.nSacked = 0, 0, 0
+	p.probes, p.progressed = 0, false
 }
 
 func (p *peer) resetReceive() {

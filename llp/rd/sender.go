@@ -167,6 +167,9 @@ func (e *Endpoint) processAck(t int64, p *peer, h *dgram.RDHeader) {
 			e.releaseHold(p) // the peer has the error message: ack the refused DATA now
 		}
 	}
+	if advanced {
+		p.progress()
+	}
 	if repaired {
 		// A retransmission filled a hole: the datagrams after it waited
 		// for the repair at the receiver, their ACK times measure the
@@ -209,6 +212,7 @@ func (e *Endpoint) processAck(t int64, p *peer, h *dgram.RDHeader) {
 				e.noteReordering(p, s, base+i, prevTo)
 				s.flags |= segSacked
 				p.nSacked++
+				p.progress()
 				if p.sackHigh == 0 || dgram.SeqLess(p.sackHigh, base+i) {
 					p.sackHigh = base + i
 				}
@@ -345,7 +349,7 @@ func (e *Endpoint) fastRetransmit(t int64, p *peer) {
 		if p.reoPersist > 0 {
 			p.reoPersist-- // RFC 8985 §6.2 step 4: the reordering window lapses after 16 recoveries without reordering
 		}
-		e.retransmit(t, p, off, true, false)
+		e.retransmit(t, p, off, false, false) // the path delivers: not counted against MaxRetries
 	}
 	if p.reoAt != 0 {
 		e.armed(p, p.reoAt)
@@ -372,7 +376,14 @@ func (e *Endpoint) restartTimer(t int64, p *peer) {
 		if s.flags&(segSacked|segNotReady|segResend) != 0 {
 			continue
 		}
-		s.deadline = max(s.deadline, t+e.backedOff(p, s.timeouts))
+		if e.probing(p) {
+			// Since its latest transmission the receiver answered
+			// without it (this ACK): a probe timeout after that
+			// transmission, however long ago, is when it is lost.
+			s.deadline = s.sentAt + e.pto(p, s)
+		} else {
+			s.deadline = max(s.deadline, t+e.backedOff(p, s.timeouts))
+		}
 		break
 	}
 	e.rearm(p)
@@ -401,7 +412,11 @@ func (e *Endpoint) retransmit(t int64, p *peer, off int, counted, timeout bool) 
 	}
 	s.flags &^= segResend | segHandshake
 	s.sentAt = t
-	s.deadline = t + e.backedOff(p, s.timeouts)
+	if e.probing(p) {
+		s.deadline = t + e.pto(p, s)
+	} else {
+		s.deadline = t + e.backedOff(p, s.timeouts)
+	}
 	h := e.dataHeader(p, p.sndUna+uint32(off))
 	h.Flags |= dgram.FlagAckReq
 	p.lastSend = t
@@ -448,6 +463,13 @@ func (e *Endpoint) runTimers(t int64, p *peer, out []Action) []Action {
 			out = e.flush(out)
 			p.next = e.timerDeadline(p)
 			return out
+		case s.flags&segResend == 0 && e.probing(p):
+			// A tail probe (probe): the path delivers, the oldest
+			// datagram's latest transmission or its ACK was lost.
+			e.stats.Probes++
+			p.probes++
+			p.rtoAt = t
+			e.retransmit(t, p, off, false, false)
 		default:
 			if s.flags&segResend == 0 {
 				e.stats.Timeouts++

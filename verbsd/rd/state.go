@@ -295,7 +295,7 @@ func (q *QP) inspect(m map[string]int64) {
 	}
 	st := q.Rd.ep.Stats()
 	for k, v := range map[string]uint64{"rd_retransmits": st.Retransmits, "rd_fast_retransmits": st.FastRetransmits,
-		"rd_timeouts": st.Timeouts, "rd_notready": st.NotReadySent, "rd_notready_received": st.NotReadyReceived,
+		"rd_timeouts": st.Timeouts, "rd_probes": st.Probes, "rd_notready": st.NotReadySent, "rd_notready_received": st.NotReadyReceived,
 		"rd_dup": st.Duplicates, "rd_held": st.Held, "rd_dropped": st.Dropped, "rd_stale": st.Stale,
 		"rd_resets": st.PeerResets, "rd_resets_sent": st.ResetsSent, "rd_resets_received": st.ResetsReceived,
 		"rd_peers_created": st.PeersCreated, "rd_peers_reclaimed": st.PeersReclaimed, "rd_reordering": st.Reordering,

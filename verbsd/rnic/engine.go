@@ -289,17 +289,20 @@ func (e *Engine) run() {
 	}
 }
 
-// pollFDs runs epoll_wait with timeout (ms, -1 = forever) and marks the
+// pollFDs runs epoll_wait with timeout (< 0 = forever) and marks the
 // ready QP sockets readable; it drains the wake eventfd. Doorbells
 // (rnic/doorbell.go) are edge-triggered and never read: their event is the
 // wake-up, and the default case ignores a descriptor that is no QP's.
-func (e *Engine) pollFDs(timeout int) {
+func (e *Engine) pollFDs(timeout time.Duration) {
 	var n int
 	var err error
-	if timeout == 0 {
+	switch {
+	case timeout == 0:
 		n, err = RawEpollPoll(e.EpFD, e.events[:]) // rnic/iov.go: never blocks
-	} else {
-		n, err = unix.EpollWait(e.EpFD, e.events[:], timeout)
+	case timeout < 0:
+		n, err = unix.EpollWait(e.EpFD, e.events[:], -1)
+	default:
+		n, err = epollWaitFor(e.EpFD, e.events[:], timeout) // rnic/epoll.go
 	}
 	if err != nil {
 		return // EINTR: the loop comes round again
@@ -330,31 +333,39 @@ func (e *Engine) pollFDs(timeout int) {
 	}
 }
 
-// sleepTimeout is how long the engine may sleep: forever unless a send is
-// blocked on a full socket buffer or a partial message will expire.
-func (e *Engine) sleepTimeout(now time.Time) int {
-	timeout := -1
+// sleepTimeout is how long the engine may sleep (< 0: forever): until the
+// earliest timer of a transport (an RD retransmission or probe, a delayed
+// ACK, a partial message's expiry) or a lingering port's end, 1 ms when a
+// send is blocked on a full socket buffer. Timers are kept to the
+// microsecond (epollWaitFor): rounded up to whole milliseconds, as
+// epoll_wait takes them, an RD probe due in 300 µs waited 1 ms.
+func (e *Engine) sleepTimeout(now time.Time) time.Duration {
+	timeout := time.Duration(-1)
+	earliest := func(d time.Time) {
+		w := max(d.Sub(now), minSleep)
+		if timeout < 0 || w < timeout {
+			timeout = w
+		}
+	}
 	for _, x := range e.Ext { // a lingering RD port ends
 		if d, ok := x.Deadline(); ok {
-			ms := max(int(d.Sub(now)/time.Millisecond)+1, 1)
-			if timeout < 0 || ms < timeout {
-				timeout = ms
-			}
+			earliest(d)
 		}
 	}
 	for _, q := range e.QPs {
 		if q.Blocked {
-			return 1
+			return time.Millisecond
 		}
 		if d, ok := q.Ops.Deadline(); ok { // the transport's timers
-			ms := int(d.Sub(now)/time.Millisecond) + 1
-			if timeout < 0 || ms < timeout {
-				timeout = max(ms, 1)
-			}
+			earliest(d)
 		}
 	}
 	return timeout
 }
+
+// minSleep is the shortest timed sleep: a timer already due is served
+// after a short sleep rather than a busy loop.
+const minSleep = 10 * time.Microsecond
 
 // pending reports whether some QP has work a client published (the
 // re-scan before sleeping), and puts those on the ready list.
