@@ -200,7 +200,7 @@ int iwd_desc_lkey(void *desc, const void *addr, size_t len, uint32_t *lkey);
 struct iwd_av_entry {
 	struct sockaddr_in sin;
 	struct iwv_av vav;
-	int used;
+	int used; /* references: inserts of this address not yet removed; 0 = free */
 };
 
 struct iwd_av {
