@@ -245,6 +245,7 @@ func (e *Engine) rdPoll(q *QP, now time.Time) bool {
 	for i := range r.actions {
 		e.rdAction(q, &r.actions[i], now)
 	}
+	rdLogDead(q, r.actions) // peer_log.go
 	if e.rdDrainBacklog(q, now) {
 		work = true
 	}
