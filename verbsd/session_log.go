@@ -32,8 +32,16 @@ func (s *session) logStart() {
 	}
 }
 
-// logEnd logs a session's end: why, and what the teardown reclaimed.
-func (s *session) logEnd(why string, h held) {
+// logEnd logs a session's end: why, and what the teardown reclaimed. A
+// hello the daemon refused (another ABI version, the per-user session
+// limit) is logged at info too: the client only sees its error.
+func (s *session) logEnd(why string, h held, helloRefused bool) {
+	if helloRefused && !s.Inspect {
+		if ok, n := s.Dev.EventLog.Allow(time.Now()); ok {
+			s.Dev.Log.Infof("session %d refused: pid %d, uid %d: %s%s", s.ID, s.Cred.Pid, s.Cred.Uid, why, rnic.Note(n))
+		}
+		return
+	}
 	if !s.Hello || s.Inspect {
 		s.Dev.Log.Debugf("session %d (pid %d, uid %d): closed (%s)", s.ID, s.Cred.Pid, s.Cred.Uid, why)
 		return

@@ -85,3 +85,23 @@ func TestRDPeerDeadLogged(t *testing.T) {
 		"outstanding datagram(s) given up")
 	t.Log(l)
 }
+
+// TestSessionRefusedLogged: a hello the daemon refuses (here the per-user
+// session limit) is an info line too, with the reason the client got.
+func TestSessionRefusedLogged(t *testing.T) {
+	var log logLines
+	_, path := startRD(t, func(c *config.Config) {
+		c.Log = &log
+		c.UserLimits.Sessions = 1
+	})
+	first, err := verbsdtest.Dial(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	if c, err := verbsdtest.Dial(path, false); err == nil {
+		c.Close()
+		t.Fatal("a second session past the limit of 1 was accepted")
+	}
+	t.Log(log.wait(t, "refused: pid", "user-max-sessions"))
+}

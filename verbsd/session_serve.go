@@ -31,7 +31,7 @@ func newSessionOf(srv *Server, core *rnic.Session) *session {
 func (s *session) serve() {
 	rnic.GuardClientMemory() // rnic/fault.go: a fault on client memory fails the request
 	go s.PumpEvents()
-	why := "the daemon closed the connection"
+	why, helloRefused := "the daemon closed the connection", false
 	defer func() {
 		close(s.Done)
 		s.Conn.Close()
@@ -45,7 +45,7 @@ func (s *session) serve() {
 		})
 		s.Peer.Close() // after teardown: no engine state refers to it
 		s.Dev.Users.ReleaseAll(s.Session)
-		s.logEnd(why, h) // session_log.go
+		s.logEnd(why, h, helloRefused) // session_log.go
 	}()
 	for {
 		h, body, fds, err := s.Conn.Receive()
@@ -62,6 +62,7 @@ func (s *session) serve() {
 		s.reply(proto.Header{Version: proto.ABIVersion, Op: h.Op | proto.OpReply, Seq: h.Seq}, reply, rfds, err)
 		if quit {
 			why = fmt.Sprintf("the daemon closed it after %v failed: %v", h.Op, err)
+			helloRefused = h.Op == proto.OpHello && !s.Hello
 			return
 		}
 	}
