@@ -25,10 +25,12 @@ func TestDaemonLogsSessionsAndFailures(t *testing.T) {
 		t.Fatalf("connect to %v (bound, not listening) succeeded", refused)
 	}
 	ctx.Close()
+	// The log is logfmt: quotes inside msg="..." are escaped (\").
+	q := `\\?"`
 	want := []*regexp.Regexp{
-		regexp.MustCompile(`session (\d+) started: client "log-client", pid \d+, uid \d+`),
+		regexp.MustCompile(`session \d+ started: client ` + q + `log-client` + q + `, pid \d+, uid \d+`),
 		regexp.MustCompile(`RC QP \d+: connection to ` + regexp.QuoteMeta(refused.String()) + ` failed: unreachable`),
-		regexp.MustCompile(`session \d+ ended: client "log-client", pid \d+, uid \d+: the client closed its connection.*; reclaimed 1 QPs, 1 MRs, 2 CQs`),
+		regexp.MustCompile(`session \d+ ended: client ` + q + `log-client` + q + `, pid \d+, uid \d+: the client closed its connection.*; reclaimed 1 QPs, 1 MRs, 2 CQs`),
 	}
 	deadline := time.Now().Add(scaled(20 * time.Second))
 	for _, re := range want {
