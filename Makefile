@@ -41,12 +41,16 @@ build-deps:
 
 # Installs the programs into $(DESTDIR)$(PREFIX)/bin and the libfabric
 # provider libiwarpd-fi.so into Debian's libfabric provider directory
-# (found without FI_PROVIDER_PATH; docs/libfabric.md).
+# (found without FI_PROVIDER_PATH), saying what it replaced; with PREFIX
+# given (make install PREFIX=$$HOME/iwarpd) the provider goes to
+# $(PREFIX)/lib/libfabric instead, for FI_PROVIDER_PATH (docs/libfabric.md
+# "Installing the provider").
+PROVPREFIX := $(if $(filter command line environment,$(origin PREFIX)),PREFIX=$(PREFIX))
 PREFIX ?= /usr/local
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(BIN)/* $(DESTDIR)$(PREFIX)/bin/
-	$(MAKE) -C c install
+	$(MAKE) -C c install $(PROVPREFIX)
 
 # libfabric's conformance suite, fabtests v1.17.0 (../shared/conformance),
 # against this checkout's provider and the reference providers tcp and

@@ -39,6 +39,9 @@ type Event struct {
 	QKey    *uint32 `json:"qkey,omitempty"`
 	SrcQKey *uint32 `json:"src_qkey,omitempty"`
 	Message string  `json:"message,omitempty"`
+	// GSO is set on a datagram captured inside a UDP GSO super-packet
+	// (gso.go).
+	GSO *GSOInfo `json:"gso,omitempty"`
 
 	MPA   *MPAInfo   `json:"mpa,omitempty"`
 	FPDU  *FPDUInfo  `json:"fpdu,omitempty"`
@@ -225,6 +228,7 @@ func FormatText(e *Event, abs bool) string {
 		b.WriteString("RD-ACK")
 		writeRD(&b, e.RD)
 		fmt.Fprintf(&b, " crc=%s", e.CRC)
+		writeGSO(&b, e.GSO)
 		return b.String()
 	}
 	switch e.LLP {
@@ -283,7 +287,16 @@ func FormatText(e *Event, abs bool) string {
 		}
 	}
 	fmt.Fprintf(&b, " crc=%s", e.CRC)
+	writeGSO(&b, e.GSO)
 	return b.String()
+}
+
+// writeGSO marks a datagram cut from a GSO super-packet: its place in it
+// and the inferred segment size.
+func writeGSO(b *strings.Builder, g *GSOInfo) {
+	if g != nil {
+		fmt.Fprintf(b, " gso=%d/%d seg=%d", g.Index, g.Count, g.SegSize)
+	}
 }
 
 func writeRD(b *strings.Builder, r *RDInfo) {

@@ -22,19 +22,39 @@ func (d *Decoder) udp(src, dst net.IP, u *layers.UDP) {
 		return
 	}
 	s, r := endpoint(src, sp), endpoint(dst, dp)
+	// A GSO super-packet (gso.go): only when the UDP length covers the
+	// whole payload (not a capture cut short by the snap length).
+	if d.cfg.DatagramCRC && int(u.Length) == 8+len(u.Payload) {
+		if size, parts := gsoSplit(u.Payload, llp == LLPRD); parts != nil {
+			d.note(d.frame, "%s > %s: UDP GSO super-packet of %d octets (captured on the sending host before the kernel "+
+				"segmented it): %d datagrams of %d octets, the last %d; each decoded on its own", s, r, len(u.Payload),
+				len(parts), size, len(parts[len(parts)-1]))
+			for i, part := range parts {
+				d.datagram(s, r, llp, part, &GSOInfo{Index: i + 1, Count: len(parts), SegSize: size, Len: len(u.Payload)})
+			}
+			return
+		}
+	}
+	d.datagram(s, r, llp, u.Payload, nil)
+}
+
+// datagram decodes one datagram of the UD or RD framing from s to r (a
+// whole UDP payload, or one datagram of a GSO super-packet: gso set).
+func (d *Decoder) datagram(s, r, llp string, payload []byte, gso *GSOInfo) {
 	e := d.event(KindSegment)
+	e.GSO = gso
 	e.Src, e.Dst, e.LLP = s, r, llp
 	var g dgram.Datagram
 	if llp == LLPUD {
 		l := DatagramUD{CheckCRC: d.cfg.DatagramCRC}
-		if err := l.DecodeFromBytes(u.Payload, nil); err != nil {
+		if err := l.DecodeFromBytes(payload, nil); err != nil {
 			d.violation(d.frame, "%s > %s: malformed UD datagram: %v", s, r, err)
 			return
 		}
 		g = l.Datagram
 	} else {
 		l := DatagramRD{CheckCRC: d.cfg.DatagramCRC}
-		if err := l.DecodeFromBytes(u.Payload, nil); err != nil {
+		if err := l.DecodeFromBytes(payload, nil); err != nil {
 			d.violation(d.frame, "%s > %s: malformed RD datagram: %v", s, r, err)
 			return
 		}

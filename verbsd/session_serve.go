@@ -2,6 +2,7 @@ package verbsd
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/verbsd/config"
@@ -30,13 +31,21 @@ func newSessionOf(srv *Server, core *rnic.Session) *session {
 func (s *session) serve() {
 	rnic.GuardClientMemory() // rnic/fault.go: a fault on client memory fails the request
 	go s.PumpEvents()
+	why, helloRefused := "the daemon closed the connection", false
 	defer func() {
 		close(s.Done)
 		s.Conn.Close()
-		s.Eng.Do(func() error { s.Eng.TeardownSession(s.Session); return nil })
+		var h held
+		s.Eng.Do(func() error {
+			if s.Installed {
+				h = held{len(s.QPs), len(s.MRs), len(s.CQs)}
+			}
+			s.Eng.TeardownSession(s.Session)
+			return nil
+		})
 		s.Peer.Close() // after teardown: no engine state refers to it
 		s.Dev.Users.ReleaseAll(s.Session)
-		s.Dev.Log.Debugf("session %d (pid %d, uid %d): closed, resources reclaimed", s.ID, s.Cred.Pid, s.Cred.Uid)
+		s.logEnd(why, h, helloRefused) // session_log.go
 	}()
 	for {
 		h, body, fds, err := s.Conn.Receive()
@@ -46,11 +55,14 @@ func (s *session) serve() {
 				s.reply(proto.Header{Version: proto.ABIVersion, Op: proto.OpReply}, nil, nil, rnic.Errf(unix.EINVAL, "malformed control message: %v", err))
 				continue
 			}
+			why = s.endReason(err)
 			return
 		}
 		reply, rfds, err, quit := s.dispatch(h, body, fds)
 		s.reply(proto.Header{Version: proto.ABIVersion, Op: h.Op | proto.OpReply, Seq: h.Seq}, reply, rfds, err)
 		if quit {
+			why = fmt.Sprintf("the daemon closed it after %v failed: %v", h.Op, err)
+			helloRefused = h.Op == proto.OpHello && !s.Hello
 			return
 		}
 	}
@@ -161,6 +173,7 @@ func (s *session) doHello(h proto.Header, body []byte) (any, []int, error, bool)
 	}
 	s.Hello = true
 	s.Dev.Log.Debugf("session %d: hello from %q (pid %d, uid %d, inspect %v)", s.ID, req.Client, s.Cred.Pid, s.Cred.Uid, req.Inspect)
+	s.logStart() // session_log.go
 	reply := proto.HelloReply{ABI: proto.ABIVersion, Daemon: s.Dev.Cfg.Version, SessionID: s.ID, Device: s.Dev.Cfg.Device,
 		Addr: s.Dev.Cfg.Addr.String()}
 	if s.Inspect {

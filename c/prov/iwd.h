@@ -256,7 +256,7 @@ int iwd_check_iov(const struct iovec *iov, void **desc, size_t count);
 struct iwd_av_entry {
 	struct sockaddr_in sin;
 	struct iwv_av vav;
-	int used;
+	int used; /* references: inserts of this address not yet removed; 0 = free */
 };
 
 struct iwd_av {

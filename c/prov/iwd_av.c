@@ -4,6 +4,13 @@
  * FI_AV_MAP both hand out the table index as fi_addr_t (FI_AV_MAP lets the
  * provider choose any value). A hash on (ip, port) answers FI_SOURCE
  * lookups of receive completions.
+ *
+ * Duplicates (fi_av(3) NOTES leaves them to the provider): inserting an
+ * address the AV already holds returns the fi_addr it already has and
+ * counts one more reference; fi_av_remove drops one reference and the entry
+ * goes when the last is removed (libfabric's util AV does the same). So one
+ * peer has one fi_addr, and a directed receive naming it matches the
+ * fi_addr its messages report (MPI_Intercomm_create re-inserts peers).
  */
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -101,9 +108,13 @@ static int insert_one(struct iwd_av *av, const struct sockaddr_in *sin, fi_addr_
 
 	if (sin->sin_family != AF_INET || !sin->sin_port)
 		return -FI_EINVAL;
-	/* FI_AV_TABLE: every insert takes the next index, duplicates included;
-	 * FI_SOURCE lookups answer the first. */
+	/* An address already here keeps its fi_addr (see the top of the file). */
 	existing = lookup_sin(av, sin);
+	if (existing != FI_ADDR_NOTAVAIL) {
+		av->tab[existing].used++;
+		*out = existing;
+		return 0;
+	}
 	if (av->count == av->cap) {
 		size_t ncap = av->cap ? av->cap * 2 : 64;
 		struct iwd_av_entry *nt = realloc(av->tab, ncap * sizeof(*nt));
@@ -126,7 +137,7 @@ static int insert_one(struct iwd_av *av, const struct sockaddr_in *sin, fi_addr_
 	e->vav.ip[11] = 0xff;
 	memcpy(&e->vav.ip[12], &sin->sin_addr, 4);
 	e->used = 1;
-	if (existing == FI_ADDR_NOTAVAIL) {
+	{
 		size_t h = hash_of(sin_key(sin), av->hash_cap);
 		while (av->hash[h])
 			h = (h + 1) & (av->hash_cap - 1);
@@ -226,7 +237,7 @@ static int av_remove(struct fid_av *av_fid, fi_addr_t *fi_addr, size_t count, ui
 			ret = -FI_EINVAL;
 			continue;
 		}
-		av->tab[fi_addr[i]].used = 0;
+		av->tab[fi_addr[i]].used--; /* one reference per insert */
 	}
 	hash_rebuild(av);
 	iwd_unlock(av->dom);

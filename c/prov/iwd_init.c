@@ -20,6 +20,14 @@ struct iwd_params iwd_env = {
 	.mr_cache = 64,
 };
 
+#ifndef IWD_BUILD
+#define IWD_BUILD "unknown"
+#endif
+/* Which build this file is (git describe, from prov.mk): logged at info
+ * when the provider loads, and read from the installed file by
+ * scripts/install-provider.sh, which says what make install replaced. */
+__attribute__((used)) static const char iwd_build[] = "iwarpd-fi build " IWD_BUILD;
+
 static void iwd_cleanup(void) {}
 
 struct fi_provider iwd_prov = {
@@ -130,5 +138,6 @@ FI_EXT_INI
 		iwd_env.rx_bufs = 8;
 	if (iwd_env.eager_max < 64)
 		iwd_env.eager_max = 64;
+	IWD_INFO(FI_LOG_CORE, "iwarpd: provider loaded: %s\n", iwd_build);
 	return &iwd_prov;
 }

@@ -74,12 +74,15 @@ local f = {
   crc          = ProtoField.uint32("iwarp_dgram.crc", "CRC32c (little-endian on the wire)", base.HEX),
   crc_computed = ProtoField.uint32("iwarp_dgram.crc.computed", "CRC32c computed", base.HEX),
   crc_status   = ProtoField.uint8("iwarp_dgram.crc.status", "CRC status", base.DEC, crc_status_names),
+  gso          = ProtoField.none("iwarp_dgram.gso", "UDP GSO super-packet"),
+  gso_count    = ProtoField.uint32("iwarp_dgram.gso.count", "Datagrams in the super-packet", base.DEC),
+  gso_size     = ProtoField.uint32("iwarp_dgram.gso.seg_size", "Segment size (inferred from the CRC trailers)", base.DEC),
 }
 proto.fields = {
   f.framing, f.qkey, f.src_qkey, f.rd, f.rd_version, f.rd_type, f.rd_flags, f.rd_f_ack, f.rd_f_ackreq,
   f.rd_f_notrdy, f.rd_f_reset, f.rd_f_ext, f.rd_f_block, f.rd_f_chal, f.rd_f_rsvd, f.rd_window, f.rd_inc, f.rd_echo, f.rd_seq,
   f.rd_cumack, f.rd_sack, f.rd_sacked, f.wr, f.wr_id, f.wr_len, f.wr_off, f.wr_base,
-  f.imm, f.imm_value, f.crc, f.crc_computed, f.crc_status,
+  f.imm, f.imm_value, f.crc, f.crc_computed, f.crc_status, f.gso, f.gso_count, f.gso_size,
 }
 
 local e = {
@@ -105,9 +108,11 @@ local e = {
                 expert.group.PROTOCOL, expert.severity.WARN),
   imm_rsvd  = ProtoExpert.new("iwarp_dgram.imm.reserved", "Write-Record with Immediate: Immediate Data octets 4-7 not zero",
                 expert.group.PROTOCOL, expert.severity.WARN),
+  gso       = ProtoExpert.new("iwarp_dgram.gso", "UDP GSO super-packet captured on the sending host: several datagrams in one",
+                expert.group.SEQUENCE, expert.severity.NOTE),
 }
 proto.experts = { e.bad_crc, e.short, e.version, e.bad_type, e.ack_data, e.rsvd, e.wr_bounds, e.atomic, e.atomic_ud,
-  e.wr_last, e.imm_rsvd }
+  e.wr_last, e.imm_rsvd, e.gso }
 
 -- CRC32c (Castagnoli, reflected 0x82F63B78, init/xorout 0xFFFFFFFF) -----------
 
@@ -219,9 +224,10 @@ local function check_atomic(tvb, off, len, opcode, rd, tree)
   end
 end
 
-function proto.dissector(tvb, pinfo, tree)
+-- dissect_one decodes one datagram (a whole UDP payload, or one datagram of
+-- a GSO super-packet: part set).
+local function dissect_one(tvb, pinfo, tree, rd, part)
   local n = tvb:len()
-  local rd = in_range(proto.prefs.rd_ports, pinfo.src_port) or in_range(proto.prefs.rd_ports, pinfo.dst_port)
   local root = tree:add(proto, tvb())
   root:add(f.framing, rd and 1 or 0):set_generated()
 
@@ -317,7 +323,11 @@ function proto.dissector(tvb, pinfo, tree)
     if typ == 2 then
       if body > off then root:add_proto_expert_info(e.ack_data) end
       pinfo.cols.protocol = "iWARP-RD"
-      pinfo.cols.info = info .. crc_info
+      if part then
+        pinfo.cols.info:append(" | " .. info .. crc_info)
+      else
+        pinfo.cols.info = info .. crc_info
+      end
       return n
     end
   end
@@ -345,6 +355,65 @@ function proto.dissector(tvb, pinfo, tree)
   prefix = string.gsub(prefix, "^%s+", "")
   pinfo.cols.info:prepend(prefix .. " ")
   if crc_info ~= "" then pinfo.cols.info:append(crc_info) end
+  return n
+end
+
+-- UDP GSO super-packets (docs/iwarpdump.md "GSO super-packets"): a capture
+-- taken on the sending host holds a run of equal-size datagrams sent with
+-- one sendmsg (UDP_SEGMENT) as one UDP datagram. Each is a whole datagram
+-- with its own CRC trailer; all have the segment size but the last, which
+-- may be shorter. When the whole payload's trailer is not its CRC32c, the
+-- shortest size S at which the first datagram's trailer holds and every
+-- further S octets end in a valid trailer is the segment size. Trailers of
+-- 0 (CRC off) give nothing to find the boundaries by: not split.
+
+local function trailer_ok(s)
+  local n = #s
+  local want = s:byte(n - 3) + s:byte(n - 2) * 0x100 + s:byte(n - 1) * 0x10000 + s:byte(n) * 0x1000000
+  return want ~= 0 and crc32c(s:sub(1, n - 4)) == want
+end
+
+local function gso_split(raw, least)
+  local n = #raw
+  if n < 2 * least or trailer_ok(raw) then return nil end
+  local c = 0xFFFFFFFF
+  for i = 1, least - 5 do
+    c = bit32.bxor(bit32.rshift(c, 8), crc_table[bit32.band(bit32.bxor(c, raw:byte(i)), 0xFF)])
+  end
+  for size = least, n - 1 do
+    c = bit32.bxor(bit32.rshift(c, 8), crc_table[bit32.band(bit32.bxor(c, raw:byte(size - 4)), 0xFF)])
+    local want = raw:byte(size - 3) + raw:byte(size - 2) * 0x100 + raw:byte(size - 1) * 0x10000 + raw:byte(size) * 0x1000000
+    if want ~= 0 and bit32.bnot(c) == want then
+      local parts, ok = { { 0, size } }, true
+      local off = size
+      while off < n do
+        local len = math.min(size, n - off)
+        if len < least or not trailer_ok(raw:sub(off + 1, off + len)) then ok = false break end
+        parts[#parts + 1] = { off, len }
+        off = off + len
+      end
+      if ok then return size, parts end
+    end
+  end
+  return nil
+end
+
+function proto.dissector(tvb, pinfo, tree)
+  local n = tvb:len()
+  local rd = in_range(proto.prefs.rd_ports, pinfo.src_port) or in_range(proto.prefs.rd_ports, pinfo.dst_port)
+  local least = KEYS_LEN + (rd and (RD_LEN + CRC_LEN) or (DDP_TAGGED_LEN + CRC_LEN))
+  local size, parts = nil, nil
+  if n >= 2 * least then size, parts = gso_split(tvb:raw(0, n), least) end
+  if not parts then return dissect_one(tvb, pinfo, tree, rd, false) end
+  local g = tree:add(f.gso, tvb())
+  g:add(f.gso_count, #parts):set_generated()
+  g:add(f.gso_size, size):set_generated()
+  g:add_proto_expert_info(e.gso, string.format("UDP GSO super-packet captured on the sending host: %d datagrams of %d octets, the last %d",
+    #parts, size, parts[#parts][2]))
+  for i, p in ipairs(parts) do
+    dissect_one(tvb(p[1], p[2]):tvb(), pinfo, tree, rd, i > 1)
+  end
+  pinfo.cols.info:prepend(string.format("[GSO x%d] ", #parts))
   return n
 end
 

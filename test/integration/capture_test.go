@@ -50,6 +50,13 @@ type capture struct {
 // no capture tool is installed or capturing is not permitted.
 func startCapture(t *testing.T, port int) *capture {
 	t.Helper()
+	return startCaptureFilter(t, port, fmt.Sprintf("tcp port %d", port))
+}
+
+// startCaptureFilter is startCapture with a capture filter of its own,
+// which must take TCP port port (the probes and stop's end marker).
+func startCaptureFilter(t *testing.T, port int, filter string) *capture {
+	t.Helper()
 	if _, err := conformance.FindTshark(); err != nil {
 		t.Skip("skipping the capture test: ", err)
 	}
@@ -60,9 +67,9 @@ func startCapture(t *testing.T, port int) *capture {
 		}
 	}
 	c := &capture{port: port, path: filepath.Join(t.TempDir(), fmt.Sprintf("rc-%d.pcap", port)), stderr: &lockedBuffer{}, done: make(chan struct{})}
-	c.cmd = exec.Command(tool, "-q", "-i", "lo", "-f", fmt.Sprintf("tcp port %d", port), "-P", "-B", "64", "-w", c.path)
+	c.cmd = exec.Command(tool, "-q", "-i", "lo", "-f", filter, "-P", "-B", "64", "-w", c.path)
 	if filepath.Base(tool) == "tshark" {
-		c.cmd = exec.Command(tool, "-q", "-i", "lo", "-f", fmt.Sprintf("tcp port %d", port), "-F", "pcap", "-B", "64", "-w", c.path)
+		c.cmd = exec.Command(tool, "-q", "-i", "lo", "-f", filter, "-F", "pcap", "-B", "64", "-w", c.path)
 	}
 	c.cmd.Stderr = c.stderr
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -1,6 +1,7 @@
 package libfabric
 
 import (
+	"net"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -87,7 +88,49 @@ func TestFiInfoNoDaemon(t *testing.T) {
 	if _, ok := err.(*exec.ExitError); !ok {
 		t.Fatalf("fi_info without a daemon: %v", err)
 	}
-	if !strings.Contains(out, "start iwarpd or set FI_IWARPD_SOCKET") {
+	if !strings.Contains(out, "no iwarpd daemon answers at") || !strings.Contains(out, "FI_IWARPD_SOCKET") {
 		t.Errorf("the provider's log does not tell the user what to do:\n%s", out)
+	}
+}
+
+// TestNoDaemonWarns is issue 19 item 8: with no daemon, FI_LOG_LEVEL=warn
+// (not only info) prints one warning per process that names the socket
+// path, the variable that sets it and the command that starts the daemon,
+// whether the socket is missing or refuses (a stale socket file whose
+// daemon is gone).
+func TestNoDaemonWarns(t *testing.T) {
+	needProvider(t)
+	dir := t.TempDir()
+	stale := filepath.Join(dir, "stale.sock")
+	l, err := net.Listen("unixpacket", stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close() // the file stays, nothing listens: connect is refused
+	for _, c := range []struct{ name, sock string }{
+		{"missing", filepath.Join(dir, "none.sock")},
+		{"refused", stale},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// fi_info asks for every endpoint type: the provider
+			// tries the daemon more than once, and warns once.
+			cmd := exec.Command("fi_info", "-p", "iwarpd")
+			cmd.Env = append(daemontest.CleanEnv(), "FI_PROVIDER_PATH="+provDir, "FI_IWARPD_SOCKET="+c.sock,
+				"FI_LOG_LEVEL=warn")
+			out, err := run(t, cmd, daemontest.Scaled(20*time.Second))
+			if _, ok := err.(*exec.ExitError); !ok {
+				t.Fatalf("fi_info without a daemon: %v\n%s", err, out)
+			}
+			want := "no iwarpd daemon answers at " + c.sock
+			if n := strings.Count(out, want); n != 1 {
+				t.Errorf("FI_LOG_LEVEL=warn: %d lines with %q, want 1:\n%s", n, want, out)
+			}
+			for _, w := range []string{"iwarpd -socket " + c.sock, "FI_IWARPD_SOCKET"} {
+				if !strings.Contains(out, w) {
+					t.Errorf("the warning does not say %q:\n%s", w, out)
+				}
+			}
+		})
 	}
 }

@@ -102,7 +102,10 @@ func (s *CM) runConnect(a *cmActive, ap netip.AddrPort, policy mpa.Policy, timeo
 	a.cancel()
 	if ev.Type != proto.CMEstablished {
 		s.releaseRC(a.qp)
-		s.Dev.Log.Debugf("session %d: connect QP %d to %s: %v: %s", s.ID, a.qp, ap, ev.Type, ev.Detail)
+		if ok, n := s.Dev.EventLog.Allow(time.Now()); ok { // rnic/loglimit.go
+			s.Dev.Log.Infof("session %d (pid %d): RC QP %d: connection to %s failed: %v: %s%s",
+				s.ID, s.Cred.Pid, a.qp, ap, ev.Type, ev.Detail, rnic.Note(n))
+		}
 	}
 	s.cm.post(s, ev)
 }

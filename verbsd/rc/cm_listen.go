@@ -194,7 +194,10 @@ func (l *cmListener) handshake(c *net.TCPConn) {
 			// answered with a Reply whose R bit is set, then closed.
 			writeFull(c, reject, deadline)
 		}
-		s.Dev.Log.Debugf("session %d: listener %s: MPA Request from %s: %v", s.ID, l.Addr, peer, err)
+		if ok, n := s.Dev.EventLog.Allow(time.Now()); ok { // rnic/loglimit.go: a remote host could flood
+			s.Dev.Log.Infof("session %d (pid %d): listener %s: connection from %s refused: MPA Request: %v%s",
+				s.ID, s.Cred.Pid, l.Addr, peer, err, rnic.Note(n))
+		}
 		c.Close()
 		l.release()
 		return

@@ -1,6 +1,11 @@
 package rc
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
+)
 
 // Why an RC QP left RTS: one info line per connection end, so that a user
 // who sees completions flushed (WCWRFlushErr) can tell from the daemon's
@@ -50,6 +55,13 @@ func (e *engine) logClosed(q *QP, reason CloseReason, detail, then string) {
 	if c.pend.n > 0 {
 		flushed = fmt.Sprintf("; %d work request(s) in progress complete flushed", c.pend.n)
 	}
-	log.Infof("session %d (pid %d): RC QP %d (QPN %d, %s, %v -> %v) connection ended, %s: %s (%s%s%s)%s",
-		q.Session.ID, q.Session.Cred.Pid, q.Handle, q.QPN, side, c.local, c.remote, then, cause, reason, detail, term, flushed)
+	// A client (or a peer) can end connections at will: rate-limited
+	// (rnic/loglimit.go).
+	ok, n := q.Session.Dev.EventLog.Allow(time.Now())
+	if !ok {
+		return
+	}
+	log.Infof("session %d (pid %d): RC QP %d (QPN %d, %s, %v -> %v) connection ended, %s: %s (%s%s%s)%s%s",
+		q.Session.ID, q.Session.Cred.Pid, q.Handle, q.QPN, side, c.local, c.remote, then, cause, reason, detail, term, flushed,
+		rnic.Note(n))
 }

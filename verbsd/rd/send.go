@@ -245,6 +245,7 @@ func (e *Engine) poll(q *QP, now time.Time) bool {
 	for i := range r.actions {
 		e.action(q, &r.actions[i], now)
 	}
+	logDead(q, r.actions) // peer_log.go
 	if e.drainBacklog(q, now) {
 		work = true
 	}

@@ -2,6 +2,7 @@ package rnic
 
 import (
 	"fmt"
+	"time"
 	"unsafe"
 
 	"github.com/iwarpd/iwarpd/proto"
@@ -90,9 +91,11 @@ func (e *Engine) ErrorQP(q *QP, why string) {
 	}
 	q.State = proto.QPStateError
 	q.ErrWhy = why
-	if !q.Ops.LogsOwnEnd() { // a connected RC QP logs when its connection ends (rc/log.go)
-		q.Session.Dev.Log.Infof("session %d (pid %d): %v QP %d (QPN %d) moved to ERROR: %s; its work requests complete flushed",
-			q.Session.ID, q.Session.Cred.Pid, q.Type, q.Handle, q.QPN, why)
+	// A connected RC QP logs when its connection ends (rc/log.go); a
+	// client can cause these at will: rate-limited (loglimit.go).
+	if ok, n := q.Session.Dev.EventLog.Allow(time.Now()); ok && !q.Ops.LogsOwnEnd() {
+		q.Session.Dev.Log.Infof("session %d (pid %d): %v QP %d (QPN %d) moved to ERROR: %s; its work requests complete flushed%s",
+			q.Session.ID, q.Session.Cred.Pid, q.Type, q.Handle, q.QPN, why, Note(n))
 	}
 	q.Session.SendEvent(e, proto.Event{Type: proto.EventQPFatal, Handle: q.Handle, Detail: why})
 }

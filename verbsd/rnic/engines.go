@@ -56,13 +56,18 @@ type Device struct {
 	Port   atomic.Uint32 // datagram port scan cursor (BindDgram)
 	// UnprivStart is ip_unprivileged_port_start at start (rnic/bind.go).
 	UnprivStart uint16
+	// EventLog rate-limits the info lines clients and peers cause:
+	// sessions, RC connection failures, RD peers declared dead
+	// (rnic/loglimit.go).
+	EventLog LogLimiter
 }
 
 // NewDevice makes cfg.Engines engines (at least one); engine 0 makes the
 // status page, the others write the same words.
 func NewDevice(cfg *config.Config) (*Device, error) {
 	n := max(cfg.Engines, 1)
-	d := &Device{start: time.Now(), Cfg: cfg, Log: config.NopLogger{}}
+	d := &Device{start: time.Now(), Cfg: cfg, Log: config.NopLogger{},
+		EventLog: LogLimiter{Burst: eventLogBurst, Every: eventLogEvery}}
 	cpus := AllowedCPUs()
 	for i := range n {
 		e, err := newEngine(cfg, i == 0)
