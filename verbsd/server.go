@@ -249,3 +249,11 @@ func sessionInfo(s *rnic.Session) proto.SessionInfo {
 	}
 	return si
 }
+
+// SessionCount is the number of client sessions the server holds (those
+// whose connection is open or whose teardown has not finished).
+func (s *Server) SessionCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sessions)
+}

@@ -1,4 +1,4 @@
-package verbsd
+package e2e
 
 import (
 	"fmt"
@@ -30,7 +30,7 @@ func TestSessionStartEndLogged(t *testing.T) {
 func TestSessionLogRateLimited(t *testing.T) {
 	var log logLines
 	srv, path := startRD(t, func(c *config.Config) { c.Log = &log })
-	srv.dev.EventLog.Set(3, time.Hour) // no refill within the test
+	srv.Device().EventLog.Set(3, time.Hour) // no refill within the test
 	for range 10 {
 		c, err := verbsdtest.Dial(path, false)
 		if err != nil {
@@ -40,9 +40,7 @@ func TestSessionLogRateLimited(t *testing.T) {
 	}
 	deadline := time.Now().Add(rdWait())
 	for {
-		srv.mu.Lock()
-		left := len(srv.sessions)
-		srv.mu.Unlock()
+		left := srv.SessionCount()
 		if left == 0 {
 			break
 		}
