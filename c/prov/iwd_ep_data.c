@@ -136,6 +136,7 @@ void iwd_tx_free(struct iwd_ep *ep, struct iwd_tx *tx)
 		iwd_stage_free(ep->dom, tx->stage, tx->stage_len);
 	if (tx->tmp_mr)
 		iwv_dereg_mr(tx->tmp_mr);
+	free(tx->cas);
 	free(tx);
 }
 
