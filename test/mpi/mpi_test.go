@@ -136,7 +136,8 @@ func TestMPIPrograms(t *testing.T) {
 // printed its PASS line.
 func runProg(t *testing.T, top topology, tr mpilaunch.Transport, prog string, np int) {
 	j := &mpilaunch.Job{Nodes: top.nodes, Ranks: np, Transport: tr, Prog: filepath.Join(progDir, prog),
-		Dir: t.TempDir(), NSRsh: nsrsh}
+		Dir: t.TempDir(), NSRsh: nsrsh, OneRankPerHost: tr.Name == mpilaunch.BTLOFI,
+		Env: strings.Fields(os.Getenv("IWARPD_MPI_ENV"))} // e.g. FI_LOG_LEVEL=info (docs/mpi.md)
 	timeout := daemontest.Scaled(60 * time.Second) // the slowest passing run took 12 s here
 	r := mpilaunch.Run(j, timeout)
 	pass := fmt.Sprintf("PASS %s (%d ranks)", prog, np)
