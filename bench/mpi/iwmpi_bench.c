@@ -12,6 +12,24 @@
  *   bibw:SIZE:ITERS:WINDOW  both directions at once (sum of both)
  *   a2a:SIZE:ITERS          MPI_Alltoall of SIZE octets per pair, all
  *                           ranks: average time per call (slowest rank)
+ *   put:SIZE:ITERS          one-sided (MPI-3.1 §11.5.3, passive target):
+ *                           rank 0 holds MPI_Win_lock(SHARED) on rank 1 and
+ *                           does MPI_Put of SIZE + MPI_Win_flush, ITERS
+ *                           times: time per put
+ *   get:SIZE:ITERS          the same with MPI_Get
+ *   fop:8:ITERS             MPI_Fetch_and_op (int64 MPI_SUM of 1) + flush;
+ *                           every fetched value checked (0, 1, 2, ...)
+ *   putbw:SIZE:ITERS:WINDOW WINDOW puts of SIZE, then one flush: Gb/s
+ *   passive:MS:ITERS        rank 1 computes MS milliseconds without calling
+ *                           MPI; meanwhile rank 0 does lock/MPI_Put 8 B/
+ *                           unlock, lock/MPI_Get/unlock and lock/
+ *                           MPI_Fetch_and_op/unlock: the time each took
+ *                           (three lines, passput, passget, passfop; the
+ *                           median of ITERS rounds). With osc rdma over
+ *                           iwarpd the target's daemon executes them; a
+ *                           target library that must act waits for MS.
+ *                           The windows are MPI_Win_create over malloc'd
+ *                           memory.
  *   mem:SIZE:ITERS[:PIDS]   ITERS MPI_Alltoall (every pair has talked),
  *                           then the proportional set size (Pss,
  *                           /proc/PID/smaps_rollup) of every rank summed,
@@ -188,6 +206,142 @@ static double a2a(size_t n, long iters)
 	return tmax * 1e6 / (double)iters;
 }
 
+/* A window over malloc'd memory of n octets (at least 64). */
+static uint8_t *win_new(size_t n, MPI_Win *win)
+{
+	uint8_t *b = xalloc(n < 64 ? 64 : n);
+	memset(b, 0, n < 64 ? 64 : n);
+	CALL(MPI_Win_create(b, (MPI_Aint)(n < 64 ? 64 : n), 1, MPI_INFO_NULL, MPI_COMM_WORLD, win));
+	return b;
+}
+
+/* rma: put, get, fop (time per operation, usec) and putbw (Gb/s) between
+ * ranks 0 (origin) and 1 (target) under a shared lock. */
+static double rma(const char *mode, size_t n, long iters, int window)
+{
+	int bwmode = !strcmp(mode, "putbw"), fop = !strcmp(mode, "fop"), get = !strcmp(mode, "get");
+	size_t span = bwmode ? n * (size_t)window : n;
+	MPI_Win win;
+	uint8_t *wb = win_new(fop ? 8 : span, &win), *lb = xalloc(span < 8 ? 8 : span);
+	long warm = iters / 10 > 10 ? iters / 10 : 10;
+	int64_t one = 1, got = -1;
+	double t0 = 0;
+	if (rank == 1 && get)
+		fill(wb, n, 1, 0);
+	CALL(MPI_Barrier(MPI_COMM_WORLD));
+	if (rank == 0) {
+		CALL(MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win));
+		for (long it = -warm; it < iters; it++) {
+			if (it == 0)
+				t0 = MPI_Wtime();
+			if (fop) {
+				CALL(MPI_Fetch_and_op(&one, &got, MPI_INT64_T, 1, 0, MPI_SUM, win));
+				CALL(MPI_Win_flush(1, win));
+				if (got != it + warm) {
+					fprintf(stderr, "iwmpi_bench: fop: fetched %lld, want %ld\n", (long long)got, it + warm);
+					bad++;
+				}
+			} else if (get) {
+				CALL(MPI_Get(lb, (int)n, MPI_BYTE, 1, 0, (int)n, MPI_BYTE, win));
+				CALL(MPI_Win_flush(1, win));
+				check(lb, n, 1, 0, it == iters - 1, "get");
+			} else if (bwmode) {
+				for (int w = 0; w < window; w++)
+					CALL(MPI_Put(lb + (size_t)w * n, (int)n, MPI_BYTE, 1, (MPI_Aint)((size_t)w * n), (int)n,
+						     MPI_BYTE, win));
+				CALL(MPI_Win_flush(1, win));
+			} else {
+				fill(lb, n, 0, it);
+				CALL(MPI_Put(lb, (int)n, MPI_BYTE, 1, 0, (int)n, MPI_BYTE, win));
+				CALL(MPI_Win_flush(1, win));
+			}
+		}
+		t0 = MPI_Wtime() - t0;
+		CALL(MPI_Win_unlock(1, win));
+	}
+	CALL(MPI_Barrier(MPI_COMM_WORLD));
+	if (rank == 1 && !strcmp(mode, "put")) {
+		CALL(MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win)); /* public and private copy */
+		check(wb, n, 0, iters - 1, 1, "put");
+		CALL(MPI_Win_unlock(1, win));
+	}
+	CALL(MPI_Win_free(&win));
+	free(wb);
+	free(lb);
+	if (bwmode)
+		return (double)n * 8.0 * (double)window * (double)iters / t0 / 1e9;
+	return t0 * 1e6 / (double)iters;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static void busy(double s)
+{
+	volatile double x = 1;
+	double end = MPI_Wtime() + s;
+	while (MPI_Wtime() < end)
+		for (int i = 0; i < 1000; i++)
+			x = x * 1.0000001 + 1e-9;
+}
+
+/* passive: the target computes ms milliseconds without MPI while rank 0
+ * does one put, one get and one fetch-and-op, each under its own lock;
+ * prints the median time of each over iters rounds. */
+static void passive(long ms, long iters)
+{
+	MPI_Win win;
+	uint8_t *wb = win_new(64, &win);
+	double *t = xalloc(sizeof(double) * 3 * (size_t)iters);
+	int64_t v = 0x1122334455667788, got = 0, one = 1, fetched = -1;
+	for (long it = 0; it < iters; it++) {
+		CALL(MPI_Barrier(MPI_COMM_WORLD));
+		if (rank == 1) {
+			busy((double)ms / 1e3);
+		} else if (rank == 0) {
+			double a = MPI_Wtime();
+			CALL(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, win));
+			CALL(MPI_Put(&v, 1, MPI_INT64_T, 1, 0, 1, MPI_INT64_T, win));
+			CALL(MPI_Win_unlock(1, win));
+			double b = MPI_Wtime();
+			CALL(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, win));
+			CALL(MPI_Get(&got, 1, MPI_INT64_T, 1, 0, 1, MPI_INT64_T, win));
+			CALL(MPI_Win_unlock(1, win));
+			double c = MPI_Wtime();
+			CALL(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, win));
+			CALL(MPI_Fetch_and_op(&one, &fetched, MPI_INT64_T, 1, 8, MPI_SUM, win));
+			CALL(MPI_Win_unlock(1, win));
+			double d = MPI_Wtime();
+			t[it] = (b - a) * 1e6;
+			t[iters + it] = (c - b) * 1e6;
+			t[2 * iters + it] = (d - c) * 1e6;
+			if (got != v || fetched != it) {
+				fprintf(stderr, "iwmpi_bench: passive: got %llx (want %llx), fetched %lld (want %ld)\n",
+					(unsigned long long)got, (unsigned long long)v, (long long)fetched, it);
+				bad++;
+			}
+		}
+		CALL(MPI_Barrier(MPI_COMM_WORLD));
+	}
+	int allbad = 0;
+	CALL(MPI_Allreduce(&bad, &allbad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+	if (rank == 0 && !allbad) {
+		static const char *names[] = {"passput", "passget", "passfop"};
+		for (int k = 0; k < 3; k++) {
+			qsort(t + k * iters, (size_t)iters, sizeof(double), cmp_double);
+			printf("RESULT %s %ld %.3f usec\n", names[k], ms, t[k * iters + iters / 2]);
+		}
+	} else if (rank == 0) {
+		printf("FAIL passive %ld: data errors\n", ms);
+	}
+	CALL(MPI_Win_free(&win));
+	free(wb);
+	free(t);
+}
+
 /* pss returns the Pss of process pid ("self" when pid is 0) in octets, or
  * -1 when it cannot be read. */
 static long long pss(long pid)
@@ -222,10 +376,11 @@ static int run1(char *spec)
 	size_t n = strtoull(a, NULL, 0);
 	long iters = strtol(b, NULL, 0);
 	int window = c ? atoi(c) : 64;
-	int p2p = !strcmp(mode, "lat") || !strcmp(mode, "bw") || !strcmp(mode, "bibw");
+	int isrma = !strcmp(mode, "put") || !strcmp(mode, "get") || !strcmp(mode, "fop") || !strcmp(mode, "putbw");
+	int p2p = !strcmp(mode, "lat") || !strcmp(mode, "bw") || !strcmp(mode, "bibw") || isrma || !strcmp(mode, "passive");
 	if (iters < 1 || window < 1 || (p2p && size < 2)) {
 		if (rank == 0)
-			fprintf(stderr, "iwmpi_bench: ITERS and WINDOW must be >= 1; lat, bw and bibw need 2 ranks\n");
+			fprintf(stderr, "iwmpi_bench: ITERS and WINDOW must be >= 1; lat, bw, bibw and the one-sided modes need 2 ranks\n");
 		return 2;
 	}
 	double v = 0;
@@ -236,6 +391,13 @@ static int run1(char *spec)
 	} else if (!strcmp(mode, "bw") || !strcmp(mode, "bibw")) {
 		v = bw(n, iters, window, mode[1] == 'i');
 		unit = "Gbps";
+	} else if (isrma) {
+		v = rma(mode, n, iters, window);
+		if (mode[3] == 'b')
+			unit = "Gbps";
+	} else if (!strcmp(mode, "passive")) {
+		passive((long)n, iters);
+		return 0;
 	} else if (!strcmp(mode, "a2a")) {
 		v = a2a(n, iters);
 	} else if (!strcmp(mode, "mem")) {
@@ -286,7 +448,7 @@ int main(int argc, char **argv)
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	int rc = argc < 2 ? 2 : 0;
 	if (argc < 2 && rank == 0)
-		fprintf(stderr, "usage: iwmpi_bench SPEC... (SPEC: lat|bw|bibw|a2a:SIZE:ITERS[:WINDOW], mem:SIZE:ITERS[:PID,...])\n");
+		fprintf(stderr, "usage: iwmpi_bench SPEC... (SPEC: lat|bw|bibw|a2a|put|get|fop|putbw:SIZE:ITERS[:WINDOW], passive:MS:ITERS, mem:SIZE:ITERS[:PID,...])\n");
 	for (int i = 1; i < argc && rc == 0; i++)
 		rc = run1(argv[i]);
 	int allbad = 0;

@@ -515,6 +515,7 @@ struct iwd_tx {
 	/* RMA and atomics: completes the request (iwd_rma_done); NULL: the
 	 * type's own send completion. */
 	void (*done)(struct iwd_ep *ep, struct iwd_tx *tx, const struct iwv_wc *wc);
+	struct iwd_atomic_cas *cas; /* an atomic run as compare-and-swap rounds (iwd_atomic_cas.c) */
 	/* RMA read into a non-registered buffer: copy out on completion */
 	struct iovec iov[IWD_IOV_LIMIT];
 	size_t iov_count;
@@ -672,6 +673,9 @@ void iwd_rma_done(struct iwd_ep *ep, struct iwd_tx *tx, const struct iwv_wc *wc)
 
 /* FI_ATOMIC (iwd_atomic.c): kind 0 write, 1 fetch, 2 compare. */
 int iwd_atomic_valid(int kind, enum fi_datatype dt, enum fi_op op);
+int iwd_atomic_cas_supported(enum fi_datatype dt, enum fi_op op);
+int iwd_atomic_cas_start(struct iwd_ep *ep, struct iwd_tx *tx, const struct iwv_av *av, uint64_t addr, uint32_t rkey,
+			 enum fi_datatype dt, enum fi_op op, uint64_t operand, uint64_t compare, void *result);
 int iwd_query_atomic(struct fid_domain *domain, enum fi_datatype dt, enum fi_op op, struct fi_atomic_attr *attr,
 		     uint64_t flags);
 

@@ -1,20 +1,27 @@
 /*
  * iwd_atomic.c — FI_ATOMIC (fi_atomic(3)) on RDM endpoints (RD queue pairs)
  * and MSG endpoints (RC queue pairs), over the daemon's RFC 7306 atomics
- * (docs/atomics.md): one 64-bit element per operation.
+ * (docs/atomics.md): one element per operation.
  *
+ * As the daemon's own RFC 7306 messages, on FI_UINT64 and FI_INT64:
  *   fi_atomic        FI_SUM                  FetchAdd, the original value discarded
  *   fi_fetch_atomic  FI_SUM, FI_ATOMIC_READ  FetchAdd (of 0 for FI_ATOMIC_READ)
  *   fi_compare_atomic FI_CSWAP               CmpSwap
+ * As the provider's CmpSwap loop (iwd_atomic_cas.c), every other
+ * combination of FI_MIN FI_MAX FI_SUM FI_BOR FI_BAND FI_BXOR FI_ATOMIC_WRITE
+ * (fi_atomic, fi_fetch_atomic), FI_ATOMIC_READ (fetch) and FI_CSWAP
+ * (compare) with FI_INT32 FI_UINT32 FI_INT64 FI_UINT64 — what Open MPI
+ * 4.1's btl ofi issues (FI_SUM, FI_ATOMIC_WRITE, FI_CSWAP on FI_UINT32 and
+ * FI_UINT64) and MPI's integer reductions.
  *
- * on FI_UINT64 and FI_INT64 (two's complement: the same addition). Anything
- * else is -FI_EOPNOTSUPP (fi_atomic(3) ERRORS), more than one element
- * -FI_EMSGSIZE. The original value lands in a registered bounce slot and is
- * copied to the result buffer before the completion is written (atomic
- * fetches have FI_DELIVERY_COMPLETE semantics). The target must be
- * registered with FI_REMOTE_WRITE in a domain opened with FI_ATOMIC
- * (iwd_mr.c: remote atomic access), 8-aligned; the daemon refuses anything
- * else and the operation completes with FI_EACCES.
+ * Anything else is -FI_EOPNOTSUPP (fi_atomic(3) ERRORS), more than one
+ * element -FI_EMSGSIZE. The
+ * original value lands in a registered bounce slot and is copied to the
+ * result buffer before the completion is written (atomic fetches have
+ * FI_DELIVERY_COMPLETE semantics). The target must be registered with
+ * FI_REMOTE_WRITE in a domain opened with FI_ATOMIC (iwd_mr.c: remote
+ * atomic access) and aligned to its size; the daemon refuses anything else
+ * and the operation completes with FI_EACCES.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +32,8 @@ enum { AT_WRITE = 0, AT_FETCH = 1, AT_COMPARE = 2 };
 
 static struct iwd_ep *ep_of(struct fid_ep *f) { return iwd_container_of(f, struct iwd_ep, ep_fid); }
 
-int iwd_atomic_valid(int kind, enum fi_datatype dt, enum fi_op op)
+/* The daemon's own RFC 7306 messages: FetchAdd and CmpSwap on 64 bits. */
+static int native(int kind, enum fi_datatype dt, enum fi_op op)
 {
 	if (dt != FI_UINT64 && dt != FI_INT64)
 		return 0;
@@ -39,6 +47,37 @@ int iwd_atomic_valid(int kind, enum fi_datatype dt, enum fi_op op)
 	default:
 		return 0;
 	}
+}
+
+int iwd_atomic_valid(int kind, enum fi_datatype dt, enum fi_op op)
+{
+	if (!iwd_atomic_cas_supported(dt, op))
+		return 0;
+	switch (kind) {
+	case AT_WRITE:
+		return op != FI_ATOMIC_READ && op != FI_CSWAP;
+	case AT_FETCH:
+		return op != FI_CSWAP;
+	case AT_COMPARE:
+		return op == FI_CSWAP;
+	default:
+		return 0;
+	}
+}
+
+static size_t dt_size(enum fi_datatype dt) { return (dt == FI_INT32 || dt == FI_UINT32) ? 4 : 8; }
+
+/* One element of dt at p, zero-extended. */
+static uint64_t load(const void *p, enum fi_datatype dt)
+{
+	uint64_t v;
+	uint32_t w;
+	if (dt_size(dt) == 4) {
+		memcpy(&w, p, sizeof(w));
+		return w;
+	}
+	memcpy(&v, p, sizeof(v));
+	return v;
 }
 
 static ssize_t atomic_op(struct iwd_ep *ep, int kind, const void *buf, const void *compare, void *result, size_t count,
@@ -65,12 +104,12 @@ static ssize_t atomic_op(struct iwd_ep *ep, int kind, const void *buf, const voi
 	if (op != FI_ATOMIC_READ) {
 		if (!buf)
 			return -FI_EINVAL;
-		memcpy(&operand, buf, sizeof(operand));
+		operand = load(buf, dt);
 	}
 	if (kind == AT_COMPARE) {
 		if (!compare)
 			return -FI_EINVAL;
-		memcpy(&cmp, compare, sizeof(cmp));
+		cmp = load(compare, dt);
 	}
 	iwd_lock(ep->dom);
 	if (ep->dom->dead) {
@@ -97,8 +136,14 @@ static ssize_t atomic_op(struct iwd_ep *ep, int kind, const void *buf, const voi
 		ret = -FI_EAGAIN;
 		goto out;
 	}
-	/* iwd_rma_done: kind 2 (read) copies the bounce into iov, kind 1 (write) discards it. */
 	tx->cntr_kind = kind == AT_WRITE ? 1 : 2;
+	if (!native(kind, dt, op)) {
+		ret = iwd_atomic_cas_start(ep, tx, av, addr, (uint32_t)key, dt, op, operand, cmp, result);
+		if (ret)
+			iwd_tx_free(ep, tx);
+		goto out;
+	}
+	/* iwd_rma_done: kind 2 (read) copies the bounce into iov, kind 1 (write) discards it. */
 	tx->done = iwd_rma_done;
 	tx->len = sizeof(uint64_t);
 	if (kind != AT_WRITE) {
@@ -343,7 +388,7 @@ int iwd_query_atomic(struct fid_domain *domain, enum fi_datatype dt, enum fi_op 
 	if (!iwd_atomic_valid(kind, dt, op))
 		return -FI_EOPNOTSUPP;
 	attr->count = 1;
-	attr->size = sizeof(uint64_t);
+	attr->size = dt_size(dt);
 	return 0;
 }
 

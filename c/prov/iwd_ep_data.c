@@ -140,6 +140,8 @@ void iwd_tx_free(struct iwd_ep *ep, struct iwd_tx *tx)
 		iwv_dereg_mr(tx->tmp_mr);
 	if (tx->rc)
 		iwd_rcache_put(ep->dom, tx->rc, tx->failed);
+	free(tx->cas);
+	tx->cas = NULL;
 	iwd_freelist_put(&ep->tx_free, tx);
 }
 

@@ -15,13 +15,18 @@
  * process memory cannot take them (EOPNOTSUPP, docs/memory-registration.md):
  * the provider then adopts the MR's whole pages in place (iwv_adopt_buffer:
  * same address, same contents, now a memfd mapping shared with the daemon)
- * unless FI_IWARPD_ATOMIC_ADOPT=0 or the pages overlap another adoption
- * partially; otherwise the MR takes RMA but not atomics (FI_EACCES at the
- * initiator). Adopted pages go back to private memory when their last MR
- * closes.
+ * unless FI_IWARPD_ATOMIC_ADOPT=0, the pages overlap another adoption
+ * partially, or they are a shared mapping (MAP_SHARED, proc(5)
+ * /proc/self/maps "s"): moving those into a memfd of this process alone
+ * would silently unshare them from every other process mapping the same
+ * object (Open MPI's osc rdma keeps its window state in such a segment).
+ * Otherwise the MR takes RMA but not atomics (FI_EACCES at the initiator).
+ * Adopted pages go back to private memory when their last MR closes.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -149,6 +154,26 @@ static int mr_close(struct fid *fid)
 	return 0;
 }
 
+/* Whether any page of [lo, hi) is a shared mapping (the "s" of proc(5)
+ * /proc/self/maps); an unreadable table counts as shared (nothing adopted). */
+static int shared_mapping(const char *lo, const char *hi)
+{
+	char line[512], perms[8];
+	uintptr_t a, b;
+	int shared = 0;
+	FILE *f = fopen("/proc/self/maps", "re");
+	if (!f)
+		return 1;
+	while (!shared && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %7s", &a, &b, perms) != 3)
+			continue;
+		if (a < (uintptr_t)hi && (uintptr_t)lo < b && perms[3] == 's')
+			shared = 1;
+	}
+	fclose(f);
+	return shared;
+}
+
 /* Registers process memory [buf, buf+len) for remote atomics by adopting
  * its whole pages (iwv_adopt_buffer); 0, or an errno the caller falls back
  * from. An MR inside existing adopted pages never gets here: libiwverbs
@@ -174,6 +199,11 @@ static int adopt_reg(struct iwd_domain *dom, struct iwd_mr *mr, int vacc)
 			free(a);
 			return -EBUSY; /* partly adopted already: one MR must lie in one buffer */
 		}
+	}
+	if (shared_mapping(lo, hi)) {
+		iwd_unlock(dom);
+		free(a);
+		return -EXDEV; /* another process's mapping too: see the file comment */
 	}
 	ret = iwv_adopt_buffer(dom->fab->s, lo, (size_t)(hi - lo), &a->b);
 	if (!ret) {
@@ -237,7 +267,10 @@ static int reg_atomic(struct iwd_domain *dom, struct iwd_mr *mr, int vacc)
 			return 0;
 		}
 		IWD_INFO(FI_LOG_MR, "iwarpd: %p+%zu: its pages cannot be adopted as an atomic target (%s)\n", mr->addr,
-			 mr->len, ret == -EBUSY ? "they overlap other adopted pages" : iwv_last_error(dom->fab->s));
+			 mr->len,
+			 ret == -EBUSY   ? "they overlap other adopted pages"
+			 : ret == -EXDEV ? "they are a shared mapping (MAP_SHARED), which adoption would unshare"
+					 : iwv_last_error(dom->fab->s));
 	}
 	IWD_INFO(FI_LOG_MR,
 		 "iwarpd: %p+%zu is registered without remote atomic access: atomics targeting it complete with "

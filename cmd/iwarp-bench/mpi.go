@@ -61,7 +61,7 @@ func registerMPIFlags(fs *flag.FlagSet, c *mpiConfig) (transports, mem *string) 
 	fs.BoolVar(&c.Enabled, "mpi", true, "MPI section: bench/mpi/iwmpi_bench.c under Open MPI over iwarpd and the baselines (docs/mpi.md)")
 	fs.StringVar(&c.Src, "mpi-src", "bench/mpi/iwmpi_bench.c", "`path` of the MPI benchmark's source (built with mpicc)")
 	fs.StringVar(&c.ProvDir, "mpi-provider", "", "`directory` of libiwarpd-fi.so (default: the first of BIN/c, c/build (make build) and libfabric's provider directory that has it)")
-	transports = fs.String("mpi-transports", strings.Join([]string{mpilaunch.IWARPD, mpilaunch.IWARPDRxM, mpilaunch.TCP, mpilaunch.UDPRxD, mpilaunch.OB1TCP}, ","),
+	transports = fs.String("mpi-transports", strings.Join([]string{mpilaunch.IWARPD, mpilaunch.IWARPDRxM, mpilaunch.TCP, mpilaunch.UDPRxD, mpilaunch.OB1TCP, mpilaunch.BTLOFI}, ","),
 		"MPI `transports` (comma separated)")
 	fs.IntVar(&c.Rounds, "mpi-rounds", 3, "rounds of the MPI runs (each a fresh mpirun per transport)")
 	fs.Float64Var(&c.Scale, "mpi-scale", 1, "MPI iterations `factor` (-quick: 0.1)")
@@ -143,6 +143,42 @@ var mpiTests = []mpiTest{
 	{"lat", 8, 10000, 0}, {"lat", 1024, 5000, 0}, {"bibw", 2048, 200, 64},
 	{"lat", 65536, 1000, 0}, {"bibw", 65536, 20, 64}, {"bw", 1 << 20, 10, 16},
 	{"a2a", 8, 2000, 0},
+	// One-sided (issue 22): only over rmaTransports.
+	{"put", 8, 2000, 0}, {"get", 8, 2000, 0}, {"fop", 8, 2000, 0}, {"putbw", 1 << 20, 10, 16},
+	// passive:MS:ITERS prints three results (passput, passget, passfop).
+	{"passput", 1000, 3, 0}, {"passget", 1000, 3, 0}, {"passfop", 1000, 3, 0},
+}
+
+// rmaTransports run the one-sided tests: osc rdma over btl ofi on iwarpd,
+// and osc pt2pt over mtl ofi on libfabric tcp and on iwarpd's RDM.
+var rmaTransports = map[string]bool{mpilaunch.BTLOFI: true, mpilaunch.TCP: true, mpilaunch.IWARPD: true}
+
+// oneSided says whether t is an MPI one-sided test (iwmpi_bench put, get,
+// fop, putbw, passive).
+func (t mpiTest) oneSided() bool {
+	switch t.mode {
+	case "put", "get", "fop", "putbw", "passput", "passget", "passfop":
+		return true
+	}
+	return false
+}
+
+// mpiSpecs returns the iwmpi_bench specs of transport tr: the 2-rank job's
+// and the 4-rank job's.
+func mpiSpecs(tr string, scale float64) (p2p, a2a []string) {
+	for _, t := range mpiTests {
+		switch {
+		case t.mode == "a2a":
+			a2a = append(a2a, t.spec(scale))
+		case t.oneSided() && !rmaTransports[tr]:
+		case t.mode == "passget" || t.mode == "passfop":
+		case t.mode == "passput":
+			p2p = append(p2p, fmt.Sprintf("passive:%d:%d", t.size, max(int(float64(t.iters)*scale), 1)))
+		default:
+			p2p = append(p2p, t.spec(scale))
+		}
+	}
+	return p2p, a2a
 }
 
 func (t mpiTest) spec(scale float64) string {
@@ -155,7 +191,7 @@ func (t mpiTest) spec(scale float64) string {
 }
 
 func (t mpiTest) unit() string {
-	if t.mode == "bw" || t.mode == "bibw" {
+	if t.mode == "bw" || t.mode == "bibw" || t.mode == "putbw" {
 		return "Gb/s"
 	}
 	return "us"
@@ -168,11 +204,17 @@ func mpiKey(tr, mode string, size int) string {
 func mpiMemKey(tr string, ranks int) string { return mpiKey(tr, "mem", ranks) }
 
 func (t mpiTest) name(tr string) string {
-	what := map[string]string{"lat": "latency", "bw": "bandwidth", "bibw": "bidir bandwidth", "a2a": "alltoall (4 ranks)"}[t.mode]
+	what := map[string]string{"lat": "latency", "bw": "bandwidth", "bibw": "bidir bandwidth", "a2a": "alltoall (4 ranks)",
+		"put": "MPI_Put+flush", "get": "MPI_Get+flush", "fop": "MPI_Fetch_and_op+flush", "putbw": "MPI_Put bandwidth",
+		"passput": "lock/MPI_Put/unlock, target computing", "passget": "lock/MPI_Get/unlock, target computing",
+		"passfop": "lock/MPI_Fetch_and_op/unlock, target computing"}[t.mode]
+	if strings.HasPrefix(t.mode, "pass") {
+		return fmt.Sprintf("MPI %s %s %d ms", tr, what, t.size)
+	}
 	return fmt.Sprintf("MPI %s %s %s", tr, what, sizeLabel(t.size))
 }
 
-var resultRE = regexp.MustCompile(`RESULT (lat|bw|bibw|a2a) (\d+) ([0-9.]+) (usec|Gbps)`)
+var resultRE = regexp.MustCompile(`RESULT (lat|bw|bibw|a2a|put|get|fop|putbw|passput|passget|passfop) (\d+) ([0-9.]+) (usec|Gbps)`)
 var memRE = regexp.MustCompile(`RESULT mem (\d+) (\d+) B (\d+) B`)
 
 // parseMPIResults returns the values of an iwmpi_bench job's RESULT lines by
@@ -227,7 +269,9 @@ func (e *mpiEnv) job(tr string, ranks int, daemons []*node, args ...string) (*mp
 	if err != nil {
 		return nil, err
 	}
-	j := &mpilaunch.Job{Ranks: ranks, Transport: t, Prog: e.prog, Args: args, Dir: e.dir, NSRsh: e.nsrsh}
+	// osc rdma: one rank per Open MPI node (docs/mpi.md, "One-sided MPI").
+	j := &mpilaunch.Job{Ranks: ranks, Transport: t, Prog: e.prog, Args: args, Dir: e.dir, NSRsh: e.nsrsh,
+		OneRankPerHost: tr == mpilaunch.BTLOFI}
 	for i := range 2 {
 		n := mpilaunch.Node{Addr: "127.0.0.1", Env: []string{"FI_TCP_IFACE=lo", "FI_UDP_IFACE=lo"}}
 		if e.pair != nil {
@@ -257,7 +301,9 @@ func runMPI(s *session, cfg *benchConfig, progress io.Writer) *scenario {
 	sc := newScenario("mpi", "Open MPI 4.1 (iwmpi_bench) over iwarpd RDM, iwarpd;ofi_rxm and the baselines tcp, udp;ofi_rxd, ob1+TCP", m.Rounds)
 	for _, tr := range m.Transports {
 		for _, t := range mpiTests {
-			sc.addMetric(mpiKey(tr, t.mode, t.size), t.name(tr), t.unit(), false)
+			if !t.oneSided() || rmaTransports[tr] {
+				sc.addMetric(mpiKey(tr, t.mode, t.size), t.name(tr), t.unit(), false)
+			}
 		}
 	}
 	for _, tr := range []string{mpilaunch.IWARPD, mpilaunch.IWARPDRxM} {
@@ -323,14 +369,6 @@ func runMPI(s *session, cfg *benchConfig, progress io.Writer) *scenario {
 			haveProv = false
 		}
 	}
-	var p2p, a2a []string
-	for _, t := range mpiTests {
-		if t.mode == "a2a" {
-			a2a = append(a2a, t.spec(m.Scale))
-		} else {
-			p2p = append(p2p, t.spec(m.Scale))
-		}
-	}
 	for r := 0; r < m.Rounds; r++ {
 		for _, tr := range m.Transports {
 			iw := strings.HasPrefix(tr, "iwarpd")
@@ -344,6 +382,7 @@ func runMPI(s *session, cfg *benchConfig, progress io.Writer) *scenario {
 			if iw {
 				ds = daemons
 			}
+			p2p, a2a := mpiSpecs(tr, m.Scale)
 			for _, set := range []struct {
 				ranks int
 				specs []string
@@ -364,6 +403,9 @@ func runMPI(s *session, cfg *benchConfig, progress io.Writer) *scenario {
 					for _, spec := range set.specs {
 						f := strings.Split(spec, ":")
 						if _, ok := got[f[0]+"_"+f[1]]; ok {
+							continue
+						}
+						if _, ok := got["passput_"+f[1]]; ok && f[0] == "passive" {
 							continue
 						}
 						if j1, err := e.job(tr, set.ranks, ds, spec); err == nil {
@@ -441,6 +483,16 @@ func addMPIRatios(sc *scenario, memRanks []int) {
 	sc.addRatio("MPI 1 MiB bandwidth: iwarpd RDM / tcp", mpiKey(iw, "bw", 1<<20), mpiKey(tcp, "bw", 1<<20), ">=", 1.0)
 	sc.addRatio("MPI 8 B latency: RDM over RD / iwarpd;ofi_rxm (RC)", mpiKey(iw, "lat", 8), mpiKey(rxm, "lat", 8), "<=", 0.75)
 	sc.addRatio("MPI 2 KiB bidir bandwidth: RDM over RD / iwarpd;ofi_rxm", mpiKey(iw, "bibw", 2048), mpiKey(rxm, "bibw", 2048), ">=", 1.4)
+	// Issue 22: one-sided MPI as RDMA executed by the target's daemon (osc
+	// rdma over btl ofi) against osc pt2pt over libfabric tcp.
+	bt := mpilaunch.BTLOFI
+	sc.addRatio("MPI_Put 8 B + flush: iwarpd+btl (osc rdma) / tcp (osc pt2pt)", mpiKey(bt, "put", 8), mpiKey(tcp, "put", 8), "<=", 0.8)
+	sc.addRatio("MPI_Get 8 B + flush: iwarpd+btl / tcp", mpiKey(bt, "get", 8), mpiKey(tcp, "get", 8), "<=", 0.8)
+	sc.addRatio("MPI_Fetch_and_op + flush: iwarpd+btl / tcp", mpiKey(bt, "fop", 8), mpiKey(tcp, "fop", 8), "<=", 0.8)
+	sc.addRatio("MPI_Put 1 MiB bandwidth: iwarpd+btl / tcp", mpiKey(bt, "putbw", 1<<20), mpiKey(tcp, "putbw", 1<<20), ">=", 1.0)
+	for _, m := range []string{"passput", "passget", "passfop"} {
+		sc.addRatio(fmt.Sprintf("MPI %s while the target computes 1 s: iwarpd+btl / tcp", m), mpiKey(bt, m, 1000), mpiKey(tcp, m, 1000), "", 0)
+	}
 	for _, n := range memRanks {
 		op := ""
 		if n == 16 {
@@ -449,6 +501,9 @@ func addMPIRatios(sc *scenario, memRanks []int) {
 		sc.addRatio(fmt.Sprintf("MPI memory %d ranks: RDM over RD / iwarpd;ofi_rxm", n), mpiMemKey(iw, n), mpiMemKey(rxm, n), op, 1.0)
 	}
 	for _, t := range mpiTests {
+		if t.oneSided() {
+			continue
+		}
 		for _, tr := range []string{iw, rxm, rxd, ob1} {
 			sc.addRatio(fmt.Sprintf("MPI %s %s: %s / tcp", t.mode, sizeLabel(t.size), tr), mpiKey(tr, t.mode, t.size), mpiKey(tcp, t.mode, t.size), "", 0)
 		}

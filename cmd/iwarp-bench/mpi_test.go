@@ -1,6 +1,11 @@
 package main
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	"github.com/iwarpd/iwarpd/test/mpi/mpilaunch"
+)
 
 func TestParseMPIResults(t *testing.T) {
 	out := "[1,0]<stdout>:RESULT lat 8 12.345 usec\n[1,1]<stderr>:noise\n[1,0]<stdout>:RESULT bw 1048576 3.500 Gbps\n" +
@@ -23,5 +28,26 @@ func TestMPISpec(t *testing.T) {
 	}
 	if k := mpiKey("iwarpd;ofi_rxm", "bibw", 2048); k != "mpi_iwarpd_ofi_rxm_bibw_2048" {
 		t.Errorf("key = %q", k)
+	}
+}
+
+func TestMPISpecsOneSided(t *testing.T) {
+	p2p, _ := mpiSpecs(mpilaunch.BTLOFI, 1)
+	all := strings.Join(p2p, " ")
+	for _, want := range []string{"put:8:2000", "get:8:2000", "fop:8:2000", "putbw:1048576:10:16", "passive:1000:3"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("iwarpd+btl specs %q lack %s", all, want)
+		}
+	}
+	if strings.Count(all, "passive") != 1 {
+		t.Errorf("passive runs once for its three results: %q", all)
+	}
+	p2p, _ = mpiSpecs(mpilaunch.UDPRxD, 1)
+	if s := strings.Join(p2p, " "); strings.Contains(s, "put") || strings.Contains(s, "passive") {
+		t.Errorf("udp;ofi_rxd runs no one-sided test: %q", s)
+	}
+	got := parseMPIResults("RESULT passfop 1000 812.500 usec\nRESULT putbw 1048576 2.250 Gbps\n")
+	if got["passfop_1000"] != 812.5 || got["putbw_1048576"] != 2.25 {
+		t.Errorf("parseMPIResults = %v", got)
 	}
 }

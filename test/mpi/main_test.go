@@ -125,11 +125,13 @@ func needProvider(t *testing.T) {
 	}
 }
 
-// transports are those IWARPD_MPI_TRANSPORTS names (default iwarpd).
+// transports are those IWARPD_MPI_TRANSPORTS names (default: iwarpd, i.e.
+// mtl ofi on the native RDM endpoint, and iwarpd+btl, i.e. pml ob1 with btl
+// ofi and osc rdma on it).
 func transports() []string {
 	v := os.Getenv("IWARPD_MPI_TRANSPORTS")
 	if v == "" {
-		return []string{mpilaunch.IWARPD}
+		return []string{mpilaunch.IWARPD, mpilaunch.BTLOFI}
 	}
 	return strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' })
 }

@@ -8,6 +8,8 @@
 #
 # The map is the file $IWMPI_NSRSH_MAP, one line per host:
 #   HOST NAMESPACE [VAR=VALUE ...]
+# NAMESPACE "-" is the caller's own (hosts that are only names, so that
+# Open MPI takes each for a node of its own: docs/mpi.md).
 # (test/mpi writes it; see docs/mpi.md). Values must not contain spaces.
 set -eu
 map=${IWMPI_NSRSH_MAP:?nsrsh.sh: IWMPI_NSRSH_MAP (the host-to-namespace map file) is not set}
@@ -31,5 +33,7 @@ vars=$(echo "$line" | cut -d' ' -f3-)
 [ "$vars" = "$line" ] && vars=""
 # The command arrives as words an ssh server would join and hand to the
 # user's shell: do the same.
+# shellcheck disable=SC2086
+[ "$ns" = - ] && exec env $vars sh -c "$*"
 # shellcheck disable=SC2086
 exec ip netns exec "$ns" env $vars sh -c "$*"

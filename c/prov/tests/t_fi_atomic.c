@@ -15,7 +15,13 @@
  *       invalid datatype/op/count (the fi_atomic(3) errors), a misaligned
  *       target (FI_EACCES), fi_senddata/fi_tsenddata/fi_writedata.
  *
- * Target words: 0 counter, 1 lock, 2 protected, 3 sum, 4 scratch, 8.. writedata area.
+ *       Then the operations the provider runs as CmpSwap loops: 32-bit
+ *       fetch-adds on both halves of a word, FI_MAX from every client, and
+ *       one client's own word through ATOMIC_WRITE, BOR, BAND, BXOR, MIN,
+ *       MAX, a 32-bit CSWAP and ATOMIC_READ (every fetched value checked).
+ *
+ * Target words: 0 counter, 1 lock, 2 protected, 3 sum, 4 scratch, 5 two
+ * 32-bit counters, 6 max, 8.. writedata area, 24.. each client's own word.
  * Every wait is bounded (T_TIMEOUT_S seconds times IWARPD_TEST_TIMEOUT_SCALE).
  */
 #include <arpa/inet.h>
@@ -41,13 +47,17 @@
 #include "fitest.h"
 
 #define T_TIMEOUT_S 60
-#define NWORDS 24
+#define NWORDS 48
 #define W_COUNTER 0
 #define W_LOCK 1
 #define W_PROT 2
 #define W_SUM 3
 #define W_SCRATCH 4
+#define W_E32 5  /* two 32-bit counters (low and high half): the provider's CmpSwap loop */
+#define W_EMAX 6 /* FI_MAX of every client's values */
 #define W_WDATA 8 /* + client id (at most 16 clients) */
+#define W_PRIV 24 /* + client id: one client's sequence of emulated operations */
+#define PRIV_FINAL 0x7fffffff9ull
 #define LOCAL_ADDS 500
 #define DONE_TAG 0x77
 #define MAXC 16
@@ -332,6 +342,19 @@ static int server(int argc, char **argv)
 		    (unsigned long long)nclients * k);
 	if (tgt[W_LOCK] != 0)
 		fitest_die("lock left at %llu", (unsigned long long)tgt[W_LOCK]);
+	{
+		uint32_t half[2];
+		memcpy(half, (const void *)&tgt[W_E32], sizeof(half));
+		if (half[0] != (uint32_t)(nclients * m) || half[1] != (uint32_t)(nclients * m))
+			fitest_die("32-bit counters %u and %u, want %d each", half[0], half[1], nclients * m);
+	}
+	if (tgt[W_EMAX] != (uint64_t)nclients * 1000 + (uint64_t)m - 1)
+		fitest_die("FI_MAX word %llu, want %llu", (unsigned long long)tgt[W_EMAX],
+		    (unsigned long long)nclients * 1000 + (uint64_t)m - 1);
+	for (i = 0; i < nclients; i++)
+		if (tgt[W_PRIV + i] != PRIV_FINAL)
+			fitest_die("client %d's word %#llx after its emulated operations, want %#llx", i,
+			    (unsigned long long)tgt[W_PRIV + i], PRIV_FINAL);
 	if (nsend != nclients || ntsend != (is_msg ? 0 : nclients) || nwdata != nclients)
 		fitest_die("CQ data: %d senddata, %d tsenddata, %d writedata for %d clients", nsend, ntsend, nwdata, nclients);
 	/* RD: the ACK of a client's last message ("done") goes out once when
@@ -416,9 +439,15 @@ static void validity(void)
 	expect(fi_fetch_atomicvalid(ep, FI_UINT64, FI_ATOMIC_READ, &cnt), 0, "fi_fetch_atomicvalid(ATOMIC_READ)");
 	expect(fi_compare_atomicvalid(ep, FI_INT64, FI_CSWAP, &cnt), 0, "fi_compare_atomicvalid(INT64, CSWAP)");
 	expect(fi_atomicvalid(ep, FI_DOUBLE, FI_SUM, &cnt), -FI_EOPNOTSUPP, "fi_atomicvalid(DOUBLE, SUM)");
-	expect(fi_atomicvalid(ep, FI_UINT32, FI_SUM, &cnt), -FI_EOPNOTSUPP, "fi_atomicvalid(UINT32, SUM)");
+	expect(fi_atomicvalid(ep, FI_UINT32, FI_SUM, &cnt), 0, "fi_atomicvalid(UINT32, SUM)");
+	expect(fi_atomicvalid(ep, FI_INT32, FI_BXOR, &cnt), 0, "fi_atomicvalid(INT32, BXOR)");
+	expect(fi_atomicvalid(ep, FI_UINT64, FI_ATOMIC_WRITE, &cnt), 0, "fi_atomicvalid(UINT64, ATOMIC_WRITE)");
 	expect(fi_atomicvalid(ep, FI_UINT64, FI_CSWAP, &cnt), -FI_EOPNOTSUPP, "fi_atomicvalid(UINT64, CSWAP)");
-	expect(fi_fetch_atomicvalid(ep, FI_UINT64, FI_MIN, &cnt), -FI_EOPNOTSUPP, "fi_fetch_atomicvalid(MIN)");
+	expect(fi_atomicvalid(ep, FI_UINT64, FI_ATOMIC_READ, &cnt), -FI_EOPNOTSUPP, "fi_atomicvalid(ATOMIC_READ)");
+	expect(fi_fetch_atomicvalid(ep, FI_UINT64, FI_MIN, &cnt), 0, "fi_fetch_atomicvalid(MIN)");
+	expect(fi_compare_atomicvalid(ep, FI_UINT32, FI_CSWAP, &cnt), 0, "fi_compare_atomicvalid(UINT32, CSWAP)");
+	expect(fi_fetch_atomicvalid(ep, FI_UINT16, FI_SUM, &cnt), -FI_EOPNOTSUPP, "fi_fetch_atomicvalid(UINT16)");
+	expect(fi_atomicvalid(ep, FI_UINT64, FI_LOR, &cnt), -FI_EOPNOTSUPP, "fi_atomicvalid(LOR)");
 	expect(fi_compare_atomicvalid(ep, FI_UINT64, FI_MSWAP, &cnt), -FI_EOPNOTSUPP, "fi_compare_atomicvalid(MSWAP)");
 	expect(fi_query_atomic(domain, FI_UINT64, FI_SUM, &attr, 0), 0, "fi_query_atomic(SUM)");
 	if (attr.count != 1 || attr.size != 8)
@@ -427,13 +456,17 @@ static void validity(void)
 	expect(fi_query_atomic(domain, FI_UINT64, FI_CSWAP, &attr, 0), -FI_EOPNOTSUPP, "fi_query_atomic(CSWAP, write)");
 	expect(fi_query_atomic(domain, FI_FLOAT, FI_SUM, &attr, FI_FETCH_ATOMIC), -FI_EOPNOTSUPP,
 	       "fi_query_atomic(FLOAT)");
+	expect(fi_query_atomic(domain, FI_UINT32, FI_ATOMIC_WRITE, &attr, FI_FETCH_ATOMIC), 0,
+	       "fi_query_atomic(UINT32, ATOMIC_WRITE, fetch)");
+	if (attr.count != 1 || attr.size != 4)
+		fitest_die("fi_query_atomic(UINT32): count %zu size %zu", attr.count, attr.size);
 	/* The data calls refuse the same, before anything is sent. */
-	expect(fi_atomic(ep, &v32, 1, NULL, peer, base, key, FI_UINT32, FI_SUM, NULL), -FI_EOPNOTSUPP,
-	       "fi_atomic(UINT32)");
+	expect(fi_atomic(ep, &v32, 1, NULL, peer, base, key, FI_UINT16, FI_SUM, NULL), -FI_EOPNOTSUPP,
+	       "fi_atomic(UINT16)");
 	expect(fi_atomic(ep, &v, 1, NULL, peer, base, key, FI_UINT64, FI_PROD, NULL), -FI_EOPNOTSUPP,
 	       "fi_atomic(PROD)");
-	expect(fi_fetch_atomic(ep, &v, 1, NULL, &r, NULL, peer, base, key, FI_UINT64, FI_MAX, NULL), -FI_EOPNOTSUPP,
-	       "fi_fetch_atomic(MAX)");
+	expect(fi_fetch_atomic(ep, &v, 1, NULL, &r, NULL, peer, base, key, FI_DOUBLE, FI_MAX, NULL), -FI_EOPNOTSUPP,
+	       "fi_fetch_atomic(DOUBLE, MAX)");
 	expect(fi_atomic(ep, &v, 2, NULL, peer, base, key, FI_UINT64, FI_SUM, NULL), -FI_EMSGSIZE, "fi_atomic(count 2)");
 	expect(fi_atomic(ep, &v, 0, NULL, peer, base, key, FI_UINT64, FI_SUM, NULL), -FI_EINVAL, "fi_atomic(count 0)");
 }
@@ -531,6 +564,78 @@ static void compare_forms(int id)
 		if (res == 0)
 			fitest_die("FI_ATOMIC_READ of the counter read 0 after this client's fetch-adds");
 	}
+}
+
+/* One fetching operation on an arbitrary octet offset (32-bit halves). */
+static uint64_t fetch_at(enum fi_op op, enum fi_datatype dt, uint64_t v, uint64_t off, const char *what)
+{
+	struct fi_cq_data_entry e;
+	uint64_t res = 0;
+	int ctx, err;
+	POST(fi_fetch_atomic(ep, &v, 1, NULL, &res, NULL, peer, base + off, key, dt, op, &ctx), what);
+	err = cq_wait(&e, what);
+	if (err)
+		fitest_die("%s: completion error %d (%s)", what, err, fi_strerror(err));
+	if (e.op_context != &ctx || !(e.flags & FI_ATOMIC) || !(e.flags & FI_READ))
+		fitest_die("%s: completion context/flags %#llx", what, (unsigned long long)e.flags);
+	return res;
+}
+
+static void want(uint64_t got, uint64_t wanted, const char *what)
+{
+	if (got != wanted)
+		fitest_die("%s fetched %#llx, want %#llx", what, (unsigned long long)got, (unsigned long long)wanted);
+}
+
+/* The operations iwd_atomic_cas.c runs as CmpSwap loops. */
+static void emulated(int id, int m)
+{
+	uint64_t prev[2] = {0, 0}, got, off = 8 * (W_PRIV + (uint64_t)id), bor = 0x400000000ull, two = 2;
+	uint32_t cmp32 = 0xffffffffu, one32 = 1;
+	int h, i, ctx;
+	for (i = 0; i < m; i++)
+		for (h = 0; h < 2; h++) {
+			/* 32-bit fetch-adds on both halves; a client's own results increase. */
+			got = fetch_at(FI_SUM, i % 2 ? FI_INT32 : FI_UINT32, 1, 8 * W_E32 + 4 * (uint64_t)h, "32-bit fetch-add");
+			if (got > 0xffffffffu || (i > 0 && got <= prev[h]))
+				fitest_die("32-bit fetch-add on half %d: %#llx after %#llx", h, (unsigned long long)got,
+				    (unsigned long long)prev[h]);
+			prev[h] = got;
+		}
+	for (i = 0; i < m; i++)
+		fetch_at(FI_MAX, FI_UINT64, (uint64_t)(id + 1) * 1000 + (uint64_t)i, 8 * W_EMAX, "FI_MAX");
+	/* This client's own word: every original value is known. */
+	want(fetch_at(FI_ATOMIC_WRITE, FI_UINT64, 0xf0f0, off, "ATOMIC_WRITE"), 0, "ATOMIC_WRITE");
+	want(fetch_at(FI_BOR, FI_UINT64, 0x0f00, off, "BOR"), 0xf0f0, "BOR");
+	want(fetch_at(FI_BAND, FI_UINT64, 0x0ff0, off, "BAND"), 0xfff0, "BAND");
+	want(fetch_at(FI_BXOR, FI_UINT64, 0x00ff, off, "BXOR"), 0x0ff0, "BXOR");
+	want(fetch_at(FI_MIN, FI_UINT64, 5, off, "MIN"), 0x0f0f, "MIN");
+	want(fetch_at(FI_MAX, FI_UINT64, 3, off, "MAX"), 5, "MAX (no change)");
+	want(fetch_at(FI_MIN, FI_INT64, (uint64_t)-7, off, "INT64 MIN"), 5, "INT64 MIN");
+	want(fetch_at(FI_MAX, FI_INT32, (uint64_t)(uint32_t)-9, off, "INT32 MAX"), 0xfffffff9u, "INT32 MAX (no change)");
+	/* high half: 0xffffffff -> 0 by a 32-bit CSWAP, then 2 by a non-fetching 32-bit SUM */
+	{
+		uint64_t res = 0;
+		uint32_t swp = 0;
+		POST(fi_compare_atomic(ep, &swp, 1, NULL, &cmp32, NULL, &res, NULL, peer, base + off + 4, key, FI_UINT32,
+				       FI_CSWAP, &ctx),
+		     "32-bit CSWAP");
+		wait_ok(&ctx, FI_ATOMIC | FI_READ, "32-bit CSWAP");
+		want(res, 0xffffffffu, "32-bit CSWAP");
+	}
+	POST(fi_atomic(ep, &two, 1, NULL, peer, base + off + 4, key, FI_UINT32, FI_SUM, &ctx), "fi_atomic(UINT32 SUM)");
+	wait_ok(&ctx, FI_ATOMIC | FI_WRITE, "fi_atomic(UINT32 SUM)");
+	POST(fi_inject_atomic(ep, &one32, 1, peer, base + off + 4, key, FI_UINT32, FI_BXOR), "fi_inject_atomic(BXOR)");
+	POST(fi_atomic(ep, &bor, 1, NULL, peer, base + off, key, FI_UINT64, FI_BOR, &ctx), "fi_atomic(BOR)");
+	wait_ok(&ctx, FI_ATOMIC | FI_WRITE, "fi_atomic(BOR)");
+	/* The injected BXOR (bit 32) and the BOR (bit 34) commute; the inject
+	 * reports no completion, so read until both are in. */
+	while ((got = fetch_at(FI_ATOMIC_READ, FI_UINT64, 0, off, "ATOMIC_READ")) != PRIV_FINAL) {
+		if ((got & 0xffffffffu) != 0xfffffff9u)
+			fitest_die("client word %#llx while waiting for the injected BXOR", (unsigned long long)got);
+		fitest_check_deadline("the injected BXOR");
+	}
+	want(fetch_at(FI_ATOMIC_READ, FI_UINT32, 0, off, "32-bit ATOMIC_READ"), 0xfffffff9u, "32-bit ATOMIC_READ");
 }
 
 static void misaligned(void)
@@ -652,6 +757,7 @@ static int client(int argc, char **argv)
 	nonfetch_sums(m);
 	lock_rounds(id, k);
 	compare_forms(id);
+	emulated(id, m);
 	if (!is_msg)
 		misaligned(); /* on RC the responder's Terminate would end the connection */
 	cq_data(id);

@@ -36,6 +36,10 @@ const (
 	TCP       = "tcp"            // mtl ofi over libfabric's tcp (tcp;ofi_rxm: 1.17's tcp has no native RDM)
 	UDPRxD    = "udp;ofi_rxd"    // mtl ofi over libfabric's RxD on its udp provider
 	OB1TCP    = "ob1+tcp"        // pml ob1 with the TCP BTL: no libfabric at all
+	// BTLOFI is pml ob1 over Open MPI's btl ofi on the provider's native RDM
+	// endpoint (messages, RDMA Write/Read, atomics) with osc rdma: MPI
+	// one-sided communication as RDMA executed by the target's daemon.
+	BTLOFI = "iwarpd+btl"
 )
 
 // NewTransport returns the named transport; provDir is the directory of
@@ -50,13 +54,17 @@ const (
 // which hides libfabric's utility providers from fi_getinfo.
 func NewTransport(name, provDir, ifInclude string) (Transport, error) {
 	t := Transport{Name: name}
+	osc := [][2]string{{"osc", "pt2pt"}} // one-sided over the PML: osc rdma needs a BTL with RDMA (docs/mpi.md)
+	if name == BTLOFI {
+		osc = [][2]string{{"osc", "rdma"}}
+	}
 	common := [][2]string{
-		{"osc", "pt2pt"}, // one-sided over the PML: osc rdma needs a BTL with RDMA (docs/mpi.md)
 		{"orte_base_help_aggregate", "0"},
 		{"btl_base_warn_component_unused", "0"},
 		{"oob_tcp_if_include", ifInclude},
 		{"mpi_yield_when_idle", "1"},
 	}
+	common = append(osc, common...)
 	ofi := func(include string) {
 		t.MCA = append([][2]string{{"pml", "cm"}, {"mtl", "ofi"}, {"mtl_ofi_provider_include", include}, {"btl", "self"}}, common...)
 	}
@@ -72,8 +80,18 @@ func NewTransport(name, provDir, ifInclude string) (Transport, error) {
 		ofi("udp;ofi_rxd")
 	case OB1TCP:
 		t.MCA = append([][2]string{{"pml", "ob1"}, {"btl", "self,tcp"}, {"btl_tcp_if_include", ifInclude}}, common...)
+	case BTLOFI:
+		// btl_ofi_mode 2: messages as well as RDMA and atomics (the
+		// default, 1, is one-sided only, and ob1 then has no BTL to send
+		// to another node with). Open MPI 4.1's btl ofi matches
+		// btl_ofi_provider_include by name, and refuses ofi_rxm itself;
+		// FI_PROVIDER hides ofi_rxd, which would match too.
+		t.MCA = append([][2]string{{"pml", "ob1"}, {"btl", "ofi,self,vader"}, {"btl_ofi_provider_include", "iwarpd"},
+			{"btl_ofi_mode", "2"}}, common...)
+		t.Env = append(t.Env, "FI_PROVIDER=^ofi_rxm,ofi_rxd")
 	default:
-		return t, fmt.Errorf("mpilaunch: unknown transport %q (want %s, %s, %s, %s or %s)", name, IWARPD, IWARPDRxM, TCP, UDPRxD, OB1TCP)
+		return t, fmt.Errorf("mpilaunch: unknown transport %q (want %s, %s, %s, %s, %s or %s)", name, IWARPD, IWARPDRxM,
+			TCP, UDPRxD, OB1TCP, BTLOFI)
 	}
 	if provDir != "" && strings.HasPrefix(name, "iwarpd") {
 		t.Env = append(t.Env, "FI_PROVIDER_PATH="+provDir)
@@ -92,6 +110,12 @@ type Job struct {
 	NSRsh     string   // test/mpi/nsrsh.sh (two-namespace jobs)
 	Extra     []string // more mpirun flags
 	Env       []string // more environment for mpirun (and so every rank)
+	// OneRankPerHost: every rank is a "host" of its own for Open MPI
+	// (writeHosts), started through NSRsh, so that no two ranks share a
+	// node: Open MPI 4.1's osc rdma then keeps no window state in a
+	// shared-memory segment and takes no single-node path (docs/mpi.md,
+	// "One-sided MPI").
+	OneRankPerHost bool
 }
 
 // Available says why Open MPI cannot run here ("" when it can).
@@ -127,6 +151,33 @@ func (j *Job) namespaces() bool {
 	return false
 }
 
+// writeHosts writes the host file and namespace map of a job of one rank
+// per host: rank r on node r mod len(Nodes); in two namespaces the first
+// rank of each node under the node's address (rank 0's is mpirun's own),
+// every other rank under a made-up name "iwmpi-NS-K" the map sends to the
+// node's namespace; on loopback every rank under "iwmpi-lo-NODE-K" in the
+// caller's namespace ("-" in the map).
+func (j *Job) writeHosts() error {
+	hosts, nsmap := &bytes.Buffer{}, &bytes.Buffer{}
+	for r := 0; r < j.Ranks; r++ {
+		i := r % len(j.Nodes)
+		n := j.Nodes[i]
+		ns, host := n.NS, n.Addr
+		if ns == "" {
+			ns = "-"
+			host = fmt.Sprintf("iwmpi-lo-%d-%d", i, r/len(j.Nodes))
+		} else if r >= len(j.Nodes) {
+			host = fmt.Sprintf("iwmpi-%s-%d", n.NS, r/len(j.Nodes))
+		}
+		fmt.Fprintf(hosts, "%s slots=1\n", host)
+		fmt.Fprintf(nsmap, "%s %s %s\n", host, ns, strings.Join(n.Env, " "))
+	}
+	if err := os.WriteFile(filepath.Join(j.Dir, "hostfile"), hosts.Bytes(), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(j.Dir, "nsmap"), nsmap.Bytes(), 0o644)
+}
+
 // Command returns the mpirun command of j (not started) and writes the
 // files it needs into j.Dir. Its Args are the command line to show a user.
 func (j *Job) Command(ctx context.Context) (*exec.Cmd, error) {
@@ -140,7 +191,26 @@ func (j *Job) Command(ctx context.Context) (*exec.Cmd, error) {
 	args = append(args, j.Extra...)
 	env := append(append(BaseEnv(), j.Transport.Env...), j.Env...)
 	var prefix []string
-	if j.namespaces() {
+	if j.OneRankPerHost {
+		if j.NSRsh == "" {
+			return nil, errors.New("mpilaunch: a job of one rank per host needs NSRsh (test/mpi/nsrsh.sh)")
+		}
+		if err := j.writeHosts(); err != nil {
+			return nil, err
+		}
+		// rtc_hwloc_vmhole none: the orteds of one machine would all write
+		// hwloc's shared topology into one file (their session directory
+		// is named after the machine's host name) and crash in
+		// hwloc_shmem_topology_write.
+		args = append(args, "--hostfile", filepath.Join(j.Dir, "hostfile"), "--map-by", "node", "--mca", "plm_rsh_agent", j.NSRsh,
+			"--mca", "rtc_hwloc_vmhole", "none", "-np", fmt.Sprint(j.Ranks), j.Prog)
+		args = append(args, j.Args...)
+		env = append(env, "IWMPI_NSRSH_MAP="+filepath.Join(j.Dir, "nsmap"))
+		if j.namespaces() {
+			env = append(env, j.Nodes[0].Env...) // node 0's first rank is mpirun's child
+			prefix = []string{"ip", "netns", "exec", j.Nodes[0].NS}
+		}
+	} else if j.namespaces() {
 		if len(j.Nodes) != 2 || j.Nodes[0].NS == "" || j.Nodes[1].NS == "" {
 			return nil, errors.New("mpilaunch: a namespace job needs exactly two nodes, each in a namespace")
 		}

@@ -122,3 +122,40 @@ func TestRunTimeout(t *testing.T) {
 		killProg(prog)
 	}
 }
+
+func TestCommandOneRankPerHost(t *testing.T) {
+	tr, _ := NewTransport(BTLOFI, "", "169.254.1.0/24")
+	for _, tc := range []struct {
+		name         string
+		nodes        []Node
+		hosts, nsmap string
+		prefix       string
+	}{
+		{"namespaces", []Node{{NS: "nsa", Addr: "169.254.1.1", Env: []string{"A=1"}}, {NS: "nsb", Addr: "169.254.1.2", Env: []string{"B=2"}}},
+			"169.254.1.1 slots=1\n169.254.1.2 slots=1\niwmpi-nsa-1 slots=1\niwmpi-nsb-1 slots=1\n",
+			"169.254.1.1 nsa A=1\n169.254.1.2 nsb B=2\niwmpi-nsa-1 nsa A=1\niwmpi-nsb-1 nsb B=2\n", "ip netns exec nsa mpirun "},
+		{"loopback", []Node{{Addr: "127.0.0.1", Env: []string{"A=1"}}, {Addr: "127.0.0.1", Env: []string{"B=2"}}},
+			"iwmpi-lo-0-0 slots=1\niwmpi-lo-1-0 slots=1\niwmpi-lo-0-1 slots=1\niwmpi-lo-1-1 slots=1\n",
+			"iwmpi-lo-0-0 - A=1\niwmpi-lo-1-0 - B=2\niwmpi-lo-0-1 - A=1\niwmpi-lo-1-1 - B=2\n", "mpirun "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			j := &Job{Ranks: 4, Transport: tr, Prog: "/p", Dir: dir, NSRsh: "/nsrsh.sh", Nodes: tc.nodes, OneRankPerHost: true}
+			cmd, err := j.Command(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			line := strings.Join(cmd.Args, " ")
+			for _, want := range []string{tc.prefix, "--mca osc rdma", "--mca btl_ofi_mode 2", "--mca rtc_hwloc_vmhole none", "-np 4 /p"} {
+				if !strings.HasPrefix(line, tc.prefix) || !strings.Contains(line, want) {
+					t.Errorf("command %q lacks %q", line, want)
+				}
+			}
+			hosts, _ := os.ReadFile(filepath.Join(dir, "hostfile"))
+			nsmap, _ := os.ReadFile(filepath.Join(dir, "nsmap"))
+			if string(hosts) != tc.hosts || string(nsmap) != tc.nsmap {
+				t.Errorf("hostfile %q, nsmap %q", hosts, nsmap)
+			}
+		})
+	}
+}
