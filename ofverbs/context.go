@@ -236,7 +236,19 @@ func handshake(o options, inspect bool) (*proto.Conn, proto.HelloReply, []int, e
 		return nil, hr, nil, err
 	}
 	req := proto.HelloRequest{ABI: proto.ABIVersion, Client: o.client, Inspect: inspect}
-	if err := conn.Send(proto.Header{Version: proto.ABIVersion, Op: proto.OpHello, Seq: 1}, req); err != nil {
+	var sendFDs []int
+	if !inspect {
+		// The address space the session's process-memory MRs refer to:
+		// this process's own, opened by itself (docs/memory-registration.md).
+		// Without /proc the session works, and process-memory
+		// registrations fail with a message saying why.
+		if fd, err := unix.Open("/proc/self/mem", unix.O_RDWR|unix.O_CLOEXEC, 0); err == nil {
+			defer unix.Close(fd)
+			req.ProcessMem = true
+			sendFDs = append(sendFDs, fd)
+		}
+	}
+	if err := conn.Send(proto.Header{Version: proto.ABIVersion, Op: proto.OpHello, Seq: 1}, req, sendFDs...); err != nil {
 		return fail(nil, &Error{Op: "hello", Errno: errnoOf(err, unix.ENODEV), Msg: err.Error()})
 	}
 	if o.timeout > 0 {

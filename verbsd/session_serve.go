@@ -34,9 +34,23 @@ func (s *session) serve() {
 		close(s.Done)
 		s.Conn.Close()
 		s.Eng.Do(func() error { s.Eng.TeardownSession(s.Session); return nil })
-		s.Peer.Close() // after teardown: no engine state refers to it
-		s.Dev.Users.ReleaseAll(s.Session)
-		s.Dev.Log.Debugf("session %d (pid %d, uid %d): closed, resources reclaimed", s.ID, s.Cred.Pid, s.Cred.Uid)
+		// After teardown no engine state refers to the process memory. A
+		// copier stuck in a client's page (rnic/copier.go) returns when the
+		// page comes or the client exits: until then the session keeps
+		// counting against its user's limits.
+		exited := s.Mem.Close()
+		release := func() {
+			s.Dev.Users.ReleaseAll(s.Session)
+			s.Dev.Log.Debugf("session %d (pid %d, uid %d): closed, resources reclaimed", s.ID, s.Cred.Pid, s.Cred.Uid)
+		}
+		select {
+		case <-exited:
+			release()
+		default:
+			s.Dev.Log.Infof("session %d (pid %d, uid %d): closed; its copier is still in a page of the client, "+
+				"the session counts against the user's limits until it returns", s.ID, s.Cred.Pid, s.Cred.Uid)
+			go func() { <-exited; release() }()
+		}
 	}()
 	for {
 		h, body, fds, err := s.Conn.Receive()
@@ -108,7 +122,7 @@ func (s *session) dispatch(h proto.Header, body []byte, fds []int) (reply any, r
 		if h.Op != proto.OpHello {
 			return nil, nil, rnic.Errf(unix.EINVAL, "the first request must be hello, not %v", h.Op), false
 		}
-		return s.doHello(h, body)
+		return s.doHello(h, body, fds)
 	}
 	if h.Version != proto.ABIVersion {
 		return nil, nil, rnic.Errf(unix.EPROTO, "%v", (&proto.VersionError{Local: proto.ABIVersion, Peer: h.Version, Side: "daemon"}).Error()), false
@@ -124,7 +138,7 @@ func (s *session) dispatch(h proto.Header, body []byte, fds []int) (reply any, r
 	return reply, nil, err, false
 }
 
-func (s *session) doHello(h proto.Header, body []byte) (any, []int, error, bool) {
+func (s *session) doHello(h proto.Header, body []byte, fds []int) (any, []int, error, bool) {
 	var req proto.HelloRequest
 	if h.Version != proto.ABIVersion {
 		return nil, nil, rnic.Errf(unix.EPROTO, "%s", (&proto.VersionError{Local: proto.ABIVersion, Peer: h.Version, Side: "daemon"}).Error()), true
@@ -140,6 +154,15 @@ func (s *session) doHello(h proto.Header, body []byte) (any, []int, error, bool)
 	}
 	s.Client = req.Client
 	s.Inspect = req.Inspect
+	if req.ProcessMem && !req.Inspect { // rnic/procmem.go
+		fd, err := takeFD(fds, 0, "hello (process memory)")
+		if err == nil {
+			err = s.AttachProcMem(fd)
+		}
+		if err != nil {
+			return nil, nil, err, true
+		}
+	}
 	// Inspect sessions own nothing and are not listed by Inspect.
 	if err := s.Eng.Do(func() error {
 		if s.Inspect {
