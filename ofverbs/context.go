@@ -52,6 +52,7 @@ type options struct {
 	client    string
 	timeout   time.Duration
 	daemonUID int // also trusted besides root and ourselves; -1: none
+	memFD     int // WithProcessMemFD; -1: this process's /proc/self/mem
 }
 
 // EnvDaemonUID names the environment variable that makes a client trust a
@@ -74,8 +75,17 @@ func WithClientName(name string) Option { return func(o *options) { o.client = n
 // handshake (default 10 s).
 func WithHelloTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
+// WithProcessMemFD hands fd, an open /proc/PID/mem of another process
+// (which the caller could open only if it may ptrace that process: proc(5)),
+// to the daemon at hello instead of this process's own /proc/self/mem: the
+// session's process-memory MRs then name addresses of that address space
+// (RegMR(b) takes b's address, so b must lie at the same address in this
+// process; inline sends still copy this process's octets). For tools and
+// tests; the Context sends a copy and does not close fd.
+func WithProcessMemFD(fd int) Option { return func(o *options) { o.memFD = fd } }
+
 func buildOptions(opts []Option) options {
-	o := options{socket: DefaultSocket(), client: filepath.Base(os.Args[0]), timeout: 10 * time.Second, daemonUID: -1}
+	o := options{socket: DefaultSocket(), client: filepath.Base(os.Args[0]), timeout: 10 * time.Second, daemonUID: -1, memFD: -1}
 	if v, err := strconv.Atoi(os.Getenv(EnvDaemonUID)); err == nil && v >= 0 {
 		o.daemonUID = v
 	}
@@ -242,7 +252,10 @@ func handshake(o options, inspect bool) (*proto.Conn, proto.HelloReply, []int, e
 		// this process's own, opened by itself (docs/memory-registration.md).
 		// Without /proc the session works, and process-memory
 		// registrations fail with a message saying why.
-		if fd, err := unix.Open("/proc/self/mem", unix.O_RDWR|unix.O_CLOEXEC, 0); err == nil {
+		if o.memFD >= 0 {
+			req.ProcessMem = true
+			sendFDs = append(sendFDs, o.memFD)
+		} else if fd, err := unix.Open("/proc/self/mem", unix.O_RDWR|unix.O_CLOEXEC, 0); err == nil {
 			defer unix.Close(fd)
 			req.ProcessMem = true
 			sendFDs = append(sendFDs, fd)
