@@ -1,6 +1,7 @@
 package rnic
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,6 +66,7 @@ var errStalled = Errf(unix.ETIMEDOUT, "an access to this client's process memory
 type copier struct {
 	fd      int
 	bound   time.Duration
+	spin    bool // GOMAXPROCS > 1 at start
 	onStall func(what string)
 
 	mu    sync.Mutex // one access at a time
@@ -89,7 +91,7 @@ type copyJob struct {
 }
 
 func newCopier(fd int, bound time.Duration, onStall func(string)) *copier {
-	c := &copier{fd: fd, bound: bound, onStall: onStall, jobs: make(chan struct{}, 1), done: make(chan struct{}, 1),
+	c := &copier{fd: fd, bound: bound, spin: runtime.GOMAXPROCS(0) > 1, onStall: onStall, jobs: make(chan struct{}, 1), done: make(chan struct{}, 1),
 		quit: make(chan struct{}), exited: make(chan struct{})}
 	c.timer = time.NewTimer(time.Hour)
 	c.timer.Stop()
@@ -157,7 +159,9 @@ func (c *copier) do(op copyOp, b []byte, addr, n uint64) error {
 	c.job = copyJob{op: op, b: b, addr: addr, n: n}
 	c.state.Store(jobPosted)
 	c.jobs <- struct{}{} // never blocks: the copier is idle (mu, and not stalled)
-	for i := 0; ; i++ {
+	// Spin only where the copier can run meanwhile: with one P (a daemon
+	// pinned to one CPU, GOMAXPROCS 1) it runs only once the caller blocks.
+	for i := 0; c.spin; i++ {
 		if c.state.Load() == jobFinished {
 			return c.finish()
 		}
