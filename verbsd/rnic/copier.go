@@ -106,16 +106,25 @@ func (c *copier) run() {
 	for {
 		select {
 		case <-c.jobs:
-			j := &c.job
-			j.err = c.exec(j)
-			c.state.Store(jobFinished)
-			select {
-			case c.done <- struct{}{}:
+			c.runJob()
+		case <-c.quit:
+			select { // a job posted as the session ended still runs
+			case <-c.jobs:
+				c.runJob()
 			default:
 			}
-		case <-c.quit:
 			return
 		}
+	}
+}
+
+func (c *copier) runJob() {
+	j := &c.job
+	j.err = c.exec(j)
+	c.state.Store(jobFinished)
+	select {
+	case c.done <- struct{}{}:
+	default:
 	}
 }
 
