@@ -271,6 +271,9 @@ func handshake(o options, inspect bool) (*proto.Conn, proto.HelloReply, []int, e
 		h, body, fds, err := conn.Receive()
 		if err != nil {
 			closeFDs(fds)
+			if errors.Is(err, proto.ErrFDsLost) {
+				return fail(nil, newError("hello", unix.EMFILE, "the daemon's answer arrived without its descriptors: this process is out of file descriptors (%v)", err))
+			}
 			if errors.Is(err, proto.ErrTooLarge) || errors.Is(err, proto.ErrBadMagic) || errors.Is(err, proto.ErrShortMessage) {
 				return fail(nil, &Error{Op: "hello", Errno: unix.EPROTO, Msg: err.Error()})
 			}
@@ -330,7 +333,8 @@ func (c *Context) readLoop() {
 		h, body, fds, err := c.conn.Receive()
 		closeFDs(fds) // no reply after Hello carries descriptors
 		if err != nil {
-			if errors.Is(err, proto.ErrTooLarge) || errors.Is(err, proto.ErrBadMagic) || errors.Is(err, proto.ErrShortMessage) {
+			if errors.Is(err, proto.ErrTooLarge) || errors.Is(err, proto.ErrBadMagic) || errors.Is(err, proto.ErrShortMessage) ||
+				errors.Is(err, proto.ErrFDsLost) {
 				continue // a message we cannot read; its caller is not answered, but the session goes on
 			}
 			c.endSession()

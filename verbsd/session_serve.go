@@ -38,10 +38,16 @@ func (s *session) serve() {
 		// copier stuck in a client's page (rnic/copier.go) returns when the
 		// page comes or the client exits: until then the session keeps
 		// counting against its user's limits.
+		// A copier that never stalled is idle (nothing calls it after
+		// teardown) and returns at once.
+		stalled := s.Mem.Stalled()
 		exited := s.Mem.Close()
 		release := func() {
 			s.Dev.Users.ReleaseAll(s.Session)
 			s.Dev.Log.Debugf("session %d (pid %d, uid %d): closed, resources reclaimed", s.ID, s.Cred.Pid, s.Cred.Uid)
+		}
+		if !stalled {
+			<-exited
 		}
 		select {
 		case <-exited:
@@ -54,6 +60,19 @@ func (s *session) serve() {
 	}()
 	for {
 		h, body, fds, err := s.Conn.Receive()
+		if errors.Is(err, proto.ErrFDsLost) {
+			// The request arrived without its descriptors (hello's
+			// /proc/self/mem, a region's memfd): the daemon is out of
+			// descriptors. Answer that request, as accept does.
+			closeFDs(fds)
+			s.reply(proto.Header{Version: proto.ABIVersion, Op: h.Op | proto.OpReply, Seq: h.Seq}, nil, nil,
+				rnic.Errf(unix.EMFILE, "%v: the request's descriptors did not reach the daemon: it is out of file descriptors "+
+					"(raise its limit: LimitNOFILE= in the systemd unit, ulimit -n) or more than %d were sent", h.Op, proto.MaxFDs))
+			if !s.Hello {
+				return
+			}
+			continue
+		}
 		if err != nil {
 			closeFDs(fds)
 			if errors.Is(err, proto.ErrTooLarge) || errors.Is(err, proto.ErrShortMessage) || errors.Is(err, proto.ErrBadMagic) {
