@@ -170,12 +170,18 @@ func (c *copier) do(op copyOp, b []byte, addr, n uint64) error {
 	c.jobs <- struct{}{} // never blocks: the copier is idle (mu, and not stalled)
 	// Spin only where the copier can run meanwhile: with one P (a daemon
 	// pinned to one CPU, GOMAXPROCS 1) it runs only once the caller blocks.
+	// The copier, just readied, waits in this P's run queue: yield to it
+	// (another P steals it only after a sleep), then spin.
+	runtime.Gosched()
 	for i := 0; c.spin; i++ {
 		if c.state.Load() == jobFinished {
 			return c.finish()
 		}
-		if i&63 == 63 && time.Since(start) > copierSpin {
-			break
+		if i&63 == 63 {
+			if time.Since(start) > copierSpin {
+				break
+			}
+			runtime.Gosched()
 		}
 	}
 	left := c.bound - time.Since(start)

@@ -3,6 +3,7 @@ package rnic
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 	"unsafe"
@@ -38,6 +39,24 @@ func BenchmarkProcMemCost(b *testing.B) {
 			local := []unix.Iovec{{Base: &dst[0]}}
 			local[0].SetLen(n)
 			remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: n}}
+			// An engine's thread is locked (rnic/engine.go run): time the
+			// copier from a locked goroutine too.
+			var lk time.Duration
+			locked := make(chan struct{})
+			go func() {
+				defer close(locked)
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				for range b.N {
+					t0 := time.Now()
+					if err := c.do(copyRead, dst, addr, 0); err != nil {
+						b.Error(err)
+						return
+					}
+					lk += time.Since(t0)
+				}
+			}()
+			<-locked
 			var pvm, pr, cp time.Duration
 			b.ResetTimer()
 			for range b.N {
@@ -66,6 +85,8 @@ func BenchmarkProcMemCost(b *testing.B) {
 			b.ReportMetric(per(cp), "copier-ns")
 			b.ReportMetric(per(pr)/per(pvm), "pread/pvm")
 			b.ReportMetric(per(cp)/per(pvm), "copier/pvm")
+			b.ReportMetric(per(lk), "copier-locked-ns")
+			b.ReportMetric(per(lk)/per(pvm), "locked/pvm")
 		})
 	}
 }
