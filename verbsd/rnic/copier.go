@@ -173,6 +173,9 @@ func (c *copier) do(op copyOp, b []byte, addr, n uint64) error {
 	// The copier, just readied, waits in this P's run queue: yield to it
 	// (another P steals it only after a sleep), then spin.
 	runtime.Gosched()
+	if c.state.Load() == jobFinished {
+		return c.finish()
+	}
 	for i := 0; c.spin; i++ {
 		if c.state.Load() == jobFinished {
 			return c.finish()
