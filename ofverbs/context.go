@@ -52,6 +52,7 @@ type options struct {
 	client    string
 	timeout   time.Duration
 	daemonUID int // also trusted besides root and ourselves; -1: none
+	memFD     int // WithProcessMemFD; -1: this process's /proc/self/mem
 }
 
 // EnvDaemonUID names the environment variable that makes a client trust a
@@ -74,8 +75,17 @@ func WithClientName(name string) Option { return func(o *options) { o.client = n
 // handshake (default 10 s).
 func WithHelloTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
+// WithProcessMemFD hands fd, an open /proc/PID/mem of another process
+// (which the caller could open only if it may ptrace that process: proc(5)),
+// to the daemon at hello instead of this process's own /proc/self/mem: the
+// session's process-memory MRs then name addresses of that address space
+// (RegMR(b) takes b's address, so b must lie at the same address in this
+// process; inline sends still copy this process's octets). For tools and
+// tests; the Context sends a copy and does not close fd.
+func WithProcessMemFD(fd int) Option { return func(o *options) { o.memFD = fd } }
+
 func buildOptions(opts []Option) options {
-	o := options{socket: DefaultSocket(), client: filepath.Base(os.Args[0]), timeout: 10 * time.Second, daemonUID: -1}
+	o := options{socket: DefaultSocket(), client: filepath.Base(os.Args[0]), timeout: 10 * time.Second, daemonUID: -1, memFD: -1}
 	if v, err := strconv.Atoi(os.Getenv(EnvDaemonUID)); err == nil && v >= 0 {
 		o.daemonUID = v
 	}
@@ -236,7 +246,22 @@ func handshake(o options, inspect bool) (*proto.Conn, proto.HelloReply, []int, e
 		return nil, hr, nil, err
 	}
 	req := proto.HelloRequest{ABI: proto.ABIVersion, Client: o.client, Inspect: inspect}
-	if err := conn.Send(proto.Header{Version: proto.ABIVersion, Op: proto.OpHello, Seq: 1}, req); err != nil {
+	var sendFDs []int
+	if !inspect {
+		// The address space the session's process-memory MRs refer to:
+		// this process's own, opened by itself (docs/memory-registration.md).
+		// Without /proc the session works, and process-memory
+		// registrations fail with a message saying why.
+		if o.memFD >= 0 {
+			req.ProcessMem = true
+			sendFDs = append(sendFDs, o.memFD)
+		} else if fd, err := unix.Open("/proc/self/mem", unix.O_RDWR|unix.O_CLOEXEC, 0); err == nil {
+			defer unix.Close(fd)
+			req.ProcessMem = true
+			sendFDs = append(sendFDs, fd)
+		}
+	}
+	if err := conn.Send(proto.Header{Version: proto.ABIVersion, Op: proto.OpHello, Seq: 1}, req, sendFDs...); err != nil {
 		return fail(nil, &Error{Op: "hello", Errno: errnoOf(err, unix.ENODEV), Msg: err.Error()})
 	}
 	if o.timeout > 0 {
@@ -246,6 +271,9 @@ func handshake(o options, inspect bool) (*proto.Conn, proto.HelloReply, []int, e
 		h, body, fds, err := conn.Receive()
 		if err != nil {
 			closeFDs(fds)
+			if errors.Is(err, proto.ErrFDsLost) {
+				return fail(nil, newError("hello", unix.EMFILE, "the daemon's answer arrived without its descriptors: this process is out of file descriptors (%v)", err))
+			}
 			if errors.Is(err, proto.ErrTooLarge) || errors.Is(err, proto.ErrBadMagic) || errors.Is(err, proto.ErrShortMessage) {
 				return fail(nil, &Error{Op: "hello", Errno: unix.EPROTO, Msg: err.Error()})
 			}
@@ -305,7 +333,8 @@ func (c *Context) readLoop() {
 		h, body, fds, err := c.conn.Receive()
 		closeFDs(fds) // no reply after Hello carries descriptors
 		if err != nil {
-			if errors.Is(err, proto.ErrTooLarge) || errors.Is(err, proto.ErrBadMagic) || errors.Is(err, proto.ErrShortMessage) {
+			if errors.Is(err, proto.ErrTooLarge) || errors.Is(err, proto.ErrBadMagic) || errors.Is(err, proto.ErrShortMessage) ||
+				errors.Is(err, proto.ErrFDsLost) {
 				continue // a message we cannot read; its caller is not answered, but the session goes on
 			}
 			c.endSession()

@@ -10,7 +10,7 @@
 // AllocBuffer (shared memory the daemon maps: registered Buffer memory is
 // the zero-copy path), CreateCompChannel, CreateCQ; from a PD: RegMR (of a
 // Buffer's memory, or of any other memory of the process, which the daemon
-// then reaches with process_vm_readv/writev: docs/memory-registration.md),
+// then reaches through this process's /proc/self/mem: docs/memory-registration.md),
 // CreateQP, CreateAH, CreateSRQ. Every object has an idempotent Close; closing the Context
 // closes everything it owns. Capabilities come from QueryDevice.
 //

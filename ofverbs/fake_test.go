@@ -3,7 +3,9 @@ package ofverbs
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -39,6 +41,10 @@ type fakeDaemon struct {
 	override func(h proto.Header, body []byte) (status unix.Errno, reply any, handled bool)
 	// helloVersion, if not 0, is the header version of the hello reply.
 	helloVersion uint16
+	// helloMem says what the last non-inspect hello handed over as its
+	// process memory (HelloRequest.ProcessMem): "" for nothing, else the
+	// descriptor's target (/proc/PID/mem).
+	helloMem string
 }
 
 func newFakeDaemon(t *testing.T) *fakeDaemon {
@@ -148,6 +154,16 @@ func (d *fakeDaemon) serve(c *proto.Conn) {
 		if h.Op == proto.OpHello {
 			var req proto.HelloRequest
 			proto.Unmarshal(body, &req)
+			if !req.Inspect {
+				mem := ""
+				if req.ProcessMem && len(fds) == 1 {
+					mem, _ = os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fds[0]))
+				}
+				d.mu.Lock()
+				d.helloMem = mem
+				d.mu.Unlock()
+			}
+			closeFDs(fds)
 			if helloVersion != 0 {
 				rh.Version, rh.Status = helloVersion, unix.EPROTO
 				c.Send(rh, proto.ErrorBody{Error: "version mismatch (fake)"})

@@ -181,13 +181,15 @@ type MR struct {
 //   - b inside one Buffer of this Context (AllocBuffer): the daemon maps the
 //     Buffer's memfd, the zero-copy fast path;
 //   - any other memory of this process (Go heap, a C allocation, a static
-//     array): the daemon reaches it with process_vm_readv/writev, one copy
-//     more per transfer (proto.RegMRRequest.Process). The MR keeps b
-//     reachable until Close (Go's collector does not move heap objects);
-//     memory the program unmaps (syscall.Munmap, C free of an mmap'd
-//     block) while registered makes the work requests and remote accesses
-//     touching it fail with an access error. The daemon must be allowed to
-//     ptrace this process (EPERM otherwise: docs/memory-registration.md).
+//     array): the daemon reaches it with pread/pwrite on this process's
+//     /proc/self/mem, which Open handed it at hello, one copy more per
+//     transfer (proto.RegMRRequest.Process). The MR keeps b reachable
+//     until Close (Go's collector does not move heap objects); memory the
+//     program unmaps (syscall.Munmap, C free of an mmap'd block) while
+//     registered makes the work requests and remote accesses touching it
+//     fail with an access error. The memory must be resident or come
+//     quickly: an access that takes longer than the daemon's bound fails
+//     and ends the session's process memory (docs/memory-registration.md).
 func (pd *PD) RegMR(b []byte, access Access) (*MR, error) {
 	const op = "reg-mr"
 	if err := pd.check(op); err != nil {

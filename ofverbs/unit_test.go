@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,6 +27,14 @@ func TestOpenQueryAndList(t *testing.T) {
 	c := openFake(t, d)
 	if c.DeviceName() != "fake0" || c.SessionID() != 7 || c.DaemonVersion() != "fake" {
 		t.Fatalf("hello: %q %d %q", c.DeviceName(), c.SessionID(), c.DaemonVersion())
+	}
+	// The session's process memory is this process's own /proc/self/mem
+	// (docs/memory-registration.md).
+	d.mu.Lock()
+	mem := d.helloMem
+	d.mu.Unlock()
+	if want := fmt.Sprintf("/proc/%d/mem", os.Getpid()); mem != want {
+		t.Fatalf("hello handed over %q as process memory, want %s", mem, want)
 	}
 	attr, err := c.QueryDevice()
 	if err != nil || attr.MaxSGE != 4 || attr.MaxInline != 64 {

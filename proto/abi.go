@@ -15,7 +15,11 @@ import "fmt"
 // the datagram Q_Key (SQE QKey at 56..59, qkey in create/modify/query-qp);
 // memory regions in the client's own address space (RegMRRequest.Process);
 // one doorbell eventfd per session.
-const ABIVersion = 3
+//
+// Version 4: process memory is reached through the client's own
+// /proc/self/mem, handed over at Hello (HelloRequest.ProcessMem, descriptor
+// 0), no longer through the pid of the connecting process.
+const ABIVersion = 4
 
 // Magic opens every control message header ("IWRP" little-endian).
 const Magic uint32 = 0x50525749

@@ -106,6 +106,10 @@ var (
 	ErrBadMagic     = errors.New("proto: bad magic (not an iwarpd control message)")
 	ErrTooLarge     = errors.New("proto: message larger than MaxMessage")
 	ErrTooManyFDs   = errors.New("proto: too many file descriptors")
+	// ErrFDsLost: a message arrived whole but its descriptors did not
+	// (MSG_CTRUNC): the receiver has no free descriptor, or the sender
+	// passed more than MaxFDs. Receive returns the header and body with it.
+	ErrFDsLost = errors.New("proto: the message's descriptors were lost (the receiver is out of file descriptors, or more than MaxFDs were sent)")
 )
 
 // AppendHeader appends the wire form of h (with Magic) to b.
@@ -277,13 +281,16 @@ func (c *Conn) Receive() (Header, []byte, []int, error) {
 			}
 		}
 	}
-	if flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
+	if flags&unix.MSG_TRUNC != 0 {
 		return Header{}, nil, fds, ErrTooLarge
 	}
-	if n == 0 {
+	if n == 0 && flags&unix.MSG_CTRUNC == 0 {
 		return Header{}, nil, fds, fmt.Errorf("proto: connection closed by peer: %w", errClosed)
 	}
 	h, body, err := ParseHeader(c.buf[:n])
+	if err == nil && flags&unix.MSG_CTRUNC != 0 {
+		err = ErrFDsLost
+	}
 	return h, body, fds, err
 }
 

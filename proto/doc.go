@@ -7,7 +7,10 @@
 // 16-octet little-endian header (magic, ABI version, op, sequence number,
 // status) and a JSON body; file descriptors (memfd regions, eventfds) travel
 // beside a message as SCM_RIGHTS. The first exchange is Hello; a client and a
-// daemon of different ABI versions get a clear error on both sides.
+// daemon of different ABI versions get a clear error on both sides. Hello
+// also carries the client's own /proc/self/mem (HelloRequest.ProcessMem):
+// the address space every process-memory region of the session names, the
+// one of the process that said Hello, reachable only while it exists.
 //
 // Data plane (queue.go): fixed-size little-endian queue entries (SQE, RQE,
 // CQE) in single-producer single-consumer rings inside sealed memfd regions,

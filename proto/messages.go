@@ -13,6 +13,16 @@ type HelloRequest struct {
 	// Inspect opens a read-only session for iwarpctl: only OpInspect and
 	// OpQueryDevice are served, and no descriptors are returned.
 	Inspect bool `json:"inspect,omitempty"`
+	// ProcessMem says descriptor 0 is the client's own /proc/self/mem,
+	// opened O_RDWR|O_CLOEXEC by the client itself: the address space every
+	// process-memory MR of the session (RegMRRequest.Process) refers to —
+	// the one of the process that said Hello, whichever process later
+	// sends a registration on the socket, and only as long as that address
+	// space exists (after an exec or exit the daemon reaches nothing). The
+	// kernel checked at the open that the client may access it; the
+	// daemon needs no privilege of its own. Without it the session may
+	// not register process memory. See docs/memory-registration.md.
+	ProcessMem bool `json:"process_mem,omitempty"`
 }
 
 type HelloReply struct {
@@ -83,10 +93,11 @@ type Handle struct {
 //     growing (F_SEAL_SHRINK|F_SEAL_GROW), so that the daemon can never be
 //     made to fault on it. The daemon maps it: the zero-copy fast path.
 //   - process memory (Process true): no descriptor; [Addr, Addr+Length)
-//     lies in the address space of the client process that opened the
-//     session (SO_PEERCRED at Hello), Offset must be 0. The daemon reaches
-//     it with process_vm_readv/process_vm_writev(2) (copies through its own
-//     staging), so any heap, stack or static range can be registered. Memory
+//     lies in the address space the session's /proc/self/mem names (the
+//     process that said Hello: HelloRequest.ProcessMem), Offset must be 0.
+//     The daemon reaches it with pread/pwrite(2) on that descriptor (copies
+//     through its own staging, on a goroutine of the session with a
+//     bound), so any heap, stack or static range can be registered. Memory
 //     unmapped while registered fails the operations touching it with an
 //     access error. See docs/memory-registration.md.
 type RegMRRequest struct {

@@ -2,6 +2,7 @@ package verbsd
 
 import (
 	"math"
+	"time"
 
 	"github.com/iwarpd/iwarpd/internal/shm"
 	"github.com/iwarpd/iwarpd/proto"
@@ -164,7 +165,10 @@ func (s *session) regMR(body []byte, fds []int) (any, error) {
 }
 
 // processRegion checks a process-memory registration (rnic/procmem.go): no
-// descriptor, Offset 0, the session's peer pinned, the range reachable.
+// descriptor, Offset 0, the session's /proc/self/mem handed over at Hello,
+// the session not stalled and its user not refused (rnic/procstrike.go),
+// the range reachable (probed on the session's copier, within the bound:
+// only this request waits for a page that does not come).
 func (s *session) processRegion(req *proto.RegMRRequest) (*rnic.ProcRegion, error) {
 	if req.Offset != 0 {
 		return nil, rnic.Errf(unix.EINVAL, "reg-mr: a process-memory region has no offset (got %d)", req.Offset)
@@ -172,16 +176,24 @@ func (s *session) processRegion(req *proto.RegMRRequest) (*rnic.ProcRegion, erro
 	if req.Access&proto.AccessRemoteAtomic != 0 {
 		// A remote atomic must be indivisible against the owning process's
 		// own atomics on the word (rnic/semantics.go AtomicExecute): only memory
-		// the daemon maps can give that, process_vm_* cannot.
+		// the daemon maps can give that, copies through /proc/PID/mem cannot.
 		return nil, rnic.Errf(unix.EOPNOTSUPP, "reg-mr: remote atomic access needs memfd memory (an ofverbs Buffer), not process memory")
 	}
-	if s.Peer == nil {
-		return nil, rnic.Errf(unix.EPERM, "reg-mr: process memory: the client process could not be pinned at hello (%v)", s.PeerErr)
+	if s.Mem == nil {
+		return nil, rnic.Errf(unix.EPERM, "reg-mr: process memory: this session handed over no /proc/self/mem at hello "+
+			"(HelloRequest.ProcessMem); open the session with a client of ABI %d (docs/memory-registration.md)", proto.ABIVersion)
 	}
-	if err := rnic.ProbeProcessRange(s.Peer, req.Addr, req.Length); err != nil {
+	if s.Mem.Stalled() {
+		return nil, rnic.Errf(unix.EPERM, "reg-mr: an access to this session's process memory stalled past -procmem-stall-timeout; "+
+			"the session may register no more process memory: register resident memory in a new session, or shared buffers")
+	}
+	if err := s.Dev.Strikes.Refused(s.Cred.Uid, time.Now()); err != nil {
 		return nil, err
 	}
-	return &rnic.ProcRegion{Peer: s.Peer, Addr: req.Addr, Length: req.Length}, nil
+	if err := rnic.ProbeProcessRange(s.Mem, req.Addr, req.Length); err != nil {
+		return nil, err
+	}
+	return &rnic.ProcRegion{Mem: s.Mem, Addr: req.Addr, Length: req.Length}, nil
 }
 
 func (s *session) deregMR(body []byte, _ []int) (any, error) {

@@ -43,12 +43,43 @@ func (s *session) serve() {
 			s.Eng.TeardownSession(s.Session)
 			return nil
 		})
-		s.Peer.Close() // after teardown: no engine state refers to it
-		s.Dev.Users.ReleaseAll(s.Session)
 		s.logEnd(why, h, helloRefused) // session_log.go
+		// After teardown no engine state refers to the process memory. A
+		// copier stuck in a client's page (rnic/copier.go) returns when the
+		// page comes or the client exits: until then the session keeps
+		// counting against its user's limits.
+		// A copier that never stalled is idle (nothing calls it after
+		// teardown) and returns at once.
+		stalled := s.Mem.Stalled()
+		exited := s.Mem.Close()
+		release := func() { s.Dev.Users.ReleaseAll(s.Session) }
+		if !stalled {
+			<-exited
+		}
+		select {
+		case <-exited:
+			release()
+		default:
+			s.Dev.Log.Infof("session %d (pid %d, uid %d): closed; its copier is still in a page of the client, "+
+				"the session counts against the user's limits until it returns", s.ID, s.Cred.Pid, s.Cred.Uid)
+			go func() { <-exited; release() }()
+		}
 	}()
 	for {
 		h, body, fds, err := s.Conn.Receive()
+		if errors.Is(err, proto.ErrFDsLost) {
+			// The request arrived without its descriptors (hello's
+			// /proc/self/mem, a region's memfd): the daemon is out of
+			// descriptors. Answer that request, as accept does.
+			closeFDs(fds)
+			s.reply(proto.Header{Version: proto.ABIVersion, Op: h.Op | proto.OpReply, Seq: h.Seq}, nil, nil,
+				rnic.Errf(unix.EMFILE, "%v: the request's descriptors did not reach the daemon: it is out of file descriptors "+
+					"(raise its limit: LimitNOFILE= in the systemd unit, ulimit -n) or more than %d were sent", h.Op, proto.MaxFDs))
+			if !s.Hello {
+				return
+			}
+			continue
+		}
 		if err != nil {
 			closeFDs(fds)
 			if errors.Is(err, proto.ErrTooLarge) || errors.Is(err, proto.ErrShortMessage) || errors.Is(err, proto.ErrBadMagic) {
@@ -120,7 +151,7 @@ func (s *session) dispatch(h proto.Header, body []byte, fds []int) (reply any, r
 		if h.Op != proto.OpHello {
 			return nil, nil, rnic.Errf(unix.EINVAL, "the first request must be hello, not %v", h.Op), false
 		}
-		return s.doHello(h, body)
+		return s.doHello(h, body, fds)
 	}
 	if h.Version != proto.ABIVersion {
 		return nil, nil, rnic.Errf(unix.EPROTO, "%v", (&proto.VersionError{Local: proto.ABIVersion, Peer: h.Version, Side: "daemon"}).Error()), false
@@ -136,7 +167,7 @@ func (s *session) dispatch(h proto.Header, body []byte, fds []int) (reply any, r
 	return reply, nil, err, false
 }
 
-func (s *session) doHello(h proto.Header, body []byte) (any, []int, error, bool) {
+func (s *session) doHello(h proto.Header, body []byte, fds []int) (any, []int, error, bool) {
 	var req proto.HelloRequest
 	if h.Version != proto.ABIVersion {
 		return nil, nil, rnic.Errf(unix.EPROTO, "%s", (&proto.VersionError{Local: proto.ABIVersion, Peer: h.Version, Side: "daemon"}).Error()), true
@@ -152,6 +183,15 @@ func (s *session) doHello(h proto.Header, body []byte) (any, []int, error, bool)
 	}
 	s.Client = req.Client
 	s.Inspect = req.Inspect
+	if req.ProcessMem && !req.Inspect { // rnic/procmem.go
+		fd, err := takeFD(fds, 0, "hello (process memory)")
+		if err == nil {
+			err = s.AttachProcMem(fd)
+		}
+		if err != nil {
+			return nil, nil, err, true
+		}
+	}
 	// Inspect sessions own nothing and are not listed by Inspect.
 	if err := s.Eng.Do(func() error {
 		if s.Inspect {

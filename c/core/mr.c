@@ -4,7 +4,8 @@
  * memfd range (the daemon maps it: zero copy); any other range is the
  * application's own memory, registered in the process form of
  * proto.RegMRRequest (no descriptor; the daemon reaches it with
- * process_vm_readv/writev(2)).
+ * pread/pwrite(2) on this process's /proc/self/mem, handed over at hello:
+ * session.c).
  */
 #include <errno.h>
 #include <stdlib.h>

@@ -66,17 +66,30 @@ static void free_session(struct iwv_session *s)
  * is shared). On success the two descriptors are in fds. */
 static int hello(struct iwv_session *s, const char *path, const char *client, int timeout_ms, int fds[2])
 {
+	/* The address space the session's application-memory MRs refer to:
+	 * this process's own, opened by itself and handed over at hello
+	 * (proto HelloRequest.ProcessMem, docs/memory-registration.md). Without
+	 * /proc the session works and such registrations fail, saying why. */
+	int memfd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
 	json_t *req = json_object();
-	if (!req || iwvi_jset_u64(req, "abi", s->abi) || iwvi_jset_str(req, "client", client)) {
+	if (!req || iwvi_jset_u64(req, "abi", s->abi) || iwvi_jset_str(req, "client", client) ||
+	    (memfd >= 0 && json_object_set_new(req, "process_mem", json_true()))) {
 		json_decref(req);
+		if (memfd >= 0)
+			close(memfd);
 		return iwvi_seterr_open(ENOMEM, "hello: encoding the request");
 	}
 	char *text = json_dumps(req, JSON_COMPACT);
 	json_decref(req);
-	if (!text)
+	if (!text) {
+		if (memfd >= 0)
+			close(memfd);
 		return iwvi_seterr_open(ENOMEM, "hello: encoding the request");
-	int r = iwvi_send_msg(s->sock, s->abi, W_OP_HELLO, 1, text, strlen(text), NULL, 0);
+	}
+	int r = iwvi_send_msg(s->sock, s->abi, W_OP_HELLO, 1, text, strlen(text), memfd >= 0 ? &memfd : NULL, memfd >= 0 ? 1 : 0);
 	free(text);
+	if (memfd >= 0)
+		close(memfd);
 	if (r < 0)
 		return iwvi_seterr_open(ENODEV, "hello: iwarpd at %s closed the connection", path);
 	int64_t deadline = iwvi_now_ns() + (int64_t)timeout_ms * 1000000LL;

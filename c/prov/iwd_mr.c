@@ -1,7 +1,8 @@
 /*
  * iwd_mr.c — memory registration (fi_mr(3)). Any application memory (heap,
  * stack, static) is registered with the daemon through iwv_reg_mr, which
- * reaches it with process_vm_readv/writev (a libiwverbs buffer is mapped
+ * reaches it through the /proc/self/mem the session handed over at hello
+ * (docs/memory-registration.md; a libiwverbs buffer is mapped
  * zero-copy instead). Keys are the daemon's STags (FI_MR_PROV_KEY) and
  * addresses are virtual (FI_MR_VIRT_ADDR).
  *

@@ -1,7 +1,7 @@
 /*
  * t_procmr — memory the application owns (heap, stack, static), registered
  * with iwv_reg_mr outside any iwv_alloc_buffer buffer (the process form of
- * proto.RegMRRequest: the daemon reaches it with process_vm_readv/writev):
+ * proto.RegMRRequest: the daemon reaches it through /proc/self/mem):
  * UD send from the heap into the stack, RC RDMA Write into static memory
  * and RDMA Read from the heap of the peer; heap pages adopted into a memfd
  * in place (iwv_adopt_buffer) as the target of an RD FetchAdd. Run by

@@ -548,7 +548,7 @@ func (t *verbsTransport) recvCredit() (uint64, error) {
 
 // allocData allocates n octets for data buffers: an ofverbs Buffer (-mem
 // memfd: the daemon maps it) or Go heap memory (-mem user: registered as
-// process memory, reached with process_vm_readv/writev). Go's collector
+// process memory, reached through the client's /proc/self/mem). Go's collector
 // does not move heap objects; the MR keeps the slice reachable.
 func allocData(mem string, ctx *ofverbs.Context, n int) ([]byte, error) {
 	if mem == "user" {

@@ -1,6 +1,7 @@
 package daemontest
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -76,6 +77,7 @@ func Start(t testing.TB, name string, o Options) *Daemon {
 		args = append(args, "-engines", strconv.Itoa(n))
 	}
 	args = append(args, o.Extra...)
+	bin, args = withoutPtrace(bin, args)
 	if o.NS != nil {
 		d.Cmd = o.NS.Command(o.NSIdx, bin, args...)
 	} else {
@@ -117,6 +119,23 @@ func Start(t testing.TB, name string, o Options) *Daemon {
 	}
 	t.Fatalf("daemon %s did not answer within %v: %v\n%s", name, Scaled(startWait), lastErr, d.Stderr)
 	return nil
+}
+
+// withoutPtrace runs bin without CAP_SYS_PTRACE, as the systemd unit does
+// (contrib/systemd/iwarpd.service; docs/security.md): a root test process
+// starts the daemon through setpriv(1) with the capability dropped from
+// the bounding set, so that no test passes on a privilege the daemon does
+// not have. Without setpriv (or not root: no capability to drop) bin runs
+// as it is.
+func withoutPtrace(bin string, args []string) (string, []string) {
+	if os.Geteuid() != 0 {
+		return bin, args
+	}
+	sp, err := exec.LookPath("setpriv")
+	if err != nil {
+		return bin, args
+	}
+	return sp, append([]string{"--bounding-set", "-sys_ptrace", "--", bin}, args...)
 }
 
 // Alive reports whether the process is still running.

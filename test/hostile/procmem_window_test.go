@@ -14,7 +14,7 @@ import (
 const pmWindowListenPort = 26853
 
 // procMem returns the daemon's counters process_mem_read_bytes (octets it
-// read from client processes with process_vm_readv) and
+// read from client processes with pread of /proc/PID/mem) and
 // process_mem_staged_bytes (octets of staging buffers it took for process
 // memory), from iwarpctl -json counters.
 func procMem(t *testing.T, d *daemontest.Daemon) (read, staged int64) {

@@ -59,6 +59,12 @@ type Config struct {
 	// PollWindow is how long the engine keeps polling (yielding the CPU
 	// between empty passes) before it sleeps on epoll.
 	PollWindow time.Duration
+	// ProcMemStallTimeout bounds how long an engine (or a request) waits
+	// for one access to a client's process memory (rnic/copier.go): past
+	// it the access fails, the session is marked stalled and its user gets
+	// a strike (docs/memory-registration.md "A page that does not come").
+	// 0 means DefaultProcMemStallTimeout.
+	ProcMemStallTimeout time.Duration
 	// Engines is how many engines serve the device (docs/engines.md): each
 	// a thread pinned to a CPU, owning the QPs placed on it. 0 means 1.
 	Engines int
@@ -181,6 +187,9 @@ func (c *Config) Validate() error {
 	if c.PollWindow < 0 {
 		bad("poll window %v is negative", c.PollWindow)
 	}
+	if c.ProcMemStallTimeout < 0 || c.ProcMemStallTimeout > time.Minute {
+		bad("process-memory stall timeout %v: want 0..1m (0: the default %v)", c.ProcMemStallTimeout, DefaultProcMemStallTimeout)
+	}
 	if c.Engines < 0 || c.Engines > MaxEngines {
 		bad("engines %d: want 1..%d", c.Engines, MaxEngines)
 	}
@@ -244,6 +253,19 @@ func (c *Config) DeviceAttr() proto.DeviceAttr {
 func (c *Config) PortAttr() proto.PortAttr {
 	return proto.PortAttr{State: "active", Addr: c.Addr.String(), DatagramSize: c.DatagramSize,
 		UDPorts: fmt.Sprintf("%d-%d", c.UDPorts.First, c.UDPorts.Last)}
+}
+
+// DefaultProcMemStallTimeout is what a ProcMemStallTimeout of 0 means: far
+// above a copy from resident memory (a 1 MiB pread of /proc/PID/mem takes
+// well under a millisecond) and far below what stalls a peer's protocol.
+const DefaultProcMemStallTimeout = 50 * time.Millisecond
+
+// StallTimeout is ProcMemStallTimeout with 0 meaning the default.
+func (c *Config) StallTimeout() time.Duration {
+	if c.ProcMemStallTimeout > 0 {
+		return c.ProcMemStallTimeout
+	}
+	return DefaultProcMemStallTimeout
 }
 
 // MaxEngines bounds Config.Engines.

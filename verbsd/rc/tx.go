@@ -360,7 +360,7 @@ func (t *tx) msgEnds(m *msg) bool { return m.immOp == 0 || m.immPhase != m.immFi
 // from message offset from on: all of it, or for a Read Response or a
 // Send/Write from registered memory a window of what one pass can send
 // (PollBatch batches, at most txWindow octets; msgPayloads). In
-// process memory every translation is a process_vm_readv into a staging
+// process memory every translation is a pread of /proc/PID/mem into a staging
 // buffer (rnic/stage.go): translating the whole message in every pass read a
 // 1 MiB Read Response once per pass (about 12 times over an MTU of 1500),
 // the window reads each octet about once. The previous window's staging

@@ -31,8 +31,8 @@ const (
 	cEventsDropped
 	CMemoryFaults
 	cProcessMemFaults  // process-memory accesses that failed (unmapped, process gone)
-	cProcessMemRead    // octets read from client processes (process_vm_readv)
-	cProcessMemWritten // octets written to client processes (process_vm_writev)
+	cProcessMemRead    // octets read from client processes (pread of /proc/PID/mem)
+	cProcessMemWritten // octets written to client processes (pwrite of /proc/PID/mem)
 	cProcessMemStaged  // octets of staging buffers taken for process memory (rnic/stage.go)
 	CSendCalls         // sendmmsg calls
 	CRecvCalls         // recvmmsg calls that returned datagrams

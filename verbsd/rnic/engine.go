@@ -398,9 +398,14 @@ func (e *Engine) pass(now time.Time) bool {
 		q := e.ready[(e.rr+i)%n]
 		e.Visits++
 		e.cur, e.curQP = q.Session, q
+		stalled := q.Session.Mem.Stalled()
 		if e.serveShared(q, now) { // rnic/engines.go
 			work = true
 			q.lastWork = now
+		}
+		if !stalled && q.Session.Mem.Stalled() { // rnic/copier.go: this QP's access ran past the bound
+			e.ErrorQP(q, "an access to the client's process memory did not finish within -procmem-stall-timeout "+
+				"(a page that does not come); register resident memory or shared buffers (docs/memory-registration.md)")
 		}
 		e.curQP = nil
 		e.releaseStaged() // rnic/stage.go

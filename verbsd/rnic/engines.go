@@ -49,11 +49,13 @@ type Device struct {
 	start    time.Time
 
 	// What every session shares.
-	Cfg    *config.Config
-	Log    config.Logger
-	Users  UserTable     // per-user resource counts (rnic/userlimits.go)
-	nextID atomic.Uint64 // session ids
-	Port   atomic.Uint32 // datagram port scan cursor (BindDgram)
+	Cfg   *config.Config
+	Log   config.Logger
+	Users UserTable // per-user resource counts (rnic/userlimits.go)
+	// Strikes: process-memory stalls per user (rnic/procstrike.go).
+	Strikes StrikeTable
+	nextID  atomic.Uint64 // session ids
+	Port    atomic.Uint32 // datagram port scan cursor (BindDgram)
 	// UnprivStart is ip_unprivileged_port_start at start (rnic/bind.go).
 	UnprivStart uint16
 	// EventLog rate-limits the info lines clients and peers cause:

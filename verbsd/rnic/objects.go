@@ -79,7 +79,7 @@ type SRQ struct {
 // destination written back by commit).
 func (q *QP) Translate(sge proto.SGE, p *PD, write bool) ([]byte, proto.WCStatus) {
 	s := q.Session
-	m, off, st := s.CheckSGE(sge, p, write)
+	m, off, st := s.checkSGE(sge, p, write, false) // a source is read right away: no probe first
 	if st != proto.WCSuccess {
 		return nil, st
 	}
@@ -98,6 +98,10 @@ func SubSGE(sge proto.SGE, from, n uint64) proto.SGE {
 // their octets are used): the region and the offset of addr in it. A
 // source in process memory is probed (its first and last octets readable).
 func (s *Session) CheckSGE(sge proto.SGE, p *PD, write bool) (*MR, uint64, proto.WCStatus) {
+	return s.checkSGE(sge, p, write, true)
+}
+
+func (s *Session) checkSGE(sge proto.SGE, p *PD, write, probe bool) (*MR, uint64, proto.WCStatus) {
 	m := s.mrByLKey(sge.LKey)
 	if m == nil || m.PD != p || m.Invalid.Load() {
 		return nil, 0, proto.WCLocProtErr
@@ -112,7 +116,7 @@ func (s *Session) CheckSGE(sge proto.SGE, p *PD, write bool) (*MR, uint64, proto
 	if off > m.Size() || uint64(sge.Length) > m.Size()-off {
 		return nil, 0, proto.WCLocProtErr
 	}
-	if m.Proc != nil && !write && m.Proc.probe(off, uint64(sge.Length)) != nil {
+	if probe && m.Proc != nil && !write && m.Proc.probe(off, uint64(sge.Length)) != nil {
 		// A source in process memory that is gone fails at once, before
 		// anything of it is sent (rnic/procmem.go).
 		return nil, 0, proto.WCLocProtErr

@@ -3,144 +3,172 @@ package rnic
 import (
 	"errors"
 	"fmt"
-	"sync/atomic"
+	"math"
+	"path/filepath"
+	"strconv"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
 // Memory a client process owns (heap, stack, static data), registered with
 // RegMRRequest.Process (docs/memory-registration.md). The daemon cannot map
-// it; it reads and writes it with process_vm_readv(2) and
-// process_vm_writev(2) on the session's verified peer:
+// it; it reads and writes it through a descriptor the client hands over at
+// Hello: the client's own /proc/self/mem (proc(5) "/proc/pid/mem"), opened
+// O_RDWR by the client on itself.
 //
-//   - the peer is the process that connected the session's socket:
-//     SO_PEERCRED (socket(7)) names it, and a pidfd (pidfd_open(2)) pins its
-//     identity. SO_PEERPIDFD (Linux 6.5) gives the pidfd of the connecting
-//     process itself; older kernels fall back to pidfd_open of the
-//     SO_PEERCRED pid at Hello.
-//   - before an access the pidfd is polled (at most once per
-//     peerCheckEvery): once the process has exited (POLLIN on a pidfd,
-//     pidfd_open(2)) the session's process memory is gone and every access
-//     fails, so a pid reused by another process is never read or written.
-//     Linux hands out pids cyclically: a pid is reused only after the
-//     whole pid space (pid_max, 4 194 304 on 64-bit) has been gone through
-//     since, which no machine forks in the window between a poll and an
-//     access (a poll per access cost one system call per buffer: 0.3 µs of
-//     the 6 µs a 64-octet UD message on process memory costs more).
-//   - the kernel checks, on every call, that the daemon may ptrace the peer
-//     (PTRACE_MODE_ATTACH_REALCREDS, ptrace(2) "Ptrace access mode
-//     checking"): a root daemon needs CAP_SYS_PTRACE (the systemd unit
-//     grants it and nothing else for this); a daemon of the client's own
-//     user needs no capability unless Yama's ptrace_scope is 1 or more
-//     (then CAP_SYS_PTRACE, or the client names the daemon with
-//     prctl(PR_SET_PTRACER)). A refusal fails the registration with EPERM.
+//   - The kernel checks access when the file is opened (ptrace access mode
+//     PTRACE_MODE_ATTACH, ptrace(2) "Ptrace access mode checking"): a
+//     process opening its own mem always passes, and nobody can open
+//     another process's mem unless they could ptrace it — so every
+//     descriptor a client can hand over is memory it could reach itself.
+//   - The open file is tied to the address space (mm) it was opened on,
+//     not to a pid: after the process execs (a setuid program included) or
+//     exits, the old mm is gone and reads and writes move nothing (0
+//     octets; a short transfer here is EFAULT). Credential changes, a
+//     non-dumpable process and pid reuse cannot be reached through it.
+//   - The daemon needs no privilege for it: no CAP_SYS_PTRACE, no pidfd,
+//     no pid. It uses pread(2)/pwrite(2) at offset = address, never
+//     process_vm_readv/writev(2).
+//   - Every access, the registration probe included, runs on the session's
+//     copier goroutine with a bound (rnic/copier.go): a page that does not
+//     come (FUSE, NFS) stalls only that session.
 //
-// A range unmapped while registered makes process_vm_* stop short or fail
-// with EFAULT: the work request touching it completes with a local
-// protection error, a remote access gets the RFC 5040 access error (a
-// Terminate on RC); the daemon never faults on it.
+// A range unmapped while registered makes pread/pwrite stop short or fail:
+// the work request touching it completes with a local protection error, a
+// remote access gets the RFC 5040 access error (a Terminate on RC); the
+// daemon never faults on it. pwrite through /proc/PID/mem writes with
+// FOLL_FORCE, as a debugger does: a read-only page of the client is written
+// all the same (copy on write) — the client's own memory, which it could
+// have written itself after mprotect(2).
 
-// soPeerPidfd is SO_PEERPIDFD (Linux 6.5, include/uapi/asm-generic/socket.h).
-const soPeerPidfd = 77
+// procSuperMagic is PROC_SUPER_MAGIC (statfs(2), linux/magic.h).
+const procSuperMagic = 0x9fa0
 
-// PeerProcess is a session's client process.
-type PeerProcess struct {
-	pid       int
-	pidfd     int
-	checkedAt atomic.Int64 // monotonic ns of the last poll that found it alive
-}
-
-// peerCheckEvery bounds how long an access relies on an earlier poll.
-const peerCheckEvery = time.Millisecond
-
-// monoStart is the origin of PeerProcess.checkedAt.
-var monoStart = time.Now()
-
-// openPeer pins the process on the other end of the connected Unix socket
-// fd (SO_PEERCRED pid cred.Pid).
-func openPeer(fd int, pid int32) (*PeerProcess, error) {
-	pfd, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, soPeerPidfd)
-	if err != nil {
-		// Before Linux 6.5: the pid SO_PEERCRED reported at connect.
-		if pfd, err = unix.PidfdOpen(int(pid), 0); err != nil {
-			return nil, fmt.Errorf("pidfd_open(%d): %w", pid, err)
-		}
+// CheckProcMemFD verifies that fd, handed over by a client at Hello, is a
+// procfs "mem" file (/proc/PID/mem or /proc/PID/task/TID/mem) open for
+// reading and writing. The kernel checked, when the client opened it, that
+// the client may read and write that address space.
+func CheckProcMemFD(fd int) error {
+	const what = "hello: the process-memory descriptor"
+	const fix = "; hand over /proc/self/mem opened O_RDWR (docs/memory-registration.md)"
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &fs); err != nil {
+		return Errf(unix.EINVAL, "%s: fstatfs: %v%s", what, err, fix)
 	}
-	unix.CloseOnExec(pfd)
-	p := &PeerProcess{pid: int(pid), pidfd: pfd}
-	p.checkedAt.Store(-int64(time.Hour)) // never polled
-	return p, nil
-}
-
-// alive reports that the peer has not exited (its pidfd is not readable).
-func (p *PeerProcess) alive() bool {
-	if p == nil || p.pidfd < 0 {
-		return false
+	if fs.Type != procSuperMagic {
+		return Errf(unix.EINVAL, "%s is not on procfs (file system magic %#x)%s", what, fs.Type, fix)
 	}
-	// A signal pending on the engine's thread (Go's preemption signal,
-	// SIGURG) makes a ppoll that finds nothing ready fail with EINTR: ask
-	// again, a bounded number of times.
-	for range 64 {
-		pfd := unix.PollFd{Fd: int32(p.pidfd), Events: unix.POLLIN}
-		n, _, errno := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, uintptr(unsafe.Pointer(&zeroTimespec)), 0, 0, 0)
-		if errno == unix.EINTR {
-			continue
-		}
-		return errno == 0 && n == 0
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return Errf(unix.EINVAL, "%s: fstat: %v%s", what, err, fix)
 	}
-	return false
-}
-
-// Close releases the pidfd (nil-safe, idempotent).
-func (p *PeerProcess) Close() {
-	if p != nil && p.pidfd >= 0 {
-		unix.Close(p.pidfd)
-		p.pidfd = -1
+	buf := make([]byte, 256)
+	n, err := unix.Readlink("/proc/self/fd/"+strconv.Itoa(fd), buf)
+	if err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || filepath.Base(string(buf[:max(n, 0)])) != "mem" {
+		return Errf(unix.EINVAL, "%s is not a /proc/PID/mem file (%q)%s", what, string(buf[:max(n, 0)]), fix)
 	}
-}
-
-// errPeerGone: the session's process exited.
-var errPeerGone = Errf(unix.ESRCH, "the client process has exited")
-
-// access reads (write false) or writes n = len(b) octets at addr of the
-// peer's address space. A short transfer (part of the range unmapped) is
-// EFAULT.
-func (p *PeerProcess) access(b []byte, addr uint64, write bool) error {
-	if len(b) == 0 {
-		return nil
-	}
-	now := int64(time.Since(monoStart))
-	if now-p.checkedAt.Load() >= int64(peerCheckEvery) {
-		if !p.alive() {
-			return errPeerGone
-		}
-		p.checkedAt.Store(now)
-	}
-	local := []unix.Iovec{{Base: &b[0]}}
-	local[0].SetLen(len(b))
-	remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: len(b)}}
-	var n int
-	var err error
-	if write {
-		n, err = unix.ProcessVMWritev(p.pid, local, remote, 0)
-	} else {
-		n, err = unix.ProcessVMReadv(p.pid, local, remote, 0)
-	}
-	switch {
-	case err != nil:
-		return err
-	case n != len(b):
-		return unix.EFAULT
+	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err != nil || fl&unix.O_ACCMODE != unix.O_RDWR {
+		return Errf(unix.EINVAL, "%s is not open for reading and writing%s", what, fix)
 	}
 	return nil
 }
 
-// ProcRegion is registered memory in the peer's address space: the region
-// form of a process MR (rnic/memory.go has the memfd form, mapping).
+// ProcMem is a session's access to its client's address space: the /proc
+// mem descriptor and the copier goroutine that alone uses it.
+type ProcMem struct {
+	c *copier
+}
+
+// NewProcMem takes fd (checked by CheckProcMemFD; ProcMem owns it from
+// now on) and starts its copier. Accesses wait at most bound; onStall is
+// called (once, on the waiting goroutine) when one did not finish in time.
+func NewProcMem(fd int, bound time.Duration, onStall func(what string)) *ProcMem {
+	return &ProcMem{c: newCopier(fd, bound, onStall)}
+}
+
+// Close asks the copier to end: it closes the descriptor once no access is
+// in progress. The returned channel is closed when the copier has returned
+// (a copier stuck in a page fault returns when the fault does). Nil-safe.
+func (p *ProcMem) Close() <-chan struct{} {
+	if p == nil {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	return p.c.close()
+}
+
+// Stalled reports that an access of this session did not finish within
+// the bound: every later one fails at once (rnic/copier.go).
+func (p *ProcMem) Stalled() bool { return p != nil && p.c.stalled.Load() }
+
+// errNoProcMem: the session handed over no process-memory descriptor.
+var errNoProcMem = Errf(unix.EPERM, "this session handed over no /proc/self/mem at hello (docs/memory-registration.md)")
+
+// access reads (write false) or writes len(b) octets at addr of the
+// client's address space, on the copier.
+func (p *ProcMem) access(b []byte, addr uint64, write bool) error {
+	if len(b) == 0 {
+		return nil
+	}
+	if p == nil {
+		return errNoProcMem
+	}
+	op := copyRead
+	if write {
+		op = copyWrite
+	}
+	return p.c.do(op, b, addr, 0)
+}
+
+// Probe checks that the first and last octets of [addr, addr+n) are
+// readable (two 1-octet reads on the copier), without reading the rest.
+func (p *ProcMem) Probe(addr, n uint64) error {
+	if n == 0 {
+		return nil
+	}
+	if p == nil {
+		return errNoProcMem
+	}
+	return p.c.do(copyProbe, nil, addr, n)
+}
+
+// preadMem and pwriteMem move len(b) octets at addr of the address space
+// behind fd; anything short of all of them is EFAULT (an unmapped page part
+// way; 0 octets once the address space is gone: proc(5)).
+func preadMem(fd int, b []byte, addr uint64) error {
+	if addr > math.MaxInt64-uint64(len(b)) {
+		return unix.EFAULT
+	}
+	n, err := unix.Pread(fd, b, int64(addr))
+	return memResult(n, len(b), err)
+}
+
+func pwriteMem(fd int, b []byte, addr uint64) error {
+	if addr > math.MaxInt64-uint64(len(b)) {
+		return unix.EFAULT
+	}
+	n, err := unix.Pwrite(fd, b, int64(addr))
+	return memResult(n, len(b), err)
+}
+
+func memResult(n, want int, err error) error {
+	switch {
+	case errors.Is(err, unix.EIO), err == nil && n != want:
+		// mem_rw (fs/proc/base.c) reports a page it cannot reach as EIO.
+		return unix.EFAULT
+	case err != nil:
+		return err
+	}
+	return nil
+}
+
+// ProcRegion is registered memory in the client's address space: the
+// region form of a process MR (rnic/memory.go has the memfd form, mapping).
 type ProcRegion struct {
-	Peer   *PeerProcess
+	Mem    *ProcMem
 	Addr   uint64
 	Length uint64
 }
@@ -150,7 +178,7 @@ func (r *ProcRegion) ReadAt(b []byte, off uint64) error {
 	if off > r.Length || uint64(len(b)) > r.Length-off {
 		return unix.EFAULT
 	}
-	return r.Peer.access(b, r.Addr+off, false)
+	return r.Mem.access(b, r.Addr+off, false)
 }
 
 // WriteAt writes b at offset off of the region.
@@ -158,11 +186,11 @@ func (r *ProcRegion) WriteAt(b []byte, off uint64) error {
 	if off > r.Length || uint64(len(b)) > r.Length-off {
 		return unix.EFAULT
 	}
-	return r.Peer.access(b, r.Addr+off, true)
+	return r.Mem.access(b, r.Addr+off, true)
 }
 
 // probe checks that the first and last octets of [off, off+n) of the
-// region are readable (one process_vm_readv), without reading the rest.
+// region are readable.
 func (r *ProcRegion) probe(off, n uint64) error {
 	if n == 0 {
 		return nil
@@ -170,46 +198,34 @@ func (r *ProcRegion) probe(off, n uint64) error {
 	if off > r.Length || n > r.Length-off {
 		return unix.EFAULT
 	}
-	now := int64(time.Since(monoStart))
-	if now-r.Peer.checkedAt.Load() >= int64(peerCheckEvery) {
-		if !r.Peer.alive() {
-			return errPeerGone
-		}
-		r.Peer.checkedAt.Store(now)
-	}
-	var b [2]byte
-	local := []unix.Iovec{{Base: &b[0]}}
-	local[0].SetLen(2)
-	remote := []unix.RemoteIovec{{Base: uintptr(r.Addr + off), Len: 1}, {Base: uintptr(r.Addr + off + n - 1), Len: 1}}
-	got, err := unix.ProcessVMReadv(r.Peer.pid, local, remote, 0)
-	switch {
-	case err != nil:
-		return err
-	case got != 2:
-		return unix.EFAULT
-	}
-	return nil
+	return r.Mem.Probe(r.Addr+off, n)
 }
 
-// ProbeProcessRange checks at registration that the daemon may reach
-// [addr, addr+length) of the peer: its first and last octets are readable
-// (a verbs registration pins its pages; this catches an unmapped range and
-// a ptrace refusal at once, with a message saying what to do).
-func ProbeProcessRange(p *PeerProcess, addr, length uint64) error {
-	var b [1]byte
-	for _, a := range []uint64{addr, addr + length - 1} {
-		err := p.access(b[:], a, false)
-		switch {
-		case err == nil:
-		case errors.Is(err, unix.EPERM):
-			return Errf(unix.EPERM, "reg-mr: the daemon may not read this process's memory (process_vm_readv: %v): "+
-				"run iwarpd as root with CAP_SYS_PTRACE (contrib/systemd/iwarpd.service), or as this user with "+
-				"Yama ptrace_scope 0; see docs/memory-registration.md", err)
-		case errors.Is(err, unix.ESRCH):
-			return Errf(unix.ESRCH, "reg-mr: %v", err)
-		default:
-			return Errf(unix.EFAULT, "reg-mr: octet %#x of the range is not mapped in this process (%v)", a, err)
-		}
+// ProbeProcessRange checks at registration that [addr, addr+length) of
+// the session's process memory is reachable: its first and last octets
+// are readable (a verbs registration pins its pages; this catches an
+// unmapped range at once), on the copier with its bound, so only this
+// session's request waits for a page that does not come.
+func ProbeProcessRange(p *ProcMem, addr, length uint64) error {
+	if p == nil {
+		return Errf(unix.EPERM, "reg-mr: process memory: %v", errNoProcMem)
 	}
-	return nil
+	err := p.Probe(addr, length)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errStalled):
+		return Errf(unix.EAGAIN, "reg-mr: %v", err)
+	default:
+		return Errf(unix.EFAULT, "reg-mr: [%#x, %#x) is not all mapped in the process that opened this session (%v)",
+			addr, addr+length, err)
+	}
+}
+
+// String names the descriptor for logs.
+func (p *ProcMem) String() string {
+	if p == nil {
+		return "none"
+	}
+	return fmt.Sprintf("fd %d", p.c.fd)
 }

@@ -14,7 +14,7 @@ import (
 // LookupRemote resolves a remote access to q's registered memory: STag (the
 // MR's rkey, valid, in q's session), PD, access right need, TO range.
 func (q *QP) LookupRemote(stag uint32, to, n uint64, need proto.Access) ([]byte, rdmap.AccessFault) {
-	m, off, f := q.CheckRemote(stag, to, n, need)
+	m, off, f := q.checkRemote(stag, to, n, need, false) // a Read's source is read right away: no probe first
 	if f != 0 {
 		return nil, f
 	}
@@ -33,6 +33,10 @@ func (q *QP) LookupRemote(stag uint32, to, n uint64, need proto.Access) ([]byte,
 // Response translates a window at a time, txPayloads). A source in
 // process memory is probed (its first and last octets readable), not read.
 func (q *QP) CheckRemote(stag uint32, to, n uint64, need proto.Access) (*MR, uint64, rdmap.AccessFault) {
+	return q.checkRemote(stag, to, n, need, true)
+}
+
+func (q *QP) checkRemote(stag uint32, to, n uint64, need proto.Access, probe bool) (*MR, uint64, rdmap.AccessFault) {
 	m := q.Session.MRByRKey(stag)
 	switch {
 	case m == nil || m.Invalid.Load():
@@ -47,7 +51,7 @@ func (q *QP) CheckRemote(stag uint32, to, n uint64, need proto.Access) (*MR, uin
 		return nil, 0, rdmap.FaultBaseBounds
 	}
 	off := to - m.Addr
-	if m.Proc != nil && need == proto.AccessRemoteRead && m.Proc.probe(off, n) != nil {
+	if probe && m.Proc != nil && need == proto.AccessRemoteRead && m.Proc.probe(off, n) != nil {
 		return nil, 0, rdmap.FaultBaseBounds
 	}
 	return m, off, 0

@@ -22,10 +22,11 @@ type Session struct {
 	Conn   *proto.Conn // nil in the fuzz harness
 	Cred   unix.Ucred
 	Client string
-	// Peer pins the client process for process-memory MRs (rnic/procmem.go);
-	// nil when it could not be opened (such registrations fail).
-	Peer    *PeerProcess
-	PeerErr error
+	// Mem is the client's address space for process-memory MRs: the
+	// /proc/self/mem it handed over at Hello, and its copier
+	// (rnic/procmem.go, rnic/copier.go); nil if it handed over none (such
+	// registrations fail).
+	Mem *ProcMem
 	// PrivBind: the client could bind privileged ports itself (rnic/bind.go).
 	PrivBind bool
 
@@ -74,12 +75,35 @@ func NewSession(dev *Device, uc *net.UnixConn) *Session {
 			raw.Control(func(fd uintptr) {
 				if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
 					s.Cred = *cred
-					s.Peer, s.PeerErr = openPeer(int(fd), cred.Pid)
 				}
 			})
 		}
 	}
 	return s
+}
+
+// AttachProcMem takes the client's /proc/self/mem (Hello; fd is the
+// session's from now on, closed on failure) after CheckProcMemFD.
+func (s *Session) AttachProcMem(fd int) error {
+	if err := CheckProcMemFD(fd); err != nil {
+		unix.Close(fd)
+		return err
+	}
+	s.Mem = NewProcMem(fd, s.Dev.Cfg.StallTimeout(), s.procStalled)
+	return nil
+}
+
+// procStalled runs when an access to the session's process memory ran
+// past the bound (rnic/copier.go): the user gets a strike
+// (rnic/procstrike.go), and the log says what happened and what to do.
+func (s *Session) procStalled(what string) {
+	n := s.Dev.Strikes.Strike(s.Cred.Uid, time.Now())
+	s.Dev.Log.Warnf("session %d (pid %d, uid %d, %q): a %s of its process memory did not finish within %v "+
+		"(a page that does not come: FUSE, NFS, userfaultfd): that access failed, the QP making it moves to ERROR, "+
+		"every further process-memory access of the session fails at once and it may register no more process memory; "+
+		"strike %d of %d within %v for uid %d (at %d its process-memory registrations are refused for %v). "+
+		"The client should register resident memory or shared buffers (docs/memory-registration.md)",
+		s.ID, s.Cred.Pid, s.Cred.Uid, s.Client, what, s.Dev.Cfg.StallTimeout(), n, StrikeLimit, StrikeWindow, s.Cred.Uid, StrikeLimit, StrikeBan)
 }
 
 // PumpEvents sends queued asynchronous events to the client. It never

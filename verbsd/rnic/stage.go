@@ -15,13 +15,13 @@ import (
 // process MR it is a staging buffer:
 //
 //   - a source (translate with write false, LookupRemote for remote read) is
-//     read from the process at once (process_vm_readv) — the data path
+//     read from the process at once (pread of /proc/PID/mem on the session's copier) — the data path
 //     then sends from the staging buffer as from a mapping;
 //   - a destination (translate with write true, LookupRemote for remote write)
 //     is a staging buffer the data path places into; every place that
 //     writes into a destination then calls commit (or CommitOne) for the
 //     octets it wrote, which writes them to the process
-//     (process_vm_writev) before the completion that makes them visible.
+//     (pwrite, likewise) before the completion that makes them visible.
 //     Only octets actually placed are written back, never the rest of a
 //     posted buffer (two receives may share memory, verbs allows it).
 //
@@ -100,6 +100,15 @@ func (p *stagePool) put(b []byte) {
 	p.bytes += cap(b)
 }
 
+// stagePut returns b to s's pool, unless s's process memory stalled
+// (rnic/copier.go): the copy that ran past the bound may still use its
+// buffer, which is then left to it.
+func (s *Session) stagePut(b []byte) {
+	if !s.Mem.Stalled() {
+		s.stage.put(b)
+	}
+}
+
 // stage returns the staging view of octets [off, off+n) of process region
 // r of session s, read from the process when fill is set (a source).
 // WCLocProtErr: the memory cannot be read (unmapped, the process exited).
@@ -112,7 +121,7 @@ func (e *Engine) stage(s *Session, r *ProcRegion, off, n uint64, fill bool) ([]b
 	e.Count(nil, cProcessMemStaged, int64(n))
 	if fill {
 		if err := r.ReadAt(b, off); err != nil {
-			s.stage.put(full)
+			s.stagePut(full)
 			e.Count(nil, cProcessMemFaults, 1)
 			return nil, proto.WCLocProtErr
 		}
@@ -128,7 +137,7 @@ func (e *Engine) releaseStaged() {
 	for i := range e.staged {
 		st := &e.staged[i]
 		if st.s.Installed {
-			st.s.stage.put(st.full)
+			st.s.stagePut(st.full)
 		}
 		*st = stagedBuf{}
 	}
@@ -151,7 +160,7 @@ func (e *Engine) Unstage(pieces [][]byte) {
 			st := &e.staged[i]
 			if len(st.buf) == len(p) && &st.buf[0] == &p[0] {
 				if st.s.Installed {
-					st.s.stage.put(st.full)
+					st.s.stagePut(st.full)
 				}
 				last := len(e.staged) - 1
 				e.staged[i] = e.staged[last]

@@ -51,7 +51,7 @@ extern "C" {
 
 /* IWV_ABI_VERSION must equal proto.ABIVersion (checked by a Go test,
  * test/cclient). Client and daemon must agree exactly. */
-#define IWV_ABI_VERSION 3
+#define IWV_ABI_VERSION 4
 
 /* Environment variable naming the control socket (as ofverbs.EnvSocket). */
 #define IWV_ENV_SOCKET "IWARPD_SOCKET"
@@ -325,8 +325,8 @@ IWV_EXPORT int iwv_adopt_buffer(struct iwv_session *s, void *addr, size_t len, s
 /* Registers [addr, addr+len). Inside one buffer of iwv_alloc_buffer the
  * buffer's memfd range is registered (zero-copy: the daemon maps it);
  * anywhere else (heap, stack, static memory) the application's own memory is
- * registered (proto RegMRRequest.Process: the daemon reaches it with
- * process_vm_readv/writev). Remote write or atomic access requires local
+ * registered (proto RegMRRequest.Process: the daemon reaches it through
+ * this process's /proc/self/mem, handed over by iwv_open). Remote write or atomic access requires local
  * write (-EINVAL). */
 IWV_EXPORT int iwv_reg_mr(struct iwv_pd *pd, void *addr, size_t len, int access, struct iwv_mr **out);
 IWV_EXPORT int iwv_dereg_mr(struct iwv_mr *mr);
