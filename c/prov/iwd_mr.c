@@ -91,6 +91,13 @@ static void live_del(const struct iwd_mr *mr)
 		memmove(&live[i], &live[i + 1], (live_n - i - 1) * sizeof(*live));
 		live_n--;
 	}
+	if (!live_n) {
+		/* The table goes with the last MR: libfabric dlcloses the
+		 * provider at fi_fini, and a table left behind would be a leak. */
+		free(live);
+		live = NULL;
+		live_cap = 0;
+	}
 	pthread_mutex_unlock(&live_mu);
 }
 
