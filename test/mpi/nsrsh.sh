@@ -31,6 +31,12 @@ fi
 ns=$(echo "$line" | awk '{ print $2 }')
 vars=$(echo "$line" | cut -d' ' -f3-)
 [ "$vars" = "$line" ] && vars=""
+# Every "host" is this machine (same node name), so each orted gets a
+# session directory of its own beside the map: orteds sharing
+# /tmp/ompi.NODE.UID raced in mkdir ("File exists", orte_init failed).
+tmp="$(dirname "$map")/orted-$host"
+mkdir -p "$tmp"
+vars="OMPI_MCA_orte_tmpdir_base=$tmp $vars"
 # The command arrives as words an ssh server would join and hand to the
 # user's shell: do the same.
 # shellcheck disable=SC2086

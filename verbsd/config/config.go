@@ -257,8 +257,12 @@ func (c *Config) PortAttr() proto.PortAttr {
 
 // DefaultProcMemStallTimeout is what a ProcMemStallTimeout of 0 means: far
 // above a copy from resident memory (a 1 MiB pread of /proc/PID/mem takes
-// well under a millisecond) and far below what stalls a peer's protocol.
-const DefaultProcMemStallTimeout = 50 * time.Millisecond
+// well under a millisecond) and above what a loaded machine adds to it (the
+// copier or the whole daemon descheduled, the client holding its own
+// mmap_lock: 50 ms failed a well-behaved MPI rank in CI), and below what
+// stalls a peer's protocol. With 3 strikes per user and hour, one user can
+// hold an engine at most 6 s an hour.
+const DefaultProcMemStallTimeout = 2 * time.Second
 
 // StallTimeout is ProcMemStallTimeout with 0 meaning the default.
 func (c *Config) StallTimeout() time.Duration {
