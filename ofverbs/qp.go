@@ -40,6 +40,13 @@ type QPInitAttr struct {
 	// (the Send's, then the Immediate Data's). docs/atomics.md "Send with
 	// Immediate, merged".
 	MergeSendImm bool
+	// HoldRecv (RC only) makes the daemon keep an untagged message that
+	// arrives before a receive is posted (bounded per QP; past the bound
+	// the QP is terminated) and complete it on the receives posted next,
+	// in order, instead of RFC 5040's Terminate "no buffer". Only the
+	// receiving side's setting matters; the wire is unchanged. false (the
+	// default): RFC 5040 as is. docs/iwarpd.md "RC receive hold".
+	HoldRecv bool
 }
 
 // QPAttr is a QP's state. Modify uses State, and QKey when it is not 0
@@ -128,7 +135,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	q.sq = sendQueue{qp: q, prod: shm.NewProducer(sqRing), depth: sqDepth}
 	req := proto.CreateQPRequest{PD: pd.handle, Type: attr.Type, SendCQ: attr.SendCQ.handle, RecvCQ: attr.RecvCQ.handle,
 		Caps: caps, SigAll: attr.SigAll, Port: attr.Port, NoCRC: attr.NoCRC, QKey: attr.QKey,
-		MergeSendImm: attr.MergeSendImm}
+		MergeSendImm: attr.MergeSendImm, HoldRecv: attr.HoldRecv}
 	if attr.SRQ != nil {
 		req.SRQ = attr.SRQ.handle
 	} else {

@@ -171,6 +171,17 @@ type CreateQPRequest struct {
 	// FI_EP_MSG endpoint). false: RFC 7306 as is (a Send, then an
 	// Immediate Data message that takes its own receive).
 	MergeSendImm bool `json:"merge_send_imm,omitempty"`
+	// HoldRecv (RC only): an untagged message (a Send, or an Immediate
+	// Data that takes a receive) that arrives while no receive is posted
+	// is kept by the receiving daemon, in a bounded queue per QP, and
+	// completes, in MSN order, the receives posted next (docs/iwarpd.md
+	// "RC receive hold"; libfabric's FI_RM_ENABLED: iWARP has no
+	// receiver-not-ready retry). Past the daemon's bound (-rc-hold-msgs,
+	// -rc-hold-bytes, -user-max-held-bytes) the QP is terminated as
+	// without it. The wire does not change; only the receiving side's
+	// option matters. false: RFC 5040 as is (Terminate "invalid MSN, no
+	// buffer").
+	HoldRecv bool `json:"hold_recv,omitempty"`
 }
 
 type CreateQPReply struct {

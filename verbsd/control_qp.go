@@ -37,6 +37,9 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 	if req.MergeSendImm && req.Type != proto.QPTypeRC {
 		return nil, rnic.Errf(unix.EINVAL, "create-qp: merge_send_imm is an RC option; a UD or RD Send with Immediate takes one receive already")
 	}
+	if req.HoldRecv && req.Type != proto.QPTypeRC {
+		return nil, rnic.Errf(unix.EINVAL, "create-qp: hold_recv is an RC option; a datagram QP's receive backlog is its socket (docs/iwarpd.md)")
+	}
 	if err := s.CheckClientPort("create-qp", req.Port); err != nil {
 		return nil, err
 	}
@@ -99,7 +102,7 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 		return nil, err
 	}
 	if req.Type == proto.QPTypeRC {
-		t = rc.NewQP(core, req.NoCRC, req.MergeSendImm) // rc/qp.go
+		t = rc.NewQP(core, req.NoCRC, req.MergeSendImm, req.HoldRecv) // rc/qp.go
 	} else {
 		q := ud.NewQP(core) // ud/qp.go
 		q.NoCRC, q.Qkey = req.NoCRC, req.QKey

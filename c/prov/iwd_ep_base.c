@@ -45,6 +45,11 @@ int iwd_ep_create_qp(struct iwd_ep *ep, enum iwv_qp_type qpt, size_t rx_depth)
 	/* MSG: fi_senddata is a Send with Immediate that takes one receive at
 	 * the peer, which is also a provider MSG endpoint (docs/libfabric.md). */
 	qa.merge_send_imm = qpt == IWV_QPT_RC;
+	/* MSG (and RxM's MSG endpoints): FI_RM_ENABLED (fi_domain(3)) promises
+	 * protection against receiver-not-ready; iWARP has no RNR retry, so
+	 * the daemon holds a message that arrives before its receive
+	 * (docs/libfabric.md "Receiver not ready"). */
+	qa.hold_recv = qpt == IWV_QPT_RC;
 	ret = iwv_create_qp(dom->pd, &qa, &ep->qp);
 	if (ret) {
 		IWD_WARN(FI_LOG_EP_CTRL, "iwarpd: creating a %s QP: %s\n",

@@ -97,6 +97,9 @@ func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) 
 	mpaRTR := str("mpa-rtr", "write,read", "RTR `types` offered and accepted in peer-to-peer mode: a list of write, read, send")
 	mpaTimeout := str("mpa-timeout", vcfg.DefaultMPATimeout.String(), "bound on TCP connect, the MPA Request/Reply wait and an unanswered connection request (`duration`)")
 	rcIRD := str("rc-ird", strconv.Itoa(vcfg.DefaultIRDORD), "default inbound RDMA Read depth of RC QPs (1..128)")
+	rcHoldMsgs := str("rc-hold-msgs", strconv.Itoa(def.RCHoldMsgs), "untagged messages an RC QP created with hold_recv (libfabric MSG endpoints) "+
+		"keeps in the daemon when they arrive before a receive is posted; past it the QP is terminated (RFC 5040 \"no buffer\")")
+	rcHoldBytes := str("rc-hold-bytes", strconv.Itoa(def.RCHoldBytes), "`octets` of those messages per QP (suffixes K, M, G); also counted against -user-max-held-bytes")
 	rcORD := str("rc-ord", strconv.Itoa(vcfg.DefaultIRDORD), "default outbound RDMA Read depth of RC QPs (1..128)")
 	mcastIf := str("mcast-if", "", "`interface` UD multicast groups are joined on and sent by (default: the one holding -addr)")
 	mcastTTL := str("mcast-ttl", "1", "IP TTL of datagrams sent to a multicast group (1..255)")
@@ -212,7 +215,7 @@ func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) 
 		s    *string
 		dst  *int
 	}{{"max-msg-ud", maxMsg, &v.MaxMsgUD},
-		{"max-partial", partial, &v.MaxPartial}, {"poll-batch", pollBatch, &v.PollBatch}, {"engines", engines, &v.Engines}, {"socket-buffer", sockBuf, &v.SocketBuffer}}
+		{"max-partial", partial, &v.MaxPartial}, {"rc-hold-msgs", rcHoldMsgs, &v.RCHoldMsgs}, {"poll-batch", pollBatch, &v.PollBatch}, {"engines", engines, &v.Engines}, {"socket-buffer", sockBuf, &v.SocketBuffer}}
 	dsts := []*int{&v.Limits.MaxQP, &v.Limits.MaxCQ, &v.Limits.MaxMR, &v.Limits.MaxPD, &v.Limits.MaxSRQ,
 		&v.Limits.MaxCompChannel, &v.Limits.MaxListeners, &v.Limits.MaxQPWR, &v.Limits.MaxSRQWR, &v.Limits.MaxCQE, &v.Limits.MaxSGE, &v.Limits.MaxInline}
 	for i, il := range intLimits {
@@ -254,6 +257,11 @@ func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) 
 	if v.Limits.MaxMRSize, err = parseSize(*maxMRSize); err != nil {
 		return config{}, fmt.Errorf("%s: %w", from("max-mr-size"), err)
 	}
+	hb, err := parseSize(*rcHoldBytes)
+	if err != nil || hb > 1<<30 {
+		return config{}, fmt.Errorf("%s %q: want octets up to 1G, optionally with K, M or G", from("rc-hold-bytes"), *rcHoldBytes)
+	}
+	v.RCHoldBytes = int(hb)
 	for _, d := range []struct {
 		name string
 		s    *string

@@ -10,7 +10,7 @@ import (
 // userFlags are the -user-max-* flags (docs/iwarpd.md "Limits per user"),
 // as given.
 type userFlags struct {
-	sessions, registered, qps, ports, listeners *string
+	sessions, registered, qps, ports, listeners, held *string
 }
 
 // addUserFlags registers the -user-max-* flags with defaults from def.
@@ -21,6 +21,8 @@ func addUserFlags(str func(name, value, usage string) *string, def vcfg.UserLimi
 		qps:        str("user-max-qp", strconv.Itoa(def.QPs), "queue pairs of one Unix user, all sessions together (0: no limit)"),
 		ports:      str("user-max-ports", strconv.Itoa(def.Ports), "UDP ports held by datagram QPs of one Unix user (0: no limit)"),
 		listeners:  str("user-max-listeners", strconv.Itoa(def.Listeners), "RC listeners of one Unix user (0: no limit)"),
+		held: str("user-max-held-bytes", strconv.FormatUint(def.Held, 10), "`octets` of RC messages the daemon holds for one Unix user's QPs "+
+			"until a receive is posted (-rc-hold-bytes per QP; suffixes K, M, G; 0: no limit)"),
 	}
 }
 
@@ -42,6 +44,9 @@ func parseUser(f userFlags, from func(string) string) (vcfg.UserLimits, error) {
 	var err error
 	if l.Registered, err = parseSize(*f.registered); err != nil {
 		return l, fmt.Errorf("%s: %w", from("user-max-registered-bytes"), err)
+	}
+	if l.Held, err = parseSize(*f.held); err != nil {
+		return l, fmt.Errorf("%s: %w", from("user-max-held-bytes"), err)
 	}
 	return l, nil
 }

@@ -9,6 +9,7 @@
 // process-memory tests (procmem_test.go, procmem_window_test.go): RD ports
 // 26800-26819, TCP listeners 26850-26853; per-user limits
 // (hostile_limits_test.go): TCP listeners 26860-26862; holes in client
-// memory (hostile_holes_test.go): TCP listener 26870; all below Linux's
+// memory (hostile_holes_test.go): TCP listener 26870; the RC receive hold
+// (hostile_rchold_test.go): TCP listener 26880; all below Linux's
 // ephemeral range.
 package hostile

@@ -61,7 +61,7 @@ type rcEP struct {
 
 const rcAccessAll = ofverbs.AccessLocalWrite | ofverbs.AccessRemoteWrite | ofverbs.AccessRemoteRead
 
-func newRCEP(t *testing.T, name string, ctx *ofverbs.Context, half int, access ofverbs.Access) *rcEP {
+func newRCEP(t *testing.T, name string, ctx *ofverbs.Context, half int, access ofverbs.Access, opts ...func(*ofverbs.QPInitAttr)) *rcEP {
 	t.Helper()
 	must := func(err error) {
 		t.Helper()
@@ -82,8 +82,12 @@ func newRCEP(t *testing.T, name string, ctx *ofverbs.Context, half int, access o
 	must(err)
 	e.rcq, err = ctx.CreateCQ(256, nil)
 	must(err)
-	e.qp, err = e.pd.CreateQP(ofverbs.QPInitAttr{Type: ofverbs.QPTypeRC, SendCQ: e.scq, RecvCQ: e.rcq,
-		Cap: ofverbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	attr := ofverbs.QPInitAttr{Type: ofverbs.QPTypeRC, SendCQ: e.scq, RecvCQ: e.rcq,
+		Cap: ofverbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}}
+	for _, o := range opts {
+		o(&attr)
+	}
+	e.qp, err = e.pd.CreateQP(attr)
 	must(err)
 	must(e.qp.ModifyState(ofverbs.QPStateInit))
 	return e

@@ -81,8 +81,16 @@ type Config struct {
 	GSO bool
 	// GRO asks the kernel to hand over datagrams of one flow coalesced
 	// (UDP_GRO); the engine takes them apart.
-	GRO    bool
-	Limits Limits
+	GRO bool
+	// RCHoldMsgs and RCHoldBytes bound, per RC QP created with hold_recv
+	// (proto.CreateQPRequest.HoldRecv), the untagged messages (Sends, and
+	// Immediate Data that take a receive) the daemon keeps when they
+	// arrive before a receive is posted, and their octets (rc/hold.go).
+	// Past either bound the QP is terminated as RFC 5040 does without
+	// the option. 0 holds nothing.
+	RCHoldMsgs  int
+	RCHoldBytes int
+	Limits      Limits
 	// UserLimits bound each Unix user's sessions together (rnic/userlimits.go).
 	UserLimits UserLimits
 	// MPA is the device's policy for RC connection establishment (rc/cm_config.go;
@@ -153,6 +161,8 @@ func DefaultConfig() Config {
 		SocketBuffer:      4 << 20,
 		GSO:               true,
 		GRO:               true,
+		RCHoldMsgs:        DefaultRCHoldMsgs,
+		RCHoldBytes:       DefaultRCHoldBytes,
 		RD:                DefaultRDConfig(),
 		Limits:            DefaultLimits,
 		UserLimits:        DefaultUserLimits,
@@ -160,6 +170,13 @@ func DefaultConfig() Config {
 	c.FitToMachine(MemTotal()) // config/machine.go
 	return c
 }
+
+// Defaults of RCHoldMsgs and RCHoldBytes: a window of fabtests' fi_bw
+// (64 messages) or ofi_rxm's receive depth, several times over.
+const (
+	DefaultRCHoldMsgs  = 256
+	DefaultRCHoldBytes = 4 << 20
+)
 
 // minDatagramSize leaves room for a DDP untagged header, the CRC and some
 // payload.
@@ -195,6 +212,9 @@ func (c *Config) Validate() error {
 	}
 	if c.PollBatch < 1 || c.PollBatch > 1<<16 {
 		bad("poll batch %d: want 1..65536", c.PollBatch)
+	}
+	if c.RCHoldMsgs < 0 || c.RCHoldMsgs > 1<<20 || c.RCHoldBytes < 0 || c.RCHoldBytes > 1<<30 {
+		bad("rc-hold-msgs %d / rc-hold-bytes %d: want 0..1048576 messages and 0..1GiB", c.RCHoldMsgs, c.RCHoldBytes)
 	}
 	if c.MaxPartial < 1 || c.ReassemblyTimeout <= 0 {
 		bad("reassembly: %d partial messages, timeout %v: both must be positive", c.MaxPartial, c.ReassemblyTimeout)

@@ -15,6 +15,9 @@ type UserLimits struct {
 	QPs        int    // queue pairs of every type
 	Ports      int    // UDP ports held by datagram (UD, RD) queue pairs
 	Listeners  int    // RC connection listeners
+	// Held: octets of RC messages the daemon holds for QPs created with
+	// hold_recv until their receive is posted (rc/hold.go).
+	Held uint64
 }
 
 // DefaultUserLimits: room for a node full of MPI ranks of one user (a
@@ -28,6 +31,7 @@ var DefaultUserLimits = UserLimits{
 	QPs:        16384,
 	Ports:      4096,
 	Listeners:  1024,
+	Held:       1 << 30,
 }
 
 // UserRes is a resource counted per user.
@@ -39,6 +43,7 @@ const (
 	ResQPs
 	ResPorts
 	ResListeners
+	ResHeld
 	NumUserRes
 )
 
@@ -49,6 +54,7 @@ var UserResInfo = [NumUserRes]struct{ What, Key string }{
 	ResQPs:        {"queue pairs", "user-max-qp"},
 	ResPorts:      {"datagram ports", "user-max-ports"},
 	ResListeners:  {"listeners", "user-max-listeners"},
+	ResHeld:       {"octets of RC messages held for want of a receive", "user-max-held-bytes"},
 }
 
 func (l *UserLimits) Limit(r UserRes) uint64 {
@@ -63,6 +69,8 @@ func (l *UserLimits) Limit(r UserRes) uint64 {
 		return uint64(max(l.Ports, 0))
 	case ResListeners:
 		return uint64(max(l.Listeners, 0))
+	case ResHeld:
+		return l.Held
 	}
 	return 0
 }

@@ -23,6 +23,9 @@ import (
 //	user-max-ports            = M/8 / (2 × 4 MiB), within [64, 4096]
 //	                            (a datagram QP's socket buffers at the default
 //	                            -socket-buffer, both directions)
+//	user-max-held-bytes       = M/8
+//	                            (RC messages held in the daemon for want of
+//	                            a receive, rc/hold.go)
 //
 // user-max-listeners stays 1024 (a listening socket holds no data). What
 // the daemon maps of a client (registered memory, rings) is the client's
@@ -40,7 +43,7 @@ const (
 
 // MachineRule says the rule above in one line (the start log).
 const MachineRule = "user-max-registered-bytes M/2; max-registered-bytes min(4G, M/4); max-mr-size min(4G, max-registered-bytes); " +
-	"user-max-sessions M/4/16M in [64,1024]; user-max-qp M/8/256K in [256,16384]; user-max-ports M/8/8M in [64,4096]"
+	"user-max-sessions M/4/16M in [64,1024]; user-max-qp M/8/256K in [256,16384]; user-max-ports M/8/8M in [64,4096]; user-max-held-bytes M/8"
 
 var memTotal struct {
 	once sync.Once
@@ -84,11 +87,12 @@ func (c *Config) FitToMachine(m uint64) {
 	c.UserLimits.Sessions = clamp(m/4/sessionStaging, 64, 1024)
 	c.UserLimits.QPs = clamp(m/8/qpCost, 256, 16384)
 	c.UserLimits.Ports = clamp(m/8/portCost, 64, 4096)
+	c.UserLimits.Held = m / 8 &^ (mib - 1)
 }
 
 // LimitsSummary says the memory-bound limits in force, for the start log.
 func (c *Config) LimitsSummary() string {
 	return fmt.Sprintf("user-max-registered-bytes %d, max-registered-bytes %d, max-mr-size %d, user-max-sessions %d, "+
-		"user-max-qp %d, user-max-ports %d", c.UserLimits.Registered, c.Limits.MaxRegistered, c.Limits.MaxMRSize,
-		c.UserLimits.Sessions, c.UserLimits.QPs, c.UserLimits.Ports)
+		"user-max-qp %d, user-max-ports %d, user-max-held-bytes %d", c.UserLimits.Registered, c.Limits.MaxRegistered, c.Limits.MaxMRSize,
+		c.UserLimits.Sessions, c.UserLimits.QPs, c.UserLimits.Ports, c.UserLimits.Held)
 }

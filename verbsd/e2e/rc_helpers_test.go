@@ -59,6 +59,7 @@ type rcOpts struct {
 	c        *verbsdtest.Client
 	pd       uint32
 	mergeImm bool // create the QP with merge_send_imm (rc/imm.go)
+	holdRecv bool // create the QP with hold_recv (rc/hold.go)
 }
 
 func newRCEnd(t testing.TB, srv *verbsd.Server, path string, o rcOpts) *rcEnd {
@@ -123,7 +124,7 @@ func newRCEnd(t testing.TB, srv *verbsd.Server, path string, o rcOpts) *rcEnd {
 	}
 	var r proto.CreateQPReply
 	req := proto.CreateQPRequest{PD: n.pd, Type: proto.QPTypeRC, SendCQ: n.scq.Handle, RecvCQ: n.rcq.Handle, SRQ: o.srq, Caps: caps,
-		MergeSendImm: o.mergeImm}
+		MergeSendImm: o.mergeImm, HoldRecv: o.holdRecv}
 	if _, err := n.c.Call(proto.OpCreateQP, req, &r, reg.FD()); err != nil {
 		t.Fatal(err)
 	}

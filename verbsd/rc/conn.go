@@ -171,6 +171,7 @@ type conn struct {
 	afterWrite bool                   // the last message received was an RDMA Write (an Immediate Data after it completes as WCRecvRDMAWithImm)
 	rqe        recv                   // the receive WR of the Send being received
 	heldImm    heldImm                // merge_send_imm: a tagged Immediate Data waiting for its Send (rc/imm.go)
+	hold       holdQ                  // hold_recv: untagged messages that arrived before their receive (rc/hold.go)
 }
 
 // queue is a small FIFO (bounded by its user).
@@ -400,6 +401,7 @@ func (e *engine) close(q *QP, reason CloseReason, detail string) {
 	if c.reason != 0 {
 		reason = c.reason
 	}
+	c.reason = reason // rc/hold.go flushHeld
 	c.phase = closed
 	e.logClosed(q, reason, detail, "QP in ERROR")
 	if c.Fd >= 0 {
@@ -444,7 +446,7 @@ func (q *QP) hasWork() bool {
 	c := q.Conn
 	switch q.State {
 	case proto.QPStateError:
-		if c != nil && (c.pend.n > 0 || c.rqe.active) {
+		if c != nil && (c.pend.n > 0 || c.rqe.active || c.hold.msgs.Len() > 0) {
 			return true
 		}
 		if n, _ := q.SQ.Available(); n > 0 {
@@ -472,6 +474,9 @@ func (q *QP) hasWork() bool {
 			return false
 		}
 		if c.phase == closing && c.closeDone(q) {
+			return true
+		}
+		if q.heldReady() { // rc/hold.go: a receive for a held message
 			return true
 		}
 		if c.rxOn && !c.discard && c.rx.rd.pending() {
@@ -533,10 +538,16 @@ func (e *engine) serviceRC(q *QP, now time.Time) bool {
 		}
 	}
 	if c != nil && c.Fd >= 0 {
+		if c.hold.msgs.Len() > 0 && c.phase < terminating && e.deliverHeld(q) { // rc/hold.go: before new arrivals
+			work = true
+		}
 		if q.Readable || c.rx.rd.pending() {
 			if e.receive(q) {
 				work = true
 			}
+		}
+		if c.Fd >= 0 && c.hold.msgs.Len() > 0 && c.phase < terminating && e.deliverHeld(q) {
+			work = true
 		}
 		if c.Fd >= 0 && e.send(q) {
 			work = true
@@ -588,6 +599,9 @@ func (e *engine) flush(q *QP) bool {
 	c := q.Conn
 	work := false
 	if c != nil {
+		if e.flushHeld(q) { // rc/hold.go
+			work = true
+		}
 		for range e.Cfg.PollBatch {
 			if c.pend.n == 0 {
 				break

@@ -112,6 +112,9 @@ func (e *engine) releaseImm(q *QP) bool {
 	c := q.Conn
 	h := c.heldImm
 	c.heldImm.held = false
+	if e.wantsHold(q) { // rc/hold.go: no receive, or earlier messages held
+		return e.holdLoneImm(q, h)
+	}
 	switch e.takeRecv(q) {
 	case rqeNone:
 		e.count(q, rnic.CDropNoRecv, 1)
@@ -136,16 +139,34 @@ func (e *engine) releaseImm(q *QP) bool {
 // remote invalidation a Send with Invalidate asks for.
 func (e *engine) completeRecv(q *QP) bool {
 	c := q.Conn
-	x := &c.rx
 	r := &c.rqe
-	cqe := proto.CQE{WRID: r.wrid, Opcode: proto.WCRecv, ByteLen: r.placed, QPN: q.QPN}
+	cqe, ok := e.recvCQE(q, r.hasImm, r.imm, r.immSE)
+	if !ok {
+		return false
+	}
+	cqe.WRID, cqe.ByteLen = r.wrid, r.placed
+	r.active = false
+	e.count(q, rnic.CMessagesIn, 1)
+	e.count(q, rnic.CBytesIn, int64(r.placed))
+	e.PostCQE(q.Session, q.RecvCQ, &cqe)
+	return true
+}
+
+// recvCQE is the completion (but WRID and ByteLen) of the Send or
+// Immediate Data whose last segment is in c.rx, with a merged Immediate
+// Data's value if hasImm; it invalidates the STag a Send with Invalidate
+// names. false: that failed (the QP is terminating).
+func (e *engine) recvCQE(q *QP, hasImm bool, imm uint32, immSE bool) (proto.CQE, bool) {
+	c := q.Conn
+	x := &c.rx
+	cqe := proto.CQE{Opcode: proto.WCRecv, QPN: q.QPN}
 	if x.op == rdmap.OpSendSE || x.op == rdmap.OpSendSEInvalidate || x.op == rdmap.OpImmediateDataSE {
 		cqe.Flags |= proto.WCFlagSolicited
 	}
-	if r.hasImm {
+	if hasImm {
 		cqe.Flags |= proto.WCFlagImm
-		cqe.Imm = r.imm
-		if r.immSE {
+		cqe.Imm = imm
+		if immSE {
 			cqe.Flags |= proto.WCFlagSolicited
 		}
 	}
@@ -162,15 +183,11 @@ func (e *engine) completeRecv(q *QP) bool {
 		m := q.Session.MRByRKey(stag)
 		if m == nil || m.PD != q.PD {
 			e.terminate(q, iwerr.RDMAPCannotInvalidate, x.hdr[:ddp.UntaggedHeaderLen], nil, x.ulen)
-			return false
+			return cqe, false
 		}
 		m.Invalid.Store(true)
 		cqe.Flags |= proto.WCFlagWithInv
 		cqe.InvStag = stag
 	}
-	r.active = false
-	e.count(q, rnic.CMessagesIn, 1)
-	e.count(q, rnic.CBytesIn, int64(r.placed))
-	e.PostCQE(q.Session, q.RecvCQ, &cqe)
-	return true
+	return cqe, true
 }

@@ -41,6 +41,8 @@ type QP struct {
 	noCRC bool // the client asked for no MPA CRC (proto.CreateQPRequest.NoCRC)
 	// mergeImm: created with merge_send_imm (rc/imm.go).
 	mergeImm bool
+	// holdRecv: created with hold_recv (rc/hold.go).
+	holdRecv bool
 
 	Conn       *conn     // nil until connected (AttachRC)
 	OnRCClosed closeFunc // set by the CM; told when the connection ends
@@ -48,8 +50,8 @@ type QP struct {
 }
 
 // NewQP makes the RC transport of a core QP.
-func NewQP(c *rnic.QP, noCRC, mergeImm bool) *QP {
-	q := &QP{QP: c, noCRC: noCRC, mergeImm: mergeImm}
+func NewQP(c *rnic.QP, noCRC, mergeImm, holdRecv bool) *QP {
+	q := &QP{QP: c, noCRC: noCRC, mergeImm: mergeImm, holdRecv: holdRecv}
 	c.Ops = q
 	return q
 }
@@ -94,8 +96,14 @@ func (q *QP) Addr() netip.AddrPort {
 	return netip.AddrPort{}
 }
 
-// Inspect (transportQP): RC's figures are all counters.
-func (q *QP) Inspect(map[string]int64) {}
+// Inspect (transportQP): RC's figures are counters, but for what its
+// receive hold keeps now (rc/hold.go).
+func (q *QP) Inspect(m map[string]int64) {
+	if q.Conn != nil {
+		m["rc_held_msgs"] = int64(q.Conn.hold.msgs.Len())
+		m["rc_held_bytes"] = int64(q.Conn.hold.bytes)
+	}
+}
 
 // QKey: RC QPs have none.
 func (q *QP) QKey() uint32 { return 0 }
@@ -137,9 +145,15 @@ func (q *QP) Removing() {
 	}
 }
 
-// Removed, Closed (rnic.QPOps): nothing more.
-func (q *QP) Removed() {}
-func (q *QP) Closed()  {}
+// Removed (rnic.QPOps): what the receive hold keeps goes (rc/hold.go).
+func (q *QP) Removed() {
+	if q.Conn != nil {
+		q.Engine.dropHeld(q, "the QP was destroyed")
+	}
+}
+
+// Closed (rnic.QPOps): nothing more.
+func (q *QP) Closed() {}
 
 // LogsOwnEnd (rnic.QPOps): a connected RC QP logs when its connection ends.
 func (q *QP) LogsOwnEnd() bool { return q.Conn != nil }

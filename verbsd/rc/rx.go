@@ -34,8 +34,10 @@ import (
 //
 // Back-pressure: the receive side never reads more than it can place: a
 // Send finds its receive WR before any payload is read (none posted: a
-// Terminate "invalid MSN, no buffer", as siw), Read Requests beyond IRD are
-// refused with "invalid MSN range" (siw), and nothing is staged.
+// Terminate "invalid MSN, no buffer", as siw; on a QP created with
+// hold_recv the message is read into a bounded hold instead, rc/hold.go),
+// Read Requests beyond IRD are refused with "invalid MSN range" (siw), and
+// nothing else is staged.
 
 // errRCStopped stops the receive loop: the QP is terminating or closed.
 var errRCStopped = errors.New("verbsd: rc: receive stopped")
@@ -437,9 +439,12 @@ func (e *engine) checkSend(q *QP, fail func(iwerr.Error, []byte) bool) bool {
 		x.rtr = true // the initiator's zero-length Send RTR (RFC 6581): not delivered
 		return true
 	}
-	if !c.rqe.active {
+	if !c.rqe.active && !c.hold.filling {
 		if h.MO != 0 {
 			return fail(iwerr.DDPInvalidMO, nil)
+		}
+		if e.wantsHold(q) { // rc/hold.go: no receive, or earlier messages held
+			return e.startHeld(q)
 		}
 		switch e.takeRecv(q) {
 		case rqeNone:
@@ -452,6 +457,9 @@ func (e *engine) checkSend(q *QP, fail func(iwerr.Error, []byte) bool) bool {
 		if isSend(x.op) {
 			c.attachImm() // rc/imm.go
 		}
+	}
+	if c.hold.filling {
+		return e.checkHeld(q, fail) // rc/hold.go
 	}
 	if h.MO != c.rqe.placed {
 		return fail(iwerr.DDPInvalidMO, nil)
@@ -558,6 +566,8 @@ func (e *engine) dest(q *QP) bool {
 			return false
 		}
 		x.dst = append(x.dst, b)
+	case !h.Tagged && h.QN == rdmap.QNSend && c.hold.filling:
+		x.dst = append(x.dst, c.heldDest()) // rc/hold.go: daemon memory
 	case !h.Tagged && h.QN == rdmap.QNSend:
 		p := q.PD
 		if q.SRQ != nil {
@@ -709,6 +719,15 @@ func (e *engine) commit(q *QP) bool {
 			e.holdImm(q) // rc/imm.go
 			c.afterWrite = false
 			return true
+		}
+		if c.hold.filling { // rc/hold.go
+			if !h.Last {
+				return true
+			}
+			c.expMSN[0]++
+			ok := e.heldArrived(q)
+			c.afterWrite = false
+			return ok
 		}
 		c.rqe.placed += uint32(x.payLen)
 		if h.Last {

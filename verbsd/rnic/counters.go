@@ -65,6 +65,9 @@ const (
 	CRecvParked     // times a UD QP stopped reading its sockets: datagrams waited and no receive was posted
 	CRecvHeld       // datagrams of a GRO buffer read beyond the posted receives, held in the daemon
 	CRecvHeldJudged // held datagrams judged once a receive was posted
+	// The RC receive hold (rc/hold.go).
+	CRCHeld         // untagged RC messages held for want of a receive (hold_recv)
+	CRCHeldDropped  // held RC messages dropped: the connection ended or the QP was destroyed before a receive took them
 	CDropSocketFull // datagrams the kernel dropped on UD sockets (SO_MEMINFO; per QP read at Inspect, daemon-wide also the destroyed QPs')
 	counterCount
 )
@@ -127,6 +130,8 @@ var CounterNames = [counterCount]string{
 	CRecvHeld:            "recv_held",
 	CRecvHeldJudged:      "recv_held_judged",
 	CDropSocketFull:      "drop_socket_full",
+	CRCHeld:              "rc_recv_held",
+	CRCHeldDropped:       "rc_held_dropped",
 }
 
 // counters is a set of statistics; engine-owned, copied out by Inspect.

@@ -418,6 +418,13 @@ struct iwv_qp_init_attr {
 	 * ends must set it (docs/atomics.md "Send with Immediate, merged").
 	 * 0: RFC 7306 as is, two receives. */
 	int merge_send_imm;
+	/* RC only: an untagged message (a Send, an Immediate Data taking a
+	 * receive) that arrives before a receive is posted is kept by the
+	 * daemon (bounded per QP: -rc-hold-msgs, -rc-hold-bytes; past it the
+	 * QP is terminated) and completes the receives posted next, in order.
+	 * 0: RFC 5040 as is (Terminate "no buffer"). docs/iwarpd.md "RC
+	 * receive hold". */
+	int hold_recv;
 };
 
 struct iwv_qp_attr {
