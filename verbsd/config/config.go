@@ -171,11 +171,15 @@ func DefaultConfig() Config {
 	return c
 }
 
-// Defaults of RCHoldMsgs and RCHoldBytes: a window of fabtests' fi_bw
-// (64 messages) or ofi_rxm's receive depth, several times over.
+// Defaults of RCHoldMsgs and RCHoldBytes: what a libfabric application
+// may send ahead of its peer's receives, twice over — fabtests' fi_bw
+// sends a window of 64 messages of up to 1 MiB before its peer posts one
+// receive (issue 19), which the tcp provider's socket buffering and the
+// verbs provider's RNR retry absorb. Memory is taken only while messages
+// wait; UserLimits.Held bounds a user's QPs together.
 const (
 	DefaultRCHoldMsgs  = 256
-	DefaultRCHoldBytes = 4 << 20
+	DefaultRCHoldBytes = 128 << 20
 )
 
 // minDatagramSize leaves room for a DDP untagged header, the CRC and some

@@ -191,6 +191,9 @@ func (e *engine) heldArrived(q *QP) bool {
 		return false
 	}
 	m.cqe, m.done = cqe, true
+	if cap(m.data) > len(m.data)+len(m.data)/4 {
+		m.data = slices.Clone(m.data) // the growth's slack goes (its octets are what is counted)
+	}
 	return true
 }
 
