@@ -2,7 +2,6 @@ package rc
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/iwarpd/iwarpd/ddp"
@@ -41,7 +40,8 @@ import (
 //     message terminates the QP ("message too long"), as on arrival;
 //   - bounded: at most -rc-hold-msgs messages and -rc-hold-bytes octets
 //     per QP, and -user-max-held-bytes for all QPs of the receiving
-//     client's Unix user (rnic/userlimits.go). The message that would go
+//     client's Unix user (rnic/userlimits.go); a message counts its
+//     payload and its bookkeeping (heldMsgCost, heldSegCost). The message that would go
 //     past a bound gets today's Terminate, and the log line says which
 //     bound to raise;
 //   - a held message has consumed no receive. When the connection ends
@@ -56,7 +56,12 @@ import (
 
 // heldMsg is one untagged message kept for want of a receive.
 type heldMsg struct {
-	data []byte
+	// segs are its segments' payloads, each allocated to its length as it
+	// arrives (no buffer grows and leaves its old copy to the collector:
+	// the daemon's memory follows the octets counted).
+	segs [][]byte
+	n    int  // octets
+	cost int  // what it counts against the bounds (heldCost)
 	done bool // its last segment arrived
 	hdr  [ddp.UntaggedHeaderLen]byte
 	cqe  proto.CQE // the completion (but WRID, ByteLen), set when done
@@ -66,11 +71,30 @@ type heldMsg struct {
 	imm           uint32
 }
 
+// What a held message counts against -rc-hold-bytes and the user's
+// limit beyond its payload: its bookkeeping (the heldMsg, its completion,
+// its place in the queue) and each segment's allocation, so that a flood
+// of tiny messages or segments costs the daemon what it is charged (a
+// peer flooding 100-octet Sends made the daemon's memory grow 3 times
+// the payload held).
+const (
+	heldMsgCost = 256
+	heldSegCost = 48
+)
+
+// segCost is what a segment of n payload octets counts.
+func segCost(n int) int {
+	if n == 0 {
+		return 0
+	}
+	return n + heldSegCost
+}
+
 // holdQ is a QP's receive hold: messages in MSN order; the last one may
 // still be arriving.
 type holdQ struct {
 	msgs    queue[heldMsg]
-	bytes   int  // octets held (counted against the user's limit)
+	bytes   int  // octets counted: payloads and bookkeeping (heldMsgCost)
 	filling bool // the Send being received goes to the last message
 }
 
@@ -98,7 +122,7 @@ func (e *engine) wantsHold(q *QP) bool {
 func (e *engine) holdBound(q *QP, hdr []byte, segLen int, what string) {
 	c := q.Conn
 	e.count(q, rnic.CDropNoRecv, 1)
-	c.setCause(fmt.Sprintf("a Send arrived with no receive posted and the receive hold full (%s; %d messages, %d octets held): "+
+	c.setCause(fmt.Sprintf("a Send arrived with no receive posted and the receive hold full (%s; %d messages held, %d octets counted): "+
 		"the application posts receives too slowly for what its peer sends; raise the bound (docs/iwarpd.md \"RC receive hold\") "+
 		"or post receives ahead", what, c.hold.msgs.Len(), c.hold.bytes))
 	e.terminate(q, iwerr.DDPInvalidMSNNoBuffer, hdr, nil, segLen)
@@ -115,10 +139,14 @@ func (e *engine) startHeld(q *QP) bool {
 		e.holdBound(q, x.hdr[:x.h.Len()], x.ulen, fmt.Sprintf("-rc-hold-msgs %d", cfg.RCHoldMsgs))
 		return false
 	}
-	if !e.reserveHeld(q) {
+	cost := heldMsgCost + segCost(x.payLen)
+	if !e.reserveHeld(q, cost, x.hdr[:x.h.Len()], x.ulen) {
 		return false
 	}
-	m := heldMsg{data: make([]byte, x.payLen)}
+	m := heldMsg{n: x.payLen, cost: cost}
+	if x.payLen > 0 {
+		m.segs = [][]byte{make([]byte, x.payLen)}
+	}
 	copy(m.hdr[:], x.hdr[:ddp.UntaggedHeaderLen])
 	if isSend(x.op) && c.heldImm.held {
 		m.hasImm, m.imm, m.immSE = true, c.heldImm.value, c.heldImm.se
@@ -130,23 +158,21 @@ func (e *engine) startHeld(q *QP) bool {
 	return true
 }
 
-// reserveHeld counts the payload of the segment in c.rx against the QP's
-// octet bound and the user's limit. false: past one (the QP is
-// terminating).
-func (e *engine) reserveHeld(q *QP) bool {
+// reserveHeld counts n octets (heldCost) against the QP's octet bound
+// and the user's limit. false: past one (the QP is terminating; hdr and
+// segLen name the offending segment).
+func (e *engine) reserveHeld(q *QP, n int, hdr []byte, segLen int) bool {
 	c := q.Conn
-	x := &c.rx
-	n := x.payLen
 	if n == 0 {
 		return true
 	}
 	cfg := q.Session.Dev.Cfg
 	if c.hold.bytes+n > cfg.RCHoldBytes {
-		e.holdBound(q, x.hdr[:x.h.Len()], x.ulen, fmt.Sprintf("-rc-hold-bytes %d", cfg.RCHoldBytes))
+		e.holdBound(q, hdr, segLen, fmt.Sprintf("-rc-hold-bytes %d", cfg.RCHoldBytes))
 		return false
 	}
 	if err := q.Session.Dev.Users.Acquire(q.Session, config.ResHeld, uint64(n)); err != nil {
-		e.holdBound(q, x.hdr[:x.h.Len()], x.ulen, err.Error())
+		e.holdBound(q, hdr, segLen, err.Error())
 		return false
 	}
 	c.hold.bytes += n
@@ -160,13 +186,17 @@ func (e *engine) checkHeld(q *QP, fail func(iwerr.Error, []byte) bool) bool {
 	c := q.Conn
 	x := &c.rx
 	m := &c.hold.msgs.items[c.hold.msgs.Len()-1]
-	if int(x.h.MO) != len(m.data) {
+	if int(x.h.MO) != m.n {
 		return fail(iwerr.DDPInvalidMO, nil)
 	}
-	if !e.reserveHeld(q) {
+	if !e.reserveHeld(q, segCost(x.payLen), x.hdr[:x.h.Len()], x.ulen) {
 		return false
 	}
-	m.data = slices.Grow(m.data, x.payLen)[:len(m.data)+x.payLen]
+	if x.payLen > 0 {
+		m.segs = append(m.segs, make([]byte, x.payLen))
+		m.n += x.payLen
+		m.cost += segCost(x.payLen)
+	}
 	return true
 }
 
@@ -174,8 +204,7 @@ func (e *engine) checkHeld(q *QP, fail func(iwerr.Error, []byte) bool) bool {
 // goes.
 func (c *conn) heldDest() []byte {
 	m := &c.hold.msgs.items[c.hold.msgs.Len()-1]
-	mo := int(c.rx.h.MO)
-	return m.data[mo : mo+c.rx.payLen]
+	return m.segs[len(m.segs)-1] // checkHeld: the segment's own, payLen octets
 }
 
 // heldArrived completes the held message whose last segment was just
@@ -191,9 +220,6 @@ func (e *engine) heldArrived(q *QP) bool {
 		return false
 	}
 	m.cqe, m.done = cqe, true
-	if cap(m.data) > len(m.data)+len(m.data)/4 {
-		m.data = slices.Clone(m.data) // the growth's slack goes (its octets are what is counted)
-	}
 	return true
 }
 
@@ -206,7 +232,10 @@ func (e *engine) holdLoneImm(q *QP, h heldImm) bool {
 		e.holdBound(q, h.hdr[:], ddp.UntaggedHeaderLen+rdmap.ImmediateDataLen, fmt.Sprintf("-rc-hold-msgs %d", cfg.RCHoldMsgs))
 		return false
 	}
-	m := heldMsg{done: true, hdr: h.hdr}
+	if !e.reserveHeld(q, heldMsgCost, h.hdr[:], ddp.UntaggedHeaderLen+rdmap.ImmediateDataLen) {
+		return false
+	}
+	m := heldMsg{done: true, hdr: h.hdr, cost: heldMsgCost}
 	m.cqe = proto.CQE{Opcode: proto.WCRecv, Flags: proto.WCFlagImm, Imm: h.value, QPN: q.QPN}
 	if h.se {
 		m.cqe.Flags |= proto.WCFlagSolicited
@@ -250,48 +279,54 @@ func (e *engine) deliverHeld(q *QP) bool {
 		}
 		work = true
 		m := c.hold.msgs.head()
-		if uint64(len(m.data)) > c.rqe.total {
+		if uint64(m.n) > c.rqe.total {
 			e.count(q, rnic.CRecvTooLong, 1)
-			c.setCause(fmt.Sprintf("a held message of %d octets found a receive of %d", len(m.data), c.rqe.total))
+			c.setCause(fmt.Sprintf("a held message of %d octets found a receive of %d", m.n, c.rqe.total))
 			e.terminate(q, iwerr.DDPMessageTooLong, m.hdr[:], nil, -1)
 			return true
 		}
-		if !e.copyHeld(q, m.data) {
+		if !e.copyHeld(q, m.segs) {
 			e.terminate(q, iwerr.RDMAPLocalCatastrophicError, nil, nil, -1)
 			return true
 		}
 		cqe := m.cqe
-		cqe.WRID, cqe.ByteLen, cqe.QPN = c.rqe.wrid, uint32(len(m.data)), q.QPN
+		cqe.WRID, cqe.ByteLen, cqe.QPN = c.rqe.wrid, uint32(m.n), q.QPN
 		c.rqe.active = false
 		e.count(q, rnic.CMessagesIn, 1)
-		e.count(q, rnic.CBytesIn, int64(len(m.data)))
+		e.count(q, rnic.CBytesIn, int64(m.n))
 		e.PostCQE(q.Session, q.RecvCQ, &cqe)
 		e.popHeld(q)
 	}
 	return work
 }
 
-// copyHeld copies data into the receive just taken (c.rqe), SGE by SGE,
-// each translated for this pass. false: the memory went away.
-func (e *engine) copyHeld(q *QP, data []byte) bool {
+// copyHeld copies the segments segs into the receive just taken (c.rqe),
+// SGE by SGE, each translated for this pass. false: the memory went away.
+func (e *engine) copyHeld(q *QP, segs [][]byte) bool {
 	p := q.PD
 	if q.SRQ != nil {
 		p = q.SRQ.PD
 	}
+	var src []byte
 	for _, s := range q.Conn.rqe.sges {
-		if len(data) == 0 {
-			break
+		for off := uint64(0); off < uint64(s.Length); {
+			for len(src) == 0 && len(segs) > 0 {
+				src, segs = segs[0], segs[1:]
+			}
+			if len(src) == 0 {
+				return true
+			}
+			n := min(uint64(len(src)), uint64(s.Length)-off)
+			b, st := q.Translate(rnic.SubSGE(s, off, n), p, true)
+			if st != proto.WCSuccess {
+				return false
+			}
+			copy(b, src[:n])
+			if e.CommitOne(b) != nil { // rnic/stage.go: process memory
+				return false
+			}
+			src, off = src[n:], off+n
 		}
-		n := min(uint64(len(data)), uint64(s.Length))
-		b, st := q.Translate(rnic.SubSGE(s, 0, n), p, true)
-		if st != proto.WCSuccess {
-			return false
-		}
-		copy(b, data[:n])
-		if e.CommitOne(b) != nil { // rnic/stage.go: process memory
-			return false
-		}
-		data = data[n:]
 	}
 	return true
 }
@@ -299,7 +334,7 @@ func (e *engine) copyHeld(q *QP, data []byte) bool {
 // popHeld drops the oldest held message and gives back its octets.
 func (e *engine) popHeld(q *QP) {
 	c := q.Conn
-	n := len(c.hold.msgs.head().data)
+	n := c.hold.msgs.head().cost
 	c.hold.msgs.pop()
 	c.hold.bytes -= n
 	if n > 0 {
@@ -312,7 +347,10 @@ func (e *engine) popHeld(q *QP) {
 func (e *engine) dropHeld(q *QP, why string) {
 	c := q.Conn
 	c.hold.filling = false
-	n, octets := c.hold.msgs.Len(), c.hold.bytes
+	n, octets := c.hold.msgs.Len(), 0
+	for _, m := range c.hold.msgs.items {
+		octets += m.n
+	}
 	if n == 0 {
 		return
 	}
