@@ -1,45 +1,54 @@
 package rnic
 
 import (
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
 // The copier: every access to a session's process memory (rnic/procmem.go)
-// runs on a goroutine of that session, never on an engine thread or a
-// control goroutine. A page of the client can take as long as the client
-// likes to come (a FUSE or NFS mapping, anything whose fault waits on
-// someone): the copier's thread waits in the fault, the caller waits at
-// most the bound (-procmem-stall-timeout, docs/iwarpd.md).
+// runs on a thread of that session (rnic/copier_thread.go), never on an
+// engine thread or a control goroutine. A page of the client can take as
+// long as the client likes to come (a FUSE or NFS mapping, anything whose
+// fault waits on someone): the copier's thread waits in the fault, the
+// caller waits at most the bound (-procmem-stall-timeout, docs/iwarpd.md).
 //
 //   - The caller (an engine, or the session's control goroutine probing a
-//     registration) posts the access, spins briefly on its completion
-//     (copierSpin: a copy from resident memory finishes within it, and an
-//     engine thread then neither parks nor hands its processor away), then
-//     blocks with the bound.
+//     registration) posts the access in the copier's job words, wakes the
+//     copier with a futex wake if it sleeps (after a job the copier spins
+//     copierSpin for the next one first), spins up to copierSpin on the
+//     completion (a copy from resident memory finishes within it: the
+//     engine thread then neither sleeps nor gives its CPU away), then
+//     sleeps in futex_wait with what is left of the bound. The copier
+//     needs no P (it runs outside the scheduler), so the caller keeps its
+//     own P throughout and no goroutine is parked or readied. Spinning,
+//     the caller's and the copier's, is only done with more than one CPU
+//     (runtime.NumCPU: the daemon's CPU affinity at start).
 //   - Past the bound the access fails (errStalled) and the copier is
 //     stalled for good: every later access of the session fails at once,
 //     without waiting, and onStall runs once (the session logs, and its
 //     user gets a strike: rnic/procstrike.go). The staging buffer the
-//     stuck copy uses is abandoned to it (rnic/stage.go: a stalled
-//     session's buffers are not reused).
+//     stuck copy uses is abandoned to it (copier.keep holds it; rnic/stage.go:
+//     a stalled session's buffers are not reused).
 //   - Accesses of one session are serialized (mu): engines serving QPs of
 //     one session, and its control goroutine, wait for each other — never
 //     for another session. A caller waiting for mu counts the wait in its
 //     bound, since the holder fails at its own bound and marks the copier
 //     stalled.
-//   - The copier alone closes the descriptor, when asked (close) and no
-//     access is in progress: a copier stuck in a fault returns when the
-//     fault does (the client process exits at the latest), and until then
-//     the session still counts against its user's session limit
-//     (verbsd/session_serve.go).
+//   - The thread starts at the session's first access (most sessions
+//     never touch process memory). The copier alone closes the
+//     descriptor, when asked (close) and no access is in progress: a
+//     copier stuck in a fault returns when the fault does (the client
+//     process exits at the latest), and until then the session still
+//     counts against its user's session limit (verbsd/session_serve.go).
 
 // copyOp is what a copier job does.
-type copyOp uint8
+type copyOp uint32
 
 const (
 	copyRead copyOp = iota
@@ -54,7 +63,8 @@ const (
 	jobFinished
 )
 
-// copierSpin bounds the caller's spin before it blocks.
+// copierSpin bounds the caller's spin on a completion, and the copier's
+// on the next job.
 const copierSpin = 20 * time.Microsecond
 
 // errStalled: an access did not finish within the bound (now or earlier).
@@ -63,86 +73,52 @@ var errStalled = Errf(unix.ETIMEDOUT, "an access to this client's process memory
 	"(a page of the client that does not come: FUSE, NFS, userfaultfd); register memory that is resident, "+
 	"or an ofverbs Buffer / libiwverbs shared buffer, and open a new session")
 
+// errCopierClosed: an access after the session ended.
+var errCopierClosed = Errf(unix.EBADF, "the session's process memory is closed (the session ended)")
+
 type copier struct {
-	fd      int
+	// Words shared with the copier thread: written and read there with
+	// procLoad/procStore, here with sync/atomic.
+	state   uint32 // jobIdle, jobPosted, jobFinished
+	wake    uint32 // the sleeping copier's futex word: bumped by every post and by close
+	asleep  uint32 // the copier is in (or about to enter) futex_wait on wake
+	waiting uint32 // the caller is in (or about to enter) futex_wait on state
+	quit    uint32 // close asked the copier to end
+
+	// The posted job, written by the caller before it posts (under mu),
+	// read by the copier thread; the result written by the copier before
+	// it finishes.
+	op       copyOp
+	fd       int
+	buf      uintptr // the job's octets: keep's
+	n        uintptr
+	addr     uint64
+	last     uint64  // copyProbe: the address of the last octet
+	res      uintptr // octets the (last) system call moved
+	errno    uintptr // its error, 0 if none
+	keep     []byte  // keeps buf alive while the copy may run (for good once stalled)
+	probeBuf [1]byte
+	ts       unix.Timespec // the copier thread's clock
+	idleNs   int64         // the copier's spin after a job
+
 	bound   time.Duration
-	spin    bool // GOMAXPROCS > 1 at start
+	spin    bool // more than one CPU
 	onStall func(what string)
 
-	mu    sync.Mutex // one access at a time
-	job   copyJob    // the posted access (written by the caller before posting)
-	state atomic.Uint32
-	jobs  chan struct{} // a job was posted
-	done  chan struct{} // a job finished (may hold a token of an earlier job)
-	timer *time.Timer   // under mu
-
-	stalled atomic.Bool
-	quit    chan struct{}
-	quitted sync.Once
-	exited  chan struct{}
-}
-
-type copyJob struct {
-	op   copyOp
-	b    []byte
-	addr uint64
-	n    uint64
-	err  error
+	mu        sync.Mutex // one access at a time
+	started   sync.Once  // the thread, at the first access (or nothing, at close)
+	unstarted bool       // close came first: no thread, the descriptor closed
+	stalled   atomic.Bool
+	quitted   sync.Once
+	exited    chan struct{}
 }
 
 func newCopier(fd int, bound time.Duration, onStall func(string)) *copier {
-	c := &copier{fd: fd, bound: bound, spin: runtime.GOMAXPROCS(0) > 1, onStall: onStall, jobs: make(chan struct{}, 1), done: make(chan struct{}, 1),
-		quit: make(chan struct{}), exited: make(chan struct{})}
-	c.timer = time.NewTimer(time.Hour)
-	c.timer.Stop()
-	go c.run()
+	c := &copier{fd: fd, bound: bound, spin: runtime.NumCPU() > 1, onStall: onStall, exited: make(chan struct{})}
+	if c.spin {
+		c.idleNs = int64(copierSpin)
+	}
 	return c
-}
-
-// run is the copier goroutine.
-func (c *copier) run() {
-	defer close(c.exited)
-	defer unix.Close(c.fd)
-	for {
-		select {
-		case <-c.jobs:
-			c.runJob()
-		case <-c.quit:
-			select { // a job posted as the session ended still runs
-			case <-c.jobs:
-				c.runJob()
-			default:
-			}
-			return
-		}
-	}
-}
-
-func (c *copier) runJob() {
-	j := &c.job
-	j.err = c.exec(j)
-	c.state.Store(jobFinished)
-	select {
-	case c.done <- struct{}{}:
-	default:
-	}
-}
-
-func (c *copier) exec(j *copyJob) error {
-	switch j.op {
-	case copyRead:
-		return preadMem(c.fd, j.b, j.addr)
-	case copyWrite:
-		return pwriteMem(c.fd, j.b, j.addr)
-	}
-	var b [1]byte
-	if err := preadMem(c.fd, b[:], j.addr); err != nil {
-		return err
-	}
-	if j.n > 1 {
-		return preadMem(c.fd, b[:], j.addr+j.n-1)
-	}
-	return nil
 }
 
 // do runs one access on the copier and waits for it, at most the bound.
@@ -165,72 +141,98 @@ func (c *copier) do(op copyOp, b []byte, addr, n uint64) error {
 	if c.stalled.Load() {
 		return errStalled
 	}
-	c.job = copyJob{op: op, b: b, addr: addr, n: n}
-	c.state.Store(jobPosted)
-	c.jobs <- struct{}{} // never blocks: the copier is idle (mu, and not stalled)
-	// Spin only where the copier can run meanwhile: with one P (a daemon
-	// pinned to one CPU, GOMAXPROCS 1) it runs only once the caller blocks.
-	// The copier, just readied, waits in this P's run queue: yield to it
-	// (another P steals it only after a sleep), then spin.
-	runtime.Gosched()
-	if c.state.Load() == jobFinished {
-		return c.finish()
+	c.started.Do(func() { go c.run() }) // rnic/copier_thread.go
+	if c.unstarted {
+		return errCopierClosed
 	}
-	for i := 0; c.spin; i++ {
-		if c.state.Load() == jobFinished {
-			return c.finish()
+	want := len(b)
+	switch op {
+	case copyProbe:
+		want = 1
+		if n == 0 || addr > math.MaxInt64-n {
+			return unix.EFAULT
 		}
-		if i&63 == 63 {
-			if time.Since(start) > copierSpin {
-				break
-			}
-			runtime.Gosched()
+		c.last = addr + n - 1
+	default:
+		if addr > math.MaxInt64-uint64(len(b)) {
+			return unix.EFAULT
+		}
+		c.buf, c.n, c.keep = uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), b
+	}
+	c.op, c.addr = op, addr
+	atomic.StoreUint32(&c.state, jobPosted)
+	atomic.AddUint32(&c.wake, 1)
+	if atomic.LoadUint32(&c.asleep) != 0 {
+		rawFutex(&c.wake, futexWakePrivate, 1, 0)
+	}
+	for i := 1; c.spin; i++ {
+		if atomic.LoadUint32(&c.state) == jobFinished {
+			return c.finish(want)
+		}
+		procPause()
+		if i&63 == 0 && time.Since(start) > copierSpin {
+			break
 		}
 	}
-	left := c.bound - time.Since(start)
-	if left <= 0 {
-		left = 1
-	}
-	c.timer.Reset(left)
-	defer c.timer.Stop()
 	for {
-		select {
-		case <-c.done:
-			if c.state.Load() == jobFinished {
-				return c.finish()
-			}
-			// a token of an earlier job finished during the spin
-		case <-c.timer.C:
-			if c.state.Load() == jobFinished {
-				return c.finish()
-			}
-			c.stalled.Store(true)
-			what := "read"
-			switch op {
-			case copyWrite:
-				what = "write"
-			case copyProbe:
-				what = "probe"
-			}
-			if c.onStall != nil {
-				c.onStall(what)
-			}
-			return errStalled
+		if atomic.LoadUint32(&c.state) == jobFinished {
+			return c.finish(want)
 		}
+		left := c.bound - time.Since(start)
+		if left <= 0 {
+			break
+		}
+		atomic.StoreUint32(&c.waiting, 1)
+		if atomic.LoadUint32(&c.state) == jobPosted {
+			// The scheduler's system call: a long wait lets sysmon hand
+			// this P to others. EINTR, EAGAIN and timeouts come round.
+			ts := unix.NsecToTimespec(int64(left))
+			unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(&c.state)), futexWaitPrivate, uintptr(jobPosted),
+				uintptr(unsafe.Pointer(&ts)), 0, 0)
+		}
+		atomic.StoreUint32(&c.waiting, 0)
 	}
+	c.stalled.Store(true)
+	what := "read"
+	switch op {
+	case copyWrite:
+		what = "write"
+	case copyProbe:
+		what = "probe"
+	}
+	if c.onStall != nil {
+		c.onStall(what)
+	}
+	return errStalled
 }
 
 // finish takes the result of the finished job (under mu).
-func (c *copier) finish() error {
-	err := c.job.err
-	c.job = copyJob{}
-	c.state.Store(jobIdle)
-	return err
+func (c *copier) finish(want int) error {
+	n, errno := int(c.res), unix.Errno(c.errno)
+	c.keep, c.buf = nil, 0
+	atomic.StoreUint32(&c.state, jobIdle)
+	var err error
+	if errno != 0 {
+		err = errno
+	}
+	return memResult(n, want, err)
 }
 
 // close asks the copier to end (idempotent); the channel is closed when it
 // has.
 func (c *copier) close() <-chan struct{} {
-	c.quitted.Do(func() { close(c.quit) })
+	c.quitted.Do(func() {
+		c.started.Do(func() {
+			c.unstarted = true
+			unix.Close(c.fd)
+			close(c.exited)
+		})
+		if c.unstarted {
+			return
+		}
+		atomic.StoreUint32(&c.quit, 1)
+		atomic.AddUint32(&c.wake, 1)
+		rawFutex(&c.wake, futexWakePrivate, 1, 0)
+	})
 	return c.exited
 }
