@@ -31,8 +31,8 @@ import (
 // detector out), no pointer-holding locals that change (the GC scans the
 // frame as it was at entersyscallblock). Everything it touches lives in
 // the copier struct, on the heap; the buffer of a job is kept alive by
-// copier.keep. runtime.entersyscallblock and runtime.exitsyscall are
-// linknamed as gVisor does (the runtime keeps their signatures for it:
+// copier.keep. runtime.entersyscallblock, runtime.exitsyscall and
+// runtime.nanotime are linknamed as gVisor does (the runtime keeps their signatures for it:
 // go.dev/issue/67401).
 
 //go:linkname entersyscallblock runtime.entersyscallblock
@@ -40,6 +40,12 @@ func entersyscallblock()
 
 //go:linkname exitsyscall runtime.exitsyscall
 func exitsyscall()
+
+// nanotime is the runtime's monotonic clock (the vDSO; nosplit, needs no
+// P), linknamed as many packages do.
+//
+//go:linkname nanotime runtime.nanotime
+func nanotime() int64
 
 // futex(2) operations, process-private (linux/futex.h: FUTEX_WAIT 0,
 // FUTEX_WAKE 1, FUTEX_PRIVATE_FLAG 128).
@@ -108,37 +114,31 @@ func (c *copier) sleep(w uint32) {
 	syscall.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(&c.wake)), futexWaitPrivate, uintptr(w), 0, 0, 0)
 }
 
-// idleSpin spins up to c.idleNs for the next job or quit, and reports
-// whether one came. A pass of an engine reads or writes a session's
-// memory several times in a row (one datagram, FPDU or window at a time):
-// the copier, still spinning, takes them without a wake-up.
+// idleSpin polls for the next job or quit (as the caller polls for a
+// completion: rnic/copier.go) up to copierIdle, and reports whether one
+// came. A pass of an engine reads or writes a session's memory several
+// times in a row (one datagram, FPDU or window at a time), and a
+// ping-pong comes back within the engine's poll window: the copier, still
+// polling, takes them without a wake-up.
 //
 //go:nosplit
 //go:norace
 func (c *copier) idleSpin() bool {
-	if c.idleNs <= 0 {
-		return false
-	}
-	start := c.now()
-	for i := 1; ; i++ {
+	start := nanotime()
+	for {
 		if procLoad(&c.state) == jobPosted || procLoad(&c.quit) != 0 {
 			return true
 		}
-		procPause()
-		if i&63 == 0 && c.now()-start > c.idleNs {
+		d := nanotime() - start
+		if d > int64(copierIdle) {
 			return false
 		}
+		if c.multiCPU && d < int64(copierPause) {
+			procPause()
+		} else {
+			syscall.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+		}
 	}
-}
-
-// now is CLOCK_MONOTONIC in nanoseconds, as a raw system call (the vDSO
-// needs a P's stack to switch to).
-//
-//go:nosplit
-//go:norace
-func (c *copier) now() int64 {
-	syscall.RawSyscall(unix.SYS_CLOCK_GETTIME, unix.CLOCK_MONOTONIC, uintptr(unsafe.Pointer(&c.ts)), 0)
-	return c.ts.Sec*1e9 + c.ts.Nsec
 }
 
 // exec runs the posted job: c.res is what the last system call moved,
