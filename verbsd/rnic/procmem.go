@@ -31,7 +31,7 @@ import (
 //     no pid. It uses pread(2)/pwrite(2) at offset = address, never
 //     process_vm_readv/writev(2).
 //   - Every access, the registration probe included, runs on the session's
-//     copier goroutine with a bound (rnic/copier.go): a page that does not
+//     copier thread with a bound (rnic/copier.go): a page that does not
 //     come (FUSE, NFS) stalls only that session.
 //
 // A range unmapped while registered makes pread/pwrite stop short or fail:
@@ -76,7 +76,7 @@ func CheckProcMemFD(fd int) error {
 }
 
 // ProcMem is a session's access to its client's address space: the /proc
-// mem descriptor and the copier goroutine that alone uses it.
+// mem descriptor and the copier thread that alone uses it.
 type ProcMem struct {
 	c *copier
 }
