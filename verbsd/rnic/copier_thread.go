@@ -54,11 +54,24 @@ const (
 	futexWakePrivate = 1 | 128
 )
 
+// daemonCPUs is the daemon's CPU affinity at start (before any engine
+// pinned its thread).
+var daemonCPUs, daemonCPUsOK = func() (unix.CPUSet, bool) {
+	var set unix.CPUSet
+	return set, unix.SchedGetaffinity(0, &set) == nil
+}()
+
 // run is the copier's goroutine: it locks itself to its thread, serves
 // jobs until close, then closes the descriptor. The thread exits with the
 // goroutine (it stays locked).
 func (c *copier) run() {
 	runtime.LockOSThread()
+	// The thread may have been cloned by a pinned engine thread (several
+	// engines, rnic/engines.go pin): run anywhere the daemon may, so that
+	// the copy need not wait for the engine's own CPU.
+	if daemonCPUsOK {
+		unix.SchedSetaffinity(0, &daemonCPUs)
+	}
 	c.serve()
 	unix.Close(c.fd)
 	close(c.exited)
