@@ -474,6 +474,19 @@ func runMPI(s *session, cfg *benchConfig, progress io.Writer) *scenario {
 			}
 		}
 	}
+	if cfg.Profile != "" && cfg.ctlBin() != "" {
+		// The daemons' counters beside their profiles: datagrams, system
+		// calls, GSO/GRO, RD retransmissions of the whole section.
+		for _, d := range daemons {
+			out, err := exec.Command(cfg.ctlBin(), "-socket", d.socket, "-json", "counters").Output()
+			if err == nil {
+				err = os.WriteFile(profileFile(cfg, "mpi", d, "counters.json"), out, 0o644)
+			}
+			if err != nil {
+				fmt.Fprintf(progress, "[profile] node %s: counters: %v\n", d.name, err)
+			}
+		}
+	}
 	stopProfiling(cfg, progress, daemons...)
 	for _, d := range daemons {
 		d.daemon.stop()

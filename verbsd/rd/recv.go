@@ -606,10 +606,13 @@ func (e *Engine) readRequest(q *QP, src netip.AddrPort, h *ddp.Header, seg []byt
 	}
 	rh := seg[hl : hl+rdmap.ReadRequestLen]
 	fault := rdmap.AccessFault(0)
+	proc := false
 	if int64(rr.Size) > int64(r.cfg.MaxMsg) {
 		fault = rdmap.FaultBaseBounds
 	} else {
-		_, fault = e.RemoteAccess(q.QP.QP, src, rr.SourceStag, rr.SourceTO, uint64(rr.Size), proto.AccessRemoteRead, now) // rnic/access_guard.go
+		var m *rnic.MR
+		m, fault = e.RemoteCheck(q.QP.QP, src, rr.SourceStag, rr.SourceTO, uint64(rr.Size), proto.AccessRemoteRead, now) // rnic/access_guard.go
+		proc = fault == 0 && m.Proc != nil
 	}
 	if fault != 0 {
 		r.count(accessErrors, 1)
@@ -626,7 +629,7 @@ func (e *Engine) readRequest(q *QP, src netip.AddrPort, h *ddp.Header, seg []byt
 		e.badMessage(q, src, iwerr.RDMAPOperationUnspecified, seg, hl)
 		return
 	}
-	r.resps = append(r.resps, &resp{seq: r.nextResp, peer: src, srcStag: rr.SourceStag, srcTO: rr.SourceTO, segs: segs})
+	r.resps = append(r.resps, &resp{seq: r.nextResp, peer: src, srcStag: rr.SourceStag, srcTO: rr.SourceTO, segs: segs, proc: proc})
 	r.nextResp++
 }
 
