@@ -41,6 +41,7 @@ type mpiConfig struct {
 	Scale      float64  `json:"iteration_scale"`
 	MemRanks   []int    `json:"mem_ranks"`
 	Tests      []string `json:"tests,omitempty"` // -mpi-tests: MODE:SIZE of mpiTests to run (nil: all)
+	Env        []string `json:"env,omitempty"`   // -mpi-env: VAR=VALUE given to every rank (e.g. FI_IWARPD_EAGER_MAX)
 }
 
 // runs says whether -mpi-tests selects t (passive runs answer to passput,
@@ -82,6 +83,13 @@ func registerMPIFlags(fs *flag.FlagSet, c *mpiConfig) (transports, mem, tests *s
 	fs.Float64Var(&c.Scale, "mpi-scale", 1, "MPI iterations `factor` (-quick: 0.1)")
 	mem = fs.String("mpi-mem-ranks", "8,16", "MPI memory: all-to-all with these `ranks` (\"\": skip)")
 	tests = fs.String("mpi-tests", "", "only these MPI `tests`, MODE:SIZE comma separated (e.g. lat:65536,bibw:65536,bw:1048576; default: all)")
+	fs.Func("mpi-env", "`VAR=VALUE` given to every rank of every MPI job (repeatable; e.g. FI_IWARPD_EAGER_MAX=65536)", func(v string) error {
+		if k, _, ok := strings.Cut(v, "="); !ok || k == "" || strings.ContainsAny(v, " \t") {
+			return fmt.Errorf("want VAR=VALUE without spaces, got %q", v)
+		}
+		c.Env = append(c.Env, v)
+		return nil
+	})
 	return transports, mem, tests
 }
 
@@ -320,6 +328,7 @@ func (e *mpiEnv) job(tr string, ranks int, daemons []*node, args ...string) (*mp
 		if daemons != nil {
 			n.Env = append(n.Env, "FI_IWARPD_SOCKET="+daemons[i].socket)
 		}
+		n.Env = append(n.Env, e.cfg.MPI.Env...)
 		j.Nodes = append(j.Nodes, n)
 	}
 	return j, nil
