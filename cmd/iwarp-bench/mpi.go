@@ -550,6 +550,10 @@ func addMPIRatios(sc *scenario, memRanks []int) {
 	sc.addRatio("MPI 1 MiB bandwidth: iwarpd RDM / tcp", mpiKey(iw, "bw", 1<<20), mpiKey(tcp, "bw", 1<<20), ">=", 1.0)
 	sc.addRatio("MPI 8 B latency: RDM over RD / iwarpd;ofi_rxm (RC)", mpiKey(iw, "lat", 8), mpiKey(rxm, "lat", 8), "<=", 0.75)
 	sc.addRatio("MPI 2 KiB bidir bandwidth: RDM over RD / iwarpd;ofi_rxm", mpiKey(iw, "bibw", 2048), mpiKey(rxm, "bibw", 2048), ">=", 1.4)
+	// Issue 20's large-message targets (docs/mpi.md "Large messages").
+	sc.addRatio("MPI 1 MiB bandwidth: iwarpd RDM / ob1+tcp", mpiKey(iw, "bw", 1<<20), mpiKey(ob1, "bw", 1<<20), ">=", 1.0)
+	sc.addRatio("MPI 64 KiB bidir bandwidth: iwarpd RDM / tcp", mpiKey(iw, "bibw", 65536), mpiKey(tcp, "bibw", 65536), ">=", 1.0)
+	sc.addRatio("MPI 64 KiB latency: iwarpd RDM / tcp", mpiKey(iw, "lat", 65536), mpiKey(tcp, "lat", 65536), "<=", 1.0)
 	// Issue 22: one-sided MPI as RDMA executed by the target's daemon (osc
 	// rdma over btl ofi) against osc pt2pt over libfabric tcp.
 	bt := mpilaunch.BTLOFI
