@@ -79,6 +79,13 @@ type PortAttr struct {
 	Addr         string `json:"addr"`  // IP address the device serves
 	DatagramSize int    `json:"datagram_size"`
 	UDPorts      string `json:"ud_ports"` // "first-last"
+	// UnprivPortStart is the kernel's net.ipv4.ip_unprivileged_port_start
+	// (ip(7)) as the daemon applies it: an explicit port below it is
+	// refused (EACCES) to a session that is not PrivBind (rnic/bind.go).
+	UnprivPortStart uint16 `json:"unpriv_port_start,omitempty"`
+	// PrivBind: this session (its client, by SO_PEERCRED) may have ports
+	// below UnprivPortStart (uid 0 or CAP_NET_BIND_SERVICE).
+	PrivBind bool `json:"priv_bind,omitempty"`
 }
 
 type Handle struct {

@@ -55,7 +55,15 @@ func takeFD(fds []int, i int, what string) (int, error) {
 }
 
 func (s *session) queryDevice([]byte, []int) (any, error) { return s.Dev.Cfg.DeviceAttr(), nil }
-func (s *session) queryPort([]byte, []int) (any, error)   { return s.Dev.Cfg.PortAttr(), nil }
+
+// queryPort says what the device serves and which ports this session may
+// name: a client (the libfabric provider's fi_getinfo) refuses at once what
+// create-qp and listen would (rnic/bind.go).
+func (s *session) queryPort([]byte, []int) (any, error) {
+	a := s.Dev.Cfg.PortAttr()
+	a.UnprivPortStart, a.PrivBind = s.Dev.UnprivStart, s.PrivBind
+	return a, nil
+}
 
 func (s *session) allocPD([]byte, []int) (any, error) {
 	var reply proto.Handle

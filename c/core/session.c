@@ -354,6 +354,8 @@ IWV_EXPORT int iwv_query_port(struct iwv_session *s, struct iwv_port_attr *a)
 		a->ud_port_first = (uint16_t)first;
 		a->ud_port_last = (uint16_t)last;
 	}
+	a->unpriv_port_start = (uint16_t)iwvi_jget_u64(j, "unpriv_port_start");
+	a->priv_bind = iwvi_jget_bool(j, "priv_bind");
 	json_decref(j);
 	return 0;
 }

@@ -8,6 +8,7 @@
 #include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "iwd.h"
 
@@ -115,6 +116,8 @@ struct iwd_dev {
 	struct iwv_device_attr attr;
 	struct sockaddr_in addr;
 	char name[64];
+	uint16_t unpriv_port_start; /* the daemon's ip_unprivileged_port_start; 0: not said */
+	int priv_bind;              /* this process may have ports below it */
 };
 
 static int query_daemon(struct iwd_dev *d)
@@ -138,7 +141,33 @@ static int query_daemon(struct iwd_dev *d)
 		return -FI_ENODATA;
 	}
 	snprintf(d->name, sizeof(d->name), "%s", iwv_device_name(s));
+	{
+		struct iwv_port_attr pa;
+		d->unpriv_port_start = 0;
+		d->priv_bind = 0;
+		if (!iwv_query_port(s, &pa)) {
+			d->unpriv_port_start = pa.unpriv_port_start;
+			d->priv_bind = pa.priv_bind;
+		}
+	}
 	iwv_close(s);
+	return 0;
+}
+
+/* fi_getinfo refuses a source port that fi_endpoint (create-qp) and
+ * fi_listen would: one below the daemon's net.ipv4.ip_unprivileged_port_start
+ * (ip(7)) for a process that could not bind it itself — the daemon's rule,
+ * docs/security.md; the daemon says both (query-port). */
+static int src_port_ok(const struct iwd_dev *d, const struct sockaddr_in *src)
+{
+	unsigned port = ntohs(src->sin_port);
+	if (!port || !d->unpriv_port_start || port >= d->unpriv_port_start || d->priv_bind)
+		return 1;
+	IWD_WARN(FI_LOG_CORE,
+		 "iwarpd: source port %u is privileged (below net.ipv4.ip_unprivileged_port_start %u, ip(7)) and this "
+		 "process (uid %u) may not bind it, so fi_endpoint would fail: no info. Name a port from %u up, or 0 "
+		 "(the daemon picks one), or run with CAP_NET_BIND_SERVICE\n",
+		 port, d->unpriv_port_start, (unsigned)geteuid(), d->unpriv_port_start);
 	return 0;
 }
 
@@ -474,6 +503,8 @@ int iwd_getinfo(uint32_t version, const char *node, const char *service, uint64_
 			return -FI_ENODATA;
 		dstp = &dst;
 	}
+	if (!src_port_ok(&dev, &src))
+		return -FI_ENODATA;
 
 	for (i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
 		ret = fill_info(version, types[i], &dev, hints, &src, dstp, &fi);

@@ -25,6 +25,7 @@ struct iwd_msg_ep {
 	struct iwd_cm_obj cm;           /* fab->cm_objs, keyed by the QP */
 	struct sockaddr_in peer;
 	uint16_t from_port; /* opened on a passive endpoint's address: connect from its port */
+	int ended_accepting; /* the connection ended inside fi_accept: FI_SHUTDOWN after its FI_CONNECTED */
 };
 
 static struct iwd_msg_ep *msg_of(struct iwd_ep *ep) { return iwd_container_of(ep, struct iwd_msg_ep, dg.ep); }
@@ -122,6 +123,12 @@ static void cm_event(struct iwd_cm_obj *obj, struct iwv_cm_event *ev)
 {
 	struct iwd_msg_ep *m = iwd_container_of(obj, struct iwd_msg_ep, cm);
 	struct iwd_ep *ep = &m->dg.ep;
+	if (m->cm_state == CM_ACCEPTING && (ev->type == IWV_CM_DISCONNECTED || ev->type == IWV_CM_CONNECTION_ERROR)) {
+		/* Another thread reads the EQ while fi_accept has not reported
+		 * FI_CONNECTED yet: fi_accept reports the end after it. */
+		m->ended_accepting = 1;
+		return;
+	}
 	switch (ev->type) {
 	case IWV_CM_ESTABLISHED:
 		/* Only a connect in progress: fi_accept reported FI_CONNECTED
@@ -254,6 +261,10 @@ static int msg_accept(struct fid_ep *f, const void *param, size_t paramlen)
 	iwd_parse_sockaddr(ev->local, &ep->name);
 	iwd_parse_sockaddr(ev->peer, &msg_of(ep)->peer);
 	push_connected(ep, NULL, 0);
+	if (msg_of(ep)->ended_accepting) {
+		msg_of(ep)->cm_state = CM_CLOSED;
+		push_shutdown(ep);
+	}
 	pthread_mutex_unlock(&fab->lock);
 	free(ev);
 	free(cr);

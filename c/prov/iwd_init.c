@@ -10,7 +10,7 @@
 
 struct iwd_params iwd_env = {
 	.socket = NULL,
-	.eager_max = 16384, /* docs/libfabric.md "Eager or rendezvous" */
+	.eager_max = 65536, /* docs/libfabric.md "Eager or rendezvous" */
 	.rx_bufs = 256,
 	.staging = 64u << 20,
 	.dgram_max = 65536,

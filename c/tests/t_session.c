@@ -63,6 +63,8 @@ static void hello(void)
 	OK(s, iwv_query_port(s, &pa));
 	CHECK(strcmp(pa.state, "active") == 0);
 	CHECK(pa.ud_port_first > 0 && pa.ud_port_first <= pa.ud_port_last);
+	CHECK(pa.unpriv_port_start > 0);
+	CHECK(geteuid() != 0 || pa.priv_bind); /* root may bind privileged ports */
 	printf("device %s (daemon %s, addr %s): max_qp %u max_qp_wr %u max_sge %u max_inline %u; ports %u-%u\n",
 	       da.name, iwv_daemon_version(s), iwv_device_addr(s), da.max_qp, da.max_qp_wr, da.max_sge, da.max_inline,
 	       pa.ud_port_first, pa.ud_port_last);

@@ -40,6 +40,22 @@ type mpiConfig struct {
 	Rounds     int      `json:"rounds"`
 	Scale      float64  `json:"iteration_scale"`
 	MemRanks   []int    `json:"mem_ranks"`
+	Tests      []string `json:"tests,omitempty"` // -mpi-tests: MODE:SIZE of mpiTests to run (nil: all)
+	Env        []string `json:"env,omitempty"`   // -mpi-env: VAR=VALUE given to every rank (e.g. FI_IWARPD_EAGER_MAX)
+}
+
+// runs says whether -mpi-tests selects t (passive runs answer to passput,
+// passget and passfop alike: one job prints all three).
+func (c *mpiConfig) runs(t mpiTest) bool {
+	if c == nil || len(c.Tests) == 0 {
+		return true
+	}
+	for _, k := range c.Tests {
+		if k == t.key() || (strings.HasPrefix(t.mode, "pass") && k == "passive:"+strconv.Itoa(t.size)) {
+			return true
+		}
+	}
+	return false
 }
 
 // MPI ports: the daemons' UD ports 28400-28499 and RD ports 28500-28599,
@@ -57,7 +73,7 @@ var mpiAddrs = [2]netip.Prefix{netip.MustParsePrefix("169.254.83.1/24"), netip.M
 func init() { knownRuns["mpi"] = true }
 
 // registerMPIFlags adds the MPI section's flags to fs.
-func registerMPIFlags(fs *flag.FlagSet, c *mpiConfig) (transports, mem *string) {
+func registerMPIFlags(fs *flag.FlagSet, c *mpiConfig) (transports, mem, tests *string) {
 	fs.BoolVar(&c.Enabled, "mpi", true, "MPI section: bench/mpi/iwmpi_bench.c under Open MPI over iwarpd and the baselines (docs/mpi.md)")
 	fs.StringVar(&c.Src, "mpi-src", "bench/mpi/iwmpi_bench.c", "`path` of the MPI benchmark's source (built with mpicc)")
 	fs.StringVar(&c.ProvDir, "mpi-provider", "", "`directory` of libiwarpd-fi.so (default: the first of BIN/c, c/build (make build) and libfabric's provider directory that has it)")
@@ -66,12 +82,34 @@ func registerMPIFlags(fs *flag.FlagSet, c *mpiConfig) (transports, mem *string) 
 	fs.IntVar(&c.Rounds, "mpi-rounds", 3, "rounds of the MPI runs (each a fresh mpirun per transport)")
 	fs.Float64Var(&c.Scale, "mpi-scale", 1, "MPI iterations `factor` (-quick: 0.1)")
 	mem = fs.String("mpi-mem-ranks", "8,16", "MPI memory: all-to-all with these `ranks` (\"\": skip)")
-	return transports, mem
+	tests = fs.String("mpi-tests", "", "only these MPI `tests`, MODE:SIZE comma separated (e.g. lat:65536,bibw:65536,bw:1048576; default: all)")
+	fs.Func("mpi-env", "`VAR=VALUE` given to every rank of every MPI job (repeatable; e.g. FI_IWARPD_EAGER_MAX=65536)", func(v string) error {
+		if k, _, ok := strings.Cut(v, "="); !ok || k == "" || strings.ContainsAny(v, " \t") {
+			return fmt.Errorf("want VAR=VALUE without spaces, got %q", v)
+		}
+		c.Env = append(c.Env, v)
+		return nil
+	})
+	return transports, mem, tests
 }
 
 // finishMPIFlags validates the MPI flags after parsing.
-func finishMPIFlags(c *benchConfig, transports, mem string, set map[string]bool) error {
+func finishMPIFlags(c *benchConfig, transports, mem, tests string, set map[string]bool) error {
 	m := &c.MPI
+	m.Tests = strings.FieldsFunc(tests, func(r rune) bool { return r == ',' || r == ' ' })
+	for _, k := range m.Tests {
+		known := false
+		for _, t := range mpiTests {
+			known = known || k == t.key() || k == "passive:"+strconv.Itoa(t.size)
+		}
+		if !known {
+			var all []string
+			for _, t := range mpiTests {
+				all = append(all, t.key())
+			}
+			return &usageError{fmt.Sprintf("-mpi-tests: %q is not a test; the tests are %s", k, strings.Join(all, ","))}
+		}
+	}
 	if c.Quick {
 		if !set["mpi-rounds"] {
 			m.Rounds = 1
@@ -165,9 +203,10 @@ func (t mpiTest) oneSided() bool {
 
 // mpiSpecs returns the iwmpi_bench specs of transport tr: the 2-rank job's
 // and the 4-rank job's.
-func mpiSpecs(tr string, scale float64) (p2p, a2a []string) {
+func mpiSpecs(tr string, scale float64, c *mpiConfig) (p2p, a2a []string) {
 	for _, t := range mpiTests {
 		switch {
+		case !c.runs(t):
 		case t.mode == "a2a":
 			a2a = append(a2a, t.spec(scale))
 		case t.oneSided() && !rmaTransports[tr]:
@@ -189,6 +228,9 @@ func (t mpiTest) spec(scale float64) string {
 	}
 	return s
 }
+
+// key is how -mpi-tests names t: MODE:SIZE.
+func (t mpiTest) key() string { return t.mode + ":" + strconv.Itoa(t.size) }
 
 func (t mpiTest) unit() string {
 	if t.mode == "bw" || t.mode == "bibw" || t.mode == "putbw" {
@@ -241,20 +283,25 @@ type mpiEnv struct {
 	blocks int
 }
 
-// startDaemons starts one iwarpd per node (fresh) and returns the nodes.
-func (e *mpiEnv) startDaemons() ([]*node, error) {
+// startDaemons starts one iwarpd per node (fresh) and returns the nodes;
+// with profile (-profile) each runs with -cpuprofile DIR/mpi-iwarpd-<node>.pprof.
+func (e *mpiEnv) startDaemons(profile bool) ([]*node, error) {
 	var nodes []*node
 	for i := range 2 {
 		b := e.blocks % mpiPortBlocks
 		e.blocks++
 		n := &node{name: string(rune('A' + i)), cpu: -1, addr: "127.0.0.1",
-			socket: filepath.Join(e.dir, fmt.Sprintf("iwarpd-%d.sock", e.blocks))}
+			socket: filepath.Join(e.dir, fmt.Sprintf("iwarpd-%d.sock", e.blocks)), scenario: "mpi"}
 		if e.pair != nil {
 			n.netns, n.addr = e.pair.Names[i], mpiAddrs[i].Addr().String()
 		}
 		ud := fmt.Sprintf("%d-%d", mpiUDBase+b*mpiPortBlock, mpiUDBase+b*mpiPortBlock+mpiPortBlock-1)
 		rd := fmt.Sprintf("%d-%d", mpiRDBase+b*mpiPortBlock, mpiRDBase+b*mpiPortBlock+mpiPortBlock-1)
-		if err := e.s.startDaemon(e.cfg.daemonBin(), n, ud, append([]string{"-rd-ports", rd}, e.cfg.DaemonArgs...)); err != nil {
+		args := append([]string{"-rd-ports", rd}, e.cfg.DaemonArgs...)
+		if profile {
+			args = append(args, profileArgs(e.cfg, n)...)
+		}
+		if err := e.s.startDaemon(e.cfg.daemonBin(), n, ud, args); err != nil {
 			return nil, err
 		}
 		nodes = append(nodes, n)
@@ -281,6 +328,7 @@ func (e *mpiEnv) job(tr string, ranks int, daemons []*node, args ...string) (*mp
 		if daemons != nil {
 			n.Env = append(n.Env, "FI_IWARPD_SOCKET="+daemons[i].socket)
 		}
+		n.Env = append(n.Env, e.cfg.MPI.Env...)
 		j.Nodes = append(j.Nodes, n)
 	}
 	return j, nil
@@ -301,7 +349,7 @@ func runMPI(s *session, cfg *benchConfig, progress io.Writer) *scenario {
 	sc := newScenario("mpi", "Open MPI 4.1 (iwmpi_bench) over iwarpd RDM, iwarpd;ofi_rxm and the baselines tcp, udp;ofi_rxd, ob1+TCP", m.Rounds)
 	for _, tr := range m.Transports {
 		for _, t := range mpiTests {
-			if !t.oneSided() || rmaTransports[tr] {
+			if (!t.oneSided() || rmaTransports[tr]) && m.runs(t) {
 				sc.addMetric(mpiKey(tr, t.mode, t.size), t.name(tr), t.unit(), false)
 			}
 		}
@@ -364,9 +412,11 @@ func runMPI(s *session, cfg *benchConfig, progress io.Writer) *scenario {
 	}
 	var daemons []*node
 	if haveProv {
-		if daemons, err = e.startDaemons(); err != nil {
+		if daemons, err = e.startDaemons(true); err != nil {
 			sc.Failures = append(sc.Failures, "starting the MPI daemons: "+err.Error())
 			haveProv = false
+		} else if err = startProfilers(s, cfg, progress, daemons...); err != nil {
+			sc.Failures = append(sc.Failures, "profiling the MPI daemons: "+err.Error())
 		}
 	}
 	for r := 0; r < m.Rounds; r++ {
@@ -382,11 +432,14 @@ func runMPI(s *session, cfg *benchConfig, progress io.Writer) *scenario {
 			if iw {
 				ds = daemons
 			}
-			p2p, a2a := mpiSpecs(tr, m.Scale)
+			p2p, a2a := mpiSpecs(tr, m.Scale, m)
 			for _, set := range []struct {
 				ranks int
 				specs []string
 			}{{2, p2p}, {4, a2a}} {
+				if len(set.specs) == 0 {
+					continue
+				}
 				j, err := e.job(tr, set.ranks, ds, set.specs...)
 				if err != nil {
 					sc.Failures = append(sc.Failures, err.Error())
@@ -430,6 +483,20 @@ func runMPI(s *session, cfg *benchConfig, progress io.Writer) *scenario {
 			}
 		}
 	}
+	if cfg.Profile != "" && cfg.ctlBin() != "" {
+		// The daemons' counters beside their profiles: datagrams, system
+		// calls, GSO/GRO, RD retransmissions of the whole section.
+		for _, d := range daemons {
+			out, err := exec.Command(cfg.ctlBin(), "-socket", d.socket, "-json", "counters").Output()
+			if err == nil {
+				err = os.WriteFile(profileFile(cfg, "mpi", d, "counters.json"), out, 0o644)
+			}
+			if err != nil {
+				fmt.Fprintf(progress, "[profile] node %s: counters: %v\n", d.name, err)
+			}
+		}
+	}
+	stopProfiling(cfg, progress, daemons...)
 	for _, d := range daemons {
 		d.daemon.stop()
 	}
@@ -444,7 +511,7 @@ func runMPI(s *session, cfg *benchConfig, progress io.Writer) *scenario {
 func runMPIMemory(e *mpiEnv, sc *scenario, progress io.Writer) {
 	for _, n := range e.cfg.MPI.MemRanks {
 		for _, tr := range []string{mpilaunch.IWARPD, mpilaunch.IWARPDRxM} {
-			ds, err := e.startDaemons()
+			ds, err := e.startDaemons(false)
 			if err != nil {
 				sc.Failures = append(sc.Failures, fmt.Sprintf("memory %s %d ranks: %v", tr, n, err))
 				continue
@@ -483,6 +550,10 @@ func addMPIRatios(sc *scenario, memRanks []int) {
 	sc.addRatio("MPI 1 MiB bandwidth: iwarpd RDM / tcp", mpiKey(iw, "bw", 1<<20), mpiKey(tcp, "bw", 1<<20), ">=", 1.0)
 	sc.addRatio("MPI 8 B latency: RDM over RD / iwarpd;ofi_rxm (RC)", mpiKey(iw, "lat", 8), mpiKey(rxm, "lat", 8), "<=", 0.75)
 	sc.addRatio("MPI 2 KiB bidir bandwidth: RDM over RD / iwarpd;ofi_rxm", mpiKey(iw, "bibw", 2048), mpiKey(rxm, "bibw", 2048), ">=", 1.4)
+	// Issue 20's large-message targets (docs/mpi.md "Large messages").
+	sc.addRatio("MPI 1 MiB bandwidth: iwarpd RDM / ob1+tcp", mpiKey(iw, "bw", 1<<20), mpiKey(ob1, "bw", 1<<20), ">=", 1.0)
+	sc.addRatio("MPI 64 KiB bidir bandwidth: iwarpd RDM / tcp", mpiKey(iw, "bibw", 65536), mpiKey(tcp, "bibw", 65536), ">=", 1.0)
+	sc.addRatio("MPI 64 KiB latency: iwarpd RDM / tcp", mpiKey(iw, "lat", 65536), mpiKey(tcp, "lat", 65536), "<=", 1.0)
 	// Issue 22: one-sided MPI as RDMA executed by the target's daemon (osc
 	// rdma over btl ofi) against osc pt2pt over libfabric tcp.
 	bt := mpilaunch.BTLOFI

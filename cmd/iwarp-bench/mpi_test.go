@@ -32,7 +32,7 @@ func TestMPISpec(t *testing.T) {
 }
 
 func TestMPISpecsOneSided(t *testing.T) {
-	p2p, _ := mpiSpecs(mpilaunch.BTLOFI, 1)
+	p2p, _ := mpiSpecs(mpilaunch.BTLOFI, 1, nil)
 	all := strings.Join(p2p, " ")
 	for _, want := range []string{"put:8:2000", "get:8:2000", "fop:8:2000", "putbw:1048576:10:16", "passive:1000:3"} {
 		if !strings.Contains(all, want) {
@@ -42,12 +42,24 @@ func TestMPISpecsOneSided(t *testing.T) {
 	if strings.Count(all, "passive") != 1 {
 		t.Errorf("passive runs once for its three results: %q", all)
 	}
-	p2p, _ = mpiSpecs(mpilaunch.UDPRxD, 1)
+	p2p, _ = mpiSpecs(mpilaunch.UDPRxD, 1, nil)
 	if s := strings.Join(p2p, " "); strings.Contains(s, "put") || strings.Contains(s, "passive") {
 		t.Errorf("udp;ofi_rxd runs no one-sided test: %q", s)
 	}
 	got := parseMPIResults("RESULT passfop 1000 812.500 usec\nRESULT putbw 1048576 2.250 Gbps\n")
 	if got["passfop_1000"] != 812.5 || got["putbw_1048576"] != 2.25 {
 		t.Errorf("parseMPIResults = %v", got)
+	}
+}
+
+func TestMPITestsFlag(t *testing.T) {
+	c := &mpiConfig{Tests: []string{"lat:65536", "bw:1048576", "passive:1000"}}
+	p2p, a2a := mpiSpecs(mpilaunch.TCP, 1, c)
+	if got := strings.Join(p2p, " "); got != "lat:65536:1000 bw:1048576:10:16 passive:1000:3" || len(a2a) != 0 {
+		t.Errorf("-mpi-tests lat:65536,bw:1048576,passive:1000: p2p %q, a2a %q", got, a2a)
+	}
+	var b benchConfig
+	if err := finishMPIFlags(&b, "tcp", "", "lat:7", map[string]bool{}); err == nil || !strings.Contains(err.Error(), "lat:65536") {
+		t.Errorf("-mpi-tests lat:7: %v, want an error naming the tests", err)
 	}
 }

@@ -29,6 +29,9 @@ func profileFile(cfg *benchConfig, scenario string, n *node, ext string) string 
 
 // scenarioOf names the scenario node n belongs to.
 func scenarioOf(n *node) string {
+	if n.scenario != "" {
+		return n.scenario
+	}
 	if n.netns != "" {
 		return "veth"
 	}

@@ -178,6 +178,9 @@ type node struct {
 	rdBase int    // first port of its daemon's RD range
 	daemon *daemon
 	perf   *profiler // perf record of the daemon (-profile), nil if none
+	// scenario names its profiles (-profile): "" is loopback or veth by
+	// netns, the MPI section sets "mpi".
+	scenario string
 }
 
 // command builds name+args to run on n (inside its namespace, if any).

@@ -174,25 +174,12 @@ func TestMSGConnectionSemantics(t *testing.T) {
 	}
 	r := &Runner{Bin: filepath.Join(suiteDir, "bin"), Env: env, Addr: "127.0.0.1", PortBase: ciPortBase,
 		Timeout: daemontest.Scaled(30 * time.Second), MemLimit: 4 << 30, Jobs: 1}
-	strict := os.Getenv("IWARPD_FI_KNOWN") == "1"
 	for _, res := range r.Run(context.Background(), []Config{c}, tests)[0] {
-		if res.Outcome == Pass {
-			continue
+		if res.Outcome != Pass {
+			t.Errorf("%s", Failure(res))
 		}
-		if why, ok := flakyMSG[res.Test.Line]; ok && !strict {
-			t.Logf("known intermittent failure (%s; IWARPD_FI_KNOWN=1 makes it fail the test):\n%s", why, Failure(res))
-			continue
-		}
-		t.Errorf("%s", Failure(res))
 	}
 	d.CheckAlive(t)
-}
-
-// flakyMSG are the MSG tests of TestMSGConnectionSemantics that fail now
-// and then (docs/libfabric.md "fabtests"): logged, not failed, unless
-// IWARPD_FI_KNOWN=1.
-var flakyMSG = map[string]string{
-	"fi_cm_data": "now and then the active side's FI_CONNECTED carries no accept data (issue 19, open)",
 }
 
 // TestMSGReceiverNotReady runs the fabtests whose messages overtake the

@@ -112,3 +112,46 @@ func TestProcessMemoryRCReadsOnce(t *testing.T) {
 	da.CheckAlive(t)
 	db.CheckAlive(t)
 }
+
+// RD ports of TestProcessMemoryRDReadsOnce.
+const pmWindowRDPortsA, pmWindowRDPortsB = "26820-26829", "26830-26839"
+
+// TestProcessMemoryRDReadsOnce: an RD RDMA Read whose source is process
+// memory reads each octet of the source from the process about once
+// (verbsd/rd/send.go readAhead: 256 KiB per access, not one access per
+// datagram), and the Read Request's access check reads none of it (it
+// probes; before, it read the whole source and threw it away, so every
+// octet was read twice: docs/benchmarks.md "MPI large messages"). The
+// property checked is the responder's process-memory counter, not a
+// time; every octet is compared.
+func TestProcessMemoryRDReadsOnce(t *testing.T) {
+	da := daemontest.Start(t, "pm-rdw-a", daemontest.Options{Ports: nextPorts(), Extra: []string{"-rd-ports", pmWindowRDPortsA}})
+	db := daemontest.Start(t, "pm-rdw-b", daemontest.Options{Ports: nextPorts(), Extra: []string{"-rd-ports", pmWindowRDPortsB}})
+	const n, rounds = 1 << 20, 3
+	a := newPMEnd(t, "a", da.Open(t, "pm-rdw-a"), ofverbs.QPTypeRD, n)
+	b := newPMEnd(t, "b", db.Open(t, "pm-rdw-b"), ofverbs.QPTypeRD, n)
+	ah, err := a.pd.CreateAHTo(b.qp.Endpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	readB, _ := procMem(t, db)
+	for i := range rounds {
+		fill(b.mem[:n], 70+i)
+		clear(a.mem[:n])
+		a.post(t, ofverbs.SendWR{ID: uint64(i), Opcode: ofverbs.WRRDMARead, AH: ah, Signaled: true,
+			SGL: []ofverbs.SGE{a.mr.SGE(a.mem[:n])}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
+		a.expect(t, a.scq, fmt.Sprintf("read %d", i), ofverbs.WCSuccess)
+		if !bytes.Equal(a.mem[:n], b.mem[:n]) {
+			t.Fatalf("read %d: data differ", i)
+		}
+	}
+	r, _ := procMem(t, db)
+	// Retransmissions look their segments up again: on loopback a few at
+	// most, far below a second read of everything.
+	if got := r - readB; got < rounds*n || got > rounds*n*3/2 {
+		t.Errorf("%d RDMA Reads of %d octets: the responder's daemon read %d octets from the process (%.2f per octet), want %d to %d",
+			rounds, n, got, float64(got)/float64(rounds*n), rounds*n, rounds*n*3/2)
+	}
+	da.CheckAlive(t)
+	db.CheckAlive(t)
+}

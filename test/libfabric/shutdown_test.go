@@ -47,3 +47,15 @@ func TestShutdownAfterCompletions(t *testing.T) {
 	t.Log(strings.TrimSpace(string(out)))
 	d.CheckAlive(t)
 }
+
+// TestConnectedBeforeShutdown runs c/prov/tests/fi_cm_race.c (ASan+UBSan):
+// a raw MPA responder that accepts with private data and closes the
+// connection at once, 100 times; the provider's active MSG endpoint must
+// read FI_CONNECTED with the accept data, then FI_SHUTDOWN, every time.
+// The daemon queued the connection's end from its engine and its start
+// from the connecting goroutine, and the end now and then came first:
+// fabtests' fi_cm_data read FI_SHUTDOWN where it wanted FI_CONNECTED with
+// the data (issue 19).
+func TestConnectedBeforeShutdown(t *testing.T) {
+	runProvProgram(t, "fi_cm_race")
+}

@@ -162,9 +162,16 @@ func (s *CM) releaseRC(handle uint32) {
 }
 
 // attachConn hands a negotiated connection to the engine: the QP goes to
-// RTS (AttachRC) and its end will be reported as a CMDisconnected event.
-// fd is owned by the engine afterwards, or closed here on failure.
-func (s *CM) attachConn(handle uint32, a Attach) error {
+// RTS (AttachRC), established (the CMEstablished event) is queued, and the
+// connection's end will be reported as a CMDisconnected event. Both are
+// queued on the engine goroutine, established first: the engine may see
+// the peer's close as soon as the connection is attached (a responder that
+// calls fi_shutdown right after fi_accept), and the client must hear of
+// the connection, with the peer's private data, before its end (fi_cm(3):
+// FI_CONNECTED carries the accept's data; fabtests' fi_cm_data read the
+// FI_SHUTDOWN instead, now and then; issue 19). fd is owned by the engine
+// afterwards, or closed here on failure.
+func (s *CM) attachConn(handle uint32, a Attach, established proto.CMEvent) error {
 	err := s.Eng.Do(func() error {
 		q := s.qp(handle)
 		if q == nil || !q.cm.busy {
@@ -187,6 +194,7 @@ func (s *CM) attachConn(handle uint32, a Attach) error {
 			return err
 		}
 		q.cm.connected = true
+		s.cm.post(s, established)
 		return nil
 	})
 	if errors.Is(err, rnic.ErrEngineStopped) {

@@ -100,12 +100,13 @@ func (s *CM) runConnect(a *cmActive, ap netip.AddrPort, policy mpa.Policy, timeo
 	}
 	s.cm.mu.Unlock()
 	a.cancel()
-	if ev.Type != proto.CMEstablished {
-		s.releaseRC(a.qp)
-		if ok, n := s.Dev.EventLog.Allow(time.Now()); ok { // rnic/loglimit.go
-			s.Dev.Log.Infof("session %d (pid %d): RC QP %d: connection to %s failed: %v: %s%s",
-				s.ID, s.Cred.Pid, a.qp, ap, ev.Type, ev.Detail, rnic.Note(n))
-		}
+	if ev.Type == proto.CMEstablished {
+		return // attachConn queued it, before any CMDisconnected
+	}
+	s.releaseRC(a.qp)
+	if ok, n := s.Dev.EventLog.Allow(time.Now()); ok { // rnic/loglimit.go
+		s.Dev.Log.Infof("session %d (pid %d): RC QP %d: connection to %s failed: %v: %s%s",
+			s.ID, s.Cred.Pid, a.qp, ap, ev.Type, ev.Detail, rnic.Note(n))
 	}
 	s.cm.post(s, ev)
 }
@@ -189,11 +190,12 @@ func (s *CM) initiate(a *cmActive, ap netip.AddrPort, policy mpa.Policy, timeout
 	if err != nil {
 		return proto.CMEvent{Type: proto.CMConnectionError, Status: int(unix.EIO), Detail: err.Error(), Local: local.String()}
 	}
-	if err := s.attachConn(a.qp, att); err != nil {
+	ev := proto.CMEvent{Type: proto.CMEstablished, QP: a.qp, Peer: att.Remote.String(), Local: att.Local.String(),
+		PrivateData: params.PeerPrivateData, IRD: params.LocalIRD, ORD: params.LocalORD, MPA: mpaParams(params)}
+	if err := s.attachConn(a.qp, att, ev); err != nil {
 		return proto.CMEvent{Type: proto.CMConnectionError, Status: int(rnic.ErrnoOf(err)), Detail: err.Error(), Local: local.String()}
 	}
-	return proto.CMEvent{Type: proto.CMEstablished, Peer: att.Remote.String(), Local: att.Local.String(),
-		PrivateData: params.PeerPrivateData, IRD: params.LocalIRD, ORD: params.LocalORD, MPA: mpaParams(params)}
+	return ev
 }
 
 // dialEvent classifies a failed TCP connect.

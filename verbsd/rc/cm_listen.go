@@ -347,13 +347,12 @@ func (s *CM) Accept(req proto.AcceptRequest) (*proto.CMEvent, error) {
 		s.releaseRC(req.QP)
 		return nil, rnic.Errf(unix.EIO, "%s: %v", op, err)
 	}
-	if err := s.attachConn(req.QP, a); err != nil {
-		return nil, err
-	}
 	ev := proto.CMEvent{Type: proto.CMEstablished, QP: req.QP, Conn: req.Conn, Peer: p.peer.String(),
 		Local: p.local.String(), PrivateData: params.PeerPrivateData, IRD: params.LocalIRD, ORD: params.LocalORD,
 		MPA: mpaParams(params)}
-	s.cm.post(s, ev)
+	if err := s.attachConn(req.QP, a, ev); err != nil {
+		return nil, err
+	}
 	return &ev, nil
 }
 

@@ -66,7 +66,8 @@ func (e *Engine) receive(q *QP, now time.Time) bool {
 
 // datagrams yields each datagram of the first got slots of e.rb (a
 // GRO-coalesced buffer cut into its datagrams; truncated ones dropped),
-// copied into buf, with its source; counted on q (nil: the daemon's
+// in place when it lies in one piece of its slot, else copied into buf,
+// with its source; counted on q (nil: the daemon's
 // counters only).
 func (e *Engine) datagrams(q *QP, got int, buf []byte) iter.Seq2[netip.AddrPort, []byte] {
 	return func(yield func(netip.AddrPort, []byte) bool) {
@@ -85,14 +86,36 @@ func (e *Engine) datagrams(q *QP, got int, buf []byte) iter.Seq2[netip.AddrPort,
 			for off := 0; off < s.N; off += step {
 				n := min(step, s.N-off)
 				e.count(q, rnic.CDatagramsIn, 1)
-				b := buf[:n]
-				rnic.CopyRange(b, s.View, off)
+				b := within(s.View, off, n)
+				if b == nil {
+					b = buf[:n]
+					rnic.CopyRange(b, s.View, off)
+				}
 				if !yield(s.Src, b) {
 					return
 				}
 			}
 		}
 	}
+}
+
+// within returns octets [off, off+n) of the concatenation of pieces when
+// they lie in one piece (nil otherwise): every datagram of a GRO-coalesced
+// slot but the first lies in its tail, and is judged there without a
+// copy. Nothing keeps it past the yield (a held datagram is copied:
+// holdCopy), and the slot is not received into again before the batch
+// is done.
+func within(pieces [][]byte, off, n int) []byte {
+	for _, p := range pieces {
+		if off < len(p) {
+			if off+n <= len(p) {
+				return p[off : off+n : off+n]
+			}
+			return nil
+		}
+		off -= len(p)
+	}
+	return nil
 }
 
 // datagram judges one RD datagram from src.
@@ -606,10 +629,13 @@ func (e *Engine) readRequest(q *QP, src netip.AddrPort, h *ddp.Header, seg []byt
 	}
 	rh := seg[hl : hl+rdmap.ReadRequestLen]
 	fault := rdmap.AccessFault(0)
+	proc := false
 	if int64(rr.Size) > int64(r.cfg.MaxMsg) {
 		fault = rdmap.FaultBaseBounds
 	} else {
-		_, fault = e.RemoteAccess(q.QP.QP, src, rr.SourceStag, rr.SourceTO, uint64(rr.Size), proto.AccessRemoteRead, now) // rnic/access_guard.go
+		var m *rnic.MR
+		m, fault = e.RemoteCheck(q.QP.QP, src, rr.SourceStag, rr.SourceTO, uint64(rr.Size), proto.AccessRemoteRead, now) // rnic/access_guard.go
+		proc = fault == 0 && m.Proc != nil
 	}
 	if fault != 0 {
 		r.count(accessErrors, 1)
@@ -626,7 +652,7 @@ func (e *Engine) readRequest(q *QP, src netip.AddrPort, h *ddp.Header, seg []byt
 		e.badMessage(q, src, iwerr.RDMAPOperationUnspecified, seg, hl)
 		return
 	}
-	r.resps = append(r.resps, &resp{seq: r.nextResp, peer: src, srcStag: rr.SourceStag, srcTO: rr.SourceTO, segs: segs})
+	r.resps = append(r.resps, &resp{seq: r.nextResp, peer: src, srcStag: rr.SourceStag, srcTO: rr.SourceTO, segs: segs, proc: proc})
 	r.nextResp++
 }
 

@@ -63,6 +63,92 @@ type resp struct {
 	sent     uint32
 	resolved uint32
 	dead     bool // the source went away or a datagram failed: send no more
+	// Read-ahead of a source in process memory (readAhead): source
+	// octets [bufOff, bufOff+len(buf)) of the response, read with one
+	// access of the session's copier for many datagrams. nil: none (a
+	// mapped source is sent from the mapping itself).
+	proc   bool // the source is process memory (rnic/procmem.go)
+	buf    []byte
+	bufOff uint32
+}
+
+// readAheadSize is the most a Read Response reads ahead of its source in
+// process memory at once: with 1448-octet datagrams one access of the
+// copier (a hand-off to its goroutine, then a pread of /proc/PID/mem) for
+// ~180 datagrams, where one per datagram made the copier the bottleneck
+// of every large MPI message (docs/benchmarks.md, "MPI large messages").
+const readAheadSize = 256 << 10
+
+// maxFreeReadAhead bounds the read-ahead buffers a QP keeps for reuse.
+const maxFreeReadAhead = 4
+
+// respSource returns the source octets of segment s of p: from the
+// read-ahead buffer when p's source is process memory and s lies ahead
+// of what was sent (a retransmission of an older segment is looked up
+// alone), else as LookupRemote returns them (this pass only).
+func (e *Engine) respSource(q *QP, p *resp, s *ddp.Segment) ([]byte, rdmap.AccessFault) {
+	lo, hi := uint64(s.Offset), uint64(s.Offset)+uint64(s.Len)
+	if p.proc && s.Len > 0 {
+		if lo >= uint64(p.bufOff) && hi <= uint64(p.bufOff)+uint64(len(p.buf)) {
+			return p.buf[lo-uint64(p.bufOff) : hi-uint64(p.bufOff)], 0
+		}
+		if p.buf == nil || lo >= uint64(p.bufOff)+uint64(len(p.buf)) {
+			if b := e.readAhead(q, p, s.Offset); b != nil {
+				return b[:s.Len], 0
+			}
+		}
+	}
+	return q.LookupRemote(p.srcStag, p.srcTO+lo, uint64(s.Len), proto.AccessRemoteRead)
+}
+
+// readAhead reads p's source from offset off on, up to readAheadSize
+// octets, into p's read-ahead buffer and returns it (nil on a fault: the
+// caller looks the segment up alone and fails it as before). A buffer an
+// access failed on is dropped, never reused: a stalled copier may still
+// write into it (rnic/copier.go).
+func (e *Engine) readAhead(q *QP, p *resp, off uint32) []byte {
+	r := q.Rd
+	n := min(uint64(readAheadSize), uint64(p.segs.MessageLen()-off))
+	if p.buf != nil {
+		// Datagrams of the batch being built may still point into the
+		// old buffer: it is reused only after the batch went out
+		// (transmit: the kernel copies at sendmmsg).
+		r.retiredBufs = append(r.retiredBufs, p.buf[:cap(p.buf)])
+		p.buf = nil
+	}
+	if k := len(r.freeBufs); k > 0 {
+		p.buf, r.freeBufs = r.freeBufs[k-1], r.freeBufs[:k-1]
+	} else {
+		p.buf = make([]byte, readAheadSize)
+	}
+	b := p.buf[:n]
+	if q.ReadRemote(b, p.srcStag, p.srcTO+uint64(off)) != 0 {
+		p.buf = nil
+		return nil
+	}
+	p.buf, p.bufOff = b, off
+	return b
+}
+
+// dropReadAhead retires p's read-ahead buffer (p is done).
+func (r *state) dropReadAhead(p *resp) {
+	if p.buf != nil {
+		r.retiredBufs = append(r.retiredBufs, p.buf[:cap(p.buf)])
+	}
+	p.buf = nil
+}
+
+// reuseReadAhead makes the retired read-ahead buffers free again once no
+// datagram waiting to be sent points into them (after transmit), keeping
+// at most maxFreeReadAhead.
+func (r *state) reuseReadAhead() {
+	for _, b := range r.retiredBufs {
+		if len(r.freeBufs) < maxFreeReadAhead {
+			r.freeBufs = append(r.freeBufs, b)
+		}
+	}
+	clear(r.retiredBufs)
+	r.retiredBufs = r.retiredBufs[:0]
 }
 
 // errMsg is an error message (untagged QN 2, opcode Terminate) being sent.
@@ -459,7 +545,7 @@ func (e *Engine) build(b *batch, peer netip.AddrPort, tok rd.Token, h *dgram.RDH
 				continue
 			}
 			s := p.segs.Segment(seg)
-			mem, fault := q.LookupRemote(p.srcStag, p.srcTO+uint64(s.Offset), uint64(s.Len), proto.AccessRemoteRead)
+			mem, fault := e.respSource(q, p, &s)
 			if fault != 0 {
 				mem = zeroPayload[:s.Len]
 				p.dead = true
@@ -529,6 +615,7 @@ func (e *Engine) send(q *QP, now time.Time) bool {
 		}
 		work = true
 		e.transmit(q, msgs)
+		q.Rd.reuseReadAhead()
 		if !b.full || q.Blocked {
 			break
 		}
@@ -723,6 +810,7 @@ func (e *Engine) complete(q *QP) bool {
 	n := 0
 	for _, p := range r.resps {
 		if (p.dead || p.sent == p.segs.Count()) && p.resolved >= p.sent {
+			r.dropReadAhead(p)
 			continue
 		}
 		r.resps[n] = p

@@ -81,10 +81,14 @@ type state struct {
 	// in posting order; wrs[0] is the SQ ring's head (entries are consumed
 	// from the ring when they complete).
 	wrs      []*wr
-	freeWRs  []*wr  // completed records kept for reuse (newWR)
-	nextWR   uint64 // sequence number of the next WR taken
-	readsOut int    // RDMA Reads and atomics in wrs not completed (ORD)
-	msn      [ddp.QueueCount]uint32
+	freeWRs  []*wr    // completed records kept for reuse (newWR)
+	freeBufs [][]byte // Read Response read-ahead buffers kept for reuse (send.go readAhead)
+	// retiredBufs: read-ahead buffers left while a batch was being built,
+	// free again after it went out (send.go reuseReadAhead)
+	retiredBufs [][]byte
+	nextWR      uint64 // sequence number of the next WR taken
+	readsOut    int    // RDMA Reads and atomics in wrs not completed (ORD)
+	msn         [ddp.QueueCount]uint32
 
 	// RFC 7306 atomics (rd/atomic.go): the next Request Identifier (from
 	// a random start per QP), Atomic Responses being sent (in errs), and

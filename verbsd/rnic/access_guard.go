@@ -87,6 +87,27 @@ func (e *Engine) RemoteAccess(q *QP, src netip.AddrPort, stag uint32, to, n uint
 	if fault == 0 {
 		return b, 0
 	}
+	e.refused(q, src, stag, to, n, fault, now)
+	return nil, fault
+}
+
+// RemoteCheck is RemoteAccess's checks without the octets (CheckRemote: a
+// source in process memory is probed, not read): for an RDMA Read
+// Request, whose Responses read their source a window at a time. Reading
+// the whole source here as well read every octet of a process-memory Read
+// twice.
+// It returns the region (nil on a fault).
+func (e *Engine) RemoteCheck(q *QP, src netip.AddrPort, stag uint32, to, n uint64, need proto.Access, now time.Time) (*MR, rdmap.AccessFault) {
+	m, _, fault := q.CheckRemote(stag, to, n, need)
+	if fault != 0 {
+		e.refused(q, src, stag, to, n, fault, now)
+	}
+	return m, fault
+}
+
+// refused counts a refused remote access and reports it to q's owner
+// (rate-limited).
+func (e *Engine) refused(q *QP, src netip.AddrPort, stag uint32, to, n uint64, fault rdmap.AccessFault, now time.Time) {
 	e.Count(q, cRemoteAccessRefused, 1)
 	if fault == rdmap.FaultInvalidStag {
 		e.Count(q, cRemoteInvalidStag, 1)
@@ -99,7 +120,6 @@ func (e *Engine) RemoteAccess(q *QP, src netip.AddrPort, stag uint32, to, n uint
 				fault, src, stag, to, n, g.unreported)})
 		g.unreported = 0
 	}
-	return nil, fault
 }
 
 // ErrorReplyAllowed reports whether q may answer src with an error message

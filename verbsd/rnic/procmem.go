@@ -31,7 +31,7 @@ import (
 //     no pid. It uses pread(2)/pwrite(2) at offset = address, never
 //     process_vm_readv/writev(2).
 //   - Every access, the registration probe included, runs on the session's
-//     copier goroutine with a bound (rnic/copier.go): a page that does not
+//     copier thread with a bound (rnic/copier.go): a page that does not
 //     come (FUSE, NFS) stalls only that session.
 //
 // A range unmapped while registered makes pread/pwrite stop short or fail:
@@ -76,7 +76,7 @@ func CheckProcMemFD(fd int) error {
 }
 
 // ProcMem is a session's access to its client's address space: the /proc
-// mem descriptor and the copier goroutine that alone uses it.
+// mem descriptor and the copier thread that alone uses it.
 type ProcMem struct {
 	c *copier
 }
@@ -135,22 +135,16 @@ func (p *ProcMem) Probe(addr, n uint64) error {
 	return p.c.do(copyProbe, nil, addr, n)
 }
 
-// preadMem and pwriteMem move len(b) octets at addr of the address space
-// behind fd; anything short of all of them is EFAULT (an unmapped page part
-// way; 0 octets once the address space is gone: proc(5)).
+// preadMem reads len(b) octets at addr of the address space behind fd on
+// the calling thread (the copier's raw pread/pwrite: rnic/copier_thread.go;
+// this one is the benchmark's reference); anything short of all of them is
+// EFAULT (an unmapped page part way; 0 octets once the address space is
+// gone: proc(5)), as memResult says for both.
 func preadMem(fd int, b []byte, addr uint64) error {
 	if addr > math.MaxInt64-uint64(len(b)) {
 		return unix.EFAULT
 	}
 	n, err := unix.Pread(fd, b, int64(addr))
-	return memResult(n, len(b), err)
-}
-
-func pwriteMem(fd int, b []byte, addr uint64) error {
-	if addr > math.MaxInt64-uint64(len(b)) {
-		return unix.EFAULT
-	}
-	n, err := unix.Pwrite(fd, b, int64(addr))
 	return memResult(n, len(b), err)
 }
 

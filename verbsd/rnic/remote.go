@@ -28,6 +28,35 @@ func (q *QP) LookupRemote(stag uint32, to, n uint64, need proto.Access) ([]byte,
 	return m.Mem[off : off+n : off+n], 0
 }
 
+// ReadRemote copies the octets [to, to+len(dst)) of the region stag names
+// into dst, with LookupRemote's checks for a remote read: for a transport
+// that keeps a source's octets beyond one engine pass (an RD Read
+// Response reading its source in process memory ahead, one access of the
+// copier for many datagrams). A process region is read into dst itself
+// (pread of /proc/PID/mem on the session's copier, rnic/copier.go); after
+// a fault the caller must not reuse dst, which a stalled copier may still
+// write. Mapped memory is copied.
+func (q *QP) ReadRemote(dst []byte, stag uint32, to uint64) rdmap.AccessFault {
+	n := uint64(len(dst))
+	m, off, f := q.checkRemote(stag, to, n, proto.AccessRemoteRead, false)
+	if f != 0 {
+		return f
+	}
+	if m.Proc == nil {
+		copy(dst, m.Mem[off:off+n])
+		return 0
+	}
+	if n == 0 {
+		return 0
+	}
+	if m.Proc.ReadAt(dst, off) != nil {
+		q.Eng.Count(nil, cProcessMemFaults, 1)
+		return rdmap.FaultBaseBounds
+	}
+	q.Eng.Count(nil, cProcessMemRead, int64(n))
+	return 0
+}
+
 // CheckRemote is LookupRemote's checks alone: the region and the offset of to in
 // it, for a request whose octets are used later (a Read Request: its
 // Response translates a window at a time, txPayloads). A source in

@@ -261,6 +261,12 @@ struct iwv_port_attr {
 	char addr[IWV_ADDR_STRLEN];
 	uint32_t datagram_size;
 	uint16_t ud_port_first, ud_port_last;
+	/* Explicit ports below unpriv_port_start (the daemon's
+	 * net.ipv4.ip_unprivileged_port_start, ip(7)) are refused to this
+	 * session unless priv_bind (uid 0 or CAP_NET_BIND_SERVICE); 0: a
+	 * daemon that does not say. */
+	uint16_t unpriv_port_start;
+	int priv_bind;
 };
 
 IWV_EXPORT int iwv_query_device(struct iwv_session *s, struct iwv_device_attr *attr);

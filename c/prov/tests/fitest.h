@@ -1,6 +1,6 @@
 /*
  * fitest.h — the one set-up every test program of the provider shares
- * (fi_cancel.c, fi_progress.c, fi_rcache.c, fi_rx_size.c, fi_shutdown.c,
+ * (fi_cancel.c, fi_cm_race.c, fi_progress.c, fi_rcache.c, fi_rx_size.c, fi_shutdown.c,
  * t_fi_atomic.c, t_fi_msgdata.c): fitest_die (the verdict FAIL and exit 1),
  * CHECK (a libfabric call that must not fail), EXPECT (a condition; a miss
  * is printed and counted in failures), now_s, a bounded deadline scaled by
