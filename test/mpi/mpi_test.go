@@ -153,6 +153,12 @@ func runProg(t *testing.T, top topology, tr mpilaunch.Transport, prog string, np
 		Env: strings.Fields(os.Getenv("IWARPD_MPI_ENV"))} // e.g. FI_LOG_LEVEL=info (docs/mpi.md)
 	timeout := daemontest.Scaled(60 * time.Second) // the slowest passing run took 12 s here
 	r := mpilaunch.Run(j, timeout)
+	if dir := os.Getenv("IWARPD_MPI_LOG"); dir != "" { // every run's whole output (docs/mpi.md)
+		f := filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+".log")
+		if err := os.WriteFile(f, []byte(r.CommandLine+"\n"+r.Output), 0o644); err != nil {
+			t.Logf("IWARPD_MPI_LOG: %v", err)
+		}
+	}
 	pass := fmt.Sprintf("PASS %s (%d ranks)", prog, np)
 	if r.Err != nil || !strings.Contains(r.Output, pass) {
 		why := "exit status 0 but no line " + pass
