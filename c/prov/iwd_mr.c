@@ -187,7 +187,6 @@ static int reg_atomic(struct iwd_domain *dom, struct iwd_mr *mr, int vacc)
 done:
 	if (ret == 0) {
 		mr->atomic = 1;
-		mr->arena = iwv_mr_is_adopted(mr->vmr);
 	} else if (ret != -EOPNOTSUPP) {
 		ret = iwv_reg_mr(dom->pd, mr->addr, mr->len, vacc, &mr->vmr); /* which says why, if it fails */
 	}
@@ -272,6 +271,7 @@ int iwd_mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t access, ui
 				 buf, len, iwv_last_error(dom->fab->s));
 		mr->vmr = NULL;
 	}
+	mr->arena = mr->vmr && iwv_mr_is_adopted(mr->vmr); /* any MR inside adopted pages keeps them */
 	mr->mr_fid.fid.fclass = FI_CLASS_MR;
 	mr->mr_fid.fid.context = context;
 	mr->mr_fid.fid.ops = &mr_fi_ops;
