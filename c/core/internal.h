@@ -68,6 +68,7 @@ struct iwv_session {
 
 	/* objects, for lookups and iwv_close */
 	struct iwv_buffer *buffers;
+	struct iwv_buffer *arena; /* iwv_adopt_pages (adopt.c); also in buffers */
 	struct iwv_pd *pds;
 	struct iwv_mr *mrs;
 	struct iwv_comp_channel *channels;
@@ -82,8 +83,12 @@ struct iwv_buffer {
 	struct iwv_buffer *next;
 	struct region r;
 	size_t size;
-	int adopted; /* iwv_adopt_buffer: r.mem is the application's range */
+	int adopted; /* iwv_adopt_buffer: r.mem is the application's range; IWVI_ARENA: the session's arena (adopt.c) */
 };
+
+/* iwv_buffer.adopted of the session's arena: one sparse memfd holding every
+ * page iwv_adopt_pages adopted at file offset = its address (adopt.c). */
+#define IWVI_ARENA 2
 
 struct iwv_pd {
 	struct iwv_session *s;
@@ -99,6 +104,7 @@ struct iwv_mr {
 	void *addr;
 	size_t len;
 	int process;
+	int arena; /* registered in the session's arena (adopt.c): keeps its pages adopted */
 };
 
 struct iwv_comp_channel {
@@ -217,6 +223,9 @@ int iwvi_region_create(struct region *r, const char *name, size_t size);
 void iwvi_region_close(struct region *r);
 /* Unmaps a buffer, or gives an adopted one private pages back (mr.c). */
 void iwvi_buffer_release(struct iwv_buffer *b);
+/* 1 when [addr, addr+len) is still b's memory (an adopted buffer's pages
+ * may have been unmapped or mapped anew by the application: adopt.c). */
+int iwvi_buffer_holds(const struct iwv_buffer *b, uintptr_t addr, size_t len);
 
 /* lists */
 #define LIST_REMOVE(headp, type, obj)                    \

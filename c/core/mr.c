@@ -9,8 +9,6 @@
  */
 #include <errno.h>
 #include <stdlib.h>
-#include <sys/mman.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -93,83 +91,6 @@ IWV_EXPORT size_t iwv_buffer_len(const struct iwv_buffer *b)
 	return b->size;
 }
 
-/* Copies between the memfd and memory with raw pread/pwrite system calls:
- * the kernel reads or writes whole pages, and no user-space copy (which a
- * sanitizer would check against its redzones around the application's
- * objects on those pages) is involved. */
-static int fd_copy(int fd, void *mem, size_t len, int to_fd)
-{
-	size_t done = 0;
-	while (done < len) {
-		long n = syscall(to_fd ? SYS_pwrite64 : SYS_pread64, fd, (char *)mem + done, len - done, (off_t)done);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		done += (size_t)n;
-	}
-	return 0;
-}
-
-/* Puts mapping tmp (len bytes) at dst in one mremap(2): MREMAP_FIXED
- * unmaps what was there, so dst is never unmapped in between. */
-static int move_over(void *tmp, void *dst, size_t len)
-{
-	if (mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, dst) == MAP_FAILED)
-		return -errno;
-	return 0;
-}
-
-IWV_EXPORT int iwv_adopt_buffer(struct iwv_session *s, void *addr, size_t len, struct iwv_buffer **out)
-{
-	*out = NULL;
-	if (!addr || len == 0 || ((uintptr_t)addr | len) & (W_PAGE_SIZE - 1))
-		return iwvi_seterr(s, EINVAL, "adopt-buffer: %p+%zu is not whole pages", addr, len);
-	if (__atomic_load_n(&s->dead, __ATOMIC_ACQUIRE))
-		return iwvi_seterr(s, ENODEV, "adopt-buffer: iwarpd: daemon closed the session");
-	struct iwv_buffer *b = calloc(1, sizeof *b);
-	if (!b)
-		return iwvi_seterr(s, ENOMEM, "adopt-buffer");
-	int r = iwvi_region_create(&b->r, "adopted", len);
-	if (r == 0) {
-		r = fd_copy(b->r.fd, addr, len, 1);
-		if (r == 0)
-			r = move_over(b->r.mem, addr, len);
-		if (r < 0)
-			iwvi_region_close(&b->r);
-	}
-	if (r < 0) {
-		free(b);
-		return iwvi_seterr(s, r, "adopt-buffer: %p+%zu", addr, len);
-	}
-	b->r.mem = addr;
-	b->s = s;
-	b->size = len;
-	b->adopted = 1;
-	pthread_mutex_lock(&s->mu);
-	b->next = s->buffers;
-	s->buffers = b;
-	pthread_mutex_unlock(&s->mu);
-	*out = b;
-	return 0;
-}
-
-void iwvi_buffer_release(struct iwv_buffer *b)
-{
-	if (!b->adopted) {
-		iwvi_region_close(&b->r);
-		return;
-	}
-	/* Give the application private pages with the same contents back; if
-	 * that fails the shared mapping stays (the memory stays valid). */
-	void *tmp = mmap(NULL, b->r.len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (tmp != MAP_FAILED && (fd_copy(b->r.fd, tmp, b->r.len, 0) < 0 || move_over(tmp, b->r.mem, b->r.len) < 0))
-		munmap(tmp, b->r.len);
-	close(b->r.fd);
-	b->r.fd = -1;
-	b->r.mem = NULL;
-}
-
 IWV_EXPORT int iwv_free_buffer(struct iwv_buffer *b)
 {
 	if (!b)
@@ -188,13 +109,21 @@ static struct iwv_buffer *find_buffer(struct iwv_session *s, uintptr_t addr, siz
 {
 	for (struct iwv_buffer *b = s->buffers; b; b = b->next) {
 		uintptr_t base = (uintptr_t)b->r.mem;
+		if (b == s->arena)
+			continue; /* below: it "holds" every address */
 		if (addr < base)
 			continue;
 		uint64_t o = addr - base;
 		if (o > b->size || len > b->size - o)
 			continue;
+		if (!iwvi_buffer_holds(b, addr, len))
+			continue; /* adopted pages the application has unmapped since: process memory now */
 		*off = o;
 		return b;
+	}
+	if (s->arena && iwvi_buffer_holds(s->arena, addr, len)) {
+		*off = addr; /* the arena's offset is the address */
+		return s->arena;
 	}
 	return NULL;
 }
@@ -246,6 +175,7 @@ IWV_EXPORT int iwv_reg_mr(struct iwv_pd *pd, void *addr, size_t len, int access,
 		mr->addr = addr;
 		mr->len = len;
 		mr->process = !b;
+		mr->arena = b && b == s->arena;
 		json_decref(rep);
 		mr->next = s->mrs;
 		s->mrs = mr;
@@ -291,4 +221,8 @@ IWV_EXPORT size_t iwv_mr_len(const struct iwv_mr *mr)
 IWV_EXPORT int iwv_mr_is_process(const struct iwv_mr *mr)
 {
 	return mr->process;
+}
+IWV_EXPORT int iwv_mr_is_adopted(const struct iwv_mr *mr)
+{
+	return mr->arena;
 }

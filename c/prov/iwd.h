@@ -167,7 +167,6 @@ struct iwd_domain {
 	uint32_t api_version;
 	uint64_t mr_mode;
 	uint64_t caps;              /* the fi_info's caps (FI_ATOMIC: MRs take atomics) */
-	struct iwd_list adopted;    /* struct iwd_adopt: pages adopted as atomic targets */
 	struct iwd_list eps;        /* every endpoint: domain-wide progress */
 	struct iwd_stage *stage;
 	struct iwd_rcache rcache;   /* registrations of unregistered send buffers */
@@ -223,13 +222,6 @@ uint32_t iwd_stage_lkey(struct iwd_domain *dom);
 uint32_t iwd_stage_rkey(struct iwd_domain *dom);
 
 /* ---- memory regions (iwd_mr.c) ---- */
-struct iwd_adopt {            /* application pages turned into a buffer in place */
-	struct iwd_list link;  /* dom->adopted */
-	struct iwv_buffer *b;
-	char *lo, *hi;
-	int refs;              /* MRs in it */
-};
-
 struct iwd_mr {
 	struct fid_mr mr_fid;
 	struct iwd_domain *dom;
@@ -238,7 +230,7 @@ struct iwd_mr {
 	size_t len;
 	uint64_t access;
 	int atomic;           /* registered with remote atomic access */
-	struct iwd_adopt *adopt;
+	int arena;             /* on the session's arena of adopted pages (iwd_mr.c) */
 };
 int iwd_mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t access, uint64_t offset,
 	       uint64_t requested_key, uint64_t flags, struct fid_mr **mr, void *context);

@@ -196,7 +196,6 @@ int iwd_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_
 	dom->fab = fab;
 	pthread_mutex_init(&dom->lock, NULL);
 	iwd_list_init(&dom->eps);
-	iwd_list_init(&dom->adopted);
 	dom->caps = info ? info->caps : 0;
 	dom->api_version = fabric->api_version;
 	dom->mr_mode = info && info->domain_attr ? (uint64_t)info->domain_attr->mr_mode : 0;

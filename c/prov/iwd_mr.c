@@ -14,15 +14,27 @@
  * with FI_REMOTE_WRITE is registered with remote atomic access. The daemon
  * executes atomics with CPU atomic instructions on a shared mapping, so
  * process memory cannot take them (EOPNOTSUPP, docs/memory-registration.md):
- * the provider then adopts the MR's whole pages in place (iwv_adopt_buffer:
- * same address, same contents, now a memfd mapping shared with the daemon)
- * unless FI_IWARPD_ATOMIC_ADOPT=0, the pages overlap another adoption
- * partially, or they are a shared mapping (MAP_SHARED, proc(5)
- * /proc/self/maps "s"): moving those into a memfd of this process alone
- * would silently unshare them from every other process mapping the same
- * object (Open MPI's osc rdma keeps its window state in such a segment).
- * Otherwise the MR takes RMA but not atomics (FI_EACCES at the initiator).
- * Adopted pages go back to private memory when their last MR closes.
+ * the provider then adopts the MR's whole pages in place into the
+ * session's arena (iwv_adopt_pages: same address, same contents, now a
+ * sparse memfd shared with the daemon, every page at file offset = its
+ * address) unless FI_IWARPD_ATOMIC_ADOPT=0 or they hold a shared mapping
+ * (MAP_SHARED, proc(5) /proc/self/maps "s"): moving those into a memfd of
+ * this process alone would silently unshare them from every other process
+ * mapping the same object (Open MPI's osc rdma keeps its window state in
+ * such a segment when a node runs several ranks). Otherwise the MR takes
+ * RMA but not atomics (FI_EACCES at the initiator).
+ *
+ * One arena, not a memfd per MR: a registration cache (Open MPI's grdma
+ * under btl ofi) registers overlapping page ranges — a window over pages
+ * an earlier message buffer's registration adopted in part — and one MR
+ * must be one range of one file. Adopted pages go back to private memory
+ * when the last MR on the arena covering them closes (iwv_release_pages).
+ * The application may unmap adopted pages while MRs on them live (the
+ * registration cache deregisters a freed buffer lazily, after the
+ * munmap(2) of free(3)), and the kernel may map something else there:
+ * libiwverbs counts a page as adopted only while it is the arena at its
+ * own offset (iwv_buffer_mapped), so new memory there is registered, and
+ * adopted, as new memory, and a release never touches it.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -126,21 +138,6 @@ int iwd_check_iov(const struct iovec *iov, void **desc, size_t count)
 	return 0;
 }
 
-/* Drops an MR's hold on its adopted pages; the last one gives them back. */
-static void adopt_put(struct iwd_domain *dom, struct iwd_adopt *a)
-{
-	int last;
-	iwd_lock(dom);
-	last = --a->refs == 0;
-	if (last)
-		iwd_list_remove(&a->link);
-	iwd_unlock(dom);
-	if (!last)
-		return;
-	iwv_free_buffer(a->b);
-	free(a);
-}
-
 static int mr_close(struct fid *fid)
 {
 	struct iwd_mr *mr = iwd_container_of(fid, struct iwd_mr, mr_fid.fid);
@@ -152,9 +149,9 @@ static int mr_close(struct fid *fid)
 				 iwv_last_error(mr->dom->fab->s));
 		}
 	}
+	if (mr->arena) /* the pages no other MR on the arena covers go back */
+		iwv_release_pages(mr->dom->fab->s, mr->addr, mr->len);
 	live_del(mr);
-	if (mr->adopt)
-		adopt_put(mr->dom, mr->adopt);
 	iwd_lock(mr->dom);
 	mr->dom->refs--;
 	iwd_unlock(mr->dom);
@@ -162,129 +159,38 @@ static int mr_close(struct fid *fid)
 	return 0;
 }
 
-/* Whether any page of [lo, hi) is a shared mapping (the "s" of proc(5)
- * /proc/self/maps); an unreadable table counts as shared (nothing adopted). */
-static int shared_mapping(const char *lo, const char *hi)
-{
-	char line[512], perms[8];
-	uintptr_t a, b;
-	int shared = 0;
-	FILE *f = fopen("/proc/self/maps", "re");
-	if (!f)
-		return 1;
-	while (!shared && fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %7s", &a, &b, perms) != 3)
-			continue;
-		if (a < (uintptr_t)hi && (uintptr_t)lo < b && perms[3] == 's')
-			shared = 1;
-	}
-	fclose(f);
-	return shared;
-}
-
-/* Registers process memory [buf, buf+len) for remote atomics by adopting
- * its whole pages (iwv_adopt_buffer); 0, or an errno the caller falls back
- * from. An MR inside existing adopted pages never gets here: libiwverbs
- * finds that buffer and registers it directly. */
-static int adopt_reg(struct iwd_domain *dom, struct iwd_mr *mr, int vacc)
+/* Registers mr with remote atomic access if it can (see the file comment). */
+static int reg_atomic(struct iwd_domain *dom, struct iwd_mr *mr, int vacc)
 {
 	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
 	char *lo = (char *)((uintptr_t)mr->addr & ~(page - 1));
 	char *hi = (char *)(((uintptr_t)mr->addr + mr->len + page - 1) & ~(page - 1));
-	struct iwd_adopt *a;
-	struct iwd_list *it;
-	int ret;
-
-	a = calloc(1, sizeof(*a));
-	if (!a)
-		return -ENOMEM;
-	iwd_lock(dom);
-	iwd_list_foreach(&dom->adopted, it)
-	{
-		struct iwd_adopt *o = iwd_container_of(it, struct iwd_adopt, link);
-		if (lo < o->hi && o->lo < hi) {
-			iwd_unlock(dom);
-			free(a);
-			return -EBUSY; /* partly adopted already: one MR must lie in one buffer */
-		}
-	}
-	if (shared_mapping(lo, hi)) {
-		iwd_unlock(dom);
-		free(a);
-		return -EXDEV; /* another process's mapping too: see the file comment */
-	}
-	ret = iwv_adopt_buffer(dom->fab->s, lo, (size_t)(hi - lo), &a->b);
-	if (!ret) {
-		ret = iwv_reg_mr(dom->pd, mr->addr, mr->len, vacc, &mr->vmr);
-		if (ret)
-			iwv_free_buffer(a->b);
-	}
-	if (ret) {
-		iwd_unlock(dom);
-		free(a);
-		return ret;
-	}
-	a->lo = lo;
-	a->hi = hi;
-	a->refs = 1;
-	iwd_list_insert_tail(&dom->adopted, &a->link);
-	mr->adopt = a;
-	iwd_unlock(dom);
-	return 0;
-}
-
-/* The adoption holding [addr, addr+len), if any (one more MR in it). */
-static struct iwd_adopt *adopt_get(struct iwd_domain *dom, const void *addr, size_t len)
-{
-	struct iwd_list *it;
-	struct iwd_adopt *found = NULL;
-	iwd_lock(dom);
-	iwd_list_foreach(&dom->adopted, it)
-	{
-		struct iwd_adopt *o = iwd_container_of(it, struct iwd_adopt, link);
-		if ((const char *)addr >= o->lo && (const char *)addr + len <= o->hi) {
-			o->refs++;
-			found = o;
-			break;
-		}
-	}
-	iwd_unlock(dom);
-	return found;
-}
-
-/* Registers mr with remote atomic access if it can (see the file comment). */
-static int reg_atomic(struct iwd_domain *dom, struct iwd_mr *mr, int vacc)
-{
-	int ret;
-	mr->adopt = adopt_get(dom, mr->addr, mr->len);
-	ret = iwv_reg_mr(dom->pd, mr->addr, mr->len, vacc | IWV_ACCESS_REMOTE_ATOMIC, &mr->vmr);
-	if (ret == 0) {
-		mr->atomic = 1;
-		return 0;
-	}
-	if (mr->adopt) {
-		adopt_put(dom, mr->adopt);
-		mr->adopt = NULL;
-	}
-	if (ret != -EOPNOTSUPP) /* not a matter of atomics: the plain registration says why */
-		return iwv_reg_mr(dom->pd, mr->addr, mr->len, vacc, &mr->vmr);
+	int ret = iwv_reg_mr(dom->pd, mr->addr, mr->len, vacc | IWV_ACCESS_REMOTE_ATOMIC, &mr->vmr);
+	if (ret != -EOPNOTSUPP) /* inside adopted pages already; or not a matter of atomics */
+		goto done;
 	if (iwd_env.atomic_adopt) {
-		ret = adopt_reg(dom, mr, vacc | IWV_ACCESS_REMOTE_ATOMIC);
+		ret = iwv_adopt_pages(dom->fab->s, lo, (size_t)(hi - lo));
 		if (ret == 0) {
-			mr->atomic = 1;
-			return 0;
+			ret = iwv_reg_mr(dom->pd, mr->addr, mr->len, vacc | IWV_ACCESS_REMOTE_ATOMIC, &mr->vmr);
+			if (ret == 0)
+				goto done;
+			iwv_release_pages(dom->fab->s, lo, (size_t)(hi - lo));
 		}
 		IWD_INFO(FI_LOG_MR, "iwarpd: %p+%zu: its pages cannot be adopted as an atomic target (%s)\n", mr->addr,
-			 mr->len,
-			 ret == -EBUSY   ? "they overlap other adopted pages"
-			 : ret == -EXDEV ? "they are a shared mapping (MAP_SHARED), which adoption would unshare"
-					 : iwv_last_error(dom->fab->s));
+			 mr->len, iwv_last_error(dom->fab->s));
 	}
 	IWD_INFO(FI_LOG_MR,
 		 "iwarpd: %p+%zu is registered without remote atomic access: atomics targeting it complete with "
 		 "FI_EACCES (FI_IWARPD_ATOMIC_ADOPT=1 adopts its pages, docs/libfabric.md)\n",
 		 mr->addr, mr->len);
 	return iwv_reg_mr(dom->pd, mr->addr, mr->len, vacc, &mr->vmr);
+done:
+	if (ret == 0) {
+		mr->atomic = 1;
+	} else if (ret != -EOPNOTSUPP) {
+		ret = iwv_reg_mr(dom->pd, mr->addr, mr->len, vacc, &mr->vmr); /* which says why, if it fails */
+	}
+	return ret;
 }
 
 static int mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
@@ -365,6 +271,7 @@ int iwd_mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t access, ui
 				 buf, len, iwv_last_error(dom->fab->s));
 		mr->vmr = NULL;
 	}
+	mr->arena = mr->vmr && iwv_mr_is_adopted(mr->vmr); /* any MR inside adopted pages keeps them */
 	mr->mr_fid.fid.fclass = FI_CLASS_MR;
 	mr->mr_fid.fid.context = context;
 	mr->mr_fid.fid.ops = &mr_fi_ops;

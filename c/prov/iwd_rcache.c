@@ -36,6 +36,7 @@ struct iwd_rcache_entry {
 	struct iwd_list link;  /* rc->lru, most recently used first */
 	uintptr_t lo, hi;
 	struct iwv_mr *mr;
+	struct iwv_session *s;
 	int refs;              /* transmits using it */
 	int stale;             /* evict when the last user puts it */
 };
@@ -50,9 +51,14 @@ void iwd_rcache_init(struct iwd_rcache *rc, size_t max)
 
 static void drop(struct iwd_rcache *rc, struct iwd_rcache_entry *e)
 {
+	struct iwv_session *s = e->s;
+	int adopted;
 	iwd_list_remove(&e->link);
 	rc->n--;
+	adopted = iwv_mr_is_adopted(e->mr); /* inside pages adopted for an atomic target (iwd_mr.c) */
 	iwv_dereg_mr(e->mr);
+	if (adopted)
+		iwv_release_pages(s, (void *)e->lo, e->hi - e->lo);
 	free(e);
 }
 
@@ -110,6 +116,7 @@ struct iwd_rcache_entry *iwd_rcache_get(struct iwd_domain *dom, const void *addr
 		return NULL;
 	}
 	rc->misses++;
+	e->s = dom->fab->s;
 	e->refs = 1;
 	iwd_list_insert_head(&rc->lru, &e->link);
 	rc->n++;

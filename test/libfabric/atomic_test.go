@@ -249,3 +249,14 @@ func setLoss(p *netns.Pair, pct int) error {
 	}
 	return nil
 }
+
+// TestAdoptStale runs c/prov/tests/fi_adopt_stale.c: an atomic target's
+// pages (adopted into a memfd) are unmapped while their MR lives and new
+// memory is mapped at the same address, as Open MPI's registration cache
+// lets it happen. A new MR there must be the new memory (an fi_write and a
+// fetch-add land where the application looks), closing the old MR must not
+// put the old contents back over the new memory, and closing the new one
+// gives its pages back intact.
+func TestAdoptStale(t *testing.T) {
+	runProvProgram(t, "fi_adopt_stale")
+}

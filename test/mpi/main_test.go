@@ -30,7 +30,7 @@ var (
 )
 
 // progs are the test programs in progs/ (check.h is their shared header).
-var progs = []string{"wildunexp", "p2p", "anysrc", "trunc", "unexpected", "coll", "rma", "intercomm"}
+var progs = []string{"wildunexp", "p2p", "anysrc", "trunc", "unexpected", "coll", "rma", "intercomm", "passive"}
 
 // rxmProgs are built too but run only by TestMPIRxM (rxm_test.go).
 var rxmProgs = []string{"bigmsg"}

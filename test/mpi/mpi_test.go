@@ -22,6 +22,8 @@ const nsSubnet = "169.254.82.0/24"
 // knownBad are runs that fail for reasons outside iwarpd, by transport and
 // program: they are skipped with the reason (never counted as passes).
 var knownBad = map[string]map[string]string{
+	mpilaunch.BTLOFI: {"trunc": obTrunc},
+	mpilaunch.OB1TCP: {"trunc": obTrunc},
 	mpilaunch.TCP: {
 		"trunc": "libfabric 1.17's tcp provider corrupts its stream after a truncated receive " +
 			"(ofiwg/libfabric#8974, #9136: fixed in 1.18.x); the next MPI_Send fails with MPI_ERR_INTERN",
@@ -30,14 +32,30 @@ var knownBad = map[string]map[string]string{
 	},
 }
 
+// obTrunc: Open MPI 4.1.4's pml ob1 itself writes past a truncated
+// receive's buffer once the message takes its rendezvous protocols (over
+// btl tcp without libfabric too: 64 KiB into 1024 octets, measured; over
+// btl ofi from 4 KiB, its eager limit): MPI_ERR_TRUNCATE is returned, but
+// octets after the buffer are overwritten (docs/mpi.md).
+const obTrunc = "Open MPI 4.1.4's pml ob1 writes past a truncated receive's buffer once the message is sent " +
+	"with its rendezvous protocols (over btl tcp, no libfabric, as well: docs/mpi.md)"
+
+// passiveOnly: the passive-target progress program runs where the target's
+// daemon can complete one-sided operations alone (osc rdma over btl ofi);
+// IWARPD_MPI_PASSIVE_ALL=1 runs it everywhere (to see the others fail).
+const passiveOnly = "osc pt2pt carries one-sided operations as messages the target's MPI library must receive, " +
+	"so a target computing without MPI calls makes no passive progress (docs/mpi.md)"
+
 // btlVerified are the runs of the iwarpd+btl transport (ob1, btl ofi, osc
 // rdma) that every test run makes: those seen passing on both topologies
-// (docs/mpi.md, "One-sided MPI", Status). IWARPD_MPI_BTL_ALL=1 runs the
-// others: wildunexp and trunc fail (data differs; octets written past a
-// truncated receive), rma with 4 ranks ends in a remote access error, and
-// jobs of 4 ranks can fail to start (orteds of one machine racing for
-// their session directory).
-var btlVerified = map[string]bool{"p2p/np2": true, "anysrc/np2": true, "coll/np2": true, "unexpected/np2": true, "rma/np2": true}
+// (docs/mpi.md, "One-sided MPI", Status), and those acceptance needs:
+// rma (both window kinds) with 2 and 4 ranks, passive with 2; the rest
+// are left out to keep the suite short. IWARPD_MPI_BTL_ALL=1 runs them:
+// seen passing (2026-11-28, once) with 4 ranks on loopback p2p, anysrc,
+// coll, unexpected, wildunexp, intercomm, and wildunexp with 2 and 4 on
+// both topologies; trunc is knownBad.
+var btlVerified = map[string]bool{"p2p/np2": true, "anysrc/np2": true, "coll/np2": true, "unexpected/np2": true,
+	"rma/np2": true, "rma/np4": true, "passive/np2": true}
 
 // topology is where a job's two nodes are.
 type topology struct {
@@ -128,6 +146,9 @@ func TestMPIPrograms(t *testing.T) {
 					for _, p := range progs {
 						for _, np := range []int{2, 4} {
 							t.Run(fmt.Sprintf("%s/np%d", p, np), func(t *testing.T) {
+								if p == "passive" && (tr != mpilaunch.BTLOFI || np != 2) && os.Getenv("IWARPD_MPI_PASSIVE_ALL") == "" {
+									t.Skip("passive-target progress is run with 2 ranks over iwarpd+btl only: " + passiveOnly)
+								}
 								if why := knownBad[tr][p]; why != "" {
 									t.Skip("known failure of the transport, not of iwarpd: " + why)
 								}
@@ -149,10 +170,19 @@ func TestMPIPrograms(t *testing.T) {
 // printed its PASS line.
 func runProg(t *testing.T, top topology, tr mpilaunch.Transport, prog string, np int) {
 	j := &mpilaunch.Job{Nodes: top.nodes, Ranks: np, Transport: tr, Prog: filepath.Join(progDir, prog),
-		Dir: t.TempDir(), NSRsh: nsrsh, OneRankPerHost: tr.Name == mpilaunch.BTLOFI,
-		Env: strings.Fields(os.Getenv("IWARPD_MPI_ENV"))} // e.g. FI_LOG_LEVEL=info (docs/mpi.md)
+		Dir: t.TempDir(), NSRsh: nsrsh,
+		// IWARPD_MPI_BTL_SHARED_NODES=1: several ranks per node over
+		// iwarpd+btl too (docs/mpi.md "One rank per node": fails).
+		OneRankPerHost: tr.Name == mpilaunch.BTLOFI && os.Getenv("IWARPD_MPI_BTL_SHARED_NODES") == "",
+		Env:            strings.Fields(os.Getenv("IWARPD_MPI_ENV"))} // e.g. FI_LOG_LEVEL=info (docs/mpi.md)
 	timeout := daemontest.Scaled(60 * time.Second) // the slowest passing run took 12 s here
 	r := mpilaunch.Run(j, timeout)
+	if dir := os.Getenv("IWARPD_MPI_LOG"); dir != "" { // every run's whole output (docs/mpi.md)
+		f := filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+".log")
+		if err := os.WriteFile(f, []byte(r.CommandLine+"\n"+r.Output), 0o644); err != nil {
+			t.Logf("IWARPD_MPI_LOG: %v", err)
+		}
+	}
 	pass := fmt.Sprintf("PASS %s (%d ranks)", prog, np)
 	if r.Err != nil || !strings.Contains(r.Output, pass) {
 		why := "exit status 0 but no line " + pass

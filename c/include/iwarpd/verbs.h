@@ -327,6 +327,28 @@ IWV_EXPORT int iwv_free_buffer(struct iwv_buffer *b);
  * iwv_free_buffer (or closing the session) puts private pages with the
  * same contents back instead of unmapping. -EINVAL unless page-aligned. */
 IWV_EXPORT int iwv_adopt_buffer(struct iwv_session *s, void *addr, size_t len, struct iwv_buffer **out);
+/* 1 when [addr, addr+len) lies in b and is still b's memory: always for
+ * iwv_alloc_buffer's; for an adopted buffer, while the application has
+ * neither unmapped those pages nor mapped something else there (proc(5)
+ * /proc/self/maps: the memfd at its own offset). iwv_reg_mr registers
+ * pages that are no longer adopted as process memory, and iwv_free_buffer
+ * gives back only the pages still adopted. 0 otherwise. */
+IWV_EXPORT int iwv_buffer_mapped(const struct iwv_buffer *b, const void *addr, size_t len);
+/* Adopts the application's whole pages [addr, addr+len) into the session's
+ * arena, in place as iwv_adopt_buffer does: one sparse memfd holding each
+ * page at file offset = its address, so that ranges adopted at different
+ * times (adjacent or overlapping) are one range of one file and an MR may
+ * span them. Pages adopted already stay as they are. Refused: a range not
+ * all mapped (-EFAULT), not readable and writable (-EACCES), or holding a
+ * shared mapping of another object (-EXDEV: adoption would unshare it from
+ * the processes that map it). iwv_reg_mr inside adopted pages registers
+ * the arena (zero copy; remote atomic access allowed). */
+IWV_EXPORT int iwv_adopt_pages(struct iwv_session *s, void *addr, size_t len);
+/* Gives back the arena's pages of [addr, addr+len) (rounded out to pages)
+ * that no live MR on the arena covers: private again with the same
+ * contents, the arena's copy freed. Pages the application has unmapped or
+ * mapped anew since are left alone (iwv_buffer_mapped). */
+IWV_EXPORT int iwv_release_pages(struct iwv_session *s, void *addr, size_t len);
 
 /* Registers [addr, addr+len). Inside one buffer of iwv_alloc_buffer the
  * buffer's memfd range is registered (zero-copy: the daemon maps it);
@@ -342,6 +364,10 @@ IWV_EXPORT void *iwv_mr_addr(const struct iwv_mr *mr);
 IWV_EXPORT size_t iwv_mr_len(const struct iwv_mr *mr);
 /* 1 when the MR is application memory (the process form), 0 for a buffer. */
 IWV_EXPORT int iwv_mr_is_process(const struct iwv_mr *mr);
+/* 1 when the MR is registered on the session's arena of adopted pages
+ * (iwv_adopt_pages): iwv_release_pages after its deregistration gives back
+ * the pages no other MR covers. */
+IWV_EXPORT int iwv_mr_is_adopted(const struct iwv_mr *mr);
 
 /* ---- completion channels and completion queues ---- */
 

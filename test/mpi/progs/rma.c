@@ -6,17 +6,214 @@
  * target), on a window of memory the program allocated itself with malloc
  * (MPI_Win_create) and on one MPI allocated (MPI_Win_allocate).
  *
+ * Then every atomic Open MPI's osc rdma may issue as a network atomic
+ * (btl ofi: fi_atomic/fi_fetch_atomic/fi_compare_atomic, docs/atomics.md):
+ * MPI_Fetch_and_op and single-element MPI_Accumulate with MPI_SUM and
+ * MPI_REPLACE (the others: see op_name), and MPI_Compare_and_swap, on 32-
+ * and 64-bit signed integers, every rank at
+ * once on rank 0's words (32-bit words two to an 8-aligned word, so that
+ * neighbours change both halves of one word at once); final values and
+ * every fetched value checked.
+ *
  * Window layout (per rank, WSIZE octets): [0, BIG) put/get area, then
- * NACC int64 accumulators, then the fetch-and-op counter.
+ * NACC int64 accumulators, the fetch-and-op counter and compare-and-swap
+ * slot, then the atomics' words (ATOM_OFF).
  */
 #include "check.h"
 
 #define BIG (1 << 20)
 #define NACC 1024
-#define WSIZE (BIG + (NACC + 8) * 8)
+#define WSIZE (BIG + (NACC + 64) * 8)
 #define ACC_OFF BIG
 #define CNT_OFF (BIG + NACC * 8)
+#define ATOM_OFF (CNT_OFF + 16)
 #define NFOP 200
+
+/* Only MPI_SUM and MPI_REPLACE (and compare-and-swap): Open MPI 4.1.4's
+ * btl ofi knows no other network atomic (btl_ofi_atomics.c to_fi_op: ADD
+ * and SWAP, anything else "Unknown or unsupported atomic op" and the job
+ * aborts before anything reaches libfabric), and osc rdma hands it MPI_MIN,
+ * MPI_MAX, MPI_BAND, MPI_BOR, MPI_BXOR all the same (measured). The
+ * provider's FI_MIN, FI_MAX, FI_BAND, FI_BOR and FI_BXOR are checked by
+ * c/prov/tests/t_fi_atomic.c (docs/mpi.md, docs/atomics.md). */
+enum { A_SUM, A_REPLACE, NOPS };
+static const char *const op_name[NOPS] = {"SUM", "REPLACE"};
+#define NSUM 10 /* fetch-adds per rank */
+
+static MPI_Op op_of(int k)
+{
+	switch (k) {
+	case A_SUM:
+		return MPI_SUM;
+	default:
+		return MPI_REPLACE;
+	}
+}
+
+/* The word's value before any rank's operation k. */
+static int64_t a_init(int k)
+{
+	switch (k) {
+	case A_SUM:
+		return -5;
+	default: /* A_REPLACE */
+		return -1;
+	}
+}
+
+/* Rank r's operand for operation k. */
+static int64_t a_val(int k, int r)
+{
+	switch (k) {
+	case A_SUM:
+		return r + 1;
+	default: /* A_REPLACE */
+		return 100 + r;
+	}
+}
+
+/* The word's value once every rank did k (times NSUM for SUM); REPLACE:
+ * any rank's operand, checked apart. */
+static int64_t a_final(int k, int n)
+{
+	int64_t v = a_init(k);
+	for (int r = 0; r < n; r++) {
+		int64_t x = a_val(k, r);
+		switch (k) {
+		case A_SUM:
+			v += NSUM * x;
+			break;
+		}
+	}
+	return v;
+}
+
+/* Offset of the word of operation k, size sz, fetching (f 1) or not. */
+static MPI_Aint a_off(int k, int sz, int f)
+{
+	int slot = k * 2 + f; /* 2 * NOPS words per size */
+	return sz == 8 ? ATOM_OFF + 8 * slot : ATOM_OFF + 8 * 2 * NOPS + 4 * slot;
+}
+#define CAS32_OFF (ATOM_OFF + 12 * 2 * NOPS) /* after both sizes' words */
+
+static int64_t ld(const uint8_t *p, int sz)
+{
+	if (sz == 4) {
+		int32_t v;
+		memcpy(&v, p, 4);
+		return v;
+	}
+	int64_t v;
+	memcpy(&v, p, 8);
+	return v;
+}
+
+static void st(uint8_t *p, int sz, int64_t v)
+{
+	if (sz == 4) {
+		int32_t w = (int32_t)v;
+		memcpy(p, &w, 4);
+	} else {
+		memcpy(p, &v, 8);
+	}
+}
+
+/* atomics: every rank, under MPI_Win_lock_all, does each operation on rank
+ * 0's words of both sizes, fetching and not; then compare-and-swap on
+ * 32 bits. Rank 0 checks the finals, every rank its fetched values. */
+static void atomics(MPI_Win win, uint8_t *base, const char *kind)
+{
+	int64_t fetched[2][NOPS][NSUM];
+	if (g_rank == 0) {
+		CALL(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win));
+		for (int sz = 4; sz <= 8; sz += 4)
+			for (int k = 0; k < NOPS; k++)
+				for (int f = 0; f < 2; f++)
+					st(base + a_off(k, sz, f), sz, a_init(k));
+		st(base + CAS32_OFF, 4, 0);
+		CALL(MPI_Win_unlock(0, win));
+	}
+	CALL(MPI_Barrier(MPI_COMM_WORLD));
+	CALL(MPI_Win_lock_all(0, win));
+	for (int sz = 4; sz <= 8; sz += 4) {
+		MPI_Datatype t = sz == 4 ? MPI_INT32_T : MPI_INT64_T;
+		for (int k = 0; k < NOPS; k++) {
+			uint8_t v[8], got[8];
+			if (getenv("RMA_OPS") && !strstr(getenv("RMA_OPS"), op_name[k])) continue;
+			st(v, sz, a_val(k, g_rank));
+			for (int i = 0; i < (k == A_SUM ? NSUM : 1); i++) {
+				CALL(MPI_Fetch_and_op(v, got, t, 0, a_off(k, sz, 1), op_of(k), win));
+				CALL(MPI_Win_flush(0, win));
+				fetched[sz / 8][k][i] = ld(got, sz);
+				CALL(MPI_Accumulate(v, 1, t, 0, a_off(k, sz, 0), 1, t, op_of(k), win));
+				CALL(MPI_Win_flush(0, win));
+			}
+		}
+	}
+	int32_t cmp = 0, mine = g_rank + 1, old = -1;
+	CALL(MPI_Compare_and_swap(&mine, &cmp, &old, MPI_INT32_T, 0, CAS32_OFF, win));
+	CALL(MPI_Win_unlock_all(win));
+
+	/* Fetched values: what the word may have held at that moment. */
+	for (int s8 = 0; s8 < 2; s8++) {
+		int sz = s8 ? 8 : 4;
+		for (int k = 0; k < NOPS; k++) {
+			int64_t x = fetched[s8][k][0], lo = a_init(k), hi = a_final(k, g_size);
+			int ok = 1;
+			switch (k) {
+			case A_SUM: /* increasing, between init and final */
+				for (int i = 0; i < NSUM; i++)
+					ok &= fetched[s8][k][i] >= lo && fetched[s8][k][i] <= hi - (g_rank + 1) &&
+					      (i == 0 || fetched[s8][k][i] > fetched[s8][k][i - 1]);
+				break;
+			case A_REPLACE:
+				ok = x == -1 || (x >= 100 && x < 100 + g_size && x != 100 + g_rank);
+				break;
+			}
+			if (!ok)
+				fail("%s: MPI_Fetch_and_op %s on %d bits: fetched %lld, impossible (init %lld, final %lld)", kind,
+				     op_name[k], sz * 8, (long long)x, (long long)lo, (long long)hi);
+		}
+	}
+	/* REPLACE: the fetched values and the final one are each operand and
+	 * the initial value exactly once. */
+	int64_t rep[2] = {fetched[0][A_REPLACE][0], fetched[1][A_REPLACE][0]}, *all = xmalloc(sizeof(int64_t) * 2 * (size_t)g_size);
+	CALL(MPI_Gather(rep, 2, MPI_INT64_T, all, 2, MPI_INT64_T, 0, MPI_COMM_WORLD));
+	int won = old == 0, winners = 0;
+	CALL(MPI_Reduce(&won, &winners, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD));
+	if (g_rank == 0) {
+		CALL(MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win)); /* public and private copies */
+		for (int sz = 4; sz <= 8; sz += 4) {
+			for (int k = 0; k < NOPS; k++) {
+				for (int f = 0; f < 2; f++) {
+					int64_t got = ld(base + a_off(k, sz, f), sz), want = a_final(k, g_size);
+					if (sz == 4)
+						want = (int32_t)want;
+					if (k == A_REPLACE ? !(got >= 100 && got < 100 + g_size) : got != want)
+						fail("%s: %s %s on %d bits by %d ranks: word %lld, want %lld", kind,
+						     f ? "MPI_Fetch_and_op" : "MPI_Accumulate", op_name[k], sz * 8, g_size,
+						     (long long)got, (long long)want);
+				}
+			}
+			uint64_t seen = 0; /* bit r: operand of rank r; bit 63: the initial -1 */
+			int64_t fin = ld(base + a_off(A_REPLACE, sz, 1), sz);
+			for (int r = 0; r <= g_size; r++) {
+				int64_t x = r < g_size ? all[2 * r + sz / 8] : fin;
+				int bit = x == -1 ? 63 : (int)(x - 100);
+				if ((bit != 63 && (bit < 0 || bit >= g_size)) || (seen >> bit & 1))
+					fail("%s: MPI_REPLACE chain on %d bits: value %lld twice or unknown", kind, sz * 8,
+					     (long long)x);
+				else
+					seen |= (uint64_t)1 << bit;
+			}
+		}
+		if (winners != 1)
+			fail("%s: 32-bit Compare_and_swap: %d ranks swapped, want exactly 1", kind, winners);
+		CALL(MPI_Win_unlock(0, win));
+	}
+	free(all);
+	CALL(MPI_Barrier(MPI_COMM_WORLD));
+}
 
 static void run(MPI_Win win, uint8_t *base, const char *kind)
 {
@@ -131,6 +328,7 @@ static void run(MPI_Win win, uint8_t *base, const char *kind)
 		fail("%s: Compare_and_swap: %d ranks swapped, want exactly 1 (mine returned %lld)", kind, winners,
 		     (long long)old);
 	CALL(MPI_Barrier(MPI_COMM_WORLD));
+	atomics(win, base, kind);
 	free(tmp);
 	free(v);
 	free(fetched);
