@@ -37,10 +37,9 @@ func runProvProgram(t *testing.T, name string, args ...string) {
 		t.Fatalf("cc %s.c: %v\n%s", name, err, out)
 	}
 	d := daemon(t, name, daemontest.Options{})
-	// A bound against a hang only: fi_rcache moves 10 GiB through process
-	// memory, 25–32 s on a machine of this kind with the copier thread
-	// (35–40 s with the copier goroutine before it, 12 s with
-	// process_vm_readv on the engine; docs/memory-registration.md).
+	// A bound against a hang only: fi_rcache moves 2 GiB through process
+	// memory (2,000 sends; 10,000 took 25–32 s on a machine of this kind
+	// with the copier thread, docs/memory-registration.md).
 	ctx, cancel := context.WithTimeout(context.Background(), daemontest.Scaled(2*time.Minute))
 	defer cancel()
 	if len(args) == 0 {
@@ -57,7 +56,7 @@ func runProvProgram(t *testing.T, name string, args ...string) {
 	d.CheckAlive(t)
 }
 
-// TestRegistrationCache runs c/prov/tests/fi_rcache.c: 10,000 rendezvous
+// TestRegistrationCache runs c/prov/tests/fi_rcache.c: 2,000 rendezvous
 // sends of one reused, unregistered 1 MiB buffer make at most one control
 // round trip with the daemon (the session counts them), and the receiver
 // sees the buffer's current content every time.

@@ -1,6 +1,6 @@
 /*
  * fi_rcache — the registration cache keeps the control plane off the data
- * path: 10,000 rendezvous sends (fi_send(3)) of one reused 1 MiB buffer the
+ * path: N rendezvous sends (fi_send(3)) of one reused 1 MiB buffer the
  * application never registered cost at most one control round trip with
  * the daemon (one registration), counted by the session
  * (fi_ext_iwarpd.h FI_IWARPD_STATS_OPS, iwv_session_stats). The buffer's
@@ -11,7 +11,9 @@
  * registers and deregisters its buffer, two round trips each.
  *
  * One process, two RDM endpoints on the daemon named by FI_IWARPD_SOCKET.
- *   fi_rcache [PROV]       prints "fi_rcache: ok" and exits 0, else 1
+ *   fi_rcache [PROV [N]]   N sends (default 2,000; the figures in
+ *                          docs/libfabric.md were taken with 10,000);
+ *                          prints "fi_rcache: ok" and exits 0, else 1
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -29,7 +31,9 @@
 #define FITEST_NAME "fi_rcache"
 #include "fitest.h"
 
-enum { SENDS = 10000, LEN = 1 << 20 };
+enum { LEN = 1 << 20 };
+
+static long SENDS = 2000;
 
 /* wait1 reads one completion of cq (bounded: 30 s); an error completion
  * is a failure. */
@@ -76,6 +80,10 @@ int main(int argc, char **argv)
 
 	if (!sbuf || !rbuf)
 		return 1;
+	if (argc > 2 && (SENDS = strtol(argv[2], NULL, 10)) < 2) {
+		fprintf(stderr, FITEST_NAME ": N must be at least 2, not %s\n", argv[2]);
+		return 1;
+	}
 	setenv("FI_IWARPD_STAGING", "65536", 0); /* before the provider reads its parameters */
 	hints->ep_attr->type = FI_EP_RDM;
 	hints->caps = FI_MSG;
@@ -105,7 +113,7 @@ int main(int argc, char **argv)
 
 	ops->get(dom, &s0);
 	t0 = now_s();
-	for (uint64_t i = 0; i < SENDS; i++) {
+	for (uint64_t i = 0; i < (uint64_t)SENDS; i++) {
 		uint64_t got[2];
 		memcpy(sbuf, &i, sizeof(i));
 		memcpy(sbuf + LEN - sizeof(i), &i, sizeof(i));
@@ -122,7 +130,7 @@ int main(int argc, char **argv)
 		}
 	}
 	ops->get(dom, &s1);
-	printf(FITEST_NAME ": %d sends of %d octets in %.2f s: %llu control round trips, %llu registrations, "
+	printf(FITEST_NAME ": %ld sends of %d octets in %.2f s: %llu control round trips, %llu registrations, "
 	       "cache %llu hits %llu misses\n",
 	       SENDS, LEN, now_s() - t0, (unsigned long long)(s1.control_calls - s0.control_calls),
 	       (unsigned long long)(s1.reg_mr_calls - s0.reg_mr_calls),
@@ -132,7 +140,7 @@ int main(int argc, char **argv)
 	       (unsigned long long)(s1.reg_mr_calls - s0.reg_mr_calls));
 	EXPECT(s1.control_calls - s0.control_calls <= 1, "%llu control round trips, want at most 1",
 	       (unsigned long long)(s1.control_calls - s0.control_calls));
-	EXPECT(s1.mr_cache_hits - s0.mr_cache_hits >= SENDS - 1, "%llu cache hits, want %d",
+	EXPECT(s1.mr_cache_hits - s0.mr_cache_hits >= (uint64_t)SENDS - 1, "%llu cache hits, want %ld",
 	       (unsigned long long)(s1.mr_cache_hits - s0.mr_cache_hits), SENDS - 1);
 
 	for (int i = 0; i < 2; i++) {
