@@ -195,12 +195,16 @@ int main(int argc, char **argv)
 	EXPECT(n == 1 && ctx[0] == &cntr_b_ctx, "fi_poll after fi_cntr_adderr: %d, first %p, want the receive counter",
 	       n, n > 0 ? ctx[0] : NULL);
 
-	/* A CQ holding only an error entry is reported: a cancelled receive. */
+	/* A CQ holding only an error entry is reported: a cancelled receive
+	 * (which also counts as an error of b's receive counter). */
 	POST(fi_recv(b, late, sizeof(late), NULL, FI_ADDR_UNSPEC, &cctx), "fi_recv");
 	CHECK(fi_cancel(&b->fid, &cctx));
 	n = poll_once(ps, ctx, MAXCTX);
-	EXPECT(n == 1 && ctx[0] == &cq_b_ctx, "fi_poll with an error entry in b's CQ: %d, first %p, want b's CQ", n,
+	EXPECT(n == 2 && ctx[0] == &cq_b_ctx && ctx[1] == &cntr_b_ctx,
+	       "fi_poll with an error entry in b's CQ: %d, first %p, want b's CQ and receive counter", n,
 	       n > 0 ? ctx[0] : NULL);
+	EXPECT(fi_cntr_readerr(cntr_b) == 2, "receive counter errors %llu, want 2",
+	       (unsigned long long)fi_cntr_readerr(cntr_b));
 
 	/* fi_poll_del: the CQ is no longer reported and may be closed. */
 	CHECK(fi_poll_del(ps, &cq_b->fid, 0));
