@@ -350,6 +350,9 @@ struct iwd_cntr {
 	int refs;
 };
 int iwd_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr, struct fid_cntr **cntr, void *context);
+
+/* ---- poll sets (iwd_poll.c, fi_poll(3)): CQs and counters of a domain ---- */
+int iwd_poll_open(struct fid_domain *domain, struct fi_poll_attr *attr, struct fid_poll **pollset);
 void iwd_cntr_inc(struct iwd_cntr *c);
 int iwd_cntr_trywait(struct iwd_cntr *c);
 void iwd_cntr_err(struct iwd_cntr *c);

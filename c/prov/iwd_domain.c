@@ -91,14 +91,6 @@ static int scalable_ep(struct fid_domain *domain, struct fi_info *info, struct f
 	return -FI_ENOSYS;
 }
 
-static int poll_open(struct fid_domain *domain, struct fi_poll_attr *attr, struct fid_poll **pollset)
-{
-	IWD_UNUSED(domain);
-	IWD_UNUSED(attr);
-	IWD_UNUSED(pollset);
-	return -FI_ENOSYS;
-}
-
 static int stx_ctx(struct fid_domain *domain, struct fi_tx_attr *attr, struct fid_stx **stx, void *context)
 {
 	IWD_UNUSED(domain);
@@ -124,7 +116,7 @@ static struct fi_ops_domain domain_ops = {
 	.endpoint = iwd_ep_open,
 	.scalable_ep = scalable_ep,
 	.cntr_open = iwd_cntr_open,
-	.poll_open = poll_open,
+	.poll_open = iwd_poll_open,
 	.stx_ctx = stx_ctx,
 	.srx_ctx = srx_ctx,
 	.query_atomic = iwd_query_atomic,
