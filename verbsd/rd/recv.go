@@ -455,8 +455,8 @@ func (e *Engine) claim(q *QP, m *inMsg) bool {
 	if slot == nil {
 		return false
 	}
-	w := &e.recv // its translated SGEs are reused: no allocation per message
-	if st := e.LoadRecv(q.QP, w, slot); st != proto.WCSuccess {
+	w := &e.recv // validated only: placeSend translates each segment's own octets
+	if st := e.LoadRecvRange(q.QP, w, slot, 0, 0); st != proto.WCSuccess {
 		e.FailWR(q.QP, q.RecvCQ, w.WRID, proto.WCRecv, st)
 		return false
 	}
@@ -527,8 +527,12 @@ func (e *Engine) placeSend(q *QP, src netip.AddrPort, h *ddp.Header, seg []byte,
 		}
 		return
 	}
-	w := &e.recv // its translated SGEs are reused: no allocation per message
-	if st := e.LoadRecv(q.QP, w, m.raw); st != proto.WCSuccess {
+	// Only the octets this segment covers are translated (ud/recvrange.go):
+	// a receive in process memory stages and writes just them, not its whole
+	// buffer for every segment. The SGE slice is reused: no allocation per
+	// message.
+	w := &e.recv
+	if st := e.LoadRecvRange(q.QP, w, m.raw, uint64(m.got), uint64(len(payload))); st != proto.WCSuccess {
 		e.completeRecv(q, src, m, st, 0, solicited)
 		r.endInMsg(src, m)
 		e.errorQP(q, "receive work request "+st.String())
@@ -545,8 +549,8 @@ func (e *Engine) placeSend(q *QP, src netip.AddrPort, h *ddp.Header, seg []byte,
 		}
 		return
 	}
-	scatterAt(w.Bufs, int(m.got), payload)
-	if e.Commit(w.Bufs, int(m.got), len(payload)) != nil { // rnic/stage.go: the receive's process memory went away
+	scatterAt(w.Bufs, 0, payload)
+	if e.Commit(w.Bufs, 0, len(payload)) != nil { // rnic/stage.go: the receive's process memory went away
 		e.sendError(q, src, iwerr.RDMAPLocalCatastrophicError, seg[:hl], nil, len(seg))
 		e.completeRecv(q, src, m, proto.WCLocProtErr, uint32(end), solicited)
 		if m.discard = !h.Last; !m.discard {
