@@ -23,7 +23,8 @@
 //	25000-25599  test/atomics (RC listeners: port 0)
 //	26000-26199  cmd/iwarp-perf, examples/rping (TCP)
 //	26300-26499  cmd/iwarpd
-//	27000-27499  test/hostile (RD 27580-27589)
+//	27000-27499  test/hostile (RD 27580-27589; process memory, limits,
+//	             holes, RC hold: 26800-26899, test/hostile/doc.go)
 //	27600-27999  test/cclient, test/libfabric
 //	28200-28399  test/mpi
 //	29000-29899  test/integration (RC 29500-29599, TCP 29800-29899)
