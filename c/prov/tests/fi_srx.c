@@ -16,6 +16,9 @@
  *   3. fi_cancel of a receive posted to the srx: an FI_ECANCELED error on
  *      the srx's CQ; the next message goes to the receive posted after it
  *      and the cancelled buffer is never written;
+ *      a NULL buffer with a length is taken (tcp takes it; fabtests'
+ *      fi_shared_ctx -e msg posts one): a 0-octet message completes into
+ *      it, a longer one completes with FI_EFAULT;
  *   4. fi_recv on the endpoint itself is refused; fi_close(srx) is
  *      -FI_EBUSY while endpoints use it, 0 once they are closed.
  *
@@ -213,6 +216,20 @@ int main(int argc, char **argv)
 	for (i = 0; i < MSGLEN && rbuf[2][i] == 'x'; i++)
 		;
 	EXPECT(i == MSGLEN, "the cancelled receive's buffer was written at %d", i);
+
+	/* 3b. A NULL buffer with a length (fabtests' fi_shared_ctx -e msg
+	 * posts them): a 0-octet message completes, a longer one is
+	 * FI_EFAULT and written nowhere. */
+	POST(fi_recv(srx, NULL, MSGLEN, NULL, 0, &rctx[0]), "fi_recv of a NULL buffer on the srx");
+	CHECK(fi_send(s.ep[0], NULL, 0, NULL, 0, &sctx[0]));
+	n = one_comp(r.cq[0], &c, "a 0-octet message into a NULL buffer");
+	EXPECT(n == 1 && c.op_context == &rctx[0] && c.len == 0, "0 octets, NULL buffer: %zd context %p len %zu", n,
+	       c.op_context, c.len);
+	POST(fi_recv(srx, NULL, MSGLEN, NULL, 0, &rctx[1]), "fi_recv of a NULL buffer on the srx");
+	CHECK(fi_send(s.ep[0], sbuf[0], MSGLEN, NULL, 0, &sctx[1]));
+	n = one_comp(r.cq[0], &c, "a message into a NULL buffer");
+	EXPECT(n == -FI_EFAULT && c.op_context == &rctx[1], "%d octets, NULL buffer: %zd context %p", MSGLEN, n,
+	       c.op_context);
 
 	/* 4. */
 	EXPECT(fi_recv(r.ep[0], rbuf[0], MSGLEN, NULL, 0, &rctx[0]) < 0,
