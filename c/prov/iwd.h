@@ -622,6 +622,8 @@ void iwd_ep_init(struct iwd_ep *ep, struct iwd_domain *dom, struct fi_info *info
 		 const struct iwd_ep_ops *ops);
 /* The endpoint's verbs CQ and QP (at open). */
 int iwd_ep_create_qp(struct iwd_ep *ep, enum iwv_qp_type qpt, size_t rx_depth);
+/* The same with the QP's receives from srq (NULL: its own RQ). */
+int iwd_ep_create_qp_srq(struct iwd_ep *ep, enum iwv_qp_type qpt, size_t rx_depth, struct iwv_srq *srq);
 /* Adds an opened endpoint to its domain, or undoes iwd_ep_init and
  * iwd_ep_create_qp when ret is an error; frees ep then. Returns ret. */
 int iwd_ep_opened(struct iwd_ep *ep, int ret, struct fid_ep **out);
@@ -673,6 +675,9 @@ int iwd_atomic_cas_start(struct iwd_ep *ep, struct iwd_tx *tx, const struct iwv_
 			 enum fi_datatype dt, enum fi_op op, uint64_t operand, uint64_t compare, void *result);
 int iwd_query_atomic(struct fid_domain *domain, enum fi_datatype dt, enum fi_op op, struct fi_atomic_attr *attr,
 		     uint64_t flags);
+
+/* fi_srx_context of MSG endpoints (iwd_srx.c; iwd_srx.h for the rest). */
+int iwd_srx_open(struct fid_domain *domain, struct fi_rx_attr *attr, struct fid_ep **rx_ep, void *context);
 
 /* Passive endpoints (iwd_pep.c). */
 int iwd_passive_ep(struct fid_fabric *fabric, struct fi_info *info, struct fid_pep **pep, void *context);

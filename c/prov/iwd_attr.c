@@ -285,7 +285,8 @@ static int fill_info(uint32_t version, enum fi_ep_type type, const struct iwd_de
 			if (hints->ep_attr->tx_ctx_cnt > 1 || (hints->ep_attr->rx_ctx_cnt > 1 &&
 							       hints->ep_attr->rx_ctx_cnt != FI_SHARED_CONTEXT))
 				return reject(type, __LINE__);
-			if (hints->ep_attr->rx_ctx_cnt == FI_SHARED_CONTEXT)
+			/* A shared receive context: MSG endpoints (iwd_srx.c). */
+			if (hints->ep_attr->rx_ctx_cnt == FI_SHARED_CONTEXT && type != FI_EP_MSG)
 				return reject(type, __LINE__);
 		}
 		if (hints->tx_attr) {
@@ -344,7 +345,10 @@ static int fill_info(uint32_t version, enum fi_ep_type type, const struct iwd_de
 	fi->ep_attr->max_msg_size = max_msg;
 	fi->ep_attr->msg_prefix_size = 0;
 	fi->ep_attr->tx_ctx_cnt = 1;
-	fi->ep_attr->rx_ctx_cnt = 1;
+	fi->ep_attr->rx_ctx_cnt = type == FI_EP_MSG && hints && hints->ep_attr &&
+						  hints->ep_attr->rx_ctx_cnt == FI_SHARED_CONTEXT
+					  ? FI_SHARED_CONTEXT
+					  : 1;
 	/* RMA ordering (RAW, WAR, WAW) holds for a whole message on MSG's one
 	 * stream (msg_order FI_ORDER_STRICT); the other types keep none. */
 	fi->ep_attr->max_order_raw_size = rma_order_size(type, max_msg);
@@ -415,7 +419,7 @@ static int fill_info(uint32_t version, enum fi_ep_type type, const struct iwd_de
 	fi->domain_attr->max_ep_tx_ctx = 1;
 	fi->domain_attr->max_ep_rx_ctx = 1;
 	fi->domain_attr->max_ep_stx_ctx = 0;
-	fi->domain_attr->max_ep_srx_ctx = 0;
+	fi->domain_attr->max_ep_srx_ctx = type == FI_EP_MSG ? 1 : 0; /* iwd_srx.c */
 	fi->domain_attr->cntr_cnt = 1024;
 	fi->domain_attr->mr_iov_limit = 1;
 	fi->domain_attr->caps = IWD_COMM_CAPS;

@@ -100,15 +100,6 @@ static int stx_ctx(struct fid_domain *domain, struct fi_tx_attr *attr, struct fi
 	return -FI_ENOSYS;
 }
 
-static int srx_ctx(struct fid_domain *domain, struct fi_rx_attr *attr, struct fid_ep **rx_ep, void *context)
-{
-	IWD_UNUSED(domain);
-	IWD_UNUSED(attr);
-	IWD_UNUSED(rx_ep);
-	IWD_UNUSED(context);
-	return -FI_ENOSYS;
-}
-
 static struct fi_ops_domain domain_ops = {
 	.size = sizeof(struct fi_ops_domain),
 	.av_open = iwd_av_open,
@@ -118,7 +109,7 @@ static struct fi_ops_domain domain_ops = {
 	.cntr_open = iwd_cntr_open,
 	.poll_open = iwd_poll_open,
 	.stx_ctx = stx_ctx,
-	.srx_ctx = srx_ctx,
+	.srx_ctx = iwd_srx_open, /* MSG endpoints (iwd_srx.c) */
 	.query_atomic = iwd_query_atomic,
 };
 

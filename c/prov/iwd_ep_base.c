@@ -16,6 +16,11 @@
 
 int iwd_ep_create_qp(struct iwd_ep *ep, enum iwv_qp_type qpt, size_t rx_depth)
 {
+	return iwd_ep_create_qp_srq(ep, qpt, rx_depth, NULL);
+}
+
+int iwd_ep_create_qp_srq(struct iwd_ep *ep, enum iwv_qp_type qpt, size_t rx_depth, struct iwv_srq *srq)
+{
 	struct iwd_domain *dom = ep->dom;
 	struct iwv_qp_init_attr qa;
 	struct iwv_qp_cap cap;
@@ -39,6 +44,7 @@ int iwd_ep_create_qp(struct iwd_ep *ep, enum iwv_qp_type qpt, size_t rx_depth)
 	qa.cap.max_recv_sge = IWD_IOV_LIMIT;
 	qa.cap.max_inline = 0;
 	qa.sq_sig_all = 1;
+	qa.srq = srq; /* MSG bound to a shared receive context (iwd_srx.c) */
 	qa.port = ep->want_port;
 	if (qpt != IWV_QPT_RC)
 		qa.qkey = IWD_QKEY;

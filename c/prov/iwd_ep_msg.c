@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "iwd_dgram.h"
+#include "iwd_srx.h"
 
 /* CM_SHUTDOWN: this side called fi_shutdown; CM_CLOSED: FI_SHUTDOWN given. */
 /* CM_ACCEPTING: inside fi_accept, which reports FI_CONNECTED itself. */
@@ -26,6 +27,7 @@ struct iwd_msg_ep {
 	struct sockaddr_in peer;
 	uint16_t from_port; /* opened on a passive endpoint's address: connect from its port */
 	int ended_accepting; /* the connection ended inside fi_accept: FI_SHUTDOWN after its FI_CONNECTED */
+	struct iwd_srx *srx; /* fi_ep_bind(ep, srx): receives come from it (iwd_srx.c) */
 };
 
 static struct iwd_msg_ep *msg_of(struct iwd_ep *ep) { return iwd_container_of(ep, struct iwd_msg_ep, dg.ep); }
@@ -347,6 +349,8 @@ static int msg_rma_write(struct iwd_ep *ep, struct iwv_send_wr *wr, uint64_t op_
 static void msg_fini(struct iwd_ep *ep)
 {
 	struct iwd_list *it;
+	if (msg_of(ep)->srx)
+		iwd_srx_detach(msg_of(ep)->srx, ep);
 	if (ep->rx_cq)
 		iwd_list_foreach(&iwd_dgram(ep)->rx_reqs, it)
 		{
@@ -357,13 +361,86 @@ static void msg_fini(struct iwd_ep *ep)
 	iwd_dgram_fini(ep);
 }
 
+/* A completion: a receive of the shared receive context goes to it. */
+static void msg_wc(struct iwd_ep *ep, struct iwv_wc *wc)
+{
+	struct iwd_wr *w = (struct iwd_wr *)(uintptr_t)wc->wr_id;
+	if (msg_of(ep)->srx && w->kind == IWD_WR_RX_REQ)
+		iwd_srx_wc(msg_of(ep)->srx, ep, wc);
+	else
+		iwd_dgram_wc(ep, wc);
+}
+
+/* fi_enable: an endpoint on a shared receive context has no receive queue
+ * of its own (its bounce pool keeps one slot: iwd_pool_init wants one). */
+static int msg_enable(struct iwd_ep *ep)
+{
+	if (msg_of(ep)->srx && !ep->rq_depth)
+		ep->rq_depth = 1;
+	return iwd_dgram_enable(ep);
+}
+
+/* fi_ep_bind(ep, srx) (fi_endpoint(3)), before fi_enable: the RC QP,
+ * made at fi_endpoint, is made again on the srx's SRQ (the QP is in INIT,
+ * unconnected). Every other binding is the common one. */
+static const struct fi_ops *base_fi_ops;
+static struct fi_ops msg_fi_ops;
+static pthread_once_t msg_fi_once = PTHREAD_ONCE_INIT;
+
+static int msg_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+{
+	struct iwd_ep *ep = iwd_container_of(fid, struct iwd_ep, ep_fid.fid);
+	struct iwd_msg_ep *m = msg_of(ep);
+	struct iwd_srx *srx;
+	int ret;
+	if (!bfid || bfid->fclass != FI_CLASS_SRX_CTX)
+		return __atomic_load_n(&base_fi_ops, __ATOMIC_ACQUIRE)->bind(fid, bfid, flags);
+	srx = iwd_srx_of(bfid);
+	if (!srx)
+		return -FI_EINVAL;
+	iwd_lock(ep->dom);
+	if (ep->enabled || m->srx) {
+		iwd_unlock(ep->dom);
+		return ep->enabled ? -FI_EOPBADSTATE : -FI_EINVAL;
+	}
+	iwv_destroy_qp(ep->qp);
+	iwv_destroy_cq(ep->vcq);
+	ep->qp = NULL;
+	ep->vcq = NULL;
+	/* rx depth: the receive completions its CQ must hold */
+	ret = iwd_ep_create_qp_srq(ep, IWV_QPT_RC, iwd_ep_rx_depth(ep->info), iwd_srx_srq(srx));
+	if (ret) {
+		/* Leave the endpoint as it was: a QP of its own. */
+		if (ep->qp)
+			iwv_destroy_qp(ep->qp);
+		if (ep->vcq)
+			iwv_destroy_cq(ep->vcq);
+		ep->qp = NULL;
+		ep->vcq = NULL;
+		if (iwd_ep_create_qp(ep, IWV_QPT_RC, iwd_ep_rx_depth(ep->info)))
+			IWD_WARN(FI_LOG_EP_CTRL, "iwarpd: the endpoint lost its QP; close it\n");
+		iwd_unlock(ep->dom);
+		return ret;
+	}
+	m->srx = srx;
+	iwd_srx_attach(srx, ep);
+	iwd_unlock(ep->dom);
+	return 0;
+}
+
+static void msg_fi_init(void)
+{
+	msg_fi_ops = *__atomic_load_n(&base_fi_ops, __ATOMIC_ACQUIRE);
+	msg_fi_ops.bind = msg_bind;
+}
+
 static const struct iwd_ep_ops msg_ops = {
 	.datagram = 0,
-	.enable = iwd_dgram_enable,
+	.enable = msg_enable,
 	.disconnect = msg_disconnect,
 	.fini = msg_fini,
 	.progress = iwd_ep_progress,
-	.wc = iwd_dgram_wc,
+	.wc = msg_wc,
 	.cancel = iwd_dgram_cancel,
 	.tx_dest = msg_tx_dest,
 	.rma_write = msg_rma_write,
@@ -385,6 +462,9 @@ int iwd_msg_ep_open(struct iwd_domain *dom, struct fi_info *info, struct fid_ep 
 	ep->ep_fid.rma = &iwd_rma_ops;
 	ep->ep_fid.atomic = &iwd_atomic_ops;
 	ep->ep_fid.cm = &msg_cm_ops;
+	__atomic_store_n(&base_fi_ops, ep->ep_fid.fid.ops, __ATOMIC_RELEASE); /* iwd_ep_init's: the same every time */
+	pthread_once(&msg_fi_once, msg_fi_init);
+	ep->ep_fid.fid.ops = &msg_fi_ops;
 	/* fi_endpoint(3): info->handle a passive endpoint: the active one takes
 	 * its address (fi_getname says it; fi_connect connects from it). */
 	if (info->handle && info->handle->fclass == FI_CLASS_PEP) {
