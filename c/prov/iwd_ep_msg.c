@@ -28,6 +28,7 @@ struct iwd_msg_ep {
 	uint16_t from_port; /* opened on a passive endpoint's address: connect from its port */
 	int ended_accepting; /* the connection ended inside fi_accept: FI_SHUTDOWN after its FI_CONNECTED */
 	struct iwd_srx *srx; /* fi_ep_bind(ep, srx): receives come from it (iwd_srx.c) */
+	int app_shutdown;    /* the application called fi_shutdown: its FI_SHUTDOWN is not held (msg_drained) */
 };
 
 static struct iwd_msg_ep *msg_of(struct iwd_ep *ep) { return iwd_container_of(ep, struct iwd_msg_ep, dg.ep); }
@@ -71,11 +72,19 @@ static void msg_disconnect(struct iwd_ep *ep)
 /* Pulls ep's completions from the daemon and reports whether the
  * application has read every successful one (the readiness of its
  * FI_SHUTDOWN, iwd_eq_push_after); fab->lock is held, the domain lock is
- * not. */
+ * not. The hold is for an application that closes the endpoint on
+ * FI_SHUTDOWN before it reads the CQ (ofi_rxm, which never calls
+ * fi_shutdown): one that called fi_shutdown (fi_cm(3)) has ended the
+ * connection itself and gets FI_SHUTDOWN at once — unread completions stay
+ * in the CQ until fi_close. Before, an unread send completion held the
+ * FI_SHUTDOWN of a side that had called fi_shutdown forever (CI:
+ * fi_named_port's connecting side). */
 static int msg_drained(void *arg)
 {
 	struct iwd_ep *ep = arg;
 	int unread;
+	if (msg_of(ep)->app_shutdown)
+		return 1;
 	iwd_lock(ep->dom);
 	iwd_ep_progress(ep);
 	unread = iwd_cq_has_owned(ep->rx_cq, ep) || iwd_cq_has_owned(ep->tx_cq, ep);
@@ -278,10 +287,21 @@ static int msg_shutdown(struct fid_ep *f, uint64_t flags)
 {
 	struct iwd_ep *ep = ep_of(f);
 	int ret;
+	struct iwd_fabric *fab = ep->dom->fab;
+	int connected;
 	IWD_UNUSED(flags);
-	if (msg_of(ep)->cm_state != CM_CONNECTED)
+	/* Under fab->lock, as cm_event: a DISCONNECTED dispatched meanwhile
+	 * (the peer's fi_shutdown) is not overwritten, and a held FI_SHUTDOWN
+	 * is released (msg_drained) whichever came first. */
+	pthread_mutex_lock(&fab->lock);
+	connected = msg_of(ep)->cm_state == CM_CONNECTED;
+	if (connected || msg_of(ep)->cm_state == CM_SHUTDOWN || msg_of(ep)->cm_state == CM_CLOSED)
+		msg_of(ep)->app_shutdown = 1;
+	if (connected)
+		msg_of(ep)->cm_state = CM_SHUTDOWN;
+	pthread_mutex_unlock(&fab->lock);
+	if (!connected)
 		return 0;
-	msg_of(ep)->cm_state = CM_SHUTDOWN;
 	ret = iwv_disconnect(ep->qp, 0);
 	return ret == -ENODEV ? 0 : iwd_errno(ret);
 }
