@@ -709,6 +709,16 @@ func (e *Engine) fill(b *batch, now time.Time) {
 				e.count(q, rnic.CMessagesOut, 1)
 				e.count(q, rnic.CBytesOut, int64(w.total))
 			}
+			if w.sent == w.segs.Count() && w.op.WriteRecord() && w == r.wrs[len(r.wrs)-1] {
+				// A Write-Record completes when its last datagram is
+				// acknowledged and the target has no reply to carry
+				// that ACK: without asking, the initiator waited out
+				// the peer's -rd-ack-delay (200 µs) for every
+				// MPI_Put + flush (docs/rd.md "Limits and choices").
+				// Only when nothing is queued behind it: a stream of
+				// Write-Records asks once, at its end.
+				h.Flags |= dgram.FlagAckReq
+			}
 			if !e.build(b, w.peer, tok, &h) {
 				r.deferDatagram(w.peer, tok, h)
 			}
