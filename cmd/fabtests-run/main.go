@@ -8,7 +8,10 @@
 // server and client as separate processes with a timeout and an
 // address-space cap, kills only the processes it started, and stops the
 // daemon at the end. Exit status 1 when an iwarpd configuration failed a
-// test, 2 when the run could not be made.
+// test, 2 when the run could not be made. A failure of iwarpd;ofi_rxd that
+// udp;ofi_rxd, its reference, had the same way in the same run is RxD's
+// own (fabtests.Classify): a column of the table and a list of its own,
+// not a failure of the exit status.
 package main
 
 import (
@@ -141,8 +144,16 @@ func run() int {
 	start := time.Now()
 	fmt.Printf("fabtests v1.17.0: %d tests, configurations %s, daemon %s (log %s)\n", len(tests), strings.Join(cfgNames(cfgs), ", "), sock, filepath.Join(*logDir, "iwarpd.log"))
 	results := r.Run(ctx, cfgs, tests)
+	// A layered configuration's failure its reference had the same way in
+	// this run is the utility provider's: counted apart, listed below.
+	fabtests.Classify(cfgs, results)
 	fmt.Printf("\nfabtests v1.17.0, %s, %s\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), time.Since(start).Round(time.Second))
 	fabtests.Table(os.Stdout, cfgs, results)
+	var shared strings.Builder
+	fabtests.SharedFailures(&shared, results)
+	if shared.Len() > 0 {
+		fmt.Printf("\nfailed as their reference failed them, the same way, in this run (the utility provider's own):\n%s", shared.String())
+	}
 	fmt.Printf("\nfailed tests' output: %s\n", failLog.Name())
 	if !d.alive() {
 		fmt.Fprintln(os.Stderr, "fabtests-run: the daemon died during the run; its log:", filepath.Join(*logDir, "iwarpd.log"))

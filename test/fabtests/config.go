@@ -10,6 +10,10 @@ type Config struct {
 	EPs   []string // endpoint types run (nil: all)
 	Ref   bool     // a reference provider (not iwarpd)
 	Iwarp bool     // needs the iwarpd daemon and provider
+	// Reference is the configuration running the same utility provider
+	// over libfabric's own core provider; a failure both have, the same
+	// way in the same run, is the utility provider's (Classify).
+	Reference string
 }
 
 // native hides the utility providers, so that -p iwarpd is the provider's
@@ -25,7 +29,7 @@ var Configs = []Config{
 	{Name: "MSG", Prov: "iwarpd", Env: []string{native}, EPs: []string{"msg", ""}, Iwarp: true},
 	{Name: "DGRAM", Prov: "iwarpd", Env: []string{native}, EPs: []string{"dgram", ""}, Iwarp: true},
 	{Name: "iwarpd;ofi_rxm", Prov: "iwarpd;ofi_rxm", Iwarp: true},
-	{Name: "iwarpd;ofi_rxd", Prov: "iwarpd;ofi_rxd", Iwarp: true},
+	{Name: "iwarpd;ofi_rxd", Prov: "iwarpd;ofi_rxd", Iwarp: true, Reference: "udp;ofi_rxd"},
 }
 
 // ConfigByName returns the configuration called name.

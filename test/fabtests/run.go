@@ -20,10 +20,13 @@ const (
 	Pass Outcome = iota
 	Fail
 	Notrun
+	// SharedFail is a failure its configuration's reference failed the
+	// same way in the same run (Classify): the utility provider's own.
+	SharedFail
 )
 
 func (o Outcome) String() string {
-	return [...]string{"pass", "FAIL", "notrun"}[o]
+	return [...]string{"pass", "FAIL", "notrun", "FAIL=ref"}[o]
 }
 
 // Exit statuses of runfabtests.sh: -FI_ENODATA and -FI_ENOSYS mean "not
@@ -50,6 +53,9 @@ type Result struct {
 	Server  Proc // the only process of a unit test
 	Client  *Proc
 	Took    time.Duration
+	// SharedWith names the reference configuration that failed this
+	// test the same way in the same run (Outcome SharedFail).
+	SharedWith string
 }
 
 // Runner runs tests. Ports: configuration i (its index in Configs) and test

@@ -6,8 +6,9 @@ import (
 	"strings"
 )
 
-// Counts are one configuration's totals.
-type Counts struct{ Pass, Fail, Notrun int }
+// Counts are one configuration's totals. Shared failures (SharedFail) are
+// not in Fail.
+type Counts struct{ Pass, Fail, Notrun, Shared int }
 
 // Count totals results.
 func Count(results []Result) Counts {
@@ -20,6 +21,8 @@ func Count(results []Result) Counts {
 			c.Fail++
 		case Notrun:
 			c.Notrun++
+		case SharedFail:
+			c.Shared++
 		}
 	}
 	return c
@@ -42,23 +45,31 @@ func refPasses(cfg, ref []Result) int {
 }
 
 // Table writes issue 19's table (Markdown): passed, failed and not run per
-// configuration, and for each how many of the same tests tcp passed.
+// configuration; the failures its reference had the same way in the same
+// run (Classify; "—" when the configuration has no reference in the run);
+// and how many of the same tests tcp passed.
 func Table(w io.Writer, configs []Config, results [][]Result) {
 	var tcp []Result
+	inRun := map[string]bool{}
 	for i, c := range configs {
 		if c.Name == "tcp" {
 			tcp = results[i]
 		}
+		inRun[c.Name] = true
 	}
-	fmt.Fprintln(w, "| configuration (`-p`, environment) | tests | passed | failed | notrun | tcp passed of the same tests |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| configuration (`-p`, environment) | tests | passed | failed | failed as its reference, same run | notrun | tcp passed of the same tests |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
 	for i, c := range configs {
 		n := Count(results[i])
 		ref := "—"
 		if tcp != nil {
 			ref = fmt.Sprint(refPasses(results[i], tcp))
 		}
-		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %s |\n", describe(c), len(results[i]), n.Pass, n.Fail, n.Notrun, ref)
+		shared := "—"
+		if c.Reference != "" && inRun[c.Reference] {
+			shared = fmt.Sprintf("%d (`%s`)", n.Shared, c.Reference)
+		}
+		fmt.Fprintf(w, "| %s | %d | %d | %d | %s | %d | %s |\n", describe(c), len(results[i]), n.Pass, n.Fail, shared, n.Notrun, ref)
 	}
 }
 
@@ -92,11 +103,7 @@ func Details(w io.Writer, results [][]Result) {
 
 // Line is one result as a line of text.
 func Line(r Result) string {
-	exits := fmt.Sprintf("exit %d", r.Server.Exit)
-	if r.Client != nil {
-		exits = fmt.Sprintf("server %d client %d", r.Server.Exit, r.Client.Exit)
-	}
-	return fmt.Sprintf("%-6s %-16s %-48s %s %.1fs", r.Outcome, r.Config, r.Test.Line, exits, r.Took.Seconds())
+	return fmt.Sprintf("%-6s %-16s %-48s %s %.1fs", r.Outcome, r.Config, r.Test.Line, exitsOf(r), r.Took.Seconds())
 }
 
 // Failure is a failed test's commands and output, for the log.
