@@ -12,9 +12,13 @@
 // killed (runfabtests.sh kills every fi_* process on the machine). A test
 // passes when both exit 0, is not run when both exit 61 (-FI_ENODATA) or
 // both 38 (-FI_ENOSYS), and fails otherwise — runfabtests.sh's rules.
-// Table prints passed/failed/notrun per configuration.
+// Classify counts apart a failure of iwarpd;ofi_rxd that its reference
+// udp;ofi_rxd (the same utility provider over libfabric's udp) had the
+// same way in the same run. Table prints passed/failed/notrun per
+// configuration.
 //
 // cmd/fabtests-run is the command `make fabtests` runs; this package's test
-// runs the native RDM and iwarpd;ofi_rxm configurations in `make test`
-// (ports 24400-24499, 24700-24799 and 24900-24999: fabtests_test.go).
+// runs the native RDM and iwarpd;ofi_rxm configurations in `make test`,
+// and fi_msg_inject over iwarpd;ofi_rxd against udp;ofi_rxd (ports
+// 24200-24299, 24400-24499, 24700-24999: fabtests_test.go).
 package fabtests

@@ -13,8 +13,9 @@ import (
 )
 
 // Ports of this package's test (private, doc.go): servers of configuration
-// i (its index in Configs) from 24100+100*i (Runner.PortBase) — native RDM
-// 24400-24499, iwarpd;ofi_rxm 24700-24799 — and the daemon's UD
+// i (its index in Configs) from 24100+100*i (Runner.PortBase) — udp;ofi_rxd
+// 24200-24299, native RDM 24400-24499, iwarpd;ofi_rxm 24700-24799,
+// iwarpd;ofi_rxd 24800-24899 — and the daemon's UD
 // 24900-24949 and RD 24950-24999 (test/libfabric's atomics take
 // 24000-24099, cmd/iwarp-perf 24300-24379).
 const (
@@ -220,6 +221,64 @@ func TestMSGReceiverNotReady(t *testing.T) {
 	for _, res := range r.Run(context.Background(), []Config{c}, tests)[0] {
 		if res.Outcome != Pass {
 			t.Errorf("%s", Failure(res))
+		}
+	}
+	d.CheckAlive(t)
+}
+
+// TestRxDAgainstReference runs fabtests' four fi_msg_inject forms over
+// iwarpd;ofi_rxd and over its reference udp;ofi_rxd in the same run
+// (issue 19): every test RxD passes over udp passes over iwarpd, and a
+// failure over iwarpd must be one udp;ofi_rxd had the same way (Classify:
+// RxD's own; -A inject reports its send's completion with a NULL context,
+// docs/libfabric.md "Still failing"). Should RxD be fixed, all four pass.
+func TestRxDAgainstReference(t *testing.T) {
+	if buildErr != "" {
+		t.Fatal(buildErr)
+	}
+	if provDir == "" {
+		t.Skip(skipWhy)
+	}
+	d := daemontest.Start(t, "fabtests-rxd", daemontest.Options{Ports: ciUDPorts, Extra: []string{"-rd-ports", ciRDPorts}})
+	var cfgs []Config
+	for _, n := range []string{"udp;ofi_rxd", "iwarpd;ofi_rxd"} {
+		c, _ := ConfigByName(n)
+		cfgs = append(cfgs, c)
+	}
+	env := []string{"FI_PROVIDER_PATH=" + provDir, "FI_IWARPD_SOCKET=" + d.Sock}
+	for _, kv := range daemontest.CleanEnv() {
+		if !strings.HasPrefix(kv, "FI_") {
+			env = append(env, kv)
+		}
+	}
+	var tests []Test
+	for _, tt := range Tests() {
+		if strings.HasPrefix(tt.Line, "fi_msg_inject ") {
+			tests = append(tests, tt)
+		}
+	}
+	if len(tests) != 4 {
+		t.Fatalf("found %d fi_msg_inject forms in the suite's list, want 4", len(tests))
+	}
+	r := &Runner{Bin: filepath.Join(suiteDir, "bin"), Env: env, Addr: "127.0.0.1", PortBase: ciPortBase,
+		Timeout: daemontest.Scaled(30 * time.Second), MemLimit: 4 << 30, Jobs: 2}
+	results := r.Run(context.Background(), cfgs, tests)
+	Classify(cfgs, results)
+	var table strings.Builder
+	Table(&table, cfgs, results)
+	SharedFailures(&table, results)
+	t.Log("\n" + table.String())
+	if len(results[0]) != len(tests) || len(results[1]) != len(tests) {
+		t.Fatalf("ran %d and %d of %d tests", len(results[0]), len(results[1]), len(tests))
+	}
+	for i, res := range results[1] {
+		ref := results[0][i]
+		switch {
+		case res.Outcome == Pass:
+		case res.Outcome == SharedFail && res.SharedWith == "udp;ofi_rxd":
+			t.Logf("RxD's own: %s (udp;ofi_rxd: %v)", res.Test.Line, ref.Outcome)
+		default:
+			t.Errorf("%s (udp;ofi_rxd: %v)\n%s", res.Outcome, ref.Outcome, Failure(res))
 		}
 	}
 	d.CheckAlive(t)
