@@ -70,12 +70,6 @@ type resp struct {
 	proc   bool // the source is process memory (rnic/procmem.go)
 	buf    []byte
 	bufOff uint32
-	// The next read-ahead window, [nextOff, nextOff+len(next)), read on
-	// the copier while the engine sends from buf (prefetch); pf is its
-	// read until collected. nil: none.
-	next    []byte
-	nextOff uint32
-	pf      *rnic.AsyncAccess
 }
 
 // readAheadSize is the most a Read Response reads ahead of its source in
@@ -114,6 +108,7 @@ func (e *Engine) respSource(q *QP, p *resp, s *ddp.Segment) ([]byte, rdmap.Acces
 // write into it (rnic/copier.go).
 func (e *Engine) readAhead(q *QP, p *resp, off uint32) []byte {
 	r := q.Rd
+	n := min(uint64(readAheadSize), uint64(p.segs.MessageLen()-off))
 	if p.buf != nil {
 		// Datagrams of the batch being built may still point into the
 		// old buffer: it is reused only after the batch went out
@@ -121,69 +116,26 @@ func (e *Engine) readAhead(q *QP, p *resp, off uint32) []byte {
 		r.retiredBufs = append(r.retiredBufs, p.buf[:cap(p.buf)])
 		p.buf = nil
 	}
-	if p.pf != nil {
-		// The window prefetched while the last one went out: it is the
-		// one wanted unless the response moved elsewhere meanwhile.
-		next, nextOff, pf := p.next, p.nextOff, p.pf
-		p.next, p.pf = nil, nil
-		if off == nextOff && q.CollectRemote(pf, p.srcStag, p.srcTO+uint64(off), uint64(len(next))) == 0 {
-			p.buf, p.bufOff = next, off
-			e.prefetch(q, p)
-			return next
-		}
-		// Not used, or failed: its buffer is dropped, never reused (the
-		// copier may still write it; a later access drains the read).
+	if k := len(r.freeBufs); k > 0 {
+		p.buf, r.freeBufs = r.freeBufs[k-1], r.freeBufs[:k-1]
+	} else {
+		p.buf = make([]byte, readAheadSize)
 	}
-	n := min(uint64(readAheadSize), uint64(p.segs.MessageLen()-off))
-	b := r.readAheadBuf()[:n]
+	b := p.buf[:n]
 	if q.ReadRemote(b, p.srcStag, p.srcTO+uint64(off)) != 0 {
+		p.buf = nil
 		return nil
 	}
 	p.buf, p.bufOff = b, off
-	e.prefetch(q, p)
 	return b
 }
 
-// readAheadBuf returns a free read-ahead buffer of readAheadSize octets.
-func (r *state) readAheadBuf() []byte {
-	if k := len(r.freeBufs); k > 0 {
-		b := r.freeBufs[k-1]
-		r.freeBufs = r.freeBufs[:k-1]
-		return b
-	}
-	return make([]byte, readAheadSize)
-}
-
-// prefetch starts reading the window of p's source after p.buf on the
-// session's copier (rnic/copier_async.go), to be collected by readAhead
-// when the engine has sent p.buf: the copier's pread and the engine's
-// sendmmsg then run at once, on two CPUs, where a read the engine waited
-// for made them take turns (docs/benchmarks.md "MPI large messages").
-// Nothing is prefetched past the message, nor when the read cannot be
-// posted (readAhead then reads the window itself, and fails it as before).
-func (e *Engine) prefetch(q *QP, p *resp) {
-	off := uint64(p.bufOff) + uint64(len(p.buf))
-	total := uint64(p.segs.MessageLen())
-	if off >= total {
-		return
-	}
-	n := min(uint64(readAheadSize), total-off)
-	b := q.Rd.readAheadBuf()[:n]
-	a, f := q.StartReadRemote(b, p.srcStag, p.srcTO+off)
-	if f != 0 || a == nil {
-		return // a failed post's buffer is dropped, as any failed access's
-	}
-	p.next, p.nextOff, p.pf = b, uint32(off), a
-}
-
-// dropReadAhead retires p's read-ahead buffer (p is done); a prefetch
-// still on the copier is abandoned with its buffer (never reused).
+// dropReadAhead retires p's read-ahead buffer (p is done).
 func (r *state) dropReadAhead(p *resp) {
 	if p.buf != nil {
 		r.retiredBufs = append(r.retiredBufs, p.buf[:cap(p.buf)])
 	}
 	p.buf = nil
-	p.next, p.pf = nil, nil
 }
 
 // reuseReadAhead makes the retired read-ahead buffers free again once no

@@ -112,11 +112,6 @@ type copier struct {
 	multiCPU bool // pause-spin first (copierPause): the copier may be running beside
 	onStall  func(what string)
 
-	// async: the job posted by start and not yet collected (nil: none).
-	// Under mu: a later access collects it first (drain), into the
-	// record its owner polls with collect.
-	async *AsyncAccess
-
 	mu        sync.Mutex // one access at a time
 	started   sync.Once  // the thread, at the first access (or nothing, at close)
 	unstarted bool       // close came first: no thread, the descriptor closed
@@ -131,24 +126,10 @@ func newCopier(fd int, bound time.Duration, onStall func(string)) *copier {
 
 // do runs one access on the copier and waits for it, at most the bound.
 func (c *copier) do(op copyOp, b []byte, addr, n uint64) error {
-	start := time.Now()
-	if err := c.lock(start); err != nil {
-		return err
-	}
-	defer c.mu.Unlock()
-	if err := c.post(op, b, addr, n); err != nil {
-		return err
-	}
-	return c.wait(op, start, len(b))
-}
-
-// lock takes mu within the bound (counted from start), and first collects
-// an asynchronous job still on the copier (drain). It fails, unlocked, if
-// the copier is stalled.
-func (c *copier) lock(start time.Time) error {
 	if c.stalled.Load() {
 		return errStalled
 	}
+	start := time.Now()
 	if !c.mu.TryLock() {
 		// Another engine of this session (or its control goroutine) is
 		// accessing: wait for it, within the bound.
@@ -159,24 +140,18 @@ func (c *copier) lock(start time.Time) error {
 			time.Sleep(20 * time.Microsecond)
 		}
 	}
-	if !c.stalled.Load() {
-		c.drain()
-	}
+	defer c.mu.Unlock()
 	if c.stalled.Load() {
-		c.mu.Unlock()
 		return errStalled
 	}
-	return nil
-}
-
-// post hands one job to the copier (under mu, nothing on the copier).
-func (c *copier) post(op copyOp, b []byte, addr, n uint64) error {
 	c.started.Do(func() { go c.run() }) // rnic/copier_thread.go
 	if c.unstarted {
 		return errCopierClosed
 	}
+	want := len(b)
 	switch op {
 	case copyProbe:
+		want = 1
 		if n == 0 || addr > math.MaxInt64-n {
 			return unix.EFAULT
 		}
@@ -192,16 +167,6 @@ func (c *copier) post(op copyOp, b []byte, addr, n uint64) error {
 	atomic.AddUint32(&c.wake, 1)
 	if atomic.LoadUint32(&c.asleep) != 0 {
 		rawFutex(&c.wake, futexWakePrivate, 1, 0)
-	}
-	return nil
-}
-
-// wait waits for the posted job (under mu) until start plus the bound and
-// takes its result (want: the octets it must move); past the bound the
-// copier is stalled for good.
-func (c *copier) wait(op copyOp, start time.Time, want int) error {
-	if op == copyProbe {
-		want = 1
 	}
 	// Poll for the completion: pause-spin while a small copy on another
 	// CPU would finish, then sched_yield(2) (hands this CPU to the copier
@@ -282,6 +247,3 @@ func (c *copier) close() <-chan struct{} {
 	})
 	return c.exited
 }
-
-// finished reports that the posted job is done (its result not yet taken).
-func (c *copier) finished() bool { return atomic.LoadUint32(&c.state) == jobFinished }

@@ -223,17 +223,3 @@ func (p *ProcMem) String() string {
 	}
 	return fmt.Sprintf("fd %d", p.c.fd)
 }
-
-// StartRead posts a read of len(b) octets (len(b) > 0) at offset off of
-// the region on the session's copier and returns at once
-// (rnic/copier_async.go); b must not be touched until Collect says done,
-// nor reused after a failed or abandoned read.
-func (r *ProcRegion) StartRead(b []byte, off uint64) (*AsyncAccess, error) {
-	if off > r.Length || uint64(len(b)) > r.Length-off || len(b) == 0 {
-		return nil, unix.EFAULT
-	}
-	if r.Mem == nil {
-		return nil, errNoProcMem
-	}
-	return r.Mem.c.start(b, r.Addr+off)
-}

@@ -85,39 +85,3 @@ func (q *QP) checkRemote(stag uint32, to, n uint64, need proto.Access, probe boo
 	}
 	return m, off, 0
 }
-
-// StartReadRemote is ReadRemote left running on the copier for a source
-// in process memory (rnic/copier_async.go): with LookupRemote's checks
-// now, it posts the read of [to, to+len(dst)) and returns at once
-// (ok false: not posted — mapped memory, which the caller reads when it
-// needs it, or an empty dst). CollectRemote takes the result; until then
-// dst is the copier's, and after a failed or abandoned read it must not be
-// reused.
-func (q *QP) StartReadRemote(dst []byte, stag uint32, to uint64) (*AsyncAccess, rdmap.AccessFault) {
-	m, off, f := q.checkRemote(stag, to, uint64(len(dst)), proto.AccessRemoteRead, false)
-	if f != 0 || m.Proc == nil || len(dst) == 0 {
-		return nil, f
-	}
-	a, err := m.Proc.StartRead(dst, off)
-	if err != nil {
-		q.Eng.Count(nil, cProcessMemFaults, 1)
-		return nil, rdmap.FaultBaseBounds
-	}
-	return a, 0
-}
-
-// CollectRemote waits for a read StartReadRemote posted (within the
-// copier's bound) and checks again, as ReadRemote would now, that the
-// source [to, to+n) may still be read: a region deregistered or
-// invalidated meanwhile fails as it would have at once.
-func (q *QP) CollectRemote(a *AsyncAccess, stag uint32, to, n uint64) rdmap.AccessFault {
-	if _, err := a.Collect(true); err != nil {
-		q.Eng.Count(nil, cProcessMemFaults, 1)
-		return rdmap.FaultBaseBounds
-	}
-	q.Eng.Count(nil, cProcessMemRead, int64(n))
-	if _, _, f := q.checkRemote(stag, to, n, proto.AccessRemoteRead, false); f != 0 {
-		return f
-	}
-	return 0
-}
