@@ -218,6 +218,8 @@ void iwd_stage_fini(struct iwd_domain *dom);
 /* A contiguous staging chunk of at least len bytes, or NULL (try later). */
 void *iwd_stage_alloc(struct iwd_domain *dom, size_t len);
 void iwd_stage_free(struct iwd_domain *dom, void *p, size_t len);
+void *iwd_stage_alloc_tx(struct iwd_domain *dom, size_t len);
+void iwd_stage_free_tx(struct iwd_domain *dom, void *p, size_t len);
 uint32_t iwd_stage_lkey(struct iwd_domain *dom);
 uint32_t iwd_stage_rkey(struct iwd_domain *dom);
 
@@ -500,6 +502,7 @@ struct iwd_tx {
 	void *bounce;               /* tx pool slot (eager header + payload) */
 	void *stage;                /* rendezvous staging chunk */
 	size_t stage_len;
+	int stage_tx;               /* stage is a rendezvous send's copy (iwd_stage_alloc_tx) */
 	struct iwv_mr *tmp_mr;      /* registered on the fly (FI_IWARPD_MR_CACHE=0) */
 	struct iwd_rcache_entry *rc; /* a cached registration of the buffer */
 	int failed;                 /* completed in error: rc is dropped */

@@ -71,6 +71,7 @@ struct iwd_stage {
 	struct iwv_mr *mr;
 	size_t nchunks;
 	size_t hint;
+	size_t tx_chunks; /* held by rendezvous sends' copies (iwd_stage_alloc_tx) */
 	unsigned char used[];
 };
 
@@ -149,6 +150,38 @@ void iwd_stage_free(struct iwd_domain *dom, void *p, size_t len)
 	first = (size_t)((char *)p - (char *)iwv_buffer_addr(st->buf)) / IWD_STAGE_CHUNK;
 	need = (len + IWD_STAGE_CHUNK - 1) / IWD_STAGE_CHUNK;
 	memset(st->used + first, 0, need);
+}
+
+/* Staging for the copy of a rendezvous send (iwd_ep_rdm.c): such sends
+ * together hold at most half of the staging. A send holds its chunks until
+ * the peer's FIN, and the peer's Read of it needs the peer's staging when
+ * the receive buffer is not registered (iwd_rdm_rndv.c post_read): sends
+ * holding all the staging on both sides would wait for each other's
+ * Reads for ever. With half kept, a Read finds room once the Reads in
+ * flight end. */
+void *iwd_stage_alloc_tx(struct iwd_domain *dom, size_t len)
+{
+	struct iwd_stage *st = dom->stage;
+	size_t need;
+	void *p;
+	if (!st || !len)
+		return NULL;
+	need = (len + IWD_STAGE_CHUNK - 1) / IWD_STAGE_CHUNK;
+	if (st->tx_chunks + need > st->nchunks / 2)
+		return NULL;
+	p = iwd_stage_alloc(dom, len);
+	if (p)
+		st->tx_chunks += need;
+	return p;
+}
+
+void iwd_stage_free_tx(struct iwd_domain *dom, void *p, size_t len)
+{
+	struct iwd_stage *st = dom->stage;
+	if (!st || !p)
+		return;
+	st->tx_chunks -= (len + IWD_STAGE_CHUNK - 1) / IWD_STAGE_CHUNK;
+	iwd_stage_free(dom, p, len);
 }
 
 uint32_t iwd_stage_lkey(struct iwd_domain *dom) { return iwv_mr_lkey(dom->stage->mr); }

@@ -134,7 +134,9 @@ void iwd_tx_free(struct iwd_ep *ep, struct iwd_tx *tx)
 	iwd_list_remove(&tx->link);
 	if (tx->bounce)
 		iwd_pool_put(&ep->txp, tx->bounce);
-	if (tx->stage)
+	if (tx->stage && tx->stage_tx)
+		iwd_stage_free_tx(ep->dom, tx->stage, tx->stage_len);
+	else if (tx->stage)
 		iwd_stage_free(ep->dom, tx->stage, tx->stage_len);
 	if (tx->tmp_mr)
 		iwv_dereg_mr(tx->tmp_mr);

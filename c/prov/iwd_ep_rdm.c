@@ -397,6 +397,23 @@ ssize_t iwd_rdm_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 			h.rkey = iwv_mr_rkey(mr->vmr); /* zero copy: the peer reads the registered buffer */
 			h.addr = (uint64_t)(uintptr_t)iov[0].iov_base;
 		} else {
+			/* A copy into staging first: the peer's Read of staging is
+			 * sent from the daemon's mapping of it, where a Read of the
+			 * application's own buffer (a cached registration of process
+			 * memory) costs the daemon a pread of /proc/PID/mem — two
+			 * kernel copies and a page walk per page, on two shared
+			 * cores three times the CPU of this copy (docs/benchmarks.md
+			 * "MPI large messages"). Sends copy into half the staging
+			 * at most (iwd_stage_alloc_tx); past it, zero copy. */
+			tx->stage = iwd_stage_alloc_tx(ep->dom, len);
+			if (tx->stage) {
+				tx->stage_tx = 1;
+				tx->stage_len = len;
+				iwd_iov_copy_out(tx->stage, iov, count, len);
+				h.rkey = iwd_stage_rkey(ep->dom);
+				h.addr = (uint64_t)(uintptr_t)tx->stage;
+				goto rts;
+			}
 			/* Zero copy from a cached registration (iwd_rcache.c): a
 			 * buffer sent again costs no control round trip. */
 			if (count == 1)
