@@ -19,6 +19,10 @@
  *   get:SIZE:ITERS          the same with MPI_Get
  *   fop:8:ITERS             MPI_Fetch_and_op (int64 MPI_SUM of 1) + flush;
  *                           every fetched value checked (0, 1, 2, ...)
+ *   fopx:8:ITERS            the same under MPI_Win_lock(EXCLUSIVE): Open
+ *                           MPI 4.1's osc rdma then takes no accumulate
+ *                           lock (one network atomic instead of three,
+ *                           docs/mpi.md "One-sided")
  *   putbw:SIZE:ITERS:WINDOW WINDOW puts of SIZE, then one flush: Gb/s
  *   passive:MS:ITERS        rank 1 computes MS milliseconds without calling
  *                           MPI; meanwhile rank 0 does lock/MPI_Put 8 B/
@@ -219,7 +223,8 @@ static uint8_t *win_new(size_t n, MPI_Win *win)
  * ranks 0 (origin) and 1 (target) under a shared lock. */
 static double rma(const char *mode, size_t n, long iters, int window)
 {
-	int bwmode = !strcmp(mode, "putbw"), fop = !strcmp(mode, "fop"), get = !strcmp(mode, "get");
+	int bwmode = !strcmp(mode, "putbw"), excl = !strcmp(mode, "fopx"), fop = excl || !strcmp(mode, "fop"),
+	    get = !strcmp(mode, "get");
 	size_t span = bwmode ? n * (size_t)window : n;
 	MPI_Win win;
 	uint8_t *wb = win_new(fop ? 8 : span, &win), *lb = xalloc(span < 8 ? 8 : span);
@@ -230,7 +235,7 @@ static double rma(const char *mode, size_t n, long iters, int window)
 		fill(wb, n, 1, 0);
 	CALL(MPI_Barrier(MPI_COMM_WORLD));
 	if (rank == 0) {
-		CALL(MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win));
+		CALL(MPI_Win_lock(excl ? MPI_LOCK_EXCLUSIVE : MPI_LOCK_SHARED, 1, 0, win));
 		for (long it = -warm; it < iters; it++) {
 			if (it == 0)
 				t0 = MPI_Wtime();
@@ -376,7 +381,8 @@ static int run1(char *spec)
 	size_t n = strtoull(a, NULL, 0);
 	long iters = strtol(b, NULL, 0);
 	int window = c ? atoi(c) : 64;
-	int isrma = !strcmp(mode, "put") || !strcmp(mode, "get") || !strcmp(mode, "fop") || !strcmp(mode, "putbw");
+	int isrma = !strcmp(mode, "put") || !strcmp(mode, "get") || !strcmp(mode, "fop") || !strcmp(mode, "fopx") ||
+		    !strcmp(mode, "putbw");
 	int p2p = !strcmp(mode, "lat") || !strcmp(mode, "bw") || !strcmp(mode, "bibw") || isrma || !strcmp(mode, "passive");
 	if (iters < 1 || window < 1 || (p2p && size < 2)) {
 		if (rank == 0)
@@ -448,7 +454,7 @@ int main(int argc, char **argv)
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	int rc = argc < 2 ? 2 : 0;
 	if (argc < 2 && rank == 0)
-		fprintf(stderr, "usage: iwmpi_bench SPEC... (SPEC: lat|bw|bibw|a2a|put|get|fop|putbw:SIZE:ITERS[:WINDOW], passive:MS:ITERS, mem:SIZE:ITERS[:PID,...])\n");
+		fprintf(stderr, "usage: iwmpi_bench SPEC... (SPEC: lat|bw|bibw|a2a|put|get|fop|fopx|putbw:SIZE:ITERS[:WINDOW], passive:MS:ITERS, mem:SIZE:ITERS[:PID,...])\n");
 	for (int i = 1; i < argc && rc == 0; i++)
 		rc = run1(argv[i]);
 	int allbad = 0;

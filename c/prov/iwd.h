@@ -172,6 +172,7 @@ struct iwd_domain {
 	struct iwd_rcache rcache;   /* registrations of unregistered send buffers */
 	int refs;
 	int dead;                   /* the daemon went away */
+	int64_t idle_check_ns;      /* CLOCK_MONOTONIC of the last iwd_domain_check_idle probe */
 	pthread_t thread;           /* FI_IWARPD_PROGRESS_THREAD */
 	int thread_on, thread_stop;
 	int stop_fd;                /* eventfd that stops the thread */
@@ -188,6 +189,10 @@ void iwd_domain_arm(struct iwd_domain *dom);
 void iwd_domain_drain_chan(struct iwd_domain *dom);
 /* -FI_ENODEV style check of the session; sets dom->dead. */
 int iwd_domain_check(struct iwd_domain *dom);
+/* iwd_domain_check for an empty poll (fi_cq_read, fi_poll): probes the
+ * daemon's socket at most every IWD_IDLE_CHECK_NS; the lock is held. */
+int iwd_domain_check_idle(struct iwd_domain *dom);
+#define IWD_IDLE_CHECK_NS 1000000LL
 
 /* The registration cache (iwd_rcache.c); the domain lock is held. get
  * returns an entry covering [addr, addr+len) with remote read access and

@@ -183,7 +183,7 @@ static ssize_t cq_readfrom_locked(struct iwd_cq *cq, void *buf, size_t count, fi
 		return (ssize_t)n;
 	if (cq->nerrs)
 		return -FI_EAVAIL;
-	return iwd_domain_check(cq->dom) ? -FI_ENODEV : -FI_EAGAIN;
+	return iwd_domain_check_idle(cq->dom) ? -FI_ENODEV : -FI_EAGAIN;
 }
 
 static ssize_t cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count, fi_addr_t *src)

@@ -138,7 +138,7 @@ static int poll_run(struct fid_poll *pollset, void **context, int count)
 			context[n++] = m->fid->context;
 		}
 	}
-	if (!n && iwd_domain_check(ps->dom))
+	if (!n && iwd_domain_check_idle(ps->dom))
 		n = -FI_ENODEV;
 	iwd_unlock(ps->dom);
 	/* Nothing to read: give the daemon the processor (see cq_readfrom). */

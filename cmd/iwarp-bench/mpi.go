@@ -183,6 +183,8 @@ var mpiTests = []mpiTest{
 	{"a2a", 8, 2000, 0},
 	// One-sided (issue 22): only over rmaTransports.
 	{"put", 8, 2000, 0}, {"get", 8, 2000, 0}, {"fop", 8, 2000, 0}, {"putbw", 1 << 20, 10, 16},
+	// fopx: fop under an exclusive lock (osc rdma takes no accumulate lock).
+	{"fopx", 8, 2000, 0},
 	// passive:MS:ITERS prints three results (passput, passget, passfop).
 	{"passput", 1000, 3, 0}, {"passget", 1000, 3, 0}, {"passfop", 1000, 3, 0},
 }
@@ -195,7 +197,7 @@ var rmaTransports = map[string]bool{mpilaunch.BTLOFI: true, mpilaunch.TCP: true,
 // fop, putbw, passive).
 func (t mpiTest) oneSided() bool {
 	switch t.mode {
-	case "put", "get", "fop", "putbw", "passput", "passget", "passfop":
+	case "put", "get", "fop", "fopx", "putbw", "passput", "passget", "passfop":
 		return true
 	}
 	return false
@@ -247,7 +249,7 @@ func mpiMemKey(tr string, ranks int) string { return mpiKey(tr, "mem", ranks) }
 
 func (t mpiTest) name(tr string) string {
 	what := map[string]string{"lat": "latency", "bw": "bandwidth", "bibw": "bidir bandwidth", "a2a": "alltoall (4 ranks)",
-		"put": "MPI_Put+flush", "get": "MPI_Get+flush", "fop": "MPI_Fetch_and_op+flush", "putbw": "MPI_Put bandwidth",
+		"put": "MPI_Put+flush", "get": "MPI_Get+flush", "fop": "MPI_Fetch_and_op+flush", "fopx": "MPI_Fetch_and_op+flush, exclusive lock", "putbw": "MPI_Put bandwidth",
 		"passput": "lock/MPI_Put/unlock, target computing", "passget": "lock/MPI_Get/unlock, target computing",
 		"passfop": "lock/MPI_Fetch_and_op/unlock, target computing"}[t.mode]
 	if strings.HasPrefix(t.mode, "pass") {
@@ -256,7 +258,7 @@ func (t mpiTest) name(tr string) string {
 	return fmt.Sprintf("MPI %s %s %s", tr, what, sizeLabel(t.size))
 }
 
-var resultRE = regexp.MustCompile(`RESULT (lat|bw|bibw|a2a|put|get|fop|putbw|passput|passget|passfop) (\d+) ([0-9.]+) (usec|Gbps)`)
+var resultRE = regexp.MustCompile(`RESULT (lat|bw|bibw|a2a|put|get|fop|fopx|putbw|passput|passget|passfop) (\d+) ([0-9.]+) (usec|Gbps)`)
 var memRE = regexp.MustCompile(`RESULT mem (\d+) (\d+) B (\d+) B`)
 
 // parseMPIResults returns the values of an iwmpi_bench job's RESULT lines by
