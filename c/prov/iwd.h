@@ -56,6 +56,7 @@
 #define IWD_RMA_IOV_LIMIT 1
 #define IWD_TX_SIZE 256
 #define IWD_RX_SIZE 256
+#define IWD_TX_EXTRA 16 /* send queue beyond tx_attr->size: control messages (FIN), rendezvous reads */
 #define IWD_MAX_EP_CNT 128
 #define IWD_CQ_DATA_SIZE 8
 #define IWD_MR_KEY_SIZE 8

@@ -373,7 +373,12 @@ static int fill_info(uint32_t version, enum fi_ep_type type, const struct iwd_de
 	 * checks the application's echo against its 16 KiB buffer: stay there. */
 	if (type == FI_EP_MSG)
 		fi->tx_attr->inject_size = iwd_env.eager_max < 16384 ? iwd_env.eager_max : 16384;
-	fi->tx_attr->size = IWD_TX_SIZE;
+	/* The sizes asked for (fi_getinfo(3): hints are the minimum wanted;
+	 * libfabric's own util providers return them, ofi_alter_info), else
+	 * the defaults: each posted operation may hold a bounce slot of up to
+	 * 64 KiB (iwd_ep_dgram.c), so ofi_rxm's MSG endpoints, which ask for
+	 * 128, must not get 256 (docs/memory.md, "RxM's MSG endpoints"). */
+	fi->tx_attr->size = hints && hints->tx_attr && hints->tx_attr->size ? hints->tx_attr->size : IWD_TX_SIZE;
 	fi->tx_attr->iov_limit = IWD_IOV_LIMIT;
 	fi->tx_attr->rma_iov_limit = (caps & FI_RMA) ? IWD_RMA_IOV_LIMIT : 0;
 
@@ -383,7 +388,7 @@ static int fill_info(uint32_t version, enum fi_ep_type type, const struct iwd_de
 	fi->rx_attr->msg_order = msg_order(type);
 	fi->rx_attr->comp_order = FI_ORDER_NONE;
 	fi->rx_attr->total_buffered_recv = 0;
-	fi->rx_attr->size = IWD_RX_SIZE;
+	fi->rx_attr->size = hints && hints->rx_attr && hints->rx_attr->size ? hints->rx_attr->size : IWD_RX_SIZE;
 	fi->rx_attr->iov_limit = IWD_IOV_LIMIT;
 
 	fi->domain_attr->name = strdup(dev->name);

@@ -27,7 +27,7 @@ int iwd_ep_create_qp_srq(struct iwd_ep *ep, enum iwv_qp_type qpt, size_t rx_dept
 	int ret;
 	size_t sq = ep->info->tx_attr->size ? ep->info->tx_attr->size : IWD_TX_SIZE;
 
-	sq += 16; /* control messages (FIN) and rendezvous reads */
+	sq += IWD_TX_EXTRA;
 	ret = iwv_create_cq(dom->fab->s, (int)(sq + rx_depth), dom->chan, &ep->vcq);
 	if (ret) {
 		IWD_WARN(FI_LOG_EP_CTRL, "iwarpd: creating a CQ of %zu entries: %s\n", sq + rx_depth,

@@ -103,13 +103,13 @@ FI_EXT_INI
 	fi_param_define(&iwd_prov, "socket", FI_PARAM_STRING,
 			"The iwarpd daemon's control socket (default: $IWARPD_SOCKET, else the daemon's default path)");
 	fi_param_define(&iwd_prov, "eager_max", FI_PARAM_SIZE_T,
-			"RDM: messages up to this many octets go eagerly; larger ones by rendezvous with RDMA Read (default 16384)");
+			"RDM: messages up to this many octets go eagerly; larger ones by rendezvous with RDMA Read (default 65536)");
 	fi_param_define(&iwd_prov, "rx_bufs", FI_PARAM_SIZE_T,
 			"RDM: bounce receive buffers kept posted per endpoint (default 256)");
 	fi_param_define(&iwd_prov, "staging", FI_PARAM_SIZE_T,
 			"Octets of registered staging memory per domain for rendezvous of unregistered buffers (default 64 MiB)");
 	fi_param_define(&iwd_prov, "dgram_max", FI_PARAM_SIZE_T,
-			"DGRAM: largest message (default 65536, at most the daemon's max_msg_ud)");
+			"DGRAM: largest message; DGRAM and MSG: size of a bounce slot, one per operation tx_attr->size + 16 and rx_attr->size allow (default 65536, at most the daemon's max_msg_ud)");
 	fi_param_define(&iwd_prov, "progress_thread", FI_PARAM_BOOL,
 			"Run a progress thread per domain so that rendezvous steps advance while the application computes (default no)");
 	fi_param_define(&iwd_prov, "timeout_ms", FI_PARAM_INT,

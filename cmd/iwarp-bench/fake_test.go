@@ -65,7 +65,7 @@ func TestPipeline(t *testing.T) {
 		"RD Send lat 64 B, mean one way":    "16.0 [16.0 – 16.0] µs",
 		// Sweep ends and bidirectional runs.
 		"RC RDMA Write lat 1 B, median one way":              "9.00 [9.00 – 9.00] µs",
-		"raw UDP lat 63 KiB, median one way":                 "5.00 [5.00 – 5.00] µs",
+		"raw UDP lat 65507 B, median one way":                "5.00 [5.00 – 5.00] µs",
 		"RC Send bw 4 MiB":                                   "12.0 [12.0 – 12.0] Gb/s",
 		"UD Send bw 64 KiB bidirectional (sum of both ways)": "60.0 [60.0 – 60.0] Gb/s",
 		"RD / raw TCP bidirectional bw 1 MiB":                "1.25× [1.25× – 1.25×] — n/a",
@@ -93,7 +93,7 @@ func TestPipeline(t *testing.T) {
 	if n := strings.Count(stderr.String(), "[loopback "); n != 3*(126+44+15) {
 		t.Errorf("%d progress lines, want %d:\n%s", n, 3*(126+44+15), stderr.String())
 	}
-	for _, name := range []string{"UD Send 64 B stream: daemons' CPU per message", "raw UDP 63 KiB stream: CPU per message (sender + receiver)",
+	for _, name := range []string{"UD Send 64 B stream: daemons' CPU per message", "raw UDP 65507 B stream: CPU per message (sender + receiver)",
 		"RC Send 64 KiB stream: daemons' + clients' CPU per message"} {
 		if row(text, name) == "" {
 			t.Errorf("no row %q", name)

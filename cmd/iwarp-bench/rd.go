@@ -39,13 +39,23 @@ func perfStep(s *session, cfg *benchConfig, sc *scenario, a, b *node, key, meanK
 // lossKey is the metric of series tr ("rd" or "raw-tcp") at loss pct %.
 func lossKey(tr string, pct int) string { return fmt.Sprintf("loss_%s_%d", tr, pct) }
 
-// lossMetrics declares the veth loss runs: RD Send bw 64 KiB and its raw
-// TCP baseline at each loss rate of -loss, and RD's goodput under loss as a
-// ratio to its own without loss (target >= 0.7 at 1 %).
+// lossSize is the message size of the loss runs: -loss-size, 64 KiB if
+// not positive.
+func lossSize(cfg *benchConfig) int {
+	if cfg.LossSize <= 0 {
+		return bwSize
+	}
+	return cfg.LossSize
+}
+
+// lossMetrics declares the veth loss runs: RD Send bw at -loss-size and its
+// raw TCP baseline at each loss rate of -loss, and RD's goodput under loss
+// as a ratio to its own without loss (target >= 0.7 at 1 %).
 func lossMetrics(sc *scenario, cfg *benchConfig) {
+	size := sizeLabel(lossSize(cfg))
 	for _, pct := range cfg.Loss {
-		sc.addMetric(lossKey("raw-tcp", pct), fmt.Sprintf("raw TCP bw 64 KiB, loss %d %% each way", pct), "Gb/s", false)
-		sc.addMetric(lossKey("rd", pct), fmt.Sprintf("RD Send bw 64 KiB, loss %d %% each way", pct), "Gb/s", false)
+		sc.addMetric(lossKey("raw-tcp", pct), fmt.Sprintf("raw TCP bw %s, loss %d %% each way", size, pct), "Gb/s", false)
+		sc.addMetric(lossKey("rd", pct), fmt.Sprintf("RD Send bw %s, loss %d %% each way", size, pct), "Gb/s", false)
 	}
 	if !contains(cfg.Loss, 0) {
 		return
@@ -69,11 +79,8 @@ func lossSteps(s *session, cfg *benchConfig, sc *scenario, a, b *node) []step {
 	var steps []step
 	for _, pct := range cfg.Loss {
 		for _, tr := range []string{"raw-tcp", "rd"} {
-			size := cfg.LossSize
-			if size <= 0 {
-				size = bwSize
-			}
-			t := perfTest{label: fmt.Sprintf("%s bw %d B (veth, loss %d %%)", transportLabel[tr], size, pct), transport: tr,
+			size := lossSize(cfg)
+			t := perfTest{label: fmt.Sprintf("%s bw %s (veth, loss %d %%)", transportLabel[tr], sizeLabel(size), pct), transport: tr,
 				test: "bw", size: size, iters: cfg.BWIters}
 			if tr == "rd" {
 				t.op = "send"
@@ -117,7 +124,7 @@ func lossExperiment(sc *scenario, cfg *benchConfig) (benchreport.Experiment, boo
 		tcpKeys = append(tcpKeys, lossKey("raw-tcp", pct))
 	}
 	return experiment(benchreport.Experiment{
-		Name: sc.Name + "-loss", Title: "Goodput under packet loss, 64 KiB messages (" + sc.Name + ")",
+		Name: sc.Name + "-loss", Title: "Goodput under packet loss, " + sizeLabel(lossSize(cfg)) + " messages (" + sc.Name + ")",
 		XLabel: "loss each way (%)", YLabel: "goodput, average (Gb/s)", Baseline: "raw TCP",
 		Note: "Loss made with nftables in each namespace (input hook, numgen random, TCP and UDP alike; veth gso_max_segs 1, so per wire packet): " +
 			"the kernel has no netem. RD recovers losses itself; raw TCP is the kernel's recovery.",

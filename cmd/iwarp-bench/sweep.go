@@ -76,11 +76,13 @@ func wireSize(tr string, size int) int {
 	return size
 }
 
+// sizeLabel names size exactly: in MiB or KiB when it is a whole number of
+// them, else in octets (raw UDP's 65507 is "65507 B", not "63 KiB").
 func sizeLabel(size int) string {
 	switch {
-	case size >= 1<<20:
+	case size >= 1<<20 && size%(1<<20) == 0:
 		return strconv.Itoa(size>>20) + " MiB"
-	case size >= 1<<10:
+	case size >= 1<<10 && size%(1<<10) == 0:
 		return strconv.Itoa(size>>10) + " KiB"
 	}
 	return strconv.Itoa(size) + " B"

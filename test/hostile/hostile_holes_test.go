@@ -459,3 +459,113 @@ func TestHostileHolesUDReceive(t *testing.T) {
 	}
 	d.CheckAlive(t)
 }
+
+// TestHostileHolesUDSend: a UD Send from a memfd region the client punched
+// out after registering it, on a QP without CRC (so that the first to read
+// the source is the kernel's copy in sendmmsg, which fails with EFAULT
+// rather than allocate the page: rnic/holeguard.go). A bad local buffer:
+// the work request completes with a local protection error, as a Send from
+// unmapped process memory does on UD, RD and RC (TestProcessMemory*), not a
+// general error; the QP goes to ERROR with an event saying why, the pages
+// stay holes, and another QP of the same client goes on.
+func TestHostileHolesUDSend(t *testing.T) {
+	d := daemontest.Start(t, "holes-ud-send", daemontest.Options{Ports: nextPorts()})
+	ctx := d.Open(t, "holes-ud-send")
+	noCRCEnd := func(name string) *pmEnd {
+		e := &pmEnd{name: name, ctx: ctx}
+		var err error
+		if e.pd, err = ctx.AllocPD(); err != nil {
+			t.Fatal(err)
+		}
+		if e.scq, err = ctx.CreateCQ(64, nil); err != nil {
+			t.Fatal(err)
+		}
+		if e.rcq, err = ctx.CreateCQ(64, nil); err != nil {
+			t.Fatal(err)
+		}
+		e.qp, err = e.pd.CreateQP(ofverbs.QPInitAttr{Type: ofverbs.QPTypeUD, SendCQ: e.scq, RecvCQ: e.rcq, NoCRC: true,
+			Cap: ofverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.qp.ModifyState(ofverbs.QPStateInit, ofverbs.QPStateRTR, ofverbs.QPStateRTS); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	a, b := noCRCEnd("a"), noCRCEnd("b")
+	const size = 1 << 20
+	buf, err := ctx.AllocBuffer(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := buf.Bytes()
+	fill(mem, 3)
+	mr, err := a.pd.RegMR(mem, pmAccess)
+	if err != nil || mr.Process() {
+		t.Fatalf("reg-mr of a Buffer: %v", err)
+	}
+	if err := unix.Madvise(mem[size/2:], unix.MADV_REMOVE); err != nil {
+		t.Fatal(err)
+	}
+	ah, err := a.pd.CreateAHTo(b.qp.Endpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bmem, err := ctx.AllocBuffer(1 << 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bmr, err := b.pd.RegMR(bmem.Bytes(), pmAccess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.postRecv(t, 5, bmr.SGE(bmem.Bytes()[:4096]))
+	// From the part still present: sent.
+	a.post(t, ofverbs.SendWR{ID: 1, Opcode: ofverbs.WRSend, AH: ah, Signaled: true, SGL: []ofverbs.SGE{mr.SGE(mem[:1024])}})
+	a.expect(t, a.scq, "send from present memory", ofverbs.WCSuccess)
+	b.expect(t, b.rcq, "receive", ofverbs.WCSuccess)
+	if !bytes.Equal(bmem.Bytes()[:1024], mem[:1024]) {
+		t.Fatal("the message from present memory differs")
+	}
+	// From the punched part: a local protection error, and the QP fails.
+	a.post(t, ofverbs.SendWR{ID: 2, Opcode: ofverbs.WRSend, AH: ah, Signaled: true, SGL: []ofverbs.SGE{mr.SGE(mem[size/2 : size/2+1024])}})
+	wc := a.expect(t, a.scq, "send from the punched part", ofverbs.WCLocProtErr)
+	if wc.ID != 2 || wc.Opcode != ofverbs.WCSend {
+		t.Fatalf("send from the punched part: completion %+v; want work request 2, a send", wc)
+	}
+	select {
+	case ev := <-ctx.AsyncEvents():
+		if ev.QP != a.qp || !strings.Contains(ev.Detail, "not present") {
+			t.Fatalf("event %v (QP %p, want a's %p); want a's fatal event saying a page is not present", ev, ev.QP, a.qp)
+		}
+	case <-time.After(daemontest.Scaled(10 * time.Second)):
+		t.Fatal("no asynchronous event for a's QP")
+	}
+	if n := residentPages(mem[size/2:], unix.Getpagesize()); n != 0 {
+		t.Fatalf("the punched part holds %d pages again: the daemon allocated them", n)
+	}
+	// Another QP of the client goes on.
+	c := noCRCEnd("c")
+	ahb, err := c.pd.CreateAHTo(b.qp.Endpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmem, err := ctx.AllocBuffer(1 << 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(cmem.Bytes(), 11)
+	cmr, err := c.pd.RegMR(cmem.Bytes(), pmAccess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.postRecv(t, 6, bmr.SGE(bmem.Bytes()[:4096]))
+	c.post(t, ofverbs.SendWR{ID: 3, Opcode: ofverbs.WRSend, AH: ahb, Signaled: true, SGL: []ofverbs.SGE{cmr.SGE(cmem.Bytes()[:2048])}})
+	c.expect(t, c.scq, "send after", ofverbs.WCSuccess)
+	b.expect(t, b.rcq, "receive after", ofverbs.WCSuccess)
+	if !bytes.Equal(bmem.Bytes()[:2048], cmem.Bytes()[:2048]) {
+		t.Fatal("the message after the fault differs")
+	}
+	d.CheckAlive(t)
+}

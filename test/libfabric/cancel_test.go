@@ -87,3 +87,11 @@ func TestRxSizeLeft(t *testing.T) {
 func TestEmptyPollNoSyscall(t *testing.T) {
 	runProvProgram(t, "fi_emptypoll")
 }
+
+// TestMSGEndpointMemory runs c/prov/tests/fi_msg_size.c: fi_getinfo
+// returns the tx/rx sizes a hint asks for, and fi_enable of an MSG
+// endpoint maps bounce slots for those many operations only (an RxM
+// connection, which asks 128 of each, mapped 48 MiB: docs/memory.md).
+func TestMSGEndpointMemory(t *testing.T) {
+	runProvProgram(t, "fi_msg_size")
+}

@@ -2,6 +2,7 @@ package ud
 
 import (
 	"encoding/binary"
+	"errors"
 	"net/netip"
 
 	"github.com/iwarpd/iwarpd/ddp"
@@ -88,10 +89,32 @@ func (e *Engine) send(q *QP) bool {
 			e.count(q, rnic.CGSOFallback, 1)
 			continue
 		}
+		wr := &e.sendWRs[refs[0].wr]
+		if errors.Is(err, unix.EFAULT) {
+			// The kernel's copy out of the source met a page that is not
+			// there (a memfd region punched out after registration,
+			// rnic/holeguard.go; with a CRC the daemon's own read of it
+			// faults first, rnic/fault.go): a bad local buffer, as for
+			// process memory that cannot be read (rnic/stage.go) and as on
+			// RC and RD — a local protection error (IBV_WC_LOC_PROT_ERR,
+			// ibv_poll_cq(3)); local errors move the QP to ERROR.
+			e.count(q, rnic.CMemoryFaults, 1)
+			e.count(q, rnic.CWRErrors, 1)
+			q.sendSeg = 0
+			q.lastMSN = wr.msn
+			q.SQ.Advance()
+			q.SQ.Release()
+			op := proto.WCSend
+			if wr.wrec {
+				op = proto.WCWriteRecord
+			}
+			e.PostCQE(q.Session, q.SendCQ, &proto.CQE{WRID: wr.wrid, Status: proto.WCLocProtErr, Opcode: op, QPN: q.QPN})
+			e.errorQP(q, "a send's memory has a page that is not present (punched out after registration)")
+			return true
+		}
 		// The kernel refused the datagram (unreachable, too big): that
 		// work request (now the head) fails; the QP, shared by many
 		// peers, goes on.
-		wr := &e.sendWRs[refs[0].wr]
 		e.count(q, rnic.CSendErrors, 1)
 		q.sendSeg = 0
 		q.lastMSN = wr.msn
