@@ -34,10 +34,10 @@ import (
 // registered octets are not memory: fabtests' fi_rdm_atomic registers
 // 3 GiB per process and touches 1-2 (issue 19: with the old M/2, four
 // pairs of one user on a 23.5 GiB machine exhausted it and fi_mr_reg
-// failed). What a registered octet costs the daemon is its page table
-// entry when the daemon touches the page (8 octets per 4 KiB page of a
-// memfd region; process memory, reached through /proc/PID/mem, costs it
-// nothing): at 2M a user's registrations cost the daemon at most M/256.
+// failed). What a registered octet costs the daemon is its page-table
+// entry for a memfd region it maps (8 octets per 4 KiB page; process
+// memory, reached through /proc/PID/mem, costs it nothing): at 2M a
+// user's registrations cost the daemon at most M/256.
 // Without the hole guard the daemon itself allocates a page its client
 // punched out after registering it (docs/security.md), so registered
 // octets may become daemon memory: then the default stays M/2 (Unguarded).
