@@ -69,7 +69,7 @@ func (s *session) allocPD([]byte, []int) (any, error) {
 	var reply proto.Handle
 	return &reply, s.Eng.Do(func() error {
 		if len(s.PDs) >= s.Dev.Cfg.Limits.MaxPD {
-			return rnic.Errf(unix.ENOMEM, "session limit of %d protection domains reached", s.Dev.Cfg.Limits.MaxPD)
+			return rnic.LimitErrf(unix.ENOMEM, "max-pd", "session limit of %d protection domains reached; raise it with -max-pd", s.Dev.Cfg.Limits.MaxPD)
 		}
 		h, err := s.NextHandleID()
 		if err != nil {
@@ -111,7 +111,8 @@ func (s *session) regMR(body []byte, fds []int) (any, error) {
 	case !req.Access.Valid():
 		return nil, rnic.Errf(unix.EINVAL, "reg-mr: invalid access flags %#x", uint32(req.Access))
 	case req.Length > lim.MaxMRSize:
-		return nil, rnic.Errf(unix.EINVAL, "reg-mr: %d octets exceed the device's largest region (%d)", req.Length, lim.MaxMRSize)
+		return nil, rnic.LimitErrf(unix.EINVAL, "max-mr-size", "%d octets exceed the daemon's largest memory region, "+
+			"%d octets; raise it with -max-mr-size (docs/iwarpd.md)", req.Length, lim.MaxMRSize)
 	case req.Addr > math.MaxUint64-req.Length:
 		return nil, rnic.Errf(unix.EINVAL, "reg-mr: address range wraps")
 	}
@@ -143,10 +144,13 @@ func (s *session) regMR(body []byte, fds []int) (any, error) {
 			return rnic.Errf(unix.EINVAL, "reg-mr: no protection domain %d", req.PD)
 		}
 		if len(s.MRs) >= lim.MaxMR {
-			return rnic.Errf(unix.ENOMEM, "reg-mr: session limit of %d memory regions reached", lim.MaxMR)
+			return rnic.LimitErrf(unix.ENOMEM, "max-mr", "the daemon's limit of %d memory regions per session is reached "+
+				"(%d registered octets in them); raise it with -max-mr (docs/iwarpd.md)", lim.MaxMR, s.RegBytes)
 		}
 		if s.RegBytes+req.Length > lim.MaxRegistered {
-			return rnic.Errf(unix.ENOMEM, "reg-mr: session limit of %d registered octets reached", lim.MaxRegistered)
+			return rnic.LimitErrf(unix.ENOMEM, "max-registered-bytes", "the daemon's limit of %d registered octets per session "+
+				"is reached (%d held in %d memory regions, %d more asked); raise it with -max-registered-bytes (docs/iwarpd.md)",
+				lim.MaxRegistered, s.RegBytes, len(s.MRs), req.Length)
 		}
 		h, err := s.NextHandleID()
 		if err != nil {
@@ -245,7 +249,7 @@ func (s *session) createCompChannel(body []byte, fds []int) (any, error) {
 	var reply proto.Handle
 	err = s.Eng.Do(func() error {
 		if len(s.Channels) >= s.Dev.Cfg.Limits.MaxCompChannel {
-			return rnic.Errf(unix.ENOMEM, "session limit of %d completion channels reached", s.Dev.Cfg.Limits.MaxCompChannel)
+			return rnic.LimitErrf(unix.ENOMEM, "max-comp-channel", "session limit of %d completion channels reached; raise it with -max-comp-channel", s.Dev.Cfg.Limits.MaxCompChannel)
 		}
 		h, err := s.NextHandleID()
 		if err != nil {
@@ -320,7 +324,7 @@ func (s *session) createCQ(body []byte, fds []int) (any, error) {
 			}
 		}
 		if len(s.CQs) >= s.Dev.Cfg.Limits.MaxCQ {
-			return rnic.Errf(unix.ENOMEM, "create-cq: session limit of %d CQs reached", s.Dev.Cfg.Limits.MaxCQ)
+			return rnic.LimitErrf(unix.ENOMEM, "max-cq", "create-cq: session limit of %d CQs reached; raise it with -max-cq", s.Dev.Cfg.Limits.MaxCQ)
 		}
 		h, err := s.NextHandleID()
 		if err != nil {
@@ -385,7 +389,7 @@ func (s *session) createSRQ(body []byte, fds []int) (any, error) {
 			return rnic.Errf(unix.EINVAL, "create-srq: no protection domain %d", req.PD)
 		}
 		if len(s.SRQs) >= lim.MaxSRQ {
-			return rnic.Errf(unix.ENOMEM, "create-srq: session limit of %d SRQs reached", lim.MaxSRQ)
+			return rnic.LimitErrf(unix.ENOMEM, "max-srq", "create-srq: session limit of %d SRQs reached; raise it with -max-srq", lim.MaxSRQ)
 		}
 		h, err := s.NextHandleID()
 		if err != nil {

@@ -152,7 +152,7 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 			core.MaxRecvS = x.MaxSGE
 		}
 		if len(s.QPs) >= lim.MaxQP {
-			return rnic.Errf(unix.ENOMEM, "create-qp: session limit of %d QPs reached", lim.MaxQP)
+			return rnic.LimitErrf(unix.ENOMEM, "max-qp", "create-qp: session limit of %d QPs reached; raise it with -max-qp", lim.MaxQP)
 		}
 		h, err := s.NextHandleID()
 		if err != nil {

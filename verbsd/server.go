@@ -38,6 +38,10 @@ func NewServer(cfg config.Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("verbsd: configuration: %w", err)
 	}
+	// Without the hole guard, registered octets can become daemon memory:
+	// the default registered share falls back (config/machine.go).
+	_, guardErr := rnic.HoleGuard() // rnic/holeguard.go
+	lowered := guardErr != nil && cfg.Unguarded(config.MemTotal())
 	s := &Server{cfg: cfg, log: cfg.Log, listeners: map[*net.UnixListener]struct{}{}, sessions: map[*session]struct{}{},
 		reserve: newFDReserve()}
 	if s.log == nil {
@@ -57,10 +61,14 @@ func NewServer(cfg config.Config) (*Server, error) {
 		s.log.Warnf("%d engines on %d CPUs: engines share CPUs and compete for them; use -engines %d or fewer for one engine per CPU",
 			n, len(rnic.AllowedCPUs()), len(rnic.AllowedCPUs()))
 	}
-	if how, err := rnic.HoleGuard(); err != nil { // rnic/holeguard.go
+	if how, err := rnic.HoleGuard(); err != nil {
+		fallback := ""
+		if lowered {
+			fallback = fmt.Sprintf(" (%d, M/2: the default of 2M is for a guarded daemon)", s.cfg.UserLimits.Registered)
+		}
 		s.log.Warnf("client memory is not guarded against holes punched after registration (%v): a client can make "+
-			"the daemon allocate pages of its registered memory, charged to the daemon, up to user-max-registered-bytes; "+
-			"run the daemon as root or give it access to /dev/userfaultfd (docs/security.md)", err)
+			"the daemon allocate pages of its registered memory, charged to the daemon, up to user-max-registered-bytes%s; "+
+			"run the daemon as root or give it access to /dev/userfaultfd (docs/security.md)", err, fallback)
 	} else {
 		s.log.Infof("client memory guarded against holes (%s): the daemon never allocates a client's page", how)
 	}

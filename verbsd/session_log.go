@@ -7,6 +7,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"golang.org/x/sys/unix"
 )
@@ -69,5 +70,28 @@ func (s *session) endReason(err error) string {
 		return "the connection was closed by the daemon"
 	default:
 		return fmt.Sprintf("reading its control socket failed: %v", err)
+	}
+}
+
+// logLimit logs, at warn, a request that a configured limit refused: the
+// client sees only its error reply, and the operator who must raise the
+// limit reads the log (issue 19, item 8: fabtests' fi_mr_reg failed with
+// -FI_EOTHER while the daemon said nothing). The message (rnic.LimitErrf)
+// names the limit, what is in use and the flag; the lines share
+// Device.LimitLog's bucket, so a client looping on a refusal cannot flood
+// the log.
+func (s *session) logLimit(op proto.Op, err error) {
+	flag := rnic.LimitOf(err)
+	if flag == "" || s.Inspect {
+		return
+	}
+	var oe *rnic.OpError
+	msg := err.Error()
+	if errors.As(err, &oe) {
+		msg = oe.Msg
+	}
+	if ok, n := s.Dev.LimitLog.Allow(time.Now()); ok {
+		s.Dev.Log.Warnf("session %d (client %q, pid %d, uid %d): %v refused by the limit -%s: %s%s",
+			s.ID, s.Client, s.Cred.Pid, s.Cred.Uid, op, flag, msg, rnic.Note(n))
 	}
 }

@@ -90,6 +90,7 @@ func (s *session) serve() {
 			return
 		}
 		reply, rfds, err, quit := s.dispatch(h, body, fds)
+		s.logLimit(h.Op, err)
 		s.reply(proto.Header{Version: proto.ABIVersion, Op: h.Op | proto.OpReply, Seq: h.Seq}, reply, rfds, err)
 		if quit {
 			why = fmt.Sprintf("the daemon closed it after %v failed: %v", h.Op, err)

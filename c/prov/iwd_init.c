@@ -45,6 +45,8 @@ int iwd_errno(int err)
 		return err;
 	switch (-err) {
 	case ENOMEM:
+	case EDQUOT: /* a per-user limit of the daemon (its message names it): out of
+		      * a resource, as the verbs provider's ENOMEM at RLIMIT_MEMLOCK */
 		return -FI_ENOMEM;
 	case EAGAIN:
 		return -FI_EAGAIN;

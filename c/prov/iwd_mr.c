@@ -259,15 +259,18 @@ int iwd_mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t access, ui
 		 * so that sends and receives through it are staged; remote
 		 * access to it is refused by the peer's daemon (no key). */
 		if (ret != -EINVAL || iwd_domain_check(dom)) {
-			IWD_WARN(FI_LOG_MR, "iwarpd: registering %p+%zu: %s\n", buf, len, iwv_last_error(dom->fab->s));
+			/* The daemon's reason: for a limit, which one, what is in use and
+			 * the flag that raises it (its log says the same at warn). */
+			IWD_WARN(FI_LOG_MR, "iwarpd: fi_mr_reg of %zu octets at %p fails with %s: %s\n", len, buf,
+				 fi_strerror(-iwd_errno(ret)), iwv_last_error(dom->fab->s));
 			live_del(mr);
 			free(mr);
 			return iwd_errno(ret);
 		}
 		if (access & (FI_REMOTE_READ | FI_REMOTE_WRITE))
 			IWD_WARN(FI_LOG_MR,
-				 "iwarpd: %p+%zu cannot be registered for remote access (%s): this daemon cannot reach "
-				 "application memory; RMA into it will fail, sends and receives are staged\n",
+				 "iwarpd: %p+%zu cannot be registered for remote access (%s): RMA into it will fail, "
+				 "sends and receives through it are staged\n",
 				 buf, len, iwv_last_error(dom->fab->s));
 		mr->vmr = NULL;
 	}

@@ -89,7 +89,7 @@ func (s *CM) Listen(addr string, backlog int) (*cmListener, error) {
 	if max := s.Dev.Cfg.Limits.MaxListeners; len(cm.listeners) >= max {
 		cm.mu.Unlock()
 		ln.Close()
-		return nil, rnic.Errf(unix.EMFILE, "listen: session limit of %d listeners reached (-max-listeners); close one first", max)
+		return nil, rnic.LimitErrf(unix.EMFILE, "max-listeners", "listen: session limit of %d listeners reached (-max-listeners); close one first", max)
 	}
 	l.Handle = cm.nextID()
 	cm.listeners[l.Handle] = l

@@ -62,6 +62,10 @@ type Device struct {
 	// sessions, RC connection failures, RD peers declared dead
 	// (rnic/loglimit.go).
 	EventLog LogLimiter
+	// LimitLog rate-limits the warnings of requests a configured limit
+	// refused (verbsd/session_serve.go): a bucket of its own, so that
+	// session churn does not hide them, nor they the session lines.
+	LimitLog LogLimiter
 }
 
 // NewDevice makes cfg.Engines engines (at least one); engine 0 makes the
@@ -69,7 +73,8 @@ type Device struct {
 func NewDevice(cfg *config.Config) (*Device, error) {
 	n := max(cfg.Engines, 1)
 	d := &Device{start: time.Now(), Cfg: cfg, Log: config.NopLogger{},
-		EventLog: LogLimiter{Burst: eventLogBurst, Every: eventLogEvery}}
+		EventLog: LogLimiter{Burst: eventLogBurst, Every: eventLogEvery},
+		LimitLog: LogLimiter{Burst: eventLogBurst, Every: eventLogEvery}}
 	cpus := AllowedCPUs()
 	for i := range n {
 		e, err := newEngine(cfg, i == 0)

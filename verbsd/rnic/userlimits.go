@@ -31,8 +31,8 @@ func (t *UserTable) Acquire(s *Session, r config.UserRes, n uint64) error {
 	}
 	if lim > 0 && (n > lim || u[r] > lim-n) {
 		info := config.UserResInfo[r]
-		return Errf(unix.EDQUOT, "user %d: the daemon's limit of %d %s per user is reached (%d held, %d more asked); "+
-			"configuration key %s (docs/iwarpd.md)", s.Cred.Uid, lim, info.What, u[r], n, info.Key)
+		return LimitErrf(unix.EDQUOT, info.Key, "user %d: the daemon's limit of %d %s per user is reached (%d held, %d more asked); "+
+			"raise it with -%s (configuration key %s, docs/iwarpd.md)", s.Cred.Uid, lim, info.What, u[r], n, info.Key, info.Key)
 	}
 	u[r] += n
 	s.held[r] += n
