@@ -52,9 +52,12 @@ const (
 	MaxWrecTombs  = 256
 )
 
+// find returns the index of k's live record, or -1. It looks from the
+// newest record back: the segments of a stream of messages are mostly for
+// the last record started.
 func (t *WrecTable) find(k WrecKey) int {
-	for i, r := range t.live {
-		if r.key == k {
+	for i := len(t.live) - 1; i >= 0; i-- {
+		if t.live[i].key == k {
 			return i
 		}
 	}
