@@ -1,7 +1,6 @@
 package main
 
 import (
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -103,7 +102,7 @@ func TestMPILayoutsReal(t *testing.T) {
 	}
 	s := newSession()
 	defer s.close()
-	sc := runMPI(s, &cfg, io.Discard)
+	sc := runMPI(s, &cfg, testLog{t})
 	if sc.Skipped != "" || len(sc.Failures) != 0 {
 		t.Fatalf("skipped %q, failures %q", sc.Skipped, sc.Failures)
 	}
@@ -137,4 +136,12 @@ func TestMPILayoutsReal(t *testing.T) {
 	if verdicts < 10 {
 		t.Errorf("only %d issue 20 targets with a verdict", verdicts)
 	}
+}
+
+// testLog writes the progress lines to the test's log.
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(b []byte) (int, error) {
+	l.t.Log(strings.TrimRight(string(b), "\n"))
+	return len(b), nil
 }
