@@ -89,7 +89,7 @@ func parseLayouts(v string) ([]string, error) {
 	return out, nil
 }
 
-// layoutMissing says why the pass cannot run here ("" when it can).
+// missing says why the pass cannot run here ("" when it can).
 func (l *mpiLayout) missing() string {
 	if max(l.rankCPU, l.daemonCPU) >= runtime.NumCPU() {
 		return fmt.Sprintf("layout %s needs CPUs %d and %d; this machine has %d", l.name, l.rankCPU, l.daemonCPU, runtime.NumCPU())
