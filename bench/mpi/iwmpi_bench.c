@@ -34,21 +34,48 @@
  *                           target library that must act waits for MS.
  *                           The windows are MPI_Win_create over malloc'd
  *                           memory.
+ *   rate:SIZE:ITERS:WINDOW  message rate (after OSU osu_mbw_mr): rank 0
+ *                           posts WINDOW MPI_Isends of SIZE, rank 1 WINDOW
+ *                           MPI_Irecvs, both wait, rank 1 acknowledges;
+ *                           ITERS windows: million messages per second
+ *   overlap:SIZE:ITERS      overlap of communication with computation
+ *                           (after OSU's non-blocking benchmarks): first
+ *                           t_comm, the median time of rank 0 MPI_Isend /
+ *                           rank 1 MPI_Irecv of SIZE + MPI_Wait; then ITERS
+ *                           times post, compute t_comm without any MPI
+ *                           call (floating-point work into a volatile),
+ *                           wait: t_total. Per rank, overlap =
+ *                           max(0, 1 - (t_total - t_compute) / t_comm);
+ *                           the smaller of the two ranks', in percent
  *   mem:SIZE:ITERS[:PIDS]   ITERS MPI_Alltoall (every pair has talked),
  *                           then the proportional set size (Pss,
  *                           /proc/PID/smaps_rollup) of every rank summed,
  *                           and of each PID of the comma-separated PIDS
  *                           (the daemons)
  *
+ * lat and rate also print the CPU time per message of the whole node:
+ *   RESULT cpulat|cpurate <size> <usec> usec
+ * the user + system time of every rank (getrusage) during the timed part,
+ * plus that of the processes named by IWMPI_DAEMON_PIDS (comma-separated;
+ * the daemons: the sum of /proc/PID/task/STAR/schedstat run times), divided
+ * by the messages (lat: 2 per iteration; rate: WINDOW per iteration).
+ * IWMPI_BENCH_CPU=N binds every rank to CPU N (sched_setaffinity(2)) at
+ * start (iwarp-bench -mpi-layouts engine-cpu).
+ *
  * Each mode warms up with ITERS/10 (at least 10) untimed iterations and
  * checks data: every message carries a pattern of (sender, iteration) that
  * the receiver verifies in the last iteration, and its first and last octet
  * in every iteration. Rank 0 prints one line
  *   RESULT <mode> <size> <value> <unit>
- * (usec, Gbps, or for mem: "RESULT mem <ranks> <ranks_pss> B <daemons_pss> B").
+ * (usec, Gbps, Mmsgs (rate), pct (overlap), or for mem: "RESULT mem <ranks> <ranks_pss> B <daemons_pss> B").
  * Exit status 0, or 1 when data was wrong, 2 for a usage or MPI error.
  */
+#define _GNU_SOURCE
 #include <mpi.h>
+#include <dirent.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,6 +128,90 @@ static void *xalloc(size_t n)
 	return p;
 }
 
+
+/* self_cpu is this process's user + system time, in seconds (getrusage(2),
+ * every thread). */
+static double self_cpu(void)
+{
+	struct rusage ru;
+	if (getrusage(RUSAGE_SELF, &ru) != 0)
+		return 0;
+	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+/* pid_cpu is the CPU time of process pid in seconds: the sum of its
+ * threads' run time in /proc/PID/task/N/schedstat (proc(5)), -1 when none
+ * can be read. */
+static double pid_cpu(long pid)
+{
+	char path[96];
+	snprintf(path, sizeof path, "/proc/%ld/task", pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return -1;
+	double sum = 0;
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof path, "/proc/%ld/task/%.32s/schedstat", pid, e->d_name);
+		FILE *f = fopen(path, "r");
+		unsigned long long ns;
+		if (!f)
+			continue;
+		if (fscanf(f, "%llu", &ns) == 1) {
+			sum += (double)ns / 1e9;
+			n++;
+		}
+		fclose(f);
+	}
+	closedir(d);
+	return n ? sum : -1;
+}
+
+/* daemons_cpu is the summed CPU time of IWMPI_DAEMON_PIDS (0 without). */
+static double daemons_cpu(void)
+{
+	const char *v = getenv("IWMPI_DAEMON_PIDS");
+	if (!v || !*v)
+		return 0;
+	char buf[256], *save = NULL;
+	snprintf(buf, sizeof buf, "%s", v);
+	double sum = 0;
+	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		double c = pid_cpu(strtol(t, NULL, 10));
+		if (c < 0) {
+			fprintf(stderr, "iwmpi_bench: cannot read the CPU time of pid %s\n", t);
+			bad++;
+			return 0;
+		}
+		sum += c;
+	}
+	return sum;
+}
+
+/* cpu_mark / cpu_report: the whole node's CPU time per message (usec)
+ * between them, printed by rank 0 as "RESULT <name> <size> <usec> usec". */
+static double cpu_rank0, cpu_daemons0;
+
+static void cpu_mark(void)
+{
+	cpu_rank0 = self_cpu();
+	if (rank == 0)
+		cpu_daemons0 = daemons_cpu();
+}
+
+static void cpu_report(const char *name, size_t n, double msgs)
+{
+	double mine = self_cpu() - cpu_rank0, all = 0, dm = 0;
+	if (rank == 0)
+		dm = daemons_cpu() - cpu_daemons0;
+	CALL(MPI_Reduce(&mine, &all, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD));
+	if (rank == 0 && msgs > 0)
+		printf("RESULT %s %zu %.3f usec\n", name, n, (all + dm) * 1e6 / msgs);
+}
+
 static double lat(size_t n, long iters)
 {
 	uint8_t *s = xalloc(n), *r = xalloc(n);
@@ -111,6 +222,7 @@ static double lat(size_t n, long iters)
 		int full = it == iters - 1;
 		if (it == 0) {
 			CALL(MPI_Barrier(MPI_COMM_WORLD));
+			cpu_mark();
 			t0 = MPI_Wtime();
 		}
 		if (rank > 1)
@@ -128,14 +240,16 @@ static double lat(size_t n, long iters)
 		}
 	}
 	double t = MPI_Wtime() - t0;
+	cpu_report("cpulat", n, 2.0 * (double)iters);
 	free(s);
 	free(r);
 	return t * 1e6 / (2.0 * (double)iters);
 }
 
 /* bw: both = 0 (rank 0 -> 1) or 1 (both directions); returns Gb/s of
- * payload (both directions summed for bibw). */
-static double bw(size_t n, long iters, int window, int both)
+ * payload (both directions summed for bibw). rate (both = 0): returns
+ * million messages per second instead and prints the CPU per message. */
+static double bw(size_t n, long iters, int window, int both, int rate)
 {
 	uint8_t **s = xalloc(sizeof(*s) * (size_t)window), **r = xalloc(sizeof(*r) * (size_t)window);
 	MPI_Request *req = xalloc(sizeof(*req) * 2 * (size_t)window);
@@ -152,6 +266,7 @@ static double bw(size_t n, long iters, int window, int both)
 		int full = it == iters - 1;
 		if (it == 0) {
 			CALL(MPI_Barrier(MPI_COMM_WORLD));
+			cpu_mark();
 			t0 = MPI_Wtime();
 		}
 		if (rank > 1)
@@ -176,6 +291,8 @@ static double bw(size_t n, long iters, int window, int both)
 		}
 	}
 	double t = MPI_Wtime() - t0;
+	if (rate)
+		cpu_report("cpurate", n, (double)window * (double)iters);
 	for (int w = 0; w < window; w++) {
 		free(s[w]);
 		free(r[w]);
@@ -183,6 +300,8 @@ static double bw(size_t n, long iters, int window, int both)
 	free(s);
 	free(r);
 	free(req);
+	if (rate)
+		return (double)window * (double)iters / t / 1e6;
 	return (double)n * 8.0 * (double)window * (double)iters * (both ? 2.0 : 1.0) / t / 1e9;
 }
 
@@ -293,6 +412,82 @@ static void busy(double s)
 			x = x * 1.0000001 + 1e-9;
 }
 
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static volatile double sink;
+
+/* compute works s seconds without any MPI call (floating point into a
+ * volatile the compiler must keep); returns the time it took. */
+static double compute(double s)
+{
+	double t0 = now(), x = sink + 1.0;
+	do {
+		for (int i = 0; i < 256; i++)
+			x = x * 1.0000001 + 1e-9;
+	} while (now() - t0 < s);
+	sink = x;
+	return now() - t0;
+}
+
+/* xfer posts rank 0's MPI_Isend / rank 1's MPI_Irecv of b (n octets),
+ * computes c seconds (0: none), waits; returns {total, compute} time. */
+static void xfer(uint8_t *b, size_t n, long it, double c, int full, double *total, double *comp)
+{
+	MPI_Request req;
+	if (rank == 0)
+		fill(b, n, 0, it);
+	CALL(MPI_Barrier(MPI_COMM_WORLD));
+	double t0 = now();
+	*comp = 0;
+	if (rank == 0)
+		CALL(MPI_Isend(b, (int)n, MPI_BYTE, 1, 4, MPI_COMM_WORLD, &req));
+	else if (rank == 1)
+		CALL(MPI_Irecv(b, (int)n, MPI_BYTE, 0, 4, MPI_COMM_WORLD, &req));
+	if (rank <= 1) {
+		if (c > 0)
+			*comp = compute(c);
+		CALL(MPI_Wait(&req, MPI_STATUS_IGNORE));
+	}
+	*total = now() - t0;
+	if (rank == 1)
+		check(b, n, 0, it, full, "overlap");
+}
+
+/* overlap returns the overlap of an n-octet transfer with computation in
+ * percent (OSU style; the smaller of ranks 0 and 1). */
+static double overlap(size_t n, long iters)
+{
+	uint8_t *b = xalloc(n);
+	double *tc = xalloc(sizeof(double) * (size_t)iters), tot = 0, comp = 0, t, c;
+	long warm = iters / 10 > 3 ? iters / 10 : 3;
+	for (long it = -warm; it < iters; it++) {
+		xfer(b, n, it, 0, it == iters - 1, &t, &c);
+		if (it >= 0)
+			tc[it] = t;
+	}
+	qsort(tc, (size_t)iters, sizeof(double), cmp_double);
+	double tcomm = tc[iters / 2], sumt = 0, sumc = 0;
+	for (long it = 0; it < iters; it++) {
+		xfer(b, n, it, tcomm, it == iters - 1, &tot, &comp);
+		sumt += tot;
+		sumc += comp;
+	}
+	double ov = 100.0 * (1.0 - (sumt - sumc) / (double)iters / tcomm), worst = 0;
+	if (ov < 0)
+		ov = 0;
+	if (rank > 1)
+		ov = 100;
+	CALL(MPI_Reduce(&ov, &worst, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD));
+	free(b);
+	free(tc);
+	return worst;
+}
+
 /* passive: the target computes ms milliseconds without MPI while rank 0
  * does one put, one get and one fetch-and-op, each under its own lock;
  * prints the median time of each over iters rounds. */
@@ -383,7 +578,8 @@ static int run1(char *spec)
 	int window = c ? atoi(c) : 64;
 	int isrma = !strcmp(mode, "put") || !strcmp(mode, "get") || !strcmp(mode, "fop") || !strcmp(mode, "fopx") ||
 		    !strcmp(mode, "putbw");
-	int p2p = !strcmp(mode, "lat") || !strcmp(mode, "bw") || !strcmp(mode, "bibw") || isrma || !strcmp(mode, "passive");
+	int p2p = !strcmp(mode, "lat") || !strcmp(mode, "bw") || !strcmp(mode, "rate") || !strcmp(mode, "overlap") ||
+		  !strcmp(mode, "bibw") || isrma || !strcmp(mode, "passive");
 	if (iters < 1 || window < 1 || (p2p && size < 2)) {
 		if (rank == 0)
 			fprintf(stderr, "iwmpi_bench: ITERS and WINDOW must be >= 1; lat, bw, bibw and the one-sided modes need 2 ranks\n");
@@ -395,8 +591,14 @@ static int run1(char *spec)
 	if (!strcmp(mode, "lat")) {
 		v = lat(n, iters);
 	} else if (!strcmp(mode, "bw") || !strcmp(mode, "bibw")) {
-		v = bw(n, iters, window, mode[1] == 'i');
+		v = bw(n, iters, window, mode[1] == 'i', 0);
 		unit = "Gbps";
+	} else if (!strcmp(mode, "rate")) {
+		v = bw(n, iters, window, 0, 1);
+		unit = "Mmsgs";
+	} else if (!strcmp(mode, "overlap")) {
+		v = overlap(n, iters);
+		unit = "pct";
 	} else if (isrma) {
 		v = rma(mode, n, iters, window);
 		if (mode[3] == 'b')
@@ -449,12 +651,22 @@ static int run1(char *spec)
 
 int main(int argc, char **argv)
 {
+	const char *cpu = getenv("IWMPI_BENCH_CPU");
+	if (cpu && *cpu) {
+		cpu_set_t set;
+		CPU_ZERO(&set);
+		CPU_SET(atoi(cpu), &set);
+		if (sched_setaffinity(0, sizeof set, &set) != 0) {
+			perror("iwmpi_bench: sched_setaffinity(IWMPI_BENCH_CPU)");
+			return 2;
+		}
+	}
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	int rc = argc < 2 ? 2 : 0;
 	if (argc < 2 && rank == 0)
-		fprintf(stderr, "usage: iwmpi_bench SPEC... (SPEC: lat|bw|bibw|a2a|put|get|fop|fopx|putbw:SIZE:ITERS[:WINDOW], passive:MS:ITERS, mem:SIZE:ITERS[:PID,...])\n");
+		fprintf(stderr, "usage: iwmpi_bench SPEC... (SPEC: lat|bw|bibw|rate|overlap|a2a|put|get|fop|fopx|putbw:SIZE:ITERS[:WINDOW], passive:MS:ITERS, mem:SIZE:ITERS[:PID,...])\n");
 	for (int i = 1; i < argc && rc == 0; i++)
 		rc = run1(argv[i]);
 	int allbad = 0;

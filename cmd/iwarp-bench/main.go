@@ -218,7 +218,7 @@ func parseConfig(args []string, stderr io.Writer) (benchConfig, error) {
 	fs.IntVar(&c.EngineN, "engines-n", 4000, "engines per core: 64 KiB `messages` per stream")
 	fs.StringVar(&c.Profile, "profile", "", "write CPU profiles of both daemons (iwarpd -cpuprofile) and, if perf works, perf record -g of them, into `directory`; use with -only")
 	fs.BoolVar(&c.JSON, "json", false, "print one JSON document instead of the tables")
-	mpiTransports, mpiMem, mpiTestsFlag := registerMPIFlags(fs, &c.MPI)
+	mpiTransports, mpiMem, mpiTestsFlag, mpiLayoutsFlag := registerMPIFlags(fs, &c.MPI)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: iwarp-bench [flags]\n\n"+
 			"UD latency and bandwidth through two iwarpd daemons, as ratios to raw sockets measured in the same run.\n"+
@@ -373,7 +373,7 @@ func parseConfig(args []string, stderr io.Writer) (benchConfig, error) {
 			c.MemBin = p
 		}
 	}
-	if err := finishMPIFlags(&c, *mpiTransports, *mpiMem, *mpiTestsFlag, set); err != nil {
+	if err := finishMPIFlags(&c, *mpiTransports, *mpiMem, *mpiTestsFlag, *mpiLayoutsFlag, set); err != nil {
 		return c, err
 	}
 	return c, nil

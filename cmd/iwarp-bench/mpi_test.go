@@ -32,7 +32,7 @@ func TestMPISpec(t *testing.T) {
 }
 
 func TestMPISpecsOneSided(t *testing.T) {
-	p2p, _ := mpiSpecs(mpilaunch.BTLOFI, 1, nil)
+	p2p, _ := mpiSpecs(mpilaunch.BTLOFI, 1, nil, nil)
 	all := strings.Join(p2p, " ")
 	for _, want := range []string{"put:8:2000", "get:8:2000", "fop:8:2000", "putbw:1048576:10:16", "passive:1000:3"} {
 		if !strings.Contains(all, want) {
@@ -42,7 +42,7 @@ func TestMPISpecsOneSided(t *testing.T) {
 	if strings.Count(all, "passive") != 1 {
 		t.Errorf("passive runs once for its three results: %q", all)
 	}
-	p2p, _ = mpiSpecs(mpilaunch.UDPRxD, 1, nil)
+	p2p, _ = mpiSpecs(mpilaunch.UDPRxD, 1, nil, nil)
 	if s := strings.Join(p2p, " "); strings.Contains(s, "put") || strings.Contains(s, "passive") {
 		t.Errorf("udp;ofi_rxd runs no one-sided test: %q", s)
 	}
@@ -54,12 +54,12 @@ func TestMPISpecsOneSided(t *testing.T) {
 
 func TestMPITestsFlag(t *testing.T) {
 	c := &mpiConfig{Tests: []string{"lat:65536", "bw:1048576", "passive:1000"}}
-	p2p, a2a := mpiSpecs(mpilaunch.TCP, 1, c)
+	p2p, a2a := mpiSpecs(mpilaunch.TCP, 1, c, nil)
 	if got := strings.Join(p2p, " "); got != "lat:65536:1000 bw:1048576:10:16 passive:1000:3" || len(a2a) != 0 {
 		t.Errorf("-mpi-tests lat:65536,bw:1048576,passive:1000: p2p %q, a2a %q", got, a2a)
 	}
 	var b benchConfig
-	if err := finishMPIFlags(&b, "tcp", "", "lat:7", map[string]bool{}); err == nil || !strings.Contains(err.Error(), "lat:65536") {
+	if err := finishMPIFlags(&b, "tcp", "", "lat:7", "shared", map[string]bool{}); err == nil || !strings.Contains(err.Error(), "lat:65536") {
 		t.Errorf("-mpi-tests lat:7: %v, want an error naming the tests", err)
 	}
 }
