@@ -92,6 +92,7 @@ struct node {
 };
 
 static char mode = 'a';
+static int ackdrain; /* c: the rank acks once per drained poll (>= 2 unacked) */
 static int dwin_us = 50, rwin_us = -1, dpoll_recv, iters = 20000, reps = 5, window = 64, rate;
 static int cpus[4] = {-1, -1, -1, -1};
 
@@ -193,7 +194,7 @@ static int rd_input(struct node *n, int sock, const struct wire *w, uint32_t *un
 				(*got)++;
 			if ((*unacked)++ == 0)
 				*first = now_ns();
-			if (*unacked >= ACK_EVERY) {
+			if (*unacked >= (to_cq || !ackdrain ? ACK_EVERY : 1u << 30)) {
 				send_ack(sock, r + 1);
 				atomic_store(&n->ack_sent, r + 1);
 				*unacked = 0;
@@ -392,6 +393,11 @@ static int rank_poll(struct rctx *r)
 				r->sends_done += atomic_load(&n->snd_una) - before;
 			}
 			got += dummy;
+			if (ackdrain && r->unacked >= ACK_EVERY) {
+				send_ack(r->sock, atomic_load(&n->rcv_nxt));
+				atomic_store(&n->ack_sent, atomic_load(&n->rcv_nxt));
+				r->unacked = 0;
+			}
 			if (r->unacked && now_ns() - r->first > ACK_DELAY_NS) {
 				send_ack(r->sock, atomic_load(&n->rcv_nxt));
 				r->unacked = 0;
@@ -536,6 +542,8 @@ int main(int argc, char **argv)
 			iters = atoi(v), i++;
 		else if (!strcmp(a, "-reps"))
 			reps = atoi(v), i++;
+		else if (!strcmp(a, "-ackdrain"))
+			ackdrain = 1;
 		else if (!strcmp(a, "-rate"))
 			rate = 1;
 		else if (!strcmp(a, "-window"))
@@ -543,7 +551,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(a, "-cpus"))
 			sscanf(v, "%d,%d,%d,%d", &cpus[0], &cpus[1], &cpus[2], &cpus[3]), i++;
 		else {
-			fprintf(stderr, "usage: smallmsg -mode t|u|a|b|c|d [-dwin US] [-rwin US] [-dpoll epoll|recv] "
+			fprintf(stderr, "usage: smallmsg -mode t|u|a|b|c|d [-dwin US] [-rwin US] [-dpoll epoll|recv] [-ackdrain] "
 					"[-n N] [-reps R] [-rate [-window W]] [-cpus rA,dA,rB,dB]\n");
 			return 2;
 		}
