@@ -88,10 +88,13 @@ struct node {
 	_Atomic uint32_t ack_sent;
 	_Alignas(64) _Atomic uint32_t owner; /* c: 1 rank owns the socket, 0 daemon */
 	_Atomic int64_t lease;               /* c: rank's last poll (ns) */
+	_Atomic uint32_t busy;               /* c: the rank is inside its socket section */
+	_Atomic uint32_t want;               /* c: the rank asks for the socket back */
 	_Atomic uint32_t quit;
 };
 
 static char mode = 'a';
+static int compute_us; /* rank B stops polling this long every 100 round trips */
 static int ackdrain; /* c: the rank acks once per drained poll (>= 2 unacked) */
 static int dwin_us = 50, rwin_us = -1, dpoll_recv, iters = 20000, reps = 5, window = 64, rate;
 static int cpus[4] = {-1, -1, -1, -1};
@@ -240,7 +243,13 @@ static int daemon_pass(struct dctx *d)
 	}
 	if (mode == 'b' && atomic_load(&n->ack_sent) == atomic_load(&n->rcv_nxt))
 		d->unacked = 0; /* the rank's DATA carried our ACK */
-	int own = mode != 'c' || !atomic_load(&n->owner);
+	/* c: the daemon touches the socket only once it owns it and the rank
+	 * has left its socket section (Dekker: owner store, busy load). */
+	int own = mode != 'c' || (!atomic_load(&n->owner) && !atomic_load(&n->busy));
+	if (own && mode == 'c' && !d->unacked && atomic_load(&n->ack_sent) != atomic_load(&n->rcv_nxt)) {
+		d->unacked = atomic_load(&n->rcv_nxt) - atomic_load(&n->ack_sent); /* taken over: owed ACKs */
+		d->first_unacked = now_ns();
+	}
 	if (own) {
 		int readable = 1;
 		if (!dpoll_recv) {
@@ -261,6 +270,12 @@ static int daemon_pass(struct dctx *d)
 	}
 	if (completed)
 		wake_rank(n);
+	if (mode == 'c' && own && atomic_load(&n->want) && !atomic_load(&n->owner)) {
+		/* hand back at the pass boundary: after our CQEs, before the rank's recv */
+		arm(d, 0);
+		atomic_store(&n->want, 0);
+		atomic_store(&n->owner, 1);
+	}
 	return work ? 1 + (completed > 0) : 0;
 }
 
@@ -375,16 +390,27 @@ static int rank_poll(struct rctx *r)
 		}
 		return got;
 	}
+	struct ent e;
+	while (ring_pop(&n->cq, &e)) { /* first: what the daemon delivered came earlier */
+		if (e.kind == 1)
+			r->sends_done++;
+		else
+			got++;
+	}
 	if (mode == 'c') {
 		struct wire w;
 		atomic_store_explicit(&n->lease, now_ns(), memory_order_relaxed);
+		atomic_store(&n->busy, 1);
 		if (!atomic_load(&n->owner)) {
-			/* The daemon took the socket over (we stopped polling): it
-			 * delivers into the CQ; ask for it back (a real handover waits for
-			 * the daemon's pass boundary, see the design). */
-			uint32_t zero = 0;
-			if (n->cq.head == n->cq.tail)
-				atomic_compare_exchange_strong(&n->owner, &zero, 1);
+			/* The daemon took the socket over (we stopped polling longer than
+			 * the lease): it delivers into the CQ; ask for the socket back, the
+			 * daemon returns it at its next pass boundary. */
+			atomic_store(&n->busy, 0);
+			if (!atomic_load(&n->want)) {
+				atomic_store(&n->want, 1);
+				if (atomic_load(&n->dasleep))
+					bell(r->bellfd);
+			}
 		} else {
 			int dummy = 0;
 			while (recv(r->sock, &w, sizeof(w), MSG_DONTWAIT) == sizeof(w)) {
@@ -400,16 +426,11 @@ static int rank_poll(struct rctx *r)
 			}
 			if (r->unacked && now_ns() - r->first > ACK_DELAY_NS) {
 				send_ack(r->sock, atomic_load(&n->rcv_nxt));
+				atomic_store(&n->ack_sent, atomic_load(&n->rcv_nxt));
 				r->unacked = 0;
 			}
+			atomic_store(&n->busy, 0);
 		}
-	}
-	struct ent e;
-	while (ring_pop(&n->cq, &e)) {
-		if (e.kind == 1)
-			r->sends_done++;
-		else
-			got++;
 	}
 	return got;
 }
@@ -464,6 +485,8 @@ static void run_rank(int who, struct rctx *r, int resfd)
 					rank_wait(r, 1, sent);
 					rank_send(r, (uint32_t)i);
 					sent++;
+					if (compute_us && i % 100 == 99)
+						usleep((useconds_t)compute_us); /* computes: no progress calls */
 				}
 				continue;
 			}
@@ -542,6 +565,8 @@ int main(int argc, char **argv)
 			iters = atoi(v), i++;
 		else if (!strcmp(a, "-reps"))
 			reps = atoi(v), i++;
+		else if (!strcmp(a, "-compute"))
+			compute_us = atoi(v), i++;
 		else if (!strcmp(a, "-ackdrain"))
 			ackdrain = 1;
 		else if (!strcmp(a, "-rate"))
@@ -551,7 +576,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(a, "-cpus"))
 			sscanf(v, "%d,%d,%d,%d", &cpus[0], &cpus[1], &cpus[2], &cpus[3]), i++;
 		else {
-			fprintf(stderr, "usage: smallmsg -mode t|u|a|b|c|d [-dwin US] [-rwin US] [-dpoll epoll|recv] [-ackdrain] "
+			fprintf(stderr, "usage: smallmsg -mode t|u|a|b|c|d [-dwin US] [-rwin US] [-dpoll epoll|recv] [-ackdrain] [-compute US] "
 					"[-n N] [-reps R] [-rate [-window W]] [-cpus rA,dA,rB,dB]\n");
 			return 2;
 		}
