@@ -9,7 +9,7 @@
 set -e
 here=$(dirname "$0")
 bin=${SMALLMSG:-/tmp/smallmsg-$$}
-cc -O2 -Wall -Wextra -Werror -o "$bin" "$here/smallmsg.c"
+cc -std=gnu11 -O2 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -o "$bin" "$here/smallmsg.c"
 ROUNDS=${ROUNDS:-1}
 N=${N:-10000}
 RN=${RN:-300}
