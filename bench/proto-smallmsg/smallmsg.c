@@ -90,6 +90,7 @@ struct node {
 	_Atomic int64_t lease;               /* c: rank's last poll (ns) */
 	_Atomic uint32_t busy;               /* c: the rank is inside its socket section */
 	_Atomic uint32_t want;               /* c: the rank asks for the socket back */
+	_Atomic uint32_t takeovers, handbacks; /* c: counted, printed on stderr */
 	_Atomic uint32_t quit;
 };
 
@@ -274,6 +275,7 @@ static int daemon_pass(struct dctx *d)
 		/* hand back at the pass boundary: after our CQEs, before the rank's recv */
 		arm(d, 0);
 		atomic_store(&n->want, 0);
+		atomic_fetch_add(&n->handbacks, 1);
 		atomic_store(&n->owner, 1);
 	}
 	return work ? 1 + (completed > 0) : 0;
@@ -317,8 +319,10 @@ static void run_daemon(struct node *n, int sock, int bellfd)
 			int64_t age = t - atomic_load(&n->lease);
 			if (atomic_load(&n->owner) && age > LEASE_NS) {
 				uint32_t one = 1;
-				if (atomic_compare_exchange_strong(&n->owner, &one, 0))
+				if (atomic_compare_exchange_strong(&n->owner, &one, 0)) {
+					atomic_fetch_add(&n->takeovers, 1);
 					arm(&d, 1);
+				}
 			} else if (atomic_load(&n->owner)) {
 				arm(&d, 0);
 				timeout = (int)((LEASE_NS - age) / 1000000) + 1;
@@ -661,6 +665,9 @@ int main(int argc, char **argv)
 			atomic_store(&nodes[i].quit, 1);
 			bell(bells[i]);
 		}
+		if (mode == 'c')
+			fprintf(stderr, "smallmsg: take-overs A %u B %u, hand-backs A %u B %u\n", nodes[0].takeovers,
+				nodes[1].takeovers, nodes[0].handbacks, nodes[1].handbacks);
 	}
 	char line[128];
 	ssize_t k = read(resp[0], line, sizeof(line) - 1);
