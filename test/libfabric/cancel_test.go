@@ -3,7 +3,6 @@ package libfabric
 import (
 	"context"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,28 +19,12 @@ func TestCancel(t *testing.T) {
 	runProvProgram(t, "fi_cancel")
 }
 
-// provProgramFlags are the link flags a program needs beyond -lfabric.
-var provProgramFlags = map[string][]string{
-	"fi_emptypoll": {"-rdynamic", "-ldl"}, // its poll(2) takes the provider's calls
-}
-
 // runProvProgram builds c/prov/tests/<name>.c with ASan and UBSan and runs
 // it against a real daemon with args (default: "iwarpd"): it must print
 // "<name>: ok".
 func runProvProgram(t *testing.T, name string, args ...string) {
 	needProvider(t)
-	root, err := daemontest.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), name)
-	cc := []string{"-std=gnu11", "-O1", "-g", "-Wall", "-Wextra", "-Werror",
-		"-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-I", filepath.Join(root, "c", "prov"), "-o", bin,
-		filepath.Join(root, "c", "prov", "tests", name+".c"), "-lfabric"}
-	out, err := exec.Command("cc", append(cc, provProgramFlags[name]...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("cc %s.c: %v\n%s", name, err, out)
-	}
+	bin := buildProvProgram(t, name)
 	d := daemon(t, name, daemontest.Options{})
 	// A bound against a hang only: fi_rcache moves 2 GiB through process
 	// memory (2,000 sends; 10,000 took 25–32 s on a machine of this kind
@@ -54,7 +37,7 @@ func runProvProgram(t *testing.T, name string, args ...string) {
 	cmd := exec.CommandContext(ctx, bin, args...)
 	// Leaks of libfabric itself are not ours to judge here.
 	cmd.Env = fiEnv(d, append([]string{"ASAN_OPTIONS=detect_leaks=0"}, native...)...)
-	out, err = cmd.CombinedOutput()
+	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), name+": ok") {
 		t.Fatalf("%s: %v\n%s", name, err, out)
 	}

@@ -2,7 +2,6 @@ package libfabric
 
 import (
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,17 +20,7 @@ import (
 // "Still failing"), whatever the core provider under it.
 func TestInjectContext(t *testing.T) {
 	needProvider(t)
-	root, err := daemontest.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "fi_inject_ctx")
-	out, err := exec.Command("cc", "-std=gnu11", "-O1", "-g", "-Wall", "-Wextra", "-Werror",
-		"-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-I", filepath.Join(root, "c", "prov"), "-o", bin,
-		filepath.Join(root, "c", "prov", "tests", "fi_inject_ctx.c"), "-lfabric").CombinedOutput()
-	if err != nil {
-		t.Fatalf("cc fi_inject_ctx.c: %v\n%s", err, out)
-	}
+	bin := buildProvProgram(t, "fi_inject_ctx")
 	d := daemon(t, "inject-ctx", daemontest.Options{})
 	runIt := func(env []string, args ...string) (string, error) {
 		cmd := exec.Command(bin, args...)

@@ -3,7 +3,6 @@ package libfabric
 import (
 	"context"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,17 +21,8 @@ import (
 // stage nothing (FI_IWARPD_STAGING=0), so the test's MRs are all there is.
 func TestRefusedRegistrationSaysWhy(t *testing.T) {
 	needProvider(t)
-	root, err := daemontest.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
 	const name = "fi_mr_limit"
-	bin := filepath.Join(t.TempDir(), name)
-	if out, err := exec.Command("cc", "-std=gnu11", "-O1", "-g", "-Wall", "-Wextra", "-Werror",
-		"-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-I", filepath.Join(root, "c", "prov"), "-o", bin,
-		filepath.Join(root, "c", "prov", "tests", name+".c"), "-lfabric").CombinedOutput(); err != nil {
-		t.Fatalf("cc %s.c: %v\n%s", name, err, out)
-	}
+	bin := buildProvProgram(t, name)
 	d := daemon(t, name, daemontest.Options{Extra: []string{"-max-registered-bytes", "4M", "-max-mr-size", "4M",
 		"-user-max-registered-bytes", "5M"}})
 	ctx, cancel := context.WithTimeout(context.Background(), daemontest.Scaled(time.Minute))

@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -87,24 +86,6 @@ func TestRendezvousStaged(t *testing.T) {
 		t.Logf("%d datagrams sent, %d received", c["datagrams_out"], c["datagrams_in"])
 		d.CheckAlive(t)
 	})
-}
-
-// buildProvProgram builds c/prov/tests/<name>.c with ASan and UBSan, as
-// runProvProgram does, and returns the binary.
-func buildProvProgram(t *testing.T, name string) string {
-	t.Helper()
-	root, err := daemontest.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), name)
-	out, err := exec.Command("cc", "-std=gnu11", "-O1", "-g", "-Wall", "-Wextra", "-Werror",
-		"-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-I", filepath.Join(root, "c", "prov"), "-o", bin,
-		filepath.Join(root, "c", "prov", "tests", name+".c"), "-lfabric").CombinedOutput()
-	if err != nil {
-		t.Fatalf("cc %s.c: %v\n%s", name, err, out)
-	}
-	return bin
 }
 
 // runRndv runs fi_rndv_stage against d (inside namespace 0 of pair, if

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,17 +21,7 @@ import (
 // when the event came first, and the client waited forever (issue 10).
 func TestShutdownAfterCompletions(t *testing.T) {
 	needProvider(t)
-	root, err := daemontest.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "fi_shutdown")
-	out, err := exec.Command("cc", "-std=gnu11", "-O1", "-g", "-Wall", "-Wextra", "-Werror",
-		"-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-o", bin,
-		filepath.Join(root, "c", "prov", "tests", "fi_shutdown.c"), "-lfabric").CombinedOutput()
-	if err != nil {
-		t.Fatalf("cc fi_shutdown.c: %v\n%s", err, out)
-	}
+	bin := buildProvProgram(t, "fi_shutdown")
 	d := daemon(t, "shutdown", daemontest.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), daemontest.Scaled(120*time.Second))
 	defer cancel()
@@ -40,7 +29,7 @@ func TestShutdownAfterCompletions(t *testing.T) {
 	// Leaks of libfabric itself are not ours to judge here.
 	cmd.Env = fiEnv(d, append([]string{"ASAN_OPTIONS=detect_leaks=0",
 		"IWARPD_TEST_TIMEOUT_SCALE=" + os.Getenv("IWARPD_TEST_TIMEOUT_SCALE")}, native...)...)
-	out, err = cmd.CombinedOutput()
+	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "fi_shutdown: ok") {
 		t.Fatalf("fi_shutdown: %v\n%s", err, out)
 	}
