@@ -214,6 +214,14 @@ struct iwd_pool {
 	size_t nfree;
 };
 int iwd_pool_init(struct iwd_domain *dom, struct iwd_pool *p, size_t slot_size, size_t count);
+/* The bounce pools hold a slot for each operation the attributes let the
+ * application post (tx_attr->size plus IWD_TX_EXTRA, as iwd_ep_create_qp_srq;
+ * rx_attr->size), not for the deeper queues the daemon rounds them up to
+ * (powers of two): 256 + 16 sends made 512 slots of 64 KiB, 32 MiB of an
+ * RxM connection's 48 or of an RDM rank's 112 (docs/memory.md). A post
+ * beyond them waits for a slot (-FI_EAGAIN), which fi_endpoint(3) allows
+ * past "size". */
+static inline size_t iwd_pool_count(size_t asked, size_t depth) { return asked && asked < depth ? asked : depth; }
 void iwd_pool_fini(struct iwd_pool *p);
 void *iwd_pool_get(struct iwd_pool *p);
 void iwd_pool_put(struct iwd_pool *p, void *slot);
@@ -223,6 +231,10 @@ int iwd_stage_init(struct iwd_domain *dom, size_t size);
 void iwd_stage_fini(struct iwd_domain *dom);
 /* A contiguous staging chunk of at least len bytes, or NULL (try later). */
 void *iwd_stage_alloc(struct iwd_domain *dom, size_t len);
+/* The error for an operation iwd_stage_alloc failed: -FI_ENOMEM when the
+ * staging memory could not be allocated at its first use, else -FI_EAGAIN
+ * (staging busy: completions free it). */
+int iwd_stage_err(struct iwd_domain *dom);
 void iwd_stage_free(struct iwd_domain *dom, void *p, size_t len);
 void *iwd_stage_alloc_tx(struct iwd_domain *dom, size_t len);
 void iwd_stage_free_tx(struct iwd_domain *dom, void *p, size_t len);
@@ -639,6 +651,9 @@ int iwd_ep_opened(struct iwd_ep *ep, int ret, struct fid_ep **out);
 int iwd_ep_getname(fid_t fid, void *addr, size_t *addrlen);
 /* The rx queue depth an fi_info asks for. */
 size_t iwd_ep_rx_depth(const struct fi_info *info);
+/* Transmit bounce slots: tx_attr->size (else IWD_TX_SIZE) + IWD_TX_EXTRA,
+ * at most the send queue's depth (iwd_pool_count). */
+size_t iwd_ep_tx_pool_count(const struct iwd_ep *ep);
 
 /* ---- the data path every type shares (iwd_ep_data.c) ---- */
 /* Polls ep's verbs CQ, hands each completion to ep->ops->wc, then

@@ -63,12 +63,17 @@ void iwd_pool_put(struct iwd_pool *p, void *slot)
 uint32_t iwd_pool_lkey(const struct iwd_pool *p) { return iwv_mr_lkey(p->mr); }
 
 /* Staging: chunks of IWD_STAGE_CHUNK octets, allocated first-fit as
- * contiguous runs tracked by a byte map. */
+ * contiguous runs tracked by a byte map. The memory itself is allocated and
+ * registered with the daemon at the first allocation (stage_map), not at
+ * fi_domain: libiwverbs writes every page of the buffers it creates
+ * (c/core/shm.c), so a rank that never stages would otherwise keep
+ * FI_IWARPD_STAGING resident for nothing (docs/memory.md). */
 #define IWD_STAGE_CHUNK (64u << 10)
 
 struct iwd_stage {
-	struct iwv_buffer *buf;
+	struct iwv_buffer *buf; /* NULL until the first allocation */
 	struct iwv_mr *mr;
+	int err;                /* the last stage_map's failure, else 0 */
 	size_t nchunks;
 	size_t hint;
 	size_t tx_chunks; /* held by rendezvous sends' copies (iwd_stage_alloc_tx) */
@@ -79,27 +84,45 @@ int iwd_stage_init(struct iwd_domain *dom, size_t size)
 {
 	struct iwd_stage *st;
 	size_t n = (size + IWD_STAGE_CHUNK - 1) / IWD_STAGE_CHUNK;
-	int ret;
 	if (!n)
 		return 0;
 	st = calloc(1, sizeof(*st) + n);
 	if (!st)
 		return -FI_ENOMEM;
 	st->nchunks = n;
-	ret = iwv_alloc_buffer(dom->fab->s, n * IWD_STAGE_CHUNK, &st->buf);
-	if (!ret)
-		ret = iwv_reg_mr(dom->pd, iwv_buffer_addr(st->buf), n * IWD_STAGE_CHUNK,
-				 IWV_ACCESS_LOCAL_WRITE | IWV_ACCESS_REMOTE_READ | IWV_ACCESS_REMOTE_WRITE, &st->mr);
-	if (ret) {
-		IWD_WARN(FI_LOG_DOMAIN, "iwarpd: staging memory (%zu octets; FI_IWARPD_STAGING): %s\n",
-			 n * IWD_STAGE_CHUNK, iwv_last_error(dom->fab->s));
-		if (st->buf)
-			iwv_free_buffer(st->buf);
-		free(st);
-		return iwd_errno(ret);
-	}
 	dom->stage = st;
 	return 0;
+}
+
+/* Allocates and registers the staging memory; the domain lock is held. A
+ * failure is kept in st->err for iwd_stage_err and tried again at the next
+ * allocation. */
+static int stage_map(struct iwd_domain *dom, struct iwd_stage *st)
+{
+	size_t size = st->nchunks * IWD_STAGE_CHUNK;
+	int ret = iwv_alloc_buffer(dom->fab->s, size, &st->buf);
+	if (!ret)
+		ret = iwv_reg_mr(dom->pd, iwv_buffer_addr(st->buf), size,
+				 IWV_ACCESS_LOCAL_WRITE | IWV_ACCESS_REMOTE_READ | IWV_ACCESS_REMOTE_WRITE, &st->mr);
+	if (ret) {
+		IWD_WARN(FI_LOG_DOMAIN,
+			 "iwarpd: staging memory (%zu octets) at its first use: %s; lower FI_IWARPD_STAGING, or "
+			 "register the buffers (fi_mr_reg)\n",
+			 size, iwv_last_error(dom->fab->s));
+		if (st->buf)
+			iwv_free_buffer(st->buf);
+		st->buf = NULL;
+		st->mr = NULL;
+		st->err = -FI_ENOMEM;
+		return st->err;
+	}
+	st->err = 0;
+	return 0;
+}
+
+int iwd_stage_err(struct iwd_domain *dom)
+{
+	return dom->stage && dom->stage->err ? dom->stage->err : -FI_EAGAIN;
 }
 
 void iwd_stage_fini(struct iwd_domain *dom)
@@ -107,8 +130,10 @@ void iwd_stage_fini(struct iwd_domain *dom)
 	struct iwd_stage *st = dom->stage;
 	if (!st)
 		return;
-	iwv_dereg_mr(st->mr);
-	iwv_free_buffer(st->buf);
+	if (st->mr)
+		iwv_dereg_mr(st->mr);
+	if (st->buf)
+		iwv_free_buffer(st->buf);
 	free(st);
 	dom->stage = NULL;
 }
@@ -121,6 +146,8 @@ void *iwd_stage_alloc(struct iwd_domain *dom, size_t len)
 		return NULL;
 	need = (len + IWD_STAGE_CHUNK - 1) / IWD_STAGE_CHUNK;
 	if (need > st->nchunks)
+		return NULL;
+	if (!st->buf && stage_map(dom, st))
 		return NULL;
 	for (pass = 0; pass < 2; pass++) {
 		size_t start = pass ? 0 : st->hint;

@@ -1,7 +1,8 @@
 /*
  * iwd_domain.c — the domain (fi_domain(3)): a protection domain and a
  * completion channel in the fabric's session, staging memory for
- * rendezvous of unregistered buffers, and the FI_IWARPD_PROGRESS_THREAD
+ * rendezvous of unregistered buffers (its bookkeeping; the memory comes at
+ * its first use, iwd_buf.c), and the FI_IWARPD_PROGRESS_THREAD
  * (domain-wide progress itself is iwd_progress.c).
  */
 #include <errno.h>

@@ -485,3 +485,9 @@ int iwd_ep_opened(struct iwd_ep *ep, int ret, struct fid_ep **out)
 	*out = &ep->ep_fid;
 	return 0;
 }
+
+size_t iwd_ep_tx_pool_count(const struct iwd_ep *ep)
+{
+	size_t tx = ep->info->tx_attr->size ? ep->info->tx_attr->size : IWD_TX_SIZE;
+	return iwd_pool_count(tx + IWD_TX_EXTRA, ep->sq_depth);
+}

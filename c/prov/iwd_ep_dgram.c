@@ -16,27 +16,15 @@
 
 static struct iwd_ep *ep_of(struct fid_ep *f) { return iwd_container_of(f, struct iwd_ep, ep_fid); }
 
-/* The bounce pools hold a slot for each operation the attributes let the
- * application post (tx_attr->size plus IWD_TX_EXTRA, as iwd_ep_create_qp_srq,
- * rx_attr->size), not for the deeper queues the daemon rounds them up to
- * (powers of two): 256 + 16 sends made 512 slots of 64 KiB, 32 MiB of an
- * RxM connection's 48 (docs/memory.md). A post beyond them waits for a
- * slot (-FI_EAGAIN), which fi_endpoint(3) allows past "size". */
-static size_t pool_count(size_t asked, size_t depth)
-{
-	return asked && asked < depth ? asked : depth;
-}
-
 int iwd_dgram_enable(struct iwd_ep *ep)
 {
 	size_t slot = ep->info->ep_attr->max_msg_size;
-	size_t tx = ep->info->tx_attr->size ? ep->info->tx_attr->size : IWD_TX_SIZE;
 	int ret;
 	if (iwd_dgram(ep)->stage_large || slot > iwd_env.dgram_max)
 		slot = iwd_env.dgram_max;
-	ret = iwd_pool_init(ep->dom, &ep->txp, slot, pool_count(tx + IWD_TX_EXTRA, ep->sq_depth));
+	ret = iwd_pool_init(ep->dom, &ep->txp, slot, iwd_ep_tx_pool_count(ep));
 	if (!ret)
-		ret = iwd_pool_init(ep->dom, &ep->rxp, slot, pool_count(iwd_ep_rx_depth(ep->info), ep->rq_depth));
+		ret = iwd_pool_init(ep->dom, &ep->rxp, slot, iwd_pool_count(iwd_ep_rx_depth(ep->info), ep->rq_depth));
 	if (ret)
 		iwd_pool_fini(&ep->txp); /* a second fi_enable starts afresh */
 	return ret;
@@ -213,9 +201,10 @@ static ssize_t dg_recv(struct iwd_ep *ep, const struct iovec *iov, void **desc, 
 						  iwd_pool_lkey(&ep->rxp)};
 		}
 		if (!rr->bounce) {
+			ret = rr->bounce_len ? iwd_stage_err(ep->dom) : -FI_EAGAIN;
 			rxreq_free(ep, rr);
 			iwd_unlock(ep->dom);
-			return -FI_EAGAIN;
+			return ret;
 		}
 	}
 	wr.wr_id = (uint64_t)(uintptr_t)rr;
@@ -285,7 +274,7 @@ static ssize_t dg_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, 
 		/* Larger than a bounce slot and not registered: stage it. */
 		tx->stage = iwd_stage_alloc(ep->dom, len);
 		if (!tx->stage) {
-			ret = -FI_EAGAIN;
+			ret = iwd_stage_err(ep->dom);
 		} else {
 			tx->stage_len = len;
 			iwd_iov_copy_out(tx->stage, iov, count, len);

@@ -59,7 +59,7 @@ int iwd_rdm_enable(struct iwd_ep *ep)
 	 * undid everything; with some bounce receives posted (they stay with
 	 * the pool until fi_close) it goes on from the first not posted. */
 	if (!r->bounces) {
-		ret = iwd_pool_init(ep->dom, &ep->txp, HDR + r->eager_max, ep->sq_depth);
+		ret = iwd_pool_init(ep->dom, &ep->txp, HDR + r->eager_max, iwd_ep_tx_pool_count(ep));
 		if (!ret)
 			ret = iwd_pool_init(ep->dom, &ep->rxp, HDR + r->eager_max, ep->rq_depth);
 		if (!ret) {
@@ -429,9 +429,10 @@ ssize_t iwd_rdm_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 				h.rkey = iwv_mr_rkey(tx->tmp_mr);
 				h.addr = (uint64_t)(uintptr_t)iov[0].iov_base;
 			} else if (!tx->stage) {
+				ret = iwd_stage_err(ep->dom); /* busy: completions free it */
 				iwd_tx_free(ep, tx);
 				iwd_unlock(ep->dom);
-				return -FI_EAGAIN; /* staging is busy: completions free it */
+				return ret;
 			} else {
 				tx->stage_len = len;
 				iwd_iov_copy_out(tx->stage, iov, count, len);

@@ -114,6 +114,11 @@ void iwd_rdm_fin(struct iwd_ep *ep, uint64_t id)
 	IWD_DBG(FI_LOG_EP_DATA, "iwarpd: FIN for unknown rendezvous %llu dropped\n", (unsigned long long)id);
 }
 
+/* post_read's answer when the staging memory could not be allocated at its
+ * first use: the receive completes in error (FI_ENOMEM) and the sender is
+ * sent its FIN, rather than waiting for memory that will not come. */
+#define READ_NOMEM 1
+
 static int post_read(struct iwd_ep *ep, struct iwd_rxreq *rr)
 {
 	struct iwv_sge sge;
@@ -128,7 +133,7 @@ static int post_read(struct iwd_ep *ep, struct iwd_rxreq *rr)
 		    !iwd_desc_lkey(rr->rx->desc[0], rr->rx->iov[0].iov_base, rlen, &lkey)) {
 			rr->bounce = iwd_stage_alloc(ep->dom, rlen);
 			if (!rr->bounce)
-				return -FI_EAGAIN;
+				return iwd_stage_err(ep->dom) == -FI_ENOMEM ? READ_NOMEM : -FI_EAGAIN;
 			rr->bounce_len = rlen;
 			rr->stage = 1;
 			lkey = iwd_stage_lkey(ep->dom);
@@ -234,11 +239,16 @@ int iwd_rdm_start_read(struct iwd_ep *ep, struct iwd_rx *rx, uint32_t hflags, ui
 	iwd_list_insert_tail(&iwd_rdm(ep)->reads, &rr->link);
 	if (mlen - rr->olen == 0)
 		return iwd_rdm_read_done(ep, rr, 0, 0);
-	if (!iwd_list_empty(&iwd_rdm(ep)->pending_reads) || post_read(ep, rr)) {
-		iwd_list_remove(&rr->link);
-		rr->pending = 1;
-		iwd_list_insert_tail(&iwd_rdm(ep)->pending_reads, &rr->link);
+	if (iwd_list_empty(&iwd_rdm(ep)->pending_reads)) {
+		int ret = post_read(ep, rr);
+		if (ret == READ_NOMEM)
+			return iwd_rdm_read_done(ep, rr, FI_ENOMEM, 0);
+		if (!ret)
+			return 0;
 	}
+	iwd_list_remove(&rr->link);
+	rr->pending = 1;
+	iwd_list_insert_tail(&iwd_rdm(ep)->pending_reads, &rr->link);
 	return 0;
 }
 
@@ -256,7 +266,12 @@ void iwd_rdm_retry(struct iwd_ep *ep)
 	iwd_list_foreach_safe(&iwd_rdm(ep)->pending_reads, it, tmp)
 	{
 		struct iwd_rxreq *rr = iwd_container_of(it, struct iwd_rxreq, link);
-		if (post_read(ep, rr))
+		int ret = post_read(ep, rr);
+		if (ret == READ_NOMEM) {
+			iwd_rdm_read_done(ep, rr, FI_ENOMEM, 0);
+			continue;
+		}
+		if (ret)
 			break;
 		iwd_list_remove(it);
 		rr->pending = 0;

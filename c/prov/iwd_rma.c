@@ -109,7 +109,7 @@ static ssize_t rma_op(struct iwd_ep *ep, int is_read, const struct iovec *iov, v
 				sge[0] = (struct iwv_sge){(uint64_t)(uintptr_t)tx->stage, (uint32_t)len, iwd_stage_lkey(ep->dom)};
 				ret = 0;
 			} else {
-				ret = -FI_EAGAIN;
+				ret = iwd_stage_err(ep->dom);
 			}
 			nsge = len ? 1 : 0;
 		}
@@ -124,7 +124,7 @@ static ssize_t rma_op(struct iwd_ep *ep, int is_read, const struct iovec *iov, v
 				nsge = 1;
 				ret = 0;
 			} else {
-				ret = -FI_EAGAIN;
+				ret = iwd_stage_err(ep->dom);
 			}
 		}
 	}

@@ -260,6 +260,8 @@ static ssize_t srx_post(struct iwd_srx *srx, const struct iovec *iov, void **des
 			s->cap = r->len;
 			s->buf = iwd_stage_alloc(dom, r->len);
 			s->stage = s->buf != NULL;
+			if (!s->buf)
+				ret = iwd_stage_err(dom);
 			sge = (struct iwv_sge){(uint64_t)(uintptr_t)s->buf, (uint32_t)s->cap, iwd_stage_lkey(dom)};
 		} else {
 			s->cap = srx->pool.slot_size;

@@ -20,7 +20,8 @@ import (
 // registered, every word checked.
 //
 //   - staged: with the default staging every send is copied into it —
-//     no registration, no registration-cache use (the program checks) —
+//     no registration but the staging's own at its first use, no
+//     registration-cache use (the program checks) —
 //     and the daemon reads no octet of the process's memory
 //     (process_mem_read_bytes 0 per octet sent, where the registration
 //     cache made it 1: a pread of /proc/PID/mem on the copier);
