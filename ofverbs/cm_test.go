@@ -704,6 +704,36 @@ func TestCMDisconnect(t *testing.T) {
 	}
 }
 
+// TestCMDisconnectRightAfterConnect: a Disconnect sent as soon as Connect
+// returns ends the connection. The daemon used to take it for the
+// cancellation of the Connect (still listed as in progress for a moment
+// after its Established event) and drop it (CI, 2026-11-28).
+func TestCMDisconnectRightAfterConnect(t *testing.T) {
+	srv, cli := startDaemon(t), startDaemon(t)
+	sc, cc := srv.open(t), cli.open(t)
+	l, err := sc.Listen(":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		sqp, cqp := newRCQP(t, sc), newRCQP(t, cc)
+		done := acceptOne(l, sqp, ofverbs.ConnParam{}, nil)
+		if err := cqp.Connect(l.Addr(), ofverbs.ConnParam{}); err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		if err := cqp.Disconnect(); err != nil {
+			t.Fatalf("round %d: Disconnect: %v", i, err)
+		}
+		request(t, done)
+		if ev := waitCM(t, cqp, ofverbs.CMDisconnected); ev.Errno != 0 {
+			t.Errorf("round %d: initiator %+v, want a graceful end", i, ev)
+		}
+		waitCM(t, sqp, ofverbs.CMDisconnected)
+		sqp.Close()
+		cqp.Close()
+	}
+}
+
 // rcEP is an RC QP in INIT with a registered buffer.
 type rcEP struct {
 	qp       *ofverbs.QP

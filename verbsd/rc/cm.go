@@ -111,6 +111,20 @@ func (cm *cmSession) post(s *CM, ev proto.CMEvent) {
 	}
 }
 
+// finish takes the Connect a out of the connects in progress; false if it
+// was cancelled first (CancelConnect, the session's end).
+func (cm *cmSession) finish(a *cmActive) bool {
+	cm.mu.Lock()
+	defer cm.mu.Unlock()
+	if a.ctx.Err() != nil {
+		return false
+	}
+	if cm.active[a.qp] == a {
+		delete(cm.active, a.qp)
+	}
+	return true
+}
+
 // closeAll ends every listener, pending request and connect of the session.
 func (cm *cmSession) closeAll() {
 	cm.mu.Lock()
@@ -171,12 +185,22 @@ func (s *CM) releaseRC(handle uint32) {
 // FI_CONNECTED carries the accept's data; fabtests' fi_cm_data read the
 // FI_SHUTDOWN instead, now and then; issue 19). fd is owned by the engine
 // afterwards, or closed here on failure.
-func (s *CM) attachConn(handle uint32, a Attach, established proto.CMEvent) error {
+//
+// active is the initiator's Connect (nil for the responder). It leaves the
+// session's connects in progress in the same engine command that attaches
+// the socket, before established is posted: a Disconnect the client sends
+// once Connect has returned then finds no Connect to cancel and ends the
+// connection, and a cancel that came first fails the attach (ECANCELED).
+func (s *CM) attachConn(handle uint32, a Attach, established proto.CMEvent, active *cmActive) error {
 	err := s.Eng.Do(func() error {
 		q := s.qp(handle)
 		if q == nil || !q.cm.busy {
 			unix.Close(a.FD)
 			return rnic.Errf(unix.ENOENT, "QP %d was destroyed while connecting", handle)
+		}
+		if active != nil && !s.cm.finish(active) {
+			unix.Close(a.FD)
+			return rnic.Errf(unix.ECANCELED, "connect cancelled")
 		}
 		q.cm.busy = false
 		if q.State != proto.QPStateInit {

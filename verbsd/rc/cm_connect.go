@@ -75,11 +75,13 @@ func (s *CM) Connect(req proto.ConnectRequest) error {
 	return nil
 }
 
-// CancelConnect stops the Connect in progress on QP handle, if any.
+// CancelConnect stops the Connect in progress on QP handle, if any. It
+// cancels under the lock cmSession.finish takes, so a Connect is either
+// cancelled before its socket is attached or found finished, never both.
 func (s *CM) CancelConnect(handle uint32) bool {
 	s.cm.mu.Lock()
+	defer s.cm.mu.Unlock()
 	a := s.cm.active[handle]
-	s.cm.mu.Unlock()
 	if a != nil {
 		a.cancel()
 	}
@@ -192,7 +194,7 @@ func (s *CM) initiate(a *cmActive, ap netip.AddrPort, policy mpa.Policy, timeout
 	}
 	ev := proto.CMEvent{Type: proto.CMEstablished, QP: a.qp, Peer: att.Remote.String(), Local: att.Local.String(),
 		PrivateData: params.PeerPrivateData, IRD: params.LocalIRD, ORD: params.LocalORD, MPA: mpaParams(params)}
-	if err := s.attachConn(a.qp, att, ev); err != nil {
+	if err := s.attachConn(a.qp, att, ev, a); err != nil {
 		return proto.CMEvent{Type: proto.CMConnectionError, Status: int(rnic.ErrnoOf(err)), Detail: err.Error(), Local: local.String()}
 	}
 	return ev

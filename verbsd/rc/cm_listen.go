@@ -350,7 +350,7 @@ func (s *CM) Accept(req proto.AcceptRequest) (*proto.CMEvent, error) {
 	ev := proto.CMEvent{Type: proto.CMEstablished, QP: req.QP, Conn: req.Conn, Peer: p.peer.String(),
 		Local: p.local.String(), PrivateData: params.PeerPrivateData, IRD: params.LocalIRD, ORD: params.LocalORD,
 		MPA: mpaParams(params)}
-	if err := s.attachConn(req.QP, a, ev); err != nil {
+	if err := s.attachConn(req.QP, a, ev, nil); err != nil {
 		return nil, err
 	}
 	return &ev, nil
