@@ -80,8 +80,9 @@ func sanitizedProgram(t *testing.T) string {
 	return builtBin
 }
 
+// TestMain builds the daemon for the live tests (daemontest.Main).
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := daemontest.Main(m, nil)
 	if buildDir != "" {
 		os.RemoveAll(buildDir)
 	}
