@@ -11,8 +11,13 @@
 // (fast-path Send, ACK, or the daemon's, with the reason). The C program
 // (c/tests/t_fastpath.c) is built with -fsanitize=address,undefined, so
 // the same runs check its memory safety, and it also runs a bounded
-// random-input loop through the parsers. The tests need a C compiler and
-// skip without one; they start no daemon and bind no port.
+// random-input loop through the parsers. TestLiveRD and TestLiveUD start
+// two real daemons (UD ports 26600-26649, RD 26650-26699) whose Sends and
+// ACKs pass through a recording UDP relay in the test: every one of their
+// datagrams must be rebuilt byte for byte by the C builder and classified
+// as the reference says (no stored capture of datagram-iWARP traffic
+// exists). Run the package under the test lock; it needs a C compiler and
+// skips without one.
 //
 // IWARPD_FASTPATH_BENCH=1 also builds it with -O2 and logs the ns per
 // encode+CRC and per parse of an 8 B Send (figures only, never asserted).
