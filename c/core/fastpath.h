@@ -144,8 +144,9 @@ ssize_t iwvi_fp_rd_ack_build(uint8_t *buf, size_t cap, uint32_t qkey, uint32_t s
 			     int crc);
 
 /* iwvi_fp_max_payload: the largest Send payload one datagram of
- * datagram_size octets carries (dgram.MaxSegment − DDP header − imm), or
- * 0 if none. */
+ * datagram_size octets (capped at FP_MAX_DATAGRAM) carries
+ * (dgram.MaxSegment − DDP header − imm, as verbsd/rd RdMaxPayload), or 0
+ * if none. */
 size_t iwvi_fp_max_payload(size_t datagram_size, int rd, int has_imm);
 
 /* ---- Parsing (fastpath_rx.c). */
