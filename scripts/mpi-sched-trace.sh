@@ -20,7 +20,7 @@ shift
 mkdir -p "$out"
 perf record -q -e sched:sched_switch,syscalls:sys_enter_sendmmsg,syscalls:sys_enter_recvmmsg -a \
 	-o "$out/sched.data" -- ./bin/iwarp-bench -bin bin -scenario mpi -mpi-rounds 1 -mpi-mem-ranks '' \
-	-mpi-transports iwarpd -mpi-layouts shared -mpi-load 0 -out '' "$@" 2>&1 | grep '^\[mpi\] shared' || true
+	-mpi-transports iwarpd -mpi-layouts shared -mpi-load 0 -out '' "$@" 2>&1 | grep '^\[mpi\] [a-z-]* round' || true
 perf script -i "$out/sched.data" -F comm,tid,cpu,time,event,trace 2>/dev/null >"$out/sched.txt"
 # The steady window: percentiles of the iwarpd sendmmsg timestamps.
 read -r t0 t1 < <(awk '$1 == "iwarpd" && /sys_enter_sendmmsg/ { sub(":", "", $4); print $4 }' "$out/sched.txt" |
