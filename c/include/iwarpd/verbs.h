@@ -51,10 +51,17 @@ extern "C" {
 
 /* IWV_ABI_VERSION must equal proto.ABIVersion (checked by a Go test,
  * test/cclient). Client and daemon must agree exactly. */
-#define IWV_ABI_VERSION 4
+#define IWV_ABI_VERSION 5
 
 /* Environment variable naming the control socket (as ofverbs.EnvSocket). */
 #define IWV_ENV_SOCKET "IWARPD_SOCKET"
+
+/* Environment variable choosing who makes the UDP sockets of UD and RD QPs
+ * (as ofverbs.EnvQPSocket; docs/c-client.md "QP sockets"): "daemon" lets
+ * iwarpd make them (their datagrams then leave as iwarpd's user); unset or
+ * anything else, the client does, when it runs in iwarpd's network
+ * namespace. */
+#define IWV_ENV_QP_SOCKET "IWARPD_QP_SOCKET"
 
 /* Limits of the protocol. */
 #define IWV_MAX_PRIVATE_DATA 512 /* MPA private data, octets */
