@@ -124,7 +124,7 @@ func TestABIVersion(t *testing.T) {
 		"W_OP_CONNECT": int64(proto.OpConnect), "W_OP_DISCONNECT": int64(proto.OpDisconnect),
 		"W_OP_ATTACH_MCAST": int64(proto.OpAttachMcast), "W_OP_DETACH_MCAST": int64(proto.OpDetachMcast),
 		"W_OP_RESERVE_PORT": int64(proto.OpReservePort),
-		"W_OP_EVENT": int64(proto.OpEvent), "W_OP_CM_EVENT": int64(proto.OpCMEvent), "W_OP_REPLY": int64(proto.OpReply),
+		"W_OP_EVENT":        int64(proto.OpEvent), "W_OP_CM_EVENT": int64(proto.OpCMEvent), "W_OP_REPLY": int64(proto.OpReply),
 		"W_RING_MAGIC": int64(proto.RingMagic), "W_RING_HEADER_LEN": proto.RingHeaderLen,
 		"W_OFF_RING_MAGIC": proto.OffRingMagic, "W_OFF_RING_VERSION": proto.OffRingVersion, "W_OFF_RING_KIND": proto.OffRingKind,
 		"W_OFF_RING_DEPTH": proto.OffRingDepth, "W_OFF_RING_STRIDE": proto.OffRingStride,
