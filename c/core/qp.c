@@ -251,6 +251,10 @@ IWV_EXPORT void iwv_qp_cap(const struct iwv_qp *qp, struct iwv_qp_cap *cap)
 {
 	*cap = qp->cap;
 }
+IWV_EXPORT int iwv_qp_socket(const struct iwv_qp *qp)
+{
+	return qp->sock;
+}
 IWV_EXPORT const char *iwv_qp_addr(const struct iwv_qp *qp)
 {
 	return qp->addr;

@@ -494,6 +494,13 @@ IWV_EXPORT void iwv_qp_cap(const struct iwv_qp *qp, struct iwv_qp_cap *cap);
  * (-EINVAL for RC). */
 IWV_EXPORT const char *iwv_qp_addr(const struct iwv_qp *qp);
 IWV_EXPORT int iwv_qp_av(const struct iwv_qp *qp, struct iwv_av *av);
+/* A datagram QP's UDP socket when this process made it (ABI 5, the default:
+ * docs/c-client.md "QP sockets"); -1 when iwarpd did (IWV_ENV_QP_SOCKET,
+ * another network namespace) or for RC. The library owns it (closed by
+ * iwv_destroy_qp); iwarpd reads and writes it with MSG_DONTWAIT, so the
+ * application must not read from it, shut it down or reconfigure it: that
+ * only breaks this QP (it moves to ERROR). */
+IWV_EXPORT int iwv_qp_socket(const struct iwv_qp *qp);
 
 struct iwv_srq_init_attr {
 	uint32_t max_wr; /* rounded up to a power of two */
