@@ -53,6 +53,8 @@ type options struct {
 	timeout   time.Duration
 	daemonUID int // also trusted besides root and ourselves; -1: none
 	memFD     int // WithProcessMemFD; -1: this process's /proc/self/mem
+	// daemonSockets: the daemon makes the QPs' sockets (qpsock.go).
+	daemonSockets bool
 }
 
 // EnvDaemonUID names the environment variable that makes a client trust a
@@ -112,6 +114,9 @@ type Context struct {
 	// deviceAddr is the device's address (hello): address handles must be
 	// of its family. Invalid if the daemon did not say.
 	deviceAddr netip.Addr
+	// clientSockets: this process makes its UD and RD QPs' sockets
+	// (qpsock.go).
+	clientSockets bool
 
 	callMu  sync.Mutex // one outstanding request
 	seq     uint32
@@ -163,18 +168,19 @@ func open(o options, inspect bool) (*Context, error) {
 		hello:  hello,
 		// An unparsable address leaves deviceAddr invalid: the daemon then
 		// judges each destination alone (ud_dest.go).
-		deviceAddr: parseAddrOrZero(hello.Addr),
-		conn:       conn,
-		replies:    make(chan reply, 4),
-		done:       make(chan struct{}),
-		events:     make(chan AsyncEvent, eventQueue+1),
-		pds:        map[*PD]struct{}{},
-		mrs:        map[*MR]struct{}{},
-		buffers:    map[*Buffer]struct{}{},
-		channels:   map[*CompChannel]struct{}{},
-		cqs:        map[uint32]*CQ{},
-		qps:        map[uint32]*QP{},
-		srqs:       map[uint32]*SRQ{},
+		deviceAddr:    parseAddrOrZero(hello.Addr),
+		clientSockets: !inspect && clientSockets(o, hello),
+		conn:          conn,
+		replies:       make(chan reply, 4),
+		done:          make(chan struct{}),
+		events:        make(chan AsyncEvent, eventQueue+1),
+		pds:           map[*PD]struct{}{},
+		mrs:           map[*MR]struct{}{},
+		buffers:       map[*Buffer]struct{}{},
+		channels:      map[*CompChannel]struct{}{},
+		cqs:           map[uint32]*CQ{},
+		qps:           map[uint32]*QP{},
+		srqs:          map[uint32]*SRQ{},
 	}
 	fail := func(err error) (*Context, error) {
 		closeFDs(fds)

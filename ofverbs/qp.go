@@ -146,8 +146,19 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 		}
 		q.rq = &recvQueue{ctx: c, prod: shm.NewProducer(rqRing), depth: rqDepth, maxSGE: caps.MaxRecvSGE, what: "receive queue"}
 	}
+	fds := []int{reg.FD()}
+	if c.clientSockets && attr.Type != proto.QPTypeRC { // qpsock.go
+		sock, ap, err := c.qpSocket(attr.Type, attr.Port)
+		if err != nil {
+			reg.Close()
+			return nil, err
+		}
+		defer unix.Close(sock) // the daemon has its copy; this process needs none
+		req.Socket, req.Port = true, ap.Port()
+		fds = append(fds, sock)
+	}
 	var rep proto.CreateQPReply
-	if err := c.call(proto.OpCreateQP, req, &rep, reg.FD()); err != nil {
+	if err := c.call(proto.OpCreateQP, req, &rep, fds...); err != nil {
 		reg.Close()
 		return nil, err
 	}

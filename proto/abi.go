@@ -19,7 +19,14 @@ import "fmt"
 // Version 4: process memory is reached through the client's own
 // /proc/self/mem, handed over at Hello (HelloRequest.ProcessMem, descriptor
 // 0), no longer through the pid of the connecting process.
-const ABIVersion = 4
+//
+// Version 5: a UD or RD QP's UDP socket may be the client's own
+// (docs/design-small-messages.md "Security: a socket in the client's
+// hands"): OpReservePort assigns the port, CreateQPRequest.Socket says
+// descriptor 1 is the socket the client bound to it, and
+// HelloReply.NetnsCookie tells the client whether it shares the daemon's
+// network namespace (only then can it make the socket).
+const ABIVersion = 5
 
 // Magic opens every control message header ("IWRP" little-endian).
 const Magic uint32 = 0x50525749

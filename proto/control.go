@@ -61,6 +61,7 @@ const (
 	OpDisconnect
 	OpAttachMcast // McastRequest: attach a UD QP to an IPv4 multicast group (mcast.go)
 	OpDetachMcast // McastRequest: detach it
+	OpReservePort // ReservePortRequest: a port for a client-made datagram QP socket (ABI 5)
 	opCount
 
 	OpEvent   Op = 0x4000 // asynchronous event, daemon to client
@@ -77,7 +78,7 @@ var opNames = [...]string{
 	OpCreateSRQ: "create-srq", OpDestroySRQ: "destroy-srq",
 	OpInspect: "inspect", OpListen: "listen", OpCloseListener: "close-listener", OpAccept: "accept",
 	OpReject: "reject", OpConnect: "connect", OpDisconnect: "disconnect",
-	OpAttachMcast: "attach-mcast", OpDetachMcast: "detach-mcast",
+	OpAttachMcast: "attach-mcast", OpDetachMcast: "detach-mcast", OpReservePort: "reserve-port",
 }
 
 func (op Op) String() string {

@@ -11,6 +11,12 @@
 // also carries the client's own /proc/self/mem (HelloRequest.ProcessMem):
 // the address space every process-memory region of the session names, the
 // one of the process that said Hello, reachable only while it exists.
+// Since ABI 5 a UD or RD QP's UDP socket may be the client's own: the
+// client asks OpReservePort for the port, binds a socket of its own to the
+// address the daemon answers and passes it as descriptor 1 of OpCreateQP
+// (CreateQPRequest.Socket); the daemon checks it before it adopts it
+// (docs/security.md "Client-made QP sockets"). A create-qp without a
+// socket gets one the daemon makes, as before.
 //
 // Data plane (queue.go): fixed-size little-endian queue entries (SQE, RQE,
 // CQE) in single-producer single-consumer rings inside sealed memfd regions,

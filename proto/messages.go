@@ -33,6 +33,12 @@ type HelloReply struct {
 	// Addr is the device's IP address: its family is the family of every
 	// datagram QP's socket, which a client's address handles must match.
 	Addr string `json:"addr"`
+	// NetnsCookie is SO_NETNS_COOKIE (socket(7), Linux 5.14) of the
+	// daemon's network namespace; 0 when the kernel does not say. A
+	// client makes its datagram QPs' sockets itself (ReservePortRequest)
+	// only when its own sockets carry the same cookie: a socket of
+	// another namespace would be refused.
+	NetnsCookie uint64 `json:"netns_cookie,omitempty"`
 }
 
 // DeviceAttr is what QueryDevice reports: every limit the daemon enforces.
@@ -189,7 +195,41 @@ type CreateQPRequest struct {
 	// option matters. false: RFC 5040 as is (Terminate "invalid MSN, no
 	// buffer").
 	HoldRecv bool `json:"hold_recv,omitempty"`
+	// Socket (UD, RD; ABI 5): descriptor 1 is the QP's UDP socket, made
+	// by the client and bound to the port reserved for it
+	// (ReservePortRequest; Port names it). The daemon checks it
+	// (docs/security.md "Client-made QP sockets": UDP of the device's
+	// family, bound to the device address and that port, not connected,
+	// SO_REUSEADDR and SO_REUSEPORT off, the daemon's network namespace)
+	// and uses it as the QP's own. false: the daemon makes the socket, as
+	// before ABI 5.
+	Socket bool `json:"socket,omitempty"`
 }
+
+// ReservePortRequest (OpReservePort, ABI 5) asks the daemon for the port
+// of a UD or RD QP whose UDP socket the client makes itself
+// (docs/design-small-messages.md "Security: a socket in the client's
+// hands"). Port 0 takes the next free port of the type's range
+// (-ud-ports, -rd-ports), a named port is checked as create-qp checks it
+// (rnic/bind.go); either way a lingering RD port is taken over as for a
+// new QP (docs/rd.md). The daemon holds no socket on the port: it keeps
+// it from its other clients until this session's create-qp takes it, the
+// session ends, or the session has reserved MaxReservations more. The
+// client then binds a UDP socket of the device's family to Addr and
+// passes it as descriptor 1 of create-qp with Socket set and Port the
+// reserved port.
+type ReservePortRequest struct {
+	Type QPType `json:"type"`
+	Port uint16 `json:"port,omitempty"`
+}
+
+type ReservePortReply struct {
+	Addr string `json:"addr"` // ip:port to bind
+}
+
+// MaxReservations is how many reserved ports a session keeps: reserving
+// one more forgets its oldest.
+const MaxReservations = 8
 
 type CreateQPReply struct {
 	Handle uint32 `json:"handle"`
@@ -310,6 +350,9 @@ type QPInfo struct {
 	Counters map[string]int64 `json:"counters"`
 	// Engine is the index of the engine that serves the QP.
 	Engine int `json:"engine"`
+	// ClientSocket: the QP's UDP socket is its client's own (ABI 5,
+	// CreateQPRequest.Socket); false: the daemon made it (or RC).
+	ClientSocket bool `json:"client_socket,omitempty"`
 }
 
 // EngineInfo is one engine of the daemon (docs/engines.md): the CPU its

@@ -26,7 +26,7 @@ func mustHex(t *testing.T, s string) []byte {
 func TestHeaderGolden(t *testing.T) {
 	h := Header{Version: ABIVersion, Op: OpCreateQP | OpReply, Seq: 0x01020304, Status: unix.ENOMEM}
 	got := h.Append(nil)
-	want := mustHex(t, "49575250 0400 0c80 04030201 0c000000")
+	want := mustHex(t, "49575250 0500 0c80 04030201 0c000000")
 	if !bytes.Equal(got, want) {
 		t.Fatalf("header = % x\nwant     % x", got, want)
 	}

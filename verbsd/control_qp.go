@@ -21,8 +21,8 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 		// merge_send_imm is RC's only (rc/imm.go): a datagram Send with
 		// Immediate is one message already.
 		// Connected with Connect/Accept (cm*.go): no socket until then.
-		if req.Port != 0 || req.NoCRC || req.QKey != 0 {
-			return nil, rnic.Errf(unix.EINVAL, "create-qp: port, no_crc and qkey are datagram options; RC QPs negotiate with MPA")
+		if req.Port != 0 || req.NoCRC || req.QKey != 0 || req.Socket {
+			return nil, rnic.Errf(unix.EINVAL, "create-qp: port, no_crc, qkey and socket are datagram options; RC QPs negotiate with MPA")
 		}
 	case proto.QPTypeRD:
 		if s.Dev.Cfg.RDPorts.Len() == 0 || s.Dev.Cfg.RDPorts.First == 0 {
@@ -123,15 +123,21 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 		}
 		core.RQ = shm.NewConsumer(rqRing)
 	}
-	if req.Type == proto.QPTypeUD {
-		if core.FD, core.Local, err = ud.BindUD(s.Dev, req.Port, s.PrivBind); err != nil {
+	switch {
+	case req.Socket: // control_qpsock.go: the client's own socket
+		if err := s.adoptSocket(core, req.Port, fds); err != nil {
+			return fail(err)
+		}
+	case req.Type == proto.QPTypeUD:
+		if core.FD, core.Local, err = ud.BindUD(s.Dev, req.Port, s.PrivBind, s.ID); err != nil {
+			return fail(err)
+		}
+	case req.Type == proto.QPTypeRD:
+		if core.FD, core.Local, err = rd.BindRD(s.Session, req.Port); err != nil { // rd/linger.go: a lingering port is taken over
 			return fail(err)
 		}
 	}
 	if req.Type == proto.QPTypeRD { // rd/qp.go
-		if core.FD, core.Local, err = rd.BindRD(s.Session, req.Port); err != nil { // rd/linger.go: a lingering port is taken over
-			return fail(err)
-		}
 		t = rd.NewQP(t.(*ud.QP), s.Dev.Cfg, c)
 	}
 	var reply proto.CreateQPReply
@@ -194,6 +200,9 @@ func (s *session) modifyQP(body []byte, _ []int) (any, error) {
 		from, to := q.State, req.State
 		if err := t.CheckModify(to, req.QKey); err != nil { // e.g. RC: connected by the CM
 			return err
+		}
+		if q.SockDead && to != proto.QPStateError { // rnic/qpsock.go SocketFailed
+			return rnic.Errf(unix.EINVAL, "modify-qp: QP %d stays in ERROR: its socket (the client's own) failed (%s); destroy it and create another", req.QP, q.ErrWhy)
 		}
 		ok := false
 		switch to {

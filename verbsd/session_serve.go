@@ -35,6 +35,7 @@ func (s *session) serve() {
 	defer func() {
 		close(s.Done)
 		s.Conn.Close()
+		s.DropReservations() // rnic/qpsock.go
 		var h held
 		s.Eng.Do(func() error {
 			if s.Installed {
@@ -217,6 +218,7 @@ func (s *session) doHello(h proto.Header, body []byte, fds []int) (any, []int, e
 	s.logStart() // session_log.go
 	reply := proto.HelloReply{ABI: proto.ABIVersion, Daemon: s.Dev.Cfg.Version, SessionID: s.ID, Device: s.Dev.Cfg.Device,
 		Addr: s.Dev.Cfg.Addr.String()}
+	reply.NetnsCookie, _ = s.Dev.NetnsCookie() // rnic/qpsock.go: the client makes its QP sockets only in this namespace
 	if s.Inspect {
 		return reply, nil, nil, false
 	}

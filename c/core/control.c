@@ -30,7 +30,7 @@ static const char *const op_names[] = {
 	[W_OP_DESTROY_SRQ] = "destroy-srq", [W_OP_INSPECT] = "inspect", [W_OP_LISTEN] = "listen",
 	[W_OP_CLOSE_LISTENER] = "close-listener", [W_OP_ACCEPT] = "accept", [W_OP_REJECT] = "reject",
 	[W_OP_CONNECT] = "connect", [W_OP_DISCONNECT] = "disconnect", [W_OP_ATTACH_MCAST] = "attach-mcast",
-	[W_OP_DETACH_MCAST] = "detach-mcast",
+	[W_OP_DETACH_MCAST] = "detach-mcast", [W_OP_RESERVE_PORT] = "reserve-port",
 };
 
 static const char *op_name(unsigned op)

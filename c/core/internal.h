@@ -61,6 +61,8 @@ struct iwv_session {
 	uint8_t *buf;          /* W_MAX_MESSAGE receive buffer */
 
 	char device[64], daemon[64], addr[64];
+	uint64_t netns_cookie; /* the daemon's SO_NETNS_COOKIE (hello), 0: unknown */
+	int client_sockets;    /* this process makes its UD/RD QPs' sockets (qpsock.c) */
 	int addr_family; /* 4, 6 or 0 (unknown): address vectors must match */
 	uint64_t id;
 
@@ -150,6 +152,7 @@ struct iwv_qp {
 	struct ring sq;
 	uint32_t sq_depth;
 	struct rq rq; /* unused with an SRQ */
+	int sock;     /* its UDP socket, made by this process (qpsock.c); -1: the daemon's */
 };
 
 struct iwv_srq {
@@ -206,6 +209,12 @@ void iwvi_update_evfd(struct iwv_session *s);
 void iwvi_resolve_cm(struct iwv_session *s, struct iwv_cm_event *ev);
 void iwvi_resolve_async(struct iwv_session *s, struct iwv_async_event *ev);
 void iwvi_cm_event_from_json(struct iwv_session *s, json_t *j, struct iwv_cm_event *ev);
+
+/* qpsock.c: client-made QP sockets. iwvi_client_sockets decides at open
+ * (IWV_ENV_QP_SOCKET, the daemon's netns cookie); iwvi_qp_socket reserves a
+ * port (iwvi_call: mu not held) and returns a socket bound to it. */
+int iwvi_client_sockets(uint64_t daemon_cookie);
+int iwvi_qp_socket(struct iwv_session *s, enum iwv_qp_type type, uint16_t port, int *fd, uint16_t *bound);
 
 /* json.c */
 json_t *iwvi_jparse(const uint8_t *body, size_t len);

@@ -5,6 +5,7 @@
  * proto.SQEStride/RQEStride. Also UD multicast attach/detach.
  */
 #include <errno.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -121,9 +122,26 @@ IWV_EXPORT int iwv_create_qp(struct iwv_pd *pd, const struct iwv_qp_init_attr *a
 		free(q);
 		return iwvi_seterr(s, ENOMEM, "create-qp: encoding the request");
 	}
+	int fds[2] = {q->r.fd, -1};
+	q->sock = -1;
+	if (s->client_sockets && a->qp_type != IWV_QPT_RC) { /* qpsock.c */
+		uint16_t port;
+		r = iwvi_qp_socket(s, a->qp_type, a->port, &q->sock, &port);
+		r = r ? r : iwvi_jset_u64(req, "port", port);
+		r = r ? r : (json_object_set_new(req, "socket", json_true()) ? -ENOMEM : 0);
+		if (r) {
+			json_decref(req);
+			if (q->sock >= 0)
+				close(q->sock);
+			iwvi_region_close(&q->r);
+			free(q);
+			return r;
+		}
+		fds[1] = q->sock;
+	}
 	json_t *rep;
 	pthread_mutex_lock(&s->mu);
-	r = iwvi_call_locked(s, W_OP_CREATE_QP, req, &q->r.fd, 1, &rep);
+	r = iwvi_call_locked(s, W_OP_CREATE_QP, req, fds, fds[1] >= 0 ? 2 : 1, &rep);
 	if (r == 0) {
 		q->s = s;
 		q->pd = pd;
@@ -146,6 +164,8 @@ IWV_EXPORT int iwv_create_qp(struct iwv_pd *pd, const struct iwv_qp_init_attr *a
 	}
 	pthread_mutex_unlock(&s->mu);
 	if (r < 0) {
+		if (q->sock >= 0)
+			close(q->sock);
 		iwvi_region_close(&q->r);
 		free(q);
 	}
@@ -208,6 +228,8 @@ IWV_EXPORT int iwv_destroy_qp(struct iwv_qp *qp)
 	pthread_mutex_lock(&s->mu);
 	LIST_REMOVE(&s->qps, struct iwv_qp, qp);
 	pthread_mutex_unlock(&s->mu);
+	if (qp->sock >= 0)
+		close(qp->sock);
 	iwvi_region_close(&qp->r);
 	free(qp);
 	return 0;
@@ -228,6 +250,10 @@ IWV_EXPORT enum iwv_qp_type iwv_qp_type(const struct iwv_qp *qp)
 IWV_EXPORT void iwv_qp_cap(const struct iwv_qp *qp, struct iwv_qp_cap *cap)
 {
 	*cap = qp->cap;
+}
+IWV_EXPORT int iwv_qp_socket(const struct iwv_qp *qp)
+{
+	return qp->sock;
 }
 IWV_EXPORT const char *iwv_qp_addr(const struct iwv_qp *qp)
 {

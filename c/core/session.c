@@ -139,6 +139,7 @@ static int hello(struct iwv_session *s, const char *path, const char *client, in
 		iwvi_jget_str(j, "device", s->device, sizeof s->device);
 		iwvi_jget_str(j, "addr", s->addr, sizeof s->addr);
 		s->id = iwvi_jget_u64(j, "session");
+		s->netns_cookie = iwvi_jget_u64(j, "netns_cookie");
 		json_decref(j);
 		fds[0] = rfds[0];
 		fds[1] = rfds[1];
@@ -214,6 +215,7 @@ IWV_EXPORT int iwv_open(const struct iwv_open_attr *attr, struct iwv_session **o
 	s->doorbell = fds[0];
 	if ((r = map_status(s, fds[1])) < 0)
 		goto fail;
+	s->client_sockets = iwvi_client_sockets(s->netns_cookie); /* qpsock.c */
 	unsigned char tmp[16];
 	s->addr_family = inet_pton(AF_INET, s->addr, tmp) == 1 ? 4 : inet_pton(AF_INET6, s->addr, tmp) == 1 ? 6 : 0;
 	if (s->addr_family == 6 && memcmp(tmp, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12) == 0)
@@ -249,6 +251,8 @@ IWV_EXPORT void iwv_close(struct iwv_session *s)
 	close_fd(&s->sock); /* ends the session: the daemon reclaims everything */
 	for (struct iwv_qp *q = s->qps, *n; q; q = n) {
 		n = q->next;
+		if (q->sock >= 0)
+			close(q->sock);
 		iwvi_region_close(&q->r);
 		free(q);
 	}

@@ -167,8 +167,49 @@ static void srq_and_channel(void)
 	ep_close(&a);
 }
 
+/* qp_sockets: a datagram QP's socket is this process's own (ABI 5), bound
+ * to the QP's address; with IWARPD_QP_SOCKET=daemon it is iwarpd's, and a
+ * message goes between the two kinds. */
+static void qp_sockets(void)
+{
+	struct ep a, b;
+	struct iwv_wc wc;
+	ep_open(&a, sock_a(), "t_ud-sock-a", IWV_QPT_UD, 4096);
+	setenv(IWV_ENV_QP_SOCKET, "daemon", 1);
+	ep_open(&b, sock_a(), "t_ud-sock-b", IWV_QPT_UD, 4096);
+	unsetenv(IWV_ENV_QP_SOCKET);
+	int fd = iwv_qp_socket(a.qp), type = 0;
+	CHECK(fd >= 0 && iwv_qp_socket(b.qp) == -1);
+	socklen_t tl = sizeof type;
+	CHECK(getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 && type == SOCK_DGRAM);
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	struct iwv_av av, bound;
+	CHECK(getsockname(fd, (struct sockaddr *)&ss, &sl) == 0);
+	OK(a.s, iwv_av_from_sockaddr(a.s, &bound, (struct sockaddr *)&ss));
+	OK(a.s, iwv_qp_av(a.qp, &av));
+	CHECK(bound.port == av.port && memcmp(bound.ip, av.ip, 16) == 0);
+	struct iwv_av dst;
+	OK(a.s, iwv_qp_av(b.qp, &dst));
+	struct iwv_sge rs = sge_of(&b, 0, 64), ss1 = sge_of(&a, 0, 64);
+	struct iwv_recv_wr rw = {.wr_id = 7, .num_sge = 1, .sg_list = &rs};
+	struct iwv_send_wr sw = {.wr_id = 8, .opcode = IWV_WR_SEND, .flags = IWV_SEND_SIGNALED, .num_sge = 1,
+				 .sg_list = &ss1, .av = &dst};
+	CHECK(iwv_post_recv(b.qp, &rw, 1) == 1);
+	CHECK(iwv_post_send(a.qp, &sw, 1) == 1);
+	wait_wc(a.s, a.scq, &wc);
+	CHECK(wc.wr_id == 8 && wc.status == IWV_WC_SUCCESS);
+	wait_wc(b.s, b.rcq, &wc);
+	CHECK(wc.wr_id == 7 && wc.status == IWV_WC_SUCCESS && wc.byte_len == 64);
+	check_src(&wc, a.qp);
+	printf("qp sockets ok\n");
+	ep_close(&b);
+	ep_close(&a);
+}
+
 int main(void)
 {
+	qp_sockets();
 	datagram(IWV_QPT_UD, "UD");
 	datagram(IWV_QPT_RD, "RD");
 	srq_and_channel();

@@ -195,7 +195,17 @@ func spawnHostile(t *testing.T, mode, sock, arg string) *hostileProc {
 
 func spawnHostileCmd(t *testing.T, mode, sock, arg, bin string, cred *syscall.Credential, env ...string) *hostileProc {
 	t.Helper()
+	return spawnHostileWrapped(t, mode, sock, arg, nil, bin, cred, env...)
+}
+
+// spawnHostileWrapped is spawnHostileCmd with the helper run by wrapper
+// (a command and its arguments before the binary: ip netns exec, setpriv).
+func spawnHostileWrapped(t *testing.T, mode, sock, arg string, wrapper []string, bin string, cred *syscall.Credential, env ...string) *hostileProc {
+	t.Helper()
 	cmd := exec.Command(bin, "-test.run=^$")
+	if len(wrapper) > 0 {
+		cmd = exec.Command(wrapper[0], append(wrapper[1:], bin, "-test.run=^$")...)
+	}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "XDG_RUNTIME_DIR=") && !strings.HasPrefix(kv, "IWARPD_SOCKET=") && !strings.HasPrefix(kv, "TMPDIR=") {
 			cmd.Env = append(cmd.Env, kv)

@@ -17,7 +17,7 @@ type engine struct{ *rnic.Engine }
 func NewEngine(c *rnic.Engine) rnic.EngineHooks { return &engine{c} }
 
 func (e *engine) Service(time.Time) bool      { return false }
-func (e *engine) Event(int32) bool            { return false }
+func (e *engine) Event(int32, uint32) bool    { return false }
 func (e *engine) Deadline() (time.Time, bool) { return time.Time{}, false }
 func (e *engine) CloseAll()                   {}
 func (e *engine) Inspect(map[string]int64)    {}

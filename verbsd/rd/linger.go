@@ -42,6 +42,7 @@ type linger struct {
 	local    netip.AddrPort
 	qkey     uint32 // the destroyed QP's Q_Key: datagrams naming another are dropped
 	noCRC    bool
+	client   bool                      // the socket is the client's (rnic/qpsock.go): an error of it ends the linger
 	keys     map[netip.AddrPort]uint32 // the remembered peers' Q_Keys (rd/keys.go)
 	l        *rd.Linger
 	until    time.Time
@@ -75,7 +76,7 @@ func (e *Engine) close(q *QP, now time.Time) {
 func (e *Engine) lingerStart(q *QP, now time.Time) {
 	r := q.Rd
 	d := r.cfg.RdLingerTime()
-	if d <= 0 || q.FD < 0 || e.Quit {
+	if d <= 0 || q.FD < 0 || e.Quit || q.SockDead {
 		return
 	}
 	ls := &e.linger
@@ -92,10 +93,10 @@ func (e *Engine) lingerStart(q *QP, now time.Time) {
 		}
 		l = r.ep.Linger(now, d, budget)
 	}
-	if err := unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_ADD, q.FD, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(q.FD)}); err != nil {
+	if err := unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_ADD, q.FD, &unix.EpollEvent{Events: rnic.SockInterest(q.QP.QP), Fd: int32(q.FD)}); err != nil {
 		return // the socket closes as without linger
 	}
-	g := &linger{fd: q.FD, local: q.Local, qkey: q.Qkey, noCRC: q.NoCRC, keys: map[netip.AddrPort]uint32{}, l: l, until: now.Add(d)}
+	g := &linger{fd: q.FD, local: q.Local, qkey: q.Qkey, noCRC: q.NoCRC, client: q.ClientSock, keys: map[netip.AddrPort]uint32{}, l: l, until: now.Add(d)}
 	for a, k := range r.keys {
 		if l.Has(a) {
 			g.keys[a] = k
@@ -114,11 +115,17 @@ func (e *Engine) lingerStart(q *QP, now time.Time) {
 }
 
 // lingerEvent marks the lingering port of descriptor fd readable
-// (pollFDs); false if fd is no lingering port's.
-func (e *Engine) lingerEvent(fd int32) bool {
+// (pollFDs); false if fd is no lingering port's. A client-made socket
+// that reports an error or a hang-up (the client shut it down) ends its
+// linger: level-triggered, it would otherwise wake every pass.
+func (e *Engine) lingerEvent(fd int32, events uint32) bool {
 	g := e.linger.byFD[fd]
 	if g == nil {
 		return false
+	}
+	if g.client && events&(unix.EPOLLERR|unix.EPOLLHUP|unix.EPOLLRDHUP) != 0 {
+		e.lingerEnd(g)
+		return true
 	}
 	g.readable = true
 	e.linger.readable = true
@@ -208,6 +215,8 @@ func (e *Engine) lingerReceive(g *linger) bool {
 	if err != nil {
 		if errors.Is(err, unix.EAGAIN) {
 			g.readable = false
+		} else if g.client && !errors.Is(err, unix.EINTR) {
+			e.lingerEnd(g) // the client broke its socket: the linger ends, never the engine
 		}
 		return false
 	}
@@ -264,6 +273,9 @@ func (e *Engine) lingerSend(g *linger, acts []rd.Action) {
 		e.count(nil, rnic.CDatagramsOut, int64(max(sent, 0)))
 		if err != nil || sent < len(msgs) {
 			e.count(nil, rnic.CSendErrors, 1)
+			if g.client && rnic.SockBroken(err) {
+				e.lingerEnd(g) // the client broke its socket: the linger ends
+			}
 			return // the socket's buffer is full: the rest are lost
 		}
 	}
@@ -288,7 +300,7 @@ func (e *Engine) lingerInspect(m map[string]int64) {
 // lingering port is among them, that linger ends and the bind is tried
 // again: a new QP is never refused a port for a linger.
 func BindRD(s *rnic.Session, port uint16) (int, netip.AddrPort, error) {
-	fd, ap, err := ud.BindDgram(s.Dev, port, s.Dev.Cfg.RDPorts, s.PrivBind)
+	fd, ap, err := ud.BindDgram(s.Dev, port, s.Dev.Cfg.RDPorts, s.PrivBind, s.ID)
 	if !errors.Is(err, unix.EADDRINUSE) {
 		return fd, ap, err
 	}
@@ -306,5 +318,5 @@ func BindRD(s *rnic.Session, port uint16) (int, netip.AddrPort, error) {
 	if s.Eng.Do(release) != nil || !released {
 		return fd, ap, err
 	}
-	return ud.BindDgram(s.Dev, port, s.Dev.Cfg.RDPorts, s.PrivBind)
+	return ud.BindDgram(s.Dev, port, s.Dev.Cfg.RDPorts, s.PrivBind, s.ID)
 }

@@ -27,11 +27,11 @@ type Engine struct {
 func engOf(c *rnic.Engine) *Engine { return rnic.ExtOf[*Engine](c) }
 
 // rnic.EngineHooks: the lingering ports of destroyed RD QPs (rd/linger.go).
-func (e *Engine) Service(now time.Time) bool  { return e.lingerService(now) }
-func (e *Engine) Event(fd int32) bool         { return e.lingerEvent(fd) }
-func (e *Engine) Deadline() (time.Time, bool) { return e.lingerDeadline() }
-func (e *Engine) CloseAll()                   { e.lingerCloseAll() }
-func (e *Engine) Inspect(m map[string]int64)  { e.inspect(m) } // rd/state.go
+func (e *Engine) Service(now time.Time) bool     { return e.lingerService(now) }
+func (e *Engine) Event(fd int32, ev uint32) bool { return e.lingerEvent(fd, ev) }
+func (e *Engine) Deadline() (time.Time, bool)    { return e.lingerDeadline() }
+func (e *Engine) CloseAll()                      { e.lingerCloseAll() }
+func (e *Engine) Inspect(m map[string]int64)     { e.inspect(m) } // rd/state.go
 
 // count and errorQP take the RD QP.
 func (e *Engine) count(q *QP, c rnic.Counter, n int64) {

@@ -46,6 +46,8 @@ func (e *Engine) receive(q *QP, now time.Time) bool {
 		if err != nil {
 			if errors.Is(err, unix.EAGAIN) {
 				q.Readable = false
+			} else if q.ClientSock && !errors.Is(err, unix.EINTR) {
+				e.SocketFailed(q.QP.QP, "recvmmsg", err) // rnic/qpsock.go: never the engine's
 			}
 			break
 		}

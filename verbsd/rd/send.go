@@ -755,6 +755,10 @@ func (e *Engine) transmit(q *QP, msgs []unix.Mmsghdr) {
 		if off == len(msgs) {
 			return
 		}
+		if rnic.ClientSockBroken(q.QP.QP, err) { // rnic/qpsock.go: the client broke its socket
+			e.SocketFailed(q.QP.QP, "sendmmsg", err)
+			return
+		}
 		if err == nil || ud.TransientSendError(err) {
 			q.Blocked = true
 			e.count(q, rnic.CSendBlocked, 1)

@@ -312,7 +312,7 @@ func (e *Engine) pollFDs(timeout time.Duration) {
 		case int32(e.wake.FD()):
 			e.wake.Drain()
 		default:
-			if e.extEvent(ev.Fd) { // not a QP's socket (a lingering RD port)
+			if e.extEvent(ev.Fd, ev.Events) { // not a QP's socket (a lingering RD port)
 				continue
 			}
 			if s := e.Bells[ev.Fd]; s != nil {
@@ -423,9 +423,9 @@ func (e *Engine) Count(q *QP, c Counter, n int64) {
 
 // extEvent hands an event on a descriptor that is no QP's to the
 // transports and reports whether one took it.
-func (e *Engine) extEvent(fd int32) bool {
+func (e *Engine) extEvent(fd int32, events uint32) bool {
 	for _, x := range e.Ext {
-		if x.Event(fd) {
+		if x.Event(fd, events) {
 			return true
 		}
 	}
@@ -434,7 +434,7 @@ func (e *Engine) extEvent(fd int32) bool {
 
 // AddQP installs a QP in the engine's polling set.
 func (e *Engine) AddQP(q *QP) error {
-	if err := unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_ADD, q.FD, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(q.FD)}); err != nil {
+	if err := unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_ADD, q.FD, &unix.EpollEvent{Events: SockInterest(q), Fd: int32(q.FD)}); err != nil {
 		return fmt.Errorf("verbsd: epoll_ctl: %w", err)
 	}
 	if err := e.bellWatch(q.Session); err != nil { // rnic/engines.go

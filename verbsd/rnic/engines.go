@@ -66,6 +66,10 @@ type Device struct {
 	// refused (verbsd/session_serve.go): a bucket of its own, so that
 	// session churn does not hide them, nor they the session lines.
 	LimitLog LogLimiter
+	// netns: the daemon's network namespace cookie; reserved: ports kept
+	// for client-made QP sockets (rnic/qpsock.go).
+	netns    netnsCookie
+	reserved reservations
 }
 
 // NewDevice makes cfg.Engines engines (at least one); engine 0 makes the

@@ -45,8 +45,9 @@ type EngineHooks interface {
 	// Service does the work due now and reports whether it did any.
 	Service(now time.Time) bool
 	// Event takes an epoll event on a descriptor that is none of the
-	// engine's QPs' and reports whether it was the transports'.
-	Event(fd int32) bool
+	// engine's QPs' (its epoll events) and reports whether it was the
+	// transports'.
+	Event(fd int32, events uint32) bool
 	// Deadline is the next such work's time, if any.
 	Deadline() (time.Time, bool)
 	// CloseAll releases everything (the engine stops).

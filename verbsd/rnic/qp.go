@@ -41,6 +41,11 @@ type QP struct {
 	Local    netip.AddrPort // its socket's local address
 	Readable bool           // epoll said the socket is readable
 	Blocked  bool           // the socket buffer was full (EAGAIN)
+	// ClientSock: FD is the client's own socket (ABI 5, rnic/qpsock.go).
+	// SockDead: an error of that socket moved the QP to ERROR for good
+	// (SocketFailed); it left the epoll set.
+	ClientSock bool
+	SockDead   bool
 
 	onReady  bool      // on the engine's ready list (rnic/ready.go)
 	lastWork time.Time // the last pass that did work on it

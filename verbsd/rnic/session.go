@@ -63,6 +63,9 @@ type Session struct {
 	// bellRefs: the QPs of this session on each engine (several engines),
 	// whose epoll set then holds its doorbell (rnic/engines.go bellWatch).
 	bellRefs map[*Engine]int
+	// reserved: the ports reserved for this session's client-made QP
+	// sockets, oldest first (rnic/qpsock.go; guarded by Dev.reserved.mu).
+	reserved []uint16
 }
 
 func NewSession(dev *Device, uc *net.UnixConn) *Session {

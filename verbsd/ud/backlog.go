@@ -154,7 +154,7 @@ func (q *QP) interest() uint32 {
 	if q.backlog.parked {
 		return 0
 	}
-	return unix.EPOLLIN
+	return rnic.SockInterest(q.QP)
 }
 
 // resumeBacklog judges q's held datagrams while receives are posted and

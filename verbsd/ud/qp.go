@@ -40,7 +40,7 @@ func EngOf(c *rnic.Engine) *Engine { return rnic.ExtOf[*Engine](c) }
 
 // rnic.EngineHooks: UD has no work of its own beyond its QPs.
 func (e *Engine) Service(time.Time) bool      { return false }
-func (e *Engine) Event(int32) bool            { return false }
+func (e *Engine) Event(int32, uint32) bool    { return false }
 func (e *Engine) Deadline() (time.Time, bool) { return time.Time{}, false }
 func (e *Engine) CloseAll()                   {}
 
@@ -180,6 +180,10 @@ func (q *QP) Service(now time.Time) bool {
 // Event (rnic.QPOps): a parked UD socket's error is cleared and consumed; an
 // RC socket writable again lets a cut batch go on.
 func (q *QP) Event(events uint32) bool {
+	if err, bad := rnic.SockEventBroken(q.QP, events); bad { // rnic/qpsock.go: a client-made socket shut down
+		q.Eng.SocketFailed(q.QP, "epoll", err)
+		return false
+	}
 	if q.backlog.parked {
 		// Only EPOLLERR/EPOLLHUP reach a parked socket (no interest,
 		// ud/backlog.go): clear the error, or the level-triggered event

@@ -92,6 +92,8 @@ func (e *Engine) receiveFrom(q *QP, fd int, mcast bool, now time.Time) bool {
 				// kernel dropped the datagram. A local error of this QP.
 				e.count(q, rnic.CMemoryFaults, 1)
 				e.errorQP(q, "a posted receive's memory has a page that is not present (punched out after registration)")
+			} else if q.ClientSock && !errors.Is(err, unix.EINTR) && fd == q.FD {
+				e.SocketFailed(q.QP, "recvmmsg", err) // rnic/qpsock.go: never the engine's
 			}
 			break
 		}

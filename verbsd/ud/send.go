@@ -76,6 +76,10 @@ func (e *Engine) send(q *QP) bool {
 		if sent == len(msgs) {
 			continue
 		}
+		if rnic.ClientSockBroken(q.QP, err) { // rnic/qpsock.go: the client broke its socket
+			e.SocketFailed(q.QP, "sendmmsg", err)
+			return true
+		}
 		if err == nil || TransientSendError(err) {
 			q.Blocked = true
 			e.count(q, rnic.CSendBlocked, 1)

@@ -52,6 +52,9 @@ func (e *Engine) sendErrorMessage(q *QP, dst netip.AddrPort, qkey uint32, err iw
 	b = binary.LittleEndian.AppendUint32(b, c)
 	if err := unix.Sendto(q.FD, b, unix.MSG_DONTWAIT, rnic.AddrToSockaddr(dst)); err != nil {
 		e.count(q, rnic.CSendErrors, 1)
+		if rnic.ClientSockBroken(q.QP, err) { // rnic/qpsock.go
+			e.SocketFailed(q.QP, "sendto", err)
+		}
 		return
 	}
 	e.count(q, rnic.CErrorMsgsOut, 1)

@@ -288,6 +288,19 @@ type QPOptions struct {
 	// QKey of a datagram QP: 0 is TestQKey (so that the QPs of a test talk
 	// to each other as before Q_Keys), RandomQKey lets the daemon draw one.
 	QKey uint32
+	// Socket, when HasSocket, is passed as the QP's own UDP socket
+	// (CreateQPRequest.Socket, descriptor 1; Port names its reserved port:
+	// ReservePort). verbsdtest does not close it.
+	Socket    int
+	HasSocket bool
+}
+
+// ReservePort reserves a port for a client-made socket of a QP of type
+// typ (reserve-port) and returns the address to bind.
+func (c *Client) ReservePort(typ proto.QPType, port uint16) (string, error) {
+	var r proto.ReservePortReply
+	_, err := c.Call(proto.OpReservePort, proto.ReservePortRequest{Type: typ, Port: port}, &r)
+	return r.Addr, err
 }
 
 // TestQKey is the Q_Key verbsdtest gives datagram QPs unless told
@@ -341,8 +354,12 @@ func (c *Client) CreateQP(pd uint32, scq, rcq *CQ, caps proto.QPCaps, o QPOption
 		qkey = 0
 	}
 	req := proto.CreateQPRequest{PD: pd, Type: typ, SendCQ: scq.Handle, RecvCQ: rcq.Handle, SRQ: o.SRQ, Caps: caps,
-		SigAll: o.SigAll, Port: o.Port, NoCRC: o.NoCRC, QKey: qkey}
-	if _, err := c.Call(proto.OpCreateQP, req, &r, reg.FD()); err != nil {
+		SigAll: o.SigAll, Port: o.Port, NoCRC: o.NoCRC, QKey: qkey, Socket: o.HasSocket}
+	fds := []int{reg.FD()}
+	if o.HasSocket {
+		fds = append(fds, o.Socket)
+	}
+	if _, err := c.Call(proto.OpCreateQP, req, &r, fds...); err != nil {
 		reg.Close()
 		return nil, err
 	}

@@ -51,10 +51,17 @@ extern "C" {
 
 /* IWV_ABI_VERSION must equal proto.ABIVersion (checked by a Go test,
  * test/cclient). Client and daemon must agree exactly. */
-#define IWV_ABI_VERSION 4
+#define IWV_ABI_VERSION 5
 
 /* Environment variable naming the control socket (as ofverbs.EnvSocket). */
 #define IWV_ENV_SOCKET "IWARPD_SOCKET"
+
+/* Environment variable choosing who makes the UDP sockets of UD and RD QPs
+ * (as ofverbs.EnvQPSocket; docs/c-client.md "QP sockets"): "daemon" lets
+ * iwarpd make them (their datagrams then leave as iwarpd's user); unset or
+ * anything else, the client does, when it runs in iwarpd's network
+ * namespace. */
+#define IWV_ENV_QP_SOCKET "IWARPD_QP_SOCKET"
 
 /* Limits of the protocol. */
 #define IWV_MAX_PRIVATE_DATA 512 /* MPA private data, octets */
@@ -487,6 +494,13 @@ IWV_EXPORT void iwv_qp_cap(const struct iwv_qp *qp, struct iwv_qp_cap *cap);
  * (-EINVAL for RC). */
 IWV_EXPORT const char *iwv_qp_addr(const struct iwv_qp *qp);
 IWV_EXPORT int iwv_qp_av(const struct iwv_qp *qp, struct iwv_av *av);
+/* A datagram QP's UDP socket when this process made it (ABI 5, the default:
+ * docs/c-client.md "QP sockets"); -1 when iwarpd did (IWV_ENV_QP_SOCKET,
+ * another network namespace) or for RC. The library owns it (closed by
+ * iwv_destroy_qp); iwarpd reads and writes it with MSG_DONTWAIT, so the
+ * application must not read from it, shut it down or reconfigure it: that
+ * only breaks this QP (it moves to ERROR). */
+IWV_EXPORT int iwv_qp_socket(const struct iwv_qp *qp);
 
 struct iwv_srq_init_attr {
 	uint32_t max_wr; /* rounded up to a power of two */
