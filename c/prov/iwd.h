@@ -82,8 +82,10 @@ enum iwd_idle_mode { IWD_IDLE_ADAPTIVE, IWD_IDLE_YIELD, IWD_IDLE_SLEEP };
 /* Adaptive: a yield or sleep that kept the thread away this much longer
  * than asked means the CPU is contended; the thread then sleeps instead of
  * yielding for IWD_IDLE_HOLD_NS after it. */
-#define IWD_IDLE_CONTENDED_NS 200000LL
+#define IWD_IDLE_CONTENDED_NS 1000000LL
 #define IWD_IDLE_HOLD_NS 100000000LL
+/* Adaptive: the sleeps of one wait double at most this many times. */
+#define IWD_IDLE_BACKOFF 5u
 
 /* FI_IWARPD_* parameters (fi_param_define in iwd_init.c, docs/libfabric.md). */
 struct iwd_params {
@@ -104,8 +106,11 @@ extern struct iwd_params iwd_env;
 /* ---- the wait discipline after an empty poll (iwd_idle.c) ---- */
 /* Called by a poll that found nothing (-FI_EAGAIN, no fi_poll event, an
  * unchanged counter): yields or sleeps briefly, never longer than
- * FI_IWARPD_IDLE_SLEEP_US. */
+ * IWD_IDLE_SLEEP_MAX_US. */
 void iwd_idle(void);
+/* Called by a poll that found something: the next wait's sleeps start
+ * from FI_IWARPD_IDLE_SLEEP_US again. */
+void iwd_idle_reset(void);
 
 /* errno (negative, as libiwverbs returns it) to -FI_E*. */
 int iwd_errno(int err);

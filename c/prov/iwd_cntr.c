@@ -41,6 +41,8 @@ static uint64_t cntr_read(struct fid_cntr *fid)
 	 * poll (iwd_idle.c, as cq_readfrom's). */
 	if (same)
 		iwd_idle();
+	else
+		iwd_idle_reset();
 	return v;
 }
 

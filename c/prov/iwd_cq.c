@@ -202,6 +202,8 @@ static ssize_t cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count, fi_ad
 	 * how, iwd_idle.c. */
 	if (ret == -FI_EAGAIN)
 		iwd_idle();
+	else
+		iwd_idle_reset();
 	return ret;
 }
 

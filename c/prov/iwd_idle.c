@@ -23,8 +23,13 @@
  *  - "adaptive" (the default) yields while yields return quickly and
  *    sleeps once the CPU is seen contended: a yield or a sleep that kept
  *    the thread away longer than IWD_IDLE_CONTENDED_NS (another task ran
- *    meanwhile for most of a slice) makes the thread sleep instead of yield
- *    for the next IWD_IDLE_HOLD_NS, renewed by every such long return.
+ *    meanwhile for most of a slice) twice within IWD_IDLE_HOLD_NS makes the
+ *    thread sleep instead of yield for the next IWD_IDLE_HOLD_NS, renewed by
+ *    every such long return.
+ *    The sleeps of one wait double from FI_IWARPD_IDLE_SLEEP_US, at most
+ *    IWD_IDLE_BACKOFF times (1 us: up to 32 us), until a poll finds
+ *    something (iwd_idle_reset): on a contended CPU a wait lasts
+ *    milliseconds, and each sleep costs a wake-up.
  *
  * The sleep runs with the thread's timer slack lowered to the sleep
  * (prctl(2) PR_SET_TIMERSLACK; the default slack, 50 us, would lengthen
@@ -43,6 +48,17 @@
 /* Until when (CLOCK_MONOTONIC ns) this thread sleeps instead of yielding
  * in adaptive mode: the CPU was seen contended (0: never). */
 static __thread int64_t idle_contended_until;
+/* Adaptive: empty polls in a row that slept (the next sleep is the base
+ * doubled this many times, up to IWD_IDLE_BACKOFF doublings). */
+static __thread unsigned idle_slept;
+/* Adaptive: when the last long return (a yield or sleep that kept the
+ * thread away IWD_IDLE_CONTENDED_NS) ended (0: none yet). */
+static __thread int64_t idle_long_at;
+
+void iwd_idle_reset(void)
+{
+	idle_slept = 0;
+}
 
 static int64_t mono_ns(void)
 {
@@ -77,12 +93,22 @@ void iwd_idle(void)
 	}
 	before = mono_ns();
 	if (before < idle_contended_until) {
+		/* A wait of milliseconds would cost a wake-up per sleep:
+		 * back off, at most IWD_IDLE_BACKOFF doublings. */
+		sleep_ns <<= idle_slept < IWD_IDLE_BACKOFF ? idle_slept++ : IWD_IDLE_BACKOFF;
+		if (sleep_ns > IWD_IDLE_SLEEP_MAX_US * 1000LL)
+			sleep_ns = IWD_IDLE_SLEEP_MAX_US * 1000LL;
 		idle_sleep(sleep_ns);
 		away = mono_ns() - before - sleep_ns;
 	} else {
 		sched_yield();
 		away = mono_ns() - before;
 	}
-	if (away > IWD_IDLE_CONTENDED_NS)
-		idle_contended_until = before + away + IWD_IDLE_HOLD_NS;
+	if (away > IWD_IDLE_CONTENDED_NS) {
+		/* One long return may be a blip (another process ran once);
+		 * two within IWD_IDLE_HOLD_NS are contention. */
+		if (idle_long_at && before - idle_long_at < IWD_IDLE_HOLD_NS)
+			idle_contended_until = before + away + IWD_IDLE_HOLD_NS;
+		idle_long_at = before + away;
+	}
 }

@@ -143,6 +143,8 @@ static int poll_run(struct fid_poll *pollset, void **context, int count)
 	/* Nothing to read: give the daemon the processor (iwd_idle.c). */
 	if (!n)
 		iwd_idle();
+	else
+		iwd_idle_reset();
 	return n;
 }
 

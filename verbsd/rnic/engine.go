@@ -268,7 +268,11 @@ func (e *Engine) run() {
 			}
 			continue
 		}
-		if now.Sub(lastWork) < e.Cfg.PollWindow {
+		// The poll window, unless the CPU is contended: then a wake-up
+		// (a doorbell, a datagram) gets the engine the CPU sooner than
+		// sleeping and polling, which cost a wake-up per sleep
+		// (rnic/idle.go).
+		if now.Sub(lastWork) < e.Cfg.PollWindow && !e.idle.contended(now) {
 			e.idle.idle()
 			continue
 		}

@@ -20,7 +20,8 @@ import (
 //     engine pays it: milliseconds (issue 20, "Under load").
 //   - adaptive (config.IdleAdaptive, the default): yield while yields
 //     return quickly; once a yield or a sleep kept the engine away longer
-//     than idleContended (another task ran for most of a slice), sleep
+//     than idleContended (another task ran for most of a slice) twice
+//     within idleHold, sleep
 //     config.Config.IdleSleep (nanosleep(2), the thread's timer slack
 //     lowered at start) instead of yielding, for idleHold after it. A task
 //     woken from a sleep runs before the busy processes whose slices a
@@ -32,7 +33,7 @@ import (
 // idleContended and idleHold are the provider's IWD_IDLE_CONTENDED_NS and
 // IWD_IDLE_HOLD_NS.
 const (
-	idleContended = 200 * time.Microsecond
+	idleContended = time.Millisecond
 	idleHold      = 100 * time.Millisecond
 )
 
@@ -42,6 +43,7 @@ type idler struct {
 	sleep          unix.Timespec
 	sleepFor       time.Duration
 	contendedUntil time.Time
+	longAt         time.Time // when the last long return (> idleContended) ended
 	// yields, sleeps count the calls (tests; iwarpctl does not show them).
 	yields, sleeps uint64
 }
@@ -57,6 +59,13 @@ func (d *idler) setSlack() {
 	if d.mode == config.IdleAdaptive && d.sleepFor > 0 && d.sleepFor < 50*time.Microsecond {
 		unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(max(d.sleepFor, time.Microsecond)), 0, 0, 0)
 	}
+}
+
+// contended says whether the CPU was seen contended lately (adaptive
+// mode): the engine then skips its poll window and sleeps in epoll_wait,
+// woken by the next doorbell or datagram.
+func (d *idler) contended(now time.Time) bool {
+	return d.mode == config.IdleAdaptive && now.Before(d.contendedUntil)
 }
 
 // idle gives the CPU away once: a yield, or a sleep while the CPU is seen
@@ -81,6 +90,11 @@ func (d *idler) idle() {
 		away = time.Since(before)
 	}
 	if away > idleContended {
-		d.contendedUntil = before.Add(away + idleHold)
+		// One long return may be a blip; two within idleHold are
+		// contention.
+		if !d.longAt.IsZero() && before.Sub(d.longAt) < idleHold {
+			d.contendedUntil = before.Add(away + idleHold)
+		}
+		d.longAt = before.Add(away)
 	}
 }
