@@ -85,7 +85,9 @@ enum iwd_idle_mode { IWD_IDLE_ADAPTIVE, IWD_IDLE_YIELD, IWD_IDLE_SLEEP };
 #define IWD_IDLE_CONTENDED_NS 1000000LL
 #define IWD_IDLE_HOLD_NS 100000000LL
 /* Adaptive: the sleeps of one wait double at most this many times. */
+#ifndef IWD_IDLE_BACKOFF
 #define IWD_IDLE_BACKOFF 5u
+#endif
 
 /* FI_IWARPD_* parameters (fi_param_define in iwd_init.c, docs/libfabric.md). */
 struct iwd_params {
