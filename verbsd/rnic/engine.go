@@ -17,8 +17,8 @@ import (
 // Engine is the RNIC: one goroutine, locked to an OS thread, that owns
 // every data-path object (sessions' tables, QPs, CQs, sockets). Control
 // goroutines hand it work with Do; it serves QPs round-robin with bounded
-// work per QP per pass, polls (yielding the CPU between empty passes) for
-// Config.PollWindow, then sleeps in epoll_wait on every session's doorbell
+// work per QP per pass, polls (giving the CPU away between empty passes,
+// rnic/idle.go) for Config.PollWindow, then sleeps in epoll_wait on every session's doorbell
 // eventfd, its wake eventfd and every datagram socket.
 type Engine struct {
 	Cfg *config.Config

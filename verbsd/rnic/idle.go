@@ -23,9 +23,10 @@ import (
 //     than idleContended (another task ran for most of a slice) twice
 //     within idleHold, sleep
 //     config.Config.IdleSleep (nanosleep(2), the thread's timer slack
-//     lowered at start) instead of yielding, for idleHold after it. A task
-//     woken from a sleep runs before the busy processes whose slices a
-//     yielder waits for.
+//     lowered at start) instead of yielding, for idleHold after it, and
+//     skip the poll window (run: sleep in epoll_wait at once; sleep-polling
+//     costs a wake-up per sleep). A task woken from a sleep runs before the
+//     busy processes whose slices a yielder waits for.
 //
 // Neither blocks longer than one sleep, so no doorbell or datagram waits
 // on it beyond that: the next pass sees them.
