@@ -69,6 +69,26 @@
 
 extern struct fi_provider iwd_prov;
 
+#define IWD_STR_(x) #x
+#define IWD_STR(x) IWD_STR_(x)
+
+/* The wait discipline after an empty poll (iwd_idle.c, docs/libfabric.md),
+ * FI_IWARPD_IDLE: adaptive (yield until the CPU is seen contended, then
+ * sleep), yield, or sleep. */
+enum iwd_idle_mode { IWD_IDLE_ADAPTIVE, IWD_IDLE_YIELD, IWD_IDLE_SLEEP };
+/* FI_IWARPD_IDLE_SLEEP_US's default and upper bound. */
+#define IWD_IDLE_SLEEP_US 1
+#define IWD_IDLE_SLEEP_MAX_US 1000
+/* Adaptive: a yield or sleep that kept the thread away this much longer
+ * than asked means the CPU is contended; the thread then sleeps instead of
+ * yielding for IWD_IDLE_HOLD_NS after it. */
+#define IWD_IDLE_CONTENDED_NS 1000000LL
+#define IWD_IDLE_HOLD_NS 100000000LL
+/* Adaptive: the sleeps of one wait double at most this many times. */
+#ifndef IWD_IDLE_BACKOFF
+#define IWD_IDLE_BACKOFF 5u
+#endif
+
 /* FI_IWARPD_* parameters (fi_param_define in iwd_init.c, docs/libfabric.md). */
 struct iwd_params {
 	char *socket;         /* FI_IWARPD_SOCKET: the daemon's control socket */
@@ -80,8 +100,19 @@ struct iwd_params {
 	int timeout_ms;       /* FI_IWARPD_TIMEOUT_MS: daemon answer timeout */
 	int atomic_adopt;     /* FI_IWARPD_ATOMIC_ADOPT: adopt heap pages for atomic targets */
 	size_t mr_cache;      /* FI_IWARPD_MR_CACHE: registrations a domain caches (0: none) */
+	int idle_mode;        /* FI_IWARPD_IDLE: enum iwd_idle_mode (iwd_idle.c) */
+	int idle_sleep_us;    /* FI_IWARPD_IDLE_SLEEP_US: one sleep of the wait discipline */
 };
 extern struct iwd_params iwd_env;
+
+/* ---- the wait discipline after an empty poll (iwd_idle.c) ---- */
+/* Called by a poll that found nothing (-FI_EAGAIN, no fi_poll event, an
+ * unchanged counter): yields or sleeps briefly, never longer than
+ * IWD_IDLE_SLEEP_MAX_US. */
+void iwd_idle(void);
+/* Called by a poll that found something: the next wait's sleeps start
+ * from FI_IWARPD_IDLE_SLEEP_US again. */
+void iwd_idle_reset(void);
 
 /* errno (negative, as libiwverbs returns it) to -FI_E*. */
 int iwd_errno(int err);
@@ -365,6 +396,7 @@ struct iwd_cntr {
 	struct fid_cntr cntr_fid;
 	struct iwd_domain *dom;
 	uint64_t value, err;
+	uint64_t last_read; /* the value fi_cntr_read returned last (iwd_cntr.c) */
 	enum fi_wait_obj wait_obj;
 	int efd, epfd;
 	int refs;

@@ -3,7 +3,6 @@
  * endpoint operations bound to them, read after domain progress; wait with
  * FI_WAIT_FD / FI_WAIT_UNSPEC like CQs.
  */
-#include <sched.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -31,11 +30,19 @@ static uint64_t cntr_read(struct fid_cntr *fid)
 {
 	struct iwd_cntr *c = iwd_container_of(fid, struct iwd_cntr, cntr_fid);
 	uint64_t v;
+	int same;
 	iwd_lock(c->dom);
 	iwd_domain_progress(c->dom);
 	v = c->value;
+	same = v == c->last_read;
+	c->last_read = v;
 	iwd_unlock(c->dom);
-	sched_yield(); /* see cq_readfrom */
+	/* A reader polling for a threshold: an unchanged value is an empty
+	 * poll (iwd_idle.c, as cq_readfrom's). */
+	if (same)
+		iwd_idle();
+	else
+		iwd_idle_reset();
 	return v;
 }
 

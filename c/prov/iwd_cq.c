@@ -5,7 +5,6 @@
  * completion channel and the CQ's own eventfd, iwd_util_wait.c).
  */
 #include <errno.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -199,9 +198,12 @@ static ssize_t cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count, fi_ad
 	iwd_unlock(cq->dom);
 	/* The daemon is the RNIC and shares the CPUs with us: an empty poll
 	 * gives it the processor rather than spinning through its timeslice
-	 * (on 2 cores with two daemons, spinning readers cost milliseconds). */
+	 * (on 2 cores with two daemons, spinning readers cost milliseconds);
+	 * how, iwd_idle.c. */
 	if (ret == -FI_EAGAIN)
-		sched_yield();
+		iwd_idle();
+	else
+		iwd_idle_reset();
 	return ret;
 }
 

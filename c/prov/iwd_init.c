@@ -18,6 +18,8 @@ struct iwd_params iwd_env = {
 	.timeout_ms = 2000,
 	.atomic_adopt = 1,
 	.mr_cache = 64,
+	.idle_mode = IWD_IDLE_ADAPTIVE,
+	.idle_sleep_us = IWD_IDLE_SLEEP_US,
 };
 
 #ifndef IWD_BUILD
@@ -123,6 +125,14 @@ FI_EXT_INI
 			"Registrations of unregistered send buffers a domain keeps for reuse by later rendezvous "
 			"sends (default 64; 0: register per send only when staging is busy; docs/libfabric.md)");
 
+	fi_param_define(&iwd_prov, "idle", FI_PARAM_STRING,
+			"What a thread does after an empty poll of a CQ, poll set or counter: adaptive (yield "
+			"until the CPU is seen contended, then sleep), yield (sched_yield) or sleep (nanosleep) "
+			"(default adaptive; docs/libfabric.md)");
+	fi_param_define(&iwd_prov, "idle_sleep_us", FI_PARAM_INT,
+			"Microseconds of one such sleep, 0 to " IWD_STR(IWD_IDLE_SLEEP_MAX_US) " (default " IWD_STR(
+				IWD_IDLE_SLEEP_US) "; docs/libfabric.md)");
+
 	if (fi_param_get_str(&iwd_prov, "socket", &s) == FI_SUCCESS && s && *s)
 		iwd_env.socket = s;
 	iwd_size_param("eager_max", &iwd_env.eager_max);
@@ -136,6 +146,19 @@ FI_EXT_INI
 		iwd_env.timeout_ms = b;
 	if (fi_param_get_bool(&iwd_prov, "atomic_adopt", &b) == FI_SUCCESS)
 		iwd_env.atomic_adopt = b;
+	s = NULL;
+	if (fi_param_get_str(&iwd_prov, "idle", &s) == FI_SUCCESS && s && *s) {
+		if (!strcmp(s, "yield"))
+			iwd_env.idle_mode = IWD_IDLE_YIELD;
+		else if (!strcmp(s, "sleep"))
+			iwd_env.idle_mode = IWD_IDLE_SLEEP;
+		else if (!strcmp(s, "adaptive"))
+			iwd_env.idle_mode = IWD_IDLE_ADAPTIVE;
+		else
+			IWD_WARN(FI_LOG_CORE, "iwarpd: FI_IWARPD_IDLE=%s is none of adaptive, yield, sleep; using adaptive\n", s);
+	}
+	if (fi_param_get_int(&iwd_prov, "idle_sleep_us", &b) == FI_SUCCESS)
+		iwd_env.idle_sleep_us = b < 0 ? 0 : b > IWD_IDLE_SLEEP_MAX_US ? IWD_IDLE_SLEEP_MAX_US : b;
 	if (iwd_env.rx_bufs < 8)
 		iwd_env.rx_bufs = 8;
 	if (iwd_env.eager_max < 64)

@@ -14,7 +14,6 @@
  * fi_poll_del; the poll set holds one on its domain; fi_close of a poll
  * set with members returns -FI_EBUSY (fi_poll(3), "fi_close").
  */
-#include <sched.h>
 #include <stdlib.h>
 
 #include "iwd.h"
@@ -141,9 +140,11 @@ static int poll_run(struct fid_poll *pollset, void **context, int count)
 	if (!n && iwd_domain_check_idle(ps->dom))
 		n = -FI_ENODEV;
 	iwd_unlock(ps->dom);
-	/* Nothing to read: give the daemon the processor (see cq_readfrom). */
+	/* Nothing to read: give the daemon the processor (iwd_idle.c). */
 	if (!n)
-		sched_yield();
+		iwd_idle();
+	else
+		iwd_idle_reset();
 	return n;
 }
 

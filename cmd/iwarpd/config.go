@@ -86,6 +86,8 @@ func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) 
 	reasm := str("reassembly-timeout", def.ReassemblyTimeout.String(), "drop a partly received UD message after this `duration`")
 	partial := str("max-partial", strconv.Itoa(def.MaxPartial), "partly reassembled messages kept per QP")
 	pollWindow := str("poll-window", "200us", "keep polling this `duration` after the last work before sleeping")
+	idle := str("idle", def.Idle.String(), "how the engine gives its CPU away between passes: adaptive (yield until the CPU is seen contended, then sleep -idle-sleep) or yield (docs/iwarpd.md)")
+	idleSleep := str("idle-sleep", def.IdleSleep.String(), "one sleep of -idle adaptive (`duration`, up to 1ms)")
 	stall := str("procmem-stall-timeout", vcfg.DefaultProcMemStallTimeout.String(), "bound (`duration`) on one access to a client's process memory; past it the access fails, the session is marked stalled and its user gets a strike (docs/memory-registration.md)")
 	engines := str("engines", strconv.Itoa(def.Engines), "number of engines (`N`, 1..64): threads, each pinned to a CPU, that own the QPs placed on them (docs/engines.md)")
 	pollBatch := str("poll-batch", strconv.Itoa(def.PollBatch), "work requests (and datagrams) served per QP per engine pass")
@@ -266,11 +268,14 @@ func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) 
 		name string
 		s    *string
 		dst  *time.Duration
-	}{{"poll-window", pollWindow, &v.PollWindow}, {"reassembly-timeout", reasm, &v.ReassemblyTimeout},
+	}{{"poll-window", pollWindow, &v.PollWindow}, {"idle-sleep", idleSleep, &v.IdleSleep}, {"reassembly-timeout", reasm, &v.ReassemblyTimeout},
 		{"procmem-stall-timeout", stall, &v.ProcMemStallTimeout}} {
 		if *d.dst, err = time.ParseDuration(*d.s); err != nil {
 			return config{}, fmt.Errorf("%s: %w", from(d.name), err)
 		}
+	}
+	if v.Idle, err = vcfg.ParseIdleMode(*idle); err != nil {
+		return config{}, fmt.Errorf("%s: %w", from("idle"), err)
 	}
 	if v.MPA, err = parseMPA(*mpaRev, *mpaCRC, *mpaMarkers, *mpaP2P, *mpaRTR, *mpaTimeout, *rcIRD, *rcORD, from); err != nil {
 		return config{}, err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/test/daemontest"
+	vcfg "github.com/iwarpd/iwarpd/verbsd/config"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
 	"github.com/sirupsen/logrus"
 )
@@ -171,6 +172,8 @@ func TestConfigFileAndPrecedence(t *testing.T) {
 		t.Errorf("file values not applied: %+v", v)
 	case v.PollBatch != 8 || v.Limits.MaxRegistered != 64<<20 || v.Limits.MaxSGE != 60 || v.Limits.MaxInline != 256:
 		t.Errorf("values %+v", v)
+	case v.Idle != vcfg.IdleAdaptive || v.IdleSleep != time.Microsecond: // the wait discipline's defaults
+		t.Errorf("values %+v", v)
 	case v.Addr.String() != "127.0.0.1" || v.RDPorts.First != 17500:
 		t.Errorf("defaults %+v", v)
 	}
@@ -181,14 +184,16 @@ func TestConfigFileAndPrecedence(t *testing.T) {
 		}
 	}
 	for _, args := range [][]string{{"-ud-ports", "5-1"}, {"-addr", "nope"}, {"-poll-window", "fast"}, {"-max-sge", "0"},
-		{"-ud-ports", "17000-17600"}, {"-socket-group", "no-such-group-iwarpd"}} {
+		{"-ud-ports", "17000-17600"}, {"-socket-group", "no-such-group-iwarpd"}, {"-idle", "spin"}, {"-idle-sleep", "2ms"},
+		{"-idle-sleep", "0s"}} {
 		if _, err := parseConfig(args, func(string) string { return "" }, &usage); err == nil {
 			t.Errorf("parseConfig(%q) accepted bad input", args)
 		}
 	}
 	usage.Reset()
 	parseConfig([]string{"-h"}, func(string) string { return "" }, &usage)
-	for _, want := range []string{"-max-qp", "IWARPD_MAX_QP", "-poll-window", "-socket-group", "-config", "-ud-ports", "-datagram-size"} {
+	for _, want := range []string{"-max-qp", "IWARPD_MAX_QP", "-poll-window", "-socket-group", "-config", "-ud-ports", "-datagram-size",
+		"-idle", "-idle-sleep"} {
 		if !strings.Contains(usage.String(), want) {
 			t.Errorf("iwarpd -h does not mention %s", want)
 		}

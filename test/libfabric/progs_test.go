@@ -11,6 +11,7 @@ import (
 // provProgramFlags are the link flags a program needs beyond -lfabric.
 var provProgramFlags = map[string][]string{
 	"fi_emptypoll": {"-rdynamic", "-ldl"}, // its poll(2) takes the provider's calls
+	"fi_idle":      {"-rdynamic", "-ldl"}, // its sched_yield(2) and nanosleep(2) take the provider's
 }
 
 // buildProvProgram builds c/prov/tests/<name>.c with -Wall -Wextra -Werror,

@@ -59,6 +59,13 @@ type Config struct {
 	// PollWindow is how long the engine keeps polling (yielding the CPU
 	// between empty passes) before it sleeps on epoll.
 	PollWindow time.Duration
+	// Idle is how the engine gives its CPU away after a pass that
+	// completed work and between empty passes of the poll window
+	// (rnic/idle.go): IdleAdaptive (yield until the CPU is seen contended,
+	// then sleep IdleSleep) or IdleYield (sched_yield always).
+	Idle IdleMode
+	// IdleSleep is one sleep of IdleAdaptive (1ns..1ms).
+	IdleSleep time.Duration
 	// ProcMemStallTimeout bounds how long an engine (or a request) waits
 	// for one access to a client's process memory (rnic/copier.go): past
 	// it the access fails, the session is marked stalled and its user gets
@@ -156,6 +163,8 @@ func DefaultConfig() Config {
 		ReassemblyTimeout: 100 * time.Millisecond,
 		MaxPartial:        16,
 		PollWindow:        200 * time.Microsecond,
+		Idle:              IdleAdaptive,
+		IdleSleep:         time.Microsecond,
 		Engines:           1,
 		PollBatch:         64,
 		SocketBuffer:      4 << 20,
@@ -207,6 +216,12 @@ func (c *Config) Validate() error {
 	}
 	if c.PollWindow < 0 {
 		bad("poll window %v is negative", c.PollWindow)
+	}
+	if c.Idle != IdleAdaptive && c.Idle != IdleYield {
+		bad("idle mode %d: want adaptive or yield", c.Idle)
+	}
+	if c.IdleSleep <= 0 || c.IdleSleep > time.Millisecond {
+		bad("idle sleep %v: want 1ns..1ms", c.IdleSleep)
 	}
 	if c.ProcMemStallTimeout < 0 || c.ProcMemStallTimeout > time.Minute {
 		bad("process-memory stall timeout %v: want 0..1m (0: the default %v)", c.ProcMemStallTimeout, DefaultProcMemStallTimeout)

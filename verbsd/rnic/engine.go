@@ -17,8 +17,8 @@ import (
 // Engine is the RNIC: one goroutine, locked to an OS thread, that owns
 // every data-path object (sessions' tables, QPs, CQs, sockets). Control
 // goroutines hand it work with Do; it serves QPs round-robin with bounded
-// work per QP per pass, polls (yielding the CPU between empty passes) for
-// Config.PollWindow, then sleeps in epoll_wait on every session's doorbell
+// work per QP per pass, polls (giving the CPU away between empty passes,
+// rnic/idle.go) for Config.PollWindow, then sleeps in epoll_wait on every session's doorbell
 // eventfd, its wake eventfd and every datagram socket.
 type Engine struct {
 	Cfg *config.Config
@@ -42,6 +42,8 @@ type Engine struct {
 	// for the CPU (run yields at once; otherwise a busy engine yields
 	// only every busyYieldEvery).
 	completed bool
+	// idle is how the engine gives its CPU away (rnic/idle.go).
+	idle idler
 
 	cmds    chan command
 	wake    *eventfd.EventFD // control goroutines -> engine
@@ -82,7 +84,7 @@ type command struct {
 // (engine 0: the others share its words, rnic/engines.go).
 func newEngine(cfg *config.Config, ownStatus bool) (e *Engine, err error) {
 	e = &Engine{Cfg: cfg, cmds: make(chan command, 128), stopped: make(chan struct{}), EpFD: -1, StatusFD: -1,
-		ByFD: map[int32]*QP{}, Bells: map[int32]*Session{}, Sessions: map[uint64]*Session{}}
+		ByFD: map[int32]*QP{}, Bells: map[int32]*Session{}, Sessions: map[uint64]*Session{}, idle: newIdler(cfg)}
 	defer func() {
 		if err != nil {
 			e.closeResources()
@@ -215,6 +217,7 @@ func schedYield() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 func (e *Engine) run() {
 	runtime.LockOSThread()
 	e.pin()             // rnic/engines.go
+	e.idle.setSlack()   // rnic/idle.go
 	GuardClientMemory() // rnic/fault.go
 	defer func() {
 		for _, s := range e.Sessions {
@@ -261,12 +264,16 @@ func (e *Engine) run() {
 			if e.completed || now.Sub(lastYield) >= busyYieldEvery {
 				e.completed = false
 				lastYield = now
-				schedYield()
+				e.idle.idle() // rnic/idle.go: a yield, or a short sleep on a contended CPU
 			}
 			continue
 		}
-		if now.Sub(lastWork) < e.Cfg.PollWindow {
-			schedYield()
+		// The poll window, unless the CPU is contended: then a wake-up
+		// (a doorbell, a datagram) gets the engine the CPU sooner than
+		// sleeping and polling, which cost a wake-up per sleep
+		// (rnic/idle.go).
+		if now.Sub(lastWork) < e.Cfg.PollWindow && !e.idle.contended(now) {
+			e.idle.idle()
 			continue
 		}
 		// Sleep: announce it, then look once more at everything a client

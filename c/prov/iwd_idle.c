@@ -1,0 +1,114 @@
+/*
+ * iwd_idle.c — what a thread does after a poll that found nothing
+ * (fi_cq_read/fi_cq_readfrom returning -FI_EAGAIN, fi_poll with no event,
+ * fi_cntr_read returning the value it returned last): the provider's wait
+ * discipline, FI_IWARPD_IDLE and FI_IWARPD_IDLE_SLEEP_US (docs/libfabric.md
+ * "Progress" and "Environment variables").
+ *
+ * The daemon is the RNIC and shares the CPUs with its clients, so a polling
+ * thread gives the processor away between empty polls; the question is how.
+ *
+ *  - sched_yield(2) ("yield") costs nothing when no other task wants the
+ *    CPU and hands it at once to a daemon or peer rank queued on it. But on
+ *    a CPU shared with processes that never wait, a yield queues the thread
+ *    behind them for whole time slices (under Linux's EEVDF scheduler a
+ *    yield also moves the yielder's deadline one slice later), and every
+ *    hop of a message (rank, daemon, daemon, rank) pays one: milliseconds.
+ *  - nanosleep(2) for IWARPD_IDLE_SLEEP_US ("sleep") takes the thread off
+ *    the run queue; woken, it is placed with its lag kept and runs before
+ *    the busy processes whose slices it would have waited for. When the CPU
+ *    is not contended each sleep costs a timer and two context switches
+ *    more than a yield (about 20 us more per ping-pong with both ranks on
+ *    one CPU, docs/libfabric.md).
+ *  - "adaptive" (the default) yields while yields return quickly and
+ *    sleeps once the CPU is seen contended: a yield or a sleep that kept
+ *    the thread away longer than IWD_IDLE_CONTENDED_NS (another task ran
+ *    meanwhile for most of a slice) twice within IWD_IDLE_HOLD_NS makes the
+ *    thread sleep instead of yield for the next IWD_IDLE_HOLD_NS, renewed by
+ *    every such long return.
+ *    The sleeps of one wait double from FI_IWARPD_IDLE_SLEEP_US, at most
+ *    IWD_IDLE_BACKOFF times (1 us: up to 32 us), until a poll finds
+ *    something (iwd_idle_reset): on a contended CPU a wait lasts
+ *    milliseconds, and each sleep costs a wake-up.
+ *
+ * The sleep runs with the thread's timer slack lowered to the sleep
+ * (prctl(2) PR_SET_TIMERSLACK; the default slack, 50 us, would lengthen
+ * every short sleep by 50 us) and the slack restored after. No mode blocks
+ * longer than one sleep (at most IWD_IDLE_SLEEP_MAX_US), so none can miss a
+ * completion: the caller's next poll sees it. The state is per thread: the
+ * thread that waits is the one that is scheduled.
+ */
+#include <sched.h>
+#include <stdint.h>
+#include <sys/prctl.h>
+#include <time.h>
+
+#include "iwd.h"
+
+/* Until when (CLOCK_MONOTONIC ns) this thread sleeps instead of yielding
+ * in adaptive mode: the CPU was seen contended (0: never). */
+static __thread int64_t idle_contended_until;
+/* Adaptive: empty polls in a row that slept (the next sleep is the base
+ * doubled this many times, up to IWD_IDLE_BACKOFF doublings). */
+static __thread unsigned idle_slept;
+/* Adaptive: when the last long return (a yield or sleep that kept the
+ * thread away IWD_IDLE_CONTENDED_NS) ended (0: none yet). */
+static __thread int64_t idle_long_at;
+
+void iwd_idle_reset(void)
+{
+	idle_slept = 0;
+}
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* nanosleep for ns with the thread's timer slack at most ns, restored. */
+static void idle_sleep(int64_t ns)
+{
+	struct timespec ts = {.tv_sec = ns / 1000000000LL, .tv_nsec = ns % 1000000000LL};
+	int slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+	int lowered = slack > ns && prctl(PR_SET_TIMERSLACK, (unsigned long)(ns > 0 ? ns : 1), 0, 0, 0) == 0;
+	nanosleep(&ts, NULL); /* EINTR: the caller polls again */
+	if (lowered)
+		prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
+}
+
+void iwd_idle(void)
+{
+	int64_t sleep_ns = (int64_t)iwd_env.idle_sleep_us * 1000, before, away;
+	switch (iwd_env.idle_mode) {
+	case IWD_IDLE_YIELD:
+		sched_yield();
+		return;
+	case IWD_IDLE_SLEEP:
+		idle_sleep(sleep_ns);
+		return;
+	default:
+		break;
+	}
+	before = mono_ns();
+	if (before < idle_contended_until) {
+		/* A wait of milliseconds would cost a wake-up per sleep:
+		 * back off, at most IWD_IDLE_BACKOFF doublings. */
+		sleep_ns <<= idle_slept < IWD_IDLE_BACKOFF ? idle_slept++ : IWD_IDLE_BACKOFF;
+		if (sleep_ns > IWD_IDLE_SLEEP_MAX_US * 1000LL)
+			sleep_ns = IWD_IDLE_SLEEP_MAX_US * 1000LL;
+		idle_sleep(sleep_ns);
+		away = mono_ns() - before - sleep_ns;
+	} else {
+		sched_yield();
+		away = mono_ns() - before;
+	}
+	if (away > IWD_IDLE_CONTENDED_NS) {
+		/* One long return may be a blip (another process ran once);
+		 * two within IWD_IDLE_HOLD_NS are contention. */
+		if (idle_long_at && before - idle_long_at < IWD_IDLE_HOLD_NS)
+			idle_contended_until = before + away + IWD_IDLE_HOLD_NS;
+		idle_long_at = before + away;
+	}
+}

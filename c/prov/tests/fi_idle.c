@@ -1,0 +1,224 @@
+/*
+ * fi_idle — the provider's wait discipline after an empty poll
+ * (c/prov/iwd_idle.c, FI_IWARPD_IDLE, docs/libfabric.md "Progress").
+ *
+ * One RDM endpoint of the iwarpd provider with its CQ, a counter and a
+ * poll set, nothing posted. sched_yield(2) and nanosleep(2) are interposed
+ * (the program is linked with -rdynamic; the provider's calls resolve
+ * here) and counted while `counting` is set. The mode is argv[1], which
+ * the program also sets as FI_IWARPD_IDLE before fi_getinfo:
+ *
+ *   yield     every empty fi_cq_read, fi_poll and unchanged fi_cntr_read
+ *             yields exactly once and never sleeps; a changed counter read
+ *             does neither;
+ *   sleep     each sleeps exactly once (FI_IWARPD_IDLE_SLEEP_US, here 2)
+ *             and never yields, and the thread's timer slack is what it was
+ *             after the calls (the provider lowers it for the sleep only);
+ *   adaptive  the first empty read yields (no contention seen yet); then,
+ *             with this process and a busy child bound to one CPU, empty
+ *             reads go on (bounded: at most READS_MAX, or 20 s) until one
+ *             sleeps: a yield that waited for the child's slice is seen
+ *             and the thread sleeps instead of yielding. No time is
+ *             asserted: the count of each call is.
+ *
+ *   fi_idle MODE      prints "fi_idle: ok" and exit 0, or exit 1
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+
+#define FITEST_NAME "fi_idle"
+#include "fitest.h"
+
+enum { READS = 2000, READS_MAX = 200000 };
+
+static int counting;
+static long yields, sleeps;
+
+int sched_yield(void)
+{
+	static int (*real)(void);
+	if (!real)
+		real = (int (*)(void))dlsym(RTLD_NEXT, "sched_yield");
+	if (__atomic_load_n(&counting, __ATOMIC_RELAXED))
+		__atomic_add_fetch(&yields, 1, __ATOMIC_RELAXED);
+	return real();
+}
+
+int nanosleep(const struct timespec *req, struct timespec *rem)
+{
+	static int (*real)(const struct timespec *, struct timespec *);
+	if (!real)
+		real = (int (*)(const struct timespec *, struct timespec *))dlsym(RTLD_NEXT, "nanosleep");
+	if (__atomic_load_n(&counting, __ATOMIC_RELAXED))
+		__atomic_add_fetch(&sleeps, 1, __ATOMIC_RELAXED);
+	return real(req, rem);
+}
+
+static void count(int on)
+{
+	if (on) {
+		__atomic_store_n(&yields, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&sleeps, 0, __ATOMIC_RELAXED);
+	}
+	__atomic_store_n(&counting, on, __ATOMIC_RELAXED);
+}
+
+static void bind_cpu(int cpu)
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set))
+		fitest_die("sched_setaffinity(CPU %d): %s", cpu, strerror(errno));
+}
+
+/* yield and sleep: each kind of empty poll makes exactly one call of the
+ * mode's kind and none of the other. */
+static void fixed_mode(int sleep_mode, struct fid_cq *cq, struct fid_poll *ps, struct fid_cntr *cntr)
+{
+	long want_y = sleep_mode ? 0 : READS, want_s = sleep_mode ? READS : 0;
+	int slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+	struct fi_cq_entry e;
+	void *ctx[1];
+	uint64_t v;
+
+	count(1);
+	for (int i = 0; i < READS; i++)
+		EXPECT(fi_cq_read(cq, &e, 1) == -FI_EAGAIN, "fi_cq_read %d of an empty CQ", i);
+	count(0);
+	printf("fi_idle: %d empty fi_cq_read: %ld sched_yield, %ld nanosleep\n", READS, yields, sleeps);
+	EXPECT(yields == want_y && sleeps == want_s, "%d empty fi_cq_read made %ld sched_yield and %ld nanosleep, "
+						     "want %ld and %ld",
+	       READS, yields, sleeps, want_y, want_s);
+
+	count(1);
+	for (int i = 0; i < READS; i++)
+		EXPECT(fi_poll(ps, ctx, 1) == 0, "fi_poll %d of an empty CQ", i);
+	count(0);
+	EXPECT(yields == want_y && sleeps == want_s, "%d empty fi_poll made %ld sched_yield and %ld nanosleep", READS,
+	       yields, sleeps);
+
+	v = fi_cntr_read(cntr);
+	count(1);
+	for (int i = 0; i < READS; i++)
+		EXPECT(fi_cntr_read(cntr) == v, "fi_cntr_read %d of an idle counter", i);
+	count(0);
+	EXPECT(yields == want_y && sleeps == want_s, "%d unchanged fi_cntr_read made %ld sched_yield and %ld nanosleep",
+	       READS, yields, sleeps);
+
+	/* A read that finds the counter changed is not an empty poll. */
+	CHECK(fi_cntr_add(cntr, 1));
+	count(1);
+	EXPECT(fi_cntr_read(cntr) == v + 1, "fi_cntr_read after fi_cntr_add(1)");
+	count(0);
+	EXPECT(yields == 0 && sleeps == 0, "a changed fi_cntr_read made %ld sched_yield and %ld nanosleep", yields,
+	       sleeps);
+
+	EXPECT(prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0) == slack, "timer slack %d after the polls, %d before",
+	       prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0), slack);
+}
+
+/* adaptive: yields first, sleeps once a busy task on its CPU kept a yield
+ * waiting. */
+static void adaptive_mode(struct fid_cq *cq)
+{
+	struct fi_cq_entry e;
+	long reads = 0, y;
+	pid_t busy;
+	int st;
+
+	count(1);
+	EXPECT(fi_cq_read(cq, &e, 1) == -FI_EAGAIN, "fi_cq_read of an empty CQ");
+	count(0);
+	EXPECT(yields == 1 && sleeps == 0, "the first empty fi_cq_read made %ld sched_yield and %ld nanosleep, want 1 "
+					   "and 0",
+	       yields, sleeps);
+
+	bind_cpu(0);
+	busy = fork();
+	if (busy < 0)
+		fitest_die("fork: %s", strerror(errno));
+	if (busy == 0) {
+		alarm(60); /* bounded if the parent is killed */
+		for (;;)
+			__asm__ volatile("" ::: "memory");
+	}
+	fitest_set_deadline(20);
+	count(1);
+	while (__atomic_load_n(&sleeps, __ATOMIC_RELAXED) == 0 && reads < READS_MAX) {
+		EXPECT(fi_cq_read(cq, &e, 1) == -FI_EAGAIN, "fi_cq_read of an empty CQ");
+		reads++;
+		if (now_s() > fitest_deadline_s)
+			break;
+	}
+	count(0);
+	y = yields;
+	kill(busy, SIGKILL);
+	waitpid(busy, &st, 0);
+	printf("fi_idle: adaptive, a busy process on the CPU: the first sleep after %ld empty reads (%ld yields)\n",
+	       reads, y);
+	EXPECT(sleeps > 0, "adaptive: %ld empty fi_cq_read with a busy process on the same CPU never slept "
+			   "(%ld yields): contention not seen",
+	       reads, y);
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "yield";
+	struct fi_info *hints, *info;
+	struct fid_fabric *fab;
+	struct fid_domain *dom;
+	struct fid_av *av;
+	struct fid_poll *ps;
+	struct fid_cntr *cntr;
+	struct fi_cq_attr cqa = {.format = FI_CQ_FORMAT_CONTEXT};
+	struct fi_cntr_attr ca = {.events = FI_CNTR_EVENTS_COMP};
+	struct fi_av_attr ava = {.type = FI_AV_TABLE};
+	struct fi_poll_attr pa = {0};
+	struct fid_ep *ep[1];
+	struct fid_cq *cq[1];
+
+	setenv("FI_IWARPD_IDLE", mode, 1);
+	setenv("FI_IWARPD_IDLE_SLEEP_US", "2", 1);
+	hints = fi_allocinfo();
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->caps = FI_MSG;
+	hints->fabric_attr->prov_name = strdup("iwarpd");
+	CHECK(fi_getinfo(FI_VERSION(1, 9), NULL, NULL, 0, hints, &info));
+	CHECK(fi_fabric(info->fabric_attr, &fab, NULL));
+	CHECK(fi_domain(fab, info, &dom, NULL));
+	CHECK(fi_av_open(dom, &ava, &av, NULL));
+	fitest_open_eps(dom, info, av, &cqa, 1, ep, cq);
+	CHECK(fi_poll_open(dom, &pa, &ps));
+	CHECK(fi_poll_add(ps, &cq[0]->fid, 0));
+	CHECK(fi_cntr_open(dom, &ca, &cntr, NULL));
+
+	if (!strcmp(mode, "yield") || !strcmp(mode, "sleep"))
+		fixed_mode(!strcmp(mode, "sleep"), cq[0], ps, cntr);
+	else if (!strcmp(mode, "adaptive"))
+		adaptive_mode(cq[0]);
+	else
+		fitest_die("unknown mode %s (yield, sleep, adaptive)", mode);
+
+	CHECK(fi_close(&cntr->fid));
+	CHECK(fi_poll_del(ps, &cq[0]->fid, 0));
+	CHECK(fi_close(&ps->fid));
+	CHECK(fi_close(&ep[0]->fid));
+	CHECK(fi_close(&cq[0]->fid));
+	return fitest_close(av, dom, fab, info, hints);
+}

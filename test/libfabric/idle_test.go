@@ -1,0 +1,17 @@
+package libfabric
+
+import "testing"
+
+// TestIdleDiscipline runs c/prov/tests/fi_idle.c in each FI_IWARPD_IDLE
+// mode (c/prov/iwd_idle.c, docs/libfabric.md "Progress"): every empty
+// fi_cq_read, fi_poll and unchanged fi_cntr_read yields once (yield) or
+// sleeps once (sleep, the thread's timer slack restored after), a changed
+// counter read does neither; adaptive yields first and, with a busy
+// process bound to its CPU, starts sleeping instead (issue 20, under load).
+func TestIdleDiscipline(t *testing.T) {
+	for _, mode := range []string{"yield", "sleep", "adaptive"} {
+		t.Run(mode, func(t *testing.T) {
+			runProvProgram(t, "fi_idle", mode)
+		})
+	}
+}
