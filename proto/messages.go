@@ -189,6 +189,17 @@ type CreateQPRequest struct {
 	// option matters. false: RFC 5040 as is (Terminate "invalid MSN, no
 	// buffer").
 	HoldRecv bool `json:"hold_recv,omitempty"`
+	// QuietRecords (RD only): a Write-Record (opcode 0xC) the QP receives
+	// is placed and acknowledged as usual but consumes no receive and
+	// completes nothing at this end: RD needs no posted receive for its
+	// last segment (no NOTREADY) and the record is counted
+	// (wrec_complete) only. For a client that never reads the records
+	// (the libfabric provider's RDM endpoints: fi_write without
+	// FI_REMOTE_CQ_DATA has no target completion, fi_rma(3); FI_RMA_EVENT
+	// is not offered). A Write-Record with Immediate (0xD) still takes one.
+	// Only the receiving side's option matters; the wire does not change
+	// (docs/write-record.md "Quiet records").
+	QuietRecords bool `json:"quiet_records,omitempty"`
 }
 
 type CreateQPReply struct {

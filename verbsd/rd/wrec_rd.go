@@ -18,7 +18,8 @@ import (
 // header of hl octets. It checks and places the segment exactly as on UD
 // (ud/wrec_recv.go) and, when the record is whole, completes it into the head
 // of q's receive ring (RD claims receives for Sends as their first
-// segment arrives, so the head is free). On RD a record completes only
+// segment arrives, so the head is free), or, on a QP created with
+// quiet_records, into nothing (CompleteQuiet). On RD a record completes only
 // whole: expireRecords does not run for RD QPs, so a partial record waits
 // for its retransmitted segments (or is evicted by newer ones).
 //
@@ -39,7 +40,9 @@ func (e *Engine) writeRecordRD(q *QP, src netip.AddrPort, h *ddp.Header, seg []b
 	r, st := e.AcceptWriteRecord(q.QP, &sg, now)
 	switch st {
 	case ud.RecordComplete:
-		e.CompleteRecord(q.QP, r, e.HeadRecv(q.QP), false)
+		if !e.CompleteQuiet(q.QP, r) { // ud/wrec_recv.go: quiet_records
+			e.CompleteRecord(q.QP, r, e.HeadRecv(q.QP), false)
+		}
 	case ud.RecordRefused:
 		return rnic.DgramAccessError, false // rnic/access_guard.go: one generic error on datagram QPs
 	}

@@ -244,6 +244,24 @@ func (e *Engine) expireRecords(q *QP, now time.Time) bool {
 	return work
 }
 
+// CompleteQuiet completes r without a receive or a CQE when q was created
+// with quiet_records and r is a Write-Record without Immediate
+// (proto.CreateQPRequest.QuietRecords): it is counted, nothing else.
+// false: r needs CompleteRecord.
+func (e *Engine) CompleteQuiet(q *QP, r *WrecRecord) bool {
+	if !q.QuietRecords || r.hasImm {
+		return false
+	}
+	if r.Got < uint64(r.length) {
+		e.count(q, rnic.CWrecTrimmed, 1)
+	} else {
+		e.count(q, rnic.CWrecComplete, 1)
+	}
+	e.count(q, rnic.CMessagesIn, 1)
+	e.count(q, rnic.CBytesIn, int64(r.Got))
+	return true
+}
+
 // CompleteRecord consumes receive w (nil: none posted) with r's completion.
 // inBatch says w came from recvFor in the current receive batch.
 func (e *Engine) CompleteRecord(q *QP, r *WrecRecord, w *rnic.RecvWR, inBatch bool) {

@@ -288,6 +288,8 @@ type QPOptions struct {
 	// QKey of a datagram QP: 0 is TestQKey (so that the QPs of a test talk
 	// to each other as before Q_Keys), RandomQKey lets the daemon draw one.
 	QKey uint32
+	// QuietRecords: proto.CreateQPRequest.QuietRecords (RD only).
+	QuietRecords bool
 }
 
 // TestQKey is the Q_Key verbsdtest gives datagram QPs unless told
@@ -341,7 +343,7 @@ func (c *Client) CreateQP(pd uint32, scq, rcq *CQ, caps proto.QPCaps, o QPOption
 		qkey = 0
 	}
 	req := proto.CreateQPRequest{PD: pd, Type: typ, SendCQ: scq.Handle, RecvCQ: rcq.Handle, SRQ: o.SRQ, Caps: caps,
-		SigAll: o.SigAll, Port: o.Port, NoCRC: o.NoCRC, QKey: qkey}
+		SigAll: o.SigAll, Port: o.Port, NoCRC: o.NoCRC, QKey: qkey, QuietRecords: o.QuietRecords}
 	if _, err := c.Call(proto.OpCreateQP, req, &r, reg.FD()); err != nil {
 		reg.Close()
 		return nil, err
