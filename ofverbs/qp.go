@@ -47,6 +47,12 @@ type QPInitAttr struct {
 	// receiving side's setting matters; the wire is unchanged. false (the
 	// default): RFC 5040 as is. docs/iwarpd.md "RC receive hold".
 	HoldRecv bool
+	// QuietRecords (RD only) makes a Write-Record this QP receives take
+	// no receive and complete nothing here (it is placed and acknowledged
+	// as usual; a Write-Record with Immediate still takes one). For a
+	// client that never reads the records. false (the default): every
+	// record takes a receive. docs/write-record.md "Quiet records".
+	QuietRecords bool
 }
 
 // QPAttr is a QP's state. Modify uses State, and QKey when it is not 0
@@ -135,7 +141,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	q.sq = sendQueue{qp: q, prod: shm.NewProducer(sqRing), depth: sqDepth}
 	req := proto.CreateQPRequest{PD: pd.handle, Type: attr.Type, SendCQ: attr.SendCQ.handle, RecvCQ: attr.RecvCQ.handle,
 		Caps: caps, SigAll: attr.SigAll, Port: attr.Port, NoCRC: attr.NoCRC, QKey: attr.QKey,
-		MergeSendImm: attr.MergeSendImm, HoldRecv: attr.HoldRecv}
+		MergeSendImm: attr.MergeSendImm, HoldRecv: attr.HoldRecv, QuietRecords: attr.QuietRecords}
 	if attr.SRQ != nil {
 		req.SRQ = attr.SRQ.handle
 	} else {

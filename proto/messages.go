@@ -204,6 +204,17 @@ type CreateQPRequest struct {
 	// and uses it as the QP's own. false: the daemon makes the socket, as
 	// before ABI 5.
 	Socket bool `json:"socket,omitempty"`
+	// QuietRecords (RD only): a Write-Record (opcode 0xC) the QP receives
+	// is placed and acknowledged as usual but consumes no receive and
+	// completes nothing at this end: RD needs no posted receive for its
+	// last segment (no NOTREADY) and the record is counted
+	// (wrec_complete) only. For a client that never reads the records
+	// (the libfabric provider's RDM endpoints: fi_write without
+	// FI_REMOTE_CQ_DATA has no target completion, fi_rma(3); FI_RMA_EVENT
+	// is not offered). A Write-Record with Immediate (0xD) still takes one.
+	// Only the receiving side's option matters; the wire does not change
+	// (docs/write-record.md "Quiet records").
+	QuietRecords bool `json:"quiet_records,omitempty"`
 }
 
 // ReservePortRequest (OpReservePort, ABI 5) asks the daemon for the port

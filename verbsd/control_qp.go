@@ -40,6 +40,9 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 	if req.HoldRecv && req.Type != proto.QPTypeRC {
 		return nil, rnic.Errf(unix.EINVAL, "create-qp: hold_recv is an RC option; a datagram QP's receive backlog is its socket (docs/iwarpd.md)")
 	}
+	if req.QuietRecords && req.Type != proto.QPTypeRD {
+		return nil, rnic.Errf(unix.EINVAL, "create-qp: quiet_records is an RD option (docs/write-record.md \"Quiet records\")")
+	}
 	if err := s.CheckClientPort("create-qp", req.Port); err != nil {
 		return nil, err
 	}
@@ -105,7 +108,7 @@ func (s *session) createQP(body []byte, fds []int) (any, error) {
 		t = rc.NewQP(core, req.NoCRC, req.MergeSendImm, req.HoldRecv) // rc/qp.go
 	} else {
 		q := ud.NewQP(core) // ud/qp.go
-		q.NoCRC, q.Qkey = req.NoCRC, req.QKey
+		q.NoCRC, q.Qkey, q.QuietRecords = req.NoCRC, req.QKey, req.QuietRecords
 		if q.Qkey == 0 {
 			q.Qkey = rnic.RandomU32() // rnic/keys.go; the client learns it from the reply
 		}

@@ -116,6 +116,8 @@ IWV_EXPORT int iwv_create_qp(struct iwv_pd *pd, const struct iwv_qp_init_attr *a
 		r = json_object_set_new(req, "merge_send_imm", json_true()) ? -ENOMEM : 0;
 	if (!r && a->hold_recv)
 		r = json_object_set_new(req, "hold_recv", json_true()) ? -ENOMEM : 0;
+	if (!r && a->quiet_records)
+		r = json_object_set_new(req, "quiet_records", json_true()) ? -ENOMEM : 0;
 	if (r) {
 		json_decref(req);
 		iwvi_region_close(&q->r);

@@ -56,6 +56,13 @@ int iwd_ep_create_qp_srq(struct iwd_ep *ep, enum iwv_qp_type qpt, size_t rx_dept
 	 * the daemon holds a message that arrives before its receive
 	 * (docs/libfabric.md "Receiver not ready"). */
 	qa.hold_recv = qpt == IWV_QPT_RC;
+	/* RDM: fi_write is a Write-Record (iwd_rdm_rma_write) and has no
+	 * target completion (fi_rma(3): FI_RMA_EVENT is not offered, CQ data
+	 * travels as a WDATA message): the target's daemon takes no bounce
+	 * receive for it, so a passive target that makes no libfabric call
+	 * keeps taking writes after its FI_IWARPD_RX_BUFS receives
+	 * (docs/libfabric.md "Progress"). */
+	qa.quiet_records = qpt == IWV_QPT_RD;
 	ret = iwv_create_qp(dom->pd, &qa, &ep->qp);
 	if (ret) {
 		IWD_WARN(FI_LOG_EP_CTRL, "iwarpd: creating a %s QP: %s\n",

@@ -248,7 +248,9 @@ static void rx_bounce(struct iwd_ep *ep, struct iwd_bounce *b, const struct iwv_
 	}
 	if (wc->opcode == IWV_WC_RECV_WRITE_RECORD) {
 		/* A peer's fi_write (Write-Record over RD) took a receive for
-		 * its record (docs/write-record.md); the data is in place. */
+		 * its record (docs/write-record.md): not on a quiet_records QP
+		 * (iwd_ep_base.c), kept for a record with Immediate; the data is
+		 * in place. */
 		post_bounce(ep, b);
 		return;
 	}
@@ -470,8 +472,9 @@ ssize_t iwd_rdm_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 }
 
 /* RMA Write (ops->rma_write): RD has no plain RDMA Write, so it is a
- * Write-Record, which places the data the same way and takes one of the
- * target's bounce receives for its record (reposted by rx_bounce). With
+ * Write-Record, which places the data the same way; the target's QP is
+ * created with quiet_records (iwd_ep_base.c), so the record takes none of
+ * its bounce receives and completes nothing there. With
  * FI_REMOTE_CQ_DATA the daemon's RD has no Write with Immediate: a
  * header-only WDATA message carrying the 64-bit data follows to the same
  * peer QP, which RD delivers after the Write (in order per pair of QPs);

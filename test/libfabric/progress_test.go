@@ -46,7 +46,11 @@ func buildProgress() {
 // rendezvous send with FI_IWARPD_PROGRESS_THREAD=1 (without it the target's
 // provider must issue the rendezvous Read: it waits). ofi_rxm passes RMA to
 // the MSG endpoint (the daemon moves it) but its rendezvous waits; ofi_rxd
-// moves nothing without the target's calls.
+// moves nothing without the target's calls. The "writes" rows split the
+// operation into 64 writes against a target with 8 bounce receives
+// (FI_IWARPD_RX_BUFS): an RDM fi_write takes none of them (the target's QP
+// has quiet_records), so all 64 complete while the target computes; when
+// each took one, the ninth waited for the target's next call.
 func TestProgress(t *testing.T) {
 	needProvider(t)
 	progOnce.Do(buildProgress)
@@ -60,21 +64,27 @@ func TestProgress(t *testing.T) {
 		prov, op string
 		env      []string
 		want     string
+		count    int // operations the size is split into (0: one)
 	}{
-		{"iwarpd", "read", native, "progressed"},
-		{"iwarpd", "write", native, "progressed"},
-		{"iwarpd", "send", native, "waited"},
-		{"iwarpd", "send", append([]string{"FI_IWARPD_PROGRESS_THREAD=1"}, native...), "progressed"},
-		{"iwarpd;ofi_rxm", "read", nil, "progressed"},
-		{"iwarpd;ofi_rxm", "write", nil, "progressed"},
-		{"iwarpd;ofi_rxm", "send", nil, "waited"},
-		{"iwarpd;ofi_rxd", "read", nil, "waited"},
-		{"iwarpd;ofi_rxd", "write", nil, "waited"},
-		{"iwarpd;ofi_rxd", "send", nil, "waited"},
+		{"iwarpd", "read", native, "progressed", 0},
+		{"iwarpd", "write", native, "progressed", 0},
+		{"iwarpd", "write", append([]string{"FI_IWARPD_RX_BUFS=8"}, native...), "progressed", 64},
+		{"iwarpd", "send", native, "waited", 0},
+		{"iwarpd", "send", append([]string{"FI_IWARPD_PROGRESS_THREAD=1"}, native...), "progressed", 0},
+		{"iwarpd;ofi_rxm", "read", nil, "progressed", 0},
+		{"iwarpd;ofi_rxm", "write", nil, "progressed", 0},
+		{"iwarpd;ofi_rxm", "write", nil, "progressed", 64},
+		{"iwarpd;ofi_rxm", "send", nil, "waited", 0},
+		{"iwarpd;ofi_rxd", "read", nil, "waited", 0},
+		{"iwarpd;ofi_rxd", "write", nil, "waited", 0},
+		{"iwarpd;ofi_rxd", "send", nil, "waited", 0},
 	} {
 		name := strings.ReplaceAll(c.prov, ";", "+") + "/" + c.op
-		if len(c.env) > len(native) {
+		if len(c.env) > len(native) && c.count == 0 {
 			name += "/progress-thread"
+		}
+		if c.count > 0 {
+			name += fmt.Sprintf("/%d-writes", c.count)
 		}
 		t.Run(name, func(t *testing.T) {
 			// A "progressed" run ends as soon as the initiator completes:
@@ -83,7 +93,7 @@ func TestProgress(t *testing.T) {
 			if c.want == "progressed" {
 				busy = daemontest.Scaled(5 * time.Second)
 			}
-			line := runProgress(t, c.prov, c.op, size, busy, da, db, c.env)
+			line := runProgress(t, c.prov, c.op, size, c.count, busy, da, db, c.env)
 			f := strings.Fields(line)
 			if len(f) != 6 || f[0] != "progress" {
 				t.Fatalf("fi_progress printed %q", line)
@@ -101,7 +111,7 @@ func TestProgress(t *testing.T) {
 
 // runProgress runs a target (daemon a) and an initiator (daemon b) and
 // returns the target's result line.
-func runProgress(t *testing.T, prov, op string, size int, busy time.Duration, da, db *daemontest.Daemon,
+func runProgress(t *testing.T, prov, op string, size, count int, busy time.Duration, da, db *daemontest.Daemon,
 	env []string) string {
 	t.Helper()
 	timeout := daemontest.Scaled(60*time.Second) + busy
@@ -109,6 +119,9 @@ func runProgress(t *testing.T, prov, op string, size int, busy time.Duration, da
 	defer cancel()
 	port := fmt.Sprint(ctrlPort())
 	args := []string{"-p", prov, "-o", op, "-s", fmt.Sprint(size), "-b", fmt.Sprint(busy.Milliseconds()), "-P", port}
+	if count > 0 {
+		args = append(args, "-n", fmt.Sprint(count))
+	}
 	tgt := exec.CommandContext(ctx, progBin, args...)
 	tgt.Env = fiEnv(da, env...)
 	var tout strings.Builder

@@ -21,6 +21,9 @@ type Engine struct {
 	linger lingers
 	// recv: the RD receive being claimed or placed into (rd/recv.go).
 	recv rnic.RecvWR
+	// wrecPiece: the payload of the Write-Record segment being placed
+	// (rd/wrec_rd.go), as the one piece AcceptWriteRecord takes.
+	wrecPiece [1][]byte
 }
 
 // engOf returns the RD engine of a core engine.

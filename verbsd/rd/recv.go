@@ -165,13 +165,17 @@ func (e *Engine) datagram(q *QP, src netip.AddrPort, b []byte, now time.Time) {
 // Write-Record (RD delivers a record whole and in order, so that segment
 // completes it into the head receive: without one the completion would
 // be lost, wrec_no_recv). Either then gets NOTREADY flow control.
-func needsRecv(seg []byte) bool {
+// On a QP created with quiet_records a Write-Record without Immediate
+// takes no receive (proto.CreateQPRequest.QuietRecords): its last segment
+// is delivered whether or not one is posted.
+func needsRecv(q *QP, seg []byte) bool {
 	h, _, err := ddp.Parse(seg)
 	if err != nil {
 		return false
 	}
 	if h.Tagged {
-		return h.Last && rdmap.Control(h.ULPControl).Opcode().IsWriteRecord()
+		op := rdmap.Control(h.ULPControl).Opcode()
+		return h.Last && op.IsWriteRecord() && !(q.QuietRecords && op == rdmap.OpWriteRecord)
 	}
 	return h.QN == rdmap.QNSend && h.MO == 0
 }
@@ -201,7 +205,7 @@ func (e *Engine) ready(q *QP, src netip.AddrPort, seg []byte) bool {
 // read-bw, once in CI).
 func (e *Engine) canDeliver(q *QP, src netip.AddrPort, seg []byte) bool {
 	r := q.Rd
-	if needsRecv(seg) {
+	if needsRecv(q, seg) {
 		return e.recvAvailable(q, src, seg)
 	}
 	if len(seg) >= ddp.UntaggedHeaderLen && seg[0]&0x80 == 0 {

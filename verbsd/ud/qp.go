@@ -72,6 +72,9 @@ type QP struct {
 
 	NoCRC bool   // the client asked for no CRC32c trailer
 	Qkey  uint32 // the Q_Key every accepted datagram names (rnic/keys.go)
+	// QuietRecords: a Write-Record without Immediate completes without a
+	// receive or CQE (proto.CreateQPRequest.QuietRecords; RD only).
+	QuietRecords bool
 
 	// Send side (datagrams).
 	lastMSN uint32 // MSN of the last message sent or failed (first message: 1)

@@ -148,14 +148,13 @@ func (e *Engine) AcceptWriteRecord(q *QP, sg *WrecSegment, now time.Time) (*Wrec
 		e.count(q, rnic.CWrecDropped, 1)
 		return nil, recordDropped
 	}
-	tomb := now.Add(4 * e.Cfg.ReassemblyTimeout)
 	dst, fault := e.RemoteAccess(q.QP, sg.Src, h.Stag, h.TO, n, proto.AccessRemoteWrite, now) // rnic/access_guard.go
 	if fault != 0 {
 		e.count(q, rnic.CWrecAccessErr, 1)
 		if i >= 0 {
 			t.remove(i)
 		}
-		t.Bury(key, tomb)
+		t.Bury(key, e.tombstone(now))
 		if !sg.Quiet && e.ErrorReplyAllowed(q.QP, sg.Src, now) {
 			e.sendErrorMessage(q, sg.Src, sg.srcQKey, rnic.DgramAccessError, sg.DdpHdr, sg.SegLen)
 		}
@@ -165,7 +164,7 @@ func (e *Engine) AcceptWriteRecord(q *QP, sg *WrecSegment, now time.Time) (*Wrec
 	if i < 0 {
 		if len(t.live) >= e.Cfg.MaxPartial {
 			old := t.remove(t.oldest())
-			t.Bury(old.key, tomb)
+			t.Bury(old.key, e.tombstone(now))
 			e.count(q, rnic.CWrecEvicted, 1)
 		}
 		t.live = append(t.live, &WrecRecord{key: key, base: base, length: wr.MessageLength, hasImm: sg.hasImm, imm: sg.imm})
@@ -178,7 +177,7 @@ func (e *Engine) AcceptWriteRecord(q *QP, sg *WrecSegment, now time.Time) (*Wrec
 	}
 	if _, ok := r.Place(wr.MessageOffset, uint32(end)); !ok {
 		t.remove(i)
-		t.Bury(key, tomb)
+		t.Bury(key, e.tombstone(now))
 		e.count(q, rnic.CWrecDropped, 1)
 		return nil, recordDropped
 	}
@@ -186,7 +185,7 @@ func (e *Engine) AcceptWriteRecord(q *QP, sg *WrecSegment, now time.Time) (*Wrec
 	if e.CommitOne(dst) != nil { // rnic/stage.go: the target's process memory went away
 		e.count(q, rnic.CWrecAccessErr, 1)
 		t.remove(i)
-		t.Bury(key, tomb)
+		t.Bury(key, e.tombstone(now))
 		if !sg.Quiet {
 			e.sendErrorMessage(q, sg.Src, sg.srcQKey, rnic.DgramAccessError, sg.DdpHdr, sg.SegLen)
 		}
@@ -198,9 +197,13 @@ func (e *Engine) AcceptWriteRecord(q *QP, sg *WrecSegment, now time.Time) (*Wrec
 		return nil, recordPending
 	}
 	t.remove(i)
-	t.Bury(key, tomb)
+	t.Bury(key, e.tombstone(now))
 	return r, RecordComplete
 }
+
+// tombstone is when the key of a record ended now may be reused
+// (computed only when a record ends, not for every segment).
+func (e *Engine) tombstone(now time.Time) time.Time { return now.Add(4 * e.Cfg.ReassemblyTimeout) }
 
 // HeadRecv loads the head of q's receive ring (outside a receive batch), or
 // returns nil when none is posted or it is bad (then it completed with an
@@ -242,6 +245,24 @@ func (e *Engine) expireRecords(q *QP, now time.Time) bool {
 		work = true
 	}
 	return work
+}
+
+// CompleteQuiet completes r without a receive or a CQE when q was created
+// with quiet_records and r is a Write-Record without Immediate
+// (proto.CreateQPRequest.QuietRecords): it is counted, nothing else.
+// false: r needs CompleteRecord.
+func (e *Engine) CompleteQuiet(q *QP, r *WrecRecord) bool {
+	if !q.QuietRecords || r.hasImm {
+		return false
+	}
+	if r.Got < uint64(r.length) {
+		e.count(q, rnic.CWrecTrimmed, 1)
+	} else {
+		e.count(q, rnic.CWrecComplete, 1)
+	}
+	e.count(q, rnic.CMessagesIn, 1)
+	e.count(q, rnic.CBytesIn, int64(r.Got))
+	return true
 }
 
 // CompleteRecord consumes receive w (nil: none posted) with r's completion.

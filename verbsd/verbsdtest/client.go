@@ -293,6 +293,8 @@ type QPOptions struct {
 	// ReservePort). verbsdtest does not close it.
 	Socket    int
 	HasSocket bool
+	// QuietRecords: proto.CreateQPRequest.QuietRecords (RD only).
+	QuietRecords bool
 }
 
 // ReservePort reserves a port for a client-made socket of a QP of type
@@ -354,7 +356,8 @@ func (c *Client) CreateQP(pd uint32, scq, rcq *CQ, caps proto.QPCaps, o QPOption
 		qkey = 0
 	}
 	req := proto.CreateQPRequest{PD: pd, Type: typ, SendCQ: scq.Handle, RecvCQ: rcq.Handle, SRQ: o.SRQ, Caps: caps,
-		SigAll: o.SigAll, Port: o.Port, NoCRC: o.NoCRC, QKey: qkey, Socket: o.HasSocket}
+		SigAll: o.SigAll, Port: o.Port, NoCRC: o.NoCRC, QKey: qkey, Socket: o.HasSocket,
+		QuietRecords: o.QuietRecords}
 	fds := []int{reg.FD()}
 	if o.HasSocket {
 		fds = append(fds, o.Socket)

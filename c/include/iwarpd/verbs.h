@@ -464,6 +464,13 @@ struct iwv_qp_init_attr {
 	 * 0: RFC 5040 as is (Terminate "no buffer"). docs/iwarpd.md "RC
 	 * receive hold". */
 	int hold_recv;
+	/* RD only: a Write-Record (IWV_WR_WRITE_RECORD) this QP receives is
+	 * placed and acknowledged but takes no receive and completes nothing
+	 * here (no NOTREADY waits for one either); a Write-Record with
+	 * Immediate still takes one. For a client that never reads the
+	 * records (the libfabric provider's RDM endpoints). 0: every record
+	 * takes a receive (docs/write-record.md "Quiet records"). */
+	int quiet_records;
 };
 
 struct iwv_qp_attr {

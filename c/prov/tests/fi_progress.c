@@ -12,13 +12,19 @@
  *   send    fi_send into a receive the target posted before computing
  *           (above the eager limit: a rendezvous, whose data the target's
  *           provider must fetch)
- * and reports when it completed. The target prints one line:
+ * With -n COUNT (write, read) the -s octets go as COUNT operations of
+ * size/COUNT octets (the last takes the rest), posted back to back, and
+ * the initiator reports when all completed: a write's target must not need
+ * a call per operation (over iwarpd RDM each fi_write once took one of the
+ * target's bounce receives, FI_IWARPD_RX_BUFS: past them the writes
+ * waited for the target).
+ * The initiator reports when it completed. The target prints one line:
  *   progress <op> <size> progressed|waited <initiator ms> <busy ms>
  * "progressed": the operation completed while the target computed (the
  * provider moved the data without the target's calls); "waited": only
  * after the target called libfabric again. Then the data is checked.
  *
- *   fi_progress -p PROV -o write -s 4194304 -b 2000 -P 7000            (target)
+ *   fi_progress -p PROV -o write -s 4194304 -b 2000 -P 7000 [-n COUNT] (target)
  *   fi_progress -p PROV -o write -s 4194304 -b 2000 -P 7000 127.0.0.1  (initiator)
  * Exit status: 0 (either verdict) when the data arrived intact, 1 on error.
  */
@@ -142,16 +148,18 @@ int main(int argc, char **argv)
 {
 	const char *prov = "iwarpd", *op = "write", *peer = NULL;
 	size_t size = 4 << 20;
+	size_t count = 1;
 	int busy = 2000, port = 0, opt, fd;
-	while ((opt = getopt(argc, argv, "p:o:s:b:P:")) != -1) {
+	while ((opt = getopt(argc, argv, "p:o:s:b:P:n:")) != -1) {
 		switch (opt) {
 		case 'p': prov = optarg; break;
 		case 'o': op = optarg; break;
 		case 's': size = strtoull(optarg, NULL, 0); break;
 		case 'b': busy = atoi(optarg); break;
 		case 'P': port = atoi(optarg); break;
+		case 'n': count = strtoull(optarg, NULL, 0); break;
 		default:
-			fprintf(stderr, "usage: fi_progress -p PROV -o write|read|send -s SIZE -b BUSY_MS -P PORT [TARGET_IP]\n");
+			fprintf(stderr, "usage: fi_progress -p PROV -o write|read|send -s SIZE -b BUSY_MS -P PORT [-n COUNT] [TARGET_IP]\n");
 			return 1;
 		}
 	}
@@ -159,6 +167,10 @@ int main(int argc, char **argv)
 		peer = argv[optind];
 	if (!port || (strcmp(op, "write") && strcmp(op, "read") && strcmp(op, "send"))) {
 		fprintf(stderr, "fi_progress: -P and -o write|read|send are required\n");
+		return 1;
+	}
+	if (count < 1 || count > size || count > 4096 || (count > 1 && !strcmp(op, "send"))) {
+		fprintf(stderr, "fi_progress: -n wants 1..4096 operations of at least one octet, write or read\n");
 		return 1;
 	}
 
@@ -312,13 +324,31 @@ int main(int argc, char **argv)
 			buf[i] = strcmp(op, "read") ? pattern(i) : 0;
 		xfer(fd, &go, 1, 0);
 		double t0 = now_ms();
-		if (!strcmp(op, "write"))
-			POST_QUIET(fi_write(ep, buf, size, fi_mr_desc(mr), other, it.addr, it.key, &ctx[2]));
-		else if (!strcmp(op, "read"))
-			POST_QUIET(fi_read(ep, buf, size, fi_mr_desc(mr), other, it.addr, it.key, &ctx[2]));
-		else
-			POST_QUIET(fi_send(ep, buf, size, fi_mr_desc(mr), other, &ctx[2]));
-		wait_cq(30000 + busy, op);
+		size_t chunk = size / count, completed = 0;
+		for (size_t i = 0; i < count; i++) {
+			size_t off = i * chunk, n = i + 1 == count ? size - off : chunk;
+			ssize_t r;
+			double end = now_ms() + 30000 + busy;
+			for (;;) {
+				if (!strcmp(op, "write"))
+					r = fi_write(ep, buf + off, n, fi_mr_desc(mr), other, it.addr + off, it.key, &ctx[2]);
+				else if (!strcmp(op, "read"))
+					r = fi_read(ep, buf + off, n, fi_mr_desc(mr), other, it.addr + off, it.key, &ctx[2]);
+				else
+					r = fi_send(ep, buf, size, fi_mr_desc(mr), other, &ctx[2]);
+				if (r != -FI_EAGAIN || now_ms() > end)
+					break;
+				struct fi_cq_data_entry e; /* a full queue: earlier operations complete */
+				ssize_t c = fi_cq_read(cq, &e, 1);
+				if (c == 1)
+					completed++;
+				else if (c != -FI_EAGAIN)
+					wait_cq(0, op); /* reports the error */
+			}
+			CHECK(r);
+		}
+		for (; completed < count; completed++)
+			wait_cq(30000 + busy, op);
 		double ms = now_ms() - t0;
 		xfer(fd, &ms, sizeof(ms), 1); /* also ends the target's computing */
 		xfer(fd, &done, 1, 0);
