@@ -175,6 +175,8 @@ static int reg_atomic(struct iwd_domain *dom, struct iwd_mr *mr, int vacc)
 			if (ret == 0)
 				goto done;
 			iwv_release_pages(dom->fab->s, lo, (size_t)(hi - lo));
+			if (ret != -EOPNOTSUPP)
+				goto done; /* a limit, say: the plain registration would be refused too */
 		}
 		IWD_INFO(FI_LOG_MR, "iwarpd: %p+%zu: its pages cannot be adopted as an atomic target (%s)\n", mr->addr,
 			 mr->len, iwv_last_error(dom->fab->s));
@@ -185,11 +187,11 @@ static int reg_atomic(struct iwd_domain *dom, struct iwd_mr *mr, int vacc)
 		 mr->addr, mr->len);
 	return iwv_reg_mr(dom->pd, mr->addr, mr->len, vacc, &mr->vmr);
 done:
-	if (ret == 0) {
+	/* Any other refusal (a limit, a bad range, a daemon without process
+	 * registration) is not a matter of atomics: registering again without
+	 * them would be refused the same way, and logged twice by the daemon. */
+	if (ret == 0)
 		mr->atomic = 1;
-	} else if (ret != -EOPNOTSUPP) {
-		ret = iwv_reg_mr(dom->pd, mr->addr, mr->len, vacc, &mr->vmr); /* which says why, if it fails */
-	}
 	return ret;
 }
 

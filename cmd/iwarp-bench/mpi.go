@@ -597,7 +597,11 @@ func runMPIMemory(e *mpiEnv, sc *scenario, progress io.Writer) {
 // transports against libfabric tcp for information.
 func addMPIRatios(sc *scenario, memRanks []int) {
 	iw, rxm, tcp, rxd, ob1 := mpilaunch.IWARPD, mpilaunch.IWARPDRxM, mpilaunch.TCP, mpilaunch.UDPRxD, mpilaunch.OB1TCP
-	sc.addRatio("MPI 8 B latency: iwarpd RDM / tcp", mpiKey(iw, "lat", 8), mpiKey(tcp, "lat", 8), "<=", 0.8)
+	// Issue 10's older ≤ 0.8× line is information now: issue 20's
+	// per-layout verdicts (mpilayout.go: ≤ 1.3× shared, ≤ 1.0× engine CPU,
+	// ≤ 1.5× loaded) are the targets, and two verdicts on one figure
+	// disagreed.
+	sc.addRatio("MPI 8 B latency: iwarpd RDM / tcp", mpiKey(iw, "lat", 8), mpiKey(tcp, "lat", 8), "", 0)
 	sc.addRatio("MPI 8 B latency: iwarpd RDM / udp;ofi_rxd", mpiKey(iw, "lat", 8), mpiKey(rxd, "lat", 8), "<=", 0.8)
 	sc.addRatio("MPI 1 MiB bandwidth: iwarpd RDM / tcp", mpiKey(iw, "bw", 1<<20), mpiKey(tcp, "bw", 1<<20), ">=", 1.0)
 	sc.addRatio("MPI 8 B latency: RDM over RD / iwarpd;ofi_rxm (RC)", mpiKey(iw, "lat", 8), mpiKey(rxm, "lat", 8), "<=", 0.75)

@@ -43,7 +43,7 @@ int main(int argc, char **argv)
 	if (!hints || !a || !b || !c)
 		return 1;
 	hints->ep_attr->type = FI_EP_RDM;
-	hints->caps = FI_MSG | FI_RMA;
+	hints->caps = FI_MSG | FI_RMA | FI_ATOMIC; /* fi_mr_reg goes through reg_atomic (iwd_mr.c) */
 	hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED;
 	hints->fabric_attr->prov_name = strdup(argc > 1 ? argv[1] : "iwarpd");
 	CHECK(fi_getinfo(FI_VERSION(1, 9), NULL, NULL, 0, hints, &info));
