@@ -86,6 +86,7 @@ func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) 
 	reasm := str("reassembly-timeout", def.ReassemblyTimeout.String(), "drop a partly received UD message after this `duration`")
 	partial := str("max-partial", strconv.Itoa(def.MaxPartial), "partly reassembled messages kept per QP")
 	pollWindow := str("poll-window", "200us", "keep polling this `duration` after the last work before sleeping")
+	fpLease := str("fastpath-lease", def.FastpathLease.String(), "a rank reading its UD QP's socket itself (fast-path page) keeps it this `duration` without renewing its lease; then the engine takes the socket over (docs/fastpath.md)")
 	stall := str("procmem-stall-timeout", vcfg.DefaultProcMemStallTimeout.String(), "bound (`duration`) on one access to a client's process memory; past it the access fails, the session is marked stalled and its user gets a strike (docs/memory-registration.md)")
 	engines := str("engines", strconv.Itoa(def.Engines), "number of engines (`N`, 1..64): threads, each pinned to a CPU, that own the QPs placed on them (docs/engines.md)")
 	pollBatch := str("poll-batch", strconv.Itoa(def.PollBatch), "work requests (and datagrams) served per QP per engine pass")
@@ -266,7 +267,7 @@ func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) 
 		name string
 		s    *string
 		dst  *time.Duration
-	}{{"poll-window", pollWindow, &v.PollWindow}, {"reassembly-timeout", reasm, &v.ReassemblyTimeout},
+	}{{"poll-window", pollWindow, &v.PollWindow}, {"fastpath-lease", fpLease, &v.FastpathLease}, {"reassembly-timeout", reasm, &v.ReassemblyTimeout},
 		{"procmem-stall-timeout", stall, &v.ProcMemStallTimeout}} {
 		if *d.dst, err = time.ParseDuration(*d.s); err != nil {
 			return config{}, fmt.Errorf("%s: %w", from(d.name), err)

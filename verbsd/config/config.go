@@ -59,6 +59,11 @@ type Config struct {
 	// PollWindow is how long the engine keeps polling (yielding the CPU
 	// between empty passes) before it sleeps on epoll.
 	PollWindow time.Duration
+	// FastpathLease is how long a rank that reads its QP's socket itself
+	// (a fast-path page, proto/fastpath.go) keeps it without renewing its
+	// lease before the engine takes it over (docs/fastpath.md). 0 means
+	// DefaultFastpathLease.
+	FastpathLease time.Duration
 	// ProcMemStallTimeout bounds how long an engine (or a request) waits
 	// for one access to a client's process memory (rnic/copier.go): past
 	// it the access fails, the session is marked stalled and its user gets
@@ -156,6 +161,7 @@ func DefaultConfig() Config {
 		ReassemblyTimeout: 100 * time.Millisecond,
 		MaxPartial:        16,
 		PollWindow:        200 * time.Microsecond,
+		FastpathLease:     DefaultFastpathLease,
 		Engines:           1,
 		PollBatch:         64,
 		SocketBuffer:      4 << 20,
@@ -186,6 +192,18 @@ const (
 // payload.
 const minDatagramSize = 64
 
+// DefaultFastpathLease is -fastpath-lease's default: the prototype's
+// (docs/design-small-messages.md "Figures"), to be measured under load.
+const DefaultFastpathLease = time.Millisecond
+
+// Lease returns FastpathLease, or its default when 0.
+func (c *Config) Lease() time.Duration {
+	if c.FastpathLease <= 0 {
+		return DefaultFastpathLease
+	}
+	return c.FastpathLease
+}
+
 // Validate reports the first unusable setting.
 func (c *Config) Validate() error {
 	var errs []error
@@ -207,6 +225,9 @@ func (c *Config) Validate() error {
 	}
 	if c.PollWindow < 0 {
 		bad("poll window %v is negative", c.PollWindow)
+	}
+	if c.FastpathLease < 0 || c.FastpathLease > 10*time.Second {
+		bad("fast-path lease %v: want 0..10s (0: the default %v)", c.FastpathLease, DefaultFastpathLease)
 	}
 	if c.ProcMemStallTimeout < 0 || c.ProcMemStallTimeout > time.Minute {
 		bad("process-memory stall timeout %v: want 0..1m (0: the default %v)", c.ProcMemStallTimeout, DefaultProcMemStallTimeout)
