@@ -3,6 +3,7 @@ package verbsd
 import (
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/verbsd/rnic"
+	"github.com/iwarpd/iwarpd/verbsd/ud"
 	"golang.org/x/sys/unix"
 )
 
@@ -43,7 +44,7 @@ func (s *session) fastpathPageOp(body []byte, fds []int) (any, error) {
 		case q.SockDead:
 			return rnic.Errf(unix.EINVAL, "fastpath-page: QP %d's socket failed (%s); destroy the QP", req.QP, q.ErrWhy)
 		}
-		q.SetFastpath(f)
+		ud.SetFastpath(q, f) // ud/fastpath.go
 		return nil
 	})
 	if err != nil {

@@ -120,6 +120,13 @@ func (q *QP) FastpathWanted() bool {
 	return f != nil && !f.off && f.state == fpDaemon && f.want.Load() != 0
 }
 
+// FastpathReleased reports whether the rank wrote Owner while it owned
+// q's socket (a release, or garbage): q has work (the engine follows it).
+func (q *QP) FastpathReleased() bool {
+	f := q.FP
+	return f != nil && !f.off && f.state == fpRank && f.owner.Load() != proto.FPOwnerRank
+}
+
 // FastpathDeadline is when the engine must look at q's page again: the
 // lease's end while the rank owns the socket, the next look at Busy while
 // a take-over waits for it.

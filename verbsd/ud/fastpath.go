@@ -3,6 +3,7 @@ package ud
 import (
 	"time"
 
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"golang.org/x/sys/unix"
 )
 
@@ -48,4 +49,13 @@ func (q *QP) ownEvents(events uint32) uint32 {
 func (e *Engine) setOwnInterest(q *QP) {
 	ev := unix.EpollEvent{Events: q.ownEvents(q.interest()), Fd: int32(q.FD)}
 	unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_MOD, q.FD, &ev)
+}
+
+// SetFastpath installs f on UD QP q (fastpath-page; on q's engine) and
+// turns UDP_GRO off on its socket: the rank reads one datagram per call
+// and leaves to the engine what it does not serve, and a coalesced buffer
+// would be one it cannot serve. The engine reads either kind.
+func SetFastpath(q *rnic.QP, f *rnic.Fastpath) {
+	unix.SetsockoptInt(q.FD, unix.SOL_UDP, unix.UDP_GRO, 0)
+	q.SetFastpath(f)
 }

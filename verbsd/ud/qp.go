@@ -108,7 +108,7 @@ func (q *QP) HasWork() bool {
 	if q.backlogWork() { // ud/backlog.go: a receive posted for what waits
 		return true
 	}
-	if q.FastpathWanted() && !q.backlog.waiting() { // ud/fastpath.go: the rank asks for its socket
+	if (q.FastpathWanted() && !q.backlog.waiting()) || q.FastpathReleased() { // ud/fastpath.go: the rank asks for its socket, or gave it back
 		return true
 	}
 	switch q.State {

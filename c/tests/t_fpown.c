@@ -1,0 +1,270 @@
+/*
+ * t_fpown.c — a rank that reads its UD QP's own socket through the
+ * fast-path hand-over (c/core/fastpath_own.h; issue 20), for
+ * test/fastpath (own_test.go) and test/hostile (hostile_fastpath_test.go),
+ * which run it against real daemons:
+ *
+ *   t_fpown SOCK rank N PAUSE_EVERY    receive N numbered 8-octet Sends
+ *   t_fpown SOCK busy                  own the socket, keep Busy set forever
+ *   t_fpown SOCK garbage SEED          own it, then write garbage over the page
+ *   t_fpown SOCK claim                 write the rank's Owner while the engine owns it
+ *
+ * It prints "ready ADDR QKEY" once its QP is in RTS with its page handed
+ * over (and, but for claim, the socket handed to it). In rank mode it then
+ * polls its CQ, then, while it owns the socket, peeks at each datagram,
+ * takes the one-segment Sends (fastpath.h classifier) and leaves anything
+ * else to the daemon (release). Every PAUSE_EVERY messages it stops
+ * renewing its lease until the daemon's take-over count in the page grows
+ * (bounded), so that the daemon takes over and delivers through the CQ,
+ * then asks for the socket back. It prints
+ *   "result got=G dup=D rank=R cq=C takeovers=T handbacks=H drops=K missing=M"
+ * and waits for a line on stdin before it destroys its QP (the test reads
+ * iwarpctl meanwhile). The other modes print "ready", then act, then wait
+ * for the line. Every wait is bounded (IWARPD_TEST_TIMEOUT_SCALE).
+ */
+#include "testlib.h"
+
+#include <stdint.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../core/fastpath.h"
+#include "../core/fastpath_own.h"
+
+#define RECVS 256 /* receives kept posted */
+#define SLOT 64   /* octets per receive */
+#define MAXN 100000
+
+struct rank {
+	struct iwv_session *s;
+	struct iwv_pd *pd;
+	struct iwv_cq *cq;
+	struct iwv_qp *qp;
+	struct iwv_buffer *buf;
+	struct iwv_mr *mr;
+	char *mem;
+	struct iwvi_fp_own fp;
+};
+
+static void post_recv(struct rank *r, uint64_t i)
+{
+	struct iwv_sge g = {.addr = (uintptr_t)(r->mem + i * SLOT), .length = SLOT, .lkey = iwv_mr_lkey(r->mr)};
+	struct iwv_recv_wr w = {.wr_id = i, .num_sge = 1, .sg_list = &g};
+	CHECK(iwv_post_recv(r->qp, &w, 1) == 1);
+}
+
+static void setup(struct rank *r, const char *sock)
+{
+	memset(r, 0, sizeof *r);
+	r->s = open_session(sock, "t_fpown");
+	OK(r->s, iwv_alloc_pd(r->s, &r->pd));
+	OK(r->s, iwv_create_cq(r->s, 1024, NULL, &r->cq));
+	OK(r->s, iwv_alloc_buffer(r->s, RECVS * SLOT, &r->buf));
+	r->mem = iwv_buffer_addr(r->buf);
+	OK(r->s, iwv_reg_mr(r->pd, r->mem, RECVS * SLOT, IWV_ACCESS_LOCAL_WRITE, &r->mr));
+	struct iwv_qp_init_attr qa = {.qp_type = IWV_QPT_UD, .send_cq = r->cq, .recv_cq = r->cq,
+				      .cap = {.max_send_wr = 16, .max_recv_wr = RECVS, .max_send_sge = 1, .max_recv_sge = 1}};
+	OK(r->s, iwv_create_qp(r->pd, &qa, &r->qp));
+	OK(r->s, iwv_modify_qp(r->qp, IWV_QPS_INIT));
+	OK(r->s, iwv_modify_qp(r->qp, IWV_QPS_RTR));
+	OK(r->s, iwv_modify_qp(r->qp, IWV_QPS_RTS));
+	for (uint64_t i = 0; i < RECVS; i++)
+		post_recv(r, i);
+	OK(r->s, iwvi_fp_own_attach(r->qp, &r->fp));
+}
+
+/* acquire asks for the socket until the daemon hands it over (bounded). */
+static void acquire(struct rank *r)
+{
+	long long deadline = mono_ms() + scaled_ms(10000);
+	for (long i = 0; i < 10000000L && mono_ms() < deadline; i++) {
+		if (iwvi_fp_own_acquire(&r->fp))
+			return;
+		usleep(20);
+	}
+	fprintf(stderr, "t_fpown: the daemon did not hand the socket over within %d ms\n", scaled_ms(10000));
+	exit(1);
+}
+
+static void ready(struct rank *r)
+{
+	printf("ready %s %u\n", iwv_qp_addr(r->qp), iwv_qp_qkey(r->qp));
+	fflush(stdout);
+}
+
+/* wait_line blocks until the test writes a line (or closes stdin). */
+static void wait_line(void)
+{
+	char line[64];
+	if (!fgets(line, sizeof line, stdin))
+		return;
+}
+
+static void teardown(struct rank *r)
+{
+	OK(r->s, iwv_destroy_qp(r->qp));
+	iwvi_fp_own_detach(&r->fp);
+	OK(r->s, iwv_dereg_mr(r->mr));
+	OK(r->s, iwv_free_buffer(r->buf));
+	OK(r->s, iwv_destroy_cq(r->cq));
+	OK(r->s, iwv_dealloc_pd(r->pd));
+	iwv_close(r->s);
+}
+
+/* socket_drops: datagrams the kernel dropped on the QP's socket
+ * (SO_MEMINFO, SK_MEMINFO_DROPS). */
+static uint32_t socket_drops(int fd)
+{
+	uint32_t mem[9] = {0};
+	socklen_t l = sizeof mem;
+	if (getsockopt(fd, SOL_SOCKET, SO_MEMINFO, mem, &l) < 0 || l < sizeof mem)
+		return 0;
+	return mem[8];
+}
+
+struct tally {
+	uint8_t *seen;
+	long n, got, dup, rank, cq, bad;
+};
+
+static void note(struct tally *t, uint64_t seq, int by_rank)
+{
+	if (seq >= (uint64_t)t->n) {
+		t->bad++;
+		return;
+	}
+	if (t->seen[seq]++) {
+		t->dup++;
+		return;
+	}
+	t->got++;
+	if (by_rank)
+		t->rank++;
+	else
+		t->cq++;
+}
+
+/* poll_cq takes what the daemon delivered and reposts the receives. */
+static void poll_cq(struct rank *r, struct tally *t)
+{
+	struct iwv_wc wc[32];
+	int n = iwv_poll_cq(r->cq, 32, wc);
+	OK(r->s, n);
+	for (int i = 0; i < n; i++) {
+		if (wc[i].status != IWV_WC_SUCCESS || wc[i].opcode != IWV_WC_RECV || wc[i].byte_len != 8 || wc[i].wr_id >= RECVS) {
+			fprintf(stderr, "t_fpown: completion status %d opcode %d len %u wr_id %llu\n", wc[i].status, wc[i].opcode,
+				wc[i].byte_len, (unsigned long long)wc[i].wr_id);
+			exit(1);
+		}
+		uint64_t seq;
+		memcpy(&seq, r->mem + wc[i].wr_id * SLOT, 8);
+		note(t, seq, 0);
+		post_recv(r, wc[i].wr_id);
+	}
+}
+
+/* read_socket takes the Sends waiting in the socket while the rank owns
+ * it; anything else goes back to the daemon. */
+static void read_socket(struct rank *r, struct tally *t)
+{
+	if (!iwvi_fp_own_renew(&r->fp))
+		return; /* the daemon owns it: asked back */
+	struct fp_rx_qp rq = {.qkey = iwv_qp_qkey(r->qp), .crc = 1};
+	uint8_t b[2048];
+	for (int k = 0; k < 64; k++) {
+		ssize_t n = iwvi_fp_own_recv(&r->fp, b, sizeof b, MSG_PEEK, NULL);
+		if (n == -EAGAIN)
+			break;
+		CHECK(n >= 0);
+		struct fp_rx rx;
+		if (n > (ssize_t)sizeof b || iwvi_fp_ud_classify(b, (size_t)n, &rq, &rx) != FP_CLASS_SEND || rx.payload_len != 8) {
+			iwvi_fp_own_release(&r->fp); /* the daemon's (clears Busy first) */
+			return;
+		}
+		CHECK(iwvi_fp_own_drop(&r->fp) == 0);
+		uint64_t seq;
+		memcpy(&seq, b + rx.payload_off, 8);
+		note(t, seq, 1);
+	}
+	iwvi_fp_own_done(&r->fp);
+}
+
+/* pause stops renewing until the daemon took the socket over (its count
+ * in the page grows), bounded. */
+static void pause_for_takeover(struct rank *r)
+{
+	uint64_t before = iwvi_fp_own_takeovers(&r->fp);
+	long long deadline = mono_ms() + scaled_ms(10000);
+	while (iwvi_fp_own_takeovers(&r->fp) == before && mono_ms() < deadline)
+		usleep(500);
+	if (iwvi_fp_own_takeovers(&r->fp) == before) {
+		fprintf(stderr, "t_fpown: no take-over within %d ms of a pause\n", scaled_ms(10000));
+		exit(1);
+	}
+}
+
+static void run_rank(struct rank *r, long n, long every)
+{
+	struct tally t = {.n = n, .seen = calloc((size_t)n, 1)};
+	CHECK(t.seen);
+	acquire(r);
+	ready(r);
+	long next_pause = every;
+	long long deadline = mono_ms() + scaled_ms(60000);
+	for (long i = 0; i < 100000000L && t.got < n && mono_ms() < deadline; i++) {
+		poll_cq(r, &t); /* the CQ before the socket: what the daemon read came first */
+		read_socket(r, &t);
+		if (t.got >= next_pause) {
+			next_pause += every;
+			pause_for_takeover(r);
+		}
+	}
+	usleep(20000); /* anything more (a duplicate) would arrive now */
+	poll_cq(r, &t);
+	read_socket(r, &t);
+	printf("result got=%ld dup=%ld rank=%ld cq=%ld takeovers=%llu handbacks=%llu drops=%u missing=%ld bad=%ld renews=%llu lost=%llu\n",
+	       t.got, t.dup, t.rank, t.cq, (unsigned long long)iwvi_fp_own_takeovers(&r->fp),
+	       (unsigned long long)iwvi_fp_own_handbacks(&r->fp), socket_drops(r->qp->sock), n - t.got, t.bad,
+	       (unsigned long long)r->fp.renews, (unsigned long long)r->fp.lost);
+	fflush(stdout);
+	free(t.seen);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: t_fpown SOCK rank N PAUSE_EVERY | busy | garbage SEED | claim\n");
+		return 2;
+	}
+	struct rank r;
+	setup(&r, argv[1]);
+	const char *mode = argv[2];
+	uint8_t *page = r.fp.page;
+	if (strcmp(mode, "rank") == 0 && argc == 5) {
+		long n = atol(argv[3]), every = atol(argv[4]);
+		CHECK(n > 0 && n <= MAXN && every > 0);
+		run_rank(&r, n, every);
+	} else if (strcmp(mode, "busy") == 0) {
+		acquire(&r);
+		CHECK(iwvi_fp_own_renew(&r.fp) == 1); /* Busy set, never cleared, the lease never renewed */
+		ready(&r);
+	} else if (strcmp(mode, "garbage") == 0 && argc == 4) {
+		acquire(&r);
+		unsigned seed = (unsigned)atoi(argv[3]);
+		for (size_t i = 0; i < W_FP_PAGE_LEN; i++)
+			page[i] = (uint8_t)rand_r(&seed);
+		__atomic_store_n((uint32_t *)(void *)(page + W_OFF_FP_OWNER), 0xdeadbeefu, __ATOMIC_SEQ_CST);
+		ready(&r);
+	} else if (strcmp(mode, "claim") == 0) {
+		/* The engine owns the socket (nothing asked): claim it. */
+		CHECK(!iwvi_fp_own_owned(&r.fp));
+		__atomic_store_n((uint32_t *)(void *)(page + W_OFF_FP_OWNER), W_FP_OWNER_RANK, __ATOMIC_SEQ_CST);
+		ready(&r);
+	} else {
+		fprintf(stderr, "t_fpown: unknown mode %s\n", mode);
+		return 2;
+	}
+	wait_line();
+	teardown(&r);
+	return 0;
+}
