@@ -81,7 +81,13 @@ func (p *rankProg) line(what string) string {
 	select {
 	case s := <-ch:
 		if s == "" {
-			p.t.Fatalf("t_fpown ended before %s: stderr:\n%s", what, p.err.String())
+			var err error
+			select { // its stderr is complete once it has exited
+			case err = <-p.done:
+				p.done <- err
+			case <-time.After(daemontest.Scaled(10 * time.Second)):
+			}
+			p.t.Fatalf("t_fpown ended before %s (%v): stderr:\n%s", what, err, p.err.String())
 		}
 		return s
 	case <-time.After(daemontest.Scaled(2 * time.Minute)):
