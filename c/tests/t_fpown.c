@@ -1,6 +1,6 @@
 /*
  * t_fpown.c — a rank that reads its UD QP's own socket through the
- * fast-path hand-over (c/core/fastpath_own.h; issue 20), for
+ * fast-path hand-over (c/core/fpown.h; issue 20), for
  * test/fastpath (own_test.go) and test/hostile (hostile_fastpath_test.go),
  * which run it against real daemons:
  *
@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "../core/fastpath.h"
-#include "../core/fastpath_own.h"
+#include "../core/fpown.h"
 
 #define RECVS 256 /* receives kept posted */
 #define SLOT 64   /* octets per receive */

@@ -20,7 +20,7 @@ import (
 )
 
 // The hand-over of a UD QP's socket between its rank and the daemon
-// (c/core/fastpath_own.h, verbsd/rnic/fastpath.go, docs/fastpath.md):
+// (c/core/fpown.h, verbsd/rnic/fastpath.go, docs/fastpath.md):
 // c/tests/t_fpown.c is the rank, on its own daemon; a peer (ofverbs,
 // through a second daemon) sends it numbered 8-octet Sends. The rank
 // reads them from its socket while it owns it, and now and then stops

@@ -1,13 +1,13 @@
 /*
- * fastpath_own.c — the rank's side of the hand-over of a UD QP's socket
- * (fastpath_own.h; proto/fastpath.go is the layout's reference).
+ * fpown.c — the rank's side of the hand-over of a UD QP's socket
+ * (fpown.h; proto/fastpath.go is the layout's reference).
  */
 #include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "fastpath_own.h"
+#include "fpown.h"
 
 static uint32_t *word32(const struct iwvi_fp_own *o, size_t off)
 {

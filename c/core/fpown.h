@@ -1,5 +1,5 @@
 /*
- * fastpath_own.h — the rank's side of the hand-over of a UD QP's socket
+ * fpown.h — the rank's side of the hand-over of a UD QP's socket
  * (issue 20; docs/design-small-messages.md "Security: a socket in the
  * client's hands", docs/fastpath.md; the page: proto/fastpath.go, the
  * engine's side: verbsd/rnic/fastpath.go).
@@ -23,8 +23,8 @@
  * engine's compare-and-swap of Owner and load of Busy); Busy is cleared
  * with release order after the last read. One thread per QP uses it.
  */
-#ifndef IWV_FASTPATH_OWN_H
-#define IWV_FASTPATH_OWN_H
+#ifndef IWV_FPOWN_H
+#define IWV_FPOWN_H
 
 #include <stdint.h>
 #include <sys/socket.h>
