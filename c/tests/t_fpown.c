@@ -17,15 +17,18 @@
  * renewing its lease until the daemon's take-over count in the page grows
  * (bounded), so that the daemon takes over and delivers through the CQ,
  * then asks for the socket back. It prints
- *   "result got=G dup=D rank=R cq=C takeovers=T handbacks=H drops=K missing=M"
+ *   "result got=G dup=D rank=R cq=C takeovers=T handbacks=H drops=K missing=M ..."
+ * and "figures takeover_us=MEDIAN/MAX handback_us=MEDIAN/MAX pauses=P"
  * and waits for a line on stdin before it destroys its QP (the test reads
  * iwarpctl meanwhile). The other modes print "ready", then act, then wait
  * for the line. Every wait is bounded (IWARPD_TEST_TIMEOUT_SCALE).
  */
 #include "testlib.h"
 
+#include <sched.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../core/fastpath.h"
@@ -144,6 +147,38 @@ static void note(struct tally *t, uint64_t seq, int by_rank)
 		t->cq++;
 }
 
+/* Figures (information, never asserted): per pause, µs from the last
+ * renewal to the take-over seen in the page, and from the first renewal
+ * that found the engine owning to the socket back. */
+#define MAXPAUSES 256
+static long takeover_us[MAXPAUSES], handback_us[MAXPAUSES];
+static int npauses;
+static long long asked_ns; /* the rank's first lost renewal since the pause; 0: none */
+
+static long long now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static int cmp_long(const void *a, const void *b)
+{
+	long x = *(const long *)a, y = *(const long *)b;
+	return (x > y) - (x < y);
+}
+
+/* median_max renders "MEDIAN/MAX" of v[0, n) (n > 0), sorting v. */
+static void median_max(long *v, int n, char *out, size_t cap)
+{
+	if (n == 0) {
+		snprintf(out, cap, "-");
+		return;
+	}
+	qsort(v, (size_t)n, sizeof *v, cmp_long);
+	snprintf(out, cap, "%ld/%ld", v[n / 2], v[n - 1]);
+}
+
 /* poll_cq takes what the daemon delivered and reposts the receives. */
 static void poll_cq(struct rank *r, struct tally *t)
 {
@@ -167,8 +202,16 @@ static void poll_cq(struct rank *r, struct tally *t)
  * it; anything else goes back to the daemon. */
 static void read_socket(struct rank *r, struct tally *t)
 {
-	if (!iwvi_fp_own_renew(&r->fp))
+	if (!iwvi_fp_own_renew(&r->fp)) {
+		if (asked_ns < 0)
+			asked_ns = now_ns();
 		return; /* the daemon owns it: asked back */
+	}
+	if (asked_ns > 0) {
+		if (npauses < MAXPAUSES)
+			handback_us[npauses++] = (long)((now_ns() - asked_ns) / 1000);
+		asked_ns = 0;
+	}
 	struct fp_rx_qp rq = {.qkey = iwv_qp_qkey(r->qp), .crc = 1};
 	uint8_t b[2048];
 	for (int k = 0; k < 64; k++) {
@@ -193,6 +236,7 @@ static void read_socket(struct rank *r, struct tally *t)
  * in the page grows), bounded. */
 static void pause_for_takeover(struct rank *r)
 {
+	long long from = now_ns();
 	uint64_t before = iwvi_fp_own_takeovers(&r->fp);
 	long long deadline = mono_ms() + scaled_ms(10000);
 	while (iwvi_fp_own_takeovers(&r->fp) == before && mono_ms() < deadline)
@@ -201,6 +245,9 @@ static void pause_for_takeover(struct rank *r)
 		fprintf(stderr, "t_fpown: no take-over within %d ms of a pause\n", scaled_ms(10000));
 		exit(1);
 	}
+	if (npauses < MAXPAUSES)
+		takeover_us[npauses] = (long)((now_ns() - from) / 1000);
+	asked_ns = -1; /* the next lost renewal starts the hand-back's clock */
 }
 
 static void run_rank(struct rank *r, long n, long every)
@@ -212,8 +259,11 @@ static void run_rank(struct rank *r, long n, long every)
 	long next_pause = every;
 	long long deadline = mono_ms() + scaled_ms(60000);
 	for (long i = 0; i < 100000000L && t.got < n && mono_ms() < deadline; i++) {
+		long had = t.got + t.dup + t.bad;
 		poll_cq(r, &t); /* the CQ before the socket: what the daemon read came first */
 		read_socket(r, &t);
+		if (t.got + t.dup + t.bad == had)
+			sched_yield(); /* as the provider's progress does after an empty poll (c/prov/iwd_cq.c) */
 		if (t.got >= next_pause) {
 			next_pause += every;
 			pause_for_takeover(r);
@@ -222,10 +272,15 @@ static void run_rank(struct rank *r, long n, long every)
 	usleep(20000); /* anything more (a duplicate) would arrive now */
 	poll_cq(r, &t);
 	read_socket(r, &t);
+	char tk[64], hb[64];
+	int nt = npauses < MAXPAUSES && takeover_us[npauses] ? npauses + 1 : npauses;
+	median_max(takeover_us, nt, tk, sizeof tk);
+	median_max(handback_us, npauses, hb, sizeof hb);
 	printf("result got=%ld dup=%ld rank=%ld cq=%ld takeovers=%llu handbacks=%llu drops=%u missing=%ld bad=%ld renews=%llu lost=%llu\n",
 	       t.got, t.dup, t.rank, t.cq, (unsigned long long)iwvi_fp_own_takeovers(&r->fp),
 	       (unsigned long long)iwvi_fp_own_handbacks(&r->fp), socket_drops(r->qp->sock), n - t.got, t.bad,
 	       (unsigned long long)r->fp.renews, (unsigned long long)r->fp.lost);
+	printf("figures takeover_us=%s handback_us=%s pauses=%d\n", tk, hb, npauses);
 	fflush(stdout);
 	free(t.seen);
 }

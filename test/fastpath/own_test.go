@@ -226,6 +226,7 @@ func TestOwnUDHandOver(t *testing.T) {
 
 	res := parseResult(t, p.line("result"))
 	t.Logf("rank: %v", res)
+	t.Logf("rank: %s (µs from the last renewal to the take-over, from asking back to owning; information)", p.line("figures"))
 	if res["dup"] != 0 || res["bad"] != 0 {
 		t.Errorf("%d datagrams received twice, %d not sent: %v", res["dup"], res["bad"], res)
 	}
