@@ -8,6 +8,9 @@
  *   t_fpown SOCK busy                  own the socket, keep Busy set forever
  *   t_fpown SOCK garbage SEED          own it, then write garbage over the page
  *   t_fpown SOCK claim                 write the rank's Owner while the engine owns it
+ *   t_fpown SOCK refuse                what fastpath-page must refuse (second page, no QP,
+ *                                      no Magic, unsealed, the daemon's socket, RD)
+ *   t_fpown SOCK chaos SEED            random words, legal and not, for a bounded while
  *
  * It prints "ready ADDR QKEY" once its QP is in RTS with its page handed
  * over (and, but for claim, the socket handed to it). In rank mode it then
@@ -23,10 +26,15 @@
  * iwarpctl meanwhile). The other modes print "ready", then act, then wait
  * for the line. Every wait is bounded (IWARPD_TEST_TIMEOUT_SCALE).
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memfd_create, the seals */
+#endif
 #include "testlib.h"
 
+#include <fcntl.h>
 #include <sched.h>
 #include <stdint.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -285,6 +293,90 @@ static void run_rank(struct rank *r, long n, long every)
 	free(t.seen);
 }
 
+/* raw_page hands a page of QP handle to the daemon as a hostile client
+ * would: magic_ok writes Magic and Version, sealed seals it. Returns the
+ * call's result. */
+static int raw_page(struct rank *r, uint32_t handle, int magic_ok, int sealed)
+{
+	int fd = memfd_create("t_fpown", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	CHECK(fd >= 0);
+	CHECK(ftruncate(fd, W_FP_PAGE_LEN) == 0);
+	static uint8_t pg[W_FP_PAGE_LEN]; /* every octet written: the daemon refuses holes */
+	memset(pg, 0, sizeof pg);
+	if (magic_ok) {
+		w_put32(pg + W_OFF_FP_MAGIC, W_FP_MAGIC);
+		w_put16(pg + W_OFF_FP_VERSION, W_FP_VERSION);
+	}
+	CHECK(pwrite(fd, pg, sizeof pg, 0) == (ssize_t)sizeof pg);
+	if (sealed)
+		CHECK(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0);
+	json_t *req = json_object();
+	CHECK(req && iwvi_jset_u64(req, "qp", handle) == 0);
+	json_t *rep = NULL;
+	int rc = iwvi_call(r->s, W_OP_FASTPATH_PAGE, req, &fd, 1, &rep);
+	json_decref(rep);
+	close(fd);
+	return rc;
+}
+
+/* refusals: what fastpath-page must refuse, each leaving no state. */
+static void refusals(struct rank *r)
+{
+	FAILS(r->s, EEXIST, raw_page(r, r->qp->handle, 1, 1)); /* a second page */
+	FAILS(r->s, EINVAL, raw_page(r, 999999, 1, 1));        /* no such QP */
+	struct iwv_qp_init_attr qa = {.qp_type = IWV_QPT_UD, .send_cq = r->cq, .recv_cq = r->cq,
+				      .cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1}};
+	struct iwv_qp *own, *theirs, *rd;
+	OK(r->s, iwv_create_qp(r->pd, &qa, &own));
+	FAILS(r->s, EINVAL, raw_page(r, own->handle, 0, 1)); /* no Magic */
+	CHECK(raw_page(r, own->handle, 1, 0) < 0);            /* not sealed */
+	OK(r->s, raw_page(r, own->handle, 1, 1));             /* then a good one is taken */
+	int cs = r->s->client_sockets;
+	r->s->client_sockets = 0; /* the daemon makes this one's socket */
+	OK(r->s, iwv_create_qp(r->pd, &qa, &theirs));
+	r->s->client_sockets = cs;
+	CHECK(theirs->sock < 0);
+	FAILS(r->s, EINVAL, raw_page(r, theirs->handle, 1, 1)); /* the daemon's socket */
+	qa.qp_type = IWV_QPT_RD;
+	if (iwv_create_qp(r->pd, &qa, &rd) == 0) { /* RD enabled on this daemon */
+		FAILS(r->s, EOPNOTSUPP, raw_page(r, rd->handle, 1, 1));
+		OK(r->s, iwv_destroy_qp(rd));
+	}
+	OK(r->s, iwv_destroy_qp(own));
+	OK(r->s, iwv_destroy_qp(theirs));
+}
+
+/* chaos writes random values, legal and not, into the page's words for a
+ * bounded while, reading the socket now and then as a rank would (what it
+ * reads it drops). */
+static void chaos(struct rank *r, unsigned seed)
+{
+	uint8_t *page = r->fp.page;
+	uint32_t *words[3] = {(uint32_t *)(void *)(page + W_OFF_FP_OWNER), (uint32_t *)(void *)(page + W_OFF_FP_BUSY),
+			      (uint32_t *)(void *)(page + W_OFF_FP_WANT)};
+	int64_t *lease = (int64_t *)(void *)(page + W_OFF_FP_LEASE);
+	uint32_t vals[5] = {0, 1, 2, 3, 0xffffffffu};
+	long long end = mono_ms() + 1500;
+	for (int i = 0; i < 20000 && mono_ms() < end; i++) {
+		int k = rand_r(&seed) % 6;
+		if (k < 3) {
+			__atomic_store_n(words[k], vals[rand_r(&seed) % 5], __ATOMIC_SEQ_CST);
+		} else if (k == 3) {
+			int64_t now = (int64_t)mono_ms() * 1000000;
+			int64_t ls[5] = {now, now - 50000000, now + 2000000000LL, INT64_MIN, INT64_MAX};
+			__atomic_store_n(lease, ls[rand_r(&seed) % 5], __ATOMIC_SEQ_CST);
+		} else if (k == 4 && iwvi_fp_own_renew(&r->fp)) {
+			uint8_t b[256];
+			while (iwvi_fp_own_recv(&r->fp, b, sizeof b, 0, NULL) >= 0)
+				;
+			iwvi_fp_own_done(&r->fp);
+		} else {
+			iwvi_fp_own_want(&r->fp);
+		}
+		usleep((useconds_t)(rand_r(&seed) % 300));
+	}
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -310,6 +402,13 @@ int main(int argc, char **argv)
 			page[i] = (uint8_t)rand_r(&seed);
 		__atomic_store_n((uint32_t *)(void *)(page + W_OFF_FP_OWNER), 0xdeadbeefu, __ATOMIC_SEQ_CST);
 		ready(&r);
+	} else if (strcmp(mode, "refuse") == 0) {
+		refusals(&r);
+		ready(&r);
+	} else if (strcmp(mode, "chaos") == 0 && argc == 4) {
+		acquire(&r);
+		ready(&r);
+		chaos(&r, (unsigned)atoi(argv[3]));
 	} else if (strcmp(mode, "claim") == 0) {
 		/* The engine owns the socket (nothing asked): claim it. */
 		CHECK(!iwvi_fp_own_owned(&r.fp));

@@ -227,6 +227,31 @@ func TestFastpathHostileRank(t *testing.T) {
 			p.finish(t)
 		})
 	}
+	t.Run("refuse", func(t *testing.T) {
+		// fastpath-page refuses a second page, no QP, no Magic, an
+		// unsealed page, a QP with the daemon's socket, an RD QP (the
+		// program checks each errno, then a good page is taken).
+		p := startFPRank(t, otherUID, d.Sock, "refuse")
+		p.finish(t)
+	})
+	for seed := range 3 {
+		t.Run(fmt.Sprintf("chaos-%d", seed), func(t *testing.T) {
+			// Random words, legal and not, while datagrams arrive: the
+			// QP ends in a state the protocol knows, the others flow.
+			p := startFPRank(t, otherUID, d.Sock, "chaos", strconv.Itoa(seed+1))
+			send(p.addr, p.qkey, 60)
+			by.progressed(t, "a rank writing random words")
+			q := fastpathRow(t, d.Sock)
+			switch {
+			case q.Fastpath != "rank" && q.Fastpath != "daemon" && q.Fastpath != "taking" && q.Fastpath != "off":
+				t.Errorf("QP %+v: unknown fast-path state", q)
+			case (q.Counters["fastpath_violations"] > 0) != (q.Fastpath == "off") || (q.Fastpath == "off" && q.State != "ERROR"):
+				t.Errorf("QP %+v: a violation must end the fast path and fail the QP, and only a violation", q)
+			}
+			t.Logf("chaos %d: %s %s %v", seed+1, q.State, q.Fastpath, q.Counters)
+			p.finish(t)
+		})
+	}
 	by.progressed(t, "after the lying ranks")
 	if !d.Alive() {
 		t.Fatal("the daemon died")
