@@ -2,6 +2,7 @@ package rnic
 
 import (
 	"encoding/binary"
+	"fmt"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -238,8 +239,11 @@ func (e *Engine) fastpathViolation(q *QP, owner uint32, when string) (read, star
 	if owner == proto.FPOwnerRank {
 		what = "claims the socket for the rank"
 	}
-	e.ErrorQP(q, "its fast-path page's owner word "+what+" "+when+
-		": the fast path ended for it; destroy the QP and create another (docs/fastpath.md)")
+	if when != "" {
+		what += " " + when
+	}
+	e.ErrorQP(q, fmt.Sprintf("its fast-path page's owner word (%#x) %s: the fast path ended for it; "+
+		"destroy the QP and create another (docs/fastpath.md)", owner, what))
 	return true, true
 }
 
