@@ -25,7 +25,9 @@ import "fmt"
 // hands"): OpReservePort assigns the port, CreateQPRequest.Socket says
 // descriptor 1 is the socket the client bound to it, and
 // HelloReply.NetnsCookie tells the client whether it shares the daemon's
-// network namespace (only then can it make the socket).
+// network namespace (only then can it make the socket). OpFastpathPage
+// hands a UD QP's fast-path page (fastpath.go): the client then reads its
+// own socket while it owns it.
 const ABIVersion = 5
 
 // Magic opens every control message header ("IWRP" little-endian).

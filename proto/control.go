@@ -59,9 +59,10 @@ const (
 	OpReject
 	OpConnect
 	OpDisconnect
-	OpAttachMcast // McastRequest: attach a UD QP to an IPv4 multicast group (mcast.go)
-	OpDetachMcast // McastRequest: detach it
-	OpReservePort // ReservePortRequest: a port for a client-made datagram QP socket (ABI 5)
+	OpAttachMcast  // McastRequest: attach a UD QP to an IPv4 multicast group (mcast.go)
+	OpDetachMcast  // McastRequest: detach it
+	OpReservePort  // ReservePortRequest: a port for a client-made datagram QP socket (ABI 5)
+	OpFastpathPage // FastpathPageRequest: a UD QP's fast-path page (ABI 5, fastpath.go)
 	opCount
 
 	OpEvent   Op = 0x4000 // asynchronous event, daemon to client
@@ -79,6 +80,7 @@ var opNames = [...]string{
 	OpInspect: "inspect", OpListen: "listen", OpCloseListener: "close-listener", OpAccept: "accept",
 	OpReject: "reject", OpConnect: "connect", OpDisconnect: "disconnect",
 	OpAttachMcast: "attach-mcast", OpDetachMcast: "detach-mcast", OpReservePort: "reserve-port",
+	OpFastpathPage: "fastpath-page",
 }
 
 func (op Op) String() string {

@@ -364,6 +364,11 @@ type QPInfo struct {
 	// ClientSocket: the QP's UDP socket is its client's own (ABI 5,
 	// CreateQPRequest.Socket); false: the daemon made it (or RC).
 	ClientSocket bool `json:"client_socket,omitempty"`
+	// Fastpath: who reads the QP's socket when it has a fast-path page
+	// (fastpath.go): "rank", "daemon", "taking" (taken over, the rank's
+	// Busy not yet seen clear) or "off" (ended by a protocol violation);
+	// empty without a page.
+	Fastpath string `json:"fastpath,omitempty"`
 }
 
 // EngineInfo is one engine of the daemon (docs/engines.md): the CPU its

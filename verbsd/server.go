@@ -251,7 +251,8 @@ func sessionInfo(s *rnic.Session) proto.SessionInfo {
 		q := s.QPs[h]
 		t := transportOf(q)
 		qi := proto.QPInfo{Handle: h, QPN: q.QPN, Type: q.Type.String(), State: q.State.String(),
-			Addr: addrString(t), Counters: q.Stats.Snapshot(), Engine: q.Eng.ID, ClientSocket: q.ClientSock}
+			Addr: addrString(t), Counters: q.Stats.Snapshot(), Engine: q.Eng.ID, ClientSocket: q.ClientSock,
+			Fastpath: q.FastpathOwner()}
 		t.Inspect(qi.Counters) // the transport's own state
 		si.QPs = append(si.QPs, qi)
 	}

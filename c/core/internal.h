@@ -194,6 +194,9 @@ int iwvi_recv_msg(int sock, uint8_t *buf, int timeout_ms, size_t *len, int *fds,
 void iwvi_session_end(struct iwv_session *s); /* mu held */
 int iwvi_session_dead(struct iwv_session *s);  /* data path: cheap, rate-limited socket check */
 int64_t iwvi_now_ns(void);
+/* post.c: write the doorbell if the status page says the engine sleeps
+ * (after a sequentially consistent store the engine rescans for). */
+void iwvi_ring_doorbell(struct iwv_session *s);
 /* The poll(2) timeout until deadline (monotonic ns; -1: none): -1, the
  * milliseconds left rounded up, or -ETIMEDOUT once it has passed. */
 int iwvi_poll_ms(int64_t deadline);

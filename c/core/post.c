@@ -23,6 +23,11 @@ static void ring_doorbell(struct iwv_session *s)
 	}
 }
 
+void iwvi_ring_doorbell(struct iwv_session *s)
+{
+	ring_doorbell(s);
+}
+
 static void put_sge(uint8_t *b, const struct iwv_sge *sge)
 {
 	w_put64(b, sge->addr);

@@ -44,6 +44,7 @@ enum w_op {
 	W_OP_ATTACH_MCAST = 27,
 	W_OP_DETACH_MCAST = 28,
 	W_OP_RESERVE_PORT = 29,
+	W_OP_FASTPATH_PAGE = 30,
 	W_OP_EVENT = 0x4000,
 	W_OP_CM_EVENT = 0x4001,
 	W_OP_REPLY = 0x8000,
@@ -96,6 +97,22 @@ enum w_ring_kind {
 #define W_STATUS_PAGE_LEN 4096
 #define W_OFF_STATUS_MAGIC 0
 #define W_OFF_STATUS_ASLEEP 64
+
+/* Fast-path page (proto/fastpath.go). */
+#define W_FP_MAGIC 0x50465749u /* "IWFP" */
+#define W_FP_VERSION 1
+#define W_FP_PAGE_LEN 4096
+#define W_OFF_FP_MAGIC 0
+#define W_OFF_FP_VERSION 4
+#define W_OFF_FP_OWNER 64
+#define W_OFF_FP_BUSY 68
+#define W_OFF_FP_WANT 72
+#define W_OFF_FP_LEASE 80
+#define W_OFF_FP_TAKEOVERS 128
+#define W_OFF_FP_HANDBACKS 136
+#define W_OFF_FP_RELEASES 144
+#define W_FP_OWNER_DAEMON 1u
+#define W_FP_OWNER_RANK 2u
 
 /* Address vector families. */
 #define W_AV_IPV4 4

@@ -88,6 +88,7 @@ func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) 
 	pollWindow := str("poll-window", "200us", "keep polling this `duration` after the last work before sleeping")
 	idle := str("idle", def.Idle.String(), "how the engine gives its CPU away between passes: adaptive (yield until the CPU is seen contended, then sleep -idle-sleep) or yield (docs/iwarpd.md)")
 	idleSleep := str("idle-sleep", def.IdleSleep.String(), "one sleep of -idle adaptive (`duration`, up to 1ms)")
+	fpLease := str("fastpath-lease", def.FastpathLease.String(), "a rank reading its UD QP's socket itself (fast-path page) keeps it this `duration` without renewing its lease; then the engine takes the socket over (docs/fastpath.md)")
 	stall := str("procmem-stall-timeout", vcfg.DefaultProcMemStallTimeout.String(), "bound (`duration`) on one access to a client's process memory; past it the access fails, the session is marked stalled and its user gets a strike (docs/memory-registration.md)")
 	engines := str("engines", strconv.Itoa(def.Engines), "number of engines (`N`, 1..64): threads, each pinned to a CPU, that own the QPs placed on them (docs/engines.md)")
 	pollBatch := str("poll-batch", strconv.Itoa(def.PollBatch), "work requests (and datagrams) served per QP per engine pass")
@@ -268,7 +269,7 @@ func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) 
 		name string
 		s    *string
 		dst  *time.Duration
-	}{{"poll-window", pollWindow, &v.PollWindow}, {"idle-sleep", idleSleep, &v.IdleSleep}, {"reassembly-timeout", reasm, &v.ReassemblyTimeout},
+	}{{"poll-window", pollWindow, &v.PollWindow}, {"idle-sleep", idleSleep, &v.IdleSleep}, {"fastpath-lease", fpLease, &v.FastpathLease}, {"reassembly-timeout", reasm, &v.ReassemblyTimeout},
 		{"procmem-stall-timeout", stall, &v.ProcMemStallTimeout}} {
 		if *d.dst, err = time.ParseDuration(*d.s); err != nil {
 			return config{}, fmt.Errorf("%s: %w", from(d.name), err)

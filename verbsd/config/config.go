@@ -66,6 +66,11 @@ type Config struct {
 	Idle IdleMode
 	// IdleSleep is one sleep of IdleAdaptive (1ns..1ms).
 	IdleSleep time.Duration
+	// FastpathLease is how long a rank that reads its QP's socket itself
+	// (a fast-path page, proto/fastpath.go) keeps it without renewing its
+	// lease before the engine takes it over (docs/fastpath.md). 0 means
+	// DefaultFastpathLease.
+	FastpathLease time.Duration
 	// ProcMemStallTimeout bounds how long an engine (or a request) waits
 	// for one access to a client's process memory (rnic/copier.go): past
 	// it the access fails, the session is marked stalled and its user gets
@@ -165,6 +170,7 @@ func DefaultConfig() Config {
 		PollWindow:        200 * time.Microsecond,
 		Idle:              IdleAdaptive,
 		IdleSleep:         time.Microsecond,
+		FastpathLease:     DefaultFastpathLease,
 		Engines:           1,
 		PollBatch:         64,
 		SocketBuffer:      4 << 20,
@@ -195,6 +201,18 @@ const (
 // payload.
 const minDatagramSize = 64
 
+// DefaultFastpathLease is -fastpath-lease's default: the prototype's
+// (docs/design-small-messages.md "Figures"), to be measured under load.
+const DefaultFastpathLease = time.Millisecond
+
+// Lease returns FastpathLease, or its default when 0.
+func (c *Config) Lease() time.Duration {
+	if c.FastpathLease <= 0 {
+		return DefaultFastpathLease
+	}
+	return c.FastpathLease
+}
+
 // Validate reports the first unusable setting.
 func (c *Config) Validate() error {
 	var errs []error
@@ -222,6 +240,9 @@ func (c *Config) Validate() error {
 	}
 	if c.IdleSleep <= 0 || c.IdleSleep > time.Millisecond {
 		bad("idle sleep %v: want 1ns..1ms", c.IdleSleep)
+	}
+	if c.FastpathLease < 0 || c.FastpathLease > 10*time.Second {
+		bad("fast-path lease %v: want 0..10s (0: the default %v)", c.FastpathLease, DefaultFastpathLease)
 	}
 	if c.ProcMemStallTimeout < 0 || c.ProcMemStallTimeout > time.Minute {
 		bad("process-memory stall timeout %v: want 0..1m (0: the default %v)", c.ProcMemStallTimeout, DefaultProcMemStallTimeout)

@@ -69,6 +69,12 @@ const (
 	CRCHeld         // untagged RC messages held for want of a receive (hold_recv)
 	CRCHeldDropped  // held RC messages dropped: the connection ended or the QP was destroyed before a receive took them
 	CDropSocketFull // datagrams the kernel dropped on UD sockets (SO_MEMINFO; per QP read at Inspect, daemon-wide also the destroyed QPs')
+	// The fast path's hand-over of a UD QP's socket (rnic/fastpath.go).
+	CFastpathTakeovers  // the rank's lease expired: the engine took the socket over
+	CFastpathHandbacks  // the engine gave the socket back to the rank (Want)
+	CFastpathReleases   // the rank gave the socket to the engine itself
+	CFastpathBusySkips  // services that did not read: the rank's Busy was still set after a take-over
+	CFastpathViolations // owner words the protocol does not allow (the QP failed)
 	counterCount
 )
 
@@ -132,6 +138,11 @@ var CounterNames = [counterCount]string{
 	CDropSocketFull:      "drop_socket_full",
 	CRCHeld:              "rc_recv_held",
 	CRCHeldDropped:       "rc_held_dropped",
+	CFastpathTakeovers:   "fastpath_takeovers",
+	CFastpathHandbacks:   "fastpath_handbacks",
+	CFastpathReleases:    "fastpath_releases",
+	CFastpathBusySkips:   "fastpath_busy_skips",
+	CFastpathViolations:  "fastpath_violations",
 }
 
 // counters is a set of statistics; engine-owned, copied out by Inspect.

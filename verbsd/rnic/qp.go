@@ -46,6 +46,9 @@ type QP struct {
 	// (SocketFailed); it left the epoll set.
 	ClientSock bool
 	SockDead   bool
+	// FP: the QP's fast-path page (rnic/fastpath.go), nil: none (the
+	// engine alone reads its socket).
+	FP *Fastpath
 
 	onReady  bool      // on the engine's ready list (rnic/ready.go)
 	lastWork time.Time // the last pass that did work on it
@@ -96,5 +99,6 @@ func CloseQP(q *QP) {
 		q.FD = -1
 	}
 	q.Region.Close()
+	q.FP.Close()
 	q.Ops.Closed() // ud/qp.go
 }

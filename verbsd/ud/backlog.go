@@ -140,7 +140,7 @@ func (e *Engine) unpark(q *QP) {
 // watched is read (and re-parked) on the next pass, one left unwatched is
 // read when q is unparked.
 func (e *Engine) setInterest(q *QP, events uint32) {
-	ev := unix.EpollEvent{Events: events, Fd: int32(q.FD)}
+	ev := unix.EpollEvent{Events: q.ownEvents(events), Fd: int32(q.FD)} // ud/fastpath.go: none while the rank reads it
 	unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_MOD, q.FD, &ev)
 	for _, m := range q.mcast.socks {
 		ev = unix.EpollEvent{Events: events, Fd: int32(m.fd)}

@@ -111,6 +111,9 @@ func (q *QP) HasWork() bool {
 	if q.backlogWork() { // ud/backlog.go: a receive posted for what waits
 		return true
 	}
+	if (q.FastpathWanted() && !q.backlog.waiting()) || q.FastpathReleased() { // ud/fastpath.go: the rank asks for its socket, or gave it back
+		return true
+	}
 	switch q.State {
 	case proto.QPStateRTS:
 		n, err := q.SQ.Available()
@@ -147,6 +150,9 @@ func (q *QP) Deadline() (time.Time, bool) {
 	}
 	note(q.reasm.NextDeadline())
 	note(q.wrec.nextDeadline()) // a Write-Record to complete (ud/wrec_recv.go)
+	if q.Eng != nil {
+		note(q.FastpathDeadline(q.Eng.Cfg.Lease())) // rnic/fastpath.go: the rank's lease ends, a look at its Busy
+	}
 	return first, found
 }
 
@@ -155,6 +161,7 @@ func (q *QP) Deadline() (time.Time, bool) {
 func (q *QP) Service(now time.Time) bool {
 	e := q.e
 	work := false
+	e.fastpathBegin(q, now) // ud/fastpath.go
 	if q.backlog.parked || q.backlog.waiting() {
 		work = e.resumeBacklog(q, now) // ud/backlog.go
 	}
@@ -175,6 +182,9 @@ func (q *QP) Service(now time.Time) bool {
 		e.count(q, rnic.CReassemblyTimeout, int64(n))
 	}
 	if e.expireRecords(q, now) { // ud/wrec_recv.go
+		work = true
+	}
+	if e.fastpathEnd(q, now) { // ud/fastpath.go: after the completions of what was read
 		work = true
 	}
 	return work

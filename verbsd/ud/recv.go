@@ -33,7 +33,12 @@ func (e *Engine) receive(q *QP, now time.Time) bool {
 	if q.backlog.waiting() || q.backlog.parked { // ud/backlog.go: held datagrams come first
 		return false
 	}
-	work := e.receiveFrom(q, q.FD, false, now)
+	work := false
+	if q.DaemonReads() { // rnic/fastpath.go: not while the rank owns the socket
+		work = e.receiveFrom(q, q.FD, false, now)
+	} else {
+		q.Readable = false
+	}
 	for _, m := range q.mcast.socks { // multicast groups the QP is attached to (ud/mcast.go)
 		if q.backlog.waiting() || q.backlog.parked {
 			break

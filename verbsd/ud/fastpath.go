@@ -1,0 +1,61 @@
+package ud
+
+import (
+	"time"
+
+	"github.com/iwarpd/iwarpd/verbsd/rnic"
+	"golang.org/x/sys/unix"
+)
+
+// The fast path of a UD QP (rnic/fastpath.go, docs/fastpath.md): while its
+// rank owns the QP's own socket the engine keeps that socket out of its
+// epoll interest and does not read it (it still sends on it, MSG_DONTWAIT);
+// multicast groups' sockets stay the engine's.
+
+// fastpathBegin follows q's fast-path page at the start of its service:
+// once the engine has taken the socket over (and seen the rank's Busy
+// clear), the socket gets its interest back and is read at once.
+func (e *Engine) fastpathBegin(q *QP, now time.Time) {
+	if _, started := e.FastpathBegin(q.QP, now); started {
+		q.Readable = true
+		e.setOwnInterest(q)
+	}
+}
+
+// fastpathEnd gives q's socket back to its rank at the end of the service
+// when the rank asked for it: the completions of what the engine read are
+// published, and nothing read waits in the engine for a receive
+// (ud/backlog.go held datagrams: the rank would otherwise overtake them).
+func (e *Engine) fastpathEnd(q *QP, now time.Time) bool {
+	if !e.FastpathEnd(q.QP, now, !q.backlog.waiting()) {
+		return false
+	}
+	q.Readable = false
+	e.setOwnInterest(q)
+	return true
+}
+
+// ownEvents is the epoll interest of q's own socket for events, the
+// interest its engine would give it: none while the rank reads it.
+func (q *QP) ownEvents(events uint32) uint32 {
+	if !q.DaemonReads() {
+		return 0
+	}
+	return events
+}
+
+// setOwnInterest gives q's own socket the interest it has now (parked,
+// the rank's or the engine's).
+func (e *Engine) setOwnInterest(q *QP) {
+	ev := unix.EpollEvent{Events: q.ownEvents(q.interest()), Fd: int32(q.FD)}
+	unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_MOD, q.FD, &ev)
+}
+
+// SetFastpath installs f on UD QP q (fastpath-page; on q's engine) and
+// turns UDP_GRO off on its socket: the rank reads one datagram per call
+// and leaves to the engine what it does not serve, and a coalesced buffer
+// would be one it cannot serve. The engine reads either kind.
+func SetFastpath(q *rnic.QP, f *rnic.Fastpath) {
+	unix.SetsockoptInt(q.FD, unix.SOL_UDP, unix.UDP_GRO, 0)
+	q.SetFastpath(f)
+}
