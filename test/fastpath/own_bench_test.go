@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,11 +28,18 @@ func TestOwnLeaseFigures(t *testing.T) {
 		for _, lease := range []string{"1ms", "4ms", "16ms"} {
 			var hogs []*exec.Cmd
 			if loaded {
-				for range 2 { // bounded by timeout(1), killed below
-					h := exec.Command("timeout", "120", "sh", "-c", "while :; do :; done")
+				for range 2 {
+					// Killed below, or by t.Cleanup on a failure, or by the
+					// kernel if this process dies (Pdeathsig): a busy loop
+					// left behind keeps the test lock's descriptor it
+					// inherited, and a CPU. (timeout(1) around sh was not
+					// enough: killing timeout left sh running.)
+					h := exec.Command("sh", "-c", "while :; do :; done")
+					h.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 					if err := h.Start(); err != nil {
 						t.Fatal(err)
 					}
+					t.Cleanup(func() { h.Process.Kill(); h.Wait() })
 					hogs = append(hogs, h)
 				}
 			}
