@@ -35,6 +35,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/iwarpd/iwarpd/internal/pinfork"
 	"github.com/iwarpd/iwarpd/ofverbs"
 )
 
@@ -335,7 +336,7 @@ func startHub(sock, typ string, n int) (*hubProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := h.cmd.Start(); err != nil {
+	if err := pinfork.Start(h.cmd); err != nil {
 		return nil, err
 	}
 	go func() {

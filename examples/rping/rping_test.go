@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpd/iwarpd/internal/pinfork"
 	"github.com/iwarpd/iwarpd/test/daemontest"
 	"golang.org/x/sys/unix"
 )
@@ -50,7 +51,7 @@ func start(t *testing.T, name string, args ...string) *proc {
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	p.cmd.Env = append(os.Environ(), "IWARPD_SOCKET=") // only the flags choose the daemon
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
+	if err := pinfork.Start(p.cmd); err != nil {
 		t.Fatalf("starting %s: %v", name, err)
 	}
 	go func() {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpd/iwarpd/internal/pinfork"
 	"github.com/iwarpd/iwarpd/ofverbs"
 	"github.com/iwarpd/iwarpd/test/netns"
 	"github.com/iwarpd/iwarpd/verbsd/verbsdtest"
@@ -87,7 +88,7 @@ func Start(t testing.TB, name string, o Options) *Daemon {
 	d.Cmd.Stderr = d.Stderr
 	d.Cmd.Stdout = d.Stderr
 	d.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := d.Cmd.Start(); err != nil {
+	if err := pinfork.Start(d.Cmd); err != nil {
 		t.Fatalf("starting daemon %s (%s): %v", name, bin, err)
 	}
 	go func() {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpd/iwarpd/internal/pinfork"
 	"github.com/iwarpd/iwarpd/ofverbs"
 	"github.com/iwarpd/iwarpd/test/daemontest"
 )
@@ -36,7 +37,7 @@ func TestOwnLeaseFigures(t *testing.T) {
 					// enough: killing timeout left sh running.)
 					h := exec.Command("sh", "-c", "while :; do :; done")
 					h.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-					if err := h.Start(); err != nil {
+					if err := pinfork.Start(h); err != nil {
 						t.Fatal(err)
 					}
 					t.Cleanup(func() { h.Process.Kill(); h.Wait() })

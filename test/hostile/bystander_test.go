@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpd/iwarpd/internal/pinfork"
 	"github.com/iwarpd/iwarpd/ofverbs"
 	"github.com/iwarpd/iwarpd/test/daemontest"
 )
@@ -221,7 +222,7 @@ func spawnHostileWrapped(t *testing.T, mode, sock, arg string, wrapper []string,
 		t.Fatal(err)
 	}
 	p.out = bufio.NewReader(stdout)
-	if err := cmd.Start(); err != nil {
+	if err := pinfork.Start(cmd); err != nil {
 		t.Fatalf("starting hostile helper %s: %v", mode, err)
 	}
 	t.Cleanup(func() { p.kill() })

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpd/iwarpd/internal/pinfork"
 	"github.com/iwarpd/iwarpd/ofverbs"
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/test/daemontest"
@@ -67,7 +68,7 @@ func startFPRank(t *testing.T, uid int, sock string, args ...string) *fpRank {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.cmd.Start(); err != nil {
+	if err := pinfork.Start(p.cmd); err != nil {
 		t.Fatal(err)
 	}
 	go func() { p.exited <- p.cmd.Wait() }()

@@ -1,6 +1,7 @@
 package hostile
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpd/iwarpd/internal/pinfork"
 	"github.com/iwarpd/iwarpd/ofverbs"
 	"github.com/iwarpd/iwarpd/test/daemontest"
 	"golang.org/x/sys/unix"
@@ -209,7 +211,10 @@ func runAsUser(t *testing.T, mode, sock string) ([]byte, error) {
 	cmd.Env = append(daemontest.CleanEnv(), helperEnv+"="+mode, sockEnv+"="+sock)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: hostileUID, Gid: hostileUID},
 		Pdeathsig: syscall.SIGKILL}
-	return cmd.CombinedOutput()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = pinfork.Run(cmd)
+	return out.Bytes(), err
 }
 
 // TestHostileUserLimits: see above. Needs root (to run a client as

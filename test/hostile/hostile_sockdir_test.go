@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpd/iwarpd/internal/pinfork"
 	"github.com/iwarpd/iwarpd/ofverbs"
 	"github.com/iwarpd/iwarpd/test/daemontest"
 	"golang.org/x/sys/unix"
@@ -84,7 +85,7 @@ func accessibleCopy(t *testing.T, src string) string {
 func startImpostor(t *testing.T, bin, sock string) {
 	t.Helper()
 	cmd, out := runAs(t, impostorUID, nil, bin, "-socket", sock, "-socket-mode", "0666", "-ud-ports", nextPorts(), "-rd-ports", "0-0")
-	if err := cmd.Start(); err != nil {
+	if err := pinfork.Start(cmd); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -137,7 +138,7 @@ func TestSocketDirSquatting(t *testing.T) {
 		os.Chmod(squat, 0o777)
 		os.Chown(squat, impostorUID, impostorUID)
 		cmd, out := runAs(t, otherUID, []string{"TMPDIR=" + tmp}, iwarpd, "-ud-ports", nextPorts(), "-rd-ports", "0-0")
-		cmd.Start()
+		pinfork.Start(cmd)
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
 		select {

@@ -14,6 +14,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/iwarpd/iwarpd/internal/pinfork"
 	"github.com/iwarpd/iwarpd/ofverbs"
 	"github.com/iwarpd/iwarpd/test/daemontest"
 	"golang.org/x/sys/unix"
@@ -114,7 +115,7 @@ func startMapper(addr uintptr, b byte) (*mapperProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	if err := pinfork.Start(cmd); err != nil {
 		return nil, err
 	}
 	m := &mapperProc{cmd: cmd, in: in, out: bufio.NewReader(out)}

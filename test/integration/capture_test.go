@@ -22,6 +22,7 @@ import (
 	"github.com/google/gopacket/layers"
 	"github.com/google/gopacket/pcapgo"
 	"github.com/iwarpd/iwarpd/dissect"
+	"github.com/iwarpd/iwarpd/internal/pinfork"
 	"github.com/iwarpd/iwarpd/ofverbs"
 	"github.com/iwarpd/iwarpd/test/conformance"
 	"github.com/iwarpd/iwarpd/test/daemontest"
@@ -73,7 +74,7 @@ func startCaptureFilter(t *testing.T, port int, filter string) *capture {
 	}
 	c.cmd.Stderr = c.stderr
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := c.cmd.Start(); err != nil {
+	if err := pinfork.Start(c.cmd); err != nil {
 		t.Skip("skipping the capture test: ", err)
 	}
 	go func() {

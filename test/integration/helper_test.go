@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpd/iwarpd/internal/pinfork"
 	"github.com/iwarpd/iwarpd/ofverbs"
 )
 
@@ -170,7 +171,7 @@ func startVictim(t *testing.T, sock string, peer ofverbs.Endpoint) *helperProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
+	if err := pinfork.Start(cmd); err != nil {
 		t.Fatal(err)
 	}
 	h := &helperProc{cmd: cmd, stdin: stdin, done: make(chan struct{})}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpd/iwarpd/internal/pinfork"
 	"github.com/iwarpd/iwarpd/ofverbs"
 	"github.com/iwarpd/iwarpd/test/daemontest"
 	"golang.org/x/sys/unix"
@@ -29,7 +30,7 @@ func startPerf(t *testing.T, args ...string) *perfProc {
 	p.cmd.Env = cleanEnv()
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
+	if err := pinfork.Start(p.cmd); err != nil {
 		t.Fatal(err)
 	}
 	go func() {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/iwarpd/iwarpd/internal/pinfork"
 )
 
 // Node is one "host" of a job.
@@ -282,7 +284,7 @@ func Run(j *Job, timeout time.Duration) Result {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	r := Result{CommandLine: CommandLine(cmd)}
-	if err := cmd.Start(); err != nil {
+	if err := pinfork.Start(cmd); err != nil {
 		r.Err = err
 		return r
 	}
