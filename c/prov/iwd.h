@@ -102,6 +102,7 @@ struct iwd_params {
 	size_t mr_cache;      /* FI_IWARPD_MR_CACHE: registrations a domain caches (0: none) */
 	int idle_mode;        /* FI_IWARPD_IDLE: enum iwd_idle_mode (iwd_idle.c) */
 	int idle_sleep_us;    /* FI_IWARPD_IDLE_SLEEP_US: one sleep of the wait discipline */
+	int dgram_crc;        /* FI_IWARPD_DGRAM_CRC: CRC32c on RD/UD QPs (every rank alike) */
 };
 extern struct iwd_params iwd_env;
 

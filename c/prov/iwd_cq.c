@@ -316,7 +316,8 @@ static const char *cq_strerror(struct fid_cq *cq_fid, int prov_errno, const void
 		[9] = "remote invalid request",
 		[10] = "remote access error",
 		[11] = "remote operation error",
-		[12] = "transport retry counter exceeded",
+		[12] = "transport retry counter exceeded (the peer is gone or does not acknowledge; on RDM and "
+		       "DGRAM endpoints also when the ranks' FI_IWARPD_DGRAM_CRC differ)",
 		[13] = "RNR retry counter exceeded",
 		[16] = "remote aborted",
 		[19] = "fatal error (is the iwarpd daemon still running?)",

@@ -46,8 +46,12 @@ int iwd_ep_create_qp_srq(struct iwd_ep *ep, enum iwv_qp_type qpt, size_t rx_dept
 	qa.sq_sig_all = 1;
 	qa.srq = srq; /* MSG bound to a shared receive context (iwd_srx.c) */
 	qa.port = ep->want_port;
-	if (qpt != IWV_QPT_RC)
+	if (qpt != IWV_QPT_RC) {
 		qa.qkey = IWD_QKEY;
+		/* FI_IWARPD_DGRAM_CRC: CRC use on a datagram QP is agreed out of
+		 * band (datagram-iwarp.md §4); the trailer stays, 0 when off. */
+		qa.no_crc = !iwd_env.dgram_crc;
+	}
 	/* MSG: fi_senddata is a Send with Immediate that takes one receive at
 	 * the peer, which is also a provider MSG endpoint (docs/libfabric.md). */
 	qa.merge_send_imm = qpt == IWV_QPT_RC;

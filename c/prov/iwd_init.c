@@ -20,6 +20,7 @@ struct iwd_params iwd_env = {
 	.mr_cache = 64,
 	.idle_mode = IWD_IDLE_ADAPTIVE,
 	.idle_sleep_us = IWD_IDLE_SLEEP_US,
+	.dgram_crc = 1,
 };
 
 #ifndef IWD_BUILD
@@ -133,6 +134,11 @@ FI_EXT_INI
 			"Microseconds of one such sleep, 0 to " IWD_STR(IWD_IDLE_SLEEP_MAX_US) " (default " IWD_STR(
 				IWD_IDLE_SLEEP_US) "; docs/libfabric.md)");
 
+	fi_param_define(&iwd_prov, "dgram_crc", FI_PARAM_BOOL,
+			"CRC32c on the datagrams of RDM and DGRAM endpoints (default yes). Every rank of a job "
+			"must set it alike: a peer with the other setting drops this one's datagrams, and "
+			"sends to it fail with \"transport retry counter exceeded\" (docs/libfabric.md)");
+
 	if (fi_param_get_str(&iwd_prov, "socket", &s) == FI_SUCCESS && s && *s)
 		iwd_env.socket = s;
 	iwd_size_param("eager_max", &iwd_env.eager_max);
@@ -146,6 +152,8 @@ FI_EXT_INI
 		iwd_env.timeout_ms = b;
 	if (fi_param_get_bool(&iwd_prov, "atomic_adopt", &b) == FI_SUCCESS)
 		iwd_env.atomic_adopt = b;
+	if (fi_param_get_bool(&iwd_prov, "dgram_crc", &b) == FI_SUCCESS)
+		iwd_env.dgram_crc = b;
 	s = NULL;
 	if (fi_param_get_str(&iwd_prov, "idle", &s) == FI_SUCCESS && s && *s) {
 		if (!strcmp(s, "yield"))
@@ -164,5 +172,8 @@ FI_EXT_INI
 	if (iwd_env.eager_max < 64)
 		iwd_env.eager_max = 64;
 	IWD_INFO(FI_LOG_CORE, "iwarpd: provider loaded: %s\n", iwd_build);
+	if (!iwd_env.dgram_crc)
+		IWD_INFO(FI_LOG_CORE, "iwarpd: FI_IWARPD_DGRAM_CRC off: RDM and DGRAM endpoints send and check no CRC32c; "
+				      "every rank of the job must set it alike\n");
 	return &iwd_prov;
 }

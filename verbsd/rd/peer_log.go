@@ -42,6 +42,7 @@ func logDead(q *QP, acts []rd.Action) {
 		}
 		dev.Log.Infof("session %d (pid %d): RD QP %d (QPN %d): peer %v declared dead: a datagram reached the "+
 			"retransmission limit unacknowledged; %d outstanding datagram(s) given up, their work requests complete "+
-			"with WCRetryExcErr%s", q.Session.ID, q.Session.Cred.Pid, q.Handle, q.QPN, p, counts[j], rnic.Note(n))
+			"with WCRetryExcErr%s%s", q.Session.ID, q.Session.Cred.Pid, q.Handle, q.QPN, p, counts[j], crcHint(q),
+			rnic.Note(n))
 	}
 }

@@ -135,6 +135,7 @@ func (e *Engine) datagram(q *QP, src netip.AddrPort, b []byte, now time.Time) {
 	if err != nil {
 		if errors.Is(err, dgram.ErrBadCRC) {
 			e.count(q, rnic.CDropCRC, 1)
+			badCRC(q, src, d.CRC) // rd/crc_log.go
 		} else {
 			r.count(dropFraming, 1)
 		}

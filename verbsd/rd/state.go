@@ -128,7 +128,8 @@ type state struct {
 	scratch []byte // RD+DDP+RDMAP headers and trailers of one batch
 	buf     []byte // one received datagram, contiguous
 
-	stats [counterCount]int64
+	stats    [counterCount]int64
+	crcDrops int64 // datagrams dropped for their CRC (rd/crc_log.go)
 }
 
 type heldKey struct {
