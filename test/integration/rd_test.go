@@ -26,6 +26,13 @@ type rdEnd struct {
 
 func newRDEnd(t *testing.T, name string, ctx *ofverbs.Context, size int) *rdEnd {
 	t.Helper()
+	return newRDEndCRC(t, name, ctx, size, false)
+}
+
+// newRDEndCRC is newRDEnd with the QP's CRC setting (noCRC: no CRC32c
+// computed or checked, datagram-iwarp.md §4).
+func newRDEndCRC(t *testing.T, name string, ctx *ofverbs.Context, size int, noCRC bool) *rdEnd {
+	t.Helper()
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -46,7 +53,7 @@ func newRDEnd(t *testing.T, name string, ctx *ofverbs.Context, size int) *rdEnd 
 	e.rcq, err = ctx.CreateCQ(256, nil)
 	must(err)
 	e.qp, err = e.pd.CreateQP(ofverbs.QPInitAttr{Type: ofverbs.QPTypeRD, SendCQ: e.scq, RecvCQ: e.rcq,
-		Cap: ofverbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		Cap: ofverbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}, NoCRC: noCRC})
 	must(err)
 	must(e.qp.ModifyState(ofverbs.QPStateInit, ofverbs.QPStateRTR, ofverbs.QPStateRTS))
 	return e
