@@ -70,8 +70,9 @@ type QP struct {
 	*rnic.QP
 	e *Engine // its engine (set when installed: added)
 
-	NoCRC bool   // the client asked for no CRC32c trailer
-	Qkey  uint32 // the Q_Key every accepted datagram names (rnic/keys.go)
+	NoCRC     bool   // the client asked for no CRC32c trailer
+	crcLogged bool   // a CRC drop of this QP was logged (ud/crc_log.go)
+	Qkey      uint32 // the Q_Key every accepted datagram names (rnic/keys.go)
 	// QuietRecords: a Write-Record without Immediate completes without a
 	// receive or CQE (proto.CreateQPRequest.QuietRecords; RD only).
 	QuietRecords bool

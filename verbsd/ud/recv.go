@@ -200,6 +200,7 @@ func (e *Engine) datagram(q *QP, i, off, n int, now time.Time) {
 	body := n - crc32c.Size
 	if !q.NoCRC && ChecksumAt(view, off, body) != rnic.TrailerAt(view, off+body) {
 		e.count(q, rnic.CDropCRC, 1)
+		q.badCRC(s.Src, rnic.TrailerAt(view, off+body)) // ud/crc_log.go
 		return
 	}
 	// From here on off and n cover the DDP segment and the trailer.

@@ -76,3 +76,67 @@ func TestRDNoCRC(t *testing.T) {
 		t.Errorf("daemon b logged the CRC mismatch %d times, want once per QP", n)
 	}
 }
+
+// TestUDCRCMismatch: a UD QP with CRC off sends to one with CRC on (one
+// daemon, loopback). The datagram carries a trailer of 0; the receiver
+// drops it (no receive completes), counts it (drop_crc), and the daemon
+// logs once for the QP that the peer most likely has CRC off and that
+// both ends must agree (ud/crc_log.go): UD has no retransmission to fail,
+// so the log line and the counter are all a user sees.
+func TestUDCRCMismatch(t *testing.T) {
+	d := startDaemon(t, "ud-crc", daemontest.Options{})
+	ctx := d.Open(t, "ud-crc")
+	udQP := func(name string, noCRC bool) *rdEnd {
+		e := &rdEnd{name: name, ctx: ctx, wcs: make([]ofverbs.WC, 1)}
+		var err error
+		if e.pd, err = ctx.AllocPD(); err != nil {
+			t.Fatal(err)
+		}
+		buf, err := ctx.AllocBuffer(1 << 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.mem = buf.Bytes()
+		if e.mr, err = e.pd.RegMR(e.mem, ofverbs.AccessLocalWrite); err != nil {
+			t.Fatal(err)
+		}
+		if e.scq, err = ctx.CreateCQ(16, nil); err != nil {
+			t.Fatal(err)
+		}
+		if e.rcq, err = ctx.CreateCQ(16, nil); err != nil {
+			t.Fatal(err)
+		}
+		e.qp, err = e.pd.CreateQP(ofverbs.QPInitAttr{Type: ofverbs.QPTypeUD, SendCQ: e.scq, RecvCQ: e.rcq, NoCRC: noCRC,
+			Cap: ofverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.qp.ModifyState(ofverbs.QPStateInit, ofverbs.QPStateRTR, ofverbs.QPStateRTS); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	a, b := udQP("a", true), udQP("b", false)
+	ah, err := a.pd.CreateAHTo(b.qp.Endpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.recv(t, 1, 4096)
+	for i := range 3 {
+		a.post(t, ofverbs.SendWR{ID: uint64(10 + i), Opcode: ofverbs.WRSend, AH: ah, Signaled: true, SGL: []ofverbs.SGE{a.mr.SGE(a.mem[:1000])}})
+		if wc, err := a.wait(a.scq, 10*time.Second); err != nil || wc.Status != ofverbs.WCSuccess {
+			t.Fatalf("UD send %d: %+v %v", i, wc, err)
+		}
+	}
+	daemontest.Eventually(t, "the CRC-on QP's drops to be counted", 10*time.Second, func() bool {
+		return d.counters(t)["drop_crc"] >= 3
+	})
+	if n, err := b.rcq.Poll(b.wcs); err != nil || n != 0 {
+		t.Fatalf("the CRC-on QP completed a receive of a datagram with a trailer of 0: %d %+v %v", n, b.wcs[0], err)
+	}
+	log := d.Stderr.String()
+	if n := strings.Count(log, "UD QP"); n != 1 || !strings.Contains(log, "CRC32c trailer 0x00000000 does not match (a trailer of 0") ||
+		!strings.Contains(log, "FI_IWARPD_DGRAM_CRC alike") {
+		t.Errorf("want one log line for the QP's CRC drops, naming the trailer of 0 and FI_IWARPD_DGRAM_CRC (%d lines):\n%s", n, log)
+	}
+}
