@@ -16,7 +16,8 @@
 //
 // The suites' private blocks (UD and RD unless said; none may overlap):
 //
-//	19600-19899  test/integration: single RD ports (rd_test.go, flush_test.go)
+//	19600-19899  test/integration: single RD ports (rd_test.go, flush_test.go,
+//	             crc_test.go 19760-19779)
 //	20000-23899  verbsd/e2e: in-process servers, 39 blocks of 100
 //	23900-23951  test/daemontest's own tests (TCP: 23950-23951)
 //	24000-24099  ofverbs
