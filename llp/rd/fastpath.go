@@ -98,6 +98,28 @@ func (e *Endpoint) FastpathExport(now time.Time, n int, out []FPPeer) ([]FPPeer,
 
 func max64(a, b int64) int64 { return max(a, b) }
 
+// FastpathReady reports, without changing anything, whether
+// FastpathExport of n peers would export (it may refuse a few more
+// cases: a peer left out owing an ACK is judged more strictly here).
+func (e *Endpoint) FastpathReady(n int) bool {
+	if len(e.pending) > 0 {
+		return false
+	}
+	cand, due := 0, false
+	for _, p := range e.peers {
+		if !fastpathExportable(p) {
+			return false
+		}
+		if p.proven && p.inc != 0 && (p.spaceAcked || p.rcvNext != 0) {
+			cand++
+			due = due || p.ackDue
+		} else if p.ackDue {
+			return false
+		}
+	}
+	return cand <= n || !due
+}
+
 // FastpathImport takes back the state the rank kept of peer st.Addr (the
 // engine checked it against its export: sequence numbers not behind it,
 // outs in sequence from st.SndUna, len(outs) == st.NextSeq − st.SndUna)
