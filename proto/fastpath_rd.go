@@ -21,6 +21,13 @@ package proto
 // out of its bounds fails the QP (ERROR), never the engine. Serial-number
 // order (RFC 1982) throughout.
 //
+// One word of the QP's, beside the UD words of the first page:
+//
+//	160  SendMSN  u32  the last MSN of QN 0 (Sends) the QP used; the daemon
+//	                   writes it at the hand-back, the rank numbers its Sends
+//	                   on from it, the daemon takes it back at the take-over
+//	                   (any value: an MSN only names a message of the QP's)
+//
 // Slot i lies at OffFPRDSlots + i·FPRDSlotLen; its fields, at these
 // offsets within it (little-endian, naturally aligned):
 //
@@ -66,8 +73,9 @@ const (
 	FPRDSlotLen  = 512
 	FPRDEntryLen = 16
 
-	OffFPRDSlots  = 256
-	OffFPRDCopies = PageSize
+	OffFPRDSendMSN = 160
+	OffFPRDSlots   = 256
+	OffFPRDCopies  = PageSize
 
 	OffFPRDState    = 0
 	OffFPRDPort     = 4

@@ -1,6 +1,7 @@
 package rd
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"sync/atomic"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/iwarpd/iwarpd/llp/dgram"
 	"github.com/iwarpd/iwarpd/llp/rd"
 	"github.com/iwarpd/iwarpd/proto"
+	"github.com/iwarpd/iwarpd/rdmap"
 	"github.com/iwarpd/iwarpd/verbsd/rnic"
 )
 
@@ -137,6 +139,7 @@ func (e *Engine) fpImport(q *QP, now time.Time) {
 	for i := range fp.nExp {
 		(*atomic.Uint32)(unsafe.Pointer(&mem[proto.FPRDSlotOff(i)+proto.OffFPRDState])).Store(0)
 	}
+	r.msn[rdmap.QNSend] = binary.LittleEndian.Uint32(mem[proto.OffFPRDSendMSN:]) // the rank's Sends were numbered on
 }
 
 // fpQuiet reports whether nothing of q's waits in the engine for the
@@ -182,6 +185,7 @@ func (e *Engine) fpEnd(q *QP, now time.Time) bool {
 		fpExportSlot(mem, i, &fp.exp[i])
 	}
 	fp.nExp = len(ps)
+	binary.LittleEndian.PutUint32(mem[proto.OffFPRDSendMSN:], r.msn[rdmap.QNSend])
 	if !e.FastpathEnd(c, now, true) {
 		fp.nExp = 0
 		return false
