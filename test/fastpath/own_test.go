@@ -43,7 +43,14 @@ type rankProg struct {
 
 func startRank(t *testing.T, sock string, args ...string) *rankProg {
 	t.Helper()
-	bin := daemontest.CProgram(t, "t_fpown")
+	return startRankProg(t, "t_fpown", sock, args...)
+}
+
+// startRankProg starts the C test program name (built with the
+// sanitizers) against the daemon at sock.
+func startRankProg(t *testing.T, name, sock string, args ...string) *rankProg {
+	t.Helper()
+	bin := daemontest.CProgram(t, name)
 	p := &rankProg{t: t, cmd: exec.Command(bin, append([]string{sock}, args...)...), done: make(chan error, 1)}
 	p.cmd.Env = daemontest.CleanEnv()
 	if s := os.Getenv("IWARPD_TEST_TIMEOUT_SCALE"); s != "" {
