@@ -4,6 +4,8 @@
  * (hostile_fprd_test.go), which run it against real daemons:
  *
  *   t_fprd SOCK pong N PAUSE_EVERY   answer N numbered 8-octet pings
+ *   t_fprd SOCK daemon N             the same, never asking for the socket:
+ *                                    every ping and pong through the daemon
  *   t_fprd SOCK garbage SEED         own the socket with a peer's slot, then
  *                                    write garbage over the RD halves
  *
@@ -56,6 +58,7 @@ struct rank {
 	struct sockaddr_in peer_sa;
 	/* the run */
 	long n, next, bad, rank_rx, cq_rx, rank_tx, daemon_tx, send_wrs;
+	int nofp; /* daemon mode */
 	long long sent_at;
 	int sent_by_rank;
 	long *rtt_rank, *rtt_daemon;
@@ -129,7 +132,7 @@ static void wait_line(void)
 /* pong answers ping i: by the rank when it can, else through the daemon. */
 static void pong(struct rank *r, uint64_t i)
 {
-	int slot = iwvi_fp_rd_slot(&r->fp, &r->peer_sa);
+	int slot = r->nofp ? -1 : iwvi_fp_rd_slot(&r->fp, &r->peer_sa);
 	r->sent_at = now_ns();
 	if (slot >= 0 && iwvi_fp_rd_send(&r->fp, slot, &i, 8, 0) == 0) {
 		r->rank_tx++;
@@ -245,7 +248,9 @@ static void run_pong(struct rank *r, long n, long every)
 	for (long i = 0; i < 400000000L && r->next < n && mono_ms() < deadline; i++) {
 		long had = r->next + r->bad;
 		poll_cq(r); /* the CQ before the socket: what the daemon read came first */
-		if (!iwvi_fp_own_owned(&r->fp.own))
+		if (r->nofp)
+			;
+		else if (!iwvi_fp_own_owned(&r->fp.own))
 			iwvi_fp_own_want(&r->fp.own);
 		else if (iwvi_fp_rd_poll(&r->fp, 16, deliver, r) < 0)
 			break;
@@ -262,7 +267,8 @@ static void run_pong(struct rank *r, long n, long every)
 	long long end = mono_ms() + scaled_ms(2000);
 	while ((r->send_wrs > 0) && mono_ms() < end) {
 		poll_cq(r);
-		iwvi_fp_rd_poll(&r->fp, 16, deliver, r);
+		if (!r->nofp)
+			iwvi_fp_rd_poll(&r->fp, 16, deliver, r);
 		usleep(100);
 	}
 	printf("result got=%ld bad=%ld rank_rx=%ld cq_rx=%ld rank_tx=%ld daemon_tx=%ld takeovers=%llu handbacks=%llu "
@@ -309,7 +315,7 @@ static void run_garbage(struct rank *r, unsigned seed)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: t_fprd SOCK pong N PAUSE_EVERY | garbage SEED\n");
+		fprintf(stderr, "usage: t_fprd SOCK pong N PAUSE_EVERY | daemon N | garbage SEED\n");
 		return 2;
 	}
 	struct rank r;
@@ -318,6 +324,11 @@ int main(int argc, char **argv)
 		long n = atol(argv[3]), every = atol(argv[4]);
 		CHECK(n > 0 && n <= MAXN && every > 0);
 		run_pong(&r, n, every);
+	} else if (strcmp(argv[2], "daemon") == 0 && argc == 4) {
+		long n = atol(argv[3]);
+		CHECK(n > 0 && n <= MAXN);
+		r.nofp = 1;
+		run_pong(&r, n, n);
 	} else if (strcmp(argv[2], "garbage") == 0 && argc == 4) {
 		run_garbage(&r, (unsigned)atoi(argv[3]));
 	} else {

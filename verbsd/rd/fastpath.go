@@ -135,6 +135,7 @@ func (e *Engine) fpImport(q *QP, now time.Time) {
 			e.FastpathFail(c, err.Error())
 			return
 		}
+		r.count(fpTaken, int64(len(toks)))
 	}
 	for i := range fp.nExp {
 		(*atomic.Uint32)(unsafe.Pointer(&mem[proto.FPRDSlotOff(i)+proto.OffFPRDState])).Store(0)
@@ -249,9 +250,14 @@ func (e *Engine) fpResolve(q *QP, tok rd.Token, ok bool) {
 
 // fpBuild appends the retransmission of the rank's copy tok with RD header h.
 func (e *Engine) fpBuild(b *batch, peer netip.AddrPort, tok rd.Token, h *dgram.RDHeader) bool {
-	body, ok := b.q.Rd.fp.copies[tok]
+	r := b.q.Rd
+	body, ok := r.fp.copies[tok]
 	if !ok {
 		return true // resolved meanwhile
 	}
-	return b.add(peer, h, nil, nil, append(e.Pieces[:0], body))
+	if !b.add(peer, h, nil, nil, append(e.Pieces[:0], body)) {
+		return false
+	}
+	r.count(fpResent, 1)
+	return true
 }
