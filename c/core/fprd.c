@@ -205,6 +205,19 @@ static void send_acks(struct iwvi_fp_rd *r)
 	}
 }
 
+int iwvi_fp_rd_release(struct iwvi_fp_rd *r)
+{
+	if (r->own.in_busy) {
+		send_acks(r);
+	} else if (iwvi_fp_own_owned(&r->own) && iwvi_fp_own_renew(&r->own)) {
+		send_acks(r);
+	} else {
+		return 0;
+	}
+	r->released++;
+	return iwvi_fp_own_release(&r->own); /* clears Busy first */
+}
+
 int iwvi_fp_rd_poll(struct iwvi_fp_rd *r, int max, iwvi_fp_rd_deliver deliver, void *arg)
 {
 	if (!iwvi_fp_own_renew(&r->own))
@@ -261,6 +274,8 @@ int iwvi_fp_rd_poll(struct iwvi_fp_rd *r, int max, iwvi_fp_rd_deliver deliver, v
 			got++;
 			if (deliver)
 				deliver(arg, slot, b + rx.payload_off, rx.payload_len, rx.imm, rx.has_imm);
+			if (!r->own.in_busy)
+				return got; /* deliver released the socket */
 		}
 	}
 	send_acks(r);

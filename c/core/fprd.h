@@ -22,8 +22,11 @@
  *
  * A Send the rank cannot send itself (no slot, window or ring full, the
  * socket not the rank's, larger than one datagram) goes through the
- * daemon (iwv_post_send): posting takes the socket back at the engine's
- * next pass, so the rank's earlier datagrams keep their order.
+ * daemon (iwv_post_send), after iwvi_fp_rd_release: the rank's earlier
+ * datagrams keep their sequence numbers before the daemon's, and the rank
+ * sends nothing itself until the daemon gives the socket back (posting
+ * without releasing also takes the socket back, at the engine's next pass,
+ * but a Send the rank made meanwhile would overtake the posted one).
  *
  * Internal to libiwverbs (hidden symbols), for the provider's RDM
  * endpoints; one thread per QP uses it. No allocation after attach.
@@ -67,6 +70,11 @@ int iwvi_fp_rd_slot(const struct iwvi_fp_rd *r, const struct sockaddr_in *peer);
  * full: post it through the daemon, or poll and try again), -EMSGSIZE when
  * it does not fit one datagram, -EINVAL for a bad slot. */
 int iwvi_fp_rd_send(struct iwvi_fp_rd *r, int slot, const void *payload, size_t len, int solicited);
+
+/* iwvi_fp_rd_release gives the socket to the daemon (before posting
+ * through it): the ACKs owed are sent first. 1 if the rank owned it.
+ * Also from iwvi_fp_rd_poll's deliver (the poll then ends). */
+int iwvi_fp_rd_release(struct iwvi_fp_rd *r);
 
 /* What iwvi_fp_rd_poll hands over: a Send from slot's peer, its payload
  * (valid during the call only). */

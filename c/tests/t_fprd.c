@@ -139,6 +139,8 @@ static void pong(struct rank *r, uint64_t i)
 		r->sent_by_rank = 1;
 		return;
 	}
+	if (!r->nofp)
+		iwvi_fp_rd_release(&r->fp); /* the rank sends nothing itself until the daemon gives the socket back */
 	char *b = r->mem + (RECVS + (i % 16)) * SLOT;
 	memcpy(b, &i, 8);
 	struct iwv_sge g = {.addr = (uintptr_t)b, .length = 8, .lkey = iwv_mr_lkey(r->mr)};
