@@ -215,8 +215,18 @@ static int poll_cq(struct rank *r)
 
 static void pause_for_takeover(struct rank *r)
 {
-	uint64_t before = iwvi_fp_own_takeovers(&r->fp.own);
+	/* Only a socket the rank owns can be taken over: if the daemon has it
+	 * (a release for a Send through the daemon, a take-over just before),
+	 * ask for it and wait until it is back, without polling. */
 	long long deadline = mono_ms() + scaled_ms(10000);
+	while (!iwvi_fp_own_acquire(&r->fp.own) && mono_ms() < deadline)
+		usleep(100);
+	if (!iwvi_fp_own_owned(&r->fp.own)) {
+		fprintf(stderr, "t_fprd: the daemon did not hand the socket back within %d ms before a pause\n", scaled_ms(10000));
+		exit(1);
+	}
+	uint64_t before = iwvi_fp_own_takeovers(&r->fp.own);
+	deadline = mono_ms() + scaled_ms(10000);
 	while (iwvi_fp_own_takeovers(&r->fp.own) == before && mono_ms() < deadline)
 		usleep(500);
 	if (iwvi_fp_own_takeovers(&r->fp.own) == before) {

@@ -35,7 +35,7 @@ var ownRDBlocks = daemontest.Blocks{Base: 26550, Size: 25, Count: 2}
 // pingPong runs n rounds from e (the peer) to the rank at ah: ping i
 // out, pong i back, checked in order. It returns the median round trip
 // (information).
-func pingPong(t *testing.T, e *liveEnd, ah *ofverbs.AH, n int) time.Duration {
+func pingPong(t *testing.T, e *liveEnd, ah *ofverbs.AH, n int, rank *rankProg) time.Duration {
 	t.Helper()
 	for i := range 64 {
 		off := 32<<10 + i*64
@@ -80,8 +80,16 @@ func pingPong(t *testing.T, e *liveEnd, ah *ofverbs.AH, n int) time.Duration {
 					}
 				}
 			}
-			if !got && spin%1024 == 1023 && time.Now().After(deadline) {
-				t.Fatalf("peer: no pong %d within %v", i, daemontest.Scaled(2*time.Minute))
+			if !got && spin%1024 == 1023 {
+				select {
+				case err := <-rank.done:
+					rank.done <- err
+					t.Fatalf("peer: waiting for pong %d, the rank ended (%v): %s", i, err, rank.err.String())
+				default:
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("peer: no pong %d within %v; the rank: %s", i, daemontest.Scaled(2*time.Minute), rank.err.String())
+				}
 			}
 		}
 		rtts = append(rtts, time.Since(start))
@@ -117,7 +125,7 @@ func rdRun(t *testing.T, a, b *daemontest.Daemon, in func(string, ...string) *ex
 		t.Fatal(err)
 	}
 	fmt.Fprintf(p.in, "peer %s %d\n", e.qp.Addr(), e.qp.QKey())
-	rtt = pingPong(t, e, ah, n)
+	rtt = pingPong(t, e, ah, n, p)
 	res = parseResult(t, p.line("result"))
 	fig = p.line("figures")
 	if res["bad"] != 0 || res["got"] != int64(n) {
