@@ -9,7 +9,8 @@
  *   t_fpown SOCK garbage SEED          own it, then write garbage over the page
  *   t_fpown SOCK claim                 write the rank's Owner while the engine owns it
  *   t_fpown SOCK refuse                what fastpath-page must refuse (second page, no QP,
- *                                      no Magic, unsealed, the daemon's socket, RD)
+ *                                      no Magic, unsealed, the daemon's socket, an RD
+ *                                      QP's page without its RD halves)
  *   t_fpown SOCK chaos SEED            random words, legal and not, for a bounded while
  *
  * It prints "ready ADDR QKEY" once its QP is in RTS with its page handed
@@ -339,7 +340,7 @@ static void refusals(struct rank *r)
 	FAILS(r->s, EINVAL, raw_page(r, theirs->handle, 1, 1)); /* the daemon's socket */
 	qa.qp_type = IWV_QPT_RD;
 	if (iwv_create_qp(r->pd, &qa, &rd) == 0) { /* RD enabled on this daemon */
-		FAILS(r->s, EOPNOTSUPP, raw_page(r, rd->handle, 1, 1));
+		FAILS(r->s, EINVAL, raw_page(r, rd->handle, 1, 1)); /* a UD-sized page: short of the RD halves */
 		OK(r->s, iwv_destroy_qp(rd));
 	}
 	OK(r->s, iwv_destroy_qp(own));

@@ -43,8 +43,25 @@ type rankProg struct {
 
 func startRank(t *testing.T, sock string, args ...string) *rankProg {
 	t.Helper()
-	bin := daemontest.CProgram(t, "t_fpown")
-	p := &rankProg{t: t, cmd: exec.Command(bin, append([]string{sock}, args...)...), done: make(chan error, 1)}
+	return startRankProg(t, "t_fpown", sock, args...)
+}
+
+// startRankProg starts the C test program name (built with the
+// sanitizers) against the daemon at sock.
+func startRankProg(t *testing.T, name, sock string, args ...string) *rankProg {
+	t.Helper()
+	return startRankIn(t, nil, name, sock, args...)
+}
+
+// startRankIn is startRankProg with the command made by in (nil:
+// exec.Command; a network namespace's Command).
+func startRankIn(t *testing.T, in func(name string, args ...string) *exec.Cmd, name, sock string, args ...string) *rankProg {
+	t.Helper()
+	bin := daemontest.CProgram(t, name)
+	if in == nil {
+		in = exec.Command
+	}
+	p := &rankProg{t: t, cmd: in(bin, append([]string{sock}, args...)...), done: make(chan error, 1)}
 	p.cmd.Env = daemontest.CleanEnv()
 	if s := os.Getenv("IWARPD_TEST_TIMEOUT_SCALE"); s != "" {
 		p.cmd.Env = append(p.cmd.Env, "IWARPD_TEST_TIMEOUT_SCALE="+s)

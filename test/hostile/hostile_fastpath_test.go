@@ -40,17 +40,24 @@ type fpRank struct {
 
 func startFPRank(t *testing.T, uid int, sock string, args ...string) *fpRank {
 	t.Helper()
+	return startFPProg(t, "t_fpown", uid, sock, args...)
+}
+
+// startFPProg runs the C test program name as uid against sock and reads
+// its "ready ADDR QKEY" line.
+func startFPProg(t *testing.T, name string, uid int, sock string, args ...string) *fpRank {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run a hostile client as another user")
 	}
-	built := daemontest.CProgram(t, "t_fpown")
+	built := daemontest.CProgram(t, name)
 	dir := t.TempDir()
 	openDirs(t, dir)
 	b, err := os.ReadFile(built)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "t_fpown")
+	bin := filepath.Join(dir, name)
 	if err := os.WriteFile(bin, b, 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -58,8 +58,12 @@ const fpRetryMin = 20 * time.Microsecond
 // NewFastpath maps the client's page (descriptor fd, taken over: closed
 // on error) and checks its Magic and Version; the engine owns the socket
 // at first. It is installed by the engine (SetFastpath).
-func NewFastpath(fd int) (*Fastpath, error) {
-	m, err := MapRegion(fd, 0, proto.FastpathPageLen)
+func NewFastpath(fd int) (*Fastpath, error) { return NewFastpathLen(fd, proto.FastpathPageLen) }
+
+// NewFastpathLen is NewFastpath for a page of n octets
+// (proto.FastpathPageLenOf: an RD QP's page carries its RD halves).
+func NewFastpathLen(fd, n int) (*Fastpath, error) {
+	m, err := MapRegion(fd, 0, uint64(n))
 	if err != nil {
 		return nil, err
 	}
@@ -164,6 +168,14 @@ func (f *Fastpath) expired(now time.Time, lease time.Duration) bool {
 // service, and whether it has just started to (the caller gives the
 // socket its epoll interest back and reads it).
 func (e *Engine) FastpathBegin(q *QP, now time.Time) (read, started bool) {
+	return e.FastpathBeginForce(q, now, false)
+}
+
+// FastpathBeginForce is FastpathBegin that, with force, takes the socket
+// over from the rank even if its lease is fresh: the engine needs it (an
+// RD QP's posted work, the retransmission timeout of a datagram the rank
+// left outstanding; rd/fastpath.go). Counted as a take-over.
+func (e *Engine) FastpathBeginForce(q *QP, now time.Time, force bool) (read, started bool) {
 	f := q.FP
 	if f == nil || f.off {
 		return true, false
@@ -178,7 +190,7 @@ func (e *Engine) FastpathBegin(q *QP, now time.Time) (read, started bool) {
 	case fpRank:
 		switch o {
 		case proto.FPOwnerRank:
-			if !f.expired(now, e.Cfg.Lease()) {
+			if !force && !f.expired(now, e.Cfg.Lease()) {
 				return false, false
 			}
 			f.want.Store(0) // a Want left from before is not this rank's request: it asks again
@@ -247,6 +259,34 @@ func (e *Engine) fastpathViolation(q *QP, owner uint32, when string) (read, star
 	return true, true
 }
 
+// FastpathFail ends q's fast path and fails q for what its rank left in
+// the page (why: the field and its bounds; an RD QP's halves,
+// rd/fastpath_import.go): counted as a violation; the engine reads the
+// socket from now on.
+func (e *Engine) FastpathFail(q *QP, why string) {
+	f := q.FP
+	if f == nil || f.off {
+		return
+	}
+	f.off = true
+	e.Count(q, CFastpathViolations, 1)
+	e.ErrorQP(q, fmt.Sprintf("its fast-path page's %s: the fast path ended for it; destroy the QP and create another (docs/fastpath.md)", why))
+}
+
+// Mem is the page's memory (the client's: distrusted; an RD QP's halves,
+// rd/fastpath.go).
+func (f *Fastpath) Mem() []byte { return f.m.Mem }
+
+// FastpathRank reports whether q's rank owns its socket now (not a
+// take-over waiting for Busy, not ended).
+func (q *QP) FastpathRank() bool {
+	f := q.FP
+	return f != nil && !f.off && f.state == fpRank
+}
+
+// FastpathOff reports whether q's fast path ended (a violation).
+func (q *QP) FastpathOff() bool { return q.FP != nil && q.FP.off }
+
 // SetFastpath installs f on q (the engine's goroutine, OpFastpathPage).
 func (q *QP) SetFastpath(f *Fastpath) { q.FP = f }
 
@@ -269,6 +309,9 @@ func init() {
 
 // MonoNS returns t as CLOCK_MONOTONIC nanoseconds (the page's Lease).
 func MonoNS(t time.Time) int64 { return monoBase.ns + int64(t.Sub(monoBase.t)) }
+
+// MonoTime is the time.Time of CLOCK_MONOTONIC ns (the page's times).
+func MonoTime(ns int64) time.Time { return monoTime(ns) }
 
 // monoTime is the time.Time of CLOCK_MONOTONIC ns (0 <= ns).
 func monoTime(ns int64) time.Time { return monoBase.t.Add(time.Duration(ns - monoBase.ns)) }

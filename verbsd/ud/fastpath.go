@@ -44,6 +44,10 @@ func (q *QP) ownEvents(events uint32) uint32 {
 	return events
 }
 
+// SetOwnInterest gives q's own socket the interest it has now (an RD
+// QP's hand-over, rd/fastpath.go).
+func (e *Engine) SetOwnInterest(q *QP) { e.setOwnInterest(q) }
+
 // setOwnInterest gives q's own socket the interest it has now (parked,
 // the rank's or the engine's).
 func (e *Engine) setOwnInterest(q *QP) {
