@@ -42,6 +42,7 @@ type Fastpath struct {
 	retryAt time.Time     // fpPending: when to look at Busy again
 	retry   time.Duration // the next wait after that
 	off     bool          // a violation ended the fast path: the engine reads as before
+	reclaim bool          // take the socket over at the next service, lease or not (FastpathReclaim)
 }
 
 type fpState uint8
@@ -138,6 +139,9 @@ func (q *QP) FastpathDeadline(lease time.Duration) (time.Time, bool) {
 	}
 	switch f.state {
 	case fpRank:
+		if q.State == proto.QPStateError || f.reclaim {
+			return time.Time{}, true // taken over at once (FastpathBegin)
+		}
 		l := f.lease.Load()
 		if l < 0 || l > MonoNS(time.Now())+proto.FPLeaseSkew {
 			return time.Time{}, true // garbage: expired
@@ -178,7 +182,10 @@ func (e *Engine) FastpathBegin(q *QP, now time.Time) (read, started bool) {
 	case fpRank:
 		switch o {
 		case proto.FPOwnerRank:
-			if !f.expired(now, e.Cfg.Lease()) {
+			// A QP in ERROR, or reclaimed, is taken over at once
+			// (its work is flushed by the engine, a multicast group
+			// takes receives: ud/fastpath.go).
+			if !f.expired(now, e.Cfg.Lease()) && q.State != proto.QPStateError && !f.reclaim {
 				return false, false
 			}
 			f.want.Store(0) // a Want left from before is not this rank's request: it asks again
@@ -193,7 +200,7 @@ func (e *Engine) FastpathBegin(q *QP, now time.Time) (read, started bool) {
 		default:
 			return e.fastpathViolation(q, o, "")
 		}
-		f.state, f.retry = fpPending, fpRetryMin
+		f.state, f.retry, f.reclaim = fpPending, fpRetryMin, false
 	}
 	// fpPending. The compare-and-swap above (or the rank's release) comes
 	// before this load of Busy: sequentially consistent atomics.
@@ -245,6 +252,15 @@ func (e *Engine) fastpathViolation(q *QP, owner uint32, when string) (read, star
 	e.ErrorQP(q, fmt.Sprintf("its fast-path page's owner word (%#x) %s: the fast path ended for it; "+
 		"destroy the QP and create another (docs/fastpath.md)", owner, what))
 	return true, true
+}
+
+// FastpathReclaim makes the engine take q's socket over at its next
+// service whatever the lease (the transport needs it: a multicast group
+// attached to a UD QP delivers into the receives the rank consumes).
+func (q *QP) FastpathReclaim() {
+	if f := q.FP; f != nil && f.state == fpRank {
+		f.reclaim = true
+	}
 }
 
 // SetFastpath installs f on q (the engine's goroutine, OpFastpathPage).
