@@ -126,6 +126,17 @@ func runFastpathPingPong(t *testing.T, da, db *daemontest.Daemon, env ...string)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	env = append(append(atomSanEnv(), native...), append(env, "IWARPD_TEST_TIMEOUT_SCALE="+os.Getenv("IWARPD_TEST_TIMEOUT_SCALE"))...)
+	// The provider built with ASan and UBSan too (sanitized_test.go), when
+	// the machine can: the fast path's own code under the sanitizers.
+	sanOnce.Do(buildSanitized)
+	if sanErr != "" {
+		t.Fatal(sanErr)
+	}
+	if sanDir != "" {
+		env = append(env, sanEnv...)
+	} else {
+		t.Logf("the provider is not sanitized: %s", sanSkip)
+	}
 	s := startFP(t, ctx, da, env, "server")
 	ready := strings.Fields(s.await(t, ctx, "server", "READY "))
 	c := startFP(t, ctx, db, env, "client", ready[1])
