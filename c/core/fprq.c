@@ -29,6 +29,12 @@ static int usable(const struct iwvi_fp_own *o)
 	return 0;
 }
 
+void iwvi_fp_rq_attach(struct iwvi_fp_own *o)
+{
+	if (o->qp && !o->qp->srq)
+		o->qp->fp_owner = (const uint32_t *)(const void *)(o->page + W_OFF_FP_OWNER);
+}
+
 int iwvi_fp_rq_head(struct iwvi_fp_own *o, struct iwvi_fp_rqe *out)
 {
 	int err = usable(o);

@@ -33,6 +33,11 @@ struct iwvi_fp_rqe {
 	struct iwv_sge sge[IWVI_FP_RQE_SGE];
 };
 
+/* iwvi_fp_rq_attach: the rank consumes o's QP's receives while it owns the
+ * socket (after iwvi_fp_own_attach; until the QP is destroyed): from now
+ * on iwv_post_recv rings no doorbell while the rank owns the socket. */
+void iwvi_fp_rq_attach(struct iwvi_fp_own *o);
+
 /* iwvi_fp_rq_head gives the oldest receive the engine has not consumed
  * (the next the rank may place into): 0, -EAGAIN when none is posted,
  * -E2BIG when it has more than IWVI_FP_RQE_SGE SGEs (leave the datagram

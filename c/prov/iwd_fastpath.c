@@ -59,6 +59,7 @@ void iwd_fp_attach(struct iwd_ep *ep)
 		free(fp);
 		return;
 	}
+	iwvi_fp_rq_attach(&fp->own); /* its receives follow the socket: no doorbell for them while the rank owns it */
 	fp->qkey = iwv_qp_qkey(ep->qp);
 	fp->msn = 0x80000000u;
 	fp->max_payload = iwvi_fp_max_payload(ep->dom->fab->dev.datagram_size, 0, 0);
