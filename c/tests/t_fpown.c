@@ -8,6 +8,8 @@
  *   t_fpown SOCK busy                  own the socket, keep Busy set forever
  *   t_fpown SOCK garbage SEED          own it, then write garbage over the page
  *   t_fpown SOCK claim                 write the rank's Owner while the engine owns it
+ *   t_fpown SOCK rqlie                 own the socket, leave an impossible receive-queue
+ *                                      consumer index (beyond the producer's) and stop
  *   t_fpown SOCK refuse                what fastpath-page must refuse (second page, no QP,
  *                                      no Magic, unsealed, the daemon's socket, RD)
  *   t_fpown SOCK chaos SEED            random words, legal and not, for a bounded while
@@ -380,7 +382,7 @@ static void chaos(struct rank *r, unsigned seed)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: t_fpown SOCK rank N PAUSE_EVERY | busy | garbage SEED | claim\n");
+		fprintf(stderr, "usage: t_fpown SOCK rank N PAUSE_EVERY | busy | garbage SEED | claim | rqlie\n");
 		return 2;
 	}
 	struct rank r;
@@ -409,6 +411,14 @@ int main(int argc, char **argv)
 		acquire(&r);
 		ready(&r);
 		chaos(&r, (unsigned)atoi(argv[3]));
+	} else if (strcmp(mode, "rqlie") == 0) {
+		/* The receives follow the socket (c/core fprq.h): at the
+		 * take-over the engine adopts the consumer index the rank left,
+		 * checked. Leave one beyond the producer's and stop renewing. */
+		acquire(&r);
+		struct ring *q = &r.qp->rq.ring;
+		__atomic_store_n(q->consumer, q->pub + 5, __ATOMIC_SEQ_CST);
+		ready(&r);
 	} else if (strcmp(mode, "claim") == 0) {
 		/* The engine owns the socket (nothing asked): claim it. */
 		CHECK(!iwvi_fp_own_owned(&r.fp));
