@@ -52,7 +52,7 @@ func (e *Engine) fastpathBegin(q *QP, now time.Time) {
 // same receive queue).
 func (e *Engine) fastpathEnd(q *QP, now time.Time) bool {
 	give := !q.backlog.waiting() && q.State != proto.QPStateError && len(q.mcast.socks) == 0
-	if give && q.RQ != nil {
+	if give && q.RQ != nil && q.FastpathWanted() {
 		q.RQ.Release() // the rank reads the consumer index from here on
 	}
 	if !e.FastpathEnd(q.QP, now, give) {
