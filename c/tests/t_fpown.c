@@ -8,6 +8,9 @@
  *   t_fpown SOCK busy                  own the socket, keep Busy set forever
  *   t_fpown SOCK garbage SEED          own it, then write garbage over the page
  *   t_fpown SOCK claim                 write the rank's Owner while the engine owns it
+ *   t_fpown SOCK errflush K            place K Sends into its own receives (c/core fprq.h),
+ *                                      then move the QP to ERROR while it still owns the
+ *                                      socket: the other receives, and only they, flush
  *   t_fpown SOCK rqlie                 own the socket, leave an impossible receive-queue
  *                                      consumer index (beyond the producer's) and stop
  *   t_fpown SOCK refuse                what fastpath-page must refuse (second page, no QP,
@@ -43,6 +46,7 @@
 
 #include "../core/fastpath.h"
 #include "../core/fpown.h"
+#include "../core/fprq.h"
 
 #define RECVS 256 /* receives kept posted */
 #define SLOT 64   /* octets per receive */
@@ -295,6 +299,88 @@ static void run_rank(struct rank *r, long n, long every)
 	free(t.seen);
 }
 
+/* errflush: the receives follow the socket (docs/fastpath.md "Posted
+ * receives"). The rank places k Sends into its receives 0..k-1 itself,
+ * then moves its QP to ERROR while it owns the socket and keeps renewing:
+ * the engine takes the socket over at once, adopts the consumer index and
+ * flushes receives k..RECVS-1, in order, each once, and none of those the
+ * rank consumed. */
+static void run_errflush(struct rank *r, long k)
+{
+	struct fp_rx_qp rq = {.qkey = iwv_qp_qkey(r->qp), .crc = 1};
+	uint8_t b[2048];
+	long placed = 0, bycq = 0, flushed = 0, wrong = 0;
+	uint64_t next = 0; /* the next receive to complete, whoever consumes it */
+	iwvi_fp_rq_attach(&r->fp);
+	acquire(r);
+	ready(r);
+	long long deadline = mono_ms() + scaled_ms(30000);
+	while (placed + bycq < k && mono_ms() < deadline) {
+		struct iwv_wc wc[8];
+		int m = iwv_poll_cq(r->cq, 8, wc); /* a take-over (the machine's load) delivers here first */
+		OK(r->s, m);
+		for (int i = 0; i < m; i++) {
+			CHECK(wc[i].status == IWV_WC_SUCCESS && wc[i].opcode == IWV_WC_RECV && wc[i].wr_id == next);
+			next++;
+			bycq++;
+		}
+		if (!iwvi_fp_own_renew(&r->fp)) {
+			sched_yield(); /* asked back */
+			continue;
+		}
+		ssize_t n = iwvi_fp_own_recv(&r->fp, b, sizeof b, MSG_PEEK, NULL);
+		struct fp_rx rx;
+		struct iwvi_fp_rqe e;
+		if (n >= 0) {
+			CHECK(n <= (ssize_t)sizeof b && iwvi_fp_ud_classify(b, (size_t)n, &rq, &rx) == FP_CLASS_SEND);
+			CHECK(iwvi_fp_rq_head(&r->fp, &e) == 0 && e.wr_id == next && e.num_sge == 1 &&
+			      e.sge[0].length >= rx.payload_len);
+			memcpy((void *)(uintptr_t)e.sge[0].addr, b + rx.payload_off, rx.payload_len);
+			CHECK(iwvi_fp_own_drop(&r->fp) == 0);
+			CHECK(iwvi_fp_rq_consume(&r->fp) == 0);
+			placed++;
+			next++;
+		} else
+			CHECK(n == -EAGAIN);
+		iwvi_fp_own_done(&r->fp);
+		if (n < 0)
+			sched_yield();
+	}
+	/* Own the socket again (bounded) before the QP fails. */
+	while (!iwvi_fp_own_renew(&r->fp) && mono_ms() < deadline)
+		sched_yield();
+	iwvi_fp_own_done(&r->fp);
+	CHECK(placed + bycq == k && placed > 0 && iwvi_fp_own_owned(&r->fp));
+	uint64_t tk = iwvi_fp_own_takeovers(&r->fp);
+	OK(r->s, iwv_modify_qp(r->qp, IWV_QPS_ERR));
+	deadline = mono_ms() + scaled_ms(10000);
+	long long quiet_until = 0;
+	while (mono_ms() < deadline && (flushed + wrong < RECVS - k || mono_ms() < quiet_until)) {
+		iwvi_fp_own_renew(&r->fp); /* the lease stays fresh: the take-over is ERROR's */
+		iwvi_fp_own_done(&r->fp);
+		struct iwv_wc wc[32];
+		int n = iwv_poll_cq(r->cq, 32, wc);
+		OK(r->s, n);
+		for (int i = 0; i < n; i++) {
+			if (wc[i].status == IWV_WC_WR_FLUSH_ERR && wc[i].opcode == IWV_WC_RECV && wc[i].wr_id == next) {
+				next++;
+				flushed++;
+			} else {
+				fprintf(stderr, "t_fpown: errflush: completion status %d opcode %d wr_id %llu (want flush of %llu)\n",
+					wc[i].status, wc[i].opcode, (unsigned long long)wc[i].wr_id, (unsigned long long)next);
+				wrong++;
+			}
+		}
+		if (flushed + wrong == RECVS - k && !quiet_until)
+			quiet_until = mono_ms() + 20; /* anything more (a second flush) would come now */
+		if (n == 0)
+			sched_yield();
+	}
+	printf("result placed=%ld bycq=%ld flushed=%ld wrong=%ld takeovers=%llu\n", placed, bycq, flushed, wrong,
+	       (unsigned long long)(iwvi_fp_own_takeovers(&r->fp) - tk));
+	fflush(stdout);
+}
+
 /* raw_page hands a page of QP handle to the daemon as a hostile client
  * would: magic_ok writes Magic and Version, sealed seals it. Returns the
  * call's result. */
@@ -411,6 +497,10 @@ int main(int argc, char **argv)
 		acquire(&r);
 		ready(&r);
 		chaos(&r, (unsigned)atoi(argv[3]));
+	} else if (strcmp(mode, "errflush") == 0 && argc == 4) {
+		long k = atol(argv[3]);
+		CHECK(k > 0 && k < RECVS);
+		run_errflush(&r, k);
 	} else if (strcmp(mode, "rqlie") == 0) {
 		/* The receives follow the socket (c/core fprq.h): at the
 		 * take-over the engine adopts the consumer index the rank left,

@@ -257,3 +257,41 @@ func TestOwnUDHandOver(t *testing.T) {
 	t.Logf("iwarpctl qps:\n%s", text)
 	p.finish()
 }
+
+// TestOwnErrorFlush: the receives follow the socket (docs/fastpath.md
+// "Posted receives"). A rank (t_fpown errflush) places 40 Sends into its
+// own receives, consuming them itself, then moves its QP to ERROR while it
+// owns the socket and keeps its lease fresh: the engine takes the socket
+// over at once, adopts the receive queue's consumer index and flushes the
+// other 216 receives, each once, in posting order — none the rank
+// consumed (a stale index would flush those again).
+func TestOwnErrorFlush(t *testing.T) {
+	const k, recvs = 40, 256 // t_fpown RECVS
+	a := daemontest.Start(t, "rank", daemontest.Options{Ports: ownBlocks.Next()})
+	b := daemontest.Start(t, "peer", daemontest.Options{Ports: ownBlocks.Next()})
+	p := startRank(t, a.Sock, "errflush", strconv.Itoa(k))
+	addr, qkey := p.ready()
+	ctx := b.Open(t, "peer")
+	e := newLiveEnd(t, "peer", ctx, ofverbs.QPTypeUD)
+	ah, err := e.pd.CreateAHTo(ofverbs.Endpoint{Addr: addr, QKey: qkey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendNumbered(t, e, ah, k)
+	res := parseResult(t, p.line("result"))
+	t.Logf("rank: %v", res)
+	if res["placed"]+res["bycq"] != k || res["placed"] == 0 {
+		t.Errorf("%d placed by the rank and %d through the CQ, want %d, most by the rank", res["placed"], res["bycq"], k)
+	}
+	if res["flushed"] != recvs-k || res["wrong"] != 0 {
+		t.Errorf("%d receives flushed in order and %d other completions, want %d and none", res["flushed"], res["wrong"], recvs-k)
+	}
+	if res["takeovers"] < 1 {
+		t.Errorf("no take-over after ERROR")
+	}
+	qps, text := fastpathQPs(t, a)
+	if len(qps) != 1 || qps[0].State != "ERROR" || qps[0].Counters["fastpath_violations"] != 0 {
+		t.Errorf("want the QP in ERROR without a violation:\n%s", text)
+	}
+	p.finish()
+}
