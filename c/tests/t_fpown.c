@@ -11,6 +11,9 @@
  *   t_fpown SOCK errflush K            place K Sends into its own receives (c/core fprq.h),
  *                                      then move the QP to ERROR while it still owns the
  *                                      socket: the other receives, and only they, flush
+ *   t_fpown SOCK mcast GROUP           own the socket, keep the lease fresh and attach the
+ *                                      QP to GROUP: the engine takes the socket over at
+ *                                      once and does not give it back while attached
  *   t_fpown SOCK rqlie                 own the socket, leave an impossible receive-queue
  *                                      consumer index (beyond the producer's) and stop
  *   t_fpown SOCK refuse                what fastpath-page must refuse (second page, no QP,
@@ -381,6 +384,44 @@ static void run_errflush(struct rank *r, long k)
 	fflush(stdout);
 }
 
+/* mcast: a multicast group's datagrams take the QP's receives too, so the
+ * engine reclaims the socket when the QP is attached to one (whatever the
+ * lease) and keeps it while attached (docs/fastpath.md "Posted receives"). */
+static void run_mcast(struct rank *r, const char *group)
+{
+	acquire(r);
+	ready(r);
+	uint64_t tk = iwvi_fp_own_takeovers(&r->fp);
+	CHECK(iwvi_fp_own_renew(&r->fp) == 1);
+	iwvi_fp_own_done(&r->fp);
+	if (iwv_attach_mcast(r->qp, group) < 0) {
+		fprintf(stderr, "t_fpown: attach-mcast %s: %s\n", group, iwv_last_error(r->s));
+		printf("result skip=1\n");
+		fflush(stdout);
+		return;
+	}
+	long long deadline = mono_ms() + scaled_ms(5000);
+	while (iwvi_fp_own_takeovers(&r->fp) == tk && mono_ms() < deadline) {
+		if (iwvi_fp_own_renew(&r->fp)) /* the lease stays fresh */
+			iwvi_fp_own_done(&r->fp);
+		usleep(100);
+	}
+	uint64_t hb = iwvi_fp_own_handbacks(&r->fp);
+	long owned = 0;
+	long long end = mono_ms() + 50;
+	while (mono_ms() < end) { /* asking back (Want) all the while */
+		if (iwvi_fp_own_renew(&r->fp)) {
+			owned++;
+			iwvi_fp_own_done(&r->fp);
+		}
+		usleep(200);
+	}
+	printf("result skip=0 takeovers=%llu handbacks=%llu owned=%ld\n",
+	       (unsigned long long)(iwvi_fp_own_takeovers(&r->fp) - tk),
+	       (unsigned long long)(iwvi_fp_own_handbacks(&r->fp) - hb), owned);
+	fflush(stdout);
+}
+
 /* raw_page hands a page of QP handle to the daemon as a hostile client
  * would: magic_ok writes Magic and Version, sealed seals it. Returns the
  * call's result. */
@@ -501,6 +542,8 @@ int main(int argc, char **argv)
 		long k = atol(argv[3]);
 		CHECK(k > 0 && k < RECVS);
 		run_errflush(&r, k);
+	} else if (strcmp(mode, "mcast") == 0 && argc == 4) {
+		run_mcast(&r, argv[3]);
 	} else if (strcmp(mode, "rqlie") == 0) {
 		/* The receives follow the socket (c/core fprq.h): at the
 		 * take-over the engine adopts the consumer index the rank left,

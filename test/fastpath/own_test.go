@@ -295,3 +295,31 @@ func TestOwnErrorFlush(t *testing.T) {
 	}
 	p.finish()
 }
+
+// TestOwnMcastReclaim: a multicast group's datagrams take the QP's
+// receives too (docs/fastpath.md "Posted receives"): when a rank that owns
+// its socket, with a fresh lease, attaches its QP to a group, the engine
+// takes the socket over at once and does not give it back while the QP is
+// attached, though the rank asks all the while.
+func TestOwnMcastReclaim(t *testing.T) {
+	// A lease far longer than the attach's round trip: a take-over is
+	// the reclaim's, not the lease's.
+	a := daemontest.Start(t, "rank", daemontest.Options{Ports: ownBlocks.Next(), Extra: []string{"-fastpath-lease", "300ms"}})
+	group := fmt.Sprintf("239.255.79.1:%d", 32000+os.Getpid()%1000)
+	p := startRank(t, a.Sock, "mcast", group)
+	p.ready()
+	line := p.line("result")
+	res := parseResult(t, line)
+	if res["skip"] == 1 {
+		p.finish()
+		t.Skipf("attach-mcast refused here: %s", p.err.String())
+	}
+	t.Logf("rank: %v", res)
+	if res["takeovers"] < 1 {
+		t.Errorf("no take-over after the attach, the lease fresh")
+	}
+	if res["handbacks"] != 0 || res["owned"] != 0 {
+		t.Errorf("the socket went back to the rank %d times (%d renewals owned it) while the QP is attached", res["handbacks"], res["owned"])
+	}
+	p.finish()
+}
