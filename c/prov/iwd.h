@@ -102,6 +102,7 @@ struct iwd_params {
 	size_t mr_cache;      /* FI_IWARPD_MR_CACHE: registrations a domain caches (0: none) */
 	int idle_mode;        /* FI_IWARPD_IDLE: enum iwd_idle_mode (iwd_idle.c) */
 	int idle_sleep_us;    /* FI_IWARPD_IDLE_SLEEP_US: one sleep of the wait discipline */
+	int fastpath;         /* FI_IWARPD_FASTPATH: the rank reads and sends on its UD QP's socket */
 };
 extern struct iwd_params iwd_env;
 
@@ -131,6 +132,7 @@ uint64_t iwd_mr_mode_required(uint32_t version, enum fi_ep_type type, uint64_t c
 
 /* ---- fabric (iwd_fabric.c) ---- */
 struct iwd_eq;
+struct iwd_fp;
 
 struct iwd_fabric {
 	struct fid_fabric fabric_fid;
@@ -636,6 +638,9 @@ struct iwd_ep_ops {
 	 * lock is held. NULL: no RMA. */
 	int (*rma_write)(struct iwd_ep *ep, struct iwv_send_wr *wr, uint64_t op_flags, uint64_t data, size_t len,
 			 const struct iwv_av *av);
+	/* The application is about to block (fi_trywait, sread: the CQs are
+	 * armed); the domain lock is held. May be NULL. */
+	void (*idle)(struct iwd_ep *ep);
 };
 
 /* What every endpoint type has. Each type embeds it first in its own
@@ -667,6 +672,7 @@ struct iwd_ep {
 	size_t min_multi_recv;          /* FI_OPT_MIN_MULTI_RECV */
 	struct iwd_list tx_active;      /* transmit requests not yet completed */
 	struct iwd_freelist tx_free;    /* struct iwd_tx for reuse */
+	struct iwd_fp *fp;              /* the fast path (iwd_fastpath.c); NULL: off */
 };
 
 /* ---- the endpoint object (iwd_ep_base.c) ---- */

@@ -20,6 +20,7 @@ struct iwd_params iwd_env = {
 	.mr_cache = 64,
 	.idle_mode = IWD_IDLE_ADAPTIVE,
 	.idle_sleep_us = IWD_IDLE_SLEEP_US,
+	.fastpath = 1,
 };
 
 #ifndef IWD_BUILD
@@ -133,6 +134,11 @@ FI_EXT_INI
 			"Microseconds of one such sleep, 0 to " IWD_STR(IWD_IDLE_SLEEP_MAX_US) " (default " IWD_STR(
 				IWD_IDLE_SLEEP_US) "; docs/libfabric.md)");
 
+	fi_param_define(&iwd_prov, "fastpath", FI_PARAM_BOOL,
+			"DGRAM: while the application polls, read and send on the endpoint's UD socket in the "
+			"application instead of through the daemon, which takes over when polling stops (default yes; "
+			"docs/libfabric.md \"The fast path\")");
+
 	if (fi_param_get_str(&iwd_prov, "socket", &s) == FI_SUCCESS && s && *s)
 		iwd_env.socket = s;
 	iwd_size_param("eager_max", &iwd_env.eager_max);
@@ -146,6 +152,8 @@ FI_EXT_INI
 		iwd_env.timeout_ms = b;
 	if (fi_param_get_bool(&iwd_prov, "atomic_adopt", &b) == FI_SUCCESS)
 		iwd_env.atomic_adopt = b;
+	if (fi_param_get_bool(&iwd_prov, "fastpath", &b) == FI_SUCCESS)
+		iwd_env.fastpath = b;
 	s = NULL;
 	if (fi_param_get_str(&iwd_prov, "idle", &s) == FI_SUCCESS && s && *s) {
 		if (!strcmp(s, "yield"))

@@ -42,6 +42,7 @@ type Fastpath struct {
 	retryAt time.Time     // fpPending: when to look at Busy again
 	retry   time.Duration // the next wait after that
 	off     bool          // a violation ended the fast path: the engine reads as before
+	reclaim bool          // take the socket over at the next service, lease or not (FastpathReclaim)
 }
 
 type fpState uint8
@@ -142,6 +143,9 @@ func (q *QP) FastpathDeadline(lease time.Duration) (time.Time, bool) {
 	}
 	switch f.state {
 	case fpRank:
+		if q.State == proto.QPStateError || f.reclaim {
+			return time.Time{}, true // taken over at once (FastpathBegin)
+		}
 		l := f.lease.Load()
 		if l < 0 || l > MonoNS(time.Now())+proto.FPLeaseSkew {
 			return time.Time{}, true // garbage: expired
@@ -190,7 +194,10 @@ func (e *Engine) FastpathBeginForce(q *QP, now time.Time, force bool) (read, sta
 	case fpRank:
 		switch o {
 		case proto.FPOwnerRank:
-			if !force && !f.expired(now, e.Cfg.Lease()) {
+			// A QP in ERROR, or reclaimed, is taken over at once
+			// (its work is flushed by the engine, a multicast group
+			// takes receives: ud/fastpath.go).
+			if !force && !f.expired(now, e.Cfg.Lease()) && q.State != proto.QPStateError && !f.reclaim {
 				return false, false
 			}
 			f.want.Store(0) // a Want left from before is not this rank's request: it asks again
@@ -205,7 +212,7 @@ func (e *Engine) FastpathBeginForce(q *QP, now time.Time, force bool) (read, sta
 		default:
 			return e.fastpathViolation(q, o, "")
 		}
-		f.state, f.retry = fpPending, fpRetryMin
+		f.state, f.retry, f.reclaim = fpPending, fpRetryMin, false
 	}
 	// fpPending. The compare-and-swap above (or the rank's release) comes
 	// before this load of Busy: sequentially consistent atomics.
@@ -286,6 +293,15 @@ func (q *QP) FastpathRank() bool {
 
 // FastpathOff reports whether q's fast path ended (a violation).
 func (q *QP) FastpathOff() bool { return q.FP != nil && q.FP.off }
+
+// FastpathReclaim makes the engine take q's socket over at its next
+// service whatever the lease (the transport needs it: a multicast group
+// attached to a UD QP delivers into the receives the rank consumes).
+func (q *QP) FastpathReclaim() {
+	if f := q.FP; f != nil && f.state == fpRank {
+		f.reclaim = true
+	}
+}
 
 // SetFastpath installs f on q (the engine's goroutine, OpFastpathPage).
 func (q *QP) SetFastpath(f *Fastpath) { q.FP = f }
