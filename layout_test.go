@@ -69,6 +69,7 @@ var importRules = map[string]importRule{
 	"internal/eventfd":  {thirdParty: []string{"golang.org/x/sys"}},
 	"internal/sockdir":  {thirdParty: []string{"golang.org/x/sys"}},
 	"internal/testwait": {},
+	"internal/pinfork":  {},
 	"internal/captures": {},
 	// The only importer of gonum.org/v1/plot: the benchmark report's PNGs.
 	"internal/benchreport": {thirdParty: []string{"gonum.org/v1/plot"}},

@@ -67,9 +67,10 @@ const (
 )
 
 // FastpathPageRequest (OpFastpathPage, ABI 5) hands the fast-path page of
-// QP (a UD QP of the session whose socket is the client's own) to the
-// daemon: descriptor 0 is the page's memfd, sealed against shrinking and
-// growing, FastpathPageLen octets, Magic and Version written. The daemon
+// QP (a UD or RD QP of the session whose socket is the client's own) to
+// the daemon: descriptor 0 is the page's memfd, sealed against shrinking
+// and growing, FastpathPageLenOf the QP's type octets (an RD QP's carries
+// its RD halves, proto/fastpath_rd.go), Magic and Version written. The daemon
 // owns the socket at first (Owner = FPOwnerDaemon); the rank asks for it
 // with Want. Once per QP; the reply is empty.
 type FastpathPageRequest struct {

@@ -26,7 +26,17 @@ func (s *session) fastpathPageOp(body []byte, fds []int) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := rnic.NewFastpath(fd) // closes fd on error
+	// The page's length depends on the QP's type (an RD QP's carries its
+	// RD halves, proto/fastpath_rd.go): looked up first, checked again on
+	// the engine.
+	typ := proto.QPTypeUD
+	s.Eng.Do(func() error {
+		if q := s.QPs[req.QP]; q != nil {
+			typ = q.Type
+		}
+		return nil
+	})
+	f, err := rnic.NewFastpathLen(fd, proto.FastpathPageLenOf(typ)) // closes fd on error
 	if err != nil {
 		return nil, err
 	}
@@ -35,8 +45,8 @@ func (s *session) fastpathPageOp(body []byte, fds []int) (any, error) {
 		switch {
 		case q == nil:
 			return rnic.Errf(unix.EINVAL, "fastpath-page: no QP %d", req.QP)
-		case q.Type != proto.QPTypeUD:
-			return rnic.Errf(unix.EOPNOTSUPP, "fastpath-page: QP %d is %v: only UD QPs have a fast path yet (RD: docs/design-small-messages.md build plan)", req.QP, q.Type)
+		case q.Type != typ || (q.Type != proto.QPTypeUD && q.Type != proto.QPTypeRD):
+			return rnic.Errf(unix.EOPNOTSUPP, "fastpath-page: QP %d is %v: only UD and RD QPs have a fast path", req.QP, q.Type)
 		case !q.ClientSock:
 			return rnic.Errf(unix.EINVAL, "fastpath-page: QP %d's socket is iwarpd's: the fast path reads the client's own socket; create the QP with its socket (reserve-port, create-qp socket)", req.QP)
 		case q.FP != nil:

@@ -29,13 +29,14 @@ int iwvi_fp_own_attach(struct iwv_qp *qp, struct iwvi_fp_own *o)
 	struct iwv_session *s = qp->s;
 	memset(o, 0, sizeof *o);
 	o->sock = -1;
-	if (qp->type != IWV_QPT_UD)
-		return iwvi_seterr(s, EOPNOTSUPP, "fastpath-page: only UD QPs have a fast path yet");
+	if (qp->type != IWV_QPT_UD && qp->type != IWV_QPT_RD)
+		return iwvi_seterr(s, EOPNOTSUPP, "fastpath-page: only UD and RD QPs have a fast path");
 	if (qp->sock < 0)
 		return iwvi_seterr(s, EINVAL, "fastpath-page: QP %u's socket is iwarpd's (%s=daemon or another network namespace): "
 					      "the fast path reads the process's own socket", qp->handle, IWV_ENV_QP_SOCKET);
 	struct region r;
-	int err = iwvi_region_create(&r, "fastpath", W_FP_PAGE_LEN);
+	/* An RD QP's page carries its RD halves (fprd.h). */
+	int err = iwvi_region_create(&r, "fastpath", qp->type == IWV_QPT_RD ? W_FP_RD_PAGE_LEN : W_FP_PAGE_LEN);
 	if (err < 0)
 		return iwvi_seterr(s, -err, "fastpath-page: a page for QP %u: %s", qp->handle, strerror(-err));
 	w_put32((uint8_t *)r.mem + W_OFF_FP_MAGIC, W_FP_MAGIC);

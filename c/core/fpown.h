@@ -35,7 +35,7 @@
 struct iwvi_fp_own {
 	struct iwv_qp *qp;
 	int sock;           /* the QP's socket (qp->sock) */
-	uint8_t *page;      /* the mapped page (W_FP_PAGE_LEN octets) */
+	uint8_t *page;      /* the mapped page (W_FP_PAGE_LEN octets; RD: W_FP_RD_PAGE_LEN) */
 	size_t len;
 	int in_busy;        /* between a renew that returned 1 and done */
 	uint64_t renews, lost; /* renewals; renewals that found the engine owning */
@@ -43,8 +43,9 @@ struct iwvi_fp_own {
 
 /* iwvi_fp_own_attach makes qp's page (a sealed memfd, Magic and Version
  * written) and hands it to the daemon (fastpath-page). qp must be UD with
- * its socket made by this process. 0 or a negative errno (the session's
- * error says why). */
+ * its socket made by this process (or RD: the longer page of fprd.h;
+ * iwvi_fp_rd_attach). 0 or a negative errno (the session's error says
+ * why). */
 int iwvi_fp_own_attach(struct iwv_qp *qp, struct iwvi_fp_own *o);
 
 /* iwvi_fp_own_detach unmaps the page (the QP keeps it until destroyed:

@@ -153,6 +153,10 @@ struct iwv_qp {
 	uint32_t sq_depth;
 	struct rq rq; /* unused with an SRQ */
 	int sock;     /* its UDP socket, made by this process (qpsock.c); -1: the daemon's */
+	/* Its fast-path page's Owner word when the rank consumes its receives
+	 * (fprq.c iwvi_fp_rq_attach): post-recv rings no doorbell while it
+	 * says the rank (the engine reads nothing of the RQ then). */
+	const uint32_t *fp_owner;
 };
 
 struct iwv_srq {

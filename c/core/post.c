@@ -152,7 +152,13 @@ IWV_EXPORT int iwv_post_send(struct iwv_qp *qp, const struct iwv_send_wr *wr, in
 	return err;
 }
 
-static int post_rq(struct iwv_session *s, struct rq *rq, const struct iwv_recv_wr *wr, int n, const char *what)
+/* quiet: the QP's fast-path Owner word (NULL: none). While the rank owns
+ * the socket the engine consumes no receive (fprq.h), so a new one needs no
+ * doorbell: the engine reads the producer index when it takes the socket
+ * over (after its compare-and-swap of Owner, which comes after this load in
+ * the sequentially consistent order if the load still saw the rank). */
+static int post_rq(struct iwv_session *s, struct rq *rq, const struct iwv_recv_wr *wr, int n, const char *what,
+		   const uint32_t *quiet)
 {
 	if (n < 0 || (n > 0 && !wr))
 		return -EINVAL;
@@ -184,7 +190,8 @@ static int post_rq(struct iwv_session *s, struct rq *rq, const struct iwv_recv_w
 		ring_publish(&rq->ring);
 	pthread_mutex_unlock(&rq->ring.lock);
 	if (posted > 0) {
-		ring_doorbell(s);
+		if (!quiet || __atomic_load_n(quiet, __ATOMIC_SEQ_CST) != W_FP_OWNER_RANK)
+			ring_doorbell(s);
 		return posted;
 	}
 	return err;
@@ -196,12 +203,12 @@ IWV_EXPORT int iwv_post_recv(struct iwv_qp *qp, const struct iwv_recv_wr *wr, in
 		return -EINVAL;
 	if (qp->srq)
 		return iwvi_seterr(qp->s, EINVAL, "post-recv: the QP receives from a shared receive queue");
-	return post_rq(qp->s, &qp->rq, wr, n, "receive queue");
+	return post_rq(qp->s, &qp->rq, wr, n, "receive queue", qp->fp_owner);
 }
 
 IWV_EXPORT int iwv_post_srq_recv(struct iwv_srq *srq, const struct iwv_recv_wr *wr, int n)
 {
 	if (!srq)
 		return -EINVAL;
-	return post_rq(srq->s, &srq->rq, wr, n, "shared receive queue");
+	return post_rq(srq->s, &srq->rq, wr, n, "shared receive queue", NULL);
 }

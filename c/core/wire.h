@@ -114,6 +114,44 @@ enum w_ring_kind {
 #define W_FP_OWNER_DAEMON 1u
 #define W_FP_OWNER_RANK 2u
 
+/* The RD halves of an RD QP's fast-path page (proto/fastpath_rd.go). */
+#define W_FP_RD_PAGE_LEN 135168 /* one page + slots × ring × copy */
+#define W_FP_RD_SLOTS 4
+#define W_FP_RD_RING 16
+#define W_FP_RD_COPY_LEN 2048
+#define W_FP_RD_MIN_BODY 18
+#define W_FP_RD_SLOT_LEN 512
+#define W_FP_RD_ENTRY_LEN 16
+#define W_OFF_FP_RD_SEND_MSN 160
+#define W_OFF_FP_RD_SLOTS 256
+#define W_OFF_FP_RD_COPIES 4096
+#define W_OFF_FP_RD_STATE 0
+#define W_OFF_FP_RD_PORT 4
+#define W_OFF_FP_RD_ADDR 8
+#define W_OFF_FP_RD_QKEY 24
+#define W_OFF_FP_RD_ADV_WND 28
+#define W_OFF_FP_RD_OUR_INC 32
+#define W_OFF_FP_RD_PEER_INC 36
+#define W_OFF_FP_RD_COOKIE 40
+#define W_OFF_FP_RD_IN_FLIGHT 44
+#define W_OFF_FP_RD_RTO 48
+#define W_OFF_FP_RD_NEXT_SEQ 64
+#define W_OFF_FP_RD_SND_UNA 68
+#define W_OFF_FP_RD_ACK_CUM 72
+#define W_OFF_FP_RD_LIMIT 76
+#define W_OFF_FP_RD_OUT_HEAD 80
+#define W_OFF_FP_RD_OUT_N 84
+#define W_OFF_FP_RD_RCV_NEXT 96
+#define W_OFF_FP_RD_UNACKED 100
+#define W_OFF_FP_RD_ACK_DUE 104
+#define W_OFF_FP_RD_RING 128
+#define W_OFF_FP_RD_ENTRY_SEQ 0
+#define W_OFF_FP_RD_ENTRY_LEN 4
+#define W_OFF_FP_RD_ENTRY_SENT_AT 8
+#define W_FP_RD_VALID 1u
+#define W_FP_RD_SEND 2u
+#define W_FP_RD_RECV 4u
+
 /* Address vector families. */
 #define W_AV_IPV4 4
 #define W_AV_IPV6 6

@@ -103,6 +103,7 @@ struct iwd_params {
 	int idle_mode;        /* FI_IWARPD_IDLE: enum iwd_idle_mode (iwd_idle.c) */
 	int idle_sleep_us;    /* FI_IWARPD_IDLE_SLEEP_US: one sleep of the wait discipline */
 	int dgram_crc;        /* FI_IWARPD_DGRAM_CRC: CRC32c on RD/UD QPs (every rank alike) */
+	int fastpath;         /* FI_IWARPD_FASTPATH: the rank reads and sends on its UD QP's socket */
 };
 extern struct iwd_params iwd_env;
 
@@ -132,6 +133,7 @@ uint64_t iwd_mr_mode_required(uint32_t version, enum fi_ep_type type, uint64_t c
 
 /* ---- fabric (iwd_fabric.c) ---- */
 struct iwd_eq;
+struct iwd_fp;
 
 struct iwd_fabric {
 	struct fid_fabric fabric_fid;
@@ -637,6 +639,9 @@ struct iwd_ep_ops {
 	 * lock is held. NULL: no RMA. */
 	int (*rma_write)(struct iwd_ep *ep, struct iwv_send_wr *wr, uint64_t op_flags, uint64_t data, size_t len,
 			 const struct iwv_av *av);
+	/* The application is about to block (fi_trywait, sread: the CQs are
+	 * armed); the domain lock is held. May be NULL. */
+	void (*idle)(struct iwd_ep *ep);
 };
 
 /* What every endpoint type has. Each type embeds it first in its own
@@ -668,6 +673,7 @@ struct iwd_ep {
 	size_t min_multi_recv;          /* FI_OPT_MIN_MULTI_RECV */
 	struct iwd_list tx_active;      /* transmit requests not yet completed */
 	struct iwd_freelist tx_free;    /* struct iwd_tx for reuse */
+	struct iwd_fp *fp;              /* the fast path (iwd_fastpath.c); NULL: off */
 };
 
 /* ---- the endpoint object (iwd_ep_base.c) ---- */

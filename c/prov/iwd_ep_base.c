@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "iwd.h"
+#include "iwd_fastpath.h"
 
 int iwd_ep_create_qp(struct iwd_ep *ep, enum iwv_qp_type qpt, size_t rx_depth)
 {
@@ -285,6 +286,7 @@ static int ep_close(struct fid *fid)
 	if (ep->vcq)
 		iwv_destroy_cq(ep->vcq);
 	iwd_lock(dom);
+	iwd_fp_detach(ep); /* iwd_fastpath.c: after the QP, as fpown.h asks */
 	ep->ops->fini(ep);
 	{
 		struct iwd_list *it, *tmp;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "iwd.h"
+#include "iwd_fastpath.h"
 
 int iwd_wc_errno(const struct iwv_wc *wc)
 {
@@ -187,12 +188,12 @@ int iwd_tx_gather(struct iwd_ep *ep, struct iwd_tx *tx, const struct iovec *iov,
 	return 0;
 }
 
-void iwd_ep_progress(struct iwd_ep *ep)
+/* poll_cq hands up to 8 x 32 verbs completions of ep to its type; 1 if it
+ * polled the CQ empty. */
+static int poll_cq(struct iwd_ep *ep)
 {
 	struct iwv_wc wc[32];
 	int n, i, rounds;
-	if (!ep->vcq)
-		return;
 	for (rounds = 0; rounds < 8; rounds++) {
 		n = iwv_poll_cq(ep->vcq, 32, wc);
 		if (n < 0) {
@@ -200,7 +201,7 @@ void iwd_ep_progress(struct iwd_ep *ep)
 				IWD_WARN(FI_LOG_EP_DATA, "iwarpd: the daemon went away: %s\n", iwv_last_error(ep->dom->fab->s));
 				ep->dom->dead = 1;
 			}
-			break;
+			return 0;
 		}
 		for (i = 0; i < n; i++) {
 			if (wc[i].opcode < IWV_WC_RECV)
@@ -208,8 +209,20 @@ void iwd_ep_progress(struct iwd_ep *ep)
 			ep->ops->wc(ep, &wc[i]);
 		}
 		if (n < 32)
-			break;
+			return 1;
 	}
+	return 0;
+}
+
+void iwd_ep_progress(struct iwd_ep *ep)
+{
+	if (!ep->vcq)
+		return;
+	/* The fast path reads the socket only after the CQ was polled empty,
+	 * and polls it again after a hand-back (iwd_fastpath.h IWD_FP_REPOLL):
+	 * the daemon's completions of what it read come first. */
+	if (poll_cq(ep) && ep->fp && iwd_fp_progress(ep) == IWD_FP_REPOLL && poll_cq(ep))
+		iwd_fp_progress(ep);
 	if (ep->ops->retry)
 		ep->ops->retry(ep);
 }

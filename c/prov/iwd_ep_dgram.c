@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "iwd_dgram.h"
+#include "iwd_fastpath.h"
 
 static struct iwd_ep *ep_of(struct fid_ep *f) { return iwd_container_of(f, struct iwd_ep, ep_fid); }
 
@@ -261,6 +262,13 @@ static ssize_t dg_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, 
 		iwd_unlock(ep->dom);
 		return ret;
 	}
+	if (ep->fp && !(op_flags & FI_REMOTE_CQ_DATA) && !iwd_fp_send(ep, iov, count, len, av)) {
+		/* Sent by the rank itself (iwd_fastpath.c): UD completes when
+		 * the LLP accepted it. */
+		iwd_ep_tx_done(ep, context, FI_SEND | FI_MSG, op_flags, len, 0);
+		iwd_unlock(ep->dom);
+		return 0;
+	}
 	if (ep->sq_used >= ep->sq_depth || !ep->txp.nfree)
 		iwd_domain_progress(ep->dom);
 	tx = iwd_tx_new(ep, context, FI_SEND | FI_MSG, op_flags);
@@ -387,9 +395,23 @@ struct fi_ops_msg iwd_dgram_msg_ops = {
 	.injectdata = m_injectdata,
 };
 
+/* FI_EP_DGRAM's enable: MSG's, and the fast path (iwd_fastpath.c). The
+ * fast path computes and checks CRC32c on every datagram (it has no
+ * CRC-off mode): with FI_IWARPD_DGRAM_CRC=off the endpoint goes through
+ * the daemon, whose QP has CRC off (docs/libfabric.md "CRC on datagram
+ * endpoints"). */
+static int dgram_enable(struct iwd_ep *ep)
+{
+	int ret = iwd_dgram_enable(ep);
+	if (!ret && iwd_env.dgram_crc)
+		iwd_fp_attach(ep);
+	return ret;
+}
+
 static const struct iwd_ep_ops dgram_ops = {
 	.datagram = 1,
-	.enable = iwd_dgram_enable,
+	.enable = dgram_enable,
+	.idle = iwd_fp_idle,
 	.fini = iwd_dgram_fini,
 	.progress = iwd_ep_progress,
 	.wc = iwd_dgram_wc,

@@ -21,6 +21,7 @@ struct iwd_params iwd_env = {
 	.idle_mode = IWD_IDLE_ADAPTIVE,
 	.idle_sleep_us = IWD_IDLE_SLEEP_US,
 	.dgram_crc = 1,
+	.fastpath = 1,
 };
 
 #ifndef IWD_BUILD
@@ -138,6 +139,10 @@ FI_EXT_INI
 			"CRC32c on the datagrams of RDM and DGRAM endpoints (default yes). Every rank of a job "
 			"must set it alike: a peer with the other setting drops this one's datagrams, and "
 			"sends to it fail with \"transport retry counter exceeded\" (docs/libfabric.md)");
+	fi_param_define(&iwd_prov, "fastpath", FI_PARAM_BOOL,
+			"DGRAM: while the application polls, read and send on the endpoint's UD socket in the "
+			"application instead of through the daemon, which takes over when polling stops (default yes; "
+			"docs/libfabric.md \"The fast path\")");
 
 	if (fi_param_get_str(&iwd_prov, "socket", &s) == FI_SUCCESS && s && *s)
 		iwd_env.socket = s;
@@ -154,6 +159,8 @@ FI_EXT_INI
 		iwd_env.atomic_adopt = b;
 	if (fi_param_get_bool(&iwd_prov, "dgram_crc", &b) == FI_SUCCESS)
 		iwd_env.dgram_crc = b;
+	if (fi_param_get_bool(&iwd_prov, "fastpath", &b) == FI_SUCCESS)
+		iwd_env.fastpath = b;
 	s = NULL;
 	if (fi_param_get_str(&iwd_prov, "idle", &s) == FI_SUCCESS && s && *s) {
 		if (!strcmp(s, "yield"))

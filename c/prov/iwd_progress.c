@@ -25,6 +25,8 @@ void iwd_domain_arm(struct iwd_domain *dom)
 	iwd_list_foreach(&dom->eps, it)
 	{
 		struct iwd_ep *ep = iwd_container_of(it, struct iwd_ep, link);
+		if (ep->ops->idle)
+			ep->ops->idle(ep);
 		if (ep->vcq)
 			iwv_req_notify_cq(ep->vcq, 0);
 	}

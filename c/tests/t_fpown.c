@@ -8,8 +8,17 @@
  *   t_fpown SOCK busy                  own the socket, keep Busy set forever
  *   t_fpown SOCK garbage SEED          own it, then write garbage over the page
  *   t_fpown SOCK claim                 write the rank's Owner while the engine owns it
+ *   t_fpown SOCK errflush K            place K Sends into its own receives (c/core fprq.h),
+ *                                      then move the QP to ERROR while it still owns the
+ *                                      socket: the other receives, and only they, flush
+ *   t_fpown SOCK mcast GROUP           own the socket, keep the lease fresh and attach the
+ *                                      QP to GROUP: the engine takes the socket over at
+ *                                      once and does not give it back while attached
+ *   t_fpown SOCK rqlie                 own the socket, leave an impossible receive-queue
+ *                                      consumer index (beyond the producer's) and stop
  *   t_fpown SOCK refuse                what fastpath-page must refuse (second page, no QP,
- *                                      no Magic, unsealed, the daemon's socket, RD)
+ *                                      no Magic, unsealed, the daemon's socket, an RD
+ *                                      QP's page without its RD halves)
  *   t_fpown SOCK chaos SEED            random words, legal and not, for a bounded while
  *
  * It prints "ready ADDR QKEY" once its QP is in RTS with its page handed
@@ -41,6 +50,7 @@
 
 #include "../core/fastpath.h"
 #include "../core/fpown.h"
+#include "../core/fprq.h"
 
 #define RECVS 256 /* receives kept posted */
 #define SLOT 64   /* octets per receive */
@@ -293,6 +303,126 @@ static void run_rank(struct rank *r, long n, long every)
 	free(t.seen);
 }
 
+/* errflush: the receives follow the socket (docs/fastpath.md "Posted
+ * receives"). The rank places k Sends into its receives 0..k-1 itself,
+ * then moves its QP to ERROR while it owns the socket and keeps renewing:
+ * the engine takes the socket over at once, adopts the consumer index and
+ * flushes receives k..RECVS-1, in order, each once, and none of those the
+ * rank consumed. */
+static void run_errflush(struct rank *r, long k)
+{
+	struct fp_rx_qp rq = {.qkey = iwv_qp_qkey(r->qp), .crc = 1};
+	uint8_t b[2048];
+	long placed = 0, bycq = 0, flushed = 0, wrong = 0;
+	uint64_t next = 0; /* the next receive to complete, whoever consumes it */
+	iwvi_fp_rq_attach(&r->fp);
+	acquire(r);
+	ready(r);
+	long long deadline = mono_ms() + scaled_ms(30000);
+	while (placed + bycq < k && mono_ms() < deadline) {
+		struct iwv_wc wc[8];
+		int m = iwv_poll_cq(r->cq, 8, wc); /* a take-over (the machine's load) delivers here first */
+		OK(r->s, m);
+		for (int i = 0; i < m; i++) {
+			CHECK(wc[i].status == IWV_WC_SUCCESS && wc[i].opcode == IWV_WC_RECV && wc[i].wr_id == next);
+			next++;
+			bycq++;
+		}
+		if (!iwvi_fp_own_renew(&r->fp)) {
+			sched_yield(); /* asked back */
+			continue;
+		}
+		ssize_t n = iwvi_fp_own_recv(&r->fp, b, sizeof b, MSG_PEEK, NULL);
+		struct fp_rx rx;
+		struct iwvi_fp_rqe e;
+		if (n >= 0) {
+			CHECK(n <= (ssize_t)sizeof b && iwvi_fp_ud_classify(b, (size_t)n, &rq, &rx) == FP_CLASS_SEND);
+			CHECK(iwvi_fp_rq_head(&r->fp, &e) == 0 && e.wr_id == next && e.num_sge == 1 &&
+			      e.sge[0].length >= rx.payload_len);
+			memcpy((void *)(uintptr_t)e.sge[0].addr, b + rx.payload_off, rx.payload_len);
+			CHECK(iwvi_fp_own_drop(&r->fp) == 0);
+			CHECK(iwvi_fp_rq_consume(&r->fp) == 0);
+			placed++;
+			next++;
+		} else
+			CHECK(n == -EAGAIN);
+		iwvi_fp_own_done(&r->fp);
+		if (n < 0)
+			sched_yield();
+	}
+	/* Own the socket again (bounded) before the QP fails. */
+	while (!iwvi_fp_own_renew(&r->fp) && mono_ms() < deadline)
+		sched_yield();
+	iwvi_fp_own_done(&r->fp);
+	CHECK(placed + bycq == k && placed > 0 && iwvi_fp_own_owned(&r->fp));
+	uint64_t tk = iwvi_fp_own_takeovers(&r->fp);
+	OK(r->s, iwv_modify_qp(r->qp, IWV_QPS_ERR));
+	deadline = mono_ms() + scaled_ms(10000);
+	long long quiet_until = 0;
+	while (mono_ms() < deadline && (flushed + wrong < RECVS - k || mono_ms() < quiet_until)) {
+		iwvi_fp_own_renew(&r->fp); /* the lease stays fresh: the take-over is ERROR's */
+		iwvi_fp_own_done(&r->fp);
+		struct iwv_wc wc[32];
+		int n = iwv_poll_cq(r->cq, 32, wc);
+		OK(r->s, n);
+		for (int i = 0; i < n; i++) {
+			if (wc[i].status == IWV_WC_WR_FLUSH_ERR && wc[i].opcode == IWV_WC_RECV && wc[i].wr_id == next) {
+				next++;
+				flushed++;
+			} else {
+				fprintf(stderr, "t_fpown: errflush: completion status %d opcode %d wr_id %llu (want flush of %llu)\n",
+					wc[i].status, wc[i].opcode, (unsigned long long)wc[i].wr_id, (unsigned long long)next);
+				wrong++;
+			}
+		}
+		if (flushed + wrong == RECVS - k && !quiet_until)
+			quiet_until = mono_ms() + 20; /* anything more (a second flush) would come now */
+		if (n == 0)
+			sched_yield();
+	}
+	printf("result placed=%ld bycq=%ld flushed=%ld wrong=%ld takeovers=%llu\n", placed, bycq, flushed, wrong,
+	       (unsigned long long)(iwvi_fp_own_takeovers(&r->fp) - tk));
+	fflush(stdout);
+}
+
+/* mcast: a multicast group's datagrams take the QP's receives too, so the
+ * engine reclaims the socket when the QP is attached to one (whatever the
+ * lease) and keeps it while attached (docs/fastpath.md "Posted receives"). */
+static void run_mcast(struct rank *r, const char *group)
+{
+	acquire(r);
+	ready(r);
+	uint64_t tk = iwvi_fp_own_takeovers(&r->fp);
+	CHECK(iwvi_fp_own_renew(&r->fp) == 1);
+	iwvi_fp_own_done(&r->fp);
+	if (iwv_attach_mcast(r->qp, group) < 0) {
+		fprintf(stderr, "t_fpown: attach-mcast %s: %s\n", group, iwv_last_error(r->s));
+		printf("result skip=1\n");
+		fflush(stdout);
+		return;
+	}
+	long long deadline = mono_ms() + scaled_ms(5000);
+	while (iwvi_fp_own_takeovers(&r->fp) == tk && mono_ms() < deadline) {
+		if (iwvi_fp_own_renew(&r->fp)) /* the lease stays fresh */
+			iwvi_fp_own_done(&r->fp);
+		usleep(100);
+	}
+	uint64_t hb = iwvi_fp_own_handbacks(&r->fp);
+	long owned = 0;
+	long long end = mono_ms() + 50;
+	while (mono_ms() < end) { /* asking back (Want) all the while */
+		if (iwvi_fp_own_renew(&r->fp)) {
+			owned++;
+			iwvi_fp_own_done(&r->fp);
+		}
+		usleep(200);
+	}
+	printf("result skip=0 takeovers=%llu handbacks=%llu owned=%ld\n",
+	       (unsigned long long)(iwvi_fp_own_takeovers(&r->fp) - tk),
+	       (unsigned long long)(iwvi_fp_own_handbacks(&r->fp) - hb), owned);
+	fflush(stdout);
+}
+
 /* raw_page hands a page of QP handle to the daemon as a hostile client
  * would: magic_ok writes Magic and Version, sealed seals it. Returns the
  * call's result. */
@@ -339,7 +469,7 @@ static void refusals(struct rank *r)
 	FAILS(r->s, EINVAL, raw_page(r, theirs->handle, 1, 1)); /* the daemon's socket */
 	qa.qp_type = IWV_QPT_RD;
 	if (iwv_create_qp(r->pd, &qa, &rd) == 0) { /* RD enabled on this daemon */
-		FAILS(r->s, EOPNOTSUPP, raw_page(r, rd->handle, 1, 1));
+		FAILS(r->s, EINVAL, raw_page(r, rd->handle, 1, 1)); /* a UD-sized page: short of the RD halves */
 		OK(r->s, iwv_destroy_qp(rd));
 	}
 	OK(r->s, iwv_destroy_qp(own));
@@ -380,7 +510,7 @@ static void chaos(struct rank *r, unsigned seed)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: t_fpown SOCK rank N PAUSE_EVERY | busy | garbage SEED | claim\n");
+		fprintf(stderr, "usage: t_fpown SOCK rank N PAUSE_EVERY | busy | garbage SEED | claim | rqlie\n");
 		return 2;
 	}
 	struct rank r;
@@ -409,6 +539,20 @@ int main(int argc, char **argv)
 		acquire(&r);
 		ready(&r);
 		chaos(&r, (unsigned)atoi(argv[3]));
+	} else if (strcmp(mode, "errflush") == 0 && argc == 4) {
+		long k = atol(argv[3]);
+		CHECK(k > 0 && k < RECVS);
+		run_errflush(&r, k);
+	} else if (strcmp(mode, "mcast") == 0 && argc == 4) {
+		run_mcast(&r, argv[3]);
+	} else if (strcmp(mode, "rqlie") == 0) {
+		/* The receives follow the socket (c/core fprq.h): at the
+		 * take-over the engine adopts the consumer index the rank left,
+		 * checked. Leave one beyond the producer's and stop renewing. */
+		acquire(&r);
+		struct ring *q = &r.qp->rq.ring;
+		__atomic_store_n(q->consumer, q->pub + 5, __ATOMIC_SEQ_CST);
+		ready(&r);
 	} else if (strcmp(mode, "claim") == 0) {
 		/* The engine owns the socket (nothing asked): claim it. */
 		CHECK(!iwvi_fp_own_owned(&r.fp));

@@ -163,6 +163,21 @@ func (c *Consumer) Peek() ([]byte, error) {
 // Advance consumes the entry Peek returned.
 func (c *Consumer) Advance() { c.tail++ }
 
+// Adopt takes the ring's published consumer index as c's own: another
+// consumer took entries meanwhile (a UD QP's rank consumes its receive
+// queue while it owns the QP's socket, docs/fastpath.md "Posted
+// receives"). The index must lie in [c's own, producer]: the other side
+// may only have consumed what was published and not yet consumed; else
+// ErrRingCorrupt and c is unchanged.
+func (c *Consumer) Adopt() error {
+	cons, prod := c.r.consumer.Load(), c.r.producer.Load()
+	if cons-c.rel > prod-c.rel || c.tail != c.rel {
+		return fmt.Errorf("%w: consumer %d outside [%d, producer %d] (unreleased %d)", ErrRingCorrupt, cons, c.rel, prod, c.tail-c.rel)
+	}
+	c.tail, c.rel = cons, cons
+	return nil
+}
+
 // Release tells the producer every advanced entry may be reused.
 func (c *Consumer) Release() {
 	if c.tail != c.rel {

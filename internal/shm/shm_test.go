@@ -188,3 +188,47 @@ func TestMapRefusesUnsealedAndShortRegions(t *testing.T) {
 		t.Fatal("regular file accepted")
 	}
 }
+
+// TestConsumerAdopt: a consumer takes another consumer's published index
+// (the fast path's rank consuming a UD QP's receive queue) only within
+// [its own, producer]; anything else leaves it unchanged.
+func TestConsumerAdopt(t *testing.T) {
+	reg, err := Create("test", proto.RingBytes(8, 16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	r, err := NewRing(reg.Mem, proto.RingRQ, 8, 16, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, c := NewProducer(r), NewConsumer(r)
+	for range 5 {
+		if s, err := p.Next(); s == nil || err != nil {
+			t.Fatal(s, err)
+		}
+	}
+	p.Publish()
+	c.Advance()
+	c.Release() // the engine consumed one
+	for _, bad := range []uint32{0, 6, 100, 0xffffffff} {
+		r.consumer.Store(bad)
+		if err := c.Adopt(); !errors.Is(err, ErrRingCorrupt) {
+			t.Fatalf("consumer %d adopted: %v", bad, err)
+		}
+		if c.tail != 1 || c.rel != 1 {
+			t.Fatalf("consumer %d moved the tail to %d/%d", bad, c.tail, c.rel)
+		}
+	}
+	r.consumer.Store(4) // the rank consumed three more
+	if err := c.Adopt(); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := c.Available(); n != 1 || c.tail != 4 {
+		t.Fatalf("after adopting 4: tail %d, available %d", c.tail, n)
+	}
+	r.consumer.Store(5)
+	if err := c.Adopt(); err != nil || c.tail != 5 {
+		t.Fatalf("adopting the producer's index: %v, tail %d", err, c.tail)
+	}
+}

@@ -180,3 +180,34 @@ func TestExports(t *testing.T) {
 	}
 	t.Logf("%d exported symbols, %d global in the archive", dyn, st)
 }
+
+// TestFastpathPageABI: the fast-path page's layout in c/core/wire.h (the
+// UD words and an RD QP's halves, c/core/fpown.c and fprd.c) is proto's
+// (proto/fastpath.go, proto/fastpath_rd.go).
+func TestFastpathPageABI(t *testing.T) {
+	wire := cDefines(t, "c/core/wire.h")
+	checkConsts(t, "wire.h", wire, map[string]int64{
+		"W_OP_FASTPATH_PAGE": int64(proto.OpFastpathPage),
+		"W_FP_MAGIC":         int64(proto.FastpathMagic), "W_FP_VERSION": int64(proto.FastpathVersion), "W_FP_PAGE_LEN": proto.FastpathPageLen,
+		"W_OFF_FP_MAGIC": proto.OffFPMagic, "W_OFF_FP_VERSION": proto.OffFPVersion, "W_OFF_FP_OWNER": proto.OffFPOwner,
+		"W_OFF_FP_BUSY": proto.OffFPBusy, "W_OFF_FP_WANT": proto.OffFPWant, "W_OFF_FP_LEASE": proto.OffFPLease,
+		"W_OFF_FP_TAKEOVERS": proto.OffFPTakeovers, "W_OFF_FP_HANDBACKS": proto.OffFPHandbacks, "W_OFF_FP_RELEASES": proto.OffFPReleases,
+		"W_FP_OWNER_DAEMON": int64(proto.FPOwnerDaemon), "W_FP_OWNER_RANK": int64(proto.FPOwnerRank),
+		"W_FP_RD_PAGE_LEN": proto.FastpathRDPageLen, "W_FP_RD_SLOTS": proto.FPRDSlots, "W_FP_RD_RING": proto.FPRDRing,
+		"W_FP_RD_COPY_LEN": proto.FPRDCopyLen, "W_FP_RD_MIN_BODY": proto.FPRDMinBody, "W_FP_RD_SLOT_LEN": proto.FPRDSlotLen,
+		"W_FP_RD_ENTRY_LEN": proto.FPRDEntryLen, "W_OFF_FP_RD_SEND_MSN": proto.OffFPRDSendMSN,
+		"W_OFF_FP_RD_SLOTS": proto.OffFPRDSlots, "W_OFF_FP_RD_COPIES": proto.OffFPRDCopies,
+		"W_OFF_FP_RD_STATE": proto.OffFPRDState, "W_OFF_FP_RD_PORT": proto.OffFPRDPort, "W_OFF_FP_RD_ADDR": proto.OffFPRDAddr,
+		"W_OFF_FP_RD_QKEY": proto.OffFPRDQKey, "W_OFF_FP_RD_ADV_WND": proto.OffFPRDAdvWnd,
+		"W_OFF_FP_RD_OUR_INC": proto.OffFPRDOurInc, "W_OFF_FP_RD_PEER_INC": proto.OffFPRDPeerInc,
+		"W_OFF_FP_RD_COOKIE": proto.OffFPRDCookie, "W_OFF_FP_RD_IN_FLIGHT": proto.OffFPRDInFlight, "W_OFF_FP_RD_RTO": proto.OffFPRDRTO,
+		"W_OFF_FP_RD_NEXT_SEQ": proto.OffFPRDNextSeq, "W_OFF_FP_RD_SND_UNA": proto.OffFPRDSndUna,
+		"W_OFF_FP_RD_ACK_CUM": proto.OffFPRDAckCum, "W_OFF_FP_RD_LIMIT": proto.OffFPRDLimit,
+		"W_OFF_FP_RD_OUT_HEAD": proto.OffFPRDOutHead, "W_OFF_FP_RD_OUT_N": proto.OffFPRDOutN,
+		"W_OFF_FP_RD_RCV_NEXT": proto.OffFPRDRcvNext, "W_OFF_FP_RD_UNACKED": proto.OffFPRDUnacked,
+		"W_OFF_FP_RD_ACK_DUE": proto.OffFPRDAckDue, "W_OFF_FP_RD_RING": proto.OffFPRDRing,
+		"W_OFF_FP_RD_ENTRY_SEQ": proto.OffFPRDEntrySeq, "W_OFF_FP_RD_ENTRY_LEN": proto.OffFPRDEntryLen,
+		"W_OFF_FP_RD_ENTRY_SENT_AT": proto.OffFPRDEntrySentAt,
+		"W_FP_RD_VALID":             int64(proto.FPRDValid), "W_FP_RD_SEND": int64(proto.FPRDSend), "W_FP_RD_RECV": int64(proto.FPRDRecv),
+	})
+}

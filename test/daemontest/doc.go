@@ -25,6 +25,7 @@
 //	26000-26199  cmd/iwarp-perf, examples/rping (TCP)
 //	26300-26499  cmd/iwarpd
 //	26500-26549  test/fastpath: the socket's hand-over (own_test.go)
+//	26550-26599  test/fastpath: an RD rank serving its socket (own_rd_test.go)
 //	26600-26699  test/fastpath (UD 26600-26649, RD 26650-26699)
 //	27000-27499  test/hostile (RD 27580-27589; process memory, limits,
 //	             holes, RC hold: 26800-26899, test/hostile/doc.go)

@@ -43,8 +43,25 @@ type rankProg struct {
 
 func startRank(t *testing.T, sock string, args ...string) *rankProg {
 	t.Helper()
-	bin := daemontest.CProgram(t, "t_fpown")
-	p := &rankProg{t: t, cmd: exec.Command(bin, append([]string{sock}, args...)...), done: make(chan error, 1)}
+	return startRankProg(t, "t_fpown", sock, args...)
+}
+
+// startRankProg starts the C test program name (built with the
+// sanitizers) against the daemon at sock.
+func startRankProg(t *testing.T, name, sock string, args ...string) *rankProg {
+	t.Helper()
+	return startRankIn(t, nil, name, sock, args...)
+}
+
+// startRankIn is startRankProg with the command made by in (nil:
+// exec.Command; a network namespace's Command).
+func startRankIn(t *testing.T, in func(name string, args ...string) *exec.Cmd, name, sock string, args ...string) *rankProg {
+	t.Helper()
+	bin := daemontest.CProgram(t, name)
+	if in == nil {
+		in = exec.Command
+	}
+	p := &rankProg{t: t, cmd: in(bin, append([]string{sock}, args...)...), done: make(chan error, 1)}
 	p.cmd.Env = daemontest.CleanEnv()
 	if s := os.Getenv("IWARPD_TEST_TIMEOUT_SCALE"); s != "" {
 		p.cmd.Env = append(p.cmd.Env, "IWARPD_TEST_TIMEOUT_SCALE="+s)
@@ -255,5 +272,71 @@ func TestOwnUDHandOver(t *testing.T) {
 		t.Errorf("QP %+v: want RTS with its client's socket", qps[0])
 	}
 	t.Logf("iwarpctl qps:\n%s", text)
+	p.finish()
+}
+
+// TestOwnErrorFlush: the receives follow the socket (docs/fastpath.md
+// "Posted receives"). A rank (t_fpown errflush) places 40 Sends into its
+// own receives, consuming them itself, then moves its QP to ERROR while it
+// owns the socket and keeps its lease fresh: the engine takes the socket
+// over at once, adopts the receive queue's consumer index and flushes the
+// other 216 receives, each once, in posting order — none the rank
+// consumed (a stale index would flush those again).
+func TestOwnErrorFlush(t *testing.T) {
+	const k, recvs = 40, 256 // t_fpown RECVS
+	a := daemontest.Start(t, "rank", daemontest.Options{Ports: ownBlocks.Next()})
+	b := daemontest.Start(t, "peer", daemontest.Options{Ports: ownBlocks.Next()})
+	p := startRank(t, a.Sock, "errflush", strconv.Itoa(k))
+	addr, qkey := p.ready()
+	ctx := b.Open(t, "peer")
+	e := newLiveEnd(t, "peer", ctx, ofverbs.QPTypeUD)
+	ah, err := e.pd.CreateAHTo(ofverbs.Endpoint{Addr: addr, QKey: qkey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendNumbered(t, e, ah, k)
+	res := parseResult(t, p.line("result"))
+	t.Logf("rank: %v", res)
+	if res["placed"]+res["bycq"] != k || res["placed"] == 0 {
+		t.Errorf("%d placed by the rank and %d through the CQ, want %d, most by the rank", res["placed"], res["bycq"], k)
+	}
+	if res["flushed"] != recvs-k || res["wrong"] != 0 {
+		t.Errorf("%d receives flushed in order and %d other completions, want %d and none", res["flushed"], res["wrong"], recvs-k)
+	}
+	if res["takeovers"] < 1 {
+		t.Errorf("no take-over after ERROR")
+	}
+	qps, text := fastpathQPs(t, a)
+	if len(qps) != 1 || qps[0].State != "ERROR" || qps[0].Counters["fastpath_violations"] != 0 {
+		t.Errorf("want the QP in ERROR without a violation:\n%s", text)
+	}
+	p.finish()
+}
+
+// TestOwnMcastReclaim: a multicast group's datagrams take the QP's
+// receives too (docs/fastpath.md "Posted receives"): when a rank that owns
+// its socket, with a fresh lease, attaches its QP to a group, the engine
+// takes the socket over at once and does not give it back while the QP is
+// attached, though the rank asks all the while.
+func TestOwnMcastReclaim(t *testing.T) {
+	// A lease far longer than the attach's round trip: a take-over is
+	// the reclaim's, not the lease's.
+	a := daemontest.Start(t, "rank", daemontest.Options{Ports: ownBlocks.Next(), Extra: []string{"-fastpath-lease", "300ms"}})
+	group := fmt.Sprintf("239.255.79.1:%d", 32000+os.Getpid()%1000)
+	p := startRank(t, a.Sock, "mcast", group)
+	p.ready()
+	line := p.line("result")
+	res := parseResult(t, line)
+	if res["skip"] == 1 {
+		p.finish()
+		t.Skipf("attach-mcast refused here: %s", p.err.String())
+	}
+	t.Logf("rank: %v", res)
+	if res["takeovers"] < 1 {
+		t.Errorf("no take-over after the attach, the lease fresh")
+	}
+	if res["handbacks"] != 0 || res["owned"] != 0 {
+		t.Errorf("the socket went back to the rank %d times (%d renewals owned it) while the QP is attached", res["handbacks"], res["owned"])
+	}
 	p.finish()
 }

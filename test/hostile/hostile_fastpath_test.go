@@ -40,17 +40,24 @@ type fpRank struct {
 
 func startFPRank(t *testing.T, uid int, sock string, args ...string) *fpRank {
 	t.Helper()
+	return startFPProg(t, "t_fpown", uid, sock, args...)
+}
+
+// startFPProg runs the C test program name as uid against sock and reads
+// its "ready ADDR QKEY" line.
+func startFPProg(t *testing.T, name string, uid int, sock string, args ...string) *fpRank {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run a hostile client as another user")
 	}
-	built := daemontest.CProgram(t, "t_fpown")
+	built := daemontest.CProgram(t, name)
 	dir := t.TempDir()
 	openDirs(t, dir)
 	b, err := os.ReadFile(built)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "t_fpown")
+	bin := filepath.Join(dir, name)
 	if err := os.WriteFile(bin, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -228,6 +235,27 @@ func TestFastpathHostileRank(t *testing.T) {
 			p.finish(t)
 		})
 	}
+	t.Run("rqlie", func(t *testing.T) {
+		// The rank leaves an impossible receive-queue consumer index
+		// (beyond the producer's) and stops renewing: at the take-over
+		// the engine refuses to adopt it and fails that QP alone
+		// (docs/fastpath.md "Posted receives").
+		p := startFPRank(t, otherUID, d.Sock, "rqlie")
+		send(p.addr, p.qkey, 5)
+		by.progressed(t, "a rank lying in its receive queue's consumer index")
+		var q proto.QPInfo
+		daemontest.Eventually(t, "the lying rank's QP failing", 20*time.Second, func() bool {
+			q = fastpathRow(t, d.Sock)
+			return q.State == "ERROR"
+		})
+		if q.Counters["wr_errors"] < 1 || q.Counters["fastpath_violations"] != 0 {
+			t.Errorf("QP %+v: want ERROR through wr_errors, not a page violation", q)
+		}
+		if !strings.Contains(d.Stderr.String(), "receive queue's consumer index") {
+			t.Errorf("the daemon's log does not say why the QP failed")
+		}
+		p.finish(t)
+	})
 	t.Run("refuse", func(t *testing.T) {
 		// fastpath-page refuses a second page, no QP, no Magic, an
 		// unsealed page, a QP with the daemon's socket, an RD QP (the

@@ -400,6 +400,8 @@ func (e *Engine) resolve(q *QP, tok rd.Token, ok bool) {
 				m.done = true
 			}
 		}
+	case tokRank:
+		e.fpResolve(q, tok, ok) // rd/fastpath.go
 	}
 }
 
@@ -559,6 +561,8 @@ func (e *Engine) build(b *batch, peer netip.AddrPort, tok rd.Token, h *dgram.RDH
 				return b.add(peer, h, nil, nil, append(e.Pieces[:0], m.body))
 			}
 		}
+	case tokRank:
+		return e.fpBuild(b, peer, tok, h) // rd/fastpath.go: a datagram the rank sent itself
 	}
 	return true
 }

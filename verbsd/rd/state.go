@@ -57,6 +57,8 @@ const (
 	dropResponse                   // Read Response segments matching no outstanding Read
 	backlogged                     // in-order DATA kept until a receive is posted
 	reorderFull                    // out-of-order DATA dropped: the reorder store was full (-rd-reorder-*bytes)
+	fpTaken                        // datagrams the rank left outstanding, taken back at a take-over (rd/fastpath.go)
+	fpResent                       // retransmissions of the rank's datagrams from their copies
 	counterCount
 )
 
@@ -65,6 +67,7 @@ var counterNames = [counterCount]string{
 	msgTooLong: "rd_msg_too_long", badMessage: "rd_bad_message", errMsgDropped: "rd_error_msgs_dropped",
 	errMsgUnmatched: "rd_error_msgs_unmatched", readBytesOut: "rd_read_bytes_out", dropFraming: "rd_drop_framing",
 	dropResponse: "rd_drop_response", backlogged: "rd_backlogged", reorderFull: "rd_reorder_full",
+	fpTaken: "rd_fastpath_taken", fpResent: "rd_fastpath_resent",
 }
 
 // state is the engine's RD state of a QP (engine-owned).
@@ -121,6 +124,7 @@ type state struct {
 	store     *int
 	claimed   int // receives consumed from the ring, not completed
 
+	fp      fpState // the fast path's RD halves (rd/fastpath.go)
 	actions []rd.Action
 	retx    []pending // retransmissions due
 	acks    []pending // standalone ACKs due
@@ -193,6 +197,9 @@ func (r *state) count(c counter, n int64) { r.stats[c] += n }
 // sleeping): new work requests posted, or data to send with the window open.
 func (q *QP) hasWork() bool {
 	r := q.Rd
+	if w, ok := q.fpHasWork(); ok { // rd/fastpath.go: the rank owns the socket, or asks for it
+		return w
+	}
 	switch q.State {
 	case proto.QPStateRTS:
 		if n, err := q.SQ.Available(); err != nil || (n > 0 && uint32(len(r.wrs)) < q.SQView().Depth()) {
@@ -223,13 +230,17 @@ func (q *QP) deadline() (time.Time, bool) {
 	if q.Rd == nil {
 		return time.Time{}, false
 	}
+	if !q.DaemonReads() {
+		return q.fpDeadline() // rd/fastpath.go: the rank's outstanding datagrams; llp/rd's timers wait
+	}
 	return q.Rd.ep.NextDeadline()
 }
 
 // serviceRD does one pass of work on an RD QP.
 func (e *Engine) serviceRD(q *QP, now time.Time) bool {
 	work := false
-	if q.Readable {
+	serve := e.fpBegin(q, now) // rd/fastpath.go: false while the rank owns the socket and the peers
+	if q.Readable && serve {
 		work = e.receive(q, now)
 	}
 	if q.State == proto.QPStateError {
@@ -238,6 +249,9 @@ func (e *Engine) serviceRD(q *QP, now time.Time) bool {
 		}
 		return e.Flush(q.QP) || work
 	}
+	if !serve {
+		return work
+	}
 	if e.poll(q, now) {
 		work = true
 	}
@@ -245,6 +259,9 @@ func (e *Engine) serviceRD(q *QP, now time.Time) bool {
 		work = true
 	}
 	if e.complete(q) {
+		work = true
+	}
+	if e.fpEnd(q, now) { // rd/fastpath.go: the rank asked for the socket
 		work = true
 	}
 	return work

@@ -42,6 +42,7 @@ type Fastpath struct {
 	retryAt time.Time     // fpPending: when to look at Busy again
 	retry   time.Duration // the next wait after that
 	off     bool          // a violation ended the fast path: the engine reads as before
+	reclaim bool          // take the socket over at the next service, lease or not (FastpathReclaim)
 }
 
 type fpState uint8
@@ -58,8 +59,12 @@ const fpRetryMin = 20 * time.Microsecond
 // NewFastpath maps the client's page (descriptor fd, taken over: closed
 // on error) and checks its Magic and Version; the engine owns the socket
 // at first. It is installed by the engine (SetFastpath).
-func NewFastpath(fd int) (*Fastpath, error) {
-	m, err := MapRegion(fd, 0, proto.FastpathPageLen)
+func NewFastpath(fd int) (*Fastpath, error) { return NewFastpathLen(fd, proto.FastpathPageLen) }
+
+// NewFastpathLen is NewFastpath for a page of n octets
+// (proto.FastpathPageLenOf: an RD QP's page carries its RD halves).
+func NewFastpathLen(fd, n int) (*Fastpath, error) {
+	m, err := MapRegion(fd, 0, uint64(n))
 	if err != nil {
 		return nil, err
 	}
@@ -138,6 +143,9 @@ func (q *QP) FastpathDeadline(lease time.Duration) (time.Time, bool) {
 	}
 	switch f.state {
 	case fpRank:
+		if q.State == proto.QPStateError || f.reclaim {
+			return time.Time{}, true // taken over at once (FastpathBegin)
+		}
 		l := f.lease.Load()
 		if l < 0 || l > MonoNS(time.Now())+proto.FPLeaseSkew {
 			return time.Time{}, true // garbage: expired
@@ -164,6 +172,14 @@ func (f *Fastpath) expired(now time.Time, lease time.Duration) bool {
 // service, and whether it has just started to (the caller gives the
 // socket its epoll interest back and reads it).
 func (e *Engine) FastpathBegin(q *QP, now time.Time) (read, started bool) {
+	return e.FastpathBeginForce(q, now, false)
+}
+
+// FastpathBeginForce is FastpathBegin that, with force, takes the socket
+// over from the rank even if its lease is fresh: the engine needs it (an
+// RD QP's posted work, the retransmission timeout of a datagram the rank
+// left outstanding; rd/fastpath.go). Counted as a take-over.
+func (e *Engine) FastpathBeginForce(q *QP, now time.Time, force bool) (read, started bool) {
 	f := q.FP
 	if f == nil || f.off {
 		return true, false
@@ -178,7 +194,10 @@ func (e *Engine) FastpathBegin(q *QP, now time.Time) (read, started bool) {
 	case fpRank:
 		switch o {
 		case proto.FPOwnerRank:
-			if !f.expired(now, e.Cfg.Lease()) {
+			// A QP in ERROR, or reclaimed, is taken over at once
+			// (its work is flushed by the engine, a multicast group
+			// takes receives: ud/fastpath.go).
+			if !force && !f.expired(now, e.Cfg.Lease()) && q.State != proto.QPStateError && !f.reclaim {
 				return false, false
 			}
 			f.want.Store(0) // a Want left from before is not this rank's request: it asks again
@@ -193,7 +212,7 @@ func (e *Engine) FastpathBegin(q *QP, now time.Time) (read, started bool) {
 		default:
 			return e.fastpathViolation(q, o, "")
 		}
-		f.state, f.retry = fpPending, fpRetryMin
+		f.state, f.retry, f.reclaim = fpPending, fpRetryMin, false
 	}
 	// fpPending. The compare-and-swap above (or the rank's release) comes
 	// before this load of Busy: sequentially consistent atomics.
@@ -247,6 +266,43 @@ func (e *Engine) fastpathViolation(q *QP, owner uint32, when string) (read, star
 	return true, true
 }
 
+// FastpathFail ends q's fast path and fails q for what its rank left in
+// the page (why: the field and its bounds; an RD QP's halves,
+// rd/fastpath_import.go): counted as a violation; the engine reads the
+// socket from now on.
+func (e *Engine) FastpathFail(q *QP, why string) {
+	f := q.FP
+	if f == nil || f.off {
+		return
+	}
+	f.off = true
+	e.Count(q, CFastpathViolations, 1)
+	e.ErrorQP(q, fmt.Sprintf("its fast-path page's %s: the fast path ended for it; destroy the QP and create another (docs/fastpath.md)", why))
+}
+
+// Mem is the page's memory (the client's: distrusted; an RD QP's halves,
+// rd/fastpath.go).
+func (f *Fastpath) Mem() []byte { return f.m.Mem }
+
+// FastpathRank reports whether q's rank owns its socket now (not a
+// take-over waiting for Busy, not ended).
+func (q *QP) FastpathRank() bool {
+	f := q.FP
+	return f != nil && !f.off && f.state == fpRank
+}
+
+// FastpathOff reports whether q's fast path ended (a violation).
+func (q *QP) FastpathOff() bool { return q.FP != nil && q.FP.off }
+
+// FastpathReclaim makes the engine take q's socket over at its next
+// service whatever the lease (the transport needs it: a multicast group
+// attached to a UD QP delivers into the receives the rank consumes).
+func (q *QP) FastpathReclaim() {
+	if f := q.FP; f != nil && f.state == fpRank {
+		f.reclaim = true
+	}
+}
+
 // SetFastpath installs f on q (the engine's goroutine, OpFastpathPage).
 func (q *QP) SetFastpath(f *Fastpath) { q.FP = f }
 
@@ -269,6 +325,9 @@ func init() {
 
 // MonoNS returns t as CLOCK_MONOTONIC nanoseconds (the page's Lease).
 func MonoNS(t time.Time) int64 { return monoBase.ns + int64(t.Sub(monoBase.t)) }
+
+// MonoTime is the time.Time of CLOCK_MONOTONIC ns (the page's times).
+func MonoTime(ns int64) time.Time { return monoTime(ns) }
 
 // monoTime is the time.Time of CLOCK_MONOTONIC ns (0 <= ns).
 func monoTime(ns int64) time.Time { return monoBase.t.Add(time.Duration(ns - monoBase.ns)) }

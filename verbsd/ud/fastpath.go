@@ -3,6 +3,7 @@ package ud
 import (
 	"time"
 
+	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/verbsd/rnic"
 	"golang.org/x/sys/unix"
 )
@@ -12,11 +13,31 @@ import (
 // epoll interest and does not read it (it still sends on it, MSG_DONTWAIT);
 // multicast groups' sockets stay the engine's.
 
+// The posted receives follow the socket (docs/fastpath.md "Posted
+// receives"): while the rank owns the socket it places the Sends it reads
+// into its QP's own receive queue and consumes the entries itself (it
+// stores the ring's consumer index); the engine does not consume that
+// queue then — it reads neither the QP's socket nor its multicast groups'
+// (which would take receives too), and flushes an ERROR QP's work only
+// once it has the socket back. When it takes the socket over it adopts
+// the ring's consumer index (checked: within [its own, the producer's];
+// else the QP fails), and it publishes its own before it gives the
+// socket back. So each receive is consumed by exactly one side, in
+// posting order.
+
 // fastpathBegin follows q's fast-path page at the start of its service:
 // once the engine has taken the socket over (and seen the rank's Busy
-// clear), the socket gets its interest back and is read at once.
+// clear), it adopts the receive queue's consumer index and the socket
+// gets its interest back and is read at once.
 func (e *Engine) fastpathBegin(q *QP, now time.Time) {
 	if _, started := e.FastpathBegin(q.QP, now); started {
+		if q.RQ != nil && q.FP != nil {
+			if err := q.RQ.Adopt(); err != nil {
+				e.count(q, rnic.CWRErrors, 1)
+				e.errorQP(q, "the receive queue's consumer index the rank left at the take-over of its socket is impossible ("+
+					err.Error()+"): destroy the QP and create another (docs/fastpath.md)")
+			}
+		}
 		q.Readable = true
 		e.setOwnInterest(q)
 	}
@@ -26,8 +47,15 @@ func (e *Engine) fastpathBegin(q *QP, now time.Time) {
 // when the rank asked for it: the completions of what the engine read are
 // published, and nothing read waits in the engine for a receive
 // (ud/backlog.go held datagrams: the rank would otherwise overtake them).
+// Not to a QP in ERROR (its work is flushed by the engine) nor to one
+// attached to multicast groups (the engine reads their sockets, into the
+// same receive queue).
 func (e *Engine) fastpathEnd(q *QP, now time.Time) bool {
-	if !e.FastpathEnd(q.QP, now, !q.backlog.waiting()) {
+	give := !q.backlog.waiting() && q.State != proto.QPStateError && len(q.mcast.socks) == 0
+	if give && q.RQ != nil && q.FastpathWanted() {
+		q.RQ.Release() // the rank reads the consumer index from here on
+	}
+	if !e.FastpathEnd(q.QP, now, give) {
 		return false
 	}
 	q.Readable = false
@@ -43,6 +71,10 @@ func (q *QP) ownEvents(events uint32) uint32 {
 	}
 	return events
 }
+
+// SetOwnInterest gives q's own socket the interest it has now (an RD
+// QP's hand-over, rd/fastpath.go).
+func (e *Engine) SetOwnInterest(q *QP) { e.setOwnInterest(q) }
 
 // setOwnInterest gives q's own socket the interest it has now (parked,
 // the rank's or the engine's).

@@ -105,6 +105,7 @@ func AttachMcast(c *rnic.QP, group netip.AddrPort) error {
 	}
 	e.ByFD[int32(fd)] = q.QP
 	q.mcast.socks = append(q.mcast.socks, &mcastSock{group: group, fd: fd})
+	q.FastpathReclaim() // the group's datagrams take receives: the engine's (ud/fastpath.go)
 	return nil
 }
 

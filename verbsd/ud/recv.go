@@ -34,11 +34,11 @@ func (e *Engine) receive(q *QP, now time.Time) bool {
 		return false
 	}
 	work := false
-	if q.DaemonReads() { // rnic/fastpath.go: not while the rank owns the socket
-		work = e.receiveFrom(q, q.FD, false, now)
-	} else {
+	if !q.DaemonReads() { // rnic/fastpath.go: not while the rank owns the socket
 		q.Readable = false
+		return false // nor its groups' sockets: the rank consumes the receives (ud/fastpath.go)
 	}
+	work = e.receiveFrom(q, q.FD, false, now)
 	for _, m := range q.mcast.socks { // multicast groups the QP is attached to (ud/mcast.go)
 		if q.backlog.waiting() || q.backlog.parked {
 			break

@@ -364,7 +364,13 @@ func (e *Engine) FailWR(q *QP, c *rnic.CQ, wrid uint64, op proto.WCOpcode, statu
 // Flush completes the posted work requests of an ERROR QP with
 // WCWRFlushErr (rnic/flush.go FlushPosted); the head send's segmenting
 // starts over.
+// While the rank owns the socket it may be consuming the receive queue:
+// the flush waits for the take-over (at once for a QP in ERROR,
+// rnic/fastpath.go), ud/fastpath.go.
 func (e *Engine) Flush(q *QP) bool {
+	if !q.DaemonReads() {
+		return false
+	}
 	q.sendSeg = 0
 	return e.FlushPosted(q.QP)
 }

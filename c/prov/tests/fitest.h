@@ -3,7 +3,7 @@
  * (every fi_*.c and t_fi_*.c here: fi_adopt_stale.c, fi_av_dup.c,
  * fi_baddesc.c, fi_cancel.c, fi_cm_race.c, fi_msg_size.c,
  * fi_named_port.c, fi_poll.c, fi_progress.c, fi_rcache.c, fi_rx_size.c,
- * fi_semantics.c, fi_shutdown.c, fi_srx.c, t_fi_atomic.c,
+ * fi_semantics.c, fi_shutdown.c, fi_srx.c, t_fi_atomic.c, t_fi_fastpath.c,
  * t_fi_msgdata.c; not bench_mr_live.c, a benchmark, nor test_match.c, a
  * unit test of the matching code): fitest_die (the verdict FAIL and exit 1),
  * CHECK (a libfabric call that must not fail), EXPECT (a condition; a miss

@@ -1,0 +1,94 @@
+/*
+ * fprd.h — the rank's side of an RD QP's fast path (issue 20;
+ * docs/design-small-messages.md "RD protocol state", docs/fastpath.md
+ * "RD"; the page's RD halves: proto/fastpath_rd.go; the engine's side:
+ * verbsd/rd/fastpath.go).
+ *
+ * On top of the socket's hand-over (fpown.h) the daemon gives the rank,
+ * with the socket, the steady state of its proven peers: one slot per peer
+ * in the page. While the rank owns the socket it
+ *  - sends an untagged Send of one datagram to a slot's peer itself
+ *    (iwvi_fp_rd_send: codec of fastpath.h, the RD header from the slot,
+ *    a copy of the datagram kept in the page for the daemon to retransmit);
+ *  - takes from the socket, in iwvi_fp_rd_poll, the in-order one-segment
+ *    Sends of a slot's peer (handed to a callback) and its ACKs without
+ *    SACK (applied to the slot), and acknowledges once per drained poll;
+ *  - gives the socket to the daemon for anything else (a hole, a duplicate,
+ *    a new peer, a Challenge, NOTREADY, RESET, RDMA, a segmented message),
+ *    which then serves it, as it serves loss (the retransmission timer runs
+ *    in the daemon from the page's outstanding ring).
+ * The daemon checks what the rank leaves in the page when it takes the
+ * socket back: a rank that breaks the rules fails its own QP (ERROR).
+ *
+ * A Send the rank cannot send itself (no slot, window or ring full, the
+ * socket not the rank's, larger than one datagram) goes through the
+ * daemon (iwv_post_send), after iwvi_fp_rd_release: the rank's earlier
+ * datagrams keep their sequence numbers before the daemon's, and the rank
+ * sends nothing itself until the daemon gives the socket back (posting
+ * without releasing also takes the socket back, at the engine's next pass,
+ * but a Send the rank made meanwhile would overtake the posted one).
+ *
+ * Internal to libiwverbs (hidden symbols), for the provider's RDM
+ * endpoints; one thread per QP uses it. No allocation after attach.
+ */
+#ifndef IWV_FPRD_H
+#define IWV_FPRD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <netinet/in.h>
+
+#include "fpown.h"
+
+struct iwvi_fp_rd {
+	struct iwvi_fp_own own; /* the hand-over; own.page is W_FP_RD_PAGE_LEN octets */
+	uint32_t qkey;          /* our QP's Q_Key */
+	int crc;                /* CRC32c trailer on (the daemon's default; 0: -datagram-crc off) */
+	size_t max_payload;     /* largest Send the rank sends itself */
+	/* Counts (information). */
+	uint64_t sent, taken, acks_in, acks_out, released;
+};
+
+/* iwvi_fp_rd_attach makes qp's RD page (W_FP_RD_PAGE_LEN octets, Magic
+ * and Version written) and hands it to the daemon (fastpath-page). qp must
+ * be RD with its socket made by this process. 0 or a negative errno (the
+ * session's error says why). */
+int iwvi_fp_rd_attach(struct iwv_qp *qp, struct iwvi_fp_rd *r);
+
+/* iwvi_fp_rd_detach unmaps the page (after iwv_destroy_qp). */
+void iwvi_fp_rd_detach(struct iwvi_fp_rd *r);
+
+/* iwvi_fp_rd_slot returns the slot of peer (IPv4) the daemon gave the rank
+ * at the last hand-back, or -1 (then the daemon serves it). */
+int iwvi_fp_rd_slot(const struct iwvi_fp_rd *r, const struct sockaddr_in *peer);
+
+/* iwvi_fp_rd_send sends payload[0, len) as one Send (solicited: with SE)
+ * to the peer of slot. 0 when sent (the send is complete for the rank:
+ * the daemon retransmits the page's copy if it is lost), -EAGAIN when the
+ * rank cannot send it itself now (the socket is not the rank's — it asked
+ * for it back —, the slot has no send right, the window or the ring is
+ * full: post it through the daemon, or poll and try again), -EMSGSIZE when
+ * it does not fit one datagram, -EINVAL for a bad slot. */
+int iwvi_fp_rd_send(struct iwvi_fp_rd *r, int slot, const void *payload, size_t len, int solicited);
+
+/* iwvi_fp_rd_release gives the socket to the daemon (before posting
+ * through it): the ACKs owed are sent first. 1 if the rank owned it.
+ * Also from iwvi_fp_rd_poll's deliver (the poll then ends). */
+int iwvi_fp_rd_release(struct iwvi_fp_rd *r);
+
+/* What iwvi_fp_rd_poll hands over: a Send from slot's peer, its payload
+ * (valid during the call only). */
+typedef void (*iwvi_fp_rd_deliver)(void *arg, int slot, const uint8_t *payload, size_t len, uint32_t imm,
+				   int has_imm);
+
+/* iwvi_fp_rd_poll renews the lease and, if the rank owns the socket, reads
+ * it until it is empty (at most max datagrams): Sends in order go to
+ * deliver, ACKs are applied; anything else gives the socket to the daemon
+ * (what the rank read before still counts). Then it acknowledges what it
+ * took, one ACK per peer. Returns the Sends delivered, 0 if the socket is
+ * not the rank's (it asked for it back: poll the CQ, the daemon delivers
+ * there meanwhile), or a negative errno of the socket. Poll the CQ before
+ * this: what the daemon read while it owned the socket comes first. */
+int iwvi_fp_rd_poll(struct iwvi_fp_rd *r, int max, iwvi_fp_rd_deliver deliver, void *arg);
+
+#endif
