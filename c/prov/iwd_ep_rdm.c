@@ -384,7 +384,9 @@ ssize_t iwd_rdm_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 	h.tag = tag;
 	h.data = data;
 	h.len = len;
-	if (ep->fprd && len <= iwd_rdm(ep)->eager_max) {
+	/* Not FI_DELIVERY_COMPLETE: the rank's send completes when sent (the
+	 * daemon retransmits the page's copy), the daemon's when acknowledged. */
+	if (ep->fprd && len <= iwd_rdm(ep)->eager_max && !(op_flags & FI_DELIVERY_COMPLETE)) {
 		h.op = IWD_OP_EAGER;
 		if (!iwd_fprd_send(ep, &h, HDR, iov, count, len, av)) {
 			/* Sent by the rank itself (iwd_fastpath_rd.c): complete
