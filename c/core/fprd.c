@@ -81,6 +81,14 @@ static void slot_addr(const uint8_t *s, struct sockaddr_in *a)
 	memcpy(&a->sin_addr, s + W_OFF_FP_RD_ADDR + 12, 4);
 }
 
+int iwvi_fp_rd_peer(const struct iwvi_fp_rd *r, int slot, struct sockaddr_in *peer)
+{
+	if (slot < 0 || slot >= W_FP_RD_SLOTS || !(ld32(slot_base(r, slot), W_OFF_FP_RD_STATE) & W_FP_RD_VALID))
+		return -EINVAL;
+	slot_addr(slot_base(r, slot), peer);
+	return 0;
+}
+
 /* ack_fields fills h's acknowledgement of slot s as llp/rd's ackHeader
  * does: Window, Echoed Incarnation, Cumulative Ack = RcvNext, no SACK. */
 static void ack_fields(const uint8_t *s, struct fp_rd_hdr *h)

@@ -62,6 +62,10 @@ void iwvi_fp_rd_detach(struct iwvi_fp_rd *r);
  * at the last hand-back, or -1 (then the daemon serves it). */
 int iwvi_fp_rd_slot(const struct iwvi_fp_rd *r, const struct sockaddr_in *peer);
 
+/* iwvi_fp_rd_peer writes slot's peer address into *peer: 0, or -EINVAL
+ * for a slot that names none. */
+int iwvi_fp_rd_peer(const struct iwvi_fp_rd *r, int slot, struct sockaddr_in *peer);
+
 /* iwvi_fp_rd_send sends payload[0, len) as one Send (solicited: with SE)
  * to the peer of slot. 0 when sent (the send is complete for the rank:
  * the daemon retransmits the page's copy if it is lost), -EAGAIN when the

@@ -104,6 +104,7 @@ struct iwd_params {
 	int idle_sleep_us;    /* FI_IWARPD_IDLE_SLEEP_US: one sleep of the wait discipline */
 	int dgram_crc;        /* FI_IWARPD_DGRAM_CRC: CRC32c on RD/UD QPs (every rank alike) */
 	int fastpath;         /* FI_IWARPD_FASTPATH: the rank reads and sends on its UD QP's socket */
+	int fastpath_rdm;     /* FI_IWARPD_FASTPATH_RDM: the same for RDM's RD QP (default off) */
 };
 extern struct iwd_params iwd_env;
 
@@ -134,6 +135,7 @@ uint64_t iwd_mr_mode_required(uint32_t version, enum fi_ep_type type, uint64_t c
 /* ---- fabric (iwd_fabric.c) ---- */
 struct iwd_eq;
 struct iwd_fp;
+struct iwd_fprd;
 
 struct iwd_fabric {
 	struct fid_fabric fabric_fid;
@@ -674,6 +676,7 @@ struct iwd_ep {
 	struct iwd_list tx_active;      /* transmit requests not yet completed */
 	struct iwd_freelist tx_free;    /* struct iwd_tx for reuse */
 	struct iwd_fp *fp;              /* the fast path (iwd_fastpath.c); NULL: off */
+	struct iwd_fprd *fprd;          /* RDM's fast path (iwd_fastpath_rd.c); NULL: off */
 };
 
 /* ---- the endpoint object (iwd_ep_base.c) ---- */

@@ -287,6 +287,7 @@ static int ep_close(struct fid *fid)
 		iwv_destroy_cq(ep->vcq);
 	iwd_lock(dom);
 	iwd_fp_detach(ep); /* iwd_fastpath.c: after the QP, as fpown.h asks */
+	iwd_fprd_detach(ep);
 	ep->ops->fini(ep);
 	{
 		struct iwd_list *it, *tmp;

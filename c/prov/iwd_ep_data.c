@@ -102,6 +102,8 @@ int iwd_ep_post_send(struct iwd_ep *ep, struct iwv_send_wr *wr)
 		return -FI_EAGAIN;
 	if (ep->ops->datagram)
 		wr->remote_qkey = IWD_QKEY;
+	if (ep->fprd)
+		iwd_fprd_before_post(ep); /* nothing the rank sends overtakes it */
 	ret = iwv_post_send(ep->qp, wr, 1);
 	if (ret == 1) {
 		ep->sq_used++;
@@ -221,8 +223,12 @@ void iwd_ep_progress(struct iwd_ep *ep)
 	/* The fast path reads the socket only after the CQ was polled empty,
 	 * and polls it again after a hand-back (iwd_fastpath.h IWD_FP_REPOLL):
 	 * the daemon's completions of what it read come first. */
-	if (poll_cq(ep) && ep->fp && iwd_fp_progress(ep) == IWD_FP_REPOLL && poll_cq(ep))
-		iwd_fp_progress(ep);
+	if (poll_cq(ep)) {
+		if (ep->fp && iwd_fp_progress(ep) == IWD_FP_REPOLL && poll_cq(ep))
+			iwd_fp_progress(ep);
+		if (ep->fprd && iwd_fprd_progress(ep) == IWD_FP_REPOLL && poll_cq(ep))
+			iwd_fprd_progress(ep);
+	}
 	if (ep->ops->retry)
 		ep->ops->retry(ep);
 }

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "iwd_rdm.h"
+#include "iwd_fastpath.h"
 
 #define HDR IWD_HDR_LEN
 
@@ -235,9 +236,45 @@ static void resolve_unknown(struct iwd_ep *ep)
 	iwd_rdm(ep)->m.nunknown = left;
 }
 
-static void rx_bounce(struct iwd_ep *ep, struct iwd_bounce *b, const struct iwv_wc *wc)
+/* iwd_rdm_rx_msg handles one arrived message (header and payload), from a
+ * bounce receive or from the fast path (iwd_fastpath_rd.c); msg is read
+ * during the call only. */
+void iwd_rdm_rx_msg(struct iwd_ep *ep, const void *msg, uint32_t len, const struct iwv_wc *wc)
 {
 	struct iwd_hdr h;
+	if (len < HDR) {
+		IWD_WARN(FI_LOG_EP_DATA, "iwarpd: a %u-octet message without an RDM header: dropped\n", len);
+		return;
+	}
+	memcpy(&h, msg, HDR);
+	if (h.magic != IWD_HDR_MAGIC) {
+		IWD_WARN(FI_LOG_EP_DATA, "iwarpd: a message with a bad RDM header (is the peer an iwarpd RDM endpoint?): dropped\n");
+		return;
+	}
+	switch (h.op) {
+	case IWD_OP_EAGER:
+		if (h.len != len - HDR)
+			IWD_WARN(FI_LOG_EP_DATA, "iwarpd: eager message length %llu, %u octets arrived: dropped\n",
+				 (unsigned long long)h.len, len - HDR);
+		else
+			rx_arrival(ep, &h, (const char *)msg + HDR, len - HDR, wc);
+		break;
+	case IWD_OP_RTS:
+		rx_arrival(ep, &h, NULL, 0, wc);
+		break;
+	case IWD_OP_FIN:
+		iwd_rdm_fin(ep, h.id);
+		break;
+	case IWD_OP_WDATA:
+		handle_wdata(ep, &h, wc);
+		break;
+	default:
+		IWD_WARN(FI_LOG_EP_DATA, "iwarpd: RDM op %u unknown: dropped\n", h.op);
+	}
+}
+
+static void rx_bounce(struct iwd_ep *ep, struct iwd_bounce *b, const struct iwv_wc *wc)
+{
 	iwd_rdm(ep)->rx_posted--;
 	if (wc->status != IWV_WC_SUCCESS) {
 		if (wc->status == IWV_WC_WR_FLUSH_ERR)
@@ -254,37 +291,7 @@ static void rx_bounce(struct iwd_ep *ep, struct iwd_bounce *b, const struct iwv_
 		post_bounce(ep, b);
 		return;
 	}
-	if (wc->byte_len < HDR) {
-		IWD_WARN(FI_LOG_EP_DATA, "iwarpd: a %u-octet message without an RDM header: dropped\n", wc->byte_len);
-		post_bounce(ep, b);
-		return;
-	}
-	memcpy(&h, b->slot, HDR);
-	if (h.magic != IWD_HDR_MAGIC) {
-		IWD_WARN(FI_LOG_EP_DATA, "iwarpd: a message with a bad RDM header (is the peer an iwarpd RDM endpoint?): dropped\n");
-		post_bounce(ep, b);
-		return;
-	}
-	switch (h.op) {
-	case IWD_OP_EAGER:
-		if (h.len != wc->byte_len - HDR)
-			IWD_WARN(FI_LOG_EP_DATA, "iwarpd: eager message length %llu, %u octets arrived: dropped\n",
-				 (unsigned long long)h.len, wc->byte_len - HDR);
-		else
-			rx_arrival(ep, &h, (char *)b->slot + HDR, wc->byte_len - HDR, wc);
-		break;
-	case IWD_OP_RTS:
-		rx_arrival(ep, &h, NULL, 0, wc);
-		break;
-	case IWD_OP_FIN:
-		iwd_rdm_fin(ep, h.id);
-		break;
-	case IWD_OP_WDATA:
-		handle_wdata(ep, &h, wc);
-		break;
-	default:
-		IWD_WARN(FI_LOG_EP_DATA, "iwarpd: RDM op %u unknown: dropped\n", h.op);
-	}
+	iwd_rdm_rx_msg(ep, b->slot, wc->byte_len, wc);
 	post_bounce(ep, b);
 }
 
@@ -377,6 +384,18 @@ ssize_t iwd_rdm_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 	h.tag = tag;
 	h.data = data;
 	h.len = len;
+	/* Not FI_DELIVERY_COMPLETE: the rank's send completes when sent (the
+	 * daemon retransmits the page's copy), the daemon's when acknowledged. */
+	if (ep->fprd && len <= iwd_rdm(ep)->eager_max && !(op_flags & FI_DELIVERY_COMPLETE)) {
+		h.op = IWD_OP_EAGER;
+		if (!iwd_fprd_send(ep, &h, HDR, iov, count, len, av)) {
+			/* Sent by the rank itself (iwd_fastpath_rd.c): complete
+			 * for RD, whose daemon retransmits the page's copy. */
+			iwd_ep_tx_done(ep, context, FI_SEND | (tagged ? FI_TAGGED : FI_MSG), op_flags, len, 0);
+			iwd_unlock(ep->dom);
+			return 0;
+		}
+	}
 	for (attempt = 0; attempt < 2; attempt++) {
 		if (ep->sq_used < ep->sq_depth && ep->txp.nfree)
 			break;

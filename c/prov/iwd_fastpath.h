@@ -44,4 +44,37 @@ int iwd_fp_send(struct iwd_ep *ep, const struct iovec *iov, size_t count, size_t
  * the socket goes back to the daemon so that it delivers meanwhile. */
 void iwd_fp_idle(struct iwd_ep *ep);
 
+/* ---- RDM over RD (iwd_fastpath_rd.c; docs/fastpath.md "The provider's
+ * RDM endpoints"): the rank sends a one-datagram eager message to a proven
+ * peer itself (c/core fprd.h, the daemon keeping a copy to retransmit) and
+ * takes the in-order Sends of its proven peers, which the RDM receive path
+ * matches as it matches a bounce receive's (iwd_rdm_rx_msg). Opt-in:
+ * FI_IWARPD_FASTPATH_RDM. ---- */
+
+/* iwd_fprd_attach: as iwd_fp_attach, for an RDM endpoint's RD QP. */
+void iwd_fprd_attach(struct iwd_ep *ep);
+
+/* iwd_fprd_detach forgets the page (fi_close, after the QP is destroyed). */
+void iwd_fprd_detach(struct iwd_ep *ep);
+
+/* iwd_fprd_progress, after the verbs CQ was polled empty: takes what the
+ * rank serves from the socket and hands each message to iwd_rdm_rx_msg.
+ * 0 or IWD_FP_REPOLL (as iwd_fp_progress). */
+int iwd_fprd_progress(struct iwd_ep *ep);
+
+/* iwd_fprd_send sends hdr[0, hlen) and iov[0, count) (len octets) as one
+ * Send to av itself: 0 when sent (the caller completes it), else
+ * -FI_EAGAIN (post it through the daemon: iwd_ep_post_send gives the
+ * socket back first). */
+int iwd_fprd_send(struct iwd_ep *ep, const void *hdr, size_t hlen, const struct iovec *iov, size_t count, size_t len,
+		  const struct iwv_av *av);
+
+/* iwd_fprd_before_post: a work request is about to go to the daemon: the
+ * socket goes back first (the ACKs owed sent), so that nothing the rank
+ * sends overtakes it. */
+void iwd_fprd_before_post(struct iwd_ep *ep);
+
+/* iwd_fprd_idle: the application is about to block: the socket goes back. */
+void iwd_fprd_idle(struct iwd_ep *ep);
+
 #endif /* IWD_FASTPATH_H */

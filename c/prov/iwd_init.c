@@ -143,6 +143,10 @@ FI_EXT_INI
 			"DGRAM: while the application polls, read and send on the endpoint's UD socket in the "
 			"application instead of through the daemon, which takes over when polling stops (default yes; "
 			"docs/libfabric.md \"The fast path\")");
+	fi_param_define(&iwd_prov, "fastpath_rdm", FI_PARAM_BOOL,
+			"RDM: while the application polls, send and receive small eager messages on the endpoint's "
+			"RD socket in the application, the daemon keeping retransmission (default no; "
+			"docs/libfabric.md \"The fast path\")");
 
 	if (fi_param_get_str(&iwd_prov, "socket", &s) == FI_SUCCESS && s && *s)
 		iwd_env.socket = s;
@@ -161,6 +165,8 @@ FI_EXT_INI
 		iwd_env.dgram_crc = b;
 	if (fi_param_get_bool(&iwd_prov, "fastpath", &b) == FI_SUCCESS)
 		iwd_env.fastpath = b;
+	if (fi_param_get_bool(&iwd_prov, "fastpath_rdm", &b) == FI_SUCCESS)
+		iwd_env.fastpath_rdm = b;
 	s = NULL;
 	if (fi_param_get_str(&iwd_prov, "idle", &s) == FI_SUCCESS && s && *s) {
 		if (!strcmp(s, "yield"))

@@ -36,6 +36,9 @@ static inline struct iwd_rdm_ep *iwd_rdm(struct iwd_ep *ep)
 int iwd_rdm_enable(struct iwd_ep *ep);
 void iwd_rdm_fini(struct iwd_ep *ep);
 void iwd_rdm_wc(struct iwd_ep *ep, struct iwv_wc *wc);
+/* One arrived message (RDM header and payload; a bounce receive's or the
+ * fast path's, iwd_fastpath_rd.c), read during the call only. */
+void iwd_rdm_rx_msg(struct iwd_ep *ep, const void *msg, uint32_t len, const struct iwv_wc *wc);
 ssize_t iwd_rdm_cancel(struct iwd_ep *ep, void *context);
 int iwd_rdm_rma_write(struct iwd_ep *ep, struct iwv_send_wr *wr, uint64_t op_flags, uint64_t data, size_t len,
 		      const struct iwv_av *av);

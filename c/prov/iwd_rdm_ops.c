@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "iwd_rdm.h"
+#include "iwd_fastpath.h"
 
 static struct iwd_ep *ep_of(struct fid_ep *f) { return iwd_container_of(f, struct iwd_ep, ep_fid); }
 
@@ -162,9 +163,20 @@ static ssize_t rdm_rx_size_left(struct iwd_ep *ep)
 	return (ssize_t)IWD_RX_SIZE;
 }
 
+/* FI_EP_RDM's enable: the bounce receives, and the fast path when asked
+ * for (iwd_fastpath_rd.c). */
+static int rdm_enable(struct iwd_ep *ep)
+{
+	int ret = iwd_rdm_enable(ep);
+	if (!ret)
+		iwd_fprd_attach(ep);
+	return ret;
+}
+
 static const struct iwd_ep_ops rdm_ops = {
 	.datagram = 1,
-	.enable = iwd_rdm_enable,
+	.enable = rdm_enable,
+	.idle = iwd_fprd_idle,
 	.fini = iwd_rdm_fini,
 	.progress = iwd_ep_progress,
 	.wc = iwd_rdm_wc,

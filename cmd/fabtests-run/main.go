@@ -49,6 +49,7 @@ func run() int {
 	addr := flag.String("addr", "127.0.0.1", "address of servers and clients (the daemon serves it)")
 	logDir := flag.String("log", "build/fabtests/logs", "`directory` for the daemon's log and every failed test's output")
 	verbose := flag.Bool("v", false, "print every failed test's commands and output")
+	fiEnv := flag.String("fi-env", "", "comma-separated `FI_X=V` settings every test process gets (the caller's FI_ variables are not passed), e.g. FI_IWARPD_FASTPATH_RDM=1")
 	flag.Parse()
 
 	cfgs, err := pick(*configs)
@@ -108,6 +109,11 @@ func run() int {
 	defer d.stop()
 
 	env := []string{"FI_PROVIDER_PATH=" + provDir, "FI_IWARPD_SOCKET=" + sock}
+	for _, kv := range strings.Split(*fiEnv, ",") {
+		if strings.HasPrefix(kv, "FI_") && strings.Contains(kv, "=") {
+			env = append(env, kv)
+		}
+	}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "FI_") {
 			env = append(env, kv)

@@ -95,6 +95,12 @@ func (s *fpSide) end(t *testing.T, ctx context.Context, who, ok string) {
 // datagramQP is the one UD QP of d (iwarpctl -json qps).
 func datagramQP(t *testing.T, d *daemontest.Daemon) (proto.QPInfo, string) {
 	t.Helper()
+	return oneQP(t, d, "UD")
+}
+
+// oneQP is the one QP of type typ of d (iwarpctl -json qps).
+func oneQP(t *testing.T, d *daemontest.Daemon, typ string) (proto.QPInfo, string) {
+	t.Helper()
 	ctl := daemontest.Bins["iwarpctl"]
 	out, err := exec.Command(ctl, "-socket", d.Sock, "-json", "qps").Output()
 	if err != nil {
@@ -107,12 +113,12 @@ func datagramQP(t *testing.T, d *daemontest.Daemon) (proto.QPInfo, string) {
 	text, _ := exec.Command(ctl, "-socket", d.Sock, "qps").Output()
 	var ud []proto.QPInfo
 	for _, r := range rows {
-		if r.Type == "UD" {
+		if r.Type == typ {
 			ud = append(ud, r)
 		}
 	}
 	if len(ud) != 1 {
-		t.Fatalf("%d UD QPs, want 1:\n%s", len(ud), text)
+		t.Fatalf("%d %s QPs, want 1:\n%s", len(ud), typ, text)
 	}
 	return ud[0], string(text)
 }
@@ -121,6 +127,13 @@ func datagramQP(t *testing.T, d *daemontest.Daemon) (proto.QPInfo, string) {
 // with env and returns each side's UD QP as iwarpctl shows it before the
 // programs close their endpoints.
 func runFastpathPingPong(t *testing.T, da, db *daemontest.Daemon, env ...string) (srv, cli proto.QPInfo) {
+	t.Helper()
+	return runFPPingPong(t, da, db, "UD", nil, env...)
+}
+
+// runFPPingPong runs t_fi_fastpath with flags (nil, or -rdm) and returns
+// each side's QP of type typ.
+func runFPPingPong(t *testing.T, da, db *daemontest.Daemon, typ string, flags []string, env ...string) (srv, cli proto.QPInfo) {
 	t.Helper()
 	timeout := daemontest.Scaled(240 * time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -137,13 +150,13 @@ func runFastpathPingPong(t *testing.T, da, db *daemontest.Daemon, env ...string)
 	} else {
 		t.Logf("the provider is not sanitized: %s", sanSkip)
 	}
-	s := startFP(t, ctx, da, env, "server")
+	s := startFP(t, ctx, da, env, append(flags, "server")...)
 	ready := strings.Fields(s.await(t, ctx, "server", "READY "))
-	c := startFP(t, ctx, db, env, "client", ready[1])
+	c := startFP(t, ctx, db, env, append(flags, "client", ready[1])...)
 	s.await(t, ctx, "server", "DONE")
 	c.await(t, ctx, "client", "DONE")
-	srv, stext := datagramQP(t, da)
-	cli, ctext := datagramQP(t, db)
+	srv, stext := oneQP(t, da, typ)
+	cli, ctext := oneQP(t, db, typ)
 	t.Logf("server's daemon: %s", strings.TrimSpace(stext))
 	t.Logf("client's daemon: %s", strings.TrimSpace(ctext))
 	s.end(t, ctx, "server", "SERVER OK")

@@ -7,6 +7,10 @@
  *   t_fi_fastpath server          prints "READY ip:port", answers every
  *                                 ping with a pong of the same sequence
  *   t_fi_fastpath client ip:port  ROUNDS round trips, then bursts
+ *   t_fi_fastpath -rdm ...        the same over FI_EP_RDM with tagged
+ *                                 messages (fi_tsend/fi_trecv, one tag),
+ *                                 for RDM's fast path (iwd_fastpath_rd.c,
+ *                                 FI_IWARPD_FASTPATH_RDM=1)
  *
  * Every message carries (sequence, kind, length) and a payload pattern;
  * each side checks that every message arrives exactly once, in order, with
@@ -39,6 +43,7 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
 
 #define FITEST_NAME "t_fi_fastpath"
 #include "fitest.h"
@@ -71,6 +76,8 @@ static char *rxbuf;		    /* NRX receive slots */
 static char txbuf[SLOT];
 static uint64_t sends_posted, sends_done;
 static fi_addr_t peer = FI_ADDR_UNSPEC;
+static int rdm; /* -rdm: FI_EP_RDM, tagged */
+#define TAG 0x5a5aull
 
 static unsigned char pat(uint32_t seq, size_t j) { return (unsigned char)(seq * 13 + j * 7 + 1); }
 
@@ -82,7 +89,11 @@ static void sleep_ms(int ms)
 
 static void post_rx(size_t slot)
 {
-	POST(fi_recv(ep, rxbuf + slot * SLOT, SLOT, NULL, FI_ADDR_UNSPEC, (void *)(uintptr_t)(slot + 1)), "fi_recv");
+	if (rdm)
+		POST(fi_trecv(ep, rxbuf + slot * SLOT, SLOT, NULL, FI_ADDR_UNSPEC, TAG, 0, (void *)(uintptr_t)(slot + 1)),
+		     "fi_trecv");
+	else
+		POST(fi_recv(ep, rxbuf + slot * SLOT, SLOT, NULL, FI_ADDR_UNSPEC, (void *)(uintptr_t)(slot + 1)), "fi_recv");
 }
 
 /* msg_len: every 64th message is larger than a datagram, every 7th 1000
@@ -110,7 +121,10 @@ static void send_msg(uint32_t seq, uint32_t kind)
 	}
 	for (j = sizeof(*h); j < len; j++)
 		txbuf[j] = (char)pat(seq, j);
-	POST(fi_send(ep, txbuf, len, NULL, peer, (void *)(uintptr_t)(0x1000000 + seq)), "fi_send");
+	if (rdm)
+		POST(fi_tsend(ep, txbuf, len, NULL, peer, TAG, (void *)(uintptr_t)(0x1000000 + seq)), "fi_tsend");
+	else
+		POST(fi_send(ep, txbuf, len, NULL, peer, (void *)(uintptr_t)(0x1000000 + seq)), "fi_send");
 	sends_posted++;
 }
 
@@ -130,7 +144,7 @@ static struct hdr *next_msg(size_t *slot, const char *what)
 				sends_done++;
 				continue;
 			}
-			if (!(e.flags & FI_RECV) || c < 1 || c > NRX)
+			if (!(e.flags & FI_RECV) || c < 1 || c > NRX || (rdm && !(e.flags & FI_TAGGED)))
 				fitest_die("completion flags %#llx context %#lx", (unsigned long long)e.flags, (unsigned long)c);
 			*slot = c - 1;
 			struct hdr *h = (struct hdr *)(rxbuf + *slot * SLOT);
@@ -177,8 +191,8 @@ static void open_ep(void)
 	hints = fi_allocinfo();
 	if (!hints)
 		fitest_die("fi_allocinfo");
-	hints->ep_attr->type = FI_EP_DGRAM;
-	hints->caps = FI_MSG;
+	hints->ep_attr->type = rdm ? FI_EP_RDM : FI_EP_DGRAM;
+	hints->caps = rdm ? FI_TAGGED : FI_MSG;
 	hints->addr_format = FI_SOCKADDR_IN;
 	hints->rx_attr->size = NRX;
 	hints->fabric_attr->prov_name = strdup("iwarpd");
@@ -303,12 +317,17 @@ static void client(const char *dest)
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc >= 2 && !strcmp(argv[1], "-rdm")) {
+		rdm = 1;
+		argc--;
+		argv++;
+	}
 	if (argc == 2 && !strcmp(argv[1], "server"))
 		server();
 	else if (argc == 3 && !strcmp(argv[1], "client"))
 		client(argv[2]);
 	else {
-		fprintf(stderr, "usage: t_fi_fastpath server | client ip:port\n");
+		fprintf(stderr, "usage: t_fi_fastpath [-rdm] server | client ip:port\n");
 		return 2;
 	}
 	return 0;

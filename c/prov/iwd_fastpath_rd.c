@@ -1,0 +1,143 @@
+/*
+ * iwd_fastpath_rd.c — an RDM endpoint's rank sends and receives its small
+ * eager messages on its RD QP's own socket while the application polls
+ * (iwd_fastpath.h; docs/fastpath.md "The provider's RDM endpoints",
+ * docs/libfabric.md "The fast path"). Opt-in: FI_IWARPD_FASTPATH_RDM=1.
+ *
+ * c/core fprd.h does the RD protocol's steady state: the rank numbers its
+ * datagrams from the page's slot of a proven peer and keeps a copy there
+ * for the daemon to retransmit; it takes only in-order one-segment Sends
+ * and ACKs, and gives the socket to the daemon for anything else. This
+ * file puts the RDM endpoint on top of it, as iwd_fastpath.c does the
+ * DGRAM one:
+ *  - order of arrivals: the verbs CQ is polled empty before the socket is
+ *    read, and again after every hand-back (IWD_FP_REPOLL); the rank hands
+ *    each Send it takes to iwd_rdm_rx_msg at once, as a bounce receive's
+ *    completion would be (no bounce receive is consumed: the message is
+ *    matched and copied out during the call);
+ *  - order of sends: a work request posted to the daemon gives the socket
+ *    back first (iwd_fprd_before_post, from iwd_ep_post_send), and the
+ *    rank sends itself only while none of the endpoint's is with the
+ *    daemon (sq_used 0), so its datagrams never overtake one the daemon
+ *    has (RD numbers both in one sequence per peer).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+
+#include "iwd_fastpath.h"
+#include "iwd_rdm.h"
+
+#include "fprd.h"
+
+#define FP_BATCH 16
+
+struct iwd_fprd {
+	struct iwvi_fp_rd rd;
+	int owned; /* the socket is ours and the CQ was polled after it came back */
+	struct iwd_ep *ep;
+	uint8_t txbuf[W_FP_RD_COPY_LEN]; /* header and payload gathered */
+};
+
+void iwd_fprd_attach(struct iwd_ep *ep)
+{
+	struct iwd_fprd *f;
+	if (!iwd_env.fastpath_rdm || !ep->qp || ep->fprd || iwv_qp_socket(ep->qp) < 0)
+		return;
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return;
+	if (iwvi_fp_rd_attach(ep->qp, &f->rd) < 0) {
+		IWD_INFO(FI_LOG_EP_CTRL, "iwarpd: no fast path for this RDM endpoint: %s\n", iwv_last_error(ep->dom->fab->s));
+		free(f);
+		return;
+	}
+	f->ep = ep;
+	ep->fprd = f;
+	iwvi_fp_own_acquire(&f->rd.own); /* the engine gives it at the end of a service */
+}
+
+void iwd_fprd_detach(struct iwd_ep *ep)
+{
+	if (!ep->fprd)
+		return;
+	iwvi_fp_rd_detach(&ep->fprd->rd);
+	free(ep->fprd);
+	ep->fprd = NULL;
+}
+
+/* deliver: a Send the rank took from slot's peer, in order. */
+static void deliver(void *arg, int slot, const uint8_t *payload, size_t len, uint32_t imm, int has_imm)
+{
+	static const uint8_t v4prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	struct iwd_fprd *f = arg;
+	struct sockaddr_in peer;
+	struct iwv_wc wc;
+	IWD_UNUSED(imm);
+	IWD_UNUSED(has_imm); /* RDM sends none (its CQ data is in the header) */
+	memset(&wc, 0, sizeof(wc));
+	wc.status = IWV_WC_SUCCESS;
+	wc.opcode = IWV_WC_RECV;
+	wc.byte_len = (uint32_t)len;
+	if (iwvi_fp_rd_peer(&f->rd, slot, &peer) == 0) {
+		memcpy(wc.src_ip, v4prefix, 12);
+		memcpy(wc.src_ip + 12, &peer.sin_addr, 4);
+		wc.src_port = ntohs(peer.sin_port);
+		wc.flags |= IWV_WC_FLAG_SRC_VALID;
+	}
+	iwd_rdm_rx_msg(f->ep, payload, (uint32_t)len, &wc);
+}
+
+int iwd_fprd_progress(struct iwd_ep *ep)
+{
+	struct iwd_fprd *f = ep->fprd;
+	if (!f || ep->dom->dead)
+		return 0;
+	if (!f->owned) {
+		if (!iwvi_fp_own_renew(&f->rd.own))
+			return 0; /* asked for it back (Want) */
+		/* Just handed back: the daemon's completions of what it read
+		 * are in the verbs CQ; they come first. */
+		iwvi_fp_own_done(&f->rd.own);
+		f->owned = 1;
+		return IWD_FP_REPOLL;
+	}
+	iwvi_fp_rd_poll(&f->rd, FP_BATCH, deliver, f);
+	if (!iwvi_fp_own_owned(&f->rd.own))
+		f->owned = 0; /* released (a datagram for the daemon) or taken over */
+	return 0;
+}
+
+int iwd_fprd_send(struct iwd_ep *ep, const void *hdr, size_t hlen, const struct iovec *iov, size_t count, size_t len,
+		  const struct iwv_av *av)
+{
+	struct iwd_fprd *f = ep->fprd;
+	struct sockaddr_storage ss;
+	int slot;
+	if (!f || !f->owned || ep->sq_used || !av || hlen + len > f->rd.max_payload || hlen + len > sizeof(f->txbuf))
+		return -FI_EAGAIN;
+	if (iwv_av_to_sockaddr(av, &ss) < 0 || ss.ss_family != AF_INET)
+		return -FI_EAGAIN;
+	slot = iwvi_fp_rd_slot(&f->rd, (const struct sockaddr_in *)&ss);
+	if (slot < 0)
+		return -FI_EAGAIN;
+	memcpy(f->txbuf, hdr, hlen);
+	iwd_iov_copy_out(f->txbuf + hlen, iov, count, len);
+	return iwvi_fp_rd_send(&f->rd, slot, f->txbuf, hlen + len, 0) == 0 ? 0 : -FI_EAGAIN;
+}
+
+void iwd_fprd_before_post(struct iwd_ep *ep)
+{
+	struct iwd_fprd *f = ep->fprd;
+	if (!f)
+		return;
+	iwvi_fp_rd_release(&f->rd);
+	f->owned = 0;
+}
+
+void iwd_fprd_idle(struct iwd_ep *ep)
+{
+	iwd_fprd_before_post(ep);
+}
