@@ -92,12 +92,6 @@ func (s *fpSide) end(t *testing.T, ctx context.Context, who, ok string) {
 	}
 }
 
-// datagramQP is the one UD QP of d (iwarpctl -json qps).
-func datagramQP(t *testing.T, d *daemontest.Daemon) (proto.QPInfo, string) {
-	t.Helper()
-	return oneQP(t, d, "UD")
-}
-
 // oneQP is the one QP of type typ of d (iwarpctl -json qps).
 func oneQP(t *testing.T, d *daemontest.Daemon, typ string) (proto.QPInfo, string) {
 	t.Helper()
