@@ -254,9 +254,25 @@ static void read_socket(struct rank *r, struct tally *t)
  * in the page grows), bounded. */
 static void pause_for_takeover(struct rank *r)
 {
+	/* Only a socket the rank owns can be taken over: if the daemon has it
+	 * (the rank released it for a datagram it leaves to the daemon, or a
+	 * take-over came just before), ask for it and wait until it is back,
+	 * bounded, without polling. */
+	long long deadline = mono_ms() + scaled_ms(10000);
+	while (!iwvi_fp_own_acquire(&r->fp) && mono_ms() < deadline)
+		usleep(100);
+	if (!iwvi_fp_own_owned(&r->fp)) {
+		fprintf(stderr, "t_fpown: the daemon did not hand the socket back within %d ms before a pause\n", scaled_ms(10000));
+		exit(1);
+	}
+	if (asked_ns > 0) { /* the hand-back the rank asked for came here */
+		if (npauses < MAXPAUSES)
+			handback_us[npauses++] = (long)((now_ns() - asked_ns) / 1000);
+		asked_ns = 0;
+	}
 	long long from = now_ns();
 	uint64_t before = iwvi_fp_own_takeovers(&r->fp);
-	long long deadline = mono_ms() + scaled_ms(10000);
+	deadline = mono_ms() + scaled_ms(10000);
 	while (iwvi_fp_own_takeovers(&r->fp) == before && mono_ms() < deadline)
 		usleep(500);
 	if (iwvi_fp_own_takeovers(&r->fp) == before) {
