@@ -46,7 +46,7 @@ int iwvi_fp_rd_attach(struct iwv_qp *qp, struct iwvi_fp_rd *r)
 	if (rc < 0)
 		return rc;
 	r->qkey = iwv_qp_qkey(qp);
-	r->crc = 1;
+	r->crc = r->own.crc; /* the QP's: off when created with no_crc */
 	size_t m = iwvi_fp_max_payload(pa.datagram_size, 1, 0);
 	size_t room = W_FP_RD_COPY_LEN - FP_DDP_UNTAGGED_LEN;
 	r->max_payload = m < room ? m : room;

@@ -43,7 +43,7 @@
 struct iwvi_fp_rd {
 	struct iwvi_fp_own own; /* the hand-over; own.page is W_FP_RD_PAGE_LEN octets */
 	uint32_t qkey;          /* our QP's Q_Key */
-	int crc;                /* CRC32c trailer on (the daemon's default; 0: -datagram-crc off) */
+	int crc;                /* CRC32c trailer on (the default); 0: the QP was created with no_crc (own.crc) */
 	size_t max_payload;     /* largest Send the rank sends itself */
 	/* Counts (information). */
 	uint64_t sent, taken, acks_in, acks_out, released;

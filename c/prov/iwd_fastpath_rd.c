@@ -44,11 +44,10 @@ struct iwd_fprd {
 void iwd_fprd_attach(struct iwd_ep *ep)
 {
 	struct iwd_fprd *f;
-	/* The rank's RD codec always computes and checks CRC32c (c/core
-	 * fprd.c): with FI_IWARPD_DGRAM_CRC=off the endpoint stays with the
-	 * daemon, whose QP has CRC off (docs/libfabric.md "CRC on datagram
-	 * endpoints"). */
-	if (!iwd_env.fastpath_rdm || !iwd_env.dgram_crc || !ep->qp || ep->fprd || iwv_qp_socket(ep->qp) < 0)
+	/* The rank's RD codec follows the QP's CRC setting (c/core fprd.c:
+	 * FI_IWARPD_DGRAM_CRC=off makes QPs with no_crc, whose datagrams
+	 * carry a zero trailer that nobody checks). */
+	if (!iwd_env.fastpath_rdm || !ep->qp || ep->fprd || iwv_qp_socket(ep->qp) < 0)
 		return;
 	f = calloc(1, sizeof(*f));
 	if (!f)
