@@ -290,3 +290,14 @@ int iwvi_fp_rd_poll(struct iwvi_fp_rd *r, int max, iwvi_fp_rd_deliver deliver, v
 	iwvi_fp_own_done(&r->own);
 	return got;
 }
+
+unsigned iwvi_fp_rd_outstanding(const struct iwvi_fp_rd *r)
+{
+	unsigned n = 0;
+	for (int i = 0; i < W_FP_RD_SLOTS; i++) {
+		const uint8_t *s = slot_base(r, i);
+		if (ld32(s, W_OFF_FP_RD_STATE) & W_FP_RD_VALID)
+			n += ld32(s, W_OFF_FP_RD_OUT_N);
+	}
+	return n;
+}

@@ -95,4 +95,10 @@ typedef void (*iwvi_fp_rd_deliver)(void *arg, int slot, const uint8_t *payload, 
  * this: what the daemon read while it owned the socket comes first. */
 int iwvi_fp_rd_poll(struct iwvi_fp_rd *r, int max, iwvi_fp_rd_deliver deliver, void *arg);
 
+/* iwvi_fp_rd_outstanding: the datagrams the rank sent itself that its
+ * peers have not acknowledged yet, as the page's slots say — meaningful
+ * while the rank owns the socket (after a take-over the daemon holds them,
+ * and it hands the socket back only once they are all acknowledged). */
+unsigned iwvi_fp_rd_outstanding(const struct iwvi_fp_rd *r);
+
 #endif

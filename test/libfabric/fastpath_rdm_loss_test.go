@@ -50,7 +50,7 @@ func TestFastpathRDMLoss(t *testing.T) {
 	}
 	da := daemon(t, "fprdml-a", o(0))
 	db := daemon(t, "fprdml-b", o(1))
-	srv, cli := runFPPingPongNS(t, pair, da, db, "RD", []string{"-rdm"}, "FI_IWARPD_FASTPATH_RDM=1")
+	srv, cli := runFPPingPongNS(t, pair, da, db, "RD", []string{"-rdm"}) // the fast path is the default
 	for _, q := range []struct {
 		who string
 		qp  proto.QPInfo

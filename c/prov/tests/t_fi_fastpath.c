@@ -10,7 +10,7 @@
  *   t_fi_fastpath -rdm ...        the same over FI_EP_RDM with tagged
  *                                 messages (fi_tsend/fi_trecv, one tag),
  *                                 for RDM's fast path (iwd_fastpath_rd.c,
- *                                 FI_IWARPD_FASTPATH_RDM=1)
+ *                                 on unless FI_IWARPD_FASTPATH_RDM=0)
  *
  * Every message carries (sequence, kind, length) and a payload pattern;
  * each side checks that every message arrives exactly once, in order, with
