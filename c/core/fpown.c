@@ -58,6 +58,7 @@ int iwvi_fp_own_attach(struct iwv_qp *qp, struct iwvi_fp_own *o)
 	close(r.fd); /* the daemon has its own; the mapping stays */
 	o->qp = qp;
 	o->sock = qp->sock;
+	o->crc = !qp->no_crc;
 	o->page = r.mem;
 	o->len = r.len;
 	return 0;

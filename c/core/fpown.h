@@ -37,6 +37,7 @@ struct iwvi_fp_own {
 	int sock;           /* the QP's socket (qp->sock) */
 	uint8_t *page;      /* the mapped page (W_FP_PAGE_LEN octets; RD: W_FP_RD_PAGE_LEN) */
 	size_t len;
+	int crc;            /* the QP's CRC32c: 1 on (the default), 0 created with no_crc (wire-format.md §6 rule 4) */
 	int in_busy;        /* between a renew that returned 1 and done */
 	uint64_t renews, lost; /* renewals; renewals that found the engine owning */
 };

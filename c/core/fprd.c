@@ -46,7 +46,7 @@ int iwvi_fp_rd_attach(struct iwv_qp *qp, struct iwvi_fp_rd *r)
 	if (rc < 0)
 		return rc;
 	r->qkey = iwv_qp_qkey(qp);
-	r->crc = 1;
+	r->crc = r->own.crc; /* the QP's: off when created with no_crc */
 	size_t m = iwvi_fp_max_payload(pa.datagram_size, 1, 0);
 	size_t room = W_FP_RD_COPY_LEN - FP_DDP_UNTAGGED_LEN;
 	r->max_payload = m < room ? m : room;
@@ -311,4 +311,15 @@ int iwvi_fp_rd_poll(struct iwvi_fp_rd *r, int max, iwvi_fp_rd_deliver deliver, v
 	send_acks_owed(r, got > 0 ? FP_RD_ACK_BATCH : 1);
 	iwvi_fp_own_done(&r->own);
 	return got;
+}
+
+unsigned iwvi_fp_rd_outstanding(const struct iwvi_fp_rd *r)
+{
+	unsigned n = 0;
+	for (int i = 0; i < W_FP_RD_SLOTS; i++) {
+		const uint8_t *s = slot_base(r, i);
+		if (ld32(s, W_OFF_FP_RD_STATE) & W_FP_RD_VALID)
+			n += ld32(s, W_OFF_FP_RD_OUT_N);
+	}
+	return n;
 }

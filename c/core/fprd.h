@@ -46,7 +46,7 @@
 struct iwvi_fp_rd {
 	struct iwvi_fp_own own; /* the hand-over; own.page is W_FP_RD_PAGE_LEN octets */
 	uint32_t qkey;          /* our QP's Q_Key */
-	int crc;                /* CRC32c trailer on (the daemon's default; 0: -datagram-crc off) */
+	int crc;                /* CRC32c trailer on (the default); 0: the QP was created with no_crc (own.crc) */
 	size_t max_payload;     /* largest Send the rank sends itself */
 	/* Counts (information). */
 	uint64_t sent, taken, acks_in, acks_out, released;
@@ -98,5 +98,11 @@ typedef void (*iwvi_fp_rd_deliver)(void *arg, int slot, const uint8_t *payload, 
  * there meanwhile), or a negative errno of the socket. Poll the CQ before
  * this: what the daemon read while it owned the socket comes first. */
 int iwvi_fp_rd_poll(struct iwvi_fp_rd *r, int max, iwvi_fp_rd_deliver deliver, void *arg);
+
+/* iwvi_fp_rd_outstanding: the datagrams the rank sent itself that its
+ * peers have not acknowledged yet, as the page's slots say — meaningful
+ * while the rank owns the socket (after a take-over the daemon holds them,
+ * and it hands the socket back only once they are all acknowledged). */
+unsigned iwvi_fp_rd_outstanding(const struct iwvi_fp_rd *r);
 
 #endif

@@ -153,6 +153,7 @@ struct iwv_qp {
 	uint32_t sq_depth;
 	struct rq rq; /* unused with an SRQ */
 	int sock;     /* its UDP socket, made by this process (qpsock.c); -1: the daemon's */
+	int no_crc;   /* created with CRC off (iwv_qp_init_attr.no_crc): the fast paths' codec follows */
 	/* Its fast-path page's Owner word when the rank consumes its receives
 	 * (fprq.c iwvi_fp_rq_attach): post-recv rings no doorbell while it
 	 * says the rank (the engine reads nothing of the RQ then). */

@@ -148,6 +148,7 @@ IWV_EXPORT int iwv_create_qp(struct iwv_pd *pd, const struct iwv_qp_init_attr *a
 		q->s = s;
 		q->pd = pd;
 		q->type = a->qp_type;
+		q->no_crc = a->no_crc != 0;
 		q->cap = caps;
 		q->sq_depth = sq_depth;
 		q->send_cq = a->send_cq;

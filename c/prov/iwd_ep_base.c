@@ -247,7 +247,9 @@ static int ep_control(struct fid *fid, int command, void *arg)
  * as SO_LINGER does. RD: a message still unacknowledged may need a
  * retransmission the destroyed QP could not send; the acknowledgements we
  * owe our peers need no wait: the daemon sends them when it destroys the
- * QP (verbsd rdCloseAcks). UD (DGRAM): fi_send returns once the work
+ * QP (verbsd rdCloseAcks). RDM's fast path: a Send the rank made itself
+ * completed when the kernel had it; until its peer acknowledges it, the
+ * daemon may have to resend it (iwd_fprd_unacked). UD (DGRAM): fi_send returns once the work
  * request is posted, before the daemon hands the datagram to the kernel,
  * and destroying the QP discards what it has not sent; a UDP socket's
  * sendto has the datagram in the kernel when it returns, and ofi_rxd
@@ -262,7 +264,7 @@ static void ep_linger(struct iwd_ep *ep)
 	for (i = 0; i < 1000 && !idle; i++) {
 		iwd_lock(ep->dom);
 		iwd_domain_progress(ep->dom);
-		idle = ep->sq_used == 0 || ep->dom->dead;
+		idle = (ep->sq_used == 0 && !iwd_fprd_unacked(ep)) || ep->dom->dead;
 		iwd_unlock(ep->dom);
 		if (!idle)
 			nanosleep(&ms, NULL);

@@ -395,15 +395,12 @@ struct fi_ops_msg iwd_dgram_msg_ops = {
 	.injectdata = m_injectdata,
 };
 
-/* FI_EP_DGRAM's enable: MSG's, and the fast path (iwd_fastpath.c). The
- * fast path computes and checks CRC32c on every datagram (it has no
- * CRC-off mode): with FI_IWARPD_DGRAM_CRC=off the endpoint goes through
- * the daemon, whose QP has CRC off (docs/libfabric.md "CRC on datagram
- * endpoints"). */
+/* FI_EP_DGRAM's enable: MSG's, and the fast path (iwd_fastpath.c; its
+ * codec follows the QP's CRC setting, FI_IWARPD_DGRAM_CRC). */
 static int dgram_enable(struct iwd_ep *ep)
 {
 	int ret = iwd_dgram_enable(ep);
-	if (!ret && iwd_env.dgram_crc)
+	if (!ret)
 		iwd_fp_attach(ep);
 	return ret;
 }

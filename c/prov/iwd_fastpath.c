@@ -125,7 +125,7 @@ static int one(struct iwd_fp *fp, struct iwv_wc *wc)
 	struct sockaddr_storage ss;
 	struct iwvi_fp_rqe rqe;
 	struct fp_rx rx;
-	struct fp_rx_qp q = {.qkey = fp->qkey, .crc = 1};
+	struct fp_rx_qp q = {.qkey = fp->qkey, .crc = (uint8_t)fp->own.crc}; /* the QP's (FI_IWARPD_DGRAM_CRC) */
 	ssize_t n;
 	int ret;
 
@@ -240,7 +240,7 @@ int iwd_fp_send(struct iwd_ep *ep, const struct iovec *iov, size_t count, size_t
 	s.src_qkey = fp->qkey;
 	s.msn = fp->msn++;
 	s.last = 1;
-	s.crc = 1;
+	s.crc = (uint8_t)fp->own.crc;
 	if (iwvi_fp_send_iov(&d, &s, NULL, payload, len) < 0)
 		return -FI_EAGAIN;
 	memset(&mh, 0, sizeof(mh));

@@ -48,8 +48,8 @@ void iwd_fp_idle(struct iwd_ep *ep);
  * RDM endpoints"): the rank sends a one-datagram eager message to a proven
  * peer itself (c/core fprd.h, the daemon keeping a copy to retransmit) and
  * takes the in-order Sends of its proven peers, which the RDM receive path
- * matches as it matches a bounce receive's (iwd_rdm_rx_msg). Opt-in:
- * FI_IWARPD_FASTPATH_RDM. ---- */
+ * matches as it matches a bounce receive's (iwd_rdm_rx_msg). On unless
+ * FI_IWARPD_FASTPATH_RDM=0. ---- */
 
 /* iwd_fprd_attach: as iwd_fp_attach, for an RDM endpoint's RD QP. */
 void iwd_fprd_attach(struct iwd_ep *ep);
@@ -76,5 +76,11 @@ void iwd_fprd_before_post(struct iwd_ep *ep);
 
 /* iwd_fprd_idle: the application is about to block: the socket goes back. */
 void iwd_fprd_idle(struct iwd_ep *ep);
+
+/* iwd_fprd_unacked: 1 while Sends the rank made itself (complete for the
+ * application) may still be unacknowledged by their peers: fi_close
+ * lingers (bounded) until they are, so that the daemon can still resend
+ * them. */
+int iwd_fprd_unacked(struct iwd_ep *ep);
 
 #endif /* IWD_FASTPATH_H */

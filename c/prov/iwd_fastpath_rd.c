@@ -2,7 +2,7 @@
  * iwd_fastpath_rd.c — an RDM endpoint's rank sends and receives its small
  * eager messages on its RD QP's own socket while the application polls
  * (iwd_fastpath.h; docs/fastpath.md "The provider's RDM endpoints",
- * docs/libfabric.md "The fast path"). Opt-in: FI_IWARPD_FASTPATH_RDM=1.
+ * docs/libfabric.md "The fast path"). On unless FI_IWARPD_FASTPATH_RDM=0.
  *
  * c/core fprd.h does the RD protocol's steady state: the rank numbers its
  * datagrams from the page's slot of a proven peer and keeps a copy there
@@ -19,7 +19,12 @@
  *    back first (iwd_fprd_before_post, from iwd_ep_post_send), and the
  *    rank sends itself only while none of the endpoint's is with the
  *    daemon (sq_used 0), so its datagrams never overtake one the daemon
- *    has (RD numbers both in one sequence per peer).
+ *    has (RD numbers both in one sequence per peer);
+ *  - a send the rank made completes when the kernel accepted it (as
+ *    libfabric's tcp provider completes a send written into its socket);
+ *    fi_close waits, bounded, until they are acknowledged (ep_linger,
+ *    iwd_fprd_unacked), as a TCP close lets the kernel deliver what the
+ *    socket still holds.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -37,6 +42,7 @@
 struct iwd_fprd {
 	struct iwvi_fp_rd rd;
 	int owned; /* the socket is ours and the CQ was polled after it came back */
+	int unacked; /* the rank sent Sends itself that may not be acknowledged yet (iwd_fprd_unacked) */
 	struct iwd_ep *ep;
 	uint8_t txbuf[W_FP_RD_COPY_LEN]; /* header and payload gathered */
 };
@@ -44,11 +50,10 @@ struct iwd_fprd {
 void iwd_fprd_attach(struct iwd_ep *ep)
 {
 	struct iwd_fprd *f;
-	/* The rank's RD codec always computes and checks CRC32c (c/core
-	 * fprd.c): with FI_IWARPD_DGRAM_CRC=off the endpoint stays with the
-	 * daemon, whose QP has CRC off (docs/libfabric.md "CRC on datagram
-	 * endpoints"). */
-	if (!iwd_env.fastpath_rdm || !iwd_env.dgram_crc || !ep->qp || ep->fprd || iwv_qp_socket(ep->qp) < 0)
+	/* The rank's RD codec follows the QP's CRC setting (c/core fprd.c:
+	 * FI_IWARPD_DGRAM_CRC=off makes QPs with no_crc, whose datagrams
+	 * carry a zero trailer that nobody checks). */
+	if (!iwd_env.fastpath_rdm || !ep->qp || ep->fprd || iwv_qp_socket(ep->qp) < 0)
 		return;
 	f = calloc(1, sizeof(*f));
 	if (!f)
@@ -106,11 +111,16 @@ int iwd_fprd_progress(struct iwd_ep *ep)
 		 * are in the verbs CQ; they come first. */
 		iwvi_fp_own_done(&f->rd.own);
 		f->owned = 1;
+		/* The daemon hands the socket back only once every copy of
+		 * the rank's it took over is acknowledged (fpQuiet). */
+		f->unacked = 0;
 		return IWD_FP_REPOLL;
 	}
 	iwvi_fp_rd_poll(&f->rd, FP_BATCH, deliver, f);
 	if (!iwvi_fp_own_owned(&f->rd.own))
 		f->owned = 0; /* released (a datagram for the daemon) or taken over */
+	else if (f->unacked && iwvi_fp_rd_outstanding(&f->rd) == 0)
+		f->unacked = 0;
 	return 0;
 }
 
@@ -129,7 +139,15 @@ int iwd_fprd_send(struct iwd_ep *ep, const void *hdr, size_t hlen, const struct 
 		return -FI_EAGAIN;
 	memcpy(f->txbuf, hdr, hlen);
 	iwd_iov_copy_out(f->txbuf + hlen, iov, count, len);
-	return iwvi_fp_rd_send(&f->rd, slot, f->txbuf, hlen + len, 0) == 0 ? 0 : -FI_EAGAIN;
+	if (iwvi_fp_rd_send(&f->rd, slot, f->txbuf, hlen + len, 0) < 0)
+		return -FI_EAGAIN;
+	f->unacked = 1;
+	return 0;
+}
+
+int iwd_fprd_unacked(struct iwd_ep *ep)
+{
+	return ep->fprd && ep->fprd->unacked;
 }
 
 void iwd_fprd_before_post(struct iwd_ep *ep)

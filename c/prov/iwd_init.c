@@ -22,6 +22,7 @@ struct iwd_params iwd_env = {
 	.idle_sleep_us = IWD_IDLE_SLEEP_US,
 	.dgram_crc = 1,
 	.fastpath = 1,
+	.fastpath_rdm = 1,
 };
 
 #ifndef IWD_BUILD
@@ -145,7 +146,8 @@ FI_EXT_INI
 			"docs/libfabric.md \"The fast path\")");
 	fi_param_define(&iwd_prov, "fastpath_rdm", FI_PARAM_BOOL,
 			"RDM: while the application polls, send and receive small eager messages on the endpoint's "
-			"RD socket in the application, the daemon keeping retransmission (default no; "
+			"RD socket in the application, the daemon keeping retransmission; such a send completes when the "
+			"kernel accepted it, as tcp's (default yes; "
 			"docs/libfabric.md \"The fast path\")");
 
 	if (fi_param_get_str(&iwd_prov, "socket", &s) == FI_SUCCESS && s && *s)

@@ -8,8 +8,8 @@ import (
 )
 
 // TestFastpathRDMPingPong: FI_EP_RDM tagged ping-pong through two daemons
-// with RDM's fast path on (FI_IWARPD_FASTPATH_RDM=1; docs/fastpath.md "The
-// provider's RDM endpoints"), each side pausing longer than the lease now
+// with RDM's fast path on (the default: no FI_IWARPD_FASTPATH_RDM;
+// docs/fastpath.md "The provider's RDM endpoints"), each side pausing longer than the lease now
 // and then. Every message arrives exactly once, in order, intact (the
 // program checks); the daemons' counters show the sockets handed to the
 // ranks and taken over in the pauses, and the engines reading and sending
@@ -21,7 +21,7 @@ func TestFastpathRDMPingPong(t *testing.T) {
 	o := daemontest.Options{Extra: []string{"-fastpath-lease", "1ms", "-datagram-size", "1472"}}
 	da := daemon(t, "fprdm-a", o)
 	db := daemon(t, "fprdm-b", o)
-	srv, cli := runFPPingPong(t, da, db, "RD", []string{"-rdm"}, "FI_IWARPD_FASTPATH_RDM=1")
+	srv, cli := runFPPingPong(t, da, db, "RD", []string{"-rdm"})
 	for _, q := range []struct {
 		who     string
 		qp      proto.QPInfo
@@ -49,16 +49,17 @@ func TestFastpathRDMPingPong(t *testing.T) {
 	db.CheckAlive(t)
 }
 
-// TestFastpathRDMOff: without FI_IWARPD_FASTPATH_RDM (the default) RDM
-// endpoints hand no page over and the same program passes.
+// TestFastpathRDMOff: with FI_IWARPD_FASTPATH_RDM=0 RDM endpoints hand no
+// page over and the same program passes, every message through the
+// daemons.
 func TestFastpathRDMOff(t *testing.T) {
 	needProvider(t)
 	da := daemon(t, "fprdmoff-a", daemontest.Options{})
 	db := daemon(t, "fprdmoff-b", daemontest.Options{})
-	srv, cli := runFPPingPong(t, da, db, "RD", []string{"-rdm"})
+	srv, cli := runFPPingPong(t, da, db, "RD", []string{"-rdm"}, "FI_IWARPD_FASTPATH_RDM=0")
 	for _, q := range []proto.QPInfo{srv, cli} {
 		if q.Fastpath != "" {
-			t.Errorf("QP %+v has a fast-path page without FI_IWARPD_FASTPATH_RDM", q)
+			t.Errorf("QP %+v has a fast-path page with FI_IWARPD_FASTPATH_RDM=0", q)
 		}
 	}
 	if srv.Counters["datagrams_in"] < fpToServer {

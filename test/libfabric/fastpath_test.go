@@ -14,6 +14,7 @@ import (
 
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/test/daemontest"
+	"github.com/iwarpd/iwarpd/test/netns"
 )
 
 // fpSide is one running t_fi_fastpath: its stdin (the go-ahead to close)
@@ -26,10 +27,12 @@ type fpSide struct {
 	errb  strings.Builder
 }
 
-func startFP(t *testing.T, ctx context.Context, d *daemontest.Daemon, env []string, args ...string) *fpSide {
+// startFP starts t_fi_fastpath with args on daemon d (in pair's namespace
+// idx when pair is not nil).
+func startFP(t *testing.T, ctx context.Context, pair *netns.Pair, idx int, d *daemontest.Daemon, env []string, args ...string) *fpSide {
 	t.Helper()
 	s := &fpSide{lines: make(chan string, 64)}
-	s.cmd = command(ctx, nil, 0, filepath.Join(provDir, "prov", "t_fi_fastpath"), args...)
+	s.cmd = command(ctx, pair, idx, filepath.Join(provDir, "prov", "t_fi_fastpath"), args...)
 	s.cmd.Env = fiEnv(d, env...)
 	s.cmd.Stderr = &s.errb
 	var err error
@@ -129,6 +132,13 @@ func runFastpathPingPong(t *testing.T, da, db *daemontest.Daemon, env ...string)
 // each side's QP of type typ.
 func runFPPingPong(t *testing.T, da, db *daemontest.Daemon, typ string, flags []string, env ...string) (srv, cli proto.QPInfo) {
 	t.Helper()
+	return runFPPingPongNS(t, nil, da, db, typ, flags, env...)
+}
+
+// runFPPingPongNS is runFPPingPong with the server in pair's namespace 0
+// and the client in its namespace 1 (pair nil: both here).
+func runFPPingPongNS(t *testing.T, pair *netns.Pair, da, db *daemontest.Daemon, typ string, flags []string, env ...string) (srv, cli proto.QPInfo) {
+	t.Helper()
 	timeout := daemontest.Scaled(240 * time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -144,9 +154,9 @@ func runFPPingPong(t *testing.T, da, db *daemontest.Daemon, typ string, flags []
 	} else {
 		t.Logf("the provider is not sanitized: %s", sanSkip)
 	}
-	s := startFP(t, ctx, da, env, append(flags, "server")...)
+	s := startFP(t, ctx, pair, 0, da, env, append(flags, "server")...)
 	ready := strings.Fields(s.await(t, ctx, "server", "READY "))
-	c := startFP(t, ctx, db, env, append(flags, "client", ready[1])...)
+	c := startFP(t, ctx, pair, 1, db, env, append(flags, "client", ready[1])...)
 	s.await(t, ctx, "server", "DONE")
 	c.await(t, ctx, "client", "DONE")
 	srv, stext := oneQP(t, da, typ)

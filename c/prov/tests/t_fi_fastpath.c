@@ -10,7 +10,13 @@
  *   t_fi_fastpath -rdm ...        the same over FI_EP_RDM with tagged
  *                                 messages (fi_tsend/fi_trecv, one tag),
  *                                 for RDM's fast path (iwd_fastpath_rd.c,
- *                                 FI_IWARPD_FASTPATH_RDM=1)
+ *                                 on unless FI_IWARPD_FASTPATH_RDM=0)
+ *   t_fi_fastpath -rdm -tail N ...  then the client sends N more 8-octet
+ *                                 messages and closes its endpoint at
+ *                                 once, before it prints "DONE": fi_close
+ *                                 must let them arrive (its wait for the
+ *                                 acknowledgements, iwd_fprd_unacked), the
+ *                                 server expects every one
  *
  * Every message carries (sequence, kind, length) and a payload pattern;
  * each side checks that every message arrives exactly once, in order, with
@@ -77,6 +83,8 @@ static char txbuf[SLOT];
 static uint64_t sends_posted, sends_done;
 static fi_addr_t peer = FI_ADDR_UNSPEC;
 static int rdm; /* -rdm: FI_EP_RDM, tagged */
+static uint32_t tail; /* -tail N: N messages the client sends right before it closes */
+static int small_only; /* every message 8 octets of payload (the tail) */
 #define TAG 0x5a5aull
 
 static unsigned char pat(uint32_t seq, size_t j) { return (unsigned char)(seq * 13 + j * 7 + 1); }
@@ -100,6 +108,8 @@ static void post_rx(size_t slot)
  * octets, else 8 octets of payload after the header. */
 static size_t msg_len(uint32_t seq)
 {
+	if (small_only)
+		return sizeof(struct hdr) + 8;
 	if (seq % 64 == 63)
 		return BIG;
 	if (seq % 7 == 3)
@@ -210,7 +220,9 @@ static void open_ep(void)
 		post_rx(i);
 }
 
-static void finish(const char *who)
+/* finish: close_first (the client of -tail) closes its endpoint as soon as
+ * its sends completed, before "DONE". */
+static void finish(const char *who, int close_first)
 {
 	char line[64];
 	/* Every send completes exactly once (UD: when the LLP accepted it). */
@@ -225,20 +237,24 @@ static void finish(const char *who)
 			fitest_die("fi_cq_read (send completions): %s", fi_strerror((int)-n));
 		fitest_check_deadline("send completions");
 	}
+	if (close_first) {
+		fi_close(&ep->fid);
+		fi_close(&cq->fid);
+	}
 	printf("DONE sends=%llu\n", (unsigned long long)sends_posted);
 	fflush(stdout);
 	if (!fgets(line, sizeof(line), stdin))
 		fitest_die("stdin closed before the go-ahead");
-	{
+	if (!close_first) {
 		struct fi_cq_data_entry e;
 		if (fi_cq_read(cq, &e, 1) == 1)
 			fitest_die("a completion after the last message (flags %#llx)", (unsigned long long)e.flags);
 		if (sends_done != sends_posted)
 			fitest_die("%llu send completions for %llu sends", (unsigned long long)sends_done,
 				   (unsigned long long)sends_posted);
+		fi_close(&ep->fid);
+		fi_close(&cq->fid);
 	}
-	fi_close(&ep->fid);
-	fi_close(&cq->fid);
 	free(rxbuf);
 	if (fitest_close(av, domain, fabric, info, hints))
 		exit(1);
@@ -277,7 +293,10 @@ static void server(void)
 		}
 		send_msg(ROUNDS + 1 + b, K_PONG); /* the burst's acknowledgement */
 	}
-	finish("SERVER");
+	small_only = 1;
+	for (uint32_t k = 0; k < tail; k++)
+		expect(ROUNDS + 1 + BURSTS * BURST + k, K_BURST, "tail");
+	finish("SERVER", 0);
 }
 
 static void client(const char *dest)
@@ -311,7 +330,10 @@ static void client(const char *dest)
 			send_msg(ROUNDS + 1 + b * BURST + k, K_BURST);
 		expect(ROUNDS + 1 + b, K_PONG, "burst acknowledgement");
 	}
-	finish("CLIENT");
+	small_only = 1;
+	for (uint32_t k = 0; k < tail; k++)
+		send_msg(ROUNDS + 1 + BURSTS * BURST + k, K_BURST);
+	finish("CLIENT", tail > 0);
 }
 
 int main(int argc, char **argv)
@@ -322,12 +344,17 @@ int main(int argc, char **argv)
 		argc--;
 		argv++;
 	}
+	if (argc >= 3 && !strcmp(argv[1], "-tail")) {
+		tail = (uint32_t)atoi(argv[2]);
+		argc -= 2;
+		argv += 2;
+	}
 	if (argc == 2 && !strcmp(argv[1], "server"))
 		server();
 	else if (argc == 3 && !strcmp(argv[1], "client"))
 		client(argv[2]);
 	else {
-		fprintf(stderr, "usage: t_fi_fastpath [-rdm] server | client ip:port\n");
+		fprintf(stderr, "usage: t_fi_fastpath [-rdm] [-tail N] server | client ip:port\n");
 		return 2;
 	}
 	return 0;
