@@ -1,0 +1,123 @@
+package libfabric
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iwarpd/iwarpd/test/daemontest"
+)
+
+// fpRMAWrites is t_fi_fprma.c's WRITES.
+const fpRMAWrites = 3000
+
+// TestFastpathRMAWrite: fi_write over FI_EP_RDM with RDM's fast path on
+// (FI_IWARPD_FASTPATH_RDM=1; docs/fastpath.md "RDMA Writes the rank sends
+// itself"): the origin rank sends its small Writes as Write-Records on its
+// own socket and completes them on RD's acknowledgement. t_fi_fprma
+// (ASan/UBSan) writes 3000 words (some through the daemon: larger than a
+// datagram) with at most 8 outstanding, pausing longer than the lease with
+// Writes outstanding now and then; it checks that every Write completes
+// exactly once, successfully, and the target checks every word. The
+// provider's own counts (its log at the endpoint's close) must show Writes
+// sent by the rank and completed both ways — on an ACK the rank read, and
+// at the hand-back after the daemon took the socket over with Writes
+// outstanding — and none failed; the origin's daemon must show the take-
+// overs and the rank's copies taken back, and fewer datagrams sent by its
+// engine than Writes.
+func TestFastpathRMAWrite(t *testing.T) {
+	needProvider(t)
+	o := daemontest.Options{Extra: []string{"-fastpath-lease", "1ms", "-datagram-size", "1472"}}
+	da := daemon(t, "fprma-a", o)
+	db := daemon(t, "fprma-b", o)
+	timeout := daemontest.Scaled(240 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	env := append(append(atomSanEnv(), native...), "IWARPD_TEST_TIMEOUT_SCALE="+os.Getenv("IWARPD_TEST_TIMEOUT_SCALE"),
+		"FI_IWARPD_FASTPATH_RDM=1", "FI_LOG_LEVEL=info", "FI_LOG_PROV=iwarpd", "FI_LOG_SUBSYS=ep_data")
+	sanOnce.Do(buildSanitized)
+	if sanErr != "" {
+		t.Fatal(sanErr)
+	}
+	if sanDir != "" {
+		env = append(env, sanEnv...)
+	} else {
+		t.Logf("the provider is not sanitized: %s", sanSkip)
+	}
+	s := startFPBin(t, ctx, da, "t_fi_fprma", env, "server")
+	ready := strings.Fields(s.await(t, ctx, "server", "READY "))
+	if len(ready) != 4 {
+		t.Fatalf("server: %q", ready)
+	}
+	c := startFPBin(t, ctx, db, "t_fi_fprma", env, "client", ready[1], ready[2], ready[3])
+	s.await(t, ctx, "server", "DONE")
+	c.await(t, ctx, "client", "DONE")
+	srv, _ := oneQP(t, da, "RD")
+	cli, ctext := oneQP(t, db, "RD")
+	t.Logf("client's daemon: %s", strings.TrimSpace(ctext))
+	s.end(t, ctx, "server", "SERVER OK")
+	c.end(t, ctx, "client", "CLIENT OK")
+
+	m := regexp.MustCompile(`RDM fast path: (\d+) writes sent by the rank, (\d+) completed on an ACK, (\d+) at a hand-back, (\d+) failed`).
+		FindStringSubmatch(c.errb.String())
+	if m == nil {
+		t.Fatalf("client: no count of the rank's Writes in its log:\n%s", c.errb.String())
+	}
+	n := make([]int, 4)
+	for i := range n {
+		n[i], _ = strconv.Atoi(m[i+1])
+	}
+	t.Logf("client's provider: %d Writes sent by the rank, %d completed on an ACK, %d at a hand-back, %d failed", n[0], n[1], n[2], n[3])
+	if n[0] == 0 || n[1] == 0 || n[2] == 0 || n[3] != 0 || n[1]+n[2] != n[0] {
+		t.Errorf("client: want Writes sent by the rank, completed both on an ACK and at a hand-back, none failed, each once")
+	}
+	cc := cli.Counters
+	if cc["fastpath_takeovers"] == 0 || cc["rd_fastpath_taken"] == 0 || cc["fastpath_violations"] != 0 {
+		t.Errorf("client's daemon: %d take-overs, %d copies taken back, %d violations: want take-overs with the rank's datagrams outstanding",
+			cc["fastpath_takeovers"], cc["rd_fastpath_taken"], cc["fastpath_violations"])
+	}
+	if cc["datagrams_out"] >= fpRMAWrites {
+		t.Errorf("client's daemon: its engine sent %d datagrams for %d Writes: the rank sent none itself", cc["datagrams_out"], fpRMAWrites)
+	}
+	t.Logf("client's daemon counters %v; server's %v", cc, srv.Counters)
+	da.CheckAlive(t)
+	db.CheckAlive(t)
+}
+
+// startFPBin starts the provider test program prog (c/build/prov) on d as
+// startFP starts t_fi_fastpath.
+func startFPBin(t *testing.T, ctx context.Context, d *daemontest.Daemon, prog string, env []string, args ...string) *fpSide {
+	t.Helper()
+	s := &fpSide{lines: make(chan string, 64)}
+	s.cmd = command(ctx, nil, 0, filepath.Join(provDir, "prov", prog), args...)
+	s.cmd.Env = fiEnv(d, env...)
+	s.cmd.Stderr = &s.errb
+	var err error
+	if s.in, err = s.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := s.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			s.lines <- sc.Text()
+		}
+		io.Copy(io.Discard, stdout)
+		close(s.lines)
+	}()
+	t.Cleanup(func() { s.cmd.Process.Kill(); s.cmd.Wait() })
+	return s
+}
