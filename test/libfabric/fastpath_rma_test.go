@@ -40,17 +40,7 @@ func TestFastpathRMAWrite(t *testing.T) {
 	timeout := daemontest.Scaled(240 * time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	env := append(append(atomSanEnv(), native...), "IWARPD_TEST_TIMEOUT_SCALE="+os.Getenv("IWARPD_TEST_TIMEOUT_SCALE"),
-		"FI_IWARPD_FASTPATH_RDM=1", "FI_LOG_LEVEL=info", "FI_LOG_PROV=iwarpd", "FI_LOG_SUBSYS=ep_data")
-	sanOnce.Do(buildSanitized)
-	if sanErr != "" {
-		t.Fatal(sanErr)
-	}
-	if sanDir != "" {
-		env = append(env, sanEnv...)
-	} else {
-		t.Logf("the provider is not sanitized: %s", sanSkip)
-	}
+	env := fprmaEnv(t)
 	s := startFPBin(t, ctx, da, "t_fi_fprma", env, "server")
 	ready := strings.Fields(s.await(t, ctx, "server", "READY "))
 	if len(ready) != 4 {
@@ -89,6 +79,65 @@ func TestFastpathRMAWrite(t *testing.T) {
 	t.Logf("client's daemon counters %v; server's %v", cc, srv.Counters)
 	da.CheckAlive(t)
 	db.CheckAlive(t)
+}
+
+// TestFastpathRMAWriteRefused: a Write the rank sent itself to a key the
+// target never gave is refused there (an error message comes back, the
+// target holding back its acknowledgement). The daemon has no work
+// request to complete with the error, and the rank would complete the
+// Write once acknowledged: the daemon fails the QP instead, and the
+// provider completes the Write with FI_EIO (docs/fastpath.md "RDMA Writes
+// the rank sends itself"). Never a success.
+func TestFastpathRMAWriteRefused(t *testing.T) {
+	needProvider(t)
+	o := daemontest.Options{Extra: []string{"-fastpath-lease", "1ms", "-datagram-size", "1472"}}
+	da := daemon(t, "fprmabad-a", o)
+	db := daemon(t, "fprmabad-b", o)
+	ctx, cancel := context.WithTimeout(context.Background(), daemontest.Scaled(120*time.Second))
+	defer cancel()
+	env := fprmaEnv(t)
+	s := startFPBin(t, ctx, da, "t_fi_fprma", env, "server")
+	ready := strings.Fields(s.await(t, ctx, "server", "READY "))
+	if len(ready) != 4 {
+		t.Fatalf("server: %q", ready)
+	}
+	c := startFPBin(t, ctx, db, "t_fi_fprma", env, "client", ready[1], ready[2], ready[3], "bad")
+	refused := c.await(t, ctx, "client", "REFUSED ")
+	c.await(t, ctx, "client", "DONE")
+	cli, ctext := oneQP(t, db, "RD")
+	t.Logf("client: %s; its daemon: %s", refused, strings.TrimSpace(ctext))
+	c.end(t, ctx, "client", "CLIENT OK")
+	if !strings.Contains(refused, "err=5 ") { // FI_EIO
+		t.Errorf("client: %s: want FI_EIO (5), the rank's pending Writes failed with the QP", refused)
+	}
+	if !strings.Contains(c.errb.String(), "at a hand-back, 1 failed") {
+		t.Errorf("client: the refused Write was not one the rank sent itself:\n%s", c.errb.String())
+	}
+	if cli.State != "ERROR" || cli.Counters["rd_error_msgs_unmatched"] == 0 {
+		t.Errorf("client's QP: state %s, %d error messages unmatched: want ERROR after the rank's Write was refused",
+			cli.State, cli.Counters["rd_error_msgs_unmatched"])
+	}
+	da.CheckAlive(t)
+	db.CheckAlive(t)
+}
+
+// fprmaEnv is t_fi_fprma's environment: RDM's fast path on, the
+// provider's log of its counts (at the endpoint's close), the provider
+// built with ASan and UBSan when the machine can (sanitized_test.go).
+func fprmaEnv(t *testing.T) []string {
+	t.Helper()
+	env := append(append(atomSanEnv(), native...), "IWARPD_TEST_TIMEOUT_SCALE="+os.Getenv("IWARPD_TEST_TIMEOUT_SCALE"),
+		"FI_IWARPD_FASTPATH_RDM=1", "FI_LOG_LEVEL=info", "FI_LOG_PROV=iwarpd", "FI_LOG_SUBSYS=ep_data")
+	sanOnce.Do(buildSanitized)
+	if sanErr != "" {
+		t.Fatal(sanErr)
+	}
+	if sanDir != "" {
+		env = append(env, sanEnv...)
+	} else {
+		t.Logf("the provider is not sanitized: %s", sanSkip)
+	}
+	return env
 }
 
 // startFPBin starts the provider test program prog (c/build/prov) on d as

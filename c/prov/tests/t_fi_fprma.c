@@ -9,6 +9,9 @@
  *   t_fi_fprma server                  registers a window, prints
  *                                      "READY ip:port key base"
  *   t_fi_fprma client ip:port key base WRITES fi_write calls into it
+ *   t_fi_fprma client ... bad         a few, then one with a key the
+ *                                      server never gave: it must complete
+ *                                      once, with an error
  *
  * Word i of the window receives value(i) from write i (8 octets, the rank
  * sends them itself while it owns the socket); every BIG_EVERY-th write is
@@ -305,15 +308,80 @@ static void client(const char *dest, uint64_t key, uint64_t base)
 	finish("CLIENT");
 }
 
+/* client_bad: a few Writes, then one to a key the server never gave (the
+ * target refuses it: an error message comes back). It must complete once,
+ * with an error; the QP fails (the daemon has no work request to give the
+ * error to: docs/fastpath.md), so nothing else is checked after it. */
+static void client_bad(const char *dest, uint64_t key, uint64_t base)
+{
+	struct sockaddr_in sin;
+	char host[64], *colon;
+	fitest_role = "client";
+	snprintf(host, sizeof(host), "%s", dest);
+	colon = strrchr(host, ':');
+	if (!colon)
+		fitest_die("address %s: want ip:port", dest);
+	*colon = 0;
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_port = htons((uint16_t)atoi(colon + 1));
+	if (inet_pton(AF_INET, host, &sin.sin_addr) != 1)
+		fitest_die("address %s", dest);
+	open_ep();
+	CHECK(fi_av_insert(av, &sin, 1, &peer, 0, NULL) == 1 ? 0 : -FI_EINVAL);
+	post_rx();
+	send_msg(M_HELLO, 0);
+	wait_for(&rx_done, "hello back");
+	wait_for(&tx_done, "hello sent");
+	for (uint32_t i = 0; i < 16; i++) {
+		uint64_t v = value(i);
+		POST(fi_write(ep, &v, 8, NULL, peer, base + (uint64_t)i * 8, key, &done_count[i]), "fi_write");
+		outstanding++;
+		while (outstanding > 0) {
+			poll_one("write completions");
+			fitest_check_deadline("write completions");
+		}
+	}
+	{
+		double until = now_s() + 0.02; /* polling: the rank owns its socket */
+		while (now_s() < until)
+			poll_one("polling");
+	}
+	uint64_t v = 1;
+	POST(fi_write(ep, &v, 8, NULL, peer, base, key ^ 0x5a5a5a, &done_count[100]), "fi_write (bad key)");
+	for (;;) {
+		struct fi_cq_data_entry e;
+		ssize_t n = fi_cq_read(cq, &e, 1);
+		if (n == 1)
+			fitest_die("the refused write completed without an error (context %p)", e.op_context);
+		if (n == -FI_EAVAIL) {
+			struct fi_cq_err_entry err;
+			memset(&err, 0, sizeof(err));
+			CHECK(fi_cq_readerr(cq, &err, 0));
+			if (err.op_context != &done_count[100])
+				fitest_die("an error completion of context %p (%d, %s)", err.op_context, err.err,
+					   fi_strerror(err.err));
+			printf("REFUSED err=%d (%s)\n", err.err, fi_strerror(err.err));
+			break;
+		}
+		if (n != -FI_EAGAIN)
+			fitest_die("fi_cq_read: %s", fi_strerror((int)-n));
+		fitest_check_deadline("the refused write's completion");
+	}
+	finish("CLIENT");
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc == 2 && !strcmp(argv[1], "server"))
 		server();
+	else if (argc == 6 && !strcmp(argv[1], "client") && !strcmp(argv[5], "bad"))
+		client_bad(argv[2], strtoull(argv[3], NULL, 0), strtoull(argv[4], NULL, 0));
 	else if (argc == 5 && !strcmp(argv[1], "client"))
 		client(argv[2], strtoull(argv[3], NULL, 0), strtoull(argv[4], NULL, 0));
 	else {
-		fprintf(stderr, "usage: t_fi_fprma server | client ip:port key base\n");
+		fprintf(stderr, "usage: t_fi_fprma server | client ip:port key base [bad]\n");
 		return 2;
 	}
 	return 0;
