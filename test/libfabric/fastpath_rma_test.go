@@ -3,8 +3,11 @@ package libfabric
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
+	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -12,7 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/test/daemontest"
+	"github.com/iwarpd/iwarpd/test/netns"
 )
 
 // fpRMAWrites is t_fi_fprma.c's WRITES.
@@ -37,16 +42,65 @@ func TestFastpathRMAWrite(t *testing.T) {
 	o := daemontest.Options{Extra: []string{"-fastpath-lease", "1ms", "-datagram-size", "1472"}}
 	da := daemon(t, "fprma-a", o)
 	db := daemon(t, "fprma-b", o)
+	runFPRMA(t, nil, da, db)
+}
+
+// TestFastpathRMAWriteLoss: the same across two network namespaces, each
+// dropping 5 % of the packets it receives (nftables): the rank's lost
+// Writes are retransmitted by its daemon from the page's copies (the
+// oldest one's timeout is a take-over), and still complete exactly once,
+// each word in place.
+func TestFastpathRMAWriteLoss(t *testing.T) {
+	needProvider(t)
+	if ok, why := netns.Available(); !ok {
+		t.Skip("skipping the network-namespace test: " + why)
+	}
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("skipping: nft not installed")
+	}
+	const prefix = "iwfw"
+	if err := netns.RemoveStale(prefix); err != nil {
+		t.Logf("removing stale namespaces: %v", err)
+	}
+	addrs := [2]netip.Prefix{netip.MustParsePrefix("169.254.91.1/24"), netip.MustParsePrefix("169.254.91.2/24")}
+	pair, err := netns.NewPair(fmt.Sprintf("%s%d", prefix, os.Getpid()), addrs, 1500)
+	if err != nil {
+		t.Skip("skipping the network-namespace test: ", err)
+	}
+	t.Cleanup(func() {
+		if err := pair.Close(); err != nil {
+			t.Errorf("deleting the namespaces: %v", err)
+		}
+	})
+	if err := setLoss(pair, 5); err != nil {
+		t.Fatal(err)
+	}
+	ex := []string{"-fastpath-lease", "1ms", "-datagram-size", "1472"}
+	da := daemon(t, "fprmaloss-a", daemontest.Options{NS: pair, NSIdx: 0, Addr: addrs[0].Addr().String(), Extra: ex})
+	db := daemon(t, "fprmaloss-b", daemontest.Options{NS: pair, NSIdx: 1, Addr: addrs[1].Addr().String(), Extra: ex})
+	cli := runFPRMA(t, pair, da, db)
+	t.Logf("client's daemon: rd_fastpath_resent=%d rd_retransmits=%d rd_timeouts=%d", cli.Counters["rd_fastpath_resent"],
+		cli.Counters["rd_retransmits"], cli.Counters["rd_timeouts"])
+	if cli.Counters["rd_fastpath_resent"] == 0 {
+		t.Errorf("client's daemon resent none of the rank's datagrams at 5 %% loss")
+	}
+}
+
+// runFPRMA runs t_fi_fprma's server on da and client on db (in pair's
+// namespaces 0 and 1 unless nil), checks what TestFastpathRMAWrite says
+// and returns the client's QP.
+func runFPRMA(t *testing.T, pair *netns.Pair, da, db *daemontest.Daemon) proto.QPInfo {
+	t.Helper()
 	timeout := daemontest.Scaled(240 * time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	env := fprmaEnv(t)
-	s := startFPBin(t, ctx, da, "t_fi_fprma", env, "server")
+	s := startFPBin(t, ctx, pair, 0, da, "t_fi_fprma", env, "server")
 	ready := strings.Fields(s.await(t, ctx, "server", "READY "))
 	if len(ready) != 4 {
 		t.Fatalf("server: %q", ready)
 	}
-	c := startFPBin(t, ctx, db, "t_fi_fprma", env, "client", ready[1], ready[2], ready[3])
+	c := startFPBin(t, ctx, pair, 1, db, "t_fi_fprma", env, "client", ready[1], ready[2], ready[3])
 	s.await(t, ctx, "server", "DONE")
 	c.await(t, ctx, "client", "DONE")
 	srv, _ := oneQP(t, da, "RD")
@@ -79,6 +133,7 @@ func TestFastpathRMAWrite(t *testing.T) {
 	t.Logf("client's daemon counters %v; server's %v", cc, srv.Counters)
 	da.CheckAlive(t)
 	db.CheckAlive(t)
+	return cli
 }
 
 // TestFastpathRMAWriteRefused: a Write the rank sent itself to a key the
@@ -96,12 +151,12 @@ func TestFastpathRMAWriteRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), daemontest.Scaled(120*time.Second))
 	defer cancel()
 	env := fprmaEnv(t)
-	s := startFPBin(t, ctx, da, "t_fi_fprma", env, "server")
+	s := startFPBin(t, ctx, nil, 0, da, "t_fi_fprma", env, "server")
 	ready := strings.Fields(s.await(t, ctx, "server", "READY "))
 	if len(ready) != 4 {
 		t.Fatalf("server: %q", ready)
 	}
-	c := startFPBin(t, ctx, db, "t_fi_fprma", env, "client", ready[1], ready[2], ready[3], "bad")
+	c := startFPBin(t, ctx, nil, 0, db, "t_fi_fprma", env, "client", ready[1], ready[2], ready[3], "bad")
 	refused := c.await(t, ctx, "client", "REFUSED ")
 	c.await(t, ctx, "client", "DONE")
 	cli, ctext := oneQP(t, db, "RD")
@@ -140,12 +195,13 @@ func fprmaEnv(t *testing.T) []string {
 	return env
 }
 
-// startFPBin starts the provider test program prog (c/build/prov) on d as
-// startFP starts t_fi_fastpath.
-func startFPBin(t *testing.T, ctx context.Context, d *daemontest.Daemon, prog string, env []string, args ...string) *fpSide {
+// startFPBin starts the provider test program prog (c/build/prov) on d,
+// in namespace idx of pair unless nil, as startFP starts t_fi_fastpath.
+func startFPBin(t *testing.T, ctx context.Context, pair *netns.Pair, idx int, d *daemontest.Daemon, prog string, env []string,
+	args ...string) *fpSide {
 	t.Helper()
 	s := &fpSide{lines: make(chan string, 64)}
-	s.cmd = command(ctx, nil, 0, filepath.Join(provDir, "prov", prog), args...)
+	s.cmd = command(ctx, pair, idx, filepath.Join(provDir, "prov", prog), args...)
 	s.cmd.Env = fiEnv(d, env...)
 	s.cmd.Stderr = &s.errb
 	var err error
