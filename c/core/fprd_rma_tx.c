@@ -12,11 +12,11 @@
 #include <sys/socket.h>
 
 #include "fastpath.h"
+#include "fastpath_wrec.h"
 #include "fprd_rma_tx.h"
 
-#define WREC_HDR_LEN 12                                      /* Record ID, Message Length, Message Offset */
-#define WREC_BODY_HDR (FP_DDP_TAGGED_LEN + WREC_HDR_LEN)      /* 26: what a copy holds before the payload */
-#define WREC_PREFIX (FP_KEYS_LEN + FP_RD_HDR_LEN)              /* 32: key and RD headers */
+#define WREC_BODY_HDR FP_WREC_BODY_HDR          /* 26: what a copy holds before the payload */
+#define WREC_PREFIX (FP_KEYS_LEN + FP_RD_HDR_LEN) /* 32: key and RD headers */
 
 static uint8_t *slot_base(const struct iwvi_fp_rd *r, int i)
 {
@@ -36,15 +36,6 @@ static void st32(uint8_t *s, size_t off, uint32_t v)
 static void st64(uint8_t *s, size_t off, int64_t v)
 {
 	__atomic_store_n((int64_t *)(void *)(s + off), v, __ATOMIC_RELAXED);
-}
-
-static uint8_t *put32(uint8_t *b, uint32_t v)
-{
-	b[0] = (uint8_t)(v >> 24);
-	b[1] = (uint8_t)(v >> 16);
-	b[2] = (uint8_t)(v >> 8);
-	b[3] = (uint8_t)v;
-	return b + 4;
 }
 
 /* epoch moves whenever the rank loses the socket: each release it made,
@@ -98,31 +89,15 @@ static int write_owned(struct iwvi_fp_rd *r, struct iwvi_fp_rd_rma *t, int slot,
 	ack_fields(s, &h);
 	uint32_t *msnp = (uint32_t *)(void *)(r->own.page + W_OFF_FP_RD_SEND_MSN);
 	uint32_t msn = __atomic_load_n(msnp, __ATOMIC_RELAXED) + 1;
-	/* Key and RD headers as for a Send (iwvi_fp_send_hdr writes an
-	 * untagged DDP header after them, which the tagged one replaces). */
-	struct fp_send fs = {.qkey = ld32(s, W_OFF_FP_RD_QKEY), .src_qkey = r->qkey, .msn = msn, .last = 1};
+	struct fp_wrec w = {.qkey = ld32(s, W_OFF_FP_RD_QKEY), .src_qkey = r->qkey, .stag = stag, .to = to,
+			    .record_id = msn, .crc = (uint8_t)(r->crc != 0)};
 	uint8_t b[WREC_PREFIX + W_FP_RD_COPY_LEN + FP_CRC_LEN];
-	uint8_t hdr[FP_MAX_HDR];
-	(void)iwvi_fp_send_hdr(hdr, &fs, &h);
-	memcpy(b, hdr, WREC_PREFIX);
-	uint8_t *p = b + WREC_PREFIX;
-	p[0] = 0x80 | 0x40 | 1;             /* T, L, DV 1 (RFC 5041 §4.2) */
-	p[1] = (uint8_t)(1 << 6 | FP_OP_WRITE_RECORD); /* RDMAP RV 1, opcode 0xC */
-	p = put32(p + 2, stag);
-	p = put32(p, (uint32_t)(to >> 32));
-	p = put32(p, (uint32_t)to);
-	p = put32(p, msn);               /* Record ID: the work request's MSN */
-	p = put32(p, (uint32_t)len);     /* Message Length */
-	p = put32(p, 0);                 /* Message Offset: the only segment */
-	for (size_t i = 0, k = 0; i < count && k < len; i++) {
-		size_t c = iov[i].iov_len < len - k ? iov[i].iov_len : len - k;
-		if (c)
-			memcpy(p + k, iov[i].iov_base, c);
-		k += c;
-	}
-	size_t body = WREC_BODY_HDR + len, dl = WREC_PREFIX + body + FP_CRC_LEN;
-	uint32_t c = r->crc ? iwvi_fp_crc32c(0, b, WREC_PREFIX + body) : 0;
-	w_put32(b + WREC_PREFIX + body, c); /* the trailer is little-endian (wire-format.md §1) */
+	ssize_t dl = iwvi_fp_wrec_build(b, sizeof b, &w, &h, iov, count, len);
+	if (dl < 0)
+		return -EMSGSIZE;
+	size_t body = (size_t)dl - WREC_PREFIX - FP_CRC_LEN;
+	if (body < W_FP_RD_MIN_BODY || body > W_FP_RD_COPY_LEN)
+		return -EMSGSIZE;
 	/* The copy and its entry first, then the numbers (fprd.c). */
 	uint32_t j = (head + n) % W_FP_RD_RING;
 	memcpy(r->own.page + W_OFF_FP_RD_COPIES + ((size_t)slot * W_FP_RD_RING + j) * W_FP_RD_COPY_LEN,
@@ -143,7 +118,7 @@ static int write_owned(struct iwvi_fp_rd *r, struct iwvi_fp_rd_rma *t, int slot,
 	struct sockaddr_in to_addr;
 	iwvi_fp_rd_peer(r, slot, &to_addr);
 	/* Refused by the kernel: lost like a drop, the daemon resends the copy. */
-	(void)sendto(r->own.sock, b, dl, MSG_DONTWAIT, (struct sockaddr *)&to_addr, sizeof to_addr);
+	(void)sendto(r->own.sock, b, (size_t)dl, MSG_DONTWAIT, (struct sockaddr *)&to_addr, sizeof to_addr);
 	r->sent++;
 	return 0;
 }
