@@ -32,7 +32,11 @@
  * found the engine owning, or explicitly): so "the rank lost the socket
  * since the Write was sent" is the count of the rank's releases and failed
  * renews (fprd.h released, fpown.h lost) having moved, which the rank
- * itself maintains.
+ * itself maintains. (Whoever adds a way for the rank to give the socket
+ * back must count it in released, and none may set Want after a release
+ * or take-over except through a renew that fails: a hand-back the rank
+ * did not see as a loss would complete its Writes by slot numbers that
+ * were rewritten.)
  *
  * Internal to libiwverbs (hidden symbols); one thread per QP, as fprd.h.
  * No allocation.
