@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "iwd.h"
+#include "iwd_fastpath.h"
 
 void iwd_cntr_inc(struct iwd_cntr *c)
 {
@@ -113,7 +114,7 @@ static int cntr_wait(struct fid_cntr *fid, uint64_t threshold, int timeout)
 	err0 = c->err;
 	iwd_unlock(c->dom);
 	for (;;) {
-		int left, done = 0, dead;
+		int left, done = 0, dead, cap;
 		iwd_lock(c->dom);
 		iwd_domain_drain_chan(c->dom);
 		iwd_domain_progress(c->dom);
@@ -124,6 +125,7 @@ static int cntr_wait(struct fid_cntr *fid, uint64_t threshold, int timeout)
 		else if (c->wait_obj != FI_WAIT_NONE)
 			iwd_domain_arm(c->dom);
 		dead = iwd_domain_check(c->dom);
+		cap = iwd_fprd_dom_pending(c->dom) ? 1 : 1000; /* the rank's own Writes: iwd_cq.c */
 		iwd_unlock(c->dom);
 		if (done > 0)
 			return 0;
@@ -136,7 +138,7 @@ static int cntr_wait(struct fid_cntr *fid, uint64_t threshold, int timeout)
 			return -FI_ETIMEDOUT;
 		if (c->wait_obj == FI_WAIT_NONE)
 			continue;
-		if (iwd_wait_block(c->dom, c->efd, c->epfd, left > 1000 ? 1000 : left) < 0)
+		if (iwd_wait_block(c->dom, c->efd, c->epfd, left > cap ? cap : left) < 0)
 			return -FI_EOTHER;
 	}
 }

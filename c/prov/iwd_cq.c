@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "iwd.h"
+#include "iwd_fastpath.h"
 
 static int64_t now_ms(void)
 {
@@ -265,7 +266,7 @@ static ssize_t cq_sreadfrom(struct fid_cq *cq_fid, void *buf, size_t count, fi_a
 	if (cq->wait_obj == FI_WAIT_NONE)
 		return -FI_EINVAL;
 	for (i = 0;; i++) {
-		int left;
+		int left, cap;
 		iwd_lock(cq->dom);
 		iwd_domain_drain_chan(cq->dom);
 		iwd_domain_progress(cq->dom);
@@ -275,6 +276,9 @@ static ssize_t cq_sreadfrom(struct fid_cq *cq_fid, void *buf, size_t count, fi_a
 			iwd_domain_progress(cq->dom);
 			ret = cq_readfrom_locked(cq, buf, count, src);
 		}
+		/* The rank's own Writes complete only by its progress (an ACK
+		 * or a hand-back, iwd_fastpath_rma.c): wake soon. */
+		cap = iwd_fprd_dom_pending(cq->dom) ? 1 : 1000;
 		iwd_unlock(cq->dom);
 		if (ret != -FI_EAGAIN)
 			return ret;
@@ -285,7 +289,7 @@ static ssize_t cq_sreadfrom(struct fid_cq *cq_fid, void *buf, size_t count, fi_a
 		if (left <= 0)
 			return -FI_EAGAIN;
 		/* Wake at least every second to notice a dead daemon. */
-		if (iwd_wait_block(cq->dom, cq->efd, cq->epfd, left > 1000 ? 1000 : left) < 0)
+		if (iwd_wait_block(cq->dom, cq->efd, cq->epfd, left > cap ? cap : left) < 0)
 			return -FI_EOTHER;
 	}
 }

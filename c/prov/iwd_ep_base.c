@@ -264,7 +264,7 @@ static void ep_linger(struct iwd_ep *ep)
 	for (i = 0; i < 1000 && !idle; i++) {
 		iwd_lock(ep->dom);
 		iwd_domain_progress(ep->dom);
-		idle = (ep->sq_used == 0 && !iwd_fprd_unacked(ep)) || ep->dom->dead;
+		idle = (ep->sq_used == 0 && !iwd_fprd_unacked(ep) && !iwd_fprd_pending(ep)) || ep->dom->dead;
 		iwd_unlock(ep->dom);
 		if (!idle)
 			nanosleep(&ms, NULL);

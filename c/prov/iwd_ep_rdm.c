@@ -277,8 +277,10 @@ static void rx_bounce(struct iwd_ep *ep, struct iwd_bounce *b, const struct iwv_
 {
 	iwd_rdm(ep)->rx_posted--;
 	if (wc->status != IWV_WC_SUCCESS) {
-		if (wc->status == IWV_WC_WR_FLUSH_ERR)
+		if (wc->status == IWV_WC_WR_FLUSH_ERR) {
+			iwd_fprd_qp_failed(ep); /* the QP is in ERROR: the rank's own Writes fail too */
 			return;
+		}
 		IWD_WARN(FI_LOG_EP_DATA, "iwarpd: a receive failed (verbs status %u): dropped\n", wc->status);
 		post_bounce(ep, b);
 		return;

@@ -83,4 +83,33 @@ void iwd_fprd_idle(struct iwd_ep *ep);
  * them. */
 int iwd_fprd_unacked(struct iwd_ep *ep);
 
+/* ---- RMA Writes the rank sends itself (iwd_fastpath_rma.c, c/core
+ * fprd_rma_tx.h; docs/fastpath.md "RDMA Writes the rank sends itself"). */
+
+/* iwd_fprd_write sends an fi_write of iov[0, count) (len octets) to av's
+ * STag key at addr itself: 0 when sent (it completes when acknowledged,
+ * through iwd_fprd_progress), else -FI_EAGAIN (post it to the daemon). */
+int iwd_fprd_write(struct iwd_ep *ep, const struct iovec *iov, size_t count, size_t len, const struct iwv_av *av,
+		   uint64_t addr, uint64_t key, void *context, uint64_t op_flags);
+
+/* iwd_fprd_qp_failed: the QP is in ERROR (a receive was flushed): the
+ * rank's pending Writes complete with FI_EIO. */
+void iwd_fprd_qp_failed(struct iwd_ep *ep);
+
+/* iwd_fprd_pending: the rank's Writes not yet complete. */
+int iwd_fprd_pending(const struct iwd_ep *ep);
+
+/* iwd_fprd_dom_pending (domain locked): whether an endpoint of dom has
+ * Writes of the rank's pending: a blocking wait then wakes every
+ * millisecond to progress them (nothing else would wake it). */
+int iwd_fprd_dom_pending(struct iwd_domain *dom);
+
+struct iwvi_fp_rd;
+struct iwvi_fp_rd_rma;
+int iwd_fprd_rma_write(struct iwd_ep *ep, struct iwvi_fp_rd *rd, struct iwvi_fp_rd_rma *rma, const struct iovec *iov,
+		       size_t count, size_t len, const struct iwv_av *av, uint64_t addr, uint64_t key, void *context,
+		       uint64_t op_flags);
+void iwd_fprd_rma_reap(struct iwd_ep *ep, struct iwvi_fp_rd *rd, struct iwvi_fp_rd_rma *rma);
+void iwd_fprd_rma_fail(struct iwd_ep *ep, struct iwvi_fp_rd_rma *rma);
+
 #endif /* IWD_FASTPATH_H */

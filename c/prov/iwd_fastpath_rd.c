@@ -36,6 +36,7 @@
 #include "iwd_rdm.h"
 
 #include "fprd.h"
+#include "fprd_rma_tx.h"
 
 #define FP_BATCH 16
 
@@ -45,6 +46,7 @@ struct iwd_fprd {
 	int unacked; /* the rank sent Sends itself that may not be acknowledged yet (iwd_fprd_unacked) */
 	struct iwd_ep *ep;
 	uint8_t txbuf[W_FP_RD_COPY_LEN]; /* header and payload gathered */
+	struct iwvi_fp_rd_rma rma;       /* the rank's pending Writes (iwd_fastpath_rma.c) */
 };
 
 void iwd_fprd_attach(struct iwd_ep *ep)
@@ -72,6 +74,9 @@ void iwd_fprd_detach(struct iwd_ep *ep)
 {
 	if (!ep->fprd)
 		return;
+	IWD_INFO(FI_LOG_EP_DATA, "iwarpd: RDM fast path: %llu writes sent by the rank, %llu completed on an ACK, %llu at a hand-back, %llu failed\n",
+		 (unsigned long long)ep->fprd->rma.writes, (unsigned long long)ep->fprd->rma.on_ack,
+		 (unsigned long long)ep->fprd->rma.on_handback, (unsigned long long)ep->fprd->rma.flushed);
 	iwvi_fp_rd_detach(&ep->fprd->rd);
 	free(ep->fprd);
 	ep->fprd = NULL;
@@ -114,9 +119,11 @@ int iwd_fprd_progress(struct iwd_ep *ep)
 		/* The daemon hands the socket back only once every copy of
 		 * the rank's it took over is acknowledged (fpQuiet). */
 		f->unacked = 0;
+		iwd_fprd_rma_reap(ep, &f->rd, &f->rma); /* handed back: what the daemon took over was acknowledged */
 		return IWD_FP_REPOLL;
 	}
 	iwvi_fp_rd_poll(&f->rd, FP_BATCH, deliver, f);
+	iwd_fprd_rma_reap(ep, &f->rd, &f->rma);
 	if (!iwvi_fp_own_owned(&f->rd.own))
 		f->owned = 0; /* released (a datagram for the daemon) or taken over */
 	else if (f->unacked && iwvi_fp_rd_outstanding(&f->rd) == 0)
@@ -162,4 +169,26 @@ void iwd_fprd_before_post(struct iwd_ep *ep)
 void iwd_fprd_idle(struct iwd_ep *ep)
 {
 	iwd_fprd_before_post(ep);
+}
+
+/* ---- RMA Writes the rank sends itself (iwd_fastpath_rma.c) ---- */
+
+int iwd_fprd_write(struct iwd_ep *ep, const struct iovec *iov, size_t count, size_t len, const struct iwv_av *av,
+		   uint64_t addr, uint64_t key, void *context, uint64_t op_flags)
+{
+	struct iwd_fprd *f = ep->fprd;
+	if (!f || !f->owned || ep->sq_used)
+		return -FI_EAGAIN;
+	return iwd_fprd_rma_write(ep, &f->rd, &f->rma, iov, count, len, av, addr, key, context, op_flags);
+}
+
+void iwd_fprd_qp_failed(struct iwd_ep *ep)
+{
+	if (ep->fprd)
+		iwd_fprd_rma_fail(ep, &ep->fprd->rma);
+}
+
+int iwd_fprd_pending(const struct iwd_ep *ep)
+{
+	return ep->fprd ? (int)ep->fprd->rma.n : 0;
 }

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "iwd.h"
+#include "iwd_fastpath.h"
 
 static struct iwd_ep *ep_of(struct fid_ep *f) { return iwd_container_of(f, struct iwd_ep, ep_fid); }
 
@@ -74,6 +75,12 @@ static ssize_t rma_op(struct iwd_ep *ep, int is_read, const struct iovec *iov, v
 	if (ret) {
 		iwd_unlock(ep->dom);
 		return ret;
+	}
+	/* RDM: a small Write the rank sends itself while it owns its
+	 * socket (iwd_fastpath_rma.c); otherwise through the daemon. */
+	if (!is_read && ep->fprd && iwd_fprd_write(ep, iov, count, len, av, addr, key, context, op_flags) == 0) {
+		iwd_unlock(ep->dom);
+		return 0;
 	}
 	if (ep->sq_used + 1 >= ep->sq_depth || !ep->txp.nfree)
 		iwd_domain_progress(ep->dom);

@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "../core/fastpath.h"
+#include "../core/fastpath_wrec.h"
 
 static char *next_tok(char **s)
 {
@@ -78,6 +79,50 @@ static void put_rx(enum fp_class c, const struct fp_rx *x)
 	       x->rd.flags, x->rd.window, x->rd.inc, x->rd.echoed, x->rd.seq, x->rd.cum_ack, x->rd.sack, x->acked,
 	       x->has_ddp, x->tagged, x->last, x->opcode, x->solicited, x->has_imm, x->qn, x->msn, x->mo, x->imm,
 	       x->payload_off, x->payload_len);
+}
+
+/* wrec qkey src_qkey stag to_hi to_lo record_id crc flags window inc
+ * echoed seq cum_ack sack payload: the rank's Write-Record datagram
+ * (fastpath_wrec.h), the payload given as two iovec pieces. */
+static void cmd_wrec(char **s)
+{
+	struct fp_wrec w = {0};
+	struct fp_rd_hdr h = {0};
+	w.qkey = num(s);
+	w.src_qkey = num(s);
+	w.stag = num(s);
+	w.to = (uint64_t)num(s) << 32;
+	w.to |= num(s);
+	w.record_id = num(s);
+	w.crc = (uint8_t)num(s);
+	h.flags = (uint8_t)num(s);
+	h.window = (uint16_t)num(s);
+	h.inc = num(s);
+	h.echoed = num(s);
+	h.seq = num(s);
+	h.cum_ack = num(s);
+	h.sack = num(s);
+	size_t n;
+	uint8_t *p = unhex(next_tok(s), &n);
+	struct iovec iov[2] = {{p, n / 3}, {p + n / 3, n - n / 3}};
+	size_t cap = FP_KEYS_LEN + FP_RD_HDR_LEN + FP_WREC_BODY_HDR + n + FP_CRC_LEN;
+	uint8_t *flat = malloc(cap);
+	if (!flat)
+		exit(3);
+	memset(flat, 0xaa, cap);
+	if (iwvi_fp_wrec_build(flat, cap - 1, &w, &h, iov, 2, n) != -ENOBUFS || flat[0] != 0xaa) {
+		printf("error short buffer accepted\n");
+	} else {
+		ssize_t l = iwvi_fp_wrec_build(flat, cap, &w, &h, iov, 2, n);
+		if (l < 0)
+			printf("error %zd\n", l);
+		else {
+			puthex(flat, (size_t)l);
+			putchar('\n');
+		}
+	}
+	free(flat);
+	free(p);
 }
 
 static void cmd_crc(char **s)
@@ -369,6 +414,8 @@ int main(void)
 			cmd_crc(&save);
 		else if (strcmp(cmd, "send") == 0)
 			cmd_send(&save);
+		else if (strcmp(cmd, "wrec") == 0)
+			cmd_wrec(&save);
 		else if (strcmp(cmd, "ack") == 0)
 			cmd_ack(&save);
 		else if (strcmp(cmd, "rd") == 0)

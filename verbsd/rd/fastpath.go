@@ -7,6 +7,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/iwarpd/iwarpd/ddp"
 	"github.com/iwarpd/iwarpd/llp/dgram"
 	"github.com/iwarpd/iwarpd/llp/rd"
 	"github.com/iwarpd/iwarpd/proto"
@@ -36,8 +37,14 @@ type fpState struct {
 	exp    [proto.FPRDSlots]fpExported // what each slot was given at the hand-back
 	nExp   int                         // slots in use (0..FPRDSlots)
 	peers  []rd.FPPeer                 // FastpathExport's scratch
-	copies map[rd.Token][]byte         // the rank's outstanding datagrams, taken back (build)
+	copies map[rd.Token]fpHeld         // the rank's outstanding datagrams, taken back (build)
 	next   uint64                      // the next copy's token sequence
+}
+
+// fpHeld is a datagram the rank left outstanding, taken back at a take-over.
+type fpHeld struct {
+	peer netip.AddrPort
+	body []byte // DDP header onwards, as the rank sent it
 }
 
 // fpBegin follows q's page at the start of its service (rnic
@@ -127,9 +134,9 @@ func (e *Engine) fpImport(q *QP, now time.Time) {
 			fp.next++
 			toks[k] = rd.FPOut{Tok: tok, SentAt: rnic.MonoTime(o.sentAt)}
 			if fp.copies == nil {
-				fp.copies = map[rd.Token][]byte{}
+				fp.copies = map[rd.Token]fpHeld{}
 			}
-			fp.copies[tok] = o.body
+			fp.copies[tok] = fpHeld{peer: fp.exp[i].st.Addr, body: o.body}
 		}
 		if err := r.ep.FastpathImport(now, st, toks); err != nil {
 			e.FastpathFail(c, err.Error())
@@ -251,13 +258,40 @@ func (e *Engine) fpResolve(q *QP, tok rd.Token, ok bool) {
 // fpBuild appends the retransmission of the rank's copy tok with RD header h.
 func (e *Engine) fpBuild(b *batch, peer netip.AddrPort, tok rd.Token, h *dgram.RDHeader) bool {
 	r := b.q.Rd
-	body, ok := r.fp.copies[tok]
+	c, ok := r.fp.copies[tok]
 	if !ok {
 		return true // resolved meanwhile
 	}
-	if !b.add(peer, h, nil, nil, append(e.Pieces[:0], body)) {
+	if !b.add(peer, h, nil, nil, append(e.Pieces[:0], c.body)) {
 		return false
 	}
 	r.count(fpResent, 1)
 	return true
+}
+
+// fpWriteRefused reports whether an error message from src naming the
+// tagged DDP header oh refuses a Write-Record the rank sent itself and
+// left outstanding (docs/fastpath.md "RDMA Writes the rank sends
+// itself"): its copy, to src, with that STag and a range holding oh.TO.
+// The target holds back the acknowledgement of a refused datagram until
+// its error message is through, so that copy is still held. The rank has
+// no work request here to complete with the error, and would complete the
+// Write when it is acknowledged: the caller fails the QP instead, which
+// fails the rank's pending Writes (the provider, iwd_fastpath_rma.c).
+func (q *QP) fpWriteRefused(src netip.AddrPort, oh *ddp.Header) bool {
+	for _, c := range q.Rd.fp.copies {
+		if c.peer != src {
+			continue
+		}
+		h, hl, err := ddp.Parse(c.body)
+		if err != nil || !h.Tagged || !rdmap.Control(h.ULPControl).Opcode().IsWriteRecord() || h.Stag != oh.Stag {
+			continue
+		}
+		rec, _, err := rdmap.ParseWriteRecord(c.body[hl:])
+		if err != nil || oh.TO < h.TO || oh.TO-h.TO > uint64(rec.MessageLength) {
+			continue
+		}
+		return true
+	}
+	return false
 }

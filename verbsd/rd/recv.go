@@ -728,6 +728,11 @@ func (e *Engine) errorIn(q *QP, src netip.AddrPort, body []byte) {
 			}
 		} else if err == nil && oh.Tagged && r.writeRecordError(src, &oh, t.Err) { // ud/wrec_send.go
 			return
+		} else if err == nil && oh.Tagged && q.fpWriteRefused(src, &oh) { // rd/fastpath.go
+			r.count(errMsgUnmatched, 1)
+			e.errorQP(q, "the target refused a Write the rank sent itself (fast path): "+t.Err.Error()+
+				"; it has no work request to complete with the error (docs/fastpath.md)")
+			return
 		}
 	}
 	r.count(errMsgUnmatched, 1)
