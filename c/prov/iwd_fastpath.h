@@ -77,4 +77,9 @@ void iwd_fprd_before_post(struct iwd_ep *ep);
 /* iwd_fprd_idle: the application is about to block: the socket goes back. */
 void iwd_fprd_idle(struct iwd_ep *ep);
 
+/* iwd_fp_owned / iwd_fprd_owned: the endpoint's UD / RD socket is the
+ * rank's as of its last progress (0 without that fast path). */
+int iwd_fp_owned(const struct iwd_ep *ep);
+int iwd_fprd_owned(const struct iwd_ep *ep);
+
 #endif /* IWD_FASTPATH_H */

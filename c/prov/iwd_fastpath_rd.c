@@ -145,3 +145,8 @@ void iwd_fprd_idle(struct iwd_ep *ep)
 {
 	iwd_fprd_before_post(ep);
 }
+
+int iwd_fprd_owned(const struct iwd_ep *ep)
+{
+	return ep->fprd && ep->fprd->owned;
+}
