@@ -111,8 +111,10 @@ extern struct iwd_params iwd_env;
 /* ---- the wait discipline after an empty poll (iwd_idle.c) ---- */
 /* Called by a poll that found nothing (-FI_EAGAIN, no fi_poll event, an
  * unchanged counter): yields or sleeps briefly, never longer than
- * IWD_IDLE_SLEEP_MAX_US. */
-void iwd_idle(void);
+ * IWD_IDLE_SLEEP_MAX_US. self_served (the domain's, read under its lock
+ * after its progress): every endpoint's socket is the rank's own and
+ * nothing waits on the daemon; then the default mode returns at once. */
+void iwd_idle(int self_served);
 /* Called by a poll that found something: the next wait's sleeps start
  * from FI_IWARPD_IDLE_SLEEP_US again. */
 void iwd_idle_reset(void);
@@ -209,6 +211,7 @@ struct iwd_domain {
 	struct iwd_rcache rcache;   /* registrations of unregistered send buffers */
 	int refs;
 	int dead;                   /* the daemon went away */
+	int self_served;            /* the last progress: every endpoint on its own socket (iwd_progress.c) */
 	int64_t idle_check_ns;      /* CLOCK_MONOTONIC of the last iwd_domain_check_idle probe */
 	pthread_t thread;           /* FI_IWARPD_PROGRESS_THREAD */
 	int thread_on, thread_stop;

@@ -31,17 +31,18 @@ static uint64_t cntr_read(struct fid_cntr *fid)
 {
 	struct iwd_cntr *c = iwd_container_of(fid, struct iwd_cntr, cntr_fid);
 	uint64_t v;
-	int same;
+	int same, self;
 	iwd_lock(c->dom);
 	iwd_domain_progress(c->dom);
 	v = c->value;
 	same = v == c->last_read;
 	c->last_read = v;
+	self = c->dom->self_served;
 	iwd_unlock(c->dom);
 	/* A reader polling for a threshold: an unchanged value is an empty
 	 * poll (iwd_idle.c, as cq_readfrom's). */
 	if (same)
-		iwd_idle();
+		iwd_idle(self);
 	else
 		iwd_idle_reset();
 	return v;

@@ -190,19 +190,21 @@ static ssize_t cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count, fi_ad
 {
 	struct iwd_cq *cq = iwd_container_of(cq_fid, struct iwd_cq, cq_fid);
 	ssize_t ret;
+	int self;
 	if (!buf && count)
 		return -FI_EINVAL;
 	iwd_lock(cq->dom);
 	if (!cq->count)
 		iwd_domain_progress(cq->dom);
 	ret = cq_readfrom_locked(cq, buf, count, src);
+	self = cq->dom->self_served;
 	iwd_unlock(cq->dom);
 	/* The daemon is the RNIC and shares the CPUs with us: an empty poll
 	 * gives it the processor rather than spinning through its timeslice
-	 * (on 2 cores with two daemons, spinning readers cost milliseconds);
-	 * how, iwd_idle.c. */
+	 * (on 2 cores with two daemons, spinning readers cost milliseconds),
+	 * unless the domain serves itself; how, iwd_idle.c. */
 	if (ret == -FI_EAGAIN)
-		iwd_idle();
+		iwd_idle(self);
 	else
 		iwd_idle_reset();
 	return ret;

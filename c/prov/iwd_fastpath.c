@@ -260,3 +260,8 @@ void iwd_fp_idle(struct iwd_ep *ep)
 	if (ep->fp && ep->fp->owned)
 		give_back(ep->fp);
 }
+
+int iwd_fp_owned(const struct iwd_ep *ep)
+{
+	return ep->fp && ep->fp->owned;
+}

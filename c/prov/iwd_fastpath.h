@@ -112,4 +112,9 @@ int iwd_fprd_rma_write(struct iwd_ep *ep, struct iwvi_fp_rd *rd, struct iwvi_fp_
 void iwd_fprd_rma_reap(struct iwd_ep *ep, struct iwvi_fp_rd *rd, struct iwvi_fp_rd_rma *rma);
 void iwd_fprd_rma_fail(struct iwd_ep *ep, struct iwvi_fp_rd_rma *rma);
 
+/* iwd_fp_owned / iwd_fprd_owned: the endpoint's UD / RD socket is the
+ * rank's as of its last progress (0 without that fast path). */
+int iwd_fp_owned(const struct iwd_ep *ep);
+int iwd_fprd_owned(const struct iwd_ep *ep);
+
 #endif /* IWD_FASTPATH_H */

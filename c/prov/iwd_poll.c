@@ -118,7 +118,7 @@ static int poll_run(struct fid_poll *pollset, void **context, int count)
 {
 	struct iwd_poll *ps = iwd_container_of(pollset, struct iwd_poll, poll_fid);
 	struct iwd_list *it;
-	int n = 0;
+	int n = 0, self;
 	if (count < 0 || (count && !context))
 		return -FI_EINVAL;
 	iwd_lock(ps->dom);
@@ -139,10 +139,11 @@ static int poll_run(struct fid_poll *pollset, void **context, int count)
 	}
 	if (!n && iwd_domain_check_idle(ps->dom))
 		n = -FI_ENODEV;
+	self = ps->dom->self_served;
 	iwd_unlock(ps->dom);
 	/* Nothing to read: give the daemon the processor (iwd_idle.c). */
 	if (!n)
-		iwd_idle();
+		iwd_idle(self);
 	else
 		iwd_idle_reset();
 	return n;

@@ -8,15 +8,26 @@
 #include <time.h>
 
 #include "iwd.h"
+#include "iwd_fastpath.h"
 
+/* iwd_domain_progress also notes whether the domain serves itself: every
+ * endpoint owns its QP's socket (the fast paths, docs/fastpath.md) and has
+ * nothing posted to the daemon. Then an empty poll has nobody to give the
+ * processor to (the daemon has nothing of ours to do: iwd_idle.c). */
 void iwd_domain_progress(struct iwd_domain *dom)
 {
 	struct iwd_list *it, *tmp;
+	int self = 0, daemon = 0;
 	iwd_list_foreach_safe(&dom->eps, it, tmp)
 	{
 		struct iwd_ep *ep = iwd_container_of(it, struct iwd_ep, link);
 		ep->ops->progress(ep);
+		if (!ep->sq_used && (iwd_fprd_owned(ep) || iwd_fp_owned(ep)))
+			self = 1;
+		else
+			daemon = 1;
 	}
+	dom->self_served = self && !daemon;
 }
 
 void iwd_domain_arm(struct iwd_domain *dom)
