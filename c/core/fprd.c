@@ -115,8 +115,10 @@ static int send_owned(struct iwvi_fp_rd *r, int slot, const void *payload, size_
 	uint32_t inflight = ld32(s, W_OFF_FP_RD_IN_FLIGHT);
 	if (inflight > W_FP_RD_RING)
 		inflight = W_FP_RD_RING;
-	if (n >= inflight || head >= W_FP_RD_RING || (n > 0 && !fp_seq_less(next, limit)))
+	if (head >= W_FP_RD_RING)
 		return -EAGAIN;
+	if (n >= inflight || (n > 0 && !fp_seq_less(next, limit)))
+		return -ENOBUFS; /* until an ACK: poll, then send again */
 	struct fp_rd_hdr h = {.type = FP_RD_DATA, .seq = next};
 	ack_fields(s, &h);
 	if (n + 1 >= inflight || !fp_seq_less(next + 1, limit))
@@ -147,6 +149,7 @@ static int send_owned(struct iwvi_fp_rd *r, int slot, const void *payload, size_
 	if (h.flags & FP_RDF_ACK) { /* the piggybacked ACK settles what was owed */
 		st32(s, W_OFF_FP_RD_UNACKED, 0);
 		st32(s, W_OFF_FP_RD_ACK_DUE, 0);
+		r->ack_now &= ~(1u << slot);
 	}
 	struct sockaddr_in to;
 	slot_addr(s, &to);
@@ -199,8 +202,10 @@ static void apply_ack(uint8_t *s, const struct fp_rd_hdr *h)
  * daemon's take-over sends what is still owed. Deferring is safe: the
  * lease (-fastpath-lease, 1 ms) is shorter than llp/rd's smallest RTO
  * (2 ms), so an ACK is never later than the sender's retransmission; and
- * the batch is far below the window (llp/rd: 128 or more). */
-#define FP_RD_ACK_BATCH 16
+ * the batch is half the sender's ring (W_FP_RD_RING, 16), and a
+ * sender whose window or ring is now full asks for an ACK at once (Q,
+ * FP_RDF_ACKREQ), which the poll that takes it sends. */
+#define FP_RD_ACK_BATCH 8
 
 /* send_acks_owed acknowledges, once per peer, what the rank took, for
  * every peer owed at least min Sends' acknowledgement (1: every peer owed
@@ -211,7 +216,7 @@ static void send_acks_owed(struct iwvi_fp_rd *r, uint32_t min)
 		uint8_t *s = slot_base(r, i);
 		if (!(ld32(s, W_OFF_FP_RD_STATE) & W_FP_RD_VALID) || !ld32(s, W_OFF_FP_RD_ACK_DUE))
 			continue;
-		if (ld32(s, W_OFF_FP_RD_UNACKED) < min)
+		if (ld32(s, W_OFF_FP_RD_UNACKED) < min && !(r->ack_now & (1u << i)))
 			continue;
 		struct fp_rd_hdr h = {.type = FP_RD_ACK};
 		ack_fields(s, &h);
@@ -223,6 +228,7 @@ static void send_acks_owed(struct iwvi_fp_rd *r, uint32_t min)
 		(void)sendto(r->own.sock, b, sizeof b, MSG_DONTWAIT, (struct sockaddr *)&to, sizeof to);
 		st32(s, W_OFF_FP_RD_UNACKED, 0);
 		st32(s, W_OFF_FP_RD_ACK_DUE, 0);
+		r->ack_now &= ~(1u << i);
 		r->acks_out++;
 	}
 }
@@ -298,6 +304,8 @@ int iwvi_fp_rd_poll(struct iwvi_fp_rd *r, int max, iwvi_fp_rd_deliver deliver, v
 			uint32_t u = ld32(s, W_OFF_FP_RD_UNACKED);
 			st32(s, W_OFF_FP_RD_UNACKED, u < 0xffff ? u + 1 : u);
 			st32(s, W_OFF_FP_RD_ACK_DUE, 1);
+			if (rx.rd.flags & FP_RDF_ACKREQ)
+				r->ack_now |= 1u << slot; /* the sender's window is full */
 			r->taken++;
 			got++;
 			if (deliver)

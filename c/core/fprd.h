@@ -48,6 +48,7 @@ struct iwvi_fp_rd {
 	uint32_t qkey;          /* our QP's Q_Key */
 	int crc;                /* CRC32c trailer on (the default); 0: the QP was created with no_crc (own.crc) */
 	size_t max_payload;     /* largest Send the rank sends itself */
+	uint32_t ack_now;       /* slots whose peer asked for an ACK at once (Q) */
 	/* Counts (information). */
 	uint64_t sent, taken, acks_in, acks_out, released;
 };
@@ -71,11 +72,14 @@ int iwvi_fp_rd_peer(const struct iwvi_fp_rd *r, int slot, struct sockaddr_in *pe
 
 /* iwvi_fp_rd_send sends payload[0, len) as one Send (solicited: with SE)
  * to the peer of slot. 0 when sent (the send is complete for the rank:
- * the daemon retransmits the page's copy if it is lost), -EAGAIN when the
- * rank cannot send it itself now (the socket is not the rank's — it asked
- * for it back —, the slot has no send right, the window or the ring is
- * full: post it through the daemon, or poll and try again), -EMSGSIZE when
- * it does not fit one datagram, -EINVAL for a bad slot. */
+ * the daemon retransmits the page's copy if it is lost), -ENOBUFS when the
+ * peer's window or the slot's ring of outstanding datagrams is full (poll:
+ * the peer's ACK frees it, and the datagram that filled it asked for one
+ * at once; the daemon takes the socket over at the oldest one's RTO if no
+ * ACK comes), -EAGAIN when the rank cannot send it itself now (the socket
+ * is not the rank's — it asked for it back —, the slot has no send right:
+ * post it through the daemon), -EMSGSIZE when it does not fit one
+ * datagram, -EINVAL for a bad slot. */
 int iwvi_fp_rd_send(struct iwvi_fp_rd *r, int slot, const void *payload, size_t len, int solicited);
 
 /* iwvi_fp_rd_release gives the socket to the daemon (before posting

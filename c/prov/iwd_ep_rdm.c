@@ -390,12 +390,19 @@ ssize_t iwd_rdm_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 	 * daemon retransmits the page's copy), the daemon's when acknowledged. */
 	if (ep->fprd && len <= iwd_rdm(ep)->eager_max && !(op_flags & FI_DELIVERY_COMPLETE)) {
 		h.op = IWD_OP_EAGER;
-		if (!iwd_fprd_send(ep, &h, HDR, iov, count, len, av)) {
+		ret = iwd_fprd_send(ep, &h, HDR, iov, count, len, av);
+		if (!ret) {
 			/* Sent by the rank itself (iwd_fastpath_rd.c): complete
 			 * for RD, whose daemon retransmits the page's copy. */
 			iwd_ep_tx_done(ep, context, FI_SEND | (tagged ? FI_TAGGED : FI_MSG), op_flags, len, 0);
 			iwd_unlock(ep->dom);
 			return 0;
+		}
+		if (ret == -FI_ENOBUFS) {
+			/* Only an ACK is missing: the application progresses
+			 * and retries (fi_msg(3) -FI_EAGAIN). */
+			iwd_unlock(ep->dom);
+			return -FI_EAGAIN;
 		}
 	}
 	for (attempt = 0; attempt < 2; attempt++) {

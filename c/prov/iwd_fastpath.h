@@ -63,9 +63,11 @@ void iwd_fprd_detach(struct iwd_ep *ep);
 int iwd_fprd_progress(struct iwd_ep *ep);
 
 /* iwd_fprd_send sends hdr[0, hlen) and iov[0, count) (len octets) as one
- * Send to av itself: 0 when sent (the caller completes it), else
- * -FI_EAGAIN (post it through the daemon: iwd_ep_post_send gives the
- * socket back first). */
+ * Send to av itself: 0 when sent (the caller completes it), -FI_ENOBUFS
+ * when the peer's window or the rank's ring of outstanding datagrams stays
+ * full after a progress (the caller returns -FI_EAGAIN: the application
+ * progresses and retries, fi_msg(3)), else -FI_EAGAIN (post it through the
+ * daemon: iwd_ep_post_send gives the socket back first). */
 int iwd_fprd_send(struct iwd_ep *ep, const void *hdr, size_t hlen, const struct iovec *iov, size_t count, size_t len,
 		  const struct iwv_av *av);
 

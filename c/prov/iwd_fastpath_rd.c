@@ -44,6 +44,7 @@ struct iwd_fprd {
 	struct iwvi_fp_rd rd;
 	int owned; /* the socket is ours and the CQ was polled after it came back */
 	int unacked; /* the rank sent Sends itself that may not be acknowledged yet (iwd_fprd_unacked) */
+	uint64_t window_full; /* sends refused -FI_EAGAIN: the window or ring full after a progress (information) */
 	struct iwd_ep *ep;
 	uint8_t txbuf[W_FP_RD_COPY_LEN]; /* header and payload gathered */
 	struct iwvi_fp_rd_rma rma;       /* the rank's pending Writes (iwd_fastpath_rma.c) */
@@ -77,6 +78,9 @@ void iwd_fprd_detach(struct iwd_ep *ep)
 	IWD_INFO(FI_LOG_EP_DATA, "iwarpd: RDM fast path: %llu writes sent by the rank, %llu completed on an ACK, %llu at a hand-back, %llu failed\n",
 		 (unsigned long long)ep->fprd->rma.writes, (unsigned long long)ep->fprd->rma.on_ack,
 		 (unsigned long long)ep->fprd->rma.on_handback, (unsigned long long)ep->fprd->rma.flushed);
+	IWD_INFO(FI_LOG_EP_DATA, "iwarpd: RDM fast path: %llu sends sent by the rank, %llu taken, %llu refused for a full window\n",
+		 (unsigned long long)ep->fprd->rd.sent, (unsigned long long)ep->fprd->rd.taken,
+		 (unsigned long long)ep->fprd->window_full);
 	iwvi_fp_rd_detach(&ep->fprd->rd);
 	free(ep->fprd);
 	ep->fprd = NULL;
@@ -136,7 +140,7 @@ int iwd_fprd_send(struct iwd_ep *ep, const void *hdr, size_t hlen, const struct 
 {
 	struct iwd_fprd *f = ep->fprd;
 	struct sockaddr_storage ss;
-	int slot;
+	int slot, ret;
 	if (!f || !f->owned || ep->sq_used || !av || hlen + len > f->rd.max_payload || hlen + len > sizeof(f->txbuf))
 		return -FI_EAGAIN;
 	if (iwv_av_to_sockaddr(av, &ss) < 0 || ss.ss_family != AF_INET)
@@ -146,7 +150,26 @@ int iwd_fprd_send(struct iwd_ep *ep, const void *hdr, size_t hlen, const struct 
 		return -FI_EAGAIN;
 	memcpy(f->txbuf, hdr, hlen);
 	iwd_iov_copy_out(f->txbuf + hlen, iov, count, len);
-	if (iwvi_fp_rd_send(&f->rd, slot, f->txbuf, hlen + len, 0) < 0)
+	ret = iwvi_fp_rd_send(&f->rd, slot, f->txbuf, hlen + len, 0);
+	if (ret == -ENOBUFS) {
+		/* The peer's window or our ring is full: take its ACK (the
+		 * datagram that filled it asked for one at once) and try
+		 * again; still full, the application retries after progress
+		 * (-FI_ENOBUFS), rather than the socket going back to the
+		 * daemon for a message that only has to wait for an ACK. */
+		iwd_fprd_progress(ep);
+		if (!f->owned || ep->sq_used)
+			return -FI_EAGAIN;
+		slot = iwvi_fp_rd_slot(&f->rd, (const struct sockaddr_in *)&ss);
+		if (slot < 0)
+			return -FI_EAGAIN;
+		ret = iwvi_fp_rd_send(&f->rd, slot, f->txbuf, hlen + len, 0);
+		if (ret == -ENOBUFS) {
+			f->window_full++;
+			return -FI_ENOBUFS;
+		}
+	}
+	if (ret < 0)
 		return -FI_EAGAIN;
 	f->unacked = 1;
 	return 0;
