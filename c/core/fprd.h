@@ -47,6 +47,7 @@ struct iwvi_fp_rd {
 	size_t max_payload;     /* largest Send the rank sends itself */
 	/* Counts (information). */
 	uint64_t sent, taken, acks_in, acks_out, released;
+	uint64_t rma_wrecs, rma_reads, rma_atomics; /* RDMA served at the target (fprd_rma_rx.h) */
 };
 
 /* iwvi_fp_rd_attach makes qp's RD page (W_FP_RD_PAGE_LEN octets, Magic

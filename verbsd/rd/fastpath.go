@@ -141,6 +141,7 @@ func (e *Engine) fpImport(q *QP, now time.Time) {
 		(*atomic.Uint32)(unsafe.Pointer(&mem[proto.FPRDSlotOff(i)+proto.OffFPRDState])).Store(0)
 	}
 	r.msn[rdmap.QNSend] = binary.LittleEndian.Uint32(mem[proto.OffFPRDSendMSN:]) // the rank's Sends were numbered on
+	r.msn[rdmap.QNAtomicResponse] = binary.LittleEndian.Uint32(mem[proto.OffFPRDAtomicRespMSN:]) // and its Atomic Responses
 }
 
 // fpQuiet reports whether nothing of q's waits in the engine for the
@@ -187,6 +188,7 @@ func (e *Engine) fpEnd(q *QP, now time.Time) bool {
 	}
 	fp.nExp = len(ps)
 	binary.LittleEndian.PutUint32(mem[proto.OffFPRDSendMSN:], r.msn[rdmap.QNSend])
+	binary.LittleEndian.PutUint32(mem[proto.OffFPRDAtomicRespMSN:], r.msn[rdmap.QNAtomicResponse])
 	if !e.FastpathEnd(c, now, true) {
 		fp.nExp = 0
 		return false
