@@ -140,7 +140,7 @@ func (e *Engine) fpImport(q *QP, now time.Time) {
 	for i := range fp.nExp {
 		(*atomic.Uint32)(unsafe.Pointer(&mem[proto.FPRDSlotOff(i)+proto.OffFPRDState])).Store(0)
 	}
-	r.msn[rdmap.QNSend] = binary.LittleEndian.Uint32(mem[proto.OffFPRDSendMSN:]) // the rank's Sends were numbered on
+	r.msn[rdmap.QNSend] = binary.LittleEndian.Uint32(mem[proto.OffFPRDSendMSN:])                 // the rank's Sends were numbered on
 	r.msn[rdmap.QNAtomicResponse] = binary.LittleEndian.Uint32(mem[proto.OffFPRDAtomicRespMSN:]) // and its Atomic Responses
 }
 
