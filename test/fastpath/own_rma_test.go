@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -302,6 +303,55 @@ func TestOwnRDRMATarget(t *testing.T) {
 		w2 := errs2[name]
 		if wc.Status != w2.Status || wc.Flags&ofverbs.WCFlagTermValid != w2.Flags&ofverbs.WCFlagTermValid || wc.Term != w2.Term {
 			t.Errorf("%s: completion %+v with the rank serving, %+v through the daemon alone", name, wc, w2)
+		}
+	}
+}
+
+// TestOwnRDRMAFigures (IWARPD_FASTPATH_BENCH=1): the median time of an
+// 8-octet Write-Record (complete at its acknowledgement), an 8-octet RDMA
+// Read and a FetchAdd from an ofverbs peer, one at a time, against a
+// target whose rank serves its socket (never pausing) and against the
+// same program leaving everything to its daemon, alternating, same
+// daemons (information, never asserted).
+func TestOwnRDRMAFigures(t *testing.T) {
+	if os.Getenv("IWARPD_FASTPATH_BENCH") == "" {
+		t.Skip("figures: set IWARPD_FASTPATH_BENCH=1")
+	}
+	const n = 3000
+	lease := os.Getenv("IWARPD_FASTPATH_LEASE") // e.g. 16ms: fewer take-overs caused by the machine's load
+	var extra []string
+	if lease != "" {
+		extra = []string{"-fastpath-lease", lease}
+	}
+	a := daemontest.Start(t, "rank", daemontest.Options{Ports: ownRDBlocks.Next(), Extra: extra})
+	b := daemontest.Start(t, "peer", daemontest.Options{Ports: ownRDBlocks.Next()})
+	for round := range 3 {
+		for _, mode := range [][]string{{"serve", "0"}, {"daemon"}} {
+			p, regs := rmaStart(t, a, b, nil, mode...)
+			rw := regs["rw"]
+			var v [8]byte
+			ops := []struct {
+				name string
+				wr   func() ofverbs.SendWR
+			}{
+				{"write-record", func() ofverbs.SendWR { return p.write(rw, 0, 0, v[:]) }},
+				{"read", func() ofverbs.SendWR { return p.read(rw, 0, 1024, 8) }},
+				{"fetch-add", func() ofverbs.SendWR { return p.atomic(ofverbs.WRFetchAdd, rw, 8, 1, 0) }},
+			}
+			line := fmt.Sprintf("round %d %s:", round, mode[0])
+			for _, op := range ops {
+				d := make([]time.Duration, 0, n)
+				for range n {
+					wr := op.wr()
+					start := time.Now()
+					p.ok(wr)
+					d = append(d, time.Since(start))
+				}
+				line += fmt.Sprintf(" %s %v", op.name, median(d))
+			}
+			res := p.stop()
+			p.rank.finish()
+			t.Logf("%s; target %v", line, res)
 		}
 	}
 }
