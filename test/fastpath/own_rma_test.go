@@ -3,7 +3,9 @@ package fastpath
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strconv"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/iwarpd/iwarpd/ofverbs"
 	"github.com/iwarpd/iwarpd/test/daemontest"
+	"github.com/iwarpd/iwarpd/test/netns"
 )
 
 // RDMA at the target of an RD QP whose rank serves its socket itself
@@ -205,10 +208,37 @@ func rmaErrors(t *testing.T, p *rmaPeer, regs map[string]rmaRegion) map[string]o
 }
 
 func TestOwnRDRMATarget(t *testing.T) {
-	const rounds, adds, swaps = 600, 2000, 500
 	a := daemontest.Start(t, "rank", daemontest.Options{Ports: ownRDBlocks.Next()})
 	b := daemontest.Start(t, "peer", daemontest.Options{Ports: ownRDBlocks.Next()})
-	p, regs := rmaStart(t, a, b, nil, "serve", "250")
+	rmaTarget(t, a, b, nil, 600, 2000, 500)
+}
+
+// TestOwnRDRMATargetLoss: the same in two network namespaces, 5 % of the
+// packets each receives dropped (nftables): requests and responses the
+// network loses are retransmitted — the rank's responses by its daemon
+// from the page's copies — and every atomic is still executed once.
+func TestOwnRDRMATargetLoss(t *testing.T) {
+	pair := lossyPair(t, "iwfm", [2]string{"169.254.82.1/24", "169.254.82.2/24"})
+	a := daemontest.Start(t, "rank", daemontest.Options{Ports: ownRDBlocks.Next(), NS: pair, NSIdx: 0, Addr: pair.Addrs[0].Addr().String()})
+	b := daemontest.Start(t, "peer", daemontest.Options{Ports: ownRDBlocks.Next(), NS: pair, NSIdx: 1, Addr: pair.Addrs[1].Addr().String()})
+	in0 := func(name string, args ...string) *exec.Cmd { return pair.Command(0, name, args...) }
+	c := rmaTarget(t, a, b, in0, 200, 1000, 200)
+	t.Logf("rank's daemon: rd_fastpath_taken=%d rd_fastpath_resent=%d rd_retransmits=%d rd_timeouts=%d",
+		c["rd_fastpath_taken"], c["rd_fastpath_resent"], c["rd_retransmits"], c["rd_timeouts"])
+	for i, ns := range pair.Names {
+		out, _ := exec.Command("ip", "netns", "exec", ns, "nft", "list", "chain", "inet", "iwarp_fprd", "in").CombinedOutput()
+		t.Logf("namespace %d dropped: %s", i, strings.TrimSpace(string(out)))
+	}
+	if c["rd_fastpath_resent"] == 0 {
+		t.Errorf("the rank's daemon resent none of the rank's datagrams at 5 %% loss")
+	}
+}
+
+// rmaTarget runs the stream against t_fprma on a (in: its namespace, or
+// nil) from an ofverbs peer on b and returns the target daemon's counters.
+func rmaTarget(t *testing.T, a, b *daemontest.Daemon, in func(string, ...string) *exec.Cmd, rounds, adds, swaps int) map[string]int64 {
+	t.Helper()
+	p, regs := rmaStart(t, a, b, in, "serve", "250")
 	rw, proc := regs["rw"], regs["proc"]
 
 	// Write-Records of 8 octets read back, in registered shared memory and
@@ -246,7 +276,7 @@ func TestOwnRDRMATarget(t *testing.T) {
 	for i := range adds {
 		p.ok(p.atomic(ofverbs.WRFetchAdd, rw, counter, 1, 0))
 		got := p.result()
-		if got >= adds || seen[got] {
+		if got >= uint64(adds) || seen[got] {
 			t.Fatalf("fetch-add %d returned %d (seen before or out of range)", i, got)
 		}
 		seen[got] = true
@@ -259,11 +289,11 @@ func TestOwnRDRMATarget(t *testing.T) {
 		}
 	}
 	p.ok(p.atomic(ofverbs.WRCmpSwap, rw, word, 12345, 1))
-	if got := p.result(); got != swaps {
+	if got := p.result(); got != uint64(swaps) {
 		t.Fatalf("the failing cmp-swap returned %d, want %d", got, swaps)
 	}
 	p.ok(p.read(rw, counter, 0, 16))
-	if c, w := binary.NativeEndian.Uint64(p.e.mem[0:]), binary.NativeEndian.Uint64(p.e.mem[8:]); c != adds || w != swaps {
+	if c, w := binary.NativeEndian.Uint64(p.e.mem[0:]), binary.NativeEndian.Uint64(p.e.mem[8:]); c != uint64(adds) || w != uint64(swaps) {
 		t.Fatalf("counter %d, word %d: want %d and %d (each atomic exactly once)", c, w, adds, swaps)
 	}
 	errs := rmaErrors(t, p, regs)
@@ -280,7 +310,7 @@ func TestOwnRDRMATarget(t *testing.T) {
 	if c["fastpath_violations"] != 0 || qps[0].State != "RTS" {
 		t.Errorf("QP %+v: want RTS without a violation", qps[0])
 	}
-	const atomics = adds + swaps + 1
+	atomics := int64(adds + swaps + 1)
 	if res["atomics"]+c["atomics_in"] != atomics {
 		t.Errorf("the rank executed %d atomics and its daemon %d: want %d together", res["atomics"], c["atomics_in"], atomics)
 	}
@@ -293,7 +323,7 @@ func TestOwnRDRMATarget(t *testing.T) {
 	p.rank.finish()
 
 	// The same refusals through the daemon alone: the same completions.
-	d, regs2 := rmaStart(t, a, b, nil, "daemon")
+	d, regs2 := rmaStart(t, a, b, in, "daemon")
 	errs2 := rmaErrors(t, d, regs2)
 	if res2 := d.stop(); res2["wrecs"]+res2["reads"]+res2["atomics"] != 0 {
 		t.Errorf("daemon mode: the rank served %v", res2)
@@ -305,6 +335,7 @@ func TestOwnRDRMATarget(t *testing.T) {
 			t.Errorf("%s: completion %+v with the rank serving, %+v through the daemon alone", name, wc, w2)
 		}
 	}
+	return c
 }
 
 // TestOwnRDRMAFigures (IWARPD_FASTPATH_BENCH=1): the median time of an
@@ -354,4 +385,48 @@ func TestOwnRDRMAFigures(t *testing.T) {
 			t.Logf("%s; target %v", line, res)
 		}
 	}
+}
+
+// lossyPair makes two network namespaces joined by a veth pair (MTU
+// 1500, GSO off) whose input drops 5 % of UDP packets (nftables table
+// iwarp_fprd, as TestOwnRDLoss), removed when the test ends; it skips
+// without root or nft.
+func lossyPair(t *testing.T, prefix string, cidrs [2]string) *netns.Pair {
+	t.Helper()
+	if ok, why := netns.Available(); !ok {
+		t.Skip("skipping the network-namespace test: " + why)
+	}
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("skipping: nft not installed")
+	}
+	if err := netns.RemoveStale(prefix); err != nil {
+		t.Logf("removing stale namespaces: %v", err)
+	}
+	addrs := [2]netip.Prefix{netip.MustParsePrefix(cidrs[0]), netip.MustParsePrefix(cidrs[1])}
+	pair, err := netns.NewPair(fmt.Sprintf("%s%d", prefix, os.Getpid()), addrs, 1500)
+	if errors.Is(err, netns.ErrNotPermitted) {
+		t.Skip("skipping the network-namespace test: ", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := pair.Close(); err != nil {
+			t.Errorf("deleting the namespaces: %v", err)
+		}
+	})
+	for i, ns := range pair.Names {
+		for _, args := range [][]string{
+			{"-n", ns, "link", "set", pair.Links[i], "gso_max_segs", "1"},
+			{"netns", "exec", ns, "nft", "add", "table", "inet", "iwarp_fprd"},
+			{"netns", "exec", ns, "nft", "add", "chain", "inet", "iwarp_fprd", "in", "{ type filter hook input priority 0 ; }"},
+			{"netns", "exec", ns, "nft", "add", "rule", "inet", "iwarp_fprd", "in", "meta", "l4proto", "udp",
+				"numgen", "random", "mod", "100", "<", "5", "counter", "drop"},
+		} {
+			if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+				t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+			}
+		}
+	}
+	return pair
 }
