@@ -13,8 +13,10 @@
  *  - takes from the socket, in iwvi_fp_rd_poll, the in-order one-segment
  *    Sends of a slot's peer (handed to a callback) and its ACKs without
  *    SACK (applied to the slot), and acknowledges once per drained poll;
+ *  - serves, in order from a slot's peer, one-datagram Write-Records,
+ *    Read Requests and atomics on its own memory (fprd_rma_rx.h);
  *  - gives the socket to the daemon for anything else (a hole, a duplicate,
- *    a new peer, a Challenge, NOTREADY, RESET, RDMA, a segmented message),
+ *    a new peer, a Challenge, NOTREADY, RESET, other RDMA, a segmented message),
  *    which then serves it, as it serves loss (the retransmission timer runs
  *    in the daemon from the page's outstanding ring).
  * The daemon checks what the rank leaves in the page when it takes the
