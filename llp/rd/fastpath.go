@@ -47,14 +47,9 @@ type FPOut struct {
 	SentAt time.Time
 }
 
-// fastpathExportable reports whether p has no state only the endpoint can
-// serve: nothing outstanding, held, held back, drained, NOTREADY, reorder
-// timer, Challenge answered, nor an incarnation change to check.
-func fastpathExportable(p *peer) bool {
-	return fastpathExportableOut(p, 0, nil)
-}
-
-// fastpathExportableOut is fastpathExportable allowing at most maxOut
+// fastpathExportableOut reports whether p has no state only the endpoint
+// can serve: nothing held, held back, drained, NOTREADY, reorder timer,
+// Challenge answered, nor an incarnation change to check; at most maxOut
 // datagrams outstanding, each sent once and never SACKed, retransmitted,
 // refused (NOTREADY) or due again, and each one ok says the rank can keep.
 func fastpathExportableOut(p *peer, maxOut int, ok func(Token) bool) bool {
