@@ -430,3 +430,13 @@ func lossyPair(t *testing.T, prefix string, cidrs [2]string) *netns.Pair {
 	}
 	return pair
 }
+
+// TestRkeysTable runs c/tests/t_rkeys.c: c/core's table of regions by
+// STag (rkeys.h) against a plain array under random adds, replacements
+// and deletions (no daemon).
+func TestRkeysTable(t *testing.T) {
+	out, err := exec.Command(daemontest.CProgram(t, "t_rkeys")).CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "ok ") {
+		t.Fatalf("t_rkeys: %v\n%s", err, out)
+	}
+}
