@@ -193,12 +193,26 @@ void iwvi_fp_rd_apply_ack(uint8_t *s, const struct fp_rd_hdr *h)
 	}
 }
 
-/* send_acks acknowledges, once per peer, what the rank took. */
-static void send_acks(struct iwvi_fp_rd *r)
+/* FP_RD_ACK_BATCH: a poll that took Sends leaves their ACK owed — the
+ * next Send the application makes to that peer carries it piggybacked
+ * (datagram-iwarp.md "Proposed profile": "Acks may be piggybacked on data") — unless a
+ * peer is owed this many; the next poll that takes no Send, a release or the
+ * daemon's take-over sends what is still owed. Deferring is safe: the
+ * lease (-fastpath-lease, 1 ms) is shorter than llp/rd's smallest RTO
+ * (2 ms), so an ACK is never later than the sender's retransmission; and
+ * the batch is far below the window (llp/rd: 128 or more). */
+#define FP_RD_ACK_BATCH 16
+
+/* send_acks_owed acknowledges, once per peer, what the rank took, for
+ * every peer owed at least min Sends' acknowledgement (1: every peer owed
+ * any). */
+static void send_acks_owed(struct iwvi_fp_rd *r, uint32_t min)
 {
 	for (int i = 0; i < W_FP_RD_SLOTS; i++) {
 		uint8_t *s = slot_base(r, i);
 		if (!(ld32(s, W_OFF_FP_RD_STATE) & W_FP_RD_VALID) || !ld32(s, W_OFF_FP_RD_ACK_DUE))
+			continue;
+		if (ld32(s, W_OFF_FP_RD_UNACKED) < min)
 			continue;
 		struct fp_rd_hdr h = {.type = FP_RD_ACK};
 		ack_fields(s, &h);
@@ -212,6 +226,12 @@ static void send_acks(struct iwvi_fp_rd *r)
 		st32(s, W_OFF_FP_RD_ACK_DUE, 0);
 		r->acks_out++;
 	}
+}
+
+/* send_acks acknowledges everything owed (a release, a hand-over). */
+static void send_acks(struct iwvi_fp_rd *r)
+{
+	send_acks_owed(r, 1);
 }
 
 int iwvi_fp_rd_release(struct iwvi_fp_rd *r)
@@ -296,7 +316,9 @@ int iwvi_fp_rd_poll(struct iwvi_fp_rd *r, int max, iwvi_fp_rd_deliver deliver, v
 				return got; /* deliver released the socket */
 		}
 	}
-	send_acks(r);
+	/* A poll that took Sends defers their ACK (FP_RD_ACK_BATCH): in a
+	 * request-response exchange the response carries it. */
+	send_acks_owed(r, got > 0 ? FP_RD_ACK_BATCH : 1);
 	iwvi_fp_own_done(&r->own);
 	return got;
 }

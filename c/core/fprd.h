@@ -12,7 +12,10 @@
  *    a copy of the datagram kept in the page for the daemon to retransmit);
  *  - takes from the socket, in iwvi_fp_rd_poll, the in-order one-segment
  *    Sends of a slot's peer (handed to a callback) and its ACKs without
- *    SACK (applied to the slot), and acknowledges once per drained poll;
+ *    SACK (applied to the slot), and acknowledges what it took: on the
+ *    next Send to that peer (piggybacked), or at the next poll that takes
+ *    no Send, a release or the daemon's take-over, or at once when a peer
+ *    is owed 16 (FP_RD_ACK_BATCH in fprd.c);
  *  - serves, in order from a slot's peer, one-datagram Write-Records,
  *    Read Requests and atomics on its own memory (fprd_rma_rx.h);
  *  - gives the socket to the daemon for anything else (a hole, a duplicate,
@@ -92,7 +95,8 @@ typedef void (*iwvi_fp_rd_deliver)(void *arg, int slot, const uint8_t *payload, 
  * it until it is empty (at most max datagrams): Sends in order go to
  * deliver, ACKs are applied; anything else gives the socket to the daemon
  * (what the rank read before still counts). Then it acknowledges what it
- * took, one ACK per peer. Returns the Sends delivered, 0 if the socket is
+ * took, one ACK per peer — deferred when this poll took Sends (see the
+ * top of this file). Returns the Sends delivered, 0 if the socket is
  * not the rank's (it asked for it back: poll the CQ, the daemon delivers
  * there meanwhile), or a negative errno of the socket. Poll the CQ before
  * this: what the daemon read while it owned the socket comes first. */
