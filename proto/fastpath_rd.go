@@ -27,6 +27,9 @@ package proto
 //	                   writes it at the hand-back, the rank numbers its Sends
 //	                   on from it, the daemon takes it back at the take-over
 //	                   (any value: an MSN only names a message of the QP's)
+//	172  AtomicRespMSN u32  the same for QN 3 (Atomic Responses, RFC 7306):
+//	                   the rank numbers the Atomic Responses it sends itself
+//	                   on from it (MSN of QN n at 160 + 4n)
 //
 // Slot i lies at OffFPRDSlots + i·FPRDSlotLen; its fields, at these
 // offsets within it (little-endian, naturally aligned):
@@ -73,9 +76,10 @@ const (
 	FPRDSlotLen  = 512
 	FPRDEntryLen = 16
 
-	OffFPRDSendMSN = 160
-	OffFPRDSlots   = 256
-	OffFPRDCopies  = PageSize
+	OffFPRDSendMSN       = 160
+	OffFPRDAtomicRespMSN = 172
+	OffFPRDSlots         = 256
+	OffFPRDCopies        = PageSize
 
 	OffFPRDState    = 0
 	OffFPRDPort     = 4

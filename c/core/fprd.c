@@ -8,6 +8,7 @@
 
 #include "fastpath.h"
 #include "fprd.h"
+#include "fprd_rma_rx.h"
 
 /* The page's words are read by the engine while the rank writes them (the
  * retransmission deadline): relaxed atomics, naturally aligned. */
@@ -175,9 +176,9 @@ int iwvi_fp_rd_send(struct iwvi_fp_rd *r, int slot, const void *payload, size_t 
 	return rc;
 }
 
-/* apply_ack takes an acknowledgement (classified: CumAck within
+/* iwvi_fp_rd_apply_ack takes an acknowledgement (classified: CumAck within
  * [SndUna, NextSeq], no SACK) into slot s. */
-static void apply_ack(uint8_t *s, const struct fp_rd_hdr *h)
+void iwvi_fp_rd_apply_ack(uint8_t *s, const struct fp_rd_hdr *h)
 {
 	uint32_t una = ld32(s, W_OFF_FP_RD_SND_UNA), n = ld32(s, W_OFF_FP_RD_OUT_N);
 	uint32_t head = ld32(s, W_OFF_FP_RD_OUT_HEAD) % W_FP_RD_RING;
@@ -282,6 +283,15 @@ int iwvi_fp_rd_poll(struct iwvi_fp_rd *r, int max, iwvi_fp_rd_deliver deliver, v
 					       .snd_next = ld32(s, W_OFF_FP_RD_NEXT_SEQ)};
 			c = iwvi_fp_rd_classify(b, (size_t)n, &rq, &p, &rx);
 		}
+		if (c == FP_CLASS_DAEMON && s && (rx.reason == FP_R_TAGGED || rx.reason == FP_R_OPCODE)) {
+			int rc = iwvi_fp_rd_rma_rx(r, slot, b, (size_t)n, &rx); /* RDMA at the target: fprd_rma_rx.h */
+			if (rc < 0) {
+				iwvi_fp_own_done(&r->own);
+				return rc;
+			}
+			if (rc > 0)
+				continue;
+		}
 		if (c == FP_CLASS_DAEMON) {
 			/* The daemon's: it imports what the rank took so far
 			 * (and acknowledges it). */
@@ -296,7 +306,7 @@ int iwvi_fp_rd_poll(struct iwvi_fp_rd *r, int max, iwvi_fp_rd_deliver deliver, v
 			return rc;
 		}
 		if (rx.acked) {
-			apply_ack(s, &rx.rd);
+			iwvi_fp_rd_apply_ack(s, &rx.rd);
 			r->acks_in++;
 		}
 		if (c == FP_CLASS_SEND) {

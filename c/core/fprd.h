@@ -16,8 +16,10 @@
  *    next Send to that peer (piggybacked), or at the next poll that takes
  *    no Send, a release or the daemon's take-over, or at once when a peer
  *    is owed 16 (FP_RD_ACK_BATCH in fprd.c);
+ *  - serves, in order from a slot's peer, one-datagram Write-Records,
+ *    Read Requests and atomics on its own memory (fprd_rma_rx.h);
  *  - gives the socket to the daemon for anything else (a hole, a duplicate,
- *    a new peer, a Challenge, NOTREADY, RESET, RDMA, a segmented message),
+ *    a new peer, a Challenge, NOTREADY, RESET, other RDMA, a segmented message),
  *    which then serves it, as it serves loss (the retransmission timer runs
  *    in the daemon from the page's outstanding ring).
  * The daemon checks what the rank leaves in the page when it takes the
@@ -51,6 +53,7 @@ struct iwvi_fp_rd {
 	uint32_t ack_now;       /* slots whose peer asked for an ACK at once (Q) */
 	/* Counts (information). */
 	uint64_t sent, taken, acks_in, acks_out, released;
+	uint64_t rma_wrecs, rma_reads, rma_atomics; /* RDMA served at the target (fprd_rma_rx.h) */
 };
 
 /* iwvi_fp_rd_attach makes qp's RD page (W_FP_RD_PAGE_LEN octets, Magic

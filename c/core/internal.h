@@ -13,6 +13,7 @@
 
 #include "iwarpd/verbs.h"
 #include "ring.h"
+#include "rkeys.h"
 #include "wire.h"
 
 #define IWV_ASYNC_QUEUE 1024 /* unread async events kept (as ofverbs) */
@@ -73,6 +74,7 @@ struct iwv_session {
 	struct iwv_buffer *arena; /* iwv_adopt_pages (adopt.c); also in buffers */
 	struct iwv_pd *pds;
 	struct iwv_mr *mrs;
+	struct iwvi_rkeys rkeys; /* the MRs by STag, for the rank's RD fast path (rkeys.h) */
 	struct iwv_comp_channel *channels;
 	struct iwv_cq *cqs;
 	struct iwv_qp *qps;
@@ -107,6 +109,7 @@ struct iwv_mr {
 	size_t len;
 	int process;
 	int arena; /* registered in the session's arena (adopt.c): keeps its pages adopted */
+	int access; /* IWV_ACCESS_* */
 };
 
 struct iwv_comp_channel {
@@ -158,6 +161,7 @@ struct iwv_qp {
 	 * (fprq.c iwvi_fp_rq_attach): post-recv rings no doorbell while it
 	 * says the rank (the engine reads nothing of the RQ then). */
 	const uint32_t *fp_owner;
+	int quiet_records; /* created with quiet_records (RD): Write-Records take no receive */
 };
 
 struct iwv_srq {

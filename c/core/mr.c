@@ -176,10 +176,16 @@ IWV_EXPORT int iwv_reg_mr(struct iwv_pd *pd, void *addr, size_t len, int access,
 		mr->len = len;
 		mr->process = !b;
 		mr->arena = b && b == s->arena;
+		mr->access = access;
 		json_decref(rep);
 		mr->next = s->mrs;
 		s->mrs = mr;
 		*out = mr;
+		/* For the rank's RD fast path (fprd_rma_rx.c). Without room the
+		 * rank leaves this region's requests to the daemon. */
+		struct iwvi_rkey_ent e = {.rkey = mr->rkey, .access = (uint32_t)access, .pd = pd,
+					  .addr = (uintptr_t)addr, .len = len};
+		(void)iwvi_rkeys_add(&s->rkeys, &e);
 	}
 	pthread_mutex_unlock(&s->mu);
 	if (r < 0)
@@ -192,9 +198,15 @@ IWV_EXPORT int iwv_dereg_mr(struct iwv_mr *mr)
 	if (!mr)
 		return -EINVAL;
 	struct iwv_session *s = mr->s;
+	/* The rank stops serving it first (rkeys.h), then the daemon. */
+	iwvi_rkeys_del(&s->rkeys, mr->rkey);
 	int r = iwvi_destroy_handle(s, W_OP_DEREG_MR, mr->handle);
-	if (r < 0)
+	if (r < 0) {
+		struct iwvi_rkey_ent e = {.rkey = mr->rkey, .access = (uint32_t)mr->access, .pd = mr->pd,
+					  .addr = (uintptr_t)mr->addr, .len = mr->len};
+		(void)iwvi_rkeys_add(&s->rkeys, &e);
 		return r;
+	}
 	pthread_mutex_lock(&s->mu);
 	LIST_REMOVE(&s->mrs, struct iwv_mr, mr);
 	pthread_mutex_unlock(&s->mu);

@@ -126,6 +126,7 @@ IWV_EXPORT int iwv_create_qp(struct iwv_pd *pd, const struct iwv_qp_init_attr *a
 	}
 	int fds[2] = {q->r.fd, -1};
 	q->sock = -1;
+	q->quiet_records = a->quiet_records != 0;
 	if (s->client_sockets && a->qp_type != IWV_QPT_RC) { /* qpsock.c */
 		uint16_t port;
 		r = iwvi_qp_socket(s, a->qp_type, a->port, &q->sock, &port);

@@ -59,6 +59,7 @@ static void free_session(struct iwv_session *s)
 	iwvi_evq_free(&s->cm_q);
 	free(s->buf);
 	pthread_mutex_destroy(&s->mu);
+	iwvi_rkeys_free(&s->rkeys);
 	free(s);
 }
 
@@ -190,6 +191,7 @@ IWV_EXPORT int iwv_open(const struct iwv_open_attr *attr, struct iwv_session **o
 	if (!s)
 		return iwvi_seterr_open(ENOMEM, "open");
 	pthread_mutex_init(&s->mu, NULL);
+	iwvi_rkeys_init(&s->rkeys);
 	s->sock = s->doorbell = s->async_efd = s->cm_efd = s->epfd = -1;
 	s->abi = a.abi ? a.abi : IWV_ABI_VERSION;
 	if (!(s->buf = malloc(W_MAX_MESSAGE))) {

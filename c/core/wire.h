@@ -123,6 +123,7 @@ enum w_ring_kind {
 #define W_FP_RD_SLOT_LEN 512
 #define W_FP_RD_ENTRY_LEN 16
 #define W_OFF_FP_RD_SEND_MSN 160
+#define W_OFF_FP_RD_ATOMIC_RESP_MSN 172
 #define W_OFF_FP_RD_SLOTS 256
 #define W_OFF_FP_RD_COPIES 4096
 #define W_OFF_FP_RD_STATE 0

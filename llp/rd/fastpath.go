@@ -34,6 +34,10 @@ type FPPeer struct {
 	RcvNext uint32
 	Unacked uint16
 	AckDue  bool
+	// Out (FastpathExportOut only): the datagrams outstanding towards the
+	// peer, oldest first (SndUna on), which the rank keeps outstanding
+	// from now on (the engine lays their copies into its ring).
+	Out []FPOut
 }
 
 // FPOut is one DATA datagram the rank left outstanding: its token (the
@@ -43,12 +47,28 @@ type FPOut struct {
 	SentAt time.Time
 }
 
-// fastpathExportable reports whether p has no state only the endpoint can
-// serve: nothing outstanding, held, held back, drained, NOTREADY, reorder
-// timer, Challenge answered, nor an incarnation change to check.
-func fastpathExportable(p *peer) bool {
-	return p.out.n == 0 && p.heldN == 0 && !p.hold && !p.draining && !p.dropping && !p.nrDue &&
-		p.reoAt == 0 && !p.cookieDue && !p.checkAck
+// fastpathExportableOut reports whether p has no state only the endpoint
+// can serve: nothing held, held back, drained, NOTREADY, reorder timer,
+// Challenge answered, nor an incarnation change to check; at most maxOut
+// datagrams outstanding, each sent once and never SACKed, retransmitted,
+// refused (NOTREADY) or due again, and each one ok says the rank can keep.
+func fastpathExportableOut(p *peer, maxOut int, ok func(Token) bool) bool {
+	if p.heldN != 0 || p.hold || p.draining || p.dropping || p.nrDue || p.reoAt != 0 || p.cookieDue || p.checkAck {
+		return false
+	}
+	if p.out.n == 0 {
+		return true
+	}
+	if p.out.n > maxOut || p.nSacked != 0 || p.nextSeq-p.sndUna != uint32(p.out.n) {
+		return false
+	}
+	for i := 0; i < p.out.n; i++ {
+		s := p.out.at(i)
+		if s.flags != 0 || s.retries != 0 || !ok(s.tok) {
+			return false
+		}
+	}
+	return true
 }
 
 // FastpathExport appends to out the state of at most n peers the rank
@@ -60,18 +80,28 @@ func fastpathExportable(p *peer) bool {
 // an action is queued, or a peer left out owes an acknowledgement: the
 // engine keeps the socket and tries again later.
 func (e *Endpoint) FastpathExport(now time.Time, n int, out []FPPeer) ([]FPPeer, bool) {
+	return e.FastpathExportOut(now, n, out, 0, nil)
+}
+
+// FastpathExportOut is FastpathExport that also lets go peers with at
+// most maxOut datagrams outstanding (fastpathExportableOut: each sent
+// once, each one ok accepts), which must then be among the n exported:
+// their tokens and send times are in FPPeer.Out, and the endpoint
+// forgets them (the rank keeps them outstanding; FastpathImport brings
+// back what is still unacknowledged, under tokens of the engine's).
+func (e *Endpoint) FastpathExportOut(now time.Time, n int, out []FPPeer, maxOut int, ok func(Token) bool) ([]FPPeer, bool) {
 	t := e.stamp(now)
 	if len(e.pending) > 0 {
 		return out, false
 	}
 	cand := make([]*peer, 0, len(e.peers))
 	for _, p := range e.peers {
-		if !fastpathExportable(p) {
+		if !fastpathExportableOut(p, maxOut, ok) {
 			return out, false
 		}
 		if p.proven && p.inc != 0 && (p.spaceAcked || p.rcvNext != 0) {
 			cand = append(cand, p)
-		} else if p.ackDue {
+		} else if p.ackDue || p.out.n > 0 {
 			return out, false
 		}
 	}
@@ -79,16 +109,24 @@ func (e *Endpoint) FastpathExport(now time.Time, n int, out []FPPeer) ([]FPPeer,
 		return cmp.Compare(max64(b.lastSend, b.lastRecv), max64(a.lastSend, a.lastRecv))
 	})
 	for i, p := range cand {
-		if i >= n && p.ackDue {
+		if i >= n && (p.ackDue || p.out.n > 0) {
 			return out, false
 		}
 	}
 	cand = cand[:min(len(cand), n)]
 	for _, p := range cand {
-		out = append(out, FPPeer{Addr: p.addr, OurInc: e.ours(p), PeerInc: p.inc, Cookie: p.cookie, AdvWnd: e.advWnd,
+		fp := FPPeer{Addr: p.addr, OurInc: e.ours(p), PeerInc: p.inc, Cookie: p.cookie, AdvWnd: e.advWnd,
 			MaySend: p.spaceAcked, MayRecv: p.rcvNext != 0, RTO: time.Duration(e.rto(p)),
 			NextSeq: p.nextSeq, SndUna: p.sndUna, AckCum: p.ackCum, Limit: p.limit,
-			RcvNext: p.rcvNext, Unacked: p.unacked, AckDue: p.ackDue})
+			RcvNext: p.rcvNext, Unacked: p.unacked, AckDue: p.ackDue}
+		if p.out.n > 0 {
+			fp.Out = make([]FPOut, p.out.n)
+			for i := range p.out.n {
+				s := p.out.popFront()
+				fp.Out[i] = FPOut{Tok: s.tok, SentAt: e.timeOf(s.sentAt)}
+			}
+		}
+		out = append(out, fp)
 		p.ackDue, p.unacked = false, 0
 		p.lastSend, p.lastRecv = t, t // not idle: the rank serves it
 		p.next = e.timerDeadline(p)
@@ -102,18 +140,23 @@ func max64(a, b int64) int64 { return max(a, b) }
 // FastpathExport of n peers would export (it may refuse a few more
 // cases: a peer left out owing an ACK is judged more strictly here).
 func (e *Endpoint) FastpathReady(n int) bool {
+	return e.FastpathReadyOut(n, 0, nil)
+}
+
+// FastpathReadyOut is FastpathReady for FastpathExportOut.
+func (e *Endpoint) FastpathReadyOut(n, maxOut int, ok func(Token) bool) bool {
 	if len(e.pending) > 0 {
 		return false
 	}
 	cand, due := 0, false
 	for _, p := range e.peers {
-		if !fastpathExportable(p) {
+		if !fastpathExportableOut(p, maxOut, ok) {
 			return false
 		}
 		if p.proven && p.inc != 0 && (p.spaceAcked || p.rcvNext != 0) {
 			cand++
-			due = due || p.ackDue
-		} else if p.ackDue {
+			due = due || p.ackDue || p.out.n > 0
+		} else if p.ackDue || p.out.n > 0 {
 			return false
 		}
 	}

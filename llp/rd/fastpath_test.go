@@ -87,3 +87,52 @@ func TestFastpathExportRefused(t *testing.T) {
 		t.Fatal("imported an unknown peer")
 	}
 }
+
+// TestFastpathExportOut: datagrams outstanding (sent once) move out with
+// their peer when ok accepts each, oldest first with their send times;
+// the endpoint then has none (no retransmission timer); a datagram ok
+// refuses, a retransmitted one or more than maxOut keep the peer.
+func TestFastpathExportOut(t *testing.T) {
+	yes := func(Token) bool { return true }
+	e := provenPeer(t)
+	for _, tok := range []Token{7, 8} {
+		if _, err := e.Send(t0, addrB, tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok := e.FastpathExport(t0, 4, nil); ok {
+		t.Fatal("FastpathExport let a peer with datagrams outstanding go")
+	}
+	if _, ok := e.FastpathExportOut(t0, 4, nil, 1, yes); ok {
+		t.Fatal("exported two outstanding with room for one")
+	}
+	if _, ok := e.FastpathExportOut(t0, 4, nil, 16, func(k Token) bool { return k != 8 }); ok {
+		t.Fatal("exported a datagram ok refused")
+	}
+	if !e.FastpathReadyOut(4, 16, yes) || e.FastpathReady(4) {
+		t.Fatal("FastpathReadyOut / FastpathReady disagree with the export")
+	}
+	ps, ok := e.FastpathExportOut(t0, 4, nil, 16, yes)
+	if !ok || len(ps) != 1 {
+		t.Fatalf("export: %v %+v", ok, ps)
+	}
+	p := ps[0]
+	if p.SndUna != 2 || p.NextSeq != 4 || len(p.Out) != 2 || p.Out[0].Tok != 7 || p.Out[1].Tok != 8 || !p.Out[0].SentAt.Equal(t0) {
+		t.Fatalf("exported %+v", p)
+	}
+	if d, ok := e.NextDeadline(); ok && d.Before(t0.Add(time.Second)) {
+		t.Fatalf("a timer at %v after the export: the rank keeps the outstanding datagrams", d.Sub(t0))
+	}
+	// Back with both still outstanding, under the engine's new tokens.
+	if err := e.FastpathImport(t0.Add(time.Millisecond), p, []FPOut{{200, t0}, {201, t0}}); err != nil {
+		t.Fatal(err)
+	}
+	rt := only(t, e.Poll(t0.Add(p.RTO+2*time.Millisecond), nil), Retransmit)
+	if len(rt) != 1 || rt[0].Token != 200 || rt[0].Header.Seq != 2 {
+		t.Fatalf("at the RTO: %+v, want token 200 as 2", rt)
+	}
+	// A retransmitted datagram keeps its peer with the endpoint.
+	if _, ok := e.FastpathExportOut(t0, 4, nil, 16, yes); ok {
+		t.Fatal("exported a retransmitted datagram")
+	}
+}

@@ -39,6 +39,7 @@ type fpState struct {
 	peers  []rd.FPPeer                 // FastpathExport's scratch
 	copies map[rd.Token]fpHeld         // the rank's outstanding datagrams, taken back (build)
 	next   uint64                      // the next copy's token sequence
+	keep   func(rd.Token) bool         // fpKeep bound to the QP (rd/fastpath_out.go)
 }
 
 // fpHeld is a datagram the rank left outstanding, taken back at a take-over.
@@ -147,22 +148,8 @@ func (e *Engine) fpImport(q *QP, now time.Time) {
 	for i := range fp.nExp {
 		(*atomic.Uint32)(unsafe.Pointer(&mem[proto.FPRDSlotOff(i)+proto.OffFPRDState])).Store(0)
 	}
-	r.msn[rdmap.QNSend] = binary.LittleEndian.Uint32(mem[proto.OffFPRDSendMSN:]) // the rank's Sends were numbered on
-}
-
-// fpQuiet reports whether nothing of q's waits in the engine for the
-// socket or the peers: no work request, response, error message,
-// retransmission or ACK queued, no message being received, nothing held
-// or backlogged, no copy of the rank's outstanding. Only then may the
-// rank have the socket: what it sends would otherwise overtake it.
-func (q *QP) fpQuiet() bool {
-	r := q.Rd
-	if q.State != proto.QPStateRTS || len(r.wrs) > 0 || len(r.retx) > 0 || len(r.acks) > 0 || len(r.resps) > 0 ||
-		len(r.errs) > 0 || len(r.inMsgs) > 0 || r.heldN > 0 || len(r.backlog) > 0 || r.claimed > 0 || len(r.fp.copies) > 0 {
-		return false
-	}
-	n, err := q.SQ.Available()
-	return err == nil && n == 0
+	r.msn[rdmap.QNSend] = binary.LittleEndian.Uint32(mem[proto.OffFPRDSendMSN:])                 // the rank's Sends were numbered on
+	r.msn[rdmap.QNAtomicResponse] = binary.LittleEndian.Uint32(mem[proto.OffFPRDAtomicRespMSN:]) // and its Atomic Responses
 }
 
 // fpEnd gives q's socket to its rank at the end of a service when the
@@ -170,19 +157,19 @@ func (q *QP) fpQuiet() bool {
 // (FastpathExport): the slots are written, then the socket is handed back.
 func (e *Engine) fpEnd(q *QP, now time.Time) bool {
 	c := q.QP.QP
-	if !c.FastpathWanted() || !q.fpQuiet() {
+	if !c.FastpathWanted() || !q.fpQuiet() { // rd/fastpath_out.go
 		return false
 	}
 	r := q.Rd
 	fp := &r.fp
-	ps, ok := r.ep.FastpathExport(now, proto.FPRDSlots, fp.peers[:0])
+	inFlight := uint32(min(r.ep.Config().Window, proto.FPRDRing))
+	ps, ok := r.ep.FastpathExportOut(now, proto.FPRDSlots, fp.peers[:0], int(inFlight), q.fpKeepFunc())
 	if !ok {
 		return false
 	}
 	fp.peers = ps
 	mem := c.FP.Mem()
 	at := rnic.MonoNS(now)
-	inFlight := uint32(min(r.ep.Config().Window, proto.FPRDRing))
 	maxBody := min(proto.FPRDCopyLen, r.dgramSize-dgram.KeyHeaderLen-dgram.RDHeaderLen-4)
 	for i := range proto.FPRDSlots {
 		if i >= len(ps) {
@@ -191,10 +178,15 @@ func (e *Engine) fpEnd(q *QP, now time.Time) bool {
 		}
 		fp.exp[i] = fpExported{st: ps[i], qkey: r.peerKey(ps[i].Addr), inFlight: inFlight, maxBody: maxBody, at: at}
 		fpExportSlot(mem, i, &fp.exp[i])
+		if len(ps[i].Out) > 0 {
+			e.fpExportOut(q, mem, i, &ps[i]) // rd/fastpath_out.go
+		}
 	}
 	fp.nExp = len(ps)
 	binary.LittleEndian.PutUint32(mem[proto.OffFPRDSendMSN:], r.msn[rdmap.QNSend])
+	binary.LittleEndian.PutUint32(mem[proto.OffFPRDAtomicRespMSN:], r.msn[rdmap.QNAtomicResponse])
 	if !e.FastpathEnd(c, now, true) {
+		e.fpImport(q, now) // what was exported (owed ACKs, outstanding datagrams) comes back
 		fp.nExp = 0
 		return false
 	}
@@ -221,7 +213,8 @@ func (q *QP) fpHasWork() (work, ok bool) {
 		return err != nil || n > 0, true
 	case !q.DaemonReads():
 		return false, true // taking: FastpathDeadline
-	case c.FastpathWanted() && q.fpQuiet() && q.Rd.ep.FastpathReady(proto.FPRDSlots):
+	case c.FastpathWanted() && q.fpQuiet() &&
+		q.Rd.ep.FastpathReadyOut(proto.FPRDSlots, min(q.Rd.ep.Config().Window, proto.FPRDRing), q.fpKeepFunc()):
 		return true, true
 	}
 	return false, false

@@ -59,6 +59,7 @@ const (
 	reorderFull                    // out-of-order DATA dropped: the reorder store was full (-rd-reorder-*bytes)
 	fpTaken                        // datagrams the rank left outstanding, taken back at a take-over (rd/fastpath.go)
 	fpResent                       // retransmissions of the rank's datagrams from their copies
+	fpGiven                        // datagrams outstanding handed to the rank at a hand-back (rd/fastpath_out.go)
 	counterCount
 )
 
@@ -67,7 +68,7 @@ var counterNames = [counterCount]string{
 	msgTooLong: "rd_msg_too_long", badMessage: "rd_bad_message", errMsgDropped: "rd_error_msgs_dropped",
 	errMsgUnmatched: "rd_error_msgs_unmatched", readBytesOut: "rd_read_bytes_out", dropFraming: "rd_drop_framing",
 	dropResponse: "rd_drop_response", backlogged: "rd_backlogged", reorderFull: "rd_reorder_full",
-	fpTaken: "rd_fastpath_taken", fpResent: "rd_fastpath_resent",
+	fpTaken: "rd_fastpath_taken", fpResent: "rd_fastpath_resent", fpGiven: "rd_fastpath_given",
 }
 
 // state is the engine's RD state of a QP (engine-owned).
