@@ -214,6 +214,7 @@ void iwd_fprd_qp_failed(struct iwd_ep *ep)
 int iwd_fprd_pending(const struct iwd_ep *ep)
 {
 	return ep->fprd ? (int)ep->fprd->rma.n : 0;
+}
 
 int iwd_fprd_owned(const struct iwd_ep *ep)
 {
