@@ -115,7 +115,9 @@ void iwd_fprd_rma_reap(struct iwd_ep *ep, struct iwvi_fp_rd *rd, struct iwvi_fp_
 void iwd_fprd_rma_fail(struct iwd_ep *ep, struct iwvi_fp_rd_rma *rma);
 
 /* iwd_fp_owned / iwd_fprd_owned: the endpoint's UD / RD socket is the
- * rank's as of its last progress (0 without that fast path). */
+ * rank's as of its last progress (0 without that fast path), and for RD
+ * its last send did not wait for the peer's ACK (a full window: the peer,
+ * perhaps on this CPU, must run; the empty poll then yields, iwd_idle.c). */
 int iwd_fp_owned(const struct iwd_ep *ep);
 int iwd_fprd_owned(const struct iwd_ep *ep);
 

@@ -45,6 +45,7 @@ struct iwd_fprd {
 	int owned; /* the socket is ours and the CQ was polled after it came back */
 	int unacked; /* the rank sent Sends itself that may not be acknowledged yet (iwd_fprd_unacked) */
 	uint64_t window_full; /* sends refused -FI_EAGAIN: the window or ring full after a progress (information) */
+	int blocked;          /* the last send was refused so: the peer must run (iwd_fprd_owned says 0) */
 	struct iwd_ep *ep;
 	uint8_t txbuf[W_FP_RD_COPY_LEN]; /* header and payload gathered */
 	struct iwvi_fp_rd_rma rma;       /* the rank's pending Writes (iwd_fastpath_rma.c) */
@@ -166,12 +167,14 @@ int iwd_fprd_send(struct iwd_ep *ep, const void *hdr, size_t hlen, const struct 
 		ret = iwvi_fp_rd_send(&f->rd, slot, f->txbuf, hlen + len, 0);
 		if (ret == -ENOBUFS) {
 			f->window_full++;
+			f->blocked = 1;
 			return -FI_ENOBUFS;
 		}
 	}
 	if (ret < 0)
 		return -FI_EAGAIN;
 	f->unacked = 1;
+	f->blocked = 0;
 	return 0;
 }
 
@@ -218,5 +221,5 @@ int iwd_fprd_pending(const struct iwd_ep *ep)
 
 int iwd_fprd_owned(const struct iwd_ep *ep)
 {
-	return ep->fprd && ep->fprd->owned;
+	return ep->fprd && ep->fprd->owned && !ep->fprd->blocked;
 }

@@ -37,7 +37,11 @@
  * daemon has nothing of ours to do, and a rank that gives its processor
  * away then only waits for it to come back, as a socket provider's rank
  * would not (MPI's own mpi_yield_when_idle still yields, as it does for
- * them). Open MPI 8 B latency over the RDM fast path, alternating runs:
+ * them). An RDM endpoint whose last send found the peer's window full
+ * does not count as serving itself: the peer must run to acknowledge (in
+ * issue 20's engine-CPU layout both ranks share one CPU, and Open MPI's
+ * mtl ofi retries a refused send without yielding: spinning there cut the
+ * 8 B message rate to 0.30x tcp). Open MPI 8 B latency over the RDM fast path, alternating runs:
  * 0.83-1.24x tcp polling on, 0.94-1.72x yielding (docs/fastpath.md).
  *
  * The sleep runs with the thread's timer slack lowered to the sleep
