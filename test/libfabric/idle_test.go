@@ -7,9 +7,11 @@ import "testing"
 // fi_cq_read, fi_poll and unchanged fi_cntr_read yields once (yield) or
 // sleeps once (sleep, the thread's timer slack restored after), a changed
 // counter read does neither; adaptive yields first and, with a busy
-// process bound to its CPU, starts sleeping instead (issue 20, under load).
+// process bound to its CPU, starts sleeping instead (issue 20, under load);
+// self: adaptive with the RDM fast path, whose endpoint owns its socket,
+// neither yields nor sleeps (the domain serves itself).
 func TestIdleDiscipline(t *testing.T) {
-	for _, mode := range []string{"yield", "sleep", "adaptive"} {
+	for _, mode := range []string{"yield", "sleep", "adaptive", "self"} {
 		t.Run(mode, func(t *testing.T) {
 			runProvProgram(t, "fi_idle", mode)
 		})

@@ -20,6 +20,12 @@
  *             sleeps: a yield that waited for the child's slice is seen
  *             and the thread sleeps instead of yielding. No time is
  *             asserted: the count of each call is.
+ *   self      adaptive, with the RDM fast path (the default): once the
+ *             endpoint owns its RD socket (bounded: at most READS_MAX
+ *             empty reads, or 20 s), READS empty fi_cq_read neither yield
+ *             nor sleep — the domain serves itself (iwd_progress.c). The
+ *             other modes run with FI_IWARPD_FASTPATH_RDM=0, whose
+ *             endpoint waits on the daemon.
  *
  *   fi_idle MODE      prints "fi_idle: ok" and exit 0, or exit 1
  */
@@ -177,6 +183,37 @@ static void adaptive_mode(struct fid_cq *cq)
 	       reads, y);
 }
 
+/* self: a domain whose endpoint owns its socket polls on. */
+static void self_mode(struct fid_cq *cq)
+{
+	struct fi_cq_entry e;
+	long reads = 0, i;
+
+	fitest_set_deadline(20);
+	for (;;) { /* until an empty read makes no call: the socket is ours */
+		count(1);
+		EXPECT(fi_cq_read(cq, &e, 1) == -FI_EAGAIN, "fi_cq_read of an empty CQ");
+		count(0);
+		reads++;
+		if (yields == 0 && sleeps == 0)
+			break;
+		yields = sleeps = 0;
+		if (reads >= READS_MAX || now_s() > fitest_deadline_s) {
+			EXPECT(0, "self: %ld empty fi_cq_read all yielded or slept: the endpoint never served itself", reads);
+			return;
+		}
+	}
+	count(1);
+	for (i = 0; i < READS; i++)
+		EXPECT(fi_cq_read(cq, &e, 1) == -FI_EAGAIN, "fi_cq_read of an empty CQ");
+	count(0);
+	printf("fi_idle: self, owned after %ld empty reads: %d more made %ld sched_yield and %ld nanosleep\n", reads,
+	       (int)READS, yields, sleeps);
+	EXPECT(yields == 0 && sleeps == 0, "self: %d empty fi_cq_read of a self-served domain made %ld sched_yield and "
+					   "%ld nanosleep, want 0 and 0",
+	       (int)READS, yields, sleeps);
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "yield";
@@ -193,8 +230,9 @@ int main(int argc, char **argv)
 	struct fid_ep *ep[1];
 	struct fid_cq *cq[1];
 
-	setenv("FI_IWARPD_IDLE", mode, 1);
+	setenv("FI_IWARPD_IDLE", strcmp(mode, "self") ? mode : "adaptive", 1);
 	setenv("FI_IWARPD_IDLE_SLEEP_US", "2", 1);
+	setenv("FI_IWARPD_FASTPATH_RDM", strcmp(mode, "self") ? "0" : "1", 1);
 	hints = fi_allocinfo();
 	hints->ep_attr->type = FI_EP_RDM;
 	hints->caps = FI_MSG;
@@ -212,8 +250,10 @@ int main(int argc, char **argv)
 		fixed_mode(!strcmp(mode, "sleep"), cq[0], ps, cntr);
 	else if (!strcmp(mode, "adaptive"))
 		adaptive_mode(cq[0]);
+	else if (!strcmp(mode, "self"))
+		self_mode(cq[0]);
 	else
-		fitest_die("unknown mode %s (yield, sleep, adaptive)", mode);
+		fitest_die("unknown mode %s (yield, sleep, adaptive, self)", mode);
 
 	CHECK(fi_close(&cntr->fid));
 	CHECK(fi_poll_del(ps, &cq[0]->fid, 0));
