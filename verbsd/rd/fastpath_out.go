@@ -79,7 +79,7 @@ func (q *QP) fpBodyLen(tok rd.Token) int {
 		}
 	case tokRank:
 		if b, ok := r.fp.copies[tok]; ok {
-			return len(b)
+			return len(b.body)
 		}
 	}
 	return -1
@@ -111,7 +111,7 @@ func (q *QP) fpBody(tok rd.Token, b []byte) []byte {
 			return append(b, mem...)
 		}
 	case tokRank:
-		return append(b, r.fp.copies[tok]...)
+		return append(b, r.fp.copies[tok].body...)
 	}
 	return b
 }
