@@ -7,6 +7,8 @@
 # line of each and the provider's close log ("N sends sent by the rank,
 # ..., D datagrams in F flushes"). Binds ports: run it under the test lock:
 #   timeout 200 flock /tmp/iwarpd-test.lock bench/fastpath-rdm-rate/run.sh
+# On 2026-11-29 the tcp configuration printed no rate here (fi_rdm_tagged_bw
+# -p tcp did not finish within its timeout; not analysed).
 # Needs make build (bin/, c/build) and fabtests' fi_rdm_tagged_bw (FT, by
 # default /work/fabtests-suite/bin).
 set -u
@@ -23,16 +25,17 @@ B=$!
 trap 'kill $A $B 2>/dev/null; wait $A $B 2>/dev/null; rm -rf $D' EXIT
 sleep 0.5
 port=48100
-for cfg in "iwarpd X=1" "iwarpd FI_IWARPD_FASTPATH_RDM=0" "tcp FI_PROVIDER=tcp,ofi_rxm"; do
+for cfg in "iwarpd FI_PROVIDER=^ofi_rxm,ofi_rxd" "iwarpd FI_PROVIDER=^ofi_rxm,ofi_rxd FI_IWARPD_FASTPATH_RDM=0" "tcp FI_PROVIDER=tcp"; do
 	set -- $cfg
-	prov=$1 ev=$2 port=$((port + 1))
-	env FI_PROVIDER_PATH=$PROV FI_PROVIDER='^ofi_rxm,ofi_rxd' FI_IWARPD_SOCKET=$D/a.sock FI_LOG_LEVEL=info FI_LOG_PROV=iwarpd $ev \
-		timeout 60 $FT/fi_rdm_tagged_bw -p $prov -S 8 -W 64 -I $ITERS -B $port >$D/bsrv.out 2>$D/bsrv.err &
+	prov=$1 port=$((port + 1))
+	shift
+	env FI_PROVIDER_PATH=$PROV FI_IWARPD_SOCKET=$D/a.sock FI_LOG_LEVEL=info FI_LOG_PROV=iwarpd "$@" \
+		timeout 30 $FT/fi_rdm_tagged_bw -p $prov -S 8 -W 64 -I $ITERS -B $port >$D/bsrv.out 2>$D/bsrv.err &
 	s=$!
 	sleep 0.3
-	env FI_PROVIDER_PATH=$PROV FI_PROVIDER='^ofi_rxm,ofi_rxd' FI_IWARPD_SOCKET=$D/b.sock FI_LOG_LEVEL=info FI_LOG_PROV=iwarpd $ev \
-		timeout 60 $FT/fi_rdm_tagged_bw -p $prov -S 8 -W 64 -I $ITERS -P $port 127.0.0.1 >$D/bcli.out 2>$D/bcli.err
+	env FI_PROVIDER_PATH=$PROV FI_IWARPD_SOCKET=$D/b.sock FI_LOG_LEVEL=info FI_LOG_PROV=iwarpd "$@" \
+		timeout 30 $FT/fi_rdm_tagged_bw -p $prov -S 8 -W 64 -I $ITERS -P $port 127.0.0.1 >$D/bcli.out 2>$D/bcli.err
 	wait $s
-	echo "== $cfg: $(grep -E '^ *8 ' $D/bcli.out)"
+	echo "== $cfg: $(grep -E '^ *8 ' $D/bcli.out || tail -c 300 $D/bcli.err)"
 	grep -h "RDM fast path: .* sends" $D/bcli.err $D/bsrv.err | sed 's/.*RDM fast path/  /'
 done
