@@ -128,8 +128,9 @@ static int send_owned(struct iwvi_fp_rd *r, int slot, const void *payload, size_
 	uint32_t msn = __atomic_load_n(msnp, __ATOMIC_RELAXED) + 1;
 	struct fp_send fs = {.qkey = ld32(s, W_OFF_FP_RD_QKEY), .src_qkey = r->qkey, .msn = msn, .last = 1,
 			     .solicited = (uint8_t)(solicited != 0), .crc = (uint8_t)(r->crc != 0)};
-	uint8_t b[W_FP_RD_COPY_LEN + FP_KEYS_LEN + FP_RD_HDR_LEN + FP_CRC_LEN];
-	ssize_t dl = iwvi_fp_send_build(b, sizeof b, &fs, &h, payload, len);
+	uint8_t own_b[sizeof r->tx[0].b];
+	uint8_t *b = r->batch ? r->tx[r->txn].b : own_b;
+	ssize_t dl = iwvi_fp_send_build(b, sizeof own_b, &fs, &h, payload, len);
 	if (dl < 0)
 		return dl == -ENOBUFS ? -EMSGSIZE : (int)dl;
 	size_t body = (size_t)dl - FP_KEYS_LEN - FP_RD_HDR_LEN - FP_CRC_LEN;
@@ -154,11 +155,44 @@ static int send_owned(struct iwvi_fp_rd *r, int slot, const void *payload, size_
 	}
 	struct sockaddr_in to;
 	slot_addr(s, &to);
+	r->sent++;
+	if (r->batch) {
+		r->tx[r->txn].to = to;
+		r->tx[r->txn].len = (size_t)dl;
+		if (++r->txn == IWVI_FP_RD_TX_BATCH)
+			iwvi_fp_rd_flush(r);
+		return 0;
+	}
 	/* A datagram the kernel refuses is lost like one the network drops:
 	 * the daemon retransmits the copy. */
 	(void)sendto(r->own.sock, b, (size_t)dl, MSG_DONTWAIT, (struct sockaddr *)&to, sizeof to);
-	r->sent++;
 	return 0;
+}
+
+void iwvi_fp_rd_flush(struct iwvi_fp_rd *r)
+{
+	struct mmsghdr m[IWVI_FP_RD_TX_BATCH];
+	struct iovec v[IWVI_FP_RD_TX_BATCH];
+	unsigned n = r->txn;
+	if (n == 0)
+		return;
+	memset(m, 0, sizeof m);
+	for (unsigned i = 0; i < n; i++) {
+		v[i] = (struct iovec){.iov_base = r->tx[i].b, .iov_len = r->tx[i].len};
+		m[i].msg_hdr.msg_name = &r->tx[i].to;
+		m[i].msg_hdr.msg_namelen = sizeof r->tx[i].to;
+		m[i].msg_hdr.msg_iov = &v[i];
+		m[i].msg_hdr.msg_iovlen = 1;
+	}
+	/* Refused (all or the rest after the first error): lost like a
+	 * network drop, the daemon retransmits the copies. One retry for the
+	 * rest after a partial send (a full socket buffer, EINTR). */
+	int k = sendmmsg(r->own.sock, m, n, MSG_DONTWAIT);
+	if (k > 0 && (unsigned)k < n)
+		(void)sendmmsg(r->own.sock, m + k, n - (unsigned)k, MSG_DONTWAIT);
+	r->txn = 0;
+	r->flushes++;
+	r->flushed += n;
 }
 
 int iwvi_fp_rd_send(struct iwvi_fp_rd *r, int slot, const void *payload, size_t len, int solicited)
@@ -213,6 +247,7 @@ void iwvi_fp_rd_apply_ack(uint8_t *s, const struct fp_rd_hdr *h)
  * any). */
 static void send_acks_owed(struct iwvi_fp_rd *r, uint32_t min)
 {
+	iwvi_fp_rd_flush(r); /* the data first, then what may acknowledge more */
 	for (int i = 0; i < W_FP_RD_SLOTS; i++) {
 		uint8_t *s = slot_base(r, i);
 		if (!(ld32(s, W_OFF_FP_RD_STATE) & W_FP_RD_VALID) || !ld32(s, W_OFF_FP_RD_ACK_DUE))
@@ -247,6 +282,7 @@ int iwvi_fp_rd_release(struct iwvi_fp_rd *r)
 	} else if (iwvi_fp_own_owned(&r->own) && iwvi_fp_own_renew(&r->own)) {
 		send_acks(r);
 	} else {
+		iwvi_fp_rd_flush(r);
 		return 0;
 	}
 	r->released++;
@@ -255,6 +291,7 @@ int iwvi_fp_rd_release(struct iwvi_fp_rd *r)
 
 int iwvi_fp_rd_poll(struct iwvi_fp_rd *r, int max, iwvi_fp_rd_deliver deliver, void *arg)
 {
+	iwvi_fp_rd_flush(r);
 	if (!iwvi_fp_own_renew(&r->own))
 		return 0;
 	struct fp_rx_qp rq = {.qkey = r->qkey, .crc = (uint8_t)(r->crc != 0)};

@@ -43,7 +43,12 @@
 #include <stdint.h>
 #include <netinet/in.h>
 
+#include "fastpath.h"
 #include "fpown.h"
+
+/* IWVI_FP_RD_TX_BATCH: the datagrams iwvi_fp_rd_send queues before a
+ * flush (one sendmmsg(2)). */
+#define IWVI_FP_RD_TX_BATCH 16
 
 struct iwvi_fp_rd {
 	struct iwvi_fp_own own; /* the hand-over; own.page is W_FP_RD_PAGE_LEN octets */
@@ -51,8 +56,18 @@ struct iwvi_fp_rd {
 	int crc;                /* CRC32c trailer on (the default); 0: the QP was created with no_crc (own.crc) */
 	size_t max_payload;     /* largest Send the rank sends itself */
 	uint32_t ack_now;       /* slots whose peer asked for an ACK at once (Q) */
+	/* The transmit batch (iwvi_fp_rd_flush): on when batch is 1 (the
+	 * caller flushes), else every Send goes out at once. */
+	int batch;
+	unsigned txn;
+	struct {
+		struct sockaddr_in to;
+		size_t len;
+		uint8_t b[FP_KEYS_LEN + FP_RD_HDR_LEN + W_FP_RD_COPY_LEN + FP_CRC_LEN];
+	} tx[IWVI_FP_RD_TX_BATCH];
 	/* Counts (information). */
 	uint64_t sent, taken, acks_in, acks_out, released;
+	uint64_t flushes, flushed; /* sendmmsg calls of the batch, datagrams they carried */
 	uint64_t rma_wrecs, rma_reads, rma_atomics; /* RDMA served at the target (fprd_rma_rx.h) */
 };
 
@@ -82,8 +97,19 @@ int iwvi_fp_rd_peer(const struct iwvi_fp_rd *r, int slot, struct sockaddr_in *pe
  * ACK comes), -EAGAIN when the rank cannot send it itself now (the socket
  * is not the rank's — it asked for it back —, the slot has no send right:
  * post it through the daemon), -EMSGSIZE when it does not fit one
- * datagram, -EINVAL for a bad slot. */
+ * datagram, -EINVAL for a bad slot. With r->batch set the datagram is
+ * queued (iwvi_fp_rd_flush). */
 int iwvi_fp_rd_send(struct iwvi_fp_rd *r, int slot, const void *payload, size_t len, int solicited);
+
+/* iwvi_fp_rd_flush sends the queued datagrams (r->batch) with one
+ * sendmmsg(2) (MSG_DONTWAIT): the ones the kernel refuses are lost as a
+ * network drop loses them (the daemon resends the page's copy). Sent
+ * whoever owns the socket now: they were numbered while the rank owned it,
+ * and one the daemon resent meanwhile arrives as a duplicate, which RD
+ * discards. iwvi_fp_rd_poll (at its start and end), iwvi_fp_rd_release,
+ * the rank's RDMA sends and a full batch flush; a caller that set batch
+ * flushes before the application can see a send's completion. */
+void iwvi_fp_rd_flush(struct iwvi_fp_rd *r);
 
 /* iwvi_fp_rd_release gives the socket to the daemon (before posting
  * through it): the ACKs owed are sent first. 1 if the rank owned it.

@@ -144,6 +144,7 @@ static void send_body(struct iwvi_fp_rd *r, int slot, const uint8_t *body, size_
 	memcpy(&to.sin_addr, s + W_OFF_FP_RD_ADDR + 12, 4);
 	/* A datagram the kernel refuses is lost like one the network drops:
 	 * the daemon retransmits the copy. */
+	iwvi_fp_rd_flush(r); /* the queued Sends have the earlier numbers */
 	(void)sendto(r->own.sock, d, (size_t)(p - d), MSG_DONTWAIT, (struct sockaddr *)&to, sizeof to);
 	r->sent++;
 }

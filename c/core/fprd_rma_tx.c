@@ -118,6 +118,7 @@ static int write_owned(struct iwvi_fp_rd *r, struct iwvi_fp_rd_rma *t, int slot,
 	struct sockaddr_in to_addr;
 	iwvi_fp_rd_peer(r, slot, &to_addr);
 	/* Refused by the kernel: lost like a drop, the daemon resends the copy. */
+	iwvi_fp_rd_flush(r); /* the queued Sends have the earlier numbers */
 	(void)sendto(r->own.sock, b, (size_t)dl, MSG_DONTWAIT, (struct sockaddr *)&to_addr, sizeof to_addr);
 	r->sent++;
 	return 0;

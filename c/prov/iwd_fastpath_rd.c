@@ -67,6 +67,7 @@ void iwd_fprd_attach(struct iwd_ep *ep)
 		free(f);
 		return;
 	}
+	f->rd.batch = 1; /* iwd_fprd_progress flushes: before any completion the application reads */
 	f->ep = ep;
 	ep->fprd = f;
 	iwvi_fp_own_acquire(&f->rd.own); /* the engine gives it at the end of a service */
@@ -79,9 +80,11 @@ void iwd_fprd_detach(struct iwd_ep *ep)
 	IWD_INFO(FI_LOG_EP_DATA, "iwarpd: RDM fast path: %llu writes sent by the rank, %llu completed on an ACK, %llu at a hand-back, %llu failed\n",
 		 (unsigned long long)ep->fprd->rma.writes, (unsigned long long)ep->fprd->rma.on_ack,
 		 (unsigned long long)ep->fprd->rma.on_handback, (unsigned long long)ep->fprd->rma.flushed);
-	IWD_INFO(FI_LOG_EP_DATA, "iwarpd: RDM fast path: %llu sends sent by the rank, %llu taken, %llu refused for a full window\n",
+	IWD_INFO(FI_LOG_EP_DATA, "iwarpd: RDM fast path: %llu sends sent by the rank, %llu taken, %llu refused for a full window, "
+		 "%llu datagrams in %llu flushes\n",
 		 (unsigned long long)ep->fprd->rd.sent, (unsigned long long)ep->fprd->rd.taken,
-		 (unsigned long long)ep->fprd->window_full);
+		 (unsigned long long)ep->fprd->window_full, (unsigned long long)ep->fprd->rd.flushed,
+		 (unsigned long long)ep->fprd->rd.flushes);
 	iwvi_fp_rd_detach(&ep->fprd->rd);
 	free(ep->fprd);
 	ep->fprd = NULL;
@@ -114,6 +117,9 @@ int iwd_fprd_progress(struct iwd_ep *ep)
 	struct iwd_fprd *f = ep->fprd;
 	if (!f || ep->dom->dead)
 		return 0;
+	/* The rank's queued Sends go out at every progress (iwvi_fp_rd_flush):
+	 * their completions, already in the CQ, are read after one. */
+	iwvi_fp_rd_flush(&f->rd);
 	if (!f->owned) {
 		if (!iwvi_fp_own_renew(&f->rd.own))
 			return 0; /* asked for it back (Want) */
@@ -129,6 +135,7 @@ int iwd_fprd_progress(struct iwd_ep *ep)
 	}
 	iwvi_fp_rd_poll(&f->rd, FP_BATCH, deliver, f);
 	iwd_fprd_rma_reap(ep, &f->rd, &f->rma);
+	iwvi_fp_rd_flush(&f->rd); /* what deliver's handlers sent */
 	if (!iwvi_fp_own_owned(&f->rd.own))
 		f->owned = 0; /* released (a datagram for the daemon) or taken over */
 	else if (f->unacked && iwvi_fp_rd_outstanding(&f->rd) == 0)

@@ -1,6 +1,8 @@
 package libfabric
 
 import (
+	"regexp"
+	"strconv"
 	"testing"
 
 	"github.com/iwarpd/iwarpd/proto"
@@ -21,7 +23,23 @@ func TestFastpathRDMPingPong(t *testing.T) {
 	o := daemontest.Options{Extra: []string{"-fastpath-lease", "1ms", "-datagram-size", "1472"}}
 	da := daemon(t, "fprdm-a", o)
 	db := daemon(t, "fprdm-b", o)
-	srv, cli := runFPPingPong(t, da, db, "RD", []string{"-rdm"})
+	srv, cli, clog := runFPPingPongLog(t, nil, da, db, "RD", []string{"-rdm"}, "FI_LOG_LEVEL=info", "FI_LOG_PROV=iwarpd", "FI_LOG_SUBSYS=ep_data")
+	// The client's bursts (8 × 24 sends posted back to back) leave its
+	// provider in batches (c/core fprd.h iwvi_fp_rd_flush): fewer
+	// sendmmsg calls than the datagrams they carry, and every datagram
+	// the rank numbered flushed.
+	m := regexp.MustCompile(`RDM fast path: (\d+) sends sent by the rank, \d+ taken, \d+ refused for a full window, (\d+) datagrams in (\d+) flushes`).
+		FindStringSubmatch(clog)
+	if m == nil {
+		t.Fatalf("client: no count of the rank's sends in its log:\n%s", clog)
+	}
+	sent, _ := strconv.Atoi(m[1])
+	flushed, _ := strconv.Atoi(m[2])
+	flushes, _ := strconv.Atoi(m[3])
+	t.Logf("client's provider: %d sends sent by the rank, %d datagrams in %d flushes", sent, flushed, flushes)
+	if sent == 0 || flushed != sent || flushes >= sent {
+		t.Errorf("client: %d sends, %d flushed in %d flushes: want every send flushed, in fewer flushes than sends", sent, flushed, flushes)
+	}
 	for _, q := range []struct {
 		who     string
 		qp      proto.QPInfo

@@ -139,6 +139,14 @@ func runFPPingPong(t *testing.T, da, db *daemontest.Daemon, typ string, flags []
 // and the client in its namespace 1 (pair nil: both here).
 func runFPPingPongNS(t *testing.T, pair *netns.Pair, da, db *daemontest.Daemon, typ string, flags []string, env ...string) (srv, cli proto.QPInfo) {
 	t.Helper()
+	srv, cli, _ = runFPPingPongLog(t, pair, da, db, typ, flags, env...)
+	return srv, cli
+}
+
+// runFPPingPongLog is runFPPingPongNS that also returns the client's
+// standard error (the provider's log, with FI_LOG_LEVEL=info).
+func runFPPingPongLog(t *testing.T, pair *netns.Pair, da, db *daemontest.Daemon, typ string, flags []string, env ...string) (srv, cli proto.QPInfo, clog string) {
+	t.Helper()
 	timeout := daemontest.Scaled(240 * time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -165,7 +173,7 @@ func runFPPingPongNS(t *testing.T, pair *netns.Pair, da, db *daemontest.Daemon, 
 	t.Logf("client's daemon: %s", strings.TrimSpace(ctext))
 	s.end(t, ctx, "server", "SERVER OK")
 	c.end(t, ctx, "client", "CLIENT OK")
-	return srv, cli
+	return srv, cli, c.errb.String()
 }
 
 // The messages of t_fi_fastpath each way: the hello, 2000 pings or pongs,
