@@ -27,9 +27,34 @@ package proto
 //	                   writes it at the hand-back, the rank numbers its Sends
 //	                   on from it, the daemon takes it back at the take-over
 //	                   (any value: an MSN only names a message of the QP's)
+//	164  ReadReqMSN u32  the same for QN 1 (Read Requests and Atomic
+//	                   Requests, which share it): the rank numbers the
+//	                   requests it sends itself on from it
 //	172  AtomicRespMSN u32  the same for QN 3 (Atomic Responses, RFC 7306):
 //	                   the rank numbers the Atomic Responses it sends itself
 //	                   on from it (MSN of QN n at 160 + 4n)
+//	176  NextReqID u32  the last Request Identifier of an Atomic Request the
+//	                   QP sent (RFC 7306 §5.1): the rank's atomics continue
+//	                   the daemon's sequence, so that no identifier repeats
+//	                   on the QP (the target's replay cache keys on it)
+//
+// The rank's outstanding requests (issue 22, docs/fastpath.md "Reads and
+// atomics the rank sends itself"): FPRDReqs entries of FPRDReqLen at
+// OffFPRDReqs, and the response of entry k at OffFPRDReqData + k·FPRDCopyLen
+// (written by the daemon only: a Read's octets, an atomic's original value
+// in host order):
+//
+//	0    State    u32  0 free; FPRDReqSent (the rank sent it, awaiting its
+//	                   response); FPRDReqDone / FPRDReqFailed (the daemon
+//	                   took it over and its response or error message came)
+//	4    Kind     u32  FPRDReqRead or FPRDReqAtomic
+//	8    Slot     u32  the peer's slot
+//	12   MSN      u32  its MSN of QN 1
+//	16   ID       u32  Read: the Data Sink STag it named; atomic: its Request Identifier
+//	20   Len      u32  Read: octets (1..FPRDCopyLen); atomic: 8
+//	24   SinkTO   u64  Read: the Data Sink Tagged Offset it named
+//	32   Status   u32  FPRDReqFailed: the work completion status (proto.WCStatus)
+//	36   Term     u32  FPRDReqFailed: the error message's iWARP error, 0 if none
 //
 // Slot i lies at OffFPRDSlots + i·FPRDSlotLen; its fields, at these
 // offsets within it (little-endian, naturally aligned):
@@ -67,7 +92,7 @@ package proto
 // payload —: what the daemon sends again, with an RD header of its own
 // and the CRC, when the datagram must be retransmitted.
 const (
-	FastpathRDPageLen = PageSize + FPRDSlots*FPRDRing*FPRDCopyLen
+	FastpathRDPageLen = PageSize + FPRDSlots*FPRDRing*FPRDCopyLen + FPRDReqs*FPRDCopyLen
 
 	FPRDSlots    = 4    // peers the rank serves itself at once
 	FPRDRing     = 16   // datagrams the rank may have outstanding per peer
@@ -77,7 +102,29 @@ const (
 	FPRDEntryLen = 16
 
 	OffFPRDSendMSN       = 160
+	OffFPRDReadReqMSN    = 164
 	OffFPRDAtomicRespMSN = 172
+	OffFPRDNextReqID     = 176
+	OffFPRDReqs          = OffFPRDSlots + FPRDSlots*FPRDSlotLen // 2304
+	OffFPRDReqData       = PageSize + FPRDSlots*FPRDRing*FPRDCopyLen
+	FPRDReqs             = 8 // requests the rank may have outstanding at once
+	FPRDReqLen           = 48
+
+	OffFPRDReqState  = 0
+	OffFPRDReqKind   = 4
+	OffFPRDReqSlot   = 8
+	OffFPRDReqMSN    = 12
+	OffFPRDReqID     = 16
+	OffFPRDReqLenW   = 20
+	OffFPRDReqSinkTO = 24
+	OffFPRDReqStatus = 32
+	OffFPRDReqTerm   = 36
+
+	FPRDReqSent   uint32 = 1
+	FPRDReqDone   uint32 = 2
+	FPRDReqFailed uint32 = 3
+	FPRDReqRead   uint32 = 1
+	FPRDReqAtomic uint32 = 2
 	OffFPRDSlots         = 256
 	OffFPRDCopies        = PageSize
 
@@ -116,6 +163,12 @@ func FPRDSlotOff(i int) int { return OffFPRDSlots + i*FPRDSlotLen }
 
 // FPRDCopyOff is the offset of the copy of ring entry j of slot i.
 func FPRDCopyOff(i, j int) int { return OffFPRDCopies + (i*FPRDRing+j)*FPRDCopyLen }
+
+// FPRDReqOff is the offset of request entry k in the page.
+func FPRDReqOff(k int) int { return OffFPRDReqs + k*FPRDReqLen }
+
+// FPRDReqDataOff is the offset of request entry k's response in the page.
+func FPRDReqDataOff(k int) int { return OffFPRDReqData + k*FPRDCopyLen }
 
 // FastpathPageLenOf is the length of a page for a QP of type t: the RD
 // halves make an RD QP's longer.

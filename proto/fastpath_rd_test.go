@@ -29,8 +29,11 @@ func TestFastpathRDLayout(t *testing.T) {
 			t.Errorf("%s at %d is not %d-aligned", name, w[0], w[1])
 		}
 	}
-	if FPRDCopyOff(FPRDSlots-1, FPRDRing-1)+FPRDCopyLen != FastpathRDPageLen {
-		t.Fatalf("the last copy ends at %d, the page at %d", FPRDCopyOff(FPRDSlots-1, FPRDRing-1)+FPRDCopyLen, FastpathRDPageLen)
+	if FPRDCopyOff(FPRDSlots-1, FPRDRing-1)+FPRDCopyLen != OffFPRDReqData || FPRDReqDataOff(FPRDReqs-1)+FPRDCopyLen != FastpathRDPageLen {
+		t.Fatalf("the last copy ends at %d, the requests' data at %d, the page at %d", FPRDCopyOff(FPRDSlots-1, FPRDRing-1)+FPRDCopyLen, FPRDReqDataOff(FPRDReqs-1)+FPRDCopyLen, FastpathRDPageLen)
+	}
+	if FPRDReqOff(FPRDReqs) > PageSize || FPRDReqOff(0) < FPRDSlotOff(FPRDSlots) || FPRDReqLen%8 != 0 {
+		t.Fatalf("request entries at %d..%d overlap the slots or leave the first page", FPRDReqOff(0), FPRDReqOff(FPRDReqs))
 	}
 	if FastpathRDPageLen%PageSize != 0 || FastpathPageLenOf(QPTypeRD) != FastpathRDPageLen || FastpathPageLenOf(QPTypeUD) != FastpathPageLen {
 		t.Fatalf("page lengths: RD %d, UD %d", FastpathPageLenOf(QPTypeRD), FastpathPageLenOf(QPTypeUD))

@@ -115,7 +115,7 @@ enum w_ring_kind {
 #define W_FP_OWNER_RANK 2u
 
 /* The RD halves of an RD QP's fast-path page (proto/fastpath_rd.go). */
-#define W_FP_RD_PAGE_LEN 135168 /* one page + slots × ring × copy */
+#define W_FP_RD_PAGE_LEN 151552 /* one page + slots × ring × copy + requests × copy */
 #define W_FP_RD_SLOTS 4
 #define W_FP_RD_RING 16
 #define W_FP_RD_COPY_LEN 2048
@@ -123,7 +123,27 @@ enum w_ring_kind {
 #define W_FP_RD_SLOT_LEN 512
 #define W_FP_RD_ENTRY_LEN 16
 #define W_OFF_FP_RD_SEND_MSN 160
+#define W_OFF_FP_RD_READ_REQ_MSN 164
 #define W_OFF_FP_RD_ATOMIC_RESP_MSN 172
+#define W_OFF_FP_RD_NEXT_REQ_ID 176
+#define W_OFF_FP_RD_REQS 2304
+#define W_OFF_FP_RD_REQ_DATA 135168
+#define W_FP_RD_REQS 8
+#define W_FP_RD_REQ_LEN 48
+#define W_OFF_FP_RD_REQ_STATE 0
+#define W_OFF_FP_RD_REQ_KIND 4
+#define W_OFF_FP_RD_REQ_SLOT 8
+#define W_OFF_FP_RD_REQ_MSN 12
+#define W_OFF_FP_RD_REQ_ID 16
+#define W_OFF_FP_RD_REQ_LEN_W 20
+#define W_OFF_FP_RD_REQ_SINK_TO 24
+#define W_OFF_FP_RD_REQ_STATUS 32
+#define W_OFF_FP_RD_REQ_TERM 36
+#define W_FP_RD_REQ_SENT 1u
+#define W_FP_RD_REQ_DONE 2u
+#define W_FP_RD_REQ_FAILED 3u
+#define W_FP_RD_REQ_READ 1u
+#define W_FP_RD_REQ_ATOMIC 2u
 #define W_OFF_FP_RD_SLOTS 256
 #define W_OFF_FP_RD_COPIES 4096
 #define W_OFF_FP_RD_STATE 0

@@ -85,7 +85,7 @@ func (e *Engine) prepareAtomic(q *QP, w *wr, sqe *proto.SQE, slot []byte, inline
 		return st
 	}
 	if r.NextReqID == 0 {
-		r.NextReqID = rand.Uint32() | 1
+		r.NextReqID = randReqID()
 	}
 	r.NextReqID++
 	req.ReqID = r.NextReqID
@@ -98,6 +98,9 @@ func (e *Engine) prepareAtomic(q *QP, w *wr, sqe *proto.SQE, slot []byte, inline
 		rdmap.AtomicRequestLen, e.RdMaxPayload(false, 0))
 	return proto.WCSuccess
 }
+
+// randReqID is a QP's first Request Identifier.
+func randReqID() uint32 { return rand.Uint32() | 1 }
 
 // RdAtomicRequest executes (or answers from the replay cache) an Atomic
 // Request from src, or answers with an error message; nothing is modified
@@ -149,6 +152,9 @@ func (e *Engine) atomicResponse(q *QP, src netip.AddrPort, h *ddp.Header, seg []
 	resp, _, err := rdmap.ParseAtomicResponse(seg[hl:])
 	if err != nil || !h.Last || h.MO != 0 || len(seg) != hl+rdmap.AtomicResponseLen {
 		e.badMessage(q, src, iwerr.RDMAPOperationUnspecified, seg, hl)
+		return
+	}
+	if q.fpAtomicResponse(src, &resp) { // the rank's own, taken over (rd/fastpath_req.go)
 		return
 	}
 	for _, w := range r.wrs {

@@ -34,12 +34,14 @@ const tokRank = 3
 
 // fpState is what an RD QP's engine keeps of its fast path.
 type fpState struct {
-	exp    [proto.FPRDSlots]fpExported // what each slot was given at the hand-back
-	nExp   int                         // slots in use (0..FPRDSlots)
-	peers  []rd.FPPeer                 // FastpathExport's scratch
-	copies map[rd.Token]fpHeld         // the rank's outstanding datagrams, taken back (build)
-	next   uint64                      // the next copy's token sequence
-	keep   func(rd.Token) bool         // fpKeep bound to the QP (rd/fastpath_out.go)
+	exp       [proto.FPRDSlots]fpExported // what each slot was given at the hand-back
+	nExp      int                         // slots in use (0..FPRDSlots)
+	peers     []rd.FPPeer                 // FastpathExport's scratch
+	copies    map[rd.Token]fpHeld         // the rank's outstanding datagrams, taken back (build)
+	next      uint64                      // the next copy's token sequence
+	keep      func(rd.Token) bool         // fpKeep bound to the QP (rd/fastpath_out.go)
+	reqs      []fpReq                     // the rank's Reads and atomics outstanding at the take-over (rd/fastpath_req.go)
+	expReqMSN uint32                      // the MSN of QN 1 exported at the hand-back
 }
 
 // fpHeld is a datagram the rank left outstanding, taken back at a take-over.
@@ -145,6 +147,10 @@ func (e *Engine) fpImport(q *QP, now time.Time) {
 		}
 		r.count(fpTaken, int64(len(toks)))
 	}
+	if err := e.fpImportReqs(q, mem); err != nil { // rd/fastpath_req.go
+		e.FastpathFail(c, err.Error())
+		return
+	}
 	for i := range fp.nExp {
 		(*atomic.Uint32)(unsafe.Pointer(&mem[proto.FPRDSlotOff(i)+proto.OffFPRDState])).Store(0)
 	}
@@ -185,6 +191,7 @@ func (e *Engine) fpEnd(q *QP, now time.Time) bool {
 	fp.nExp = len(ps)
 	binary.LittleEndian.PutUint32(mem[proto.OffFPRDSendMSN:], r.msn[rdmap.QNSend])
 	binary.LittleEndian.PutUint32(mem[proto.OffFPRDAtomicRespMSN:], r.msn[rdmap.QNAtomicResponse])
+	q.fpExportReqIDs(mem) // rd/fastpath_req.go
 	if !e.FastpathEnd(c, now, true) {
 		e.fpImport(q, now) // what was exported (owed ACKs, outstanding datagrams) comes back
 		fp.nExp = 0

@@ -32,7 +32,7 @@ import (
 func (q *QP) fpQuiet() bool {
 	r := q.Rd
 	if q.State != proto.QPStateRTS || len(r.wrs) > 0 || len(r.retx) > 0 || len(r.acks) > 0 ||
-		len(r.inMsgs) > 0 || r.heldN > 0 || len(r.backlog) > 0 || r.claimed > 0 {
+		len(r.inMsgs) > 0 || r.heldN > 0 || len(r.backlog) > 0 || r.claimed > 0 || len(r.fp.reqs) > 0 {
 		return false
 	}
 	for _, p := range r.resps {

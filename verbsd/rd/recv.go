@@ -671,6 +671,9 @@ func (e *Engine) readRequest(q *QP, src netip.AddrPort, h *ddp.Header, seg []byt
 // oldest outstanding Read to src (responses come back in request order).
 func (e *Engine) placeResponse(q *QP, src netip.AddrPort, h *ddp.Header, payload []byte) {
 	r := q.Rd
+	if q.fpReadResponse(src, h, payload) { // the rank's own, taken over (rd/fastpath_req.go)
+		return
+	}
 	var w *wr
 	for _, x := range r.wrs {
 		if x.op == proto.WRRDMARead && x.peer == src && x.sent > 0 && !x.done && !x.respFinal {
@@ -714,6 +717,9 @@ func (e *Engine) errorIn(q *QP, src netip.AddrPort, body []byte) {
 	t, _, err := rdmap.ParseTerminate(body)
 	if err == nil && t.DDPHeaderIncluded {
 		if oh, _, err := ddp.Parse(t.DDPHeader); err == nil && !oh.Tagged {
+			if oh.QN == rdmap.QNReadRequest && q.fpReqRefused(src, oh.MSN, t.Err) { // rd/fastpath_req.go
+				return
+			}
 			for _, w := range r.wrs {
 				onQN := w.op == proto.WRSend || w.op == proto.WRSendWithImm
 				if oh.QN == rdmap.QNReadRequest {

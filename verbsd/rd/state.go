@@ -60,6 +60,8 @@ const (
 	fpTaken                        // datagrams the rank left outstanding, taken back at a take-over (rd/fastpath.go)
 	fpResent                       // retransmissions of the rank's datagrams from their copies
 	fpGiven                        // datagrams outstanding handed to the rank at a hand-back (rd/fastpath_out.go)
+	fpReqsTaken                    // Read/atomic requests the rank sent itself, outstanding at a take-over (rd/fastpath_req.go)
+	fpReqsResolved                 // those whose response or error message the engine took
 	counterCount
 )
 
@@ -69,6 +71,7 @@ var counterNames = [counterCount]string{
 	errMsgUnmatched: "rd_error_msgs_unmatched", readBytesOut: "rd_read_bytes_out", dropFraming: "rd_drop_framing",
 	dropResponse: "rd_drop_response", backlogged: "rd_backlogged", reorderFull: "rd_reorder_full",
 	fpTaken: "rd_fastpath_taken", fpResent: "rd_fastpath_resent", fpGiven: "rd_fastpath_given",
+	fpReqsTaken: "rd_fastpath_reqs_taken", fpReqsResolved: "rd_fastpath_reqs_resolved",
 }
 
 // state is the engine's RD state of a QP (engine-owned).
