@@ -46,6 +46,8 @@
 #include "fastpath.h"
 #include "fpown.h"
 
+struct iwvi_fp_rd_reqs; /* fprd_req.h */
+
 /* IWVI_FP_RD_TX_BATCH: the datagrams iwvi_fp_rd_send queues before a
  * flush (one sendmmsg(2)). */
 #define IWVI_FP_RD_TX_BATCH 16
@@ -69,6 +71,9 @@ struct iwvi_fp_rd {
 	uint64_t sent, taken, acks_in, acks_out, released;
 	uint64_t flushes, flushed; /* sendmmsg calls of the batch, datagrams they carried */
 	uint64_t rma_wrecs, rma_reads, rma_atomics; /* RDMA served at the target (fprd_rma_rx.h) */
+	/* The rank's own outstanding Reads and atomics (fprd_req.h); NULL:
+	 * it sends none, and every response is the daemon's. */
+	struct iwvi_fp_rd_reqs *reqs;
 };
 
 /* iwvi_fp_rd_attach makes qp's RD page (W_FP_RD_PAGE_LEN octets, Magic

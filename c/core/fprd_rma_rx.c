@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 
 #include "fprd_rma_rx.h"
+#include "fprd_req.h"
 
 /* Sizes of the RDMAP headers after the DDP header (RFC 5040 §4.4, RFC
  * 7306 §5.1–5.2, wire-format.md §8). */
@@ -278,6 +279,19 @@ int iwvi_fp_rd_rma_rx(struct iwvi_fp_rd *r, int slot, const uint8_t *b, size_t n
 		return 0;
 	const uint8_t *seg = b + FP_KEYS_LEN + FP_RD_HDR_LEN;
 	size_t len = n - FP_KEYS_LEN - FP_RD_HDR_LEN - FP_CRC_LEN;
+	/* The response of a request of the rank's own (fprd_req.h). */
+	int got = iwvi_fp_rd_req_rx(r, slot, seg, len, rx);
+	if (got < 0)
+		return got;
+	if (got > 0) {
+		if (rx->acked)
+			iwvi_fp_rd_apply_ack(s, &rx->rd);
+		st32(s, W_OFF_FP_RD_RCV_NEXT, rx->rd.seq + 1);
+		uint32_t u = ld32(s, W_OFF_FP_RD_UNACKED);
+		st32(s, W_OFF_FP_RD_UNACKED, u < 0xffff ? u + 1 : u);
+		st32(s, W_OFF_FP_RD_ACK_DUE, 1);
+		return 1;
+	}
 	struct plan pl;
 	memset(&pl, 0, sizeof pl);
 	struct iwvi_rkeys *k = &r->own.qp->s->rkeys;

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "iwd.h"
+#include "iwd_fastpath.h"
 
 enum { AT_WRITE = 0, AT_FETCH = 1, AT_COMPARE = 2 };
 
@@ -123,6 +124,15 @@ static ssize_t atomic_op(struct iwd_ep *ep, int kind, const void *buf, const voi
 	ret = ep->ops->tx_dest(ep, dest, &av);
 	if (ret)
 		goto out;
+	/* RDM: a native atomic the rank sends itself while it owns its
+	 * socket (iwd_fastpath_req.c); otherwise through the daemon. */
+	if (ep->fprd && native(kind, dt, op) &&
+	    iwd_fprd_atomic(ep, kind == AT_COMPARE ? 2 : 0, operand, cmp, kind == AT_WRITE ? NULL : result, av, addr,
+			    key, context, FI_ATOMIC | (kind == AT_WRITE ? FI_WRITE : FI_READ), op_flags,
+			    kind == AT_WRITE ? 1 : 2) == 0) {
+		ret = 0;
+		goto out;
+	}
 	if (ep->sq_used >= ep->sq_depth || !ep->txp.nfree)
 		iwd_domain_progress(ep->dom);
 	tx = iwd_tx_new(ep, context, FI_ATOMIC | (kind == AT_WRITE ? FI_WRITE : FI_READ), op_flags);

@@ -98,7 +98,7 @@ int iwd_fprd_write(struct iwd_ep *ep, const struct iovec *iov, size_t count, siz
  * rank's pending Writes complete with FI_EIO. */
 void iwd_fprd_qp_failed(struct iwd_ep *ep);
 
-/* iwd_fprd_pending: the rank's Writes not yet complete. */
+/* iwd_fprd_pending: the rank's Writes, Reads and atomics not yet complete. */
 int iwd_fprd_pending(const struct iwd_ep *ep);
 
 /* iwd_fprd_dom_pending (domain locked): whether an endpoint of dom has
@@ -113,6 +113,27 @@ int iwd_fprd_rma_write(struct iwd_ep *ep, struct iwvi_fp_rd *rd, struct iwvi_fp_
 		       uint64_t op_flags);
 void iwd_fprd_rma_reap(struct iwd_ep *ep, struct iwvi_fp_rd *rd, struct iwvi_fp_rd_rma *rma);
 void iwd_fprd_rma_fail(struct iwd_ep *ep, struct iwvi_fp_rd_rma *rma);
+
+/* ---- Reads and atomics the rank sends itself (iwd_fastpath_req.c,
+ * c/core fprd_req.h; docs/fastpath.md "Reads and atomics the rank sends
+ * itself"). */
+
+/* iwd_fprd_read sends an fi_read of len octets into buf, iwd_fprd_atomic
+ * a native atomic (op 0 FetchAdd, 2 CmpSwap; the original value into
+ * result, NULL: discarded) when the rank can (0: it completes through
+ * iwd_fprd_progress), else -FI_EAGAIN (post it to the daemon). */
+int iwd_fprd_read(struct iwd_ep *ep, void *buf, size_t len, const struct iwv_av *av, uint64_t addr, uint64_t key,
+		  void *context, uint64_t op_flags);
+int iwd_fprd_atomic(struct iwd_ep *ep, int op, uint64_t operand, uint64_t compare, void *result,
+		    const struct iwv_av *av, uint64_t addr, uint64_t key, void *context, uint64_t flags, uint64_t op_flags,
+		    int cntr_kind);
+int iwd_fprd_req_read(struct iwd_ep *ep, struct iwvi_fp_rd *rd, void *buf, size_t len, const struct iwv_av *av,
+		      uint64_t addr, uint64_t key, void *context, uint64_t op_flags);
+int iwd_fprd_req_atomic(struct iwd_ep *ep, struct iwvi_fp_rd *rd, int op, uint64_t operand, uint64_t compare,
+			void *result, const struct iwv_av *av, uint64_t addr, uint64_t key, void *context,
+			uint64_t flags, uint64_t op_flags, int cntr_kind);
+void iwd_fprd_req_reap(struct iwd_ep *ep, struct iwvi_fp_rd *rd);
+void iwd_fprd_req_fail(struct iwd_ep *ep, struct iwvi_fp_rd *rd);
 
 /* iwd_fp_owned / iwd_fprd_owned: the endpoint's UD / RD socket is the
  * rank's as of its last progress (0 without that fast path), and for RD

@@ -37,6 +37,7 @@
 
 #include "fprd.h"
 #include "fprd_rma_tx.h"
+#include "fprd_req.h"
 
 #define FP_BATCH 16
 
@@ -49,6 +50,7 @@ struct iwd_fprd {
 	struct iwd_ep *ep;
 	uint8_t txbuf[W_FP_RD_COPY_LEN]; /* header and payload gathered */
 	struct iwvi_fp_rd_rma rma;       /* the rank's pending Writes (iwd_fastpath_rma.c) */
+	struct iwvi_fp_rd_reqs reqs;     /* the rank's Reads and atomics (iwd_fastpath_req.c) */
 };
 
 void iwd_fprd_attach(struct iwd_ep *ep)
@@ -68,6 +70,7 @@ void iwd_fprd_attach(struct iwd_ep *ep)
 		return;
 	}
 	f->rd.batch = 1; /* iwd_fprd_progress flushes: before any completion the application reads */
+	f->rd.reqs = &f->reqs;
 	f->ep = ep;
 	ep->fprd = f;
 	iwvi_fp_own_acquire(&f->rd.own); /* the engine gives it at the end of a service */
@@ -80,6 +83,11 @@ void iwd_fprd_detach(struct iwd_ep *ep)
 	IWD_INFO(FI_LOG_EP_DATA, "iwarpd: RDM fast path: %llu writes sent by the rank, %llu completed on an ACK, %llu at a hand-back, %llu failed\n",
 		 (unsigned long long)ep->fprd->rma.writes, (unsigned long long)ep->fprd->rma.on_ack,
 		 (unsigned long long)ep->fprd->rma.on_handback, (unsigned long long)ep->fprd->rma.flushed);
+	IWD_INFO(FI_LOG_EP_DATA, "iwarpd: RDM fast path: %llu reads and %llu atomics sent by the rank, %llu completed on their "
+		 "response, %llu at a hand-back, %llu failed, %llu flushed\n",
+		 (unsigned long long)ep->fprd->reqs.reads, (unsigned long long)ep->fprd->reqs.atomics,
+		 (unsigned long long)ep->fprd->reqs.on_resp, (unsigned long long)ep->fprd->reqs.on_handback,
+		 (unsigned long long)ep->fprd->reqs.failed, (unsigned long long)ep->fprd->reqs.flushed);
 	IWD_INFO(FI_LOG_EP_DATA, "iwarpd: RDM fast path: %llu sends sent by the rank, %llu taken, %llu refused for a full window, "
 		 "%llu datagrams in %llu flushes\n",
 		 (unsigned long long)ep->fprd->rd.sent, (unsigned long long)ep->fprd->rd.taken,
@@ -131,10 +139,12 @@ int iwd_fprd_progress(struct iwd_ep *ep)
 		 * the rank's it took over is acknowledged (fpQuiet). */
 		f->unacked = 0;
 		iwd_fprd_rma_reap(ep, &f->rd, &f->rma); /* handed back: what the daemon took over was acknowledged */
+		iwd_fprd_req_reap(ep, &f->rd);           /* and every request it took over answered */
 		return IWD_FP_REPOLL;
 	}
 	iwvi_fp_rd_poll(&f->rd, FP_BATCH, deliver, f);
 	iwd_fprd_rma_reap(ep, &f->rd, &f->rma);
+	iwd_fprd_req_reap(ep, &f->rd);
 	iwvi_fp_rd_flush(&f->rd); /* what deliver's handlers sent */
 	if (!iwvi_fp_own_owned(&f->rd.own))
 		f->owned = 0; /* released (a datagram for the daemon) or taken over */
@@ -215,15 +225,37 @@ int iwd_fprd_write(struct iwd_ep *ep, const struct iovec *iov, size_t count, siz
 	return iwd_fprd_rma_write(ep, &f->rd, &f->rma, iov, count, len, av, addr, key, context, op_flags);
 }
 
+int iwd_fprd_read(struct iwd_ep *ep, void *buf, size_t len, const struct iwv_av *av, uint64_t addr, uint64_t key,
+		  void *context, uint64_t op_flags)
+{
+	struct iwd_fprd *f = ep->fprd;
+	if (!f || !f->owned || ep->sq_used)
+		return -FI_EAGAIN;
+	return iwd_fprd_req_read(ep, &f->rd, buf, len, av, addr, key, context, op_flags);
+}
+
+int iwd_fprd_atomic(struct iwd_ep *ep, int op, uint64_t operand, uint64_t compare, void *result,
+		    const struct iwv_av *av, uint64_t addr, uint64_t key, void *context, uint64_t flags, uint64_t op_flags,
+		    int cntr_kind)
+{
+	struct iwd_fprd *f = ep->fprd;
+	if (!f || !f->owned || ep->sq_used)
+		return -FI_EAGAIN;
+	return iwd_fprd_req_atomic(ep, &f->rd, op, operand, compare, result, av, addr, key, context, flags, op_flags,
+				   cntr_kind);
+}
+
 void iwd_fprd_qp_failed(struct iwd_ep *ep)
 {
-	if (ep->fprd)
+	if (ep->fprd) {
 		iwd_fprd_rma_fail(ep, &ep->fprd->rma);
+		iwd_fprd_req_fail(ep, &ep->fprd->rd);
+	}
 }
 
 int iwd_fprd_pending(const struct iwd_ep *ep)
 {
-	return ep->fprd ? (int)ep->fprd->rma.n : 0;
+	return ep->fprd ? (int)(ep->fprd->rma.n + ep->fprd->reqs.n + ep->fprd->reqs.ndone) : 0;
 }
 
 int iwd_fprd_owned(const struct iwd_ep *ep)

@@ -82,6 +82,12 @@ static ssize_t rma_op(struct iwd_ep *ep, int is_read, const struct iovec *iov, v
 		iwd_unlock(ep->dom);
 		return 0;
 	}
+	/* And a small Read into one buffer (iwd_fastpath_req.c). */
+	if (is_read && ep->fprd && count == 1 && iov[0].iov_len == len &&
+	    iwd_fprd_read(ep, iov[0].iov_base, len, av, addr, key, context, op_flags) == 0) {
+		iwd_unlock(ep->dom);
+		return 0;
+	}
 	if (ep->sq_used + 1 >= ep->sq_depth || !ep->txp.nfree)
 		iwd_domain_progress(ep->dom);
 	tx = iwd_tx_new(ep, context, FI_RMA | (is_read ? FI_READ : FI_WRITE), op_flags);

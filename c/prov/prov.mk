@@ -29,13 +29,14 @@ PROV_ATOMIC_TEST := $(BUILD)/prov/t_fi_atomic
 PROV_MSGDATA_TEST := $(BUILD)/prov/t_fi_msgdata
 PROV_FASTPATH_TEST := $(BUILD)/prov/t_fi_fastpath
 PROV_FPRMA_TEST := $(BUILD)/prov/t_fi_fprma
+PROV_FPREQ_TEST := $(BUILD)/prov/t_fi_fpreq
 
-prov: $(PROV_SO) $(PROV_TEST) $(PROV_ATOMIC_TEST) $(PROV_MSGDATA_TEST) $(PROV_FASTPATH_TEST) $(PROV_FPRMA_TEST)
+prov: $(PROV_SO) $(PROV_TEST) $(PROV_ATOMIC_TEST) $(PROV_MSGDATA_TEST) $(PROV_FASTPATH_TEST) $(PROV_FPRMA_TEST) $(PROV_FPREQ_TEST)
 
 # FI_ATOMIC / FI_REMOTE_CQ_DATA / the DGRAM fast path between processes
 # (test/libfabric/atomic_test.go, msgdata_test.go, fastpath_test.go), under
 # AddressSanitizer and UBSan; they load the provider through libfabric.
-$(PROV_ATOMIC_TEST) $(PROV_MSGDATA_TEST) $(PROV_FASTPATH_TEST) $(PROV_FPRMA_TEST): $(BUILD)/prov/t_%: prov/tests/t_%.c prov/tests/fitest.h
+$(PROV_ATOMIC_TEST) $(PROV_MSGDATA_TEST) $(PROV_FASTPATH_TEST) $(PROV_FPRMA_TEST) $(PROV_FPREQ_TEST): $(BUILD)/prov/t_%: prov/tests/t_%.c prov/tests/fitest.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(WARN) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
 		-fno-sanitize-recover=all -o $@ $< -lfabric
