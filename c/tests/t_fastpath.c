@@ -29,6 +29,7 @@
 
 #include "../core/fastpath.h"
 #include "../core/fastpath_wrec.h"
+#include "../core/fastpath_req.h"
 
 static char *next_tok(char **s)
 {
@@ -123,6 +124,61 @@ static void cmd_wrec(char **s)
 	}
 	free(flat);
 	free(p);
+}
+
+/* req qkey src_qkey crc flags window inc echoed seq cum_ack sack opcode msn
+ * a..k: the rank's Read Request (opcode 1: sink_stag sink_to_hi sink_to_lo
+ * size src_stag src_to_hi src_to_lo) or Atomic Request (opcode 10: op
+ * req_id stag to_hi to_lo add_hi add_lo addmask_hi addmask_lo cmp_hi
+ * cmp_lo cmpmask_hi cmpmask_lo) datagram (fastpath_req.h). */
+static void cmd_req(char **s)
+{
+	struct fp_rd_hdr h = {0};
+	struct fp_req q = {0};
+	uint32_t qkey = num(s), src_qkey = num(s);
+	int crc = (int)num(s);
+	h.flags = (uint8_t)num(s);
+	h.window = (uint16_t)num(s);
+	h.inc = num(s);
+	h.echoed = num(s);
+	h.seq = num(s);
+	h.cum_ack = num(s);
+	h.sack = num(s);
+	q.opcode = (uint8_t)num(s);
+	q.msn = num(s);
+	if (q.opcode == FP_OP_READ_REQUEST) {
+		q.sink_stag = num(s);
+		q.sink_to = (uint64_t)num(s) << 32;
+		q.sink_to |= num(s);
+		q.size = num(s);
+		q.src_stag = num(s);
+		q.src_to = (uint64_t)num(s) << 32;
+		q.src_to |= num(s);
+	} else {
+		q.atomic_op = (uint8_t)num(s);
+		q.req_id = num(s);
+		q.stag = num(s);
+		uint64_t *w[] = {&q.to, &q.add_swap, &q.add_swap_mask, &q.compare, &q.compare_mask};
+		for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) {
+			*w[i] = (uint64_t)num(s) << 32;
+			*w[i] |= num(s);
+		}
+	}
+	uint8_t b[FP_KEYS_LEN + FP_RD_HDR_LEN + FP_REQ_MAX_BODY + FP_CRC_LEN + 1];
+	memset(b, 0xaa, sizeof b);
+	ssize_t want = (ssize_t)(FP_KEYS_LEN + FP_RD_HDR_LEN + FP_DDP_UNTAGGED_LEN + FP_CRC_LEN) +
+		       (q.opcode == FP_OP_READ_REQUEST ? FP_READ_REQ_LEN : FP_ATOMIC_REQ_LEN);
+	if (iwvi_fp_req_build(b, (size_t)want - 1, qkey, src_qkey, &h, &q, crc) != -ENOBUFS || b[0] != 0xaa) {
+		printf("error short buffer accepted\n");
+		return;
+	}
+	ssize_t l = iwvi_fp_req_build(b, sizeof b, qkey, src_qkey, &h, &q, crc);
+	if (l != want) {
+		printf("error length %zd, want %zd\n", l, want);
+		return;
+	}
+	puthex(b, (size_t)l);
+	putchar('\n');
 }
 
 static void cmd_crc(char **s)
@@ -416,6 +472,8 @@ int main(void)
 			cmd_send(&save);
 		else if (strcmp(cmd, "wrec") == 0)
 			cmd_wrec(&save);
+		else if (strcmp(cmd, "req") == 0)
+			cmd_req(&save);
 		else if (strcmp(cmd, "ack") == 0)
 			cmd_ack(&save);
 		else if (strcmp(cmd, "rd") == 0)
