@@ -84,7 +84,7 @@ void iwd_fprd_detach(struct iwd_ep *ep)
 		 (unsigned long long)ep->fprd->rma.writes, (unsigned long long)ep->fprd->rma.on_ack,
 		 (unsigned long long)ep->fprd->rma.on_handback, (unsigned long long)ep->fprd->rma.flushed);
 	IWD_INFO(FI_LOG_EP_DATA, "iwarpd: RDM fast path: %llu reads and %llu atomics sent by the rank, %llu completed on their "
-		 "response, %llu at a hand-back, %llu failed, %llu flushed\n",
+		 "response, %llu after a take-over, %llu in error, %llu flushed\n",
 		 (unsigned long long)ep->fprd->reqs.reads, (unsigned long long)ep->fprd->reqs.atomics,
 		 (unsigned long long)ep->fprd->reqs.on_resp, (unsigned long long)ep->fprd->reqs.on_handback,
 		 (unsigned long long)ep->fprd->reqs.failed, (unsigned long long)ep->fprd->reqs.flushed);

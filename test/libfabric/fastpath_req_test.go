@@ -78,7 +78,7 @@ func TestFastpathReqsLoss(t *testing.T) {
 	}
 }
 
-var fpReqCounts = regexp.MustCompile(`RDM fast path: (\d+) reads and (\d+) atomics sent by the rank, (\d+) completed on their response, (\d+) at a hand-back, (\d+) failed, (\d+) flushed`)
+var fpReqCounts = regexp.MustCompile(`RDM fast path: (\d+) reads and (\d+) atomics sent by the rank, (\d+) completed on their response, (\d+) after a take-over, (\d+) in error, (\d+) flushed`)
 
 // fpReqLog reads the provider's counts of the rank's requests from its
 // log: reads, atomics, on a response, at a hand-back, failed, flushed.
