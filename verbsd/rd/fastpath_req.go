@@ -43,6 +43,9 @@ type fpReq struct {
 	id   uint32 // Read: the sink STag it named; atomic: its Request Identifier
 	len  uint32 // Read: octets; atomic: 8
 	to   uint64 // Read: the sink TO it named
+	// Read: octets of its response placed so far (a peer with a smaller
+	// datagram size answers in several segments).
+	placed uint32
 }
 
 // fpImportReqs reads the request entries of page that the rank marked
@@ -94,9 +97,10 @@ func fpImportReqs(page []byte, exp []fpExported, expMSN, msn uint32) ([]fpReq, e
 	return out, nil
 }
 
-// fpReqResolve writes entry x's outcome into the page: its response
-// (data) and Done, or Failed with status and term; and forgets x.
-func (q *QP) fpReqResolve(i int, data []byte, status proto.WCStatus, term uint32) {
+// fpReqResolve writes entry x's outcome into the page (its response is
+// in its data area already): Done, or Failed with status and term; and
+// forgets x.
+func (q *QP) fpReqResolve(i int, status proto.WCStatus, term uint32) {
 	fp := &q.Rd.fp
 	x := fp.reqs[i]
 	mem := q.QP.QP.FP.Mem()
@@ -106,8 +110,6 @@ func (q *QP) fpReqResolve(i int, data []byte, status proto.WCStatus, term uint32
 		state = proto.FPRDReqFailed
 		binary.LittleEndian.PutUint32(e[proto.OffFPRDReqStatus:], uint32(status))
 		binary.LittleEndian.PutUint32(e[proto.OffFPRDReqTerm:], term)
-	} else {
-		copy(mem[proto.FPRDReqDataOff(x.k):proto.FPRDReqDataOff(x.k)+proto.FPRDCopyLen], data)
 	}
 	(*atomic.Uint32)(unsafe.Pointer(&e[proto.OffFPRDReqState])).Store(state)
 	fp.reqs = append(fp.reqs[:i], fp.reqs[i+1:]...)
@@ -117,21 +119,34 @@ func (q *QP) fpReqResolve(i int, data []byte, status proto.WCStatus, term uint32
 // fpReadResponse takes a Read Response segment from src when it answers
 // the oldest imported Read to src (Read Responses come in the order of
 // their requests, and the rank's were sent before anything the engine
-// sent after the take-over): its sink STag and TO, one segment of the
-// length asked. One naming something else is not the rank's.
+// sent after the take-over): its sink STag, and the TO of the next octet
+// to place. One naming something else is not the rank's. Placed into the
+// entry's data area of the page (bounded by the Read's length, at most
+// FPRDCopyLen: fpImportReqs); the last segment resolves it, done when it
+// brought every octet asked for, as placeResponse completes a Read.
 func (q *QP) fpReadResponse(src netip.AddrPort, h *ddp.Header, payload []byte) bool {
-	for i, x := range q.Rd.fp.reqs {
+	for i := range q.Rd.fp.reqs {
+		x := &q.Rd.fp.reqs[i]
 		if x.kind != proto.FPRDReqRead || x.peer != src {
 			continue
 		}
-		if h.Stag != x.id || h.TO != x.to {
+		if h.Stag != x.id || h.TO != x.to+uint64(x.placed) {
 			return false
 		}
-		if !h.Last || len(payload) != int(x.len) {
-			q.fpReqResolve(i, nil, proto.WCRemOpErr, 0)
+		if uint64(x.placed)+uint64(len(payload)) > uint64(x.len) {
+			q.fpReqResolve(i, proto.WCRemOpErr, 0)
 			return true
 		}
-		q.fpReqResolve(i, payload, proto.WCSuccess, 0)
+		off := proto.FPRDReqDataOff(x.k) + int(x.placed)
+		copy(q.QP.QP.FP.Mem()[off:off+len(payload)], payload)
+		x.placed += uint32(len(payload))
+		if h.Last {
+			st := proto.WCSuccess
+			if x.placed != x.len {
+				st = proto.WCRemOpErr
+			}
+			q.fpReqResolve(i, st, 0)
+		}
 		return true
 	}
 	return false
@@ -143,9 +158,9 @@ func (q *QP) fpReadResponse(src netip.AddrPort, h *ddp.Header, payload []byte) b
 func (q *QP) fpAtomicResponse(src netip.AddrPort, resp *rdmap.AtomicResponse) bool {
 	for i, x := range q.Rd.fp.reqs {
 		if x.kind == proto.FPRDReqAtomic && x.peer == src && x.id == resp.ReqID {
-			var b [rnic.AtomicLen]byte
-			binary.NativeEndian.PutUint64(b[:], resp.Original)
-			q.fpReqResolve(i, b[:], proto.WCSuccess, 0)
+			off := proto.FPRDReqDataOff(x.k)
+			binary.NativeEndian.PutUint64(q.QP.QP.FP.Mem()[off:off+rnic.AtomicLen], resp.Original)
+			q.fpReqResolve(i, proto.WCSuccess, 0)
 			return true
 		}
 	}
@@ -158,7 +173,7 @@ func (q *QP) fpAtomicResponse(src netip.AddrPort, resp *rdmap.AtomicResponse) bo
 func (q *QP) fpReqRefused(src netip.AddrPort, msn uint32, err iwerr.Error) bool {
 	for i, x := range q.Rd.fp.reqs {
 		if x.peer == src && x.msn == msn {
-			q.fpReqResolve(i, nil, rnic.TermStatus(err), rnic.TermWord(err))
+			q.fpReqResolve(i, rnic.TermStatus(err), rnic.TermWord(err))
 			return true
 		}
 	}
