@@ -39,6 +39,20 @@ func TestFastpathReqs(t *testing.T) {
 	runFPReq(t, nil, da, db)
 }
 
+// TestFastpathReqsMixedSizes: the same with the server's daemon at
+// -datagram-size 1472 and the client's at the default: the client's rank
+// sends 1800-octet Reads itself (one datagram of its size), and the
+// server answers each in two segments, which the rank leaves to its
+// daemon (a take-over); the daemon places both into the request's data
+// area of the page and the Read completes at the hand-back with every
+// octet checked.
+func TestFastpathReqsMixedSizes(t *testing.T) {
+	needProvider(t)
+	da := daemon(t, "fpreqmix-a", daemontest.Options{Extra: []string{"-fastpath-lease", "1ms", "-datagram-size", "1472"}})
+	db := daemon(t, "fpreqmix-b", daemontest.Options{Extra: []string{"-fastpath-lease", "1ms"}})
+	runFPReq(t, nil, da, db)
+}
+
 // TestFastpathReqsLoss: the same across two network namespaces, each
 // dropping 5 % of the packets it receives: lost requests and responses
 // are retransmitted (the requests by the daemon from the rank's copies),

@@ -21,7 +21,10 @@
  * value()), a fetch-add of 1 (every original value 0..n-1 must come back
  * once), an fi_atomic FI_SUM of SUMV, or a CmpSwap k -> k+1 (one at a time:
  * its result must be k); every BIG_EVERY-th a Read of BIG octets (more
- * than a datagram: the daemon sends it). At most WINDOW outstanding; every
+ * than a datagram: the daemon sends it), every MID_EVERY-th one of MID
+ * octets (one datagram of the client's at the default datagram size —
+ * the rank sends it —, two of a server at -datagram-size 1472: the
+ * response goes to the daemon, TestFastpathReqsMixedSizes). At most WINDOW outstanding; every
  * PAUSE_EVERY requests the client stops polling for PAUSE_MS (longer than
  * -fastpath-lease) with requests outstanding, so that the daemon takes the
  * socket over and their responses reach it. Every request completes
@@ -54,6 +57,8 @@
 #define PAUSE_MS 20
 #define BIG_EVERY 97
 #define BIG 3000
+#define MID_EVERY 13
+#define MID 1800 /* one datagram of the client's default size, two of a peer at -datagram-size 1472 */
 #define NREAD 256
 #define RBASE 8
 #define SUMV 1000
@@ -66,7 +71,7 @@ struct msg {
 	struct sockaddr_in from;
 };
 enum { M_HELLO = 1, M_DONE, M_VERDICT };
-enum { K_READ, K_FADD, K_SUM, K_CAS, K_BIG };
+enum { K_READ, K_FADD, K_SUM, K_CAS, K_BIG, K_MID };
 
 struct op {
 	int kind;
@@ -129,7 +134,7 @@ static void check_op(struct op *o, uint64_t flags)
 	size_t i = (size_t)(o - ops);
 	if (o->done++)
 		fitest_die("request %zu completed twice", i);
-	uint64_t want = o->kind == K_READ || o->kind == K_BIG ? (FI_RMA | FI_READ)
+	uint64_t want = o->kind == K_READ || o->kind == K_BIG || o->kind == K_MID ? (FI_RMA | FI_READ)
 			: o->kind == K_SUM			       ? (FI_ATOMIC | FI_WRITE)
 								       : (FI_ATOMIC | FI_READ);
 	if ((flags & want) != want)
@@ -153,9 +158,11 @@ static void check_op(struct op *o, uint64_t flags)
 		cas_out--;
 		break;
 	case K_BIG:
-		for (size_t j = 0; j < BIG; j++)
+	case K_MID:
+		for (size_t j = 0; j < (o->kind == K_BIG ? BIG : MID); j++)
 			if (big[j] != big_pat(j))
-				fitest_die("big read %zu: octet %zu is %#x, want %#x", i, j, big[j], big_pat(j));
+				fitest_die("read %zu of %d octets: octet %zu is %#x, want %#x", i,
+					   o->kind == K_BIG ? BIG : MID, j, big[j], big_pat(j));
 		break;
 	}
 }
@@ -328,8 +335,10 @@ static void issue(uint32_t i, int k, uint64_t key, uint64_t base)
 		POST(fi_read(ep, &o->result, 8, NULL, peer, base + (RBASE + o->idx) * 8, key, o), "fi_read");
 		break;
 	case K_BIG:
+	case K_MID:
 		memset(big, 0, sizeof(big));
-		POST(fi_read(ep, big, BIG, NULL, peer, base + (RBASE + NREAD) * 8, key, o), "fi_read (big)");
+		POST(fi_read(ep, big, k == K_BIG ? BIG : MID, NULL, peer, base + (RBASE + NREAD) * 8, key, o),
+		     "fi_read (big)");
 		break;
 	case K_FADD:
 		POST(fi_fetch_atomic(ep, &one, 1, NULL, &o->result, NULL, peer, base, key, FI_UINT64, FI_SUM, o),
@@ -365,17 +374,17 @@ static void client(const char *dest, uint64_t key, uint64_t base)
 			fitest_check_deadline("request completions");
 		}
 		int k = (int)(i % 4);
-		if (i % BIG_EVERY == BIG_EVERY - 1) {
+		if (i % BIG_EVERY == BIG_EVERY - 1 || i % MID_EVERY == MID_EVERY - 1) {
 			while (outstanding > 0) { /* big is one buffer */
 				poll_one("before a big read", NULL);
 				fitest_check_deadline("before a big read");
 			}
-			k = K_BIG;
+			k = i % BIG_EVERY == BIG_EVERY - 1 ? K_BIG : K_MID;
 		} else if (k == K_CAS && cas_out > 0) {
 			k = K_READ;
 		}
 		issue(i, k, key, base);
-		if (k == K_BIG) {
+		if (k == K_BIG || k == K_MID) {
 			while (outstanding > 0) {
 				poll_one("a big read", NULL);
 				fitest_check_deadline("a big read");
