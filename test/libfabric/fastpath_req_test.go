@@ -23,8 +23,8 @@ import (
 // UBSan.
 
 // TestFastpathReqs: 3000 fi_read / fi_fetch_atomic / fi_atomic /
-// fi_compare_atomic (8 octets, every 97th a 3000-octet Read through the
-// daemon), at most 8 outstanding, the client pausing 20 ms every 150 with
+// fi_compare_atomic (8 octets, every 97th a 3000-octet Read and every 13th
+// one of 1800 octets through the daemon), at most 8 outstanding, the client pausing 20 ms every 150 with
 // requests outstanding: every request completes exactly once with its
 // value (every fetch-add original once, the CmpSwap chain unbroken, the
 // server's counters exact). The rank must have sent Reads and atomics
