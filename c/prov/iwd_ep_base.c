@@ -269,6 +269,26 @@ static void ep_linger(struct iwd_ep *ep)
 		if (!idle)
 			nanosleep(&ms, NULL);
 	}
+	if (idle && i > 1) {
+		char fp[256];
+		iwd_lock(ep->dom);
+		iwd_fprd_describe(ep, fp, sizeof(fp));
+		IWD_INFO(FI_LOG_EP_CTRL, "iwarpd: fi_close: lingered %d waits of 1 ms until its sends were done; RDM fast path: %s\n",
+			 i - 1, fp);
+		iwd_unlock(ep->dom);
+	}
+	if (!idle) {
+		/* What the peers may never get: say so (FI_LOG_LEVEL=warn). */
+		char fp[256];
+		iwd_lock(ep->dom);
+		iwd_fprd_describe(ep, fp, sizeof(fp));
+		IWD_WARN(FI_LOG_EP_CTRL,
+			 "iwarpd: fi_close: the endpoint's linger ran out (%d waits of 1 ms) with %u work requests still "
+			 "with the daemon; RDM fast path: %s; the QP is destroyed now and what is unacknowledged is "
+			 "not resent\n",
+			 i, (unsigned)ep->sq_used, fp);
+		iwd_unlock(ep->dom);
+	}
 }
 
 static int ep_close(struct fid *fid)

@@ -85,6 +85,11 @@ void iwd_fprd_idle(struct iwd_ep *ep);
  * them. */
 int iwd_fprd_unacked(struct iwd_ep *ep);
 
+/* iwd_fprd_describe writes the fast path's state of ep (who owns the
+ * socket, the rank's unacknowledged sends) into buf, for the log of a
+ * close whose linger ran out; snprintf's result. */
+int iwd_fprd_describe(const struct iwd_ep *ep, char *buf, size_t len);
+
 /* ---- RMA Writes the rank sends itself (iwd_fastpath_rma.c, c/core
  * fprd_rma_tx.h; docs/fastpath.md "RDMA Writes the rank sends itself"). */
 

@@ -27,6 +27,7 @@
  *    socket still holds.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -93,6 +94,12 @@ void iwd_fprd_detach(struct iwd_ep *ep)
 		 (unsigned long long)ep->fprd->rd.sent, (unsigned long long)ep->fprd->rd.taken,
 		 (unsigned long long)ep->fprd->window_full, (unsigned long long)ep->fprd->rd.flushed,
 		 (unsigned long long)ep->fprd->rd.flushes);
+	IWD_INFO(FI_LOG_EP_DATA, "iwarpd: RDM fast path: %llu ACKs in, %llu ACKs out, %llu releases, %llu renewals "
+		 "(%llu found the daemon owning), %llu take-overs and %llu hand-backs by the daemon\n",
+		 (unsigned long long)ep->fprd->rd.acks_in, (unsigned long long)ep->fprd->rd.acks_out,
+		 (unsigned long long)ep->fprd->rd.released, (unsigned long long)ep->fprd->rd.own.renews,
+		 (unsigned long long)ep->fprd->rd.own.lost, (unsigned long long)iwvi_fp_own_takeovers(&ep->fprd->rd.own),
+		 (unsigned long long)iwvi_fp_own_handbacks(&ep->fprd->rd.own));
 	iwvi_fp_rd_detach(&ep->fprd->rd);
 	free(ep->fprd);
 	ep->fprd = NULL;
@@ -132,12 +139,18 @@ int iwd_fprd_progress(struct iwd_ep *ep)
 		if (!iwvi_fp_own_renew(&f->rd.own))
 			return 0; /* asked for it back (Want) */
 		/* Just handed back: the daemon's completions of what it read
-		 * are in the verbs CQ; they come first. */
+		 * are in the verbs CQ; they come first. The hand-back may
+		 * give datagrams still unacknowledged back to the page's
+		 * rings (verbsd rd/fastpath_out.go: responses, error messages
+		 * and the rank's own copies the daemon took over, which it
+		 * then forgets): while any is there, fi_close lingers for it
+		 * (counted under this renewal, Busy set). Clearing the mark
+		 * at every hand-back let a close destroy the QP with the
+		 * rank's last Send given back unacknowledged and lost on the
+		 * wire: its peer never got it (TestAtomicsNetns/rdm-loss5). */
+		f->unacked = iwvi_fp_rd_outstanding(&f->rd) > 0;
 		iwvi_fp_own_done(&f->rd.own);
 		f->owned = 1;
-		/* The daemon hands the socket back only once every copy of
-		 * the rank's it took over is acknowledged (fpQuiet). */
-		f->unacked = 0;
 		iwd_fprd_rma_reap(ep, &f->rd, &f->rma); /* handed back: what the daemon took over was acknowledged */
 		iwd_fprd_req_reap(ep, &f->rd);           /* and every request it took over answered */
 		return IWD_FP_REPOLL;
@@ -146,10 +159,25 @@ int iwd_fprd_progress(struct iwd_ep *ep)
 	iwd_fprd_rma_reap(ep, &f->rd, &f->rma);
 	iwd_fprd_req_reap(ep, &f->rd);
 	iwvi_fp_rd_flush(&f->rd); /* what deliver's handlers sent */
-	if (!iwvi_fp_own_owned(&f->rd.own))
+	if (!iwvi_fp_own_owned(&f->rd.own)) {
 		f->owned = 0; /* released (a datagram for the daemon) or taken over */
-	else if (f->unacked && iwvi_fp_rd_outstanding(&f->rd) == 0)
-		f->unacked = 0;
+	} else if (f->unacked) {
+		/* The slots are read under a renewal (Busy set, the Owner seen
+		 * ours after it): the engine can take the socket over between
+		 * an unguarded look at Owner and the read, and its import
+		 * clears the slots, so that the rank would read "nothing
+		 * outstanding" while the daemon holds its unacknowledged
+		 * copies, and fi_close would destroy the QP (ep_linger) before
+		 * the daemon resent them: a lost last message was never
+		 * delivered (TestAtomicsNetns/rdm-loss5). */
+		if (iwvi_fp_own_renew(&f->rd.own)) {
+			if (iwvi_fp_rd_outstanding(&f->rd) == 0)
+				f->unacked = 0;
+			iwvi_fp_own_done(&f->rd.own);
+		} else {
+			f->owned = 0; /* taken over: the next hand-back counts what is still outstanding */
+		}
+	}
 	return 0;
 }
 
@@ -198,6 +226,19 @@ int iwd_fprd_send(struct iwd_ep *ep, const void *hdr, size_t hlen, const struct 
 int iwd_fprd_unacked(struct iwd_ep *ep)
 {
 	return ep->fprd && ep->fprd->unacked;
+}
+
+int iwd_fprd_describe(const struct iwd_ep *ep, char *buf, size_t len)
+{
+	const struct iwd_fprd *f = ep->fprd;
+	if (!f)
+		return snprintf(buf, len, "no RDM fast path");
+	return snprintf(buf, len,
+			"socket %s, %s, %u of the rank's datagrams outstanding in the page, %llu sends by the rank, "
+			"%llu releases, %d Writes pending",
+			f->owned ? "the rank's" : "with the daemon", f->unacked ? "sends unacknowledged" : "sends acknowledged",
+			f->owned ? iwvi_fp_rd_outstanding(&f->rd) : 0, (unsigned long long)f->rd.sent,
+			(unsigned long long)f->rd.released, (int)f->rma.n);
 }
 
 void iwd_fprd_before_post(struct iwd_ep *ep)

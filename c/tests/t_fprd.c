@@ -8,6 +8,10 @@
  *                                    every ping and pong through the daemon
  *   t_fprd SOCK garbage SEED         own the socket with a peer's slot, then
  *                                    write garbage over the RD halves
+ *   t_fprd SOCK take N               answer N pings, then take ping N itself
+ *                                    (its ACK deferred), answer nothing and
+ *                                    destroy the QP at once: "took N rank"
+ *                                    (or "took N cq": the daemon had it)
  *
  * It prints "ready ADDR QKEY" once its QP is in RTS with its page handed
  * over, then reads "peer ADDR QKEY" from stdin (the ofverbs peer). In pong
@@ -295,6 +299,61 @@ static void run_pong(struct rank *r, long n, long every)
 	free(r->rtt_daemon);
 }
 
+/* take_deliver records the ping the rank takes and answers nothing. */
+static void take_deliver(void *arg, int slot, const uint8_t *p, size_t len, uint32_t imm, int has_imm)
+{
+	struct rank *r = arg;
+	(void)slot;
+	(void)imm;
+	uint64_t seq;
+	if (len != 8 || has_imm) {
+		r->bad++;
+		return;
+	}
+	memcpy(&seq, p, 8);
+	if (seq != (uint64_t)r->next)
+		r->bad++;
+	r->next++;
+	r->rank_rx++;
+}
+
+/* run_take answers n pings, then takes ping n without answering it: by
+ * the rank (iwvi_fp_rd_poll, whose ACK of one Send is deferred) when it
+ * owns the socket, else from the CQ. The QP is destroyed right after
+ * (the caller's teardown): the daemon must take the rank's halves back
+ * to acknowledge it (verbsd rd/fastpath.go fpClose). */
+static void run_take(struct rank *r, long n)
+{
+	run_pong(r, n, n);
+	long rank_rx = r->rank_rx, cq_rx = r->cq_rx;
+	long long deadline = mono_ms() + scaled_ms(30000);
+	while (r->next == n && mono_ms() < deadline) {
+		struct iwv_wc wc[8];
+		int k = iwv_poll_cq(r->cq, 8, wc);
+		OK(r->s, k);
+		for (int i = 0; i < k; i++) {
+			if (wc[i].status != IWV_WC_SUCCESS) {
+				fprintf(stderr, "t_fprd: completion status %d\n", wc[i].status);
+				exit(1);
+			}
+			if (wc[i].opcode == IWV_WC_RECV) {
+				r->next++;
+				r->cq_rx++;
+			}
+		}
+		if (r->next > n)
+			break;
+		if (!iwvi_fp_own_owned(&r->fp.own))
+			iwvi_fp_own_want(&r->fp.own);
+		else if (iwvi_fp_rd_poll(&r->fp, 1, take_deliver, r) < 0)
+			break;
+		sched_yield();
+	}
+	printf("took %ld %s bad=%ld\n", r->next - 1,
+	       r->rank_rx > rank_rx ? "rank" : (r->cq_rx > cq_rx ? "cq" : "none"), r->bad);
+	fflush(stdout);
+}
+
 /* run_garbage serves pings until it has the peer's slot and owns the
  * socket, then writes garbage over the RD halves and stops renewing. */
 static void run_garbage(struct rank *r, unsigned seed)
@@ -327,7 +386,7 @@ static void run_garbage(struct rank *r, unsigned seed)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: t_fprd SOCK pong N PAUSE_EVERY | daemon N | garbage SEED\n");
+		fprintf(stderr, "usage: t_fprd SOCK pong N PAUSE_EVERY | daemon N | garbage SEED | take N\n");
 		return 2;
 	}
 	struct rank r;
@@ -343,6 +402,12 @@ int main(int argc, char **argv)
 		run_pong(&r, n, n);
 	} else if (strcmp(argv[2], "garbage") == 0 && argc == 4) {
 		run_garbage(&r, (unsigned)atoi(argv[3]));
+	} else if (strcmp(argv[2], "take") == 0 && argc == 4) {
+		long n = atol(argv[3]);
+		CHECK(n > 0 && n < MAXN);
+		run_take(&r, n);
+		teardown(&r); /* at once: the ACK of the ping taken is still owed */
+		return 0;
 	} else {
 		fprintf(stderr, "t_fprd: unknown mode %s\n", argv[2]);
 		return 2;

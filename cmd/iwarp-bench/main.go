@@ -158,9 +158,14 @@ func (c *benchConfig) describe() string {
 		scaling = fmt.Sprintf("scaling QPs %s (first %d rounds, lat %d × 64 B, bw %d × 64 KiB)", strings.Join(qps, ","),
 			min(c.ScalingRounds, c.Rounds), c.ScalingN, c.ScalingBWN)
 	}
+	ranks := ""
+	if env := append(append([]string{}, c.MPI.Inherited...), c.MPI.Env...); len(env) > 0 {
+		ranks = "; MPI ranks' environment " + strings.Join(env, " ") // mpienv.go
+	}
 	return fmt.Sprintf("rounds %d%s; lat %d × %d B, bw %d × %d B (raw UDP %d B), window %d; clients poll %v then block; "+
-		"iwarpd %s; node A cpu %d, node B cpu %d; %s; %s",
-		c.Rounds, only, c.LatIters, latSize, c.BWIters, bwSize, rawUDPSize, c.Window, c.PollWindow, daemon, c.CPUA, c.CPUB, fi, scaling)
+		"iwarpd %s; node A cpu %d, node B cpu %d; %s; %s%s",
+		c.Rounds, only, c.LatIters, latSize, c.BWIters, bwSize, rawUDPSize, c.Window, c.PollWindow, daemon, c.CPUA, c.CPUB, fi, scaling,
+		ranks)
 }
 
 // defaultBin is the directory of the iwarp-bench executable when iwarpd is

@@ -44,6 +44,11 @@ type mpiConfig struct {
 	Env        []string `json:"env,omitempty"`   // -mpi-env: VAR=VALUE given to every rank (e.g. FI_IWARPD_EAGER_MAX)
 	Layouts    []string `json:"layouts"`         // -mpi-layouts: shared, engine-cpu (mpilayout.go)
 	Load       int      `json:"load"`            // -mpi-load: busy processes of the loaded case (0: none)
+	// Inherited: FI_IWARPD_* and IWARPD_* of iwarp-bench's own environment,
+	// given to every rank before Env (mpienv.go); InheritLeft: the ones
+	// not passed, with why.
+	Inherited   []string `json:"env_inherited,omitempty"`
+	InheritLeft []string `json:"-"`
 }
 
 // runs says whether -mpi-tests selects t (passive runs answer to passput,
@@ -87,7 +92,7 @@ func registerMPIFlags(fs *flag.FlagSet, c *mpiConfig) (transports, mem, tests, l
 	layouts = fs.String("mpi-layouts", "shared,engine-cpu", "MPI `layouts` (comma separated): shared (nothing bound), engine-cpu (both daemons on CPU 1, every rank on CPU 0); the engine-cpu pass runs lat:8, rate:8, bw:1048576, overlap:1048576 only")
 	fs.IntVar(&c.Load, "mpi-load", 2, "MPI loaded case: lat:8 and rate:8 again with `N` busy-looping processes beside (0: skip)")
 	tests = fs.String("mpi-tests", "", "only these MPI `tests`, MODE:SIZE comma separated (e.g. lat:65536,bibw:65536,bw:1048576; default: all)")
-	fs.Func("mpi-env", "`VAR=VALUE` given to every rank of every MPI job (repeatable; e.g. FI_IWARPD_EAGER_MAX=65536)", func(v string) error {
+	fs.Func("mpi-env", "`VAR=VALUE` given to every rank of every MPI job (repeatable; e.g. FI_IWARPD_EAGER_MAX=65536); FI_IWARPD_* and IWARPD_* of iwarp-bench's own environment reach the ranks too (but FI_IWARPD_SOCKET, IWARPD_SOCKET), and -mpi-env wins over them", func(v string) error {
 		if k, _, ok := strings.Cut(v, "="); !ok || k == "" || strings.ContainsAny(v, " \t") {
 			return fmt.Errorf("want VAR=VALUE without spaces, got %q", v)
 		}
@@ -147,6 +152,7 @@ func finishMPIFlags(c *benchConfig, transports, mem, tests, layouts string, set 
 	if m.Rounds < 1 || m.Scale <= 0 {
 		return &usageError{"-mpi-rounds must be >= 1 and -mpi-scale > 0"}
 	}
+	m.Inherited, m.InheritLeft = inheritRankEnv(os.Environ(), m.Env)
 	if m.ProvDir == "" {
 		m.ProvDir = findProvider(c.Bin)
 	}
@@ -355,7 +361,7 @@ func (e *mpiEnv) job(tr string, ranks int, daemons []*node, args ...string) (*mp
 		if e.lay != nil && e.lay.rankCPU >= 0 {
 			n.Env = append(n.Env, "IWMPI_BENCH_CPU="+strconv.Itoa(e.lay.rankCPU))
 		}
-		n.Env = append(n.Env, e.cfg.MPI.Env...)
+		n.Env = append(append(n.Env, e.cfg.MPI.Inherited...), e.cfg.MPI.Env...)
 		j.Nodes = append(j.Nodes, n)
 	}
 	return j, nil
@@ -392,6 +398,7 @@ func runMPI(s *session, cfg *benchConfig, progress io.Writer) *scenario {
 	}
 	defer sc.finish()
 	sc.extras = append(sc.extras, mpiExperiments...)
+	reportRankEnv(m, progress)
 	if why := mpilaunch.Available(); why != "" {
 		sc.Skipped = "MISS: " + why
 		fmt.Fprintf(progress, "[mpi] %s\n", sc.Skipped)

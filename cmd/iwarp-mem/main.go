@@ -17,6 +17,10 @@
 // session and the peers' sockets are not counted.
 //
 //	iwarp-mem [-n 1000] [-types ud,rd,rc] [-iwarpd PATH] [-port-base 30100] [-settle 1s] [-json]
+//
+// Both daemons are its own, sized for N: -max-qp, -user-max-qp and
+// -user-max-ports N+16 (docs/memory.md), above the per-user defaults of a
+// small machine (docs/iwarpd.md "Limits per user").
 package main
 
 import (
@@ -197,7 +201,14 @@ func measure(o options, typ string) (result, error) {
 	}
 	defer os.RemoveAll(dir)
 	ports := func(a, b int) string { return fmt.Sprintf("%d-%d", a, b) }
-	lim := []string{"-addr", "127.0.0.1", "-max-qp", strconv.Itoa(o.n + 16),
+	// The daemons are this measurement's own, sized for N: the peer
+	// daemon holds N QPs (N UDP ports for UD and RD) of one user, beyond
+	// the per-user defaults of a small machine (docs/iwarpd.md "Limits
+	// per user": 376 ports on 23.5 GiB of RAM, sized for a node of MPI
+	// ranks, one RD port each), so the per-user limits are raised with
+	// the per-session one.
+	qps := strconv.Itoa(o.n + 16)
+	lim := []string{"-addr", "127.0.0.1", "-max-qp", qps, "-user-max-qp", qps, "-user-max-ports", qps,
 		"-max-cqe", "65536", "-rd-idle-timeout", "1h"}
 	pd, err := startDaemon(o.iwarpd, dir, "peers", append([]string{"-ud-ports", ports(o.portBase, o.portBase+o.n+15),
 		"-rd-ports", ports(o.portBase+o.n+16, o.portBase+2*o.n+31)}, lim...)...)

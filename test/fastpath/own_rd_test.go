@@ -219,6 +219,68 @@ func TestOwnRDLoss(t *testing.T) {
 	}
 }
 
+// TestOwnRDDestroyAcks: the rank takes the peer's last ping itself — its
+// ACK deferred (c/core fprd.c FP_RD_ACK_BATCH) — and destroys its QP at
+// once. The daemon takes the socket and the rank's RD halves back first
+// (verbsd rd/fastpath.go fpClose), so its closing ACKs and its linger
+// know the ping was delivered, and the peer's Send completes successfully.
+// Before, the daemon closed with the peers' state of the last hand-back:
+// no ACK left, the linger did not answer the retransmissions, and the Send
+// failed with WCRetryExcErr (TestAtomicsNetns/rdm-loss5's FI_ETIMEDOUT).
+// The peer's daemon retries briefly so that such a failure shows at once.
+func TestOwnRDDestroyAcks(t *testing.T) {
+	const n = 300
+	a := daemontest.Start(t, "rank", daemontest.Options{Ports: ownRDBlocks.Next()})
+	b := daemontest.Start(t, "peer", daemontest.Options{Ports: ownRDBlocks.Next(),
+		Extra: []string{"-rd-max-retries", "6", "-rd-rto-max", "100ms"}})
+	p := startRankIn(t, nil, "t_fprd", a.Sock, "take", strconv.Itoa(n))
+	addr, qkey := p.ready()
+	e := newLiveEnd(t, "peer", b.Open(t, "peer"), ofverbs.QPTypeRD)
+	ah, err := e.pd.CreateAHTo(ofverbs.Endpoint{Addr: addr, QKey: qkey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(p.in, "peer %s %d\n", e.qp.Addr(), e.qp.QKey())
+	pingPong(t, e, ah, n, p)
+	last := e.mem[8*64 : 8*64+8] // beside pingPong's ping buffers
+	binary.LittleEndian.PutUint64(last, n)
+	wr := ofverbs.SendWR{ID: 1 << 40, Opcode: ofverbs.WRSend, AH: ah, Signaled: true, SGL: []ofverbs.SGE{e.mr.SGE(last)}}
+	if k, err := e.qp.PostSend([]ofverbs.SendWR{wr}); k != 1 {
+		t.Fatalf("peer: post the last ping: %v", err)
+	}
+	res := parseResult(t, p.line("result"))
+	p.line("figures")
+	took := p.line("took")
+	t.Logf("rank: %v; %s", res, took)
+	wcs := make([]ofverbs.WC, 16)
+	deadline := time.Now().Add(daemontest.Scaled(30 * time.Second))
+	var got *ofverbs.WC
+	for got == nil && time.Now().Before(deadline) {
+		k, err := e.scq.Poll(wcs)
+		if err != nil {
+			t.Fatalf("peer: poll: %v", err)
+		}
+		for i := range wcs[:k] {
+			if wcs[i].ID == wr.ID {
+				got = &wcs[i]
+			}
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	switch {
+	case got == nil:
+		t.Fatalf("peer: the last ping's Send did not complete within %v (rank: %s)", daemontest.Scaled(30*time.Second), took)
+	case got.Status != ofverbs.WCSuccess:
+		t.Errorf("peer: the last ping, %s and its QP destroyed at once, completed %v, want success", took, got.Status)
+	}
+	if f := strings.Fields(took); len(f) < 4 || f[0] != "took" || f[1] != strconv.Itoa(n) || f[3] != "bad=0" {
+		t.Errorf("rank: %q, want \"took %d rank|cq bad=0\"", took, n)
+	} else if f[2] != "rank" {
+		t.Logf("the daemon, not the rank, had the socket when the last ping came: this run checked the daemon's path only")
+	}
+	p.finish()
+}
+
 // TestOwnRDFigures (IWARPD_FASTPATH_BENCH=1): 8-octet RD ping-pong, the
 // rank owning its socket against the same program through the daemon,
 // alternating, same daemons (information, never asserted).

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -61,7 +62,9 @@ func runAtomics(t *testing.T, pair *netns.Pair, da, db *daemontest.Daemon, ep st
 	timeout := daemontest.Scaled(180 * time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	env := append(atomSanEnv(), native...)
+	// FI_LOG_LEVEL=warn: a close whose linger ran out says so (iwd_ep_base.c
+	// ep_linger), and a failure shows it with the clients' output.
+	env := append(append(atomSanEnv(), native...), "FI_LOG_LEVEL=info", "FI_LOG_PROV=iwarpd")
 	scale := "IWARPD_TEST_TIMEOUT_SCALE=" + os.Getenv("IWARPD_TEST_TIMEOUT_SCALE")
 
 	srv := command(ctx, pair, 0, bin, "server", ep, strconv.Itoa(atomClients), strconv.Itoa(atomFetchAdds),
@@ -124,8 +127,10 @@ func runAtomics(t *testing.T, pair *netns.Pair, da, db *daemontest.Daemon, ep st
 		}()
 	}
 	seen := map[uint64]bool{}
+	var cliOut []string
 	for i := 0; i < atomClients; i++ {
 		r := <-results
+		cliOut = append(cliOut, r.out)
 		checkSan(t, "client", r.out)
 		if r.err != nil || !strings.Contains(r.out, "CLIENT OK") {
 			t.Errorf("client: %v\n%s", r.err, r.out)
@@ -160,20 +165,69 @@ func runAtomics(t *testing.T, pair *netns.Pair, da, db *daemontest.Daemon, ep st
 	if len(seen) != atomClients*atomFetchAdds && !t.Failed() {
 		t.Errorf("%d unique fetch results, want %d", len(seen), atomClients*atomFetchAdds)
 	}
-	for l := range lines {
-		srvOut = append(srvOut, l)
+	// The server finishes at once after the last client's "done": one
+	// still waiting a while later is stuck (it gives up itself, naming
+	// what did not come, at its own deadline). The daemons are asked what
+	// they hold while its QP still exists.
+	diagnosed := false
+	stuck := time.NewTimer(daemontest.Scaled(15 * time.Second))
+	defer stuck.Stop()
+	for open := true; open; {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				open = false
+				break
+			}
+			srvOut = append(srvOut, l)
+		case <-stuck.C:
+			t.Logf("the server is still running 15 s after the last client finished: what the daemons hold")
+			atomDiagnose(t, cliOut, da, db)
+			diagnosed = true
+		}
 	}
 	serr := srv.Wait()
 	all := strings.Join(srvOut, "\n") + "\n" + srvErr.String()
 	checkSan(t, "server", all)
 	if serr != nil || !strings.Contains(all, "SERVER OK") {
+		if !diagnosed {
+			atomDiagnose(t, cliOut, da, db)
+		}
 		t.Fatalf("server: %v\n%s", serr, all)
 	}
 	want := fmt.Sprintf("COUNTER %d ", atomClients*atomFetchAdds+atomLocalAdds)
 	if !strings.Contains(all, want) {
 		t.Errorf("server output lacks %q:\n%s", want, all)
 	}
-	t.Logf("%s", strings.TrimSpace(all))
+	t.Logf("%s", strings.TrimSpace(strings.Join(srvOut, "\n"))) // its standard error is the provider's log (info)
+}
+
+// atomDiagnose logs what explains a server that did not finish: every
+// client's output (the provider's warnings, among them a close whose
+// linger ran out with the rank's sends unacknowledged) and both daemons'
+// counters (docs/iwarpctl.md "counters").
+func atomDiagnose(t *testing.T, cliOut []string, daemons ...*daemontest.Daemon) {
+	t.Helper()
+	for i, out := range cliOut {
+		t.Logf("client (finished %d of %d) output:\n%s", i+1, len(cliOut), out)
+	}
+	for _, d := range daemons {
+		c := udCounters(t, d)
+		names := make([]string, 0, len(c))
+		for n, v := range c {
+			if v != 0 {
+				names = append(names, fmt.Sprintf("%s=%d", n, v))
+			}
+		}
+		sort.Strings(names)
+		t.Logf("daemon %s counters (non-zero): %s", d.Name, strings.Join(names, " "))
+		ctx, cancel := context.WithTimeout(context.Background(), daemontest.Scaled(15*time.Second))
+		cmd := exec.CommandContext(ctx, daemontest.Bins["iwarpctl"], "-socket", d.Sock, "qps")
+		cmd.Env = daemontest.CleanEnv()
+		out, err := cmd.CombinedOutput()
+		cancel()
+		t.Logf("daemon %s QPs (iwarpctl qps): %v\n%s", d.Name, err, out)
+	}
 }
 
 // TestAtomicsLoopback: FI_ATOMIC and FI_REMOTE_CQ_DATA over RDM (RD) and

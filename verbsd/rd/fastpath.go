@@ -158,6 +158,28 @@ func (e *Engine) fpImport(q *QP, now time.Time) {
 	r.msn[rdmap.QNAtomicResponse] = binary.LittleEndian.Uint32(mem[proto.OffFPRDAtomicRespMSN:]) // and its Atomic Responses
 }
 
+// fpClose takes q's socket and its peers' halves back from the rank when
+// q is destroyed while the rank owns it (close, before closeAcks and the
+// linger): what the rank took since the last hand-back — its peers'
+// RcvNext, the ACKs it owes — is then the linger's (rd/linger.go).
+// Without it the linger kept the RcvNext of the last hand-back and did not
+// acknowledge a retransmission of a Send the rank had delivered (its own
+// ACK of it lost): the sender retried into silence until WCRetryExcErr
+// (TestAtomicsNetns/rdm-loss5, a client's fi_send of its last message
+// through its daemon, the server's QP destroyed right after). A rank Busy
+// at that moment (it should not be: it destroys the QP) keeps its halves.
+func (e *Engine) fpClose(q *QP, now time.Time) {
+	c := q.QP.QP
+	if c.FP == nil || c.FastpathOff() || q.State != proto.QPStateRTS {
+		return
+	}
+	if _, started := e.FastpathBeginForce(c, now, true); !started || c.FastpathOff() {
+		return
+	}
+	e.fpImport(q, now)
+	q.Rd.fp.nExp = 0
+}
+
 // fpEnd gives q's socket to its rank at the end of a service when the
 // rank asked (Want), q is quiet and llp/rd lets its peers go
 // (FastpathExport): the slots are written, then the socket is handed back.

@@ -67,6 +67,7 @@ type lingers struct {
 // before its socket closes: the ACKs it owes leave, its reorder store is
 // emptied, and its socket lingers (q.fd = -1 then: CloseQP leaves it).
 func (e *Engine) close(q *QP, now time.Time) {
+	e.fpClose(q, now)   // rd/fastpath.go: the rank's halves first
 	e.closeAcks(q, now) // rd/state.go
 	q.Rd.dropHeld()     // rd/recv.go: out of the device's reorder store
 	e.lingerStart(q, now)

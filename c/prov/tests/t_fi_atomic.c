@@ -6,7 +6,8 @@
  *       registers a heap (not page-aligned) target of 8 words with
  *       FI_REMOTE_READ|FI_REMOTE_WRITE, prints "READY addr key base", adds
  *       LOCAL to the counter with CPU atomics while the clients run, takes
- *       every client's senddata/tsenddata/writedata and "done", then prints
+ *       every client's senddata/tsenddata/writedata and "done" (its ID: a run
+ *       that times out names the clients whose "done" never came), then prints
  *       "COUNTER c SUM s PROTECTED p" and checks them.
  *   t_fi_atomic client rdm|msg ip:port key base ID M K
  *       M FI_SUM fetch-adds of 1 on the counter (prints "FETCH v..."), K
@@ -189,6 +190,7 @@ static int server(int argc, char **argv)
 	char *raw = malloc(NWORDS * 8 + 8);
 	volatile uint64_t *tgt;
 	int nsend = 0, ntsend = 0, nwdata = 0, ndone = 0, local = 0;
+	int done_from[MAXC] = {0}; /* whose "done" came (a stuck run names the others) */
 	char name[64];
 	size_t nlen = sizeof(struct sockaddr_in);
 	struct sockaddr_in sin;
@@ -231,8 +233,10 @@ static int server(int argc, char **argv)
 	printf("READY %s:%u %llu %llu\n", name, ntohs(sin.sin_port), (unsigned long long)fi_mr_key(mr),
 	       (unsigned long long)(uintptr_t)tgt);
 	fflush(stdout);
-	fitest_set_deadline(T_TIMEOUT_S);
-	fitest_deadline_s += T_TIMEOUT_S * 2; /* the clients start after READY */
+	/* The clients start after READY and give up after T_TIMEOUT_S: this
+	 * ends well before the test's own timeout (3 T_TIMEOUT_S), so that a
+	 * message that never came is named (below) rather than killed. */
+	fitest_set_deadline(2 * T_TIMEOUT_S);
 
 	if (is_msg) {
 		/* One connection per client, each with receives for writedata and
@@ -273,7 +277,18 @@ static int server(int argc, char **argv)
 		}
 		n = fi_cq_read(cq, &e, 1);
 		if (n == -FI_EAGAIN) {
-			fitest_check_deadline("the clients");
+			if (now_s() > fitest_deadline_s) {
+				for (i = 0; i < nclients; i++)
+					if (!done_from[i])
+						fprintf(stderr, "t_fi_atomic server: no \"done\" from client %d\n", i);
+				/* The provider's account of the endpoint (its fast
+				 * path's counts, FI_LOG_LEVEL=info) before the verdict. */
+				if (ep)
+					fi_close(&ep->fid);
+				fitest_die("timed out waiting for the clients: %d senddata, %d tsenddata, %d writedata and %d "
+					   "done of %d clients arrived",
+					   nsend, ntsend, nwdata, ndone, nclients);
+			}
 			continue;
 		}
 		if (n == -FI_EAVAIL) {
@@ -311,8 +326,9 @@ static int server(int argc, char **argv)
 					fitest_die("senddata completion: data %#llx len %zu payload %llu", (unsigned long long)e.data,
 					    e.len, (unsigned long long)s->buf[0]);
 				nsend++;
-			} else if (e.len == 8 && s->buf[0] == 0xD09E) {
+			} else if (e.len == 16 && s->buf[0] == 0xD09E && s->buf[1] < (uint64_t)nclients) {
 				ndone++;
+				done_from[s->buf[1]]++;
 			} else {
 				fitest_die("unexpected message: flags %#llx len %zu", (unsigned long long)e.flags, e.len);
 			}
@@ -684,7 +700,7 @@ static int client(int argc, char **argv)
 	struct sockaddr_in sin;
 	char host[64], *colon;
 	int id, m, k, i, ctx;
-	uint64_t *fetched, done = 0xD09E;
+	uint64_t *fetched, done[2] = {0xD09E, 0};
 	double t0, t1, t2;
 
 	fitest_role = "client";
@@ -761,10 +777,11 @@ static int client(int argc, char **argv)
 	if (!is_msg)
 		misaligned(); /* on RC the responder's Terminate would end the connection */
 	cq_data(id);
-	POST(fi_send(ep, &done, 8, NULL, peer, &ctx), "fi_send(done)");
+	done[1] = (uint64_t)id;
+	POST(fi_send(ep, done, sizeof(done), NULL, peer, &ctx), "fi_send(done)");
 	wait_ok(&ctx, FI_SEND, "fi_send(done)");
 	fi_close(&ep->fid);
-	printf("CLIENT OK\n");
+	printf("CLIENT %d: CLIENT OK\n", id);
 	return 0;
 }
 
