@@ -113,10 +113,11 @@ static int write_owned(struct iwvi_fp_rd *r, struct iwvi_fp_rd_rma *t, int slot,
 		st32(s, W_OFF_FP_RD_UNACKED, 0);
 		st32(s, W_OFF_FP_RD_ACK_DUE, 0);
 	}
-	t->e[t->n++] = (struct iwvi_fp_rd_rma_ent){.cookie = cookie, .seq = next, .epoch = epoch(r), .slot = slot};
-	t->writes++;
 	struct sockaddr_in to_addr;
 	iwvi_fp_rd_peer(r, slot, &to_addr);
+	t->e[t->n++] = (struct iwvi_fp_rd_rma_ent){.cookie = cookie, .seq = next, .epoch = epoch(r),
+						   .our_inc = h.inc, .peer = to_addr, .slot = slot};
+	t->writes++;
 	/* Refused by the kernel: lost like a drop, the daemon resends the copy. */
 	iwvi_fp_rd_flush(r); /* the queued Sends have the earlier numbers */
 	(void)sendto(r->own.sock, b, (size_t)dl, MSG_DONTWAIT, (struct sockaddr *)&to_addr, sizeof to_addr);
@@ -155,14 +156,27 @@ int iwvi_fp_rd_rma_reap(struct iwvi_fp_rd *r, struct iwvi_fp_rd_rma *t, uint64_t
 	unsigned keep = 0;
 	for (unsigned i = 0; i < t->n; i++) {
 		struct iwvi_fp_rd_rma_ent *x = &t->e[i];
-		int done = 0;
+		int done = 0, handback = 0;
 		if (x->epoch != now) {
-			done = 1; /* handed back since: acknowledged (fpQuiet) */
-			if (got < max)
-				t->on_handback++;
-		} else if (fp_seq_less(x->seq, ld32(slot_base(r, x->slot), W_OFF_FP_RD_SND_UNA))) {
+			/* Lost and got back since: find its peer's slot again
+			 * (fprd_rma_tx.h). No slot: nothing outstanding to that
+			 * peer. Another incarnation: the daemon gave the old
+			 * space up, which fails the QP (flush fails it). */
+			int s = iwvi_fp_rd_slot(r, &x->peer);
+			handback = 1;
+			if (s < 0 || ld32(slot_base(r, s), W_OFF_FP_RD_OUR_INC) != x->our_inc) {
+				done = 1;
+			} else {
+				x->slot = s;
+				x->epoch = now;
+			}
+		}
+		if (!done && fp_seq_less(x->seq, ld32(slot_base(r, x->slot), W_OFF_FP_RD_SND_UNA)))
 			done = 1;
-			if (got < max)
+		if (done && got < max) {
+			if (handback)
+				t->on_handback++;
+			else
 				t->on_ack++;
 		}
 		if (done && got < max)

@@ -20,13 +20,17 @@
  *    (SndUna of its slot beyond it) while the rank still owns the socket
  *    it sent it on; or
  *  - when the rank owns the socket again after having lost it (a release,
- *    or a renew that found the daemon owning): the daemon hands a socket
- *    back only when it is quiet (verbsd/rd/fastpath.go fpQuiet), i.e. with
- *    no copy of the rank's outstanding — every copy it took over was
- *    acknowledged (fpResolve ok) — and the QP in RTS. A copy given up
- *    (retries exceeded, the peer restarted) fails the QP instead, and
- *    then the socket never comes back: the caller fails what is pending
- *    when it learns the QP failed (iwvi_fp_rd_rma_flush).
+ *    or a renew that found the daemon owning) and the slot the daemon
+ *    handed back for its peer (found again by address: the slot numbers
+ *    may have moved) has SndUna beyond it, or no slot has its peer. A
+ *    hand-back may give the rank's own copies back still outstanding
+ *    (verbsd/rd/fastpath_out.go: they go back into the slot's ring), so
+ *    the hand-back alone proves nothing; but llp/rd FastpathExportOut
+ *    exports every peer with a datagram outstanding, so a peer left out
+ *    has none. A copy given up (retries exceeded, the peer restarted)
+ *    fails the QP instead, and then the socket never comes back: the
+ *    caller fails what is pending when it learns the QP failed
+ *    (iwvi_fp_rd_rma_flush).
  * A hand-back needs Want after the take-over (the engine clears Want when
  * it takes the socket over, and the rank sets it only through a renew that
  * found the engine owning, or explicitly): so "the rank lost the socket
@@ -46,6 +50,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <netinet/in.h>
 #include <sys/uio.h>
 
 #include "fprd.h"
@@ -56,7 +61,9 @@
 struct iwvi_fp_rd_rma_ent {
 	uint64_t cookie; /* the caller's */
 	uint32_t seq;    /* its datagram's sequence number */
-	uint32_t epoch;  /* iwvi_fp_rd_rma epoch when it was sent */
+	uint32_t epoch;  /* iwvi_fp_rd_rma epoch when slot was last read */
+	uint32_t our_inc;        /* the slot's Our Incarnation then */
+	struct sockaddr_in peer; /* whom it went to: finds the slot after a hand-back */
 	int slot;
 };
 
