@@ -15,6 +15,8 @@ package proto
 //
 //	0    Magic     u32  "IWFP", written by the client before the hand-over
 //	4    Version   u16  FastpathVersion
+//	6    Flags     u16  FPFlag* bits, written by the client before the
+//	                    hand-over (read once, at OpFastpathPage)
 //	64   Owner     u32  who reads the socket: FPOwnerDaemon or FPOwnerRank.
 //	                    The daemon writes FPOwnerDaemon at the hand-over,
 //	                    FPOwnerRank when it gives the socket back (Want),
@@ -45,10 +47,19 @@ package proto
 const (
 	FastpathMagic   uint32 = 0x50465749 // "IWFP"
 	FastpathVersion uint16 = 1
+	// FPFlagGRO: the rank reads its socket with UDP_GRO on — it takes the
+	// UDP_GRO control message of every datagram it peeks at and leaves a
+	// coalesced buffer (several datagrams) to the daemon — so the daemon
+	// keeps UDP_GRO on the socket (a multi-datagram message then reaches
+	// it as one buffer per GSO send). Without it the daemon turns UDP_GRO
+	// off at the hand-over of the page (docs/fastpath.md "UDP_GRO stays on
+	// for a rank that reads it").
+	FPFlagGRO       uint16 = 1
 	FastpathPageLen        = PageSize
 
 	OffFPMagic     = 0
 	OffFPVersion   = 4
+	OffFPFlags     = 6
 	OffFPOwner     = 64
 	OffFPBusy      = 68
 	OffFPWant      = 72

@@ -4,7 +4,10 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "fpown.h"
@@ -26,6 +29,11 @@ static uint64_t *word64(const struct iwvi_fp_own *o, size_t off)
 
 int iwvi_fp_own_attach(struct iwv_qp *qp, struct iwvi_fp_own *o)
 {
+	return iwvi_fp_own_attach_flags(qp, o, 0);
+}
+
+int iwvi_fp_own_attach_flags(struct iwv_qp *qp, struct iwvi_fp_own *o, uint16_t flags)
+{
 	struct iwv_session *s = qp->s;
 	memset(o, 0, sizeof *o);
 	o->sock = -1;
@@ -41,6 +49,7 @@ int iwvi_fp_own_attach(struct iwv_qp *qp, struct iwvi_fp_own *o)
 		return iwvi_seterr(s, -err, "fastpath-page: a page for QP %u: %s", qp->handle, strerror(-err));
 	w_put32((uint8_t *)r.mem + W_OFF_FP_MAGIC, W_FP_MAGIC);
 	w_put16((uint8_t *)r.mem + W_OFF_FP_VERSION, W_FP_VERSION);
+	w_put16((uint8_t *)r.mem + W_OFF_FP_FLAGS, flags);
 	json_t *req = json_object();
 	if (!req || iwvi_jset_u64(req, "qp", qp->handle)) {
 		json_decref(req);
@@ -145,6 +154,31 @@ ssize_t iwvi_fp_own_recv(struct iwvi_fp_own *o, void *buf, size_t cap, int flags
 			     src ? &sl : NULL);
 	if (n < 0)
 		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	return n;
+}
+
+ssize_t iwvi_fp_own_peek_gro(struct iwvi_fp_own *o, void *buf, size_t cap, struct sockaddr_storage *src, int *coalesced)
+{
+	union {
+		struct cmsghdr h;
+		uint8_t b[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	struct iovec v = {.iov_base = buf, .iov_len = cap};
+	struct msghdr m = {.msg_name = src, .msg_namelen = src ? sizeof *src : 0, .msg_iov = &v, .msg_iovlen = 1,
+			   .msg_control = ctl.b, .msg_controllen = sizeof ctl.b};
+	*coalesced = 0;
+	if (!o->in_busy)
+		return -EPERM;
+	ssize_t n = recvmsg(o->sock, &m, MSG_PEEK | MSG_DONTWAIT | MSG_TRUNC);
+	if (n < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	/* A control buffer too small for what the kernel had (MSG_CTRUNC)
+	 * is taken as coalesced too: the daemon reads it. */
+	if (m.msg_flags & MSG_CTRUNC)
+		*coalesced = 1;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+		if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO)
+			*coalesced = 1;
 	return n;
 }
 

@@ -49,6 +49,11 @@ struct iwvi_fp_own {
  * why). */
 int iwvi_fp_own_attach(struct iwv_qp *qp, struct iwvi_fp_own *o);
 
+/* iwvi_fp_own_attach_flags is iwvi_fp_own_attach writing the page's Flags
+ * (W_FP_FLAG_*) too. W_FP_FLAG_GRO: the rank reads with
+ * iwvi_fp_own_peek_gro, and the daemon keeps UDP_GRO on the socket. */
+int iwvi_fp_own_attach_flags(struct iwv_qp *qp, struct iwvi_fp_own *o, uint16_t flags);
+
 /* iwvi_fp_own_detach unmaps the page (the QP keeps it until destroyed:
  * call after iwv_destroy_qp, or the engine keeps the socket). */
 void iwvi_fp_own_detach(struct iwvi_fp_own *o);
@@ -86,6 +91,12 @@ int iwvi_fp_own_release(struct iwvi_fp_own *o);
  * when the socket is empty, or another negative errno. src (may be NULL)
  * receives the source address. */
 ssize_t iwvi_fp_own_recv(struct iwvi_fp_own *o, void *buf, size_t cap, int flags, struct sockaddr_storage *src);
+
+/* iwvi_fp_own_peek_gro is iwvi_fp_own_recv(MSG_PEEK) on a socket with
+ * UDP_GRO on (W_FP_FLAG_GRO): *coalesced is set when the buffer at the
+ * head holds several datagrams (the kernel's UDP_GRO control message;
+ * udp(7)), which the rank leaves to the daemon. */
+ssize_t iwvi_fp_own_peek_gro(struct iwvi_fp_own *o, void *buf, size_t cap, struct sockaddr_storage *src, int *coalesced);
 
 /* iwvi_fp_own_drop takes the head datagram out of the socket (after a
  * MSG_PEEK said the rank serves it): 0, -EAGAIN, -EPERM as above. */

@@ -43,7 +43,7 @@ int iwvi_fp_rd_attach(struct iwv_qp *qp, struct iwvi_fp_rd *r)
 	int rc = iwv_query_port(qp->s, &pa);
 	if (rc < 0)
 		return rc;
-	rc = iwvi_fp_own_attach(qp, &r->own);
+	rc = iwvi_fp_own_attach_flags(qp, &r->own, W_FP_FLAG_GRO); /* iwvi_fp_own_peek_gro in iwvi_fp_rd_poll */
 	if (rc < 0)
 		return rc;
 	r->qkey = iwv_qp_qkey(qp);
@@ -299,7 +299,8 @@ int iwvi_fp_rd_poll(struct iwvi_fp_rd *r, int max, iwvi_fp_rd_deliver deliver, v
 	int got = 0;
 	for (int k = 0; k < max; k++) {
 		struct sockaddr_storage src;
-		ssize_t n = iwvi_fp_own_recv(&r->own, b, sizeof b, MSG_PEEK, &src);
+		int coalesced;
+		ssize_t n = iwvi_fp_own_peek_gro(&r->own, b, sizeof b, &src, &coalesced);
 		if (n == -EAGAIN)
 			break;
 		if (n < 0) {
@@ -310,7 +311,8 @@ int iwvi_fp_rd_poll(struct iwvi_fp_rd *r, int max, iwvi_fp_rd_deliver deliver, v
 		struct fp_rx rx;
 		enum fp_class c = FP_CLASS_DAEMON;
 		uint8_t *s = NULL;
-		if (slot >= 0 && n <= (ssize_t)sizeof b) {
+		rx.reason = FP_R_SEGMENTED; /* a coalesced buffer: several datagrams, the daemon's */
+		if (slot >= 0 && n <= (ssize_t)sizeof b && !coalesced) {
 			s = slot_base(r, slot);
 			uint32_t state = ld32(s, W_OFF_FP_RD_STATE);
 			struct fp_rd_peer p = {.our_inc = ld32(s, W_OFF_FP_RD_OUR_INC),
@@ -332,6 +334,7 @@ int iwvi_fp_rd_poll(struct iwvi_fp_rd *r, int max, iwvi_fp_rd_deliver deliver, v
 		if (c == FP_CLASS_DAEMON) {
 			/* The daemon's: it imports what the rank took so far
 			 * (and acknowledges it). */
+			r->release_reason = s || coalesced ? (int)rx.reason : FP_R_NO_PEER;
 			r->released++;
 			send_acks(r);
 			iwvi_fp_own_release(&r->own);

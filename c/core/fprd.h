@@ -67,6 +67,10 @@ struct iwvi_fp_rd {
 		size_t len;
 		uint8_t b[FP_KEYS_LEN + FP_RD_HDR_LEN + W_FP_RD_COPY_LEN + FP_CRC_LEN];
 	} tx[IWVI_FP_RD_TX_BATCH];
+	/* Why the last poll gave the socket to the daemon (enum fp_reason of
+	 * the datagram it left there; FP_R_NO_PEER for a source without a
+	 * slot). */
+	int release_reason;
 	/* Counts (information). */
 	uint64_t sent, taken, acks_in, acks_out, released;
 	uint64_t flushes, flushed; /* sendmmsg calls of the batch, datagrams they carried */

@@ -104,6 +104,8 @@ enum w_ring_kind {
 #define W_FP_PAGE_LEN 4096
 #define W_OFF_FP_MAGIC 0
 #define W_OFF_FP_VERSION 4
+#define W_OFF_FP_FLAGS 6
+#define W_FP_FLAG_GRO 1u
 #define W_OFF_FP_OWNER 64
 #define W_OFF_FP_BUSY 68
 #define W_OFF_FP_WANT 72

@@ -251,6 +251,9 @@ void iwd_rdm_rx_msg(struct iwd_ep *ep, const void *msg, uint32_t len, const stru
 		IWD_WARN(FI_LOG_EP_DATA, "iwarpd: a message with a bad RDM header (is the peer an iwarpd RDM endpoint?): dropped\n");
 		return;
 	}
+	/* Bulk messages leave the socket with the daemon (iwd_fastpath_rd.c). */
+	if (h.op == IWD_OP_EAGER || h.op == IWD_OP_RTS || h.op == IWD_OP_FIN)
+		iwd_fprd_note(ep, len, h.op != IWD_OP_EAGER);
 	switch (h.op) {
 	case IWD_OP_EAGER:
 		if (h.len != len - HDR)
@@ -388,6 +391,8 @@ ssize_t iwd_rdm_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 	h.len = len;
 	/* Not FI_DELIVERY_COMPLETE: the rank's send completes when sent (the
 	 * daemon retransmits the page's copy), the daemon's when acknowledged. */
+	if (ep->fprd)
+		iwd_fprd_note(ep, HDR + len, len > iwd_rdm(ep)->eager_max);
 	if (ep->fprd && len <= iwd_rdm(ep)->eager_max && !(op_flags & FI_DELIVERY_COMPLETE)) {
 		h.op = IWD_OP_EAGER;
 		ret = iwd_fprd_send(ep, &h, HDR, iov, count, len, av);

@@ -71,6 +71,16 @@ int iwd_fprd_progress(struct iwd_ep *ep);
 int iwd_fprd_send(struct iwd_ep *ep, const void *hdr, size_t hlen, const struct iovec *iov, size_t count, size_t len,
 		  const struct iwv_av *av);
 
+/* iwd_fprd_note: the endpoint sends or receives an RDM message of octets
+ * (header included; noted before a send is tried and when a message is
+ * taken in); rndv: a rendezvous's RTS or FIN. A message longer than the
+ * rank sends or takes itself (one datagram) or a rendezvous needs the
+ * daemon: while the endpoint's messages are such bulk the rank leaves its
+ * socket with the daemon instead of asking for it back after each one;
+ * IWD_FPRD_SMALL_RUN small messages in a row end that (docs/fastpath.md
+ * "Bulk messages leave the socket with the daemon"). */
+void iwd_fprd_note(struct iwd_ep *ep, size_t octets, int rndv);
+
 /* iwd_fprd_before_post: a work request is about to go to the daemon: the
  * socket goes back first (the ACKs owed sent), so that nothing the rank
  * sends overtakes it. */

@@ -27,6 +27,7 @@
  *    socket still holds.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,12 +43,23 @@
 
 #define FP_BATCH 16
 
+/* IWD_FPRD_SMALL_RUN: the messages of one datagram in a row (sent or
+ * received, through the daemon) after which a bulk endpoint asks for its
+ * socket back (iwd_fprd_note). */
+#define IWD_FPRD_SMALL_RUN 8
+
 struct iwd_fprd {
 	struct iwvi_fp_rd rd;
 	int owned; /* the socket is ours and the CQ was polled after it came back */
 	int unacked; /* the rank sent Sends itself that may not be acknowledged yet (iwd_fprd_unacked) */
 	uint64_t window_full; /* sends refused -FI_EAGAIN: the window or ring full after a progress (information) */
 	int blocked;          /* the last send was refused so: the peer must run (iwd_fprd_owned says 0) */
+	/* Bulk (iwd_fprd_note): the endpoint's messages need the daemon; the
+	 * rank does not ask for the socket back until small_run small ones
+	 * in a row. */
+	int bulk;
+	unsigned small_run;
+	uint64_t bulk_spells; /* times the endpoint turned bulk (information) */
 	struct iwd_ep *ep;
 	uint8_t txbuf[W_FP_RD_COPY_LEN]; /* header and payload gathered */
 	struct iwvi_fp_rd_rma rma;       /* the rank's pending Writes (iwd_fastpath_rma.c) */
@@ -95,11 +107,12 @@ void iwd_fprd_detach(struct iwd_ep *ep)
 		 (unsigned long long)ep->fprd->window_full, (unsigned long long)ep->fprd->rd.flushed,
 		 (unsigned long long)ep->fprd->rd.flushes);
 	IWD_INFO(FI_LOG_EP_DATA, "iwarpd: RDM fast path: %llu ACKs in, %llu ACKs out, %llu releases, %llu renewals "
-		 "(%llu found the daemon owning), %llu take-overs and %llu hand-backs by the daemon\n",
+		 "(%llu found the daemon owning), %llu take-overs and %llu hand-backs by the daemon, %llu bulk spells "
+		 "(the socket left with the daemon)\n",
 		 (unsigned long long)ep->fprd->rd.acks_in, (unsigned long long)ep->fprd->rd.acks_out,
 		 (unsigned long long)ep->fprd->rd.released, (unsigned long long)ep->fprd->rd.own.renews,
 		 (unsigned long long)ep->fprd->rd.own.lost, (unsigned long long)iwvi_fp_own_takeovers(&ep->fprd->rd.own),
-		 (unsigned long long)iwvi_fp_own_handbacks(&ep->fprd->rd.own));
+		 (unsigned long long)iwvi_fp_own_handbacks(&ep->fprd->rd.own), (unsigned long long)ep->fprd->bulk_spells);
 	iwvi_fp_rd_detach(&ep->fprd->rd);
 	free(ep->fprd);
 	ep->fprd = NULL;
@@ -130,12 +143,20 @@ static void deliver(void *arg, int slot, const uint8_t *payload, size_t len, uin
 int iwd_fprd_progress(struct iwd_ep *ep)
 {
 	struct iwd_fprd *f = ep->fprd;
+	uint64_t released;
 	if (!f || ep->dom->dead)
 		return 0;
 	/* The rank's queued Sends go out at every progress (iwvi_fp_rd_flush):
 	 * their completions, already in the CQ, are read after one. */
 	iwvi_fp_rd_flush(&f->rd);
 	if (!f->owned) {
+		/* Bulk: the socket stays with the daemon, which serves the
+		 * endpoint's messages anyway (each multi-datagram message or
+		 * rendezvous would take it back: a release, a wake-up of the
+		 * engine and a hand-back per message). Only a hand-back of a
+		 * Want from before is taken. */
+		if (f->bulk && !iwvi_fp_own_owned(&f->rd.own))
+			return 0;
 		if (!iwvi_fp_own_renew(&f->rd.own))
 			return 0; /* asked for it back (Want) */
 		/* Just handed back: the daemon's completions of what it read
@@ -155,12 +176,20 @@ int iwd_fprd_progress(struct iwd_ep *ep)
 		iwd_fprd_req_reap(ep, &f->rd);           /* and every request it took over answered */
 		return IWD_FP_REPOLL;
 	}
+	released = f->rd.released;
 	iwvi_fp_rd_poll(&f->rd, FP_BATCH, deliver, f);
 	iwd_fprd_rma_reap(ep, &f->rd, &f->rma);
 	iwd_fprd_req_reap(ep, &f->rd);
 	iwvi_fp_rd_flush(&f->rd); /* what deliver's handlers sent */
 	if (!iwvi_fp_own_owned(&f->rd.own)) {
 		f->owned = 0; /* released (a datagram for the daemon) or taken over */
+		/* Left to the daemon: a segment of a larger message, or RDMA
+		 * the rank does not serve (a Read of more than a datagram): a
+		 * bulk message arrives (iwd_fprd_note). */
+		if (f->rd.released != released &&
+		    (f->rd.release_reason == FP_R_SEGMENTED || f->rd.release_reason == FP_R_TAGGED ||
+		     f->rd.release_reason == FP_R_OPCODE))
+			iwd_fprd_note(ep, SIZE_MAX, 0);
 	} else if (f->unacked) {
 		/* The slots are read under a renewal (Busy set, the Owner seen
 		 * ours after it): the engine can take the socket over between
@@ -221,6 +250,21 @@ int iwd_fprd_send(struct iwd_ep *ep, const void *hdr, size_t hlen, const struct 
 	f->unacked = 1;
 	f->blocked = 0;
 	return 0;
+}
+
+void iwd_fprd_note(struct iwd_ep *ep, size_t octets, int rndv)
+{
+	struct iwd_fprd *f = ep->fprd;
+	if (!f)
+		return;
+	if (rndv || octets > f->rd.max_payload) {
+		if (!f->bulk)
+			f->bulk_spells++;
+		f->bulk = 1;
+		f->small_run = 0;
+	} else if (f->bulk && ++f->small_run >= IWD_FPRD_SMALL_RUN) {
+		f->bulk = 0; /* the next progress asks for the socket back */
+	}
 }
 
 int iwd_fprd_unacked(struct iwd_ep *ep)

@@ -189,7 +189,7 @@ func TestFastpathPageABI(t *testing.T) {
 	checkConsts(t, "wire.h", wire, map[string]int64{
 		"W_OP_FASTPATH_PAGE": int64(proto.OpFastpathPage),
 		"W_FP_MAGIC":         int64(proto.FastpathMagic), "W_FP_VERSION": int64(proto.FastpathVersion), "W_FP_PAGE_LEN": proto.FastpathPageLen,
-		"W_OFF_FP_MAGIC": proto.OffFPMagic, "W_OFF_FP_VERSION": proto.OffFPVersion, "W_OFF_FP_OWNER": proto.OffFPOwner,
+		"W_OFF_FP_MAGIC": proto.OffFPMagic, "W_OFF_FP_VERSION": proto.OffFPVersion, "W_OFF_FP_FLAGS": proto.OffFPFlags, "W_FP_FLAG_GRO": int64(proto.FPFlagGRO), "W_OFF_FP_OWNER": proto.OffFPOwner,
 		"W_OFF_FP_BUSY": proto.OffFPBusy, "W_OFF_FP_WANT": proto.OffFPWant, "W_OFF_FP_LEASE": proto.OffFPLease,
 		"W_OFF_FP_TAKEOVERS": proto.OffFPTakeovers, "W_OFF_FP_HANDBACKS": proto.OffFPHandbacks, "W_OFF_FP_RELEASES": proto.OffFPReleases,
 		"W_FP_OWNER_DAEMON": int64(proto.FPOwnerDaemon), "W_FP_OWNER_RANK": int64(proto.FPOwnerRank),

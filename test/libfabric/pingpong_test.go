@@ -24,6 +24,7 @@ type ppCase struct {
 	sizes   []string // one run per entry
 	largest string   // the size column of the last line of the "all" run
 	env     []string
+	iters   string // fi_pingpong -I (default 10)
 	// known names a failure seen on main and not yet fixed (issue 10 is
 	// open on it): the case is skipped with this text unless
 	// IWARPD_FI_KNOWN=1, so that it stays visible and runnable.
@@ -95,7 +96,11 @@ func pingpong(t *testing.T, pair *netns.Pair, da, db *daemontest.Daemon, serverI
 	for attempt := 0; attempt < 20; attempt++ {
 		port := fmt.Sprint(ctrlPort())
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		args := []string{"-p", c.prov, "-e", c.ep, "-c", "-I", "10", "-S", size}
+		iters := c.iters
+		if iters == "" {
+			iters = "10"
+		}
+		args := []string{"-p", c.prov, "-e", c.ep, "-c", "-I", iters, "-S", size}
 		srv := command(ctx, pair, 0, "fi_pingpong", append(args, "-B", port)...)
 		srv.Env = fiEnv(da, c.env...)
 		var srvOut strings.Builder

@@ -42,6 +42,7 @@ type Fastpath struct {
 	retryAt time.Time     // fpPending: when to look at Busy again
 	retry   time.Duration // the next wait after that
 	off     bool          // a violation ended the fast path: the engine reads as before
+	flags   uint16        // the page's Flags at the hand-over (proto.FPFlag*)
 	reclaim bool          // take the socket over at the next service, lease or not (FastpathReclaim)
 }
 
@@ -78,7 +79,8 @@ func NewFastpathLen(fd, n int) (*Fastpath, error) {
 	u64 := func(off int) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&b[off])) }
 	f := &Fastpath{m: m, owner: u32(proto.OffFPOwner), busy: u32(proto.OffFPBusy), want: u32(proto.OffFPWant),
 		lease: (*atomic.Int64)(unsafe.Pointer(&b[proto.OffFPLease])), takeovers: u64(proto.OffFPTakeovers),
-		handbacks: u64(proto.OffFPHandbacks), releases: u64(proto.OffFPReleases), state: fpDaemon}
+		handbacks: u64(proto.OffFPHandbacks), releases: u64(proto.OffFPReleases), state: fpDaemon,
+		flags: binary.LittleEndian.Uint16(b[proto.OffFPFlags:])}
 	f.want.Store(0)
 	f.takeovers.Store(0)
 	f.handbacks.Store(0)
@@ -86,6 +88,10 @@ func NewFastpathLen(fd, n int) (*Fastpath, error) {
 	f.owner.Store(proto.FPOwnerDaemon)
 	return f, nil
 }
+
+// GRO reports whether the rank reads its socket with UDP_GRO on
+// (proto.FPFlagGRO, read at the hand-over of the page).
+func (f *Fastpath) GRO() bool { return f.flags&proto.FPFlagGRO != 0 }
 
 // Close unmaps the page (CloseQP).
 func (f *Fastpath) Close() {

@@ -83,11 +83,19 @@ func (e *Engine) setOwnInterest(q *QP) {
 	unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_MOD, q.FD, &ev)
 }
 
-// SetFastpath installs f on UD QP q (fastpath-page; on q's engine) and
-// turns UDP_GRO off on its socket: the rank reads one datagram per call
+// SetFastpath installs f on QP q (fastpath-page; on q's engine) and,
+// unless the page says the rank reads with UDP_GRO (proto.FPFlagGRO),
+// turns UDP_GRO off on its socket: such a rank reads one datagram per call
 // and leaves to the engine what it does not serve, and a coalesced buffer
-// would be one it cannot serve. The engine reads either kind.
+// would be one it cannot tell apart. The engine reads either kind. A rank
+// that sets the flag leaves coalesced buffers to the engine, which then
+// takes a multi-datagram message in as one buffer per GSO send (a third
+// of the engine's receive calls and none of the kernel's segmentation of
+// each buffer: docs/fastpath.md "UDP_GRO stays on for a rank that reads
+// it").
 func SetFastpath(q *rnic.QP, f *rnic.Fastpath) {
-	unix.SetsockoptInt(q.FD, unix.SOL_UDP, unix.UDP_GRO, 0)
+	if !f.GRO() {
+		unix.SetsockoptInt(q.FD, unix.SOL_UDP, unix.UDP_GRO, 0)
+	}
 	q.SetFastpath(f)
 }
