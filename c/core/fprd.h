@@ -75,6 +75,7 @@ struct iwvi_fp_rd {
 	uint64_t sent, taken, acks_in, acks_out, released;
 	uint64_t flushes, flushed; /* sendmmsg calls of the batch, datagrams they carried */
 	uint64_t rma_wrecs, rma_reads, rma_atomics; /* RDMA served at the target (fprd_rma_rx.h) */
+	uint64_t rma_cmpswaps, rma_cmpswaps_unequal; /* of rma_atomics: CmpSwaps, those that found another value */
 	/* The rank's own outstanding Reads and atomics (fprd_req.h); NULL:
 	 * it sends none, and every response is the daemon's. */
 	struct iwvi_fp_rd_reqs *reqs;

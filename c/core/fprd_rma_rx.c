@@ -337,6 +337,11 @@ int iwvi_fp_rd_rma_rx(struct iwvi_fp_rd *r, int slot, const uint8_t *b, size_t n
 		p = put64(put32(p, pl.req_id), orig);
 		rl = (size_t)(p - resp);
 		r->rma_atomics++;
+		if (pl.op == ATOMIC_CMP_SWAP) {
+			r->rma_cmpswaps++;
+			if (((orig ^ pl.compare) & pl.compare_mask) != 0)
+				r->rma_cmpswaps_unequal++;
+		}
 	}
 	}
 	iwvi_rkeys_unlock(k);

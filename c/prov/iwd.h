@@ -680,6 +680,9 @@ struct iwd_ep {
 	struct iwd_freelist tx_free;    /* struct iwd_tx for reuse */
 	struct iwd_fp *fp;              /* the fast path (iwd_fastpath.c); NULL: off */
 	struct iwd_fprd *fprd;          /* RDM's fast path (iwd_fastpath_rd.c); NULL: off */
+	/* atomics posted (iwd_atomic.c), by kind: fi_atomic, fi_fetch_atomic,
+	 * fi_compare_atomic; logged at the close (FI_LOG_LEVEL=info) */
+	uint64_t at_posted[3];
 };
 
 /* ---- the endpoint object (iwd_ep_base.c) ---- */

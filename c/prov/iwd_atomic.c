@@ -185,6 +185,8 @@ static ssize_t atomic_op(struct iwd_ep *ep, int kind, const void *buf, const voi
 	}
 	tx->posted = 1;
 out:
+	if (ret == 0)
+		ep->at_posted[kind]++;
 	iwd_unlock(ep->dom);
 	return ret;
 }

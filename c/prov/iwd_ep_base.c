@@ -309,6 +309,10 @@ static int ep_close(struct fid *fid)
 		iwv_destroy_cq(ep->vcq);
 	iwd_lock(dom);
 	iwd_fp_detach(ep); /* iwd_fastpath.c: after the QP, as fpown.h asks */
+	if (ep->at_posted[0] || ep->at_posted[1] || ep->at_posted[2])
+		IWD_INFO(FI_LOG_EP_DATA, "iwarpd: atomics posted: %llu fi_atomic, %llu fi_fetch_atomic, %llu fi_compare_atomic\n",
+			 (unsigned long long)ep->at_posted[0], (unsigned long long)ep->at_posted[1],
+			 (unsigned long long)ep->at_posted[2]);
 	iwd_fprd_detach(ep);
 	ep->ops->fini(ep);
 	{

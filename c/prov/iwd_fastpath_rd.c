@@ -101,6 +101,11 @@ void iwd_fprd_detach(struct iwd_ep *ep)
 		 (unsigned long long)ep->fprd->reqs.reads, (unsigned long long)ep->fprd->reqs.atomics,
 		 (unsigned long long)ep->fprd->reqs.on_resp, (unsigned long long)ep->fprd->reqs.on_handback,
 		 (unsigned long long)ep->fprd->reqs.failed, (unsigned long long)ep->fprd->reqs.flushed);
+	IWD_INFO(FI_LOG_EP_DATA, "iwarpd: RDM fast path: served by the rank as a target: %llu Write-Records, %llu Reads, "
+		 "%llu atomics (%llu CmpSwap, %llu of them finding another value)\n",
+		 (unsigned long long)ep->fprd->rd.rma_wrecs, (unsigned long long)ep->fprd->rd.rma_reads,
+		 (unsigned long long)ep->fprd->rd.rma_atomics, (unsigned long long)ep->fprd->rd.rma_cmpswaps,
+		 (unsigned long long)ep->fprd->rd.rma_cmpswaps_unequal);
 	IWD_INFO(FI_LOG_EP_DATA, "iwarpd: RDM fast path: %llu sends sent by the rank, %llu taken, %llu refused for a full window, "
 		 "%llu datagrams in %llu flushes\n",
 		 (unsigned long long)ep->fprd->rd.sent, (unsigned long long)ep->fprd->rd.taken,

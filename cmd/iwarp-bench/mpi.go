@@ -49,6 +49,7 @@ type mpiConfig struct {
 	// not passed, with why.
 	Inherited   []string `json:"env_inherited,omitempty"`
 	InheritLeft []string `json:"-"`
+	Output      string   `json:"output,omitempty"` // -mpi-output: file every job's command line and output is appended to
 }
 
 // runs says whether -mpi-tests selects t (passive runs answer to passput,
@@ -92,6 +93,7 @@ func registerMPIFlags(fs *flag.FlagSet, c *mpiConfig) (transports, mem, tests, l
 	layouts = fs.String("mpi-layouts", "shared,engine-cpu", "MPI `layouts` (comma separated): shared (nothing bound), engine-cpu (both daemons on CPU 1, every rank on CPU 0); the engine-cpu pass runs lat:8, rate:8, bw:1048576, overlap:1048576 only")
 	fs.IntVar(&c.Load, "mpi-load", 2, "MPI loaded case: lat:8 and rate:8 again with `N` busy-looping processes beside (0: skip)")
 	tests = fs.String("mpi-tests", "", "only these MPI `tests`, MODE:SIZE comma separated (e.g. lat:65536,bibw:65536,bw:1048576; default: all)")
+	fs.StringVar(&c.Output, "mpi-output", "", "append every MPI job's command line and output (both ranks' stdout and stderr, e.g. the provider's FI_LOG_LEVEL=info close counts) to `file`")
 	fs.Func("mpi-env", "`VAR=VALUE` given to every rank of every MPI job (repeatable; e.g. FI_IWARPD_EAGER_MAX=65536); FI_IWARPD_* and IWARPD_* of iwarp-bench's own environment reach the ranks too (but FI_IWARPD_SOCKET, IWARPD_SOCKET), and -mpi-env wins over them", func(v string) error {
 		if k, _, ok := strings.Cut(v, "="); !ok || k == "" || strings.ContainsAny(v, " \t") {
 			return fmt.Errorf("want VAR=VALUE without spaces, got %q", v)
@@ -370,6 +372,12 @@ func (e *mpiEnv) job(tr string, ranks int, daemons []*node, args ...string) (*mp
 // run runs j and returns its output, or an error with its tail.
 func (e *mpiEnv) run(j *mpilaunch.Job) (string, error) {
 	r := mpilaunch.Run(j, e.cfg.RunTimeout)
+	if e.cfg.MPI.Output != "" {
+		if f, err := os.OpenFile(e.cfg.MPI.Output, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err == nil {
+			fmt.Fprintf(f, "=== %s (err: %v)\n%s\n", r.CommandLine, r.Err, r.Output)
+			f.Close()
+		}
+	}
 	if r.Err != nil {
 		return r.Output, fmt.Errorf("%v; command: %s; output: %s", r.Err, r.CommandLine, tail(r.Output, 8))
 	}

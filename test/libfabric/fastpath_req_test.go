@@ -109,6 +109,55 @@ func fpReqLog(t *testing.T, who, log string) []int {
 	return n
 }
 
+var (
+	fpReqRequests = regexp.MustCompile(`REQUESTS \d+ fadds=(\d+) sums=(\d+) cas=(\d+)`)
+	atomicsPosted = regexp.MustCompile(`atomics posted: (\d+) fi_atomic, (\d+) fi_fetch_atomic, (\d+) fi_compare_atomic`)
+	atomicsServed = regexp.MustCompile(`served by the rank as a target: \d+ Write-Records, \d+ Reads, (\d+) atomics \((\d+) CmpSwap, (\d+) of them finding another value\)`)
+)
+
+// submatches returns re's numbered submatches in s as integers, or nil.
+func submatches(re *regexp.Regexp, s string) []int {
+	m := re.FindStringSubmatch(s)
+	if m == nil {
+		return nil
+	}
+	n := make([]int, len(m)-1)
+	for i := range n {
+		n[i], _ = strconv.Atoi(m[i+1])
+	}
+	return n
+}
+
+// checkAtomicCounts compares the provider's close counts (FI_LOG_LEVEL=info,
+// docs/fastpath.md "Counts") with what t_fi_fpreq's client posted (its
+// REQUESTS line): the client's provider counts each fi_atomic,
+// fi_fetch_atomic and fi_compare_atomic once; the server's rank
+// (fprd_rma_rx.h) and its daemon (atomics_in: executed, replays not
+// counted) executed together exactly as many as were posted, each once;
+// the rank's CmpSwaps were at most those posted and none found a value
+// other than the one compared (the client's chain k -> k+1 always names
+// the current value).
+func checkAtomicCounts(t *testing.T, reqs, clog, slog string, daemonAtomics int64) {
+	t.Helper()
+	want := submatches(fpReqRequests, reqs)
+	got := submatches(atomicsPosted, clog)
+	served := submatches(atomicsServed, slog)
+	if want == nil || got == nil || served == nil {
+		t.Fatalf("no counts: REQUESTS %v, client's atomics posted %v, server's served %v", want, got, served)
+	}
+	t.Logf("client posted %d fi_atomic, %d fi_fetch_atomic, %d fi_compare_atomic; server's rank executed %d atomics (%d CmpSwap, %d unequal), its daemon %d",
+		got[0], got[1], got[2], served[0], served[1], served[2], daemonAtomics)
+	if got[0] != want[1] || got[1] != want[0] || got[2] != want[2] {
+		t.Errorf("client's provider counted %d fi_atomic, %d fi_fetch_atomic, %d fi_compare_atomic; the client posted %d, %d, %d",
+			got[0], got[1], got[2], want[1], want[0], want[2])
+	}
+	posted := want[0] + want[1] + want[2]
+	if served[0] == 0 || served[0]+int(daemonAtomics) != posted || served[1] > want[2] || served[2] != 0 {
+		t.Errorf("server's rank executed %d atomics (%d CmpSwap, %d unequal), its daemon %d: want some by the rank, %d in all (each posted once), at most %d CmpSwap, none unequal",
+			served[0], served[1], served[2], daemonAtomics, posted, want[2])
+	}
+}
+
 // runFPReq runs t_fi_fpreq's server on da and client on db (in pair's
 // namespaces 0 and 1 unless nil), checks what TestFastpathReqs says and
 // returns the client's QP.
@@ -124,7 +173,8 @@ func runFPReq(t *testing.T, pair *netns.Pair, da, db *daemontest.Daemon) proto.Q
 	}
 	c := startFPBin(t, ctx, pair, 1, db, "t_fi_fpreq", env, "client", ready[1], ready[2], ready[3])
 	s.await(t, ctx, "server", "DONE")
-	t.Logf("client: %s", c.await(t, ctx, "client", "REQUESTS "))
+	reqs := c.await(t, ctx, "client", "REQUESTS ")
+	t.Logf("client: %s", reqs)
 	c.await(t, ctx, "client", "DONE")
 	srv, _ := oneQP(t, da, "RD")
 	cli, ctext := oneQP(t, db, "RD")
@@ -145,6 +195,7 @@ func runFPReq(t *testing.T, pair *netns.Pair, da, db *daemontest.Daemon) proto.Q
 	if n[3] < int(cc["rd_fastpath_reqs_taken"]) {
 		t.Errorf("client: %d completed at a hand-back, but its daemon took %d over", n[3], cc["rd_fastpath_reqs_taken"])
 	}
+	checkAtomicCounts(t, reqs, c.errb.String(), s.errb.String(), srv.Counters["atomics_in"])
 	t.Logf("client's daemon counters %v; server's %v", cc, srv.Counters)
 	da.CheckAlive(t)
 	db.CheckAlive(t)
