@@ -187,6 +187,7 @@ enum fp_reason {
 	FP_R_QN,            /* a Send opcode on a QN other than 0 */
 	FP_R_SHORT_IMM,     /* Send with Immediate without its 8 octets */
 	FP_R_SEGMENTED,     /* one segment of a larger message (MO ≠ 0 or L clear) */
+	FP_R_COALESCED,     /* RD: a UDP_GRO buffer of several datagrams (fprd.c) */
 	FP_R_COUNT
 };
 

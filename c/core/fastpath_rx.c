@@ -197,6 +197,7 @@ const char *iwvi_fp_reason_name(enum fp_reason r)
 		[FP_R_QN] = "qn",
 		[FP_R_SHORT_IMM] = "short-imm",
 		[FP_R_SEGMENTED] = "segmented",
+		[FP_R_COALESCED] = "coalesced",
 	};
 	if ((unsigned)r >= FP_R_COUNT)
 		return "?";

@@ -182,6 +182,15 @@ ssize_t iwvi_fp_own_peek_gro(struct iwvi_fp_own *o, void *buf, size_t cap, struc
 	return n;
 }
 
+int iwvi_fp_own_set_gro(struct iwvi_fp_own *o, int on)
+{
+	if (o->sock < 0)
+		return -EBADF;
+	if (setsockopt(o->sock, SOL_UDP, UDP_GRO, &on, sizeof on) < 0)
+		return -errno;
+	return 0;
+}
+
 int iwvi_fp_own_drop(struct iwvi_fp_own *o)
 {
 	uint8_t b;

@@ -98,6 +98,12 @@ ssize_t iwvi_fp_own_recv(struct iwvi_fp_own *o, void *buf, size_t cap, int flags
  * udp(7)), which the rank leaves to the daemon. */
 ssize_t iwvi_fp_own_peek_gro(struct iwvi_fp_own *o, void *buf, size_t cap, struct sockaddr_storage *src, int *coalesced);
 
+/* iwvi_fp_own_set_gro turns UDP_GRO (udp(7)) on the socket on or off:
+ * the rank keeps it off while it serves its socket itself (every datagram
+ * then reaches it alone) and on while a bulk transfer leaves the socket to
+ * the daemon (which reads either form). 0 or a negative errno. */
+int iwvi_fp_own_set_gro(struct iwvi_fp_own *o, int on);
+
 /* iwvi_fp_own_drop takes the head datagram out of the socket (after a
  * MSG_PEEK said the rank serves it): 0, -EAGAIN, -EPERM as above. */
 int iwvi_fp_own_drop(struct iwvi_fp_own *o);

@@ -311,7 +311,7 @@ int iwvi_fp_rd_poll(struct iwvi_fp_rd *r, int max, iwvi_fp_rd_deliver deliver, v
 		struct fp_rx rx;
 		enum fp_class c = FP_CLASS_DAEMON;
 		uint8_t *s = NULL;
-		rx.reason = FP_R_SEGMENTED; /* a coalesced buffer: several datagrams, the daemon's */
+		rx.reason = FP_R_COALESCED; /* several datagrams (UDP_GRO): the daemon's */
 		if (slot >= 0 && n <= (ssize_t)sizeof b && !coalesced) {
 			s = slot_base(r, slot);
 			uint32_t state = ld32(s, W_OFF_FP_RD_STATE);

@@ -48,6 +48,10 @@
  * socket back (iwd_fprd_note). */
 #define IWD_FPRD_SMALL_RUN 8
 
+/* IWD_FPRD_BULK_NS: a bulk spell also ends this long after its last bulk
+ * message (RMA alone, Reads or atomics through the daemon, notes none). */
+#define IWD_FPRD_BULK_NS 2000000
+
 struct iwd_fprd {
 	struct iwvi_fp_rd rd;
 	int owned; /* the socket is ours and the CQ was polled after it came back */
@@ -59,6 +63,15 @@ struct iwd_fprd {
 	 * in a row. */
 	int bulk;
 	unsigned small_run;
+	int64_t bulk_at; /* iwvi_now_ns of the last bulk message */
+	/* UDP_GRO as the rank last set it (-1: as the daemon left it, on):
+	 * off while the rank serves the socket itself, so that every
+	 * datagram reaches it alone and none is left to the daemon for
+	 * having been coalesced with others; on for a bulk spell, so that a
+	 * multi-datagram message reaches the daemon as one buffer per GSO
+	 * send of its peer (docs/fastpath.md "UDP_GRO stays on for a rank
+	 * that reads it"). */
+	int gro;
 	uint64_t bulk_spells; /* times the endpoint turned bulk (information) */
 	struct iwd_ep *ep;
 	uint8_t txbuf[W_FP_RD_COPY_LEN]; /* header and payload gathered */
@@ -77,6 +90,7 @@ void iwd_fprd_attach(struct iwd_ep *ep)
 	f = calloc(1, sizeof(*f));
 	if (!f)
 		return;
+	f->gro = -1;
 	if (iwvi_fp_rd_attach(ep->qp, &f->rd) < 0) {
 		IWD_INFO(FI_LOG_EP_CTRL, "iwarpd: no fast path for this RDM endpoint: %s\n", iwv_last_error(ep->dom->fab->s));
 		free(f);
@@ -145,6 +159,17 @@ static void deliver(void *arg, int slot, const uint8_t *payload, size_t len, uin
 	iwd_rdm_rx_msg(f->ep, payload, (uint32_t)len, &wc);
 }
 
+/* fprd_gro sets UDP_GRO on the socket as f->gro says it should be. A
+ * kernel that refuses leaves it as it was: the rank leaves coalesced
+ * buffers to the daemon either way (fprd.c). */
+static void fprd_gro(struct iwd_fprd *f, int on)
+{
+	if (f->gro == on)
+		return;
+	if (iwvi_fp_own_set_gro(&f->rd.own, on) == 0)
+		f->gro = on;
+}
+
 int iwd_fprd_progress(struct iwd_ep *ep)
 {
 	struct iwd_fprd *f = ep->fprd;
@@ -160,6 +185,8 @@ int iwd_fprd_progress(struct iwd_ep *ep)
 		 * rendezvous would take it back: a release, a wake-up of the
 		 * engine and a hand-back per message). Only a hand-back of a
 		 * Want from before is taken. */
+		if (f->bulk && iwvi_now_ns() - f->bulk_at > IWD_FPRD_BULK_NS)
+			f->bulk = 0;
 		if (f->bulk && !iwvi_fp_own_owned(&f->rd.own))
 			return 0;
 		if (!iwvi_fp_own_renew(&f->rd.own))
@@ -177,6 +204,7 @@ int iwd_fprd_progress(struct iwd_ep *ep)
 		f->unacked = iwvi_fp_rd_outstanding(&f->rd) > 0;
 		iwvi_fp_own_done(&f->rd.own);
 		f->owned = 1;
+		fprd_gro(f, f->bulk);
 		iwd_fprd_rma_reap(ep, &f->rd, &f->rma); /* handed back: what the daemon took over was acknowledged */
 		iwd_fprd_req_reap(ep, &f->rd);           /* and every request it took over answered */
 		return IWD_FP_REPOLL;
@@ -267,6 +295,8 @@ void iwd_fprd_note(struct iwd_ep *ep, size_t octets, int rndv)
 			f->bulk_spells++;
 		f->bulk = 1;
 		f->small_run = 0;
+		f->bulk_at = iwvi_now_ns();
+		fprd_gro(f, 1);
 	} else if (f->bulk && ++f->small_run >= IWD_FPRD_SMALL_RUN) {
 		f->bulk = 0; /* the next progress asks for the socket back */
 	}
