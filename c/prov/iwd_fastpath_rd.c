@@ -50,7 +50,7 @@
 
 /* IWD_FPRD_BULK_NS: a bulk spell also ends this long after its last bulk
  * message (RMA alone, Reads or atomics through the daemon, notes none). */
-#define IWD_FPRD_BULK_NS 2000000
+#define IWD_FPRD_BULK_NS 20000000
 
 struct iwd_fprd {
 	struct iwvi_fp_rd rd;
