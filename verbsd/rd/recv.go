@@ -35,7 +35,6 @@ type inMsg struct {
 // datagrams are copied to their destination after the state machine
 // judged them) and handles every datagram.
 func (e *Engine) receive(q *QP, now time.Time) bool {
-	r := q.Rd
 	rb := e.Rb
 	work := false
 	budget := e.Cfg.PollBatch
@@ -55,15 +54,27 @@ func (e *Engine) receive(q *QP, now time.Time) bool {
 		budget -= got
 		e.count(q, rnic.CRecvCalls, 1)
 		rb.Received(got)
-		for src, b := range e.datagrams(q, got, r.buf) {
-			e.datagram(q, src, b, now)
-		}
+		e.judge(q, got, now)
 		if got < want {
 			q.Readable = false
 			break
 		}
 	}
 	return work
+}
+
+// judge handles every datagram of the first got slots of e.Rb: those
+// that continue a run in the fast lane, the others one by one.
+func (e *Engine) judge(q *QP, got int, now time.Time) {
+	r := q.Rd
+	for src, b := range e.datagrams(q, got, r.buf) {
+		if r.run.active && e.runTake(q, src, b) { // rd/recv_run.go
+			continue
+		}
+		e.runEnd(q)
+		e.datagram(q, src, b, now)
+	}
+	e.runEnd(q)
 }
 
 // datagrams yields each datagram of the first got slots of e.rb (a
@@ -155,6 +166,7 @@ func (e *Engine) datagram(q *QP, src netip.AddrPort, b []byte, now time.Time) {
 	switch r.ep.Receive(now, src, d.RD, ready) {
 	case rd.Deliver:
 		e.deliverSeq(q, src, d.RD.Seq, seg, now)
+		e.runOpen(q, src, b, &d, now) // the next datagrams may continue it (rd/recv_run.go)
 	case rd.Hold:
 		r.held[heldKey{src, d.RD.Seq}] = r.holdCopy(seg)
 		r.heldN++
@@ -433,6 +445,7 @@ func (e *Engine) sendError(q *QP, peer netip.AddrPort, err iwerr.Error, ddpHdr, 
 		r.count(errMsgDropped, 1)
 		return
 	}
+	e.runEnd(q) // llp/rd must have taken the datagrams delivered (rd/recv_run.go)
 	if r.curValid {
 		// Its sender must get this error message before the acknowledgement
 		// that would complete its work request successfully.

@@ -62,6 +62,8 @@ const (
 	fpGiven                        // datagrams outstanding handed to the rank at a hand-back (rd/fastpath_out.go)
 	fpReqsTaken                    // Read/atomic requests the rank sent itself, outstanding at a take-over (rd/fastpath_req.go)
 	fpReqsResolved                 // those whose response or error message the engine took
+	runTaken                       // DATA datagrams taken by the receive fast lane (rd/recv_run.go)
+	runLost                        // runs llp/rd refused to commit (never: a bug)
 	counterCount
 )
 
@@ -72,6 +74,7 @@ var counterNames = [counterCount]string{
 	dropResponse: "rd_drop_response", backlogged: "rd_backlogged", reorderFull: "rd_reorder_full",
 	fpTaken: "rd_fastpath_taken", fpResent: "rd_fastpath_resent", fpGiven: "rd_fastpath_given",
 	fpReqsTaken: "rd_fastpath_reqs_taken", fpReqsResolved: "rd_fastpath_reqs_resolved",
+	runTaken: "rd_run_datagrams", runLost: "rd_run_lost",
 }
 
 // state is the engine's RD state of a QP (engine-owned).
@@ -133,8 +136,10 @@ type state struct {
 	retx    []pending // retransmissions due
 	acks    []pending // standalone ACKs due
 	sgBufs  [][]byte
-	scratch []byte // RD+DDP+RDMAP headers and trailers of one batch
-	buf     []byte // one received datagram, contiguous
+	scratch []byte  // RD+DDP+RDMAP headers and trailers of one batch
+	buf     []byte  // one received datagram, contiguous
+	run     runLane // the receive fast lane (rd/recv_run.go)
+	noRun   bool    // tests: every datagram takes the general path
 
 	stats    [counterCount]int64
 	crcDrops int64 // datagrams dropped for their CRC (rd/crc_log.go)
