@@ -514,9 +514,14 @@ func (e *Engine) completeRecv(q *QP, src netip.AddrPort, m *inMsg, st proto.WCSt
 // ulp octets of RDMAP header (a Send with Immediate's) follow the DDP
 // header of hl octets.
 func (e *Engine) placeSend(q *QP, src netip.AddrPort, h *ddp.Header, seg []byte, hl, ulp int, solicited bool) {
+	e.placeSendTo(q, src, q.Rd.inMsg(src), h, seg, hl, ulp, solicited)
+}
+
+// placeSendTo is placeSend with src's message record m (r.inMsg(src),
+// which the fast lane keeps: rd/recv_run.go).
+func (e *Engine) placeSendTo(q *QP, src netip.AddrPort, m *inMsg, h *ddp.Header, seg []byte, hl, ulp int, solicited bool) {
 	r := q.Rd
 	payload := seg[hl+ulp:]
-	m := r.inMsg(src)
 	if h.MO == 0 {
 		single := m == nil && h.Last
 		if m == nil {

@@ -51,6 +51,10 @@ type runLane struct {
 	h      ddp.Header // the opener's, parsed
 	off    uint64     // the MO (untagged) or TO (tagged) the next segment carries
 	se     bool       // a Send with Solicited Event
+	// m: a Send's message record, r.inMsg(src) while it is claimed or
+	// discarding (a record is both only while in inMsgs: endInMsg clears
+	// it, and the run then ends).
+	m *inMsg
 }
 
 // runHeadLen is the key header and the RD header.
@@ -82,11 +86,12 @@ func (e *Engine) runOpen(q *QP, src netip.AddrPort, b []byte, d *dgram.Datagram,
 	op := rdmap.Control(h.ULPControl).Opcode()
 	payload := uint64(len(seg) - hl)
 	var off uint64
+	var m *inMsg
 	switch {
 	case h.Tagged && op == rdmap.OpReadResponse:
 		off = h.TO + payload
 	case !h.Tagged && h.QN == rdmap.QNSend && (op == rdmap.OpSend || op == rdmap.OpSendSE):
-		m := r.inMsg(src)
+		m = r.inMsg(src)
 		off = uint64(h.MO) + payload
 		if m == nil || !m.claimed || m.discard || m.msn != h.MSN || uint64(m.got) != off || off == 0 {
 			return // not placed (or the receive completed with an error): the general path goes on
@@ -109,7 +114,7 @@ func (e *Engine) runOpen(q *QP, src netip.AddrPort, b []byte, d *dgram.Datagram,
 	} else {
 		clear(ln.seg[14:18]) // MO
 	}
-	ln.hl, ln.tagged, ln.h, ln.off, ln.se = hl, h.Tagged, h, off, op == rdmap.OpSendSE
+	ln.hl, ln.tagged, ln.h, ln.off, ln.se, ln.m = hl, h.Tagged, h, off, op == rdmap.OpSendSE, m
 }
 
 // runTake takes b from src into the active run and places it, and
@@ -163,7 +168,10 @@ func (e *Engine) runTake(q *QP, src netip.AddrPort, b []byte) bool {
 		e.placeResponse(q, src, &h, payload)
 	} else {
 		h.MO = uint32(off)
-		e.placeSend(q, src, &h, seg, hl, 0, ln.se)
+		e.placeSendTo(q, src, ln.m, &h, seg, hl, 0, ln.se)
+		if !ln.m.claimed && !ln.m.discard {
+			ln.active = false // the message ended (endInMsg): the record is no longer src's
+		}
 	}
 	r.curValid = false
 	r.count(runTaken, 1)
@@ -182,6 +190,6 @@ func (e *Engine) runEnd(q *QP) {
 	if ln.ep.Pending() > 0 && !ln.ep.Commit(ln.now) {
 		q.Rd.count(runLost, 1) // never: the endpoint was called with datagrams taken
 	}
-	ln.active = false
+	ln.active, ln.m = false, nil
 	ln.ep = rd.Run{}
 }
