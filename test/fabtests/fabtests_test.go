@@ -72,12 +72,12 @@ func setup(dir string) {
 			return
 		}
 	}
-	cmd := exec.Command("make", "-C", filepath.Join(root, "c"), "-s", "BUILD="+dir, "prov")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		buildErr = "make -C c prov: " + err.Error() + "\n" + string(out)
+	pdir, err := daemontest.SharedC("", "prov")
+	if err != nil {
+		buildErr = "make -C c prov: " + err.Error()
 		return
 	}
-	provDir = dir
+	provDir = pdir
 }
 
 // knownFailures are the tests of the CI configurations that fail today,
