@@ -11,6 +11,9 @@
  *   t_fpown SOCK errflush K            place K Sends into its own receives (c/core fprq.h),
  *                                      then move the QP to ERROR while it still owns the
  *                                      socket: the other receives, and only they, flush
+ *                                      (prints "result placed=P bycq=C owned=O flushed=F
+ *                                      wrong=W takeovers=T"; P 0 or O 0: the machine's
+ *                                      load took the socket, not a failure)
  *   t_fpown SOCK mcast GROUP           own the socket, keep the lease fresh and attach the
  *                                      QP to GROUP: the engine takes the socket over at
  *                                      once and does not give it back while attached
@@ -325,6 +328,23 @@ static void run_rank(struct rank *r, long n, long every)
  * the engine takes the socket over at once, adopts the consumer index and
  * flushes receives k..RECVS-1, in order, each once, and none of those the
  * rank consumed. */
+/* errflush_cq takes the receives the engine completed (a take-over's),
+ * which must be the next ones in posting order. */
+static void errflush_cq(struct rank *r, uint64_t *next, long *bycq)
+{
+	struct iwv_wc wc[8];
+	int m;
+	do {
+		m = iwv_poll_cq(r->cq, 8, wc);
+		OK(r->s, m);
+		for (int i = 0; i < m; i++) {
+			CHECK(wc[i].status == IWV_WC_SUCCESS && wc[i].opcode == IWV_WC_RECV && wc[i].wr_id == *next);
+			(*next)++;
+			(*bycq)++;
+		}
+	} while (m == 8);
+}
+
 static void run_errflush(struct rank *r, long k)
 {
 	struct fp_rx_qp rq = {.qkey = iwv_qp_qkey(r->qp), .crc = 1};
@@ -336,25 +356,26 @@ static void run_errflush(struct rank *r, long k)
 	ready(r);
 	long long deadline = mono_ms() + scaled_ms(30000);
 	while (placed + bycq < k && mono_ms() < deadline) {
-		struct iwv_wc wc[8];
-		int m = iwv_poll_cq(r->cq, 8, wc); /* a take-over (the machine's load) delivers here first */
-		OK(r->s, m);
-		for (int i = 0; i < m; i++) {
-			CHECK(wc[i].status == IWV_WC_SUCCESS && wc[i].opcode == IWV_WC_RECV && wc[i].wr_id == next);
-			next++;
-			bycq++;
-		}
+		errflush_cq(r, &next, &bycq); /* a take-over (the machine's load) delivers here */
 		if (!iwvi_fp_own_renew(&r->fp)) {
 			sched_yield(); /* asked back */
 			continue;
 		}
+		/* The engine may have taken the socket over and handed it back
+		 * since that poll: what it read is in the CQ ring by now (its
+		 * completions precede the hand-back), before the receives the
+		 * rank finds at the ring's consumer index. */
+		errflush_cq(r, &next, &bycq);
 		ssize_t n = iwvi_fp_own_recv(&r->fp, b, sizeof b, MSG_PEEK, NULL);
 		struct fp_rx rx;
 		struct iwvi_fp_rqe e;
 		if (n >= 0) {
 			CHECK(n <= (ssize_t)sizeof b && iwvi_fp_ud_classify(b, (size_t)n, &rq, &rx) == FP_CLASS_SEND);
-			CHECK(iwvi_fp_rq_head(&r->fp, &e) == 0 && e.wr_id == next && e.num_sge == 1 &&
-			      e.sge[0].length >= rx.payload_len);
+			CHECK(iwvi_fp_rq_head(&r->fp, &e) == 0);
+			if (e.wr_id != next)
+				fprintf(stderr, "t_fpown: errflush: the receive at the consumer index is %llu, want %llu (%ld placed, %ld through the CQ)\n",
+					(unsigned long long)e.wr_id, (unsigned long long)next, placed, bycq);
+			CHECK(e.wr_id == next && e.num_sge == 1 && e.sge[0].length >= rx.payload_len);
 			memcpy((void *)(uintptr_t)e.sge[0].addr, b + rx.payload_off, rx.payload_len);
 			CHECK(iwvi_fp_own_drop(&r->fp) == 0);
 			CHECK(iwvi_fp_rq_consume(&r->fp) == 0);
@@ -370,7 +391,12 @@ static void run_errflush(struct rank *r, long k)
 	while (!iwvi_fp_own_renew(&r->fp) && mono_ms() < deadline)
 		sched_yield();
 	iwvi_fp_own_done(&r->fp);
-	CHECK(placed + bycq == k && placed > 0 && iwvi_fp_own_owned(&r->fp));
+	CHECK(placed + bycq == k);
+	/* On a loaded machine the engine may have taken the socket over (the
+	 * lease lapsed) and delivered every Send through the CQ (placed 0), or
+	 * kept it: reported, not a failure; the test runs the scenario again
+	 * (test/fastpath own_test.go). The flush below holds either way. */
+	int owned = iwvi_fp_own_owned(&r->fp);
 	uint64_t tk = iwvi_fp_own_takeovers(&r->fp);
 	OK(r->s, iwv_modify_qp(r->qp, IWV_QPS_ERR));
 	deadline = mono_ms() + scaled_ms(10000);
@@ -396,8 +422,8 @@ static void run_errflush(struct rank *r, long k)
 		if (n == 0)
 			sched_yield();
 	}
-	printf("result placed=%ld bycq=%ld flushed=%ld wrong=%ld takeovers=%llu\n", placed, bycq, flushed, wrong,
-	       (unsigned long long)(iwvi_fp_own_takeovers(&r->fp) - tk));
+	printf("result placed=%ld bycq=%ld owned=%d flushed=%ld wrong=%ld takeovers=%llu\n", placed, bycq, owned, flushed,
+	       wrong, (unsigned long long)(iwvi_fp_own_takeovers(&r->fp) - tk));
 	fflush(stdout);
 }
 

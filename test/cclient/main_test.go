@@ -29,11 +29,12 @@ func ports() (ud, rd string) { return udBlocks.Next(), rdBlocks.Next() }
 var cBuild, cSkip string
 
 func TestMain(m *testing.M) {
-	os.Exit(daemontest.Main(m, func(dir string) { buildC(filepath.Join(dir, "c")) }))
+	os.Exit(daemontest.Main(m, func(string) { buildC() }))
 }
 
-// buildC builds libiwverbs and c/tests with ASan+UBSan into dir.
-func buildC(dir string) {
+// buildC builds libiwverbs and c/tests with ASan+UBSan, and with
+// ThreadSanitizer, in the checkout's shared C builds (daemontest.SharedC).
+func buildC() {
 	for _, tool := range []string{"cc", "make", "pkg-config"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			cSkip = fmt.Sprintf("%s not found; run scripts/install-build-deps.sh", tool)
@@ -44,26 +45,20 @@ func buildC(dir string) {
 		cSkip = "libjansson-dev not installed; run scripts/install-build-deps.sh"
 		return
 	}
-	root, err := daemontest.ModuleRoot()
+	dir, err := daemontest.SharedC("1", "core", "tests")
 	if err != nil {
-		cSkip = err.Error()
-		return
-	}
-	cmd := exec.Command("make", "-C", filepath.Join(root, "c"), "-s", "BUILD="+dir, "SAN=1", "core", "tests")
-	if out, err := cmd.CombinedOutput(); err != nil {
 		// A build failure is a failure, not a skip: report it from every test.
 		cSkip = ""
 		cBuild = ""
-		buildErr = fmt.Sprintf("make -C c SAN=1 core tests: %v\n%s", err, out)
+		buildErr = fmt.Sprintf("make -C c SAN=1 core tests: %v", err)
 		return
 	}
 	cBuild = dir
 	// The multi-threaded tests again under ThreadSanitizer (make -C c
 	// tsan): a toolchain without TSan is a skip of those tests only.
-	tdir := filepath.Join(dir, "tsan")
-	cmd = exec.Command("make", "-C", filepath.Join(root, "c"), "-s", "BUILD="+tdir, "SAN=tsan", "core", "tests")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		tsanSkip = fmt.Sprintf("make -C c SAN=tsan core tests failed (no ThreadSanitizer?): %v\n%s", err, out)
+	tdir, err := daemontest.SharedC("tsan", "core", "tests")
+	if err != nil {
+		tsanSkip = fmt.Sprintf("make -C c SAN=tsan core tests failed (no ThreadSanitizer?): %v", err)
 		return
 	}
 	tsanBuild = tdir

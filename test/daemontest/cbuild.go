@@ -1,6 +1,7 @@
 package daemontest
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
@@ -8,10 +9,10 @@ import (
 )
 
 // CProgram builds c/tests/NAME.c against libiwverbs with ASan and UBSan
-// (make -C c SAN=1, as test/cclient builds them) into a directory of the
-// test binary's (beside the programs Main built), once per name, and
-// returns its path. Without cc, make or
-// libjansson-dev the test is skipped; a build failure fails it.
+// (make -C c SAN=1, as test/cclient builds them) into the checkout's
+// shared sanitized build (SharedC), once per name and test binary, and
+// returns its path. Without cc, make or libjansson-dev the test is
+// skipped; a build failure fails it.
 func CProgram(t testing.TB, name string) string {
 	t.Helper()
 	for _, tool := range []string{"cc", "make", "pkg-config"} {
@@ -27,25 +28,13 @@ func CProgram(t testing.TB, name string) string {
 	if p, ok := cBuilt[name]; ok {
 		return p
 	}
-	root, err := ModuleRoot()
+	dir, err := SharedC("1", "core", "tests")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := cDir
-	if dir == "" {
-		base := filepath.Dir(Bins["iwarpd"]) // Main's directory, removed when the tests end
-		if Bins["iwarpd"] == "" {
-			t.Fatal("daemontest: CProgram needs Main (or Build) to have run")
-		}
-		dir = filepath.Join(base, "c")
-	}
 	bin := filepath.Join(dir, "tests", name)
-	cmd := exec.Command("make", "-C", filepath.Join(root, "c"), "-s", "BUILD="+dir, "SAN=1", "core", bin)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("make -C c SAN=1 %s: %v\n%s", bin, err, out)
-	}
-	if cDir == "" {
-		cDir = dir
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("daemontest: %s not built by make -C c SAN=1 tests: %v", name, err)
 	}
 	cBuilt[name] = bin
 	return bin
@@ -54,5 +43,4 @@ func CProgram(t testing.TB, name string) string {
 var (
 	cMu    sync.Mutex
 	cBuilt = map[string]string{}
-	cDir   string // the first build's directory: later programs reuse its libiwverbs
 )

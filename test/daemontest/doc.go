@@ -8,6 +8,10 @@
 // ends a daemon itself says so (Signal, Kill, Stop) and reads its exit
 // status (Wait).
 //
+// The C parts (libiwverbs, the provider, c/tests, with or without the
+// sanitizers) are built once per checkout and sources into a directory
+// every suite shares (SharedC; CProgram), not once per test binary.
+//
 // Suites call Main (or Build) from TestMain and Start from tests. Port
 // blocks are the caller's choice (Options.Ports, Blocks; TCPPorts for
 // listeners) so that suites running in parallel never share a port; every

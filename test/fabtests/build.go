@@ -1,10 +1,14 @@
 package fabtests
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"syscall"
 )
 
 // Tarball is the suite's source, relative to the module root.
@@ -66,4 +70,62 @@ func Build(tarball, dir string, log *os.File) error {
 		return fmt.Errorf("building fabtests: %s/bin/fi_rdm_tagged_bw missing after make install", dir)
 	}
 	return nil
+}
+
+// SharedDir returns the directory the suite built from tarball is shared
+// in by every checkout of this machine (test/fabtests when the checkout
+// has no build/fabtests): os.TempDir()/iwarpd-fabtests-KEY, KEY covering
+// the tarball's content, the compiler's version and libfabric's headers
+// and library, so that a change of any is a new directory. Building there
+// (BuildShared) saves the suite's build, about a minute of a core here,
+// in every run of a fresh clone (CI) but the first.
+func SharedDir(tarball string) (string, error) {
+	h := sha256.New()
+	for _, f := range []string{tarball, "/usr/include/rdma/fabric.h"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "%s %d\n", f, len(b))
+		h.Write(b)
+	}
+	if lib, err := filepath.EvalSymlinks("/usr/lib/" + multiarch() + "/libfabric.so.1"); err == nil {
+		fi, err := os.Stat(lib)
+		if err == nil {
+			fmt.Fprintf(h, "%s %d %d\n", lib, fi.Size(), fi.ModTime().UnixNano())
+		}
+	}
+	if out, err := exec.Command("cc", "--version").Output(); err == nil {
+		h.Write(out)
+	}
+	return filepath.Join(os.TempDir(), "iwarpd-fabtests-"+hex.EncodeToString(h.Sum(nil))[:16]), nil
+}
+
+// BuildShared builds the suite into dir (SharedDir) unless it is there,
+// holding a lock beside it so that two runs at once build it once.
+func BuildShared(tarball, dir string, log *os.File) error {
+	lock, err := os.OpenFile(dir+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("locking %s: %w", lock.Name(), err)
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	if Built(dir) {
+		return nil
+	}
+	os.RemoveAll(dir) // a build that did not finish
+	return Build(tarball, dir, log)
+}
+
+// multiarch is Debian's multiarch triplet of this machine (where
+// libfabric.so.1 lives), or "" when gcc does not say.
+func multiarch() string {
+	out, err := exec.Command("cc", "-print-multiarch").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
 }

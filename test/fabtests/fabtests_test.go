@@ -33,8 +33,9 @@ func TestMain(m *testing.M) {
 	os.Exit(daemontest.Main(m, setup))
 }
 
-// setup builds the provider beside the daemon and the suite into the
-// checkout's build/fabtests (once; make fabtests shares it).
+// setup builds the provider (daemontest.SharedC) and finds the suite: the
+// checkout's build/fabtests when make fabtests built it, else the build
+// every checkout of the machine shares (SharedDir, built once).
 func setup(dir string) {
 	for _, tool := range []string{"cc", "make", "pkg-config", "prlimit"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -53,10 +54,7 @@ func setup(dir string) {
 	}
 	suiteDir = filepath.Join(root, "build", "fabtests")
 	if !Built(suiteDir) {
-		if err := os.MkdirAll(suiteDir, 0o755); err != nil {
-			buildErr = err.Error()
-			return
-		}
+		tarball := filepath.Join(root, Tarball)
 		log, err := os.CreateTemp("", "fabtests-build-*.log")
 		if err != nil {
 			buildErr = err.Error()
@@ -64,7 +62,10 @@ func setup(dir string) {
 		}
 		defer os.Remove(log.Name())
 		defer log.Close()
-		if err := Build(filepath.Join(root, Tarball), suiteDir, log); err != nil {
+		if suiteDir, err = SharedDir(tarball); err == nil {
+			err = BuildShared(tarball, suiteDir, log)
+		}
+		if err != nil {
 			// A machine without the suite's source or its build tools
 			// cannot run it: a skip that says so, not a failure.
 			out, _ := os.ReadFile(log.Name())
@@ -72,12 +73,12 @@ func setup(dir string) {
 			return
 		}
 	}
-	cmd := exec.Command("make", "-C", filepath.Join(root, "c"), "-s", "BUILD="+dir, "prov")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		buildErr = "make -C c prov: " + err.Error() + "\n" + string(out)
+	pdir, err := daemontest.SharedC("", "prov")
+	if err != nil {
+		buildErr = "make -C c prov: " + err.Error()
 		return
 	}
-	provDir = dir
+	provDir = pdir
 }
 
 // knownFailures are the tests of the CI configurations that fail today,

@@ -282,9 +282,42 @@ func TestOwnUDHandOver(t *testing.T) {
 // over at once, adopts the receive queue's consumer index and flushes the
 // other 216 receives, each once, in posting order — none the rank
 // consumed (a stale index would flush those again).
+//
+// On a loaded machine the engine may take the socket over before ERROR
+// (the rank not scheduled within its lease) and deliver the Sends through
+// the CQ, so that the rank placed none, or still owns the socket at ERROR:
+// legitimate, but such a run does not show the adoption. Every run's
+// flush is checked (in order, each once, none of those consumed); the
+// scenario runs again with fresh daemons, at most errFlushAttempts times,
+// until one in which the rank placed some and owned the socket at ERROR.
 func TestOwnErrorFlush(t *testing.T) {
+	var shown bool
+	for i := 1; i <= errFlushAttempts && !shown; i++ {
+		var res map[string]int64
+		if !t.Run(fmt.Sprintf("attempt%d", i), func(t *testing.T) { res = errFlushRun(t) }) {
+			return // a flush check failed: no second chance
+		}
+		shown = res["placed"] > 0 && res["owned"] == 1
+		if !shown {
+			t.Logf("attempt %d: the rank placed %d and owned the socket at ERROR: %v (the machine's load; again)", i, res["placed"], res["owned"] == 1)
+		}
+	}
+	if !shown {
+		t.Errorf("in none of %d runs did the rank place a Send and own its socket at ERROR: the adoption of its consumer index is not shown", errFlushAttempts)
+	}
+}
+
+// errFlushAttempts bounds TestOwnErrorFlush's runs.
+const errFlushAttempts = 3
+
+// errFlushRun runs t_fpown errflush once against fresh daemons, checks the
+// flush and returns the rank's result.
+func errFlushRun(t *testing.T) map[string]int64 {
 	const k, recvs = 40, 256 // t_fpown RECVS
-	a := daemontest.Start(t, "rank", daemontest.Options{Ports: ownBlocks.Next()})
+	// A lease far longer than a control round trip (as TestOwnMcastReclaim):
+	// the take-over at ERROR is ERROR's, not a lapsed lease's, and the
+	// machine's load rarely takes the socket from the rank while it places.
+	a := daemontest.Start(t, "rank", daemontest.Options{Ports: ownBlocks.Next(), Extra: []string{"-fastpath-lease", "300ms"}})
 	b := daemontest.Start(t, "peer", daemontest.Options{Ports: ownBlocks.Next()})
 	p := startRank(t, a.Sock, "errflush", strconv.Itoa(k))
 	addr, qkey := p.ready()
@@ -297,20 +330,21 @@ func TestOwnErrorFlush(t *testing.T) {
 	sendNumbered(t, e, ah, k)
 	res := parseResult(t, p.line("result"))
 	t.Logf("rank: %v", res)
-	if res["placed"]+res["bycq"] != k || res["placed"] == 0 {
-		t.Errorf("%d placed by the rank and %d through the CQ, want %d, most by the rank", res["placed"], res["bycq"], k)
+	if res["placed"]+res["bycq"] != k {
+		t.Errorf("%d placed by the rank and %d through the CQ, want %d", res["placed"], res["bycq"], k)
 	}
 	if res["flushed"] != recvs-k || res["wrong"] != 0 {
 		t.Errorf("%d receives flushed in order and %d other completions, want %d and none", res["flushed"], res["wrong"], recvs-k)
 	}
-	if res["takeovers"] < 1 {
-		t.Errorf("no take-over after ERROR")
+	if res["owned"] == 1 && res["takeovers"] < 1 {
+		t.Errorf("the rank owned its socket at ERROR, and no take-over after ERROR")
 	}
 	qps, text := fastpathQPs(t, a)
 	if len(qps) != 1 || qps[0].State != "ERROR" || qps[0].Counters["fastpath_violations"] != 0 {
 		t.Errorf("want the QP in ERROR without a violation:\n%s", text)
 	}
 	p.finish()
+	return res
 }
 
 // TestOwnMcastReclaim: a multicast group's datagrams take the QP's

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -41,10 +40,10 @@ func ports() (ud, rd string) { return udBlocks.Next(), rdBlocks.Next() }
 func ctrlPort() int { return ctrlPortLo + int(nextCtrl.Add(1)-1)%ctrlPortCnt }
 
 func TestMain(m *testing.M) {
-	os.Exit(daemontest.Main(m, func(dir string) { buildProvider(filepath.Join(dir, "c")) }))
+	os.Exit(daemontest.Main(m, func(dir string) { progDir = dir; buildProvider() }))
 }
 
-func buildProvider(dir string) {
+func buildProvider() {
 	for _, tool := range []string{"cc", "make", "pkg-config", "fi_info", "fi_pingpong"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			skipWhy = tool + " not found; run scripts/install-test-deps.sh"
@@ -59,18 +58,17 @@ func buildProvider(dir string) {
 		skipWhy = "libjansson-dev not installed; run scripts/install-test-deps.sh"
 		return
 	}
-	root, err := daemontest.ModuleRoot()
+	dir, err := daemontest.SharedC("", "prov")
 	if err != nil {
-		buildErr = err.Error()
-		return
-	}
-	cmd := exec.Command("make", "-C", filepath.Join(root, "c"), "-s", "BUILD="+dir, "prov")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		buildErr = fmt.Sprintf("make -C c prov: %v\n%s", err, out)
+		buildErr = fmt.Sprintf("make -C c prov: %v", err)
 		return
 	}
 	provDir = dir
 }
+
+// progDir is TestMain's temporary directory, for programs the tests
+// compile themselves.
+var progDir string
 
 // needProvider skips or fails t when the provider is not available.
 func needProvider(t *testing.T) {

@@ -20,14 +20,14 @@ var (
 )
 
 // buildProgress compiles c/prov/tests/fi_progress.c (a libfabric program:
-// it links only -lfabric) next to the provider.
+// it links only -lfabric) into TestMain's temporary directory.
 func buildProgress() {
 	root, err := daemontest.ModuleRoot()
 	if err != nil {
 		progErr = err.Error()
 		return
 	}
-	bin := filepath.Join(filepath.Dir(provDir), "fi_progress")
+	bin := filepath.Join(progDir, "fi_progress")
 	out, err := exec.Command("cc", "-std=gnu11", "-O2", "-g", "-Wall", "-Wextra", "-Werror", "-o", bin,
 		filepath.Join(root, "c", "prov", "tests", "fi_progress.c"), "-lfabric").CombinedOutput()
 	if err != nil {

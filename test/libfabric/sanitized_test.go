@@ -36,15 +36,9 @@ func buildSanitized() {
 		}
 		libs = append(libs, p)
 	}
-	root, err := daemontest.ModuleRoot()
+	dir, err := daemontest.SharedC("1", "prov") // beside test/cclient's and CProgram's sanitized core
 	if err != nil {
-		sanErr = err.Error()
-		return
-	}
-	dir := filepath.Join(filepath.Dir(provDir), "c-san") // inside TestMain's temporary directory
-	cmd := exec.Command("make", "-C", filepath.Join(root, "c"), "-s", "BUILD="+dir, "SAN=1", "prov")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		sanErr = fmt.Sprintf("make -C c SAN=1 prov: %v\n%s", err, out)
+		sanErr = fmt.Sprintf("make -C c SAN=1 prov: %v", err)
 		return
 	}
 	sanDir = dir

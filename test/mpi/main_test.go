@@ -38,7 +38,7 @@ var rxmProgs = []string{"bigmsg"}
 func TestMain(m *testing.M) {
 	os.Exit(daemontest.Main(m, func(dir string) {
 		binDir = dir
-		buildProvider(filepath.Join(dir, "c"))
+		buildProvider()
 		buildProgs(filepath.Join(dir, "progs"))
 	}))
 }
@@ -46,8 +46,9 @@ func TestMain(m *testing.M) {
 // ports returns the next private UD and RD port blocks, "first-last".
 func ports() (ud, rd string) { return udBlocks.Next(), rdBlocks.Next() }
 
-// buildProvider builds libiwarpd-fi.so into dir with c/prov's Makefile.
-func buildProvider(dir string) {
+// buildProvider builds libiwarpd-fi.so (make -C c prov, as c/prov's
+// Makefile) into the checkout's shared C build (daemontest.SharedC).
+func buildProvider() {
 	for _, tool := range []string{"cc", "make", "pkg-config"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			provSkip = tool + " not found: run scripts/install-build-deps.sh"
@@ -58,14 +59,9 @@ func buildProvider(dir string) {
 		provSkip = "libfabric-dev is not installed: run scripts/install-build-deps.sh"
 		return
 	}
-	root, err := daemontest.ModuleRoot()
+	dir, err := daemontest.SharedC("", "prov")
 	if err != nil {
-		provErr = err.Error()
-		return
-	}
-	out, err := exec.Command("make", "-C", filepath.Join(root, "c", "prov"), "-s", "BUILD="+dir).CombinedOutput()
-	if err != nil {
-		provErr = fmt.Sprintf("make -C c/prov: %v\n%s", err, out)
+		provErr = fmt.Sprintf("make -C c prov: %v", err)
 		return
 	}
 	provDir = dir
