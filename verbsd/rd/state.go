@@ -133,8 +133,10 @@ type state struct {
 	retx    []pending // retransmissions due
 	acks    []pending // standalone ACKs due
 	sgBufs  [][]byte
-	scratch []byte // RD+DDP+RDMAP headers and trailers of one batch
-	buf     []byte // one received datagram, contiguous
+	// runParts: the source octets of the run being built (rd/sendrun.go)
+	runParts [][]byte
+	scratch  []byte // RD+DDP+RDMAP headers and trailers of one batch
+	buf      []byte // one received datagram, contiguous
 
 	stats    [counterCount]int64
 	crcDrops int64 // datagrams dropped for their CRC (rd/crc_log.go)
