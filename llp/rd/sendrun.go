@@ -65,6 +65,23 @@ func (e *Endpoint) SendRun(now time.Time, peer netip.AddrPort, tok Token, n int)
 	return r, nil
 }
 
+// SendRoom returns how many DATA datagrams in a row SendRun would assign
+// towards peer now (0: CanSend is false; a new peer, which SendRun would
+// create, gets its initial window).
+func (e *Endpoint) SendRoom(peer netip.AddrPort) int {
+	p := e.peerAt(peer)
+	if p == nil {
+		if len(e.peers) >= e.cfg.MaxPeers {
+			return 0
+		}
+		return e.cfg.Window
+	}
+	if !e.canSend(p) {
+		return 0
+	}
+	return e.runRoom(p)
+}
+
 // runRoom is how many DATA datagrams in a row canSend allows towards p
 // (canSend(p) holds): while fewer than Window are in flight and the next
 // sequence number is inside the peer's window, or one probe when nothing

@@ -53,7 +53,11 @@ func (tw *twins) both(f func(e *Endpoint)) {
 // headers, the errors, the counters and the next deadline agree.
 func (tw *twins) send(t *testing.T, what string, now time.Time, tok Token, n int) []dgram.RDHeader {
 	t.Helper()
+	room := tw.run.SendRoom(addrB)
 	want, werr := sendEach(tw.each, now, tok, n)
+	if (room != len(want) && len(want) < n) || room < len(want) {
+		t.Fatalf("%s: SendRoom %d, Send took %d of %d", what, room, len(want), n)
+	}
 	r, err := tw.run.SendRun(now, addrB, tok, n)
 	got := runHeaders(r)
 	if (err == nil) != (werr == nil) || errors.Is(err, ErrWindowClosed) != errors.Is(werr, ErrWindowClosed) {

@@ -72,26 +72,20 @@ type runSpec struct {
 
 // runCount is how many datagrams of a message of segs, from segment
 // first on, with dlen octets and nio iovecs each, may go in a run now:
-// the batch's room, at least runMin, else 0.
-func (e *Engine) runCount(b *batch, peer netip.AddrPort, segs *ddp.Segmenter, first uint32, dlen, nio int) int {
-	left := int(segs.Count() - first)
-	want := min(left, maxBatch-b.n)
+// what the peer's window and the batch have room for, at least runMin,
+// else 0. full: the batch is what stops the run short of the message's
+// end (its next datagram would not fit).
+func (e *Engine) runCount(b *batch, peer netip.AddrPort, segs *ddp.Segmenter, first uint32, dlen, nio int) (n int, full bool) {
+	want := min(int(segs.Count()-first), b.q.Rd.ep.SendRoom(peer))
 	if want < runMin {
-		return 0
+		return 0, false
 	}
-	n := e.Sb.Room(peer, dlen, nio, e.Cfg.PollBatch, want)
+	n = min(want, maxBatch-b.n)
+	n = e.Sb.Room(peer, dlen, nio, e.Cfg.PollBatch, n)
 	if n < runMin {
-		return 0
+		return 0, false
 	}
-	return n
-}
-
-// markFull records that the batch stopped a run of n datagrams short of
-// the left ones (as add does when a datagram does not fit).
-func (b *batch) markFull(ran, n, left int) {
-	if ran == n && n < left {
-		b.full = true
-	}
+	return n, n < want
 }
 
 // respRun sends the next datagrams of Read Response p as one run, as
@@ -105,8 +99,8 @@ func (e *Engine) respRun(b *batch, p *resp, now time.Time) {
 	}
 	s0 := p.segs.Segment(p.sent)
 	dlen := dgram.KeyHeaderLen + dgram.RDHeaderLen + ddp.TaggedHeaderLen + s0.Len + crc32c.Size
-	n := e.runCount(b, p.peer, &p.segs, p.sent, dlen, 3)
-	if n == 0 || !r.ep.CanSend(p.peer) {
+	n, full := e.runCount(b, p.peer, &p.segs, p.sent, dlen, 3)
+	if n == 0 {
 		return
 	}
 	last := p.segs.Segment(p.sent + uint32(n) - 1)
@@ -119,13 +113,12 @@ func (e *Engine) respRun(b *batch, p *resp, now time.Time) {
 	if err != nil || run.N == 0 {
 		return
 	}
-	left := int(p.segs.Count() - p.sent)
 	sp := runSpec{run: run, first: p.sent, segs: &p.segs, tagged: true, parts: append(r.runParts[:0], mem)}
 	octets := e.buildRun(b, p.peer, &sp, nil)
-	r.runParts = sp.parts[:0]
+	r.runParts = dropParts(sp.parts)
 	p.sent += uint32(run.N)
 	r.count(readBytesOut, int64(octets))
-	b.markFull(run.N, n, left)
+	b.full = full && run.N == n
 }
 
 // wrRun sends the next datagrams of work request w (a Send or a
@@ -153,8 +146,8 @@ func (e *Engine) wrRun(b *batch, w *wr, now time.Time) {
 	s0 := w.segs.Segment(w.sent)
 	nio := 3 + len(w.sges) // a datagram's pieces: at most one per SGE
 	dlen := dgram.KeyHeaderLen + dgram.RDHeaderLen + s0.Header.Len() + len(ulp) + s0.Len + crc32c.Size
-	n := e.runCount(b, w.peer, &w.segs, w.sent, dlen, nio)
-	if n == 0 || !r.wrCanSend(w) {
+	n, full := e.runCount(b, w.peer, &w.segs, w.sent, dlen, nio)
+	if n == 0 {
 		return
 	}
 	last := w.segs.Segment(w.sent + uint32(n) - 1)
@@ -166,7 +159,6 @@ func (e *Engine) wrRun(b *batch, w *wr, now time.Time) {
 	if err != nil || run.N == 0 {
 		return
 	}
-	left := int(w.segs.Count() - w.sent)
 	sp := runSpec{run: run, first: w.sent, segs: &w.segs, tagged: tagged, wrec: w.op.WriteRecord(), parts: parts}
 	w.sent += uint32(run.N)
 	if w.sent == w.segs.Count() {
@@ -177,8 +169,15 @@ func (e *Engine) wrRun(b *batch, w *wr, now time.Time) {
 		sp.ackReq = w.op.WriteRecord() && w == r.wrs[len(r.wrs)-1]
 	}
 	e.buildRun(b, w.peer, &sp, ulp)
-	r.runParts = sp.parts[:0]
-	b.markFull(run.N, n, left)
+	r.runParts = dropParts(sp.parts)
+	b.full = full && run.N == n
+}
+
+// dropParts forgets the source octets of a finished run (their memory is
+// the client's or the session's staging) and returns the array for reuse.
+func dropParts(parts [][]byte) [][]byte {
+	clear(parts)
+	return parts[:0]
 }
 
 // runPayload translates octets [lo, hi) of w's payload, one slice per
@@ -200,7 +199,7 @@ func (e *Engine) runPayload(q *QP, w *wr, lo, hi int) ([][]byte, bool) {
 		part := proto.SGE{Addr: sge.Addr + uint64(a-start), Length: uint32(z - a), LKey: sge.LKey}
 		m, st := q.Translate(part, q.PD, false)
 		if st != proto.WCSuccess {
-			r.runParts = parts[:0]
+			r.runParts = dropParts(parts)
 			return nil, false
 		}
 		parts = append(parts, m)
