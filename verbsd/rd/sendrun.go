@@ -227,6 +227,8 @@ func (e *Engine) buildRun(b *batch, peer netip.AddrPort, sp *runSpec, ulp []byte
 	hlen := len(t)
 	part, at := 0, 0 // the next payload octet: sp.parts[part][at]
 	octets := 0
+	crc := !q.NoCRC
+	pieces := e.Pieces[:0]
 	for i := range sp.run.N {
 		s := sp.segs.Segment(sp.first + uint32(i))
 		sc := r.scratch[b.n*scratchStride : (b.n+1)*scratchStride : (b.n+1)*scratchStride]
@@ -249,7 +251,7 @@ func (e *Engine) buildRun(b *batch, peer netip.AddrPort, sp *runSpec, ulp []byte
 		if sp.wrec {
 			binary.BigEndian.PutUint32(hdr[offWrecMO:], s.Offset)
 		}
-		pieces := e.Pieces[:0]
+		pieces = pieces[:0]
 		for need := s.Len; need > 0; {
 			p := sp.parts[part]
 			k := min(len(p)-at, need)
@@ -259,9 +261,8 @@ func (e *Engine) buildRun(b *batch, peer netip.AddrPort, sp *runSpec, ulp []byte
 				part, at = part+1, 0
 			}
 		}
-		e.Pieces = pieces[:0]
 		var c uint32
-		if !q.NoCRC {
+		if crc {
 			c = crc32c.Update(0, hdr)
 			for _, p := range pieces {
 				c = crc32c.Update(c, p)
@@ -273,5 +274,6 @@ func (e *Engine) buildRun(b *batch, peer netip.AddrPort, sp *runSpec, ulp []byte
 		b.n++
 		octets += s.Len
 	}
+	e.Pieces = pieces[:0] // its array is reused
 	return octets
 }
