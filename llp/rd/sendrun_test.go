@@ -232,8 +232,9 @@ func TestSendRunRing(t *testing.T) {
 }
 
 // BenchmarkSendRun: assigning the 725 datagrams of a 1 MiB message (1448
-// octets each) with one SendRun per 256 against one Send per datagram,
-// each 256 acknowledged by one ACK (ns/datagram: the whole send half).
+// octets each; llp/rd sees no octets) with one SendRun per 256 against
+// one Send per datagram, each 256 acknowledged by one ACK (ns/datagram:
+// the whole send half).
 func BenchmarkSendRun(b *testing.B) {
 	const dgrams = 725
 	cfg := DefaultConfig()

@@ -16,7 +16,7 @@ import (
 )
 
 // The send fast lane (docs/rd.md "Sending runs"). On an MTU-1500 path a
-// 1 MiB message is 725 datagrams, and the per-datagram path — one
+// 1 MiB message is over 700 datagrams, and the per-datagram path — one
 // Endpoint.Send, one look-up of the work request or response by its
 // token, one translation of its octets, one build of its headers by the
 // encoders per datagram — cost about as much CPU as the kernel's UDP

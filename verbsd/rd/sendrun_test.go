@@ -232,8 +232,8 @@ func TestBuildRunEqualsAdd(t *testing.T) {
 	}
 }
 
-// BenchmarkBuildRun: building the 725 datagrams of a 1 MiB Read
-// Response (1448 octets of payload each) into batches of up to 256
+// BenchmarkBuildRun: building the 738 datagrams of a 1 MiB Read
+// Response (1422 octets of payload each) into batches of up to 256
 // datagrams, with a run per batch and datagram by datagram (Endpoint.Send
 // and batch.add; the old path's per-datagram look-ups of the response and
 // its source are not even counted), each batch acknowledged whole before
