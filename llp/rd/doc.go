@@ -24,7 +24,8 @@
 //
 // It is pure and clocked: no goroutines, no sockets, no time.Now, no payload
 // bytes. The engine feeds it parsed RD headers (Endpoint.Receive), asks it
-// for the header of each new DATA datagram (Endpoint.Send), and drives
+// for the header of each new DATA datagram (Endpoint.Send; Endpoint.SendRun
+// for several consecutive ones in one call, sendrun.go), and drives
 // its timers with Endpoint.Poll at Endpoint.NextDeadline; the actions Poll
 // returns tell the engine what to (re)transmit, which tokens are
 // acknowledged or failed and which held datagrams are now in order. A Token

@@ -24,6 +24,8 @@ type Engine struct {
 	// wrecPiece: the payload of the Write-Record segment being placed
 	// (rd/wrec_rd.go), as the one piece AcceptWriteRecord takes.
 	wrecPiece [1][]byte
+	// noRuns turns the send fast lane off (rd/sendrun.go SetSendRuns).
+	noRuns bool
 }
 
 // engOf returns the RD engine of a core engine.

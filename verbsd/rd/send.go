@@ -666,6 +666,7 @@ func (e *Engine) fill(b *batch, now time.Time) {
 	}
 	r.acks = r.acks[:copy(r.acks, r.acks[k:])]
 	for _, p := range r.resps {
+		e.respRun(b, p, now) // rd/sendrun.go: a run of its datagrams, where it may
 		for !b.full && !p.dead && p.sent < p.segs.Count() && r.ep.CanSend(p.peer) {
 			tok := makeToken(tokResp, p.seq, p.sent)
 			h, err := r.ep.Send(now, p.peer, tok)
@@ -699,6 +700,7 @@ func (e *Engine) fill(b *batch, now time.Time) {
 		if r.blocked.has(w.peer) {
 			continue
 		}
+		e.wrRun(b, w, now) // rd/sendrun.go: a run of its datagrams, where it may
 		for !b.full && w.sent < w.segs.Count() && r.wrCanSend(w) {
 			tok := makeToken(tokWR, w.seq, w.sent)
 			h, err := r.ep.Send(now, w.peer, tok)

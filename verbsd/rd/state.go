@@ -136,10 +136,12 @@ type state struct {
 	retx    []pending // retransmissions due
 	acks    []pending // standalone ACKs due
 	sgBufs  [][]byte
-	scratch []byte  // RD+DDP+RDMAP headers and trailers of one batch
-	buf     []byte  // one received datagram, contiguous
-	run     runLane // the receive fast lane (rd/recv_run.go)
-	noRun   bool    // tests: every datagram takes the general path
+	// runParts: the source octets of the run being built (rd/sendrun.go)
+	runParts [][]byte
+	scratch  []byte  // RD+DDP+RDMAP headers and trailers of one batch
+	buf      []byte  // one received datagram, contiguous
+	run      runLane // the receive fast lane (rd/recv_run.go)
+	noRun    bool    // tests: every datagram takes the general path
 
 	stats    [counterCount]int64
 	crcDrops int64 // datagrams dropped for their CRC (rd/crc_log.go)
