@@ -106,6 +106,7 @@ struct iwd_params {
 	int fastpath;         /* FI_IWARPD_FASTPATH: the rank reads and sends on its UD QP's socket */
 	int fastpath_rdm;     /* FI_IWARPD_FASTPATH_RDM: the same for RDM's RD QP (default on) */
 	int cts;              /* FI_IWARPD_CTS: receiver-ready rendezvous (iwd_rdm_cts.c, default on) */
+	int cts_wait_us;      /* FI_IWARPD_CTS_WAIT_US: a send whose last offer crossed waits this long for the next */
 };
 extern struct iwd_params iwd_env;
 

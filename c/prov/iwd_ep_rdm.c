@@ -161,8 +161,8 @@ static int deliver_unexp(struct iwd_ep *ep, struct iwd_rx *rx, struct iwd_unexp 
 	return freed;
 }
 
-void iwd_rdm_arrival(struct iwd_ep *ep, const struct iwd_hdr *h, const void *payload, size_t plen, fi_addr_t src,
-		     const struct iwv_wc *wc)
+static void rx_arrival(struct iwd_ep *ep, const struct iwd_hdr *h, const void *payload, size_t plen, fi_addr_t src,
+		       const struct iwv_wc *wc)
 {
 	int tagged = (h->flags & IWD_HF_TAGGED) != 0;
 	struct iwd_rx *rx = iwd_match_posted(&iwd_rdm(ep)->m, tagged, src, h->tag);
@@ -265,19 +265,28 @@ void iwd_rdm_rx_msg(struct iwd_ep *ep, const void *msg, uint32_t len, const stru
 		}
 		src = iwd_ep_src(ep, wc);
 		iwd_cts_taken(ep, src, (h.flags & IWD_HF_TAGGED) != 0, h.tag, 0);
-		iwd_rdm_arrival(ep, &h, (const char *)msg + HDR, len - HDR, src, wc);
+		rx_arrival(ep, &h, (const char *)msg + HDR, len - HDR, src, wc);
 		break;
 	case IWD_OP_RTS:
 		src = iwd_ep_src(ep, wc);
 		iwd_cts_taken(ep, src, (h.flags & IWD_HF_TAGGED) != 0, h.tag, 0);
-		iwd_rdm_arrival(ep, &h, NULL, 0, src, wc);
+		rx_arrival(ep, &h, NULL, 0, src, wc);
 		break;
 	case IWD_OP_CTS:
 		iwd_cts_arrived(ep, &h, iwd_ep_src(ep, wc));
 		break;
-	case IWD_OP_DONE:
-		iwd_cts_done(ep, &h, iwd_ep_src(ep, wc), wc);
+	case IWD_OP_DONE: {
+		void *stage;
+		size_t slen;
+		src = iwd_ep_src(ep, wc);
+		if (iwd_cts_done(ep, &h, src, &stage, &slen)) {
+			/* Its receive was cancelled: it arrives as an eager message. */
+			h.op = IWD_OP_EAGER;
+			rx_arrival(ep, &h, stage, (size_t)h.len, src, wc);
+			iwd_stage_free_cts(ep->dom, stage, slen);
+		}
 		break;
+	}
 	case IWD_OP_FIN:
 		iwd_rdm_fin(ep, h.id);
 		break;

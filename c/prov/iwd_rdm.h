@@ -63,12 +63,6 @@ ssize_t iwd_rdm_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 ssize_t iwd_rdm_recv(struct iwd_ep *ep, const struct iovec *iov, void **desc, size_t count, fi_addr_t src,
 		     uint64_t tag, uint64_t ignore, void *context, uint64_t op_flags, int tagged);
 
-/* Takes one arrived message (an EAGER, a DONE whose receive was
- * cancelled, or an RTS) through the posted receives, else into the
- * unexpected queue. */
-void iwd_rdm_arrival(struct iwd_ep *ep, const struct iwd_hdr *h, const void *payload, size_t plen, fi_addr_t src,
-		     const struct iwv_wc *wc);
-
 /* iwd_rdm_cts.c: the receiver-ready rendezvous (file comment there). */
 void iwd_cts_init(struct iwd_ep *ep);
 void iwd_cts_fini(struct iwd_ep *ep);
@@ -83,7 +77,10 @@ void iwd_cts_rx_end(struct iwd_ep *ep, struct iwd_rx *rx);
 /* rx was cancelled: its offer becomes a tombstone. */
 void iwd_cts_cancel(struct iwd_ep *ep, struct iwd_rx *rx);
 void iwd_cts_arrived(struct iwd_ep *ep, const struct iwd_hdr *h, fi_addr_t src);
-void iwd_cts_done(struct iwd_ep *ep, const struct iwd_hdr *h, fi_addr_t src, const struct iwv_wc *wc);
+/* A DONE: completes its receive (0), or, its receive cancelled, returns 1
+ * with the message in *stage (*stage_len octets of staging): the caller
+ * takes it as an arriving eager message, then iwd_stage_free_cts. */
+int iwd_cts_done(struct iwd_ep *ep, const struct iwd_hdr *h, fi_addr_t src, void **stage, size_t *stage_len);
 /* A rendezvous send copied into tx->stage: 1 when it went by a held offer
  * (Write-Record and DONE posted), 0 when it goes as an RTS. */
 int iwd_cts_try_send(struct iwd_ep *ep, struct iwd_tx *tx, struct iwd_hdr *h, fi_addr_t dest,

@@ -54,8 +54,6 @@
 
 #define HDR IWD_HDR_LEN
 #define CTS_MAX_PEERS (1u << 24)
-/* How long a rendezvous send whose last offer crossed waits for the next. */
-#define IWD_CTS_WAIT_NS 300000ull
 
 struct iwd_cts_dead {                 /* the offer of a cancelled receive */
 	struct iwd_list link;
@@ -265,11 +263,11 @@ int iwd_cts_try_send(struct iwd_ep *ep, struct iwd_tx *tx, struct iwd_hdr *h, fi
 	/* An offer may have arrived while the message was copied. */
 	iwd_domain_progress(ep->dom);
 	p = peer(ep, dest);
-	if (p && !p->held && p->raced) {
+	if (p && !p->held && p->raced && iwd_env.cts_wait_us) {
 		/* The last offer crossed our RTS: the receiver posts about
-		 * when we send. Wait up to IWD_CTS_WAIT_NS for this one; none
+		 * when we send. Wait up to FI_IWARPD_CTS_WAIT_US for this one; none
 		 * coming ends the waiting until an offer crosses again. */
-		uint64_t end = now_ns() + IWD_CTS_WAIT_NS;
+		uint64_t end = now_ns() + (uint64_t)iwd_env.cts_wait_us * 1000;
 		while (!p->held && now_ns() < end) {
 			sched_yield();
 			iwd_domain_progress(ep->dom);
@@ -321,7 +319,7 @@ int iwd_cts_try_send(struct iwd_ep *ep, struct iwd_tx *tx, struct iwd_hdr *h, fi
 	return 1;
 }
 
-void iwd_cts_done(struct iwd_ep *ep, const struct iwd_hdr *h, fi_addr_t src, const struct iwv_wc *wc)
+int iwd_cts_done(struct iwd_ep *ep, const struct iwd_hdr *h, fi_addr_t src, void **stage, size_t *stage_len)
 {
 	struct iwd_rdm_ep *r = iwd_rdm(ep);
 	struct iwd_list *it;
@@ -336,7 +334,7 @@ void iwd_cts_done(struct iwd_ep *ep, const struct iwd_hdr *h, fi_addr_t src, con
 		if (h->len > rx->cts_len) {
 			IWD_WARN(FI_LOG_EP_DATA, "iwarpd: a DONE of %llu octets for an offer of %zu: dropped\n",
 				 (unsigned long long)h->len, rx->cts_len);
-			return;
+			return 0;
 		}
 		iwd_list_remove(&rx->link);
 		iwd_iov_copy_in(rx->iov, rx->iov_count, 0, rx->cts_stage, (size_t)h->len);
@@ -346,27 +344,29 @@ void iwd_cts_done(struct iwd_ep *ep, const struct iwd_hdr *h, fi_addr_t src, con
 			       h->tag, src);
 		free(rx);
 		ep->dom->cts.done++;
-		return;
+		return 0;
 	}
 	iwd_list_foreach(&r->cts_dead, it)
 	{
 		struct iwd_cts_dead *d = iwd_container_of(it, struct iwd_cts_dead, link);
-		struct iwd_hdr e;
 		if (d->id != h->id || d->src != src)
 			continue;
 		/* The receive was cancelled: the message arrives now, as any
-		 * eager message would (posted receives, else unexpected). */
+		 * eager message would (posted receives, else unexpected): the
+		 * caller takes it from the staging, then frees it. */
 		iwd_list_remove(it);
-		e = *h;
-		e.op = IWD_OP_EAGER;
-		if (h->len <= d->len)
-			iwd_rdm_arrival(ep, &e, d->stage, (size_t)h->len, src, wc);
-		iwd_stage_free_cts(ep->dom, d->stage, d->len);
+		*stage = d->stage;
+		*stage_len = d->len;
 		free(d);
 		ep->dom->cts.done_unexp++;
-		return;
+		if (h->len > *stage_len) {
+			iwd_stage_free_cts(ep->dom, *stage, *stage_len);
+			return 0;
+		}
+		return 1;
 	}
 	IWD_WARN(FI_LOG_EP_DATA, "iwarpd: a DONE for unknown offer %llx: dropped\n", (unsigned long long)h->id);
+	return 0;
 }
 
 void iwd_cts_cancel(struct iwd_ep *ep, struct iwd_rx *rx)
