@@ -193,11 +193,11 @@ void iwd_cts_offer(struct iwd_ep *ep, struct iwd_rx *rx)
 	 * so that the daemon, not the computing rank, takes the Write in
 	 * (a socket the rank keeps is taken over only when its lease ends,
 	 * 1 ms: docs/fastpath.md "The hand-over"). */
-	iwd_fprd_note(ep, HDR + rx->len, 1);
 	if (iwd_rdm_ctrl(ep, &h, av)) {
 		iwd_stage_free_cts(ep->dom, stage, rx->len);
 		return;
 	}
+	iwd_fprd_leave(ep, HDR + rx->len);
 	rx->cts_stage = stage;
 	rx->cts_len = rx->len;
 	rx->cts_id = h.id;
@@ -315,6 +315,7 @@ int iwd_cts_try_send(struct iwd_ep *ep, struct iwd_tx *tx, struct iwd_hdr *h, fi
 	p->held = 0;
 	p->tx_seq++;
 	tx->posted = 1;
+	iwd_fprd_leave(ep, HDR + tx->len);
 	ep->dom->cts.used++;
 	return 1;
 }
