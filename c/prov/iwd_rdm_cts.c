@@ -310,6 +310,7 @@ int iwd_cts_try_send(struct iwd_ep *ep, struct iwd_tx *tx, struct iwd_hdr *h, fi
 			iwd_pool_put(&ep->txp, tx->bounce);
 			tx->bounce = NULL;
 		}
+		h->op = IWD_OP_RTS; /* the caller fills in the rest */
 		return 0;
 	}
 	p->held = 0;
