@@ -482,6 +482,9 @@ static double overlap(size_t n, long iters)
 		ov = 0;
 	if (rank > 1)
 		ov = 100;
+	else if (getenv("IWMPI_BENCH_VERBOSE"))
+		fprintf(stderr, "overlap rank %d: t_comm %.1f us, per iteration total %.1f us, compute %.1f us: %.1f %%\n",
+			rank, tcomm * 1e6, sumt / (double)iters * 1e6, sumc / (double)iters * 1e6, ov);
 	CALL(MPI_Reduce(&ov, &worst, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD));
 	free(b);
 	free(tc);

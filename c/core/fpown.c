@@ -145,6 +145,16 @@ int iwvi_fp_own_release(struct iwvi_fp_own *o)
 	return ok;
 }
 
+void iwvi_fp_own_withdraw(struct iwvi_fp_own *o)
+{
+	/* Want first (sequentially consistent): an engine serving the QP
+	 * after this store gives nothing back; one that gave it back before
+	 * has stored Owner = rank, which the load below sees. */
+	__atomic_store_n(word32(o, W_OFF_FP_WANT), 0, __ATOMIC_SEQ_CST);
+	if (iwvi_fp_own_owned(o))
+		iwvi_fp_own_release(o);
+}
+
 ssize_t iwvi_fp_own_recv(struct iwvi_fp_own *o, void *buf, size_t cap, int flags, struct sockaddr_storage *src)
 {
 	if (!o->in_busy)

@@ -83,6 +83,14 @@ void iwvi_fp_own_done(struct iwvi_fp_own *o);
  * 0 if not. */
 int iwvi_fp_own_release(struct iwvi_fp_own *o);
 
+/* iwvi_fp_own_withdraw takes back a Want the engine has not served yet
+ * (clears it) and gives back a socket that a Want of before was already
+ * handed back with: the rank is about to stop calling (a bulk transfer
+ * the daemon moves while the application computes), and a socket handed
+ * back to it then would wait for the lease's end before the engine read it
+ * again (docs/libfabric.md "Progress while both ranks compute"). */
+void iwvi_fp_own_withdraw(struct iwvi_fp_own *o);
+
 /* iwvi_fp_own_recv reads the datagram at the head of the socket into
  * buf[0, cap) with MSG_DONTWAIT (never the file's flags: the engine shares
  * the file description) and flags (MSG_PEEK: it stays queued). Only

@@ -7,7 +7,10 @@
  *   ops->get(domain, &stats);
  *
  * Counters of the domain's fabric session with the daemon and of the
- * domain's registration cache (docs/libfabric.md "Registration cache").
+ * domain's registration cache (docs/libfabric.md "Registration cache"),
+ * and of the receiver-ready rendezvous of its RDM endpoints (docs/libfabric.md
+ * "Progress while both ranks compute"; those fields were appended in issue
+ * 20: get fills the whole struct, so a caller must be built with this header).
  */
 #ifndef FI_EXT_IWARPD_H
 #define FI_EXT_IWARPD_H
@@ -26,6 +29,13 @@ struct fi_iwarpd_stats {
 	uint64_t mr_cache_hits;    /* rendezvous sends that reused a cached registration */
 	uint64_t mr_cache_misses;  /* ... that registered */
 	uint64_t mr_cache_entries; /* registrations the cache holds now */
+	uint64_t cts_offered;      /* receives that offered their staging to the sender (CTS sent) */
+	uint64_t cts_accepted;     /* offers this side's senders took */
+	uint64_t cts_stale;        /* ... found stale (a message of ours was in flight) and dropped */
+	uint64_t cts_used;         /* rendezvous sends written into an offer (Write-Record + DONE) */
+	uint64_t cts_declined;     /* held offers a message sent as before ended */
+	uint64_t cts_done;         /* receives completed by a DONE */
+	uint64_t cts_done_unexp;   /* DONEs of cancelled receives, taken as arriving messages */
 };
 
 struct fi_iwarpd_stats_ops {

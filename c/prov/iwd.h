@@ -105,6 +105,8 @@ struct iwd_params {
 	int dgram_crc;        /* FI_IWARPD_DGRAM_CRC: CRC32c on RD/UD QPs (every rank alike) */
 	int fastpath;         /* FI_IWARPD_FASTPATH: the rank reads and sends on its UD QP's socket */
 	int fastpath_rdm;     /* FI_IWARPD_FASTPATH_RDM: the same for RDM's RD QP (default on) */
+	int cts;              /* FI_IWARPD_CTS: receiver-ready rendezvous (iwd_rdm_cts.c, default on) */
+	int cts_wait_us;      /* FI_IWARPD_CTS_WAIT_US: a send whose last offer crossed waits this long for the next */
 };
 extern struct iwd_params iwd_env;
 
@@ -197,6 +199,11 @@ struct iwd_ep;
 
 struct iwd_stage; /* staging allocator (iwd_buf.c) */
 
+/* Counters of the receiver-ready rendezvous (iwd_rdm_cts.c, fi_ext_iwarpd.h). */
+struct iwd_cts_stats {
+	uint64_t offered, accepted, stale, used, declined, done, done_unexp, waits;
+};
+
 struct iwd_domain {
 	struct fid_domain domain_fid;
 	struct iwd_fabric *fab;
@@ -209,6 +216,7 @@ struct iwd_domain {
 	struct iwd_list eps;        /* every endpoint: domain-wide progress */
 	struct iwd_stage *stage;
 	struct iwd_rcache rcache;   /* registrations of unregistered send buffers */
+	struct iwd_cts_stats cts;   /* receiver-ready rendezvous (iwd_rdm_cts.c) */
 	int refs;
 	int dead;                   /* the daemon went away */
 	int self_served;            /* the last progress: every endpoint on its own socket (iwd_progress.c) */
@@ -276,6 +284,10 @@ void *iwd_stage_alloc(struct iwd_domain *dom, size_t len);
 int iwd_stage_err(struct iwd_domain *dom);
 void iwd_stage_free(struct iwd_domain *dom, void *p, size_t len);
 void *iwd_stage_alloc_tx(struct iwd_domain *dom, size_t len);
+/* Staging a receiver-ready offer holds for the sender's Write (at most a
+ * quarter of the staging, iwd_rdm_cts.c). */
+void *iwd_stage_alloc_cts(struct iwd_domain *dom, size_t len);
+void iwd_stage_free_cts(struct iwd_domain *dom, void *p, size_t len);
 void iwd_stage_free_tx(struct iwd_domain *dom, void *p, size_t len);
 uint32_t iwd_stage_lkey(struct iwd_domain *dom);
 uint32_t iwd_stage_rkey(struct iwd_domain *dom);
@@ -458,6 +470,9 @@ struct iwd_rx {              /* a posted receive */
 	size_t used;             /* FI_MULTI_RECV: bytes consumed */
 	size_t inflight;         /* FI_MULTI_RECV: rendezvous reads still landing */
 	int released;            /* FI_MULTI_RECV: FI_MULTI_RECV completion owed */
+	void *cts_stage;         /* RDM: a receiver-ready offer is out (iwd_rdm_cts.c): staging for the sender's Write */
+	size_t cts_len;
+	uint64_t cts_id;
 };
 
 struct iwd_unexp {           /* an arrived message nobody asked for yet */
@@ -522,6 +537,8 @@ enum iwd_hop {
 	IWD_OP_RTS = 2,   /* rendezvous: read len bytes at (rkey, addr), then FIN id */
 	IWD_OP_FIN = 3,   /* rendezvous done: the sender may complete request id */
 	IWD_OP_WDATA = 4, /* fi_writedata: the Write of len octets before this is placed; data */
+	IWD_OP_CTS = 5,   /* receiver ready (iwd_rdm_cts.c): receive id (tag, ignore in data) takes len octets at (rkey, addr) */
+	IWD_OP_DONE = 6,  /* the message (tag, data, len) was written into receive id's (rkey, addr) before this */
 };
 #define IWD_HF_TAGGED 0x1u
 #define IWD_HF_CQDATA 0x2u

@@ -77,6 +77,7 @@ struct iwd_stage {
 	size_t nchunks;
 	size_t hint;
 	size_t tx_chunks; /* held by rendezvous sends' copies (iwd_stage_alloc_tx) */
+	size_t cts_chunks; /* held by receiver-ready offers (iwd_stage_alloc_cts) */
 	unsigned char used[];
 };
 
@@ -208,6 +209,34 @@ void iwd_stage_free_tx(struct iwd_domain *dom, void *p, size_t len)
 	if (!st || !p)
 		return;
 	st->tx_chunks -= (len + IWD_STAGE_CHUNK - 1) / IWD_STAGE_CHUNK;
+	iwd_stage_free(dom, p, len);
+}
+
+/* A receiver-ready offer (iwd_rdm_cts.c) holds its chunks until the
+ * sender's Write lands or the offer ends: such offers hold at most a
+ * quarter of the staging, so that sends and Reads keep theirs. */
+void *iwd_stage_alloc_cts(struct iwd_domain *dom, size_t len)
+{
+	struct iwd_stage *st = dom->stage;
+	size_t need;
+	void *p;
+	if (!st || !len)
+		return NULL;
+	need = (len + IWD_STAGE_CHUNK - 1) / IWD_STAGE_CHUNK;
+	if (st->cts_chunks + need > st->nchunks / 4)
+		return NULL;
+	p = iwd_stage_alloc(dom, len);
+	if (p)
+		st->cts_chunks += need;
+	return p;
+}
+
+void iwd_stage_free_cts(struct iwd_domain *dom, void *p, size_t len)
+{
+	struct iwd_stage *st = dom->stage;
+	if (!st || !p)
+		return;
+	st->cts_chunks -= (len + IWD_STAGE_CHUNK - 1) / IWD_STAGE_CHUNK;
 	iwd_stage_free(dom, p, len);
 }
 

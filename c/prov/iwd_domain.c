@@ -135,6 +135,13 @@ static void stats_get(struct fid_domain *domain, struct fi_iwarpd_stats *out)
 	out->mr_cache_hits = dom->rcache.hits;
 	out->mr_cache_misses = dom->rcache.misses;
 	out->mr_cache_entries = dom->rcache.n;
+	out->cts_offered = dom->cts.offered;
+	out->cts_accepted = dom->cts.accepted;
+	out->cts_stale = dom->cts.stale;
+	out->cts_used = dom->cts.used;
+	out->cts_declined = dom->cts.declined;
+	out->cts_done = dom->cts.done;
+	out->cts_done_unexp = dom->cts.done_unexp;
 	iwd_unlock(dom);
 }
 

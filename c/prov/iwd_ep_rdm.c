@@ -98,6 +98,7 @@ void iwd_rdm_fini(struct iwd_ep *ep)
 		iwd_list_remove(it);
 		free(iwd_container_of(it, struct iwd_ctrl, link));
 	}
+	iwd_cts_fini(ep);
 	iwd_match_fini(&iwd_rdm(ep)->m);
 	free(iwd_rdm(ep)->bounces);
 	iwd_rdm(ep)->bounces = NULL;
@@ -160,11 +161,10 @@ static int deliver_unexp(struct iwd_ep *ep, struct iwd_rx *rx, struct iwd_unexp 
 	return freed;
 }
 
-static void rx_arrival(struct iwd_ep *ep, const struct iwd_hdr *h, const void *payload, size_t plen,
+static void rx_arrival(struct iwd_ep *ep, const struct iwd_hdr *h, const void *payload, size_t plen, fi_addr_t src,
 		       const struct iwv_wc *wc)
 {
 	int tagged = (h->flags & IWD_HF_TAGGED) != 0;
-	fi_addr_t src = iwd_ep_src(ep, wc);
 	struct iwd_rx *rx = iwd_match_posted(&iwd_rdm(ep)->m, tagged, src, h->tag);
 	struct iwd_unexp *u;
 
@@ -179,6 +179,7 @@ static void rx_arrival(struct iwd_ep *ep, const struct iwd_hdr *h, const void *p
 		rx = iwd_match_posted(&iwd_rdm(ep)->m, tagged, src, h->tag);
 	}
 	if (rx) {
+		iwd_cts_rx_end(ep, rx); /* its offer, if any, was not used: the sender ended it */
 		if (h->op == IWD_OP_RTS)
 			iwd_rdm_start_read(ep, rx, h->flags, h->tag, h->data, h->len, h->rkey, h->addr, h->id, src, wc->src_ip,
 				   wc->src_port);
@@ -242,6 +243,7 @@ static void resolve_unknown(struct iwd_ep *ep)
 void iwd_rdm_rx_msg(struct iwd_ep *ep, const void *msg, uint32_t len, const struct iwv_wc *wc)
 {
 	struct iwd_hdr h;
+	fi_addr_t src;
 	if (len < HDR) {
 		IWD_WARN(FI_LOG_EP_DATA, "iwarpd: a %u-octet message without an RDM header: dropped\n", len);
 		return;
@@ -252,19 +254,39 @@ void iwd_rdm_rx_msg(struct iwd_ep *ep, const void *msg, uint32_t len, const stru
 		return;
 	}
 	/* Bulk messages leave the socket with the daemon (iwd_fastpath_rd.c). */
-	if (h.op == IWD_OP_EAGER || h.op == IWD_OP_RTS || h.op == IWD_OP_FIN)
+	if (h.op == IWD_OP_EAGER || h.op == IWD_OP_RTS || h.op == IWD_OP_FIN || h.op == IWD_OP_DONE)
 		iwd_fprd_note(ep, len, h.op != IWD_OP_EAGER);
 	switch (h.op) {
 	case IWD_OP_EAGER:
-		if (h.len != len - HDR)
+		if (h.len != len - HDR) {
 			IWD_WARN(FI_LOG_EP_DATA, "iwarpd: eager message length %llu, %u octets arrived: dropped\n",
 				 (unsigned long long)h.len, len - HDR);
-		else
-			rx_arrival(ep, &h, (const char *)msg + HDR, len - HDR, wc);
+			break;
+		}
+		src = iwd_ep_src(ep, wc);
+		iwd_cts_taken(ep, src, (h.flags & IWD_HF_TAGGED) != 0, h.tag, 0);
+		rx_arrival(ep, &h, (const char *)msg + HDR, len - HDR, src, wc);
 		break;
 	case IWD_OP_RTS:
-		rx_arrival(ep, &h, NULL, 0, wc);
+		src = iwd_ep_src(ep, wc);
+		iwd_cts_taken(ep, src, (h.flags & IWD_HF_TAGGED) != 0, h.tag, 0);
+		rx_arrival(ep, &h, NULL, 0, src, wc);
 		break;
+	case IWD_OP_CTS:
+		iwd_cts_arrived(ep, &h, iwd_ep_src(ep, wc));
+		break;
+	case IWD_OP_DONE: {
+		void *stage;
+		size_t slen;
+		src = iwd_ep_src(ep, wc);
+		if (iwd_cts_done(ep, &h, src, &stage, &slen)) {
+			/* Its receive was cancelled: it arrives as an eager message. */
+			h.op = IWD_OP_EAGER;
+			rx_arrival(ep, &h, stage, (size_t)h.len, src, wc);
+			iwd_stage_free_cts(ep->dom, stage, slen);
+		}
+		break;
+	}
 	case IWD_OP_FIN:
 		iwd_rdm_fin(ep, h.id);
 		break;
@@ -400,6 +422,7 @@ ssize_t iwd_rdm_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 			/* Sent by the rank itself (iwd_fastpath_rd.c): complete
 			 * for RD, whose daemon retransmits the page's copy. */
 			iwd_ep_tx_done(ep, context, FI_SEND | (tagged ? FI_TAGGED : FI_MSG), op_flags, len, 0);
+			iwd_cts_sent(ep, dest, tagged, tag, 0);
 			iwd_unlock(ep->dom);
 			return 0;
 		}
@@ -445,6 +468,12 @@ ssize_t iwd_rdm_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 				tx->stage_tx = 1;
 				tx->stage_len = len;
 				iwd_iov_copy_out(tx->stage, iov, count, len);
+				/* The receiver offered its staging: the daemons
+				 * move it (iwd_rdm_cts.c). */
+				if (iwd_cts_try_send(ep, tx, &h, dest, av, op_flags)) {
+					iwd_unlock(ep->dom);
+					return 0;
+				}
 				h.rkey = iwd_stage_rkey(ep->dom);
 				h.addr = (uint64_t)(uintptr_t)tx->stage;
 				goto rts;
@@ -500,6 +529,7 @@ ssize_t iwd_rdm_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 		return ret;
 	}
 	tx->posted = 1;
+	iwd_cts_sent(ep, dest, tagged, tag, h.op == IWD_OP_RTS);
 	iwd_unlock(ep->dom);
 	return 0;
 }
@@ -556,6 +586,12 @@ ssize_t iwd_rdm_recv(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 		iwd_unlock(ep->dom);
 		return -FI_EOPBADSTATE;
 	}
+	/* A large tagged receive looks at what arrived first: an RTS already
+	 * there starts its Read now, while the application computes; else
+	 * the receive may offer its staging (iwd_rdm_cts.c). */
+	if (tagged && iwd_env.cts && !(op_flags & (FI_PEEK | FI_CLAIM)) &&
+	    iwd_iov_len(iov, count) > iwd_rdm(ep)->eager_max)
+		iwd_domain_progress(ep->dom);
 	resolve_unknown(ep);
 	if (tagged && (op_flags & FI_PEEK)) {
 		iwd_domain_progress(ep->dom);
@@ -654,8 +690,11 @@ ssize_t iwd_rdm_recv(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 			break;
 		}
 	}
-	if (!done && iwd_list_empty(&rx->link))
+	if (!done && iwd_list_empty(&rx->link)) {
+		if (tagged)
+			iwd_cts_offer(ep, rx); /* before it is posted: receives posted earlier decide */
 		iwd_list_insert_tail(tagged ? &iwd_rdm(ep)->m.posted_tag : &iwd_rdm(ep)->m.posted_msg, &rx->link);
+	}
 	iwd_unlock(ep->dom);
 	return 0;
 }
@@ -669,6 +708,7 @@ ssize_t iwd_rdm_cancel(struct iwd_ep *ep, void *context)
 		      FI_ECANCELED, 0, FI_ADDR_NOTAVAIL);
 	if (rx->flags & FI_MULTI_RECV)
 		rx->released = 1;
+	iwd_cts_cancel(ep, rx);
 	if (!(rx->flags & FI_MULTI_RECV) || !rx->inflight)
 		free(rx);
 	return 0;

@@ -81,6 +81,11 @@ int iwd_fprd_send(struct iwd_ep *ep, const void *hdr, size_t hlen, const struct 
  * "Bulk messages leave the socket with the daemon"). */
 void iwd_fprd_note(struct iwd_ep *ep, size_t octets, int rndv);
 
+/* iwd_fprd_leave: a transfer the daemons move while the application
+ * computes was posted (iwd_rdm_cts.c): a bulk spell starts and the socket
+ * stays with the daemon, a Want of before withdrawn (iwvi_fp_own_withdraw). */
+void iwd_fprd_leave(struct iwd_ep *ep, size_t octets);
+
 /* iwd_fprd_before_post: a work request is about to go to the daemon: the
  * socket goes back first (the ACKs owed sent), so that nothing the rank
  * sends overtakes it. */

@@ -302,6 +302,17 @@ void iwd_fprd_note(struct iwd_ep *ep, size_t octets, int rndv)
 	}
 }
 
+void iwd_fprd_leave(struct iwd_ep *ep, size_t octets)
+{
+	struct iwd_fprd *f = ep->fprd;
+	if (!f)
+		return;
+	iwd_fprd_note(ep, octets, 1);
+	iwvi_fp_rd_flush(&f->rd);
+	iwvi_fp_own_withdraw(&f->rd.own);
+	f->owned = 0;
+}
+
 int iwd_fprd_unacked(struct iwd_ep *ep)
 {
 	return ep->fprd && ep->fprd->unacked;

@@ -23,6 +23,8 @@ struct iwd_params iwd_env = {
 	.dgram_crc = 1,
 	.fastpath = 1,
 	.fastpath_rdm = 1,
+	.cts = 1,
+	.cts_wait_us = 300,
 };
 
 #ifndef IWD_BUILD
@@ -149,6 +151,13 @@ FI_EXT_INI
 			"RD socket in the application, the daemon keeping retransmission; such a send completes when the "
 			"kernel accepted it, as tcp's (default yes; "
 			"docs/libfabric.md \"The fast path\")");
+	fi_param_define(&iwd_prov, "cts", FI_PARAM_BOOL,
+			"RDM: a large tagged receive directed at one peer offers the peer its staging, so that the "
+			"daemons move a rendezvous while both ranks compute (default yes; docs/libfabric.md "
+			"\"Progress while both ranks compute\")");
+	fi_param_define(&iwd_prov, "cts_wait_us", FI_PARAM_INT,
+			"RDM: microseconds a rendezvous send waits for the receiver's offer when the last offer crossed "
+			"its RTS (0: never waits; default 300; docs/libfabric.md)");
 
 	if (fi_param_get_str(&iwd_prov, "socket", &s) == FI_SUCCESS && s && *s)
 		iwd_env.socket = s;
@@ -169,6 +178,10 @@ FI_EXT_INI
 		iwd_env.fastpath = b;
 	if (fi_param_get_bool(&iwd_prov, "fastpath_rdm", &b) == FI_SUCCESS)
 		iwd_env.fastpath_rdm = b;
+	if (fi_param_get_bool(&iwd_prov, "cts", &b) == FI_SUCCESS)
+		iwd_env.cts = b;
+	if (fi_param_get_int(&iwd_prov, "cts_wait_us", &b) == FI_SUCCESS && b >= 0 && b <= 1000000)
+		iwd_env.cts_wait_us = b;
 	s = NULL;
 	if (fi_param_get_str(&iwd_prov, "idle", &s) == FI_SUCCESS && s && *s) {
 		if (!strcmp(s, "yield"))

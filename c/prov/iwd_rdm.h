@@ -15,6 +15,17 @@ struct iwd_ctrl {                       /* a FIN waiting for SQ space */
 	struct iwv_av av;
 };
 
+/* Receiver-ready rendezvous (iwd_rdm_cts.c), per fi_addr of the AV. */
+struct iwd_cts_peer {
+	uint32_t tx_seq;                /* EAGER, RTS, DONE messages sent to the peer */
+	uint32_t rx_seq;                /* ... taken from it */
+	int held;                       /* the peer's offer below is held */
+	int raced;                      /* an offer crossed our matching RTS: wait for the next one */
+	int last_rndv;                  /* the last message sent was a tagged RTS ... */
+	uint64_t last_tag;              /* ... with this tag */
+	struct iwd_hdr offer;           /* op CTS */
+};
+
 struct iwd_rdm_ep {
 	struct iwd_ep ep;               /* first: an iwd_ep pointer is one */
 	struct iwd_match m;             /* posted and unexpected receives */
@@ -25,6 +36,11 @@ struct iwd_rdm_ep {
 	struct iwd_list reads;          /* rendezvous reads in flight (struct iwd_rxreq) */
 	uint64_t next_id;
 	size_t eager_max;
+	struct iwd_cts_peer *peers;     /* iwd_rdm_cts.c, indexed by fi_addr */
+	size_t npeers;
+	uint32_t cts_next;              /* offers made (the high half of their ids) */
+	struct iwd_list cts_dead;       /* offers of cancelled receives */
+	int cts_off;                    /* a message was not counted: no more offers */
 };
 
 static inline struct iwd_rdm_ep *iwd_rdm(struct iwd_ep *ep)
@@ -46,6 +62,29 @@ ssize_t iwd_rdm_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 		     uint64_t tag, uint64_t data, void *context, uint64_t op_flags, int tagged);
 ssize_t iwd_rdm_recv(struct iwd_ep *ep, const struct iovec *iov, void **desc, size_t count, fi_addr_t src,
 		     uint64_t tag, uint64_t ignore, void *context, uint64_t op_flags, int tagged);
+
+/* iwd_rdm_cts.c: the receiver-ready rendezvous (file comment there). */
+void iwd_cts_init(struct iwd_ep *ep);
+void iwd_cts_fini(struct iwd_ep *ep);
+/* A message (EAGER, RTS) was posted to dest: counted; a held offer it matches ends. */
+void iwd_cts_sent(struct iwd_ep *ep, fi_addr_t dest, int tagged, uint64_t tag, int rndv);
+/* An EAGER, RTS (done 0) or DONE (1) taken from src: counted; tombstones an EAGER or RTS matches end. */
+void iwd_cts_taken(struct iwd_ep *ep, fi_addr_t src, int tagged, uint64_t tag, int done);
+/* fi_trecv is about to post rx (no unexpected message matched): makes an offer when it may. */
+void iwd_cts_offer(struct iwd_ep *ep, struct iwd_rx *rx);
+/* rx was matched as before (or freed): its offer's staging goes. */
+void iwd_cts_rx_end(struct iwd_ep *ep, struct iwd_rx *rx);
+/* rx was cancelled: its offer becomes a tombstone. */
+void iwd_cts_cancel(struct iwd_ep *ep, struct iwd_rx *rx);
+void iwd_cts_arrived(struct iwd_ep *ep, const struct iwd_hdr *h, fi_addr_t src);
+/* A DONE: completes its receive (0), or, its receive cancelled, returns 1
+ * with the message in *stage (*stage_len octets of staging): the caller
+ * takes it as an arriving eager message, then iwd_stage_free_cts. */
+int iwd_cts_done(struct iwd_ep *ep, const struct iwd_hdr *h, fi_addr_t src, void **stage, size_t *stage_len);
+/* A rendezvous send copied into tx->stage: 1 when it went by a held offer
+ * (Write-Record and DONE posted), 0 when it goes as an RTS. */
+int iwd_cts_try_send(struct iwd_ep *ep, struct iwd_tx *tx, struct iwd_hdr *h, fi_addr_t dest,
+		     const struct iwv_av *av, uint64_t op_flags);
 
 /* iwd_rdm_rndv.c */
 /* Sends a header-only control message (FIN, WDATA), queued if the SQ is full. */

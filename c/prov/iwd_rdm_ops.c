@@ -200,6 +200,7 @@ int iwd_rdm_ep_open(struct iwd_domain *dom, struct fi_info *info, struct fid_ep 
 	iwd_list_init(&r->pending_reads);
 	iwd_list_init(&r->reads);
 	iwd_match_init(&r->m, (info->caps & FI_DIRECTED_RECV) != 0);
+	iwd_cts_init(&r->ep);
 	r->ep.ep_fid.msg = &rdm_msg_ops;
 	r->ep.ep_fid.tagged = &rdm_tagged_ops;
 	r->ep.ep_fid.rma = &iwd_rma_ops;
