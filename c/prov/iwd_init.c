@@ -24,7 +24,7 @@ struct iwd_params iwd_env = {
 	.fastpath = 1,
 	.fastpath_rdm = 1,
 	.cts = 1,
-	.cts_wait_us = 300,
+	.cts_wait_us = 0,
 };
 
 #ifndef IWD_BUILD
@@ -157,7 +157,7 @@ FI_EXT_INI
 			"\"Progress while both ranks compute\")");
 	fi_param_define(&iwd_prov, "cts_wait_us", FI_PARAM_INT,
 			"RDM: microseconds a rendezvous send waits for the receiver's offer when the last offer crossed "
-			"its RTS (0: never waits; default 300; docs/libfabric.md)");
+			"its RTS (0, the default: never waits; docs/libfabric.md)");
 
 	if (fi_param_get_str(&iwd_prov, "socket", &s) == FI_SUCCESS && s && *s)
 		iwd_env.socket = s;
