@@ -23,9 +23,14 @@ func TestCancel(t *testing.T) {
 // it against a real daemon with args (default: "iwarpd"): it must print
 // "<name>: ok".
 func runProvProgram(t *testing.T, name string, args ...string) {
+	runProvProgramWith(t, daemontest.Options{}, name, args...)
+}
+
+// runProvProgramWith is runProvProgram with a daemon started with opts.
+func runProvProgramWith(t *testing.T, opts daemontest.Options, name string, args ...string) {
 	needProvider(t)
 	bin := buildProvProgram(t, name)
-	d := daemon(t, name, daemontest.Options{})
+	d := daemon(t, name, opts)
 	// A bound against a hang only: fi_rcache moves 2 GiB through process
 	// memory (2,000 sends; 10,000 took 25–32 s on a machine of this kind
 	// with the copier thread, docs/memory-registration.md).
