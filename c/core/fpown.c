@@ -198,7 +198,27 @@ int iwvi_fp_own_set_gro(struct iwvi_fp_own *o, int on)
 		return -EBADF;
 	if (setsockopt(o->sock, SOL_UDP, UDP_GRO, &on, sizeof on) < 0)
 		return -errno;
-	return 0;
+	if (on)
+		return 0;
+	/* A buffer the kernel coalesced while UDP_GRO was on stays whole in
+	 * the receive queue, and once UDP_GRO is off recvmsg hands it over
+	 * without its UDP_GRO control message (net/ipv4/udp.c: the message
+	 * is written only while the socket has UDP_GRO on): read so, its
+	 * datagrams look like one — the first's headers, the rest as its
+	 * payload (a bad CRC; with CRC off, wrong octets delivered). Only an
+	 * empty queue can be switched: what arrives from now on is segmented
+	 * at the socket. Else UDP_GRO goes back on, so that whatever is
+	 * queued is read with its control message, and the caller tries
+	 * again later. (An RD datagram is never empty: a peek of 0 octets
+	 * with MSG_TRUNC returns the length of the one at the head.) */
+	uint8_t b;
+	ssize_t n = recv(o->sock, &b, 0, MSG_PEEK | MSG_DONTWAIT | MSG_TRUNC);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return 0;
+	int one = 1;
+	if (setsockopt(o->sock, SOL_UDP, UDP_GRO, &one, sizeof one) < 0)
+		return -errno;
+	return -EBUSY;
 }
 
 int iwvi_fp_own_drop(struct iwvi_fp_own *o)

@@ -109,7 +109,11 @@ ssize_t iwvi_fp_own_peek_gro(struct iwvi_fp_own *o, void *buf, size_t cap, struc
 /* iwvi_fp_own_set_gro turns UDP_GRO (udp(7)) on the socket on or off:
  * the rank keeps it off while it serves its socket itself (every datagram
  * then reaches it alone) and on while a bulk transfer leaves the socket to
- * the daemon (which reads either form). 0 or a negative errno. */
+ * the daemon (which reads either form). Off only while the receive
+ * queue is empty: a buffer coalesced before would be read as one datagram
+ * (-EBUSY: UDP_GRO is on again, try later). The caller owns the socket
+ * (Busy set: iwvi_fp_own_renew), so that the engine never reads it
+ * between the two. 0 or a negative errno. */
 int iwvi_fp_own_set_gro(struct iwvi_fp_own *o, int on);
 
 /* iwvi_fp_own_drop takes the head datagram out of the socket (after a

@@ -160,8 +160,10 @@ static void deliver(void *arg, int slot, const uint8_t *payload, size_t len, uin
 }
 
 /* fprd_gro sets UDP_GRO on the socket as f->gro says it should be. A
- * kernel that refuses leaves it as it was: the rank leaves coalesced
- * buffers to the daemon either way (fprd.c). */
+ * kernel that refuses leaves it as it was, and so does a receive queue
+ * not empty when it is to go off (iwvi_fp_own_set_gro: a buffer coalesced
+ * before would be read as one datagram; the next hand-back tries again):
+ * the rank leaves coalesced buffers to the daemon either way (fprd.c). */
 static void fprd_gro(struct iwd_fprd *f, int on)
 {
 	if (f->gro == on)
@@ -202,9 +204,15 @@ int iwd_fprd_progress(struct iwd_ep *ep)
 		 * rank's last Send given back unacknowledged and lost on the
 		 * wire: its peer never got it (TestAtomicsNetns/rdm-loss5). */
 		f->unacked = iwvi_fp_rd_outstanding(&f->rd) > 0;
+		/* UDP_GRO is switched while Busy is set, so that the engine
+		 * does not read the socket between the switch and the check
+		 * of its queue (iwvi_fp_own_set_gro), and set again at every
+		 * hand-back: the engine turns it on when it takes the socket
+		 * (verbsd rd/fastpath.go fpBegin). */
+		f->gro = -1;
+		fprd_gro(f, f->bulk);
 		iwvi_fp_own_done(&f->rd.own);
 		f->owned = 1;
-		fprd_gro(f, f->bulk);
 		iwd_fprd_rma_reap(ep, &f->rd, &f->rma); /* handed back: what the daemon took over was acknowledged */
 		iwd_fprd_req_reap(ep, &f->rd);           /* and every request it took over answered */
 		return IWD_FP_REPOLL;

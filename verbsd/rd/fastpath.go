@@ -13,6 +13,7 @@ import (
 	"github.com/iwarpd/iwarpd/proto"
 	"github.com/iwarpd/iwarpd/rdmap"
 	"github.com/iwarpd/iwarpd/verbsd/rnic"
+	"golang.org/x/sys/unix"
 )
 
 // The fast path of an RD QP (docs/fastpath.md "RD", the page's RD halves:
@@ -62,6 +63,15 @@ func (e *Engine) fpBegin(q *QP, now time.Time) bool {
 	read, started := e.FastpathBeginForce(c, now, q.fpNeeded(now))
 	if !started {
 		return read
+	}
+	if c.FP.GRO() && e.Cfg.GRO {
+		// The rank turned UDP_GRO off while it served the socket: a
+		// buffer the kernel coalesced before would reach the engine
+		// without its control message and be judged as one datagram
+		// (a bad CRC; with CRC off, wrong octets). The engine reads with
+		// it on, always; the rank sets it again at its next hand-back
+		// (c/core fpown.c iwvi_fp_own_set_gro, docs/fastpath.md).
+		unix.SetsockoptInt(q.FD, unix.SOL_UDP, unix.UDP_GRO, 1)
 	}
 	if !c.FastpathOff() {
 		e.fpImport(q, now)
