@@ -52,8 +52,9 @@ const (
 	// coalesced buffer (several datagrams) to the daemon — so the daemon
 	// keeps UDP_GRO on the socket (a multi-datagram message then reaches
 	// it as one buffer per GSO send). Without it the daemon turns UDP_GRO
-	// off at the hand-over of the page (docs/fastpath.md "UDP_GRO stays on
-	// for a rank that reads it").
+	// off before it first gives the socket to the rank, over an empty
+	// queue (docs/fastpath.md "UDP_GRO stays on for a rank that reads it",
+	// "UDP_GRO goes off only over an empty queue").
 	FPFlagGRO       uint16 = 1
 	FastpathPageLen        = PageSize
 

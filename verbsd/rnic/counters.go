@@ -75,6 +75,7 @@ const (
 	CFastpathReleases   // the rank gave the socket to the engine itself
 	CFastpathBusySkips  // services that did not read: the rank's Busy was still set after a take-over
 	CFastpathViolations // owner words the protocol does not allow (the QP failed)
+	CFastpathGROWaits   // hand-backs put off: UDP_GRO could not go off, a buffer was queued (fastpath_gro.go)
 	counterCount
 )
 
@@ -143,6 +144,7 @@ var CounterNames = [counterCount]string{
 	CFastpathReleases:    "fastpath_releases",
 	CFastpathBusySkips:   "fastpath_busy_skips",
 	CFastpathViolations:  "fastpath_violations",
+	CFastpathGROWaits:    "fastpath_gro_waits",
 }
 
 // counters is a set of statistics; engine-owned, copied out by Inspect.

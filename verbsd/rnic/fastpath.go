@@ -44,6 +44,7 @@ type Fastpath struct {
 	off     bool          // a violation ended the fast path: the engine reads as before
 	flags   uint16        // the page's Flags at the hand-over (proto.FPFlag*)
 	reclaim bool          // take the socket over at the next service, lease or not (FastpathReclaim)
+	groOff  bool          // UDP_GRO must go off, over an empty queue, before the first hand-back (fastpath_gro.go)
 }
 
 type fpState uint8
@@ -244,6 +245,9 @@ func (e *Engine) FastpathEnd(q *QP, now time.Time, give bool) bool {
 	if !give || !q.FastpathWanted() {
 		return false
 	}
+	if !e.fastpathGROOff(q) { // fastpath_gro.go: a buffer the kernel coalesced is queued
+		return false
+	}
 	f := q.FP
 	f.lease.Store(MonoNS(now))
 	f.want.Store(0)
@@ -310,7 +314,12 @@ func (q *QP) FastpathReclaim() {
 }
 
 // SetFastpath installs f on q (the engine's goroutine, OpFastpathPage).
-func (q *QP) SetFastpath(f *Fastpath) { q.FP = f }
+// A page without proto.FPFlagGRO gets UDP_GRO turned off on q's socket
+// before the socket first goes to the rank (fastpath_gro.go).
+func (q *QP) SetFastpath(f *Fastpath) {
+	f.groOff = !f.GRO()
+	q.FP = f
+}
 
 // CLOCK_MONOTONIC in nanoseconds from a time.Time of this process: Go's
 // monotonic reading is CLOCK_MONOTONIC (runtime.nanotime), so one

@@ -83,19 +83,19 @@ func (e *Engine) setOwnInterest(q *QP) {
 	unix.EpollCtl(e.EpFD, unix.EPOLL_CTL_MOD, q.FD, &ev)
 }
 
-// SetFastpath installs f on QP q (fastpath-page; on q's engine) and,
-// unless the page says the rank reads with UDP_GRO (proto.FPFlagGRO),
-// turns UDP_GRO off on its socket: such a rank reads one datagram per call
-// and leaves to the engine what it does not serve, and a coalesced buffer
-// would be one it cannot tell apart. The engine reads either kind. A rank
+// SetFastpath installs f on QP q (fastpath-page; on q's engine). Unless
+// the page says the rank reads with UDP_GRO (proto.FPFlagGRO), UDP_GRO
+// goes off on its socket before the socket first goes to the rank: such a
+// rank reads one datagram per call and leaves to the engine what it does
+// not serve, and a coalesced buffer would be one it cannot tell apart. Not
+// here but at the first hand-back, over an empty queue (rnic
+// fastpath_gro.go): a buffer coalesced before the switch would be read as
+// one datagram, by the engine too. The engine reads either kind. A rank
 // that sets the flag leaves coalesced buffers to the engine, which then
 // takes a multi-datagram message in as one buffer per GSO send (a third
 // of the engine's receive calls and none of the kernel's segmentation of
 // each buffer: docs/fastpath.md "UDP_GRO stays on for a rank that reads
 // it").
 func SetFastpath(q *rnic.QP, f *rnic.Fastpath) {
-	if !f.GRO() {
-		unix.SetsockoptInt(q.FD, unix.SOL_UDP, unix.UDP_GRO, 0)
-	}
 	q.SetFastpath(f)
 }

@@ -113,7 +113,11 @@ func (q *QP) HasWork() bool {
 		return true
 	}
 	if (q.FastpathWanted() && !q.backlog.waiting()) || q.FastpathReleased() { // ud/fastpath.go: the rank asks for its socket, or gave it back
-		return true
+		// Not while parked with UDP_GRO still to go off over an empty
+		// queue (rnic/fastpath_gro.go): only a posted receive empties it.
+		if !q.backlog.parked || !q.FastpathGROPending() || q.FastpathReleased() {
+			return true
+		}
 	}
 	switch q.State {
 	case proto.QPStateRTS:
