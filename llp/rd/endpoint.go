@@ -35,6 +35,12 @@ type Config struct {
 	// derived from the incarnation (deterministic, for tests only: the
 	// engine gives 16 random octets).
 	CookieKey [16]byte
+
+	// AckedRuns: an ACK that acknowledges consecutive tokens to one peer
+	// reports them as one Acked action (Action.N), not one action each
+	// (docs/rd.md "Sending runs": a cumulative ACK covers a run). The
+	// actions are otherwise the same, in the same order.
+	AckedRuns bool
 }
 
 // DefaultConfig returns the default configuration.
@@ -162,7 +168,9 @@ const (
 	// carries RESET and NOTREADY).
 	SendAck
 	// Acked: Token was delivered in order at Peer. The engine completes a
-	// work request when all its tokens are acked.
+	// work request when all its tokens are acked. With Config.AckedRuns
+	// the action stands for N tokens, Token to Token+N-1, delivered in
+	// that order.
 	Acked
 	// Failed: Token gave up after MaxRetries retransmissions (retry
 	// exceeded). Every other token outstanding to Peer fails with it, in
@@ -190,7 +198,10 @@ func (k ActionKind) String() string {
 
 // Action is one thing the engine must do, returned by Poll.
 type Action struct {
-	Kind   ActionKind
+	Kind ActionKind
+	// N: an Acked action's number of tokens with Config.AckedRuns (1 or
+	// more; the tokens Token, Token+1, …); 0 otherwise (one token).
+	N      uint32
 	Peer   netip.AddrPort
 	Token  Token
 	Header dgram.RDHeader // Retransmit, SendAck; DeliverHeld: Seq

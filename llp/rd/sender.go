@@ -147,6 +147,7 @@ func (e *Endpoint) processAck(t int64, p *peer, h *dgram.RDHeader) {
 	// datagram beyond it SACKed now may have arrived long ago.
 	horizon := p.ackCum + 32
 	prevTo := p.sackTo // the previous reports covered up to here: unSACKed below it was reported missing
+	run := -1          // AckedRuns: the index in pending of the Acked action the next token may extend
 	for dgram.SeqLess(p.sndUna, cum) && p.out.n > 0 {
 		e.noteReordering(p, p.out.at(0), p.sndUna, prevTo)
 		s := p.out.popFront()
@@ -162,7 +163,15 @@ func (e *Endpoint) processAck(t int64, p *peer, h *dgram.RDHeader) {
 			sampleAt = max(sampleAt, s.sentAt, p.rtoAt)
 		}
 		e.stats.Acked++
-		e.push(Action{Kind: Acked, Peer: p.addr, Token: s.tok})
+		switch {
+		case run >= 0 && run == len(e.pending)-1 && e.pending[run].Token+Token(e.pending[run].N) == s.tok:
+			e.pending[run].N++ // nothing came between: the run goes on
+		case e.cfg.AckedRuns:
+			run = len(e.pending)
+			e.push(Action{Kind: Acked, N: 1, Peer: p.addr, Token: s.tok})
+		default:
+			e.push(Action{Kind: Acked, Peer: p.addr, Token: s.tok})
+		}
 		if p.hold && s.tok == p.holdTok {
 			e.releaseHold(p) // the peer has the error message: ack the refused DATA now
 		}

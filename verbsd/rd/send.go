@@ -352,8 +352,14 @@ func (e *Engine) action(q *QP, a *rd.Action, now time.Time) {
 		r.retx = append(r.retx, pending{a.Peer, a.Token, a.Header})
 	case rd.SendAck:
 		r.acks = append(r.acks, pending{a.Peer, a.Token, a.Header})
-	case rd.Acked, rd.Failed:
-		e.resolve(q, a.Token, a.Kind == rd.Acked)
+	case rd.Acked:
+		if a.N > 1 {
+			e.resolveAcked(q, a.Token, a.N) // llp/rd Config.AckedRuns
+		} else {
+			e.resolve(q, a.Token, true)
+		}
+	case rd.Failed:
+		e.resolve(q, a.Token, false)
 	case rd.DeliverHeld:
 		e.deliverHeld(q, a.Peer, a.Header.Seq, now)
 	case rd.PeerReset:
@@ -402,6 +408,46 @@ func (e *Engine) resolve(q *QP, tok rd.Token, ok bool) {
 		}
 	case tokRank:
 		e.fpResolve(q, tok, ok) // rd/fastpath.go
+	}
+}
+
+// resolveAcked is n calls of resolve(q, tok+i, true), i = 0..n-1 (an
+// Acked action of llp/rd's AckedRuns: the datagrams of a run a cumulative
+// ACK covered): the tokens of one work request or response — one
+// sequence number, consecutive segments — are resolved at once, one
+// look-up for them all.
+func (e *Engine) resolveAcked(q *QP, tok rd.Token, n uint32) {
+	r := q.Rd
+	for n > 0 {
+		kind, seq, seg := splitToken(tok)
+		k := min(n, 1<<tokSegBits-seg) // the tokens left with this kind and sequence number
+		switch kind {
+		case tokWR:
+			if w := r.wrBySeq(seq); w != nil {
+				// resolve completes w when its acked count reaches
+				// the segments' count: on the way from acked to
+				// acked+k.
+				c := w.segs.Count()
+				reach := w.acked < c && w.acked+k >= c
+				w.resolved += k
+				w.acked += k
+				if reach && w.op != proto.WRRDMARead && !w.op.Atomic() && !w.done {
+					w.done, w.status = true, proto.WCSuccess
+				}
+			}
+		case tokResp:
+			for _, p := range r.resps {
+				if p.seq == seq {
+					p.resolved += k
+				}
+			}
+		default:
+			for i := range k {
+				e.resolve(q, tok+rd.Token(i), true)
+			}
+		}
+		tok += rd.Token(k)
+		n -= k
 	}
 }
 

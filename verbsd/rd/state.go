@@ -192,6 +192,7 @@ func newRDState(cfg *config.RDConfig, datagramSize, socketBuffer int, store *int
 		inc = rand.Uint32()
 	}
 	link := cfg.Link
+	link.AckedRuns = true // one Acked action per run a cumulative ACK covers (send.go resolveAcked)
 	if socketBuffer > 0 && datagramSize > 0 {
 		link.Window = max(min(link.Window, socketBuffer/2/datagramSize), 8)
 	}

@@ -122,6 +122,9 @@ type Node struct {
 	// ended: an application with that many work requests outstanding,
 	// which completes them in order (iwarp-perf -window).
 	Window int
+	// Log, when set, sees every action of the node's Endpoint as Poll
+	// returned it (rd.Config.AckedRuns: one Acked for a run of tokens).
+	Log func(now time.Time, a *rd.Action)
 
 	outstanding int // tokens of this life sent and not yet ended
 
@@ -292,7 +295,11 @@ func (nd *Node) pump() {
 func (nd *Node) poll() {
 	n := nd.net
 	n.actions = nd.EP.Poll(n.Now, n.actions[:0])
-	for _, a := range n.actions {
+	for i := range n.actions {
+		a := &n.actions[i]
+		if nd.Log != nil {
+			nd.Log(n.Now, a)
+		}
 		switch a.Kind {
 		case rd.Retransmit:
 			n.transmit(nd.Addr, a.Peer, a.Header, a.Token)
@@ -300,11 +307,14 @@ func (nd *Node) poll() {
 			n.transmit(nd.Addr, a.Peer, a.Header, 0)
 		case rd.Acked:
 			k := pairKey{nd.Addr, a.Peer}
-			if !n.ever[k][a.Token] {
-				n.violate("%v→%v: token %d acked but never delivered", nd.Addr, a.Peer, a.Token)
+			for j := range max(a.N, 1) { // rd.Config.AckedRuns: Token to Token+N-1
+				tok := a.Token + rd.Token(j)
+				if !n.ever[k][tok] {
+					n.violate("%v→%v: token %d acked but never delivered", nd.Addr, a.Peer, tok)
+				}
+				nd.Events = append(nd.Events, Event{n.Now, a.Kind, a.Peer, tok, nd.Lives})
+				nd.outstanding--
 			}
-			nd.Events = append(nd.Events, Event{n.Now, a.Kind, a.Peer, a.Token, nd.Lives})
-			nd.outstanding--
 		case rd.Failed, rd.PeerReset:
 			nd.Events = append(nd.Events, Event{n.Now, a.Kind, a.Peer, a.Token, nd.Lives})
 			nd.outstanding--
