@@ -46,7 +46,8 @@
 //     holds even if the engine receives a whole batch before polling.
 //   - Held datagrams are named by (Peer, Header.Seq).
 //   - Acked means delivered in order at the peer (a SACK only stops
-//     retransmission). Failed and PeerReset end the other tokens
+//     retransmission); with Config.AckedRuns one Acked action names N
+//     consecutive tokens (Action.N). Failed and PeerReset end the other tokens
 //     outstanding to that peer too; the next Send starts a new space at 1
 //     under a new incarnation of ours towards that peer.
 //   - NOTREADY pauses sending to the peer (CanSend false) until the
