@@ -23,6 +23,8 @@
  *                                      no Magic, unsealed, the daemon's socket, an RD
  *                                      QP's page without its RD halves)
  *   t_fpown SOCK chaos SEED            random words, legal and not, for a bounded while
+ *   t_fpown SOCK groqueue              the page handed over while a coalesced buffer waits
+ *                                      in the socket (run_groqueue)
  *
  * It prints "ready ADDR QKEY" once its QP is in RTS with its page handed
  * over (and, but for claim, the socket handed to it). In rank mode it then
@@ -44,6 +46,8 @@
 #include "testlib.h"
 
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
 #include <sched.h>
 #include <stdint.h>
 #include <sys/mman.h>
@@ -54,6 +58,10 @@
 #include "../core/fastpath.h"
 #include "../core/fpown.h"
 #include "../core/fprq.h"
+
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
 
 #define RECVS 256 /* receives kept posted */
 #define SLOT 64   /* octets per receive */
@@ -77,7 +85,8 @@ static void post_recv(struct rank *r, uint64_t i)
 	CHECK(iwv_post_recv(r->qp, &w, 1) == 1);
 }
 
-static void setup(struct rank *r, const char *sock)
+/* setup_qp makes the QP, in RTS, with no receive posted and no page. */
+static void setup_qp(struct rank *r, const char *sock)
 {
 	memset(r, 0, sizeof *r);
 	r->s = open_session(sock, "t_fpown");
@@ -92,6 +101,11 @@ static void setup(struct rank *r, const char *sock)
 	OK(r->s, iwv_modify_qp(r->qp, IWV_QPS_INIT));
 	OK(r->s, iwv_modify_qp(r->qp, IWV_QPS_RTR));
 	OK(r->s, iwv_modify_qp(r->qp, IWV_QPS_RTS));
+}
+
+static void setup(struct rank *r, const char *sock)
+{
+	setup_qp(r, sock);
 	for (uint64_t i = 0; i < RECVS; i++)
 		post_recv(r, i);
 	OK(r->s, iwvi_fp_own_attach(r->qp, &r->fp));
@@ -549,11 +563,65 @@ static void chaos(struct rank *r, unsigned seed)
 	}
 }
 
+/* groqueue: UDP_GRO goes off only over an empty queue (docs/fastpath.md
+ * "UDP_GRO goes off only over an empty queue"). The QP is made with no
+ * receive and no page; once the test has seen it parked (a Send of several
+ * datagrams, sent by the peer's daemon as one GSO buffer, waits whole in
+ * the socket, coalesced: UDP_GRO is on) it writes a line, and the rank
+ * hands its page over, posts one receive of RECVS*SLOT octets and asks
+ * for the socket. The engine must read the buffer with its UDP_GRO control
+ * message and deliver the Send (octet i: (i*7+3) & 0xff) before the socket
+ * goes to the rank; read with UDP_GRO off it is one datagram with a bad
+ * CRC, dropped. Prints "result len=L status=S pattern=P gro=G owned=O":
+ * the Send's length and status (len 0: none within the bound), whether
+ * its octets are right, UDP_GRO on the socket once the rank owns it. */
+static void run_groqueue(const char *sock)
+{
+	struct rank r;
+	setup_qp(&r, sock);
+	ready(&r);
+	wait_line();
+	OK(r.s, iwvi_fp_own_attach(r.qp, &r.fp));
+	struct iwv_sge g = {.addr = (uintptr_t)r.mem, .length = RECVS * SLOT, .lkey = iwv_mr_lkey(r.mr)};
+	struct iwv_recv_wr w = {.wr_id = 1, .num_sge = 1, .sg_list = &g};
+	CHECK(iwv_post_recv(r.qp, &w, 1) == 1);
+	acquire(&r);
+	struct iwv_wc wc;
+	int n = 0;
+	long long deadline = mono_ms() + scaled_ms(5000);
+	for (long i = 0; i < 10000000L && n == 0 && mono_ms() < deadline; i++) {
+		n = iwv_poll_cq(r.cq, 1, &wc);
+		OK(r.s, n);
+		if (n == 0)
+			usleep(100);
+	}
+	int pattern = 0;
+	if (n == 1 && wc.status == IWV_WC_SUCCESS && wc.byte_len <= RECVS * SLOT) {
+		pattern = 1;
+		for (uint32_t i = 0; i < wc.byte_len; i++)
+			if ((uint8_t)r.mem[i] != (uint8_t)(i * 7 + 3))
+				pattern = 0;
+	}
+	int gro = -1;
+	socklen_t gl = sizeof gro;
+	if (getsockopt(r.qp->sock, SOL_UDP, UDP_GRO, &gro, &gl) < 0)
+		gro = -1;
+	printf("result len=%u status=%d pattern=%d gro=%d owned=%d\n", n == 1 ? wc.byte_len : 0, n == 1 ? (int)wc.status : -1,
+	       pattern, gro, iwvi_fp_own_owned(&r.fp));
+	fflush(stdout);
+	wait_line();
+	teardown(&r);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
 		fprintf(stderr, "usage: t_fpown SOCK rank N PAUSE_EVERY | busy | garbage SEED | claim | rqlie\n");
 		return 2;
+	}
+	if (strcmp(argv[2], "groqueue") == 0) {
+		run_groqueue(argv[1]);
+		return 0;
 	}
 	struct rank r;
 	setup(&r, argv[1]);
