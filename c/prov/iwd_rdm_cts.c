@@ -50,6 +50,7 @@
 #include <time.h>
 
 #include "iwd_fastpath.h"
+#include "iwd_trace.h"
 #include "iwd_rdm.h"
 
 #define HDR IWD_HDR_LEN
@@ -63,7 +64,7 @@ struct iwd_cts_dead {                 /* the offer of a cancelled receive */
 	size_t len;
 };
 
-static struct iwd_cts_peer *peer(struct iwd_ep *ep, fi_addr_t a)
+struct iwd_cts_peer *iwd_cts_peer(struct iwd_ep *ep, fi_addr_t a)
 {
 	struct iwd_rdm_ep *r = iwd_rdm(ep);
 	if (a == FI_ADDR_NOTAVAIL || a == FI_ADDR_UNSPEC || a >= CTS_MAX_PEERS)
@@ -97,7 +98,7 @@ static int tag_matches(uint64_t tag, uint64_t want, uint64_t ignore)
 
 void iwd_cts_sent(struct iwd_ep *ep, fi_addr_t dest, int tagged, uint64_t tag, int rndv)
 {
-	struct iwd_cts_peer *p = peer(ep, dest);
+	struct iwd_cts_peer *p = iwd_cts_peer(ep, dest);
 	if (!p) {
 		iwd_rdm(ep)->cts_off = 1; /* a message not counted: accept no offer again */
 		return;
@@ -114,7 +115,7 @@ void iwd_cts_sent(struct iwd_ep *ep, fi_addr_t dest, int tagged, uint64_t tag, i
 void iwd_cts_taken(struct iwd_ep *ep, fi_addr_t src, int tagged, uint64_t tag, int done)
 {
 	struct iwd_rdm_ep *r = iwd_rdm(ep);
-	struct iwd_cts_peer *p = peer(ep, src);
+	struct iwd_cts_peer *p = iwd_cts_peer(ep, src);
 	struct iwd_list *it, *tmp;
 	if (!p) {
 		r->cts_off = 1;
@@ -172,7 +173,7 @@ void iwd_cts_offer(struct iwd_ep *ep, struct iwd_rx *rx)
 	    !(rx->flags & IWD_RX_TAGGED_FLAG) || (rx->flags & FI_MULTI_RECV) || rx->len <= r->eager_max)
 		return;
 	av = iwd_av_lookup(ep->av, rx->src);
-	p = peer(ep, rx->src);
+	p = iwd_cts_peer(ep, rx->src);
 	if (!av || !p || overlaps_posted(ep, rx))
 		return;
 	stage = iwd_stage_alloc_cts(ep->dom, rx->len);
@@ -206,8 +207,9 @@ void iwd_cts_offer(struct iwd_ep *ep, struct iwd_rx *rx)
 
 void iwd_cts_arrived(struct iwd_ep *ep, const struct iwd_hdr *h, fi_addr_t src)
 {
-	struct iwd_cts_peer *p = peer(ep, src);
+	struct iwd_cts_peer *p = iwd_cts_peer(ep, src);
 	if (!p || iwd_rdm(ep)->cts_off || (uint32_t)h->id != p->tx_seq) {
+		iwd_trace("cts_arrived", 0, 0);
 		ep->dom->cts.stale++; /* a message of ours it did not count was in flight */
 		/* Crossed: the one message in flight was the rendezvous this
 		 * receive will take. The next such send waits a little for
@@ -216,14 +218,15 @@ void iwd_cts_arrived(struct iwd_ep *ep, const struct iwd_hdr *h, fi_addr_t src)
 			p->raced = 1;
 		return;
 	}
+	iwd_trace("cts_arrived", 1, 0);
 	p->held = 1;
 	p->offer = *h;
 	ep->dom->cts.accepted++;
 }
 
-/* The Write-Record of the sender's staging into the offer's staging: its
+/* The Write-Record of the sender's staging into a landing zone: its
  * own work request (IWD_WR_CTRL, freed on completion), signaled. */
-static int post_write(struct iwd_ep *ep, struct iwd_tx *tx, const struct iwd_hdr *offer, const struct iwv_av *av)
+static int post_write(struct iwd_ep *ep, struct iwd_tx *tx, uint64_t addr, uint32_t rkey, const struct iwv_av *av)
 {
 	struct iwd_tx *w;
 	struct iwv_sge sge;
@@ -241,56 +244,28 @@ static int post_write(struct iwd_ep *ep, struct iwd_tx *tx, const struct iwd_hdr
 	wr.num_sge = 1;
 	wr.sg_list = &sge;
 	wr.av = av;
-	wr.remote_addr = offer->addr;
-	wr.rkey = offer->rkey;
+	wr.remote_addr = addr;
+	wr.rkey = rkey;
 	ret = iwd_ep_post_send(ep, &wr);
 	if (ret)
 		iwd_tx_free(ep, w);
 	return ret;
 }
 
-int iwd_cts_try_send(struct iwd_ep *ep, struct iwd_tx *tx, struct iwd_hdr *h, fi_addr_t dest,
-		     const struct iwv_av *av, uint64_t op_flags)
+int iwd_cts_push(struct iwd_ep *ep, struct iwd_tx *tx, struct iwd_hdr *h, const struct iwv_av *av, uint64_t addr,
+		 uint32_t rkey, uint64_t id, uint8_t hflag)
 {
-	struct iwd_cts_peer *p;
-	struct iwd_hdr offer;
 	struct iwv_sge sge[IWD_IOV_LIMIT + 1];
 	struct iwv_send_wr wr;
 	int nsge = 0, ret;
 
-	if (!iwd_env.cts || !(h->flags & IWD_HF_TAGGED) || !tx->stage || iwd_rdm(ep)->cts_off)
-		return 0;
-	/* An offer may have arrived while the message was copied. */
-	iwd_domain_progress(ep->dom);
-	p = peer(ep, dest);
-	if (p && !p->held && p->raced && iwd_env.cts_wait_us) {
-		/* The last offer crossed our RTS: the receiver posts about
-		 * when we send. Wait up to FI_IWARPD_CTS_WAIT_US for this one; none
-		 * coming ends the waiting until an offer crosses again. */
-		uint64_t end = now_ns() + (uint64_t)iwd_env.cts_wait_us * 1000;
-		while (!p->held && now_ns() < end) {
-			sched_yield();
-			iwd_domain_progress(ep->dom);
-			p = peer(ep, dest);
-			if (!p)
-				return 0;
-		}
-		if (!p->held)
-			p->raced = 0;
-		ep->dom->cts.waits++;
-	}
-	if (!p || !p->held || !tag_matches(h->tag, p->offer.tag, p->offer.data))
-		return 0;
-	if ((op_flags & FI_DELIVERY_COMPLETE) || tx->len > p->offer.len || tx->len > UINT32_MAX ||
-	    ep->sq_used + 2 > ep->sq_depth || ep->txp.nfree < 1)
-		return 0; /* goes as before; iwd_cts_sent ends the offer */
-	offer = p->offer;
-	if (post_write(ep, tx, &offer, av))
-		return 0;
+	if (post_write(ep, tx, addr, rkey, av))
+		return -1;
 	h->op = IWD_OP_DONE;
+	h->flags |= hflag;
 	h->rkey = 0;
 	h->addr = 0;
-	h->id = offer.id;
+	h->id = id;
 	ret = iwd_tx_gather(ep, tx, NULL, NULL, 0, h, HDR, sge, &nsge, 1);
 	if (!ret) {
 		memset(&wr, 0, sizeof(wr));
@@ -303,20 +278,64 @@ int iwd_cts_try_send(struct iwd_ep *ep, struct iwd_tx *tx, struct iwd_hdr *h, fi
 		ret = iwd_ep_post_send(ep, &wr);
 	}
 	if (ret) {
-		/* The Write went without its DONE: the receive's staging holds
-		 * data nobody reads; the message goes as an RTS, which the
-		 * receive takes as before. */
+		/* The Write went without its DONE: the landing zone holds data
+		 * nobody reads; the message goes as an RTS, which the receive
+		 * takes as before. */
 		if (tx->bounce) {
 			iwd_pool_put(&ep->txp, tx->bounce);
 			tx->bounce = NULL;
 		}
 		h->op = IWD_OP_RTS; /* the caller fills in the rest */
-		return 0;
+		h->flags &= (uint8_t)~hflag;
+		return 1;
 	}
-	p->held = 0;
-	p->tx_seq++;
 	tx->posted = 1;
 	iwd_fprd_leave(ep, HDR + tx->len);
+	return 0;
+}
+
+int iwd_cts_try_send(struct iwd_ep *ep, struct iwd_tx *tx, struct iwd_hdr *h, fi_addr_t dest,
+		     const struct iwv_av *av, uint64_t op_flags)
+{
+	struct iwd_cts_peer *p;
+	struct iwd_hdr offer;
+	int ret;
+
+	if (!iwd_env.cts || !(h->flags & IWD_HF_TAGGED) || !tx->stage || iwd_rdm(ep)->cts_off)
+		return 0;
+	/* An offer may have arrived while the message was copied. */
+	iwd_domain_progress(ep->dom);
+	p = iwd_cts_peer(ep, dest);
+	if (p && !p->held && p->raced && iwd_env.cts_wait_us) {
+		/* The last offer crossed our RTS: the receiver posts about
+		 * when we send. Wait up to FI_IWARPD_CTS_WAIT_US for this one; none
+		 * coming ends the waiting until an offer crosses again. */
+		uint64_t end = now_ns() + (uint64_t)iwd_env.cts_wait_us * 1000;
+		while (!p->held && now_ns() < end) {
+			sched_yield();
+			iwd_domain_progress(ep->dom);
+			p = iwd_cts_peer(ep, dest);
+			if (!p)
+				return 0;
+		}
+		if (!p->held)
+			p->raced = 0;
+		ep->dom->cts.waits++;
+	}
+	if (!p || !p->held || !tag_matches(h->tag, p->offer.tag, p->offer.data) || (op_flags & FI_DELIVERY_COMPLETE) ||
+	    tx->len > p->offer.len || tx->len > UINT32_MAX || ep->sq_used + 2 > ep->sq_depth || ep->txp.nfree < 1)
+		/* No offer for it: a credit, else as before (iwd_cts_sent
+		 * then ends a held offer it matches). */
+		return iwd_credit_try_send(ep, tx, h, dest, av, op_flags);
+	offer = p->offer;
+	ret = iwd_cts_push(ep, tx, h, av, offer.addr, offer.rkey, offer.id, 0);
+	if (ret < 0)
+		return iwd_credit_try_send(ep, tx, h, dest, av, op_flags);
+	if (ret > 0)
+		return 0;
+	iwd_trace("send_used", tx->len, 0);
+	p->held = 0;
+	p->tx_seq++;
 	ep->dom->cts.used++;
 	return 1;
 }
@@ -340,6 +359,7 @@ int iwd_cts_done(struct iwd_ep *ep, const struct iwd_hdr *h, fi_addr_t src, void
 		}
 		iwd_list_remove(&rx->link);
 		iwd_iov_copy_in(rx->iov, rx->iov_count, 0, rx->cts_stage, (size_t)h->len);
+		iwd_trace("done_copied", h->len, 0);
 		iwd_cts_rx_end(ep, rx);
 		f = iwd_rdm_rx_cflags(rx, h->flags);
 		iwd_ep_rx_done(ep, rx->context, f, (size_t)h->len, rx->iov_count ? rx->iov[0].iov_base : NULL, h->data,
