@@ -11,7 +11,8 @@
  *
  *  - A receiver that takes a rendezvous message (RTS, or a DONE) from a
  *    peer in its AV keeps one credit out to that peer: staging of the
- *    largest such message's length (rounded up to the staging chunk),
+ *    largest such message's length (rounded up to the staging chunk; none
+ *    for a message above a sixteenth of FI_IWARPD_STAGING),
  *    announced by a header-only CREDIT (op 7: rkey, address, length, id)
  *    through the daemon. Credits and offers share the quarter of the
  *    staging that offers may hold (iwd_stage_alloc_cts); none is granted
@@ -51,7 +52,11 @@ void iwd_credit_grant(struct iwd_ep *ep, fi_addr_t src, size_t len)
 	struct iwd_hdr h;
 	void *zone;
 
-	if (!iwd_env.cts || !iwd_env.cts_credit || len <= r->eager_max || len > UINT32_MAX)
+	/* A zone of at most a sixteenth of the staging (4 MiB of the default
+	 * 64): the quarter offers and credits share stays open to the offers
+	 * and credits of other peers; a longer message goes by an offer or an
+	 * RTS, as before. */
+	if (!iwd_env.cts || !iwd_env.cts_credit || len <= r->eager_max || len > iwd_env.staging / 16)
 		return;
 	p = iwd_cts_peer(ep, src);
 	if (!p)
