@@ -744,6 +744,9 @@ int iwd_wc_errno(const struct iwv_wc *wc);
 int iwd_ep_av_dest(struct iwd_ep *ep, fi_addr_t dest, const struct iwv_av **av);
 /* Posts a send WR; maps queue full to -FI_EAGAIN. */
 int iwd_ep_post_send(struct iwd_ep *ep, struct iwv_send_wr *wr);
+/* n work requests in one post (one doorbell): how many were posted (0 to
+ * n), or a negative fi_errno when none was. */
+int iwd_ep_post_send_n(struct iwd_ep *ep, struct iwv_send_wr *wr, int n);
 /* Common transmit preparation: gathers iov into SGEs (desc, bounce or staging). */
 int iwd_tx_gather(struct iwd_ep *ep, struct iwd_tx *tx, const struct iovec *iov, void **desc, size_t count,
 		  const void *hdr, size_t hdr_len, struct iwv_sge *sge, int *nsge, int force_copy);
