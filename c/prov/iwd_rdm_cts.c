@@ -296,11 +296,17 @@ int iwd_cts_try_send(struct iwd_ep *ep, struct iwd_tx *tx, struct iwd_hdr *h, fi
 	struct iwd_hdr offer;
 	int ret;
 
-	if (!iwd_env.cts || !(h->flags & IWD_HF_TAGGED) || !tx->stage || iwd_rdm(ep)->cts_off)
+	if (!iwd_env.cts || !(h->flags & IWD_HF_TAGGED) || !tx->stage)
 		return 0;
 	/* An offer may have arrived while the message was copied. */
 	iwd_domain_progress(ep->dom);
 	iwd_trace("send_progressed", tx->len, 0);
+	/* A message not counted (its source was not in the AV: MPI peers
+	 * that send while the other still wires up) ends offers, whose
+	 * exactness is the count; a credit's message is matched on arrival
+	 * and needs none. */
+	if (iwd_rdm(ep)->cts_off)
+		return iwd_credit_try_send(ep, tx, h, dest, av, op_flags);
 	p = iwd_cts_peer(ep, dest);
 	if (p && !p->held && p->raced && iwd_env.cts_wait_us) {
 		/* The last offer crossed our RTS: the receiver posts about

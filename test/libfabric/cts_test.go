@@ -15,7 +15,9 @@ import "testing"
 // (into the credit A granted when it took B's earlier rendezvous)
 // completes while A makes no call, and A's receive then takes it; a
 // message sent by the credit keeps its place before a small one sent
-// after it. The same program with FI_IWARPD_CTS=0 ("off") checks the
+// after it; and after B took a message from an endpoint not in its AV
+// (which ends offers: B could not count it), B's next large send still
+// goes by the credit. The same program with FI_IWARPD_CTS=0 ("off") checks the
 // same matching with no offer or credit made.
 func TestReceiverReady(t *testing.T) {
 	t.Run("on", func(t *testing.T) { runProvProgram(t, "fi_cts") })

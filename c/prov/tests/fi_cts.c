@@ -34,6 +34,11 @@
  *              tag; an FI_ADDR_UNSPEC receive posted first takes the large
  *              one, the directed receive after it the small one (the
  *              credit's DONE keeps its place among B's messages).
+ *   stranger   B takes a message from C, an endpoint not in B's AV (as an
+ *              MPI peer's first message can arrive before the AV insert):
+ *              B accepts no offer again (it could not count that
+ *              message), but its next 1 MiB send still goes by A's credit
+ *              and completes on B's calls alone.
  *
  *   fi_cts [PROV [off]]   off: FI_IWARPD_CTS=0 is set: no offers, same
  *                         matching (the progress case is not asserted)
@@ -63,7 +68,7 @@ struct side {
 	struct fi_iwarpd_stats_ops *ops;
 };
 
-static struct side A, B;
+static struct side A, B, C;
 static int off;
 
 static void stats(struct side *s, struct fi_iwarpd_stats *st)
@@ -451,6 +456,52 @@ static void case_order(uint8_t *rb, uint8_t *sb)
 		b_send_done("order: B's sends");
 }
 
+static void case_stranger(struct fid_fabric *fab, struct fi_info *info, uint8_t *rb, uint8_t *sb)
+{
+	struct fi_iwarpd_stats a0, a1, b0, b1;
+	struct fi_cq_tagged_entry e;
+	struct fi_context rc, sc, cr, cs;
+	static uint8_t small[64], small_rx[64];
+	char name[64];
+	size_t len = sizeof(name);
+	open_side(fab, info, &C);
+	CHECK(fi_getname(&B.ep->fid, name, &len));
+	if (fi_av_insert(C.av, name, 1, &C.peer, 0, NULL) != 1)
+		fitest_die("C: fi_av_insert");
+	fill(small, sizeof(small), 13);
+	POST(fi_trecv(B.ep, small_rx, sizeof(small_rx), NULL, FI_ADDR_UNSPEC, 20, 0, &cr), "B: fi_trecv from C");
+	POST(fi_tsend(C.ep, small, sizeof(small), NULL, C.peer, 20, &cs), "C: fi_tsend");
+	reap(&C, &e, "stranger: C's send");
+	reap(&B, &e, "stranger: B's receive from C");
+	EXPECT(e.op_context == &cr && same(small_rx, sizeof(small_rx), 13), "stranger: B's receive from C");
+	stats(&A, &a0);
+	stats(&B, &b0);
+	if (!off && b0.credit_taken == b0.credit_used)
+		await_credit(b0.credit_taken);
+	fill(sb, BIG, 14);
+	memset(rb, 0, BIG);
+	POST(fi_tsend(B.ep, sb, BIG, NULL, B.peer, 21, &sc), "B: fi_tsend");
+	if (!off)
+		b_send_done("stranger: B's send");
+	stats(&B, &b1);
+	if (!off)
+		EXPECT(b1.credit_used == b0.credit_used + 1, "stranger: B used %llu credits after a message it could not count",
+		       (unsigned long long)(b1.credit_used - b0.credit_used));
+	POST(fi_trecv(A.ep, rb, BIG, NULL, A.peer, 21, 0, &rc), "A: fi_trecv");
+	if (off)
+		b_send_done("stranger: B's send");
+	reap(&A, &e, "stranger: A's receive");
+	EXPECT(e.op_context == &rc && e.len == BIG && same(rb, BIG, 14), "stranger: A's receive: len %zu, data %s", e.len,
+	       same(rb, BIG, 14) ? "intact" : "wrong");
+	stats(&A, &a1);
+	if (!off)
+		EXPECT(a1.credit_done == a0.credit_done + 1, "stranger: A's receive was not the credit's message");
+	fi_close(&C.ep->fid);
+	fi_close(&C.cq->fid);
+	fi_close(&C.av->fid);
+	fi_close(&C.dom->fid);
+}
+
 int main(int argc, char **argv)
 {
 	const char *prov = argc > 1 ? argv[1] : "iwarpd";
@@ -480,6 +531,7 @@ int main(int argc, char **argv)
 	case_cancel(rb, sb);
 	case_credit(rb, sb);
 	case_order(rb, sb);
+	case_stranger(fab, info, rb, sb);
 	fi_close(&A.ep->fid);
 	fi_close(&B.ep->fid);
 	fi_close(&A.cq->fid);
