@@ -436,6 +436,8 @@ static double compute(double s)
 
 /* xfer posts rank 0's MPI_Isend / rank 1's MPI_Irecv of b (n octets),
  * computes c seconds (0: none), waits; returns {total, compute} time. */
+static double xfer_t0, xfer_tc, xfer_tw; /* the last xfer's start, compute end, wait end */
+
 static void xfer(uint8_t *b, size_t n, long it, double c, int full, double *total, double *comp)
 {
 	MPI_Request req;
@@ -451,9 +453,12 @@ static void xfer(uint8_t *b, size_t n, long it, double c, int full, double *tota
 	if (rank <= 1) {
 		if (c > 0)
 			*comp = compute(c);
+		xfer_tc = now();
 		CALL(MPI_Wait(&req, MPI_STATUS_IGNORE));
 	}
 	*total = now() - t0;
+	xfer_t0 = t0;
+	xfer_tw = t0 + *total;
 	if (rank == 1)
 		check(b, n, 0, it, full, "overlap");
 }
@@ -472,11 +477,22 @@ static double overlap(size_t n, long iters)
 	}
 	qsort(tc, (size_t)iters, sizeof(double), cmp_double);
 	double tcomm = tc[iters / 2], sumt = 0, sumc = 0;
+	double *ts = xalloc(sizeof(double) * 3 * (size_t)iters);
 	for (long it = 0; it < iters; it++) {
 		xfer(b, n, it, tcomm, it == iters - 1, &tot, &comp);
 		sumt += tot;
 		sumc += comp;
+		ts[3 * it] = xfer_t0;
+		ts[3 * it + 1] = xfer_tc;
+		ts[3 * it + 2] = xfer_tw;
 	}
+	/* IWMPI_BENCH_VERBOSE=2: each overlapped iteration's start (after the
+	 * barrier), compute end and wait end, CLOCK_MONOTONIC ns. */
+	if (rank <= 1 && getenv("IWMPI_BENCH_VERBOSE") && atoi(getenv("IWMPI_BENCH_VERBOSE")) >= 2)
+		for (long it = 0; it < iters; it++)
+			fprintf(stderr, "overlap rank %d iter %ld: start %.0f compute-end %.0f wait-end %.0f ns\n", rank, it,
+				ts[3 * it] * 1e9, ts[3 * it + 1] * 1e9, ts[3 * it + 2] * 1e9);
+	free(ts);
 	double ov = 100.0 * (1.0 - (sumt - sumc) / (double)iters / tcomm), worst = 0;
 	if (ov < 0)
 		ov = 0;

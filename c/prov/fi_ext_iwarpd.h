@@ -36,6 +36,10 @@ struct fi_iwarpd_stats {
 	uint64_t cts_declined;     /* held offers a message sent as before ended */
 	uint64_t cts_done;         /* receives completed by a DONE */
 	uint64_t cts_done_unexp;   /* DONEs of cancelled receives, taken as arriving messages */
+	uint64_t credit_granted;   /* standing credits (landing zones) granted to peers */
+	uint64_t credit_taken;     /* credits of peers this side's senders took */
+	uint64_t credit_used;      /* rendezvous sends written into a peer's credit */
+	uint64_t credit_done;      /* messages that arrived in a credit (DONE), matched on arrival */
 };
 
 struct fi_iwarpd_stats_ops {

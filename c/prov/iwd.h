@@ -107,6 +107,7 @@ struct iwd_params {
 	int fastpath_rdm;     /* FI_IWARPD_FASTPATH_RDM: the same for RDM's RD QP (default on) */
 	int cts;              /* FI_IWARPD_CTS: receiver-ready rendezvous (iwd_rdm_cts.c, default on) */
 	int cts_wait_us;      /* FI_IWARPD_CTS_WAIT_US: a send whose last offer crossed waits this long for the next */
+	int cts_credit;       /* FI_IWARPD_CTS_CREDIT: standing landing zones for peers that sent rendezvous (iwd_rdm_credit.c) */
 };
 extern struct iwd_params iwd_env;
 
@@ -202,6 +203,7 @@ struct iwd_stage; /* staging allocator (iwd_buf.c) */
 /* Counters of the receiver-ready rendezvous (iwd_rdm_cts.c, fi_ext_iwarpd.h). */
 struct iwd_cts_stats {
 	uint64_t offered, accepted, stale, used, declined, done, done_unexp, waits;
+	uint64_t credit_granted, credit_taken, credit_used, credit_done, credit_unexp; /* iwd_rdm_credit.c */
 };
 
 struct iwd_domain {
@@ -490,7 +492,9 @@ struct iwd_unexp {           /* an arrived message nobody asked for yet */
 	uint16_t port;
 	int claimed;             /* FI_PEEK|FI_CLAIM: held for a later FI_CLAIM receive */
 	void *claim_ctx;
-	unsigned char payload[]; /* eager payload */
+	void *zone;              /* a credit's landing zone holds the payload (iwd_rdm_credit.c) */
+	size_t zone_len;
+	unsigned char payload[]; /* eager payload (none when zone) */
 };
 
 struct iwd_match {
@@ -539,9 +543,11 @@ enum iwd_hop {
 	IWD_OP_WDATA = 4, /* fi_writedata: the Write of len octets before this is placed; data */
 	IWD_OP_CTS = 5,   /* receiver ready (iwd_rdm_cts.c): receive id (tag, ignore in data) takes len octets at (rkey, addr) */
 	IWD_OP_DONE = 6,  /* the message (tag, data, len) was written into receive id's (rkey, addr) before this */
+	IWD_OP_CREDIT = 7, /* receiver ready for any (iwd_rdm_credit.c): one message of up to len octets may be written at (rkey, addr), then DONE (IWD_HF_CREDIT) id */
 };
 #define IWD_HF_TAGGED 0x1u
 #define IWD_HF_CQDATA 0x2u
+#define IWD_HF_CREDIT 0x4u /* DONE: written into credit id (iwd_rdm_credit.c), not an offer */
 #define IWD_HDR_MAGIC 0x4977u /* "wI" */
 #define IWD_HDR_LEN 48
 
@@ -738,6 +744,9 @@ int iwd_wc_errno(const struct iwv_wc *wc);
 int iwd_ep_av_dest(struct iwd_ep *ep, fi_addr_t dest, const struct iwv_av **av);
 /* Posts a send WR; maps queue full to -FI_EAGAIN. */
 int iwd_ep_post_send(struct iwd_ep *ep, struct iwv_send_wr *wr);
+/* n work requests in one post (one doorbell): how many were posted (0 to
+ * n), or a negative fi_errno when none was. */
+int iwd_ep_post_send_n(struct iwd_ep *ep, struct iwv_send_wr *wr, int n);
 /* Common transmit preparation: gathers iov into SGEs (desc, bounce or staging). */
 int iwd_tx_gather(struct iwd_ep *ep, struct iwd_tx *tx, const struct iovec *iov, void **desc, size_t count,
 		  const void *hdr, size_t hdr_len, struct iwv_sge *sge, int *nsge, int force_copy);

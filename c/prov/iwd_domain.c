@@ -142,6 +142,10 @@ static void stats_get(struct fid_domain *domain, struct fi_iwarpd_stats *out)
 	out->cts_declined = dom->cts.declined;
 	out->cts_done = dom->cts.done;
 	out->cts_done_unexp = dom->cts.done_unexp;
+	out->credit_granted = dom->cts.credit_granted;
+	out->credit_taken = dom->cts.credit_taken;
+	out->credit_used = dom->cts.credit_used;
+	out->credit_done = dom->cts.credit_done;
 	iwd_unlock(dom);
 }
 

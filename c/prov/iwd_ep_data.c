@@ -118,6 +118,30 @@ int iwd_ep_post_send(struct iwd_ep *ep, struct iwv_send_wr *wr)
 	return iwd_errno(ret < 0 ? ret : -EIO);
 }
 
+int iwd_ep_post_send_n(struct iwd_ep *ep, struct iwv_send_wr *wr, int n)
+{
+	int ret, i;
+	if (ep->sq_used + (size_t)n > ep->sq_depth)
+		return -FI_EAGAIN;
+	if (ep->ops->datagram)
+		for (i = 0; i < n; i++)
+			wr[i].remote_qkey = IWD_QKEY;
+	if (ep->fprd)
+		iwd_fprd_before_post(ep); /* nothing the rank sends overtakes them */
+	ret = iwv_post_send(ep->qp, wr, n);
+	if (ret > 0) {
+		ep->sq_used += (size_t)ret;
+		return ret;
+	}
+	if (ret == -ENOMEM)
+		return -FI_EAGAIN;
+	if (ret == -ENODEV)
+		ep->dom->dead = 1;
+	else
+		IWD_WARN(FI_LOG_EP_DATA, "iwarpd: posting sends: %s\n", iwv_last_error(ep->dom->fab->s));
+	return iwd_errno(ret < 0 ? ret : -EIO);
+}
+
 struct iwd_tx *iwd_tx_new(struct iwd_ep *ep, void *context, uint64_t flags, uint64_t op_flags)
 {
 	struct iwd_tx *tx = iwd_freelist_get(&ep->tx_free);

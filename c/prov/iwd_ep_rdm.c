@@ -23,6 +23,7 @@
 
 #include "iwd_rdm.h"
 #include "iwd_fastpath.h"
+#include "iwd_trace.h"
 
 #define HDR IWD_HDR_LEN
 
@@ -80,6 +81,14 @@ int iwd_rdm_enable(struct iwd_ep *ep)
 	return ret;
 }
 
+/* Frees an unexpected message (and the credit's zone holding its payload). */
+static void unexp_free(struct iwd_ep *ep, struct iwd_unexp *u)
+{
+	if (u->zone)
+		iwd_credit_zone_free(ep, u->zone, u->zone_len);
+	free(u);
+}
+
 void iwd_rdm_fini(struct iwd_ep *ep)
 {
 	struct iwd_list *it, *tmp;
@@ -98,6 +107,18 @@ void iwd_rdm_fini(struct iwd_ep *ep)
 		iwd_list_remove(it);
 		free(iwd_container_of(it, struct iwd_ctrl, link));
 	}
+	{
+		struct iwd_list *hs[2] = {&iwd_rdm(ep)->m.unexp_msg, &iwd_rdm(ep)->m.unexp_tag};
+		int i;
+		for (i = 0; i < 2; i++)
+			if (hs[i]->next)
+				iwd_list_foreach_safe(hs[i], it, tmp)
+				{
+					iwd_list_remove(it);
+					unexp_free(ep, iwd_container_of(it, struct iwd_unexp, link));
+				}
+	}
+	iwd_credit_fini(ep);
 	iwd_cts_fini(ep);
 	iwd_match_fini(&iwd_rdm(ep)->m);
 	free(iwd_rdm(ep)->bounces);
@@ -156,13 +177,18 @@ static int deliver_unexp(struct iwd_ep *ep, struct iwd_rx *rx, struct iwd_unexp 
 		freed = iwd_rdm_start_read(ep, rx, u->hflags, u->tag, u->data, u->len, u->rkey, u->raddr, u->id, u->src, u->ip,
 				   u->port);
 	else
-		freed = deliver_eager(ep, rx, u->hflags, u->tag, u->data, u->payload, u->len, u->src);
-	free(u);
+		freed = deliver_eager(ep, rx, u->hflags, u->tag, u->data, u->zone ? u->zone : (void *)u->payload, u->len,
+				      u->src);
+	unexp_free(ep, u);
 	return freed;
 }
 
+/* A message arrived: the first matching posted receive takes it, else it
+ * waits as unexpected. zone (zone_len octets; NULL for none): the payload
+ * is a credit's landing zone, which this call frees or hands to the
+ * unexpected entry (no copy). */
 static void rx_arrival(struct iwd_ep *ep, const struct iwd_hdr *h, const void *payload, size_t plen, fi_addr_t src,
-		       const struct iwv_wc *wc)
+		       const struct iwv_wc *wc, void *zone, size_t zone_len)
 {
 	int tagged = (h->flags & IWD_HF_TAGGED) != 0;
 	struct iwd_rx *rx = iwd_match_posted(&iwd_rdm(ep)->m, tagged, src, h->tag);
@@ -185,11 +211,15 @@ static void rx_arrival(struct iwd_ep *ep, const struct iwd_hdr *h, const void *p
 				   wc->src_port);
 		else
 			deliver_eager(ep, rx, h->flags, h->tag, h->data, payload, plen, src);
+		if (zone)
+			iwd_credit_zone_free(ep, zone, zone_len);
 		return;
 	}
-	u = malloc(sizeof(*u) + (h->op == IWD_OP_EAGER ? plen : 0));
+	u = malloc(sizeof(*u) + (h->op == IWD_OP_EAGER && !zone ? plen : 0));
 	if (!u) {
 		IWD_WARN(FI_LOG_EP_DATA, "iwarpd: no memory for an unexpected message: dropped\n");
+		if (zone)
+			iwd_credit_zone_free(ep, zone, zone_len);
 		return;
 	}
 	memset(u, 0, sizeof(*u));
@@ -204,8 +234,13 @@ static void rx_arrival(struct iwd_ep *ep, const struct iwd_hdr *h, const void *p
 	u->id = h->id;
 	memcpy(u->ip, wc->src_ip, 16);
 	u->port = wc->src_port;
-	if (!u->rndv && plen)
+	if (zone) {
+		u->zone = zone;
+		u->zone_len = zone_len;
+		ep->dom->cts.credit_unexp++;
+	} else if (!u->rndv && plen) {
 		memcpy(u->payload, payload, plen);
+	}
 	iwd_list_insert_tail(tagged ? &iwd_rdm(ep)->m.unexp_tag : &iwd_rdm(ep)->m.unexp_msg, &u->link);
 	iwd_rdm(ep)->m.nunexp++;
 	if (src == FI_ADDR_NOTAVAIL)
@@ -265,29 +300,49 @@ void iwd_rdm_rx_msg(struct iwd_ep *ep, const void *msg, uint32_t len, const stru
 		}
 		src = iwd_ep_src(ep, wc);
 		iwd_cts_taken(ep, src, (h.flags & IWD_HF_TAGGED) != 0, h.tag, 0);
-		rx_arrival(ep, &h, (const char *)msg + HDR, len - HDR, src, wc);
+		rx_arrival(ep, &h, (const char *)msg + HDR, len - HDR, src, wc, NULL, 0);
 		break;
 	case IWD_OP_RTS:
+		iwd_trace("rx_rts", h.len, 0);
 		src = iwd_ep_src(ep, wc);
 		iwd_cts_taken(ep, src, (h.flags & IWD_HF_TAGGED) != 0, h.tag, 0);
-		rx_arrival(ep, &h, NULL, 0, src, wc);
+		rx_arrival(ep, &h, NULL, 0, src, wc, NULL, 0);
+		iwd_credit_grant(ep, src, h.len); /* it sends large messages: its next one needs no RTS */
 		break;
 	case IWD_OP_CTS:
 		iwd_cts_arrived(ep, &h, iwd_ep_src(ep, wc));
+		break;
+	case IWD_OP_CREDIT:
+		iwd_credit_arrived(ep, &h, iwd_ep_src(ep, wc));
 		break;
 	case IWD_OP_DONE: {
 		void *stage;
 		size_t slen;
 		src = iwd_ep_src(ep, wc);
+		iwd_trace("rx_done", h.len, h.flags);
+		if (h.flags & IWD_HF_CREDIT) {
+			/* Written into our credit: it arrives now as an eager
+			 * message would, its payload in the zone. */
+			if (iwd_credit_done(ep, &h, src, &stage, &slen)) {
+				iwd_cts_taken(ep, src, (h.flags & IWD_HF_TAGGED) != 0, h.tag, 0);
+				h.op = IWD_OP_EAGER;
+				h.flags &= (uint8_t)~IWD_HF_CREDIT;
+				rx_arrival(ep, &h, stage, (size_t)h.len, src, wc, stage, slen);
+				iwd_credit_grant(ep, src, h.len);
+			}
+			break;
+		}
 		if (iwd_cts_done(ep, &h, src, &stage, &slen)) {
 			/* Its receive was cancelled: it arrives as an eager message. */
 			h.op = IWD_OP_EAGER;
-			rx_arrival(ep, &h, stage, (size_t)h.len, src, wc);
+			rx_arrival(ep, &h, stage, (size_t)h.len, src, wc, NULL, 0);
 			iwd_stage_free_cts(ep->dom, stage, slen);
 		}
+		iwd_credit_grant(ep, src, h.len);
 		break;
 	}
 	case IWD_OP_FIN:
+		iwd_trace("rx_fin", h.id, 0);
 		iwd_rdm_fin(ep, h.id);
 		break;
 	case IWD_OP_WDATA:
@@ -342,6 +397,8 @@ static void tx_wc(struct iwd_ep *ep, struct iwd_tx *tx, const struct iwv_wc *wc)
 	}
 	if (tx->waiting_fin)
 		return;
+	if (tx->len > iwd_rdm(ep)->eager_max)
+		iwd_trace("send_wc", tx->len, 0);
 	iwd_ep_tx_done(ep, tx->context, tx->flags, tx->op_flags, tx->len, 0);
 	iwd_tx_free(ep, tx);
 }
@@ -451,6 +508,7 @@ ssize_t iwd_rdm_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 		uint32_t lkey;
 		struct iwd_mr *mr = desc ? desc[0] : NULL;
 		h.op = IWD_OP_RTS;
+		iwd_trace("send_post", len, 0);
 		if (count == 1 && mr && iwd_desc_lkey(mr, iov[0].iov_base, len, &lkey) && (mr->access & FI_SEND)) {
 			h.rkey = iwv_mr_rkey(mr->vmr); /* zero copy: the peer reads the registered buffer */
 			h.addr = (uint64_t)(uintptr_t)iov[0].iov_base;
@@ -470,6 +528,7 @@ ssize_t iwd_rdm_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 				iwd_iov_copy_out(tx->stage, iov, count, len);
 				/* The receiver offered its staging: the daemons
 				 * move it (iwd_rdm_cts.c). */
+				iwd_trace("send_copied", len, 0);
 				if (iwd_cts_try_send(ep, tx, &h, dest, av, op_flags)) {
 					iwd_unlock(ep->dom);
 					return 0;
@@ -529,6 +588,8 @@ ssize_t iwd_rdm_send(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 		return ret;
 	}
 	tx->posted = 1;
+	if (h.op == IWD_OP_RTS)
+		iwd_trace("send_rts", len, 0);
 	iwd_cts_sent(ep, dest, tagged, tag, h.op == IWD_OP_RTS);
 	iwd_unlock(ep->dom);
 	return 0;
@@ -591,7 +652,11 @@ ssize_t iwd_rdm_recv(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 	 * the receive may offer its staging (iwd_rdm_cts.c). */
 	if (tagged && iwd_env.cts && !(op_flags & (FI_PEEK | FI_CLAIM)) &&
 	    iwd_iov_len(iov, count) > iwd_rdm(ep)->eager_max)
+	{
+		if (tagged && iwd_iov_len(iov, count) > iwd_rdm(ep)->eager_max)
+			iwd_trace("recv_post", iwd_iov_len(iov, count), 0);
 		iwd_domain_progress(ep->dom);
+	}
 	resolve_unknown(ep);
 	if (tagged && (op_flags & FI_PEEK)) {
 		iwd_domain_progress(ep->dom);
@@ -609,7 +674,7 @@ ssize_t iwd_rdm_recv(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 				iwd_match_unexp(&iwd_rdm(ep)->m, 1, src, tag, ignore, 0, (op_flags & FI_CLAIM) ? context : NULL);
 				if (u->rndv)
 					iwd_rdm_send_fin(ep, u->id, u->ip, u->port);
-				free(u);
+				unexp_free(ep, u);
 				iwd_ep_rx_done(ep, context, f | FI_COMPLETION, 0, NULL, 0, tag, FI_ADDR_NOTAVAIL);
 			} else {
 				iwd_ep_rx_done(ep, context, f | FI_COMPLETION, u->len, NULL, u->data, u->tag, u->src);
@@ -629,7 +694,7 @@ ssize_t iwd_rdm_recv(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 			if (u->rndv)
 				iwd_rdm_send_fin(ep, u->id, u->ip, u->port);
 			iwd_ep_rx_done(ep, context, FI_RECV | FI_TAGGED | FI_COMPLETION, 0, NULL, 0, u->tag, u->src);
-			free(u);
+			unexp_free(ep, u);
 			iwd_unlock(ep->dom);
 			return 0;
 		}
@@ -690,9 +755,19 @@ ssize_t iwd_rdm_recv(struct iwd_ep *ep, const struct iovec *iov, void **desc, si
 			break;
 		}
 	}
+	if (done && tagged && rx->len > iwd_rdm(ep)->eager_max)
+		iwd_trace("recv_unexp", 0, 0);
 	if (!done && iwd_list_empty(&rx->link)) {
-		if (tagged)
+		if (tagged) {
 			iwd_cts_offer(ep, rx); /* before it is posted: receives posted earlier decide */
+			/* The sender may write into our credit while we compute:
+			 * the daemon, not this rank, should hold the socket then. */
+			if (!rx->cts_stage && rx->len > iwd_rdm(ep)->eager_max && rx->src != FI_ADDR_UNSPEC &&
+			    iwd_credit_out(ep, rx->src))
+				iwd_fprd_leave(ep, HDR + rx->len);
+		}
+		if (tagged && rx->len > iwd_rdm(ep)->eager_max)
+			iwd_trace("recv_posted", rx->cts_stage != NULL, 0);
 		iwd_list_insert_tail(tagged ? &iwd_rdm(ep)->m.posted_tag : &iwd_rdm(ep)->m.posted_msg, &rx->link);
 	}
 	iwd_unlock(ep->dom);

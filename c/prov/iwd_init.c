@@ -25,6 +25,7 @@ struct iwd_params iwd_env = {
 	.fastpath_rdm = 1,
 	.cts = 1,
 	.cts_wait_us = 0,
+	.cts_credit = 1,
 };
 
 #ifndef IWD_BUILD
@@ -158,6 +159,10 @@ FI_EXT_INI
 	fi_param_define(&iwd_prov, "cts_wait_us", FI_PARAM_INT,
 			"RDM: microseconds a rendezvous send waits for the receiver's offer when the last offer crossed "
 			"its RTS (0, the default: never waits; docs/libfabric.md)");
+	fi_param_define(&iwd_prov, "cts_credit", FI_PARAM_BOOL,
+			"RDM: keep a standing landing zone (credit) out to every peer that sent a rendezvous, so that "
+			"its next large tagged send is written by the daemons even before the receive is posted "
+			"(default yes; needs cts; docs/libfabric.md \"Progress while both ranks compute\")");
 
 	if (fi_param_get_str(&iwd_prov, "socket", &s) == FI_SUCCESS && s && *s)
 		iwd_env.socket = s;
@@ -182,6 +187,8 @@ FI_EXT_INI
 		iwd_env.cts = b;
 	if (fi_param_get_int(&iwd_prov, "cts_wait_us", &b) == FI_SUCCESS && b >= 0 && b <= 1000000)
 		iwd_env.cts_wait_us = b;
+	if (fi_param_get_bool(&iwd_prov, "cts_credit", &b) == FI_SUCCESS)
+		iwd_env.cts_credit = b;
 	s = NULL;
 	if (fi_param_get_str(&iwd_prov, "idle", &s) == FI_SUCCESS && s && *s) {
 		if (!strcmp(s, "yield"))

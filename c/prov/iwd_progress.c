@@ -9,6 +9,7 @@
 
 #include "iwd.h"
 #include "iwd_fastpath.h"
+#include "iwd_trace.h"
 
 /* iwd_domain_progress also notes whether the domain serves itself: every
  * endpoint owns its QP's socket (the fast paths, docs/fastpath.md) and has
@@ -18,6 +19,7 @@ void iwd_domain_progress(struct iwd_domain *dom)
 {
 	struct iwd_list *it, *tmp;
 	int self = 0, daemon = 0;
+	iwd_trace_progress();
 	iwd_list_foreach_safe(&dom->eps, it, tmp)
 	{
 		struct iwd_ep *ep = iwd_container_of(it, struct iwd_ep, link);

@@ -24,6 +24,12 @@ struct iwd_cts_peer {
 	int last_rndv;                  /* the last message sent was a tagged RTS ... */
 	uint64_t last_tag;              /* ... with this tag */
 	struct iwd_hdr offer;           /* op CTS */
+	/* Standing credits (iwd_rdm_credit.c). */
+	int credit_held;                /* sender: the peer's credit below is held */
+	struct iwd_hdr credit;          /* op CREDIT */
+	void *zone;                     /* receiver: the landing zone of our credit out to the peer */
+	size_t zone_len, want;          /* its length; the largest rendezvous taken from the peer */
+	uint64_t zone_id;
 };
 
 struct iwd_rdm_ep {
@@ -41,6 +47,7 @@ struct iwd_rdm_ep {
 	uint32_t cts_next;              /* offers made (the high half of their ids) */
 	struct iwd_list cts_dead;       /* offers of cancelled receives */
 	int cts_off;                    /* a message was not counted: no more offers */
+	uint64_t credit_next;           /* credits granted (their ids) */
 };
 
 static inline struct iwd_rdm_ep *iwd_rdm(struct iwd_ep *ep)
@@ -85,6 +92,33 @@ int iwd_cts_done(struct iwd_ep *ep, const struct iwd_hdr *h, fi_addr_t src, void
  * (Write-Record and DONE posted), 0 when it goes as an RTS. */
 int iwd_cts_try_send(struct iwd_ep *ep, struct iwd_tx *tx, struct iwd_hdr *h, fi_addr_t dest,
 		     const struct iwv_av *av, uint64_t op_flags);
+
+/* The peer record of fi_addr a (grown on demand), NULL for none. */
+struct iwd_cts_peer *iwd_cts_peer(struct iwd_ep *ep, fi_addr_t a);
+/* Posts the Write-Record of tx's staging to (addr, rkey) and the DONE h
+ * (its op, id, flags set here) behind it: 0 both posted, -1 nothing posted
+ * (the message may go as an RTS), 1 the Write went without its DONE (h is
+ * an RTS again; the landing zone is lost). */
+int iwd_cts_push(struct iwd_ep *ep, struct iwd_tx *tx, struct iwd_hdr *h, const struct iwv_av *av, uint64_t addr,
+		 uint32_t rkey, uint64_t id, uint8_t hflag);
+
+/* iwd_rdm_credit.c: standing credits (file comment there). */
+/* A rendezvous message of len octets was taken from src: keep a credit out to it. */
+void iwd_credit_grant(struct iwd_ep *ep, fi_addr_t src, size_t len);
+/* A CREDIT arrived from src: held for the next rendezvous send to it. */
+void iwd_credit_arrived(struct iwd_ep *ep, const struct iwd_hdr *h, fi_addr_t src);
+/* A DONE with IWD_HF_CREDIT: 1 with its landing zone (*zone, *zone_len),
+ * which the caller takes as an arriving eager message's payload and frees
+ * with iwd_credit_zone_free; 0 when it names no credit out (dropped). */
+int iwd_credit_done(struct iwd_ep *ep, const struct iwd_hdr *h, fi_addr_t src, void **zone, size_t *zone_len);
+void iwd_credit_zone_free(struct iwd_ep *ep, void *zone, size_t len);
+/* A credit of ours is out to src (the receive about to wait leaves the socket to the daemon). */
+int iwd_credit_out(struct iwd_ep *ep, fi_addr_t src);
+/* A rendezvous send copied into tx->stage that no offer took: 1 when it
+ * went into the peer's credit (Write-Record and DONE posted), else 0. */
+int iwd_credit_try_send(struct iwd_ep *ep, struct iwd_tx *tx, struct iwd_hdr *h, fi_addr_t dest,
+			const struct iwv_av *av, uint64_t op_flags);
+void iwd_credit_fini(struct iwd_ep *ep);
 
 /* iwd_rdm_rndv.c */
 /* Sends a header-only control message (FIN, WDATA), queued if the SQ is full. */

@@ -50,6 +50,7 @@
 #include <time.h>
 
 #include "iwd_fastpath.h"
+#include "iwd_trace.h"
 #include "iwd_rdm.h"
 
 #define HDR IWD_HDR_LEN
@@ -63,7 +64,7 @@ struct iwd_cts_dead {                 /* the offer of a cancelled receive */
 	size_t len;
 };
 
-static struct iwd_cts_peer *peer(struct iwd_ep *ep, fi_addr_t a)
+struct iwd_cts_peer *iwd_cts_peer(struct iwd_ep *ep, fi_addr_t a)
 {
 	struct iwd_rdm_ep *r = iwd_rdm(ep);
 	if (a == FI_ADDR_NOTAVAIL || a == FI_ADDR_UNSPEC || a >= CTS_MAX_PEERS)
@@ -97,7 +98,7 @@ static int tag_matches(uint64_t tag, uint64_t want, uint64_t ignore)
 
 void iwd_cts_sent(struct iwd_ep *ep, fi_addr_t dest, int tagged, uint64_t tag, int rndv)
 {
-	struct iwd_cts_peer *p = peer(ep, dest);
+	struct iwd_cts_peer *p = iwd_cts_peer(ep, dest);
 	if (!p) {
 		iwd_rdm(ep)->cts_off = 1; /* a message not counted: accept no offer again */
 		return;
@@ -114,7 +115,7 @@ void iwd_cts_sent(struct iwd_ep *ep, fi_addr_t dest, int tagged, uint64_t tag, i
 void iwd_cts_taken(struct iwd_ep *ep, fi_addr_t src, int tagged, uint64_t tag, int done)
 {
 	struct iwd_rdm_ep *r = iwd_rdm(ep);
-	struct iwd_cts_peer *p = peer(ep, src);
+	struct iwd_cts_peer *p = iwd_cts_peer(ep, src);
 	struct iwd_list *it, *tmp;
 	if (!p) {
 		r->cts_off = 1;
@@ -172,7 +173,7 @@ void iwd_cts_offer(struct iwd_ep *ep, struct iwd_rx *rx)
 	    !(rx->flags & IWD_RX_TAGGED_FLAG) || (rx->flags & FI_MULTI_RECV) || rx->len <= r->eager_max)
 		return;
 	av = iwd_av_lookup(ep->av, rx->src);
-	p = peer(ep, rx->src);
+	p = iwd_cts_peer(ep, rx->src);
 	if (!av || !p || overlaps_posted(ep, rx))
 		return;
 	stage = iwd_stage_alloc_cts(ep->dom, rx->len);
@@ -206,8 +207,9 @@ void iwd_cts_offer(struct iwd_ep *ep, struct iwd_rx *rx)
 
 void iwd_cts_arrived(struct iwd_ep *ep, const struct iwd_hdr *h, fi_addr_t src)
 {
-	struct iwd_cts_peer *p = peer(ep, src);
+	struct iwd_cts_peer *p = iwd_cts_peer(ep, src);
 	if (!p || iwd_rdm(ep)->cts_off || (uint32_t)h->id != p->tx_seq) {
+		iwd_trace("cts_arrived", 0, 0);
 		ep->dom->cts.stale++; /* a message of ours it did not count was in flight */
 		/* Crossed: the one message in flight was the rendezvous this
 		 * receive will take. The next such send waits a little for
@@ -216,37 +218,75 @@ void iwd_cts_arrived(struct iwd_ep *ep, const struct iwd_hdr *h, fi_addr_t src)
 			p->raced = 1;
 		return;
 	}
+	iwd_trace("cts_arrived", 1, 0);
 	p->held = 1;
 	p->offer = *h;
 	ep->dom->cts.accepted++;
 }
 
-/* The Write-Record of the sender's staging into the offer's staging: its
- * own work request (IWD_WR_CTRL, freed on completion), signaled. */
-static int post_write(struct iwd_ep *ep, struct iwd_tx *tx, const struct iwd_hdr *offer, const struct iwv_av *av)
+/* iwd_cts_push posts the Write-Record (its own work request, IWD_WR_CTRL,
+ * freed on completion) and the DONE behind it in one call: one doorbell,
+ * so one wake-up of the daemon, which on a shared CPU preempts the rank
+ * for each (two posts held an MPI_Isend ~0.5 ms where one is ~0.25). */
+int iwd_cts_push(struct iwd_ep *ep, struct iwd_tx *tx, struct iwd_hdr *h, const struct iwv_av *av, uint64_t addr,
+		 uint32_t rkey, uint64_t id, uint8_t hflag)
 {
+	struct iwv_sge wsge, sge[IWD_IOV_LIMIT + 1];
+	struct iwv_send_wr wr[2];
+	struct iwd_hdr before = *h;
 	struct iwd_tx *w;
-	struct iwv_sge sge;
-	struct iwv_send_wr wr;
-	int ret;
+	int nsge = 0, ret;
+
 	w = iwd_tx_new(ep, NULL, 0, FI_INJECT | IWD_NOCOMP);
 	if (!w)
-		return -FI_EAGAIN;
+		return -1;
 	w->wr.kind = IWD_WR_CTRL;
-	sge = (struct iwv_sge){(uint64_t)(uintptr_t)tx->stage, (uint32_t)tx->len, iwd_stage_lkey(ep->dom)};
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = (uint64_t)(uintptr_t)w;
-	wr.opcode = IWV_WR_WRITE_RECORD;
-	wr.flags = IWV_SEND_SIGNALED;
-	wr.num_sge = 1;
-	wr.sg_list = &sge;
-	wr.av = av;
-	wr.remote_addr = offer->addr;
-	wr.rkey = offer->rkey;
-	ret = iwd_ep_post_send(ep, &wr);
-	if (ret)
+	h->op = IWD_OP_DONE;
+	h->flags |= hflag;
+	h->rkey = 0;
+	h->addr = 0;
+	h->id = id;
+	if (iwd_tx_gather(ep, tx, NULL, NULL, 0, h, HDR, sge, &nsge, 1)) {
 		iwd_tx_free(ep, w);
-	return ret;
+		*h = before;
+		return -1;
+	}
+	wsge = (struct iwv_sge){(uint64_t)(uintptr_t)tx->stage, (uint32_t)tx->len, iwd_stage_lkey(ep->dom)};
+	memset(wr, 0, sizeof(wr));
+	wr[0].wr_id = (uint64_t)(uintptr_t)w;
+	wr[0].opcode = IWV_WR_WRITE_RECORD;
+	wr[0].flags = IWV_SEND_SIGNALED;
+	wr[0].num_sge = 1;
+	wr[0].sg_list = &wsge;
+	wr[0].av = av;
+	wr[0].remote_addr = addr;
+	wr[0].rkey = rkey;
+	wr[1].wr_id = (uint64_t)(uintptr_t)tx;
+	wr[1].opcode = IWV_WR_SEND;
+	wr[1].flags = IWV_SEND_SIGNALED;
+	wr[1].num_sge = (uint16_t)nsge;
+	wr[1].sg_list = sge;
+	wr[1].av = av;
+	ret = iwd_ep_post_send_n(ep, wr, 2);
+	if (ret == 2) {
+		iwd_trace("write_posted", tx->len, 0);
+		tx->posted = 1;
+		iwd_fprd_leave(ep, HDR + tx->len);
+		return 0;
+	}
+	if (tx->bounce) {
+		iwd_pool_put(&ep->txp, tx->bounce);
+		tx->bounce = NULL;
+	}
+	*h = before; /* an RTS again: the caller fills in the rest */
+	if (ret <= 0) {
+		iwd_tx_free(ep, w);
+		return -1;
+	}
+	/* The Write went without its DONE: the landing zone holds data
+	 * nobody reads; the message goes as an RTS, which the receive takes
+	 * as before. */
+	return 1;
 }
 
 int iwd_cts_try_send(struct iwd_ep *ep, struct iwd_tx *tx, struct iwd_hdr *h, fi_addr_t dest,
@@ -254,15 +294,20 @@ int iwd_cts_try_send(struct iwd_ep *ep, struct iwd_tx *tx, struct iwd_hdr *h, fi
 {
 	struct iwd_cts_peer *p;
 	struct iwd_hdr offer;
-	struct iwv_sge sge[IWD_IOV_LIMIT + 1];
-	struct iwv_send_wr wr;
-	int nsge = 0, ret;
+	int ret;
 
-	if (!iwd_env.cts || !(h->flags & IWD_HF_TAGGED) || !tx->stage || iwd_rdm(ep)->cts_off)
+	if (!iwd_env.cts || !(h->flags & IWD_HF_TAGGED) || !tx->stage)
 		return 0;
 	/* An offer may have arrived while the message was copied. */
 	iwd_domain_progress(ep->dom);
-	p = peer(ep, dest);
+	iwd_trace("send_progressed", tx->len, 0);
+	/* A message not counted (its source was not in the AV: MPI peers
+	 * that send while the other still wires up) ends offers, whose
+	 * exactness is the count; a credit's message is matched on arrival
+	 * and needs none. */
+	if (iwd_rdm(ep)->cts_off)
+		return iwd_credit_try_send(ep, tx, h, dest, av, op_flags);
+	p = iwd_cts_peer(ep, dest);
 	if (p && !p->held && p->raced && iwd_env.cts_wait_us) {
 		/* The last offer crossed our RTS: the receiver posts about
 		 * when we send. Wait up to FI_IWARPD_CTS_WAIT_US for this one; none
@@ -271,7 +316,7 @@ int iwd_cts_try_send(struct iwd_ep *ep, struct iwd_tx *tx, struct iwd_hdr *h, fi
 		while (!p->held && now_ns() < end) {
 			sched_yield();
 			iwd_domain_progress(ep->dom);
-			p = peer(ep, dest);
+			p = iwd_cts_peer(ep, dest);
 			if (!p)
 				return 0;
 		}
@@ -279,44 +324,20 @@ int iwd_cts_try_send(struct iwd_ep *ep, struct iwd_tx *tx, struct iwd_hdr *h, fi
 			p->raced = 0;
 		ep->dom->cts.waits++;
 	}
-	if (!p || !p->held || !tag_matches(h->tag, p->offer.tag, p->offer.data))
-		return 0;
-	if ((op_flags & FI_DELIVERY_COMPLETE) || tx->len > p->offer.len || tx->len > UINT32_MAX ||
-	    ep->sq_used + 2 > ep->sq_depth || ep->txp.nfree < 1)
-		return 0; /* goes as before; iwd_cts_sent ends the offer */
+	if (!p || !p->held || !tag_matches(h->tag, p->offer.tag, p->offer.data) || (op_flags & FI_DELIVERY_COMPLETE) ||
+	    tx->len > p->offer.len || tx->len > UINT32_MAX || ep->sq_used + 2 > ep->sq_depth || ep->txp.nfree < 1)
+		/* No offer for it: a credit, else as before (iwd_cts_sent
+		 * then ends a held offer it matches). */
+		return iwd_credit_try_send(ep, tx, h, dest, av, op_flags);
 	offer = p->offer;
-	if (post_write(ep, tx, &offer, av))
+	ret = iwd_cts_push(ep, tx, h, av, offer.addr, offer.rkey, offer.id, 0);
+	if (ret < 0)
+		return iwd_credit_try_send(ep, tx, h, dest, av, op_flags);
+	if (ret > 0)
 		return 0;
-	h->op = IWD_OP_DONE;
-	h->rkey = 0;
-	h->addr = 0;
-	h->id = offer.id;
-	ret = iwd_tx_gather(ep, tx, NULL, NULL, 0, h, HDR, sge, &nsge, 1);
-	if (!ret) {
-		memset(&wr, 0, sizeof(wr));
-		wr.wr_id = (uint64_t)(uintptr_t)tx;
-		wr.opcode = IWV_WR_SEND;
-		wr.flags = IWV_SEND_SIGNALED;
-		wr.num_sge = (uint16_t)nsge;
-		wr.sg_list = sge;
-		wr.av = av;
-		ret = iwd_ep_post_send(ep, &wr);
-	}
-	if (ret) {
-		/* The Write went without its DONE: the receive's staging holds
-		 * data nobody reads; the message goes as an RTS, which the
-		 * receive takes as before. */
-		if (tx->bounce) {
-			iwd_pool_put(&ep->txp, tx->bounce);
-			tx->bounce = NULL;
-		}
-		h->op = IWD_OP_RTS; /* the caller fills in the rest */
-		return 0;
-	}
+	iwd_trace("send_used", tx->len, 0);
 	p->held = 0;
 	p->tx_seq++;
-	tx->posted = 1;
-	iwd_fprd_leave(ep, HDR + tx->len);
 	ep->dom->cts.used++;
 	return 1;
 }
@@ -340,6 +361,7 @@ int iwd_cts_done(struct iwd_ep *ep, const struct iwd_hdr *h, fi_addr_t src, void
 		}
 		iwd_list_remove(&rx->link);
 		iwd_iov_copy_in(rx->iov, rx->iov_count, 0, rx->cts_stage, (size_t)h->len);
+		iwd_trace("done_copied", h->len, 0);
 		iwd_cts_rx_end(ep, rx);
 		f = iwd_rdm_rx_cflags(rx, h->flags);
 		iwd_ep_rx_done(ep, rx->context, f, (size_t)h->len, rx->iov_count ? rx->iov[0].iov_base : NULL, h->data,

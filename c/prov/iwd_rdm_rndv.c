@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "iwd_rdm.h"
+#include "iwd_trace.h"
 
 #define HDR IWD_HDR_LEN
 
@@ -169,6 +170,7 @@ int iwd_rdm_read_done(struct iwd_ep *ep, struct iwd_rxreq *rr, int err, int prov
 	uint64_t f = iwd_rdm_rx_cflags(rx, rr->hflags);
 	void *buf;
 
+	iwd_trace("read_done", rlen, 0);
 	if (!err && rr->stage && rlen)
 		iwd_iov_copy_in(rx->iov, rx->iov_count, rr->off, rr->bounce, rlen);
 	if (rr->stage)
@@ -239,6 +241,7 @@ int iwd_rdm_start_read(struct iwd_ep *ep, struct iwd_rx *rx, uint32_t hflags, ui
 	iwd_list_insert_tail(&iwd_rdm(ep)->reads, &rr->link);
 	if (mlen - rr->olen == 0)
 		return iwd_rdm_read_done(ep, rr, 0, 0);
+	iwd_trace("read_start", mlen, 0);
 	if (iwd_list_empty(&iwd_rdm(ep)->pending_reads)) {
 		int ret = post_read(ep, rr);
 		if (ret == READ_NOMEM)

@@ -51,7 +51,7 @@ $(BUILD)/prov/iwd_init.o: CFLAGS_CORE += -DIWD_BUILD='"$(IWD_BUILD)"'
 
 $(BUILD)/prov/%.o: prov/%.c $(wildcard prov/*.h) $(CORE_HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_CORE) -Iprov -c $< -o $@
+	$(CC) $(CFLAGS_CORE) $(if $(PROV_TRACE),-DIWD_TRACE) -Iprov -c $< -o $@
 
 $(PROV_SO): $(PROV_OBJS) $(LIBA) prov/iwd.map
 	$(CC) -shared -Wl,--version-script=prov/iwd.map -Wl,-z,defs $(SANLD) -o $@ $(PROV_OBJS) $(LIBA) \

@@ -26,6 +26,19 @@
  *              tag 5 by the offer, tag 6 as an RTS to the next receive.
  *   cancel     an offer's receive is cancelled; B sends by the offer; the
  *              message waits as unexpected and the next receive takes it.
+ *   credit     (standing credits, iwd_rdm_credit.c) A took rendezvous
+ *              messages from B, so B holds A's credit; B sends 1 MiB with
+ *              no receive posted at A, and its send completes on B's calls
+ *              alone; then A's receive takes it from the credit's zone.
+ *   order      B sends 1 MiB by the credit, then 64 octets of the same
+ *              tag; an FI_ADDR_UNSPEC receive posted first takes the large
+ *              one, the directed receive after it the small one (the
+ *              credit's DONE keeps its place among B's messages).
+ *   stranger   B takes a message from C, an endpoint not in B's AV (as an
+ *              MPI peer's first message can arrive before the AV insert):
+ *              B accepts no offer again (it could not count that
+ *              message), but its next 1 MiB send still goes by A's credit
+ *              and completes on B's calls alone.
  *
  *   fi_cts [PROV [off]]   off: FI_IWARPD_CTS=0 is set: no offers, same
  *                         matching (the progress case is not asserted)
@@ -55,7 +68,7 @@ struct side {
 	struct fi_iwarpd_stats_ops *ops;
 };
 
-static struct side A, B;
+static struct side A, B, C;
 static int off;
 
 static void stats(struct side *s, struct fi_iwarpd_stats *st)
@@ -124,6 +137,26 @@ static void await_offer(uint64_t before)
 		if (st.cts_accepted > before)
 			return;
 		fitest_check_deadline("B to take A's offer");
+		sched_yield();
+	}
+}
+
+/* B progresses until it holds one more credit of A's than before. */
+static void await_credit(uint64_t before)
+{
+	struct fi_cq_tagged_entry e;
+	struct fi_iwarpd_stats st;
+	if (off)
+		return;
+	fitest_set_deadline(10);
+	for (;;) {
+		ssize_t r = fi_cq_read(B.cq, &e, 1);
+		if (r == 1)
+			fitest_die("B: a completion while waiting for a credit");
+		stats(&B, &st);
+		if (st.credit_taken > before)
+			return;
+		fitest_check_deadline("B to take A's credit");
 		sched_yield();
 	}
 }
@@ -351,6 +384,124 @@ static void case_cancel(uint8_t *rb, uint8_t *sb)
 		EXPECT(a1.cts_done_unexp == a0.cts_done_unexp + 1, "cancel: the DONE was not taken as an arriving message");
 }
 
+static void case_credit(uint8_t *rb, uint8_t *sb)
+{
+	struct fi_iwarpd_stats a0, a1, b0, b1;
+	struct fi_cq_tagged_entry e;
+	struct fi_context rc, sc;
+	stats(&A, &a0);
+	stats(&B, &b0);
+	/* A granted a credit when it took B's last rendezvous; B may not
+	 * have read it yet. A makes no call from here until B's send is done. */
+	if (!off && b0.credit_taken == b0.credit_used)
+		await_credit(b0.credit_taken);
+	fill(sb, BIG, 10);
+	memset(rb, 0, BIG);
+	POST(fi_tsend(B.ep, sb, BIG, NULL, B.peer, 10, &sc), "B: fi_tsend");
+	/* By the credit, B's send completes before A posts; as an RTS (off),
+	 * only after A's receive took it. */
+	if (!off)
+		b_send_done("credit: B's send");
+	stats(&A, &a1);
+	stats(&B, &b1);
+	if (!off) {
+		EXPECT(b1.credit_used == b0.credit_used + 1, "credit: B used %llu credits, want 1",
+		       (unsigned long long)(b1.credit_used - b0.credit_used));
+		EXPECT(a1.credit_done == a0.credit_done, "credit: A took a message without a call");
+	} else {
+		EXPECT(a1.credit_granted == 0 && b1.credit_used == 0, "off: a credit was granted or used");
+	}
+	POST(fi_trecv(A.ep, rb, BIG, NULL, A.peer, 10, 0, &rc), "A: fi_trecv");
+	if (off)
+		b_send_done("credit: B's send");
+	reap(&A, &e, "credit: A's receive");
+	EXPECT(e.op_context == &rc && e.len == BIG && e.tag == 10 && same(rb, BIG, 10),
+	       "credit: A's receive: context %p len %zu tag %llu, data %s", e.op_context, e.len,
+	       (unsigned long long)e.tag, same(rb, BIG, 10) ? "intact" : "wrong");
+	stats(&A, &a1);
+	if (!off)
+		EXPECT(a1.credit_done == a0.credit_done + 1, "credit: A's receive was not the credit's message");
+}
+
+static void case_order(uint8_t *rb, uint8_t *sb)
+{
+	struct fi_iwarpd_stats b0, b1;
+	struct fi_cq_tagged_entry e;
+	struct fi_context rw, rd, s1, s2;
+	static uint8_t small[64], small_rx[BIG];
+	stats(&B, &b0);
+	if (!off && b0.credit_taken == b0.credit_used)
+		await_credit(b0.credit_taken);
+	fill(sb, BIG, 11);
+	fill(small, sizeof(small), 12);
+	memset(rb, 0, BIG);
+	memset(small_rx, 0, BIG);
+	POST(fi_tsend(B.ep, sb, BIG, NULL, B.peer, 11, &s1), "B: fi_tsend large");
+	POST(fi_tsend(B.ep, small, sizeof(small), NULL, B.peer, 11, &s2), "B: fi_tsend small");
+	stats(&B, &b1);
+	if (!off)
+		EXPECT(b1.credit_used == b0.credit_used + 1, "order: the large send did not use the credit");
+	POST(fi_trecv(A.ep, rb, BIG, NULL, FI_ADDR_UNSPEC, 11, 0, &rw), "A: fi_trecv any");
+	POST(fi_trecv(A.ep, small_rx, BIG, NULL, A.peer, 11, 0, &rd), "A: fi_trecv directed");
+	for (int i = 0; i < 2; i++) {
+		reap(&A, &e, "order: receives");
+		if (e.op_context == &rw)
+			EXPECT(e.len == BIG && same(rb, BIG, 11), "order: the first receive got %zu octets, want the large message",
+			       e.len);
+		else
+			EXPECT(e.op_context == &rd && e.len == sizeof(small) && same(small_rx, sizeof(small), 12),
+			       "order: the second receive got %zu octets, want the small message", e.len);
+	}
+	for (int i = 0; i < 2; i++)
+		b_send_done("order: B's sends");
+}
+
+static void case_stranger(struct fid_fabric *fab, struct fi_info *info, uint8_t *rb, uint8_t *sb)
+{
+	struct fi_iwarpd_stats a0, a1, b0, b1;
+	struct fi_cq_tagged_entry e;
+	struct fi_context rc, sc, cr, cs;
+	static uint8_t small[64], small_rx[64];
+	char name[64];
+	size_t len = sizeof(name);
+	open_side(fab, info, &C);
+	CHECK(fi_getname(&B.ep->fid, name, &len));
+	if (fi_av_insert(C.av, name, 1, &C.peer, 0, NULL) != 1)
+		fitest_die("C: fi_av_insert");
+	fill(small, sizeof(small), 13);
+	POST(fi_trecv(B.ep, small_rx, sizeof(small_rx), NULL, FI_ADDR_UNSPEC, 20, 0, &cr), "B: fi_trecv from C");
+	POST(fi_tsend(C.ep, small, sizeof(small), NULL, C.peer, 20, &cs), "C: fi_tsend");
+	reap(&C, &e, "stranger: C's send");
+	reap(&B, &e, "stranger: B's receive from C");
+	EXPECT(e.op_context == &cr && same(small_rx, sizeof(small_rx), 13), "stranger: B's receive from C");
+	stats(&A, &a0);
+	stats(&B, &b0);
+	if (!off && b0.credit_taken == b0.credit_used)
+		await_credit(b0.credit_taken);
+	fill(sb, BIG, 14);
+	memset(rb, 0, BIG);
+	POST(fi_tsend(B.ep, sb, BIG, NULL, B.peer, 21, &sc), "B: fi_tsend");
+	if (!off)
+		b_send_done("stranger: B's send");
+	stats(&B, &b1);
+	if (!off)
+		EXPECT(b1.credit_used == b0.credit_used + 1, "stranger: B used %llu credits after a message it could not count",
+		       (unsigned long long)(b1.credit_used - b0.credit_used));
+	POST(fi_trecv(A.ep, rb, BIG, NULL, A.peer, 21, 0, &rc), "A: fi_trecv");
+	if (off)
+		b_send_done("stranger: B's send");
+	reap(&A, &e, "stranger: A's receive");
+	EXPECT(e.op_context == &rc && e.len == BIG && same(rb, BIG, 14), "stranger: A's receive: len %zu, data %s", e.len,
+	       same(rb, BIG, 14) ? "intact" : "wrong");
+	stats(&A, &a1);
+	if (!off)
+		EXPECT(a1.credit_done == a0.credit_done + 1, "stranger: A's receive was not the credit's message");
+	fi_close(&C.ep->fid);
+	fi_close(&C.cq->fid);
+	fi_close(&C.av->fid);
+	fi_close(&C.dom->fid);
+}
+
 int main(int argc, char **argv)
 {
 	const char *prov = argc > 1 ? argv[1] : "iwarpd";
@@ -378,6 +529,9 @@ int main(int argc, char **argv)
 	case_unexpected(rb, sb);
 	case_between(rb, sb);
 	case_cancel(rb, sb);
+	case_credit(rb, sb);
+	case_order(rb, sb);
+	case_stranger(fab, info, rb, sb);
 	fi_close(&A.ep->fid);
 	fi_close(&B.ep->fid);
 	fi_close(&A.cq->fid);
