@@ -79,6 +79,11 @@ enum iwd_idle_mode { IWD_IDLE_ADAPTIVE, IWD_IDLE_YIELD, IWD_IDLE_SLEEP };
 /* FI_IWARPD_IDLE_SLEEP_US's default and upper bound. */
 #define IWD_IDLE_SLEEP_US 1
 #define IWD_IDLE_SLEEP_MAX_US 1000
+/* FI_IWARPD_IDLE_BLOCK_US: the longest an empty fi_cq_read blocks on the
+ * completion channel while every operation it waits for is the daemon's
+ * (iwd_progress.c iwd_domain_block); 0: never blocks. */
+#define IWD_IDLE_BLOCK_US 1000
+#define IWD_IDLE_BLOCK_MAX_US 1000000
 /* Adaptive: a yield or sleep that kept the thread away this much longer
  * than asked means the CPU is contended; the thread then sleeps instead of
  * yielding for IWD_IDLE_HOLD_NS after it. */
@@ -102,6 +107,7 @@ struct iwd_params {
 	size_t mr_cache;      /* FI_IWARPD_MR_CACHE: registrations a domain caches (0: none) */
 	int idle_mode;        /* FI_IWARPD_IDLE: enum iwd_idle_mode (iwd_idle.c) */
 	int idle_sleep_us;    /* FI_IWARPD_IDLE_SLEEP_US: one sleep of the wait discipline */
+	int idle_block_us;    /* FI_IWARPD_IDLE_BLOCK_US: bound of a block on the channel (iwd_domain_block) */
 	int dgram_crc;        /* FI_IWARPD_DGRAM_CRC: CRC32c on RD/UD QPs (every rank alike) */
 	int fastpath;         /* FI_IWARPD_FASTPATH: the rank reads and sends on its UD QP's socket */
 	int fastpath_rdm;     /* FI_IWARPD_FASTPATH_RDM: the same for RDM's RD QP (default on) */
@@ -220,6 +226,7 @@ struct iwd_domain {
 	int refs;
 	int dead;                   /* the daemon went away */
 	int self_served;            /* the last progress: every endpoint on its own socket (iwd_progress.c) */
+	int daemon_wait;            /* the last progress: all the domain waits for is the daemon's (iwd_progress.c) */
 	int64_t idle_check_ns;      /* CLOCK_MONOTONIC of the last iwd_domain_check_idle probe */
 	pthread_t thread;           /* FI_IWARPD_PROGRESS_THREAD */
 	int thread_on, thread_stop;
@@ -241,6 +248,14 @@ int iwd_domain_check(struct iwd_domain *dom);
  * daemon's socket at most every IWD_IDLE_CHECK_NS; the lock is held. */
 int iwd_domain_check_idle(struct iwd_domain *dom);
 #define IWD_IDLE_CHECK_NS 1000000LL
+/* iwd_domain_block, after an empty poll of cq (NULL: none) found
+ * dom->daemon_wait (lock not held): arms the endpoints' verbs CQs, polls
+ * once more and, if that found nothing, blocks on the completion channel
+ * for at most FI_IWARPD_IDLE_BLOCK_US. 1 if it blocked or found a
+ * completion (the caller neither yields nor sleeps), 0 if the domain no
+ * longer waits on the daemon alone (the caller idles as before). */
+struct iwd_cq;
+int iwd_domain_block(struct iwd_domain *dom, struct iwd_cq *cq);
 
 /* The registration cache (iwd_rcache.c); the domain lock is held. get
  * returns an entry covering [addr, addr+len) with remote read access and
