@@ -126,6 +126,9 @@ void iwd_idle(int self_served);
 /* Called by a poll that found something: the next wait's sleeps start
  * from FI_IWARPD_IDLE_SLEEP_US again. */
 void iwd_idle_reset(void);
+/* Called by an empty fi_cq_read whose domain waits on the daemon alone:
+ * 1 when the read before it was empty too (iwd_idle.c). */
+int iwd_idle_block_due(void);
 
 /* errno (negative, as libiwverbs returns it) to -FI_E*. */
 int iwd_errno(int err);
@@ -252,8 +255,9 @@ int iwd_domain_check_idle(struct iwd_domain *dom);
  * dom->daemon_wait (lock not held): arms the endpoints' verbs CQs, polls
  * once more and, if that found nothing, blocks on the completion channel
  * for at most FI_IWARPD_IDLE_BLOCK_US. 1 if it blocked or found a
- * completion (the caller neither yields nor sleeps), 0 if the domain no
- * longer waits on the daemon alone (the caller idles as before). */
+ * completion in cq (the caller neither yields nor sleeps), 0 if the
+ * domain no longer waits on the daemon alone or another of its CQs holds
+ * a completion (the caller idles as before). */
 struct iwd_cq;
 int iwd_domain_block(struct iwd_domain *dom, struct iwd_cq *cq);
 

@@ -207,7 +207,7 @@ static ssize_t cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count, fi_ad
 	 * waits for is the daemon's work, it blocks on the completion channel
 	 * until the daemon signals one (iwd_progress.c iwd_domain_block). */
 	if (ret == -FI_EAGAIN) {
-		if (!block || !iwd_domain_block(cq->dom, cq))
+		if (!block || !iwd_idle_block_due() || !iwd_domain_block(cq->dom, cq))
 			iwd_idle(self);
 	} else
 		iwd_idle_reset();

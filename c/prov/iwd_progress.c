@@ -116,8 +116,7 @@ int iwd_domain_check_idle(struct iwd_domain *dom)
 	return iwd_domain_check(dom);
 }
 
-/* Whether an endpoint's CQ holds something (a completion the progress of
- * iwd_domain_block made for a CQ other than the one read). */
+/* Whether an endpoint's CQ holds something. */
 static int dom_has_completion(struct iwd_domain *dom)
 {
 	struct iwd_list *it;
@@ -165,8 +164,11 @@ int iwd_domain_block(struct iwd_domain *dom, struct iwd_cq *cq)
 			iwv_req_notify_cq(ep->vcq, 0);
 	}
 	iwd_domain_progress(dom);
-	found = (cq && (cq->count || cq->nerrs)) || dom_has_completion(dom);
-	wait = dom->daemon_wait;
+	found = cq && (cq->count || cq->nerrs);
+	/* A completion in another CQ of the domain (this progress's, or one
+	 * the application leaves there): not a wait on the daemon alone;
+	 * the caller idles as before. */
+	wait = dom->daemon_wait && !dom_has_completion(dom);
 	p.fd = iwv_comp_channel_fd(dom->chan);
 	iwd_unlock(dom);
 	if (found)
