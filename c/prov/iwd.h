@@ -683,6 +683,11 @@ struct iwd_ep_ops {
 	/* The application is about to block (fi_trywait, sread: the CQs are
 	 * armed); the domain lock is held. May be NULL. */
 	void (*idle)(struct iwd_ep *ep);
+	/* Whether a transfer the daemons move is in flight (RDM: a rendezvous
+	 * send not complete, a rendezvous Read): an empty fi_cq_read may then
+	 * block on the completion channel (iwd_progress.c); the domain lock
+	 * is held. May be NULL (never). */
+	int (*bulk)(struct iwd_ep *ep);
 };
 
 /* What every endpoint type has. Each type embeds it first in its own

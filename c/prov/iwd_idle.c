@@ -44,11 +44,22 @@
  * 8 B message rate to 0.30x tcp). Open MPI 8 B latency over the RDM fast path, alternating runs:
  * 0.83-1.24x tcp polling on, 0.94-1.72x yielding (docs/fastpath.md).
  *
+ * In "adaptive" mode an empty fi_cq_read of a domain whose every wait is
+ * the daemon's work (a bulk transfer in flight, no socket the rank reads
+ * or wants, none of its own operations pending: iwd_progress.c
+ * dom->daemon_wait) neither yields nor sleeps either: it blocks on the
+ * completion channel, woken by the daemon's signal when a completion is
+ * written, for at most FI_IWARPD_IDLE_BLOCK_US (iwd_domain_block) — but
+ * not on the first empty read after one that found something
+ * (iwd_idle_block_due: Open MPI reads its CQ until -FI_EAGAIN before it
+ * completes what it read, and that read must return at once).
+ *
  * The sleep runs with the thread's timer slack lowered to the sleep
  * (prctl(2) PR_SET_TIMERSLACK; the default slack, 50 us, would lengthen
  * every short sleep by 50 us) and the slack restored after. No mode blocks
- * longer than one sleep (at most IWD_IDLE_SLEEP_MAX_US), so none can miss a
- * completion: the caller's next poll sees it. The state is per thread: the
+ * longer than one sleep (at most IWD_IDLE_SLEEP_MAX_US) or one block on the
+ * channel (FI_IWARPD_IDLE_BLOCK_US, 1 ms by default), so none can miss a
+ * completion for long: the caller's next poll sees it. The state is per thread: the
  * thread that waits is the one that is scheduled.
  */
 #include <sched.h>
