@@ -140,9 +140,9 @@ FI_EXT_INI
 				IWD_IDLE_SLEEP_US) "; docs/libfabric.md)");
 	fi_param_define(&iwd_prov, "idle_block_us", FI_PARAM_INT,
 			"In adaptive mode, the longest an empty fi_cq_read blocks on the completion channel while "
-			"everything the domain waits for is the daemon's work (a bulk transfer), 0 to " IWD_STR(
-				IWD_IDLE_BLOCK_MAX_US) " (default " IWD_STR(IWD_IDLE_BLOCK_US) "; 0: never blocks, "
-						       "yields as before; docs/libfabric.md)");
+			"everything the domain waits for is the daemons' work (a bulk transfer), 0 to " IWD_STR(
+				IWD_IDLE_BLOCK_MAX_US) " (default " IWD_STR(IWD_IDLE_BLOCK_US) ": never blocks, "
+							   "yields as before; e.g. 1000; docs/libfabric.md)");
 
 	fi_param_define(&iwd_prov, "dgram_crc", FI_PARAM_BOOL,
 			"CRC32c on the datagrams of RDM and DGRAM endpoints (default yes). Every rank of a job "

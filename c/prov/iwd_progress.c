@@ -42,6 +42,7 @@ void iwd_domain_progress(struct iwd_domain *dom)
 {
 	struct iwd_list *it, *tmp;
 	int self = 0, daemon = 0, rank_side = 0, work = 0;
+	int blocking = iwd_env.idle_block_us > 0 && iwd_env.idle_mode == IWD_IDLE_ADAPTIVE && !dom->thread_on;
 	iwd_list_foreach_safe(&dom->eps, it, tmp)
 	{
 		struct iwd_ep *ep = iwd_container_of(it, struct iwd_ep, link);
@@ -50,12 +51,13 @@ void iwd_domain_progress(struct iwd_domain *dom)
 			self = 1;
 		else
 			daemon = 1;
-		rank_side |= ep_rank_side(ep);
-		work |= ep_daemon_work(ep);
+		if (blocking) {
+			rank_side |= ep_rank_side(ep);
+			work |= ep_daemon_work(ep);
+		}
 	}
 	dom->self_served = self && !daemon;
-	dom->daemon_wait = work && !rank_side && !dom->thread_on && iwd_env.idle_block_us > 0 &&
-			   iwd_env.idle_mode == IWD_IDLE_ADAPTIVE;
+	dom->daemon_wait = blocking && work && !rank_side;
 }
 
 void iwd_domain_arm(struct iwd_domain *dom)
