@@ -24,9 +24,10 @@
  * CQs' channel), and one has a bulk transfer with the daemons: a
  * rendezvous send or Read in flight (ops->bulk), or a bulk spell
  * (docs/fastpath.md: the daemons move its messages). Small messages
- * through the daemon do not count: their waits are short, and a wake-up
- * from the channel costs more than a yield (8 B alltoall, 4 ranks on 2
- * CPUs: 165-224 us yielding, 385-503 us blocking on every send in flight).
+ * through the daemon do not count: their waits are a few microseconds,
+ * about what a wake-up from the channel costs. Only with
+ * FI_IWARPD_IDLE_BLOCK_US set (off by default: docs/libfabric.md
+ * "Blocking while the daemon works").
  * Not with a progress thread, which drains the channel itself. */
 static int ep_rank_side(const struct iwd_ep *ep)
 {
