@@ -79,6 +79,13 @@ enum iwd_idle_mode { IWD_IDLE_ADAPTIVE, IWD_IDLE_YIELD, IWD_IDLE_SLEEP };
 /* FI_IWARPD_IDLE_SLEEP_US's default and upper bound. */
 #define IWD_IDLE_SLEEP_US 1
 #define IWD_IDLE_SLEEP_MAX_US 1000
+/* FI_IWARPD_IDLE_BLOCK_US: the longest an empty fi_cq_read blocks on the
+ * completion channel while every operation it waits for is the daemon's
+ * (iwd_progress.c iwd_domain_block); 0 (the default): never blocks —
+ * measured no faster for 1 MiB and slower for 64 KiB on the 2-CPU guest
+ * (docs/libfabric.md "Blocking while the daemon works"). */
+#define IWD_IDLE_BLOCK_US 0
+#define IWD_IDLE_BLOCK_MAX_US 1000000
 /* Adaptive: a yield or sleep that kept the thread away this much longer
  * than asked means the CPU is contended; the thread then sleeps instead of
  * yielding for IWD_IDLE_HOLD_NS after it. */
@@ -102,6 +109,7 @@ struct iwd_params {
 	size_t mr_cache;      /* FI_IWARPD_MR_CACHE: registrations a domain caches (0: none) */
 	int idle_mode;        /* FI_IWARPD_IDLE: enum iwd_idle_mode (iwd_idle.c) */
 	int idle_sleep_us;    /* FI_IWARPD_IDLE_SLEEP_US: one sleep of the wait discipline */
+	int idle_block_us;    /* FI_IWARPD_IDLE_BLOCK_US: bound of a block on the channel (iwd_domain_block) */
 	int dgram_crc;        /* FI_IWARPD_DGRAM_CRC: CRC32c on RD/UD QPs (every rank alike) */
 	int fastpath;         /* FI_IWARPD_FASTPATH: the rank reads and sends on its UD QP's socket */
 	int fastpath_rdm;     /* FI_IWARPD_FASTPATH_RDM: the same for RDM's RD QP (default on) */
@@ -121,6 +129,9 @@ void iwd_idle(int self_served);
 /* Called by a poll that found something: the next wait's sleeps start
  * from FI_IWARPD_IDLE_SLEEP_US again. */
 void iwd_idle_reset(void);
+/* Called by an empty fi_cq_read whose domain waits on the daemon alone:
+ * 1 when the read before it was empty too (iwd_idle.c). */
+int iwd_idle_block_due(void);
 
 /* errno (negative, as libiwverbs returns it) to -FI_E*. */
 int iwd_errno(int err);
@@ -222,6 +233,7 @@ struct iwd_domain {
 	int refs;
 	int dead;                   /* the daemon went away */
 	int self_served;            /* the last progress: every endpoint on its own socket (iwd_progress.c) */
+	int daemon_wait;            /* the last progress: all the domain waits for is the daemon's (iwd_progress.c) */
 	int64_t idle_check_ns;      /* CLOCK_MONOTONIC of the last iwd_domain_check_idle probe */
 	pthread_t thread;           /* FI_IWARPD_PROGRESS_THREAD */
 	int thread_on, thread_stop;
@@ -243,6 +255,15 @@ int iwd_domain_check(struct iwd_domain *dom);
  * daemon's socket at most every IWD_IDLE_CHECK_NS; the lock is held. */
 int iwd_domain_check_idle(struct iwd_domain *dom);
 #define IWD_IDLE_CHECK_NS 1000000LL
+/* iwd_domain_block, after an empty poll of cq (NULL: none) found
+ * dom->daemon_wait (lock not held): arms the endpoints' verbs CQs, polls
+ * once more and, if that found nothing, blocks on the completion channel
+ * for at most FI_IWARPD_IDLE_BLOCK_US. 1 if it blocked or found a
+ * completion in cq (the caller neither yields nor sleeps), 0 if the
+ * domain no longer waits on the daemon alone or another of its CQs holds
+ * a completion (the caller idles as before). */
+struct iwd_cq;
+int iwd_domain_block(struct iwd_domain *dom, struct iwd_cq *cq);
 
 /* The registration cache (iwd_rcache.c); the domain lock is held. get
  * returns an entry covering [addr, addr+len) with remote read access and
@@ -670,6 +691,11 @@ struct iwd_ep_ops {
 	/* The application is about to block (fi_trywait, sread: the CQs are
 	 * armed); the domain lock is held. May be NULL. */
 	void (*idle)(struct iwd_ep *ep);
+	/* Whether a transfer the daemons move is in flight (RDM: a rendezvous
+	 * send not complete, a rendezvous Read): an empty fi_cq_read may then
+	 * block on the completion channel (iwd_progress.c); the domain lock
+	 * is held. May be NULL (never). */
+	int (*bulk)(struct iwd_ep *ep);
 };
 
 /* What every endpoint type has. Each type embeds it first in its own

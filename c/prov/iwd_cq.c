@@ -190,7 +190,7 @@ static ssize_t cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count, fi_ad
 {
 	struct iwd_cq *cq = iwd_container_of(cq_fid, struct iwd_cq, cq_fid);
 	ssize_t ret;
-	int self;
+	int self, block;
 	if (!buf && count)
 		return -FI_EINVAL;
 	iwd_lock(cq->dom);
@@ -198,14 +198,18 @@ static ssize_t cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count, fi_ad
 		iwd_domain_progress(cq->dom);
 	ret = cq_readfrom_locked(cq, buf, count, src);
 	self = cq->dom->self_served;
+	block = cq->dom->daemon_wait;
 	iwd_unlock(cq->dom);
 	/* The daemon is the RNIC and shares the CPUs with us: an empty poll
 	 * gives it the processor rather than spinning through its timeslice
 	 * (on 2 cores with two daemons, spinning readers cost milliseconds),
-	 * unless the domain serves itself; how, iwd_idle.c. */
-	if (ret == -FI_EAGAIN)
-		iwd_idle(self);
-	else
+	 * unless the domain serves itself; how, iwd_idle.c. While all it
+	 * waits for is the daemon's work, it blocks on the completion channel
+	 * until the daemon signals one (iwd_progress.c iwd_domain_block). */
+	if (ret == -FI_EAGAIN) {
+		if (!block || !iwd_idle_block_due() || !iwd_domain_block(cq->dom, cq))
+			iwd_idle(self);
+	} else
 		iwd_idle_reset();
 	return ret;
 }

@@ -162,4 +162,20 @@ void iwd_fprd_req_fail(struct iwd_ep *ep, struct iwvi_fp_rd *rd);
 int iwd_fp_owned(const struct iwd_ep *ep);
 int iwd_fprd_owned(const struct iwd_ep *ep);
 
+/* iwd_fprd_with_daemon: 1 when the endpoint's RD socket stays with the
+ * daemon (no fast path, or a bulk spell with the socket not the rank's)
+ * and none of the rank's own Writes, Reads or atomics is pending: all it
+ * waits for reaches it through the verbs CQ, so a wait may block on the
+ * completion channel (iwd_domain_block). iwd_fprd_in_spell: a bulk spell
+ * (the daemon moves the endpoint's messages). */
+int iwd_fprd_with_daemon(const struct iwd_ep *ep);
+int iwd_fprd_in_spell(const struct iwd_ep *ep);
+
+/* iwd_fprd_park: the rank is about to block on the completion channel
+ * (iwd_domain_block; the endpoint iwd_fprd_with_daemon): a Want of before
+ * the spell is withdrawn, a socket handed back meanwhile given back
+ * (iwvi_fp_own_withdraw), so that no datagram waits on a socket the rank
+ * does not read while it sleeps. */
+void iwd_fprd_park(struct iwd_ep *ep);
+
 #endif /* IWD_FASTPATH_H */

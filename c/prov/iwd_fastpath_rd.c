@@ -401,3 +401,25 @@ int iwd_fprd_owned(const struct iwd_ep *ep)
 {
 	return ep->fprd && ep->fprd->owned && !ep->fprd->blocked;
 }
+
+int iwd_fprd_with_daemon(const struct iwd_ep *ep)
+{
+	const struct iwd_fprd *f = ep->fprd;
+	if (!f)
+		return 1;
+	return f->bulk && !f->owned && !iwvi_fp_own_owned(&f->rd.own) && !iwd_fprd_pending(ep);
+}
+
+int iwd_fprd_in_spell(const struct iwd_ep *ep)
+{
+	return ep->fprd && ep->fprd->bulk;
+}
+
+void iwd_fprd_park(struct iwd_ep *ep)
+{
+	struct iwd_fprd *f = ep->fprd;
+	if (!f || f->owned)
+		return;
+	iwvi_fp_rd_flush(&f->rd);
+	iwvi_fp_own_withdraw(&f->rd.own);
+}

@@ -44,11 +44,22 @@
  * 8 B message rate to 0.30x tcp). Open MPI 8 B latency over the RDM fast path, alternating runs:
  * 0.83-1.24x tcp polling on, 0.94-1.72x yielding (docs/fastpath.md).
  *
+ * In "adaptive" mode an empty fi_cq_read of a domain whose every wait is
+ * the daemon's work (a bulk transfer in flight, no socket the rank reads
+ * or wants, none of its own operations pending: iwd_progress.c
+ * dom->daemon_wait) neither yields nor sleeps either: it blocks on the
+ * completion channel, woken by the daemon's signal when a completion is
+ * written, for at most FI_IWARPD_IDLE_BLOCK_US (iwd_domain_block) — but
+ * not on the first empty read after one that found something
+ * (iwd_idle_block_due: Open MPI reads its CQ until -FI_EAGAIN before it
+ * completes what it read, and that read must return at once).
+ *
  * The sleep runs with the thread's timer slack lowered to the sleep
  * (prctl(2) PR_SET_TIMERSLACK; the default slack, 50 us, would lengthen
  * every short sleep by 50 us) and the slack restored after. No mode blocks
- * longer than one sleep (at most IWD_IDLE_SLEEP_MAX_US), so none can miss a
- * completion: the caller's next poll sees it. The state is per thread: the
+ * longer than one sleep (at most IWD_IDLE_SLEEP_MAX_US) or one block on the
+ * channel (FI_IWARPD_IDLE_BLOCK_US, 1 ms by default), so none can miss a
+ * completion for long: the caller's next poll sees it. The state is per thread: the
  * thread that waits is the one that is scheduled.
  */
 #include <sched.h>
@@ -67,10 +78,27 @@ static __thread unsigned idle_slept;
 /* Adaptive: when the last long return (a yield or sleep that kept the
  * thread away IWD_IDLE_CONTENDED_NS) ended (0: none yet). */
 static __thread int64_t idle_long_at;
+/* Empty fi_cq_reads in a row (iwd_idle_block_due). */
+static __thread unsigned idle_empty_run;
 
 void iwd_idle_reset(void)
 {
 	idle_slept = 0;
+	idle_empty_run = 0;
+}
+
+/*
+ * Whether an empty fi_cq_read may block on the completion channel
+ * (iwd_domain_block): not the first after a read that found something.
+ * Open MPI's mtl ofi (ompi_mtl_ofi_context_progress) reads its CQ in a
+ * loop until it returns -FI_EAGAIN and only then completes the requests
+ * it read: blocking on that read, which ends a drain, not a wait, held
+ * every message of a ping-pong for the whole bound (64 KiB latency 1.5 ms
+ * with a 1 ms bound). The second empty read in a row is a wait.
+ */
+int iwd_idle_block_due(void)
+{
+	return idle_empty_run++ > 0;
 }
 
 static int64_t mono_ns(void)

@@ -20,6 +20,7 @@ struct iwd_params iwd_env = {
 	.mr_cache = 64,
 	.idle_mode = IWD_IDLE_ADAPTIVE,
 	.idle_sleep_us = IWD_IDLE_SLEEP_US,
+	.idle_block_us = IWD_IDLE_BLOCK_US,
 	.dgram_crc = 1,
 	.fastpath = 1,
 	.fastpath_rdm = 1,
@@ -138,6 +139,11 @@ FI_EXT_INI
 	fi_param_define(&iwd_prov, "idle_sleep_us", FI_PARAM_INT,
 			"Microseconds of one such sleep, 0 to " IWD_STR(IWD_IDLE_SLEEP_MAX_US) " (default " IWD_STR(
 				IWD_IDLE_SLEEP_US) "; docs/libfabric.md)");
+	fi_param_define(&iwd_prov, "idle_block_us", FI_PARAM_INT,
+			"In adaptive mode, the longest an empty fi_cq_read blocks on the completion channel while "
+			"everything the domain waits for is the daemons' work (a bulk transfer), 0 to " IWD_STR(
+				IWD_IDLE_BLOCK_MAX_US) " (default " IWD_STR(IWD_IDLE_BLOCK_US) ": never blocks, "
+							   "yields as before; e.g. 1000; docs/libfabric.md)");
 
 	fi_param_define(&iwd_prov, "dgram_crc", FI_PARAM_BOOL,
 			"CRC32c on the datagrams of RDM and DGRAM endpoints (default yes). Every rank of a job "
@@ -202,6 +208,8 @@ FI_EXT_INI
 	}
 	if (fi_param_get_int(&iwd_prov, "idle_sleep_us", &b) == FI_SUCCESS)
 		iwd_env.idle_sleep_us = b < 0 ? 0 : b > IWD_IDLE_SLEEP_MAX_US ? IWD_IDLE_SLEEP_MAX_US : b;
+	if (fi_param_get_int(&iwd_prov, "idle_block_us", &b) == FI_SUCCESS)
+		iwd_env.idle_block_us = b < 0 ? 0 : b > IWD_IDLE_BLOCK_MAX_US ? IWD_IDLE_BLOCK_MAX_US : b;
 	if (iwd_env.rx_bufs < 8)
 		iwd_env.rx_bufs = 8;
 	if (iwd_env.eager_max < 64)

@@ -136,5 +136,7 @@ int iwd_rdm_start_read(struct iwd_ep *ep, struct iwd_rx *rx, uint32_t hflags, ui
 int iwd_rdm_read_done(struct iwd_ep *ep, struct iwd_rxreq *rr, int err, int prov_errno);
 void iwd_rdm_send_fin(struct iwd_ep *ep, uint64_t id, const uint8_t ip[16], uint16_t port);
 void iwd_rdm_fin(struct iwd_ep *ep, uint64_t id);
+/* ops->bulk: a rendezvous send (staged or waiting for its FIN) or Read in flight. */
+int iwd_rdm_bulk(struct iwd_ep *ep);
 
 #endif /* IWD_RDM_H */

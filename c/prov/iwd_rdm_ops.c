@@ -177,6 +177,7 @@ static const struct iwd_ep_ops rdm_ops = {
 	.datagram = 1,
 	.enable = rdm_enable,
 	.idle = iwd_fprd_idle,
+	.bulk = iwd_rdm_bulk,
 	.fini = iwd_rdm_fini,
 	.progress = iwd_ep_progress,
 	.wc = iwd_rdm_wc,

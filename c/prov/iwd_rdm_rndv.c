@@ -281,3 +281,18 @@ void iwd_rdm_retry(struct iwd_ep *ep)
 		iwd_list_insert_tail(&iwd_rdm(ep)->reads, &rr->link);
 	}
 }
+
+int iwd_rdm_bulk(struct iwd_ep *ep)
+{
+	struct iwd_rdm_ep *r = iwd_rdm(ep);
+	struct iwd_list *it;
+	if (!iwd_list_empty(&r->reads) || !iwd_list_empty(&r->pending_reads))
+		return 1;
+	iwd_list_foreach(&ep->tx_active, it)
+	{
+		struct iwd_tx *tx = iwd_container_of(it, struct iwd_tx, link);
+		if (tx->wr.kind == IWD_WR_TX_REQ && (tx->waiting_fin || tx->stage))
+			return 1;
+	}
+	return 0;
+}

@@ -13,9 +13,15 @@ import (
 // counter read does neither; adaptive yields first and, with a busy
 // process bound to its CPU, starts sleeping instead (issue 20, under load);
 // self: adaptive with the RDM fast path, whose endpoint owns its socket,
-// neither yields nor sleeps (the domain serves itself).
+// neither yields nor sleeps (the domain serves itself); block: while
+// rendezvous sends between two endpoints are in flight (all of it the
+// daemon's work) and FI_IWARPD_IDLE_BLOCK_US is set, the empty reads but
+// the first after a completion block on the completion channel, each
+// woken by the daemon's signal (none ends by its 1 s bound); noblock: the
+// same with FI_IWARPD_IDLE_BLOCK_US=0 (the default) yields or sleeps once
+// per empty read and never blocks.
 func TestIdleDiscipline(t *testing.T) {
-	for _, mode := range []string{"yield", "sleep", "adaptive", "self"} {
+	for _, mode := range []string{"yield", "sleep", "adaptive", "self", "block", "noblock"} {
 		t.Run(mode, func(t *testing.T) {
 			var opts daemontest.Options
 			if mode == "self" {
