@@ -17,13 +17,29 @@ package crc32c
 // normal (non-reflected) bit order.
 const poly = 1<<32 | 0x1EDC6F41
 
-// xPowMod returns x^e mod P in normal bit order (bit i is the coefficient of x^i).
+// xPowMod returns x^e mod P in normal bit order (bit i is the coefficient
+// of x^i), by square and multiply.
 func xPowMod(e int) uint32 {
-	r := uint64(1)
-	for i := 0; i < e; i++ {
+	r, sq := uint32(1), uint32(2) // x^0, x^1
+	for ; e > 0; e >>= 1 {
+		if e&1 != 0 {
+			r = mulModP(r, sq)
+		}
+		sq = mulModP(sq, sq)
+	}
+	return r
+}
+
+// mulModP multiplies two polynomials modulo P in normal bit order.
+func mulModP(a, b uint32) uint32 {
+	var r uint64
+	for i := 31; i >= 0; i-- {
 		r <<= 1
 		if r&(1<<32) != 0 {
 			r ^= poly
+		}
+		if b>>i&1 != 0 {
+			r ^= uint64(a)
 		}
 	}
 	return uint32(r)
@@ -41,6 +57,11 @@ func reflect32(v uint32) uint32 {
 // foldConst is the reflected constant that multiplies a 64-bit reflected
 // quadword by x^e (modulo P) in one carry-less product.
 func foldConst(e int) uint64 { return uint64(reflect32(xPowMod(e - 33))) }
+
+// A raw CRC register c of a prefix (no final xor) is moved past L more
+// octets, c·x^(8L) mod P, by one carry-less product with foldConst(8L) and
+// one crc32 instruction over the 64-bit product (which multiplies by x^32
+// and reduces; the product carries x^1 more than c·x^(8L-33)·x^32).
 
 // foldPair is the 128-bit constant that moves a 16-octet chunk forward by e
 // bits: the low quadword multiplies the chunk's first 8 octets (x^(e+64)),

@@ -8,16 +8,13 @@ import (
 	"testing"
 )
 
-// mulModP multiplies two polynomials modulo P in normal bit order, bit by bit.
-func mulModP(a, b uint32) uint32 {
-	var r uint64
-	for i := 31; i >= 0; i-- {
+// xPowModSlow is x^e mod P one shift at a time.
+func xPowModSlow(e int) uint32 {
+	r := uint64(1)
+	for i := 0; i < e; i++ {
 		r <<= 1
 		if r&(1<<32) != 0 {
 			r ^= poly
-		}
-		if b>>i&1 != 0 {
-			r ^= uint64(a)
 		}
 	}
 	return uint32(r)
@@ -35,6 +32,11 @@ func TestXPowMod(t *testing.T) {
 		raw := ^crc32.Update(0xFFFFFFFF, table, msg)
 		if want := reflect32(xPowMod(8*n - 1 + 32)); raw != want {
 			t.Fatalf("x^%d mod P = %#08x (reflected), the CRC of a message says %#08x", 8*n+31, want, raw)
+		}
+	}
+	for e := 0; e < 5000; e += 13 {
+		if got, want := xPowMod(e), xPowModSlow(e); got != want {
+			t.Fatalf("x^%d mod P = %#08x by squaring, %#08x shift by shift", e, got, want)
 		}
 	}
 	for a := 0; a < 300; a += 7 {
