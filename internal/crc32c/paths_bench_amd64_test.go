@@ -18,7 +18,12 @@ func BenchmarkPaths(b *testing.B) {
 		{"sse42", hasSSE42, 0, updateSSE42},
 		{"xmm", hasFold, foldMin, func(c uint32, b []byte) uint32 { return updateFold(c, b, false, 0, nil) }},
 		{"ymm", hasWide, foldMin, func(c uint32, b []byte) uint32 { return updateFold(c, b, true, 0, nil) }},
-		{"hybrid", hasWide, hybridMin - hybridRound, updateHybrid},
+		{"hybrid", hasWide, 128 + hybridRound, func(c uint32, b []byte) uint32 {
+			if k := (len(b) - 128) / hybridRound; k <= hybridMaxK {
+				return updateFold(c, b, true, k, &hybridShift[k]) // even below hybridMin
+			}
+			return updateHybrid(c, b)
+		}},
 	}
 	for _, n := range []int{64, 128, 256, 376, 624, 1024, 1448, 9000, 65536} {
 		buf := make([]byte, n)
