@@ -55,15 +55,29 @@ done:
 	VPXOR T, D, D \
 	VPXOR Y, D, D
 
-// func updateFold(crc uint32, b []byte, wide bool, k int, shift *[2]uint64) uint32
-// len(b) >= 64; with k > 0, wide is set and len(b) >= 128 + 248·k.
-// BX holds k to the end (the streams' CRCs are joined when it is not 0).
-TEXT ·updateFold(SB), NOSPLIT, $0-60
-	XORL BX, BX
+// func updateFold(crc uint32, b []byte, wide bool) uint32
+// len(b) >= 64.
+TEXT ·updateFold(SB), NOSPLIT, $0-44
 	MOVL crc+0(FP), AX
 	NOTL AX
 	MOVQ b_base+8(FP), SI
 	MOVQ b_len+16(FP), CX
+
+	// Ask for every line of the first 2 KiB at once: the sending daemon
+	// digests payload a rank has just copied, on another CPU, and the
+	// misses then overlap instead of coming one lane at a time.
+	MOVQ CX, DI
+	CMPQ DI, $2048
+	JBE  pfstart
+	MOVQ $2048, DI
+pfstart:
+	XORL R8, R8
+pfloop:
+	PREFETCHT0 (SI)(R8*1)
+	ADDQ       $64, R8
+	CMPQ       R8, DI
+	JB         pfloop
+
 	CMPB wide+32(FP), $0
 	JEQ  narrow
 	CMPQ CX, $256
@@ -81,70 +95,11 @@ TEXT ·updateFold(SB), NOSPLIT, $0-60
 	SUBQ    $128, CX
 	VBROADCASTI128 ·foldK+80(SB), Y12 // x^1024
 
-	// Hybrid rounds: 128 octets into the YMM lanes and 40 into each of
-	// three crc32 streams (R11, R12, R13 from a zero register) at the end
-	// of the buffer, S = 40·k octets each.
-	MOVQ  k+40(FP), BX
-	TESTQ BX, BX
-	JZ    wloop
-	LEAQ  (BX)(BX*4), DI // 5k
-	SHLQ  $3, DI         // S
-	MOVQ  b_base+8(FP), R8
-	ADDQ  b_len+16(FP), R8
-	SUBQ  DI, R8
-	MOVQ  R8, R10        // stream 3
-	SUBQ  DI, R8
-	MOVQ  R8, R9         // stream 2
-	SUBQ  DI, R8         // stream 1
-	LEAQ  (DI)(DI*2), DI
-	SUBQ  DI, CX         // the vector part left
-	XORL  R11, R11
-	XORL  R12, R12
-	XORL  R13, R13
-	MOVQ  BX, DI
-hloop:
-	VPCLMULQDQ $0x00, Y12, Y0, Y4
-	VPCLMULQDQ $0x11, Y12, Y0, Y0
-	CRC32Q     0(R8), R11
-	CRC32Q     0(R9), R12
-	CRC32Q     0(R10), R13
-	VPCLMULQDQ $0x00, Y12, Y1, Y5
-	VPCLMULQDQ $0x11, Y12, Y1, Y1
-	CRC32Q     8(R8), R11
-	CRC32Q     8(R9), R12
-	CRC32Q     8(R10), R13
-	VPCLMULQDQ $0x00, Y12, Y2, Y6
-	VPCLMULQDQ $0x11, Y12, Y2, Y2
-	CRC32Q     16(R8), R11
-	CRC32Q     16(R9), R12
-	CRC32Q     16(R10), R13
-	VPCLMULQDQ $0x00, Y12, Y3, Y7
-	VPCLMULQDQ $0x11, Y12, Y3, Y3
-	CRC32Q     24(R8), R11
-	CRC32Q     24(R9), R12
-	CRC32Q     24(R10), R13
-	VPXOR      0(SI), Y4, Y4
-	VPXOR      32(SI), Y5, Y5
-	VPXOR      64(SI), Y6, Y6
-	VPXOR      96(SI), Y7, Y7
-	CRC32Q     32(R8), R11
-	CRC32Q     32(R9), R12
-	CRC32Q     32(R10), R13
-	VPXOR      Y4, Y0, Y0
-	VPXOR      Y5, Y1, Y1
-	VPXOR      Y6, Y2, Y2
-	VPXOR      Y7, Y3, Y3
-	ADDQ       $128, SI
-	SUBQ       $128, CX
-	ADDQ       $40, R8
-	ADDQ       $40, R9
-	ADDQ       $40, R10
-	DECQ       DI
-	JNZ        hloop
-
 wloop:
 	CMPQ CX, $128
 	JB   wreduce
+	PREFETCHT0 2048(SI)
+	PREFETCHT0 2112(SI)
 	VPCLMULQDQ $0x00, Y12, Y0, Y4
 	VPCLMULQDQ $0x11, Y12, Y0, Y0
 	VPCLMULQDQ $0x00, Y12, Y1, Y5
@@ -276,35 +231,8 @@ ftail1:
 	JZ     fdone
 	CRC32B (SI), DX
 fdone:
-	TESTQ BX, BX
-	JZ    out
-
-	// Join: crc = shift3S(vector) ^ shiftS(shiftS(s1) ^ s2) ^ s3, each
-	// shift one carry-less product and one crc32 over it (fold.go).
-	MOVQ      shift+48(FP), R8
-	MOVOU     (R8), X1 // x^(8S), x^(24S)
-	MOVL      R11, X2
-	PCLMULQDQ $0x00, X1, X2
-	MOVL      DX, X4
-	PCLMULQDQ $0x10, X1, X4
-	MOVQ      X2, R8
-	XORL      R11, R11
-	CRC32Q    R8, R11
-	XORL      R12, R11
-	MOVL      R11, X3
-	PCLMULQDQ $0x00, X1, X3
-	MOVQ      X4, R9
-	XORL      DX, DX
-	CRC32Q    R9, DX
-	MOVQ      X3, R8
-	XORL      R11, R11
-	CRC32Q    R8, R11
-	XORL      R13, R11
-	XORL      R11, DX
-
-out:
 	NOTL DX
-	MOVL DX, ret+56(FP)
+	MOVL DX, ret+40(FP)
 	RET
 
 // func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)

@@ -7,9 +7,7 @@
 // On amd64 it folds the buffer with carry-less multiplies (VPCLMULQDQ on
 // four YMM lanes where the CPU has it, else PCLMULQDQ on four XMM lanes) and
 // finishes with the SSE4.2 crc32 instruction; short buffers use the crc32
-// instruction alone. From 624 octets, with VPCLMULQDQ, three crc32
-// instruction streams digest the end of the buffer while the YMM lanes fold
-// its start, and the four CRCs are joined (crc32c_amd64.go). The folding constants are computed from the polynomial
+// instruction alone. The folding constants are computed from the polynomial
 // at start-up (fold.go). Other architectures and CPUs without these
 // features use the standard library's hash/crc32.
 //

@@ -58,11 +58,6 @@ func reflect32(v uint32) uint32 {
 // quadword by x^e (modulo P) in one carry-less product.
 func foldConst(e int) uint64 { return uint64(reflect32(xPowMod(e - 33))) }
 
-// A raw CRC register c of a prefix (no final xor) is moved past L more
-// octets, c·x^(8L) mod P, by one carry-less product with foldConst(8L) and
-// one crc32 instruction over the 64-bit product (which multiplies by x^32
-// and reduces; the product carries x^1 more than c·x^(8L-33)·x^32).
-
 // foldPair is the 128-bit constant that moves a 16-octet chunk forward by e
 // bits: the low quadword multiplies the chunk's first 8 octets (x^(e+64)),
 // the high quadword its last 8 (x^e).
