@@ -26,7 +26,7 @@ type importRule struct {
 // import logrus; only internal/benchreport imports gonum.org/v1/plot.
 var importRules = map[string]importRule{
 	"iwerr":           {},
-	"internal/crc32c": {},
+	"internal/crc32c": {thirdParty: []string{"golang.org/x/sys"}},
 	"llp":             {},
 	"llp/dgram":       {project: []string{"iwerr", "internal/crc32c", "llp"}},
 	"llp/rd":          {project: []string{"iwerr", "llp/dgram"}},

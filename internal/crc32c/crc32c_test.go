@@ -50,36 +50,3 @@ func TestVectors(t *testing.T) {
 		})
 	}
 }
-
-func BenchmarkChecksum(b *testing.B) {
-	for _, n := range []int{64, 4096, 65536} {
-		buf := make([]byte, n)
-		b.Run(sizeName(n), func(b *testing.B) {
-			b.SetBytes(int64(n))
-			for i := 0; i < b.N; i++ {
-				Checksum(buf)
-			}
-		})
-	}
-}
-
-func sizeName(n int) string {
-	switch {
-	case n >= 1024 && n%1024 == 0:
-		return itoa(n/1024) + "KiB"
-	default:
-		return itoa(n) + "B"
-	}
-}
-
-func itoa(n int) string {
-	if n == 0 {
-		return "0"
-	}
-	var b []byte
-	for n > 0 {
-		b = append([]byte{byte('0' + n%10)}, b...)
-		n /= 10
-	}
-	return string(b)
-}
